@@ -1,0 +1,63 @@
+// Shape helpers: element counts, contiguous strides, dim wrapping and NumPy broadcasting.
+#pragma once
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "tandem/core/error.hpp"
+
+namespace tandem {
+
+using Shape = std::vector<int64_t>;
+
+inline std::string shape_str(const Shape& s) {
+  std::string out = "(";
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (i) out += ", ";
+    out += std::to_string(s[i]);
+  }
+  if (s.size() == 1) out += ",";
+  return out + ")";
+}
+
+inline int64_t numel_of(const Shape& s) {
+  int64_t n = 1;
+  for (int64_t d : s) n *= d;
+  return n;
+}
+
+inline Shape contiguous_strides(const Shape& s) {
+  Shape st(s.size());
+  int64_t acc = 1;
+  for (size_t i = s.size(); i-- > 0;) {
+    st[i] = acc;
+    acc *= s[i] > 1 ? s[i] : 1;
+  }
+  return st;
+}
+
+/// Maps a possibly negative dim into [0, ndim); `op` names the caller in the error.
+inline int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op) {
+  int64_t lo = ndim == 0 ? -1 : -ndim, hi = ndim == 0 ? 0 : ndim - 1;
+  TANDEM_CHECK_INDEX(dim >= lo && dim <= hi, op, ": dim ", dim, " out of range for a tensor of ",
+                     ndim, " dims (expected in [", lo, ", ", hi, "])");
+  return dim < 0 ? dim + (ndim == 0 ? 1 : ndim) : dim;
+}
+
+/// The broadcast shape of a and b (NumPy rules), or an error naming the op and both shapes.
+inline Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
+  size_t n = a.size() > b.size() ? a.size() : b.size();
+  Shape out(n);
+  for (size_t i = 0; i < n; ++i) {
+    int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
+    int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
+    TANDEM_CHECK(da == db || da == 1 || db == 1, op, ": shapes ", shape_str(a), " and ",
+                 shape_str(b), " cannot be broadcast together (dim ", i, ": ", da, " vs ", db, ")");
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+}  // namespace tandem

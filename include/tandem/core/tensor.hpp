@@ -1,0 +1,195 @@
+// Tensor: a cheap, shared handle on (storage, shape, strides, offset, dtype, device) plus the
+// autograd metadata. Copying a Tensor copies the handle, never the data, as in libtorch.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <iosfwd>
+#include <memory>
+#include <vector>
+
+#include "tandem/core/device.hpp"
+#include "tandem/core/dtype.hpp"
+#include "tandem/core/shape.hpp"
+#include "tandem/core/storage.hpp"
+
+namespace tandem {
+
+namespace autograd {
+class Node;
+}
+class Tensor;
+
+/// The dtype, device and requires_grad of a new tensor. Converts from a DType or a Device, so
+/// `zeros({2, 3}, DType::f64)` and `zeros({2, 3}, Device("cuda:0"))` both read naturally.
+struct TensorOptions {
+  DType dtype_ = DType::f32;
+  Device device_ = kCPU;
+  bool requires_grad_ = false;
+
+  TensorOptions() = default;
+  TensorOptions(DType t) : dtype_(t) {}   // NOLINT(google-explicit-constructor)
+  TensorOptions(Device d) : device_(d) {}  // NOLINT(google-explicit-constructor)
+  TensorOptions dtype(DType t) const { auto o = *this; o.dtype_ = t; return o; }
+  TensorOptions device(Device d) const { auto o = *this; o.device_ = d; return o; }
+  TensorOptions requires_grad(bool r = true) const { auto o = *this; o.requires_grad_ = r; return o; }
+};
+
+/// Called with a leaf's gradient once it is complete for the current backward pass.
+using GradReadyHook = std::function<void(const Tensor& grad)>;
+
+/// What a Tensor handle points to. Users go through Tensor; ops and autograd read this.
+struct TensorImpl {
+  Storage storage;
+  Shape shape;
+  Shape strides;  // in elements
+  int64_t offset = 0;  // in elements
+  DType dtype = DType::f32;
+
+  // Autograd metadata.
+  bool requires_grad = false;
+  std::shared_ptr<TensorImpl> grad;
+  std::shared_ptr<autograd::Node> grad_fn;         // set on non-leaf results of recorded ops
+  std::weak_ptr<autograd::Node> grad_accumulator;  // leaves: the node that accumulates .grad
+  std::vector<GradReadyHook> ready_hooks;
+};
+
+class Tensor {
+ public:
+  Tensor() = default;
+  explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+
+  bool defined() const { return static_cast<bool>(impl_); }
+  TensorImpl* impl() const { return impl_.get(); }
+  const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
+  bool is_same(const Tensor& other) const { return impl_ == other.impl_; }
+
+  // --- metadata --------------------------------------------------------------------------
+  const Shape& shape() const { return checked()->shape; }
+  const Shape& sizes() const { return shape(); }
+  const Shape& strides() const { return checked()->strides; }
+  /// Size of one dim; negative dims count from the end.
+  int64_t size(int64_t dim) const;
+  int64_t stride(int64_t dim) const;
+  int64_t dim() const { return static_cast<int64_t>(shape().size()); }
+  int64_t numel() const { return numel_of(shape()); }
+  DType dtype() const { return checked()->dtype; }
+  Device device() const { return checked()->storage.device(); }
+  int64_t storage_offset() const { return checked()->offset; }
+  const Storage& storage() const { return checked()->storage; }
+  int64_t element_size() const { return tandem::element_size(dtype()); }
+  bool is_contiguous() const;
+  bool is_floating_point() const { return is_floating(dtype()); }
+  bool is_cpu() const { return device().is_cpu(); }
+  bool is_cuda() const { return device().is_cuda(); }
+
+  // --- data access -----------------------------------------------------------------------
+  /// Pointer to the first element; throws when T does not match dtype().
+  template <typename T>
+  T* data_ptr() const {
+    TANDEM_CHECK(dtype() == dtype_of<T>::value, "data_ptr: tensor has dtype ", dtype(),
+                 " but data_ptr<", dtype_name(dtype_of<T>::value), "> was asked for");
+    return static_cast<T*>(raw_data());
+  }
+  void* raw_data() const;
+  /// The single element of a one-element tensor, converted to T (CPU or CUDA).
+  template <typename T>
+  T item() const;
+  /// Every element, converted to T, in row-major order.
+  template <typename T>
+  std::vector<T> to_vector() const;
+
+  // --- conversions -----------------------------------------------------------------------
+  Tensor to(DType dtype) const;
+  Tensor to(Device device) const;
+  Tensor to(Device device, DType dtype) const;
+  Tensor clone() const;
+  Tensor contiguous() const;
+  Tensor cpu() const { return to(kCPU); }
+
+  // --- views (share storage; differentiable) -------------------------------------------
+  Tensor reshape(const Shape& shape) const;
+  Tensor view(const Shape& shape) const;
+  Tensor permute(const Shape& dims) const;
+  Tensor transpose(int64_t dim0, int64_t dim1) const;
+  Tensor t() const { return transpose(0, 1); }
+  Tensor slice(int64_t dim, int64_t start, int64_t end, int64_t step = 1) const;
+  Tensor narrow(int64_t dim, int64_t start, int64_t length) const;
+  Tensor select(int64_t dim, int64_t index) const;
+  Tensor unsqueeze(int64_t dim) const;
+  Tensor squeeze() const;
+  Tensor squeeze(int64_t dim) const;
+  Tensor expand(const Shape& shape) const;
+  Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1) const;
+
+  // --- common math as methods --------------------------------------------------------------
+  Tensor sum() const;
+  Tensor sum(const Shape& dims, bool keepdim = false) const;
+  Tensor mean() const;
+  Tensor mean(const Shape& dims, bool keepdim = false) const;
+  Tensor exp() const;
+  Tensor log() const;
+  Tensor sqrt() const;
+  Tensor abs() const;
+  Tensor relu() const;
+  Tensor pow(double exponent) const;
+  Tensor matmul(const Tensor& other) const;
+  Tensor argmax(int64_t dim, bool keepdim = false) const;
+
+  // --- in place (no autograd; for optimizers and initialization) ---------------------------
+  Tensor& zero_();
+  Tensor& fill_(double value);
+  /// Copies `src` (broadcast, converted) into this tensor's elements.
+  Tensor& copy_(const Tensor& src);
+  /// this += alpha * other
+  Tensor& add_(const Tensor& other, double alpha = 1.0);
+  Tensor& mul_(double value);
+  Tensor& mul_(const Tensor& other);
+
+  // --- autograd --------------------------------------------------------------------------
+  bool requires_grad() const { return checked()->requires_grad; }
+  /// Makes a leaf tensor track gradients (floating dtypes only). Returns *this.
+  Tensor& set_requires_grad(bool requires_grad = true);
+  Tensor requires_grad_(bool requires_grad = true) { return set_requires_grad(requires_grad); }
+  /// The accumulated gradient (undefined until a backward pass reaches this tensor).
+  Tensor grad() const;
+  void set_grad(const Tensor& grad);
+  const std::shared_ptr<autograd::Node>& grad_fn() const { return checked()->grad_fn; }
+  bool is_leaf() const { return !grad_fn(); }
+  /// Backpropagates from this tensor. A non-scalar needs `gradient` of the same shape.
+  void backward(const Tensor& gradient = Tensor(), bool retain_graph = false) const;
+  /// A tensor sharing this one's data with no history.
+  Tensor detach() const;
+  /// Adds a hook the autograd engine calls once this leaf's gradient is complete in a backward
+  /// pass (data parallelism starts the gradient allreduce there).
+  void register_grad_ready_hook(GradReadyHook hook) const;
+
+ private:
+  TensorImpl* checked() const {
+    TANDEM_CHECK(impl_ != nullptr, "Tensor: operation on an undefined tensor");
+    return impl_.get();
+  }
+  std::shared_ptr<TensorImpl> impl_;
+};
+
+/// Prints like torch: `tensor([[1., 2.], [3., 4.]], shape=(2, 2), dtype=f32, device=cpu)`.
+std::ostream& operator<<(std::ostream& os, const Tensor& t);
+
+/// A tensor with the given layout over `storage` (no autograd history, no copy).
+Tensor make_tensor(Storage storage, Shape shape, Shape strides, int64_t offset, DType dtype);
+
+Tensor operator+(const Tensor& a, const Tensor& b);
+Tensor operator-(const Tensor& a, const Tensor& b);
+Tensor operator*(const Tensor& a, const Tensor& b);
+Tensor operator/(const Tensor& a, const Tensor& b);
+Tensor operator+(const Tensor& a, double b);
+Tensor operator-(const Tensor& a, double b);
+Tensor operator*(const Tensor& a, double b);
+Tensor operator/(const Tensor& a, double b);
+Tensor operator+(double a, const Tensor& b);
+Tensor operator-(double a, const Tensor& b);
+Tensor operator*(double a, const Tensor& b);
+Tensor operator/(double a, const Tensor& b);
+Tensor operator-(const Tensor& a);
+
+}  // namespace tandem

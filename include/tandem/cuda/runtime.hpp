@@ -1,0 +1,54 @@
+// The CUDA runtime seen from the rest of tandem: availability, devices, streams and copies.
+// Every function exists in every build; without the CUDA backend they report "not available"
+// or throw NotImplementedError, so callers need no #ifdefs.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include "tandem/core/storage.hpp"
+
+namespace tandem::cuda {
+
+/// True when tandem was built with its CUDA backend.
+bool compiled_with_cuda();
+/// True when built with CUDA and a driver and at least one GPU are present. The first call on a
+/// CUDA build that finds no GPU prints one line saying tandem falls back to the CPU.
+bool is_available();
+/// Number of visible GPUs (0 without CUDA, driver or GPU).
+int device_count();
+/// A one-line description of the CUDA build (runtime, cuBLAS, cuDNN and NCCL versions).
+std::string build_info();
+
+/// The caching allocator of GPU `index`: freed blocks are kept per size and reused, so the
+/// training loop does not call cudaMalloc/cudaFree every step.
+Allocator& caching_allocator(int index);
+/// Page-locked host memory (cudaHostAlloc).
+Allocator& pinned_host_allocator();
+
+/// Copies bytes between any two devices (host-host included); synchronous.
+void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t nbytes);
+
+/// A CUDA stream owned by tandem (compute or communication). Movable, not copyable.
+class Stream {
+ public:
+  explicit Stream(int device);
+  ~Stream();
+  Stream(Stream&& other) noexcept;
+  Stream& operator=(Stream&& other) noexcept;
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+  void* handle() const { return handle_; }  // a cudaStream_t
+  int device() const { return device_; }
+  void synchronize() const;
+
+ private:
+  void* handle_ = nullptr;
+  int device_ = 0;
+};
+
+/// Fills `count` floats at `dst` (device memory of GPU `device`) with `value` on the default
+/// stream. The first kernel of the backend; tensors' CUDA ops arrive with the CUDA issue.
+void fill_f32(float* dst, size_t count, float value, int device);
+
+}  // namespace tandem::cuda

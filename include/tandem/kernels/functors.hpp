@@ -1,0 +1,256 @@
+// The elementwise math of tandem, written once: each functor runs in the CPU loops (g++) and in
+// CUDA grid-stride kernels (nvcc). Floating functors see f32 or f64; f16/bf16 are widened first.
+#pragma once
+
+#include <math.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "tandem/core/macros.hpp"
+
+namespace tandem::kernels {
+
+enum class UnaryOp {
+  neg, exp, log, sqrt, abs, sign, relu, sigmoid, tanh, gelu, gelu_tanh, pow_scalar, clamp,
+  add_scalar, mul_scalar, logical_not
+};
+enum class BinaryOp {
+  add, mul, div, pow, maximum, minimum,        // arithmetic (add: a + alpha * b)
+  eq, ne, lt, le, gt, ge,                      // comparisons (bool output)
+  relu_backward, sigmoid_backward, tanh_backward, gelu_backward, gelu_tanh_backward,
+  clamp_backward                               // (grad, saved) -> grad_input
+};
+
+/// Scalar parameters of a functor (alpha for add, the exponent for pow, the bounds of clamp).
+struct OpArgs {
+  double a = 0.0;
+  double b = 0.0;
+};
+
+constexpr double kSqrt1_2 = 0.70710678118654752440;
+constexpr double kSqrt2OverPi = 0.79788456080286535588;
+constexpr double kInvSqrt2Pi = 0.39894228040143267794;
+constexpr double kGeluC = 0.044715;
+
+template <typename T> TANDEM_HD T max_nan(T a, T b) { return (a != a || a > b) ? a : b; }  // NaN wins
+template <typename T> TANDEM_HD T min_nan(T a, T b) { return (a != a || a < b) ? a : b; }
+
+// --- unary ---------------------------------------------------------------------------------
+struct Neg {
+  static constexpr bool kIntegers = true;
+  template <typename T> TANDEM_HD T operator()(T x) const { return -x; } };
+struct Exp { template <typename T> TANDEM_HD T operator()(T x) const { return exp(x); } };
+struct Log { template <typename T> TANDEM_HD T operator()(T x) const { return log(x); } };
+struct Sqrt { template <typename T> TANDEM_HD T operator()(T x) const { return sqrt(x); } };
+struct Abs {
+  static constexpr bool kIntegers = true;
+  template <typename T> TANDEM_HD T operator()(T x) const { return x < T(0) ? -x : x; } };
+struct Sign {
+  template <typename T> TANDEM_HD T operator()(T x) const {
+    return x > T(0) ? T(1) : (x < T(0) ? T(-1) : T(0));
+  }
+};
+struct Relu {  // NaN stays NaN, as torch
+  template <typename T> TANDEM_HD T operator()(T x) const { return x > T(0) || x != x ? x : T(0); }
+};
+struct Sigmoid {
+  template <typename T> TANDEM_HD T operator()(T x) const { return T(1) / (T(1) + exp(-x)); }
+};
+struct Tanh { template <typename T> TANDEM_HD T operator()(T x) const { return tanh(x); } };
+struct Gelu {  // x * Phi(x), exact
+  template <typename T> TANDEM_HD T operator()(T x) const {
+    return T(0.5) * x * (T(1) + erf(x * T(kSqrt1_2)));
+  }
+};
+struct GeluTanh {
+  template <typename T> TANDEM_HD T operator()(T x) const {
+    T inner = T(kSqrt2OverPi) * (x + T(kGeluC) * x * x * x);
+    return T(0.5) * x * (T(1) + tanh(inner));
+  }
+};
+struct PowScalar {
+  double e;
+  template <typename T> TANDEM_HD T operator()(T x) const {
+    if (e == 2.0) return x * x;  // exact and fast for the common case
+    return pow(x, T(e));
+  }
+};
+struct Clamp {  // bounds given as +/-inf when absent; NaN propagates
+  double lo, hi;
+  template <typename T> TANDEM_HD T operator()(T x) const {
+    if (x != x) return x;
+    return x < T(lo) ? T(lo) : (x > T(hi) ? T(hi) : x);
+  }
+};
+struct AddScalar {
+  static constexpr bool kIntegers = true;
+  double s;
+  template <typename T> TANDEM_HD T operator()(T x) const { return x + T(s); }
+};
+struct MulScalar {
+  static constexpr bool kIntegers = true;
+  double s;
+  template <typename T> TANDEM_HD T operator()(T x) const {
+    if constexpr (std::is_same_v<T, bool>) {
+      return x && s != 0.0;  // bool * bool is logical and, as torch
+    } else {
+      return x * T(s);
+    }
+  }
+};
+struct LogicalNot {
+  static constexpr bool kIntegers = true;
+  template <typename T> TANDEM_HD bool operator()(T x) const { return !x; } };
+
+// --- binary --------------------------------------------------------------------------------
+struct Add {
+  static constexpr bool kIntegers = true;
+  double alpha;
+  template <typename T> TANDEM_HD T operator()(T a, T b) const {
+    return alpha == 1.0 ? a + b : a + T(alpha) * b;
+  }
+};
+struct Mul {
+  static constexpr bool kIntegers = true;
+  template <typename T> TANDEM_HD T operator()(T a, T b) const {
+    if constexpr (std::is_same_v<T, bool>) {
+      return a && b;
+    } else {
+      return a * b;
+    }
+  }
+};
+struct Div { template <typename T> TANDEM_HD T operator()(T a, T b) const { return a / b; } };
+struct Pow { template <typename T> TANDEM_HD T operator()(T a, T b) const { return pow(a, b); } };
+struct Maximum {
+  static constexpr bool kIntegers = true;
+  template <typename T> TANDEM_HD T operator()(T a, T b) const { return max_nan(a, b); } };
+struct Minimum {
+  static constexpr bool kIntegers = true;
+  template <typename T> TANDEM_HD T operator()(T a, T b) const { return min_nan(a, b); } };
+struct Eq {
+  static constexpr bool kIntegers = true;
+  template <typename T> TANDEM_HD bool operator()(T a, T b) const { return a == b; } };
+struct Ne {
+  static constexpr bool kIntegers = true;
+  template <typename T> TANDEM_HD bool operator()(T a, T b) const { return a != b; } };
+struct Lt {
+  static constexpr bool kIntegers = true;
+  template <typename T> TANDEM_HD bool operator()(T a, T b) const { return a < b; } };
+struct Le {
+  static constexpr bool kIntegers = true;
+  template <typename T> TANDEM_HD bool operator()(T a, T b) const { return a <= b; } };
+struct Gt {
+  static constexpr bool kIntegers = true;
+  template <typename T> TANDEM_HD bool operator()(T a, T b) const { return a > b; } };
+struct Ge {
+  static constexpr bool kIntegers = true;
+  template <typename T> TANDEM_HD bool operator()(T a, T b) const { return a >= b; } };
+
+// Backward functors take (grad_output, saved) where saved is the input x or the output y.
+struct ReluBackward {  // saved: x
+  template <typename T> TANDEM_HD T operator()(T g, T x) const { return x > T(0) ? g : T(0); }
+};
+struct SigmoidBackward {  // saved: y
+  template <typename T> TANDEM_HD T operator()(T g, T y) const { return g * y * (T(1) - y); }
+};
+struct TanhBackward {  // saved: y
+  template <typename T> TANDEM_HD T operator()(T g, T y) const { return g * (T(1) - y * y); }
+};
+struct GeluBackward {  // saved: x
+  template <typename T> TANDEM_HD T operator()(T g, T x) const {
+    T cdf = T(0.5) * (T(1) + erf(x * T(kSqrt1_2)));
+    T pdf = T(kInvSqrt2Pi) * exp(T(-0.5) * x * x);
+    return g * (cdf + x * pdf);
+  }
+};
+struct GeluTanhBackward {  // saved: x
+  template <typename T> TANDEM_HD T operator()(T g, T x) const {
+    T x2 = x * x;
+    T t = tanh(T(kSqrt2OverPi) * (x + T(kGeluC) * x2 * x));
+    T dinner = T(kSqrt2OverPi) * (T(1) + T(3 * kGeluC) * x2);
+    return g * (T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * dinner);
+  }
+};
+struct ClampBackward {  // saved: x; gradient passes where lo <= x <= hi, as torch
+  double lo, hi;
+  template <typename T> TANDEM_HD T operator()(T g, T x) const {
+    return (x >= T(lo) && x <= T(hi)) ? g : T(0);
+  }
+};
+
+// --- ternary -------------------------------------------------------------------------------
+struct Where {
+  template <typename T> TANDEM_HD T operator()(bool c, T a, T b) const { return c ? a : b; }
+};
+
+/// Functors marked kIntegers also run on integer and bool tensors; the rest need f32/f64.
+template <typename F, typename = void>
+struct accepts_integers : std::false_type {};
+template <typename F>
+struct accepts_integers<F, std::void_t<decltype(F::kIntegers)>> : std::true_type {};
+
+/// Calls f(functor) with the functor for `op`; the one switch both backends share.
+template <typename F>
+decltype(auto) with_unary(UnaryOp op, const OpArgs& args, F&& f) {
+  switch (op) {
+    case UnaryOp::neg: return f(Neg{});
+    case UnaryOp::exp: return f(Exp{});
+    case UnaryOp::log: return f(Log{});
+    case UnaryOp::sqrt: return f(Sqrt{});
+    case UnaryOp::abs: return f(Abs{});
+    case UnaryOp::sign: return f(Sign{});
+    case UnaryOp::relu: return f(Relu{});
+    case UnaryOp::sigmoid: return f(Sigmoid{});
+    case UnaryOp::tanh: return f(Tanh{});
+    case UnaryOp::gelu: return f(Gelu{});
+    case UnaryOp::gelu_tanh: return f(GeluTanh{});
+    case UnaryOp::pow_scalar: return f(PowScalar{args.a});
+    case UnaryOp::clamp: return f(Clamp{args.a, args.b});
+    case UnaryOp::add_scalar: return f(AddScalar{args.a});
+    case UnaryOp::mul_scalar: return f(MulScalar{args.a});
+    case UnaryOp::logical_not: return f(LogicalNot{});
+  }
+  return f(Neg{});
+}
+
+template <typename F>
+decltype(auto) with_binary(BinaryOp op, const OpArgs& args, F&& f) {
+  switch (op) {
+    case BinaryOp::add: return f(Add{args.a});
+    case BinaryOp::mul: return f(Mul{});
+    case BinaryOp::div: return f(Div{});
+    case BinaryOp::pow: return f(Pow{});
+    case BinaryOp::maximum: return f(Maximum{});
+    case BinaryOp::minimum: return f(Minimum{});
+    case BinaryOp::eq: return f(Eq{});
+    case BinaryOp::ne: return f(Ne{});
+    case BinaryOp::lt: return f(Lt{});
+    case BinaryOp::le: return f(Le{});
+    case BinaryOp::gt: return f(Gt{});
+    case BinaryOp::ge: return f(Ge{});
+    case BinaryOp::relu_backward: return f(ReluBackward{});
+    case BinaryOp::sigmoid_backward: return f(SigmoidBackward{});
+    case BinaryOp::tanh_backward: return f(TanhBackward{});
+    case BinaryOp::gelu_backward: return f(GeluBackward{});
+    case BinaryOp::gelu_tanh_backward: return f(GeluTanhBackward{});
+    case BinaryOp::clamp_backward: return f(ClampBackward{args.a, args.b});
+  }
+  return f(Mul{});
+}
+
+/// Comparison ops produce bool.
+inline bool is_comparison(BinaryOp op) {
+  return op == BinaryOp::eq || op == BinaryOp::ne || op == BinaryOp::lt || op == BinaryOp::le ||
+         op == BinaryOp::gt || op == BinaryOp::ge;
+}
+/// Ops that only make sense on floating inputs.
+inline bool needs_floating(UnaryOp op) {
+  return !with_unary(op, {}, [](auto f) { return accepts_integers<decltype(f)>::value; });
+}
+inline bool needs_floating(BinaryOp op) {
+  return !with_binary(op, {}, [](auto f) { return accepts_integers<decltype(f)>::value; });
+}
+
+}  // namespace tandem::kernels

@@ -1,0 +1,65 @@
+// Tensor factories: constants, ranges, random tensors, and tensors over existing memory.
+#pragma once
+
+#include <functional>
+#include <vector>
+
+#include "tandem/core/generator.hpp"
+#include "tandem/core/tensor.hpp"
+
+namespace tandem {
+
+/// Uninitialized memory.
+Tensor empty(const Shape& shape, TensorOptions options = {});
+Tensor zeros(const Shape& shape, TensorOptions options = {});
+Tensor ones(const Shape& shape, TensorOptions options = {});
+Tensor full(const Shape& shape, double value, TensorOptions options = {});
+/// A 0-dim tensor holding `value`.
+Tensor scalar_tensor(double value, TensorOptions options = {});
+/// [0, end) and [start, end) by step, as torch.arange (default dtype i64, as torch).
+Tensor arange(double end, TensorOptions options = DType::i64);
+Tensor arange(double start, double end, double step, TensorOptions options = DType::i64);
+/// Uniform in [0, 1), from Philox: the same seed gives the same values at any thread count.
+Tensor rand(const Shape& shape, TensorOptions options = {}, Generator* gen = nullptr);
+/// Standard normal (Box-Muller over Philox pairs).
+Tensor randn(const Shape& shape, TensorOptions options = {}, Generator* gen = nullptr);
+/// Integers uniform in [low, high) (default dtype i64).
+Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions options = DType::i64,
+               Generator* gen = nullptr);
+
+Tensor empty_like(const Tensor& t);
+Tensor zeros_like(const Tensor& t);
+Tensor ones_like(const Tensor& t);
+Tensor full_like(const Tensor& t, double value);
+
+/// A tensor over memory the caller owns (no copy). `deleter`, if given, runs when the last
+/// tensor viewing it is gone; otherwise the memory must outlive every view.
+Tensor from_blob(void* data, const Shape& shape, DType dtype, Device device = kCPU,
+                 std::function<void(void*)> deleter = {});
+
+/// A new CPU tensor holding a copy of `values` with the given shape (default: 1-D).
+template <typename T>
+Tensor from_vector(const std::vector<T>& values, Shape shape = {});
+template <typename T>
+Tensor from_vector(const std::vector<T>& values, Shape shape) {
+  if (shape.empty() && values.size() != 1) shape = {static_cast<int64_t>(values.size())};
+  TANDEM_CHECK(numel_of(shape) == static_cast<int64_t>(values.size()), "from_vector: ",
+               values.size(), " values do not fill shape ", shape_str(shape));
+  Tensor t = empty(shape, dtype_of<T>::value);
+  T* dst = t.data_ptr<T>();
+  for (size_t i = 0; i < values.size(); ++i) dst[i] = values[i];
+  return t;
+}
+/// std::vector<bool> is a bitset, so bool tensors are built element by element.
+template <>
+inline Tensor from_vector<bool>(const std::vector<bool>& values, Shape shape) {
+  if (shape.empty() && values.size() != 1) shape = {static_cast<int64_t>(values.size())};
+  TANDEM_CHECK(numel_of(shape) == static_cast<int64_t>(values.size()), "from_vector: ",
+               values.size(), " values do not fill shape ", shape_str(shape));
+  Tensor t = empty(shape, DType::boolean);
+  bool* dst = t.data_ptr<bool>();
+  for (size_t i = 0; i < values.size(); ++i) dst[i] = values[i];
+  return t;
+}
+
+}  // namespace tandem

@@ -1,0 +1,51 @@
+// Elementwise ops with NumPy broadcasting. Floating ops on f16/bf16 compute in f32.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "tandem/core/tensor.hpp"
+
+namespace tandem {
+
+Tensor add(const Tensor& a, const Tensor& b, double alpha = 1.0);
+Tensor sub(const Tensor& a, const Tensor& b, double alpha = 1.0);
+Tensor mul(const Tensor& a, const Tensor& b);
+Tensor div(const Tensor& a, const Tensor& b);
+Tensor add(const Tensor& a, double b);
+Tensor mul(const Tensor& a, double b);
+Tensor neg(const Tensor& a);
+Tensor pow(const Tensor& a, double exponent);
+Tensor pow(const Tensor& a, const Tensor& exponent);
+Tensor exp(const Tensor& a);
+Tensor log(const Tensor& a);
+Tensor sqrt(const Tensor& a);
+Tensor abs(const Tensor& a);
+Tensor sign(const Tensor& a);
+/// Limits to [min, max]; either bound may be absent.
+Tensor clamp(const Tensor& a, std::optional<double> min, std::optional<double> max);
+Tensor relu(const Tensor& a);
+/// approximate: "none" (erf, torch's default) or "tanh".
+Tensor gelu(const Tensor& a, const std::string& approximate = "none");
+Tensor sigmoid(const Tensor& a);
+Tensor tanh(const Tensor& a);
+/// cond ? a : b, broadcasting all three; cond must be bool.
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+Tensor maximum(const Tensor& a, const Tensor& b);
+Tensor minimum(const Tensor& a, const Tensor& b);
+
+// Comparisons return bool tensors and have no gradient.
+Tensor eq(const Tensor& a, const Tensor& b);
+Tensor ne(const Tensor& a, const Tensor& b);
+Tensor lt(const Tensor& a, const Tensor& b);
+Tensor le(const Tensor& a, const Tensor& b);
+Tensor gt(const Tensor& a, const Tensor& b);
+Tensor ge(const Tensor& a, const Tensor& b);
+Tensor logical_not(const Tensor& a);
+
+/// True when every element of a and b is within atol + rtol * |b| (same shape required).
+bool allclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8);
+/// True when a and b have the same shape and dtype and identical values.
+bool equal(const Tensor& a, const Tensor& b);
+
+}  // namespace tandem

@@ -1,0 +1,58 @@
+// The neural-network functional API: convolution, normalization, pooling, dropout, softmax and
+// losses, as torch.nn.functional.
+#pragma once
+
+#include <cstdint>
+
+#include "tandem/core/generator.hpp"
+#include "tandem/core/tensor.hpp"
+
+namespace tandem {
+
+/// A (height, width) pair; a single number means both.
+struct Int2 {
+  int64_t h, w;
+  Int2(int64_t v) : h(v), w(v) {}  // NOLINT(google-explicit-constructor)
+  Int2(int64_t h_, int64_t w_) : h(h_), w(w_) {}
+};
+
+/// input (N, C_in, H, W), weight (C_out, C_in / groups, kH, kW), bias (C_out) or undefined.
+Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias = Tensor(),
+              Int2 stride = 1, Int2 padding = 0, Int2 dilation = 1, int64_t groups = 1);
+
+/// Batch normalization over (N, H, W) per channel of an (N, C, ...) input. In training it
+/// normalizes with the batch statistics and, when running_mean/var are given, updates them in
+/// place: running = (1 - momentum) * running + momentum * batch (unbiased variance). In
+/// evaluation it uses the running statistics. weight/bias may be undefined.
+Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor& running_var,
+                  const Tensor& weight, const Tensor& bias, bool training, double momentum = 0.1,
+                  double eps = 1e-5);
+
+Tensor max_pool2d(const Tensor& input, Int2 kernel_size, Int2 stride = 0, Int2 padding = 0,
+                  Int2 dilation = 1);
+/// count_include_pad as torch's default (padding counts in the divisor).
+Tensor avg_pool2d(const Tensor& input, Int2 kernel_size, Int2 stride = 0, Int2 padding = 0);
+Tensor adaptive_avg_pool2d(const Tensor& input, Int2 output_size);
+
+/// Zeroes elements with probability p and scales the rest by 1 / (1 - p) when training.
+Tensor dropout(const Tensor& input, double p = 0.5, bool training = true,
+               Generator* gen = nullptr);
+
+Tensor softmax(const Tensor& input, int64_t dim);
+Tensor log_softmax(const Tensor& input, int64_t dim);
+
+enum class Reduction { none, mean, sum };
+
+struct CrossEntropyOptions {
+  Reduction reduction = Reduction::mean;
+  int64_t ignore_index = -100;
+  double label_smoothing = 0.0;
+};
+/// input (N, C) or (N, C, d1, ...) logits, target (N) or (N, d1, ...) class indices (i64).
+Tensor cross_entropy(const Tensor& input, const Tensor& target, CrossEntropyOptions options = {});
+/// input log-probabilities (N, C) or (N, C, d1, ...), target class indices.
+Tensor nll_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::mean,
+                int64_t ignore_index = -100);
+Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::mean);
+
+}  // namespace tandem

@@ -1,0 +1,31 @@
+// Reductions over all elements or over dims (keepdim keeps reduced dims as size 1). Sums use a
+// fixed blocking and a wide accumulator, so results do not depend on the thread count.
+#pragma once
+
+#include <utility>
+
+#include "tandem/core/tensor.hpp"
+
+namespace tandem {
+
+Tensor sum(const Tensor& t);
+Tensor sum(const Tensor& t, const Shape& dims, bool keepdim = false);
+Tensor mean(const Tensor& t);
+Tensor mean(const Tensor& t, const Shape& dims, bool keepdim = false);
+/// Variance over dims (all dims when empty) with Bessel's correction by default
+/// (correction = 1), as torch.var.
+Tensor var(const Tensor& t, const Shape& dims = {}, int64_t correction = 1, bool keepdim = false);
+/// Largest element (NaN if any element is NaN).
+Tensor max(const Tensor& t);
+Tensor min(const Tensor& t);
+/// (values, indices) along dim; indices are i64 and point at the first extreme element.
+std::pair<Tensor, Tensor> max(const Tensor& t, int64_t dim, bool keepdim = false);
+std::pair<Tensor, Tensor> min(const Tensor& t, int64_t dim, bool keepdim = false);
+/// Largest values over several dims (no indices).
+Tensor amax(const Tensor& t, const Shape& dims, bool keepdim = false);
+Tensor argmax(const Tensor& t, int64_t dim, bool keepdim = false);
+/// Index into the flattened tensor.
+Tensor argmax(const Tensor& t);
+Tensor argmin(const Tensor& t, int64_t dim, bool keepdim = false);
+
+}  // namespace tandem

@@ -1,0 +1,38 @@
+// Views and shape ops: reshape, permute, slicing, broadcasting, concatenation and padding.
+// Views share storage with their input; all of these are differentiable.
+#pragma once
+
+#include <vector>
+
+#include "tandem/core/tensor.hpp"
+
+namespace tandem {
+
+/// A view when the layout allows it, a copy otherwise. One dim may be -1.
+Tensor reshape(const Tensor& t, const Shape& shape);
+/// Always a view; throws when the layout does not allow one.
+Tensor view(const Tensor& t, const Shape& shape);
+Tensor permute(const Tensor& t, const Shape& dims);
+Tensor transpose(const Tensor& t, int64_t dim0, int64_t dim1);
+/// Elements start, start+step, ... < end along dim (bounds clamped as in Python slicing).
+Tensor slice(const Tensor& t, int64_t dim, int64_t start, int64_t end, int64_t step = 1);
+Tensor narrow(const Tensor& t, int64_t dim, int64_t start, int64_t length);
+/// Removes `dim`, keeping element `index` (negative counts from the end).
+Tensor select(const Tensor& t, int64_t dim, int64_t index);
+Tensor unsqueeze(const Tensor& t, int64_t dim);
+Tensor squeeze(const Tensor& t);
+Tensor squeeze(const Tensor& t, int64_t dim);
+/// Broadcasts size-1 dims (and new leading dims) to `shape`; -1 keeps a size.
+Tensor expand(const Tensor& t, const Shape& shape);
+Tensor flatten(const Tensor& t, int64_t start_dim = 0, int64_t end_dim = -1);
+Tensor contiguous(const Tensor& t);
+/// Sums `t` down to `shape` (the reverse of broadcasting; used by backward passes).
+Tensor sum_to(const Tensor& t, const Shape& shape);
+
+Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);
+Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0);
+/// Constant padding, as torch.nn.functional.pad: `pads` holds (left, right) pairs starting with
+/// the last dim. Negative pads crop.
+Tensor pad(const Tensor& t, const std::vector<int64_t>& pads, double value = 0.0);
+
+}  // namespace tandem

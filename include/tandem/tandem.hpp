@@ -1,0 +1,6 @@
+// Everything: #include "tandem/tandem.hpp".
+#pragma once
+
+#include "tandem/autograd.hpp"
+#include "tandem/core.hpp"
+#include "tandem/ops.hpp"

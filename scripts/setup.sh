@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Installs the Debian packages tandem builds, tests and runs with (only the missing ones).
+# Sourced by run-example.sh and test.sh; safe to run on its own.
+set -euo pipefail
+
+packages=(cmake ninja-build g++ libeigen3-dev catch2 zlib1g-dev nlohmann-json3-dev libcli11-dev
+          dataset-fashion-mnist ccache)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "tandem setup: installing ${missing[*]}"
+  sudo=""
+  [ "$(id -u)" -ne 0 ] && sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Sets up, builds and runs the whole test suite twice: the Release build (with the CUDA backend
+# compiled when its toolkit is present), and an AddressSanitizer + UBSan build of the CPU side.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+jobs="$(nproc)"
+"$root/scripts/setup.sh"
+
+echo "== release build and tests"
+"$root/scripts/build.sh" "$root/build"
+ctest --test-dir "$root/build" -j "$jobs" --output-on-failure
+
+echo "== sanitizer build (ASan + UBSan) and tests"
+"$root/scripts/build.sh" "$root/build-asan" -DTANDEM_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DTANDEM_BUILD_BENCHMARKS=OFF
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+  ctest --test-dir "$root/build-asan" -j "$jobs" --output-on-failure

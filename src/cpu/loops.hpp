@@ -1,0 +1,133 @@
+// The strided N-d loop every CPU elementwise kernel runs on: it merges dims that are contiguous
+// for all operands, then hands runs along the innermost dim to a callback, in parallel.
+#pragma once
+
+#include <Eigen/Core>
+#include <array>
+#include <cstdint>
+#include <type_traits>
+
+#include "tandem/core/tensor.hpp"
+#include "tandem/core/thread_pool.hpp"
+
+namespace tandem::kernels::cpu {
+
+/// Elements per parallel chunk: big enough that scheduling costs nothing next to the work.
+constexpr int64_t kElementwiseGrain = 32768;
+
+/// Calls run(offsets, n, inner_strides) for runs of n elements along the innermost dim, where
+/// offsets[k] is operand k's element offset of the run's first element.
+template <size_t N, typename F>
+void for_each_run(const Shape& shape, const std::array<Shape, N>& strides, F&& run) {
+  // Merge dim i into dim i+1 when every operand steps over it contiguously.
+  Shape sh;
+  std::array<Shape, N> st;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] == 1) continue;
+    bool merge = !sh.empty();
+    for (size_t k = 0; k < N && merge; ++k) merge = st[k].back() == strides[k][d] * shape[d];
+    if (merge) {
+      sh.back() *= shape[d];
+      for (size_t k = 0; k < N; ++k) st[k].back() = strides[k][d];
+    } else {
+      sh.push_back(shape[d]);
+      for (size_t k = 0; k < N; ++k) st[k].push_back(strides[k][d]);
+    }
+  }
+  if (sh.empty()) {  // a single element
+    sh.push_back(1);
+    for (size_t k = 0; k < N; ++k) st[k].push_back(0);
+  }
+  int64_t numel = numel_of(shape);
+  if (numel == 0) return;
+  const int64_t nd = static_cast<int64_t>(sh.size());
+  const int64_t inner = sh.back();
+  const int64_t rows = numel / inner;
+  std::array<int64_t, N> inner_st;
+  for (size_t k = 0; k < N; ++k) inner_st[k] = st[k].back();
+  int64_t grain = std::max<int64_t>(1, kElementwiseGrain / inner);
+  parallel_for(0, rows, grain, [&](int64_t r0, int64_t r1) {
+    // Multi-index of row r0 over the outer dims, and each operand's offset there.
+    Shape idx(nd, 0);
+    std::array<int64_t, N> off{};
+    int64_t r = r0;
+    for (int64_t d = nd - 2; d >= 0; --d) {
+      idx[d] = r % sh[d];
+      r /= sh[d];
+      for (size_t k = 0; k < N; ++k) off[k] += idx[d] * st[k][d];
+    }
+    for (int64_t row = r0; row < r1; ++row) {
+      run(off, inner, inner_st);
+      for (int64_t d = nd - 2; d >= 0; --d) {  // odometer step
+        for (size_t k = 0; k < N; ++k) off[k] += st[k][d];
+        if (++idx[d] < sh[d]) break;
+        for (size_t k = 0; k < N; ++k) off[k] -= st[k][d] * sh[d];
+        idx[d] = 0;
+      }
+    }
+  });
+}
+
+/// Converts between element types; f16/bf16 go through float (round to nearest even).
+template <typename To, typename From>
+inline To convert(From v) {
+  if constexpr (std::is_same_v<To, From>) {
+    return v;
+  } else if constexpr (std::is_same_v<To, bool>) {
+    return static_cast<float>(v) != 0.0f;
+  } else if constexpr (std::is_same_v<From, Eigen::half> || std::is_same_v<From, Eigen::bfloat16>) {
+    return convert<To>(static_cast<float>(v));
+  } else if constexpr (std::is_same_v<To, Eigen::half> || std::is_same_v<To, Eigen::bfloat16>) {
+    return To(static_cast<float>(v));
+  } else {
+    return static_cast<To>(v);
+  }
+}
+
+/// Calls f(T{}) with the C++ type of dtype.
+template <typename F>
+decltype(auto) dispatch_all(DType dtype, F&& f) {
+  switch (dtype) {
+    case DType::f32: return f(float{});
+    case DType::f64: return f(double{});
+    case DType::f16: return f(Eigen::half{});
+    case DType::bf16: return f(Eigen::bfloat16{});
+    case DType::i64: return f(int64_t{});
+    case DType::i32: return f(int32_t{});
+    case DType::u8: return f(uint8_t{});
+    case DType::boolean: return f(bool{});
+  }
+  return f(float{});
+}
+
+/// Calls f(T{}) for the computing dtypes: f32, f64 and the integers.
+template <typename F>
+decltype(auto) dispatch_compute(DType dtype, const char* op, F&& f) {
+  switch (dtype) {
+    case DType::f32: return f(float{});
+    case DType::f64: return f(double{});
+    case DType::i64: return f(int64_t{});
+    case DType::i32: return f(int32_t{});
+    case DType::u8: return f(uint8_t{});
+    case DType::boolean: return f(bool{});
+    default: break;
+  }
+  TANDEM_THROW(NotImplementedError, op, ": CPU kernel has no ", dtype, " variant");
+}
+
+template <typename F>
+decltype(auto) dispatch_floating(DType dtype, const char* op, F&& f) {
+  switch (dtype) {
+    case DType::f32: return f(float{});
+    case DType::f64: return f(double{});
+    default: break;
+  }
+  TANDEM_THROW(NotImplementedError, op, ": CPU kernel expects f32 or f64, got ", dtype);
+}
+
+template <typename T>
+T* ptr(const Tensor& t) {
+  return static_cast<T*>(t.raw_data());
+}
+
+}  // namespace tandem::kernels::cpu

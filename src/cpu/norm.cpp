@@ -1,0 +1,114 @@
+// CPU batch norm over (N, C, S) tensors, parallel over channels; each channel's sums run in a
+// fixed order with double accumulators.
+#include <cmath>
+
+#include "loops.hpp"
+#include "tandem/kernels/cpu.hpp"
+
+namespace tandem::kernels::cpu {
+namespace {
+
+struct Dims {
+  int64_t n, c, s;
+};
+Dims dims_of(const Tensor& t) { return {t.size(0), t.size(1), t.size(2)}; }
+
+// Calls f(plane pointer offset) for each of the N planes of channel c.
+template <typename F>
+void for_planes(const Dims& d, int64_t c, F&& f) {
+  for (int64_t n = 0; n < d.n; ++n) f((n * d.c + c) * d.s);
+}
+
+template <typename T>
+T param_or(const Tensor& t, int64_t c, T fallback) {
+  return t.defined() ? ptr<const T>(t)[c] : fallback;
+}
+
+}  // namespace
+
+void batch_norm_stats(const Tensor& mean, const Tensor& var, const Tensor& in) {
+  dispatch_floating(in.dtype(), "batch_norm", [&](auto t) {
+    using T = decltype(t);
+    Dims d = dims_of(in);
+    const T* x = ptr<const T>(in);
+    const double count = static_cast<double>(d.n * d.s);
+    parallel_for(0, d.c, 1, [&](int64_t lo, int64_t hi) {
+      for (int64_t c = lo; c < hi; ++c) {
+        double sum = 0;
+        for_planes(d, c, [&](int64_t o) {
+          for (int64_t i = 0; i < d.s; ++i) sum += x[o + i];
+        });
+        double mu = sum / count, sq = 0;
+        for_planes(d, c, [&](int64_t o) {
+          for (int64_t i = 0; i < d.s; ++i) sq += (x[o + i] - mu) * (x[o + i] - mu);
+        });
+        ptr<T>(mean)[c] = static_cast<T>(mu);
+        ptr<T>(var)[c] = static_cast<T>(sq / count);
+      }
+    });
+  });
+}
+
+void batch_norm_forward_stats(const Tensor& out, const Tensor& in, const Tensor& mean,
+                              const Tensor& invstd, const Tensor& weight, const Tensor& bias) {
+  dispatch_floating(in.dtype(), "batch_norm", [&](auto t) {
+    using T = decltype(t);
+    Dims d = dims_of(in);
+    const T* x = ptr<const T>(in);
+    T* y = ptr<T>(out);
+    parallel_for(0, d.n * d.c, std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(d.s, 1)),
+                 [&](int64_t lo, int64_t hi) {
+                   for (int64_t plane = lo; plane < hi; ++plane) {
+                     int64_t c = plane % d.c;
+                     // y = x * scale + shift
+                     T scale = ptr<const T>(invstd)[c] * param_or<T>(weight, c, T(1));
+                     T shift = param_or<T>(bias, c, T(0)) - ptr<const T>(mean)[c] * scale;
+                     const T* xp = x + plane * d.s;
+                     T* yp = y + plane * d.s;
+                     for (int64_t i = 0; i < d.s; ++i) yp[i] = xp[i] * scale + shift;
+                   }
+                 });
+  });
+}
+
+void batch_norm_backward(const Tensor& grad_in, const Tensor& grad_weight,
+                         const Tensor& grad_bias, const Tensor& grad_out, const Tensor& in,
+                         const Tensor& mean, const Tensor& invstd, const Tensor& weight,
+                         bool training) {
+  dispatch_floating(in.dtype(), "batch_norm_backward", [&](auto t) {
+    using T = decltype(t);
+    Dims d = dims_of(in);
+    const T* x = ptr<const T>(in);
+    const T* dy = ptr<const T>(grad_out);
+    const double count = static_cast<double>(d.n * d.s);
+    parallel_for(0, d.c, 1, [&](int64_t lo, int64_t hi) {
+      for (int64_t c = lo; c < hi; ++c) {
+        const double mu = ptr<const T>(mean)[c], is = ptr<const T>(invstd)[c];
+        const double w = param_or<T>(weight, c, T(1));
+        double sum_dy = 0, sum_dy_xhat = 0;
+        for_planes(d, c, [&](int64_t o) {
+          for (int64_t i = 0; i < d.s; ++i) {
+            sum_dy += dy[o + i];
+            sum_dy_xhat += dy[o + i] * (x[o + i] - mu) * is;
+          }
+        });
+        if (grad_weight.defined()) ptr<T>(grad_weight)[c] = static_cast<T>(sum_dy_xhat);
+        if (grad_bias.defined()) ptr<T>(grad_bias)[c] = static_cast<T>(sum_dy);
+        if (!grad_in.defined()) continue;
+        T* dx = ptr<T>(grad_in);
+        // Training: dx = w * is * (dy - mean(dy) - xhat * mean(dy * xhat)); eval: dx = w * is * dy.
+        const double k = w * is;
+        const double mean_dy = training ? sum_dy / count : 0.0;
+        const double mean_dy_xhat = training ? sum_dy_xhat / count : 0.0;
+        for_planes(d, c, [&](int64_t o) {
+          for (int64_t i = 0; i < d.s; ++i) {
+            double xhat = (x[o + i] - mu) * is;
+            dx[o + i] = static_cast<T>(k * (dy[o + i] - mean_dy - xhat * mean_dy_xhat));
+          }
+        });
+      }
+    });
+  });
+}
+
+}  // namespace tandem::kernels::cpu

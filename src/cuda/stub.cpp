@@ -1,0 +1,37 @@
+// The CUDA runtime API of a build without the CUDA backend: nothing is available, and asking
+// for a GPU says how to get one.
+#include <cstring>
+
+#include "tandem/cuda/runtime.hpp"
+
+namespace tandem::cuda {
+namespace {
+[[noreturn]] void unavailable(const char* what) {
+  TANDEM_THROW(NotImplementedError, what, ": tandem was built without its CUDA backend "
+               "(configure on a machine with nvcc, cuBLAS, cuDNN and NCCL)");
+}
+}  // namespace
+
+bool compiled_with_cuda() { return false; }
+bool is_available() { return false; }
+int device_count() { return 0; }
+std::string build_info() { return "built without CUDA"; }
+Allocator& caching_allocator(int) { unavailable("cuda allocator"); }
+Allocator& pinned_host_allocator() { unavailable("pinned allocator"); }
+
+void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t nbytes) {
+  if (dst_device.is_cpu() && src_device.is_cpu()) {
+    if (nbytes) std::memcpy(dst, src, nbytes);
+    return;
+  }
+  unavailable("copy to or from a GPU");
+}
+
+Stream::Stream(int) { unavailable("cuda::Stream"); }
+Stream::~Stream() = default;
+Stream::Stream(Stream&& other) noexcept : handle_(other.handle_), device_(other.device_) {}
+Stream& Stream::operator=(Stream&&) noexcept { return *this; }
+void Stream::synchronize() const {}
+void fill_f32(float*, size_t, float, int) { unavailable("fill_f32"); }
+
+}  // namespace tandem::cuda

@@ -1,0 +1,70 @@
+// Helpers shared by the op implementations: input checks with torch-style messages, the
+// compute dtype, and broadcast views for kernels.
+#pragma once
+
+#include <vector>
+
+#include "tandem/autograd/grad_mode.hpp"
+#include "tandem/autograd/node.hpp"
+#include "tandem/core/thread_pool.hpp"
+#include "tandem/kernels/cpu.hpp"
+#include "tandem/ops.hpp"
+
+namespace tandem::ops_detail {
+
+inline void check_defined(const Tensor& t, const char* op, const char* name) {
+  TANDEM_CHECK(t.defined(), op, ": ", name, " is an undefined tensor");
+}
+
+/// Ops run on the CPU backend in this build stage; CUDA tensors get a clear error.
+inline void check_cpu(const Tensor& t, const char* op) {
+  TANDEM_CHECK_T(NotImplementedError, t.is_cpu(), op, ": CUDA tensors are not supported by this op "
+                 "yet (got a tensor on ", t.device(), ")");
+}
+
+inline void check_same_device(const Tensor& a, const Tensor& b, const char* op) {
+  TANDEM_CHECK(a.device() == b.device(), op, ": expected all tensors on one device, got ",
+               a.device(), " and ", b.device());
+}
+
+inline void check_floating(const Tensor& t, const char* op, const char* name = "input") {
+  TANDEM_CHECK(t.is_floating_point(), op, ": expected a floating-point ", name,
+               " (f32, f64, f16 or bf16), got dtype ", t.dtype());
+}
+
+/// Checks every defined tensor is on the CPU and on one device.
+inline void check_inputs(const std::vector<Tensor>& ts, const char* op) {
+  const Tensor* first = nullptr;
+  for (const auto& t : ts) {
+    if (!t.defined()) continue;
+    check_cpu(t, op);
+    if (first) check_same_device(*first, t, op);
+    first = &t;
+  }
+}
+
+/// f16 and bf16 compute in f32.
+inline DType compute_dtype(DType t) { return is_reduced_float(t) ? DType::f32 : t; }
+
+/// A kernel-only view of t broadcast to `shape` (stride 0 on expanded dims; no autograd).
+inline Tensor broadcast_view(const Tensor& t, const Shape& shape) {
+  Shape strides(shape.size(), 0);
+  size_t lead = shape.size() - t.shape().size();
+  for (size_t i = 0; i < t.shape().size(); ++i)
+    strides[lead + i] = t.shape()[i] == 1 ? 0 : t.strides()[i];
+  return make_tensor(t.storage(), shape, strides, t.storage_offset(), t.dtype());
+}
+
+/// t converted to dtype without recording history (forward passes record their own node).
+inline Tensor as_dtype(const Tensor& t, DType dtype) {
+  if (t.dtype() == dtype) return t;
+  NoGradGuard guard;
+  return t.to(dtype);
+}
+
+/// The gradient for `input` from a gradient of the broadcast output shape.
+inline Tensor reduce_grad(const Tensor& grad, const Tensor& input) {
+  return sum_to(grad, input.shape()).to(input.dtype());
+}
+
+}  // namespace tandem::ops_detail

@@ -1,0 +1,278 @@
+// Elementwise ops: checks, dtype promotion and broadcasting, the CPU kernel, and the backward
+// closure (written with the same ops, run under no-grad by the engine).
+#include <cmath>
+#include <limits>
+
+#include "common.hpp"
+
+namespace tandem {
+using namespace ops_detail;
+using kernels::BinaryOp;
+using kernels::OpArgs;
+using kernels::UnaryOp;
+
+namespace {
+
+Tensor unary_forward(UnaryOp op, const OpArgs& args, const Tensor& x, const char* name) {
+  check_defined(x, name, "input");
+  check_inputs({x}, name);
+  if (kernels::needs_floating(op)) check_floating(x, name);
+  DType cdt = compute_dtype(x.dtype());
+  DType out_dt = op == UnaryOp::logical_not ? DType::boolean : cdt;
+  Tensor out = empty(x.shape(), TensorOptions(out_dt).device(x.device()));
+  kernels::cpu::unary(op, args, out, as_dtype(x, cdt));
+  return out_dt == cdt ? as_dtype(out, x.dtype()) : out;
+}
+
+Tensor binary_forward(BinaryOp op, const OpArgs& args, const Tensor& a, const Tensor& b,
+                      const char* name) {
+  check_defined(a, name, "first operand");
+  check_defined(b, name, "second operand");
+  check_inputs({a, b}, name);
+  DType dt = promote_types(a.dtype(), b.dtype());
+  if (op == BinaryOp::div && !is_floating(dt)) dt = DType::f32;  // true division, as torch
+  if (kernels::needs_floating(op))
+    TANDEM_CHECK(is_floating(dt), name, ": expected floating-point operands, got ", a.dtype(),
+                 " and ", b.dtype());
+  DType cdt = compute_dtype(dt);
+  Shape shape = broadcast_shapes(a.shape(), b.shape(), name);
+  bool cmp = kernels::is_comparison(op);
+  Tensor out = empty(shape, TensorOptions(cmp ? DType::boolean : cdt).device(a.device()));
+  kernels::cpu::binary(op, args, out, broadcast_view(as_dtype(a, cdt), shape),
+                       broadcast_view(as_dtype(b, cdt), shape));
+  return cmp ? out : as_dtype(out, dt);
+}
+
+// The gradient of an elementwise op through a backward functor: functor(grad, saved).
+Tensor backward_functor(BinaryOp op, const Tensor& g, const Tensor& saved, OpArgs args = {}) {
+  return binary_forward(op, args, g, saved, "backward");
+}
+
+}  // namespace
+
+Tensor add(const Tensor& a, const Tensor& b, double alpha) {
+  Tensor out = binary_forward(BinaryOp::add, {alpha}, a, b, "add");
+  autograd::record("add", {a, b}, out, [a, b, alpha](const Tensor& g) -> std::vector<Tensor> {
+    return {a.requires_grad() ? reduce_grad(g, a) : Tensor(),
+            b.requires_grad() ? reduce_grad(alpha == 1.0 ? g : mul(g, alpha), b) : Tensor()};
+  });
+  return out;
+}
+
+Tensor sub(const Tensor& a, const Tensor& b, double alpha) { return add(a, b, -alpha); }
+
+Tensor mul(const Tensor& a, const Tensor& b) {
+  Tensor out = binary_forward(BinaryOp::mul, {}, a, b, "mul");
+  autograd::record("mul", {a, b}, out, [a, b](const Tensor& g) -> std::vector<Tensor> {
+    return {a.requires_grad() ? reduce_grad(mul(g, b), a) : Tensor(),
+            b.requires_grad() ? reduce_grad(mul(g, a), b) : Tensor()};
+  });
+  return out;
+}
+
+Tensor div(const Tensor& a, const Tensor& b) {
+  Tensor out = binary_forward(BinaryOp::div, {}, a, b, "div");
+  autograd::record("div", {a, b}, out, [a, b](const Tensor& g) -> std::vector<Tensor> {
+    return {a.requires_grad() ? reduce_grad(div(g, b), a) : Tensor(),
+            b.requires_grad() ? reduce_grad(neg(div(mul(g, a), mul(b, b))), b) : Tensor()};
+  });
+  return out;
+}
+
+Tensor add(const Tensor& a, double b) {
+  Tensor out = unary_forward(UnaryOp::add_scalar, {b}, a, "add");
+  autograd::record("add", {a}, out, [](const Tensor& g) -> std::vector<Tensor> { return {g}; });
+  return out;
+}
+
+Tensor mul(const Tensor& a, double b) {
+  Tensor out = unary_forward(UnaryOp::mul_scalar, {b}, a, "mul");
+  autograd::record("mul", {a}, out,
+                   [b](const Tensor& g) -> std::vector<Tensor> { return {mul(g, b)}; });
+  return out;
+}
+
+Tensor neg(const Tensor& a) {
+  Tensor out = unary_forward(UnaryOp::neg, {}, a, "neg");
+  autograd::record("neg", {a}, out, [](const Tensor& g) -> std::vector<Tensor> { return {neg(g)}; });
+  return out;
+}
+
+Tensor pow(const Tensor& a, double exponent) {
+  Tensor out = unary_forward(UnaryOp::pow_scalar, {exponent}, a, "pow");
+  autograd::record("pow", {a}, out, [a, exponent](const Tensor& g) -> std::vector<Tensor> {
+    if (exponent == 0.0) return {zeros_like(g)};
+    return {mul(g, mul(pow(a, exponent - 1.0), exponent))};
+  });
+  return out;
+}
+
+Tensor pow(const Tensor& a, const Tensor& exponent) {
+  Tensor out = binary_forward(BinaryOp::pow, {}, a, exponent, "pow");
+  Tensor y = out.detach();
+  autograd::record("pow", {a, exponent}, out, [a, exponent, y](const Tensor& g) -> std::vector<Tensor> {
+    Tensor ga, gb;
+    if (a.requires_grad()) ga = reduce_grad(mul(g, mul(exponent, pow(a, sub(exponent, ones_like(exponent))))), a);
+    if (exponent.requires_grad()) {
+      // d/db a^b = a^b log a; taken as 0 where a == 0 (the limit for b > 0), as torch.
+      Tensor zero = zeros_like(y);
+      Tensor d = where(eq(a, zeros_like(a)), zero, mul(y, log(a)));
+      gb = reduce_grad(mul(g, d), exponent);
+    }
+    return {ga, gb};
+  });
+  return out;
+}
+
+Tensor exp(const Tensor& a) {
+  Tensor out = unary_forward(UnaryOp::exp, {}, a, "exp");
+  Tensor y = out.detach();
+  autograd::record("exp", {a}, out, [y](const Tensor& g) -> std::vector<Tensor> { return {mul(g, y)}; });
+  return out;
+}
+
+Tensor log(const Tensor& a) {
+  Tensor out = unary_forward(UnaryOp::log, {}, a, "log");
+  autograd::record("log", {a}, out, [a](const Tensor& g) -> std::vector<Tensor> { return {div(g, a)}; });
+  return out;
+}
+
+Tensor sqrt(const Tensor& a) {
+  Tensor out = unary_forward(UnaryOp::sqrt, {}, a, "sqrt");
+  Tensor y = out.detach();
+  autograd::record("sqrt", {a}, out, [y](const Tensor& g) -> std::vector<Tensor> {
+    return {div(g, mul(y, 2.0))};
+  });
+  return out;
+}
+
+Tensor abs(const Tensor& a) {
+  Tensor out = unary_forward(UnaryOp::abs, {}, a, "abs");
+  autograd::record("abs", {a}, out, [a](const Tensor& g) -> std::vector<Tensor> {
+    return {mul(g, sign(a))};
+  });
+  return out;
+}
+
+Tensor sign(const Tensor& a) {
+  Tensor out = unary_forward(UnaryOp::sign, {}, a, "sign");
+  autograd::record("sign", {a}, out, [](const Tensor& g) -> std::vector<Tensor> {
+    return {zeros_like(g)};
+  });
+  return out;
+}
+
+Tensor clamp(const Tensor& a, std::optional<double> min, std::optional<double> max) {
+  TANDEM_CHECK(min || max, "clamp: at least one of min and max must be given");
+  OpArgs args{min.value_or(-std::numeric_limits<double>::infinity()),
+              max.value_or(std::numeric_limits<double>::infinity())};
+  Tensor out = unary_forward(UnaryOp::clamp, args, a, "clamp");
+  autograd::record("clamp", {a}, out, [a, args](const Tensor& g) -> std::vector<Tensor> {
+    return {backward_functor(BinaryOp::clamp_backward, g, a, args)};
+  });
+  return out;
+}
+
+Tensor relu(const Tensor& a) {
+  Tensor out = unary_forward(UnaryOp::relu, {}, a, "relu");
+  Tensor y = out.detach();  // y > 0 exactly where x > 0; saving y lets x be freed
+  autograd::record("relu", {a}, out, [y](const Tensor& g) -> std::vector<Tensor> {
+    return {backward_functor(BinaryOp::relu_backward, g, y)};
+  });
+  return out;
+}
+
+Tensor gelu(const Tensor& a, const std::string& approximate) {
+  TANDEM_CHECK(approximate == "none" || approximate == "tanh",
+               "gelu: approximate must be \"none\" or \"tanh\", got \"", approximate, "\"");
+  bool tanh_form = approximate == "tanh";
+  Tensor out = unary_forward(tanh_form ? UnaryOp::gelu_tanh : UnaryOp::gelu, {}, a, "gelu");
+  autograd::record("gelu", {a}, out, [a, tanh_form](const Tensor& g) -> std::vector<Tensor> {
+    return {backward_functor(tanh_form ? BinaryOp::gelu_tanh_backward : BinaryOp::gelu_backward,
+                             g, a)};
+  });
+  return out;
+}
+
+Tensor sigmoid(const Tensor& a) {
+  Tensor out = unary_forward(UnaryOp::sigmoid, {}, a, "sigmoid");
+  Tensor y = out.detach();
+  autograd::record("sigmoid", {a}, out, [y](const Tensor& g) -> std::vector<Tensor> {
+    return {backward_functor(BinaryOp::sigmoid_backward, g, y)};
+  });
+  return out;
+}
+
+Tensor tanh(const Tensor& a) {
+  Tensor out = unary_forward(UnaryOp::tanh, {}, a, "tanh");
+  Tensor y = out.detach();
+  autograd::record("tanh", {a}, out, [y](const Tensor& g) -> std::vector<Tensor> {
+    return {backward_functor(BinaryOp::tanh_backward, g, y)};
+  });
+  return out;
+}
+
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+  check_defined(cond, "where", "condition");
+  check_defined(a, "where", "first value");
+  check_defined(b, "where", "second value");
+  check_inputs({cond, a, b}, "where");
+  TANDEM_CHECK(cond.dtype() == DType::boolean, "where: condition must be a bool tensor, got ",
+               cond.dtype());
+  DType dt = promote_types(a.dtype(), b.dtype());
+  Shape shape = broadcast_shapes(broadcast_shapes(cond.shape(), a.shape(), "where"), b.shape(),
+                                 "where");
+  Tensor out = empty(shape, TensorOptions(dt).device(a.device()));
+  kernels::cpu::where(out, broadcast_view(cond, shape), broadcast_view(as_dtype(a, dt), shape),
+                      broadcast_view(as_dtype(b, dt), shape));
+  autograd::record("where", {a, b}, out, [cond, a, b](const Tensor& g) -> std::vector<Tensor> {
+    Tensor zero = zeros({}, TensorOptions(g.dtype()));
+    return {a.requires_grad() ? reduce_grad(where(cond, g, zero), a) : Tensor(),
+            b.requires_grad() ? reduce_grad(where(cond, zero, g), b) : Tensor()};
+  });
+  return out;
+}
+
+namespace {
+// maximum/minimum: the gradient goes to the chosen operand, split evenly on ties (torch).
+Tensor extremum(BinaryOp op, const Tensor& a, const Tensor& b, const char* name) {
+  Tensor out = binary_forward(op, {}, a, b, name);
+  autograd::record(name, {a, b}, out, [op, a, b](const Tensor& g) -> std::vector<Tensor> {
+    Tensor zero = zeros({}, TensorOptions(g.dtype()));
+    Tensor half = mul(g, 0.5);
+    Tensor a_wins = op == BinaryOp::maximum ? gt(a, b) : lt(a, b);
+    Tensor b_wins = op == BinaryOp::maximum ? lt(a, b) : gt(a, b);
+    Tensor tie = eq(a, b);
+    return {a.requires_grad() ? reduce_grad(where(a_wins, g, where(tie, half, zero)), a) : Tensor(),
+            b.requires_grad() ? reduce_grad(where(b_wins, g, where(tie, half, zero)), b) : Tensor()};
+  });
+  return out;
+}
+}  // namespace
+
+Tensor maximum(const Tensor& a, const Tensor& b) { return extremum(BinaryOp::maximum, a, b, "maximum"); }
+Tensor minimum(const Tensor& a, const Tensor& b) { return extremum(BinaryOp::minimum, a, b, "minimum"); }
+
+Tensor eq(const Tensor& a, const Tensor& b) { return binary_forward(BinaryOp::eq, {}, a, b, "eq"); }
+Tensor ne(const Tensor& a, const Tensor& b) { return binary_forward(BinaryOp::ne, {}, a, b, "ne"); }
+Tensor lt(const Tensor& a, const Tensor& b) { return binary_forward(BinaryOp::lt, {}, a, b, "lt"); }
+Tensor le(const Tensor& a, const Tensor& b) { return binary_forward(BinaryOp::le, {}, a, b, "le"); }
+Tensor gt(const Tensor& a, const Tensor& b) { return binary_forward(BinaryOp::gt, {}, a, b, "gt"); }
+Tensor ge(const Tensor& a, const Tensor& b) { return binary_forward(BinaryOp::ge, {}, a, b, "ge"); }
+Tensor logical_not(const Tensor& a) { return unary_forward(UnaryOp::logical_not, {}, a, "logical_not"); }
+
+bool allclose(const Tensor& a, const Tensor& b, double rtol, double atol) {
+  TANDEM_CHECK(a.shape() == b.shape(), "allclose: shapes ", shape_str(a.shape()), " and ",
+               shape_str(b.shape()), " differ");
+  auto x = a.to_vector<double>(), y = b.to_vector<double>();
+  for (size_t i = 0; i < x.size(); ++i)
+    if (!(std::fabs(x[i] - y[i]) <= atol + rtol * std::fabs(y[i]))) return false;
+  return true;
+}
+
+bool equal(const Tensor& a, const Tensor& b) {
+  if (a.shape() != b.shape() || a.dtype() != b.dtype()) return false;
+  return a.to_vector<double>() == b.to_vector<double>();
+}
+
+}  // namespace tandem

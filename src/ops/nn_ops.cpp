@@ -1,0 +1,409 @@
+// The neural-network functional ops: conv2d, batch_norm, pooling (kernel-backed, with their own
+// backward kernels), and dropout, softmax and the losses (composed from differentiable ops).
+#include <cmath>
+
+#include "common.hpp"
+
+namespace tandem {
+using namespace ops_detail;
+
+namespace {
+
+void check_positive(Int2 v, const char* op, const char* what) {
+  TANDEM_CHECK(v.h > 0 && v.w > 0, op, ": ", what, " must be positive, got (", v.h, ", ", v.w, ")");
+}
+void check_non_negative(Int2 v, const char* op, const char* what) {
+  TANDEM_CHECK(v.h >= 0 && v.w >= 0, op, ": ", what, " must be non-negative, got (", v.h, ", ",
+               v.w, ")");
+}
+
+int64_t out_size(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d) {
+  return (in + 2 * p - d * (k - 1) - 1) / s + 1;
+}
+
+// Runs a 4-D op on a 3-D (C, H, W) input by adding and removing the batch dim.
+template <typename F>
+Tensor with_batch_dim(const Tensor& input, const char* op, F&& f) {
+  TANDEM_CHECK(input.dim() == 3 || input.dim() == 4, op, ": input must be (N, C, H, W) or "
+               "(C, H, W), got ", shape_str(input.shape()));
+  if (input.dim() == 3) return f(input.unsqueeze(0)).squeeze(0);
+  return f(input);
+}
+
+}  // namespace
+
+// --- convolution ----------------------------------------------------------------------------
+
+Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Int2 stride,
+              Int2 padding, Int2 dilation, int64_t groups) {
+  check_defined(input, "conv2d", "input");
+  check_defined(weight, "conv2d", "weight");
+  check_inputs({input, weight, bias}, "conv2d");
+  check_floating(input, "conv2d");
+  TANDEM_CHECK(weight.dtype() == input.dtype() && (!bias.defined() || bias.dtype() == input.dtype()),
+               "conv2d: input (", input.dtype(), "), weight (", weight.dtype(), ")",
+               bias.defined() ? " and bias" : "", " must have the same dtype");
+  TANDEM_CHECK(groups >= 1, "conv2d: groups must be positive, got ", groups);
+  TANDEM_CHECK(weight.dim() == 4, "conv2d: weight must be (C_out, C_in / groups, kH, kW), got ",
+               shape_str(weight.shape()));
+  TANDEM_CHECK(input.dim() == 4 && input.size(1) == weight.size(1) * groups,
+               "conv2d: input must be (N, C, H, W) with C == weight.size(1) * groups == ",
+               weight.size(1) * groups, ", got ", shape_str(input.shape()));
+  TANDEM_CHECK(weight.size(0) % groups == 0, "conv2d: C_out (", weight.size(0),
+               ") must be divisible by groups (", groups, ")");
+  check_positive(stride, "conv2d", "stride");
+  check_non_negative(padding, "conv2d", "padding");
+  check_positive(dilation, "conv2d", "dilation");
+  if (bias.defined())
+    TANDEM_CHECK(bias.dim() == 1 && bias.size(0) == weight.size(0), "conv2d: bias must be (",
+                 weight.size(0), "), got ", shape_str(bias.shape()));
+  const int64_t ho = out_size(input.size(2), weight.size(2), stride.h, padding.h, dilation.h);
+  const int64_t wo = out_size(input.size(3), weight.size(3), stride.w, padding.w, dilation.w);
+  TANDEM_CHECK(ho > 0 && wo > 0, "conv2d: input of spatial size (", input.size(2), ", ",
+               input.size(3), ") with padding (", padding.h, ", ", padding.w,
+               ") is smaller than the dilated kernel (", dilation.h * (weight.size(2) - 1) + 1,
+               ", ", dilation.w * (weight.size(3) - 1) + 1, ")");
+  if (is_reduced_float(input.dtype())) {
+    DType dt = input.dtype();
+    return conv2d(input.to(DType::f32), weight.to(DType::f32),
+                  bias.defined() ? bias.to(DType::f32) : Tensor(), stride, padding, dilation, groups)
+        .to(dt);
+  }
+  kernels::cpu::Conv2dParams p{stride.h, stride.w, padding.h, padding.w,
+                               dilation.h, dilation.w, groups};
+  Tensor x = input.contiguous().detach(), w = weight.contiguous().detach();
+  Tensor b = bias.defined() ? bias.contiguous().detach() : Tensor();
+  Tensor out = empty({input.size(0), weight.size(0), ho, wo},
+                     TensorOptions(input.dtype()).device(input.device()));
+  kernels::cpu::conv2d_forward(out, x, w, b, p);
+  bool need_x = input.requires_grad(), need_w = weight.requires_grad();
+  bool need_b = bias.defined() && bias.requires_grad();
+  autograd::record("conv2d", {input, weight, bias}, out,
+                   [x, w, p, need_x, need_w, need_b](const Tensor& g) -> std::vector<Tensor> {
+                     Tensor gx = need_x ? empty_like(x) : Tensor();
+                     Tensor gw = need_w ? empty_like(w) : Tensor();
+                     Tensor gb = need_b ? empty({w.size(0)}, TensorOptions(w.dtype())) : Tensor();
+                     kernels::cpu::conv2d_backward(g.contiguous(), x, w, gx, gw, gb, p);
+                     return {gx, gw, gb};
+                   });
+  return out;
+}
+
+// --- batch norm -------------------------------------------------------------------------------
+
+Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor& running_var,
+                  const Tensor& weight, const Tensor& bias, bool training, double momentum,
+                  double eps) {
+  check_defined(input, "batch_norm", "input");
+  check_inputs({input, running_mean, running_var, weight, bias}, "batch_norm");
+  check_floating(input, "batch_norm");
+  TANDEM_CHECK(input.dim() >= 2, "batch_norm: input must be (N, C, ...), got ",
+               shape_str(input.shape()));
+  const int64_t n = input.size(0), c = input.size(1), s = input.numel() / std::max<int64_t>(n * c, 1);
+  auto check_param = [&](const Tensor& t, const char* name) {
+    if (!t.defined()) return;
+    TANDEM_CHECK(t.dim() == 1 && t.size(0) == c, "batch_norm: ", name, " must be (", c,
+                 ") for an input with ", c, " channels, got ", shape_str(t.shape()));
+    check_floating(t, "batch_norm", name);
+  };
+  check_param(running_mean, "running_mean");
+  check_param(running_var, "running_var");
+  check_param(weight, "weight");
+  check_param(bias, "bias");
+  TANDEM_CHECK(running_mean.defined() == running_var.defined(),
+               "batch_norm: give both running_mean and running_var, or neither");
+  TANDEM_CHECK(training || running_mean.defined(),
+               "batch_norm: evaluation mode needs running_mean and running_var");
+  TANDEM_CHECK(!training || n * s > 1, "batch_norm: expected more than 1 value per channel "
+               "when training, got input of shape ", shape_str(input.shape()));
+  TANDEM_CHECK(eps > 0, "batch_norm: eps must be positive, got ", eps);
+  if (is_reduced_float(input.dtype()))
+    return batch_norm(input.to(DType::f32), running_mean, running_var, weight, bias, training,
+                      momentum, eps)
+        .to(input.dtype());
+
+  const DType dt = input.dtype();
+  const TensorOptions opts = TensorOptions(dt).device(input.device());
+  Tensor x = input.contiguous().detach().reshape({n, c, s});
+  auto param = [&](const Tensor& t) { return t.defined() ? as_dtype(t.detach(), dt).contiguous() : Tensor(); };
+  Tensor w = param(weight), b = param(bias);
+  Tensor mean, invstd;
+  {
+    NoGradGuard guard;
+    if (training) {
+      mean = empty({c}, opts);
+      Tensor var = empty({c}, opts);
+      kernels::cpu::batch_norm_stats(mean, var, x);
+      invstd = pow(add(var, eps), -0.5);
+      if (running_mean.defined()) {
+        double count = static_cast<double>(n * s);
+        Tensor(running_mean).mul_(1.0 - momentum).add_(mean, momentum);
+        Tensor(running_var).mul_(1.0 - momentum).add_(mul(var, count / (count - 1.0)), momentum);
+      }
+    } else {
+      mean = as_dtype(running_mean, dt).contiguous();
+      invstd = pow(add(as_dtype(running_var, dt), eps), -0.5);
+    }
+  }
+  Tensor out = empty({n, c, s}, opts);
+  kernels::cpu::batch_norm_forward_stats(out, x, mean, invstd, w, b);
+  out = out.reshape(input.shape());
+  bool need_x = input.requires_grad();
+  bool need_w = weight.defined() && weight.requires_grad();
+  bool need_b = bias.defined() && bias.requires_grad();
+  Shape in_shape = input.shape();
+  DType wdt = weight.defined() ? weight.dtype() : dt, bdt = bias.defined() ? bias.dtype() : dt;
+  autograd::record("batch_norm", {input, weight, bias}, out,
+                   [=](const Tensor& g) -> std::vector<Tensor> {
+                     TensorOptions o = TensorOptions(dt);
+                     Tensor gx = need_x ? empty(x.shape(), o) : Tensor();
+                     Tensor gw = need_w ? empty({c}, o) : Tensor();
+                     Tensor gb = need_b ? empty({c}, o) : Tensor();
+                     kernels::cpu::batch_norm_backward(gx, gw, gb, g.contiguous().reshape({n, c, s}),
+                                                       x, mean, invstd, w, training);
+                     return {need_x ? gx.reshape(in_shape) : Tensor(),
+                             need_w ? gw.to(wdt) : Tensor(), need_b ? gb.to(bdt) : Tensor()};
+                   });
+  return out;
+}
+
+// --- pooling ------------------------------------------------------------------------------------
+
+namespace {
+
+kernels::cpu::Pool2dParams pool_params(const Tensor& x, Int2 k, Int2 stride, Int2 padding,
+                                       Int2 dilation, const char* op, int64_t& ho, int64_t& wo) {
+  check_positive(k, op, "kernel_size");
+  if (stride.h == 0 && stride.w == 0) stride = k;  // default: stride = kernel size
+  check_positive(stride, op, "stride");
+  check_non_negative(padding, op, "padding");
+  check_positive(dilation, op, "dilation");
+  TANDEM_CHECK(padding.h <= k.h / 2 && padding.w <= k.w / 2, op, ": padding should be at most "
+               "half of the kernel size, got padding (", padding.h, ", ", padding.w,
+               ") for kernel (", k.h, ", ", k.w, ")");
+  ho = out_size(x.size(2), k.h, stride.h, padding.h, dilation.h);
+  wo = out_size(x.size(3), k.w, stride.w, padding.w, dilation.w);
+  TANDEM_CHECK(ho > 0 && wo > 0, op, ": output size would be (", ho, ", ", wo, ") for input ",
+               shape_str(x.shape()), "; the input is too small for the kernel");
+  return {k.h, k.w, stride.h, stride.w, padding.h, padding.w, dilation.h, dilation.w};
+}
+
+}  // namespace
+
+Tensor max_pool2d(const Tensor& input, Int2 kernel_size, Int2 stride, Int2 padding, Int2 dilation) {
+  check_defined(input, "max_pool2d", "input");
+  check_inputs({input}, "max_pool2d");
+  check_floating(input, "max_pool2d");
+  return with_batch_dim(input, "max_pool2d", [&](const Tensor& in) {
+    if (is_reduced_float(in.dtype()))
+      return max_pool2d(in.to(DType::f32), kernel_size, stride, padding, dilation).to(in.dtype());
+    int64_t ho, wo;
+    auto p = pool_params(in, kernel_size, stride, padding, dilation, "max_pool2d", ho, wo);
+    Tensor x = in.contiguous().detach();
+    Tensor out = empty({in.size(0), in.size(1), ho, wo}, TensorOptions(in.dtype()));
+    Tensor idx = empty(out.shape(), DType::i64);
+    kernels::cpu::max_pool2d_forward(out, idx, x, p);
+    Shape in_shape = in.shape();
+    autograd::record("max_pool2d", {in}, out, [idx, in_shape](const Tensor& g) -> std::vector<Tensor> {
+      Tensor gx = empty(in_shape, TensorOptions(g.dtype()));
+      kernels::cpu::max_pool2d_backward(gx, g.contiguous(), idx);
+      return {gx};
+    });
+    return out;
+  });
+}
+
+Tensor avg_pool2d(const Tensor& input, Int2 kernel_size, Int2 stride, Int2 padding) {
+  check_defined(input, "avg_pool2d", "input");
+  check_inputs({input}, "avg_pool2d");
+  check_floating(input, "avg_pool2d");
+  return with_batch_dim(input, "avg_pool2d", [&](const Tensor& in) {
+    if (is_reduced_float(in.dtype()))
+      return avg_pool2d(in.to(DType::f32), kernel_size, stride, padding).to(in.dtype());
+    int64_t ho, wo;
+    auto p = pool_params(in, kernel_size, stride, padding, 1, "avg_pool2d", ho, wo);
+    Tensor out = empty({in.size(0), in.size(1), ho, wo}, TensorOptions(in.dtype()));
+    kernels::cpu::avg_pool2d_forward(out, in.contiguous().detach(), p);
+    Shape in_shape = in.shape();
+    autograd::record("avg_pool2d", {in}, out, [p, in_shape](const Tensor& g) -> std::vector<Tensor> {
+      Tensor gx = empty(in_shape, TensorOptions(g.dtype()));
+      kernels::cpu::avg_pool2d_backward(gx, g.contiguous(), p);
+      return {gx};
+    });
+    return out;
+  });
+}
+
+Tensor adaptive_avg_pool2d(const Tensor& input, Int2 output_size) {
+  check_defined(input, "adaptive_avg_pool2d", "input");
+  check_inputs({input}, "adaptive_avg_pool2d");
+  check_floating(input, "adaptive_avg_pool2d");
+  check_positive(output_size, "adaptive_avg_pool2d", "output_size");
+  return with_batch_dim(input, "adaptive_avg_pool2d", [&](const Tensor& in) {
+    if (is_reduced_float(in.dtype()))
+      return adaptive_avg_pool2d(in.to(DType::f32), output_size).to(in.dtype());
+    TANDEM_CHECK(in.size(2) > 0 && in.size(3) > 0, "adaptive_avg_pool2d: input ",
+                 shape_str(in.shape()), " has an empty spatial dim");
+    Tensor out = empty({in.size(0), in.size(1), output_size.h, output_size.w},
+                       TensorOptions(in.dtype()));
+    kernels::cpu::adaptive_avg_pool2d_forward(out, in.contiguous().detach());
+    Shape in_shape = in.shape();
+    autograd::record("adaptive_avg_pool2d", {in}, out, [in_shape](const Tensor& g) -> std::vector<Tensor> {
+      Tensor gx = empty(in_shape, TensorOptions(g.dtype()));
+      kernels::cpu::adaptive_avg_pool2d_backward(gx, g.contiguous());
+      return {gx};
+    });
+    return out;
+  });
+}
+
+// --- dropout and softmax -------------------------------------------------------------------------
+
+Tensor dropout(const Tensor& input, double p, bool training, Generator* gen) {
+  check_defined(input, "dropout", "input");
+  check_floating(input, "dropout");
+  TANDEM_CHECK(p >= 0.0 && p <= 1.0, "dropout: probability must be in [0, 1], got ", p);
+  if (!training || p == 0.0) return input;
+  if (p == 1.0) return mul(input, 0.0);
+  Tensor keep = ge(rand(input.shape(), TensorOptions(DType::f32), gen), full({}, p));
+  return mul(input, mul(keep.to(input.dtype()), 1.0 / (1.0 - p)));
+}
+
+Tensor softmax(const Tensor& input, int64_t dim) {
+  check_defined(input, "softmax", "input");
+  check_floating(input, "softmax");
+  int64_t d = wrap_dim(dim, input.dim(), "softmax");
+  if (input.dim() == 0) return exp(sub(input, input.detach()));
+  // Subtracting the (constant) row max keeps exp finite; it cancels in the ratio.
+  Tensor e = exp(sub(input, amax(input.detach(), {d}, true)));
+  return div(e, sum(e, {d}, true));
+}
+
+Tensor log_softmax(const Tensor& input, int64_t dim) {
+  check_defined(input, "log_softmax", "input");
+  check_floating(input, "log_softmax");
+  int64_t d = wrap_dim(dim, input.dim(), "log_softmax");
+  if (input.dim() == 0) return sub(input, input);
+  Tensor z = sub(input, amax(input.detach(), {d}, true));
+  return sub(z, log(sum(exp(z), {d}, true)));
+}
+
+// --- losses -----------------------------------------------------------------------------------
+
+namespace {
+
+Tensor reduce_loss(const Tensor& loss, Reduction r) {
+  switch (r) {
+    case Reduction::none: return loss;
+    case Reduction::sum: return sum(loss);
+    case Reduction::mean: return mean(loss);
+  }
+  return loss;
+}
+
+// (N, C, d1, ...) -> (N * d1 * ..., C) and (N, d1, ...) -> (N * d1 * ...), checking shapes.
+std::pair<Tensor, Tensor> flatten_classes(const Tensor& input, const Tensor& target, const char* op) {
+  check_defined(input, op, "input");
+  check_defined(target, op, "target");
+  check_inputs({input, target}, op);
+  check_floating(input, op);
+  TANDEM_CHECK(target.dtype() == DType::i64 || target.dtype() == DType::i32, op,
+               ": target must hold class indices (i64 or i32), got dtype ", target.dtype());
+  TANDEM_CHECK(input.dim() >= 2, op, ": input must be (N, C) or (N, C, d1, ...), got ",
+               shape_str(input.shape()));
+  Shape expected = input.shape();
+  expected.erase(expected.begin() + 1);
+  TANDEM_CHECK(target.shape() == expected, op, ": target must be ", shape_str(expected),
+               " for input ", shape_str(input.shape()), ", got ", shape_str(target.shape()));
+  Tensor x = input;
+  if (input.dim() > 2) {
+    Shape order{0};
+    for (int64_t d = 2; d < input.dim(); ++d) order.push_back(d);
+    order.push_back(1);
+    x = input.permute(order);
+  }
+  return {x.reshape({-1, input.size(1)}), target.reshape({-1}).to(DType::i64)};
+}
+
+// picked[i] = x[i, target[i]] (0 where target[i] == ignore_index); differentiable in x.
+Tensor pick_classes(const Tensor& x, const Tensor& target, int64_t ignore_index, const char* op) {
+  const int64_t rows = x.size(0), classes = x.size(1);
+  const int64_t* t = target.contiguous().data_ptr<int64_t>();
+  for (int64_t i = 0; i < rows; ++i)
+    TANDEM_CHECK_INDEX(t[i] == ignore_index || (t[i] >= 0 && t[i] < classes), op, ": target ",
+                       t[i], " is out of bounds for ", classes, " classes (at position ", i, ")");
+  Tensor xd = as_dtype(x.detach(), DType::f64).contiguous();
+  Tensor picked = empty({rows}, DType::f64);
+  const double* px = xd.data_ptr<double>();
+  double* pp = picked.data_ptr<double>();
+  for (int64_t i = 0; i < rows; ++i) pp[i] = t[i] == ignore_index ? 0.0 : px[i * classes + t[i]];
+  Tensor out = as_dtype(picked, x.dtype());
+  Tensor tgt = target.contiguous();
+  autograd::record("nll_pick", {x}, out, [tgt, rows, classes, ignore_index](const Tensor& g) -> std::vector<Tensor> {
+    Tensor gx = zeros({rows, classes}, DType::f64);
+    Tensor gd = as_dtype(g, DType::f64).contiguous();
+    const int64_t* t = tgt.data_ptr<int64_t>();
+    double* pg = gx.data_ptr<double>();
+    const double* pgo = gd.data_ptr<double>();
+    for (int64_t i = 0; i < rows; ++i)
+      if (t[i] != ignore_index) pg[i * classes + t[i]] = pgo[i];
+    return {gx.to(g.dtype())};
+  });
+  return out;
+}
+
+Tensor nll_flat(const Tensor& logp, const Tensor& target, Reduction reduction,
+                int64_t ignore_index, const Shape& target_shape, const char* op) {
+  Tensor picked = pick_classes(logp, target, ignore_index, op);
+  Tensor loss = neg(picked);
+  switch (reduction) {
+    case Reduction::none: return loss.reshape(target_shape);
+    case Reduction::sum: return sum(loss);
+    case Reduction::mean: {
+      // Averaged over the targets that are not ignored (NaN when all are), as torch.
+      Tensor valid = ne(target, full({}, static_cast<double>(ignore_index), DType::i64));
+      return div(sum(loss), sum(valid.to(loss.dtype())));
+    }
+  }
+  return loss;
+}
+
+}  // namespace
+
+Tensor nll_loss(const Tensor& input, const Tensor& target, Reduction reduction, int64_t ignore_index) {
+  auto [x, t] = flatten_classes(input, target, "nll_loss");
+  return nll_flat(x, t, reduction, ignore_index, target.shape(), "nll_loss");
+}
+
+Tensor cross_entropy(const Tensor& input, const Tensor& target, CrossEntropyOptions o) {
+  TANDEM_CHECK(o.label_smoothing >= 0.0 && o.label_smoothing <= 1.0,
+               "cross_entropy: label_smoothing must be in [0, 1], got ", o.label_smoothing);
+  auto [x, t] = flatten_classes(input, target, "cross_entropy");
+  Tensor logp = log_softmax(x, 1);
+  Tensor nll = nll_flat(logp, t, o.reduction, o.ignore_index, target.shape(), "cross_entropy");
+  if (o.label_smoothing == 0.0) return nll;
+  // Smoothing: eps * (mean over classes of -log p), zero on ignored targets.
+  const double eps = o.label_smoothing, classes = static_cast<double>(input.size(1));
+  Tensor valid = ne(t, full({}, static_cast<double>(o.ignore_index), DType::i64)).to(logp.dtype());
+  Tensor smooth = mul(neg(sum(logp, {1})), valid);
+  Tensor smooth_red;
+  switch (o.reduction) {
+    case Reduction::none: smooth_red = smooth.reshape(target.shape()); break;
+    case Reduction::sum: smooth_red = sum(smooth); break;
+    case Reduction::mean: smooth_red = div(sum(smooth), sum(valid)); break;
+  }
+  return add(mul(nll, 1.0 - eps), mul(smooth_red, eps / classes));
+}
+
+Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+  check_defined(input, "mse_loss", "input");
+  check_defined(target, "mse_loss", "target");
+  check_floating(input, "mse_loss");
+  check_floating(target, "mse_loss", "target");
+  TANDEM_CHECK(input.shape() == target.shape(), "mse_loss: input ", shape_str(input.shape()),
+               " and target ", shape_str(target.shape()), " must have the same shape");
+  Tensor d = sub(input, target);
+  return reduce_loss(mul(d, d), reduction);
+}
+
+}  // namespace tandem

@@ -1,0 +1,194 @@
+// Reductions: the reduced dims are moved last and made contiguous, so every kernel reduces the
+// rows of a (kept, reduced) matrix.
+#include <algorithm>
+#include <numeric>
+
+#include "common.hpp"
+
+namespace tandem {
+using namespace ops_detail;
+using kernels::cpu::ReduceOp;
+
+namespace {
+
+struct Plan {
+  std::vector<bool> reduced;  // per input dim
+  Shape out_shape;            // with keepdim applied
+  Shape keep_shape;           // reduced dims as size 1 (for broadcasting gradients back)
+  int64_t rows = 1, cols = 1;
+};
+
+Plan plan_reduction(const Tensor& t, const Shape& dims, bool keepdim, const char* op) {
+  const int64_t nd = t.dim();
+  Plan p;
+  p.reduced.assign(nd, dims.empty());  // no dims: reduce everything, as torch's sum(dim=[])
+  for (int64_t d : dims) {
+    int64_t w = wrap_dim(d, nd, op);
+    TANDEM_CHECK(!p.reduced[w] || dims.empty(), op, ": dim ", w, " appears more than once");
+    p.reduced[w] = true;
+  }
+  for (int64_t d = 0; d < nd; ++d) {
+    int64_t size = t.shape()[d];
+    if (p.reduced[d]) {
+      p.cols *= size;
+      p.keep_shape.push_back(1);
+      if (keepdim) p.out_shape.push_back(1);
+    } else {
+      p.rows *= size;
+      p.keep_shape.push_back(size);
+      p.out_shape.push_back(size);
+    }
+  }
+  return p;
+}
+
+// The input as a contiguous (rows, cols) matrix in dtype `dt`.
+Tensor as_rows(const Tensor& t, const Plan& p, DType dt) {
+  NoGradGuard guard;
+  Shape order;
+  for (int64_t d = 0; d < t.dim(); ++d)
+    if (!p.reduced[d]) order.push_back(d);
+  for (int64_t d = 0; d < t.dim(); ++d)
+    if (p.reduced[d]) order.push_back(d);
+  return as_dtype(t, dt).permute(order).contiguous();
+}
+
+Tensor reduce(ReduceOp op, const Tensor& t, const Plan& p, DType out_dtype, const char* name) {
+  check_defined(t, name, "input");
+  check_inputs({t}, name);
+  if (op != ReduceOp::sum)
+    TANDEM_CHECK(p.cols > 0, name, ": cannot reduce over a zero-size dim (no identity), input ",
+                 "shape ", shape_str(t.shape()));
+  DType cdt = compute_dtype(t.dtype());
+  Tensor rows = as_rows(t, p, cdt);
+  bool index = op == ReduceOp::argmax || op == ReduceOp::argmin;
+  DType kernel_out = index ? DType::i64 : (is_floating(cdt) ? cdt : out_dtype);
+  Tensor out = empty(p.out_shape, TensorOptions(kernel_out).device(t.device()));
+  kernels::cpu::reduce_rows(op, out, rows, p.rows, p.cols);
+  return index ? out : as_dtype(out, out_dtype);
+}
+
+DType sum_dtype(DType t) { return is_floating(t) ? t : DType::i64; }
+
+// The gradient of a reduction that picks extreme elements (amax, max over all): split evenly
+// among the elements equal to the result, as torch. g and y have the reduced dims kept as 1.
+Tensor extreme_backward(const Tensor& g, const Tensor& x, const Tensor& y, const Plan& p) {
+  Tensor mask = eq(x, y).to(g.dtype());
+  Shape dims;
+  for (int64_t d = 0; d < x.dim(); ++d)
+    if (p.reduced[d]) dims.push_back(d);
+  Tensor count = dims.empty() ? mask : sum(mask, dims, true);
+  return div(mul(mask, g), count);
+}
+
+}  // namespace
+
+Tensor sum(const Tensor& t, const Shape& dims, bool keepdim) {
+  check_defined(t, "sum", "input");
+  Plan p = plan_reduction(t, dims, keepdim, "sum");
+  Tensor out = reduce(ReduceOp::sum, t, p, sum_dtype(t.dtype()), "sum");
+  Shape in_shape = t.shape(), keep_shape = p.keep_shape;
+  autograd::record("sum", {t}, out, [in_shape, keep_shape](const Tensor& g) -> std::vector<Tensor> {
+    return {expand(reshape(g, keep_shape), in_shape)};
+  });
+  return out;
+}
+
+Tensor sum(const Tensor& t) { return sum(t, {}, false); }
+
+Tensor mean(const Tensor& t, const Shape& dims, bool keepdim) {
+  check_defined(t, "mean", "input");
+  check_floating(t, "mean");
+  Plan p = plan_reduction(t, dims, keepdim, "mean");
+  // An empty reduction gives NaN, as torch (0 / 0).
+  return mul(sum(t, dims, keepdim), 1.0 / static_cast<double>(p.cols));
+}
+
+Tensor mean(const Tensor& t) { return mean(t, {}, false); }
+
+Tensor var(const Tensor& t, const Shape& dims, int64_t correction, bool keepdim) {
+  check_defined(t, "var", "input");
+  check_floating(t, "var");
+  Plan p = plan_reduction(t, dims, keepdim, "var");
+  Tensor centered = sub(t, mean(t, dims, true));
+  double denom = std::max<double>(0.0, static_cast<double>(p.cols - correction));
+  return div(sum(mul(centered, centered), dims, keepdim),
+             full({}, denom, TensorOptions(compute_dtype(t.dtype()))));
+}
+
+Tensor amax(const Tensor& t, const Shape& dims, bool keepdim) {
+  check_defined(t, "amax", "input");
+  Plan p = plan_reduction(t, dims, keepdim, "amax");
+  Tensor out = reduce(ReduceOp::max, t, p, t.dtype(), "amax");
+  Tensor y = out.detach();
+  autograd::record("amax", {t}, out, [t, y, p](const Tensor& g) -> std::vector<Tensor> {
+    return {extreme_backward(reshape(g, p.keep_shape), t, reshape(y, p.keep_shape), p)};
+  });
+  return out;
+}
+
+Tensor max(const Tensor& t) { return amax(t, {}, false); }
+
+Tensor min(const Tensor& t) {
+  check_defined(t, "min", "input");
+  Plan p = plan_reduction(t, {}, false, "min");
+  Tensor out = reduce(ReduceOp::min, t, p, t.dtype(), "min");
+  Tensor y = out.detach();
+  autograd::record("min", {t}, out, [t, y, p](const Tensor& g) -> std::vector<Tensor> {
+    return {extreme_backward(reshape(g, p.keep_shape), t, reshape(y, p.keep_shape), p)};
+  });
+  return out;
+}
+
+namespace {
+// max/min along one dim with indices; the gradient goes to the selected element only.
+std::pair<Tensor, Tensor> extreme_dim(bool is_max, const Tensor& t, int64_t dim, bool keepdim) {
+  const char* name = is_max ? "max" : "min";
+  check_defined(t, name, "input");
+  int64_t d = wrap_dim(dim, t.dim(), name);
+  Plan p = plan_reduction(t, t.dim() == 0 ? Shape{} : Shape{d}, keepdim, name);
+  Tensor values = reduce(is_max ? ReduceOp::max : ReduceOp::min, t, p, t.dtype(), name);
+  Tensor indices = reduce(is_max ? ReduceOp::argmax : ReduceOp::argmin, t, p, DType::i64, name);
+  Shape in_shape = t.shape(), keep_shape = p.keep_shape;
+  autograd::record(name, {t}, values, [=](const Tensor& g) -> std::vector<Tensor> {
+    if (in_shape.empty()) return {g};
+    // one-hot of the index along d, broadcast against the gradient
+    Shape iota_shape(in_shape.size(), 1);
+    iota_shape[d] = in_shape[d];
+    Tensor iota = reshape(arange(static_cast<double>(in_shape[d])), iota_shape);
+    Tensor hit = eq(iota, reshape(indices, keep_shape));
+    Tensor zero = zeros({}, TensorOptions(g.dtype()));
+    return {where(hit, reshape(g, keep_shape), zero)};
+  });
+  return {values, indices};
+}
+}  // namespace
+
+std::pair<Tensor, Tensor> max(const Tensor& t, int64_t dim, bool keepdim) {
+  return extreme_dim(true, t, dim, keepdim);
+}
+std::pair<Tensor, Tensor> min(const Tensor& t, int64_t dim, bool keepdim) {
+  return extreme_dim(false, t, dim, keepdim);
+}
+
+Tensor argmax(const Tensor& t, int64_t dim, bool keepdim) {
+  check_defined(t, "argmax", "input");
+  int64_t d = wrap_dim(dim, t.dim(), "argmax");
+  Plan p = plan_reduction(t, t.dim() == 0 ? Shape{} : Shape{d}, keepdim, "argmax");
+  return reduce(ReduceOp::argmax, t, p, DType::i64, "argmax");
+}
+
+Tensor argmin(const Tensor& t, int64_t dim, bool keepdim) {
+  check_defined(t, "argmin", "input");
+  int64_t d = wrap_dim(dim, t.dim(), "argmin");
+  Plan p = plan_reduction(t, t.dim() == 0 ? Shape{} : Shape{d}, keepdim, "argmin");
+  return reduce(ReduceOp::argmin, t, p, DType::i64, "argmin");
+}
+
+Tensor argmax(const Tensor& t) {
+  check_defined(t, "argmax", "input");
+  Tensor flat = reshape(t, {-1});
+  return argmax(flat, 0, false);
+}
+
+}  // namespace tandem

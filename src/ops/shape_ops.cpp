@@ -1,0 +1,399 @@
+// Views (reshape, permute, slicing, expand) and the ops that move data between shapes (cat,
+// stack, pad). Views share storage with their input; their backward maps the gradient back.
+#include <algorithm>
+#include <numeric>
+#include <optional>
+
+#include "common.hpp"
+
+namespace tandem {
+using namespace ops_detail;
+
+namespace {
+
+Tensor make_view(const Tensor& t, Shape shape, Shape strides, int64_t offset) {
+  return make_tensor(t.storage(), std::move(shape), std::move(strides), offset, t.dtype());
+}
+
+// Resolves one -1 and checks the element count.
+Shape infer_shape(const Shape& shape, int64_t numel, const char* op) {
+  Shape out = shape;
+  int64_t known = 1, infer = -1;
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (out[i] == -1) {
+      TANDEM_CHECK(infer < 0, op, ": only one dimension can be inferred, got shape ",
+                   shape_str(shape));
+      infer = static_cast<int64_t>(i);
+    } else {
+      TANDEM_CHECK(out[i] >= 0, op, ": invalid size ", out[i], " in shape ", shape_str(shape));
+      known *= out[i];
+    }
+  }
+  if (infer >= 0) {
+    TANDEM_CHECK(known != 0 && numel % known == 0, op, ": shape ", shape_str(shape),
+                 " is invalid for input of size ", numel);
+    out[infer] = numel / known;
+  }
+  TANDEM_CHECK(numel_of(out) == numel, op, ": shape ", shape_str(shape),
+               " is invalid for input of size ", numel);
+  return out;
+}
+
+// Strides that view (old_shape, old_strides) as new_shape without a copy, if any exist
+// (the algorithm of torch's computeStride: walk contiguous chunks from the innermost dim).
+std::optional<Shape> view_strides(const Shape& old_shape, const Shape& old_strides,
+                                  const Shape& new_shape) {
+  if (old_shape.empty() || numel_of(old_shape) == 0) return contiguous_strides(new_shape);
+  Shape new_strides(new_shape.size(), 1);
+  int64_t view_d = static_cast<int64_t>(new_shape.size()) - 1;
+  int64_t chunk_base_stride = old_strides.back();
+  int64_t tensor_numel = 1, view_numel = 1;
+  for (int64_t d = static_cast<int64_t>(old_shape.size()) - 1; d >= 0; --d) {
+    tensor_numel *= old_shape[d];
+    if (d == 0 || (old_shape[d - 1] != 1 && old_strides[d - 1] != tensor_numel * chunk_base_stride)) {
+      while (view_d >= 0 && (view_numel < tensor_numel || new_shape[view_d] == 1)) {
+        new_strides[view_d] = view_numel * chunk_base_stride;
+        view_numel *= new_shape[view_d];
+        --view_d;
+      }
+      if (view_numel != tensor_numel) return std::nullopt;
+      if (d > 0) {
+        chunk_base_stride = old_strides[d - 1];
+        tensor_numel = 1;
+        view_numel = 1;
+      }
+    }
+  }
+  if (view_d != -1) return std::nullopt;
+  return new_strides;
+}
+
+Tensor reshape_view(const Tensor& t, const Shape& shape, const Shape& strides, const char* op) {
+  Tensor out = make_view(t, shape, strides, t.storage_offset());
+  Shape in_shape = t.shape();
+  autograd::record(op, {t}, out, [in_shape](const Tensor& g) -> std::vector<Tensor> {
+    return {reshape(g, in_shape)};
+  });
+  return out;
+}
+
+// The gradient of a view that picks part of the input: zeros with g written where the view was.
+template <typename ViewFn>
+Tensor scatter_to_zeros(const Tensor& g, const Shape& shape, ViewFn view_of) {
+  Tensor gi = zeros(shape, TensorOptions(g.dtype()).device(g.device()));
+  view_of(gi).copy_(g);
+  return gi;
+}
+
+}  // namespace
+
+Tensor view(const Tensor& t, const Shape& shape) {
+  check_defined(t, "view", "input");
+  Shape s = infer_shape(shape, t.numel(), "view");
+  auto strides = view_strides(t.shape(), t.strides(), s);
+  TANDEM_CHECK(strides.has_value(), "view: shape ", shape_str(s),
+               " is not compatible with the input's size ", shape_str(t.shape()), " and strides ",
+               shape_str(t.strides()), " (at least one dim spans two contiguous chunks); use "
+               "reshape instead");
+  return reshape_view(t, s, *strides, "view");
+}
+
+Tensor reshape(const Tensor& t, const Shape& shape) {
+  check_defined(t, "reshape", "input");
+  Shape s = infer_shape(shape, t.numel(), "reshape");
+  if (s == t.shape()) return t;
+  if (auto strides = view_strides(t.shape(), t.strides(), s))
+    return reshape_view(t, s, *strides, "reshape");
+  return reshape_view(t.contiguous(), s, contiguous_strides(s), "reshape");
+}
+
+Tensor permute(const Tensor& t, const Shape& dims) {
+  check_defined(t, "permute", "input");
+  const int64_t nd = t.dim();
+  TANDEM_CHECK(static_cast<int64_t>(dims.size()) == nd, "permute: got ", dims.size(),
+               " dims for a tensor of ", nd, " dims");
+  Shape perm(nd), shape(nd), strides(nd), inverse(nd);
+  std::vector<bool> used(nd, false);
+  for (int64_t i = 0; i < nd; ++i) {
+    perm[i] = wrap_dim(dims[i], nd, "permute");
+    TANDEM_CHECK(!used[perm[i]], "permute: dim ", perm[i], " appears twice in ", shape_str(dims));
+    used[perm[i]] = true;
+    shape[i] = t.shape()[perm[i]];
+    strides[i] = t.strides()[perm[i]];
+    inverse[perm[i]] = i;
+  }
+  Tensor out = make_view(t, shape, strides, t.storage_offset());
+  autograd::record("permute", {t}, out, [inverse](const Tensor& g) -> std::vector<Tensor> {
+    return {permute(g, inverse)};
+  });
+  return out;
+}
+
+Tensor transpose(const Tensor& t, int64_t dim0, int64_t dim1) {
+  check_defined(t, "transpose", "input");
+  const int64_t nd = t.dim();
+  if (nd == 0) return t;
+  Shape dims(nd);
+  std::iota(dims.begin(), dims.end(), 0);
+  std::swap(dims[wrap_dim(dim0, nd, "transpose")], dims[wrap_dim(dim1, nd, "transpose")]);
+  return permute(t, dims);
+}
+
+Tensor slice(const Tensor& t, int64_t dim, int64_t start, int64_t end, int64_t step) {
+  check_defined(t, "slice", "input");
+  TANDEM_CHECK(t.dim() > 0, "slice: cannot slice a 0-dim tensor");
+  TANDEM_CHECK(step > 0, "slice: step must be positive, got ", step);
+  int64_t d = wrap_dim(dim, t.dim(), "slice");
+  int64_t size = t.shape()[d];
+  auto clamp_index = [size](int64_t i) {
+    if (i < 0) i += size;
+    return std::clamp<int64_t>(i, 0, size);
+  };
+  start = clamp_index(start);
+  end = std::max(clamp_index(end), start);
+  Shape shape = t.shape(), strides = t.strides();
+  shape[d] = (end - start + step - 1) / step;
+  strides[d] *= step;
+  Tensor out = make_view(t, shape, strides, t.storage_offset() + start * t.strides()[d]);
+  Shape in_shape = t.shape();
+  autograd::record("slice", {t}, out, [=](const Tensor& g) -> std::vector<Tensor> {
+    return {scatter_to_zeros(g, in_shape,
+                             [&](const Tensor& gi) { return slice(gi, d, start, end, step); })};
+  });
+  return out;
+}
+
+Tensor narrow(const Tensor& t, int64_t dim, int64_t start, int64_t length) {
+  check_defined(t, "narrow", "input");
+  TANDEM_CHECK(t.dim() > 0, "narrow: cannot narrow a 0-dim tensor");
+  int64_t d = wrap_dim(dim, t.dim(), "narrow");
+  int64_t size = t.shape()[d];
+  if (start < 0) start += size;
+  TANDEM_CHECK_INDEX(start >= 0 && start <= size, "narrow: start ", start,
+                     " out of range for dim ", d, " of size ", size);
+  TANDEM_CHECK_INDEX(length >= 0 && start + length <= size, "narrow: start (", start,
+                     ") + length (", length, ") exceeds dimension size (", size, ")");
+  return slice(t, d, start, start + length, 1);
+}
+
+Tensor select(const Tensor& t, int64_t dim, int64_t index) {
+  check_defined(t, "select", "input");
+  TANDEM_CHECK(t.dim() > 0, "select: cannot select from a 0-dim tensor");
+  int64_t d = wrap_dim(dim, t.dim(), "select");
+  int64_t size = t.shape()[d];
+  TANDEM_CHECK_INDEX(index >= -size && index < size, "select: index ", index,
+                     " out of range for dim ", d, " of size ", size);
+  if (index < 0) index += size;
+  Shape shape = t.shape(), strides = t.strides();
+  int64_t offset = t.storage_offset() + index * strides[d];
+  shape.erase(shape.begin() + d);
+  strides.erase(strides.begin() + d);
+  Tensor out = make_view(t, shape, strides, offset);
+  Shape in_shape = t.shape();
+  autograd::record("select", {t}, out, [=](const Tensor& g) -> std::vector<Tensor> {
+    return {scatter_to_zeros(g, in_shape,
+                             [&](const Tensor& gi) { return select(gi, d, index); })};
+  });
+  return out;
+}
+
+Tensor unsqueeze(const Tensor& t, int64_t dim) {
+  check_defined(t, "unsqueeze", "input");
+  int64_t d = wrap_dim(dim, t.dim() + 1, "unsqueeze");
+  Shape shape = t.shape(), strides = t.strides();
+  int64_t stride = d < t.dim() ? shape[d] * strides[d] : 1;
+  shape.insert(shape.begin() + d, 1);
+  strides.insert(strides.begin() + d, stride);
+  return reshape_view(t, shape, strides, "unsqueeze");
+}
+
+Tensor squeeze(const Tensor& t) {
+  check_defined(t, "squeeze", "input");
+  Shape shape, strides;
+  for (int64_t i = 0; i < t.dim(); ++i)
+    if (t.shape()[i] != 1) {
+      shape.push_back(t.shape()[i]);
+      strides.push_back(t.strides()[i]);
+    }
+  if (shape.size() == t.shape().size()) return t;
+  return reshape_view(t, shape, strides, "squeeze");
+}
+
+Tensor squeeze(const Tensor& t, int64_t dim) {
+  check_defined(t, "squeeze", "input");
+  if (t.dim() == 0) return t;
+  int64_t d = wrap_dim(dim, t.dim(), "squeeze");
+  if (t.shape()[d] != 1) return t;
+  Shape shape = t.shape(), strides = t.strides();
+  shape.erase(shape.begin() + d);
+  strides.erase(strides.begin() + d);
+  return reshape_view(t, shape, strides, "squeeze");
+}
+
+Tensor expand(const Tensor& t, const Shape& shape) {
+  check_defined(t, "expand", "input");
+  const int64_t nd = static_cast<int64_t>(shape.size()), old_nd = t.dim();
+  TANDEM_CHECK(nd >= old_nd, "expand: the number of sizes provided (", nd,
+               ") must be greater or equal to the number of dimensions in the tensor (", old_nd,
+               ")");
+  Shape out_shape(nd), strides(nd);
+  for (int64_t i = nd - 1; i >= 0; --i) {
+    int64_t j = i - (nd - old_nd);
+    if (j < 0) {
+      TANDEM_CHECK(shape[i] >= 0, "expand: size -1 not allowed in a new leading dim, got ",
+                   shape_str(shape));
+      out_shape[i] = shape[i];
+      strides[i] = 0;
+      continue;
+    }
+    int64_t old = t.shape()[j];
+    int64_t want = shape[i] == -1 ? old : shape[i];
+    TANDEM_CHECK(old == want || old == 1, "expand: the expanded size of the tensor (", want,
+                 ") must match the existing size (", old, ") at non-singleton dimension ", i,
+                 ". Target sizes: ", shape_str(shape), ". Tensor sizes: ", shape_str(t.shape()));
+    out_shape[i] = want;
+    strides[i] = old == want ? t.strides()[j] : 0;
+  }
+  if (out_shape == t.shape()) return t;
+  Tensor out = make_view(t, out_shape, strides, t.storage_offset());
+  Shape in_shape = t.shape();
+  autograd::record("expand", {t}, out, [in_shape](const Tensor& g) -> std::vector<Tensor> {
+    return {sum_to(g, in_shape)};
+  });
+  return out;
+}
+
+Tensor flatten(const Tensor& t, int64_t start_dim, int64_t end_dim) {
+  check_defined(t, "flatten", "input");
+  if (t.dim() == 0) return reshape(t, {1});
+  int64_t s = wrap_dim(start_dim, t.dim(), "flatten"), e = wrap_dim(end_dim, t.dim(), "flatten");
+  TANDEM_CHECK(s <= e, "flatten: start_dim (", s, ") cannot come after end_dim (", e, ")");
+  Shape shape(t.shape().begin(), t.shape().begin() + s);
+  int64_t n = 1;
+  for (int64_t i = s; i <= e; ++i) n *= t.shape()[i];
+  shape.push_back(n);
+  shape.insert(shape.end(), t.shape().begin() + e + 1, t.shape().end());
+  return reshape(t, shape);
+}
+
+Tensor contiguous(const Tensor& t) { return t.contiguous(); }
+
+Tensor sum_to(const Tensor& t, const Shape& shape) {
+  if (t.shape() == shape) return t;
+  const int64_t nd = t.dim(), lead = nd - static_cast<int64_t>(shape.size());
+  TANDEM_CHECK(lead >= 0, "sum_to: cannot sum ", shape_str(t.shape()), " to ", shape_str(shape));
+  Shape dims;
+  for (int64_t i = 0; i < nd; ++i) {
+    if (i < lead) {
+      dims.push_back(i);
+    } else if (shape[i - lead] == 1 && t.shape()[i] != 1) {
+      dims.push_back(i);
+    } else {
+      TANDEM_CHECK(shape[i - lead] == t.shape()[i], "sum_to: cannot sum ", shape_str(t.shape()),
+                   " to ", shape_str(shape));
+    }
+  }
+  if (dims.empty()) return reshape(t, shape);
+  return reshape(sum(t, dims, true), shape);
+}
+
+Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
+  TANDEM_CHECK(!tensors.empty(), "cat: expected a non-empty list of tensors");
+  const Tensor& first = tensors[0];
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    TANDEM_CHECK(tensors[i].defined(), "cat: tensor ", i, " is undefined");
+  }
+  check_inputs(tensors, "cat");
+  const int64_t nd = first.dim();
+  TANDEM_CHECK(nd > 0, "cat: zero-dimensional tensor (at position 0) cannot be concatenated");
+  int64_t d = wrap_dim(dim, nd, "cat");
+  DType dtype = first.dtype();
+  Shape shape = first.shape();
+  shape[d] = 0;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const Tensor& t = tensors[i];
+    TANDEM_CHECK(t.dim() == nd, "cat: tensors must have the same number of dims, got ",
+                 shape_str(first.shape()), " at entry 0 and ", shape_str(t.shape()), " at entry ", i);
+    for (int64_t k = 0; k < nd; ++k)
+      TANDEM_CHECK(k == d || t.shape()[k] == first.shape()[k], "cat: sizes must match except in "
+                   "dim ", d, ", got ", shape_str(first.shape()), " at entry 0 and ",
+                   shape_str(t.shape()), " at entry ", i);
+    shape[d] += t.shape()[d];
+    dtype = promote_types(dtype, t.dtype());
+  }
+  Tensor out = empty(shape, TensorOptions(dtype).device(first.device()));
+  std::vector<int64_t> offsets;
+  int64_t offset = 0;
+  for (const auto& t : tensors) {
+    offsets.push_back(offset);
+    kernels::cpu::copy(out.detach().narrow(d, offset, t.shape()[d]), t);
+    offset += t.shape()[d];
+  }
+  std::vector<Tensor> inputs = tensors;
+  autograd::record("cat", inputs, out, [d, offsets, inputs](const Tensor& g) {
+    std::vector<Tensor> grads;
+    for (size_t i = 0; i < inputs.size(); ++i)
+      grads.push_back(inputs[i].requires_grad()
+                          ? g.narrow(d, offsets[i], inputs[i].shape()[d]).to(inputs[i].dtype())
+                          : Tensor());
+    return grads;
+  });
+  return out;
+}
+
+Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
+  TANDEM_CHECK(!tensors.empty(), "stack: expected a non-empty list of tensors");
+  std::vector<Tensor> parts;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    TANDEM_CHECK(tensors[i].defined(), "stack: tensor ", i, " is undefined");
+    TANDEM_CHECK(tensors[i].shape() == tensors[0].shape(), "stack: expects each tensor to be "
+                 "equal size, but got ", shape_str(tensors[0].shape()), " at entry 0 and ",
+                 shape_str(tensors[i].shape()), " at entry ", i);
+  }
+  int64_t d = wrap_dim(dim, tensors[0].dim() + 1, "stack");
+  for (const auto& t : tensors) parts.push_back(unsqueeze(t, d));
+  return cat(parts, d);
+}
+
+Tensor pad(const Tensor& t, const std::vector<int64_t>& pads, double value) {
+  check_defined(t, "pad", "input");
+  check_inputs({t}, "pad");
+  const int64_t nd = t.dim(), np = static_cast<int64_t>(pads.size());
+  TANDEM_CHECK(np % 2 == 0 && np / 2 <= nd, "pad: expected an even number of pads covering at "
+               "most ", nd, " dims, got ", np, " values");
+  Shape shape = t.shape();
+  // Per padded dim: the input range kept and where it lands in the output.
+  struct Region { int64_t dim, src_start, dst_start, length; };
+  std::vector<Region> regions;
+  for (int64_t k = 0; k < np / 2; ++k) {
+    int64_t d = nd - 1 - k, left = pads[2 * k], right = pads[2 * k + 1];
+    int64_t size = shape[d];
+    int64_t out_size = size + left + right;
+    TANDEM_CHECK(out_size >= 0, "pad: padding (", left, ", ", right, ") makes dim ", d,
+                 " of size ", size, " negative");
+    shape[d] = out_size;
+    int64_t src_start = std::max<int64_t>(0, -left);
+    int64_t length = std::max<int64_t>(0, size - src_start - std::max<int64_t>(0, -right));
+    regions.push_back({d, src_start, std::max<int64_t>(0, left), length});
+  }
+  auto src_region = [regions](Tensor x) {
+    for (const auto& r : regions) x = x.narrow(r.dim, r.src_start, r.length);
+    return x;
+  };
+  auto dst_region = [regions](Tensor x) {
+    for (const auto& r : regions) x = x.narrow(r.dim, r.dst_start, r.length);
+    return x;
+  };
+  Tensor out = full(shape, value, TensorOptions(t.dtype()).device(t.device()));
+  {
+    NoGradGuard guard;
+    kernels::cpu::copy(dst_region(out), src_region(t));
+  }
+  Shape in_shape = t.shape();
+  autograd::record("pad", {t}, out, [=](const Tensor& g) -> std::vector<Tensor> {
+    return {scatter_to_zeros(dst_region(g), in_shape, src_region)};
+  });
+  return out;
+}
+
+}  // namespace tandem

@@ -1,0 +1,154 @@
+// Tensor creation, views, conversions, element access and printing.
+#include <sstream>
+
+#include "../util.hpp"
+
+using namespace tandem;
+using tandem::testing::error_of;
+
+TEST_CASE("factories fill what they promise", "[tensor]") {
+  Tensor z = zeros({2, 3});
+  CHECK(z.shape() == Shape{2, 3});
+  CHECK(z.dtype() == DType::f32);
+  CHECK(z.device() == kCPU);
+  CHECK(z.to_vector<float>() == std::vector<float>(6, 0.0f));
+  CHECK(ones({4}, DType::i32).to_vector<int32_t>() == std::vector<int32_t>(4, 1));
+  CHECK(full({2}, 2.5, DType::f64).to_vector<double>() == std::vector<double>{2.5, 2.5});
+  CHECK(arange(5).to_vector<int64_t>() == std::vector<int64_t>{0, 1, 2, 3, 4});
+  CHECK(arange(5).dtype() == DType::i64);
+  CHECK(arange(1.0, 2.0, 0.25, DType::f32).to_vector<float>() ==
+        std::vector<float>{1.0f, 1.25f, 1.5f, 1.75f});
+  CHECK(scalar_tensor(7.0).dim() == 0);
+  CHECK(scalar_tensor(7.0).item<float>() == 7.0f);
+  CHECK(empty({0, 3}).numel() == 0);
+  float buffer[6] = {1, 2, 3, 4, 5, 6};
+  Tensor blob = from_blob(buffer, {2, 3}, DType::f32);
+  buffer[4] = 50;  // no copy: the tensor sees the change
+  CHECK(blob.to_vector<float>()[4] == 50.0f);
+  bool deleted = false;
+  {
+    Tensor owned = from_blob(buffer, {6}, DType::f32, kCPU, [&](void*) { deleted = true; });
+    Tensor view = owned.narrow(0, 1, 2);
+    owned = Tensor();
+    CHECK_FALSE(deleted);  // the view keeps the storage alive
+  }
+  CHECK(deleted);
+}
+
+TEST_CASE("views share storage and have the right strides", "[tensor]") {
+  Tensor a = arange(24, DType::f32).reshape({2, 3, 4});
+  CHECK(a.is_contiguous());
+  CHECK(a.strides() == Shape{12, 4, 1});
+  Tensor t = a.transpose(0, 2);
+  CHECK(t.shape() == Shape{4, 3, 2});
+  CHECK(t.strides() == Shape{1, 4, 12});
+  CHECK_FALSE(t.is_contiguous());
+  CHECK(t.storage().is_same(a.storage()));
+  CHECK(t.contiguous().is_contiguous());
+  CHECK(t.contiguous().to_vector<float>()[1] == 12.0f);  // t[0][0][1] == a[1][0][0]
+  Tensor p = a.permute({1, 2, 0});
+  CHECK(p.shape() == Shape{3, 4, 2});
+  Tensor s = a.slice(2, 1, 4, 2);  // columns 1 and 3
+  CHECK(s.shape() == Shape{2, 3, 2});
+  CHECK(s.contiguous().to_vector<float>()[0] == 1.0f);
+  CHECK(s.contiguous().to_vector<float>()[1] == 3.0f);
+  CHECK(a.slice(1, -2, 100).shape() == Shape{2, 2, 4});  // Python-style clamping
+  CHECK(a.narrow(1, 1, 2).storage_offset() == 4);
+  Tensor sel = a.select(0, 1);
+  CHECK(sel.shape() == Shape{3, 4});
+  CHECK(sel.to_vector<float>()[0] == 12.0f);
+  CHECK(a.select(1, -1).to_vector<float>()[0] == 8.0f);
+  CHECK(a.unsqueeze(1).shape() == Shape{2, 1, 3, 4});
+  CHECK(a.unsqueeze(-1).shape() == Shape{2, 3, 4, 1});
+  CHECK(zeros({1, 3, 1}).squeeze().shape() == Shape{3});
+  CHECK(zeros({1, 3, 1}).squeeze(0).shape() == Shape{3, 1});
+  Tensor e = arange(3, DType::f32).unsqueeze(0).expand({4, 3});
+  CHECK(e.strides() == Shape{0, 1});
+  CHECK(e.contiguous().to_vector<float>()[10] == 1.0f);
+  CHECK(a.flatten().shape() == Shape{24});
+  CHECK(a.flatten(1).shape() == Shape{2, 12});
+  CHECK(a.reshape({-1, 6}).shape() == Shape{4, 6});
+  // reshape of a non-viewable layout copies; view refuses.
+  CHECK(t.reshape({24}).to_vector<float>()[1] == 12.0f);
+  CHECK(error_of([&] { t.view({24}); }).find("use reshape") != std::string::npos);
+  // a transposed tensor's transpose is viewable
+  CHECK(a.transpose(1, 2).transpose(1, 2).view({6, 4}).shape() == Shape{6, 4});
+}
+
+TEST_CASE("dtype and device conversions", "[tensor]") {
+  Tensor a = from_vector<float>({1.5f, -2.25f, 3.0f});
+  CHECK(a.to(DType::f64).to_vector<double>() == std::vector<double>{1.5, -2.25, 3.0});
+  CHECK(a.to(DType::i64).to_vector<int64_t>() == std::vector<int64_t>{1, -2, 3});
+  CHECK(a.to(DType::boolean).to_vector<bool>() == std::vector<bool>{true, true, true});
+  CHECK(from_vector<float>({0.0f, 2.0f}).to(DType::boolean).to_vector<bool>() ==
+        std::vector<bool>{false, true});
+  CHECK(a.to(DType::f16).to(DType::f32).to_vector<float>() == a.to_vector<float>());
+  CHECK(a.to(kCPU).is_same(a));
+  CHECK(a.clone().storage().is_same(a.storage()) == false);
+  CHECK(from_vector<int64_t>({300}).to(DType::u8).item<int64_t>() == 44);  // wraps as C++ does
+  CHECK(a.to(DType::f32).is_same(a));
+}
+
+TEST_CASE("in-place methods", "[tensor]") {
+  Tensor a = zeros({2, 2});
+  a.fill_(3.0);
+  CHECK(a.to_vector<float>() == std::vector<float>(4, 3.0f));
+  a.add_(ones({2}), 2.0);
+  CHECK(a.to_vector<float>() == std::vector<float>(4, 5.0f));
+  a.mul_(0.5);
+  CHECK(a.to_vector<float>() == std::vector<float>(4, 2.5f));
+  a.narrow(1, 0, 1).copy_(from_vector<float>({7.0f, 8.0f}).unsqueeze(1));
+  CHECK(a.to_vector<float>() == std::vector<float>{7.0f, 2.5f, 8.0f, 2.5f});
+  a.zero_();
+  CHECK(a.to_vector<float>() == std::vector<float>(4, 0.0f));
+}
+
+TEST_CASE("printing follows torch's layout", "[tensor]") {
+  auto str = [](const Tensor& t) {
+    std::ostringstream os;
+    os << t;
+    return os.str();
+  };
+  CHECK(str(from_vector<float>({1, 2, 3, 4}).reshape({2, 2})) ==
+        "tensor([[1., 2.],\n        [3., 4.]], shape=(2, 2), dtype=f32, device=cpu)");
+  CHECK(str(from_vector<double>({0.5, -1.25})) ==
+        "tensor([ 0.5000, -1.2500], shape=(2,), dtype=f64, device=cpu)");
+  CHECK(str(from_vector<int64_t>({3, -10})) == "tensor([  3, -10], shape=(2,), dtype=i64, device=cpu)");
+  CHECK(str(scalar_tensor(2.0)) == "tensor(2., shape=(), dtype=f32, device=cpu)");
+  CHECK(str(from_vector<bool>({true, false})) ==
+        "tensor([ True, False], shape=(2,), dtype=bool, device=cpu)");
+  CHECK(str(from_vector<float>({1e-5f, 1.0f})) ==
+        "tensor([1.0000e-05, 1.0000e+00], shape=(2,), dtype=f32, device=cpu)");
+  CHECK(str(arange(2000, DType::f32)).find("[   0.,    1.,    2., ..., 1997., 1998., 1999.]") !=
+        std::string::npos);
+  Tensor w = ones({2}).set_requires_grad();
+  CHECK(str(w).find("requires_grad=True") != std::string::npos);
+  CHECK(str(mul(w, 2.0)).find("grad_fn=<mul>") != std::string::npos);
+  CHECK(str(zeros({2, 1, 2})) ==
+        "tensor([[[0., 0.]],\n\n        [[0., 0.]]], shape=(2, 1, 2), dtype=f32, device=cpu)");
+}
+
+TEST_CASE("item and data_ptr check what they are asked", "[tensor]") {
+  Tensor a = from_vector<float>({1, 2});
+  CHECK(error_of([&] { a.item<float>(); }) ==
+        "item: a tensor with 2 elements (shape (2,)) cannot be converted to a scalar");
+  CHECK(error_of([&] { a.data_ptr<double>(); }) ==
+        "data_ptr: tensor has dtype f32 but data_ptr<f64> was asked for");
+  CHECK(a.data_ptr<float>()[1] == 2.0f);
+  CHECK(from_vector<int64_t>({9}).item<double>() == 9.0);
+}
+
+TEST_CASE("CUDA absent or present, asking for it is safe", "[tensor][cuda]") {
+  if (cuda::is_available()) {
+    Tensor a = from_vector<float>({1, 2, 3});
+    Tensor g = a.to(Device("cuda:0"));
+    CHECK(g.device() == Device("cuda:0"));
+    CHECK(g.cpu().to_vector<float>() == a.to_vector<float>());
+  } else {
+    CHECK(cuda::device_count() == 0);
+    CHECK_THROWS_AS(zeros({2}, Device("cuda:0")), Error);
+  }
+  CHECK(error_of([] { Device("gpu0"); }) ==
+        "Device: expected \"cpu\", \"cuda\" or \"cuda:N\", got \"gpu0\"");
+  CHECK(Device("cuda:3").index() == 3);
+}

@@ -1,0 +1,148 @@
+#!/usr/bin/python3
+"""Regenerates the golden values the op tests compare against, with PyTorch (Debian's
+python3-torch, 1.13, CPU). Run from anywhere: /usr/bin/python3 tests/golden/make_golden.py
+
+Each case records its inputs, the output, a gradient for the output and the gradients of the
+inputs that require them. The C++ test (tests/ops/test_golden.cpp) runs the same op, by the
+case's name, on the same inputs."""
+import json
+import os
+import struct
+
+import torch
+import torch.nn.functional as F
+
+torch.manual_seed(1234)
+HERE = os.path.dirname(os.path.abspath(__file__))
+cases = []
+
+
+def enc(t):
+    t = t.detach()
+    dtype = {torch.float32: "f32", torch.float64: "f64", torch.int64: "i64", torch.bool: "bool"}[t.dtype]
+    return {"shape": list(t.shape), "dtype": dtype, "data": t.reshape(-1).tolist()}
+
+
+def case(name, fn, *inputs, grad=True):
+    """inputs: tensors; floating ones get gradients when grad is True."""
+    ins = [x.clone().requires_grad_(grad and x.is_floating_point()) for x in inputs]
+    out = fn(*ins)
+    entry = {"name": name, "inputs": [enc(x) for x in ins], "output": enc(out)}
+    if grad and out.is_floating_point() and out.requires_grad:
+        g = torch.randn(out.shape, dtype=out.dtype)
+        out.backward(g)
+        entry["grad_output"] = enc(g)
+        entry["grads"] = [enc(x.grad) if x.grad is not None else None for x in ins]
+    cases.append(entry)
+
+
+def r(*shape):
+    return torch.randn(*shape, dtype=torch.float32)
+
+
+pos = lambda *s: torch.rand(*s) + 0.5
+# elementwise with broadcasting
+case("add", lambda a, b: a + b, r(2, 3, 4), r(3, 1))
+case("add_alpha", lambda a, b: torch.add(a, b, alpha=2.5), r(4, 5), r(5))
+case("sub", lambda a, b: a - b, r(3, 4), r(2, 1, 4))
+case("mul", lambda a, b: a * b, r(2, 3), r(2, 3))
+case("div", lambda a, b: a / b, r(3, 4), pos(4))
+case("neg", lambda a: -a, r(5))
+case("pow_scalar", lambda a: a.pow(3.0), r(6))
+case("pow_tensor", lambda a, b: a.pow(b), pos(3, 4), r(3, 4))
+case("exp", torch.exp, r(7))
+case("log", torch.log, pos(7))
+case("sqrt", torch.sqrt, pos(7))
+case("abs", torch.abs, r(7))
+case("clamp", lambda a: torch.clamp(a, -0.5, 0.7), r(20))
+case("relu", torch.relu, r(3, 5))
+case("gelu", F.gelu, r(3, 5))
+case("gelu_tanh", lambda a: F.gelu(a, approximate="tanh"), r(3, 5))
+case("sigmoid", torch.sigmoid, r(3, 5))
+case("tanh", torch.tanh, r(3, 5))
+case("where", lambda c, a, b: torch.where(c, a, b), torch.rand(3, 4) > 0.5, r(3, 4), r(4))
+# reductions
+x = r(3, 4, 5)
+case("sum_all", lambda a: a.sum(), x)
+case("sum_dims", lambda a: a.sum(dim=(0, 2)), x)
+case("sum_keepdim", lambda a: a.sum(dim=1, keepdim=True), x)
+case("mean_dims", lambda a: a.mean(dim=(1,)), x)
+case("max_all", lambda a: a.max(), x)
+case("min_all", lambda a: a.min(), x)
+case("max_dim", lambda a: a.max(dim=1)[0], x)
+case("max_dim_indices", lambda a: a.max(dim=2)[1], x, grad=False)
+case("min_dim", lambda a: a.min(dim=0, keepdim=True)[0], x)
+case("argmax", lambda a: a.argmax(dim=1), x, grad=False)
+case("var", lambda a: a.var(dim=2), x)
+case("var_all_biased", lambda a: a.var(unbiased=False), x)
+# linear algebra
+case("matmul_2d", torch.matmul, r(4, 6), r(6, 3))
+case("matmul_batched_broadcast", torch.matmul, r(2, 1, 3, 4), r(5, 4, 2))
+case("matmul_vec", torch.matmul, r(3, 4), r(4))
+case("matmul_3d_2d", torch.matmul, r(2, 3, 4), r(4, 5))
+case("linear", F.linear, r(5, 4), r(3, 4), r(3))
+# convolution, normalization, pooling
+case("conv2d", lambda x, w, b: F.conv2d(x, w, b, padding=1), r(2, 3, 6, 5), r(4, 3, 3, 3), r(4))
+case("conv2d_stride_dilation", lambda x, w: F.conv2d(x, w, stride=2, padding=2, dilation=2),
+     r(2, 2, 9, 8), r(3, 2, 3, 3))
+case("conv2d_groups", lambda x, w, b: F.conv2d(x, w, b, stride=(2, 1), padding=(1, 0), groups=2),
+     r(2, 4, 7, 6), r(6, 2, 3, 2), r(6))
+case("conv2d_1x1", lambda x, w: F.conv2d(x, w), r(2, 5, 4, 4), r(3, 5, 1, 1))
+rm, rv = torch.randn(3), torch.rand(3) + 0.5
+case("batch_norm_train", lambda x, w, b: F.batch_norm(x, rm.clone(), rv.clone(), w, b, True, 0.1, 1e-5),
+     r(4, 3, 5, 5), r(3), r(3))
+case("batch_norm_eval",
+     lambda x, w, b, m, v: F.batch_norm(x, m.detach(), v.detach(), w, b, False, 0.1, 1e-5),
+     r(4, 3, 5, 5), r(3), r(3), rm, rv)
+case("max_pool2d", lambda x: F.max_pool2d(x, 3, 2, 1), r(2, 3, 9, 8))
+case("max_pool2d_dilation", lambda x: F.max_pool2d(x, 2, 1, 0, 2), r(1, 2, 6, 6))
+case("avg_pool2d", lambda x: F.avg_pool2d(x, 3, 2, 1), r(2, 3, 9, 8))
+case("adaptive_avg_pool2d", lambda x: F.adaptive_avg_pool2d(x, (3, 2)), r(2, 3, 7, 5))
+case("adaptive_avg_pool2d_1", lambda x: F.adaptive_avg_pool2d(x, 1), r(2, 3, 4, 4))
+# softmax and losses
+case("softmax", lambda a: F.softmax(a, dim=1), r(4, 6))
+case("log_softmax", lambda a: F.log_softmax(a, dim=-1), r(4, 6))
+tgt = torch.tensor([1, 0, 4, 2, 4, 3])
+tgt_ign = torch.tensor([1, -100, 4, 2, -100, 3])
+case("cross_entropy", lambda a, t: F.cross_entropy(a, t), r(6, 5), tgt)
+case("cross_entropy_sum", lambda a, t: F.cross_entropy(a, t, reduction="sum"), r(6, 5), tgt)
+case("cross_entropy_none", lambda a, t: F.cross_entropy(a, t, reduction="none"), r(6, 5), tgt)
+case("cross_entropy_ignore", lambda a, t: F.cross_entropy(a, t), r(6, 5), tgt_ign)
+case("cross_entropy_smoothing", lambda a, t: F.cross_entropy(a, t, label_smoothing=0.1), r(6, 5), tgt)
+case("cross_entropy_smoothing_ignore",
+     lambda a, t: F.cross_entropy(a, t, label_smoothing=0.2, ignore_index=-100), r(6, 5), tgt_ign)
+case("cross_entropy_smoothing_sum",
+     lambda a, t: F.cross_entropy(a, t, label_smoothing=0.2, reduction="sum"), r(6, 5), tgt_ign)
+case("cross_entropy_spatial", lambda a, t: F.cross_entropy(a, t), r(2, 4, 3, 3),
+     torch.randint(0, 4, (2, 3, 3)))
+case("nll_loss", lambda a, t: F.nll_loss(a, t), r(6, 5), tgt)
+case("mse_loss", F.mse_loss, r(3, 4), r(3, 4))
+case("mse_loss_sum", lambda a, b: F.mse_loss(a, b, reduction="sum"), r(3, 4), r(3, 4))
+# shape ops
+case("cat", lambda a, b: torch.cat([a, b], dim=1), r(2, 3), r(2, 5))
+case("stack", lambda a, b: torch.stack([a, b], dim=0), r(2, 3), r(2, 3))
+case("pad", lambda a: F.pad(a, (1, 2, 0, 1), value=0.5), r(2, 3, 4))
+case("pad_negative", lambda a: F.pad(a, (-1, 1)), r(2, 4))
+case("flatten", lambda a: torch.flatten(a, 1), r(2, 3, 4))
+case("permute_contiguous", lambda a: a.permute(2, 0, 1).contiguous() * 2, r(2, 3, 4))
+case("slice_step", lambda a: a[:, 1:5:2] * 3, r(3, 6))
+case("select", lambda a: a.select(1, 2) * 2, r(3, 4, 2))
+case("expand", lambda a: a.expand(3, 4, 5) * 1.5, r(4, 1))
+case("transpose_matmul", lambda a, b: a.transpose(0, 1) @ b, r(4, 3), r(4, 2))
+
+with open(os.path.join(HERE, "ops.json"), "w") as f:
+    json.dump({"generator": "torch " + torch.__version__, "cases": cases}, f)
+
+# f16 / bf16 rounding: f32 inputs and the bit patterns torch produces.
+vals = [0.0, -0.0, 1.0, -2.5, 65504.0, 65520.0, 1e-8, 6.1e-5, 5.96e-8, 2.98e-8, float("inf"),
+        float("-inf"), 3.14159265, 1.0009765625, 1.00048828125, 1.00146484375, 3.3895314e38,
+        1.00390625, 1.001953125, 1.005859375]
+vals += torch.randn(64).mul(100).tolist() + torch.randn(32).mul(1e-5).tolist()
+x = torch.tensor(vals, dtype=torch.float32)
+f32_bits = [struct.unpack("<I", struct.pack("<f", v))[0] for v in x.tolist()]
+half = x.to(torch.float16).view(torch.int16).tolist()
+bf = x.to(torch.bfloat16).view(torch.int16).tolist()
+with open(os.path.join(HERE, "half.json"), "w") as f:
+    json.dump({"f32_bits": f32_bits, "f16_bits": [b & 0xFFFF for b in half],
+               "bf16_bits": [b & 0xFFFF for b in bf]}, f)
+print(f"wrote {len(cases)} op cases and {len(vals)} half/bfloat16 conversions")

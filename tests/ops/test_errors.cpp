@@ -1,0 +1,93 @@
+// Bad input gets a clear error naming the op, what it expected and what it got.
+#include "../util.hpp"
+
+using namespace tandem;
+using tandem::testing::error_of;
+
+TEST_CASE("shape errors", "[errors]") {
+  CHECK(error_of([] { conv2d(zeros({8, 1, 28, 28}), zeros({16, 3, 3, 3})); }) ==
+        "conv2d: input must be (N, C, H, W) with C == weight.size(1) * groups == 3, got (8, 1, 28, 28)");
+  CHECK(error_of([] { conv2d(zeros({1, 3, 2, 2}), zeros({4, 3, 3, 3})); }) ==
+        "conv2d: input of spatial size (2, 2) with padding (0, 0) is smaller than the dilated kernel (3, 3)");
+  CHECK(error_of([] { conv2d(zeros({1, 4, 5, 5}), zeros({3, 2, 3, 3}), Tensor(), 1, 0, 1, 2); }) ==
+        "conv2d: C_out (3) must be divisible by groups (2)");
+  CHECK(error_of([] { add(zeros({2, 3}), zeros({4})); }) ==
+        "add: shapes (2, 3) and (4,) cannot be broadcast together (dim 1: 3 vs 4)");
+  CHECK(error_of([] { matmul(zeros({2, 3}), zeros({4, 5})); }) ==
+        "matmul: shapes (2, 3) and (4, 5) cannot be multiplied (3 != 4)");
+  CHECK(error_of([] { zeros({6}).reshape({4, -1}); }) ==
+        "reshape: shape (4, -1) is invalid for input of size 6");
+  CHECK(error_of([] { cat({zeros({2, 3}), zeros({3, 4})}, 1); }) ==
+        "cat: sizes must match except in dim 1, got (2, 3) at entry 0 and (3, 4) at entry 1");
+  CHECK(error_of([] { stack({zeros({2}), zeros({3})}); }) ==
+        "stack: expects each tensor to be equal size, but got (2,) at entry 0 and (3,) at entry 1");
+  CHECK(error_of([] { zeros({2, 3}).expand({2, 4}); }) ==
+        "expand: the expanded size of the tensor (4) must match the existing size (3) at "
+        "non-singleton dimension 1. Target sizes: (2, 4). Tensor sizes: (2, 3)");
+  CHECK(error_of([] { batch_norm(zeros({4, 3, 2}), Tensor(), Tensor(), zeros({2}), Tensor(), true); }) ==
+        "batch_norm: weight must be (3) for an input with 3 channels, got (2,)");
+  CHECK(error_of([] { batch_norm(zeros({1, 3}), Tensor(), Tensor(), Tensor(), Tensor(), true); }) ==
+        "batch_norm: expected more than 1 value per channel when training, got input of shape (1, 3)");
+  CHECK(error_of([] { max_pool2d(zeros({1, 1, 4, 4}), 2, 2, 2); }) ==
+        "max_pool2d: padding should be at most half of the kernel size, got padding (2, 2) for kernel (2, 2)");
+  CHECK(error_of([] { cross_entropy(zeros({4, 3}), zeros({5}, DType::i64)); }) ==
+        "cross_entropy: target must be (4,) for input (4, 3), got (5,)");
+  CHECK(error_of([] { mse_loss(zeros({2}), zeros({3})); }) ==
+        "mse_loss: input (2,) and target (3,) must have the same shape");
+  CHECK(error_of([] { linear(zeros({2, 3}), zeros({4, 5})); }) ==
+        "linear: input (*, in_features) with in_features == weight.size(1) == 5 expected, got "
+        "input (2, 3) and weight (4, 5)");
+  CHECK(error_of([] { pad(zeros({2}), {1, 2, 3, 4}); }) ==
+        "pad: expected an even number of pads covering at most 1 dims, got 4 values");
+  CHECK(error_of([] { zeros({-1, 2}); }) == "empty: negative size -1 at dim 0 of shape (-1, 2)");
+}
+
+TEST_CASE("dim and index errors", "[errors]") {
+  Tensor t = zeros({2, 3});
+  CHECK(error_of([&] { sum(t, {2}); }) ==
+        "sum: dim 2 out of range for a tensor of 2 dims (expected in [-2, 1])");
+  CHECK(error_of([&] { t.select(1, 3); }) == "select: index 3 out of range for dim 1 of size 3");
+  CHECK(error_of([&] { t.narrow(1, 2, 2); }) ==
+        "narrow: start (2) + length (2) exceeds dimension size (3)");
+  CHECK(error_of([&] { t.permute({0, 0}); }) == "permute: dim 0 appears twice in (0, 0)");
+  CHECK(error_of([&] { t.transpose(0, -3); }) ==
+        "transpose: dim -3 out of range for a tensor of 2 dims (expected in [-2, 1])");
+  CHECK(error_of([&] { cross_entropy(zeros({2, 3}), from_vector<int64_t>({1, 3})); }) ==
+        "cross_entropy: target 3 is out of bounds for 3 classes (at position 1)");
+  CHECK_THROWS_AS(t.select(0, 2), IndexError);
+  CHECK(error_of([&] { t.size(5); }) ==
+        "size: dim 5 out of range for a tensor of 2 dims (expected in [-2, 1])");
+}
+
+TEST_CASE("dtype errors", "[errors]") {
+  Tensor i = ones({2, 2}, DType::i64);
+  CHECK(error_of([&] { exp(i); }) ==
+        "exp: expected a floating-point input (f32, f64, f16 or bf16), got dtype i64");
+  CHECK(error_of([&] { conv2d(ones({1, 1, 3, 3}, DType::i64), ones({1, 1, 1, 1}, DType::i64)); }) ==
+        "conv2d: expected a floating-point input (f32, f64, f16 or bf16), got dtype i64");
+  CHECK(error_of([&] { conv2d(ones({1, 1, 3, 3}), ones({1, 1, 1, 1}, DType::f64)); }) ==
+        "conv2d: input (f32), weight (f64) must have the same dtype");
+  CHECK(error_of([&] { cross_entropy(zeros({2, 3}), zeros({2})); }) ==
+        "cross_entropy: target must hold class indices (i64 or i32), got dtype f32");
+  CHECK(error_of([&] { where(ones({2}), ones({2}), ones({2})); }) ==
+        "where: condition must be a bool tensor, got f32");
+  CHECK(error_of([&] { mean(i); }) ==
+        "mean: expected a floating-point input (f32, f64, f16 or bf16), got dtype i64");
+  CHECK(error_of([&] { matmul(i, i); }) ==
+        "bmm: expected a floating-point first operand (f32, f64, f16 or bf16), got dtype i64");
+  CHECK(error_of([] { rand({2}, DType::i32); }) == "rand: expected a floating dtype, got i32");
+  CHECK(error_of([] { dropout(ones({2}), 1.5); }) == "dropout: probability must be in [0, 1], got 1.5");
+}
+
+TEST_CASE("device errors", "[errors]") {
+  if (cuda::is_available()) {
+    Tensor g = ones({2}, Device("cuda:0"));
+    CHECK(error_of([&] { add(ones({2}), g); }).find("expected all tensors on one device") !=
+          std::string::npos);
+  } else {
+    // Without a GPU, asking for one says so instead of crashing.
+    CHECK_THROWS_AS(ones({2}, Device("cuda:0")), Error);
+  }
+  CHECK(error_of([] { Tensor().dim(); }) == "Tensor: operation on an undefined tensor");
+  CHECK(error_of([] { add(Tensor(), ones({1})); }) == "add: first operand is an undefined tensor");
+}

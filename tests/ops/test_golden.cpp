@@ -1,0 +1,156 @@
+// Every op against PyTorch 1.13's values (tests/golden/make_golden.py): the output, and the
+// gradients of the inputs for the recorded output gradient.
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "../util.hpp"
+
+using namespace tandem;
+using tandem::testing::require_close;
+using json = nlohmann::json;
+
+namespace {
+
+using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
+
+Tensor decode(const json& j) {
+  Shape shape = j["shape"].get<Shape>();
+  std::string dt = j["dtype"];
+  if (dt == "i64") return from_vector(j["data"].get<std::vector<int64_t>>(), shape).reshape(shape);
+  if (dt == "bool") {
+    std::vector<bool> v;
+    for (auto& x : j["data"]) v.push_back(x.get<bool>());
+    return from_vector(v, shape).reshape(shape);
+  }
+  Tensor t = from_vector(j["data"].get<std::vector<double>>(), shape).reshape(shape);
+  return dt == "f32" ? t.to(DType::f32) : t;
+}
+
+const std::map<std::string, Fn>& ops() {
+  using V = const std::vector<Tensor>&;
+  static const std::map<std::string, Fn> table = {
+      {"add", [](V x) { return x[0] + x[1]; }},
+      {"add_alpha", [](V x) { return add(x[0], x[1], 2.5); }},
+      {"sub", [](V x) { return x[0] - x[1]; }},
+      {"mul", [](V x) { return x[0] * x[1]; }},
+      {"div", [](V x) { return x[0] / x[1]; }},
+      {"neg", [](V x) { return -x[0]; }},
+      {"pow_scalar", [](V x) { return pow(x[0], 3.0); }},
+      {"pow_tensor", [](V x) { return pow(x[0], x[1]); }},
+      {"exp", [](V x) { return exp(x[0]); }},
+      {"log", [](V x) { return log(x[0]); }},
+      {"sqrt", [](V x) { return sqrt(x[0]); }},
+      {"abs", [](V x) { return abs(x[0]); }},
+      {"clamp", [](V x) { return clamp(x[0], -0.5, 0.7); }},
+      {"relu", [](V x) { return relu(x[0]); }},
+      {"gelu", [](V x) { return gelu(x[0]); }},
+      {"gelu_tanh", [](V x) { return gelu(x[0], "tanh"); }},
+      {"sigmoid", [](V x) { return sigmoid(x[0]); }},
+      {"tanh", [](V x) { return tanh(x[0]); }},
+      {"where", [](V x) { return where(x[0], x[1], x[2]); }},
+      {"sum_all", [](V x) { return sum(x[0]); }},
+      {"sum_dims", [](V x) { return sum(x[0], {0, 2}); }},
+      {"sum_keepdim", [](V x) { return sum(x[0], {1}, true); }},
+      {"mean_dims", [](V x) { return mean(x[0], {1}); }},
+      {"max_all", [](V x) { return max(x[0]); }},
+      {"min_all", [](V x) { return min(x[0]); }},
+      {"max_dim", [](V x) { return max(x[0], 1).first; }},
+      {"max_dim_indices", [](V x) { return max(x[0], 2).second; }},
+      {"min_dim", [](V x) { return min(x[0], 0, true).first; }},
+      {"argmax", [](V x) { return argmax(x[0], 1); }},
+      {"var", [](V x) { return var(x[0], {2}); }},
+      {"var_all_biased", [](V x) { return var(x[0], {}, 0); }},
+      {"matmul_2d", [](V x) { return matmul(x[0], x[1]); }},
+      {"matmul_batched_broadcast", [](V x) { return matmul(x[0], x[1]); }},
+      {"matmul_vec", [](V x) { return matmul(x[0], x[1]); }},
+      {"matmul_3d_2d", [](V x) { return matmul(x[0], x[1]); }},
+      {"linear", [](V x) { return linear(x[0], x[1], x[2]); }},
+      {"conv2d", [](V x) { return conv2d(x[0], x[1], x[2], 1, 1); }},
+      {"conv2d_stride_dilation", [](V x) { return conv2d(x[0], x[1], Tensor(), 2, 2, 2); }},
+      {"conv2d_groups",
+       [](V x) { return conv2d(x[0], x[1], x[2], Int2(2, 1), Int2(1, 0), 1, 2); }},
+      {"conv2d_1x1", [](V x) { return conv2d(x[0], x[1]); }},
+      {"batch_norm_train",
+       [](V x) {
+         Tensor rm = zeros({3}), rv = ones({3});
+         return batch_norm(x[0], rm, rv, x[1], x[2], true, 0.1, 1e-5);
+       }},
+      {"batch_norm_eval",
+       [](V x) {
+         return batch_norm(x[0], x[3].detach(), x[4].detach(), x[1], x[2], false, 0.1, 1e-5);
+       }},
+      {"max_pool2d", [](V x) { return max_pool2d(x[0], 3, 2, 1); }},
+      {"max_pool2d_dilation", [](V x) { return max_pool2d(x[0], 2, 1, 0, 2); }},
+      {"avg_pool2d", [](V x) { return avg_pool2d(x[0], 3, 2, 1); }},
+      {"adaptive_avg_pool2d", [](V x) { return adaptive_avg_pool2d(x[0], Int2(3, 2)); }},
+      {"adaptive_avg_pool2d_1", [](V x) { return adaptive_avg_pool2d(x[0], 1); }},
+      {"softmax", [](V x) { return softmax(x[0], 1); }},
+      {"log_softmax", [](V x) { return log_softmax(x[0], -1); }},
+      {"cross_entropy", [](V x) { return cross_entropy(x[0], x[1]); }},
+      {"cross_entropy_sum", [](V x) { return cross_entropy(x[0], x[1], {Reduction::sum}); }},
+      {"cross_entropy_none", [](V x) { return cross_entropy(x[0], x[1], {Reduction::none}); }},
+      {"cross_entropy_ignore", [](V x) { return cross_entropy(x[0], x[1]); }},
+      {"cross_entropy_smoothing",
+       [](V x) { return cross_entropy(x[0], x[1], {Reduction::mean, -100, 0.1}); }},
+      {"cross_entropy_smoothing_ignore",
+       [](V x) { return cross_entropy(x[0], x[1], {Reduction::mean, -100, 0.2}); }},
+      {"cross_entropy_smoothing_sum",
+       [](V x) { return cross_entropy(x[0], x[1], {Reduction::sum, -100, 0.2}); }},
+      {"cross_entropy_spatial", [](V x) { return cross_entropy(x[0], x[1]); }},
+      {"nll_loss", [](V x) { return nll_loss(x[0], x[1]); }},
+      {"mse_loss", [](V x) { return mse_loss(x[0], x[1]); }},
+      {"mse_loss_sum", [](V x) { return mse_loss(x[0], x[1], Reduction::sum); }},
+      {"cat", [](V x) { return cat({x[0], x[1]}, 1); }},
+      {"stack", [](V x) { return stack({x[0], x[1]}, 0); }},
+      {"pad", [](V x) { return pad(x[0], {1, 2, 0, 1}, 0.5); }},
+      {"pad_negative", [](V x) { return pad(x[0], {-1, 1}); }},
+      {"flatten", [](V x) { return flatten(x[0], 1); }},
+      {"permute_contiguous", [](V x) { return x[0].permute({2, 0, 1}).contiguous() * 2.0; }},
+      {"slice_step", [](V x) { return x[0].slice(1, 1, 5, 2) * 3.0; }},
+      {"select", [](V x) { return x[0].select(1, 2) * 2.0; }},
+      {"expand", [](V x) { return x[0].expand({3, 4, 5}) * 1.5; }},
+      {"transpose_matmul", [](V x) { return matmul(x[0].transpose(0, 1), x[1]); }},
+  };
+  return table;
+}
+
+json load(const std::string& file) {
+  std::ifstream in(std::string(TANDEM_GOLDEN_DIR) + "/" + file);
+  REQUIRE(in.good());
+  return json::parse(in);
+}
+
+}  // namespace
+
+TEST_CASE("every op matches PyTorch's outputs and gradients", "[golden]") {
+  json golden = load("ops.json");
+  // The table and the golden file cover the same cases.
+  REQUIRE(golden["cases"].size() == ops().size());
+  for (const auto& c : golden["cases"]) {
+    std::string name = c["name"];
+    SECTION(name) {
+      auto it = ops().find(name);
+      INFO("case " << name);
+      REQUIRE(it != ops().end());
+      std::vector<Tensor> inputs;
+      for (const auto& j : c["inputs"]) {
+        Tensor t = decode(j);
+        if (t.is_floating_point() && c.contains("grads")) t.set_requires_grad(true);
+        inputs.push_back(t);
+      }
+      Tensor out = it->second(inputs);
+      Tensor expected = decode(c["output"]);
+      REQUIRE(out.dtype() == expected.dtype());
+      require_close(out, expected, 1e-4, 1e-5, name + " output");
+      if (c.contains("grads")) {
+        out.backward(decode(c["grad_output"]));
+        for (size_t k = 0; k < inputs.size(); ++k) {
+          if (c["grads"][k].is_null()) continue;
+          require_close(inputs[k].grad(), decode(c["grads"][k]), 1e-4, 1e-5,
+                        name + " gradient of input " + std::to_string(k));
+        }
+      }
+    }
+  }
+}

@@ -1,0 +1,140 @@
+// Every differentiable op against central finite differences in f64.
+#include "../util.hpp"
+
+using namespace tandem;
+using tandem::testing::gradcheck;
+using V = const std::vector<Tensor>&;
+
+namespace {
+Generator gen(7);
+Tensor r(const Shape& s) { return randn(s, DType::f64, &gen); }
+Tensor pos(const Shape& s) { return add(rand(s, DType::f64, &gen), 0.5); }
+// Values kept away from the kinks of abs/relu/clamp/max so differences stay smooth.
+Tensor away_from_zero(const Shape& s) {
+  Tensor x = r(s);
+  return add(x, mul(sign(x), 0.1));
+}
+// Distinct values 0.1 apart in a scrambled order (7919 is prime, so i -> 7919 i mod n permutes).
+Tensor distinct(const Shape& s) {
+  int64_t n = numel_of(s);
+  std::vector<double> v(n);
+  for (int64_t i = 0; i < n; ++i) v[i] = static_cast<double>((i * 7919) % n) * 0.1;
+  return from_vector(v, s);
+}
+}  // namespace
+
+TEST_CASE("gradcheck: arithmetic with broadcasting", "[gradcheck]") {
+  gradcheck([](V x) { return add(x[0], x[1], 0.7); }, {r({2, 3}), r({3})});
+  gradcheck([](V x) { return sub(x[0], x[1]); }, {r({2, 1, 3}), r({4, 1})});
+  gradcheck([](V x) { return mul(x[0], x[1]); }, {r({2, 3}), r({2, 1})});
+  gradcheck([](V x) { return div(x[0], x[1]); }, {r({3, 2}), pos({2})});
+  gradcheck([](V x) { return neg(x[0]); }, {r({4})});
+  gradcheck([](V x) { return pow(x[0], 2.5); }, {pos({4})});
+  gradcheck([](V x) { return pow(x[0], x[1]); }, {pos({3}), r({2, 3})});
+  gradcheck([](V x) { return maximum(x[0], x[1]); }, {r({5}), r({5})});
+  gradcheck([](V x) { return minimum(x[0], x[1]); }, {r({5}), r({5})});
+  gradcheck([](V x) { return where(gt(x[0], x[1]), x[0], x[1]); }, {r({2, 3}), r({3})});
+}
+
+TEST_CASE("gradcheck: unary math and activations", "[gradcheck]") {
+  gradcheck([](V x) { return exp(x[0]); }, {r({5})});
+  gradcheck([](V x) { return log(x[0]); }, {pos({5})});
+  gradcheck([](V x) { return sqrt(x[0]); }, {pos({5})});
+  gradcheck([](V x) { return abs(x[0]); }, {away_from_zero({6})});
+  gradcheck([](V x) { return clamp(x[0], -0.45, 0.55); }, {away_from_zero({8})});
+  gradcheck([](V x) { return relu(x[0]); }, {away_from_zero({6})});
+  gradcheck([](V x) { return gelu(x[0]); }, {r({6})});
+  gradcheck([](V x) { return gelu(x[0], "tanh"); }, {r({6})});
+  gradcheck([](V x) { return sigmoid(x[0]); }, {r({6})});
+  gradcheck([](V x) { return tanh(x[0]); }, {r({6})});
+  gradcheck([](V x) { return softmax(x[0], 1); }, {r({3, 4})});
+  gradcheck([](V x) { return log_softmax(x[0], 0); }, {r({3, 4})});
+}
+
+TEST_CASE("gradcheck: reductions", "[gradcheck]") {
+  gradcheck([](V x) { return sum(x[0]); }, {r({2, 3})});
+  gradcheck([](V x) { return sum(x[0], {0, 2}, true); }, {r({2, 3, 4})});
+  gradcheck([](V x) { return mean(x[0], {1}); }, {r({2, 3, 4})});
+  gradcheck([](V x) { return var(x[0], {1}); }, {r({2, 5})});
+  gradcheck([](V x) { return var(x[0], {}, 0); }, {r({2, 5})});
+  gradcheck([](V x) { return max(x[0]); }, {r({3, 4})});
+  gradcheck([](V x) { return min(x[0]); }, {r({3, 4})});
+  gradcheck([](V x) { return max(x[0], 1).first; }, {r({3, 4})});
+  gradcheck([](V x) { return min(x[0], 0, true).first; }, {r({3, 4})});
+  gradcheck([](V x) { return amax(x[0], {0, 2}); }, {r({2, 3, 2})});
+}
+
+TEST_CASE("gradcheck: matrix products", "[gradcheck]") {
+  gradcheck([](V x) { return matmul(x[0], x[1]); }, {r({3, 4}), r({4, 2})});
+  gradcheck([](V x) { return matmul(x[0], x[1]); }, {r({2, 1, 3, 4}), r({3, 4, 2})});
+  gradcheck([](V x) { return matmul(x[0], x[1]); }, {r({4}), r({4})});
+  gradcheck([](V x) { return matmul(x[0], x[1]); }, {r({2, 3, 4}), r({4})});
+  gradcheck([](V x) { return matmul(x[0].transpose(0, 1), x[1]); }, {r({4, 3}), r({4, 2})});
+  gradcheck([](V x) { return bmm(x[0], x[1]); }, {r({2, 3, 4}), r({2, 4, 5})});
+  gradcheck([](V x) { return linear(x[0], x[1], x[2]); }, {r({2, 3, 4}), r({5, 4}), r({5})});
+}
+
+TEST_CASE("gradcheck: convolution", "[gradcheck]") {
+  gradcheck([](V x) { return conv2d(x[0], x[1], x[2], 1, 1); },
+            {r({2, 3, 5, 4}), r({2, 3, 3, 3}), r({2})});
+  gradcheck([](V x) { return conv2d(x[0], x[1], Tensor(), 2, 1, 2); },
+            {r({1, 2, 7, 6}), r({3, 2, 3, 2})});
+  gradcheck([](V x) { return conv2d(x[0], x[1], x[2], Int2(1, 2), Int2(0, 1), 1, 2); },
+            {r({2, 4, 5, 5}), r({4, 2, 2, 3}), r({4})});
+  gradcheck([](V x) { return conv2d(x[0], x[1]); }, {r({2, 3, 3, 3}), r({4, 3, 1, 1})});
+}
+
+TEST_CASE("gradcheck: batch norm and pooling", "[gradcheck]") {
+  gradcheck([](V x) { return batch_norm(x[0], Tensor(), Tensor(), x[1], x[2], true); },
+            {r({3, 2, 3, 2}), r({2}), r({2})});
+  gradcheck(
+      [](V x) {
+        Tensor rm = full({2}, 0.3, DType::f64), rv = full({2}, 1.7, DType::f64);
+        return batch_norm(x[0], rm, rv, x[1], x[2], false);
+      },
+      {r({3, 2, 3}), r({2}), r({2})});
+  // Distinct, well-separated values so the max is stable under a 1e-6 nudge.
+  gradcheck([](V x) { return max_pool2d(x[0], 2, 2); },
+            {distinct({1, 2, 4, 4})});
+  gradcheck([](V x) { return max_pool2d(x[0], 3, 2, 1); },
+            {distinct({2, 1, 5, 5})});
+  gradcheck([](V x) { return avg_pool2d(x[0], 3, 2, 1); }, {r({2, 2, 5, 6})});
+  gradcheck([](V x) { return adaptive_avg_pool2d(x[0], Int2(2, 3)); }, {r({1, 2, 5, 7})});
+}
+
+TEST_CASE("gradcheck: losses", "[gradcheck]") {
+  Tensor t = from_vector<int64_t>({2, 0, 1, 2});
+  Tensor t_ign = from_vector<int64_t>({2, -100, 1, 2});
+  gradcheck([&](V x) { return cross_entropy(x[0], t); }, {r({4, 3})});
+  gradcheck([&](V x) { return cross_entropy(x[0], t_ign, {Reduction::mean, -100, 0.15}); },
+            {r({4, 3})});
+  gradcheck([&](V x) { return cross_entropy(x[0], t, {Reduction::none}); }, {r({4, 3})});
+  gradcheck([&](V x) { return nll_loss(log_softmax(x[0], 1), t, Reduction::sum); }, {r({4, 3})});
+  gradcheck([](V x) { return mse_loss(x[0], x[1]); }, {r({2, 3}), r({2, 3})});
+}
+
+TEST_CASE("gradcheck: views and shape ops", "[gradcheck]") {
+  gradcheck([](V x) { return x[0].reshape({3, 2}) * 2.0; }, {r({2, 3})});
+  gradcheck([](V x) { return x[0].permute({2, 0, 1}); }, {r({2, 3, 4})});
+  gradcheck([](V x) { return x[0].slice(1, 1, 4, 2); }, {r({2, 5})});
+  gradcheck([](V x) { return x[0].narrow(0, 1, 2); }, {r({4, 2})});
+  gradcheck([](V x) { return x[0].select(1, -1); }, {r({2, 3})});
+  gradcheck([](V x) { return x[0].unsqueeze(1).expand({3, 4, 2}); }, {r({3, 2})});
+  gradcheck([](V x) { return x[0].squeeze(); }, {r({1, 3, 1})});
+  gradcheck([](V x) { return flatten(x[0]); }, {r({2, 2, 2})});
+  gradcheck([](V x) { return cat({x[0], x[1]}, 0); }, {r({1, 3}), r({2, 3})});
+  gradcheck([](V x) { return stack({x[0], x[1]}, 1); }, {r({2, 3}), r({2, 3})});
+  gradcheck([](V x) { return pad(x[0], {2, -1, 1, 1}, 0.25); }, {r({2, 3, 4})});
+  gradcheck([](V x) { return x[0].transpose(0, 1).contiguous(); }, {r({2, 3})});
+  gradcheck([](V x) { return x[0].to(DType::f32).to(DType::f64); }, {r({4})}, 1e-3, 1e-4, 1e-3);
+}
+
+TEST_CASE("gradcheck: dropout with a fixed mask", "[gradcheck]") {
+  // Same generator state for every evaluation, so the mask is the same function each time.
+  gradcheck(
+      [](V x) {
+        Generator g(5);
+        return dropout(x[0], 0.3, true, &g);
+      },
+      {r({4, 5})});
+}

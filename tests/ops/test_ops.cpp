@@ -1,0 +1,86 @@
+// Op behaviour checked against closed forms: running statistics, dropout, comparisons,
+// reductions over empty and integer tensors, index results.
+#include <cmath>
+
+#include "../util.hpp"
+
+using namespace tandem;
+using tandem::testing::require_close;
+
+TEST_CASE("batch norm updates running statistics with momentum and unbiased variance", "[ops]") {
+  Tensor x = from_vector<float>({1, 2, 3, 4, 10, 20, 30, 40}).reshape({4, 2});  // (N=4, C=2)
+  Tensor rm = zeros({2}), rv = ones({2});
+  Tensor y = batch_norm(x, rm, rv, Tensor(), Tensor(), true, 0.1, 0.0 + 1e-5);
+  // channel 0 holds 1, 3, 10, 30; channel 1 holds 2, 4, 20, 40
+  double m0 = (1 + 3 + 10 + 30) / 4.0, m1 = (2 + 4 + 20 + 40) / 4.0;
+  auto unbiased = [](std::vector<double> v, double m) {
+    double s = 0;
+    for (double e : v) s += (e - m) * (e - m);
+    return s / (v.size() - 1);
+  };
+  double v0 = unbiased({1, 3, 10, 30}, m0), v1 = unbiased({2, 4, 20, 40}, m1);
+  require_close(rm, from_vector<double>({0.1 * m0, 0.1 * m1}), 1e-6, 1e-6);
+  require_close(rv, from_vector<double>({0.9 + 0.1 * v0, 0.9 + 0.1 * v1}), 1e-6, 1e-5);
+  // normalized output: zero mean, biased variance one, per channel
+  require_close(mean(y, {0}), zeros({2}), 0, 1e-6);
+  require_close(var(y, {0}, 0), ones({2}), 1e-3, 1e-4);
+  // eval mode uses the running statistics
+  Tensor e = batch_norm(x, rm, rv, Tensor(), Tensor(), false);
+  require_close(e.select(1, 0), div(sub(x.select(1, 0), full({}, 0.1 * m0)),
+                                    full({}, std::sqrt(0.9 + 0.1 * v0 + 1e-5))), 1e-5, 1e-5);
+}
+
+TEST_CASE("dropout keeps about 1 - p and rescales", "[ops]") {
+  Generator g(3);
+  Tensor x = ones({100000});
+  Tensor y = dropout(x, 0.25, true, &g);
+  double kept = mean(ne(y, zeros({})).to(DType::f64)).item<double>();
+  CHECK(kept == Approx(0.75).margin(0.01));
+  CHECK(max(y).item<float>() == Approx(1.0 / 0.75));
+  CHECK(equal(dropout(x, 0.25, false), x));
+}
+
+TEST_CASE("comparisons, where, argmax and extreme values", "[ops]") {
+  Tensor a = from_vector<float>({1, 5, 3, 5}), b = from_vector<float>({2, 2, 3, 9});
+  CHECK(gt(a, b).to_vector<bool>() == std::vector<bool>{false, true, false, false});
+  CHECK(eq(a, b).to_vector<bool>() == std::vector<bool>{false, false, true, false});
+  CHECK(le(a, b).to_vector<bool>() == std::vector<bool>{true, false, true, true});
+  CHECK(logical_not(eq(a, b)).to_vector<bool>() == std::vector<bool>{true, true, false, true});
+  CHECK(argmax(a).item<int64_t>() == 1);  // first of the tied maxima
+  CHECK(where(gt(a, b), a, b).to_vector<float>() == std::vector<float>{2, 5, 3, 9});
+  CHECK(std::isnan(max(from_vector<float>({1, NAN, 3})).item<float>()));
+  CHECK(maximum(a, b).to_vector<float>() == std::vector<float>{2, 5, 3, 9});
+  auto [v, i] = min(from_vector<float>({4, 1, 1, 7}).reshape({2, 2}), 1);
+  CHECK(v.to_vector<float>() == std::vector<float>{1, 1});
+  CHECK(i.to_vector<int64_t>() == std::vector<int64_t>{1, 0});
+}
+
+TEST_CASE("reductions of empty and integer tensors", "[ops]") {
+  CHECK(sum(zeros({0})).item<float>() == 0.0f);
+  CHECK(std::isnan(mean(zeros({0})).item<float>()));
+  CHECK_THROWS_AS(max(zeros({0})), Error);
+  CHECK(sum(arange(5)).item<int64_t>() == 10);
+  CHECK(sum(zeros({3, 0}), {1}).shape() == Shape{3});
+}
+
+TEST_CASE("big sums are exact to double accumulation", "[ops]") {
+  // 2^24 + 1 ones cannot be counted in f32 one by one; the double accumulator can.
+  Tensor x = ones({(1 << 24) + 1});
+  CHECK(sum(x).item<double>() == 16777216.0);  // the f32 result rounds to nearest even
+  CHECK(sum(x.to(DType::f64)).item<double>() == 16777217.0);
+}
+
+TEST_CASE("matmul matches a naive triple loop for transposed operands", "[ops]") {
+  Generator g(4);
+  Tensor a = randn({37, 300}, DType::f64, &g), b = randn({300, 290}, DType::f64, &g);
+  Tensor c = matmul(a.t().contiguous().t(), b.t().contiguous().t());  // column-major inputs
+  auto av = a.to_vector<double>(), bv = b.to_vector<double>(), cv = c.to_vector<double>();
+  double worst = 0;
+  for (int i = 0; i < 37; ++i)
+    for (int j = 0; j < 290; ++j) {
+      double s = 0;
+      for (int k = 0; k < 300; ++k) s += av[i * 300 + k] * bv[k * 290 + j];
+      worst = std::max(worst, std::fabs(s - cv[i * 290 + j]));
+    }
+  CHECK(worst < 1e-10);
+}
