@@ -1,0 +1,258 @@
+// Op benchmark: f32 GEMM 1024^3 against the machine's measured FMA peak, and the convolutions of
+// a ResNet (forward, forward + backward), each checked against and timed beside libtorch in the
+// same process. Prints a table and writes JSON (--json FILE).
+// Usage: bench_ops [--threads T] [--repeats R] [--json FILE] [--quick]
+#include <immintrin.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "tandem/tandem.hpp"
+
+#ifdef TANDEM_BENCH_LIBTORCH
+#include <torch/torch.h>
+#endif
+
+using namespace tandem;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+double seconds_of(const std::function<void()>& f) {
+  auto t0 = Clock::now();
+  f();
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+// Peak f32 FLOP/s: independent FMA chains on every thread (enough chains to cover the FMA
+// latency on two pipes), vector width as compiled.
+double measure_peak_flops(int threads) {
+#if defined(__AVX512F__)
+  using Vec = __m512;
+  constexpr int kLanes = 16;
+  auto fma = [](Vec a, Vec b, Vec c) { return _mm512_fmadd_ps(a, b, c); };
+  auto set1 = [](float x) { return _mm512_set1_ps(x); };
+  auto lane0 = [](Vec v) { return _mm512_reduce_add_ps(v); };
+#elif defined(__AVX2__) && defined(__FMA__)
+  using Vec = __m256;
+  constexpr int kLanes = 8;
+  auto fma = [](Vec a, Vec b, Vec c) { return _mm256_fmadd_ps(a, b, c); };
+  auto set1 = [](float x) { return _mm256_set1_ps(x); };
+  auto lane0 = [](Vec v) { return _mm256_cvtss_f32(v); };
+#else
+  return 0.0;
+#endif
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
+  constexpr int kChains = 12;
+  const int64_t iters = 20000000;
+  std::atomic<float> sink{0};
+  auto work = [&] {
+    Vec acc[kChains];
+    for (int c = 0; c < kChains; ++c) acc[c] = set1(1.0f + c * 1e-3f);
+    Vec m = set1(0.999999f), a = set1(1e-7f);
+    for (int64_t i = 0; i < iters; ++i)
+      for (int c = 0; c < kChains; ++c) acc[c] = fma(acc[c], m, a);
+    float s = 0;
+    for (int c = 0; c < kChains; ++c) s += lane0(acc[c]);
+    sink = sink + s;
+  };
+  double best = 0;
+  for (int rep = 0; rep < 3; ++rep) {
+    double t = seconds_of([&] {
+      std::vector<std::thread> pool;
+      for (int i = 0; i < threads; ++i) pool.emplace_back(work);
+      for (auto& th : pool) th.join();
+    });
+    best = std::max(best, 2.0 * kLanes * kChains * iters * threads / t);
+  }
+  return best;
+#endif
+}
+
+struct Row {
+  std::string name;
+  double flops;  // per call
+  double tandem_s = 0, torch_s = 0, max_rel_err = -1;
+};
+
+void print_row(const Row& r) {
+  std::printf("%-34s %9.3f ms %8.1f GFLOP/s", r.name.c_str(), 1e3 * r.tandem_s, r.flops / r.tandem_s / 1e9);
+  if (r.torch_s > 0)
+    std::printf(" | libtorch %9.3f ms %8.1f GFLOP/s | ratio %.2f | max rel err %.1e", 1e3 * r.torch_s,
+                r.flops / r.torch_s / 1e9, r.tandem_s / r.torch_s, r.max_rel_err);
+  std::printf("\n");
+  std::fflush(stdout);
+}
+
+#ifdef TANDEM_BENCH_LIBTORCH
+torch::Tensor to_torch(const Tensor& t) {
+  Tensor c = t.contiguous();
+  std::vector<int64_t> shape(c.shape().begin(), c.shape().end());
+  return torch::from_blob(c.raw_data(), shape, torch::kFloat32).clone();
+}
+double max_rel_err(const Tensor& ours, const torch::Tensor& theirs) {
+  auto a = ours.to_vector<float>();
+  auto b = theirs.contiguous();
+  const float* pb = b.data_ptr<float>();
+  double scale = 0, worst = 0;
+  for (size_t i = 0; i < a.size(); ++i) scale = std::max(scale, std::fabs(double(pb[i])));
+  for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::fabs(double(a[i]) - pb[i]));
+  return scale > 0 ? worst / scale : worst;
+}
+#endif
+
+// Times tandem and the peer alternately, `repeats` times after a warm-up, and keeps medians.
+void time_pair(Row& row, int repeats, const std::function<void()>& ours,
+               const std::function<void()>& theirs) {
+  ours();
+  if (theirs) theirs();
+  std::vector<double> a, b;
+  for (int i = 0; i < repeats; ++i) {
+    a.push_back(seconds_of(ours));
+    if (theirs) b.push_back(seconds_of(theirs));
+  }
+  row.tandem_s = median(a);
+  row.torch_s = theirs ? median(b) : 0;
+}
+
+struct ConvCase {
+  std::string name;
+  int64_t n, cin, cout, hw, k, stride, pad;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"tandem op benchmark (GEMM and convolutions, beside libtorch)"};
+  int threads = static_cast<int>(std::thread::hardware_concurrency());
+  int repeats = 7;
+  std::string json_path;
+  bool quick = false;
+  app.add_option("--threads", threads, "CPU threads for tandem and libtorch")->check(CLI::PositiveNumber);
+  app.add_option("--repeats", repeats, "timed repetitions per case (median reported)")->check(CLI::PositiveNumber);
+  app.add_option("--json", json_path, "write the results to this JSON file");
+  app.add_flag("--quick", quick, "small sizes (a smoke run)");
+  CLI11_PARSE(app, argc, argv);
+
+  set_num_threads(threads);
+#ifdef TANDEM_BENCH_LIBTORCH
+  torch::set_num_threads(threads);
+  torch::NoGradGuard torch_no_grad_default;  // re-enabled per case where gradients are timed
+  const bool peer = true;
+#else
+  const bool peer = false;
+#endif
+  std::printf("bench_ops: %d threads, %d repeats, peer: %s\n", threads, repeats,
+              peer ? "libtorch (same process)" : "none (libtorch-dev not installed)");
+  double peak = measure_peak_flops(threads);
+  std::printf("measured f32 FMA peak: %.1f GFLOP/s\n", peak / 1e9);
+
+  std::vector<Row> rows;
+  Generator gen(1);
+
+  // --- GEMM -------------------------------------------------------------------------------
+  {
+    int64_t n = quick ? 256 : 1024;
+    Row row{"gemm f32 " + std::to_string(n) + "^3", 2.0 * n * n * n};
+    Tensor a = randn({n, n}, {}, &gen), b = randn({n, n}, {}, &gen);
+    Tensor c;
+    std::function<void()> theirs;
+#ifdef TANDEM_BENCH_LIBTORCH
+    torch::Tensor ta = to_torch(a), tb = to_torch(b), tc;
+    theirs = [&] { tc = torch::mm(ta, tb); };
+    theirs();
+    row.max_rel_err = max_rel_err(matmul(a, b), tc);
+#endif
+    time_pair(row, repeats, [&] { c = matmul(a, b); }, theirs);
+    print_row(row);
+    rows.push_back(row);
+  }
+
+  // --- convolutions ---------------------------------------------------------------------------
+  std::vector<ConvCase> convs = {
+      {"conv3x3 64->64 (64,64,32,32)", 64, 64, 64, 32, 3, 1, 1},
+      {"resnet20 conv 16->16 28x28", 128, 16, 16, 28, 3, 1, 1},
+      {"resnet20 conv 16->32 s2 28x28", 128, 16, 32, 28, 3, 2, 1},
+      {"resnet20 conv 32->32 14x14", 128, 32, 32, 14, 3, 1, 1},
+      {"resnet20 conv 32->64 s2 14x14", 128, 32, 64, 14, 3, 2, 1},
+      {"resnet20 conv 64->64 7x7", 128, 64, 64, 7, 3, 1, 1},
+  };
+  if (quick) convs.resize(2);
+  for (auto& cc : convs) {
+    if (quick) cc.n = 4;
+    int64_t ho = (cc.hw + 2 * cc.pad - cc.k) / cc.stride + 1;
+    double fwd_flops = 2.0 * cc.n * cc.cout * ho * ho * cc.cin * cc.k * cc.k;
+    Tensor x = randn({cc.n, cc.cin, cc.hw, cc.hw}, {}, &gen);
+    Tensor w = mul(randn({cc.cout, cc.cin, cc.k, cc.k}, {}, &gen), 0.1).detach();
+    Tensor gy = randn({cc.n, cc.cout, ho, ho}, {}, &gen);
+    for (bool backward : {false, true}) {
+      Row row{cc.name + (backward ? " fwd+bwd" : " fwd"), backward ? 3 * fwd_flops : fwd_flops};
+      Tensor xg = x.detach().set_requires_grad(backward), wg = w.detach().set_requires_grad(backward);
+      Tensor y;
+      auto ours = [&] {
+        y = conv2d(xg, wg, Tensor(), cc.stride, cc.pad);
+        if (backward) {
+          xg.set_grad(Tensor());
+          wg.set_grad(Tensor());
+          y.backward(gy);
+        }
+      };
+      std::function<void()> theirs;
+#ifdef TANDEM_BENCH_LIBTORCH
+      torch::Tensor tx = to_torch(x).set_requires_grad(backward);
+      torch::Tensor tw = to_torch(w).set_requires_grad(backward);
+      torch::Tensor tgy = to_torch(gy), ty;
+      theirs = [&] {
+        torch::AutoGradMode mode(backward);
+        ty = torch::conv2d(tx, tw, {}, cc.stride, cc.pad);
+        if (backward) {
+          tx.mutable_grad() = torch::Tensor();
+          tw.mutable_grad() = torch::Tensor();
+          ty.backward(tgy);
+        }
+      };
+      ours();
+      theirs();
+      row.max_rel_err = backward ? std::max(max_rel_err(xg.grad(), tx.grad()), max_rel_err(wg.grad(), tw.grad()))
+                                 : max_rel_err(y, ty);
+#endif
+      time_pair(row, repeats, ours, theirs);
+      print_row(row);
+      rows.push_back(row);
+    }
+  }
+
+  if (!json_path.empty()) {
+    nlohmann::json j;
+    j["threads"] = threads;
+    j["repeats"] = repeats;
+    j["peak_gflops"] = peak / 1e9;
+    j["peer"] = peer ? "libtorch" : "none";
+    for (const auto& r : rows) {
+      nlohmann::json e = {{"name", r.name}, {"gflop", r.flops / 1e9}, {"tandem_ms", 1e3 * r.tandem_s},
+                          {"tandem_gflops", r.flops / r.tandem_s / 1e9}};
+      if (r.torch_s > 0) {
+        e["libtorch_ms"] = 1e3 * r.torch_s;
+        e["ratio_tandem_over_libtorch"] = r.tandem_s / r.torch_s;
+        e["max_rel_err"] = r.max_rel_err;
+      }
+      if (r.name.rfind("gemm", 0) == 0 && peak > 0) e["fraction_of_peak"] = r.flops / r.tandem_s / peak;
+      j["results"].push_back(e);
+    }
+    std::ofstream(json_path) << j.dump(2) << "\n";
+    std::printf("wrote %s\n", json_path.c_str());
+  }
+  return 0;
+}
