@@ -13,6 +13,7 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <thread>
+#include <unistd.h>
 
 #include "tandem/tandem.hpp"
 
@@ -135,6 +136,15 @@ struct ConvCase {
 }  // namespace
 
 int main(int argc, char** argv) {
+#ifdef TANDEM_BENCH_LIBTORCH
+  // libtorch's OpenMP threads spin after each parallel region and would steal the cores from
+  // the tandem run that follows; passive waiting keeps the alternating timings independent.
+  // libgomp reads the variable when it loads, so the process restarts itself once with it set.
+  if (!std::getenv("OMP_WAIT_POLICY")) {
+    setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+    execv("/proc/self/exe", argv);
+  }
+#endif
   CLI::App app{"tandem op benchmark (GEMM and convolutions, beside libtorch)"};
   int threads = static_cast<int>(std::thread::hardware_concurrency());
   int repeats = 7;

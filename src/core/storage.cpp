@@ -2,23 +2,66 @@
 #include "tandem/core/storage.hpp"
 
 #include <cstdlib>
+#include <map>
+#include <mutex>
 
 #include "tandem/cuda/runtime.hpp"
 
 namespace tandem {
 namespace {
 
+// Small blocks go straight to aligned_alloc. Blocks of 1 MiB and more are cached by size when
+// freed and handed out again: a training step allocates the same large activations every step,
+// and fresh large blocks come from mmap, so each would cost a page fault per 4 KiB (measured:
+// a 1024^3 matmul ran at 140 instead of 220 GFLOP/s writing into fresh memory each call).
 class CpuAllocator final : public Allocator {
  public:
+  ~CpuAllocator() override {
+    for (auto& [size, p] : cache_) std::free(p);
+  }
   void* allocate(size_t nbytes) override {
-    // Round up to whole cache lines: aligned_alloc wants a multiple of the alignment.
-    size_t rounded = ((nbytes + 63) / 64) * 64;
-    void* p = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
+    size_t rounded = round(nbytes);
+    if (rounded >= kCacheFrom) {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = cache_.find(rounded);
+      if (it != cache_.end()) {
+        void* p = it->second;
+        cache_.erase(it);
+        cached_bytes_ -= rounded;
+        return p;
+      }
+    }
+    void* p = std::aligned_alloc(64, rounded);
     TANDEM_CHECK(p != nullptr, "cpu allocator: out of memory allocating ", nbytes, " bytes");
     return p;
   }
-  void deallocate(void* ptr, size_t) override { std::free(ptr); }
+  void deallocate(void* ptr, size_t nbytes) override {
+    size_t rounded = round(nbytes);
+    if (rounded >= kCacheFrom) {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (cached_bytes_ + rounded <= kCacheLimit) {
+        cache_.emplace(rounded, ptr);
+        cached_bytes_ += rounded;
+        return;
+      }
+    }
+    std::free(ptr);
+  }
   Device device() const override { return kCPU; }
+
+ private:
+  static constexpr size_t kCacheFrom = size_t{1} << 20;
+  static constexpr size_t kCacheLimit = size_t{2} << 30;
+  // Whole cache lines (aligned_alloc wants a multiple of the alignment); large blocks to whole
+  // pages so that nearby sizes share cache entries.
+  static size_t round(size_t n) {
+    if (n >= kCacheFrom) return (n + 4095) / 4096 * 4096;
+    return n == 0 ? 64 : (n + 63) / 64 * 64;
+  }
+
+  std::mutex mu_;
+  std::multimap<size_t, void*> cache_;
+  size_t cached_bytes_ = 0;
 };
 
 }  // namespace

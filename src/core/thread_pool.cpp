@@ -136,8 +136,10 @@ void parallel_for(int64_t begin, int64_t end, int64_t grain,
   int64_t n = end - begin;
   if (n <= 0) return;
   grain = std::max<int64_t>(grain, 1);
-  int64_t chunks = std::min<int64_t>(get_num_threads(), (n + grain - 1) / grain);
-  if (chunks <= 1 || t_in_pool) {
+  const int64_t threads = get_num_threads();
+  // Up to 4 chunks per thread, grabbed dynamically: uneven chunks still balance.
+  const int64_t chunks = std::min<int64_t>(4 * threads, (n + grain - 1) / grain);
+  if (chunks <= 1 || threads <= 1 || t_in_pool) {
     fn(begin, end);
     return;
   }
@@ -146,7 +148,7 @@ void parallel_for(int64_t begin, int64_t end, int64_t grain,
   job->begin = begin;
   job->end = end;
   job->chunks = chunks;
-  for (int64_t i = 1; i < chunks; ++i) pool().submit([job] { job->work(); });
+  for (int64_t i = 1; i < std::min(chunks, threads); ++i) pool().submit([job] { job->work(); });
   // The caller works too; flagged as in-pool so nested parallel_for calls run inline.
   t_in_pool = true;
   job->work();

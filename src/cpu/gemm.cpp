@@ -1,13 +1,26 @@
-// Row-major GEMM on Eigen. C is split into fixed 256-wide panels (along the larger of M and N),
-// each one single-threaded Eigen product, run in parallel (or inline when the caller is already
-// a pool task): panel shapes never depend on the thread count, so neither do the results.
+// Row-major GEMM, C = alpha * op(A) op(B) + beta * C.
+//
+// f32 on AVX-512 machines runs a packed GEMM in the style of BLIS/GotoBLAS: for each KC-deep
+// slice of K, op(A) and op(B) are packed once (shared by all threads) into MR-row and NR-column
+// micro-panels, then an 8x48 register-blocked micro-kernel (24 zmm accumulators) computes C tiles
+// in parallel. Block sizes were tuned on the 2-core Zen 5 CI machine (docs/PERFORMANCE.md). Every element of C is summed in the same order (KC slices in sequence, k in order
+// within a slice) whichever thread computes it, so results do not depend on the thread count.
+// Other types and instruction sets use Eigen, with C split into fixed 256-wide panels for the
+// same reason.
 #include <Eigen/Core>
+#include <vector>
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 
 #include "loops.hpp"
 #include "tandem/kernels/cpu.hpp"
 
 namespace tandem::kernels::cpu {
 namespace {
+
+// --- Eigen path ------------------------------------------------------------------------------
 
 constexpr int64_t kPanel = 256;
 
@@ -19,40 +32,39 @@ template <typename T>
 using MutMap = Eigen::Map<RowMat<T>, Eigen::Unaligned, Eigen::OuterStride<>>;
 
 template <typename T>
-void gemm_serial(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a,
-                 int64_t lda, const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
-  if (m == 0 || n == 0) return;
+void scale_c(T* c, int64_t m, int64_t n, int64_t ldc, T beta) {
+  if (beta == T(1)) return;
   MutMap<T> C(c, m, n, Eigen::OuterStride<>(ldc));
-  if (k == 0) {
-    if (beta == T(0)) C.setZero(); else C *= beta;
-    return;
+  if (beta == T(0)) {
+    C.setZero();  // overwrite: NaN in C must not survive beta = 0
+  } else {
+    C *= beta;
   }
+}
+
+template <typename T>
+void eigen_gemm_serial(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha,
+                       const T* a, int64_t lda, const T* b, int64_t ldb, T beta, T* c,
+                       int64_t ldc) {
+  if (m == 0 || n == 0) return;
+  scale_c(c, m, n, ldc, beta);
+  if (k == 0) return;
+  MutMap<T> C(c, m, n, Eigen::OuterStride<>(ldc));
   // op(A) is (m, k): stored (m, k) row-major, or (k, m) row-major when transposed.
   ConstMap<T> A(a, trans_a ? k : m, trans_a ? m : k, Eigen::OuterStride<>(lda));
   ConstMap<T> B(b, trans_b ? n : k, trans_b ? k : n, Eigen::OuterStride<>(ldb));
-  if (beta == T(0)) {
-    C.setZero();
-  } else if (beta != T(1)) {
-    C *= beta;
-  }
   if (!trans_a && !trans_b) C.noalias() += alpha * A * B;
   else if (trans_a && !trans_b) C.noalias() += alpha * A.transpose() * B;
   else if (!trans_a && trans_b) C.noalias() += alpha * A * B.transpose();
   else C.noalias() += alpha * A.transpose() * B.transpose();
 }
 
-}  // namespace
-
 template <typename T>
-void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a,
-          int64_t lda, const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
+void eigen_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a,
+                int64_t lda, const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
   bool split_n = n >= m;
   int64_t extent = split_n ? n : m;
   int64_t panels = (extent + kPanel - 1) / kPanel;
-  if (panels <= 1) {
-    gemm_serial(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-    return;
-  }
   // Small products stay on one thread; the panels (and so the bits) are the same either way.
   int64_t grain = m * n * k < (int64_t{1} << 20) ? panels : 1;
   parallel_for(0, panels, grain, [&](int64_t lo, int64_t hi) {
@@ -60,22 +72,187 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, 
       int64_t start = p * kPanel, len = std::min(kPanel, extent - start);
       if (split_n) {  // columns [start, start + len) of op(B) and C
         const T* bp = trans_b ? b + start * ldb : b + start;
-        gemm_serial(trans_a, trans_b, m, len, k, alpha, a, lda, bp, ldb, beta, c + start, ldc);
+        eigen_gemm_serial(trans_a, trans_b, m, len, k, alpha, a, lda, bp, ldb, beta, c + start,
+                          ldc);
       } else {  // rows [start, start + len) of op(A) and C
         const T* ap = trans_a ? a + start : a + start * lda;
-        gemm_serial(trans_a, trans_b, len, n, k, alpha, ap, lda, b, ldb, beta, c + start * ldc,
-                    ldc);
+        eigen_gemm_serial(trans_a, trans_b, len, n, k, alpha, ap, lda, b, ldb, beta,
+                          c + start * ldc, ldc);
       }
     }
   });
 }
 
-#define TANDEM_INSTANTIATE_GEMM(T)                                                          \
-  template void gemm<T>(bool, bool, int64_t, int64_t, int64_t, T, const T*, int64_t, const T*, \
-                        int64_t, T, T*, int64_t);                                             \
+#if defined(__AVX512F__)
+// --- packed AVX-512 f32 path ------------------------------------------------------------------
 
-TANDEM_INSTANTIATE_GEMM(float)
-TANDEM_INSTANTIATE_GEMM(double)
-#undef TANDEM_INSTANTIATE_GEMM
+constexpr int64_t kMR = 8;    // rows of a micro-tile: channel counts are multiples of 8
+constexpr int kNV = 3;        // zmm registers per row of a micro-tile
+constexpr int64_t kNR = 16 * kNV;  // columns of a micro-tile (24 accumulators in all)
+constexpr int64_t kKC = 512;  // depth of a packed slice (A micro-panel 16 KB: stays in L1)
+constexpr int64_t kMC = 128;  // rows per task (A block 256 KB: stays in L2)
+constexpr int64_t kNC = 192;  // columns per task
+
+// C[0:MR, 0:NR] (row stride ldc) = or += Ap (kc x MR) * Bp (kc x NR), both packed k-major.
+void micro_kernel(int64_t kc, const float* __restrict ap, const float* __restrict bp,
+                  float* __restrict c, int64_t ldc, bool accumulate) {
+  __m512 acc[kMR][kNV];
+  for (int i = 0; i < kMR; ++i)
+    for (int v = 0; v < kNV; ++v) acc[i][v] = _mm512_setzero_ps();
+  for (int64_t p = 0; p < kc; ++p) {
+    __m512 b[kNV];
+    for (int v = 0; v < kNV; ++v) b[v] = _mm512_load_ps(bp + 16 * v);
+    for (int i = 0; i < kMR; ++i) {
+      __m512 a = _mm512_set1_ps(ap[i]);
+      for (int v = 0; v < kNV; ++v) acc[i][v] = _mm512_fmadd_ps(a, b[v], acc[i][v]);
+    }
+    ap += kMR;
+    bp += kNR;
+  }
+  for (int i = 0; i < kMR; ++i) {
+    float* row = c + i * ldc;
+    for (int v = 0; v < kNV; ++v) {
+      if (accumulate) acc[i][v] = _mm512_add_ps(_mm512_loadu_ps(row + 16 * v), acc[i][v]);
+      _mm512_storeu_ps(row + 16 * v, acc[i][v]);
+    }
+  }
+}
+
+// A tile at the edge of C: computed into a full scratch tile, then the valid part is added.
+void edge_kernel(int64_t kc, const float* ap, const float* bp, float* c, int64_t ldc, int64_t mr,
+                 int64_t nr, bool accumulate) {
+  alignas(64) float tile[kMR * kNR];
+  micro_kernel(kc, ap, bp, tile, kNR, false);
+  for (int64_t i = 0; i < mr; ++i)
+    for (int64_t j = 0; j < nr; ++j)
+      c[i * ldc + j] = accumulate ? c[i * ldc + j] + tile[i * kNR + j] : tile[i * kNR + j];
+}
+
+// Element (i, k) of op(A) and (k, j) of op(B), from row-major storage.
+struct Operand {
+  const float* data;
+  int64_t row_stride, col_stride;
+  float at(int64_t r, int64_t col) const { return data[r * row_stride + col * col_stride]; }
+};
+
+struct AlignedBuffer {
+  float* data = nullptr;
+  size_t size = 0;
+  void reserve(size_t n) {
+    if (n <= size) return;
+    std::free(data);
+    data = static_cast<float*>(std::aligned_alloc(64, ((n * 4 + 63) / 64) * 64));
+    size = n;
+  }
+  ~AlignedBuffer() { std::free(data); }
+};
+
+void packed_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                 const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+                 int64_t ldc) {
+  if (m == 0 || n == 0) return;
+  const Operand A{a, trans_a ? 1 : lda, trans_a ? lda : 1};
+  const Operand B{b, trans_b ? 1 : ldb, trans_b ? ldb : 1};
+  const int64_t m_panels = (m + kMR - 1) / kMR, n_panels = (n + kNR - 1) / kNR;
+  // Packing buffers of the calling thread, shared read-only by the tasks below.
+  thread_local AlignedBuffer a_pack, b_pack;
+  a_pack.reserve(static_cast<size_t>(m_panels * kMR * kKC));
+  b_pack.reserve(static_cast<size_t>(n_panels * kNR * kKC));
+  float* ap_all = a_pack.data;
+  float* bp_all = b_pack.data;
+
+  const int64_t work = m * n * std::max<int64_t>(k, 1);
+  const bool small = work < (int64_t{1} << 21);  // one thread: scheduling would cost more
+  const int64_t row_tasks = (m + kMC - 1) / kMC, col_tasks = (n + kNC - 1) / kNC;
+
+  // beta = 0: the first K slice stores instead of adding (C is never read, so NaNs in it do
+  // not survive, and fresh memory is written once); otherwise scale, then accumulate.
+  if (beta != 0.0f && beta != 1.0f) {
+    parallel_for(0, m, small ? m : 64, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i)
+        for (int64_t j = 0; j < n; ++j) c[i * ldc + j] *= beta;
+    });
+  }
+  if (k == 0 && beta == 0.0f) {
+    for (int64_t i = 0; i < m; ++i) std::fill(c + i * ldc, c + i * ldc + n, 0.0f);
+  }
+
+  for (int64_t k0 = 0; k0 < k; k0 += kKC) {
+    const int64_t kc = std::min(kKC, k - k0);
+    const bool accumulate = k0 > 0 || beta != 0.0f;
+    // Pack op(A)[:, k0:k0+kc] into panels of kMR rows (alpha folded in, zero padded).
+    parallel_for(0, m_panels, small ? m_panels : 4, [&](int64_t lo, int64_t hi) {
+      for (int64_t p = lo; p < hi; ++p) {
+        float* dst = ap_all + p * kMR * kKC;
+        const int64_t r0 = p * kMR, rows = std::min(kMR, m - r0);
+        for (int64_t kk = 0; kk < kc; ++kk, dst += kMR) {
+          int64_t r = 0;
+          for (; r < rows; ++r) dst[r] = alpha * A.at(r0 + r, k0 + kk);
+          for (; r < kMR; ++r) dst[r] = 0.0f;
+        }
+      }
+    });
+    // Pack op(B)[k0:k0+kc, :] into panels of kNR columns (zero padded).
+    parallel_for(0, n_panels, small ? n_panels : 4, [&](int64_t lo, int64_t hi) {
+      for (int64_t p = lo; p < hi; ++p) {
+        float* dst = bp_all + p * kNR * kKC;
+        const int64_t c0 = p * kNR, cols = std::min(kNR, n - c0);
+        for (int64_t kk = 0; kk < kc; ++kk, dst += kNR) {
+          int64_t j = 0;
+          if (B.col_stride == 1) {
+            const float* src = B.data + (k0 + kk) * B.row_stride + c0;
+            for (; j < cols; ++j) dst[j] = src[j];
+          } else {
+            for (; j < cols; ++j) dst[j] = B.at(k0 + kk, c0 + j);
+          }
+          for (; j < kNR; ++j) dst[j] = 0.0f;
+        }
+      }
+    });
+    // C tiles: tasks of kMC rows x kNC columns; within a task the A block stays in L2 and each
+    // B micro-panel in L1 while the MR panels stream past it.
+    parallel_for(0, row_tasks * col_tasks, small ? row_tasks * col_tasks : 1,
+                 [&](int64_t lo, int64_t hi) {
+                   for (int64_t t = lo; t < hi; ++t) {
+                     const int64_t i_begin = (t / col_tasks) * kMC, j_begin = (t % col_tasks) * kNC;
+                     const int64_t i_end = std::min(m, i_begin + kMC), j_end = std::min(n, j_begin + kNC);
+                     for (int64_t j0 = j_begin; j0 < j_end; j0 += kNR) {
+                       const float* bp = bp_all + (j0 / kNR) * kNR * kKC;
+                       const int64_t nr = std::min(kNR, j_end - j0);
+                       for (int64_t i0 = i_begin; i0 < i_end; i0 += kMR) {
+                         const float* ap = ap_all + (i0 / kMR) * kMR * kKC;
+                         const int64_t mr = std::min(kMR, i_end - i0);
+                         float* ct = c + i0 * ldc + j0;
+                         if (mr == kMR && nr == kNR) {
+                           micro_kernel(kc, ap, bp, ct, ldc, accumulate);
+                         } else {
+                           edge_kernel(kc, ap, bp, ct, ldc, mr, nr, accumulate);
+                         }
+                       }
+                     }
+                   }
+                 });
+  }
+}
+#endif
+
+}  // namespace
+
+template <typename T>
+void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a,
+          int64_t lda, const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
+#if defined(__AVX512F__)
+  if constexpr (std::is_same_v<T, float>) {
+    packed_gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
+#endif
+  eigen_gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+template void gemm<float>(bool, bool, int64_t, int64_t, int64_t, float, const float*, int64_t,
+                          const float*, int64_t, float, float*, int64_t);
+template void gemm<double>(bool, bool, int64_t, int64_t, int64_t, double, const double*, int64_t,
+                           const double*, int64_t, double, double*, int64_t);
 
 }  // namespace tandem::kernels::cpu
