@@ -1,6 +1,6 @@
-// CPU conv2d as im2col + GEMM per (sample, group). Samples run in parallel; the weight gradient
-// is summed over at most kWeightChunks fixed chunks of samples, combined in order, so the bits do
-// not depend on the thread count.
+// CPU conv2d as im2col + GEMM per (group of samples, channel group). Sample groups run in
+// parallel; the weight gradient is summed over at most kWeightChunks fixed chunks of sample
+// groups, combined in order, so the bits do not depend on the thread count.
 #include <vector>
 
 #include "loops.hpp"
@@ -28,13 +28,14 @@ Geometry geometry(const Tensor& in, const Tensor& weight, const Tensor& out, int
           weight.size(2), weight.size(3), out.size(2), out.size(3), groups};
 }
 
-// x (C, H, W) -> col (C * kh * kw, Ho * Wo)
+// x (C, H, W) -> col (C * kh * kw, Ho * Wo), rows `ld` apart (several samples share a col
+// matrix side by side).
 template <typename T>
-void im2col(T* col, const T* x, const Geometry& g, const Conv2dParams& p) {
+void im2col(T* col, int64_t ld, const T* x, const Geometry& g, const Conv2dParams& p) {
   for (int64_t c = 0; c < g.cig(); ++c)
     for (int64_t ki = 0; ki < g.kh; ++ki)
       for (int64_t kj = 0; kj < g.kw; ++kj) {
-        T* row = col + ((c * g.kh + ki) * g.kw + kj) * g.ho * g.wo;
+        T* row = col + ((c * g.kh + ki) * g.kw + kj) * ld;
         const T* plane = x + c * g.h * g.w;
         for (int64_t oh = 0; oh < g.ho; ++oh) {
           int64_t ih = oh * p.stride_h - p.pad_h + ki * p.dil_h;
@@ -53,13 +54,13 @@ void im2col(T* col, const T* x, const Geometry& g, const Conv2dParams& p) {
       }
 }
 
-// dx (C, H, W) += col2im(dcol (C * kh * kw, Ho * Wo))
+// dx (C, H, W) += col2im(dcol (C * kh * kw, Ho * Wo), rows `ld` apart)
 template <typename T>
-void col2im(T* dx, const T* col, const Geometry& g, const Conv2dParams& p) {
+void col2im(T* dx, const T* col, int64_t ld, const Geometry& g, const Conv2dParams& p) {
   for (int64_t c = 0; c < g.cig(); ++c)
     for (int64_t ki = 0; ki < g.kh; ++ki)
       for (int64_t kj = 0; kj < g.kw; ++kj) {
-        const T* row = col + ((c * g.kh + ki) * g.kw + kj) * g.ho * g.wo;
+        const T* row = col + ((c * g.kh + ki) * g.kw + kj) * ld;
         T* plane = dx + c * g.h * g.w;
         for (int64_t oh = 0; oh < g.ho; ++oh) {
           int64_t ih = oh * p.stride_h - p.pad_h + ki * p.dil_h;
@@ -75,8 +76,25 @@ void col2im(T* dx, const T* col, const Geometry& g, const Conv2dParams& p) {
       }
 }
 
-// Grain for parallel loops over samples: one sample per task.
-constexpr int64_t kOneSample = 1;
+// Samples are processed in groups of `group` side by side in one col matrix, so each GEMM has
+// at least ~1024 columns even for 7x7 maps (small GEMMs waste the micro-kernel on packing and
+// edge tiles). Groups depend on the shapes only, never on the thread count.
+int64_t samples_per_group(const Geometry& g) {
+  return std::max<int64_t>(1, std::min<int64_t>(g.n, 1024 / std::max<int64_t>(g.col_cols(), 1)));
+}
+
+// The group's col matrix (Cig*kh*kw, S * HoWo) for channel group gr; a view of the input itself
+// when a single sample of a pointwise conv needs no copy.
+template <typename T>
+const T* group_cols(std::vector<T>& buf, const T* x, int64_t s0, int64_t s1, int64_t gr,
+                    const Geometry& g, const Conv2dParams& p) {
+  const int64_t hw = g.col_cols(), ld = (s1 - s0) * hw;
+  if (g.pointwise(p) && s1 - s0 == 1) return x + (s0 * g.ci + gr * g.cig()) * g.h * g.w;
+  buf.resize(g.col_rows() * ld);
+  for (int64_t s = s0; s < s1; ++s)
+    im2col(buf.data() + (s - s0) * hw, ld, x + (s * g.ci + gr * g.cig()) * g.h * g.w, g, p);
+  return buf.data();
+}
 
 template <typename T>
 void forward_impl(const Tensor& out, const Tensor& in, const Tensor& weight, const Tensor& bias,
@@ -86,28 +104,48 @@ void forward_impl(const Tensor& out, const Tensor& in, const Tensor& weight, con
   const T* w = ptr<const T>(weight);
   const T* b = bias.defined() ? ptr<const T>(bias) : nullptr;
   T* y = ptr<T>(out);
-  const bool pointwise = g.pointwise(p);
-  const int64_t hw = g.col_cols();
-  parallel_for(0, g.n, kOneSample, [&](int64_t lo, int64_t hi) {
-    std::vector<T> col(pointwise ? 0 : g.col_rows() * hw);
-    for (int64_t s = lo; s < hi; ++s)
+  const int64_t hw = g.col_cols(), per = samples_per_group(g), groups = (g.n + per - 1) / per;
+  parallel_for(0, groups, 1, [&](int64_t lo, int64_t hi) {
+    std::vector<T> col, ybuf;
+    for (int64_t grp = lo; grp < hi; ++grp) {
+      const int64_t s0 = grp * per, s1 = std::min(g.n, s0 + per), ld = (s1 - s0) * hw;
       for (int64_t gr = 0; gr < g.groups; ++gr) {
-        const T* xs = x + (s * g.ci + gr * g.cig()) * g.h * g.w;
-        T* ys = y + (s * g.co + gr * g.cog()) * hw;
-        const T* cols = xs;
-        if (!pointwise) {
-          im2col(col.data(), xs, g, p);
-          cols = col.data();
+        const T* cols = group_cols(col, x, s0, s1, gr, g, p);
+        // One sample writes straight into the output; several go through (Cog, S * HoWo).
+        T* dst = y + (s0 * g.co + gr * g.cog()) * hw;
+        if (s1 - s0 > 1) {
+          ybuf.resize(g.cog() * ld);
+          dst = ybuf.data();
         }
-        gemm<T>(false, false, g.cog(), hw, g.col_rows(), T(1), w + gr * g.cog() * g.col_rows(),
-                g.col_rows(), cols, hw, T(0), ys, hw);
-        if (b)
+        gemm<T>(false, false, g.cog(), ld, g.col_rows(), T(1), w + gr * g.cog() * g.col_rows(),
+                g.col_rows(), cols, ld, T(0), dst, ld);
+        for (int64_t s = s0; s < s1; ++s)
           for (int64_t c = 0; c < g.cog(); ++c) {
-            T bc = b[gr * g.cog() + c];
-            for (int64_t i = 0; i < hw; ++i) ys[c * hw + i] += bc;
+            const T* src = dst + c * ld + (s - s0) * hw;
+            T* o = y + (s * g.co + gr * g.cog() + c) * hw;
+            const T bc = b ? b[gr * g.cog() + c] : T(0);
+            if (src != o) {
+              for (int64_t i = 0; i < hw; ++i) o[i] = src[i] + bc;
+            } else if (b) {
+              for (int64_t i = 0; i < hw; ++i) o[i] += bc;
+            }
           }
       }
+    }
   });
+}
+
+// dy of a sample group and channel group as a (Cog, S * HoWo) matrix (a view for one sample).
+template <typename T>
+const T* group_grads(std::vector<T>& buf, const T* dy, int64_t s0, int64_t s1, int64_t gr,
+                     const Geometry& g) {
+  const int64_t hw = g.col_cols(), ld = (s1 - s0) * hw;
+  if (s1 - s0 == 1) return dy + (s0 * g.co + gr * g.cog()) * hw;
+  buf.resize(g.cog() * ld);
+  for (int64_t s = s0; s < s1; ++s)
+    for (int64_t c = 0; c < g.cog(); ++c)
+      std::copy_n(dy + (s * g.co + gr * g.cog() + c) * hw, hw, buf.data() + c * ld + (s - s0) * hw);
+  return buf.data();
 }
 
 template <typename T>
@@ -118,8 +156,7 @@ void backward_impl(const Tensor& grad_out, const Tensor& in, const Tensor& weigh
   const T* x = ptr<const T>(in);
   const T* w = ptr<const T>(weight);
   const T* dy = ptr<const T>(grad_out);
-  const bool pointwise = g.pointwise(p);
-  const int64_t hw = g.col_cols();
+  const int64_t hw = g.col_cols(), per = samples_per_group(g), groups = (g.n + per - 1) / per;
 
   if (grad_bias.defined()) {
     T* db = ptr<T>(grad_bias);
@@ -135,47 +172,49 @@ void backward_impl(const Tensor& grad_out, const Tensor& in, const Tensor& weigh
 
   if (grad_in.defined()) {
     T* dx = ptr<T>(grad_in);
-    parallel_for(0, g.n, kOneSample, [&](int64_t lo, int64_t hi) {
-      std::vector<T> dcol(g.col_rows() * hw);
-      for (int64_t s = lo; s < hi; ++s)
+    parallel_for(0, groups, 1, [&](int64_t lo, int64_t hi) {
+      std::vector<T> dcol, dybuf;
+      for (int64_t grp = lo; grp < hi; ++grp) {
+        const int64_t s0 = grp * per, s1 = std::min(g.n, s0 + per), ld = (s1 - s0) * hw;
         for (int64_t gr = 0; gr < g.groups; ++gr) {
-          const T* dys = dy + (s * g.co + gr * g.cog()) * hw;
-          T* dxs = dx + (s * g.ci + gr * g.cig()) * g.h * g.w;
+          const T* dys = group_grads(dybuf, dy, s0, s1, gr, g);
           const T* wg = w + gr * g.cog() * g.col_rows();
-          if (pointwise) {  // dx = W^T dy directly
+          if (g.pointwise(p) && s1 - s0 == 1) {  // dx = W^T dy directly
             gemm<T>(true, false, g.col_rows(), hw, g.cog(), T(1), wg, g.col_rows(), dys, hw, T(0),
-                    dxs, hw);
+                    dx + (s0 * g.ci + gr * g.cig()) * g.h * g.w, hw);
             continue;
           }
-          gemm<T>(true, false, g.col_rows(), hw, g.cog(), T(1), wg, g.col_rows(), dys, hw, T(0),
-                  dcol.data(), hw);
-          std::fill(dxs, dxs + g.cig() * g.h * g.w, T(0));
-          col2im(dxs, dcol.data(), g, p);
+          dcol.resize(g.col_rows() * ld);
+          gemm<T>(true, false, g.col_rows(), ld, g.cog(), T(1), wg, g.col_rows(), dys, ld, T(0),
+                  dcol.data(), ld);
+          for (int64_t s = s0; s < s1; ++s) {
+            T* dxs = dx + (s * g.ci + gr * g.cig()) * g.h * g.w;
+            std::fill(dxs, dxs + g.cig() * g.h * g.w, T(0));
+            col2im(dxs, dcol.data() + (s - s0) * hw, ld, g, p);
+          }
         }
+      }
     });
   }
 
   if (grad_weight.defined()) {
     const int64_t wsize = weight.numel();
-    const int64_t chunks = std::min(kWeightChunks, g.n);
+    const int64_t chunks = std::min(kWeightChunks, groups);
     std::vector<T> partial(chunks * wsize, T(0));
     parallel_for(0, chunks, 1, [&](int64_t lo, int64_t hi) {
-      std::vector<T> col(pointwise ? 0 : g.col_rows() * hw);
+      std::vector<T> col, dybuf;
       for (int64_t c = lo; c < hi; ++c) {
         T* acc = partial.data() + c * wsize;
-        for (int64_t s = g.n * c / chunks; s < g.n * (c + 1) / chunks; ++s)
+        for (int64_t grp = groups * c / chunks; grp < groups * (c + 1) / chunks; ++grp) {
+          const int64_t s0 = grp * per, s1 = std::min(g.n, s0 + per), ld = (s1 - s0) * hw;
           for (int64_t gr = 0; gr < g.groups; ++gr) {
-            const T* xs = x + (s * g.ci + gr * g.cig()) * g.h * g.w;
-            const T* dys = dy + (s * g.co + gr * g.cog()) * hw;
-            const T* cols = xs;
-            if (!pointwise) {
-              im2col(col.data(), xs, g, p);
-              cols = col.data();
-            }
-            // dW_g (Cog, Cig*kh*kw) += dy_g (Cog, HoWo) x col^T (HoWo, Cig*kh*kw)
-            gemm<T>(false, true, g.cog(), g.col_rows(), hw, T(1), dys, hw, cols, hw, T(1),
+            const T* cols = group_cols(col, x, s0, s1, gr, g, p);
+            const T* dys = group_grads(dybuf, dy, s0, s1, gr, g);
+            // dW_g (Cog, Cig*kh*kw) += dy_g (Cog, S*HoWo) x col^T (S*HoWo, Cig*kh*kw)
+            gemm<T>(false, true, g.cog(), g.col_rows(), ld, T(1), dys, ld, cols, ld, T(1),
                     acc + gr * g.cog() * g.col_rows(), g.col_rows());
           }
+        }
       }
     });
     T* dw = ptr<T>(grad_weight);
