@@ -1,6 +1,7 @@
 // CPU conv2d as im2col + GEMM per (group of samples, channel group). Sample groups run in
 // parallel; the weight gradient is summed over at most kWeightChunks fixed chunks of sample
 // groups, combined in order, so the bits do not depend on the thread count.
+#include <algorithm>
 #include <vector>
 
 #include "loops.hpp"
@@ -28,6 +29,14 @@ Geometry geometry(const Tensor& in, const Tensor& weight, const Tensor& out, int
           weight.size(2), weight.size(3), out.size(2), out.size(3), groups};
 }
 
+// The output columns [lo, hi) whose input column ow * stride + shift lies inside the image.
+std::pair<int64_t, int64_t> valid_columns(int64_t shift, const Geometry& g, const Conv2dParams& p) {
+  auto ceil_div = [](int64_t a, int64_t b) { return a >= 0 ? (a + b - 1) / b : -((-a) / b); };
+  int64_t lo = std::clamp<int64_t>(ceil_div(-shift, p.stride_w), 0, g.wo);
+  int64_t hi = std::clamp<int64_t>(ceil_div(g.w - shift, p.stride_w), lo, g.wo);
+  return {lo, hi};
+}
+
 // x (C, H, W) -> col (C * kh * kw, Ho * Wo), rows `ld` apart (several samples share a col
 // matrix side by side).
 template <typename T>
@@ -37,6 +46,8 @@ void im2col(T* col, int64_t ld, const T* x, const Geometry& g, const Conv2dParam
       for (int64_t kj = 0; kj < g.kw; ++kj) {
         T* row = col + ((c * g.kh + ki) * g.kw + kj) * ld;
         const T* plane = x + c * g.h * g.w;
+        const int64_t shift = kj * p.dil_w - p.pad_w;
+        const auto [lo, hi] = valid_columns(shift, g, p);
         for (int64_t oh = 0; oh < g.ho; ++oh) {
           int64_t ih = oh * p.stride_h - p.pad_h + ki * p.dil_h;
           T* dst = row + oh * g.wo;
@@ -44,12 +55,14 @@ void im2col(T* col, int64_t ld, const T* x, const Geometry& g, const Conv2dParam
             std::fill(dst, dst + g.wo, T(0));
             continue;
           }
-          const T* src = plane + ih * g.w;
-          int64_t shift = kj * p.dil_w - p.pad_w;
-          for (int64_t ow = 0; ow < g.wo; ++ow) {
-            int64_t iw = ow * p.stride_w + shift;
-            dst[ow] = (iw >= 0 && iw < g.w) ? src[iw] : T(0);
+          const T* src = plane + ih * g.w + shift;
+          for (int64_t ow = 0; ow < lo; ++ow) dst[ow] = T(0);
+          if (p.stride_w == 1) {
+            for (int64_t ow = lo; ow < hi; ++ow) dst[ow] = src[ow];
+          } else {
+            for (int64_t ow = lo; ow < hi; ++ow) dst[ow] = src[ow * p.stride_w];
           }
+          for (int64_t ow = hi; ow < g.wo; ++ow) dst[ow] = T(0);
         }
       }
 }
@@ -62,15 +75,17 @@ void col2im(T* dx, const T* col, int64_t ld, const Geometry& g, const Conv2dPara
       for (int64_t kj = 0; kj < g.kw; ++kj) {
         const T* row = col + ((c * g.kh + ki) * g.kw + kj) * ld;
         T* plane = dx + c * g.h * g.w;
+        const int64_t shift = kj * p.dil_w - p.pad_w;
+        const auto [lo, hi] = valid_columns(shift, g, p);
         for (int64_t oh = 0; oh < g.ho; ++oh) {
           int64_t ih = oh * p.stride_h - p.pad_h + ki * p.dil_h;
           if (ih < 0 || ih >= g.h) continue;
           const T* src = row + oh * g.wo;
-          T* dst = plane + ih * g.w;
-          int64_t shift = kj * p.dil_w - p.pad_w;
-          for (int64_t ow = 0; ow < g.wo; ++ow) {
-            int64_t iw = ow * p.stride_w + shift;
-            if (iw >= 0 && iw < g.w) dst[iw] += src[ow];
+          T* dst = plane + ih * g.w + shift;
+          if (p.stride_w == 1) {
+            for (int64_t ow = lo; ow < hi; ++ow) dst[ow] += src[ow];
+          } else {
+            for (int64_t ow = lo; ow < hi; ++ow) dst[ow * p.stride_w] += src[ow];
           }
         }
       }
