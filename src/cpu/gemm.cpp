@@ -180,32 +180,38 @@ void packed_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, fl
   for (int64_t k0 = 0; k0 < k; k0 += kKC) {
     const int64_t kc = std::min(kKC, k - k0);
     const bool accumulate = k0 > 0 || beta != 0.0f;
-    // Pack op(A)[:, k0:k0+kc] into panels of kMR rows (alpha folded in, zero padded).
-    parallel_for(0, m_panels, small ? m_panels : 4, [&](int64_t lo, int64_t hi) {
-      for (int64_t p = lo; p < hi; ++p) {
-        float* dst = ap_all + p * kMR * kKC;
-        const int64_t r0 = p * kMR, rows = std::min(kMR, m - r0);
-        for (int64_t kk = 0; kk < kc; ++kk, dst += kMR) {
-          int64_t r = 0;
-          for (; r < rows; ++r) dst[r] = alpha * A.at(r0 + r, k0 + kk);
-          for (; r < kMR; ++r) dst[r] = 0.0f;
-        }
+    // Pack op(A)[:, k0:k0+kc] into panels of kMR rows (alpha folded in, zero padded) and
+    // op(B)[k0:k0+kc, :] into panels of kNR columns, in one parallel pass.
+    auto pack_a = [&](int64_t p) {
+      float* dst = ap_all + p * kMR * kKC;
+      const int64_t r0 = p * kMR, rows = std::min(kMR, m - r0);
+      for (int64_t kk = 0; kk < kc; ++kk, dst += kMR) {
+        int64_t r = 0;
+        for (; r < rows; ++r) dst[r] = alpha * A.at(r0 + r, k0 + kk);
+        for (; r < kMR; ++r) dst[r] = 0.0f;
       }
-    });
-    // Pack op(B)[k0:k0+kc, :] into panels of kNR columns (zero padded).
-    parallel_for(0, n_panels, small ? n_panels : 4, [&](int64_t lo, int64_t hi) {
+    };
+    auto pack_b = [&](int64_t p) {
+      float* dst = bp_all + p * kNR * kKC;
+      const int64_t c0 = p * kNR, cols = std::min(kNR, n - c0);
+      for (int64_t kk = 0; kk < kc; ++kk, dst += kNR) {
+        int64_t j = 0;
+        if (B.col_stride == 1) {
+          const float* src = B.data + (k0 + kk) * B.row_stride + c0;
+          for (; j < cols; ++j) dst[j] = src[j];
+        } else {
+          for (; j < cols; ++j) dst[j] = B.at(k0 + kk, c0 + j);
+        }
+        for (; j < kNR; ++j) dst[j] = 0.0f;
+      }
+    };
+    const int64_t panels = m_panels + n_panels;
+    parallel_for(0, panels, small ? panels : 4, [&](int64_t lo, int64_t hi) {
       for (int64_t p = lo; p < hi; ++p) {
-        float* dst = bp_all + p * kNR * kKC;
-        const int64_t c0 = p * kNR, cols = std::min(kNR, n - c0);
-        for (int64_t kk = 0; kk < kc; ++kk, dst += kNR) {
-          int64_t j = 0;
-          if (B.col_stride == 1) {
-            const float* src = B.data + (k0 + kk) * B.row_stride + c0;
-            for (; j < cols; ++j) dst[j] = src[j];
-          } else {
-            for (; j < cols; ++j) dst[j] = B.at(k0 + kk, c0 + j);
-          }
-          for (; j < kNR; ++j) dst[j] = 0.0f;
+        if (p < m_panels) {
+          pack_a(p);
+        } else {
+          pack_b(p - m_panels);
         }
       }
     });
