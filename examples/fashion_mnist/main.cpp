@@ -1,5 +1,6 @@
 // Trains a small CNN on Fashion-MNIST (Debian's dataset-fashion-mnist) with tandem's CPU
-// backend: conv-BN-ReLU-pool twice, then a linear classifier, SGD with momentum.
+// backend: conv-BN-ReLU-pool twice, then a linear classifier, SGD with momentum and a linearly
+// decaying learning rate.
 // Usage: tandem-fashion-mnist [--epochs N] [--batch-size B] [--lr LR] [--threads T] ...
 #include <CLI/CLI.hpp>
 #include <cmath>
@@ -68,14 +69,14 @@ double accuracy(const Model& model, const data::MnistSplit& split, int64_t batch
 int main(int argc, char** argv) {
   CLI::App app{"Train a small CNN on Fashion-MNIST with tandem"};
   std::string data_dir = data::kFashionMnistDir;
-  int epochs = 2, threads = 0;
+  int epochs = 3, threads = 0;
   int64_t batch = 64, max_steps = -1;
   double lr = 0.05, momentum = 0.9;
   uint64_t seed = 0;
   app.add_option("--data-dir", data_dir, "folder with the IDX files")->capture_default_str();
   app.add_option("--epochs", epochs, "passes over the training set")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--batch-size", batch, "images per step")->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--lr", lr, "learning rate")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--lr", lr, "initial learning rate (decays linearly to 0)")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--momentum", momentum, "SGD momentum")->check(CLI::Range(0.0, 1.0))->capture_default_str();
   app.add_option("--threads", threads, "CPU threads (0: all cores)")->check(CLI::NonNegativeNumber);
   app.add_option("--max-steps", max_steps, "stop each epoch after this many steps (smoke runs)");
@@ -125,11 +126,14 @@ int main(int argc, char** argv) {
         for (const auto& p : model.parameters()) Tensor(p).set_grad(Tensor());
         loss.backward();
         {
+          // SGD with momentum; the rate decays linearly to zero over the whole run.
           NoGradGuard no_grad;
+          const double progress = static_cast<double>((epoch - 1) * steps + step) / (epochs * steps);
+          const double rate = lr * (1.0 - progress);
           auto params = model.parameters();
           for (size_t i = 0; i < params.size(); ++i) {
             velocity[i].mul_(momentum).add_(params[i].grad());
-            params[i].add_(velocity[i], -lr);
+            params[i].add_(velocity[i], -rate);
           }
         }
         double l = loss.item<double>();
