@@ -9,6 +9,7 @@
 #include <nccl.h>
 
 #include <cstdio>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
