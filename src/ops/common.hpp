@@ -32,15 +32,15 @@ inline void check_floating(const Tensor& t, const char* op, const char* name = "
                " (f32, f64, f16 or bf16), got dtype ", t.dtype());
 }
 
-/// Checks every defined tensor is on the CPU and on one device.
+/// Checks the defined tensors share one device, and that it is the CPU.
 inline void check_inputs(const std::vector<Tensor>& ts, const char* op) {
   const Tensor* first = nullptr;
   for (const auto& t : ts) {
     if (!t.defined()) continue;
-    check_cpu(t, op);
     if (first) check_same_device(*first, t, op);
     first = &t;
   }
+  if (first) check_cpu(*first, op);
 }
 
 /// f16 and bf16 compute in f32.

@@ -88,6 +88,7 @@ case("conv2d_stride_dilation", lambda x, w: F.conv2d(x, w, stride=2, padding=2, 
 case("conv2d_groups", lambda x, w, b: F.conv2d(x, w, b, stride=(2, 1), padding=(1, 0), groups=2),
      r(2, 4, 7, 6), r(6, 2, 3, 2), r(6))
 case("conv2d_1x1", lambda x, w: F.conv2d(x, w), r(2, 5, 4, 4), r(3, 5, 1, 1))
+case("conv2d_wide", lambda x, w, b: F.conv2d(x, w, b, padding=1), r(2, 5, 9, 20), r(12, 5, 3, 3), r(12))
 rm, rv = torch.randn(3), torch.rand(3) + 0.5
 case("batch_norm_train", lambda x, w, b: F.batch_norm(x, rm.clone(), rv.clone(), w, b, True, 0.1, 1e-5),
      r(4, 3, 5, 5), r(3), r(3))

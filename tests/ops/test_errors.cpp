@@ -80,11 +80,17 @@ TEST_CASE("dtype errors", "[errors]") {
 }
 
 TEST_CASE("device errors", "[errors]") {
-  if (cuda::is_available()) {
-    Tensor g = ones({2}, Device("cuda:0"));
-    CHECK(error_of([&] { add(ones({2}), g); }).find("expected all tensors on one device") !=
-          std::string::npos);
-  } else {
+  // A tensor that claims to live on cuda:0 (no memory is touched), so the checks run on any
+  // machine.
+  float dummy[2] = {0, 0};
+  Tensor fake_gpu = from_blob(dummy, {2}, DType::f32, Device("cuda:0"));
+  CHECK(error_of([&] { add(ones({2}), fake_gpu); }) ==
+        "add: expected all tensors on one device, got cpu and cuda:0");
+  CHECK(error_of([&] { conv2d(ones({1, 1, 2, 2}), fake_gpu.reshape({1, 1, 2, 1})); }) ==
+        "conv2d: expected all tensors on one device, got cpu and cuda:0");
+  CHECK(error_of([&] { exp(fake_gpu); }) ==
+        "exp: CUDA tensors are not supported by this op yet (got a tensor on cuda:0)");
+  if (!cuda::is_available()) {
     // Without a GPU, asking for one says so instead of crashing.
     CHECK_THROWS_AS(ones({2}, Device("cuda:0")), Error);
   }

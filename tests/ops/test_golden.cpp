@@ -71,6 +71,7 @@ const std::map<std::string, Fn>& ops() {
       {"conv2d_groups",
        [](V x) { return conv2d(x[0], x[1], x[2], Int2(2, 1), Int2(1, 0), 1, 2); }},
       {"conv2d_1x1", [](V x) { return conv2d(x[0], x[1]); }},
+      {"conv2d_wide", [](V x) { return conv2d(x[0], x[1], x[2], 1, 1); }},
       {"batch_norm_train",
        [](V x) {
          Tensor rm = zeros({3}), rv = ones({3});
