@@ -1,5 +1,6 @@
-// CPU conv2d as im2col + GEMM per (group of samples, channel group). Sample groups run in
-// parallel; the weight gradient is summed over at most kWeightChunks fixed chunks of sample
+// CPU conv2d: im2col + GEMM per (group of samples, channel group) in general, and a direct
+// AVX-512 kernel for 3x3 stride-1 f32 convolutions (forward and input gradient). Sample groups
+// run in parallel; the weight gradient is summed over at most kWeightChunks fixed chunks of sample
 // groups, combined in order, so the bits do not depend on the thread count.
 #include <algorithm>
 #include <vector>
@@ -55,12 +56,12 @@ void im2col(T* col, int64_t ld, const T* x, const Geometry& g, const Conv2dParam
             std::fill(dst, dst + g.wo, T(0));
             continue;
           }
-          const T* src = plane + ih * g.w + shift;
+          const T* src = plane + ih * g.w;
           for (int64_t ow = 0; ow < lo; ++ow) dst[ow] = T(0);
           if (p.stride_w == 1) {
-            for (int64_t ow = lo; ow < hi; ++ow) dst[ow] = src[ow];
+            for (int64_t ow = lo; ow < hi; ++ow) dst[ow] = src[ow + shift];
           } else {
-            for (int64_t ow = lo; ow < hi; ++ow) dst[ow] = src[ow * p.stride_w];
+            for (int64_t ow = lo; ow < hi; ++ow) dst[ow] = src[ow * p.stride_w + shift];
           }
           for (int64_t ow = hi; ow < g.wo; ++ow) dst[ow] = T(0);
         }
@@ -81,11 +82,11 @@ void col2im(T* dx, const T* col, int64_t ld, const Geometry& g, const Conv2dPara
           int64_t ih = oh * p.stride_h - p.pad_h + ki * p.dil_h;
           if (ih < 0 || ih >= g.h) continue;
           const T* src = row + oh * g.wo;
-          T* dst = plane + ih * g.w + shift;
+          T* dst = plane + ih * g.w;
           if (p.stride_w == 1) {
-            for (int64_t ow = lo; ow < hi; ++ow) dst[ow] += src[ow];
+            for (int64_t ow = lo; ow < hi; ++ow) dst[ow + shift] += src[ow];
           } else {
-            for (int64_t ow = lo; ow < hi; ++ow) dst[ow * p.stride_w] += src[ow];
+            for (int64_t ow = lo; ow < hi; ++ow) dst[ow * p.stride_w + shift] += src[ow];
           }
         }
       }

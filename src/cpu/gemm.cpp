@@ -182,27 +182,41 @@ void packed_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, fl
     const bool accumulate = k0 > 0 || beta != 0.0f;
     // Pack op(A)[:, k0:k0+kc] into panels of kMR rows (alpha folded in, zero padded) and
     // op(B)[k0:k0+kc, :] into panels of kNR columns, in one parallel pass.
+    // Both packers read their source along its contiguous direction: rows of a row-major
+    // operand, columns of a transposed one (reading across rows would touch a new cache line
+    // per element).
     auto pack_a = [&](int64_t p) {
       float* dst = ap_all + p * kMR * kKC;
       const int64_t r0 = p * kMR, rows = std::min(kMR, m - r0);
-      for (int64_t kk = 0; kk < kc; ++kk, dst += kMR) {
-        int64_t r = 0;
-        for (; r < rows; ++r) dst[r] = alpha * A.at(r0 + r, k0 + kk);
-        for (; r < kMR; ++r) dst[r] = 0.0f;
+      if (rows < kMR) std::fill(dst, dst + kMR * kc, 0.0f);
+      if (A.col_stride == 1) {
+        for (int64_t r = 0; r < rows; ++r) {
+          const float* src = A.data + (r0 + r) * A.row_stride + k0;
+          for (int64_t kk = 0; kk < kc; ++kk) dst[kk * kMR + r] = alpha * src[kk];
+        }
+      } else {
+        for (int64_t kk = 0; kk < kc; ++kk) {
+          const float* src = A.data + (k0 + kk) * A.col_stride + r0 * A.row_stride;
+          for (int64_t r = 0; r < rows; ++r) dst[kk * kMR + r] = alpha * src[r * A.row_stride];
+        }
       }
     };
     auto pack_b = [&](int64_t p) {
       float* dst = bp_all + p * kNR * kKC;
       const int64_t c0 = p * kNR, cols = std::min(kNR, n - c0);
-      for (int64_t kk = 0; kk < kc; ++kk, dst += kNR) {
-        int64_t j = 0;
-        if (B.col_stride == 1) {
+      if (B.col_stride == 1) {
+        for (int64_t kk = 0; kk < kc; ++kk) {
           const float* src = B.data + (k0 + kk) * B.row_stride + c0;
-          for (; j < cols; ++j) dst[j] = src[j];
-        } else {
-          for (; j < cols; ++j) dst[j] = B.at(k0 + kk, c0 + j);
+          int64_t j = 0;
+          for (; j < cols; ++j) dst[kk * kNR + j] = src[j];
+          for (; j < kNR; ++j) dst[kk * kNR + j] = 0.0f;
         }
-        for (; j < kNR; ++j) dst[j] = 0.0f;
+        return;
+      }
+      if (cols < kNR) std::fill(dst, dst + kNR * kc, 0.0f);
+      for (int64_t j = 0; j < cols; ++j) {
+        const float* src = B.data + (c0 + j) * B.col_stride + k0 * B.row_stride;
+        for (int64_t kk = 0; kk < kc; ++kk) dst[kk * kNR + j] = src[kk * B.row_stride];
       }
     };
     const int64_t panels = m_panels + n_panels;

@@ -328,7 +328,8 @@ std::pair<Tensor, Tensor> flatten_classes(const Tensor& input, const Tensor& tar
 // picked[i] = x[i, target[i]] (0 where target[i] == ignore_index); differentiable in x.
 Tensor pick_classes(const Tensor& x, const Tensor& target, int64_t ignore_index, const char* op) {
   const int64_t rows = x.size(0), classes = x.size(1);
-  const int64_t* t = target.contiguous().data_ptr<int64_t>();
+  const Tensor tgt = target.contiguous();
+  const int64_t* t = tgt.data_ptr<int64_t>();
   for (int64_t i = 0; i < rows; ++i)
     TANDEM_CHECK_INDEX(t[i] == ignore_index || (t[i] >= 0 && t[i] < classes), op, ": target ",
                        t[i], " is out of bounds for ", classes, " classes (at position ", i, ")");
@@ -338,7 +339,6 @@ Tensor pick_classes(const Tensor& x, const Tensor& target, int64_t ignore_index,
   double* pp = picked.data_ptr<double>();
   for (int64_t i = 0; i < rows; ++i) pp[i] = t[i] == ignore_index ? 0.0 : px[i * classes + t[i]];
   Tensor out = as_dtype(picked, x.dtype());
-  Tensor tgt = target.contiguous();
   autograd::record("nll_pick", {x}, out, [tgt, rows, classes, ignore_index](const Tensor& g) -> std::vector<Tensor> {
     Tensor gx = zeros({rows, classes}, DType::f64);
     Tensor gd = as_dtype(g, DType::f64).contiguous();
