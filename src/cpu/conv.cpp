@@ -122,7 +122,8 @@ void forward_impl(const Tensor& out, const Tensor& in, const Tensor& weight, con
   T* y = ptr<T>(out);
   const int64_t hw = g.col_cols(), per = samples_per_group(g), groups = (g.n + per - 1) / per;
   parallel_for(0, groups, 1, [&](int64_t lo, int64_t hi) {
-    std::vector<T> col, ybuf;
+    auto& col = scratch<T, 0>(0);
+    auto& ybuf = scratch<T, 1>(0);
     for (int64_t grp = lo; grp < hi; ++grp) {
       const int64_t s0 = grp * per, s1 = std::min(g.n, s0 + per), ld = (s1 - s0) * hw;
       for (int64_t gr = 0; gr < g.groups; ++gr) {
@@ -189,7 +190,8 @@ void backward_impl(const Tensor& grad_out, const Tensor& in, const Tensor& weigh
   if (grad_in.defined()) {
     T* dx = ptr<T>(grad_in);
     parallel_for(0, groups, 1, [&](int64_t lo, int64_t hi) {
-      std::vector<T> dcol, dybuf;
+      auto& dcol = scratch<T, 0>(0);
+      auto& dybuf = scratch<T, 1>(0);
       for (int64_t grp = lo; grp < hi; ++grp) {
         const int64_t s0 = grp * per, s1 = std::min(g.n, s0 + per), ld = (s1 - s0) * hw;
         for (int64_t gr = 0; gr < g.groups; ++gr) {
@@ -216,11 +218,13 @@ void backward_impl(const Tensor& grad_out, const Tensor& in, const Tensor& weigh
   if (grad_weight.defined()) {
     const int64_t wsize = weight.numel();
     const int64_t chunks = std::min(kWeightChunks, groups);
-    std::vector<T> partial(chunks * wsize, T(0));
+    T* partial = scratch<T, 5>(chunks * wsize).data();
+    std::fill(partial, partial + chunks * wsize, T(0));
     parallel_for(0, chunks, 1, [&](int64_t lo, int64_t hi) {
-      std::vector<T> col, dybuf;
+      auto& col = scratch<T, 0>(0);
+      auto& dybuf = scratch<T, 1>(0);
       for (int64_t c = lo; c < hi; ++c) {
-        T* acc = partial.data() + c * wsize;
+        T* acc = partial + c * wsize;
         for (int64_t grp = groups * c / chunks; grp < groups * (c + 1) / chunks; ++grp) {
           const int64_t s0 = grp * per, s1 = std::min(g.n, s0 + per), ld = (s1 - s0) * hw;
           for (int64_t gr = 0; gr < g.groups; ++gr) {
@@ -245,9 +249,9 @@ void backward_impl(const Tensor& grad_out, const Tensor& in, const Tensor& weigh
 #if defined(__AVX512F__)
 // --- direct 3x3 stride-1 convolution (f32, AVX-512) ---------------------------------------------
 // With 16 to 64 channels, im2col + GEMM spends most of its time moving the 9x larger col matrix
-// (docs/PERFORMANCE.md). This kernel reads a zero-padded copy of the input directly: for each
-// output row it keeps 8 output channels x 2 vectors of 16 columns in 16 zmm accumulators and, for
-// every (input channel, tap), loads two input vectors and broadcasts 8 weights. Each output is a
+// (docs/PERFORMANCE.md). This kernel reads a zero-padded copy of the input directly: it keeps
+// 8 output channels x 32 positions in 16 zmm accumulators and, for every (input channel, tap),
+// loads two input vectors and broadcasts 8 weights. Each output is a
 // sum in the fixed order (channel, ki, kj), so results do not depend on the thread count.
 
 constexpr int64_t kDirectCo = 8;     // output channels per block
@@ -255,7 +259,7 @@ constexpr int64_t kDirectSlack = 64;  // floats readable past a padded plane's e
 
 bool use_direct(const Geometry& g, const Conv2dParams& p) {
   return g.kh == 3 && g.kw == 3 && p.stride_h == 1 && p.stride_w == 1 && p.dil_h == 1 &&
-         p.dil_w == 1 && p.groups == 1 && p.pad_h <= 2 && p.pad_w <= 2 && g.wo >= 12;
+         p.dil_w == 1 && p.groups == 1 && p.pad_h <= 2 && p.pad_w <= 2 && g.wo >= 4;
 }
 
 // Weights (Co, Ci, 3, 3) -> blocks of 8 output channels: [block][ci][tap][8], zero padded.
@@ -274,36 +278,44 @@ std::vector<float> pack_direct_weights(const float* w, int64_t co, int64_t ci, b
 }
 
 // One sample: y (out_ch, ho, wo) = conv(xpad (in_ch, hp, wp), block-packed weights).
-template <int kNV>
+// Outputs are computed on the padded grid, position q = oh * wp + ow, 32 consecutive positions
+// at a time: the input of tap (ki, kj) is then simply xpad[q + ki * wp + kj], whatever the row
+// width. The columns ow >= wo of the grid are junk and are dropped by a compressing store, so a
+// 7-wide map keeps 7 of 9 lanes busy instead of 7 of 16.
 void direct_block(float* y, const float* xpad, const float* wblock, int64_t in_ch, int64_t hp,
                   int64_t wp, int64_t ho, int64_t wo, int64_t n_out) {
-  const int64_t plane = hp * wp;
-  for (int64_t oh = 0; oh < ho; ++oh)
-    for (int64_t ow0 = 0; ow0 < wo; ow0 += 16 * kNV) {
-      __m512 acc[kDirectCo][kNV];
-      for (int o = 0; o < kDirectCo; ++o)
-        for (int v = 0; v < kNV; ++v) acc[o][v] = _mm512_setzero_ps();
-      const float* wc = wblock;
-      for (int64_t c = 0; c < in_ch; ++c) {
-        const float* xr = xpad + c * plane + oh * wp + ow0;
-        for (int ki = 0; ki < 3; ++ki, xr += wp)
-          for (int kj = 0; kj < 3; ++kj, wc += kDirectCo) {
-            __m512 xv[kNV];
-            for (int v = 0; v < kNV; ++v) xv[v] = _mm512_loadu_ps(xr + kj + 16 * v);
-            for (int o = 0; o < kDirectCo; ++o) {
-              __m512 wv = _mm512_set1_ps(wc[o]);
-              for (int v = 0; v < kNV; ++v) acc[o][v] = _mm512_fmadd_ps(wv, xv[v], acc[o][v]);
-            }
+  constexpr int kNV = 2;
+  const int64_t plane = hp * wp, q_end = (ho - 1) * wp + wo;
+  for (int64_t q0 = 0; q0 < q_end; q0 += 16 * kNV) {
+    __m512 acc[kDirectCo][kNV];
+    for (int o = 0; o < kDirectCo; ++o)
+      for (int v = 0; v < kNV; ++v) acc[o][v] = _mm512_setzero_ps();
+    const float* wc = wblock;
+    for (int64_t c = 0; c < in_ch; ++c) {
+      const float* xr = xpad + c * plane + q0;
+      for (int ki = 0; ki < 3; ++ki, xr += wp)
+        for (int kj = 0; kj < 3; ++kj, wc += kDirectCo) {
+          __m512 xv[kNV];
+          for (int v = 0; v < kNV; ++v) xv[v] = _mm512_loadu_ps(xr + kj + 16 * v);
+          for (int o = 0; o < kDirectCo; ++o) {
+            __m512 wv = _mm512_set1_ps(wc[o]);
+            for (int v = 0; v < kNV; ++v) acc[o][v] = _mm512_fmadd_ps(wv, xv[v], acc[o][v]);
           }
-      }
-      for (int v = 0; v < kNV; ++v) {
-        const int64_t cols = std::min<int64_t>(16, wo - ow0 - 16 * v);
-        if (cols <= 0) break;
-        const __mmask16 mask = static_cast<__mmask16>((1u << cols) - 1);
-        for (int64_t o = 0; o < n_out; ++o)
-          _mm512_mask_storeu_ps(y + (o * ho + oh) * wo + ow0 + 16 * v, mask, acc[o][v]);
-      }
+        }
     }
+    for (int v = 0; v < kNV; ++v) {
+      const int64_t q = q0 + 16 * v;
+      if (q >= q_end) break;
+      uint32_t mask = 0;
+      for (int lane = 0; lane < 16; ++lane)
+        if (q + lane < q_end && (q + lane) % wp < wo) mask |= 1u << lane;
+      // Outputs before q in row-major (ho, wo) order: whole rows, then the valid part of q's row.
+      const int64_t first = (q / wp) * wo + std::min(q % wp, wo);
+      for (int64_t o = 0; o < n_out; ++o)
+        _mm512_mask_compressstoreu_ps(y + o * ho * wo + first, static_cast<__mmask16>(mask),
+                                      acc[o][v]);
+    }
+  }
 }
 
 // y (N, out_ch, ho, wo) = conv(x (N, in_ch, h, w) padded by (ph, pw), packed weights), stride 1.
@@ -312,22 +324,19 @@ void direct_conv(float* y, const float* x, const std::vector<float>& wpacked, in
   const int64_t hp = h + 2 * ph, wp = w + 2 * pw, ho = hp - 2, wo = wp - 2;
   const int64_t blocks = (out_ch + kDirectCo - 1) / kDirectCo;
   parallel_for(0, n, 1, [&](int64_t lo, int64_t hi) {
-    std::vector<float> xpad(in_ch * hp * wp + kDirectSlack, 0.0f);
+    float* xpad = scratch<float, 2>(in_ch * hp * wp + kDirectSlack).data();
+    std::fill(xpad, xpad + in_ch * hp * wp + kDirectSlack, 0.0f);  // the padding stays zero
     for (int64_t s = lo; s < hi; ++s) {
       for (int64_t c = 0; c < in_ch; ++c)
         for (int64_t r = 0; r < h; ++r)
-          std::copy_n(x + ((s * in_ch + c) * h + r) * w, w, xpad.data() + (c * hp + r + ph) * wp + pw);
+          std::copy_n(x + ((s * in_ch + c) * h + r) * w, w, xpad + (c * hp + r + ph) * wp + pw);
       // The blocks of one sample run in parallel when there are fewer samples than threads.
       parallel_for(0, blocks, 1, [&](int64_t b0, int64_t b1) {
         for (int64_t b = b0; b < b1; ++b) {
           const int64_t n_out = std::min(kDirectCo, out_ch - b * kDirectCo);
           float* yb = y + (s * out_ch + b * kDirectCo) * ho * wo;
           const float* wb = wpacked.data() + b * in_ch * 9 * kDirectCo;
-          if (wo > 16) {
-            direct_block<2>(yb, xpad.data(), wb, in_ch, hp, wp, ho, wo, n_out);
-          } else {
-            direct_block<1>(yb, xpad.data(), wb, in_ch, hp, wp, ho, wo, n_out);
-          }
+          direct_block(yb, xpad, wb, in_ch, hp, wp, ho, wo, n_out);
         }
       });
     }
@@ -376,21 +385,21 @@ void direct_weight_grad(float* dw, const float* x, const float* dy, const Geomet
   const int64_t hw = g.ho * g.wo, blocks = (g.co + kWgradCo - 1) / kWgradCo;
   const int64_t chunks = std::min(kWeightChunks, g.n);
   // Per (chunk, block of 16 output channels): [ci][tap] vectors of 16 channels.
-  std::vector<Lanes> partial(chunks * blocks * g.ci * 9);
+  Lanes* partial = scratch<Lanes, 3>(chunks * blocks * g.ci * 9).data();  // each task zeroes its part
   parallel_for(0, chunks * blocks, 1, [&](int64_t lo, int64_t hi) {
-    std::vector<float> xpad(g.ci * plane, 0.0f);
-    std::vector<Lanes> dyt_lanes(hw);
-    float* dyt = dyt_lanes.data()->v;
+    float* xpad = scratch<float, 2>(g.ci * plane + kDirectSlack).data();
+    std::fill(xpad, xpad + g.ci * plane + kDirectSlack, 0.0f);  // the padding stays zero
+    float* dyt = scratch<Lanes, 4>(hw).data()->v;
     for (int64_t task = lo; task < hi; ++task) {
       const int64_t chunk = task / blocks, b = task % blocks;
       const int64_t co0 = b * kWgradCo, nco = std::min(kWgradCo, g.co - co0);
-      Lanes* acc = partial.data() + task * g.ci * 9;
+      Lanes* acc = partial + task * g.ci * 9;
       std::fill(acc, acc + g.ci * 9, Lanes{});
       for (int64_t s = g.n * chunk / chunks; s < g.n * (chunk + 1) / chunks; ++s) {
         for (int64_t c = 0; c < g.ci; ++c)
           for (int64_t r = 0; r < g.h; ++r)
             std::copy_n(x + ((s * g.ci + c) * g.h + r) * g.w, g.w,
-                        xpad.data() + c * plane + (r + p.pad_h) * wp + p.pad_w);
+                        xpad + c * plane + (r + p.pad_h) * wp + p.pad_w);
         // dy (co0..co0+16, positions) -> dyt (positions, 16), zero for channels past co
         std::fill(dyt, dyt + hw * kWgradCo, 0.0f);
         for (int64_t o = 0; o < nco; ++o) {
@@ -399,10 +408,10 @@ void direct_weight_grad(float* dw, const float* x, const float* dy, const Geomet
         }
         int64_t c = 0;
         for (; c + 2 <= g.ci; c += 2)
-          wgrad_channels<2>(acc + c * 9, dyt, xpad.data() + c * plane, plane, wp, g.ho, g.wo,
+          wgrad_channels<2>(acc + c * 9, dyt, xpad + c * plane, plane, wp, g.ho, g.wo,
                             p.stride_h, p.stride_w);
         if (c < g.ci)
-          wgrad_channels<1>(acc + c * 9, dyt, xpad.data() + c * plane, plane, wp, g.ho, g.wo,
+          wgrad_channels<1>(acc + c * 9, dyt, xpad + c * plane, plane, wp, g.ho, g.wo,
                             p.stride_h, p.stride_w);
       }
     }

@@ -6,6 +6,7 @@
 #include <array>
 #include <cstdint>
 #include <type_traits>
+#include <vector>
 
 #include "tandem/core/tensor.hpp"
 #include "tandem/core/thread_pool.hpp"
@@ -123,6 +124,17 @@ decltype(auto) dispatch_floating(DType dtype, const char* op, F&& f) {
     default: break;
   }
   TANDEM_THROW(NotImplementedError, op, ": CPU kernel expects f32 or f64, got ", dtype);
+}
+
+/// A per-thread scratch vector that keeps its memory between calls: fresh large allocations come
+/// from mmap and cost a page fault per 4 KiB on first touch, every call. Distinct kSlot values
+/// for buffers that are live at the same time on one thread. Contents are left from earlier use:
+/// callers initialize what they read.
+template <typename T, int kSlot>
+std::vector<T>& scratch(size_t n) {
+  thread_local std::vector<T> buffer;
+  if (buffer.size() < n) buffer.resize(n);
+  return buffer;
 }
 
 template <typename T>
