@@ -247,19 +247,30 @@ void backward_impl(const Tensor& grad_out, const Tensor& in, const Tensor& weigh
 }
 
 #if defined(__AVX512F__)
-// --- direct 3x3 stride-1 convolution (f32, AVX-512) ---------------------------------------------
+// --- direct 3x3 convolution, stride 1 or 2 (f32, AVX-512) ------------------------------------
 // With 16 to 64 channels, im2col + GEMM spends most of its time moving the 9x larger col matrix
 // (docs/PERFORMANCE.md). This kernel reads a zero-padded copy of the input directly: it keeps
 // 8 output channels x 32 positions in 16 zmm accumulators and, for every (input channel, tap),
-// loads two input vectors and broadcasts 8 weights. Each output is a
-// sum in the fixed order (channel, ki, kj), so results do not depend on the thread count.
+// loads two input vectors and broadcasts 8 weights. Each output is a sum in the fixed order
+// (channel, ki, kj), so results do not depend on the thread count.
+//
+// Outputs are computed on a grid of row width grid_w, position q = oh * grid_w + ow, 32
+// consecutive positions at a time, so that the input of tap t is simply src[q + tap_offset[t]]
+// whatever the row width:
+// - stride 1: src is the padded plane (hp, wp), grid_w = wp, offset ki * wp + kj;
+// - stride 2: src holds the four parity planes of the padded plane (rows and columns split into
+//   even and odd), each (hq, wq) = (ceil(hp / 2), ceil(wp / 2)); tap (ki, kj) reads plane
+//   (ki % 2, kj % 2) at offset (ki / 2) * wq + kj / 2, and grid_w = wq.
+// Grid columns ow >= wo are junk, dropped by a compressing store: a 7-wide map keeps 7 of 9 lanes
+// busy instead of 7 of 16.
 
-constexpr int64_t kDirectCo = 8;     // output channels per block
-constexpr int64_t kDirectSlack = 64;  // floats readable past a padded plane's end
+constexpr int64_t kDirectCo = 8;      // output channels per block
+constexpr int64_t kDirectSlack = 64;  // floats readable past the end of a sample's source
 
 bool use_direct(const Geometry& g, const Conv2dParams& p) {
-  return g.kh == 3 && g.kw == 3 && p.stride_h == 1 && p.stride_w == 1 && p.dil_h == 1 &&
-         p.dil_w == 1 && p.groups == 1 && p.pad_h <= 2 && p.pad_w <= 2 && g.wo >= 4;
+  const bool stride_ok = (p.stride_h == 1 && p.stride_w == 1) || (p.stride_h == 2 && p.stride_w == 2);
+  return g.kh == 3 && g.kw == 3 && stride_ok && p.dil_h == 1 && p.dil_w == 1 && p.groups == 1 &&
+         p.pad_h <= 2 && p.pad_w <= 2 && g.wo >= 4;
 }
 
 // Weights (Co, Ci, 3, 3) -> blocks of 8 output channels: [block][ci][tap][8], zero padded.
@@ -277,40 +288,83 @@ std::vector<float> pack_direct_weights(const float* w, int64_t co, int64_t ci, b
   return packed;
 }
 
-// One sample: y (out_ch, ho, wo) = conv(xpad (in_ch, hp, wp), block-packed weights).
-// Outputs are computed on the padded grid, position q = oh * wp + ow, 32 consecutive positions
-// at a time: the input of tap (ki, kj) is then simply xpad[q + ki * wp + kj], whatever the row
-// width. The columns ow >= wo of the grid are junk and are dropped by a compressing store, so a
-// 7-wide map keeps 7 of 9 lanes busy instead of 7 of 16.
-void direct_block(float* y, const float* xpad, const float* wblock, int64_t in_ch, int64_t hp,
-                  int64_t wp, int64_t ho, int64_t wo, int64_t n_out) {
+// Where a sample's prepared input lives and how the taps find their inputs in it.
+struct DirectLayout {
+  int64_t channel_size;  // floats per input channel in the prepared source
+  int64_t grid_w;        // row width of the output grid
+  int64_t tap_offset[9];
+};
+
+DirectLayout direct_layout(int64_t hp, int64_t wp, int64_t stride) {
+  DirectLayout l{};
+  if (stride == 1) {
+    l.channel_size = hp * wp;
+    l.grid_w = wp;
+    for (int t = 0; t < 9; ++t) l.tap_offset[t] = (t / 3) * wp + t % 3;
+  } else {
+    const int64_t hq = (hp + 1) / 2, wq = (wp + 1) / 2;
+    l.channel_size = 4 * hq * wq;
+    l.grid_w = wq;
+    for (int t = 0; t < 9; ++t) {
+      const int ki = t / 3, kj = t % 3;
+      l.tap_offset[t] = ((ki % 2) * 2 + kj % 2) * hq * wq + (ki / 2) * wq + kj / 2;
+    }
+  }
+  return l;
+}
+
+// Writes sample x (in_ch, h, w), padded by (ph, pw), into src in the layout of `stride`. Only the
+// interior is written: the padding must already be zero.
+void prepare_direct_input(float* src, const float* x, int64_t in_ch, int64_t h, int64_t w,
+                          int64_t ph, int64_t pw, int64_t stride, const DirectLayout& l) {
+  const int64_t wp = w + 2 * pw;
+  for (int64_t c = 0; c < in_ch; ++c) {
+    float* dst = src + c * l.channel_size;
+    for (int64_t r = 0; r < h; ++r) {
+      const float* row = x + (c * h + r) * w;
+      if (stride == 1) {
+        std::copy_n(row, w, dst + (r + ph) * wp + pw);
+        continue;
+      }
+      // Padded column cp = col + pw goes to the even or odd plane at cp / 2.
+      const int64_t rp = r + ph, wq = l.grid_w, plane = l.channel_size / 4;
+      float* even = dst + (rp % 2) * 2 * plane + (rp / 2) * wq;
+      float* odd = even + plane;
+      for (int64_t col = pw % 2, i = (col + pw) / 2; col < w; col += 2, ++i) even[i] = row[col];
+      for (int64_t col = 1 - pw % 2, i = (col + pw) / 2; col < w; col += 2, ++i) odd[i] = row[col];
+    }
+  }
+}
+
+// One sample, one block of up to 8 output channels: y (n_out, ho, wo).
+void direct_block(float* y, const float* src, const float* wblock, int64_t in_ch,
+                  const DirectLayout& l, int64_t ho, int64_t wo, int64_t n_out) {
   constexpr int kNV = 2;
-  const int64_t plane = hp * wp, q_end = (ho - 1) * wp + wo;
+  const int64_t gw = l.grid_w, q_end = (ho - 1) * gw + wo;
   for (int64_t q0 = 0; q0 < q_end; q0 += 16 * kNV) {
     __m512 acc[kDirectCo][kNV];
     for (int o = 0; o < kDirectCo; ++o)
       for (int v = 0; v < kNV; ++v) acc[o][v] = _mm512_setzero_ps();
     const float* wc = wblock;
     for (int64_t c = 0; c < in_ch; ++c) {
-      const float* xr = xpad + c * plane + q0;
-      for (int ki = 0; ki < 3; ++ki, xr += wp)
-        for (int kj = 0; kj < 3; ++kj, wc += kDirectCo) {
-          __m512 xv[kNV];
-          for (int v = 0; v < kNV; ++v) xv[v] = _mm512_loadu_ps(xr + kj + 16 * v);
-          for (int o = 0; o < kDirectCo; ++o) {
-            __m512 wv = _mm512_set1_ps(wc[o]);
-            for (int v = 0; v < kNV; ++v) acc[o][v] = _mm512_fmadd_ps(wv, xv[v], acc[o][v]);
-          }
+      const float* xc = src + c * l.channel_size + q0;
+      for (int t = 0; t < 9; ++t, wc += kDirectCo) {
+        __m512 xv[kNV];
+        for (int v = 0; v < kNV; ++v) xv[v] = _mm512_loadu_ps(xc + l.tap_offset[t] + 16 * v);
+        for (int o = 0; o < kDirectCo; ++o) {
+          __m512 wv = _mm512_set1_ps(wc[o]);
+          for (int v = 0; v < kNV; ++v) acc[o][v] = _mm512_fmadd_ps(wv, xv[v], acc[o][v]);
         }
+      }
     }
     for (int v = 0; v < kNV; ++v) {
       const int64_t q = q0 + 16 * v;
       if (q >= q_end) break;
       uint32_t mask = 0;
       for (int lane = 0; lane < 16; ++lane)
-        if (q + lane < q_end && (q + lane) % wp < wo) mask |= 1u << lane;
+        if (q + lane < q_end && (q + lane) % gw < wo) mask |= 1u << lane;
       // Outputs before q in row-major (ho, wo) order: whole rows, then the valid part of q's row.
-      const int64_t first = (q / wp) * wo + std::min(q % wp, wo);
+      const int64_t first = (q / gw) * wo + std::min(q % gw, wo);
       for (int64_t o = 0; o < n_out; ++o)
         _mm512_mask_compressstoreu_ps(y + o * ho * wo + first, static_cast<__mmask16>(mask),
                                       acc[o][v]);
@@ -318,25 +372,28 @@ void direct_block(float* y, const float* xpad, const float* wblock, int64_t in_c
   }
 }
 
-// y (N, out_ch, ho, wo) = conv(x (N, in_ch, h, w) padded by (ph, pw), packed weights), stride 1.
+// y (N, out_ch, ho, wo) = conv(x (N, in_ch, h, w) padded by (ph, pw), packed weights) with
+// stride 1 or 2.
 void direct_conv(float* y, const float* x, const std::vector<float>& wpacked, int64_t n,
-                 int64_t in_ch, int64_t h, int64_t w, int64_t out_ch, int64_t ph, int64_t pw) {
-  const int64_t hp = h + 2 * ph, wp = w + 2 * pw, ho = hp - 2, wo = wp - 2;
+                 int64_t in_ch, int64_t h, int64_t w, int64_t out_ch, int64_t ph, int64_t pw,
+                 int64_t stride) {
+  const int64_t hp = h + 2 * ph, wp = w + 2 * pw;
+  const int64_t ho = (hp - 3) / stride + 1, wo = (wp - 3) / stride + 1;
+  const DirectLayout l = direct_layout(hp, wp, stride);
   const int64_t blocks = (out_ch + kDirectCo - 1) / kDirectCo;
+  const int64_t src_size = in_ch * l.channel_size + kDirectSlack;
   parallel_for(0, n, 1, [&](int64_t lo, int64_t hi) {
-    float* xpad = scratch<float, 2>(in_ch * hp * wp + kDirectSlack).data();
-    std::fill(xpad, xpad + in_ch * hp * wp + kDirectSlack, 0.0f);  // the padding stays zero
+    float* src = scratch<float, 2>(src_size).data();
+    std::fill(src, src + src_size, 0.0f);  // the padding stays zero from sample to sample
     for (int64_t s = lo; s < hi; ++s) {
-      for (int64_t c = 0; c < in_ch; ++c)
-        for (int64_t r = 0; r < h; ++r)
-          std::copy_n(x + ((s * in_ch + c) * h + r) * w, w, xpad + (c * hp + r + ph) * wp + pw);
+      prepare_direct_input(src, x + s * in_ch * h * w, in_ch, h, w, ph, pw, stride, l);
       // The blocks of one sample run in parallel when there are fewer samples than threads.
       parallel_for(0, blocks, 1, [&](int64_t b0, int64_t b1) {
         for (int64_t b = b0; b < b1; ++b) {
           const int64_t n_out = std::min(kDirectCo, out_ch - b * kDirectCo);
           float* yb = y + (s * out_ch + b * kDirectCo) * ho * wo;
           const float* wb = wpacked.data() + b * in_ch * 9 * kDirectCo;
-          direct_block(yb, xpad, wb, in_ch, hp, wp, ho, wo, n_out);
+          direct_block(yb, src, wb, in_ch, l, ho, wo, n_out);
         }
       });
     }
@@ -439,7 +496,8 @@ void conv2d_forward(const Tensor& out, const Tensor& in, const Tensor& weight, c
   if (in.dtype() == DType::f32 && use_direct(g, p)) {
     auto wp = pack_direct_weights(ptr<const float>(weight), g.co, g.ci, false);
     float* y = ptr<float>(out);
-    direct_conv(y, ptr<const float>(in), wp, g.n, g.ci, g.h, g.w, g.co, p.pad_h, p.pad_w);
+    direct_conv(y, ptr<const float>(in), wp, g.n, g.ci, g.h, g.w, g.co, p.pad_h, p.pad_w,
+                p.stride_h);
     if (bias.defined()) {
       const float* b = ptr<const float>(bias);
       const int64_t hw = g.col_cols();
@@ -462,15 +520,16 @@ void conv2d_backward(const Tensor& grad_out, const Tensor& in, const Tensor& wei
   const Geometry g = geometry(in, weight, grad_out, p.groups);
   if (in.dtype() == DType::f32 && use_direct_weight_grad(g, p)) {
     // The input gradient of a stride-1 3x3 convolution is a convolution of the output gradient
-    // with the flipped, transposed weights and padding 2 - pad: the direct kernel runs it. Other
-    // strides take col2im in backward_impl.
+    // with the flipped, transposed weights and padding 2 - pad: the direct kernel runs it. For
+    // stride 2 it is a transposed convolution: col2im in backward_impl.
     const Geometry gt{g.n, g.co, g.ho, g.wo, g.ci, 3, 3, g.h, g.w, 1};
     const Conv2dParams pt{1, 1, 2 - p.pad_h, 2 - p.pad_w, 1, 1, 1};
-    const bool direct_input = grad_in.defined() && use_direct(g, p) && use_direct(gt, pt);
+    const bool direct_input =
+        grad_in.defined() && p.stride_h == 1 && use_direct(g, p) && use_direct(gt, pt);
     if (direct_input) {
       auto wp = pack_direct_weights(ptr<const float>(weight), g.co, g.ci, true);
       direct_conv(ptr<float>(grad_in), ptr<const float>(grad_out), wp, g.n, g.co, g.ho, g.wo,
-                  g.ci, pt.pad_h, pt.pad_w);
+                  g.ci, pt.pad_h, pt.pad_w, 1);
     }
     if (grad_weight.defined())
       direct_weight_grad(ptr<float>(grad_weight), ptr<const float>(in),
