@@ -54,7 +54,7 @@ ax2.barh([i - h / 2 for i in y], ours, h, label="tandem")
 ax2.barh([i + h / 2 for i in y], theirs, h, label="libtorch 1.13 (Debian)")
 ax2.axvline(peak, color="black", ls="--", lw=1, label="measured FMA peak")
 ax2.set_xlabel("GFLOP/s")
-ax2.legend(loc="lower right")
+ax2.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=3)
 fig.suptitle(f"bench_ops, {runs[0]['threads']} threads: median over {len(runs)} runs of "
              f"{runs[0]['repeats']} alternating repeats each")
 fig.tight_layout()
