@@ -95,6 +95,10 @@ int main(int argc, char** argv) {
     const int64_t n = train.images.size(0);
     int64_t steps = n / batch;
     if (max_steps > 0) steps = std::min(steps, max_steps);
+    // This example runs on the CPU backend (CUDA ops arrive with their own issue); say what the
+    // build has.
+    std::printf("tandem-fashion-mnist on the CPU (%s; %d GPU(s) visible)\n",
+                cuda::build_info().c_str(), cuda::device_count());
     std::printf("tandem-fashion-mnist: %lld train / %lld test images, %d epochs of %lld steps, "
                 "batch %lld, %d threads\n",
                 static_cast<long long>(n), static_cast<long long>(test.images.size(0)), epochs,

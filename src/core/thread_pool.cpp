@@ -129,8 +129,6 @@ void set_num_threads(int n) {
 
 int get_num_threads() { return pool().threads(); }
 
-bool in_parallel_region() { return t_in_pool; }
-
 void parallel_for(int64_t begin, int64_t end, int64_t grain,
                   const std::function<void(int64_t, int64_t)>& fn) {
   int64_t n = end - begin;

@@ -138,9 +138,15 @@ std::string build_info() {
   cudaRuntimeGetVersion(&runtime);
   int nccl = 0;
   ncclGetVersion(&nccl);
-  return "CUDA runtime " + std::to_string(runtime / 1000) + "." + std::to_string(runtime % 1000 / 10) +
-         ", cuBLAS " + std::to_string(CUBLAS_VER_MAJOR) + "." + std::to_string(CUBLAS_VER_MINOR) +
-         ", cuDNN " + std::to_string(cudnnGetVersion()) + ", NCCL " + std::to_string(nccl);
+  // cuDNN 9 and NCCL 2.x both encode versions as major * 10000 + minor * 100 + patch.
+  auto dotted = [](long v) {
+    return std::to_string(v / 10000) + "." + std::to_string(v % 10000 / 100) + "." +
+           std::to_string(v % 100);
+  };
+  return "CUDA runtime " + std::to_string(runtime / 1000) + "." +
+         std::to_string(runtime % 1000 / 10) + ", cuBLAS " + std::to_string(CUBLAS_VER_MAJOR) +
+         "." + std::to_string(CUBLAS_VER_MINOR) + ", cuDNN " +
+         dotted(static_cast<long>(cudnnGetVersion())) + ", NCCL " + dotted(nccl);
 }
 
 Allocator& caching_allocator(int index) {

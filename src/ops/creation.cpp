@@ -3,6 +3,7 @@
 
 #include "common.hpp"
 #include "tandem/core/generator.hpp"
+#include "tandem/cuda/runtime.hpp"
 
 namespace tandem {
 using namespace ops_detail;
@@ -33,6 +34,12 @@ Tensor empty(const Shape& shape, TensorOptions o) {
 }
 
 Tensor full(const Shape& shape, double value, TensorOptions o) {
+  if (o.device_.is_cuda() && o.dtype_ == DType::f32) {  // filled in place on the GPU
+    Tensor t = empty(shape, o.requires_grad(false));
+    cuda::fill_f32(t.data_ptr<float>(), static_cast<size_t>(t.numel()), static_cast<float>(value),
+                   o.device_.index());
+    return finish(t, o);
+  }
   Tensor t = empty(shape, o.requires_grad(false).device(kCPU));
   kernels::cpu::fill(t, value);
   return on_device(t, o);

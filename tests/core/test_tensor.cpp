@@ -139,11 +139,13 @@ TEST_CASE("item and data_ptr check what they are asked", "[tensor]") {
 }
 
 TEST_CASE("CUDA absent or present, asking for it is safe", "[tensor][cuda]") {
+  CHECK(cuda::build_info().rfind(cuda::compiled_with_cuda() ? "CUDA runtime" : "built without", 0) == 0);
   if (cuda::is_available()) {
     Tensor a = from_vector<float>({1, 2, 3});
     Tensor g = a.to(Device("cuda:0"));
     CHECK(g.device() == Device("cuda:0"));
     CHECK(g.cpu().to_vector<float>() == a.to_vector<float>());
+    CHECK(full({1000}, 2.5, Device("cuda:0")).cpu().to_vector<float>() == std::vector<float>(1000, 2.5f));
   } else {
     CHECK(cuda::device_count() == 0);
     CHECK_THROWS_AS(zeros({2}, Device("cuda:0")), Error);

@@ -18,7 +18,4 @@ int get_num_threads();
 void parallel_for(int64_t begin, int64_t end, int64_t grain,
                   const std::function<void(int64_t, int64_t)>& fn);
 
-/// True on a pool worker thread (nested parallel_for calls then run inline).
-bool in_parallel_region();
-
 }  // namespace tandem
