@@ -64,6 +64,19 @@ double accuracy(const Model& model, const data::MnistSplit& split, int64_t batch
   return static_cast<double>(correct) / static_cast<double>(n);
 }
 
+// A CLI11 check with a readable message ("--lr: must be positive, got -1").
+CLI::Validator positive() {
+  return CLI::Validator(
+      [](std::string& v) -> std::string {
+        try {
+          if (std::stod(v) > 0) return "";
+        } catch (const std::exception&) {
+        }
+        return "must be positive, got " + v;
+      },
+      "POSITIVE");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -74,11 +87,11 @@ int main(int argc, char** argv) {
   double lr = 0.05, momentum = 0.9;
   uint64_t seed = 0;
   app.add_option("--data-dir", data_dir, "folder with the IDX files")->capture_default_str();
-  app.add_option("--epochs", epochs, "passes over the training set")->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--batch-size", batch, "images per step")->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--lr", lr, "initial learning rate (decays linearly to 0)")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--epochs", epochs, "passes over the training set")->check(positive())->capture_default_str();
+  app.add_option("--batch-size", batch, "images per step")->check(positive())->capture_default_str();
+  app.add_option("--lr", lr, "initial learning rate (decays linearly to 0)")->check(positive())->capture_default_str();
   app.add_option("--momentum", momentum, "SGD momentum")->check(CLI::Range(0.0, 1.0))->capture_default_str();
-  app.add_option("--threads", threads, "CPU threads (0: all cores)")->check(CLI::NonNegativeNumber);
+  app.add_option("--threads", threads, "CPU threads (0: all cores)")->check(CLI::Range(0, 4096));
   app.add_option("--max-steps", max_steps, "stop each epoch after this many steps (smoke runs)");
   app.add_option("--seed", seed, "random seed")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
@@ -154,6 +167,9 @@ int main(int argc, char** argv) {
                   100 * acc, steps * batch / seconds);
     }
     std::printf("done: %d epochs in %.1f s, test accuracy %.2f%%\n", epochs, total_seconds, 100 * acc);
+  } catch (const Error& e) {
+    std::fprintf(stderr, "error: %s\n", e.message().c_str());
+    return 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;
