@@ -89,7 +89,7 @@ void eigen_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T a
 constexpr int64_t kMR = 8;    // rows of a micro-tile: channel counts are multiples of 8
 constexpr int kNV = 3;        // zmm registers per row of a micro-tile
 constexpr int64_t kNR = 16 * kNV;  // columns of a micro-tile (24 accumulators in all)
-constexpr int64_t kKC = 512;  // depth of a packed slice (A micro-panel 16 KB: stays in L1)
+constexpr int64_t kKC = 1024;  // depth of a packed slice (A micro-panel 32 KB: stays in L1)
 constexpr int64_t kMC = 128;  // rows per task (A block 256 KB: stays in L2)
 constexpr int64_t kNC = 192;  // columns per task
 
