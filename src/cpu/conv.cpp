@@ -1,7 +1,8 @@
-// CPU conv2d: im2col + GEMM per (group of samples, channel group) in general, and a direct
-// AVX-512 kernel for 3x3 stride-1 f32 convolutions (forward and input gradient). Sample groups
-// run in parallel; the weight gradient is summed over at most kWeightChunks fixed chunks of sample
-// groups, combined in order, so the bits do not depend on the thread count.
+// CPU conv2d: im2col + GEMM per (group of samples, channel group) in general, and direct AVX-512
+// kernels for 3x3 f32 convolutions (forward for stride 1 and 2, the stride-1 input gradient, and
+// the weight gradient of any stride). Sample groups run in parallel; weight gradients are summed
+// over at most kWeightChunks fixed chunks of samples, combined in order, so the bits do not
+// depend on the thread count.
 #include <algorithm>
 #include <vector>
 
@@ -20,13 +21,12 @@ struct Geometry {
   int64_t col_rows() const { return cig() * kh * kw; }
   int64_t col_cols() const { return ho * wo; }
   bool pointwise(const Conv2dParams& p) const {  // 1x1, stride 1, no padding: col == input
-    return kh == 1 && kw == 1 && p.stride_h == 1 && p.stride_w == 1 && p.pad_h == 0 &&
-           p.pad_w == 0;
+    return kh == 1 && kw == 1 && p.stride_h == 1 && p.stride_w == 1 && p.pad_h == 0 && p.pad_w == 0;
   }
 };
 
 Geometry geometry(const Tensor& in, const Tensor& weight, const Tensor& out, int64_t groups) {
-  return {in.size(0),     in.size(1),  in.size(2),  in.size(3),  weight.size(0),
+  return {in.size(0),     in.size(1),     in.size(2),  in.size(3),  weight.size(0),
           weight.size(2), weight.size(3), out.size(2), out.size(3), groups};
 }
 
@@ -268,14 +268,16 @@ constexpr int64_t kDirectCo = 8;      // output channels per block
 constexpr int64_t kDirectSlack = 64;  // floats readable past the end of a sample's source
 
 bool use_direct(const Geometry& g, const Conv2dParams& p) {
-  const bool stride_ok = (p.stride_h == 1 && p.stride_w == 1) || (p.stride_h == 2 && p.stride_w == 2);
+  const bool stride_ok =
+      (p.stride_h == 1 && p.stride_w == 1) || (p.stride_h == 2 && p.stride_w == 2);
   return g.kh == 3 && g.kw == 3 && stride_ok && p.dil_h == 1 && p.dil_w == 1 && p.groups == 1 &&
          p.pad_h <= 2 && p.pad_w <= 2 && g.wo >= 4;
 }
 
 // Weights (Co, Ci, 3, 3) -> blocks of 8 output channels: [block][ci][tap][8], zero padded.
 // flip_transpose: the weights of the input gradient, W'[ci][co][2-ki][2-kj].
-std::vector<float> pack_direct_weights(const float* w, int64_t co, int64_t ci, bool flip_transpose) {
+std::vector<float> pack_direct_weights(const float* w, int64_t co, int64_t ci,
+                                       bool flip_transpose) {
   const int64_t out_ch = flip_transpose ? ci : co, in_ch = flip_transpose ? co : ci;
   const int64_t blocks = (out_ch + kDirectCo - 1) / kDirectCo;
   std::vector<float> packed(blocks * in_ch * 9 * kDirectCo, 0.0f);
@@ -405,19 +407,14 @@ void direct_conv(float* y, const float* x, const std::vector<float>& wpacked, in
 // position one dy vector multiplies 9 taps of two input channels broadcast from the padded input
 // (18 zmm accumulators). Each weight is summed over positions in order, samples in at most
 // kWeightChunks fixed chunks combined in order.
-constexpr int64_t kWgradCo = 16;
-
-// 16 floats on a cache line: std::vector of it is 64-byte aligned (C++17 aligned new).
-struct alignas(64) Lanes {
-  float v[kWgradCo];
-};
+constexpr int64_t kWgradCo = 16;  // one CacheLine of output channels
 
 bool use_direct_weight_grad(const Geometry& g, const Conv2dParams& p) {
   return g.kh == 3 && g.kw == 3 && p.dil_h == 1 && p.dil_w == 1 && p.groups == 1;
 }
 
 template <int kCi>
-void wgrad_channels(Lanes* acc, const float* dyt, const float* xc, int64_t plane, int64_t wp,
+void wgrad_channels(CacheLine* acc, const float* dyt, const float* xc, int64_t plane, int64_t wp,
                     int64_t ho, int64_t wo, int64_t sh, int64_t sw) {
   __m512 a[kCi][9];
   for (int c = 0; c < kCi; ++c)
@@ -442,21 +439,21 @@ void direct_weight_grad(float* dw, const float* x, const float* dy, const Geomet
   const int64_t hw = g.ho * g.wo, blocks = (g.co + kWgradCo - 1) / kWgradCo;
   const int64_t chunks = std::min(kWeightChunks, g.n);
   // Per (chunk, block of 16 output channels): [ci][tap] vectors of 16 channels.
-  Lanes* partial = scratch<Lanes, 3>(chunks * blocks * g.ci * 9).data();  // each task zeroes its part
+  // (each task zeroes its own part)
+  CacheLine* partial = scratch<CacheLine, 3>(chunks * blocks * g.ci * 9).data();
+  const DirectLayout layout = direct_layout(hp, wp, 1);
   parallel_for(0, chunks * blocks, 1, [&](int64_t lo, int64_t hi) {
     float* xpad = scratch<float, 2>(g.ci * plane + kDirectSlack).data();
     std::fill(xpad, xpad + g.ci * plane + kDirectSlack, 0.0f);  // the padding stays zero
-    float* dyt = scratch<Lanes, 4>(hw).data()->v;
+    float* dyt = scratch<CacheLine, 4>(hw).data()->v;
     for (int64_t task = lo; task < hi; ++task) {
       const int64_t chunk = task / blocks, b = task % blocks;
       const int64_t co0 = b * kWgradCo, nco = std::min(kWgradCo, g.co - co0);
-      Lanes* acc = partial + task * g.ci * 9;
-      std::fill(acc, acc + g.ci * 9, Lanes{});
+      CacheLine* acc = partial + task * g.ci * 9;
+      std::fill(acc, acc + g.ci * 9, CacheLine{});
       for (int64_t s = g.n * chunk / chunks; s < g.n * (chunk + 1) / chunks; ++s) {
-        for (int64_t c = 0; c < g.ci; ++c)
-          for (int64_t r = 0; r < g.h; ++r)
-            std::copy_n(x + ((s * g.ci + c) * g.h + r) * g.w, g.w,
-                        xpad + c * plane + (r + p.pad_h) * wp + p.pad_w);
+        prepare_direct_input(xpad, x + s * g.ci * g.h * g.w, g.ci, g.h, g.w, p.pad_h, p.pad_w, 1,
+                             layout);
         // dy (co0..co0+16, positions) -> dyt (positions, 16), zero for channels past co
         std::fill(dyt, dyt + hw * kWgradCo, 0.0f);
         for (int64_t o = 0; o < nco; ++o) {
@@ -465,11 +462,11 @@ void direct_weight_grad(float* dw, const float* x, const float* dy, const Geomet
         }
         int64_t c = 0;
         for (; c + 2 <= g.ci; c += 2)
-          wgrad_channels<2>(acc + c * 9, dyt, xpad + c * plane, plane, wp, g.ho, g.wo,
-                            p.stride_h, p.stride_w);
+          wgrad_channels<2>(acc + c * 9, dyt, xpad + c * plane, plane, wp, g.ho, g.wo, p.stride_h,
+                            p.stride_w);
         if (c < g.ci)
-          wgrad_channels<1>(acc + c * 9, dyt, xpad + c * plane, plane, wp, g.ho, g.wo,
-                            p.stride_h, p.stride_w);
+          wgrad_channels<1>(acc + c * 9, dyt, xpad + c * plane, plane, wp, g.ho, g.wo, p.stride_h,
+                            p.stride_w);
       }
     }
   });
@@ -528,12 +525,12 @@ void conv2d_backward(const Tensor& grad_out, const Tensor& in, const Tensor& wei
         grad_in.defined() && p.stride_h == 1 && use_direct(g, p) && use_direct(gt, pt);
     if (direct_input) {
       auto wp = pack_direct_weights(ptr<const float>(weight), g.co, g.ci, true);
-      direct_conv(ptr<float>(grad_in), ptr<const float>(grad_out), wp, g.n, g.co, g.ho, g.wo,
-                  g.ci, pt.pad_h, pt.pad_w, 1);
+      direct_conv(ptr<float>(grad_in), ptr<const float>(grad_out), wp, g.n, g.co, g.ho, g.wo, g.ci,
+                  pt.pad_h, pt.pad_w, 1);
     }
     if (grad_weight.defined())
-      direct_weight_grad(ptr<float>(grad_weight), ptr<const float>(in),
-                         ptr<const float>(grad_out), g, p);
+      direct_weight_grad(ptr<float>(grad_weight), ptr<const float>(in), ptr<const float>(grad_out),
+                         g, p);
     backward_impl<float>(grad_out, in, weight, direct_input ? Tensor() : grad_in, Tensor(),
                          grad_bias, p);
     return;

@@ -3,12 +3,12 @@
 // f32 on AVX-512 machines runs a packed GEMM in the style of BLIS/GotoBLAS: for each KC-deep
 // slice of K, op(A) and op(B) are packed once (shared by all threads) into MR-row and NR-column
 // micro-panels, then an 8x48 register-blocked micro-kernel (24 zmm accumulators) computes C tiles
-// in parallel. Block sizes were tuned on the 2-core Zen 5 CI machine (docs/PERFORMANCE.md). Every element of C is summed in the same order (KC slices in sequence, k in order
-// within a slice) whichever thread computes it, so results do not depend on the thread count.
+// in parallel. Block sizes were tuned on the 2-core Zen 5 CI machine (docs/PERFORMANCE.md).
+// Every element of C is summed in the same order (KC slices in sequence, k in order within a
+// slice) whichever thread computes it, so results do not depend on the thread count.
 // Other types and instruction sets use Eigen, with C split into fixed 256-wide panels for the
 // same reason.
 #include <Eigen/Core>
-#include <vector>
 
 #if defined(__AVX512F__)
 #include <immintrin.h>
@@ -53,10 +53,14 @@ void eigen_gemm_serial(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t
   // op(A) is (m, k): stored (m, k) row-major, or (k, m) row-major when transposed.
   ConstMap<T> A(a, trans_a ? k : m, trans_a ? m : k, Eigen::OuterStride<>(lda));
   ConstMap<T> B(b, trans_b ? n : k, trans_b ? k : n, Eigen::OuterStride<>(ldb));
-  if (!trans_a && !trans_b) C.noalias() += alpha * A * B;
-  else if (trans_a && !trans_b) C.noalias() += alpha * A.transpose() * B;
-  else if (!trans_a && trans_b) C.noalias() += alpha * A * B.transpose();
-  else C.noalias() += alpha * A.transpose() * B.transpose();
+  if (!trans_a && !trans_b)
+    C.noalias() += alpha * A * B;
+  else if (trans_a && !trans_b)
+    C.noalias() += alpha * A.transpose() * B;
+  else if (!trans_a && trans_b)
+    C.noalias() += alpha * A * B.transpose();
+  else
+    C.noalias() += alpha * A.transpose() * B.transpose();
 }
 
 template <typename T>
@@ -86,12 +90,12 @@ void eigen_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T a
 #if defined(__AVX512F__)
 // --- packed AVX-512 f32 path ------------------------------------------------------------------
 
-constexpr int64_t kMR = 8;    // rows of a micro-tile: channel counts are multiples of 8
-constexpr int kNV = 3;        // zmm registers per row of a micro-tile
+constexpr int64_t kMR = 8;         // rows of a micro-tile: channel counts are multiples of 8
+constexpr int kNV = 3;             // zmm registers per row of a micro-tile
 constexpr int64_t kNR = 16 * kNV;  // columns of a micro-tile (24 accumulators in all)
-constexpr int64_t kKC = 1024;  // depth of a packed slice (A micro-panel 32 KB: stays in L1)
-constexpr int64_t kMC = 128;  // rows per task (A block 256 KB: stays in L2)
-constexpr int64_t kNC = 192;  // columns per task
+constexpr int64_t kKC = 1024;      // depth of a packed slice (A micro-panel 32 KB: stays in L1)
+constexpr int64_t kMC = 128;       // rows per task (A block 512 KB)
+constexpr int64_t kNC = 192;       // columns per task (B micro-panels of 192 KB stream from L2)
 
 // C[0:MR, 0:NR] (row stride ldc) = or += Ap (kc x MR) * Bp (kc x NR), both packed k-major.
 void micro_kernel(int64_t kc, const float* __restrict ap, const float* __restrict bp,
@@ -135,18 +139,6 @@ struct Operand {
   float at(int64_t r, int64_t col) const { return data[r * row_stride + col * col_stride]; }
 };
 
-struct AlignedBuffer {
-  float* data = nullptr;
-  size_t size = 0;
-  void reserve(size_t n) {
-    if (n <= size) return;
-    std::free(data);
-    data = static_cast<float*>(std::aligned_alloc(64, ((n * 4 + 63) / 64) * 64));
-    size = n;
-  }
-  ~AlignedBuffer() { std::free(data); }
-};
-
 void packed_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                  const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
                  int64_t ldc) {
@@ -154,12 +146,10 @@ void packed_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, fl
   const Operand A{a, trans_a ? 1 : lda, trans_a ? lda : 1};
   const Operand B{b, trans_b ? 1 : ldb, trans_b ? ldb : 1};
   const int64_t m_panels = (m + kMR - 1) / kMR, n_panels = (n + kNR - 1) / kNR;
-  // Packing buffers of the calling thread, shared read-only by the tasks below.
-  thread_local AlignedBuffer a_pack, b_pack;
-  a_pack.reserve(static_cast<size_t>(m_panels * kMR * kKC));
-  b_pack.reserve(static_cast<size_t>(n_panels * kNR * kKC));
-  float* ap_all = a_pack.data;
-  float* bp_all = b_pack.data;
+  // Packing buffers of the calling thread (64-byte aligned), shared read-only by the tasks below.
+  auto lines = [](int64_t floats) { return static_cast<size_t>((floats + 15) / 16); };
+  float* ap_all = scratch<CacheLine, 6>(lines(m_panels * kMR * kKC)).data()->v;
+  float* bp_all = scratch<CacheLine, 7>(lines(n_panels * kNR * kKC)).data()->v;
 
   const int64_t work = m * n * std::max<int64_t>(k, 1);
   const bool small = work < (int64_t{1} << 21);  // one thread: scheduling would cost more
@@ -229,29 +219,29 @@ void packed_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, fl
         }
       }
     });
-    // C tiles: tasks of kMC rows x kNC columns; within a task the A block stays in L2 and each
-    // B micro-panel in L1 while the MR panels stream past it.
-    parallel_for(0, row_tasks * col_tasks, small ? row_tasks * col_tasks : 1,
-                 [&](int64_t lo, int64_t hi) {
-                   for (int64_t t = lo; t < hi; ++t) {
-                     const int64_t i_begin = (t / col_tasks) * kMC, j_begin = (t % col_tasks) * kNC;
-                     const int64_t i_end = std::min(m, i_begin + kMC), j_end = std::min(n, j_begin + kNC);
-                     for (int64_t j0 = j_begin; j0 < j_end; j0 += kNR) {
-                       const float* bp = bp_all + (j0 / kNR) * kNR * kKC;
-                       const int64_t nr = std::min(kNR, j_end - j0);
-                       for (int64_t i0 = i_begin; i0 < i_end; i0 += kMR) {
-                         const float* ap = ap_all + (i0 / kMR) * kMR * kKC;
-                         const int64_t mr = std::min(kMR, i_end - i0);
-                         float* ct = c + i0 * ldc + j0;
-                         if (mr == kMR && nr == kNR) {
-                           micro_kernel(kc, ap, bp, ct, ldc, accumulate);
-                         } else {
-                           edge_kernel(kc, ap, bp, ct, ldc, mr, nr, accumulate);
-                         }
-                       }
-                     }
-                   }
-                 });
+    // C tiles: tasks of kMC rows x kNC columns; within a task each B micro-panel is reused by
+    // every A micro-panel of the task's rows before the next one is read.
+    parallel_for(
+        0, row_tasks * col_tasks, small ? row_tasks * col_tasks : 1, [&](int64_t lo, int64_t hi) {
+          for (int64_t t = lo; t < hi; ++t) {
+            const int64_t i_begin = (t / col_tasks) * kMC, j_begin = (t % col_tasks) * kNC;
+            const int64_t i_end = std::min(m, i_begin + kMC), j_end = std::min(n, j_begin + kNC);
+            for (int64_t j0 = j_begin; j0 < j_end; j0 += kNR) {
+              const float* bp = bp_all + (j0 / kNR) * kNR * kKC;
+              const int64_t nr = std::min(kNR, j_end - j0);
+              for (int64_t i0 = i_begin; i0 < i_end; i0 += kMR) {
+                const float* ap = ap_all + (i0 / kMR) * kMR * kKC;
+                const int64_t mr = std::min(kMR, i_end - i0);
+                float* ct = c + i0 * ldc + j0;
+                if (mr == kMR && nr == kNR) {
+                  micro_kernel(kc, ap, bp, ct, ldc, accumulate);
+                } else {
+                  edge_kernel(kc, ap, bp, ct, ldc, mr, nr, accumulate);
+                }
+              }
+            }
+          }
+        });
   }
 }
 #endif

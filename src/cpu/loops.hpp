@@ -137,6 +137,12 @@ std::vector<T>& scratch(size_t n) {
   return buffer;
 }
 
+/// 16 floats on one cache line. A std::vector of it is 64-byte aligned (C++17 aligned new), so
+/// `scratch<CacheLine, slot>` gives buffers that AVX-512 aligned loads can read.
+struct alignas(64) CacheLine {
+  float v[16];
+};
+
 template <typename T>
 T* ptr(const Tensor& t) {
   return static_cast<T*>(t.raw_data());

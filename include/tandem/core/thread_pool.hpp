@@ -13,8 +13,9 @@ void set_num_threads(int n);
 int get_num_threads();
 
 /// Runs fn(chunk_begin, chunk_end) over [begin, end) split into chunks of at least `grain`
-/// indices (at most 4 per thread, taken dynamically), on the pool, and waits. Called from inside a pool task it runs inline. The first
-/// exception thrown by any chunk is rethrown here after every chunk has finished.
+/// indices (at most 4 per thread, taken dynamically), on the pool, and waits. Called from inside
+/// a pool task it runs inline. The first exception thrown by any chunk is rethrown here after
+/// every chunk has finished.
 void parallel_for(int64_t begin, int64_t end, int64_t grain,
                   const std::function<void(int64_t, int64_t)>& fn);
 
