@@ -4,3 +4,6 @@
 #include "tandem/autograd.hpp"
 #include "tandem/core.hpp"
 #include "tandem/ops.hpp"
+#include "tandem/nn.hpp"
+#include "tandem/optim.hpp"
+#include "tandem/io.hpp"

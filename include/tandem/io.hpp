@@ -1,0 +1,5 @@
+// Checkpoints: safetensors files and full training state.
+#pragma once
+
+#include "tandem/io/checkpoint.hpp"
+#include "tandem/io/safetensors.hpp"

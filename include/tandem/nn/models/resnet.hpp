@@ -1,0 +1,99 @@
+// Residual networks (He et al. 2015/2016):
+// - ImageNet-style ResNet-18/34 (BasicBlock) and ResNet-50/101 (Bottleneck with the stride on the
+//   3x3 convolution, "v1.5"), state_dict keys as torchvision's;
+// - CIFAR-style ResNet-20/32/44/56: a 3x3 stem, three stages of 16, 32 and 64 channels with n =
+//   (depth - 2) / 6 basic blocks each, and parameter-free "option A" shortcuts (subsample and
+//   zero-pad channels), as in the paper's CIFAR-10 experiments.
+// Both take `in_channels` and `num_classes`, so 1x28x28 Fashion-MNIST and 3x32x32 CIFAR both work.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tandem/nn/layers.hpp"
+
+namespace tandem::nn {
+
+struct ResNetOptions {
+  int64_t in_channels_ = 3;
+  int64_t num_classes_ = 0;  // 0: 1000 for ImageNet-style models, 10 for CIFAR-style ones
+  bool zero_init_residual_ = false;  // zero gamma of each block's last batch norm
+  ResNetOptions in_channels(int64_t v) const { auto o = *this; o.in_channels_ = v; return o; }
+  ResNetOptions num_classes(int64_t v) const { auto o = *this; o.num_classes_ = v; return o; }
+  ResNetOptions zero_init_residual(bool v) const {
+    auto o = *this;
+    o.zero_init_residual_ = v;
+    return o;
+  }
+};
+
+/// Two 3x3 convolutions; `downsample` (may be null: identity) maps the input to the output shape.
+class BasicBlock : public Module {
+ public:
+  static constexpr int64_t kExpansion = 1;
+  BasicBlock(int64_t in_planes, int64_t planes, int64_t stride, std::shared_ptr<Module> downsample);
+  Tensor forward(const Tensor& input) override;
+  std::shared_ptr<Conv2d> conv1, conv2;
+  std::shared_ptr<BatchNorm2d> bn1, bn2;
+  std::shared_ptr<Module> downsample;
+};
+
+/// 1x1 reduce, 3x3 (carrying the stride), 1x1 expand by 4.
+class Bottleneck : public Module {
+ public:
+  static constexpr int64_t kExpansion = 4;
+  Bottleneck(int64_t in_planes, int64_t planes, int64_t stride, std::shared_ptr<Module> downsample);
+  Tensor forward(const Tensor& input) override;
+  std::shared_ptr<Conv2d> conv1, conv2, conv3;
+  std::shared_ptr<BatchNorm2d> bn1, bn2, bn3;
+  std::shared_ptr<Module> downsample;
+};
+
+/// The parameter-free shortcut of CIFAR ResNets: x[:, :, ::s, ::s] with `pad` zero channels added
+/// on each side.
+class PadShortcut : public Module {
+ public:
+  PadShortcut(int64_t stride, int64_t pad);
+  Tensor forward(const Tensor& input) override;
+  const int64_t stride, pad;
+};
+
+/// ImageNet-style ResNet: 7x7 stem, max pool, four stages, global average pool, fc.
+class ResNet : public Module {
+ public:
+  /// `layers`: blocks per stage; `bottleneck` picks the block type.
+  ResNet(const std::vector<int64_t>& layers, bool bottleneck, ResNetOptions options = {});
+  Tensor forward(const Tensor& input) override;
+  std::shared_ptr<Conv2d> conv1;
+  std::shared_ptr<BatchNorm2d> bn1;
+  std::shared_ptr<Sequential> layer1, layer2, layer3, layer4;
+  std::shared_ptr<Linear> fc;
+};
+
+/// CIFAR-style ResNet of depth 6n + 2.
+class CifarResNet : public Module {
+ public:
+  explicit CifarResNet(int64_t depth, ResNetOptions options = {});
+  Tensor forward(const Tensor& input) override;
+  std::shared_ptr<Conv2d> conv1;
+  std::shared_ptr<BatchNorm2d> bn1;
+  std::shared_ptr<Sequential> layer1, layer2, layer3;
+  std::shared_ptr<Linear> fc;
+};
+
+std::shared_ptr<ResNet> resnet18(ResNetOptions options = {});
+std::shared_ptr<ResNet> resnet34(ResNetOptions options = {});
+std::shared_ptr<ResNet> resnet50(ResNetOptions options = {});
+std::shared_ptr<ResNet> resnet101(ResNetOptions options = {});
+std::shared_ptr<CifarResNet> resnet20(ResNetOptions options = {});
+std::shared_ptr<CifarResNet> resnet32(ResNetOptions options = {});
+std::shared_ptr<CifarResNet> resnet44(ResNetOptions options = {});
+std::shared_ptr<CifarResNet> resnet56(ResNetOptions options = {});
+
+/// The names resnet_by_name accepts: resnet18 ... resnet101, resnet20 ... resnet56.
+const std::vector<std::string>& resnet_names();
+/// One of the models above by name; an unknown name throws a ValueError listing the valid ones.
+std::shared_ptr<Module> resnet_by_name(const std::string& name, ResNetOptions options = {});
+
+}  // namespace tandem::nn

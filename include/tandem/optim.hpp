@@ -1,0 +1,5 @@
+// Optimizers and learning-rate schedules.
+#pragma once
+
+#include "tandem/optim/optimizer.hpp"
+#include "tandem/optim/schedule.hpp"

@@ -1,0 +1,80 @@
+#include "tandem/nn/init.hpp"
+
+#include <cmath>
+
+#include "tandem/autograd/grad_mode.hpp"
+#include "tandem/core/error.hpp"
+#include "tandem/ops/creation.hpp"
+#include "tandem/ops/elementwise.hpp"
+
+namespace tandem::nn::init {
+
+std::pair<int64_t, int64_t> fan_in_and_fan_out(const Tensor& tensor) {
+  TANDEM_CHECK(tensor.dim() >= 2, "init: fan in and fan out need a tensor of at least 2 dims, got ",
+               shape_str(tensor.shape()));
+  int64_t receptive = 1;
+  for (int64_t d = 2; d < tensor.dim(); ++d) receptive *= tensor.size(d);
+  return {tensor.size(1) * receptive, tensor.size(0) * receptive};
+}
+
+double calculate_gain(const std::string& nonlinearity, double param) {
+  if (nonlinearity == "linear" || nonlinearity == "conv2d" || nonlinearity == "sigmoid") return 1.0;
+  if (nonlinearity == "tanh") return 5.0 / 3.0;
+  if (nonlinearity == "relu") return std::sqrt(2.0);
+  if (nonlinearity == "leaky_relu") return std::sqrt(2.0 / (1.0 + param * param));
+  if (nonlinearity == "selu") return 3.0 / 4.0;
+  TANDEM_THROW(ValueError, "init.calculate_gain: unknown nonlinearity '", nonlinearity, "'");
+}
+
+void uniform_(Tensor& tensor, double low, double high, Generator* gen) {
+  NoGradGuard no_grad;
+  tensor.copy_(add(mul(rand(tensor.shape(), tensor.dtype(), gen), high - low), low));
+}
+
+void normal_(Tensor& tensor, double mean, double std, Generator* gen) {
+  NoGradGuard no_grad;
+  tensor.copy_(add(mul(randn(tensor.shape(), tensor.dtype(), gen), std), mean));
+}
+
+void constant_(Tensor& tensor, double value) {
+  NoGradGuard no_grad;
+  tensor.fill_(value);
+}
+void zeros_(Tensor& tensor) { constant_(tensor, 0.0); }
+void ones_(Tensor& tensor) { constant_(tensor, 1.0); }
+
+namespace {
+double kaiming_std(const Tensor& tensor, double a, FanMode mode, const std::string& nonlinearity) {
+  auto [fan_in, fan_out] = fan_in_and_fan_out(tensor);
+  int64_t fan = mode == FanMode::fan_in ? fan_in : fan_out;
+  TANDEM_CHECK(fan > 0, "init.kaiming: zero fan for shape ", shape_str(tensor.shape()));
+  return calculate_gain(nonlinearity, a) / std::sqrt(static_cast<double>(fan));
+}
+double xavier_std(const Tensor& tensor, double gain) {
+  auto [fan_in, fan_out] = fan_in_and_fan_out(tensor);
+  TANDEM_CHECK(fan_in + fan_out > 0, "init.xavier: zero fan for shape ", shape_str(tensor.shape()));
+  return gain * std::sqrt(2.0 / static_cast<double>(fan_in + fan_out));
+}
+}  // namespace
+
+void kaiming_uniform_(Tensor& tensor, double a, FanMode mode, const std::string& nonlinearity,
+                      Generator* gen) {
+  double bound = std::sqrt(3.0) * kaiming_std(tensor, a, mode, nonlinearity);
+  uniform_(tensor, -bound, bound, gen);
+}
+
+void kaiming_normal_(Tensor& tensor, double a, FanMode mode, const std::string& nonlinearity,
+                     Generator* gen) {
+  normal_(tensor, 0.0, kaiming_std(tensor, a, mode, nonlinearity), gen);
+}
+
+void xavier_uniform_(Tensor& tensor, double gain, Generator* gen) {
+  double bound = std::sqrt(3.0) * xavier_std(tensor, gain);
+  uniform_(tensor, -bound, bound, gen);
+}
+
+void xavier_normal_(Tensor& tensor, double gain, Generator* gen) {
+  normal_(tensor, 0.0, xavier_std(tensor, gain), gen);
+}
+
+}  // namespace tandem::nn::init

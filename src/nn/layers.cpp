@@ -1,0 +1,187 @@
+#include "tandem/nn/layers.hpp"
+
+#include <cmath>
+#include <sstream>
+
+#include "tandem/autograd/grad_mode.hpp"
+#include "tandem/core/error.hpp"
+#include "tandem/nn/init.hpp"
+#include "tandem/ops/creation.hpp"
+#include "tandem/ops/elementwise.hpp"
+#include "tandem/ops/linalg.hpp"
+#include "tandem/ops/shape_ops.hpp"
+
+namespace tandem::nn {
+
+namespace {
+
+std::string int2_str(Int2 v) {
+  return "(" + std::to_string(v.h) + ", " + std::to_string(v.w) + ")";
+}
+
+// torch's reset_parameters for Linear and Conv: kaiming_uniform(a = sqrt(5)) on the weight, which
+// is U(-1/sqrt(fan_in), 1/sqrt(fan_in)), and the same bound for the bias.
+void torch_default_init(Tensor& weight, Tensor& bias) {
+  init::kaiming_uniform_(weight, std::sqrt(5.0));
+  if (bias.defined()) {
+    int64_t fan_in = init::fan_in_and_fan_out(weight).first;
+    double bound = fan_in > 0 ? 1.0 / std::sqrt(static_cast<double>(fan_in)) : 0.0;
+    init::uniform_(bias, -bound, bound);
+  }
+}
+
+}  // namespace
+
+Linear::Linear(int64_t in_features, int64_t out_features, bool with_bias) : Module("Linear") {
+  TANDEM_CHECK(in_features > 0 && out_features > 0, "Linear: features must be positive, got in ",
+               in_features, ", out ", out_features);
+  weight = register_parameter("weight", empty({out_features, in_features}));
+  if (with_bias) bias = register_parameter("bias", empty({out_features}));
+  torch_default_init(weight, bias);
+}
+
+Tensor Linear::forward(const Tensor& input) { return linear(input, weight, bias); }
+
+std::string Linear::extra_repr() const {
+  std::ostringstream os;
+  os << "in_features=" << weight.size(1) << ", out_features=" << weight.size(0)
+     << ", bias=" << (bias.defined() ? "true" : "false");
+  return os.str();
+}
+
+Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, Int2 kernel_size, Conv2dOptions opts)
+    : Module("Conv2d"), options(opts) {
+  TANDEM_CHECK(in_channels > 0 && out_channels > 0 && opts.groups_ > 0 &&
+                   in_channels % opts.groups_ == 0 && out_channels % opts.groups_ == 0,
+               "Conv2d: channels (", in_channels, " in, ", out_channels,
+               " out) must be positive and divisible by groups ", opts.groups_);
+  TANDEM_CHECK(kernel_size.h > 0 && kernel_size.w > 0, "Conv2d: kernel size must be positive, got ",
+               int2_str(kernel_size));
+  weight = register_parameter(
+      "weight", empty({out_channels, in_channels / opts.groups_, kernel_size.h, kernel_size.w}));
+  if (opts.bias_) bias = register_parameter("bias", empty({out_channels}));
+  torch_default_init(weight, bias);
+}
+
+Tensor Conv2d::forward(const Tensor& input) {
+  return conv2d(input, weight, bias, options.stride_, options.padding_, options.dilation_,
+                options.groups_);
+}
+
+std::string Conv2d::extra_repr() const {
+  std::ostringstream os;
+  os << weight.size(1) * options.groups_ << ", " << weight.size(0)
+     << ", kernel_size=" << int2_str({weight.size(2), weight.size(3)})
+     << ", stride=" << int2_str(options.stride_);
+  if (options.padding_.h || options.padding_.w) os << ", padding=" << int2_str(options.padding_);
+  if (options.groups_ != 1) os << ", groups=" << options.groups_;
+  if (!bias.defined()) os << ", bias=false";
+  return os.str();
+}
+
+BatchNorm2d::BatchNorm2d(int64_t features, BatchNormOptions opts)
+    : Module("BatchNorm2d"), num_features(features), options(opts) {
+  TANDEM_CHECK(features > 0, "BatchNorm2d: num_features must be positive, got ", features);
+  TANDEM_CHECK(opts.eps_ > 0 && opts.momentum_ >= 0 && opts.momentum_ <= 1,
+               "BatchNorm2d: need eps > 0 and momentum in [0, 1], got eps ", opts.eps_,
+               ", momentum ", opts.momentum_);
+  if (opts.affine_) {
+    weight = register_parameter("weight", ones({features}));
+    bias = register_parameter("bias", zeros({features}));
+  }
+  if (opts.track_running_stats_) {
+    running_mean = register_buffer("running_mean", zeros({features}));
+    running_var = register_buffer("running_var", ones({features}));
+    num_batches_tracked = register_buffer("num_batches_tracked", zeros({}, DType::i64));
+  }
+}
+
+Tensor BatchNorm2d::forward(const Tensor& input) {
+  TANDEM_CHECK(input.dim() == 4 && input.size(1) == num_features, "BatchNorm2d(", num_features,
+               "): expected input (N, ", num_features, ", H, W), got ", shape_str(input.shape()));
+  // Without running statistics, evaluation also normalizes with the batch statistics.
+  const bool use_batch_stats = is_training() || !running_mean.defined();
+  if (is_training() && num_batches_tracked.defined()) {
+    NoGradGuard no_grad;
+    num_batches_tracked.add_(ones({}, DType::i64));
+  }
+  return batch_norm(input, running_mean, running_var, weight, bias, use_batch_stats,
+                    options.momentum_, options.eps_);
+}
+
+std::string BatchNorm2d::extra_repr() const {
+  std::ostringstream os;
+  os << num_features << ", eps=" << options.eps_ << ", momentum=" << options.momentum_
+     << ", affine=" << (options.affine_ ? "true" : "false")
+     << ", track_running_stats=" << (options.track_running_stats_ ? "true" : "false");
+  return os.str();
+}
+
+Tensor ReLU::forward(const Tensor& input) { return relu(input); }
+
+GELU::GELU(std::string approx) : Module("GELU"), approximate(std::move(approx)) {
+  TANDEM_CHECK(approximate == "none" || approximate == "tanh",
+               "GELU: approximate must be 'none' or 'tanh', got '", approximate, "'");
+}
+Tensor GELU::forward(const Tensor& input) { return gelu(input, approximate); }
+std::string GELU::extra_repr() const { return "approximate='" + approximate + "'"; }
+
+MaxPool2d::MaxPool2d(Int2 k, Int2 s, Int2 p)
+    : Module("MaxPool2d"), kernel_size(k), stride(s.h == 0 && s.w == 0 ? k : s), padding(p) {}
+Tensor MaxPool2d::forward(const Tensor& input) {
+  return max_pool2d(input, kernel_size, stride, padding);
+}
+std::string MaxPool2d::extra_repr() const {
+  return "kernel_size=" + int2_str(kernel_size) + ", stride=" + int2_str(stride) +
+         ", padding=" + int2_str(padding);
+}
+
+AvgPool2d::AvgPool2d(Int2 k, Int2 s, Int2 p)
+    : Module("AvgPool2d"), kernel_size(k), stride(s.h == 0 && s.w == 0 ? k : s), padding(p) {}
+Tensor AvgPool2d::forward(const Tensor& input) {
+  return avg_pool2d(input, kernel_size, stride, padding);
+}
+std::string AvgPool2d::extra_repr() const {
+  return "kernel_size=" + int2_str(kernel_size) + ", stride=" + int2_str(stride) +
+         ", padding=" + int2_str(padding);
+}
+
+AdaptiveAvgPool2d::AdaptiveAvgPool2d(Int2 size) : Module("AdaptiveAvgPool2d"), output_size(size) {}
+Tensor AdaptiveAvgPool2d::forward(const Tensor& input) {
+  return adaptive_avg_pool2d(input, output_size);
+}
+std::string AdaptiveAvgPool2d::extra_repr() const {
+  return "output_size=" + int2_str(output_size);
+}
+
+Dropout::Dropout(double prob) : Module("Dropout"), p(prob) {
+  TANDEM_CHECK(p >= 0 && p <= 1, "Dropout: p must be in [0, 1], got ", p);
+}
+Tensor Dropout::forward(const Tensor& input) { return dropout(input, p, is_training()); }
+std::string Dropout::extra_repr() const { return "p=" + std::to_string(p); }
+
+Flatten::Flatten(int64_t start, int64_t end) : Module("Flatten"), start_dim(start), end_dim(end) {}
+Tensor Flatten::forward(const Tensor& input) { return flatten(input, start_dim, end_dim); }
+
+Sequential::Sequential(std::initializer_list<std::shared_ptr<Module>> modules)
+    : Module("Sequential") {
+  for (const auto& m : modules) push_back(m);
+}
+
+void Sequential::push_back(std::shared_ptr<Module> module) {
+  add_child(std::to_string(size()), std::move(module));
+}
+
+const std::shared_ptr<Module>& Sequential::operator[](size_t index) const {
+  TANDEM_CHECK_INDEX(index < size(), "Sequential: index ", index, " out of range for ", size(),
+                     " modules");
+  return named_children()[index].second;
+}
+
+Tensor Sequential::forward(const Tensor& input) {
+  Tensor x = input;
+  for (const auto& entry : named_children()) x = entry.second->forward(x);
+  return x;
+}
+
+}  // namespace tandem::nn

@@ -1,0 +1,209 @@
+#include "tandem/nn/module.hpp"
+
+#include <sstream>
+
+#include "tandem/autograd/grad_mode.hpp"
+#include "tandem/core/error.hpp"
+
+namespace tandem::nn {
+
+namespace {
+
+// Points `dst`'s impl at `src`'s data, so every handle on dst sees the new device/dtype.
+void set_data(const Tensor& dst, const Tensor& src) {
+  TensorImpl* d = dst.impl();
+  TensorImpl* s = src.impl();
+  d->storage = s->storage;
+  d->shape = s->shape;
+  d->strides = s->strides;
+  d->offset = s->offset;
+  d->dtype = s->dtype;
+}
+
+}  // namespace
+
+Tensor Module::forward(const Tensor&) {
+  TANDEM_THROW(NotImplementedError, type_name_,
+               " has no single-tensor forward(); call its own forward overload");
+}
+
+void Module::check_new_name(const std::string& name) const {
+  TANDEM_CHECK(!name.empty() && name.find('.') == std::string::npos, type_name_,
+               ": invalid name '", name, "' (must be non-empty and contain no '.')");
+  auto taken = [&](const auto& list) {
+    for (const auto& entry : list)
+      if (entry.first == name) return true;
+    return false;
+  };
+  TANDEM_CHECK(!taken(parameters_) && !taken(buffers_) && !taken(children_), type_name_,
+               ": name '", name, "' is already registered");
+}
+
+Tensor Module::register_parameter(const std::string& name, Tensor tensor, bool requires_grad) {
+  check_new_name(name);
+  TANDEM_CHECK(tensor.defined(), type_name_, ": parameter '", name, "' is undefined");
+  if (requires_grad) tensor.set_requires_grad(true);
+  parameters_.emplace_back(name, tensor);
+  return tensor;
+}
+
+Tensor Module::register_buffer(const std::string& name, Tensor tensor) {
+  check_new_name(name);
+  TANDEM_CHECK(tensor.defined(), type_name_, ": buffer '", name, "' is undefined");
+  buffers_.emplace_back(name, tensor);
+  return tensor;
+}
+
+void Module::add_child(const std::string& name, std::shared_ptr<Module> module) {
+  check_new_name(name);
+  TANDEM_CHECK(module != nullptr, type_name_, ": module '", name, "' is null");
+  children_.emplace_back(name, std::move(module));
+}
+
+template <typename F>
+void Module::visit(const std::string& prefix, bool recurse, const F& f) const {
+  f(prefix, *this);
+  if (!recurse) return;
+  for (const auto& [name, child] : children_) child->visit(prefix + name + ".", true, f);
+}
+
+std::vector<std::pair<std::string, Tensor>> Module::named_parameters(bool recurse) const {
+  std::vector<std::pair<std::string, Tensor>> out;
+  visit("", recurse, [&](const std::string& prefix, const Module& m) {
+    for (const auto& [name, t] : m.parameters_) out.emplace_back(prefix + name, t);
+  });
+  return out;
+}
+
+std::vector<std::pair<std::string, Tensor>> Module::named_buffers(bool recurse) const {
+  std::vector<std::pair<std::string, Tensor>> out;
+  visit("", recurse, [&](const std::string& prefix, const Module& m) {
+    for (const auto& [name, t] : m.buffers_) out.emplace_back(prefix + name, t);
+  });
+  return out;
+}
+
+std::vector<Tensor> Module::parameters(bool recurse) const {
+  std::vector<Tensor> out;
+  for (auto& entry : named_parameters(recurse)) out.push_back(entry.second);
+  return out;
+}
+
+std::vector<Tensor> Module::buffers(bool recurse) const {
+  std::vector<Tensor> out;
+  for (auto& entry : named_buffers(recurse)) out.push_back(entry.second);
+  return out;
+}
+
+std::vector<std::shared_ptr<Module>> Module::children() const {
+  std::vector<std::shared_ptr<Module>> out;
+  for (const auto& entry : children_) out.push_back(entry.second);
+  return out;
+}
+
+std::vector<std::shared_ptr<Module>> Module::modules() {
+  std::vector<std::shared_ptr<Module>> out{shared_from_this()};
+  for (size_t i = 0; i < out.size(); ++i)
+    for (const auto& entry : out[i]->children_) out.push_back(entry.second);
+  return out;
+}
+
+void Module::apply(const std::function<void(Module&)>& fn) {
+  fn(*this);
+  for (const auto& entry : children_) entry.second->apply(fn);
+}
+
+void Module::train(bool on) {
+  training_ = on;
+  for (const auto& entry : children_) entry.second->train(on);
+}
+
+// Moves/converts every parameter and buffer in place; integer buffers keep their dtype. A
+// parameter's gradient follows a device move and is dropped on a dtype change.
+void Module::convert(std::optional<Device> device, std::optional<DType> dtype) {
+  NoGradGuard no_grad;
+  std::vector<Tensor> tensors = parameters();
+  for (auto& b : buffers()) tensors.push_back(b);
+  for (const Tensor& t : tensors) {
+    Device d = device.value_or(t.device());
+    DType type = dtype && is_floating(t.dtype()) ? *dtype : t.dtype();
+    if (d == t.device() && type == t.dtype()) continue;
+    Tensor grad = t.grad();
+    set_data(t, t.to(d, type).contiguous());
+    t.impl()->grad.reset();
+    if (grad.defined() && type == grad.dtype()) Tensor(t).set_grad(grad.to(d));
+  }
+}
+
+void Module::zero_grad(bool set_to_none) {
+  for (auto& p : parameters()) {
+    if (set_to_none) {
+      p.set_grad(Tensor());
+    } else if (p.grad().defined()) {
+      p.grad().zero_();
+    }
+  }
+}
+
+StateDict Module::state_dict() const {
+  StateDict out;
+  for (auto& [name, t] : named_parameters()) out.emplace(name, t.detach());
+  for (auto& [name, t] : named_buffers()) out.emplace(name, t.detach());
+  return out;
+}
+
+void Module::load_state_dict(const StateDict& state, bool strict) {
+  StateDict own = state_dict();
+  std::vector<std::string> missing, unexpected, wrong_shape;
+  for (const auto& [name, t] : own) {
+    auto it = state.find(name);
+    if (it == state.end()) {
+      missing.push_back(name);
+    } else if (it->second.shape() != t.shape()) {
+      wrong_shape.push_back(name + ": expected " + shape_str(t.shape()) + ", got " +
+                            shape_str(it->second.shape()));
+    }
+  }
+  for (const auto& entry : state)
+    if (!own.count(entry.first)) unexpected.push_back(entry.first);
+  auto join = [](const std::vector<std::string>& names) {
+    std::string s;
+    for (const auto& n : names) s += (s.empty() ? "" : ", ") + n;
+    return s;
+  };
+  // Wrong shapes are always an error (there is no way to copy them); key mismatches only when strict.
+  if (!wrong_shape.empty() || (strict && (!missing.empty() || !unexpected.empty()))) {
+    std::string msg = type_name_ + ".load_state_dict: state does not match the module";
+    if (!missing.empty()) msg += "; missing keys: " + join(missing);
+    if (!unexpected.empty()) msg += "; unexpected keys: " + join(unexpected);
+    if (!wrong_shape.empty()) msg += "; wrong shapes: " + join(wrong_shape);
+    TANDEM_THROW(ValueError, msg);
+  }
+  NoGradGuard no_grad;
+  for (auto& [name, t] : own) {
+    auto it = state.find(name);
+    if (it != state.end()) t.copy_(it->second);
+  }
+}
+
+void Module::pretty_print(std::ostream& os, int indent) const {
+  os << type_name_ << "(" << extra_repr();
+  if (children_.empty()) {
+    os << ")";
+    return;
+  }
+  os << "\n";
+  for (const auto& [name, child] : children_) {
+    os << std::string(indent + 2, ' ') << "(" << name << "): ";
+    child->pretty_print(os, indent + 2);
+    os << "\n";
+  }
+  os << std::string(indent, ' ') << ")";
+}
+
+std::ostream& operator<<(std::ostream& os, const Module& module) {
+  module.pretty_print(os);
+  return os;
+}
+
+}  // namespace tandem::nn

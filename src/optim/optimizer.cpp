@@ -1,0 +1,213 @@
+#include "tandem/optim/optimizer.hpp"
+
+#include <cmath>
+#include <limits>
+
+#include "tandem/autograd/grad_mode.hpp"
+#include "tandem/core/error.hpp"
+#include "tandem/ops/creation.hpp"
+#include "tandem/ops/elementwise.hpp"
+#include "tandem/ops/reduction.hpp"
+
+namespace tandem::optim {
+
+std::vector<ParamGroup> weight_decay_groups(const nn::Module& module, double weight_decay) {
+  std::vector<Tensor> decay, no_decay;
+  for (const auto& p : module.parameters()) (p.dim() >= 2 ? decay : no_decay).push_back(p);
+  return {ParamGroup(decay, std::nullopt, weight_decay), ParamGroup(no_decay, std::nullopt, 0.0)};
+}
+
+Optimizer::Optimizer(const char* name, std::vector<ParamGroup> groups, double lr,
+                     double weight_decay, double momentum)
+    : name_(name) {
+  TANDEM_CHECK(!groups.empty(), name_, ": no parameter groups");
+  size_t count = 0;
+  for (auto& g : groups) {
+    double group_lr = g.lr.value_or(lr), group_wd = g.weight_decay.value_or(weight_decay);
+    TANDEM_CHECK(group_lr >= 0 && std::isfinite(group_lr), name_,
+                 ": learning rate must be finite and >= 0, got ", group_lr);
+    TANDEM_CHECK(group_wd >= 0 && std::isfinite(group_wd), name_,
+                 ": weight decay must be finite and >= 0, got ", group_wd);
+    for (const auto& p : g.params) {
+      TANDEM_CHECK(p.defined() && p.is_floating_point() && p.requires_grad(), name_,
+                   ": every parameter must be a floating tensor that requires grad");
+    }
+    count += g.params.size();
+    groups_.push_back({std::move(g.params), group_lr, group_wd, momentum, group_lr});
+  }
+  TANDEM_CHECK(count > 0, name_, ": got an empty parameter list");
+  state_.resize(count);
+}
+
+void Optimizer::zero_grad(bool set_to_none) {
+  for (auto& g : groups_)
+    for (auto& p : g.params) {
+      if (set_to_none) {
+        p.set_grad(Tensor());
+      } else if (p.grad().defined()) {
+        p.grad().zero_();
+      }
+    }
+}
+
+nn::StateDict Optimizer::state_dict() const {
+  nn::StateDict out;
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    std::string prefix = "group." + std::to_string(g) + ".";
+    out[prefix + "lr"] = scalar_tensor(groups_[g].lr, DType::f64);
+    out[prefix + "weight_decay"] = scalar_tensor(groups_[g].weight_decay, DType::f64);
+    out[prefix + "momentum"] = scalar_tensor(groups_[g].momentum, DType::f64);
+    out[prefix + "initial_lr"] = scalar_tensor(groups_[g].initial_lr, DType::f64);
+    out[prefix + "size"] =
+        scalar_tensor(static_cast<double>(groups_[g].params.size()), DType::i64);
+  }
+  for (size_t k = 0; k < state_.size(); ++k)
+    for (const auto& [name, t] : state_[k]) out["state." + std::to_string(k) + "." + name] = t;
+  return out;
+}
+
+void Optimizer::load_state_dict(const nn::StateDict& state) {
+  // Validate everything first: a bad dict leaves the optimizer untouched.
+  std::vector<const Tensor*> params;
+  for (const auto& g : groups_)
+    for (const auto& p : g.params) params.push_back(&p);
+  auto scalar = [&](const std::string& key) {
+    auto it = state.find(key);
+    TANDEM_CHECK(it != state.end() && it->second.numel() == 1, name_,
+                 ".load_state_dict: missing or non-scalar entry '", key, "'");
+    return it->second.item<double>();
+  };
+  std::vector<std::map<std::string, Tensor>> new_state(state_.size());
+  size_t group_entries = 0;
+  for (const auto& entry : state)
+    if (entry.first.rfind("group.", 0) == 0) ++group_entries;
+  TANDEM_CHECK(group_entries == 5 * groups_.size(), name_, ".load_state_dict: the state has ",
+               group_entries / 5, " parameter groups, the optimizer ", groups_.size());
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    std::string prefix = "group." + std::to_string(g) + ".";
+    TANDEM_CHECK(scalar(prefix + "size") == static_cast<double>(groups_[g].params.size()), name_,
+                 ".load_state_dict: group ", g, " holds ", scalar(prefix + "size"),
+                 " parameters in the state but ", groups_[g].params.size(), " here");
+    for (const char* key : {"lr", "weight_decay", "momentum", "initial_lr"}) scalar(prefix + key);
+  }
+  for (const auto& [key, t] : state) {
+    if (key.rfind("group.", 0) == 0) continue;
+    size_t dot = key.find('.', 6);
+    TANDEM_CHECK(key.rfind("state.", 0) == 0 && dot != std::string::npos, name_,
+                 ".load_state_dict: unexpected key '", key, "'");
+    size_t k = 0;
+    try {
+      k = std::stoul(key.substr(6, dot - 6));
+    } catch (const std::exception&) {
+      TANDEM_THROW(ValueError, name_, ".load_state_dict: unexpected key '", key, "'");
+    }
+    TANDEM_CHECK(k < params.size(), name_, ".load_state_dict: state for parameter ", k,
+                 " but the optimizer has ", params.size());
+    std::string field = key.substr(dot + 1);
+    bool per_element = field != "step";
+    TANDEM_CHECK(!per_element || t.shape() == params[k]->shape(), name_, ".load_state_dict: '",
+                 key, "' has shape ", shape_str(t.shape()), " but parameter ", k, " has shape ",
+                 shape_str(params[k]->shape()));
+    new_state[k][field] = t.to(params[k]->device()).clone();
+  }
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    std::string prefix = "group." + std::to_string(g) + ".";
+    groups_[g].lr = scalar(prefix + "lr");
+    groups_[g].weight_decay = scalar(prefix + "weight_decay");
+    groups_[g].momentum = scalar(prefix + "momentum");
+    groups_[g].initial_lr = scalar(prefix + "initial_lr");
+  }
+  state_ = std::move(new_state);
+}
+
+SGD::SGD(std::vector<ParamGroup> groups, SGDOptions o)
+    : Optimizer("SGD", std::move(groups), o.lr_, o.weight_decay_, o.momentum_), options(o) {
+  TANDEM_CHECK(o.momentum_ >= 0 && o.dampening_ >= 0, "SGD: momentum and dampening must be >= 0, got ",
+               o.momentum_, " and ", o.dampening_);
+  TANDEM_CHECK(!o.nesterov_ || (o.momentum_ > 0 && o.dampening_ == 0),
+               "SGD: Nesterov momentum requires a momentum > 0 and zero dampening");
+}
+
+void SGD::step() {
+  NoGradGuard no_grad;
+  size_t k = 0;
+  for (auto& g : groups_) {
+    for (auto& p : g.params) {
+      auto& st = state(k++);
+      Tensor grad = p.grad();
+      if (!grad.defined()) continue;
+      Tensor d = g.weight_decay != 0 ? add(grad, p, g.weight_decay) : grad;
+      if (g.momentum != 0) {
+        auto it = st.find("momentum_buffer");
+        if (it == st.end()) {
+          it = st.emplace("momentum_buffer", d.clone()).first;
+        } else {
+          it->second.mul_(g.momentum).add_(d, 1.0 - options.dampening_);
+        }
+        d = options.nesterov_ ? add(d, it->second, g.momentum) : it->second;
+      }
+      p.add_(d, -g.lr);
+    }
+  }
+}
+
+AdamW::AdamW(std::vector<ParamGroup> groups, AdamWOptions o)
+    : Optimizer("AdamW", std::move(groups), o.lr_, o.weight_decay_, o.beta1_), options(o) {
+  TANDEM_CHECK(o.beta1_ >= 0 && o.beta1_ < 1 && o.beta2_ >= 0 && o.beta2_ < 1,
+               "AdamW: betas must be in [0, 1), got (", o.beta1_, ", ", o.beta2_, ")");
+  TANDEM_CHECK(o.eps_ >= 0, "AdamW: eps must be >= 0, got ", o.eps_);
+}
+
+void AdamW::step() {
+  NoGradGuard no_grad;
+  size_t k = 0;
+  for (auto& g : groups_) {
+    const double beta1 = g.momentum, beta2 = options.beta2_;
+    for (auto& p : g.params) {
+      auto& st = state(k++);
+      Tensor grad = p.grad();
+      if (!grad.defined()) continue;
+      if (!st.count("step")) {
+        st["step"] = zeros({}, DType::i64);
+        st["exp_avg"] = zeros_like(p);
+        st["exp_avg_sq"] = zeros_like(p);
+      }
+      const int64_t step = st["step"].item<int64_t>() + 1;
+      st["step"].fill_(static_cast<double>(step));
+      p.mul_(1.0 - g.lr * g.weight_decay);
+      Tensor& m = st["exp_avg"];
+      Tensor& v = st["exp_avg_sq"];
+      m.mul_(beta1).add_(grad, 1.0 - beta1);
+      v.mul_(beta2).add_(mul(grad, grad), 1.0 - beta2);
+      const double bias1 = 1.0 - std::pow(beta1, step), bias2 = 1.0 - std::pow(beta2, step);
+      Tensor denom = add(div(sqrt(v), scalar_tensor(std::sqrt(bias2), p.dtype())), options.eps_);
+      p.add_(div(m, denom), -g.lr / bias1);
+    }
+  }
+}
+
+double clip_grad_norm(const std::vector<Tensor>& params, double max_norm, double norm_type) {
+  TANDEM_CHECK(norm_type == 2.0 || std::isinf(norm_type),
+               "clip_grad_norm: norm_type must be 2 or infinity, got ", norm_type);
+  TANDEM_CHECK(max_norm >= 0, "clip_grad_norm: max_norm must be >= 0, got ", max_norm);
+  NoGradGuard no_grad;
+  double total = 0;
+  std::vector<Tensor> grads;
+  for (const auto& p : params) {
+    Tensor g = p.grad();
+    if (!g.defined()) continue;
+    grads.push_back(g);
+    if (std::isinf(norm_type)) {
+      total = std::max(total, max(abs(g)).item<double>());
+    } else {
+      total += sum(mul(g, g).to(DType::f64)).item<double>();
+    }
+  }
+  if (!std::isinf(norm_type)) total = std::sqrt(total);
+  const double coef = max_norm / (total + 1e-6);
+  if (coef < 1.0)
+    for (auto& g : grads) g.mul_(coef);
+  return total;
+}
+
+}  // namespace tandem::optim

@@ -1,0 +1,89 @@
+#!/usr/bin/python3
+"""Regenerates optim.json: 20 steps of torch.optim optimizers and schedules (Debian's
+python3-torch, 1.13) on a least-squares problem. Run: /usr/bin/python3 tests/golden/make_optim_golden.py
+
+Each case records the learning rate of group 0 and the gradient norm before every step, and the
+parameters after the 20 steps. tests/optim/test_optim_golden.cpp builds the same case by name."""
+import json
+import os
+
+import warnings
+
+import torch
+
+warnings.filterwarnings("ignore")  # SequentialLR calls step(0), which warns
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+STEPS = 20
+torch.manual_seed(7)
+X = torch.randn(8, 4)
+Y = torch.randn(8, 5)
+W0 = torch.randn(5, 4) * 0.5
+B0 = torch.randn(5) * 0.5
+
+
+def run(name, make, clip=None):
+    W = W0.clone().requires_grad_(True)
+    b = B0.clone().requires_grad_(True)
+    opt, sched = make(W, b)
+    lrs, momenta, norms = [], [], []
+    for _ in range(STEPS):
+        opt.zero_grad()
+        loss = ((X @ W.t() + b - Y) ** 2).mean()
+        loss.backward()
+        lrs.append(opt.param_groups[0]["lr"])
+        g = opt.param_groups[0]
+        momenta.append(g["betas"][0] if "betas" in g else g["momentum"])
+        if clip is not None:
+            norms.append(float(torch.nn.utils.clip_grad_norm_([W, b], clip[0], clip[1])))
+        opt.step()
+        if sched is not None:
+            sched.step()
+    return {"name": name, "lrs": lrs, "momenta": momenta, "norms": norms,
+            "W": W.detach().reshape(-1).tolist(), "b": b.detach().tolist()}
+
+
+S = torch.optim
+L = torch.optim.lr_scheduler
+cases = [
+    run("sgd", lambda W, b: (S.SGD([W, b], lr=0.1), None)),
+    run("sgd_momentum_dampening_wd",
+        lambda W, b: (S.SGD([W, b], lr=0.05, momentum=0.9, dampening=0.1, weight_decay=1e-2), None)),
+    run("sgd_nesterov_groups",
+        lambda W, b: (S.SGD([{"params": [W], "weight_decay": 1e-2},
+                             {"params": [b], "weight_decay": 0.0, "lr": 0.02}],
+                            lr=0.05, momentum=0.9, nesterov=True), None)),
+    run("adamw", lambda W, b: (S.AdamW([W, b], lr=1e-2, betas=(0.9, 0.99), weight_decay=0.05), None)),
+    run("adamw_groups_clip2",
+        lambda W, b: (S.AdamW([{"params": [W]}, {"params": [b], "weight_decay": 0.0}], lr=2e-2), None),
+        clip=(0.5, 2.0)),
+    run("sgd_clip_inf", lambda W, b: (S.SGD([W, b], lr=0.1, momentum=0.5), None), clip=(0.3, float("inf"))),
+]
+
+
+def with_sched(opt, f):
+    return opt, f(opt)
+
+
+cases += [
+    run("sgd_onecycle", lambda W, b: with_sched(
+        S.SGD([W, b], lr=0.1, momentum=0.9, nesterov=True, weight_decay=5e-4),
+        lambda o: L.OneCycleLR(o, max_lr=0.2, total_steps=STEPS))),
+    run("adamw_onecycle", lambda W, b: with_sched(
+        S.AdamW([W, b], lr=1e-2),
+        lambda o: L.OneCycleLR(o, max_lr=3e-2, total_steps=STEPS, pct_start=0.25))),
+    run("sgd_warmup_cosine", lambda W, b: with_sched(
+        S.SGD([W, b], lr=0.1, momentum=0.9),
+        lambda o: L.SequentialLR(o, [L.LinearLR(o, start_factor=0.1, total_iters=5),
+                                     L.CosineAnnealingLR(o, T_max=15, eta_min=1e-3)],
+                                 milestones=[5]))),
+    run("sgd_step", lambda W, b: with_sched(S.SGD([W, b], lr=0.1), lambda o: L.StepLR(o, 7, gamma=0.5))),
+    run("sgd_multistep", lambda W, b: with_sched(
+        S.SGD([W, b], lr=0.1, momentum=0.9), lambda o: L.MultiStepLR(o, [5, 12], gamma=0.3))),
+]
+
+out = {"steps": STEPS, "X": X.reshape(-1).tolist(), "Y": Y.reshape(-1).tolist(),
+       "W0": W0.reshape(-1).tolist(), "b0": B0.tolist(), "cases": cases}
+with open(os.path.join(HERE, "optim.json"), "w") as f:
+    json.dump(out, f)
+print(f"wrote {len(cases)} cases to optim.json")

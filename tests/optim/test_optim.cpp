@@ -1,0 +1,216 @@
+// Optimizers and schedules: 20 steps against torch.optim (tests/golden/make_optim_golden.py),
+// state-dict round trips, and bad hyper-parameters.
+#include <fstream>
+#include <functional>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "../util.hpp"
+
+using namespace tandem;
+using namespace tandem::optim;
+using tandem::testing::error_of;
+using tandem::testing::require_close;
+using json = nlohmann::json;
+
+namespace {
+
+struct Problem {
+  Tensor X, Y, W, b;
+  Tensor loss() const { return mean(pow(sub(add(matmul(X, W.t()), b), Y), 2.0)); }
+};
+
+const json& golden() {
+  static const json j = [] {
+    std::ifstream in(std::string(TANDEM_GOLDEN_DIR) + "/optim.json");
+    REQUIRE(in.good());
+    return json::parse(in);
+  }();
+  return j;
+}
+
+Problem make_problem() {
+  const json& j = golden();
+  auto t = [&](const char* key, Shape shape) {
+    return from_vector(j[key].get<std::vector<float>>(), shape);
+  };
+  Problem p{t("X", {8, 4}), t("Y", {8, 5}), t("W0", {5, 4}), t("b0", {5})};
+  p.W.set_requires_grad(true);
+  p.b.set_requires_grad(true);
+  return p;
+}
+
+struct Setup {
+  std::shared_ptr<Optimizer> opt;
+  std::shared_ptr<LRScheduler> sched;
+  double clip_norm = 0, clip_type = 2.0;
+};
+
+// The same constructions as make_optim_golden.py, by case name.
+Setup make_case(const std::string& name, Problem& p) {
+  Setup s;
+  std::vector<ParamGroup> both{ParamGroup({p.W, p.b})};
+  if (name == "sgd") {
+    s.opt = std::make_shared<SGD>(both, SGDOptions().lr(0.1));
+  } else if (name == "sgd_momentum_dampening_wd") {
+    s.opt = std::make_shared<SGD>(
+        both, SGDOptions().lr(0.05).momentum(0.9).dampening(0.1).weight_decay(1e-2));
+  } else if (name == "sgd_nesterov_groups") {
+    s.opt = std::make_shared<SGD>(
+        std::vector<ParamGroup>{ParamGroup({p.W}, std::nullopt, 1e-2), ParamGroup({p.b}, 0.02, 0.0)},
+        SGDOptions().lr(0.05).momentum(0.9).nesterov(true));
+  } else if (name == "adamw") {
+    s.opt = std::make_shared<AdamW>(both, AdamWOptions().lr(1e-2).betas(0.9, 0.99).weight_decay(0.05));
+  } else if (name == "adamw_groups_clip2") {
+    s.opt = std::make_shared<AdamW>(
+        std::vector<ParamGroup>{ParamGroup({p.W}), ParamGroup({p.b}, std::nullopt, 0.0)},
+        AdamWOptions().lr(2e-2));
+    s.clip_norm = 0.5;
+  } else if (name == "sgd_clip_inf") {
+    s.opt = std::make_shared<SGD>(both, SGDOptions().lr(0.1).momentum(0.5));
+    s.clip_norm = 0.3;
+    s.clip_type = std::numeric_limits<double>::infinity();
+  } else if (name == "sgd_onecycle") {
+    s.opt = std::make_shared<SGD>(
+        both, SGDOptions().lr(0.1).momentum(0.9).nesterov(true).weight_decay(5e-4));
+    s.sched = std::make_shared<OneCycleLR>(*s.opt, 0.2, 20);
+  } else if (name == "adamw_onecycle") {
+    s.opt = std::make_shared<AdamW>(both, AdamWOptions().lr(1e-2));
+    s.sched = std::make_shared<OneCycleLR>(*s.opt, 3e-2, 20, OneCycleOptions().pct_start(0.25));
+  } else if (name == "sgd_warmup_cosine") {
+    s.opt = std::make_shared<SGD>(both, SGDOptions().lr(0.1).momentum(0.9));
+    s.sched = std::make_shared<SequentialLR>(*s.opt, std::make_shared<LinearWarmup>(*s.opt, 5, 0.1),
+                                             std::make_shared<CosineAnnealing>(*s.opt, 15, 1e-3), 5);
+  } else if (name == "sgd_step") {
+    s.opt = std::make_shared<SGD>(both, SGDOptions().lr(0.1));
+    s.sched = std::make_shared<StepLR>(*s.opt, 7, 0.5);
+  } else if (name == "sgd_multistep") {
+    s.opt = std::make_shared<SGD>(both, SGDOptions().lr(0.1).momentum(0.9));
+    s.sched = std::make_shared<MultiStepLR>(*s.opt, std::vector<int64_t>{5, 12}, 0.3);
+  } else {
+    FAIL("no construction for golden case " << name);
+  }
+  return s;
+}
+
+// One training step as in the golden script; returns the clipped norm (0 without clipping).
+double train_step(Problem& p, Setup& s) {
+  s.opt->zero_grad();
+  p.loss().backward();
+  double norm = s.clip_norm > 0 ? clip_grad_norm({p.W, p.b}, s.clip_norm, s.clip_type) : 0.0;
+  s.opt->step();
+  if (s.sched) s.sched->step();
+  return norm;
+}
+
+}  // namespace
+
+TEST_CASE("optimizers and schedules match torch.optim over 20 steps", "[optim][golden]") {
+  for (const auto& c : golden()["cases"]) {
+    const std::string name = c["name"];
+    SECTION(name) {
+      Problem p = make_problem();
+      Setup s = make_case(name, p);
+      auto lrs = c["lrs"].get<std::vector<double>>();
+      auto momenta = c["momenta"].get<std::vector<double>>();
+      auto norms = c["norms"].get<std::vector<double>>();
+      for (int step = 0; step < golden()["steps"].get<int>(); ++step) {
+        INFO("step " << step);
+        REQUIRE(s.opt->groups()[0].lr == Approx(lrs[step]).epsilon(1e-12).margin(1e-15));
+        REQUIRE(s.opt->groups()[0].momentum == Approx(momenta[step]).epsilon(1e-12));
+        double norm = train_step(p, s);
+        if (!norms.empty()) REQUIRE(norm == Approx(norms[step]).epsilon(1e-5));
+      }
+      require_close(p.W, from_vector(c["W"].get<std::vector<float>>(), {5, 4}), 2e-5, 2e-6, "W");
+      require_close(p.b, from_vector(c["b"].get<std::vector<float>>(), {5}), 2e-5, 2e-6, "b");
+    }
+  }
+}
+
+TEST_CASE("optimizer and schedule state dicts resume bit-exactly", "[optim]") {
+  for (const char* name : {"sgd_onecycle", "adamw_onecycle", "sgd_warmup_cosine"}) {
+    SECTION(name) {
+      // Reference: 12 uninterrupted steps.
+      Problem a = make_problem();
+      Setup sa = make_case(name, a);
+      for (int i = 0; i < 12; ++i) train_step(a, sa);
+      // 5 steps, state saved, a fresh optimizer and schedule loaded, 7 more.
+      Problem b = make_problem();
+      Setup sb = make_case(name, b);
+      for (int i = 0; i < 5; ++i) train_step(b, sb);
+      nn::StateDict opt_state = sb.opt->state_dict(), sched_state = sb.sched->state_dict();
+      for (auto& entry : opt_state) entry.second = entry.second.clone();
+      Problem c = make_problem();
+      {
+        NoGradGuard no_grad;
+        c.W.copy_(b.W);
+        c.b.copy_(b.b);
+      }
+      Setup sc = make_case(name, c);
+      sc.opt->load_state_dict(opt_state);
+      sc.sched->load_state_dict(sched_state);
+      for (int i = 0; i < 7; ++i) train_step(c, sc);
+      REQUIRE(equal(a.W, c.W));
+      REQUIRE(equal(a.b, c.b));
+      REQUIRE(sa.opt->groups()[0].lr == sc.opt->groups()[0].lr);
+    }
+  }
+}
+
+TEST_CASE("optimizer state dicts from another layout are refused untouched", "[optim][errors]") {
+  Problem p = make_problem();
+  Setup s = make_case("adamw", p);
+  train_step(p, s);
+  nn::StateDict good = s.opt->state_dict();
+
+  Problem q = make_problem();
+  SGD other({ParamGroup({q.W}), ParamGroup({q.b})}, SGDOptions().lr(0.1).momentum(0.9));
+  CHECK_THAT(error_of([&] { other.load_state_dict(good); }),
+             Catch::Contains("1 parameter groups, the optimizer 2"));
+
+  nn::StateDict bad = good;
+  bad["state.0.exp_avg"] = zeros({3});
+  Setup t = make_case("adamw", q);
+  CHECK_THAT(error_of([&] { t.opt->load_state_dict(bad); }),
+             Catch::Contains("'state.0.exp_avg' has shape (3,) but parameter 0 has shape (5, 4)"));
+  bad = good;
+  bad["state.7.exp_avg"] = zeros({5});
+  CHECK_THAT(error_of([&] { t.opt->load_state_dict(bad); }),
+             Catch::Contains("state for parameter 7 but the optimizer has 2"));
+  // Nothing was loaded: the lr is still the constructor's, the state still empty.
+  CHECK(t.opt->state_dict().size() == 5);
+}
+
+TEST_CASE("bad optimizer and schedule settings are clear errors", "[optim][errors]") {
+  Problem p = make_problem();
+  std::vector<ParamGroup> both{ParamGroup({p.W, p.b})};
+  CHECK_THAT(error_of([&] { SGD(both, SGDOptions().lr(-1)); }),
+             Catch::Contains("SGD: learning rate must be finite and >= 0, got -1"));
+  CHECK_THAT(error_of([&] { SGD(both, SGDOptions().nesterov(true)); }),
+             Catch::Contains("Nesterov momentum requires a momentum > 0"));
+  CHECK_THAT(error_of([&] { AdamW(both, AdamWOptions().betas(0.9, 1.0)); }),
+             Catch::Contains("betas must be in [0, 1)"));
+  CHECK_THAT(error_of([&] { SGD({ParamGroup({zeros({2})})}, SGDOptions()); }),
+             Catch::Contains("must be a floating tensor that requires grad"));
+  SGD opt(both, SGDOptions());
+  OneCycleLR sched(opt, 0.1, 3);
+  for (int i = 0; i < 3; ++i) sched.step();
+  CHECK_THAT(error_of([&] { sched.step(); }),
+             Catch::Contains("OneCycleLR: stepped 4 times, but total_steps is 3"));
+  CHECK_THAT(error_of([&] { StepLR(opt, 0); }), Catch::Contains("step_size must be positive"));
+}
+
+TEST_CASE("weight_decay_groups puts biases and batch-norm parameters in a no-decay group",
+          "[optim]") {
+  auto model = nn::resnet20();
+  auto groups = weight_decay_groups(*model, 5e-4);
+  REQUIRE(groups.size() == 2);
+  CHECK(*groups[0].weight_decay == 5e-4);
+  CHECK(*groups[1].weight_decay == 0.0);
+  for (auto& w : groups[0].params) CHECK(w.dim() >= 2);
+  for (auto& w : groups[1].params) CHECK(w.dim() == 1);
+  CHECK(groups[0].params.size() + groups[1].params.size() == model->parameters().size());
+  // 19 convolutions + fc weight decay; 19 BN (gamma, beta) pairs + fc bias do not.
+  CHECK(groups[0].params.size() == 20);
+  CHECK(groups[1].params.size() == 39);
+}
