@@ -7,3 +7,4 @@
 #include "tandem/nn.hpp"
 #include "tandem/optim.hpp"
 #include "tandem/io.hpp"
+#include "tandem/data.hpp"

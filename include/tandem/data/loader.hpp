@@ -1,0 +1,105 @@
+// Batches from a dataset: a distributed sampler that gives every rank the same number of
+// samples, and a loader whose worker threads build the next batches while the model computes.
+#pragma once
+
+#include <condition_variable>
+#include <exception>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "tandem/core/device.hpp"
+#include "tandem/core/tensor.hpp"
+#include "tandem/data/dataset.hpp"
+#include "tandem/data/transforms.hpp"
+
+namespace tandem::data {
+
+/// torch's DistributedSampler: an epoch's order is a permutation from (seed, epoch) (or 0..N-1
+/// without shuffling), padded by repeating its start to a multiple of `world` (or truncated when
+/// drop_last), then rank r takes every world-th index from r. Every rank gets the same count.
+class DistributedSampler {
+ public:
+  DistributedSampler(int64_t dataset_size, int64_t rank = 0, int64_t world = 1, bool shuffle = true,
+                     uint64_t seed = 0, bool drop_last = false);
+  void set_epoch(int64_t epoch) { epoch_ = epoch; }
+  int64_t epoch() const { return epoch_; }
+  /// Samples per rank per epoch.
+  int64_t num_samples() const { return num_samples_; }
+  /// This rank's dataset indices for the current epoch.
+  std::vector<int64_t> indices() const;
+
+ private:
+  int64_t size_, rank_, world_;
+  bool shuffle_;
+  uint64_t seed_;
+  bool drop_last_;
+  int64_t num_samples_;
+  int64_t epoch_ = 0;
+};
+
+struct LoaderOptions {
+  int64_t batch_size_ = 64;
+  bool drop_last_ = false;
+  int64_t workers_ = 1;   // 0: batches are built on the caller's thread
+  int64_t prefetch_ = 2;  // batches built ahead of the one being consumed
+  uint64_t seed_ = 0;     // for the random transforms (the sampler has its own)
+  Device device_ = kCPU;  // a GPU target gets pinned staging buffers and async copies
+  LoaderOptions batch_size(int64_t v) const { auto o = *this; o.batch_size_ = v; return o; }
+  LoaderOptions drop_last(bool v) const { auto o = *this; o.drop_last_ = v; return o; }
+  LoaderOptions workers(int64_t v) const { auto o = *this; o.workers_ = v; return o; }
+  LoaderOptions prefetch(int64_t v) const { auto o = *this; o.prefetch_ = v; return o; }
+  LoaderOptions seed(uint64_t v) const { auto o = *this; o.seed_ = v; return o; }
+  LoaderOptions device(Device v) const { auto o = *this; o.device_ = v; return o; }
+};
+
+struct Batch {
+  Tensor images;  // (B, C, H, W) f32 on the loader's device
+  Tensor labels;  // (B) i64
+  int64_t index;  // position in the epoch
+};
+
+class DataLoader {
+ public:
+  DataLoader(std::shared_ptr<const Dataset> dataset, DistributedSampler sampler,
+             LoaderOptions options = {}, Transforms transforms = {});
+  ~DataLoader();
+  DataLoader(const DataLoader&) = delete;
+  DataLoader& operator=(const DataLoader&) = delete;
+
+  /// Batches per epoch (the same on every rank).
+  int64_t num_batches() const;
+  /// Begins `epoch` (the sampler's order for it), skipping its first `start_batch` batches
+  /// (resuming from a checkpoint). Stops the workers of an unfinished previous epoch.
+  void start_epoch(int64_t epoch, int64_t start_batch = 0);
+  /// The next batch, or nullopt after the epoch's last. An exception thrown while building this
+  /// batch (on a worker thread) is rethrown here.
+  std::optional<Batch> next();
+  const Dataset& dataset() const { return *dataset_; }
+  const DistributedSampler& sampler() const { return sampler_; }
+
+ private:
+  Batch build(int64_t batch_index) const;
+  void worker_loop();
+  void stop_workers();
+
+  std::shared_ptr<const Dataset> dataset_;
+  DistributedSampler sampler_;
+  LoaderOptions options_;
+  Transforms transforms_;
+  std::vector<int64_t> order_;
+  int64_t epoch_ = 0;
+
+  // Producer/consumer state of the current epoch.
+  std::mutex mu_;
+  std::condition_variable ready_cv_, space_cv_;
+  std::map<int64_t, std::pair<Batch, std::exception_ptr>> ready_;
+  int64_t next_build_ = 0, next_take_ = 0, end_ = 0;
+  bool stop_ = false;
+  std::vector<std::thread> workers_;
+};
+
+}  // namespace tandem::data

@@ -1,0 +1,231 @@
+// The distributed sampler, the data loader (workers, prefetch, resume, errors), the transforms
+// against closed forms, the synthetic dataset and the CIFAR-10 reader on small files.
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "../util.hpp"
+
+using namespace tandem;
+using namespace tandem::data;
+using tandem::testing::error_of;
+
+namespace {
+
+std::shared_ptr<Dataset> numbered(int64_t n) {
+  // Image i is filled with the value i; its label is i % 10.
+  Tensor images = empty({n, 1, 2, 2});
+  Tensor labels = empty({n}, DType::i64);
+  for (int64_t i = 0; i < n; ++i) {
+    images.select(0, i).fill_(static_cast<double>(i));
+    labels.data_ptr<int64_t>()[i] = i % 10;
+  }
+  return std::make_shared<TensorDataset>(images, labels, 10);
+}
+
+std::vector<std::vector<float>> epoch_batches(DataLoader& loader, int64_t epoch, int64_t start = 0) {
+  std::vector<std::vector<float>> out;
+  loader.start_epoch(epoch, start);
+  while (auto b = loader.next()) out.push_back(b->images.to_vector<float>());
+  return out;
+}
+
+class Failing : public Dataset {
+ public:
+  int64_t size() const override { return 20; }
+  Shape sample_shape() const override { return {1, 1, 1}; }
+  int64_t num_classes() const override { return 2; }
+  int64_t get(int64_t index, float* out) const override {
+    TANDEM_CHECK(index != 13, "sample 13 is unreadable");
+    *out = static_cast<float>(index);
+    return 0;
+  }
+};
+
+struct TempDir {
+  std::filesystem::path path;
+  TempDir() {
+    std::string t = (std::filesystem::temp_directory_path() / "tandem-data-XXXXXX").string();
+    REQUIRE(mkdtemp(t.data()) != nullptr);
+    path = t;
+  }
+  ~TempDir() { std::filesystem::remove_all(path); }
+};
+
+}  // namespace
+
+TEST_CASE("DistributedSampler splits an epoch evenly and reproducibly", "[data]") {
+  const int64_t n = 10, world = 3;
+  std::multiset<int64_t> seen;
+  for (int64_t r = 0; r < world; ++r) {
+    DistributedSampler s(n, r, world, true, 42);
+    s.set_epoch(5);
+    auto idx = s.indices();
+    CHECK(idx.size() == 4);  // ceil(10 / 3): two indices are repeated as padding
+    CHECK(idx != DistributedSampler(n, r, world, true, 42).indices());  // epoch 0 differs
+    seen.insert(idx.begin(), idx.end());
+  }
+  CHECK(seen.size() == 12);
+  for (int64_t i = 0; i < n; ++i) CHECK(seen.count(i) >= 1);
+
+  DistributedSampler a(n, 0, 1, true, 42), b(n, 0, 1, true, 42);
+  a.set_epoch(3);
+  b.set_epoch(3);
+  CHECK(a.indices() == b.indices());
+  DistributedSampler plain(n, 1, 3, false, 0, true);
+  CHECK(plain.indices() == std::vector<int64_t>{1, 4, 7});  // drop_last: 9 of 10, no shuffle
+  CHECK_THAT(error_of([] { DistributedSampler(10, 3, 3); }),
+             Catch::Contains("rank 3 is not in [0, world = 3)"));
+}
+
+TEST_CASE("DataLoader yields every sample once, the same with and without workers", "[data]") {
+  auto ds = numbered(23);
+  DataLoader sync(ds, DistributedSampler(23, 0, 1, true, 7), LoaderOptions().batch_size(5).workers(0));
+  DataLoader threaded(ds, DistributedSampler(23, 0, 1, true, 7),
+                      LoaderOptions().batch_size(5).workers(3).prefetch(2));
+  CHECK(sync.num_batches() == 5);
+  auto a = epoch_batches(sync, 1), b = epoch_batches(threaded, 1);
+  CHECK(a == b);
+  std::multiset<float> values;
+  for (const auto& batch : a)
+    for (size_t i = 0; i < batch.size(); i += 4) values.insert(batch[i]);
+  CHECK(values.size() == 23);
+  CHECK(std::set<float>(values.begin(), values.end()).size() == 23);
+  CHECK(a.back().size() == 3 * 4);  // the last, partial batch
+  CHECK(epoch_batches(sync, 2) != a);  // another epoch, another order
+
+  // Resuming mid-epoch gives the rest of the same epoch.
+  auto tail = epoch_batches(threaded, 1, 3);
+  CHECK(tail == std::vector<std::vector<float>>(a.begin() + 3, a.end()));
+  // Abandoning an epoch part-way and starting another is fine.
+  threaded.start_epoch(4);
+  threaded.next();
+  CHECK(epoch_batches(threaded, 1) == a);
+
+  DataLoader dropping(ds, DistributedSampler(23, 0, 1), LoaderOptions().batch_size(5).drop_last(true));
+  CHECK(dropping.num_batches() == 4);
+  CHECK(epoch_batches(dropping, 0).size() == 4);
+  CHECK_THAT(error_of([&] { DataLoader(ds, DistributedSampler(23), LoaderOptions().batch_size(0)); }),
+             Catch::Contains("batch size must be positive, got 0"));
+}
+
+TEST_CASE("a worker's exception is rethrown on the caller's thread", "[data][errors]") {
+  DataLoader loader(std::make_shared<Failing>(), DistributedSampler(20, 0, 1, false),
+                    LoaderOptions().batch_size(4).workers(2));
+  loader.start_epoch(0);
+  for (int i = 0; i < 3; ++i) CHECK(loader.next().has_value());  // samples 0..11
+  CHECK_THAT(error_of([&] { loader.next(); }), Catch::Contains("sample 13 is unreadable"));
+}
+
+TEST_CASE("transforms match their closed forms and depend only on (seed, epoch, index)",
+          "[data]") {
+  const Shape chw{2, 5, 6};
+  std::vector<float> img(60);
+  for (int i = 0; i < 60; ++i) img[i] = static_cast<float>(i + 1);
+  auto at = [&](const std::vector<float>& v, int c, int y, int x) { return v[(c * 5 + y) * 6 + x]; };
+
+  RandomHorizontalFlip always(1.0), never(0.0);
+  auto f = img;
+  always.apply(f.data(), chw, {});
+  CHECK(at(f, 1, 2, 0) == at(img, 1, 2, 5));
+  f = img;
+  never.apply(f.data(), chw, {});
+  CHECK(f == img);
+
+  RandomCrop crop(2);
+  std::set<std::pair<int, int>> shifts;
+  for (int64_t index = 0; index < 200; ++index) {
+    auto c = img;
+    crop.apply(c.data(), chw, {3, 1, index});
+    auto again = img;
+    crop.apply(again.data(), chw, {3, 1, index});
+    REQUIRE(c == again);
+    // Find the shift (dy, dx) in [-2, 2]^2 that explains every pixel: shifted or zero padding.
+    int found = 0;
+    for (int dy = -2; dy <= 2; ++dy)
+      for (int dx = -2; dx <= 2; ++dx) {
+        bool ok = true;
+        for (int ch = 0; ch < 2 && ok; ++ch)
+          for (int y = 0; y < 5 && ok; ++y)
+            for (int x = 0; x < 6 && ok; ++x) {
+              int sy = y + dy, sx = x + dx;
+              float want = sy >= 0 && sy < 5 && sx >= 0 && sx < 6 ? at(img, ch, sy, sx) : 0.0f;
+              ok = at(c, ch, y, x) == want;
+            }
+        if (ok) {
+          ++found;
+          shifts.insert({dy, dx});
+        }
+      }
+    REQUIRE(found == 1);
+  }
+  CHECK(shifts.size() == 25);  // every window position occurs
+
+  int flips = 0;
+  RandomHorizontalFlip half;
+  for (int64_t index = 0; index < 1000; ++index) {
+    auto c = img;
+    half.apply(c.data(), chw, {9, 2, index});
+    flips += c != img;
+  }
+  CHECK(flips > 430);
+  CHECK(flips < 570);
+
+  Normalize norm({1.0f, 2.0f}, {0.5f, 4.0f});
+  auto n = img;
+  norm.apply(n.data(), chw, {});
+  CHECK(at(n, 0, 1, 1) == Approx((at(img, 0, 1, 1) - 1.0) / 0.5));
+  CHECK(at(n, 1, 4, 5) == Approx((at(img, 1, 4, 5) - 2.0) / 4.0));
+  CHECK_THAT(error_of([] { Normalize({0.5f}, {0.0f}); }), Catch::Contains("std must be positive"));
+}
+
+TEST_CASE("SyntheticDataset is a pure function of (seed, index)", "[data]") {
+  SyntheticDataset a(1000, {3, 8, 8}, 10, 5), b(1000, {3, 8, 8}, 10, 5), c(1000, {3, 8, 8}, 10, 6);
+  std::vector<float> x(192), y(192), z(192);
+  std::set<int64_t> labels;
+  for (int64_t i = 0; i < 1000; i += 7) {
+    int64_t la = a.get(i, x.data());
+    CHECK(la == b.get(i, y.data()));
+    CHECK(x == y);
+    c.get(i, z.data());
+    CHECK(x != z);
+    labels.insert(la);
+    for (float v : x) REQUIRE((v >= 0.0f && v < 1.0f));
+  }
+  CHECK(labels.size() == 10);
+  CHECK_THAT(error_of([&] { a.get(1000, x.data()); }), Catch::Contains("index 1000 out of range"));
+}
+
+TEST_CASE("the CIFAR-10 reader reads records and names bad files", "[data][errors]") {
+  TempDir dir;
+  auto write = [&](const std::string& name, const std::vector<int>& labels, size_t extra = 0) {
+    std::ofstream out(dir.path / name, std::ios::binary);
+    for (int label : labels) {
+      out.put(static_cast<char>(label));
+      for (int p = 0; p < 3072; ++p) out.put(static_cast<char>((p + label) & 0xff));
+    }
+    for (size_t i = 0; i < extra; ++i) out.put(0);
+  };
+  const std::string d = dir.path.string();
+  write("test_batch.bin", {3, 9});
+  ImageSplit test = load_cifar10(d, false);
+  CHECK(test.images.shape() == Shape{2, 3, 32, 32});
+  CHECK(test.labels.to_vector<int64_t>() == std::vector<int64_t>{3, 9});
+  // Pixel p of record 1 is (p + 9) & 0xff; channel 1, row 0, column 2 is p = 1024 + 2.
+  CHECK(test.images.select(0, 1).select(0, 1).select(0, 0).select(0, 2).item<int>() == ((1024 + 2 + 9) & 0xff));
+
+  CHECK_THAT(error_of([&] { load_cifar10(d, true); }),
+             Catch::Contains("cannot open " + d + "/data_batch_1.bin"));
+  for (int i = 1; i <= 5; ++i) write("data_batch_" + std::to_string(i) + ".bin", {i});
+  CHECK(load_cifar10(d, true).labels.to_vector<int64_t>() == std::vector<int64_t>{1, 2, 3, 4, 5});
+  write("data_batch_2.bin", {1}, 100);
+  CHECK_THAT(error_of([&] { load_cifar10(d, true); }),
+             Catch::Contains(d + "/data_batch_2.bin is truncated or not a CIFAR-10 batch: 3173 bytes"));
+  write("test_batch.bin", {3, 200});
+  CHECK_THAT(error_of([&] { load_cifar10(d, false); }),
+             Catch::Contains("test_batch.bin is corrupt: record 1 has label 200"));
+  CHECK_THAT(error_of([] { load_cifar10("/nonexistent", false); }),
+             Catch::Contains("folder /nonexistent not found"));
+}
