@@ -1,0 +1,58 @@
+// Times ResNet training steps (forward, backward, SGD with Nesterov momentum and weight decay) on
+// random batches held in memory, and prints one JSON object. bench_resnet.py runs it next to the
+// same loop in PyTorch and writes the comparison.
+// Usage: bench_resnet [--model resnet20] [--batch 128] [--channels 1] [--size 28] [--threads 2]
+//                     [--steps 30] [--warmup 5]
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "tandem/tandem.hpp"
+
+using namespace tandem;
+
+int main(int argc, char** argv) {
+  CLI::App app{"Time ResNet training steps in tandem"};
+  std::string model_name = "resnet20";
+  int64_t batch = 128, channels = 1, size = 28, steps = 30, warmup = 5;
+  int threads = 2;
+  app.add_option("--model", model_name)->check(CLI::IsMember(nn::resnet_names()));
+  app.add_option("--batch", batch)->check(CLI::PositiveNumber);
+  app.add_option("--channels", channels)->check(CLI::PositiveNumber);
+  app.add_option("--size", size)->check(CLI::PositiveNumber);
+  app.add_option("--threads", threads)->check(CLI::PositiveNumber);
+  app.add_option("--steps", steps)->check(CLI::PositiveNumber);
+  app.add_option("--warmup", warmup)->check(CLI::NonNegativeNumber);
+  CLI11_PARSE(app, argc, argv);
+
+  set_num_threads(threads);
+  manual_seed(0);
+  auto model = nn::resnet_by_name(model_name, nn::ResNetOptions().in_channels(channels));
+  optim::SGD opt(optim::weight_decay_groups(*model, 5e-4),
+                 optim::SGDOptions().lr(0.05).momentum(0.9).nesterov(true));
+  std::vector<Tensor> xs, ys;
+  for (int i = 0; i < 4; ++i) {
+    xs.push_back(randn({batch, channels, size, size}));
+    ys.push_back(randint(0, 10, {batch}));
+  }
+  std::vector<double> ms;
+  for (int64_t s = 0; s < warmup + steps; ++s) {
+    auto t0 = std::chrono::steady_clock::now();
+    opt.zero_grad();
+    Tensor loss = cross_entropy(model->forward(xs[s % 4]), ys[s % 4]);
+    loss.backward();
+    opt.step();
+    loss.item<float>();
+    auto t1 = std::chrono::steady_clock::now();
+    if (s >= warmup) ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+  }
+  std::sort(ms.begin(), ms.end());
+  const double median = ms[ms.size() / 2];
+  nlohmann::json out = {{"framework", "tandem"}, {"model", model_name}, {"batch", batch},
+                        {"threads", threads},    {"steps", steps},      {"step_ms_median", median},
+                        {"img_per_s", batch * 1000.0 / median}};
+  std::printf("%s\n", out.dump().c_str());
+  return 0;
+}

@@ -1,0 +1,111 @@
+#!/usr/bin/python3
+"""ResNet training speed, tandem against PyTorch 1.13 (Debian's python3-torch), side by side.
+
+Each repeat runs the same training loop (forward, cross-entropy, backward, SGD with Nesterov
+momentum and weight decay on random in-memory batches; same model, batch and threads) once in
+tandem (build/benchmarks/bench_resnet) and once in PyTorch, each in its own process, alternating
+so that both see the same machine load. Writes medians and the ratio as JSON.
+
+  /usr/bin/python3 benchmarks/bench_resnet.py --out docs/bench/resnet.json [--repeats 5]
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+
+
+def torch_worker(args):
+    """The PyTorch side: the CIFAR ResNet of tests/golden/make_model_golden.py (the model the
+    golden test checks tandem's against)."""
+    import torch
+    import torch.nn.functional as F
+    sys.path.insert(0, os.path.join(ROOT, "tests", "golden"))
+    from make_model_golden import CifarResNet
+
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    depth = int(args.model.replace("resnet", ""))
+    model = CifarResNet(depth, in_channels=args.channels)
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.dim() < 2]
+    opt = torch.optim.SGD([{"params": decay, "weight_decay": 5e-4},
+                           {"params": no_decay, "weight_decay": 0.0}],
+                          lr=0.05, momentum=0.9, nesterov=True)
+    xs = [torch.randn(args.batch, args.channels, args.size, args.size) for _ in range(4)]
+    ys = [torch.randint(0, 10, (args.batch,)) for _ in range(4)]
+    ms = []
+    for s in range(args.warmup + args.steps):
+        t0 = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(model(xs[s % 4]), ys[s % 4])
+        loss.backward()
+        opt.step()
+        loss.item()
+        if s >= args.warmup:
+            ms.append((time.perf_counter() - t0) * 1000)
+    median = statistics.median(ms)
+    print(json.dumps({"framework": "pytorch", "version": torch.__version__, "model": args.model,
+                      "batch": args.batch, "threads": args.threads, "steps": args.steps,
+                      "step_ms_median": median, "img_per_s": args.batch * 1000 / median}))
+
+
+def run(cmd, env):
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", default="resnet20", choices=["resnet20", "resnet32", "resnet44", "resnet56"])
+    p.add_argument("--batch", type=int, default=128)
+    p.add_argument("--channels", type=int, default=1)
+    p.add_argument("--size", type=int, default=28)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--steps", type=int, default=30)
+    p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--binary", default=os.path.join(ROOT, "build", "benchmarks", "bench_resnet"))
+    p.add_argument("--out", help="JSON file to write")
+    p.add_argument("--torch-worker", action="store_true", help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.torch_worker:
+        return torch_worker(args)
+
+    env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE")
+    common = ["--model", args.model, "--batch", str(args.batch), "--channels", str(args.channels),
+              "--size", str(args.size), "--threads", str(args.threads), "--steps", str(args.steps),
+              "--warmup", str(args.warmup)]
+    runs = []
+    start = time.time()
+    for r in range(args.repeats):
+        t = run([args.binary] + common, env)
+        pt = run([sys.executable, os.path.abspath(__file__), "--torch-worker"] + common, env)
+        runs.append({"tandem": t, "pytorch": pt, "ratio": t["img_per_s"] / pt["img_per_s"]})
+        elapsed = time.time() - start
+        eta = elapsed / (r + 1) * (args.repeats - r - 1)
+        print(f"[{r + 1}/{args.repeats}] tandem {t['img_per_s']:.0f} img/s, PyTorch "
+              f"{pt['img_per_s']:.0f} img/s, ratio {runs[-1]['ratio']:.2f} | "
+              f"{elapsed:.0f} s, ETA {eta:.0f} s", file=sys.stderr)
+    summary = {
+        "model": args.model, "batch": args.batch, "input": [args.channels, args.size, args.size],
+        "threads": args.threads, "steps": args.steps, "repeats": args.repeats,
+        "pytorch_version": runs[0]["pytorch"]["version"],
+        "tandem_img_per_s_median": statistics.median(r["tandem"]["img_per_s"] for r in runs),
+        "pytorch_img_per_s_median": statistics.median(r["pytorch"]["img_per_s"] for r in runs),
+        "ratio_median": statistics.median(r["ratio"] for r in runs),
+        "runs": runs,
+    }
+    print(json.dumps({k: v for k, v in summary.items() if k != "runs"}, indent=1))
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(summary, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
