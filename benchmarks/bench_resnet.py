@@ -6,7 +6,8 @@ momentum and weight decay on random in-memory batches; same model, batch and thr
 tandem (build/benchmarks/bench_resnet) and once in PyTorch, each in its own process, alternating
 so that both see the same machine load. Writes medians and the ratio as JSON.
 
-  /usr/bin/python3 benchmarks/bench_resnet.py --out docs/bench/resnet.json [--repeats 5]
+  /usr/bin/python3 benchmarks/bench_resnet.py --out docs/bench/resnet.json [--repeats 5] \
+      [--plot docs/bench/resnet.png]
 """
 import argparse
 import json
@@ -72,6 +73,7 @@ def main():
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--binary", default=os.path.join(ROOT, "build", "benchmarks", "bench_resnet"))
     p.add_argument("--out", help="JSON file to write")
+    p.add_argument("--plot", help="PNG of img/s per repeat (needs python3-matplotlib)")
     p.add_argument("--torch-worker", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.torch_worker:
@@ -105,6 +107,29 @@ def main():
     if args.out:
         with open(args.out, "w") as f:
             json.dump(summary, f, indent=1)
+    if args.plot:
+        plot(summary, args.plot)
+
+
+def plot(summary, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    runs = summary["runs"]
+    x = range(1, len(runs) + 1)
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    for name, key, color in (("tandem", "tandem", "tab:blue"), ("PyTorch " + summary["pytorch_version"], "pytorch", "tab:orange")):
+        ys = [r[key]["img_per_s"] for r in runs]
+        ax.plot(x, ys, "o-", color=color, label=name)
+        ax.axhline(statistics.median(ys), color=color, ls=":", lw=1)
+    ax.set_xlabel("repeat (runs alternate)")
+    ax.set_ylabel("training img/s")
+    ax.set_ylim(bottom=0)
+    ax.set_title(f"{summary['model']} training, batch {summary['batch']}, {summary['threads']} threads: "
+                 f"ratio {summary['ratio_median']:.2f}")
+    ax.legend(loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
 
 
 if __name__ == "__main__":

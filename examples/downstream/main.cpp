@@ -1,5 +1,7 @@
-// Fits y = 3x - 1 by gradient descent through the installed tandem; exits non-zero on failure.
+// Fits y = 3x - 1 with an nn::Linear and optim::SGD through the installed tandem, saves and
+// reloads the weights as safetensors; exits non-zero on failure.
 #include <cmath>
+#include <cstdio>
 #include <iostream>
 
 #include "tandem/tandem.hpp"
@@ -8,17 +10,19 @@ int main() {
   using namespace tandem;
   Tensor x = arange(-1.0, 1.0, 0.125, DType::f32).unsqueeze(1);  // (16, 1)
   Tensor y = sub(mul(x, 3.0), full({}, 1.0));
-  Tensor w = zeros({1, 1}).set_requires_grad(), b = zeros({1}).set_requires_grad();
+  auto model = std::make_shared<nn::Linear>(1, 1);
+  optim::SGD opt({model->parameters()}, optim::SGDOptions().lr(0.3));
   for (int step = 0; step < 300; ++step) {
-    Tensor loss = mse_loss(linear(x, w, b), y);
-    w.set_grad(Tensor());
-    b.set_grad(Tensor());
-    loss.backward();
-    NoGradGuard no_grad;
-    w.add_(w.grad(), -0.3);
-    b.add_(b.grad(), -0.3);
+    opt.zero_grad();
+    mse_loss(model->forward(x), y).backward();
+    opt.step();
   }
-  float wv = w.item<float>(), bv = b.item<float>();
+  const std::string path = "downstream.safetensors";
+  io::save_safetensors(path, model->state_dict());
+  auto reloaded = std::make_shared<nn::Linear>(1, 1);
+  reloaded->load_state_dict(io::load_safetensors(path));
+  std::remove(path.c_str());
+  float wv = reloaded->weight.item<float>(), bv = reloaded->bias.item<float>();
   std::cout << "downstream: fitted w = " << wv << ", b = " << bv << "\n";
   return std::fabs(wv - 3.0f) < 1e-3f && std::fabs(bv + 1.0f) < 1e-3f ? 0 : 1;
 }
