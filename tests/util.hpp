@@ -2,7 +2,10 @@
 // check every differentiable op goes through.
 #pragma once
 
+#include <stdlib.h>
+
 #include <catch2/catch.hpp>
+#include <filesystem>
 #include <cmath>
 #include <functional>
 #include <sstream>
@@ -63,6 +66,19 @@ inline void gradcheck(const std::function<Tensor(const std::vector<Tensor>&)>& f
 }
 
 /// Runs f and returns the message of the tandem::Error it throws ("" if none).
+/// A fresh folder under the system temp folder, removed with everything in it at scope exit.
+struct TempDir {
+  std::filesystem::path path;
+  TempDir() {
+    std::string t = (std::filesystem::temp_directory_path() / "tandem-test-XXXXXX").string();
+    REQUIRE(mkdtemp(t.data()) != nullptr);
+    path = t;
+  }
+  ~TempDir() { std::filesystem::remove_all(path); }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+};
+
 inline std::string error_of(const std::function<void()>& f) {
   try {
     f();

@@ -92,10 +92,9 @@ CLI::Validator positive() {
 
 int run(const Config& c) {
   if (c.threads > 0) set_num_threads(c.threads);
-  const bool on_gpu = false;  // CUDA ops are a later step; the CPU backend runs everything today
-  std::printf("tandem-resnet: %s on %s, %s (%s; %d GPU(s) visible)\n", c.model.c_str(),
-              c.dataset.c_str(), on_gpu ? "GPU" : "CPU", cuda::build_info().c_str(),
-              cuda::device_count());
+  // The CPU backend runs every op today; the CUDA ops (and with them GPU training) are a later step.
+  std::printf("tandem-resnet: %s on %s, on the CPU (%s; %d GPU(s) visible)\n", c.model.c_str(),
+              c.dataset.c_str(), cuda::build_info().c_str(), cuda::device_count());
 
   Data d = load_data(c);
   const Shape chw = d.train->sample_shape();
@@ -163,7 +162,8 @@ int run(const Config& c) {
     double loss_sum = 0;
     int64_t loss_count = 0, images = 0;
     while (batch < steps) {
-      auto b = train.next();
+      std::optional<data::Batch> b = train.next();
+      TANDEM_CHECK(b.has_value(), "the loader ended epoch ", epoch + 1, " early");
       opt.zero_grad();
       Tensor loss = cross_entropy(model->forward(b->images), b->labels);
       loss.backward();
@@ -204,6 +204,7 @@ int run(const Config& c) {
       metrics->flush();
     }
   }
+  if (images_seen == 0) acc = evaluate(*model, test);  // resumed a finished run
   std::printf("done: %s on %s, %lld steps, test accuracy %.2f%%, %.1f s training (%.0f img/s), "
               "checkpoint %s\n",
               c.model.c_str(), c.dataset.c_str(), static_cast<long long>(step), 100 * acc,

@@ -126,24 +126,17 @@ GELU::GELU(std::string approx) : Module("GELU"), approximate(std::move(approx)) 
 Tensor GELU::forward(const Tensor& input) { return gelu(input, approximate); }
 std::string GELU::extra_repr() const { return "approximate='" + approximate + "'"; }
 
-MaxPool2d::MaxPool2d(Int2 k, Int2 s, Int2 p)
-    : Module("MaxPool2d"), kernel_size(k), stride(s.h == 0 && s.w == 0 ? k : s), padding(p) {}
+Pool2d::Pool2d(const char* type_name, Int2 k, Int2 s, Int2 p)
+    : Module(type_name), kernel_size(k), stride(s.h == 0 && s.w == 0 ? k : s), padding(p) {}
+std::string Pool2d::extra_repr() const {
+  return "kernel_size=" + int2_str(kernel_size) + ", stride=" + int2_str(stride) +
+         ", padding=" + int2_str(padding);
+}
 Tensor MaxPool2d::forward(const Tensor& input) {
   return max_pool2d(input, kernel_size, stride, padding);
 }
-std::string MaxPool2d::extra_repr() const {
-  return "kernel_size=" + int2_str(kernel_size) + ", stride=" + int2_str(stride) +
-         ", padding=" + int2_str(padding);
-}
-
-AvgPool2d::AvgPool2d(Int2 k, Int2 s, Int2 p)
-    : Module("AvgPool2d"), kernel_size(k), stride(s.h == 0 && s.w == 0 ? k : s), padding(p) {}
 Tensor AvgPool2d::forward(const Tensor& input) {
   return avg_pool2d(input, kernel_size, stride, padding);
-}
-std::string AvgPool2d::extra_repr() const {
-  return "kernel_size=" + int2_str(kernel_size) + ", stride=" + int2_str(stride) +
-         ", padding=" + int2_str(padding);
 }
 
 AdaptiveAvgPool2d::AdaptiveAvgPool2d(Int2 size) : Module("AdaptiveAvgPool2d"), output_size(size) {}

@@ -1,7 +1,5 @@
 // The distributed sampler, the data loader (workers, prefetch, resume, errors), the transforms
 // against closed forms, the synthetic dataset and the CIFAR-10 reader on small files.
-#include <unistd.h>
-
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -11,6 +9,7 @@
 using namespace tandem;
 using namespace tandem::data;
 using tandem::testing::error_of;
+using tandem::testing::TempDir;
 
 namespace {
 
@@ -44,15 +43,6 @@ class Failing : public Dataset {
   }
 };
 
-struct TempDir {
-  std::filesystem::path path;
-  TempDir() {
-    std::string t = (std::filesystem::temp_directory_path() / "tandem-data-XXXXXX").string();
-    REQUIRE(mkdtemp(t.data()) != nullptr);
-    path = t;
-  }
-  ~TempDir() { std::filesystem::remove_all(path); }
-};
 
 }  // namespace
 

@@ -2,9 +2,6 @@
 // as N steps, checkpoint, a fresh process state loaded from the file, M steps. The run crosses an
 // epoch boundary and uses everything a checkpoint must carry: model (with batch-norm buffers),
 // SGD momentum, a one-cycle schedule, the loader's position and augmentation, dropout's RNG.
-#include <unistd.h>
-
-#include <filesystem>
 
 #include "../util.hpp"
 
@@ -86,9 +83,8 @@ struct Run {
 }  // namespace
 
 TEST_CASE("a run resumed from a checkpoint continues bit-exactly", "[io][resume]") {
-  std::string dir = (std::filesystem::temp_directory_path() / "tandem-resume-XXXXXX").string();
-  REQUIRE(mkdtemp(dir.data()) != nullptr);
-  const std::string path = dir + "/ckpt.safetensors";
+  tandem::testing::TempDir dir;
+  const std::string path = (dir.path / "ckpt.safetensors").string();
 
   Run a(1);
   a.train(5);  // 4 batches per epoch: the checkpoint lands mid-epoch 1
@@ -117,5 +113,4 @@ TEST_CASE("a run resumed from a checkpoint continues bit-exactly", "[io][resume]
   CHECK_THAT(error_of([&] { other->load_state_dict(st.model); }),
              Catch::Contains("missing keys: bn1.bias"));
   CHECK(equal(other->fc->weight, before));
-  std::filesystem::remove_all(dir);
 }

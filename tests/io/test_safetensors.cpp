@@ -1,7 +1,5 @@
 // The safetensors reader and writer: round trips of every dtype, and a damaged file for each
 // check the reader makes. Atomic writes keep the previous file when a write fails.
-#include <unistd.h>
-
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -10,6 +8,7 @@
 
 using namespace tandem;
 using tandem::testing::error_of;
+using tandem::testing::TempDir;
 
 namespace {
 
@@ -25,15 +24,6 @@ std::string read_error(const std::string& bytes) {
   return error_of([&] { io::from_safetensors(bytes, nullptr, "model.safetensors"); });
 }
 
-struct TempDir {
-  std::filesystem::path path;
-  TempDir() {
-    std::string t = (std::filesystem::temp_directory_path() / "tandem-io-XXXXXX").string();
-    REQUIRE(mkdtemp(t.data()) != nullptr);
-    path = t;
-  }
-  ~TempDir() { std::filesystem::remove_all(path); }
-};
 
 }  // namespace
 

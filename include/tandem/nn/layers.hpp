@@ -80,21 +80,27 @@ class GELU : public Module {
   const std::string approximate;
 };
 
-/// stride 0 means stride = kernel_size, as torch's default.
-class MaxPool2d : public Module {
+/// The window of a pooling layer; stride 0 means stride = kernel_size, as torch's default.
+class Pool2d : public Module {
  public:
-  explicit MaxPool2d(Int2 kernel_size, Int2 stride = 0, Int2 padding = 0);
-  Tensor forward(const Tensor& input) override;
+  Pool2d(const char* type_name, Int2 kernel_size, Int2 stride, Int2 padding);
   std::string extra_repr() const override;
   const Int2 kernel_size, stride, padding;
 };
 
-class AvgPool2d : public Module {
+class MaxPool2d : public Pool2d {
  public:
-  explicit AvgPool2d(Int2 kernel_size, Int2 stride = 0, Int2 padding = 0);
+  explicit MaxPool2d(Int2 kernel_size, Int2 stride = 0, Int2 padding = 0)
+      : Pool2d("MaxPool2d", kernel_size, stride, padding) {}
   Tensor forward(const Tensor& input) override;
-  std::string extra_repr() const override;
-  const Int2 kernel_size, stride, padding;
+};
+
+/// count_include_pad, as torch's default.
+class AvgPool2d : public Pool2d {
+ public:
+  explicit AvgPool2d(Int2 kernel_size, Int2 stride = 0, Int2 padding = 0)
+      : Pool2d("AvgPool2d", kernel_size, stride, padding) {}
+  Tensor forward(const Tensor& input) override;
 };
 
 class AdaptiveAvgPool2d : public Module {
