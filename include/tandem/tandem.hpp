@@ -8,3 +8,4 @@
 #include "tandem/optim.hpp"
 #include "tandem/io.hpp"
 #include "tandem/data.hpp"
+#include "tandem/comm.hpp"

@@ -1,0 +1,5 @@
+// Communicators and their backends.
+#pragma once
+
+#include "tandem/comm/communicator.hpp"
+#include "tandem/comm/local.hpp"

@@ -1,0 +1,102 @@
+// Communicators: collectives over the ranks of a data-parallel job, each call asynchronous and
+// returning a Work handle. Every communicator has a timeout: past it, or when any rank failed,
+// the communicator is aborted and every pending and later call throws a CommError naming the
+// rank, the op, its sequence number and what happened. Nothing hangs silently.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "tandem/core/error.hpp"
+#include "tandem/core/tensor.hpp"
+
+namespace tandem::comm {
+
+/// A collective failed, timed out, or the communicator was aborted.
+class CommError : public Error {
+  using Error::Error;
+};
+
+enum class ReduceOp { sum, avg, max, min };
+const char* reduce_op_name(ReduceOp op);
+
+using Clock = std::chrono::steady_clock;
+using Duration = std::chrono::milliseconds;
+
+/// The default timeout: 5 minutes (PyTorch's NCCL default is 10), or TANDEM_COMM_TIMEOUT_MS.
+Duration default_timeout();
+/// True when TANDEM_COMM_DEBUG=1: every collective first checks that all ranks are calling the
+/// same collective (sequence number, op, dtype, element count).
+bool debug_mode_from_env();
+
+namespace detail {
+/// What a Work handle waits on; the backend completes it once.
+struct WorkState {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  std::exception_ptr error;
+  std::string what;  // "rank 1: allreduce #7" for timeout messages
+
+  void complete(std::exception_ptr e = nullptr);
+};
+}  // namespace detail
+
+/// The handle of one asynchronous collective.
+class Work {
+ public:
+  Work() = default;
+  Work(std::shared_ptr<detail::WorkState> state, Duration timeout)
+      : state_(std::move(state)), timeout_(timeout) {}
+  /// Waits for the collective, which the backend completes or fails within the communicator's
+  /// timeout (the wait gives up a second after that, as a safety net); rethrows its error.
+  void wait() const { wait(timeout_ + std::chrono::seconds(1)); }
+  /// Waits up to `timeout`; throws CommError when the collective is not done by then (the
+  /// communicator's own deadline then aborts it) and rethrows its error.
+  void wait(Duration timeout) const;
+  bool is_completed() const;
+
+ private:
+  std::shared_ptr<detail::WorkState> state_;
+  Duration timeout_{0};
+};
+
+/// One rank's view of a group. Collectives on the same communicator run in call order; every
+/// rank must issue the same collectives in the same order (debug mode checks it).
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  /// Rank among the ranks of this node (this process, for the local backend).
+  virtual int local_rank() const = 0;
+  /// The device this rank's tensors live on.
+  virtual Device device() const = 0;
+  virtual std::string backend() const = 0;
+
+  /// In place: every rank's `tensor` becomes the reduction over all ranks.
+  virtual Work allreduce(Tensor tensor, ReduceOp op = ReduceOp::sum) = 0;
+  /// Several tensors reduced as one collective (one rendezvous, one sequence number).
+  virtual Work allreduce_grouped(std::vector<Tensor> tensors, ReduceOp op = ReduceOp::sum) = 0;
+  /// Every rank's `tensor` becomes root's.
+  virtual Work broadcast(Tensor tensor, int root = 0) = 0;
+  /// `output` (size() x input's elements) gets every rank's `input`, in rank order.
+  virtual Work allgather(Tensor output, Tensor input) = 0;
+  /// `output` (input's elements / size()) gets this rank's slice of the reduction of `input`.
+  virtual Work reduce_scatter(Tensor output, Tensor input, ReduceOp op = ReduceOp::sum) = 0;
+  virtual Work barrier() = 0;
+
+  /// Aborts the whole group: pending and later calls on every rank throw CommError with `why`.
+  virtual void abort(const std::string& why) = 0;
+  virtual bool is_aborted() const = 0;
+  virtual Duration timeout() const = 0;
+  virtual void set_timeout(Duration timeout) = 0;
+};
+
+}  // namespace tandem::comm

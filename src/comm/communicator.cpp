@@ -1,0 +1,56 @@
+#include "tandem/comm/communicator.hpp"
+
+#include <cstdlib>
+#include <cstring>
+
+namespace tandem::comm {
+
+const char* reduce_op_name(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::sum: return "sum";
+    case ReduceOp::avg: return "avg";
+    case ReduceOp::max: return "max";
+    case ReduceOp::min: return "min";
+  }
+  return "?";
+}
+
+Duration default_timeout() {
+  if (const char* env = std::getenv("TANDEM_COMM_TIMEOUT_MS")) {
+    long ms = std::atol(env);
+    if (ms > 0) return Duration(ms);
+  }
+  return std::chrono::minutes(5);
+}
+
+bool debug_mode_from_env() {
+  const char* env = std::getenv("TANDEM_COMM_DEBUG");
+  return env != nullptr && std::strcmp(env, "0") != 0 && env[0] != '\0';
+}
+
+namespace detail {
+void WorkState::complete(std::exception_ptr e) {
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    done = true;
+    error = std::move(e);
+  }
+  cv.notify_all();
+}
+}  // namespace detail
+
+void Work::wait(Duration timeout) const {
+  TANDEM_CHECK_T(CommError, state_ != nullptr, "Work.wait: an empty Work handle");
+  std::unique_lock<std::mutex> lock(state_->mu);
+  if (!state_->cv.wait_for(lock, timeout, [&] { return state_->done; }))
+    TANDEM_THROW(CommError, state_->what, ": not completed within ", timeout.count(), " ms");
+  if (state_->error) std::rethrow_exception(state_->error);
+}
+
+bool Work::is_completed() const {
+  if (!state_) return false;
+  std::lock_guard<std::mutex> lock(state_->mu);
+  return state_->done;
+}
+
+}  // namespace tandem::comm

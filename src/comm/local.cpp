@@ -1,0 +1,402 @@
+#include "tandem/comm/local.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <sstream>
+#include <thread>
+
+#include <Eigen/Core>
+
+namespace tandem::comm {
+namespace {
+
+// What a rank posts when it enters a collective; every rank reads every rank's post.
+struct Call {
+  uint64_t seq = 0;
+  std::string op;
+  DType dtype = DType::f32;
+  std::vector<int64_t> counts;  // elements of each input tensor
+  std::vector<void*> data;      // each input tensor's first element
+  void* out = nullptr;          // allgather / reduce_scatter output
+
+  std::string describe() const {
+    std::ostringstream os;
+    os << op << " #" << seq << " (" << dtype_name(dtype) << ", ";
+    for (size_t i = 0; i < counts.size(); ++i) os << (i ? " + " : "") << counts[i];
+    os << " elements)";
+    return os.str();
+  }
+  bool same_as(const Call& o) const {
+    return seq == o.seq && op == o.op && dtype == o.dtype && counts == o.counts;
+  }
+};
+
+class LocalGroup {
+ public:
+  LocalGroup(int world, Duration timeout)
+      : world(world), calls(world), timeout_ms(timeout.count()), passed_(world, 0) {}
+
+  // Waits for every rank. Throws CommError when the group is aborted, or at `deadline` (and then
+  // aborts the group, naming the ranks that did not arrive).
+  void barrier(int rank, Clock::time_point deadline, const std::string& what) {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (aborted_) TANDEM_THROW(CommError, what, ": communicator aborted: ", reason_);
+    const uint64_t generation = generation_;
+    ++passed_[rank];
+    if (++arrived_ == world) {
+      arrived_ = 0;
+      ++generation_;
+      cv_.notify_all();
+      return;
+    }
+    cv_.wait_until(lock, deadline, [&] { return generation_ != generation || aborted_; });
+    if (generation_ != generation) return;
+    if (!aborted_) {
+      std::string missing;
+      for (int q = 0; q < world; ++q)
+        if (passed_[q] < passed_[rank]) missing += (missing.empty() ? "" : ", ") + std::to_string(q);
+      abort_locked(what + " timed out after " + std::to_string(timeout_ms.load()) +
+                   " ms waiting for rank(s) " + missing);
+      TANDEM_THROW(CommError, reason_);
+    }
+    TANDEM_THROW(CommError, what, ": communicator aborted: ", reason_);
+  }
+
+  void abort(const std::string& why) {
+    std::lock_guard<std::mutex> lock(mu_);
+    abort_locked(why);
+  }
+  bool aborted() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return aborted_;
+  }
+  std::string reason() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return reason_;
+  }
+
+  const int world;
+  std::vector<Call> calls;  // calls[r] is written by rank r before the first barrier of a collective
+  std::atomic<int64_t> timeout_ms;
+
+ private:
+  void abort_locked(const std::string& why) {
+    if (!aborted_) {
+      aborted_ = true;
+      reason_ = why;
+    }
+    cv_.notify_all();
+  }
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  int arrived_ = 0;
+  uint64_t generation_ = 0;
+  std::vector<uint64_t> passed_;  // barriers entered per rank, to name the missing ones
+  bool aborted_ = false;
+  std::string reason_;
+};
+
+// dst[i] = reduce over q of srcs[q][i], q in rank order, accumulated in A (f32 for f16/bf16).
+template <typename S, typename A>
+void reduce_into(S* dst, const std::vector<const S*>& srcs, int64_t n, ReduceOp op) {
+  constexpr int64_t kBlock = 1024;
+  A acc[kBlock];
+  const A world = static_cast<A>(srcs.size());
+  for (int64_t b = 0; b < n; b += kBlock) {
+    const int64_t m = std::min(kBlock, n - b);
+    for (int64_t j = 0; j < m; ++j) acc[j] = static_cast<A>(srcs[0][b + j]);
+    for (size_t q = 1; q < srcs.size(); ++q) {
+      const S* s = srcs[q] + b;
+      switch (op) {
+        case ReduceOp::sum:
+        case ReduceOp::avg:
+          for (int64_t j = 0; j < m; ++j) acc[j] += static_cast<A>(s[j]);
+          break;
+        case ReduceOp::max:
+          for (int64_t j = 0; j < m; ++j) acc[j] = std::max(acc[j], static_cast<A>(s[j]));
+          break;
+        case ReduceOp::min:
+          for (int64_t j = 0; j < m; ++j) acc[j] = std::min(acc[j], static_cast<A>(s[j]));
+          break;
+      }
+    }
+    if (op == ReduceOp::avg)
+      for (int64_t j = 0; j < m; ++j) acc[j] /= world;
+    for (int64_t j = 0; j < m; ++j) dst[b + j] = static_cast<S>(acc[j]);
+  }
+}
+
+// Reduces elements [lo, hi) of every rank's buffer k (byte pointers) into dst + lo.
+void reduce_range(DType dtype, void* dst, const std::vector<void*>& bases, int64_t lo, int64_t hi,
+                  ReduceOp op) {
+  auto run = [&](auto s_tag, auto a_tag) {
+    using S = decltype(s_tag);
+    using A = decltype(a_tag);
+    std::vector<const S*> srcs;
+    for (void* b : bases) srcs.push_back(static_cast<const S*>(b) + lo);
+    reduce_into<S, A>(static_cast<S*>(dst) + lo, srcs, hi - lo, op);
+  };
+  switch (dtype) {
+    case DType::f32: return run(float{}, float{});
+    case DType::f64: return run(double{}, double{});
+    case DType::f16: return run(Eigen::half{}, float{});
+    case DType::bf16: return run(Eigen::bfloat16{}, float{});
+    case DType::i32: return run(int32_t{}, int32_t{});
+    case DType::i64: return run(int64_t{}, int64_t{});
+    default: TANDEM_THROW(CommError, "reduction on dtype ", dtype_name(dtype), " is not supported");
+  }
+}
+
+struct Task {
+  std::shared_ptr<detail::WorkState> state;
+  std::function<void(Clock::time_point deadline)> body;
+};
+
+class LocalComm final : public Communicator {
+ public:
+  LocalComm(std::shared_ptr<LocalGroup> group, int rank)
+      : group_(std::move(group)), rank_(rank), worker_([this] { run(); }) {}
+
+  ~LocalComm() override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stopping_ = true;
+    }
+    // Whoever still waits on this rank learns it is gone instead of timing out.
+    group_->abort("rank " + std::to_string(rank_) + " exited");
+    cv_.notify_all();
+    worker_.join();
+  }
+
+  int rank() const override { return rank_; }
+  int size() const override { return group_->world; }
+  int local_rank() const override { return rank_; }
+  Device device() const override { return kCPU; }
+  std::string backend() const override { return "local"; }
+  void abort(const std::string& why) override {
+    group_->abort("rank " + std::to_string(rank_) + " aborted: " + why);
+  }
+  bool is_aborted() const override { return group_->aborted(); }
+  Duration timeout() const override { return Duration(group_->timeout_ms.load()); }
+  void set_timeout(Duration timeout) override {
+    TANDEM_CHECK(timeout.count() > 0, "set_timeout: the timeout must be positive");
+    group_->timeout_ms = timeout.count();
+  }
+
+  Work allreduce(Tensor tensor, ReduceOp op) override {
+    return allreduce_grouped({std::move(tensor)}, op);
+  }
+
+  Work allreduce_grouped(std::vector<Tensor> tensors, ReduceOp op) override {
+    const std::string name = std::string("allreduce(") + reduce_op_name(op) + ")";
+    Call call = prepare(name, tensors);
+    check_reducible(call, op);
+    return submit(std::move(call), [this, tensors, op](Clock::time_point deadline, const Call& c) {
+      const int w = size();
+      for (size_t k = 0; k < c.counts.size(); ++k) {  // reduce-scatter: my slice of each tensor
+        const int64_t n = c.counts[k];
+        std::vector<void*> bases;
+        for (int q = 0; q < w; ++q) bases.push_back(group_->calls[q].data[k]);
+        reduce_range(c.dtype, c.data[k], bases, n * rank_ / w, n * (rank_ + 1) / w, op);
+      }
+      sync(deadline, c);
+      const int64_t es = element_size(c.dtype);
+      for (size_t k = 0; k < c.counts.size(); ++k) {  // allgather: everyone else's slices
+        const int64_t n = c.counts[k];
+        for (int q = 0; q < w; ++q) {
+          if (q == rank_) continue;
+          const int64_t lo = n * q / w, hi = n * (q + 1) / w;
+          std::memcpy(static_cast<char*>(c.data[k]) + lo * es,
+                      static_cast<const char*>(group_->calls[q].data[k]) + lo * es, (hi - lo) * es);
+        }
+      }
+    });
+  }
+
+  Work broadcast(Tensor tensor, int root) override {
+    Call call = prepare("broadcast(root " + std::to_string(root) + ")", {tensor});
+    check(root >= 0 && root < size(), call, "root out of range");
+    return submit(std::move(call), [this, tensor, root](Clock::time_point, const Call& c) {
+      if (rank_ != root)
+        std::memcpy(c.data[0], group_->calls[root].data[0], c.counts[0] * element_size(c.dtype));
+    });
+  }
+
+  Work allgather(Tensor output, Tensor input) override {
+    Call call = prepare("allgather", {input});
+    check_output(call, output, input.numel() * size(), "size() x input's elements");
+    return submit(std::move(call), [this, output, input](Clock::time_point, const Call& c) {
+      const int64_t bytes = c.counts[0] * element_size(c.dtype);
+      for (int q = 0; q < size(); ++q)
+        std::memcpy(static_cast<char*>(c.out) + q * bytes, group_->calls[q].data[0], bytes);
+    });
+  }
+
+  Work reduce_scatter(Tensor output, Tensor input, ReduceOp op) override {
+    Call call = prepare(std::string("reduce_scatter(") + reduce_op_name(op) + ")", {input});
+    check(input.numel() % size() == 0, call, "input elements not divisible by size()");
+    check_reducible(call, op);
+    check_output(call, output, input.numel() / size(), "input's elements / size()");
+    return submit(std::move(call), [this, output, input, op](Clock::time_point, const Call& c) {
+      const int64_t n = c.counts[0] / size();
+      std::vector<void*> bases;
+      const int64_t offset = n * rank_ * element_size(c.dtype);
+      for (int q = 0; q < size(); ++q)
+        bases.push_back(static_cast<char*>(group_->calls[q].data[0]) + offset);
+      reduce_range(c.dtype, c.out, bases, 0, n, op);
+    });
+  }
+
+  Work barrier() override {
+    return submit(prepare("barrier", {}), [](Clock::time_point, const Call&) {});
+  }
+
+ private:
+  std::string what(const Call& c) const {
+    return "rank " + std::to_string(rank_) + ": " + c.op + " #" + std::to_string(c.seq);
+  }
+
+  // Validates on the caller's thread. A bad call aborts the group too: the other ranks would
+  // otherwise wait for this one until the timeout.
+  void check(bool ok, const Call& c, const std::string& why) {
+    if (ok) return;
+    std::string msg = what(c) + ": " + why;
+    group_->abort(msg);
+    TANDEM_THROW(CommError, msg);
+  }
+
+  Call prepare(const std::string& op, const std::vector<Tensor>& tensors) {
+    Call c;
+    c.op = op;
+    c.seq = ++seq_;
+    for (const auto& t : tensors) {
+      check(t.defined() && t.is_cpu() && t.is_contiguous(), c,
+            "tensors must be defined, contiguous and on the CPU (the local backend)");
+      check(c.counts.empty() || t.dtype() == c.dtype, c, "tensors of different dtypes");
+      c.dtype = t.dtype();
+      c.counts.push_back(t.numel());
+      c.data.push_back(t.raw_data());
+    }
+    return c;
+  }
+
+  void check_reducible(const Call& c, ReduceOp op) {
+    check(c.dtype != DType::u8 && c.dtype != DType::boolean, c,
+          std::string("cannot reduce ") + dtype_name(c.dtype) + " tensors");
+    if (op == ReduceOp::avg) check(is_floating(c.dtype), c, "avg needs a floating dtype");
+  }
+
+  void check_output(Call& c, const Tensor& out, int64_t numel, const char* expected) {
+    check(out.defined() && out.is_cpu() && out.is_contiguous() && out.dtype() == c.dtype, c,
+          "output must be a contiguous CPU tensor of the input's dtype");
+    check(out.numel() == numel, c,
+          "output has " + std::to_string(out.numel()) + " elements, expected " + expected + " = " +
+              std::to_string(numel));
+    c.out = out.raw_data();
+  }
+
+  // Every rank at the same point of the same collective (or an error naming who is missing).
+  void sync(Clock::time_point deadline, const Call& c) { group_->barrier(rank_, deadline, what(c)); }
+
+  Work submit(Call call, std::function<void(Clock::time_point, const Call&)> body) {
+    auto state = std::make_shared<detail::WorkState>();
+    state->what = what(call);
+    if (group_->aborted()) {
+      state->complete(std::make_exception_ptr(
+          CommError(state->what + ": communicator aborted: " + group_->reason(), __FILE__, __LINE__)));
+      return Work(state, timeout());
+    }
+    auto shared_call = std::make_shared<Call>(std::move(call));
+    Task task{state, [this, shared_call, body = std::move(body)](Clock::time_point deadline) {
+                const Call& c = *shared_call;
+                group_->calls[rank_] = c;
+                sync(deadline, c);  // everyone has posted
+                for (int q = 0; q < size(); ++q) {
+                  if (group_->calls[q].same_as(group_->calls[0])) continue;
+                  std::string msg = "rank " + std::to_string(rank_) +
+                                    ": mismatched collectives: rank 0 called " +
+                                    group_->calls[0].describe() + ", rank " + std::to_string(q) +
+                                    " called " + group_->calls[q].describe();
+                  group_->abort(msg);
+                  TANDEM_THROW(CommError, msg);
+                }
+                body(deadline, c);
+                sync(deadline, c);  // nobody reuses a buffer another rank still reads
+              }};
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      queue_.push_back(std::move(task));
+    }
+    cv_.notify_all();
+    return Work(state, timeout());
+  }
+
+  void run() {
+    for (;;) {
+      Task task;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+        if (queue_.empty()) return;
+        task = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      try {
+        task.body(Clock::now() + timeout());
+        task.state->complete();
+      } catch (const CommError&) {
+        task.state->complete(std::current_exception());
+      } catch (const std::exception& e) {
+        group_->abort(task.state->what + ": " + e.what());
+        task.state->complete(std::current_exception());
+      }
+    }
+  }
+
+  std::shared_ptr<LocalGroup> group_;
+  const int rank_;
+  uint64_t seq_ = 0;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Task> queue_;
+  bool stopping_ = false;
+  std::thread worker_;  // last: started after everything it uses
+};
+
+}  // namespace
+
+std::vector<std::shared_ptr<Communicator>> make_local_group(int world, LocalOptions options) {
+  TANDEM_CHECK(world >= 1, "make_local_group: world size must be >= 1, got ", world);
+  TANDEM_CHECK(options.timeout_.count() > 0, "make_local_group: the timeout must be positive");
+  auto group = std::make_shared<LocalGroup>(world, options.timeout_);
+  std::vector<std::shared_ptr<Communicator>> comms;
+  for (int r = 0; r < world; ++r) comms.push_back(std::make_shared<LocalComm>(group, r));
+  return comms;
+}
+
+void run_local(int world, const std::function<void(Communicator&)>& fn, LocalOptions options) {
+  auto comms = make_local_group(world, options);
+  std::mutex mu;
+  std::exception_ptr first;
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        fn(*comms[r]);
+      } catch (const std::exception& e) {
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          if (!first) first = std::current_exception();
+        }
+        if (!comms[r]->is_aborted()) comms[r]->abort(std::string("failed: ") + e.what());
+      }
+    });
+  for (auto& t : threads) t.join();
+  if (first) std::rethrow_exception(first);
+}
+
+}  // namespace tandem::comm
