@@ -4,7 +4,7 @@
 set -euo pipefail
 
 packages=(cmake ninja-build g++ libeigen3-dev catch2 zlib1g-dev nlohmann-json3-dev libcli11-dev
-          dataset-fashion-mnist ccache)
+          dataset-fashion-mnist ccache libopenmpi-dev openmpi-bin)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -52,6 +52,13 @@ class LocalGroup {
       cv_.notify_all();
       return;
     }
+    // Spin briefly before sleeping: the other ranks usually arrive within microseconds, and a
+    // futex sleep and wake-up costs tens of them.
+    lock.unlock();
+    const auto spin_until = Clock::now() + std::chrono::microseconds(kSpinMicros);
+    for (int i = 0; generation_ == generation && !aborted_flag_; ++i)
+      if ((i & 255) == 255 && Clock::now() > spin_until) break;
+    lock.lock();
     cv_.wait_until(lock, deadline, [&] { return generation_ != generation || aborted_; });
     if (generation_ != generation) return;
     if (!aborted_) {
@@ -86,6 +93,7 @@ class LocalGroup {
   void abort_locked(const std::string& why) {
     if (!aborted_) {
       aborted_ = true;
+      aborted_flag_ = true;
       reason_ = why;
     }
     cv_.notify_all();
@@ -93,8 +101,10 @@ class LocalGroup {
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
+  static constexpr int kSpinMicros = 100;
   int arrived_ = 0;
-  uint64_t generation_ = 0;
+  std::atomic<uint64_t> generation_{0};  // read without the lock while spinning
+  std::atomic<bool> aborted_flag_{false};
   std::vector<uint64_t> passed_;  // barriers entered per rank, to name the missing ones
   bool aborted_ = false;
   std::string reason_;
