@@ -36,7 +36,9 @@ int main(int argc, char** argv) {
                   rows.empty() ? "" : ", ", bytes, t * 1e6, bytes / t / 1e9);
     rows += row;
   }
-  if (rank == 0) std::printf("{\"backend\": \"openmpi\", \"world\": %d, \"sizes\": [%s]}\n", world, rows.c_str());
+  if (rank == 0)
+    std::printf("{\"backend\": \"openmpi\", \"world\": %d, \"sizes\": [%s]}\n", world,
+                rows.c_str());
   MPI_Finalize();
   return 0;
 }

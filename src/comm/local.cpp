@@ -1,5 +1,6 @@
 #include "tandem/comm/local.hpp"
 
+#include <Eigen/Core>
 #include <algorithm>
 #include <atomic>
 #include <cstring>
@@ -8,7 +9,7 @@
 #include <sstream>
 #include <thread>
 
-#include <Eigen/Core>
+#include "progress.hpp"
 
 namespace tandem::comm {
 namespace {
@@ -64,7 +65,8 @@ class LocalGroup {
     if (!aborted_) {
       std::string missing;
       for (int q = 0; q < world; ++q)
-        if (passed_[q] < passed_[rank]) missing += (missing.empty() ? "" : ", ") + std::to_string(q);
+        if (passed_[q] < passed_[rank])
+          missing += (missing.empty() ? "" : ", ") + std::to_string(q);
       abort_locked(what + " timed out after " + std::to_string(timeout_ms.load()) +
                    " ms waiting for rank(s) " + missing);
       TANDEM_THROW(CommError, reason_);
@@ -86,7 +88,8 @@ class LocalGroup {
   }
 
   const int world;
-  std::vector<Call> calls;  // calls[r] is written by rank r before the first barrier of a collective
+  std::vector<Call>
+      calls;  // calls[r] is written by rank r before the first barrier of a collective
   std::atomic<int64_t> timeout_ms;
 
  private:
@@ -161,25 +164,21 @@ void reduce_range(DType dtype, void* dst, const std::vector<void*>& bases, int64
   }
 }
 
-struct Task {
-  std::shared_ptr<detail::WorkState> state;
-  std::function<void(Clock::time_point deadline)> body;
-};
-
 class LocalComm final : public Communicator {
  public:
   LocalComm(std::shared_ptr<LocalGroup> group, int rank)
-      : group_(std::move(group)), rank_(rank), worker_([this] { run(); }) {}
+      : group_(std::move(group)),
+        rank_(rank),
+        progress_(std::make_unique<detail::ProgressThread>(
+            [this] { return timeout(); },
+            [this](const std::string& what, const std::string& msg) {
+              group_->abort(what + ": " + msg);
+            })) {}
 
   ~LocalComm() override {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      stopping_ = true;
-    }
     // Whoever still waits on this rank learns it is gone instead of timing out.
     group_->abort("rank " + std::to_string(rank_) + " exited");
-    cv_.notify_all();
-    worker_.join();
+    progress_.reset();
   }
 
   int rank() const override { return rank_; }
@@ -310,71 +309,41 @@ class LocalComm final : public Communicator {
   }
 
   // Every rank at the same point of the same collective (or an error naming who is missing).
-  void sync(Clock::time_point deadline, const Call& c) { group_->barrier(rank_, deadline, what(c)); }
+  void sync(Clock::time_point deadline, const Call& c) {
+    group_->barrier(rank_, deadline, what(c));
+  }
 
   Work submit(Call call, std::function<void(Clock::time_point, const Call&)> body) {
     auto state = std::make_shared<detail::WorkState>();
     state->what = what(call);
     if (group_->aborted()) {
-      state->complete(std::make_exception_ptr(
-          CommError(state->what + ": communicator aborted: " + group_->reason(), __FILE__, __LINE__)));
+      state->complete(std::make_exception_ptr(CommError(
+          state->what + ": communicator aborted: " + group_->reason(), __FILE__, __LINE__)));
       return Work(state, timeout());
     }
     auto shared_call = std::make_shared<Call>(std::move(call));
-    Task task{state, [this, shared_call, body = std::move(body)](Clock::time_point deadline) {
-                const Call& c = *shared_call;
-                group_->calls[rank_] = c;
-                sync(deadline, c);  // everyone has posted
-                for (int q = 0; q < size(); ++q) {
-                  if (group_->calls[q].same_as(group_->calls[0])) continue;
-                  std::string msg = "rank " + std::to_string(rank_) +
-                                    ": mismatched collectives: rank 0 called " +
-                                    group_->calls[0].describe() + ", rank " + std::to_string(q) +
-                                    " called " + group_->calls[q].describe();
-                  group_->abort(msg);
-                  TANDEM_THROW(CommError, msg);
-                }
-                body(deadline, c);
-                sync(deadline, c);  // nobody reuses a buffer another rank still reads
-              }};
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      queue_.push_back(std::move(task));
-    }
-    cv_.notify_all();
-    return Work(state, timeout());
-  }
-
-  void run() {
-    for (;;) {
-      Task task;
-      {
-        std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
-        if (queue_.empty()) return;
-        task = std::move(queue_.front());
-        queue_.pop_front();
+    return progress_->enqueue(state, [this, shared_call,
+                                      body = std::move(body)](Clock::time_point deadline) {
+      const Call& c = *shared_call;
+      group_->calls[rank_] = c;
+      sync(deadline, c);  // everyone has posted
+      for (int q = 0; q < size(); ++q) {
+        if (group_->calls[q].same_as(group_->calls[0])) continue;
+        std::string msg = "rank " + std::to_string(rank_) +
+                          ": mismatched collectives: rank 0 called " + group_->calls[0].describe() +
+                          ", rank " + std::to_string(q) + " called " + group_->calls[q].describe();
+        group_->abort(msg);
+        TANDEM_THROW(CommError, msg);
       }
-      try {
-        task.body(Clock::now() + timeout());
-        task.state->complete();
-      } catch (const CommError&) {
-        task.state->complete(std::current_exception());
-      } catch (const std::exception& e) {
-        group_->abort(task.state->what + ": " + e.what());
-        task.state->complete(std::current_exception());
-      }
-    }
+      body(deadline, c);
+      sync(deadline, c);  // nobody reuses a buffer another rank still reads
+    });
   }
 
   std::shared_ptr<LocalGroup> group_;
   const int rank_;
   uint64_t seq_ = 0;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<Task> queue_;
-  bool stopping_ = false;
-  std::thread worker_;  // last: started after everything it uses
+  std::unique_ptr<detail::ProgressThread> progress_;  // last: its thread uses the members above
 };
 
 }  // namespace

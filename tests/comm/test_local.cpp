@@ -140,17 +140,20 @@ TEST_CASE("a rank that throws aborts the group: the others fail fast", "[comm][l
   const auto t0 = Clock::now();
   std::vector<std::string> errors(3);
   std::string thrown = error_of([&] {
-    run_local(3, [&](Communicator& c) {
-      Tensor t = ones({8});
-      c.allreduce(t).wait();
-      if (c.rank() == 1) TANDEM_THROW(ValueError, "rank 1 ran out of data");
-      try {
-        c.allreduce(t).wait();
-      } catch (const CommError& e) {
-        errors[c.rank()] = e.message();
-        throw;
-      }
-    }, LocalOptions().timeout(Duration(20000)));
+    run_local(
+        3,
+        [&](Communicator& c) {
+          Tensor t = ones({8});
+          c.allreduce(t).wait();
+          if (c.rank() == 1) TANDEM_THROW(ValueError, "rank 1 ran out of data");
+          try {
+            c.allreduce(t).wait();
+          } catch (const CommError& e) {
+            errors[c.rank()] = e.message();
+            throw;
+          }
+        },
+        LocalOptions().timeout(Duration(20000)));
   });
   CHECK_THAT(thrown, Catch::Contains("rank 1 ran out of data"));  // the root cause, not a symptom
   for (int r : {0, 2}) {
@@ -164,18 +167,23 @@ TEST_CASE("a rank that throws aborts the group: the others fail fast", "[comm][l
 TEST_CASE("a rank that stops calling is named when the timeout expires", "[comm][local][faults]") {
   const auto t0 = Clock::now();
   std::vector<std::string> errors(3);
-  CHECK_THROWS_AS(run_local(3, [&](Communicator& c) {
-    if (c.rank() == 2) return;  // never calls
-    Tensor t = ones({8});
-    try {
-      c.allreduce(t).wait();
-    } catch (const CommError& e) {
-      errors[c.rank()] = e.message();
-      throw;
-    }
-  }, LocalOptions().timeout(Duration(300))), CommError);
+  CHECK_THROWS_AS(run_local(
+                      3,
+                      [&](Communicator& c) {
+                        if (c.rank() == 2) return;  // never calls
+                        Tensor t = ones({8});
+                        try {
+                          c.allreduce(t).wait();
+                        } catch (const CommError& e) {
+                          errors[c.rank()] = e.message();
+                          throw;
+                        }
+                      },
+                      LocalOptions().timeout(Duration(300))),
+                  CommError);
   for (int r : {0, 1}) {
-    CHECK_THAT(errors[r], Catch::Contains("allreduce(sum) #1 timed out after 300 ms waiting for rank(s) 2"));
+    CHECK_THAT(errors[r],
+               Catch::Contains("allreduce(sum) #1 timed out after 300 ms waiting for rank(s) 2"));
   }
   CHECK(seconds_since(t0) < 10);
 }
@@ -195,21 +203,25 @@ TEST_CASE("a rank that exits aborts the group", "[comm][local][faults]") {
   CHECK(comms[0]->is_aborted());
 }
 
-TEST_CASE("mismatched collectives are an error on every rank, with both calls", "[comm][local][faults]") {
+TEST_CASE("mismatched collectives are an error on every rank, with both calls",
+          "[comm][local][faults]") {
   std::vector<std::string> errors(3);
-  CHECK_THROWS(run_local(3, [&](Communicator& c) {
-    Tensor t = ones({10});
-    try {
-      if (c.rank() == 1) {
-        c.broadcast(t, 0).wait();
-      } else {
-        c.allreduce(t).wait();
-      }
-    } catch (const CommError& e) {
-      errors[c.rank()] = e.message();
-      throw;
-    }
-  }, LocalOptions().timeout(Duration(20000))));
+  CHECK_THROWS(run_local(
+      3,
+      [&](Communicator& c) {
+        Tensor t = ones({10});
+        try {
+          if (c.rank() == 1) {
+            c.broadcast(t, 0).wait();
+          } else {
+            c.allreduce(t).wait();
+          }
+        } catch (const CommError& e) {
+          errors[c.rank()] = e.message();
+          throw;
+        }
+      },
+      LocalOptions().timeout(Duration(20000))));
   for (int r = 0; r < 3; ++r) {
     INFO("rank " << r);
     CHECK_THAT(errors[r], Catch::Contains("mismatched collectives: rank 0 called allreduce(sum) #1 "
@@ -217,10 +229,13 @@ TEST_CASE("mismatched collectives are an error on every rank, with both calls", 
                                           "(f32, 10 elements)"));
   }
   // Same op, different sizes.
-  CHECK_THROWS_WITH(run_local(2, [&](Communicator& c) {
-    Tensor t = ones({c.rank() == 0 ? 4 : 5});
-    c.allreduce(t).wait();
-  }), Catch::Contains("rank 0 called allreduce(sum) #1 (f32, 4 elements), rank 1 called "
+  CHECK_THROWS_WITH(
+      run_local(2,
+                [&](Communicator& c) {
+                  Tensor t = ones({c.rank() == 0 ? 4 : 5});
+                  c.allreduce(t).wait();
+                }),
+      Catch::Contains("rank 0 called allreduce(sum) #1 (f32, 4 elements), rank 1 called "
                       "allreduce(sum) #1 (f32, 5 elements)"));
 }
 
@@ -229,7 +244,9 @@ TEST_CASE("bad collective arguments are clear errors", "[comm][local][errors]") 
     auto comms = make_local_group(2, LocalOptions().timeout(Duration(2000)));
     return error_of([&] { f(*comms[0]); });
   };
-  CHECK_THAT(bad([](Communicator& c) { c.allreduce(ones({4, 4}).t()); }),
+  CHECK_THAT(bad([](Communicator& c) {
+               c.allreduce(ones({4, 4}).t());
+             }),
              Catch::Contains("rank 0: allreduce(sum) #1: tensors must be defined, contiguous"));
   CHECK_THAT(bad([](Communicator& c) { c.allreduce(ones({4}, DType::i32), ReduceOp::avg); }),
              Catch::Contains("avg needs a floating dtype"));

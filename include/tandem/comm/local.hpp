@@ -17,7 +17,11 @@ namespace tandem::comm {
 /// buffer with the wrong count would be unsafe. TANDEM_COMM_DEBUG matters to the other backends.
 struct LocalOptions {
   Duration timeout_ = default_timeout();
-  LocalOptions timeout(Duration v) const { auto o = *this; o.timeout_ = v; return o; }
+  LocalOptions timeout(Duration v) const {
+    auto o = *this;
+    o.timeout_ = v;
+    return o;
+  }
 };
 
 /// A group of `world` ranks in this process; element r is rank r's communicator, meant to be

@@ -1,0 +1,325 @@
+// The mpi backend: nonblocking MPI collectives run by a progress thread and polled against the
+// communicator's deadline, so that a rank that stops calling, fails or exits surfaces as a
+// CommError on the others instead of a hang.
+#include "tandem/comm/mpi.hpp"
+
+#include <mpi.h>
+
+#include <Eigen/Core>
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <climits>
+#include <cstring>
+#include <thread>
+
+#include "progress.hpp"
+#include "tandem/ops/creation.hpp"
+
+namespace tandem::comm {
+
+bool mpi_compiled() { return true; }
+
+namespace {
+
+// Collective kinds for the debug-mode check; the reduce op or root goes in the second word.
+enum Kind : int64_t { kAllreduce = 1, kBroadcast, kAllgather, kReduceScatter, kBarrier };
+
+std::string describe(const int64_t d[5]) {
+  static const char* kNames[] = {"?",         "allreduce",      "broadcast",
+                                 "allgather", "reduce_scatter", "barrier"};
+  std::string s = kNames[d[1] >= 1 && d[1] <= 5 ? d[1] : 0];
+  if (d[1] == kAllreduce || d[1] == kReduceScatter)
+    s += std::string("(") + reduce_op_name(static_cast<ReduceOp>(d[2])) + ")";
+  if (d[1] == kBroadcast) s += "(root " + std::to_string(d[2]) + ")";
+  return s + " #" + std::to_string(d[0]) + " (" + dtype_name(static_cast<DType>(d[3])) + ", " +
+         std::to_string(d[4]) + " elements)";
+}
+
+// The dtype a reduction runs in: f16/bf16 travel as f32.
+DType wire_dtype(DType d) { return d == DType::f16 || d == DType::bf16 ? DType::f32 : d; }
+
+MPI_Datatype mpi_type(DType d) {
+  switch (d) {
+    case DType::f32: return MPI_FLOAT;
+    case DType::f64: return MPI_DOUBLE;
+    case DType::i32: return MPI_INT32_T;
+    case DType::i64: return MPI_INT64_T;
+    default: TANDEM_THROW(CommError, "mpi: cannot reduce ", dtype_name(d), " tensors");
+  }
+}
+
+MPI_Op mpi_op(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::max: return MPI_MAX;
+    case ReduceOp::min: return MPI_MIN;
+    default: return MPI_SUM;  // avg divides afterwards
+  }
+}
+
+int int_count(int64_t n, const std::string& what) {
+  TANDEM_CHECK_T(CommError, n <= INT_MAX, what, ": ", n, " elements exceed MPI's int count");
+  return static_cast<int>(n);
+}
+
+class MpiComm final : public Communicator {
+ public:
+  explicit MpiComm(MpiOptions o) : timeout_ms_(o.timeout_.count()), debug_(o.debug_) {
+    int initialized = 0;
+    MPI_Initialized(&initialized);
+    if (!initialized) {
+      int provided = 0;
+      MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided);
+      TANDEM_CHECK_T(CommError, provided >= MPI_THREAD_SERIALIZED,
+                     "mpi: the MPI library does not support MPI_THREAD_SERIALIZED");
+      owns_mpi_ = true;
+    }
+    MPI_Comm_dup(MPI_COMM_WORLD, &comm_);
+    MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(comm_, &rank_);
+    MPI_Comm_size(comm_, &size_);
+    if (auto env = launch_env()) {
+      TANDEM_CHECK_T(CommError, env->rank == rank_ && env->world == size_, "mpi: the launcher (",
+                     env->source, ") says rank ", env->rank, " of ", env->world, ", MPI says ",
+                     rank_, " of ", size_);
+      local_rank_ = env->local_rank;
+    }
+    progress_ = std::make_unique<detail::ProgressThread>(
+        [this] { return timeout(); },
+        [this](const std::string& what, const std::string& msg) { abort(what + ": " + msg); });
+  }
+
+  ~MpiComm() override {
+    progress_.reset();  // runs what is queued: each fails fast once aborted
+    // A timed-out collective may still be pending inside MPI: finalizing would wait for it.
+    if (!pending_) {
+      MPI_Comm_free(&comm_);
+      if (owns_mpi_) MPI_Finalize();
+    }
+  }
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  int local_rank() const override { return local_rank_; }
+  Device device() const override { return kCPU; }
+  std::string backend() const override { return "mpi"; }
+  void abort(const std::string& why) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!aborted_) reason_ = why;
+    aborted_ = true;
+  }
+  bool is_aborted() const override { return aborted_; }
+  Duration timeout() const override { return Duration(timeout_ms_.load()); }
+  void set_timeout(Duration timeout) override {
+    TANDEM_CHECK(timeout.count() > 0, "set_timeout: the timeout must be positive");
+    timeout_ms_ = timeout.count();
+  }
+
+  Work allreduce(Tensor tensor, ReduceOp op) override { return allreduce_grouped({tensor}, op); }
+
+  Work allreduce_grouped(std::vector<Tensor> tensors, ReduceOp op) override {
+    const uint64_t seq = ++seq_;
+    const std::string what = name(seq, std::string("allreduce(") + reduce_op_name(op) + ")");
+    int64_t total = 0;
+    for (const auto& t : tensors) {
+      check_tensor(t, what);
+      check(t.dtype() == tensors[0].dtype(), what, "tensors of different dtypes");
+      total += t.numel();
+    }
+    const DType dtype = tensors.empty() ? DType::f32 : tensors[0].dtype();
+    check_reducible(dtype, op, what);
+    const int64_t desc[5] = {static_cast<int64_t>(seq), kAllreduce, static_cast<int64_t>(op),
+                             static_cast<int64_t>(dtype), total};
+    return submit(what, desc, [this, tensors, op, dtype, total, what](Clock::time_point deadline) {
+      // One contiguous buffer in the wire dtype: the tensor itself when it already is one.
+      const DType wire = wire_dtype(dtype);
+      const bool direct = tensors.size() == 1 && wire == dtype;
+      Tensor buf = direct ? tensors[0] : empty({total}, wire);
+      if (!direct) {
+        int64_t at = 0;
+        for (const auto& t : tensors) {
+          buf.narrow(0, at, t.numel()).copy_(t.reshape({t.numel()}));
+          at += t.numel();
+        }
+      }
+      MPI_Request req;
+      MPI_Iallreduce(MPI_IN_PLACE, buf.raw_data(), int_count(total, what), mpi_type(wire),
+                     mpi_op(op), comm_, &req);
+      wait(req, deadline, what);
+      if (op == ReduceOp::avg) buf.mul_(1.0 / size_);
+      if (!direct) {
+        int64_t at = 0;
+        for (const auto& t : tensors) {
+          Tensor(t).copy_(buf.narrow(0, at, t.numel()).reshape(t.shape()));
+          at += t.numel();
+        }
+      }
+    });
+  }
+
+  Work broadcast(Tensor tensor, int root) override {
+    const uint64_t seq = ++seq_;
+    const std::string what = name(seq, "broadcast(root " + std::to_string(root) + ")");
+    check_tensor(tensor, what);
+    check(root >= 0 && root < size_, what, "root out of range");
+    const int64_t desc[5] = {static_cast<int64_t>(seq), kBroadcast, root,
+                             static_cast<int64_t>(tensor.dtype()), tensor.numel()};
+    return submit(what, desc, [this, tensor, root, what](Clock::time_point deadline) {
+      MPI_Request req;
+      MPI_Ibcast(tensor.raw_data(), int_count(tensor.numel() * tensor.element_size(), what),
+                 MPI_BYTE, root, comm_, &req);
+      wait(req, deadline, what);
+    });
+  }
+
+  Work allgather(Tensor output, Tensor input) override {
+    const uint64_t seq = ++seq_;
+    const std::string what = name(seq, "allgather");
+    check_tensor(input, what);
+    check_tensor(output, what);
+    check(output.dtype() == input.dtype() && output.numel() == input.numel() * size_, what,
+          "output has " + std::to_string(output.numel()) +
+              " elements, expected size() x input's elements = " +
+              std::to_string(input.numel() * size_));
+    const int64_t desc[5] = {static_cast<int64_t>(seq), kAllgather, 0,
+                             static_cast<int64_t>(input.dtype()), input.numel()};
+    return submit(what, desc, [this, output, input, what](Clock::time_point deadline) {
+      const int bytes = int_count(input.numel() * input.element_size(), what);
+      MPI_Request req;
+      MPI_Iallgather(input.raw_data(), bytes, MPI_BYTE, output.raw_data(), bytes, MPI_BYTE, comm_,
+                     &req);
+      wait(req, deadline, what);
+    });
+  }
+
+  Work reduce_scatter(Tensor output, Tensor input, ReduceOp op) override {
+    const uint64_t seq = ++seq_;
+    const std::string what = name(seq, std::string("reduce_scatter(") + reduce_op_name(op) + ")");
+    check_tensor(input, what);
+    check_tensor(output, what);
+    check_reducible(input.dtype(), op, what);
+    check(input.numel() % size_ == 0, what, "input elements not divisible by size()");
+    check(output.dtype() == input.dtype() && output.numel() == input.numel() / size_, what,
+          "output has " + std::to_string(output.numel()) +
+              " elements, expected input's elements / size() = " +
+              std::to_string(input.numel() / size_));
+    const int64_t desc[5] = {static_cast<int64_t>(seq), kReduceScatter, static_cast<int64_t>(op),
+                             static_cast<int64_t>(input.dtype()), input.numel()};
+    return submit(what, desc, [this, output, input, op, what](Clock::time_point deadline) {
+      const DType wire = wire_dtype(input.dtype());
+      Tensor in = input.dtype() == wire ? input : input.to(wire);
+      Tensor out = output.dtype() == wire ? output : empty(output.shape(), wire);
+      MPI_Request req;
+      MPI_Ireduce_scatter_block(in.raw_data(), out.raw_data(), int_count(out.numel(), what),
+                                mpi_type(wire), mpi_op(op), comm_, &req);
+      wait(req, deadline, what);
+      if (op == ReduceOp::avg) out.mul_(1.0 / size_);
+      if (!out.is_same(output)) Tensor(output).copy_(out);
+    });
+  }
+
+  Work barrier() override {
+    const uint64_t seq = ++seq_;
+    const std::string what = name(seq, "barrier");
+    const int64_t desc[5] = {static_cast<int64_t>(seq), kBarrier, 0,
+                             static_cast<int64_t>(DType::f32), 0};
+    return submit(what, desc, [this, what](Clock::time_point deadline) {
+      MPI_Request req;
+      MPI_Ibarrier(comm_, &req);
+      wait(req, deadline, what);
+    });
+  }
+
+ private:
+  std::string name(uint64_t seq, const std::string& op) const {
+    return "rank " + std::to_string(rank_) + ": " + op + " #" + std::to_string(seq);
+  }
+
+  // A bad call throws on the caller; the other ranks learn of it through their timeout.
+  void check(bool ok, const std::string& what, const std::string& why) {
+    if (!ok) TANDEM_THROW(CommError, what, ": ", why);
+  }
+  void check_tensor(const Tensor& t, const std::string& what) {
+    check(t.defined() && t.is_cpu() && t.is_contiguous(), what,
+          "tensors must be defined, contiguous and on the CPU (the mpi backend)");
+  }
+  void check_reducible(DType d, ReduceOp op, const std::string& what) {
+    check(d != DType::u8 && d != DType::boolean, what,
+          std::string("cannot reduce ") + dtype_name(d) + " tensors");
+    if (op == ReduceOp::avg) check(is_floating(d), what, "avg needs a floating dtype");
+  }
+
+  // Polls `req` until it completes; past the deadline the communicator is aborted.
+  void wait(MPI_Request& req, Clock::time_point deadline, const std::string& what) {
+    for (int i = 0;; ++i) {
+      int done = 0;
+      int rc = MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+      if (rc != MPI_SUCCESS) {
+        char msg[MPI_MAX_ERROR_STRING];
+        int len = 0;
+        MPI_Error_string(rc, msg, &len);
+        abort(what + ": MPI error: " + std::string(msg, len));
+        TANDEM_THROW(CommError, reason_);
+      }
+      if (done) return;
+      if (Clock::now() > deadline) {
+        pending_ = true;
+        abort(what + " timed out after " + std::to_string(timeout_ms_.load()) +
+              " ms (a rank stopped calling, failed or exited)");
+        TANDEM_THROW(CommError, reason_);
+      }
+      if (i > 2000) std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
+
+  Work submit(const std::string& what, const int64_t (&desc)[5],
+              detail::ProgressThread::Body body) {
+    auto state = std::make_shared<detail::WorkState>();
+    state->what = what;
+    if (aborted_) {
+      state->complete(std::make_exception_ptr(
+          CommError(what + ": communicator aborted: " + reason_, __FILE__, __LINE__)));
+      return Work(state, timeout());
+    }
+    std::array<int64_t, 5> d{desc[0], desc[1], desc[2], desc[3], desc[4]};
+    if (!debug_) return progress_->enqueue(state, std::move(body));
+    return progress_->enqueue(state, [this, d, what,
+                                      body = std::move(body)](Clock::time_point deadline) {
+      // Debug mode: everyone's (seq, kind, op/root, dtype, count) first.
+      std::vector<int64_t> all(5 * size_);
+      MPI_Request req;
+      MPI_Iallgather(d.data(), 5, MPI_INT64_T, all.data(), 5, MPI_INT64_T, comm_, &req);
+      wait(req, deadline, what);
+      for (int q = 0; q < size_; ++q) {
+        if (std::equal(all.begin() + 5 * q, all.begin() + 5 * q + 5, all.begin())) continue;
+        std::string msg = "rank " + std::to_string(rank_) +
+                          ": mismatched collectives: rank 0 called " + describe(all.data()) +
+                          ", rank " + std::to_string(q) + " called " + describe(all.data() + 5 * q);
+        abort(msg);
+        TANDEM_THROW(CommError, msg);
+      }
+      body(deadline);
+    });
+  }
+
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  int rank_ = 0, size_ = 1, local_rank_ = 0;
+  bool owns_mpi_ = false;
+  std::atomic<int64_t> timeout_ms_;
+  const bool debug_;
+  uint64_t seq_ = 0;
+  std::mutex mu_;
+  std::atomic<bool> aborted_{false};
+  std::atomic<bool> pending_{false};  // a request left inside MPI by a timeout
+  std::string reason_;
+  std::unique_ptr<detail::ProgressThread> progress_;  // last: its thread uses the members above
+};
+
+}  // namespace
+
+std::shared_ptr<Communicator> make_mpi_communicator(MpiOptions options) {
+  TANDEM_CHECK(options.timeout_.count() > 0, "make_mpi_communicator: the timeout must be positive");
+  return std::make_shared<MpiComm>(options);
+}
+
+}  // namespace tandem::comm
