@@ -2,6 +2,8 @@
 //   collectives  every op x dtype x size against a reference built from every rank's inputs
 //   mismatch     debug mode: rank 1 calls broadcast while the others call allreduce
 //   stall        the last rank never calls; the others must fail within the 500 ms timeout
+//   exit, throw  the last rank exits (or dies of an uncaught exception) before its collective:
+//                the job must end, not hang (Open MPI's mpirun then kills the others)
 // Prints one line per rank; exits non-zero when a check fails.
 #include <cstdio>
 #include <cstring>
@@ -132,8 +134,20 @@ int main(int argc, char** argv) {
       std::fflush(stdout);
       std::_Exit(0);  // a collective is still pending inside MPI: no finalize
     }
+    if (mode == "exit" || mode == "throw") {
+      auto c = make_mpi_communicator(MpiOptions().timeout(Duration(20000)));
+      if (c->rank() == c->size() - 1) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        if (mode == "exit") std::_Exit(3);
+        throw std::runtime_error("the last rank failed");  // escapes main: std::terminate
+      }
+      Tensor t = ones({10});
+      c->allreduce(t).wait();
+      std::printf("rank %d: the allreduce with a dead rank completed\n", c->rank());
+      return 1;
+    }
     std::fprintf(stderr, "unknown mode %s\n", mode.c_str());
-  } catch (const std::exception& e) {
+  } catch (const CommError& e) {
     std::printf("error: %s\n", e.what());
   }
   return 1;
