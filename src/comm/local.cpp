@@ -57,7 +57,7 @@ class LocalGroup {
     // futex sleep and wake-up costs tens of them.
     lock.unlock();
     const auto spin_until = Clock::now() + std::chrono::microseconds(kSpinMicros);
-    for (int i = 0; generation_ == generation && !aborted_flag_; ++i)
+    for (int i = 0; generation_ == generation && !aborted_; ++i)
       if ((i & 255) == 255 && Clock::now() > spin_until) break;
     lock.lock();
     cv_.wait_until(lock, deadline, [&] { return generation_ != generation || aborted_; });
@@ -95,9 +95,8 @@ class LocalGroup {
  private:
   void abort_locked(const std::string& why) {
     if (!aborted_) {
-      aborted_ = true;
-      aborted_flag_ = true;
       reason_ = why;
+      aborted_ = true;
     }
     cv_.notify_all();
   }
@@ -107,9 +106,8 @@ class LocalGroup {
   static constexpr int kSpinMicros = 100;
   int arrived_ = 0;
   std::atomic<uint64_t> generation_{0};  // read without the lock while spinning
-  std::atomic<bool> aborted_flag_{false};
-  std::vector<uint64_t> passed_;  // barriers entered per rank, to name the missing ones
-  bool aborted_ = false;
+  std::vector<uint64_t> passed_;         // barriers entered per rank, to name the missing ones
+  std::atomic<bool> aborted_{false};     // written under mu_, read without it while spinning
   std::string reason_;
 };
 
@@ -294,9 +292,8 @@ class LocalComm final : public Communicator {
   }
 
   void check_reducible(const Call& c, ReduceOp op) {
-    check(c.dtype != DType::u8 && c.dtype != DType::boolean, c,
-          std::string("cannot reduce ") + dtype_name(c.dtype) + " tensors");
-    if (op == ReduceOp::avg) check(is_floating(c.dtype), c, "avg needs a floating dtype");
+    const std::string problem = detail::reduction_problem(c.dtype, op);
+    check(problem.empty(), c, problem);
   }
 
   void check_output(Call& c, const Tensor& out, int64_t numel, const char* expected) {
@@ -316,28 +313,23 @@ class LocalComm final : public Communicator {
   Work submit(Call call, std::function<void(Clock::time_point, const Call&)> body) {
     auto state = std::make_shared<detail::WorkState>();
     state->what = what(call);
-    if (group_->aborted()) {
-      state->complete(std::make_exception_ptr(CommError(
-          state->what + ": communicator aborted: " + group_->reason(), __FILE__, __LINE__)));
-      return Work(state, timeout());
-    }
+    if (group_->aborted()) return detail::aborted_work(state, group_->reason(), timeout());
     auto shared_call = std::make_shared<Call>(std::move(call));
-    return progress_->enqueue(state, [this, shared_call,
-                                      body = std::move(body)](Clock::time_point deadline) {
-      const Call& c = *shared_call;
-      group_->calls[rank_] = c;
-      sync(deadline, c);  // everyone has posted
-      for (int q = 0; q < size(); ++q) {
-        if (group_->calls[q].same_as(group_->calls[0])) continue;
-        std::string msg = "rank " + std::to_string(rank_) +
-                          ": mismatched collectives: rank 0 called " + group_->calls[0].describe() +
-                          ", rank " + std::to_string(q) + " called " + group_->calls[q].describe();
-        group_->abort(msg);
-        TANDEM_THROW(CommError, msg);
-      }
-      body(deadline, c);
-      sync(deadline, c);  // nobody reuses a buffer another rank still reads
-    });
+    return progress_->enqueue(
+        state, [this, shared_call, body = std::move(body)](Clock::time_point deadline) {
+          const Call& c = *shared_call;
+          group_->calls[rank_] = c;
+          sync(deadline, c);  // everyone has posted
+          for (int q = 0; q < size(); ++q) {
+            if (group_->calls[q].same_as(group_->calls[0])) continue;
+            std::string msg = detail::mismatch_message(rank_, group_->calls[0].describe(), q,
+                                                       group_->calls[q].describe());
+            group_->abort(msg);
+            TANDEM_THROW(CommError, msg);
+          }
+          body(deadline, c);
+          sync(deadline, c);  // nobody reuses a buffer another rank still reads
+        });
   }
 
   std::shared_ptr<LocalGroup> group_;

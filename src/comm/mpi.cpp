@@ -244,9 +244,8 @@ class MpiComm final : public Communicator {
           "tensors must be defined, contiguous and on the CPU (the mpi backend)");
   }
   void check_reducible(DType d, ReduceOp op, const std::string& what) {
-    check(d != DType::u8 && d != DType::boolean, what,
-          std::string("cannot reduce ") + dtype_name(d) + " tensors");
-    if (op == ReduceOp::avg) check(is_floating(d), what, "avg needs a floating dtype");
+    const std::string problem = detail::reduction_problem(d, op);
+    check(problem.empty(), what, problem);
   }
 
   // Polls `req` until it completes; past the deadline the communicator is aborted.
@@ -276,30 +275,25 @@ class MpiComm final : public Communicator {
               detail::ProgressThread::Body body) {
     auto state = std::make_shared<detail::WorkState>();
     state->what = what;
-    if (aborted_) {
-      state->complete(std::make_exception_ptr(
-          CommError(what + ": communicator aborted: " + reason_, __FILE__, __LINE__)));
-      return Work(state, timeout());
-    }
+    if (aborted_) return detail::aborted_work(state, reason_, timeout());
     std::array<int64_t, 5> d{desc[0], desc[1], desc[2], desc[3], desc[4]};
     if (!debug_) return progress_->enqueue(state, std::move(body));
-    return progress_->enqueue(state, [this, d, what,
-                                      body = std::move(body)](Clock::time_point deadline) {
-      // Debug mode: everyone's (seq, kind, op/root, dtype, count) first.
-      std::vector<int64_t> all(5 * size_);
-      MPI_Request req;
-      MPI_Iallgather(d.data(), 5, MPI_INT64_T, all.data(), 5, MPI_INT64_T, comm_, &req);
-      wait(req, deadline, what);
-      for (int q = 0; q < size_; ++q) {
-        if (std::equal(all.begin() + 5 * q, all.begin() + 5 * q + 5, all.begin())) continue;
-        std::string msg = "rank " + std::to_string(rank_) +
-                          ": mismatched collectives: rank 0 called " + describe(all.data()) +
-                          ", rank " + std::to_string(q) + " called " + describe(all.data() + 5 * q);
-        abort(msg);
-        TANDEM_THROW(CommError, msg);
-      }
-      body(deadline);
-    });
+    return progress_->enqueue(
+        state, [this, d, what, body = std::move(body)](Clock::time_point deadline) {
+          // Debug mode: everyone's (seq, kind, op/root, dtype, count) first.
+          std::vector<int64_t> all(5 * size_);
+          MPI_Request req;
+          MPI_Iallgather(d.data(), 5, MPI_INT64_T, all.data(), 5, MPI_INT64_T, comm_, &req);
+          wait(req, deadline, what);
+          for (int q = 0; q < size_; ++q) {
+            if (std::equal(all.begin() + 5 * q, all.begin() + 5 * q + 5, all.begin())) continue;
+            std::string msg = detail::mismatch_message(rank_, describe(all.data()), q,
+                                                       describe(all.data() + 5 * q));
+            abort(msg);
+            TANDEM_THROW(CommError, msg);
+          }
+          body(deadline);
+        });
   }
 
   MPI_Comm comm_ = MPI_COMM_NULL;

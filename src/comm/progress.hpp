@@ -1,6 +1,6 @@
-// The thread that runs one rank's collectives in call order, shared by the backends: a call
-// enqueues a body and gets a Work handle; the body runs with its deadline (start + timeout) and
-// completes the Work with its outcome.
+// What the backends share: the thread that runs one rank's collectives in call order (a call
+// enqueues a body and gets a Work handle; the body runs with its deadline, start + timeout, and
+// completes the Work with its outcome), and the checks and messages every backend gives alike.
 #pragma once
 
 #include <condition_variable>
@@ -12,6 +12,29 @@
 #include "tandem/comm/communicator.hpp"
 
 namespace tandem::comm::detail {
+
+/// Why `dtype` cannot be reduced with `op`, or "" when it can.
+inline std::string reduction_problem(DType dtype, ReduceOp op) {
+  if (dtype == DType::u8 || dtype == DType::boolean)
+    return std::string("cannot reduce ") + dtype_name(dtype) + " tensors";
+  if (op == ReduceOp::avg && !is_floating(dtype)) return "avg needs a floating dtype";
+  return "";
+}
+
+/// What every rank throws when rank `other` called another collective than rank 0.
+inline std::string mismatch_message(int rank, const std::string& first, int other,
+                                    const std::string& call) {
+  return "rank " + std::to_string(rank) + ": mismatched collectives: rank 0 called " + first +
+         ", rank " + std::to_string(other) + " called " + call;
+}
+
+/// The Work of a call made after the communicator was aborted: already failed.
+inline Work aborted_work(std::shared_ptr<WorkState> state, const std::string& reason,
+                         Duration timeout) {
+  state->complete(std::make_exception_ptr(
+      CommError(state->what + ": communicator aborted: " + reason, __FILE__, __LINE__)));
+  return Work(std::move(state), timeout);
+}
 
 class ProgressThread {
  public:

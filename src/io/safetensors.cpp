@@ -29,13 +29,11 @@ bool little_endian() {
   return first == 1;
 }
 
+// The inverse of safetensors_dtype, over every DType.
 bool dtype_from_name(const std::string& name, DType* out) {
-  static const std::pair<const char*, DType> kNames[] = {
-      {"F32", DType::f32}, {"F16", DType::f16}, {"BF16", DType::bf16}, {"F64", DType::f64},
-      {"I64", DType::i64}, {"I32", DType::i32}, {"U8", DType::u8},     {"BOOL", DType::boolean}};
-  for (const auto& [n, t] : kNames)
-    if (name == n) {
-      *out = t;
+  for (int t = 0; t <= static_cast<int>(DType::boolean); ++t)
+    if (name == safetensors_dtype(static_cast<DType>(t))) {
+      *out = static_cast<DType>(t);
       return true;
     }
   return false;
@@ -173,8 +171,9 @@ nn::StateDict from_safetensors(const std::string& bytes, Metadata* metadata,
     entries.push_back(std::move(e));
   }
   // The byte ranges tile [0, data_size) exactly: contiguous, in bounds, nothing after the end.
-  std::sort(entries.begin(), entries.end(),
-            [](const Entry& a, const Entry& b) { return a.begin < b.begin || (a.begin == b.begin && a.end < b.end); });
+  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
+    return a.begin < b.begin || (a.begin == b.begin && a.end < b.end);
+  });
   uint64_t expected = 0;
   for (const auto& e : entries) {
     if (e.begin != expected)

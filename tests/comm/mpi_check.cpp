@@ -9,18 +9,15 @@
 #include <cstring>
 #include <thread>
 
+#include "inputs.hpp"
 #include "tandem/comm.hpp"
 #include "tandem/tandem.hpp"
 
 using namespace tandem;
 using namespace tandem::comm;
+using tandem::testing::comm_input;
 
 namespace {
-
-Tensor input(int rank, int64_t n, DType dtype, int salt = 0) {
-  Generator gen(static_cast<uint64_t>(1000 * rank + salt + 1));
-  return add(mul(rand({n}, DType::f64, &gen), 40.0), -20.0).to(dtype);
-}
 
 // MPI may reduce in any order: floating results are compared with a tolerance of the dtype.
 bool close_to(const Tensor& got, const Tensor& want) {
@@ -54,7 +51,7 @@ int collectives(Communicator& c) {
     for (int64_t n : {int64_t{0}, int64_t{1}, int64_t{7}, int64_t{1000}, (int64_t{1} << 20) + 3}) {
       const std::string tag = std::string(dtype_name(dtype)) + " x " + std::to_string(n);
       std::vector<Tensor> ins;
-      for (int q = 0; q < w; ++q) ins.push_back(input(q, n, dtype));
+      for (int q = 0; q < w; ++q) ins.push_back(comm_input(q, n, dtype));
       std::vector<ReduceOp> ops{ReduceOp::sum, ReduceOp::max, ReduceOp::min};
       if (is_floating(dtype)) ops.push_back(ReduceOp::avg);
       for (ReduceOp op : ops) {
@@ -63,9 +60,9 @@ int collectives(Communicator& c) {
         expect(close_to(t, reference(ins, op)),
                std::string("allreduce ") + reduce_op_name(op) + " " + tag);
       }
-      Tensor a = ins[r].clone(), b = input(r, 5, dtype, 3);
+      Tensor a = ins[r].clone(), b = comm_input(r, 5, dtype, 3);
       std::vector<Tensor> bs;
-      for (int q = 0; q < w; ++q) bs.push_back(input(q, 5, dtype, 3));
+      for (int q = 0; q < w; ++q) bs.push_back(comm_input(q, 5, dtype, 3));
       c.allreduce_grouped({a, b}).wait();
       expect(
           close_to(a, reference(ins, ReduceOp::sum)) && close_to(b, reference(bs, ReduceOp::sum)),
@@ -78,7 +75,7 @@ int collectives(Communicator& c) {
       expect(equal(all, cat(ins)), "allgather " + tag);
       const int64_t slice = (n + w - 1) / w;
       std::vector<Tensor> big;
-      for (int q = 0; q < w; ++q) big.push_back(input(q, slice * w, dtype, 7));
+      for (int q = 0; q < w; ++q) big.push_back(comm_input(q, slice * w, dtype, 7));
       Tensor mine = empty({slice}, dtype);
       c.reduce_scatter(mine, big[r]).wait();
       expect(close_to(mine, reference(big, ReduceOp::sum).narrow(0, slice * r, slice)),

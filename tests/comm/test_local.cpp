@@ -7,21 +7,17 @@
 #include <thread>
 
 #include "../util.hpp"
+#include "inputs.hpp"
 #include "tandem/comm.hpp"
 
 using namespace tandem;
 using namespace tandem::comm;
+using tandem::testing::comm_input;
 using tandem::testing::error_of;
 
 namespace {
 
 const DType kDtypes[] = {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i32, DType::i64};
-
-// Rank r's input: a pure function of (rank, salt), so every thread can build everyone's.
-Tensor input(int rank, int64_t n, DType dtype, int salt = 0) {
-  Generator gen(static_cast<uint64_t>(1000 * rank + salt + 1));
-  return add(mul(rand({n}, DType::f64, &gen), 40.0), -20.0).to(dtype);
-}
 
 // The accumulation dtype: f16/bf16 reduce in f32.
 DType acc_of(DType d) { return d == DType::f16 || d == DType::bf16 ? DType::f32 : d; }
@@ -54,9 +50,9 @@ void check_all_ops(int world, DType dtype, int64_t n) {
   const int64_t slice = (n + world - 1) / world;  // reduce_scatter: world x slice in, slice out
   std::vector<Tensor> ins, small, scatter_ins;
   for (int q = 0; q < world; ++q) {
-    ins.push_back(input(q, n, dtype));
-    small.push_back(input(q, 5, dtype, 3));
-    scatter_ins.push_back(input(q, slice * world, dtype, 7));
+    ins.push_back(comm_input(q, n, dtype));
+    small.push_back(comm_input(q, 5, dtype, 3));
+    scatter_ins.push_back(comm_input(q, slice * world, dtype, 7));
   }
   std::vector<ReduceOp> ops{ReduceOp::sum, ReduceOp::max, ReduceOp::min};
   if (is_floating(dtype)) ops.push_back(ReduceOp::avg);
