@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 
 namespace tandem::comm {
 
@@ -51,6 +52,27 @@ bool Work::is_completed() const {
   if (!state_) return false;
   std::lock_guard<std::mutex> lock(state_->mu);
   return state_->done;
+}
+
+void run_group(const std::vector<std::shared_ptr<Communicator>>& comms,
+               const std::function<void(Communicator&)>& fn) {
+  std::mutex mu;
+  std::exception_ptr first;
+  std::vector<std::thread> threads;
+  for (const auto& comm : comms)
+    threads.emplace_back([&, comm] {
+      try {
+        fn(*comm);
+      } catch (const std::exception& e) {
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          if (!first) first = std::current_exception();
+        }
+        if (!comm->is_aborted()) comm->abort(std::string("failed: ") + e.what());
+      }
+    });
+  for (auto& t : threads) t.join();
+  if (first) std::rethrow_exception(first);
 }
 
 }  // namespace tandem::comm

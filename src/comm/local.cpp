@@ -350,24 +350,7 @@ std::vector<std::shared_ptr<Communicator>> make_local_group(int world, LocalOpti
 }
 
 void run_local(int world, const std::function<void(Communicator&)>& fn, LocalOptions options) {
-  auto comms = make_local_group(world, options);
-  std::mutex mu;
-  std::exception_ptr first;
-  std::vector<std::thread> threads;
-  for (int r = 0; r < world; ++r)
-    threads.emplace_back([&, r] {
-      try {
-        fn(*comms[r]);
-      } catch (const std::exception& e) {
-        {
-          std::lock_guard<std::mutex> lock(mu);
-          if (!first) first = std::current_exception();
-        }
-        if (!comms[r]->is_aborted()) comms[r]->abort(std::string("failed: ") + e.what());
-      }
-    });
-  for (auto& t : threads) t.join();
-  if (first) std::rethrow_exception(first);
+  run_group(make_local_group(world, options), fn);
 }
 
 }  // namespace tandem::comm

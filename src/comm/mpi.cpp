@@ -22,20 +22,6 @@ bool mpi_compiled() { return true; }
 
 namespace {
 
-// Collective kinds for the debug-mode check; the reduce op or root goes in the second word.
-enum Kind : int64_t { kAllreduce = 1, kBroadcast, kAllgather, kReduceScatter, kBarrier };
-
-std::string describe(const int64_t d[5]) {
-  static const char* kNames[] = {"?",         "allreduce",      "broadcast",
-                                 "allgather", "reduce_scatter", "barrier"};
-  std::string s = kNames[d[1] >= 1 && d[1] <= 5 ? d[1] : 0];
-  if (d[1] == kAllreduce || d[1] == kReduceScatter)
-    s += std::string("(") + reduce_op_name(static_cast<ReduceOp>(d[2])) + ")";
-  if (d[1] == kBroadcast) s += "(root " + std::to_string(d[2]) + ")";
-  return s + " #" + std::to_string(d[0]) + " (" + dtype_name(static_cast<DType>(d[3])) + ", " +
-         std::to_string(d[4]) + " elements)";
-}
-
 // The dtype a reduction runs in: f16/bf16 travel as f32.
 DType wire_dtype(DType d) { return d == DType::f16 || d == DType::bf16 ? DType::f32 : d; }
 
@@ -128,8 +114,8 @@ class MpiComm final : public Communicator {
     }
     const DType dtype = tensors.empty() ? DType::f32 : tensors[0].dtype();
     check_reducible(dtype, op, what);
-    const int64_t desc[5] = {static_cast<int64_t>(seq), kAllreduce, static_cast<int64_t>(op),
-                             static_cast<int64_t>(dtype), total};
+    const detail::CallDesc desc{static_cast<int64_t>(seq), detail::kAllreduce,
+                                static_cast<int64_t>(op), static_cast<int64_t>(dtype), total};
     return submit(what, desc, [this, tensors, op, dtype, total, what](Clock::time_point deadline) {
       // One contiguous buffer in the wire dtype: the tensor itself when it already is one.
       const DType wire = wire_dtype(dtype);
@@ -162,8 +148,8 @@ class MpiComm final : public Communicator {
     const std::string what = name(seq, "broadcast(root " + std::to_string(root) + ")");
     check_tensor(tensor, what);
     check(root >= 0 && root < size_, what, "root out of range");
-    const int64_t desc[5] = {static_cast<int64_t>(seq), kBroadcast, root,
-                             static_cast<int64_t>(tensor.dtype()), tensor.numel()};
+    const detail::CallDesc desc{static_cast<int64_t>(seq), detail::kBroadcast, root,
+                                static_cast<int64_t>(tensor.dtype()), tensor.numel()};
     return submit(what, desc, [this, tensor, root, what](Clock::time_point deadline) {
       MPI_Request req;
       MPI_Ibcast(tensor.raw_data(), int_count(tensor.numel() * tensor.element_size(), what),
@@ -181,8 +167,8 @@ class MpiComm final : public Communicator {
           "output has " + std::to_string(output.numel()) +
               " elements, expected size() x input's elements = " +
               std::to_string(input.numel() * size_));
-    const int64_t desc[5] = {static_cast<int64_t>(seq), kAllgather, 0,
-                             static_cast<int64_t>(input.dtype()), input.numel()};
+    const detail::CallDesc desc{static_cast<int64_t>(seq), detail::kAllgather, 0,
+                                static_cast<int64_t>(input.dtype()), input.numel()};
     return submit(what, desc, [this, output, input, what](Clock::time_point deadline) {
       const int bytes = int_count(input.numel() * input.element_size(), what);
       MPI_Request req;
@@ -203,8 +189,9 @@ class MpiComm final : public Communicator {
           "output has " + std::to_string(output.numel()) +
               " elements, expected input's elements / size() = " +
               std::to_string(input.numel() / size_));
-    const int64_t desc[5] = {static_cast<int64_t>(seq), kReduceScatter, static_cast<int64_t>(op),
-                             static_cast<int64_t>(input.dtype()), input.numel()};
+    const detail::CallDesc desc{static_cast<int64_t>(seq), detail::kReduceScatter,
+                                static_cast<int64_t>(op), static_cast<int64_t>(input.dtype()),
+                                input.numel()};
     return submit(what, desc, [this, output, input, op, what](Clock::time_point deadline) {
       const DType wire = wire_dtype(input.dtype());
       Tensor in = input.dtype() == wire ? input : input.to(wire);
@@ -221,8 +208,8 @@ class MpiComm final : public Communicator {
   Work barrier() override {
     const uint64_t seq = ++seq_;
     const std::string what = name(seq, "barrier");
-    const int64_t desc[5] = {static_cast<int64_t>(seq), kBarrier, 0,
-                             static_cast<int64_t>(DType::f32), 0};
+    const detail::CallDesc desc{static_cast<int64_t>(seq), detail::kBarrier, 0,
+                                static_cast<int64_t>(DType::f32), 0};
     return submit(what, desc, [this, what](Clock::time_point deadline) {
       MPI_Request req;
       MPI_Ibarrier(comm_, &req);
@@ -271,12 +258,11 @@ class MpiComm final : public Communicator {
     }
   }
 
-  Work submit(const std::string& what, const int64_t (&desc)[5],
+  Work submit(const std::string& what, const detail::CallDesc& d,
               detail::ProgressThread::Body body) {
     auto state = std::make_shared<detail::WorkState>();
     state->what = what;
     if (aborted_) return detail::aborted_work(state, reason_, timeout());
-    std::array<int64_t, 5> d{desc[0], desc[1], desc[2], desc[3], desc[4]};
     if (!debug_) return progress_->enqueue(state, std::move(body));
     return progress_->enqueue(
         state, [this, d, what, body = std::move(body)](Clock::time_point deadline) {
@@ -287,8 +273,11 @@ class MpiComm final : public Communicator {
           wait(req, deadline, what);
           for (int q = 0; q < size_; ++q) {
             if (std::equal(all.begin() + 5 * q, all.begin() + 5 * q + 5, all.begin())) continue;
-            std::string msg = detail::mismatch_message(rank_, describe(all.data()), q,
-                                                       describe(all.data() + 5 * q));
+            detail::CallDesc first, other;
+            std::copy_n(all.begin(), 5, first.begin());
+            std::copy_n(all.begin() + 5 * q, 5, other.begin());
+            std::string msg = detail::mismatch_message(rank_, detail::describe_call(first), q,
+                                                       detail::describe_call(other));
             abort(msg);
             TANDEM_THROW(CommError, msg);
           }

@@ -3,6 +3,7 @@
 // completes the Work with its outcome), and the checks and messages every backend gives alike.
 #pragma once
 
+#include <array>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -26,6 +27,23 @@ inline std::string mismatch_message(int rank, const std::string& first, int othe
                                     const std::string& call) {
   return "rank " + std::to_string(rank) + ": mismatched collectives: rank 0 called " + first +
          ", rank " + std::to_string(other) + " called " + call;
+}
+
+/// What debug mode compares across ranks before a collective: (sequence number, kind, reduce op or
+/// broadcast root, dtype, elements).
+enum CallKind : int64_t { kAllreduce = 1, kBroadcast, kAllgather, kReduceScatter, kBarrier };
+using CallDesc = std::array<int64_t, 5>;
+
+/// "allreduce(sum) #3 (f32, 10 elements)".
+inline std::string describe_call(const CallDesc& d) {
+  static const char* kNames[] = {"?",         "allreduce",      "broadcast",
+                                 "allgather", "reduce_scatter", "barrier"};
+  std::string s = kNames[d[1] >= 1 && d[1] <= 5 ? d[1] : 0];
+  if (d[1] == kAllreduce || d[1] == kReduceScatter)
+    s += std::string("(") + reduce_op_name(static_cast<ReduceOp>(d[2])) + ")";
+  if (d[1] == kBroadcast) s += "(root " + std::to_string(d[2]) + ")";
+  return s + " #" + std::to_string(d[0]) + " (" + dtype_name(static_cast<DType>(d[3])) + ", " +
+         std::to_string(d[4]) + " elements)";
 }
 
 /// The Work of a call made after the communicator was aborted: already failed.
@@ -58,10 +76,12 @@ class ProgressThread {
     thread_.join();
   }
 
-  Work enqueue(std::shared_ptr<WorkState> state, Body body) {
+  /// Queues `body`. When it returns, the Work completes, unless `completes_later`: then the
+  /// backend completes it (the nccl backend, once the GPU is done); a throw fails it either way.
+  Work enqueue(std::shared_ptr<WorkState> state, Body body, bool completes_later = false) {
     {
       std::lock_guard<std::mutex> lock(mu_);
-      queue_.push_back({state, std::move(body)});
+      queue_.push_back({state, std::move(body), completes_later});
     }
     cv_.notify_all();
     return Work(std::move(state), timeout_());
@@ -71,6 +91,7 @@ class ProgressThread {
   struct Task {
     std::shared_ptr<WorkState> state;
     Body body;
+    bool completes_later = false;
   };
 
   void run() {
@@ -85,7 +106,7 @@ class ProgressThread {
       }
       try {
         task.body(Clock::now() + timeout_());
-        task.state->complete();
+        if (!task.completes_later) task.state->complete();
       } catch (const CommError&) {
         task.state->complete(std::current_exception());
       } catch (const std::exception& e) {

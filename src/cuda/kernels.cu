@@ -1,7 +1,10 @@
 // The CUDA kernels of the backend. Launchers follow one shape: output first, then inputs, sizes,
 // stream; they check preconditions, size the grid with a ceil-div, and check the launch.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include "check.hpp"
 #include "tandem/core/error.hpp"
 #include "tandem/cuda/runtime.hpp"
 
@@ -14,18 +17,82 @@ __global__ void fill_kernel(float* __restrict__ dst, size_t count, float value) 
     dst[i] = value;
 }
 
+// Reduced floats <-> f32 for reductions that accumulate in f32 (the comm layer).
+template <typename T>
+__device__ float widen(T v);
+template <>
+__device__ float widen(__half v) { return __half2float(v); }
+template <>
+__device__ float widen(__nv_bfloat16 v) { return __bfloat162float(v); }
+
+template <typename T>
+__device__ T narrow(float v);
+template <>
+__device__ __half narrow(float v) { return __float2half_rn(v); }
+template <>
+__device__ __nv_bfloat16 narrow(float v) { return __float2bfloat16_rn(v); }
+
+template <typename T>
+__global__ void widen_kernel(float* __restrict__ dst, const T* __restrict__ src, size_t count) {
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < count;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x)
+    dst[i] = widen(src[i]);
+}
+
+template <typename T>
+__global__ void narrow_kernel(T* __restrict__ dst, const float* __restrict__ src, size_t count) {
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < count;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x)
+    dst[i] = narrow<T>(src[i]);
+}
+
+constexpr int kThreads = 256;
+
+// Blocks for a grid-stride loop over `count` elements.
+unsigned blocks_for(size_t count) {
+  size_t blocks = (count + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(blocks > 65535 ? 65535 : blocks);
+}
+
+void check_launch(const char* what) {
+  cudaError_t err = cudaGetLastError();
+  TANDEM_CHECK(err == cudaSuccess, what, ": launch failed: ", cudaGetErrorString(err));
+}
+
 }  // namespace
+
+void widen_to_f32(float* dst, const void* src, bool src_is_bf16, size_t count,
+                  cudaStream_t stream) {
+  if (count == 0) return;
+  if (src_is_bf16) {
+    widen_kernel<<<blocks_for(count), kThreads, 0, stream>>>(
+        dst, static_cast<const __nv_bfloat16*>(src), count);
+  } else {
+    widen_kernel<<<blocks_for(count), kThreads, 0, stream>>>(dst, static_cast<const __half*>(src),
+                                                             count);
+  }
+  check_launch("widen_to_f32");
+}
+
+void narrow_from_f32(void* dst, bool dst_is_bf16, const float* src, size_t count,
+                     cudaStream_t stream) {
+  if (count == 0) return;
+  if (dst_is_bf16) {
+    narrow_kernel<<<blocks_for(count), kThreads, 0, stream>>>(static_cast<__nv_bfloat16*>(dst),
+                                                              src, count);
+  } else {
+    narrow_kernel<<<blocks_for(count), kThreads, 0, stream>>>(static_cast<__half*>(dst), src,
+                                                              count);
+  }
+  check_launch("narrow_from_f32");
+}
 
 void fill_f32(float* dst, size_t count, float value, int device) {
   if (count == 0) return;
   TANDEM_CHECK(dst != nullptr, "fill_f32: null destination");
   TANDEM_CHECK(cudaSetDevice(device) == cudaSuccess, "fill_f32: cannot select cuda:", device);
-  constexpr int kThreads = 256;
-  size_t blocks = (count + kThreads - 1) / kThreads;
-  if (blocks > 65535) blocks = 65535;  // grid-stride covers the rest
-  fill_kernel<<<static_cast<unsigned>(blocks), kThreads>>>(dst, count, value);
-  cudaError_t err = cudaGetLastError();
-  TANDEM_CHECK(err == cudaSuccess, "fill_f32: launch failed: ", cudaGetErrorString(err));
+  fill_kernel<<<blocks_for(count), kThreads>>>(dst, count, value);
+  check_launch("fill_f32");
 }
 
 }  // namespace tandem::cuda

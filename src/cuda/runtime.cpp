@@ -16,28 +16,10 @@
 #include <unordered_map>
 #include <vector>
 
+#include "check.hpp"
+
 namespace tandem::cuda {
 namespace {
-
-#define TANDEM_CUDA_CHECK(expr)                                                              \
-  do {                                                                                       \
-    cudaError_t err_ = (expr);                                                               \
-    TANDEM_CHECK_T(::tandem::Error, err_ == cudaSuccess, "CUDA error in ", #expr, ": ",      \
-                   cudaGetErrorString(err_));                                                \
-  } while (0)
-
-// Restores the calling thread's current device on scope exit.
-class DeviceGuard {
- public:
-  explicit DeviceGuard(int device) {
-    cudaGetDevice(&previous_);
-    if (previous_ != device) TANDEM_CUDA_CHECK(cudaSetDevice(device));
-  }
-  ~DeviceGuard() { cudaSetDevice(previous_); }
-
- private:
-  int previous_ = 0;
-};
 
 // Keeps freed blocks by exact (rounded) size and hands them out again: training allocates the
 // same sizes every step, so after the first step cudaMalloc is not called at all.

@@ -8,6 +8,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -98,5 +99,10 @@ class Communicator {
   virtual Duration timeout() const = 0;
   virtual void set_timeout(Duration timeout) = 0;
 };
+
+/// Runs fn(comms[r]) on one thread per rank and joins them. An exception on a rank aborts the
+/// group so that no other rank waits for it; the first exception thrown is rethrown here.
+void run_group(const std::vector<std::shared_ptr<Communicator>>& comms,
+               const std::function<void(Communicator&)>& fn);
 
 }  // namespace tandem::comm

@@ -1,0 +1,709 @@
+// The nccl backend (see nccl.hpp). Three threads touch a rank's communicator:
+//   the caller   validates, orders the collective after its own work on the default stream
+//                (an event the communication stream waits on) and queues it;
+//   progress     issues the NCCL calls in call order on the communication stream (non-blocking
+//                communicator: a call may return ncclInProgress, polled against the deadline),
+//                records a completion event and hands the collective to the watchdog;
+//   watchdog     completes collectives whose event has fired, in issue order, and watches for
+//                failures: the group aborted, ncclCommGetAsyncError, the oldest deadline passed.
+//                Any of them ends in ncclCommAbort and every pending Work failing.
+// NCCL calls on the communicator are serialized by comm_mu_; ncclCommAbort takes it too, so the
+// handle is never used after it is gone.
+#include "tandem/comm/nccl.hpp"
+
+#include <cuda_runtime.h>
+#include <nccl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <deque>
+#include <thread>
+
+#include "../cuda/check.hpp"
+#include "progress.hpp"
+#include "tandem/comm/mpi.hpp"
+#include "tandem/cuda/runtime.hpp"
+#include "tandem/ops/creation.hpp"
+
+namespace tandem::comm {
+
+bool nccl_compiled() { return true; }
+
+namespace {
+
+using detail::CallDesc;
+
+std::string nccl_error(ncclResult_t r, ncclComm_t comm) {
+  std::string s = ncclGetErrorString(r);
+  const char* last = ncclGetLastError(comm);
+  if (last != nullptr && *last != '\0') s += std::string(": ") + last;
+  return s;
+}
+
+ncclDataType_t nccl_type(DType d) {
+  switch (d) {
+    case DType::f32: return ncclFloat32;
+    case DType::f64: return ncclFloat64;
+    case DType::i32: return ncclInt32;
+    case DType::i64: return ncclInt64;
+    default: TANDEM_THROW(CommError, "nccl: cannot reduce ", dtype_name(d), " tensors");
+  }
+}
+
+ncclRedOp_t nccl_op(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::sum: return ncclSum;
+    case ReduceOp::avg: return ncclAvg;
+    case ReduceOp::max: return ncclMax;
+    case ReduceOp::min: return ncclMin;
+  }
+  return ncclSum;
+}
+
+// The non-blocking configuration every communicator is created with.
+ncclConfig_t nonblocking_config() {
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  return config;
+}
+
+// One look at a non-blocking communicator: ncclSuccess (idle), ncclInProgress (a call is still
+// being carried out), or the error it failed with.
+ncclResult_t comm_state(ncclComm_t comm) {
+  ncclResult_t state = ncclSuccess;
+  ncclResult_t r = ncclCommGetAsyncError(comm, &state);
+  return r != ncclSuccess ? r : state;
+}
+
+// Polling loops spin for the first couple of thousand looks (collectives often finish within
+// microseconds), then sleep between looks so that a long wait does not burn a core.
+void pause_after(int looks) {
+  if (looks > 2000) {
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  } else {
+    std::this_thread::yield();
+  }
+}
+
+// Polls until `comm` has no NCCL call in progress. Returns "" or what went wrong.
+std::string settle(ncclComm_t comm, Clock::time_point deadline) {
+  for (int i = 0;; ++i) {
+    const ncclResult_t state = comm_state(comm);
+    if (state == ncclSuccess) return "";
+    if (state != ncclInProgress) return nccl_error(state, comm);
+    if (Clock::now() > deadline) return "timed out";
+    pause_after(i);
+  }
+}
+
+// What the communicators of one make_nccl_group share (a cross-process rank has its own): the
+// abort flag every watchdog watches, and the timeout.
+struct GroupState {
+  explicit GroupState(int ranks_here, Duration timeout)
+      : ranks_in_process(ranks_here), timeout_ms(timeout.count()) {}
+  const int ranks_in_process;
+  std::atomic<int64_t> timeout_ms;
+
+  void abort(const std::string& why) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!aborted_) reason_ = why;
+    aborted_ = true;
+  }
+  bool aborted() const { return aborted_; }
+  std::string reason() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return reason_;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::atomic<bool> aborted_{false};
+  std::string reason_;
+};
+
+// A collective issued on the GPU and not yet known to be complete.
+struct Pending {
+  std::shared_ptr<detail::WorkState> state;
+  cudaEvent_t done = nullptr;
+  Clock::time_point deadline;
+  std::vector<Tensor> keep;  // inputs, outputs and scratch: alive until the GPU is done
+};
+
+// The error a pending Work fails with: the reason itself when it is about this collective.
+std::exception_ptr failure_of(const std::string& what, const std::string& reason) {
+  const bool own = reason.compare(0, what.size(), what) == 0;
+  return std::make_exception_ptr(
+      CommError(own ? reason : what + ": communicator aborted: " + reason, __FILE__, __LINE__));
+}
+
+class NcclComm final : public Communicator {
+ public:
+  NcclComm(ncclComm_t comm, std::shared_ptr<GroupState> group, int rank, int size,
+           int local_rank, int device, bool debug, std::shared_ptr<Communicator> bootstrap)
+      : comm_(comm),
+        group_(std::move(group)),
+        rank_(rank),
+        size_(size),
+        local_rank_(local_rank),
+        device_(device),
+        debug_(debug),
+        bootstrap_(std::move(bootstrap)),
+        stream_(device),
+        barrier_buf_(zeros({1}, Device(DeviceType::cuda, device))) {
+    cuda::DeviceGuard guard(device_);
+    TANDEM_CUDA_CHECK(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming));
+    watchdog_ = std::thread([this] { watch(); });
+    progress_ = std::make_unique<detail::ProgressThread>(
+        [this] { return timeout(); },
+        [this](const std::string& what, const std::string& msg) {
+          group_->abort(what + ": " + msg);
+        });
+  }
+
+  ~NcclComm() override {
+    // In one process, whoever still waits on this rank learns it is gone instead of timing out.
+    if (group_->ranks_in_process > 1) group_->abort("rank " + std::to_string(rank_) + " exited");
+    progress_.reset();  // issues (or fails) what is queued
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stopping_ = true;
+    }
+    cv_.notify_all();
+    watchdog_.join();  // returns once nothing is pending
+    abort_comm();      // ncclCommAbort frees it without waiting on peers (see ARCHITECTURE.md)
+    cudaEventDestroy(ready_);
+  }
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  int local_rank() const override { return local_rank_; }
+  Device device() const override { return Device(DeviceType::cuda, device_); }
+  std::string backend() const override { return "nccl"; }
+  void abort(const std::string& why) override {
+    group_->abort("rank " + std::to_string(rank_) + " aborted: " + why);
+    cv_.notify_all();
+  }
+  bool is_aborted() const override { return group_->aborted(); }
+  Duration timeout() const override { return Duration(group_->timeout_ms.load()); }
+  void set_timeout(Duration timeout) override {
+    TANDEM_CHECK(timeout.count() > 0, "set_timeout: the timeout must be positive");
+    group_->timeout_ms = timeout.count();
+  }
+
+  Work allreduce(Tensor tensor, ReduceOp op) override {
+    return allreduce_grouped({std::move(tensor)}, op);
+  }
+
+  Work allreduce_grouped(std::vector<Tensor> tensors, ReduceOp op) override {
+    const uint64_t seq = ++seq_;
+    const std::string what = name(seq, std::string("allreduce(") + reduce_op_name(op) + ")");
+    int64_t total = 0;
+    for (const auto& t : tensors) {
+      check_tensor(t, what);
+      check(t.dtype() == tensors[0].dtype(), what, "tensors of different dtypes");
+      total += t.numel();
+    }
+    const DType dtype = tensors.empty() ? DType::f32 : tensors[0].dtype();
+    check_reducible(dtype, op, what);
+    const CallDesc desc{static_cast<int64_t>(seq), detail::kAllreduce, static_cast<int64_t>(op),
+                        static_cast<int64_t>(dtype), total};
+    return submit(what, desc, tensors, [this, tensors, op, dtype](std::vector<Tensor>& keep) {
+      // f16/bf16 accumulate in f32: widened copies are reduced, then rounded back.
+      const bool widen = is_reduced_float(dtype);
+      std::vector<Tensor> wire = tensors;
+      for (size_t i = 0; widen && i < wire.size(); ++i) {
+        wire[i] = scratch_f32(tensors[i].numel(), keep);
+        cuda::widen_to_f32(wire[i].data_ptr<float>(), tensors[i].raw_data(), dtype == DType::bf16,
+                           tensors[i].numel(), stream());
+      }
+      nccl_call("ncclGroupStart", ncclGroupStart());
+      for (auto& t : wire)
+        if (t.numel() > 0)
+          nccl_call("ncclAllReduce",
+                    ncclAllReduce(t.raw_data(), t.raw_data(), t.numel(), nccl_type(t.dtype()),
+                                  nccl_op(op), comm_, stream()));
+      nccl_call("ncclGroupEnd", ncclGroupEnd());
+      for (size_t i = 0; widen && i < wire.size(); ++i)
+        cuda::narrow_from_f32(tensors[i].raw_data(), dtype == DType::bf16,
+                              wire[i].data_ptr<float>(), wire[i].numel(), stream());
+    });
+  }
+
+  Work broadcast(Tensor tensor, int root) override {
+    const uint64_t seq = ++seq_;
+    const std::string what = name(seq, "broadcast(root " + std::to_string(root) + ")");
+    check_tensor(tensor, what);
+    check(root >= 0 && root < size_, what, "root out of range");
+    const CallDesc desc{static_cast<int64_t>(seq), detail::kBroadcast, root,
+                        static_cast<int64_t>(tensor.dtype()), tensor.numel()};
+    return submit(what, desc, {tensor}, [this, tensor, root](std::vector<Tensor>&) {
+      if (tensor.numel() == 0) return;
+      nccl_call("ncclBroadcast",
+                ncclBroadcast(tensor.raw_data(), tensor.raw_data(), bytes(tensor), ncclUint8,
+                              root, comm_, stream()));
+    });
+  }
+
+  Work allgather(Tensor output, Tensor input) override {
+    const uint64_t seq = ++seq_;
+    const std::string what = name(seq, "allgather");
+    check_tensor(input, what);
+    check_tensor(output, what);
+    check(output.dtype() == input.dtype() && output.numel() == input.numel() * size_, what,
+          "output has " + std::to_string(output.numel()) +
+              " elements, expected size() x input's elements = " +
+              std::to_string(input.numel() * size_));
+    const CallDesc desc{static_cast<int64_t>(seq), detail::kAllgather, 0,
+                        static_cast<int64_t>(input.dtype()), input.numel()};
+    return submit(what, desc, {output, input}, [this, output, input](std::vector<Tensor>&) {
+      if (input.numel() == 0) return;
+      nccl_call("ncclAllGather", ncclAllGather(input.raw_data(), output.raw_data(), bytes(input),
+                                               ncclUint8, comm_, stream()));
+    });
+  }
+
+  Work reduce_scatter(Tensor output, Tensor input, ReduceOp op) override {
+    const uint64_t seq = ++seq_;
+    const std::string what = name(seq, std::string("reduce_scatter(") + reduce_op_name(op) + ")");
+    check_tensor(input, what);
+    check_tensor(output, what);
+    check_reducible(input.dtype(), op, what);
+    check(input.numel() % size_ == 0, what, "input elements not divisible by size()");
+    check(output.dtype() == input.dtype() && output.numel() == input.numel() / size_, what,
+          "output has " + std::to_string(output.numel()) +
+              " elements, expected input's elements / size() = " +
+              std::to_string(input.numel() / size_));
+    const CallDesc desc{static_cast<int64_t>(seq), detail::kReduceScatter,
+                        static_cast<int64_t>(op), static_cast<int64_t>(input.dtype()),
+                        input.numel()};
+    return submit(what, desc, {output, input}, [this, output, input, op](std::vector<Tensor>& keep) {
+      if (output.numel() == 0) return;
+      const DType dtype = input.dtype();
+      const bool widen = is_reduced_float(dtype);
+      Tensor in = input, out = output;
+      if (widen) {
+        in = scratch_f32(input.numel(), keep);
+        out = scratch_f32(output.numel(), keep);
+        cuda::widen_to_f32(in.data_ptr<float>(), input.raw_data(), dtype == DType::bf16,
+                           input.numel(), stream());
+      }
+      nccl_call("ncclReduceScatter",
+                ncclReduceScatter(in.raw_data(), out.raw_data(), out.numel(),
+                                  nccl_type(in.dtype()), nccl_op(op), comm_, stream()));
+      if (widen)
+        cuda::narrow_from_f32(output.raw_data(), dtype == DType::bf16, out.data_ptr<float>(),
+                              out.numel(), stream());
+    });
+  }
+
+  Work barrier() override {
+    const uint64_t seq = ++seq_;
+    const std::string what = name(seq, "barrier");
+    const CallDesc desc{static_cast<int64_t>(seq), detail::kBarrier, 0,
+                        static_cast<int64_t>(DType::f32), 0};
+    // NCCL has no barrier: a one-element allreduce every rank must join.
+    return submit(what, desc, {}, [this](std::vector<Tensor>&) {
+      nccl_call("ncclAllReduce", ncclAllReduce(barrier_buf_.raw_data(), barrier_buf_.raw_data(), 1,
+                                               ncclFloat32, ncclSum, comm_, stream()));
+    });
+  }
+
+ private:
+  using Issue = std::function<void(std::vector<Tensor>& keep)>;
+
+  cudaStream_t stream() const { return static_cast<cudaStream_t>(stream_.handle()); }
+  static size_t bytes(const Tensor& t) { return static_cast<size_t>(t.numel()) * t.element_size(); }
+
+  std::string name(uint64_t seq, const std::string& op) const {
+    return "rank " + std::to_string(rank_) + ": " + op + " #" + std::to_string(seq);
+  }
+
+  // A bad call throws on the caller and aborts the group: the other ranks would otherwise wait
+  // for this one until the timeout.
+  void check(bool ok, const std::string& what, const std::string& why) {
+    if (ok) return;
+    group_->abort(what + ": " + why);
+    TANDEM_THROW(CommError, what, ": ", why);
+  }
+  void check_tensor(const Tensor& t, const std::string& what) {
+    check(t.defined() && t.is_contiguous() && t.device() == device(), what,
+          "tensors must be defined, contiguous and on cuda:" + std::to_string(device_) +
+              " (this rank's GPU; the nccl backend)");
+  }
+  void check_reducible(DType d, ReduceOp op, const std::string& what) {
+    const std::string problem = detail::reduction_problem(d, op);
+    check(problem.empty(), what, problem);
+  }
+
+  Tensor scratch_f32(int64_t n, std::vector<Tensor>& keep) {
+    keep.push_back(empty({n}, TensorOptions(DType::f32).device(device())));
+    return keep.back();
+  }
+
+  // On the progress thread, with comm_mu_ held: an NCCL call that failed outright aborts.
+  void nccl_call(const char* fn, ncclResult_t r) {
+    if (r == ncclSuccess || r == ncclInProgress) return;
+    TANDEM_THROW(CommError, fn, " failed: ", nccl_error(r, comm_));
+  }
+
+  // The caller's thread: validate (done by the op), order after the caller's work, queue.
+  Work submit(const std::string& what, const CallDesc& desc, std::vector<Tensor> tensors,
+              Issue issue) {
+    auto state = std::make_shared<detail::WorkState>();
+    state->what = what;
+    if (group_->aborted()) return detail::aborted_work(state, group_->reason(), timeout());
+    {
+      // Everything the caller queued on the default stream so far (tensors written by
+      // kernels or copies) happens before the collective.
+      cuda::DeviceGuard guard(device_);
+      TANDEM_CUDA_CHECK(cudaEventRecord(ready_, cudaStreamLegacy));
+      TANDEM_CUDA_CHECK(cudaStreamWaitEvent(stream(), ready_, 0));
+    }
+    return progress_->enqueue(
+        state,
+        [this, state, what, desc, tensors = std::move(tensors),
+         issue = std::move(issue)](Clock::time_point deadline) mutable {
+          cuda::DeviceGuard guard(device_);
+          if (debug_) check_same_call(desc, what, deadline);
+          Pending p{state, nullptr, deadline, std::move(tensors)};
+          {
+            std::lock_guard<std::mutex> lock(comm_mu_);
+            if (group_->aborted() || comm_ == nullptr)
+              TANDEM_THROW(CommError, what, ": communicator aborted: ", group_->reason());
+            issue(p.keep);
+          }
+          settle_or_abort(what, deadline);
+          TANDEM_CUDA_CHECK(cudaEventCreateWithFlags(&p.done, cudaEventDisableTiming));
+          TANDEM_CUDA_CHECK(cudaEventRecord(p.done, stream()));
+          {
+            std::lock_guard<std::mutex> lock(mu_);
+            pending_.push_back(std::move(p));
+          }
+          cv_.notify_all();
+        },
+        /*completes_later=*/true);
+  }
+
+  // Waits (progress thread) until the NCCL calls just issued are enqueued; past the deadline or
+  // on an error the group is aborted.
+  void settle_or_abort(const std::string& what, Clock::time_point deadline) {
+    for (int i = 0;; ++i) {
+      ncclResult_t state;
+      std::string error;
+      {
+        std::lock_guard<std::mutex> lock(comm_mu_);
+        if (comm_ == nullptr)
+          TANDEM_THROW(CommError, what, ": communicator aborted: ", group_->reason());
+        state = comm_state(comm_);
+        if (state != ncclSuccess && state != ncclInProgress) error = nccl_error(state, comm_);
+      }
+      if (!error.empty()) fail(what + ": NCCL error: " + error, what);
+      if (state == ncclSuccess) return;
+      if (Clock::now() > deadline)
+        fail(what + " timed out after " + std::to_string(timeout().count()) +
+                 " ms while NCCL enqueued it (a rank stopped calling, failed or exited)",
+             what);
+      pause_after(i);
+    }
+  }
+
+  // Aborts the group with `msg` (unless it already was) and the NCCL communicator, so that no
+  // kernel outlives the buffers it uses, and throws this call's error. Not with comm_mu_ held.
+  [[noreturn]] void fail(const std::string& msg, const std::string& what) {
+    group_->abort(msg);
+    abort_comm();
+    cv_.notify_all();
+    const std::string reason = group_->reason();
+    if (reason == msg) TANDEM_THROW(CommError, msg);
+    TANDEM_THROW(CommError, what, ": communicator aborted: ", reason);
+  }
+
+  // Debug mode (progress thread): every rank's call description, gathered on the GPU, must
+  // match rank 0's before the collective is issued.
+  void check_same_call(const CallDesc& desc, const std::string& what, Clock::time_point deadline) {
+    Tensor mine = from_vector(std::vector<int64_t>(desc.begin(), desc.end())).to(device());
+    Tensor all = empty({5 * size_}, TensorOptions(DType::i64).device(device()));
+    cudaEvent_t gathered = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(comm_mu_);
+      if (comm_ == nullptr)
+        TANDEM_THROW(CommError, what, ": communicator aborted: ", group_->reason());
+      nccl_call("ncclAllGather", ncclAllGather(mine.raw_data(), all.raw_data(), 5, ncclInt64,
+                                               comm_, stream()));
+    }
+    settle_or_abort(what, deadline);
+    TANDEM_CUDA_CHECK(cudaEventCreateWithFlags(&gathered, cudaEventDisableTiming));
+    TANDEM_CUDA_CHECK(cudaEventRecord(gathered, stream()));
+    cudaError_t q;
+    for (int i = 0; (q = cudaEventQuery(gathered)) == cudaErrorNotReady; ++i) {
+      if (group_->aborted() || Clock::now() > deadline) break;
+      pause_after(i);
+    }
+    cudaEventDestroy(gathered);
+    if (q != cudaSuccess) {
+      // `mine` and `all` must outlive the gather: stop the communicator before they go.
+      fail(q == cudaErrorNotReady
+               ? what + " timed out after " + std::to_string(timeout().count()) +
+                     " ms in the debug-mode check (a rank stopped calling, failed or exited)"
+               : what + ": CUDA error in the debug-mode check: " + cudaGetErrorString(q),
+           what);
+    }
+    const std::vector<int64_t> got = all.cpu().to_vector<int64_t>();
+    for (int q2 = 0; q2 < size_; ++q2) {
+      if (std::equal(got.begin() + 5 * q2, got.begin() + 5 * q2 + 5, got.begin())) continue;
+      CallDesc first, other;
+      std::copy_n(got.begin(), 5, first.begin());
+      std::copy_n(got.begin() + 5 * q2, 5, other.begin());
+      fail(detail::mismatch_message(rank_, detail::describe_call(first), q2,
+                                    detail::describe_call(other)),
+           what);
+    }
+  }
+
+  // ncclCommAbort, once; comm_mu_ keeps the progress thread off the handle meanwhile.
+  void abort_comm() {
+    std::lock_guard<std::mutex> lock(comm_mu_);
+    if (comm_ == nullptr) return;
+    ncclCommAbort(comm_);
+    comm_ = nullptr;
+  }
+
+  // Why this communicator must stop now, or "": the group aborted, an asynchronous NCCL error,
+  // or the oldest pending collective past its deadline. Called with mu_ held.
+  std::string failure() {
+    if (group_->aborted()) return group_->reason();
+    {
+      std::lock_guard<std::mutex> lock(comm_mu_);
+      if (comm_ != nullptr) {
+        ncclResult_t state = ncclSuccess;
+        ncclResult_t r = ncclCommGetAsyncError(comm_, &state);
+        if (r == ncclSuccess && state != ncclSuccess && state != ncclInProgress) r = state;
+        if (r != ncclSuccess) {
+          group_->abort("rank " + std::to_string(rank_) + ": NCCL error: " + nccl_error(r, comm_));
+          return group_->reason();
+        }
+      }
+    }
+    if (!pending_.empty() && Clock::now() > pending_.front().deadline) {
+      group_->abort(pending_.front().state->what + " timed out after " +
+                    std::to_string(timeout().count()) +
+                    " ms (a rank stopped calling, failed or exited)");
+      return group_->reason();
+    }
+    return "";
+  }
+
+  void watch() {
+    cudaSetDevice(device_);
+    std::unique_lock<std::mutex> lock(mu_);
+    for (int spins = 0;;) {
+      // Finished collectives complete in issue order.
+      while (!pending_.empty()) {
+        const cudaError_t q = cudaEventQuery(pending_.front().done);
+        if (q == cudaErrorNotReady) break;
+        Pending p = std::move(pending_.front());
+        pending_.pop_front();
+        cudaEventDestroy(p.done);
+        if (q != cudaSuccess) {
+          group_->abort(p.state->what + ": CUDA error: " + cudaGetErrorString(q));
+          p.state->complete(failure_of(p.state->what, group_->reason()));
+        } else {
+          p.state->complete();
+        }
+        spins = 0;
+      }
+      const std::string reason = failure();
+      if (!reason.empty()) {
+        abort_comm();  // the kernels of pending collectives exit
+        for (auto& p : pending_) {
+          cudaEventDestroy(p.done);
+          p.state->complete(failure_of(p.state->what, reason));
+        }
+        pending_.clear();
+      }
+      if (pending_.empty()) {
+        if (stopping_) return;
+        // Idle: wake for new work, or now and then to notice the group being aborted.
+        cv_.wait_for(lock, std::chrono::milliseconds(10));
+        continue;
+      }
+      lock.unlock();
+      pause_after(++spins);
+      lock.lock();
+    }
+  }
+
+  ncclComm_t comm_;  // null once aborted
+  std::mutex comm_mu_;
+  std::shared_ptr<GroupState> group_;
+  const int rank_, size_, local_rank_, device_;
+  const bool debug_;
+  std::shared_ptr<Communicator> bootstrap_;  // the mpi communicator that handed out the id
+  cuda::Stream stream_;
+  Tensor barrier_buf_;
+  cudaEvent_t ready_ = nullptr;
+  uint64_t seq_ = 0;
+
+  std::mutex mu_;  // guards pending_ and stopping_
+  std::condition_variable cv_;
+  std::deque<Pending> pending_;
+  bool stopping_ = false;
+  std::thread watchdog_;
+  std::unique_ptr<detail::ProgressThread> progress_;  // last: its thread uses the members above
+};
+
+// Waits until every communicator in `comms` finished initializing; on a failure or past the
+// deadline all of them are aborted and the error names the first rank that failed.
+void settle_init(std::vector<ncclComm_t>& comms, const std::vector<int>& ranks,
+                 const std::vector<int>& devices, Clock::time_point deadline,
+                 const std::string& who) {
+  for (size_t i = 0; i < comms.size(); ++i) {
+    const std::string problem = settle(comms[i], deadline);
+    if (problem.empty()) continue;
+    for (auto c : comms) ncclCommAbort(c);
+    TANDEM_THROW(CommError, who, ": NCCL initialization of rank ", ranks[i], " (cuda:", devices[i],
+                 ") ", problem == "timed out" ? "timed out (a rank never joined)" : "failed: " + problem);
+  }
+}
+
+Duration checked_timeout(const NcclOptions& options, const char* who) {
+  TANDEM_CHECK(options.timeout_.count() > 0, who, ": the timeout must be positive");
+  return options.timeout_;
+}
+
+}  // namespace
+
+std::vector<std::shared_ptr<Communicator>> make_nccl_group(const std::vector<int>& devices,
+                                                           NcclOptions options) {
+  const Duration timeout = checked_timeout(options, "make_nccl_group");
+  const int n = static_cast<int>(devices.size());
+  TANDEM_CHECK(n >= 1, "make_nccl_group: no devices given");
+  for (int i = 0; i < n; ++i)
+    for (int j = i + 1; j < n; ++j)
+      TANDEM_CHECK(devices[i] != devices[j], "make_nccl_group: ranks ", i, " and ", j,
+                   " both name cuda:", devices[i],
+                   ": NCCL forbids two ranks on one GPU (give each rank its own GPU; for "
+                   "several ranks on the CPU use the local backend)");
+  TANDEM_CHECK(cuda::device_count() > 0,
+               "make_nccl_group: no GPU is visible (the nccl backend needs one GPU per rank; on "
+               "the CPU use the local or mpi backend)");
+  for (int d : devices)
+    TANDEM_CHECK_INDEX(d >= 0 && d < cuda::device_count(), "make_nccl_group: cuda:", d,
+                       " does not exist (", cuda::device_count(), " visible GPUs)");
+
+  ncclUniqueId id;
+  ncclResult_t r = ncclGetUniqueId(&id);
+  TANDEM_CHECK_T(CommError, r == ncclSuccess, "make_nccl_group: ncclGetUniqueId failed: ",
+                 nccl_error(r, nullptr));
+  // What ncclCommInitAll does (one id, every rank inside one group call), non-blocking.
+  std::vector<ncclComm_t> comms(n, nullptr);
+  std::vector<int> ranks(n);
+  ncclConfig_t config = nonblocking_config();
+  ncclGroupStart();
+  for (int i = 0; i < n; ++i) {
+    ranks[i] = i;
+    cuda::DeviceGuard guard(devices[i]);
+    r = ncclCommInitRankConfig(&comms[i], n, id, i, &config);
+    if (r != ncclSuccess && r != ncclInProgress) break;
+  }
+  ncclResult_t end = ncclGroupEnd();
+  if (r == ncclSuccess || r == ncclInProgress) r = end;
+  if (r != ncclSuccess && r != ncclInProgress) {
+    for (auto c : comms)
+      if (c != nullptr) ncclCommAbort(c);
+    TANDEM_THROW(CommError, "make_nccl_group: NCCL initialization failed: ", nccl_error(r, nullptr));
+  }
+  settle_init(comms, ranks, devices, Clock::now() + timeout, "make_nccl_group");
+
+  auto group = std::make_shared<GroupState>(n, timeout);
+  std::vector<std::shared_ptr<Communicator>> out;
+  for (int i = 0; i < n; ++i)
+    out.push_back(std::make_shared<NcclComm>(comms[i], group, i, n, i, devices[i], options.debug_,
+                                             nullptr));
+  return out;
+}
+
+std::shared_ptr<Communicator> make_nccl_communicator(NcclOptions options) {
+  const Duration timeout = checked_timeout(options, "make_nccl_communicator");
+  std::shared_ptr<Communicator> boot;
+  try {
+    boot = make_mpi_communicator(MpiOptions().timeout(timeout).debug(false));
+  } catch (const NotImplementedError& e) {
+    TANDEM_THROW(NotImplementedError,
+                 "make_nccl_communicator: the unique id travels over the mpi backend, and ",
+                 e.message(), "; for the GPUs of one process use make_nccl_group");
+  }
+  const int rank = boot->rank(), world = boot->size();
+  const int device = options.device_ >= 0 ? options.device_ : boot->local_rank();
+
+  // Every rank's view before NCCL is touched, so that all fail alike: a problem, the host and
+  // the GPU's PCI bus id.
+  struct Record {
+    char problem[256];
+    char host[64];
+    char bus[32];
+  };
+  Record mine{};
+  gethostname(mine.host, sizeof(mine.host) - 1);
+  const int count = cuda::device_count();
+  std::string problem;
+  if (count == 0) {
+    problem = "rank " + std::to_string(rank) + " (" + mine.host +
+              ") sees no GPU (the nccl backend needs one GPU per rank)";
+  } else if (device >= count) {
+    problem = "rank " + std::to_string(rank) + " (" + mine.host + ", local rank " +
+              std::to_string(boot->local_rank()) + ") needs cuda:" + std::to_string(device) +
+              " but the node shows " + std::to_string(count) + " GPU(s): start at most " +
+              std::to_string(count) + " rank(s) per node (NCCL forbids two ranks on one GPU)";
+  } else if (cudaDeviceGetPCIBusId(mine.bus, sizeof(mine.bus), device) != cudaSuccess) {
+    cudaGetLastError();
+    problem = "rank " + std::to_string(rank) + ": cannot read the PCI bus id of cuda:" +
+              std::to_string(device);
+  }
+  std::strncpy(mine.problem, problem.c_str(), sizeof(mine.problem) - 1);
+  Tensor mine_t = empty({int64_t{sizeof(Record)}}, DType::u8);
+  std::memcpy(mine_t.raw_data(), &mine, sizeof(Record));
+  Tensor all_t = empty({int64_t{sizeof(Record)} * world}, DType::u8);
+  boot->allgather(all_t, mine_t).wait();
+  std::vector<Record> all(world);
+  std::memcpy(all.data(), all_t.raw_data(), sizeof(Record) * world);
+  for (const auto& rec : all)
+    TANDEM_CHECK_T(CommError, rec.problem[0] == '\0', "make_nccl_communicator: ",
+                   std::string(rec.problem, strnlen(rec.problem, sizeof(rec.problem))));
+  for (int a = 0; a < world; ++a)
+    for (int b = a + 1; b < world; ++b)
+      TANDEM_CHECK_T(CommError,
+                     std::strncmp(all[a].host, all[b].host, sizeof(Record::host)) != 0 ||
+                         std::strncmp(all[a].bus, all[b].bus, sizeof(Record::bus)) != 0,
+                     "make_nccl_communicator: ranks ", a, " and ", b, " both use the GPU at ",
+                     all[a].bus, " on ", all[a].host, ": NCCL forbids two ranks on one GPU");
+
+  // Rank 0's unique id, over MPI.
+  ncclUniqueId id;
+  Tensor id_t = zeros({int64_t{sizeof(id)}}, DType::u8);
+  if (rank == 0) {
+    ncclResult_t r = ncclGetUniqueId(&id);
+    TANDEM_CHECK_T(CommError, r == ncclSuccess, "make_nccl_communicator: ncclGetUniqueId failed: ",
+                   nccl_error(r, nullptr));
+    std::memcpy(id_t.raw_data(), &id, sizeof(id));
+  }
+  boot->broadcast(id_t, 0).wait();
+  std::memcpy(&id, id_t.raw_data(), sizeof(id));
+
+  std::vector<ncclComm_t> comm(1, nullptr);
+  ncclConfig_t config = nonblocking_config();
+  {
+    cuda::DeviceGuard guard(device);
+    ncclResult_t r = ncclCommInitRankConfig(&comm[0], world, id, rank, &config);
+    TANDEM_CHECK_T(CommError, r == ncclSuccess || r == ncclInProgress,
+                   "make_nccl_communicator: rank ", rank, ": ncclCommInitRankConfig failed: ",
+                   nccl_error(r, comm[0]));
+  }
+  settle_init(comm, {rank}, {device}, Clock::now() + timeout, "make_nccl_communicator");
+  return std::make_shared<NcclComm>(comm[0], std::make_shared<GroupState>(1, timeout), rank, world,
+                                    boot->local_rank(), device, options.debug_, boot);
+}
+
+}  // namespace tandem::comm

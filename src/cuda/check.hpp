@@ -1,0 +1,38 @@
+// What the CUDA sources share: the error check for runtime calls and the current-device guard.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "tandem/core/error.hpp"
+
+#define TANDEM_CUDA_CHECK(expr)                                                              \
+  do {                                                                                       \
+    cudaError_t err_ = (expr);                                                               \
+    TANDEM_CHECK_T(::tandem::Error, err_ == cudaSuccess, "CUDA error in ", #expr, ": ",      \
+                   cudaGetErrorString(err_));                                                \
+  } while (0)
+
+namespace tandem::cuda {
+
+/// Makes `device` the calling thread's current device and restores the previous one on exit.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device) {
+    cudaGetDevice(&previous_);
+    if (previous_ != device) TANDEM_CUDA_CHECK(cudaSetDevice(device));
+  }
+  ~DeviceGuard() { cudaSetDevice(previous_); }
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int previous_ = 0;
+};
+
+/// Converts `count` f16 or bf16 values (per `src_is_bf16`) at `src` to f32 at `dst`, on `stream`.
+void widen_to_f32(float* dst, const void* src, bool src_is_bf16, size_t count, cudaStream_t stream);
+/// Rounds `count` f32 values at `src` to f16 or bf16 at `dst` (nearest, ties to even), on `stream`.
+void narrow_from_f32(void* dst, bool dst_is_bf16, const float* src, size_t count,
+                     cudaStream_t stream);
+
+}  // namespace tandem::cuda
