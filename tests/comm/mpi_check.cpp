@@ -1,5 +1,8 @@
 // The mpi backend under mpirun (ctest runs it with -np 2 and -np 3). Modes:
 //   collectives  every op x dtype x size against a reference built from every rank's inputs
+//   nccl         the same on the nccl backend (one GPU per rank), or the refusal this machine
+//                calls for (no GPU; fewer GPUs than ranks)
+//   nccl_shared_gpu  every rank asks for GPU 0: refused on every rank
 //   mismatch     debug mode: rank 1 calls broadcast while the others call allreduce
 //   stall        the last rank never calls; the others must fail within the 500 ms timeout
 //   exit, throw  the last rank exits (or dies of an uncaught exception) before its collective:
@@ -15,77 +18,97 @@
 
 using namespace tandem;
 using namespace tandem::comm;
+using tandem::testing::close_bits;
 using tandem::testing::comm_input;
+using tandem::testing::comm_reference;
 
 namespace {
 
-// MPI may reduce in any order: floating results are compared with a tolerance of the dtype.
-bool close_to(const Tensor& got, const Tensor& want) {
-  if (got.shape() != want.shape() || got.dtype() != want.dtype()) return false;
-  if (!is_floating(got.dtype())) return equal(got, want);
-  const double rtol = got.dtype() == DType::f64   ? 1e-12
-                      : got.dtype() == DType::f32 ? 1e-5
-                      : got.dtype() == DType::f16 ? 4e-3
-                                                  : 2e-2;
-  return allclose(got.to(DType::f64), want.to(DType::f64), rtol, rtol * 20);
-}
-
-Tensor reference(const std::vector<Tensor>& ins, ReduceOp op) {
-  Tensor r = ins[0].to(DType::f64);
-  for (size_t q = 1; q < ins.size(); ++q) {
-    Tensor x = ins[q].to(DType::f64);
-    r = op == ReduceOp::max ? maximum(r, x) : op == ReduceOp::min ? minimum(r, x) : add(r, x);
-  }
-  if (op == ReduceOp::avg) r = div(r, full({}, static_cast<double>(ins.size()), DType::f64));
-  return r.to(ins[0].dtype());
-}
-
+// Every op x dtype x size on `c`, with tensors on the communicator's device.
 int collectives(Communicator& c) {
   const int w = c.size(), r = c.rank();
+  const Device dev = c.device();
   int checks = 0, failures = 0;
   auto expect = [&](bool ok, const std::string& what) {
     ++checks;
     if (!ok && failures++ < 5) std::printf("rank %d: FAILED %s\n", r, what.c_str());
   };
-  for (DType dtype : {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i32, DType::i64}) {
+  auto on_device = [&](const Tensor& t) { return t.clone().to(dev); };
+  for (DType dtype : tandem::testing::comm_dtypes()) {
     for (int64_t n : {int64_t{0}, int64_t{1}, int64_t{7}, int64_t{1000}, (int64_t{1} << 20) + 3}) {
       const std::string tag = std::string(dtype_name(dtype)) + " x " + std::to_string(n);
+      auto fresh = [&](int64_t numel) { return empty({numel}, TensorOptions(dtype).device(dev)); };
       std::vector<Tensor> ins;
       for (int q = 0; q < w; ++q) ins.push_back(comm_input(q, n, dtype));
       std::vector<ReduceOp> ops{ReduceOp::sum, ReduceOp::max, ReduceOp::min};
       if (is_floating(dtype)) ops.push_back(ReduceOp::avg);
       for (ReduceOp op : ops) {
-        Tensor t = ins[r].clone();
+        Tensor t = on_device(ins[r]);
         c.allreduce(t, op).wait();
-        expect(close_to(t, reference(ins, op)),
+        expect(close_bits(t.cpu(), comm_reference(ins, op)),
                std::string("allreduce ") + reduce_op_name(op) + " " + tag);
       }
-      Tensor a = ins[r].clone(), b = comm_input(r, 5, dtype, 3);
       std::vector<Tensor> bs;
       for (int q = 0; q < w; ++q) bs.push_back(comm_input(q, 5, dtype, 3));
+      Tensor a = on_device(ins[r]), b = on_device(bs[r]);
       c.allreduce_grouped({a, b}).wait();
-      expect(
-          close_to(a, reference(ins, ReduceOp::sum)) && close_to(b, reference(bs, ReduceOp::sum)),
-          "grouped allreduce " + tag);
-      Tensor t = ins[r].clone();
+      expect(close_bits(a.cpu(), comm_reference(ins, ReduceOp::sum)) &&
+                 close_bits(b.cpu(), comm_reference(bs, ReduceOp::sum)),
+             "grouped allreduce " + tag);
+      Tensor t = on_device(ins[r]);
       c.broadcast(t, w - 1).wait();
-      expect(equal(t, ins[w - 1]), "broadcast " + tag);
-      Tensor all = empty({n * w}, dtype);
-      c.allgather(all, ins[r]).wait();
-      expect(equal(all, cat(ins)), "allgather " + tag);
+      expect(equal(t.cpu(), ins[w - 1]), "broadcast " + tag);
+      Tensor all = fresh(n * w);
+      c.allgather(all, on_device(ins[r])).wait();
+      expect(equal(all.cpu(), cat(ins)), "allgather " + tag);
       const int64_t slice = (n + w - 1) / w;
       std::vector<Tensor> big;
       for (int q = 0; q < w; ++q) big.push_back(comm_input(q, slice * w, dtype, 7));
-      Tensor mine = empty({slice}, dtype);
-      c.reduce_scatter(mine, big[r]).wait();
-      expect(close_to(mine, reference(big, ReduceOp::sum).narrow(0, slice * r, slice)),
+      Tensor mine = fresh(slice);
+      c.reduce_scatter(mine, on_device(big[r])).wait();
+      expect(close_bits(mine.cpu(), comm_reference(big, ReduceOp::sum).narrow(0, slice * r, slice)),
              "reduce_scatter " + tag);
       c.barrier().wait();
     }
   }
-  std::printf("rank %d of %d (local rank %d): %d checks, %d failed\n", r, w, c.local_rank(), checks,
-              failures);
+  std::printf("rank %d of %d (%s, local rank %d): %d checks, %d failed\n", r, w,
+              c.backend().c_str(), c.local_rank(), checks, failures);
   return failures == 0 ? 0 : 1;
+}
+
+// The nccl backend over the mpi bootstrap. What must happen depends on the machine: without a
+// GPU every rank refuses with the same error; with fewer GPUs than ranks on the node (or, with
+// `shared`, every rank asking for GPU 0) every rank refuses two ranks on one GPU; otherwise the
+// collectives run. Returns 0 when this rank saw what it should.
+int nccl(bool shared) {
+  const int gpus = cuda::device_count();
+  const auto env = launch_env();
+  const int per_node = env ? env->world : 1;  // mpirun on one machine in ctest
+  std::string expected;
+  if (!nccl_compiled()) {
+    expected = "built without its CUDA backend";
+  } else if (gpus == 0) {
+    expected = "sees no GPU (the nccl backend needs one GPU per rank)";
+  } else if (shared && per_node > 1) {
+    expected = "NCCL forbids two ranks on one GPU";
+  } else if (per_node > gpus) {
+    expected = "start at most " + std::to_string(gpus) + " rank(s) per node";
+  }
+  NcclOptions options = NcclOptions().timeout(Duration(60000));
+  if (shared) options = options.device(0);
+  try {
+    auto c = make_nccl_communicator(options);
+    if (!expected.empty()) {
+      std::printf("rank %d: no error, expected one containing \"%s\"\n", c->rank(),
+                  expected.c_str());
+      return 1;
+    }
+    return collectives(*c);
+  } catch (const Error& e) {
+    const bool ok = !expected.empty() && e.message().find(expected) != std::string::npos;
+    std::printf("%s: %s\n", ok ? "refused as expected" : "UNEXPECTED error", e.what());
+    return ok ? 0 : 1;
+  }
 }
 
 }  // namespace
@@ -93,6 +116,7 @@ int collectives(Communicator& c) {
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "collectives";
   try {
+    if (mode == "nccl" || mode == "nccl_shared_gpu") return nccl(mode == "nccl_shared_gpu");
     if (mode == "collectives") {
       auto c = make_mpi_communicator(MpiOptions().timeout(Duration(60000)));
       return collectives(*c);

@@ -7,100 +7,29 @@
 #include <thread>
 
 #include "../util.hpp"
-#include "inputs.hpp"
+#include "suite.hpp"
 #include "tandem/comm.hpp"
 
 using namespace tandem;
 using namespace tandem::comm;
-using tandem::testing::comm_input;
+using tandem::testing::comm_dtypes;
 using tandem::testing::error_of;
 
 namespace {
-
-const DType kDtypes[] = {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i32, DType::i64};
-
-// The accumulation dtype: f16/bf16 reduce in f32.
-DType acc_of(DType d) { return d == DType::f16 || d == DType::bf16 ? DType::f32 : d; }
-
-Tensor reference(const std::vector<Tensor>& ins, ReduceOp op) {
-  const DType dtype = ins[0].dtype(), acc = acc_of(dtype);
-  Tensor r = ins[0].to(acc);
-  for (size_t q = 1; q < ins.size(); ++q) {
-    Tensor x = ins[q].to(acc);
-    r = op == ReduceOp::max ? maximum(r, x) : op == ReduceOp::min ? minimum(r, x) : add(r, x);
-  }
-  if (op == ReduceOp::avg) r = div(r, full({}, static_cast<double>(ins.size()), acc));
-  return r.to(dtype);
-}
-
-// Same shape, dtype and bytes (stricter than equal(), and without its conversion to double).
-bool same_bits(const Tensor& a, const Tensor& b) {
-  if (a.shape() != b.shape() || a.dtype() != b.dtype()) return false;
-  Tensor x = a.contiguous(), y = b.contiguous();
-  return std::memcmp(x.raw_data(), y.raw_data(), x.numel() * x.element_size()) == 0;
-}
 
 int64_t seconds_since(Clock::time_point t0) {
   return std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - t0).count();
 }
 
 void check_all_ops(int world, DType dtype, int64_t n) {
-  INFO("world " << world << ", " << dtype_name(dtype) << ", " << n << " elements");
-  // Inputs and expected results, computed once on this thread.
-  const int64_t slice = (n + world - 1) / world;  // reduce_scatter: world x slice in, slice out
-  std::vector<Tensor> ins, small, scatter_ins;
-  for (int q = 0; q < world; ++q) {
-    ins.push_back(comm_input(q, n, dtype));
-    small.push_back(comm_input(q, 5, dtype, 3));
-    scatter_ins.push_back(comm_input(q, slice * world, dtype, 7));
-  }
-  std::vector<ReduceOp> ops{ReduceOp::sum, ReduceOp::max, ReduceOp::min};
-  if (is_floating(dtype)) ops.push_back(ReduceOp::avg);
-  std::vector<Tensor> reduced;
-  for (ReduceOp op : ops) reduced.push_back(reference(ins, op));
-  const Tensor small_sum = reference(small, ReduceOp::sum), gathered = cat(ins);
-  const Tensor scattered = reference(scatter_ins, ReduceOp::sum);
-
-  std::vector<std::string> failures(world);
-  run_local(world, [&](Communicator& c) {
-    const int r = c.rank();
-    auto expect = [&](const Tensor& got, const Tensor& want, const std::string& what) {
-      if (failures[r].empty() && !same_bits(got, want)) failures[r] = what;
-    };
-    for (size_t i = 0; i < ops.size(); ++i) {
-      Tensor t = ins[r].clone();
-      c.allreduce(t, ops[i]).wait();
-      expect(t, reduced[i], std::string("allreduce ") + reduce_op_name(ops[i]));
-    }
-    Tensor a = ins[r].clone(), b = small[r].clone();
-    c.allreduce_grouped({a, b}, ReduceOp::sum).wait();
-    expect(a, reduced[0], "grouped allreduce, tensor 0");
-    expect(b, small_sum, "grouped allreduce, tensor 1");
-
-    Tensor t = ins[r].clone();
-    c.broadcast(t, world - 1).wait();
-    expect(t, ins[world - 1], "broadcast");
-
-    Tensor all = empty({n * world}, dtype);
-    c.allgather(all, ins[r]).wait();
-    expect(all, gathered, "allgather");
-
-    Tensor mine = empty({slice}, dtype);
-    c.reduce_scatter(mine, scatter_ins[r], ReduceOp::sum).wait();
-    expect(mine, scattered.narrow(0, slice * r, slice), "reduce_scatter");
-    c.barrier().wait();
-  });
-  for (int r = 0; r < world; ++r) {
-    INFO("rank " << r);
-    CHECK(failures[r] == "");
-  }
+  tandem::testing::check_all_ops(make_local_group(world), dtype, n, /*exact=*/true);
 }
 
 }  // namespace
 
 TEST_CASE("local collectives match a one-thread reference bit for bit", "[comm][local]") {
   for (int world = 1; world <= 8; ++world)
-    for (DType dtype : kDtypes)
+    for (DType dtype : comm_dtypes())
       for (int64_t n : {0, 1, 7, 1000}) check_all_ops(world, dtype, n);
 }
 
@@ -110,7 +39,7 @@ TEST_CASE("local collectives on 1 Mi + 3 elements", "[comm][local]") {
   const int64_t n = (int64_t{1} << 20) + 3;
   for (int world = 1; world <= 8; ++world) check_all_ops(world, DType::f32, n);
   for (int world : {2, 3})
-    for (DType dtype : kDtypes)
+    for (DType dtype : comm_dtypes())
       if (dtype != DType::f32) check_all_ops(world, dtype, n);
 }
 

@@ -1,0 +1,166 @@
+// The nccl backend. Anywhere: the refusals that need no GPU (two ranks on one GPU, no GPU, a
+// build without CUDA). On a GPU machine ([gpu], run by scripts/gpu-check.sh): the collective
+// suite on all visible GPUs (one GPU: world size 1), Work handles, debug mode, bad arguments,
+// abort; with two or more GPUs also the faults (a rank that throws, stops calling or exits).
+#include <chrono>
+#include <thread>
+
+#include "../util.hpp"
+#include "suite.hpp"
+#include "tandem/comm.hpp"
+#include "tandem/cuda/runtime.hpp"
+
+using namespace tandem;
+using namespace tandem::comm;
+using tandem::testing::comm_dtypes;
+using tandem::testing::error_of;
+
+namespace {
+
+std::vector<int> all_gpus() {
+  std::vector<int> devices;
+  for (int d = 0; d < cuda::device_count(); ++d) devices.push_back(d);
+  return devices;
+}
+
+int64_t seconds_since(Clock::time_point t0) {
+  return std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - t0).count();
+}
+
+Tensor gpu_ones(int64_t n, int device) { return ones({n}, Device(DeviceType::cuda, device)); }
+
+}  // namespace
+
+TEST_CASE("nccl refuses two ranks on one GPU, and says when it cannot run", "[comm][nccl]") {
+  if (!nccl_compiled()) {
+    CHECK_THAT(error_of([] { make_nccl_group({0}); }),
+               Catch::Contains("make_nccl_group: this tandem was built without its CUDA backend"));
+    CHECK_THAT(error_of([] { make_nccl_communicator(); }),
+               Catch::Contains("make_nccl_communicator: this tandem was built without"));
+    return;
+  }
+  // Checked before any GPU is touched, so on every machine.
+  CHECK_THAT(error_of([] { make_nccl_group({0, 1, 0}); }),
+             Catch::Contains("make_nccl_group: ranks 0 and 2 both name cuda:0: NCCL forbids two "
+                             "ranks on one GPU"));
+  CHECK_THAT(error_of([] { make_nccl_group({}); }), Catch::Contains("no devices given"));
+  CHECK_THAT(error_of([] { make_nccl_group({0}, NcclOptions().timeout(Duration(0))); }),
+             Catch::Contains("the timeout must be positive"));
+  if (!cuda::is_available()) {
+    CHECK_THAT(error_of([] { make_nccl_group({0}); }),
+               Catch::Contains("make_nccl_group: no GPU is visible"));
+  } else {
+    const int n = cuda::device_count();
+    CHECK_THAT(error_of([n] { make_nccl_group({n}); }),
+               Catch::Contains("cuda:" + std::to_string(n) + " does not exist"));
+  }
+}
+
+TEST_CASE("nccl collectives on every visible GPU match the one-thread reference",
+          "[comm][nccl][gpu]") {
+  if (!cuda::is_available()) {
+    WARN("no GPU: the nccl suite runs on a GPU machine (scripts/gpu-check.sh)");
+    return;
+  }
+  const auto devices = all_gpus();
+  // Any two ranks reduce in one order; more may reduce in NCCL's ring order.
+  const bool exact = devices.size() <= 2;
+  for (DType dtype : comm_dtypes())
+    for (int64_t n : {int64_t{0}, int64_t{1}, int64_t{7}, int64_t{1000}, (int64_t{1} << 20) + 3})
+      tandem::testing::check_all_ops(make_nccl_group(devices), dtype, n, exact);
+  // A smaller group too, when there are several GPUs.
+  if (devices.size() > 2)
+    tandem::testing::check_all_ops(make_nccl_group({0, 1}), DType::f32, 1000, true);
+}
+
+TEST_CASE("nccl Work handles, debug mode, bad arguments and abort", "[comm][nccl][gpu]") {
+  if (!cuda::is_available()) {
+    WARN("no GPU: skipped");
+    return;
+  }
+  auto comms = make_nccl_group({0}, NcclOptions().timeout(Duration(20000)).debug(true));
+  Communicator& c = *comms[0];
+  CHECK(c.backend() == "nccl");
+  CHECK(c.device() == Device("cuda:0"));
+  CHECK(c.size() == 1);
+
+  // Several collectives in flight on the stream, completed in order.
+  std::vector<Tensor> ts;
+  std::vector<Work> works;
+  for (int i = 0; i < 8; ++i) {
+    ts.push_back(full({1 << 20}, i, Device("cuda:0")));
+    works.push_back(c.allreduce(ts.back(), ReduceOp::max));
+  }
+  for (auto& w : works) w.wait();
+  for (int i = 0; i < 8; ++i) {
+    CHECK(works[i].is_completed());
+    CHECK(ts[i].cpu().to_vector<float>()[12345] == static_cast<float>(i));
+  }
+
+  CHECK_THAT(error_of([&] { c.allreduce(ones({4})); }),
+             Catch::Contains("rank 0: allreduce(sum) #9: tensors must be defined, contiguous and "
+                             "on cuda:0"));
+  CHECK(c.is_aborted());  // a bad call aborts the group, like the local backend
+  CHECK_THAT(error_of([&] { c.barrier().wait(); }),
+             Catch::Contains("rank 0: barrier #10: communicator aborted: rank 0: allreduce(sum) #9"));
+
+  auto fresh = make_nccl_group({0});
+  fresh[0]->abort("stop");
+  CHECK_THAT(error_of([&] { fresh[0]->allreduce(gpu_ones(4, 0)).wait(); }),
+             Catch::Contains("rank 0: allreduce(sum) #1: communicator aborted: rank 0 aborted: stop"));
+  auto avg = make_nccl_group({0});
+  CHECK_THAT(error_of([&] { avg[0]->allreduce(ones({4}, TensorOptions(DType::i32).device(Device("cuda:0"))), ReduceOp::avg); }),
+             Catch::Contains("avg needs a floating dtype"));
+}
+
+TEST_CASE("nccl faults: a rank that throws, stops calling or exits", "[comm][nccl][gpu][faults]") {
+  if (cuda::device_count() < 2) {
+    WARN("fewer than 2 GPUs: the nccl fault tests need two ranks");
+    return;
+  }
+  const auto t0 = Clock::now();
+  {
+    std::vector<std::string> errors(2);
+    std::string thrown = error_of([&] {
+      run_group(make_nccl_group({0, 1}, NcclOptions().timeout(Duration(20000))),
+                [&](Communicator& c) {
+                  Tensor t = gpu_ones(8, c.rank());
+                  c.allreduce(t).wait();
+                  if (c.rank() == 1) TANDEM_THROW(ValueError, "rank 1 ran out of data");
+                  try {
+                    c.allreduce(t).wait();
+                  } catch (const CommError& e) {
+                    errors[c.rank()] = e.message();
+                    throw;
+                  }
+                });
+    });
+    CHECK_THAT(thrown, Catch::Contains("rank 1 ran out of data"));
+    CHECK_THAT(errors[0], Catch::Contains("rank 0: allreduce(sum) #2"));
+    CHECK_THAT(errors[0], Catch::Contains("rank 1 aborted: failed: rank 1 ran out of data"));
+  }
+  {
+    std::string error;
+    CHECK_THROWS_AS(run_group(make_nccl_group({0, 1}, NcclOptions().timeout(Duration(500))),
+                              [&](Communicator& c) {
+                                if (c.rank() == 1) return;  // never calls
+                                try {
+                                  c.allreduce(gpu_ones(8, 0)).wait();
+                                } catch (const CommError& e) {
+                                  error = e.message();
+                                  throw;
+                                }
+                              }),
+                    CommError);
+    CHECK_THAT(error, Catch::Contains("rank 0: allreduce(sum) #1"));
+    CHECK_THAT(error, Catch::Contains("timed out after 500 ms"));
+  }
+  {
+    auto comms = make_nccl_group({0, 1}, NcclOptions().timeout(Duration(20000)));
+    Work w = comms[0]->allreduce(gpu_ones(8, 0));
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    comms[1].reset();  // rank 1 goes away without calling
+    CHECK_THAT(error_of([&] { w.wait(); }), Catch::Contains("rank 1 exited"));
+  }
+  CHECK(seconds_since(t0) < 15);
+}
