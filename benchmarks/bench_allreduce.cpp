@@ -5,6 +5,7 @@
 // stderr) and, with --json FILE, writes the figures.
 // Usage: bench_allreduce [--backend local] [--world 2] [--max-mib 256] [--iters 20] [--json FILE]
 //        mpirun -np 2 bench_allreduce --backend mpi ...   (rank 0 prints and writes)
+//        bench_allreduce --backend nccl [--world N]      (GPUs 0..N-1, default all; one thread each)
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -41,23 +42,44 @@ double memcpy_gbps() {
 
 }  // namespace
 
+int run(const std::string& backend, int world, bool world_given, int64_t max_mib, int iters,
+        const std::string& json_path);
+
 int main(int argc, char** argv) {
   CLI::App app{"Allreduce sweep of the local backend"};
   int world = 2, iters = 20;
   int64_t max_mib = 256;
   std::string json_path, backend = "local";
-  app.add_option("--backend", backend, "local (threads) or mpi (under mpirun)")
-      ->check(CLI::IsMember({"local", "mpi"}));
-  app.add_option("--world", world, "ranks (threads)")->check(CLI::Range(1, 64));
+  app.add_option("--backend", backend,
+                 "local (threads), mpi (under mpirun) or nccl (one thread per GPU)")
+      ->check(CLI::IsMember({"local", "mpi", "nccl"}));
+  auto* world_opt = app.add_option("--world", world, "ranks (threads; nccl: GPUs, default all)")
+                        ->check(CLI::Range(1, 64));
   app.add_option("--max-mib", max_mib, "largest message in MiB")->check(CLI::PositiveNumber);
   app.add_option("--iters", iters, "timed iterations per size")->check(CLI::PositiveNumber);
   app.add_option("--json", json_path, "write the results here");
   CLI11_PARSE(app, argc, argv);
+  try {
+    return run(backend, world, world_opt->count() > 0, max_mib, iters, json_path);
+  } catch (const Error& e) {
+    std::fprintf(stderr, "bench_allreduce: %s\n", e.message().c_str());
+    return 1;
+  }
+}
+
+int run(const std::string& backend, int world, bool world_given, int64_t max_mib, int iters,
+        const std::string& json_path) {
 
   std::shared_ptr<comm::Communicator> mpi;
+  std::vector<std::shared_ptr<comm::Communicator>> group;  // local or nccl: one thread per rank
   if (backend == "mpi") {
     mpi = comm::make_mpi_communicator();
     world = mpi->size();
+  } else if (backend == "nccl") {
+    if (!world_given) world = cuda::device_count();
+    std::vector<int> devices(std::max(world, 1));
+    for (int d = 0; d < world; ++d) devices[d] = d;
+    group = comm::make_nccl_group(devices);
   }
   const bool printer = !mpi || mpi->rank() == 0;
   const double copy = memcpy_gbps();
@@ -71,7 +93,7 @@ int main(int argc, char** argv) {
     const int reps = bytes >= (int64_t{64} << 20) ? std::max(5, iters / 4) : iters;
     std::vector<double> times;
     auto sweep = [&](comm::Communicator& c) {
-      Tensor t = full({n}, 1.0);
+      Tensor t = full({n}, 1.0, c.device());
       c.allreduce(t).wait();  // warm-up (first touch of the pages)
       for (int i = 0; i < reps; ++i) {
         c.barrier().wait();
@@ -83,6 +105,8 @@ int main(int argc, char** argv) {
     };
     if (mpi) {
       sweep(*mpi);
+    } else if (!group.empty()) {
+      comm::run_group(group, sweep);
     } else {
       comm::run_local(world, sweep);
     }
