@@ -218,13 +218,16 @@ class NcclComm final : public Communicator {
         cuda::widen_to_f32(wire[i].data_ptr<float>(), tensors[i].raw_data(), dtype == DType::bf16,
                            tensors[i].numel(), stream());
       }
-      nccl_call("ncclGroupStart", ncclGroupStart());
+      // One NCCL group: the first failure is reported after the group is closed.
+      const ncclDataType_t type = nccl_type(wire.empty() ? DType::f32 : wire[0].dtype());
+      ncclResult_t r = ncclGroupStart();
       for (auto& t : wire)
-        if (t.numel() > 0)
-          nccl_call("ncclAllReduce",
-                    ncclAllReduce(t.raw_data(), t.raw_data(), t.numel(), nccl_type(t.dtype()),
-                                  nccl_op(op), comm_, stream()));
-      nccl_call("ncclGroupEnd", ncclGroupEnd());
+        if (t.numel() > 0 && (r == ncclSuccess || r == ncclInProgress))
+          r = ncclAllReduce(t.raw_data(), t.raw_data(), t.numel(), type, nccl_op(op), comm_,
+                            stream());
+      const ncclResult_t end = ncclGroupEnd();
+      nccl_call("ncclAllReduce", r);
+      nccl_call("ncclGroupEnd", end);
       for (size_t i = 0; widen && i < wire.size(); ++i)
         cuda::narrow_from_f32(tensors[i].raw_data(), dtype == DType::bf16,
                               wire[i].data_ptr<float>(), wire[i].numel(), stream());
@@ -368,12 +371,19 @@ class NcclComm final : public Communicator {
           cuda::DeviceGuard guard(device_);
           if (debug_) check_same_call(desc, what, deadline);
           Pending p{state, nullptr, deadline, std::move(tensors)};
+          std::string issue_error;
           {
             std::lock_guard<std::mutex> lock(comm_mu_);
             if (group_->aborted() || comm_ == nullptr)
               TANDEM_THROW(CommError, what, ": communicator aborted: ", group_->reason());
-            issue(p.keep);
+            try {
+              issue(p.keep);
+            } catch (const std::exception& e) {
+              issue_error = e.what();
+            }
           }
+          // A call NCCL or CUDA refused leaves the communicator in an unknown state: abort.
+          if (!issue_error.empty()) fail(what + ": " + issue_error, what);
           settle_or_abort(what, deadline);
           TANDEM_CUDA_CHECK(cudaEventCreateWithFlags(&p.done, cudaEventDisableTiming));
           TANDEM_CUDA_CHECK(cudaEventRecord(p.done, stream()));
