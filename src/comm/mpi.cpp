@@ -106,16 +106,9 @@ class MpiComm final : public Communicator {
   Work allreduce_grouped(std::vector<Tensor> tensors, ReduceOp op) override {
     const uint64_t seq = ++seq_;
     const std::string what = name(seq, std::string("allreduce(") + reduce_op_name(op) + ")");
-    int64_t total = 0;
-    for (const auto& t : tensors) {
-      check_tensor(t, what);
-      check(t.dtype() == tensors[0].dtype(), what, "tensors of different dtypes");
-      total += t.numel();
-    }
-    const DType dtype = tensors.empty() ? DType::f32 : tensors[0].dtype();
-    check_reducible(dtype, op, what);
-    const detail::CallDesc desc{static_cast<int64_t>(seq), detail::kAllreduce,
-                                static_cast<int64_t>(op), static_cast<int64_t>(dtype), total};
+    const detail::CallDesc desc = checks_.allreduce(seq, tensors, op, rejecter(what));
+    const DType dtype = static_cast<DType>(desc[3]);
+    const int64_t total = desc[4];
     return submit(what, desc, [this, tensors, op, dtype, total, what](Clock::time_point deadline) {
       // One contiguous buffer in the wire dtype: the tensor itself when it already is one.
       const DType wire = wire_dtype(dtype);
@@ -146,10 +139,7 @@ class MpiComm final : public Communicator {
   Work broadcast(Tensor tensor, int root) override {
     const uint64_t seq = ++seq_;
     const std::string what = name(seq, "broadcast(root " + std::to_string(root) + ")");
-    check_tensor(tensor, what);
-    check(root >= 0 && root < size_, what, "root out of range");
-    const detail::CallDesc desc{static_cast<int64_t>(seq), detail::kBroadcast, root,
-                                static_cast<int64_t>(tensor.dtype()), tensor.numel()};
+    const detail::CallDesc desc = checks_.broadcast(seq, tensor, root, size_, rejecter(what));
     return submit(what, desc, [this, tensor, root, what](Clock::time_point deadline) {
       MPI_Request req;
       MPI_Ibcast(tensor.raw_data(), int_count(tensor.numel() * tensor.element_size(), what),
@@ -161,14 +151,7 @@ class MpiComm final : public Communicator {
   Work allgather(Tensor output, Tensor input) override {
     const uint64_t seq = ++seq_;
     const std::string what = name(seq, "allgather");
-    check_tensor(input, what);
-    check_tensor(output, what);
-    check(output.dtype() == input.dtype() && output.numel() == input.numel() * size_, what,
-          "output has " + std::to_string(output.numel()) +
-              " elements, expected size() x input's elements = " +
-              std::to_string(input.numel() * size_));
-    const detail::CallDesc desc{static_cast<int64_t>(seq), detail::kAllgather, 0,
-                                static_cast<int64_t>(input.dtype()), input.numel()};
+    const detail::CallDesc desc = checks_.allgather(seq, output, input, size_, rejecter(what));
     return submit(what, desc, [this, output, input, what](Clock::time_point deadline) {
       const int bytes = int_count(input.numel() * input.element_size(), what);
       MPI_Request req;
@@ -181,17 +164,8 @@ class MpiComm final : public Communicator {
   Work reduce_scatter(Tensor output, Tensor input, ReduceOp op) override {
     const uint64_t seq = ++seq_;
     const std::string what = name(seq, std::string("reduce_scatter(") + reduce_op_name(op) + ")");
-    check_tensor(input, what);
-    check_tensor(output, what);
-    check_reducible(input.dtype(), op, what);
-    check(input.numel() % size_ == 0, what, "input elements not divisible by size()");
-    check(output.dtype() == input.dtype() && output.numel() == input.numel() / size_, what,
-          "output has " + std::to_string(output.numel()) +
-              " elements, expected input's elements / size() = " +
-              std::to_string(input.numel() / size_));
-    const detail::CallDesc desc{static_cast<int64_t>(seq), detail::kReduceScatter,
-                                static_cast<int64_t>(op), static_cast<int64_t>(input.dtype()),
-                                input.numel()};
+    const detail::CallDesc desc =
+        checks_.reduce_scatter(seq, output, input, op, size_, rejecter(what));
     return submit(what, desc, [this, output, input, op, what](Clock::time_point deadline) {
       const DType wire = wire_dtype(input.dtype());
       Tensor in = input.dtype() == wire ? input : input.to(wire);
@@ -208,8 +182,7 @@ class MpiComm final : public Communicator {
   Work barrier() override {
     const uint64_t seq = ++seq_;
     const std::string what = name(seq, "barrier");
-    const detail::CallDesc desc{static_cast<int64_t>(seq), detail::kBarrier, 0,
-                                static_cast<int64_t>(DType::f32), 0};
+    const detail::CallDesc desc = detail::CallCheck::barrier(seq);
     return submit(what, desc, [this, what](Clock::time_point deadline) {
       MPI_Request req;
       MPI_Ibarrier(comm_, &req);
@@ -223,16 +196,8 @@ class MpiComm final : public Communicator {
   }
 
   // A bad call throws on the caller; the other ranks learn of it through their timeout.
-  void check(bool ok, const std::string& what, const std::string& why) {
-    if (!ok) TANDEM_THROW(CommError, what, ": ", why);
-  }
-  void check_tensor(const Tensor& t, const std::string& what) {
-    check(t.defined() && t.is_cpu() && t.is_contiguous(), what,
-          "tensors must be defined, contiguous and on the CPU (the mpi backend)");
-  }
-  void check_reducible(DType d, ReduceOp op, const std::string& what) {
-    const std::string problem = detail::reduction_problem(d, op);
-    check(problem.empty(), what, problem);
+  detail::CallCheck::Reject rejecter(const std::string& what) const {
+    return [what](const std::string& why) { TANDEM_THROW(CommError, what, ": ", why); };
   }
 
   // Polls `req` until it completes; past the deadline the communicator is aborted.
@@ -295,6 +260,8 @@ class MpiComm final : public Communicator {
   std::atomic<bool> aborted_{false};
   std::atomic<bool> pending_{false};  // a request left inside MPI by a timeout
   std::string reason_;
+  const detail::CallCheck checks_{[](const Tensor& t) { return t.is_cpu(); },
+                                  "on the CPU (the mpi backend)"};
   std::unique_ptr<detail::ProgressThread> progress_;  // last: its thread uses the members above
 };
 

@@ -199,16 +199,8 @@ class NcclComm final : public Communicator {
   Work allreduce_grouped(std::vector<Tensor> tensors, ReduceOp op) override {
     const uint64_t seq = ++seq_;
     const std::string what = name(seq, std::string("allreduce(") + reduce_op_name(op) + ")");
-    int64_t total = 0;
-    for (const auto& t : tensors) {
-      check_tensor(t, what);
-      check(t.dtype() == tensors[0].dtype(), what, "tensors of different dtypes");
-      total += t.numel();
-    }
-    const DType dtype = tensors.empty() ? DType::f32 : tensors[0].dtype();
-    check_reducible(dtype, op, what);
-    const CallDesc desc{static_cast<int64_t>(seq), detail::kAllreduce, static_cast<int64_t>(op),
-                        static_cast<int64_t>(dtype), total};
+    const CallDesc desc = checks_.allreduce(seq, tensors, op, rejecter(what));
+    const DType dtype = static_cast<DType>(desc[3]);
     return submit(what, desc, tensors, [this, tensors, op, dtype](std::vector<Tensor>& keep) {
       // f16/bf16 accumulate in f32: widened copies are reduced, then rounded back.
       const bool widen = is_reduced_float(dtype);
@@ -237,10 +229,7 @@ class NcclComm final : public Communicator {
   Work broadcast(Tensor tensor, int root) override {
     const uint64_t seq = ++seq_;
     const std::string what = name(seq, "broadcast(root " + std::to_string(root) + ")");
-    check_tensor(tensor, what);
-    check(root >= 0 && root < size_, what, "root out of range");
-    const CallDesc desc{static_cast<int64_t>(seq), detail::kBroadcast, root,
-                        static_cast<int64_t>(tensor.dtype()), tensor.numel()};
+    const CallDesc desc = checks_.broadcast(seq, tensor, root, size_, rejecter(what));
     return submit(what, desc, {tensor}, [this, tensor, root](std::vector<Tensor>&) {
       if (tensor.numel() == 0) return;
       nccl_call("ncclBroadcast",
@@ -252,14 +241,7 @@ class NcclComm final : public Communicator {
   Work allgather(Tensor output, Tensor input) override {
     const uint64_t seq = ++seq_;
     const std::string what = name(seq, "allgather");
-    check_tensor(input, what);
-    check_tensor(output, what);
-    check(output.dtype() == input.dtype() && output.numel() == input.numel() * size_, what,
-          "output has " + std::to_string(output.numel()) +
-              " elements, expected size() x input's elements = " +
-              std::to_string(input.numel() * size_));
-    const CallDesc desc{static_cast<int64_t>(seq), detail::kAllgather, 0,
-                        static_cast<int64_t>(input.dtype()), input.numel()};
+    const CallDesc desc = checks_.allgather(seq, output, input, size_, rejecter(what));
     return submit(what, desc, {output, input}, [this, output, input](std::vector<Tensor>&) {
       if (input.numel() == 0) return;
       nccl_call("ncclAllGather", ncclAllGather(input.raw_data(), output.raw_data(), bytes(input),
@@ -270,17 +252,7 @@ class NcclComm final : public Communicator {
   Work reduce_scatter(Tensor output, Tensor input, ReduceOp op) override {
     const uint64_t seq = ++seq_;
     const std::string what = name(seq, std::string("reduce_scatter(") + reduce_op_name(op) + ")");
-    check_tensor(input, what);
-    check_tensor(output, what);
-    check_reducible(input.dtype(), op, what);
-    check(input.numel() % size_ == 0, what, "input elements not divisible by size()");
-    check(output.dtype() == input.dtype() && output.numel() == input.numel() / size_, what,
-          "output has " + std::to_string(output.numel()) +
-              " elements, expected input's elements / size() = " +
-              std::to_string(input.numel() / size_));
-    const CallDesc desc{static_cast<int64_t>(seq), detail::kReduceScatter,
-                        static_cast<int64_t>(op), static_cast<int64_t>(input.dtype()),
-                        input.numel()};
+    const CallDesc desc = checks_.reduce_scatter(seq, output, input, op, size_, rejecter(what));
     return submit(what, desc, {output, input}, [this, output, input, op](std::vector<Tensor>& keep) {
       if (output.numel() == 0) return;
       const DType dtype = input.dtype();
@@ -304,8 +276,7 @@ class NcclComm final : public Communicator {
   Work barrier() override {
     const uint64_t seq = ++seq_;
     const std::string what = name(seq, "barrier");
-    const CallDesc desc{static_cast<int64_t>(seq), detail::kBarrier, 0,
-                        static_cast<int64_t>(DType::f32), 0};
+    const CallDesc desc = detail::CallCheck::barrier(seq);
     // NCCL has no barrier: a one-element allreduce every rank must join.
     return submit(what, desc, {}, [this](std::vector<Tensor>&) {
       nccl_call("ncclAllReduce", ncclAllReduce(barrier_buf_.raw_data(), barrier_buf_.raw_data(), 1,
@@ -325,19 +296,12 @@ class NcclComm final : public Communicator {
 
   // A bad call throws on the caller and aborts the group: the other ranks would otherwise wait
   // for this one until the timeout.
-  void check(bool ok, const std::string& what, const std::string& why) {
-    if (ok) return;
-    group_->abort(what + ": " + why);
-    TANDEM_THROW(CommError, what, ": ", why);
-  }
-  void check_tensor(const Tensor& t, const std::string& what) {
-    check(t.defined() && t.is_contiguous() && t.device() == device(), what,
-          "tensors must be defined, contiguous and on cuda:" + std::to_string(device_) +
-              " (this rank's GPU; the nccl backend)");
-  }
-  void check_reducible(DType d, ReduceOp op, const std::string& what) {
-    const std::string problem = detail::reduction_problem(d, op);
-    check(problem.empty(), what, problem);
+  detail::CallCheck::Reject rejecter(const std::string& what) {
+    return [this, what](const std::string& why) {
+      group_->abort(what + ": " + why);
+      cv_.notify_all();
+      TANDEM_THROW(CommError, what, ": ", why);
+    };
   }
 
   Tensor scratch_f32(int64_t n, std::vector<Tensor>& keep) {
@@ -561,6 +525,9 @@ class NcclComm final : public Communicator {
   std::deque<Pending> pending_;
   bool stopping_ = false;
   std::thread watchdog_;
+  const detail::CallCheck checks_{
+      [this](const Tensor& t) { return t.device() == device(); },
+      "on cuda:" + std::to_string(device_) + " (this rank's GPU; the nccl backend)"};
   std::unique_ptr<detail::ProgressThread> progress_;  // last: its thread uses the members above
 };
 

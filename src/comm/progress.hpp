@@ -46,6 +46,82 @@ inline std::string describe_call(const CallDesc& d) {
          std::to_string(d[4]) + " elements)";
 }
 
+/// Checks a call's arguments on the caller's thread, alike on every backend that takes tensors
+/// anywhere in memory (mpi, nccl), and returns what debug mode compares. `placed` says whether a
+/// tensor is where the backend needs it, `placement` says where that is ("on the CPU (the mpi
+/// backend)"); `reject(why)` reports a problem and must throw.
+class CallCheck {
+ public:
+  using Reject = std::function<void(const std::string& why)>;
+  CallCheck(std::function<bool(const Tensor&)> placed, std::string placement)
+      : placed_(std::move(placed)), placement_(std::move(placement)) {}
+
+  CallDesc allreduce(uint64_t seq, const std::vector<Tensor>& tensors, ReduceOp op,
+                     const Reject& reject) const {
+    int64_t total = 0;
+    for (const auto& t : tensors) {
+      tensor(t, reject);
+      if (t.dtype() != tensors[0].dtype()) reject("tensors of different dtypes");
+      total += t.numel();
+    }
+    const DType dtype = tensors.empty() ? DType::f32 : tensors[0].dtype();
+    reducible(dtype, op, reject);
+    return {static_cast<int64_t>(seq), kAllreduce, static_cast<int64_t>(op),
+            static_cast<int64_t>(dtype), total};
+  }
+
+  CallDesc broadcast(uint64_t seq, const Tensor& t, int root, int size,
+                     const Reject& reject) const {
+    tensor(t, reject);
+    if (root < 0 || root >= size) reject("root out of range");
+    return {static_cast<int64_t>(seq), kBroadcast, root, static_cast<int64_t>(t.dtype()),
+            t.numel()};
+  }
+
+  CallDesc allgather(uint64_t seq, const Tensor& output, const Tensor& input, int size,
+                     const Reject& reject) const {
+    tensor(input, reject);
+    tensor(output, reject);
+    if (output.dtype() != input.dtype() || output.numel() != input.numel() * size)
+      reject("output has " + std::to_string(output.numel()) +
+             " elements, expected size() x input's elements = " +
+             std::to_string(input.numel() * size));
+    return {static_cast<int64_t>(seq), kAllgather, 0, static_cast<int64_t>(input.dtype()),
+            input.numel()};
+  }
+
+  CallDesc reduce_scatter(uint64_t seq, const Tensor& output, const Tensor& input, ReduceOp op,
+                          int size, const Reject& reject) const {
+    tensor(input, reject);
+    tensor(output, reject);
+    reducible(input.dtype(), op, reject);
+    if (input.numel() % size != 0) reject("input elements not divisible by size()");
+    if (output.dtype() != input.dtype() || output.numel() != input.numel() / size)
+      reject("output has " + std::to_string(output.numel()) +
+             " elements, expected input's elements / size() = " +
+             std::to_string(input.numel() / size));
+    return {static_cast<int64_t>(seq), kReduceScatter, static_cast<int64_t>(op),
+            static_cast<int64_t>(input.dtype()), input.numel()};
+  }
+
+  static CallDesc barrier(uint64_t seq) {
+    return {static_cast<int64_t>(seq), kBarrier, 0, static_cast<int64_t>(DType::f32), 0};
+  }
+
+ private:
+  void tensor(const Tensor& t, const Reject& reject) const {
+    if (!t.defined() || !t.is_contiguous() || !placed_(t))
+      reject("tensors must be defined, contiguous and " + placement_);
+  }
+  static void reducible(DType d, ReduceOp op, const Reject& reject) {
+    const std::string problem = reduction_problem(d, op);
+    if (!problem.empty()) reject(problem);
+  }
+
+  std::function<bool(const Tensor&)> placed_;
+  std::string placement_;
+};
+
 /// The Work of a call made after the communicator was aborted: already failed.
 inline Work aborted_work(std::shared_ptr<WorkState> state, const std::string& reason,
                          Duration timeout) {
