@@ -1,13 +1,17 @@
 // The collective suite every backend runs: each op x reduce op on inputs of one dtype and size,
 // against a reference computed on one thread from every rank's inputs (inputs.hpp). Results are
 // compared bit for bit where the backend promises it (the local backend; any backend at one or
-// two ranks, where the reduction order cannot differ), else within the dtype's rounding.
+// two ranks, where the reduction order cannot differ), else within the dtype's rounding. Then
+// the faults every backend with ranks in one process must survive: a rank that throws, one that
+// stops calling, one whose communicator goes away.
 #pragma once
 
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <string>
 #include <vector>
 
+#include "../util.hpp"
 #include "inputs.hpp"
 #include "tandem/comm.hpp"
 
@@ -75,6 +79,85 @@ inline void check_all_ops(const std::vector<std::shared_ptr<comm::Communicator>>
     INFO("rank " << r);
     CHECK(failures[r] == "");
   }
+}
+
+using CommGroup = std::vector<std::shared_ptr<comm::Communicator>>;
+
+inline double seconds_since(comm::Clock::time_point t0) {
+  return std::chrono::duration<double>(comm::Clock::now() - t0).count();
+}
+
+/// Rank 1 throws after a first allreduce: every other rank's next allreduce fails with the root
+/// cause, well inside the group's (long) timeout, and run_group rethrows the root cause.
+inline void check_rank_throws(const CommGroup& comms) {
+  const int world = static_cast<int>(comms.size());
+  const auto t0 = comm::Clock::now();
+  std::vector<std::string> errors(world);
+  const std::string thrown = error_of([&] {
+    comm::run_group(comms, [&](comm::Communicator& c) {
+      Tensor t = ones({8}, c.device());
+      c.allreduce(t).wait();
+      if (c.rank() == 1) TANDEM_THROW(ValueError, "rank 1 ran out of data");
+      try {
+        c.allreduce(t).wait();
+      } catch (const comm::CommError& e) {
+        errors[c.rank()] = e.message();
+        throw;
+      }
+    });
+  });
+  CHECK_THAT(thrown, Catch::Contains("rank 1 ran out of data"));  // the root cause, not a symptom
+  for (int r = 0; r < world; ++r) {
+    if (r == 1) continue;
+    INFO("rank " << r);
+    CHECK_THAT(errors[r], Catch::Contains("rank " + std::to_string(r) + ": allreduce(sum) #2"));
+    CHECK_THAT(errors[r], Catch::Contains("rank 1 aborted: failed: rank 1 ran out of data"));
+  }
+  CHECK(seconds_since(t0) < comms[0]->timeout().count() / 2000.0);
+}
+
+/// The last rank never calls: the others fail once the (short) timeout expires, naming the op and
+/// its sequence number. Returns their messages for backend-specific checks.
+inline std::vector<std::string> check_rank_stops(const CommGroup& comms) {
+  const int world = static_cast<int>(comms.size());
+  const auto t0 = comm::Clock::now();
+  const auto timeout = comms[0]->timeout();
+  std::vector<std::string> errors(world);
+  CHECK_THROWS_AS(comm::run_group(comms,
+                                  [&](comm::Communicator& c) {
+                                    if (c.rank() == world - 1) return;  // never calls
+                                    Tensor t = ones({8}, c.device());
+                                    try {
+                                      c.allreduce(t).wait();
+                                    } catch (const comm::CommError& e) {
+                                      errors[c.rank()] = e.message();
+                                      throw;
+                                    }
+                                  }),
+                  comm::CommError);
+  for (int r = 0; r + 1 < world; ++r) {
+    INFO("rank " << r);
+    CHECK_THAT(errors[r], Catch::Contains("allreduce(sum) #1 timed out after " +
+                                          std::to_string(timeout.count()) + " ms"));
+  }
+  CHECK(seconds_since(t0) < timeout.count() / 1000.0 + 5);
+  return errors;
+}
+
+/// The last rank's communicator goes away while the others wait on it: they fail at once with
+/// "rank N exited", and their later calls fail without waiting.
+inline void check_rank_exits(CommGroup comms) {
+  const int world = static_cast<int>(comms.size());
+  const std::string exited = "rank " + std::to_string(world - 1) + " exited";
+  const auto t0 = comm::Clock::now();
+  std::vector<comm::Work> works;
+  for (int r = 0; r + 1 < world; ++r) works.push_back(comms[r]->allreduce(ones({3}, comms[r]->device())));
+  comms[world - 1].reset();  // goes away without calling
+  for (auto& w : works) CHECK_THAT(error_of([&] { w.wait(); }), Catch::Contains(exited));
+  CHECK_THAT(error_of([&] { comms[0]->barrier().wait(); }),
+             Catch::Contains("rank 0: barrier #2: communicator aborted: " + exited));
+  CHECK(comms[0]->is_aborted());
+  CHECK(seconds_since(t0) < comms[0]->timeout().count() / 2000.0);
 }
 
 }  // namespace tandem::testing

@@ -2,8 +2,6 @@
 // build without CUDA). On a GPU machine ([gpu], run by scripts/gpu-check.sh): the collective
 // suite on all visible GPUs (one GPU: world size 1), Work handles, debug mode, bad arguments,
 // abort; with two or more GPUs also the faults (a rank that throws, stops calling or exits).
-#include <chrono>
-#include <thread>
 
 #include "../util.hpp"
 #include "suite.hpp"
@@ -23,9 +21,6 @@ std::vector<int> all_gpus() {
   return devices;
 }
 
-int64_t seconds_since(Clock::time_point t0) {
-  return std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - t0).count();
-}
 
 Tensor gpu_ones(int64_t n, int device) { return ones({n}, Device(DeviceType::cuda, device)); }
 
@@ -118,49 +113,7 @@ TEST_CASE("nccl faults: a rank that throws, stops calling or exits", "[comm][ncc
     WARN("fewer than 2 GPUs: the nccl fault tests need two ranks");
     return;
   }
-  const auto t0 = Clock::now();
-  {
-    std::vector<std::string> errors(2);
-    std::string thrown = error_of([&] {
-      run_group(make_nccl_group({0, 1}, NcclOptions().timeout(Duration(20000))),
-                [&](Communicator& c) {
-                  Tensor t = gpu_ones(8, c.rank());
-                  c.allreduce(t).wait();
-                  if (c.rank() == 1) TANDEM_THROW(ValueError, "rank 1 ran out of data");
-                  try {
-                    c.allreduce(t).wait();
-                  } catch (const CommError& e) {
-                    errors[c.rank()] = e.message();
-                    throw;
-                  }
-                });
-    });
-    CHECK_THAT(thrown, Catch::Contains("rank 1 ran out of data"));
-    CHECK_THAT(errors[0], Catch::Contains("rank 0: allreduce(sum) #2"));
-    CHECK_THAT(errors[0], Catch::Contains("rank 1 aborted: failed: rank 1 ran out of data"));
-  }
-  {
-    std::string error;
-    CHECK_THROWS_AS(run_group(make_nccl_group({0, 1}, NcclOptions().timeout(Duration(500))),
-                              [&](Communicator& c) {
-                                if (c.rank() == 1) return;  // never calls
-                                try {
-                                  c.allreduce(gpu_ones(8, 0)).wait();
-                                } catch (const CommError& e) {
-                                  error = e.message();
-                                  throw;
-                                }
-                              }),
-                    CommError);
-    CHECK_THAT(error, Catch::Contains("rank 0: allreduce(sum) #1"));
-    CHECK_THAT(error, Catch::Contains("timed out after 500 ms"));
-  }
-  {
-    auto comms = make_nccl_group({0, 1}, NcclOptions().timeout(Duration(20000)));
-    Work w = comms[0]->allreduce(gpu_ones(8, 0));
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    comms[1].reset();  // rank 1 goes away without calling
-    CHECK_THAT(error_of([&] { w.wait(); }), Catch::Contains("rank 1 exited"));
-  }
-  CHECK(seconds_since(t0) < 15);
+  tandem::testing::check_rank_throws(make_nccl_group({0, 1}, NcclOptions().timeout(Duration(20000))));
+  tandem::testing::check_rank_stops(make_nccl_group({0, 1}, NcclOptions().timeout(Duration(500))));
+  tandem::testing::check_rank_exits(make_nccl_group({0, 1}, NcclOptions().timeout(Duration(20000))));
 }
