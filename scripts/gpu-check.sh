@@ -18,7 +18,17 @@ if [ ! -d "$carry/include/eigen3" ]; then
   echo "third_party_carry/ is missing: run scripts/carry-deps.sh where the Debian packages are" >&2
   exit 1
 fi
-wheel() { python3 -c "import nvidia.$1 as m; print(list(m.__path__)[0])" 2>/dev/null; }
+# The folder of a pip wheel's library (cuDNN, NCCL): nvidia/<name>, or wherever under nvidia/ its
+# lib<name>.so.* lies (wheels for newer CUDA versions have moved things around).
+wheel() {
+  local dir
+  dir=$(python3 -c "import nvidia.$1 as m; print(list(m.__path__)[0])" 2>/dev/null)
+  if [ -n "$dir" ] && ls "$dir"/lib/lib"$1".so* >/dev/null 2>&1; then echo "$dir"; return; fi
+  dir=$(python3 -c "import nvidia as m; print(list(m.__path__)[0])" 2>/dev/null) || return 0
+  local lib
+  lib=$(find "$dir" -name "lib$1.so*" 2>/dev/null | head -1)
+  [ -n "$lib" ] && dirname "$(dirname "$lib")"
+}
 export CUDNN_ROOT="${CUDNN_ROOT:-$(wheel cudnn)}" NCCL_ROOT="${NCCL_ROOT:-$(wheel nccl)}"
 export LD_LIBRARY_PATH="$CUDNN_ROOT/lib:$NCCL_ROOT/lib:${LD_LIBRARY_PATH:-}"
 summary="$out/SUMMARY"

@@ -349,8 +349,10 @@ class NcclComm final : public Communicator {
           // A call NCCL or CUDA refused leaves the communicator in an unknown state: abort.
           if (!issue_error.empty()) fail(what + ": " + issue_error, what);
           settle_or_abort(what, deadline);
-          TANDEM_CUDA_CHECK(cudaEventCreateWithFlags(&p.done, cudaEventDisableTiming));
-          TANDEM_CUDA_CHECK(cudaEventRecord(p.done, stream()));
+          cudaError_t err = cudaEventCreateWithFlags(&p.done, cudaEventDisableTiming);
+          if (err == cudaSuccess) err = cudaEventRecord(p.done, stream());
+          if (err != cudaSuccess)
+            fail(what + ": CUDA error recording its completion: " + cudaGetErrorString(err), what);
           {
             std::lock_guard<std::mutex> lock(mu_);
             pending_.push_back(std::move(p));
