@@ -152,8 +152,6 @@ class NcclComm final : public Communicator {
         bootstrap_(std::move(bootstrap)),
         stream_(device),
         barrier_buf_(zeros({1}, Device(DeviceType::cuda, device))) {
-    cuda::DeviceGuard guard(device_);
-    TANDEM_CUDA_CHECK(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming));
     watchdog_ = std::thread([this] { watch(); });
     progress_ = std::make_unique<detail::ProgressThread>(
         [this] { return timeout(); },
@@ -173,7 +171,6 @@ class NcclComm final : public Communicator {
     cv_.notify_all();
     watchdog_.join();  // returns once nothing is pending
     abort_comm();      // ncclCommAbort frees it without waiting on peers (see ARCHITECTURE.md)
-    cudaEventDestroy(ready_);
   }
 
   int rank() const override { return rank_; }
@@ -201,7 +198,8 @@ class NcclComm final : public Communicator {
     const std::string what = name(seq, std::string("allreduce(") + reduce_op_name(op) + ")");
     const CallDesc desc = checks_.allreduce(seq, tensors, op, rejecter(what));
     const DType dtype = static_cast<DType>(desc[3]);
-    return submit(what, desc, tensors, [this, tensors, op, dtype](std::vector<Tensor>& keep) {
+    return submit(what, desc, tensors, [this, tensors, op, dtype](std::vector<Tensor>& keep,
+                                                                   std::function<void()>& after) {
       // f16/bf16 accumulate in f32: widened copies are reduced, then rounded back.
       const bool widen = is_reduced_float(dtype);
       std::vector<Tensor> wire = tensors;
@@ -220,9 +218,12 @@ class NcclComm final : public Communicator {
       const ncclResult_t end = ncclGroupEnd();
       nccl_call("ncclAllReduce", r);
       nccl_call("ncclGroupEnd", end);
-      for (size_t i = 0; widen && i < wire.size(); ++i)
-        cuda::narrow_from_f32(tensors[i].raw_data(), dtype == DType::bf16,
-                              wire[i].data_ptr<float>(), wire[i].numel(), stream());
+      if (widen)
+        after = [this, tensors, wire, dtype] {
+          for (size_t i = 0; i < wire.size(); ++i)
+            cuda::narrow_from_f32(tensors[i].raw_data(), dtype == DType::bf16,
+                                  wire[i].data_ptr<float>(), wire[i].numel(), stream());
+        };
     });
   }
 
@@ -230,7 +231,7 @@ class NcclComm final : public Communicator {
     const uint64_t seq = ++seq_;
     const std::string what = name(seq, "broadcast(root " + std::to_string(root) + ")");
     const CallDesc desc = checks_.broadcast(seq, tensor, root, size_, rejecter(what));
-    return submit(what, desc, {tensor}, [this, tensor, root](std::vector<Tensor>&) {
+    return submit(what, desc, {tensor}, [this, tensor, root](auto&, auto&) {
       if (tensor.numel() == 0) return;
       nccl_call("ncclBroadcast",
                 ncclBroadcast(tensor.raw_data(), tensor.raw_data(), bytes(tensor), ncclUint8,
@@ -242,7 +243,7 @@ class NcclComm final : public Communicator {
     const uint64_t seq = ++seq_;
     const std::string what = name(seq, "allgather");
     const CallDesc desc = checks_.allgather(seq, output, input, size_, rejecter(what));
-    return submit(what, desc, {output, input}, [this, output, input](std::vector<Tensor>&) {
+    return submit(what, desc, {output, input}, [this, output, input](auto&, auto&) {
       if (input.numel() == 0) return;
       nccl_call("ncclAllGather", ncclAllGather(input.raw_data(), output.raw_data(), bytes(input),
                                                ncclUint8, comm_, stream()));
@@ -253,7 +254,9 @@ class NcclComm final : public Communicator {
     const uint64_t seq = ++seq_;
     const std::string what = name(seq, std::string("reduce_scatter(") + reduce_op_name(op) + ")");
     const CallDesc desc = checks_.reduce_scatter(seq, output, input, op, size_, rejecter(what));
-    return submit(what, desc, {output, input}, [this, output, input, op](std::vector<Tensor>& keep) {
+    return submit(what, desc, {output, input}, [this, output, input, op](
+                                                   std::vector<Tensor>& keep,
+                                                   std::function<void()>& after) {
       if (output.numel() == 0) return;
       const DType dtype = input.dtype();
       const bool widen = is_reduced_float(dtype);
@@ -268,8 +271,10 @@ class NcclComm final : public Communicator {
                 ncclReduceScatter(in.raw_data(), out.raw_data(), out.numel(),
                                   nccl_type(in.dtype()), nccl_op(op), comm_, stream()));
       if (widen)
-        cuda::narrow_from_f32(output.raw_data(), dtype == DType::bf16, out.data_ptr<float>(),
-                              out.numel(), stream());
+        after = [this, output, out, dtype] {
+          cuda::narrow_from_f32(output.raw_data(), dtype == DType::bf16, out.data_ptr<float>(),
+                                out.numel(), stream());
+        };
     });
   }
 
@@ -278,14 +283,18 @@ class NcclComm final : public Communicator {
     const std::string what = name(seq, "barrier");
     const CallDesc desc = detail::CallCheck::barrier(seq);
     // NCCL has no barrier: a one-element allreduce every rank must join.
-    return submit(what, desc, {}, [this](std::vector<Tensor>&) {
+    return submit(what, desc, {}, [this](auto&, auto&) {
       nccl_call("ncclAllReduce", ncclAllReduce(barrier_buf_.raw_data(), barrier_buf_.raw_data(), 1,
                                                ncclFloat32, ncclSum, comm_, stream()));
     });
   }
 
  private:
-  using Issue = std::function<void(std::vector<Tensor>& keep)>;
+  // How a collective goes on the stream: with comm_mu_ held, `issue` launches what must precede
+  // the NCCL calls (f16/bf16 widening), makes them, keeps its scratch tensors in `keep` and may
+  // leave in `after` the kernels that follow them; those run once NCCL has enqueued its part (a
+  // non-blocking communicator's stream takes no other work while a call is in progress).
+  using Issue = std::function<void(std::vector<Tensor>& keep, std::function<void()>& after)>;
 
   cudaStream_t stream() const { return static_cast<cudaStream_t>(stream_.handle()); }
   static size_t bytes(const Tensor& t) { return static_cast<size_t>(t.numel()) * t.element_size(); }
@@ -321,27 +330,35 @@ class NcclComm final : public Communicator {
     auto state = std::make_shared<detail::WorkState>();
     state->what = what;
     if (group_->aborted()) return detail::aborted_work(state, group_->reason(), timeout());
+    // Everything the caller queued on the default stream so far (tensors written by kernels or
+    // copies) happens before the collective: the communication stream waits on this event.
+    cudaEvent_t ready = nullptr;
     {
-      // Everything the caller queued on the default stream so far (tensors written by
-      // kernels or copies) happens before the collective.
       cuda::DeviceGuard guard(device_);
-      TANDEM_CUDA_CHECK(cudaEventRecord(ready_, cudaStreamLegacy));
-      TANDEM_CUDA_CHECK(cudaStreamWaitEvent(stream(), ready_, 0));
+      TANDEM_CUDA_CHECK(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
+      TANDEM_CUDA_CHECK(cudaEventRecord(ready, cudaStreamLegacy));
     }
     return progress_->enqueue(
         state,
-        [this, state, what, desc, tensors = std::move(tensors),
+        [this, state, what, desc, ready, tensors = std::move(tensors),
          issue = std::move(issue)](Clock::time_point deadline) mutable {
           cuda::DeviceGuard guard(device_);
+          cudaError_t err = cudaStreamWaitEvent(stream(), ready, 0);
+          cudaEventDestroy(ready);
+          if (err != cudaSuccess)
+            fail(what + ": CUDA error ordering it after the caller's work: " +
+                     cudaGetErrorString(err),
+                 what);
           if (debug_) check_same_call(desc, what, deadline);
           Pending p{state, nullptr, deadline, std::move(tensors)};
+          std::function<void()> after;
           std::string issue_error;
           {
             std::lock_guard<std::mutex> lock(comm_mu_);
             if (group_->aborted() || comm_ == nullptr)
               TANDEM_THROW(CommError, what, ": communicator aborted: ", group_->reason());
             try {
-              issue(p.keep);
+              issue(p.keep, after);
             } catch (const std::exception& e) {
               issue_error = e.what();
             }
@@ -349,7 +366,12 @@ class NcclComm final : public Communicator {
           // A call NCCL or CUDA refused leaves the communicator in an unknown state: abort.
           if (!issue_error.empty()) fail(what + ": " + issue_error, what);
           settle_or_abort(what, deadline);
-          cudaError_t err = cudaEventCreateWithFlags(&p.done, cudaEventDisableTiming);
+          try {
+            if (after) after();
+          } catch (const std::exception& e) {
+            fail(what + ": " + e.what(), what);
+          }
+          err = cudaEventCreateWithFlags(&p.done, cudaEventDisableTiming);
           if (err == cudaSuccess) err = cudaEventRecord(p.done, stream());
           if (err != cudaSuccess)
             fail(what + ": CUDA error recording its completion: " + cudaGetErrorString(err), what);
@@ -519,7 +541,6 @@ class NcclComm final : public Communicator {
   std::shared_ptr<Communicator> bootstrap_;  // the mpi communicator that handed out the id
   cuda::Stream stream_;
   Tensor barrier_buf_;
-  cudaEvent_t ready_ = nullptr;
   uint64_t seq_ = 0;
 
   std::mutex mu_;  // guards pending_ and stopping_
