@@ -31,6 +31,8 @@ wheel() {
 }
 export CUDNN_ROOT="${CUDNN_ROOT:-$(wheel cudnn)}" NCCL_ROOT="${NCCL_ROOT:-$(wheel nccl)}"
 export LD_LIBRARY_PATH="$CUDNN_ROOT/lib:$NCCL_ROOT/lib:${LD_LIBRARY_PATH:-}"
+# A collective that cannot finish fails within a minute instead of the default five.
+export TANDEM_COMM_TIMEOUT_MS="${TANDEM_COMM_TIMEOUT_MS:-60000}"
 summary="$out/SUMMARY"
 : >"$summary"
 step() {  # step NAME TIMEOUT_S COMMAND...: runs it, logs to $out/NAME.log, records status and time
