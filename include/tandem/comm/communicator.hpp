@@ -4,6 +4,7 @@
 // rank, the op, its sequence number and what happened. Nothing hangs silently.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -37,11 +38,11 @@ Duration default_timeout();
 bool debug_mode_from_env();
 
 namespace detail {
-/// What a Work handle waits on; the backend completes it once.
+/// What a Work handle waits on; the backend completes it (the first completion counts).
 struct WorkState {
   std::mutex mu;
   std::condition_variable cv;
-  bool done = false;
+  std::atomic<bool> done{false};  // set under mu; read without it by a waiter's first looks
   std::exception_ptr error;
   std::string what;  // "rank 1: allreduce #7" for timeout messages
 
