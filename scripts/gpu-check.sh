@@ -46,8 +46,15 @@ step() {  # step NAME TIMEOUT_S COMMAND...: runs it, logs to $out/NAME.log, reco
   return $rc
 }
 
-{ nvidia-smi -L; nvcc --version | tail -1; echo "cuDNN $CUDNN_ROOT"; echo "NCCL $NCCL_ROOT"; } \
-  >"$out/machine.txt" 2>&1
+# What the build will find, for when configure fails: GPUs, nvcc, the toolkit's cuBLAS, the wheels.
+{
+  nvidia-smi -L
+  echo "nvcc: $(command -v nvcc) $(nvcc --version | tail -1)"
+  ls -d /usr/local/cuda*/lib*/libcublas.so* 2>&1 | head -3
+  echo "cuDNN $CUDNN_ROOT"
+  echo "NCCL $NCCL_ROOT"
+  cmake --version | head -1
+} >"$out/machine.txt" 2>&1
 cat "$out/machine.txt"
 step configure 300 cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DTANDEM_WITH_CUDA=ON -DTANDEM_WITH_MPI=OFF -DTANDEM_BUILD_EXAMPLES=OFF \
