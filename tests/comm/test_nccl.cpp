@@ -21,7 +21,6 @@ std::vector<int> all_gpus() {
   return devices;
 }
 
-
 Tensor gpu_ones(int64_t n, int device) { return ones({n}, Device(DeviceType::cuda, device)); }
 
 }  // namespace
