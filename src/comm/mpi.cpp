@@ -69,6 +69,10 @@ class MpiComm final : public Communicator {
     MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
     MPI_Comm_rank(comm_, &rank_);
     MPI_Comm_size(comm_, &size_);
+    // A second communicator for abort notices, with one receive always posted.
+    MPI_Comm_dup(MPI_COMM_WORLD, &notices_);
+    MPI_Comm_set_errhandler(notices_, MPI_ERRORS_RETURN);
+    MPI_Irecv(notice_, sizeof(notice_), MPI_CHAR, MPI_ANY_SOURCE, 0, notices_, &notice_req_);
     if (auto env = launch_env()) {
       TANDEM_CHECK_T(CommError, env->rank == rank_ && env->world == size_, "mpi: the launcher (",
                      env->source, ") says rank ", env->rank, " of ", env->world, ", MPI says ",
@@ -77,13 +81,22 @@ class MpiComm final : public Communicator {
     }
     progress_ = std::make_unique<detail::ProgressThread>(
         [this] { return timeout(); },
-        [this](const std::string& what, const std::string& msg) { abort(what + ": " + msg); });
+        [this](const std::string& what, const std::string& msg) { fail(what + ": " + msg); });
   }
 
   ~MpiComm() override {
-    progress_.reset();  // runs what is queued: each fails fast once aborted
-    // A timed-out collective may still be pending inside MPI: finalizing would wait for it.
-    if (!pending_) {
+    progress_.reset();  // runs what is queued (abort notices too): each fails fast once aborted
+    if (notice_req_ != MPI_REQUEST_NULL) {
+      MPI_Cancel(&notice_req_);
+      MPI_Wait(&notice_req_, MPI_STATUS_IGNORE);
+    }
+    int sent = 1;
+    if (!told_.empty()) MPI_Testall(static_cast<int>(told_.size()), told_.data(), &sent,
+                                    MPI_STATUSES_IGNORE);
+    // A timed-out collective, or a notice to a dead rank, may still be pending inside MPI:
+    // finalizing would wait for it.
+    if (!pending_ && sent) {
+      MPI_Comm_free(&notices_);
       MPI_Comm_free(&comm_);
       if (owns_mpi_) MPI_Finalize();
     }
@@ -95,9 +108,7 @@ class MpiComm final : public Communicator {
   Device device() const override { return kCPU; }
   std::string backend() const override { return "mpi"; }
   void abort(const std::string& why) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!aborted_) reason_ = why;
-    aborted_ = true;
+    fail("rank " + std::to_string(rank_) + " aborted: " + why);
   }
   bool is_aborted() const override { return aborted_; }
   Duration timeout() const override { return Duration(timeout_ms_.load()); }
@@ -202,6 +213,41 @@ class MpiComm final : public Communicator {
     return [what](const std::string& why) { TANDEM_THROW(CommError, what, ": ", why); };
   }
 
+  // Aborts this communicator with `reason` (the first reason stays) and, unless the reason came
+  // from another rank's notice, has the progress thread tell every other rank, whose pending
+  // and later collectives then fail with it instead of waiting for their timeout.
+  void fail(const std::string& reason, bool tell = true) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (aborted_) return;
+      reason_ = reason;
+      aborted_ = true;
+    }
+    if (!tell || size_ == 1) return;
+    auto state = std::make_shared<detail::WorkState>();
+    state->what = "rank " + std::to_string(rank_) + ": abort notice";
+    progress_->enqueue(state, [this](Clock::time_point) {
+      told_text_ = reason_.substr(0, sizeof(notice_) - 1);
+      for (int q = 0; q < size_; ++q) {
+        if (q == rank_) continue;
+        told_.emplace_back();
+        MPI_Isend(told_text_.c_str(), static_cast<int>(told_text_.size()) + 1, MPI_CHAR, q, 0,
+                  notices_, &told_.back());
+      }
+    });
+  }
+
+  // Another rank's abort notice, if one came: this communicator is then aborted with it.
+  bool noticed() {
+    if (notice_req_ == MPI_REQUEST_NULL) return false;
+    int got = 0;
+    MPI_Test(&notice_req_, &got, MPI_STATUS_IGNORE);
+    if (!got) return false;
+    notice_[sizeof(notice_) - 1] = '\0';
+    fail(notice_, /*tell=*/false);
+    return true;
+  }
+
   // Allreduces the contiguous tensor `buf` (a wire dtype) in place, in pieces of at most
   // kChunkBytes one after another (avg is left to the caller: it sums).
   void allreduce_in_place(const Tensor& buf, ReduceOp op, Clock::time_point deadline,
@@ -219,7 +265,9 @@ class MpiComm final : public Communicator {
     }
   }
 
-  // Polls `req` until it completes; past the deadline the communicator is aborted.
+  // Polls `req` until it completes. Past the deadline, on an MPI error, or once this
+  // communicator is aborted (here, on another thread, or by another rank's notice) the request
+  // is abandoned and the call throws.
   void wait(MPI_Request& req, Clock::time_point deadline, const std::string& what) {
     for (int i = 0;; ++i) {
       int done = 0;
@@ -228,18 +276,34 @@ class MpiComm final : public Communicator {
         char msg[MPI_MAX_ERROR_STRING];
         int len = 0;
         MPI_Error_string(rc, msg, &len);
-        abort(what + ": MPI error: " + std::string(msg, len));
-        TANDEM_THROW(CommError, reason_);
+        fail(what + ": MPI error: " + std::string(msg, len));
+        throw_aborted(what);
       }
       if (done) return;
+      if (aborted_ || noticed()) {
+        pending_ = true;
+        throw_aborted(what);
+      }
       if (Clock::now() > deadline) {
         pending_ = true;
-        abort(what + " timed out after " + std::to_string(timeout_ms_.load()) +
-              " ms (a rank stopped calling, failed or exited)");
-        TANDEM_THROW(CommError, reason_);
+        fail(what + " timed out after " + std::to_string(timeout_ms_.load()) +
+             " ms (a rank stopped calling, failed or exited)");
+        throw_aborted(what);
       }
       if (i > 2000) std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
+  }
+
+  // This call's error once the communicator is aborted: the reason itself when it is about
+  // this call, else "<what>: communicator aborted: <reason>".
+  [[noreturn]] void throw_aborted(const std::string& what) {
+    std::string reason;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      reason = reason_;
+    }
+    if (reason.compare(0, what.size(), what) == 0) TANDEM_THROW(CommError, reason);
+    TANDEM_THROW(CommError, what, ": communicator aborted: ", reason);
   }
 
   Work submit(const std::string& what, const detail::CallDesc& d,
@@ -262,7 +326,7 @@ class MpiComm final : public Communicator {
             std::copy_n(all.begin() + 5 * q, 5, other.begin());
             std::string msg = detail::mismatch_message(rank_, detail::describe_call(first), q,
                                                        detail::describe_call(other));
-            abort(msg);
+            fail(msg, /*tell=*/false);  // every rank sees the same mismatch
             TANDEM_THROW(CommError, msg);
           }
           body(deadline);
@@ -270,6 +334,11 @@ class MpiComm final : public Communicator {
   }
 
   MPI_Comm comm_ = MPI_COMM_NULL;
+  MPI_Comm notices_ = MPI_COMM_NULL;  // abort notices between ranks
+  char notice_[512] = {};
+  MPI_Request notice_req_ = MPI_REQUEST_NULL;
+  std::string told_text_;            // what this rank sent (alive until the sends complete)
+  std::vector<MPI_Request> told_;    // its sends
   int rank_ = 0, size_ = 1, local_rank_ = 0;
   bool owns_mpi_ = false;
   std::atomic<int64_t> timeout_ms_;

@@ -5,6 +5,8 @@
 //   nccl_shared_gpu  every rank asks for GPU 0: refused on every rank
 //   mismatch     debug mode: rank 1 calls broadcast while the others call allreduce
 //   stall        the last rank never calls; the others must fail within the 500 ms timeout
+//   abort        the last rank aborts its communicator: the others' allreduce fails at once with
+//                its reason (an abort notice), far inside their 20 s timeout
 //   exit, throw  the last rank exits (or dies of an uncaught exception) before its collective:
 //                the job must end, not hang. By default mpirun kills the others; when it lets
 //                them run (orte_abort_on_non_zero_status 0) each gets a CommError at its 3 s
@@ -156,6 +158,26 @@ int main(int argc, char** argv) {
       }
       std::fflush(stdout);
       std::_Exit(0);  // a collective is still pending inside MPI: no finalize
+    }
+    if (mode == "abort") {
+      auto c = make_mpi_communicator(MpiOptions().timeout(Duration(20000)));
+      const auto t0 = Clock::now();
+      if (c->rank() == c->size() - 1) {
+        c->abort("it gave up");
+        std::this_thread::sleep_for(std::chrono::seconds(2));  // alive, but never calls
+        return 0;
+      }
+      Tensor t = ones({10});
+      try {
+        c->allreduce(t).wait();
+      } catch (const CommError& e) {
+        const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+        std::printf("%s [after %.1f s]\n", e.message().c_str(), s);
+        std::fflush(stdout);
+        std::_Exit(0);  // the allreduce is still pending inside MPI: no finalize
+      }
+      std::printf("rank %d: the allreduce with an aborted rank completed\n", c->rank());
+      return 1;
     }
     if (mode == "exit" || mode == "throw") {
       auto c = make_mpi_communicator(MpiOptions().timeout(Duration(3000)));
