@@ -194,10 +194,6 @@ class LocalComm final : public Communicator {
     group_->timeout_ms = timeout.count();
   }
 
-  Work allreduce(Tensor tensor, ReduceOp op) override {
-    return allreduce_grouped({std::move(tensor)}, op);
-  }
-
   Work allreduce_grouped(std::vector<Tensor> tensors, ReduceOp op) override {
     const std::string name = std::string("allreduce(") + reduce_op_name(op) + ")";
     Call call = prepare(name, tensors);

@@ -117,8 +117,6 @@ class MpiComm final : public Communicator {
     timeout_ms_ = timeout.count();
   }
 
-  Work allreduce(Tensor tensor, ReduceOp op) override { return allreduce_grouped({tensor}, op); }
-
   Work allreduce_grouped(std::vector<Tensor> tensors, ReduceOp op) override {
     const uint64_t seq = ++seq_;
     const std::string what = name(seq, std::string("allreduce(") + reduce_op_name(op) + ")");
@@ -294,16 +292,14 @@ class MpiComm final : public Communicator {
     }
   }
 
-  // This call's error once the communicator is aborted: the reason itself when it is about
-  // this call, else "<what>: communicator aborted: <reason>".
+  // This call's error once the communicator is aborted.
   [[noreturn]] void throw_aborted(const std::string& what) {
     std::string reason;
     {
       std::lock_guard<std::mutex> lock(mu_);
       reason = reason_;
     }
-    if (reason.compare(0, what.size(), what) == 0) TANDEM_THROW(CommError, reason);
-    TANDEM_THROW(CommError, what, ": communicator aborted: ", reason);
+    TANDEM_THROW(CommError, detail::aborted_message(what, reason));
   }
 
   Work submit(const std::string& what, const detail::CallDesc& d,

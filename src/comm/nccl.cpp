@@ -131,11 +131,10 @@ struct Pending {
   std::vector<Tensor> keep;  // inputs, outputs and scratch: alive until the GPU is done
 };
 
-// The error a pending Work fails with: the reason itself when it is about this collective.
+// The error a pending Work fails with.
 std::exception_ptr failure_of(const std::string& what, const std::string& reason) {
-  const bool own = reason.compare(0, what.size(), what) == 0;
   return std::make_exception_ptr(
-      CommError(own ? reason : what + ": communicator aborted: " + reason, __FILE__, __LINE__));
+      CommError(detail::aborted_message(what, reason), __FILE__, __LINE__));
 }
 
 class NcclComm final : public Communicator {
@@ -187,10 +186,6 @@ class NcclComm final : public Communicator {
   void set_timeout(Duration timeout) override {
     TANDEM_CHECK(timeout.count() > 0, "set_timeout: the timeout must be positive");
     group_->timeout_ms = timeout.count();
-  }
-
-  Work allreduce(Tensor tensor, ReduceOp op) override {
-    return allreduce_grouped({std::move(tensor)}, op);
   }
 
   Work allreduce_grouped(std::vector<Tensor> tensors, ReduceOp op) override {
@@ -356,7 +351,7 @@ class NcclComm final : public Communicator {
           {
             std::lock_guard<std::mutex> lock(comm_mu_);
             if (group_->aborted() || comm_ == nullptr)
-              TANDEM_THROW(CommError, what, ": communicator aborted: ", group_->reason());
+              throw_aborted(what);
             try {
               issue(p.keep, after);
             } catch (const std::exception& e) {
@@ -393,7 +388,7 @@ class NcclComm final : public Communicator {
       {
         std::lock_guard<std::mutex> lock(comm_mu_);
         if (comm_ == nullptr)
-          TANDEM_THROW(CommError, what, ": communicator aborted: ", group_->reason());
+          throw_aborted(what);
         state = comm_state(comm_);
         if (state != ncclSuccess && state != ncclInProgress) error = nccl_error(state, comm_);
       }
@@ -413,9 +408,13 @@ class NcclComm final : public Communicator {
     group_->abort(msg);
     abort_comm();
     cv_.notify_all();
-    const std::string reason = group_->reason();
-    if (reason == msg) TANDEM_THROW(CommError, msg);
-    TANDEM_THROW(CommError, what, ": communicator aborted: ", reason);
+    if (group_->reason() == msg) TANDEM_THROW(CommError, msg);
+    throw_aborted(what);
+  }
+
+  // This call's error once the group is aborted.
+  [[noreturn]] void throw_aborted(const std::string& what) {
+    TANDEM_THROW(CommError, detail::aborted_message(what, group_->reason()));
   }
 
   // Debug mode (progress thread): every rank's call description, gathered on the GPU, must
@@ -427,7 +426,7 @@ class NcclComm final : public Communicator {
     {
       std::lock_guard<std::mutex> lock(comm_mu_);
       if (comm_ == nullptr)
-        TANDEM_THROW(CommError, what, ": communicator aborted: ", group_->reason());
+        throw_aborted(what);
       nccl_call("ncclAllGather", ncclAllGather(mine.raw_data(), all.raw_data(), 5, ncclInt64,
                                                comm_, stream()));
     }

@@ -5,6 +5,7 @@
 
 #include <array>
 #include <atomic>
+#include <cctype>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -123,11 +124,21 @@ class CallCheck {
   std::string placement_;
 };
 
+/// The error of call `what` ("rank 0: allreduce(sum) #7") on an aborted communicator: the reason
+/// itself when it is about this call ("rank 0: allreduce(sum) #7 timed out ..."; #7, not #70),
+/// else "<what>: communicator aborted: <reason>".
+inline std::string aborted_message(const std::string& what, const std::string& reason) {
+  const bool own = reason.compare(0, what.size(), what) == 0 &&
+                   (reason.size() == what.size() ||
+                    !std::isdigit(static_cast<unsigned char>(reason[what.size()])));
+  return own ? reason : what + ": communicator aborted: " + reason;
+}
+
 /// The Work of a call made after the communicator was aborted: already failed.
 inline Work aborted_work(std::shared_ptr<WorkState> state, const std::string& reason,
                          Duration timeout) {
   state->complete(std::make_exception_ptr(
-      CommError(state->what + ": communicator aborted: " + reason, __FILE__, __LINE__)));
+      CommError(aborted_message(state->what, reason), __FILE__, __LINE__)));
   return Work(std::move(state), timeout);
 }
 

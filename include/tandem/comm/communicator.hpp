@@ -83,7 +83,9 @@ class Communicator {
   virtual std::string backend() const = 0;
 
   /// In place: every rank's `tensor` becomes the reduction over all ranks.
-  virtual Work allreduce(Tensor tensor, ReduceOp op = ReduceOp::sum) = 0;
+  Work allreduce(Tensor tensor, ReduceOp op = ReduceOp::sum) {
+    return allreduce_grouped({std::move(tensor)}, op);
+  }
   /// Several tensors reduced as one collective (one rendezvous, one sequence number).
   virtual Work allreduce_grouped(std::vector<Tensor> tensors, ReduceOp op = ReduceOp::sum) = 0;
   /// Every rank's `tensor` becomes root's.
