@@ -115,6 +115,23 @@ int nccl(bool shared) {
   }
 }
 
+// A surviving rank's allreduce while another rank misbehaves: prints the CommError it gets, with
+// the seconds since t0, and leaves without MPI_Finalize (the allreduce is still pending inside
+// MPI). Returns 1 when the allreduce completes instead.
+int survivor_allreduce(Communicator& c, Clock::time_point t0) {
+  Tensor t = ones({10});
+  try {
+    c.allreduce(t).wait();
+  } catch (const CommError& e) {
+    const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    std::printf("%s [after %.1f s]\n", e.message().c_str(), s);
+    std::fflush(stdout);
+    std::_Exit(0);
+  }
+  std::printf("rank %d: the allreduce completed although a rank misbehaved\n", c.rank());
+  return 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -146,18 +163,9 @@ int main(int argc, char** argv) {
       const auto t0 = Clock::now();
       if (c->rank() == c->size() - 1) {
         std::this_thread::sleep_for(std::chrono::seconds(3));  // never calls
-      } else {
-        Tensor t = ones({10});
-        try {
-          c->allreduce(t).wait();
-          std::printf("rank %d: the stalled allreduce completed\n", c->rank());
-        } catch (const CommError& e) {
-          const double s = std::chrono::duration<double>(Clock::now() - t0).count();
-          std::printf("%s [after %.1f s]\n", e.message().c_str(), s);
-        }
+        std::_Exit(0);  // the others' allreduce is pending inside MPI: no finalize
       }
-      std::fflush(stdout);
-      std::_Exit(0);  // a collective is still pending inside MPI: no finalize
+      return survivor_allreduce(*c, t0);
     }
     if (mode == "abort") {
       auto c = make_mpi_communicator(MpiOptions().timeout(Duration(20000)));
@@ -167,17 +175,7 @@ int main(int argc, char** argv) {
         std::this_thread::sleep_for(std::chrono::seconds(2));  // alive, but never calls
         return 0;
       }
-      Tensor t = ones({10});
-      try {
-        c->allreduce(t).wait();
-      } catch (const CommError& e) {
-        const double s = std::chrono::duration<double>(Clock::now() - t0).count();
-        std::printf("%s [after %.1f s]\n", e.message().c_str(), s);
-        std::fflush(stdout);
-        std::_Exit(0);  // the allreduce is still pending inside MPI: no finalize
-      }
-      std::printf("rank %d: the allreduce with an aborted rank completed\n", c->rank());
-      return 1;
+      return survivor_allreduce(*c, t0);
     }
     if (mode == "exit" || mode == "throw") {
       auto c = make_mpi_communicator(MpiOptions().timeout(Duration(3000)));
@@ -187,17 +185,7 @@ int main(int argc, char** argv) {
         if (mode == "exit") std::_Exit(3);
         throw std::runtime_error("the last rank failed");  // escapes main: std::terminate
       }
-      Tensor t = ones({10});
-      try {
-        c->allreduce(t).wait();
-      } catch (const CommError& e) {
-        const double s = std::chrono::duration<double>(Clock::now() - t0).count();
-        std::printf("%s [after %.1f s]\n", e.message().c_str(), s);
-        std::fflush(stdout);
-        std::_Exit(0);  // the allreduce is still pending inside MPI: no finalize
-      }
-      std::printf("rank %d: the allreduce with a dead rank completed\n", c->rank());
-      return 1;
+      return survivor_allreduce(*c, t0);
     }
     std::fprintf(stderr, "unknown mode %s\n", mode.c_str());
   } catch (const CommError& e) {
