@@ -3,11 +3,12 @@
 // Usage: mpirun -np 2 bench_mpi_allreduce [max_mib] [iters]
 #include <mpi.h>
 
-#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <vector>
+
+#include "peer_sweep.hpp"
 
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
@@ -16,26 +17,15 @@ int main(int argc, char** argv) {
   MPI_Comm_size(MPI_COMM_WORLD, &world);
   const long long max_bytes = (argc > 1 ? std::atoll(argv[1]) : 256) << 20;
   const int iters = argc > 2 ? std::atoi(argv[2]) : 20;
-  std::string rows;
-  for (long long bytes = 8; bytes <= max_bytes; bytes *= 2) {
+  // One buffer for every size, as the raw NCCL peer has; zeros, so that repeated sums stay finite.
+  std::vector<float> buf(max_bytes / 4, 0.0f);
+  const std::string rows = peer_sweep(max_bytes, iters, [&](long long bytes) {
     const int n = static_cast<int>(bytes / 4);
-    std::vector<float> buf(n, 1.0f);
-    MPI_Allreduce(MPI_IN_PLACE, buf.data(), n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);  // warm-up
-    const int reps = bytes >= (64ll << 20) ? std::max(5, iters / 4) : iters;
-    std::vector<double> times;
-    for (int i = 0; i < reps; ++i) {
-      MPI_Barrier(MPI_COMM_WORLD);
-      double t0 = MPI_Wtime();
-      MPI_Allreduce(MPI_IN_PLACE, buf.data(), n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-      times.push_back(MPI_Wtime() - t0);
-    }
-    std::sort(times.begin(), times.end());
-    const double t = times[times.size() / 2];
-    char row[160];
-    std::snprintf(row, sizeof row, "%s{\"bytes\": %lld, \"time_us\": %.3f, \"algbw_gbps\": %.4f}",
-                  rows.empty() ? "" : ", ", bytes, t * 1e6, bytes / t / 1e9);
-    rows += row;
-  }
+    MPI_Barrier(MPI_COMM_WORLD);
+    const double t0 = MPI_Wtime();
+    MPI_Allreduce(MPI_IN_PLACE, buf.data(), n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    return MPI_Wtime() - t0;
+  });
   if (rank == 0)
     std::printf("{\"backend\": \"openmpi\", \"world\": %d, \"sizes\": [%s]}\n", world,
                 rows.c_str());

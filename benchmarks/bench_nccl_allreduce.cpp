@@ -5,12 +5,13 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
-#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <vector>
+
+#include "peer_sweep.hpp"
 
 #define CHECK(expr, what)                                              \
   do {                                                                 \
@@ -42,24 +43,11 @@ int main(int argc, char** argv) {
     CHECK(ncclGroupEnd() == ncclSuccess, "ncclAllReduce");
     for (int d = 0; d < n; ++d) cudaStreamSynchronize(streams[d]);
   };
-  std::string rows;
-  for (long long bytes = 8; bytes <= max_bytes; bytes *= 2) {
-    const size_t count = bytes / 4;
-    allreduce(count);  // warm-up
-    const int reps = bytes >= (64ll << 20) ? std::max(5, iters / 4) : iters;
-    std::vector<double> times;
-    for (int i = 0; i < reps; ++i) {
-      auto t0 = std::chrono::steady_clock::now();
-      allreduce(count);
-      times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-    }
-    std::sort(times.begin(), times.end());
-    const double t = times[times.size() / 2];
-    char row[160];
-    std::snprintf(row, sizeof row, "%s{\"bytes\": %lld, \"time_us\": %.3f, \"algbw_gbps\": %.4f}",
-                  rows.empty() ? "" : ", ", bytes, t * 1e6, bytes / t / 1e9);
-    rows += row;
-  }
+  const std::string rows = peer_sweep(max_bytes, iters, [&](long long bytes) {
+    const auto t0 = std::chrono::steady_clock::now();
+    allreduce(bytes / 4);
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  });
   std::printf("{\"backend\": \"nccl-raw\", \"world\": %d, \"sizes\": [%s]}\n", n, rows.c_str());
   for (int d = 0; d < n; ++d) {
     ncclCommDestroy(comms[d]);
