@@ -22,9 +22,9 @@ bool mpi_compiled() { return true; }
 
 namespace {
 
-// The largest piece one MPI allreduce is given: Open MPI's shared-memory allreduce drops from
-// GB/s to a few hundred MB/s above a few tens of MiB, and 1 MiB pieces one after another measured
-// best here (docs/PERFORMANCE.md).
+// The largest piece one MPI allreduce or reduce-scatter is given: Open MPI's shared-memory
+// collectives drop from GB/s to a few hundred MB/s above a few MiB, and 1 MiB pieces one after
+// another measured best here (docs/PERFORMANCE.md).
 constexpr int64_t kChunkBytes = int64_t{1} << 20;
 
 // The dtype a reduction runs in: f16/bf16 travel as f32.
