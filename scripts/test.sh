@@ -13,5 +13,5 @@ ctest --test-dir "$root/build" -j "$jobs" --output-on-failure
 echo "== sanitizer build (ASan + UBSan) and tests"
 "$root/scripts/build.sh" "$root/build-asan" -DTANDEM_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DTANDEM_BUILD_BENCHMARKS=OFF
-ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir "$root/build-asan" -j "$jobs" --output-on-failure

@@ -10,8 +10,8 @@ int main() {
   using namespace tandem;
   Tensor x = arange(-1.0, 1.0, 0.125, DType::f32).unsqueeze(1);  // (16, 1)
   Tensor y = sub(mul(x, 3.0), full({}, 1.0));
-  auto model = std::make_shared<nn::Linear>(1, 1);
-  optim::SGD opt({model->parameters()}, optim::SGDOptions().lr(0.3));
+  auto model = std::make_shared<nn::Linear>(nn::LinearOptions(1, 1));
+  optim::SGD opt(model->parameters(), optim::SGDOptions(0.3));
   for (int step = 0; step < 300; ++step) {
     opt.zero_grad();
     mse_loss(model->forward(x), y).backward();

@@ -102,7 +102,7 @@ int run(const Config& c) {
   auto model = nn::resnet_by_name(
       c.model, nn::ResNetOptions().in_channels(chw[0]).num_classes(d.train->num_classes()));
   optim::SGD opt(optim::weight_decay_groups(*model, c.weight_decay),
-                 optim::SGDOptions().lr(c.lr).momentum(c.momentum).nesterov(true));
+                 optim::SGDOptions(c.lr).momentum(c.momentum).nesterov(true));
   data::DataLoader train(d.train, data::DistributedSampler(d.train->size(), 0, 1, true, c.seed),
                          data::LoaderOptions().batch_size(c.batch).drop_last(true).workers(c.workers).seed(c.seed),
                          d.train_transforms);

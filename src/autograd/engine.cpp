@@ -6,17 +6,32 @@
 
 #include "tandem/autograd/grad_mode.hpp"
 #include "tandem/autograd/node.hpp"
-#include "tandem/ops.hpp"
+#include "../kernels/kernels.hpp"
 
 namespace tandem {
 
-namespace {
-thread_local bool t_grad_mode = true;
+void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
+  autograd::run_backward({*this}, {gradient}, retain_graph);
 }
-bool grad_mode_enabled() { return t_grad_mode; }
-void set_grad_mode(bool enabled) { t_grad_mode = enabled; }
 
 namespace autograd {
+
+namespace {
+// Gradient arithmetic goes straight to the kernels: the engine sits below the ops.
+Tensor converted(const Tensor& t, DType dtype) {
+  if (t.dtype() == dtype) return t;
+  Tensor out = make_tensor(t.shape(), dtype, t.device());
+  kernels::copy(out, t);
+  return out;
+}
+Tensor sum_of(const Tensor& a, const Tensor& b) {
+  TANDEM_CHECK(a.shape() == b.shape(), "backward: gradients of shapes ", shape_str(a.shape()),
+               " and ", shape_str(b.shape()), " for one tensor");
+  Tensor out = make_tensor(a.shape(), a.dtype(), a.device());
+  kernels::binary(out, kernels::BinaryOp::add, {1.0}, a, converted(b, a.dtype()));
+  return out;
+}
+}  // namespace
 
 std::vector<Tensor> Node::apply(const Tensor& grad_output) {
   TANDEM_CHECK(!released_, "backward: trying to backward through the graph a second time (at ",
@@ -32,11 +47,24 @@ AccumulateGrad::AccumulateGrad(std::shared_ptr<TensorImpl> leaf)
 std::vector<Tensor> AccumulateGrad::apply(const Tensor& grad_output) {
   if (!grad_output.defined()) return {};
   Tensor leaf(leaf_);
-  Tensor g = grad_output.to(leaf.dtype());
-  TANDEM_CHECK(g.shape() == leaf.shape(), "backward: gradient of shape ", shape_str(g.shape()),
-               " for a leaf of shape ", shape_str(leaf.shape()));
-  // A fresh tensor every time: .grad never aliases a tensor of the graph.
-  Tensor acc = leaf_->grad ? add(Tensor(leaf_->grad), g) : g.clone();
+  TANDEM_CHECK(grad_output.shape() == leaf.shape(), "backward: gradient of shape ",
+               shape_str(grad_output.shape()), " for a leaf of shape ", shape_str(leaf.shape()));
+  Tensor acc;
+  if (leaf_->grad_buffer) {
+    // A buffer given in advance: the first gradient is copied in, later ones added in place.
+    acc = Tensor(leaf_->grad_buffer);
+    if (leaf_->grad == leaf_->grad_buffer) {
+      kernels::binary(acc, kernels::BinaryOp::add, {1.0}, acc, converted(grad_output, acc.dtype()));
+    } else {
+      kernels::copy(acc, grad_output);
+    }
+  } else if (leaf_->grad) {
+    acc = sum_of(Tensor(leaf_->grad), grad_output);
+  } else {
+    // A fresh tensor: .grad never aliases a tensor of the graph.
+    acc = make_tensor(leaf.shape(), leaf.dtype(), leaf.device());
+    kernels::copy(acc, grad_output);
+  }
   leaf_->grad = acc.impl_ptr();
   for (const auto& hook : leaf_->ready_hooks) hook(acc);
   return {};
@@ -110,7 +138,8 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& g
       TANDEM_CHECK(root.numel() == 1, "backward: a gradient can be implied only for scalar "
                    "outputs, got shape ", shape_str(root.shape()),
                    "; pass a gradient of that shape");
-      g = ones_like(root);
+      g = make_tensor(root.shape(), root.dtype(), root.device());
+      kernels::fill(g, 1.0);
     } else {
       TANDEM_CHECK(g.shape() == root.shape(), "backward: gradient has shape ",
                    shape_str(g.shape()), " but the tensor has shape ", shape_str(root.shape()));
@@ -119,7 +148,7 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& g
     }
     auto node = gradient_edge(root);
     auto& slot = buffer[node.get()];
-    slot = slot.defined() ? add(slot, g) : g;
+    slot = slot.defined() ? sum_of(slot, g) : g;
     root_nodes.push_back(node);
   }
 
@@ -165,7 +194,7 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& g
       if (!m) continue;
       if (input_grads[i].defined()) {
         auto& slot = buffer[m];
-        slot = slot.defined() ? add(slot, input_grads[i]) : std::move(input_grads[i]);
+        slot = slot.defined() ? sum_of(slot, input_grads[i]) : std::move(input_grads[i]);
       }
       if (--deps[m] == 0) ready.push_back(m);
     }

@@ -5,6 +5,9 @@
 #include <cstring>
 #include <thread>
 
+#include "tandem/core/context.hpp"
+#include "tandem/core/thread_pool.hpp"
+
 namespace tandem::comm {
 
 const char* reduce_op_name(ReduceOp op) {
@@ -66,13 +69,22 @@ bool Work::is_completed() const {
 }
 
 void run_group(const std::vector<std::shared_ptr<Communicator>>& comms,
-               const std::function<void(Communicator&)>& fn) {
+               const std::function<void(Communicator&)>& fn, GroupOptions options) {
+  TANDEM_CHECK(options.threads_per_rank_ >= 0, "run_group: threads per rank must be >= 0, got ",
+               options.threads_per_rank_);
+  // Each rank gets its own slice of the cores, so that ranks do not oversubscribe them.
+  const int world = std::max<int>(1, static_cast<int>(comms.size()));
+  const int pool_threads = options.threads_per_rank_ > 0
+                               ? options.threads_per_rank_
+                               : std::max(1, default_num_threads() / world);
   std::mutex mu;
   std::exception_ptr first;
   std::vector<std::thread> threads;
   for (const auto& comm : comms)
     threads.emplace_back([&, comm] {
       try {
+        ExecutionContext context(comm->device(), std::make_shared<ThreadPool>(pool_threads));
+        ContextGuard guard(context);
         fn(*comm);
       } catch (const std::exception& e) {
         {

@@ -1,6 +1,7 @@
+// The local backend: the ranks are threads of one process; collectives read every rank's buffer
+// in shared memory and reduce in a fixed rank order.
 #include "tandem/comm/local.hpp"
 
-#include <Eigen/Core>
 #include <algorithm>
 #include <atomic>
 #include <cstring>
@@ -10,6 +11,8 @@
 #include <thread>
 
 #include "progress.hpp"
+#include "tandem/core/dtype_dispatch.hpp"
+#include "tandem/kernels/math.hpp"
 
 namespace tandem::comm {
 namespace {
@@ -111,9 +114,11 @@ class LocalGroup {
   std::string reason_;
 };
 
-// dst[i] = reduce over q of srcs[q][i], q in rank order, accumulated in A (f32 for f16/bf16).
-template <typename S, typename A>
+// dst[i] = reduce over q of srcs[q][i], q in rank order, accumulated in acc_type<S> (f32 for
+// f16/bf16).
+template <typename S>
 void reduce_into(S* dst, const std::vector<const S*>& srcs, int64_t n, ReduceOp op) {
+  using A = acc_type<S>;
   constexpr int64_t kBlock = 1024;
   A acc[kBlock];
   const A world = static_cast<A>(srcs.size());
@@ -127,11 +132,11 @@ void reduce_into(S* dst, const std::vector<const S*>& srcs, int64_t n, ReduceOp 
         case ReduceOp::avg:
           for (int64_t j = 0; j < m; ++j) acc[j] += static_cast<A>(s[j]);
           break;
-        case ReduceOp::max:
-          for (int64_t j = 0; j < m; ++j) acc[j] = std::max(acc[j], static_cast<A>(s[j]));
+        case ReduceOp::max:  // NaN wins, whichever rank holds it
+          for (int64_t j = 0; j < m; ++j) acc[j] = kernels::max_nan(acc[j], static_cast<A>(s[j]));
           break;
         case ReduceOp::min:
-          for (int64_t j = 0; j < m; ++j) acc[j] = std::min(acc[j], static_cast<A>(s[j]));
+          for (int64_t j = 0; j < m; ++j) acc[j] = kernels::min_nan(acc[j], static_cast<A>(s[j]));
           break;
       }
     }
@@ -144,22 +149,13 @@ void reduce_into(S* dst, const std::vector<const S*>& srcs, int64_t n, ReduceOp 
 // Reduces elements [lo, hi) of every rank's buffer k (byte pointers) into dst + lo.
 void reduce_range(DType dtype, void* dst, const std::vector<void*>& bases, int64_t lo, int64_t hi,
                   ReduceOp op) {
-  auto run = [&](auto s_tag, auto a_tag) {
-    using S = decltype(s_tag);
-    using A = decltype(a_tag);
+  // u8 and bool never get here: detail::reduction_problem rejects them first.
+  dispatch_dtype<DTypeSet::numeric>(dtype, "local reduction", [&](auto tag) {
+    using S = decltype(tag);
     std::vector<const S*> srcs;
     for (void* b : bases) srcs.push_back(static_cast<const S*>(b) + lo);
-    reduce_into<S, A>(static_cast<S*>(dst) + lo, srcs, hi - lo, op);
-  };
-  switch (dtype) {
-    case DType::f32: return run(float{}, float{});
-    case DType::f64: return run(double{}, double{});
-    case DType::f16: return run(Eigen::half{}, float{});
-    case DType::bf16: return run(Eigen::bfloat16{}, float{});
-    case DType::i32: return run(int32_t{}, int32_t{});
-    case DType::i64: return run(int64_t{}, int64_t{});
-    default: TANDEM_THROW(CommError, "reduction on dtype ", dtype_name(dtype), " is not supported");
-  }
+    reduce_into(static_cast<S*>(dst) + lo, srcs, hi - lo, op);
+  });
 }
 
 class LocalComm final : public Communicator {

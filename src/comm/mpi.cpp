@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "progress.hpp"
+#include "tandem/kernels/math.hpp"
 #include "tandem/ops/creation.hpp"
 
 namespace tandem::comm {
@@ -40,12 +41,20 @@ MPI_Datatype mpi_type(DType d) {
   }
 }
 
-MPI_Op mpi_op(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::max: return MPI_MAX;
-    case ReduceOp::min: return MPI_MIN;
-    default: return MPI_SUM;  // avg divides afterwards
-  }
+// MPI_MAX and MPI_MIN on floats drop a NaN or keep it depending on which rank holds it (Open
+// MPI computes `a > b ? a : b`); these keep it, as the local backend and torch.maximum do.
+// MPI's contract: inout[i] = in[i] op inout[i].
+template <bool kMax>
+void nan_extreme(void* in, void* inout, int* len, MPI_Datatype* type) {
+  auto run = [&](auto tag) {
+    using T = decltype(tag);
+    const T* a = static_cast<const T*>(in);
+    T* b = static_cast<T*>(inout);
+    for (int i = 0; i < *len; ++i)
+      b[i] = kMax ? kernels::max_nan(a[i], b[i]) : kernels::min_nan(a[i], b[i]);
+  };
+  if (*type == MPI_FLOAT) run(float{});
+  if (*type == MPI_DOUBLE) run(double{});  // the only wire dtypes these ops are given
 }
 
 int int_count(int64_t n, const std::string& what) {
@@ -65,6 +74,8 @@ class MpiComm final : public Communicator {
                      "mpi: the MPI library does not support MPI_THREAD_SERIALIZED");
       owns_mpi_ = true;
     }
+    MPI_Op_create(&nan_extreme<true>, /*commute=*/1, &max_nan_);
+    MPI_Op_create(&nan_extreme<false>, /*commute=*/1, &min_nan_);
     MPI_Comm_dup(MPI_COMM_WORLD, &comm_);
     MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
     MPI_Comm_rank(comm_, &rank_);
@@ -96,6 +107,8 @@ class MpiComm final : public Communicator {
     // A timed-out collective, or a notice to a dead rank, may still be pending inside MPI:
     // finalizing would wait for it.
     if (!pending_ && sent) {
+      MPI_Op_free(&max_nan_);
+      MPI_Op_free(&min_nan_);
       MPI_Comm_free(&notices_);
       MPI_Comm_free(&comm_);
       if (owns_mpi_) MPI_Finalize();
@@ -196,7 +209,8 @@ class MpiComm final : public Communicator {
           std::memcpy(piece.data() + q * c * esize, src + (q * block + at) * esize, c * esize);
         MPI_Request req;
         MPI_Ireduce_scatter_block(block > step ? piece.data() : src, dst + at * esize,
-                                  int_count(c, what), mpi_type(wire), mpi_op(op), comm_, &req);
+                                  int_count(c, what), mpi_type(wire), mpi_op(op, wire), comm_,
+                                  &req);
         wait(req, deadline, what);
       }
       if (op == ReduceOp::avg) out.mul_(1.0 / size_);
@@ -249,6 +263,16 @@ class MpiComm final : public Communicator {
     });
   }
 
+  // The MPI reduction for `op` on `wire` elements; max and min on floats keep a NaN.
+  MPI_Op mpi_op(ReduceOp op, DType wire) const {
+    const bool floating = is_floating(wire);
+    switch (op) {
+      case ReduceOp::max: return floating ? max_nan_ : MPI_MAX;
+      case ReduceOp::min: return floating ? min_nan_ : MPI_MIN;
+      default: return MPI_SUM;  // avg divides afterwards
+    }
+  }
+
   // Another rank's abort notice, if one came: this communicator is then aborted with it.
   bool noticed() {
     if (notice_req_ == MPI_REQUEST_NULL) return false;
@@ -271,7 +295,7 @@ class MpiComm final : public Communicator {
     for (int64_t at = 0; at < total; at += step) {
       MPI_Request req;
       MPI_Iallreduce(MPI_IN_PLACE, base + at * element_size(wire),
-                     int_count(std::min(step, total - at), what), mpi_type(wire), mpi_op(op),
+                     int_count(std::min(step, total - at), what), mpi_type(wire), mpi_op(op, wire),
                      comm_, &req);
       wait(req, deadline, what);
     }
@@ -345,6 +369,8 @@ class MpiComm final : public Communicator {
 
   MPI_Comm comm_ = MPI_COMM_NULL;
   MPI_Comm notices_ = MPI_COMM_NULL;  // abort notices between ranks
+  MPI_Op max_nan_ = MPI_OP_NULL;      // see nan_extreme
+  MPI_Op min_nan_ = MPI_OP_NULL;
   char notice_[512] = {};
   MPI_Request notice_req_ = MPI_REQUEST_NULL;
   std::string told_text_;            // what this rank sent (alive until the sends complete)

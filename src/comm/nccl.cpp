@@ -341,9 +341,7 @@ class NcclComm final : public Communicator {
           cudaError_t err = cudaStreamWaitEvent(stream(), ready, 0);
           cudaEventDestroy(ready);
           if (err != cudaSuccess)
-            fail(what + ": CUDA error ordering it after the caller's work: " +
-                     cudaGetErrorString(err),
-                 what);
+            fail(what + ": ordering it after the caller's work: " + cuda::error_text(err), what);
           if (debug_) check_same_call(desc, what, deadline);
           Pending p{state, nullptr, deadline, std::move(tensors)};
           std::function<void()> after;
@@ -369,7 +367,7 @@ class NcclComm final : public Communicator {
           err = cudaEventCreateWithFlags(&p.done, cudaEventDisableTiming);
           if (err == cudaSuccess) err = cudaEventRecord(p.done, stream());
           if (err != cudaSuccess)
-            fail(what + ": CUDA error recording its completion: " + cudaGetErrorString(err), what);
+            fail(what + ": recording its completion: " + cuda::error_text(err), what);
           {
             std::lock_guard<std::mutex> lock(mu_);
             pending_.push_back(std::move(p));
@@ -444,7 +442,7 @@ class NcclComm final : public Communicator {
       fail(q == cudaErrorNotReady
                ? what + " timed out after " + std::to_string(timeout().count()) +
                      " ms in the debug-mode check (a rank stopped calling, failed or exited)"
-               : what + ": CUDA error in the debug-mode check: " + cudaGetErrorString(q),
+               : what + ": in the debug-mode check: " + cuda::error_text(q),
            what);
     }
     const std::vector<int64_t> got = all.cpu().to_vector<int64_t>();
@@ -504,7 +502,7 @@ class NcclComm final : public Communicator {
         pending_.pop_front();
         cudaEventDestroy(p.done);
         if (q != cudaSuccess) {
-          group_->abort(p.state->what + ": CUDA error: " + cudaGetErrorString(q));
+          group_->abort(p.state->what + ": " + cuda::error_text(q));
           p.state->complete(failure_of(p.state->what, group_->reason()));
         } else {
           p.state->complete();

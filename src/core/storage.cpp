@@ -1,6 +1,7 @@
 // Host allocators and Storage.
 #include "tandem/core/storage.hpp"
 
+#include <atomic>
 #include <cstdlib>
 #include <map>
 #include <mutex>
@@ -31,8 +32,14 @@ class CpuAllocator final : public Allocator {
         return p;
       }
     }
-    void* p = std::aligned_alloc(64, rounded);
-    TANDEM_CHECK(p != nullptr, "cpu allocator: out of memory allocating ", nbytes, " bytes");
+    void* p = rounded < nbytes ? nullptr : std::aligned_alloc(64, rounded);  // < : wrapped
+    if (p == nullptr && rounded >= nbytes) {  // give the cache back and retry once
+      release_cached();
+      p = std::aligned_alloc(64, rounded);
+    }
+    if (p == nullptr)
+      throw OutOfMemoryError(nbytes, held_.load(), "cpu", detail::base_name(__FILE__), __LINE__);
+    held_ += rounded;
     return p;
   }
   void deallocate(void* ptr, size_t nbytes) override {
@@ -46,6 +53,7 @@ class CpuAllocator final : public Allocator {
       }
     }
     std::free(ptr);
+    held_ -= rounded;
   }
   Device device() const override { return kCPU; }
 
@@ -58,10 +66,20 @@ class CpuAllocator final : public Allocator {
     if (n >= kCacheFrom) return (n + 4095) / 4096 * 4096;
     return n == 0 ? 64 : (n + 63) / 64 * 64;
   }
+  void release_cached() {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [size, p] : cache_) {
+      std::free(p);
+      held_ -= size;
+    }
+    cache_.clear();
+    cached_bytes_ = 0;
+  }
 
   std::mutex mu_;
   std::multimap<size_t, void*> cache_;
   size_t cached_bytes_ = 0;
+  std::atomic<size_t> held_{0};  // in use and cached, for the out-of-memory message
 };
 
 }  // namespace

@@ -13,87 +13,20 @@
 #include <thread>
 #include <vector>
 
+#include "tandem/core/context.hpp"
 #include "tandem/core/error.hpp"
 
 namespace tandem {
 namespace {
 
+// True on pool workers, and on a caller while it works on its own chunks: a parallel_for from
+// inside a chunk (of any pool) runs inline, so no chunk ever waits on another pool's work.
 thread_local bool t_in_pool = false;
-
-class Pool {
- public:
-  explicit Pool(int threads) { start(threads); }
-  ~Pool() { stop(); }
-
-  int threads() const { return threads_; }
-  void resize(int threads) {
-    stop();
-    start(threads);
-  }
-  void submit(std::function<void()> task) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      queue_.push_back(std::move(task));
-    }
-    cv_.notify_one();
-  }
-
- private:
-  void start(int threads) {
-    threads_ = threads;
-    stopping_ = false;
-    for (int i = 0; i + 1 < threads; ++i) workers_.emplace_back([this] { run(); });
-  }
-  void stop() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      stopping_ = true;
-    }
-    cv_.notify_all();
-    for (auto& w : workers_) w.join();
-    workers_.clear();
-  }
-  void run() {
-    t_in_pool = true;
-    for (;;) {
-      std::function<void()> task;
-      {
-        std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
-        if (queue_.empty()) return;  // stopping and drained
-        task = std::move(queue_.front());
-        queue_.pop_front();
-      }
-      task();
-    }
-  }
-
-  int threads_ = 1;
-  bool stopping_ = false;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::function<void()>> queue_;
-  std::vector<std::thread> workers_;
-};
-
-int default_threads() {
-  if (const char* env = std::getenv("TANDEM_NUM_THREADS")) {
-    int n = std::atoi(env);
-    if (n > 0) return n;
-  }
-  unsigned hw = std::thread::hardware_concurrency();
-  return hw == 0 ? 1 : static_cast<int>(hw);
-}
-
-std::mutex g_pool_mu;
-Pool& pool() {
-  static Pool p(default_threads());
-  return p;
-}
 
 // Shared by the caller and the pool tasks of one parallel_for.
 struct Job {
   const std::function<void(int64_t, int64_t)>* fn;
+  ExecutionContext* context;  // the caller's explicit context (null: the default)
   int64_t begin, end, chunks;
   std::atomic<int64_t> next{0};
   std::atomic<int64_t> done{0};
@@ -121,20 +54,81 @@ struct Job {
 
 }  // namespace
 
-void set_num_threads(int n) {
-  TANDEM_CHECK(n >= 1, "set_num_threads: expected at least 1 thread, got ", n);
-  std::lock_guard<std::mutex> lock(g_pool_mu);
-  if (pool().threads() != n) pool().resize(n);
+struct ThreadPool::Impl {
+  std::atomic<int> threads{1};
+  std::mutex resize_mu;  // serializes resize()
+  std::mutex mu;         // guards stopping and queue
+  std::condition_variable cv;
+  bool stopping = false;
+  std::deque<std::function<void()>> queue;
+  std::vector<std::thread> workers;
+
+  void start(int n) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      stopping = false;
+    }
+    threads = n;
+    for (int i = 0; i + 1 < n; ++i) workers.emplace_back([this] { run(); });
+  }
+  // Workers drain the queue before they exit; a task queued after that finds its job done,
+  // because the caller works on its own chunks until none is left.
+  void stop() {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      stopping = true;
+    }
+    cv.notify_all();
+    for (auto& w : workers) w.join();
+    workers.clear();
+  }
+  void submit(std::function<void()> task) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      queue.push_back(std::move(task));
+    }
+    cv.notify_one();
+  }
+  void run() {
+    t_in_pool = true;
+    for (;;) {
+      std::function<void()> task;
+      {
+        std::unique_lock<std::mutex> lock(mu);
+        cv.wait(lock, [this] { return stopping || !queue.empty(); });
+        if (queue.empty()) return;  // stopping and drained
+        task = std::move(queue.front());
+        queue.pop_front();
+      }
+      task();
+    }
+  }
+};
+
+ThreadPool::ThreadPool(int threads) : impl_(std::make_unique<Impl>()) {
+  TANDEM_CHECK(threads >= 1, "ThreadPool: expected at least 1 thread, got ", threads);
+  impl_->start(threads);
 }
 
-int get_num_threads() { return pool().threads(); }
+ThreadPool::~ThreadPool() { impl_->stop(); }
 
-void parallel_for(int64_t begin, int64_t end, int64_t grain,
-                  const std::function<void(int64_t, int64_t)>& fn) {
+int ThreadPool::num_threads() const { return impl_->threads.load(std::memory_order_relaxed); }
+
+void ThreadPool::resize(int threads) {
+  TANDEM_CHECK(threads >= 1, "set_num_threads: expected at least 1 thread, got ", threads);
+  TANDEM_CHECK(!t_in_pool, "set_num_threads: called from inside a parallel_for chunk");
+  std::lock_guard<std::mutex> lock(impl_->resize_mu);
+  if (num_threads() == threads) return;
+  impl_->stop();
+  impl_->start(threads);
+}
+
+void ThreadPool::parallel_for(int64_t begin, int64_t end, int64_t grain,
+                              const std::function<void(int64_t, int64_t)>& fn) {
   int64_t n = end - begin;
   if (n <= 0) return;
   grain = std::max<int64_t>(grain, 1);
-  const int64_t threads = get_num_threads();
+  const int64_t threads = num_threads();
   // Up to 4 chunks per thread, grabbed dynamically: uneven chunks still balance.
   const int64_t chunks = std::min<int64_t>(4 * threads, (n + grain - 1) / grain);
   if (chunks <= 1 || threads <= 1 || t_in_pool) {
@@ -143,10 +137,18 @@ void parallel_for(int64_t begin, int64_t end, int64_t grain,
   }
   auto job = std::make_shared<Job>();
   job->fn = &fn;
+  job->context = detail::current_context_or_null();
   job->begin = begin;
   job->end = end;
   job->chunks = chunks;
-  for (int64_t i = 1; i < std::min(chunks, threads); ++i) pool().submit([job] { job->work(); });
+  for (int64_t i = 1; i < std::min(chunks, threads); ++i)
+    impl_->submit([job] {
+      // The caller's context is current while its chunks run (it outlives them: the caller
+      // waits for every chunk; a task that finds none left runs nothing under it).
+      ExecutionContext* previous = detail::exchange_current_context(job->context);
+      job->work();
+      detail::exchange_current_context(previous);
+    });
   // The caller works too; flagged as in-pool so nested parallel_for calls run inline.
   t_in_pool = true;
   job->work();
@@ -156,6 +158,24 @@ void parallel_for(int64_t begin, int64_t end, int64_t grain,
     job->cv.wait(lock, [&] { return job->done.load() == job->chunks; });
   }
   if (job->error) std::rethrow_exception(job->error);
+}
+
+int default_num_threads() {
+  if (const char* env = std::getenv("TANDEM_NUM_THREADS")) {
+    int n = std::atoi(env);
+    if (n > 0) return n;
+  }
+  unsigned hw = std::thread::hardware_concurrency();
+  return hw == 0 ? 1 : static_cast<int>(hw);
+}
+
+void set_num_threads(int n) { current_context().pool().resize(n); }
+
+int get_num_threads() { return current_context().pool().num_threads(); }
+
+void parallel_for(int64_t begin, int64_t end, int64_t grain,
+                  const std::function<void(int64_t, int64_t)>& fn) {
+  current_context().pool().parallel_for(begin, end, grain, fn);
 }
 
 }  // namespace tandem

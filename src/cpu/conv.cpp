@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "loops.hpp"
-#include "tandem/kernels/cpu.hpp"
+#include "kernels.hpp"
 
 namespace tandem::kernels::cpu {
 namespace {
@@ -506,7 +506,7 @@ void conv2d_forward(const Tensor& out, const Tensor& in, const Tensor& weight, c
     return;
   }
 #endif
-  dispatch_floating(in.dtype(), "conv2d",
+  dispatch_dtype<DTypeSet::wide>(in.dtype(), "conv2d (cpu)",
                     [&](auto t) { forward_impl<decltype(t)>(out, in, weight, bias, p); });
 }
 
@@ -536,9 +536,12 @@ void conv2d_backward(const Tensor& grad_out, const Tensor& in, const Tensor& wei
     return;
   }
 #endif
-  dispatch_floating(in.dtype(), "conv2d_backward", [&](auto t) {
+  dispatch_dtype<DTypeSet::wide>(in.dtype(), "conv2d_backward (cpu)", [&](auto t) {
     backward_impl<decltype(t)>(grad_out, in, weight, grad_in, grad_weight, grad_bias, p);
   });
 }
+
+TANDEM_REGISTER_CPU(conv2d_forward, (through_f32<&conv2d_forward, 0b1>));
+TANDEM_REGISTER_CPU(conv2d_backward, (through_f32<&conv2d_backward, 0b111000>));
 
 }  // namespace tandem::kernels::cpu

@@ -1,14 +1,18 @@
 // CPU elementwise kernels: the functors of kernels/functors.hpp over the strided N-d loop.
+// Narrow floats are loaded, computed in f32 (acc_type) and stored narrow, element by element.
 #include <cstring>
 
+#include "kernels.hpp"
 #include "loops.hpp"
-#include "tandem/kernels/cpu.hpp"
+#include "tandem/core/dtype_dispatch.hpp"
 
 namespace tandem::kernels::cpu {
 namespace {
 
+// R: the stored output type; T: the stored input type; the functor sees acc_type<T>.
 template <typename R, typename T, typename Op>
 void unary_loop(const Tensor& out, const Tensor& in, Op op) {
+  using A = acc_type<T>;
   R* po = ptr<R>(out);
   const T* pi = ptr<const T>(in);
   for_each_run<2>(out.shape(), {out.strides(), in.strides()},
@@ -16,15 +20,16 @@ void unary_loop(const Tensor& out, const Tensor& in, Op op) {
                     R* o = po + off[0];
                     const T* x = pi + off[1];
                     if (st[0] == 1 && st[1] == 1) {
-                      for (int64_t i = 0; i < n; ++i) o[i] = op(x[i]);
+                      for (int64_t i = 0; i < n; ++i) o[i] = R(op(A(x[i])));
                     } else {
-                      for (int64_t i = 0; i < n; ++i) o[i * st[0]] = op(x[i * st[1]]);
+                      for (int64_t i = 0; i < n; ++i) o[i * st[0]] = R(op(A(x[i * st[1]])));
                     }
                   });
 }
 
 template <typename R, typename T, typename Op>
 void binary_loop(const Tensor& out, const Tensor& a, const Tensor& b, Op op) {
+  using A = acc_type<T>;
   R* po = ptr<R>(out);
   const T* pa = ptr<const T>(a);
   const T* pb = ptr<const T>(b);
@@ -35,53 +40,58 @@ void binary_loop(const Tensor& out, const Tensor& a, const Tensor& b, Op op) {
         const T* x = pa + off[1];
         const T* y = pb + off[2];
         if (st[0] == 1 && st[1] == 1 && st[2] == 1) {
-          for (int64_t i = 0; i < n; ++i) o[i] = op(x[i], y[i]);
+          for (int64_t i = 0; i < n; ++i) o[i] = R(op(A(x[i]), A(y[i])));
         } else if (st[0] == 1 && st[1] == 1 && st[2] == 0) {  // tensor op scalar, bias rows
-          const T yv = *y;
-          for (int64_t i = 0; i < n; ++i) o[i] = op(x[i], yv);
+          const A yv = A(*y);
+          for (int64_t i = 0; i < n; ++i) o[i] = R(op(A(x[i]), yv));
         } else if (st[0] == 1 && st[1] == 0 && st[2] == 1) {
-          const T xv = *x;
-          for (int64_t i = 0; i < n; ++i) o[i] = op(xv, y[i]);
+          const A xv = A(*x);
+          for (int64_t i = 0; i < n; ++i) o[i] = R(op(xv, A(y[i])));
         } else {
-          for (int64_t i = 0; i < n; ++i) o[i * st[0]] = op(x[i * st[1]], y[i * st[2]]);
+          for (int64_t i = 0; i < n; ++i)
+            o[i * st[0]] = R(op(A(x[i * st[1]]), A(y[i * st[2]])));
         }
       });
 }
 
-}  // namespace
+// The stored output type of functor F on stored inputs T: bool stays bool, else T.
+template <typename F, typename T, typename Result>
+using stored_t = std::conditional_t<std::is_same_v<Result, bool>, bool, T>;
 
-void unary(UnaryOp op, const OpArgs& args, const Tensor& out, const Tensor& in) {
+void unary(const Tensor& out, UnaryOp op, const OpArgs& args, const Tensor& in) {
   with_unary(op, args, [&](auto f) {
     auto body = [&](auto t) {
       using T = decltype(t);
-      using R = decltype(f(T{}));
+      using R = stored_t<decltype(f), T, decltype(f(acc_type<T>{}))>;
       unary_loop<R, T>(out, in, f);
     };
     if constexpr (accepts_integers<decltype(f)>::value) {
-      dispatch_compute(in.dtype(), "unary", body);
+      dispatch_dtype(in.dtype(), "unary (cpu)", body);
     } else {
-      dispatch_floating(in.dtype(), "unary", body);
+      dispatch_dtype<DTypeSet::floating>(in.dtype(), "unary (cpu)", body);
     }
   });
 }
 
-void binary(BinaryOp op, const OpArgs& args, const Tensor& out, const Tensor& a, const Tensor& b) {
+void binary(const Tensor& out, BinaryOp op, const OpArgs& args, const Tensor& a,
+            const Tensor& b) {
   with_binary(op, args, [&](auto f) {
     auto body = [&](auto t) {
       using T = decltype(t);
-      using R = decltype(f(T{}, T{}));
+      using A = acc_type<T>;
+      using R = stored_t<decltype(f), T, decltype(f(A{}, A{}))>;
       binary_loop<R, T>(out, a, b, f);
     };
     if constexpr (accepts_integers<decltype(f)>::value) {
-      dispatch_compute(a.dtype(), "binary", body);
+      dispatch_dtype(a.dtype(), "binary (cpu)", body);
     } else {
-      dispatch_floating(a.dtype(), "binary", body);
+      dispatch_dtype<DTypeSet::floating>(a.dtype(), "binary (cpu)", body);
     }
   });
 }
 
 void where(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b) {
-  dispatch_all(out.dtype(), [&](auto t) {
+  dispatch_dtype(out.dtype(), "where (cpu)", [&](auto t) {
     using T = decltype(t);
     T* po = ptr<T>(out);
     const bool* pc = ptr<const bool>(cond);
@@ -98,23 +108,8 @@ void where(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor&
   });
 }
 
-void copy(const Tensor& dst, const Tensor& src) {
-  if (dst.dtype() == src.dtype() && dst.is_contiguous() && src.is_contiguous() &&
-      dst.shape() == src.shape()) {
-    std::memcpy(dst.raw_data(), src.raw_data(), dst.numel() * dst.element_size());
-    return;
-  }
-  dispatch_all(dst.dtype(), [&](auto d) {
-    using D = decltype(d);
-    dispatch_all(src.dtype(), [&](auto s) {
-      using S = decltype(s);
-      unary_loop<D, S>(dst, src, [](S v) { return convert<D>(v); });
-    });
-  });
-}
-
 void fill(const Tensor& dst, double value) {
-  dispatch_all(dst.dtype(), [&](auto d) {
+  dispatch_dtype(dst.dtype(), "fill (cpu)", [&](auto d) {
     using D = decltype(d);
     D v = convert<D>(value);
     D* p = ptr<D>(dst);
@@ -125,5 +120,46 @@ void fill(const Tensor& dst, double value) {
                     });
   });
 }
+
+void arange(const Tensor& out, double start, double step) {
+  dispatch_dtype(out.dtype(), "arange (cpu)", [&](auto d) {
+    using D = decltype(d);
+    D* p = ptr<D>(out);
+    parallel_for(0, out.numel(), kElementwiseGrain, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) p[i] = convert<D>(start + static_cast<double>(i) * step);
+    });
+  });
+}
+
+}  // namespace
+
+void copy(const Tensor& dst, const Tensor& src) {
+  if (dst.dtype() == src.dtype() && dst.is_contiguous() && src.is_contiguous() &&
+      dst.shape() == src.shape()) {
+    std::memcpy(dst.raw_data(), src.raw_data(), dst.numel() * dst.element_size());
+    return;
+  }
+  dispatch_dtype(dst.dtype(), "copy (cpu)", [&](auto d) {
+    using D = decltype(d);
+    dispatch_dtype(src.dtype(), "copy (cpu)", [&](auto s) {
+      using S = decltype(s);
+      unary_loop<D, S>(dst, src, [](acc_type<S> v) { return convert<D>(v); });
+    });
+  });
+}
+
+Tensor contiguous_as(const Tensor& t, DType dtype) {
+  if (t.dtype() == dtype && t.is_contiguous()) return t;
+  Tensor out = make_tensor(t.shape(), dtype, t.device());
+  copy(out, t);
+  return out;
+}
+
+TANDEM_REGISTER_CPU(unary, unary);
+TANDEM_REGISTER_CPU(binary, binary);
+TANDEM_REGISTER_CPU(where, where);
+TANDEM_REGISTER_CPU(copy, copy);
+TANDEM_REGISTER_CPU(fill, fill);
+TANDEM_REGISTER_CPU(arange, arange);
 
 }  // namespace tandem::kernels::cpu

@@ -15,7 +15,7 @@
 #endif
 
 #include "loops.hpp"
-#include "tandem/kernels/cpu.hpp"
+#include "kernels.hpp"
 
 namespace tandem::kernels::cpu {
 namespace {

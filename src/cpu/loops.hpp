@@ -8,6 +8,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "tandem/core/dtype_dispatch.hpp"
 #include "tandem/core/tensor.hpp"
 #include "tandem/core/thread_pool.hpp"
 
@@ -83,47 +84,6 @@ inline To convert(From v) {
   } else {
     return static_cast<To>(v);
   }
-}
-
-/// Calls f(T{}) with the C++ type of dtype.
-template <typename F>
-decltype(auto) dispatch_all(DType dtype, F&& f) {
-  switch (dtype) {
-    case DType::f32: return f(float{});
-    case DType::f64: return f(double{});
-    case DType::f16: return f(Eigen::half{});
-    case DType::bf16: return f(Eigen::bfloat16{});
-    case DType::i64: return f(int64_t{});
-    case DType::i32: return f(int32_t{});
-    case DType::u8: return f(uint8_t{});
-    case DType::boolean: return f(bool{});
-  }
-  return f(float{});
-}
-
-/// Calls f(T{}) for the computing dtypes: f32, f64 and the integers.
-template <typename F>
-decltype(auto) dispatch_compute(DType dtype, const char* op, F&& f) {
-  switch (dtype) {
-    case DType::f32: return f(float{});
-    case DType::f64: return f(double{});
-    case DType::i64: return f(int64_t{});
-    case DType::i32: return f(int32_t{});
-    case DType::u8: return f(uint8_t{});
-    case DType::boolean: return f(bool{});
-    default: break;
-  }
-  TANDEM_THROW(NotImplementedError, op, ": CPU kernel has no ", dtype, " variant");
-}
-
-template <typename F>
-decltype(auto) dispatch_floating(DType dtype, const char* op, F&& f) {
-  switch (dtype) {
-    case DType::f32: return f(float{});
-    case DType::f64: return f(double{});
-    default: break;
-  }
-  TANDEM_THROW(NotImplementedError, op, ": CPU kernel expects f32 or f64, got ", dtype);
 }
 
 /// A per-thread scratch vector that keeps its memory between calls: fresh large allocations come

@@ -3,7 +3,7 @@
 #include <cmath>
 
 #include "loops.hpp"
-#include "tandem/kernels/cpu.hpp"
+#include "kernels.hpp"
 
 namespace tandem::kernels::cpu {
 namespace {
@@ -63,7 +63,7 @@ std::pair<double, double> lane_sum2(int64_t s, F&& f, G&& g) {
 }  // namespace
 
 void batch_norm_stats(const Tensor& mean, const Tensor& var, const Tensor& in) {
-  dispatch_floating(in.dtype(), "batch_norm", [&](auto t) {
+  dispatch_dtype<DTypeSet::wide>(in.dtype(), "batch_norm (cpu)", [&](auto t) {
     using T = decltype(t);
     Dims d = dims_of(in);
     const T* x = ptr<const T>(in);
@@ -90,9 +90,9 @@ void batch_norm_stats(const Tensor& mean, const Tensor& var, const Tensor& in) {
   });
 }
 
-void batch_norm_forward_stats(const Tensor& out, const Tensor& in, const Tensor& mean,
+void batch_norm_forward(const Tensor& out, const Tensor& in, const Tensor& mean,
                               const Tensor& invstd, const Tensor& weight, const Tensor& bias) {
-  dispatch_floating(in.dtype(), "batch_norm", [&](auto t) {
+  dispatch_dtype<DTypeSet::wide>(in.dtype(), "batch_norm (cpu)", [&](auto t) {
     using T = decltype(t);
     Dims d = dims_of(in);
     const T* x = ptr<const T>(in);
@@ -116,7 +116,7 @@ void batch_norm_backward(const Tensor& grad_in, const Tensor& grad_weight,
                          const Tensor& grad_bias, const Tensor& grad_out, const Tensor& in,
                          const Tensor& mean, const Tensor& invstd, const Tensor& weight,
                          bool training) {
-  dispatch_floating(in.dtype(), "batch_norm_backward", [&](auto t) {
+  dispatch_dtype<DTypeSet::wide>(in.dtype(), "batch_norm_backward (cpu)", [&](auto t) {
     using T = decltype(t);
     Dims d = dims_of(in);
     const T* x = ptr<const T>(in);
@@ -152,5 +152,9 @@ void batch_norm_backward(const Tensor& grad_in, const Tensor& grad_weight,
     });
   });
 }
+
+TANDEM_REGISTER_CPU(batch_norm_stats, (through_f32<&batch_norm_stats, 0b11>));
+TANDEM_REGISTER_CPU(batch_norm_forward, (through_f32<&batch_norm_forward, 0b1>));
+TANDEM_REGISTER_CPU(batch_norm_backward, (through_f32<&batch_norm_backward, 0b111>));
 
 }  // namespace tandem::kernels::cpu

@@ -3,7 +3,7 @@
 #include <limits>
 
 #include "loops.hpp"
-#include "tandem/kernels/cpu.hpp"
+#include "kernels.hpp"
 
 namespace tandem::kernels::cpu {
 namespace {
@@ -35,7 +35,7 @@ inline int64_t adaptive_end(int64_t i, int64_t in, int64_t out) {
 
 void max_pool2d_forward(const Tensor& out, const Tensor& indices, const Tensor& in,
                         const Pool2dParams& p) {
-  dispatch_floating(in.dtype(), "max_pool2d", [&](auto t) {
+  dispatch_dtype<DTypeSet::wide>(in.dtype(), "max_pool2d (cpu)", [&](auto t) {
     using T = decltype(t);
     Planes g = planes_of(in, out);
     const T* x = ptr<const T>(in);
@@ -70,7 +70,7 @@ void max_pool2d_forward(const Tensor& out, const Tensor& indices, const Tensor& 
 }
 
 void max_pool2d_backward(const Tensor& grad_in, const Tensor& grad_out, const Tensor& indices) {
-  dispatch_floating(grad_in.dtype(), "max_pool2d_backward", [&](auto t) {
+  dispatch_dtype<DTypeSet::wide>(grad_in.dtype(), "max_pool2d_backward (cpu)", [&](auto t) {
     using T = decltype(t);
     Planes g = planes_of(grad_in, grad_out);
     T* dx = ptr<T>(grad_in);
@@ -86,7 +86,7 @@ void max_pool2d_backward(const Tensor& grad_in, const Tensor& grad_out, const Te
 }
 
 void avg_pool2d_forward(const Tensor& out, const Tensor& in, const Pool2dParams& p) {
-  dispatch_floating(in.dtype(), "avg_pool2d", [&](auto t) {
+  dispatch_dtype<DTypeSet::wide>(in.dtype(), "avg_pool2d (cpu)", [&](auto t) {
     using T = decltype(t);
     Planes g = planes_of(in, out);
     const T* x = ptr<const T>(in);
@@ -112,7 +112,7 @@ void avg_pool2d_forward(const Tensor& out, const Tensor& in, const Pool2dParams&
 }
 
 void avg_pool2d_backward(const Tensor& grad_in, const Tensor& grad_out, const Pool2dParams& p) {
-  dispatch_floating(grad_in.dtype(), "avg_pool2d_backward", [&](auto t) {
+  dispatch_dtype<DTypeSet::wide>(grad_in.dtype(), "avg_pool2d_backward (cpu)", [&](auto t) {
     using T = decltype(t);
     Planes g = planes_of(grad_in, grad_out);
     T* dx = ptr<T>(grad_in);
@@ -138,7 +138,7 @@ void avg_pool2d_backward(const Tensor& grad_in, const Tensor& grad_out, const Po
 }
 
 void adaptive_avg_pool2d_forward(const Tensor& out, const Tensor& in) {
-  dispatch_floating(in.dtype(), "adaptive_avg_pool2d", [&](auto t) {
+  dispatch_dtype<DTypeSet::wide>(in.dtype(), "adaptive_avg_pool2d (cpu)", [&](auto t) {
     using T = decltype(t);
     Planes g = planes_of(in, out);
     const T* x = ptr<const T>(in);
@@ -160,7 +160,7 @@ void adaptive_avg_pool2d_forward(const Tensor& out, const Tensor& in) {
 }
 
 void adaptive_avg_pool2d_backward(const Tensor& grad_in, const Tensor& grad_out) {
-  dispatch_floating(grad_in.dtype(), "adaptive_avg_pool2d_backward", [&](auto t) {
+  dispatch_dtype<DTypeSet::wide>(grad_in.dtype(), "adaptive_avg_pool2d_backward (cpu)", [&](auto t) {
     using T = decltype(t);
     Planes g = planes_of(grad_in, grad_out);
     T* dx = ptr<T>(grad_in);
@@ -180,5 +180,13 @@ void adaptive_avg_pool2d_backward(const Tensor& grad_in, const Tensor& grad_out)
     });
   });
 }
+
+TANDEM_REGISTER_CPU(max_pool2d_forward, (through_f32<&max_pool2d_forward, 0b1>));
+TANDEM_REGISTER_CPU(max_pool2d_backward, (through_f32<&max_pool2d_backward, 0b1>));
+TANDEM_REGISTER_CPU(avg_pool2d_forward, (through_f32<&avg_pool2d_forward, 0b1>));
+TANDEM_REGISTER_CPU(avg_pool2d_backward, (through_f32<&avg_pool2d_backward, 0b1>));
+TANDEM_REGISTER_CPU(adaptive_avg_pool2d_forward, (through_f32<&adaptive_avg_pool2d_forward, 0b1>));
+TANDEM_REGISTER_CPU(adaptive_avg_pool2d_backward,
+                    (through_f32<&adaptive_avg_pool2d_backward, 0b1>));
 
 }  // namespace tandem::kernels::cpu

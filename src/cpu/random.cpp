@@ -3,7 +3,7 @@
 
 #include "loops.hpp"
 #include "tandem/core/philox.hpp"
-#include "tandem/kernels/cpu.hpp"
+#include "kernels.hpp"
 
 namespace tandem::kernels::cpu {
 namespace {
@@ -20,41 +20,55 @@ void fill_indexed(const Tensor& out, G gen) {
 }  // namespace
 
 void uniform(const Tensor& out, uint64_t seed, uint64_t offset) {
-  dispatch_floating(out.dtype(), "rand", [&](auto t) {
+  dispatch_dtype<DTypeSet::floating>(out.dtype(), "rand (cpu)", [&](auto t) {
     using T = decltype(t);
     fill_indexed<T>(out, [&](uint64_t i) -> T {
       if constexpr (std::is_same_v<T, double>) {
         return Philox4x32::to_unit_double(Philox4x32::word(seed, offset, 2 * i),
                                           Philox4x32::word(seed, offset, 2 * i + 1));
       } else {
-        return Philox4x32::to_unit_float(Philox4x32::word(seed, offset, i));
+        return T(Philox4x32::to_unit_float(Philox4x32::word(seed, offset, i)));
       }
     });
   });
 }
 
 void normal(const Tensor& out, uint64_t seed, uint64_t offset) {
-  dispatch_floating(out.dtype(), "randn", [&](auto t) {
+  dispatch_dtype<DTypeSet::floating>(out.dtype(), "randn (cpu)", [&](auto t) {
     using T = decltype(t);
     fill_indexed<T>(out, [&](uint64_t i) -> T {
       // Box-Muller on words (2i, 2i+1); u1 in (0, 1] so the log is finite.
       double u1 = 1.0 - Philox4x32::to_unit_float(Philox4x32::word(seed, offset, 2 * i));
       double u2 = Philox4x32::to_unit_float(Philox4x32::word(seed, offset, 2 * i + 1));
-      return static_cast<T>(std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2));
+      double z = std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
+      if constexpr (std::is_same_v<T, double>) {
+        return z;
+      } else {
+        return T(static_cast<float>(z));  // f16/bf16 round from the f32 value, as before
+      }
     });
   });
 }
 
 void randint(const Tensor& out, int64_t low, int64_t high, uint64_t seed, uint64_t offset) {
   uint64_t range = static_cast<uint64_t>(high - low);
-  dispatch_compute(out.dtype(), "randint", [&](auto t) {
+  dispatch_dtype<DTypeSet::numeric>(out.dtype(), "randint (cpu)", [&](auto t) {
     using T = decltype(t);
     fill_indexed<T>(out, [&](uint64_t i) -> T {
       uint64_t x = static_cast<uint64_t>(Philox4x32::word(seed, offset, 2 * i)) << 32 |
                    Philox4x32::word(seed, offset, 2 * i + 1);
-      return static_cast<T>(low + static_cast<int64_t>(x % range));
+      int64_t v = low + static_cast<int64_t>(x % range);
+      if constexpr (std::is_integral_v<T>) {
+        return static_cast<T>(v);
+      } else {
+        return convert<T>(static_cast<double>(v));  // floats: through f64, as before
+      }
     });
   });
 }
+
+TANDEM_REGISTER_CPU(uniform, uniform);
+TANDEM_REGISTER_CPU(normal, normal);
+TANDEM_REGISTER_CPU(randint, randint);
 
 }  // namespace tandem::kernels::cpu

@@ -5,15 +5,26 @@
 #include <vector>
 
 #include "loops.hpp"
-#include "tandem/kernels/cpu.hpp"
+#include "kernels.hpp"
 
 namespace tandem::kernels::cpu {
 namespace {
 
 constexpr int64_t kBlock = 8192;
 
+// Floats (narrow ones included) sum in double, integers in int64.
 template <typename T>
-using Acc = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
+using Acc = std::conditional_t<std::is_floating_point_v<acc_type<T>>, double, int64_t>;
+
+// A sum stored as R: narrow floats round through f32, as their f32 computation did.
+template <typename R, typename S>
+R store(S s) {
+  if constexpr (std::is_same_v<acc_type<R>, R>) {
+    return static_cast<R>(s);
+  } else {
+    return R(static_cast<float>(s));
+  }
+}
 
 template <typename T, typename R>
 void sum_rows(R* out, const T* in, int64_t rows, int64_t cols) {
@@ -28,26 +39,28 @@ void sum_rows(R* out, const T* in, int64_t rows, int64_t cols) {
                    // Four independent accumulators: the adds pipeline, the order stays fixed.
                    Acc<T> s0 = 0, s1 = 0, s2 = 0, s3 = 0;
                    int64_t i = 0;
+                   using A = acc_type<T>;
                    for (; i + 4 <= n; i += 4) {
-                     s0 += p[i];
-                     s1 += p[i + 1];
-                     s2 += p[i + 2];
-                     s3 += p[i + 3];
+                     s0 += A(p[i]);
+                     s1 += A(p[i + 1]);
+                     s2 += A(p[i + 2]);
+                     s3 += A(p[i + 3]);
                    }
-                   for (; i < n; ++i) s0 += p[i];
+                   for (; i < n; ++i) s0 += A(p[i]);
                    partial[task] = (s0 + s1) + (s2 + s3);
                  }
                });
   for (int64_t r = 0; r < rows; ++r) {
     Acc<T> s = 0;
     for (int64_t b = 0; b < blocks; ++b) s += partial[r * blocks + b];
-    out[r] = static_cast<R>(s);
+    out[r] = store<R>(s);
   }
 }
 
 template <bool kMax, typename T>
-bool better(T candidate, T best) {
-  if constexpr (std::is_floating_point_v<T>) {
+bool better(T candidate_t, T best_t) {
+  const acc_type<T> candidate(candidate_t), best(best_t);
+  if constexpr (std::is_floating_point_v<acc_type<T>>) {
     if (std::isnan(best)) return false;
     if (std::isnan(candidate)) return true;
   }
@@ -72,15 +85,13 @@ void extreme_rows(R* out, const T* in, int64_t rows, int64_t cols) {
                });
 }
 
-}  // namespace
-
-void reduce_rows(ReduceOp op, const Tensor& out, const Tensor& in, int64_t rows, int64_t cols) {
-  dispatch_compute(in.dtype(), "reduce", [&](auto t) {
+void reduce_rows(const Tensor& out, ReduceOp op, const Tensor& in, int64_t rows, int64_t cols) {
+  dispatch_dtype(in.dtype(), "reduce_rows (cpu)", [&](auto t) {
     using T = decltype(t);
     const T* p = ptr<const T>(in);
     switch (op) {
       case ReduceOp::sum:
-        dispatch_compute(out.dtype(), "sum", [&](auto r) {
+        dispatch_dtype(out.dtype(), "sum (cpu)", [&](auto r) {
           sum_rows<T>(ptr<decltype(r)>(out), p, rows, cols);
         });
         break;
@@ -91,5 +102,9 @@ void reduce_rows(ReduceOp op, const Tensor& out, const Tensor& in, int64_t rows,
     }
   });
 }
+
+}  // namespace
+
+TANDEM_REGISTER_CPU(reduce_rows, reduce_rows);
 
 }  // namespace tandem::kernels::cpu

@@ -3,16 +3,25 @@
 
 #include <cuda_runtime.h>
 
+#include <string>
+
 #include "tandem/core/error.hpp"
 
-#define TANDEM_CUDA_CHECK(expr)                                                              \
-  do {                                                                                       \
-    cudaError_t err_ = (expr);                                                               \
-    TANDEM_CHECK_T(::tandem::Error, err_ == cudaSuccess, "CUDA error in ", #expr, ": ",      \
-                   cudaGetErrorString(err_));                                                \
+/// Throws CudaError naming the call, CUDA's error and file:line when `expr` is not cudaSuccess.
+#define TANDEM_CUDA_CHECK(expr)                                                   \
+  do {                                                                            \
+    const cudaError_t err_ = (expr);                                              \
+    if (err_ != cudaSuccess)                                                      \
+      throw ::tandem::CudaError(#expr, ::tandem::cuda::error_text(err_),          \
+                                ::tandem::detail::base_name(__FILE__), __LINE__); \
   } while (0)
 
 namespace tandem::cuda {
+
+/// "CUDA error cudaErrorInvalidValue: invalid argument".
+inline std::string error_text(cudaError_t err) {
+  return std::string("CUDA error ") + cudaGetErrorName(err) + ": " + cudaGetErrorString(err);
+}
 
 /// Makes `device` the calling thread's current device and restores the previous one on exit.
 class DeviceGuard {

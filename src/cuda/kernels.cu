@@ -55,8 +55,10 @@ unsigned blocks_for(size_t count) {
 }
 
 void check_launch(const char* what) {
-  cudaError_t err = cudaGetLastError();
-  TANDEM_CHECK(err == cudaSuccess, what, ": launch failed: ", cudaGetErrorString(err));
+  const cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess)
+    throw CudaError(std::string(what) + " kernel launch", error_text(err),
+                    detail::base_name(__FILE__), __LINE__);
 }
 
 }  // namespace
@@ -90,7 +92,7 @@ void narrow_from_f32(void* dst, bool dst_is_bf16, const float* src, size_t count
 void fill_f32(float* dst, size_t count, float value, int device) {
   if (count == 0) return;
   TANDEM_CHECK(dst != nullptr, "fill_f32: null destination");
-  TANDEM_CHECK(cudaSetDevice(device) == cudaSuccess, "fill_f32: cannot select cuda:", device);
+  TANDEM_CUDA_CHECK(cudaSetDevice(device));
   fill_kernel<<<blocks_for(count), kThreads>>>(dst, count, value);
   check_launch("fill_f32");
 }

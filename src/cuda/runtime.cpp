@@ -8,6 +8,7 @@
 #include <cudnn.h>
 #include <nccl.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -47,8 +48,16 @@ class CachingAllocator final : public Allocator {
       release_cached();
       err = cudaMalloc(&p, size);
     }
-    TANDEM_CHECK_T(Error, err == cudaSuccess, "cuda:", device_, " allocator: cudaMalloc of ",
-                   size, " bytes failed: ", cudaGetErrorString(err));
+    if (err == cudaErrorMemoryAllocation) {
+      cudaGetLastError();  // not sticky: the device stays usable
+      throw OutOfMemoryError(nbytes, held_.load(), "cuda:" + std::to_string(device_),
+                             detail::base_name(__FILE__), __LINE__);
+    }
+    if (err != cudaSuccess)
+      throw CudaError("cuda:" + std::to_string(device_) + " allocator: cudaMalloc of " +
+                          detail::describe_bytes(size),
+                      error_text(err), detail::base_name(__FILE__), __LINE__);
+    held_ += size;
     return p;
   }
   void deallocate(void* ptr, size_t nbytes) override {
@@ -62,25 +71,43 @@ class CachingAllocator final : public Allocator {
   void release_cached() {
     std::lock_guard<std::mutex> lock(mu_);
     DeviceGuard guard(device_);
-    for (auto& [size, blocks] : free_)
+    for (auto& [size, blocks] : free_) {
       for (void* p : blocks) cudaFree(p);
+      held_ -= size * blocks.size();
+    }
     free_.clear();
   }
 
   int device_;
   std::mutex mu_;
   std::map<size_t, std::vector<void*>> free_;
+  std::atomic<size_t> held_{0};  // from cudaMalloc, in use and cached: the out-of-memory message
 };
 
 class PinnedAllocator final : public Allocator {
  public:
   void* allocate(size_t nbytes) override {
     void* p = nullptr;
-    TANDEM_CUDA_CHECK(cudaHostAlloc(&p, nbytes == 0 ? 1 : nbytes, cudaHostAllocDefault));
+    const cudaError_t err = cudaHostAlloc(&p, nbytes == 0 ? 1 : nbytes, cudaHostAllocDefault);
+    if (err == cudaErrorMemoryAllocation) {
+      cudaGetLastError();
+      throw OutOfMemoryError(nbytes, held_.load(), "cpu (pinned)", detail::base_name(__FILE__),
+                             __LINE__);
+    }
+    if (err != cudaSuccess)
+      throw CudaError("pinned allocator: cudaHostAlloc of " + detail::describe_bytes(nbytes),
+                      error_text(err), detail::base_name(__FILE__), __LINE__);
+    held_ += nbytes;
     return p;
   }
-  void deallocate(void* ptr, size_t) override { cudaFreeHost(ptr); }
+  void deallocate(void* ptr, size_t nbytes) override {
+    cudaFreeHost(ptr);
+    held_ -= nbytes;
+  }
   Device device() const override { return kCPU; }
+
+ private:
+  std::atomic<size_t> held_{0};  // for the out-of-memory message
 };
 
 void check_device(int index) {

@@ -32,11 +32,12 @@ void torch_default_init(Tensor& weight, Tensor& bias) {
 
 }  // namespace
 
-Linear::Linear(int64_t in_features, int64_t out_features, bool with_bias) : Module("Linear") {
+Linear::Linear(const LinearOptions& opts) : Module("Linear"), options(opts) {
+  const int64_t in_features = opts.in_features_, out_features = opts.out_features_;
   TANDEM_CHECK(in_features > 0 && out_features > 0, "Linear: features must be positive, got in ",
                in_features, ", out ", out_features);
   weight = register_parameter("weight", empty({out_features, in_features}));
-  if (with_bias) bias = register_parameter("bias", empty({out_features}));
+  if (opts.bias_) bias = register_parameter("bias", empty({out_features}));
   torch_default_init(weight, bias);
 }
 
@@ -49,8 +50,9 @@ std::string Linear::extra_repr() const {
   return os.str();
 }
 
-Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, Int2 kernel_size, Conv2dOptions opts)
-    : Module("Conv2d"), options(opts) {
+Conv2d::Conv2d(const Conv2dOptions& opts) : Module("Conv2d"), options(opts) {
+  const int64_t in_channels = opts.in_channels_, out_channels = opts.out_channels_;
+  const Int2 kernel_size = opts.kernel_size_;
   TANDEM_CHECK(in_channels > 0 && out_channels > 0 && opts.groups_ > 0 &&
                    in_channels % opts.groups_ == 0 && out_channels % opts.groups_ == 0,
                "Conv2d: channels (", in_channels, " in, ", out_channels,
@@ -79,8 +81,9 @@ std::string Conv2d::extra_repr() const {
   return os.str();
 }
 
-BatchNorm2d::BatchNorm2d(int64_t features, BatchNormOptions opts)
-    : Module("BatchNorm2d"), num_features(features), options(opts) {
+BatchNorm2d::BatchNorm2d(const BatchNormOptions& opts)
+    : Module("BatchNorm2d"), num_features(opts.num_features_), options(opts) {
+  const int64_t features = opts.num_features_;
   TANDEM_CHECK(features > 0, "BatchNorm2d: num_features must be positive, got ", features);
   TANDEM_CHECK(opts.eps_ > 0 && opts.momentum_ >= 0 && opts.momentum_ <= 1,
                "BatchNorm2d: need eps > 0 and momentum in [0, 1], got eps ", opts.eps_,

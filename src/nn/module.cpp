@@ -101,10 +101,21 @@ std::vector<std::shared_ptr<Module>> Module::children() const {
   return out;
 }
 
+std::vector<std::pair<std::string, std::shared_ptr<Module>>> Module::named_modules() {
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> out;
+  std::function<void(const std::string&, const std::shared_ptr<Module>&)> add =
+      [&](const std::string& name, const std::shared_ptr<Module>& m) {
+        out.emplace_back(name, m);
+        for (const auto& [child_name, child] : m->children_)
+          add(name.empty() ? child_name : name + "." + child_name, child);
+      };
+  add("", shared_from_this());
+  return out;
+}
+
 std::vector<std::shared_ptr<Module>> Module::modules() {
-  std::vector<std::shared_ptr<Module>> out{shared_from_this()};
-  for (size_t i = 0; i < out.size(); ++i)
-    for (const auto& entry : out[i]->children_) out.push_back(entry.second);
+  std::vector<std::shared_ptr<Module>> out;
+  for (auto& entry : named_modules()) out.push_back(std::move(entry.second));
   return out;
 }
 
@@ -147,8 +158,10 @@ void Module::zero_grad(bool set_to_none) {
 
 StateDict Module::state_dict() const {
   StateDict out;
-  for (auto& [name, t] : named_parameters()) out.emplace(name, t.detach());
-  for (auto& [name, t] : named_buffers()) out.emplace(name, t.detach());
+  visit("", true, [&](const std::string& prefix, const Module& m) {
+    for (const auto& [name, t] : m.parameters_) out.emplace(prefix + name, t.detach());
+    for (const auto& [name, t] : m.buffers_) out.emplace(prefix + name, t.detach());
+  });
   return out;
 }
 

@@ -10,11 +10,10 @@ namespace tandem::nn {
 namespace {
 
 std::shared_ptr<Conv2d> conv3x3(int64_t in, int64_t out, int64_t stride = 1) {
-  return std::make_shared<Conv2d>(in, out, 3,
-                                  Conv2dOptions().stride(stride).padding(1).bias(false));
+  return std::make_shared<Conv2d>(Conv2dOptions(in, out, 3).stride(stride).padding(1).bias(false));
 }
 std::shared_ptr<Conv2d> conv1x1(int64_t in, int64_t out, int64_t stride = 1) {
-  return std::make_shared<Conv2d>(in, out, 1, Conv2dOptions().stride(stride).bias(false));
+  return std::make_shared<Conv2d>(Conv2dOptions(in, out, 1).stride(stride).bias(false));
 }
 
 // torchvision's ResNet init: kaiming normal (fan_out, relu) on every convolution, BN gamma 1 and
@@ -87,8 +86,8 @@ ResNet::ResNet(const std::vector<int64_t>& layers, bool bottleneck, ResNetOption
   const int64_t expansion = bottleneck ? Bottleneck::kExpansion : BasicBlock::kExpansion;
   const int64_t classes = classes_or(o, 1000);
   conv1 = register_module(
-      "conv1", std::make_shared<Conv2d>(o.in_channels_, 64, 7,
-                                        Conv2dOptions().stride(2).padding(3).bias(false)));
+      "conv1", std::make_shared<Conv2d>(
+                   Conv2dOptions(o.in_channels_, 64, 7).stride(2).padding(3).bias(false)));
   bn1 = register_module("bn1", std::make_shared<BatchNorm2d>(64));
   int64_t in_planes = 64;
   auto make_stage = [&](int64_t planes, int64_t blocks, int64_t stride) {
@@ -97,9 +96,8 @@ ResNet::ResNet(const std::vector<int64_t>& layers, bool bottleneck, ResNetOption
       int64_t s = b == 0 ? stride : 1;
       std::shared_ptr<Module> down;
       if (s != 1 || in_planes != planes * expansion)
-        down = std::make_shared<Sequential>(std::initializer_list<std::shared_ptr<Module>>{
-            conv1x1(in_planes, planes * expansion, s),
-            std::make_shared<BatchNorm2d>(planes * expansion)});
+        down = std::make_shared<Sequential>(conv1x1(in_planes, planes * expansion, s),
+                                            std::make_shared<BatchNorm2d>(planes * expansion));
       if (bottleneck)
         stage->push_back(std::make_shared<Bottleneck>(in_planes, planes, s, down));
       else

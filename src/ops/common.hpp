@@ -7,19 +7,13 @@
 #include "tandem/autograd/grad_mode.hpp"
 #include "tandem/autograd/node.hpp"
 #include "tandem/core/thread_pool.hpp"
-#include "tandem/kernels/cpu.hpp"
+#include "../kernels/kernels.hpp"
 #include "tandem/ops.hpp"
 
 namespace tandem::ops_detail {
 
 inline void check_defined(const Tensor& t, const char* op, const char* name) {
   TANDEM_CHECK(t.defined(), op, ": ", name, " is an undefined tensor");
-}
-
-/// Ops run on the CPU backend in this build stage; CUDA tensors get a clear error.
-inline void check_cpu(const Tensor& t, const char* op) {
-  TANDEM_CHECK_T(NotImplementedError, t.is_cpu(), op, ": CUDA tensors are not supported by this op "
-                 "yet (got a tensor on ", t.device(), ")");
 }
 
 inline void check_same_device(const Tensor& a, const Tensor& b, const char* op) {
@@ -32,7 +26,8 @@ inline void check_floating(const Tensor& t, const char* op, const char* name = "
                " (f32, f64, f16 or bf16), got dtype ", t.dtype());
 }
 
-/// Checks the defined tensors share one device, and that it is the CPU.
+/// Checks the defined tensors share one device. Which devices run an op is the kernels' affair:
+/// a device without the kernel throws NotImplementedError from the stub.
 inline void check_inputs(const std::vector<Tensor>& ts, const char* op) {
   const Tensor* first = nullptr;
   for (const auto& t : ts) {
@@ -40,10 +35,9 @@ inline void check_inputs(const std::vector<Tensor>& ts, const char* op) {
     if (first) check_same_device(*first, t, op);
     first = &t;
   }
-  if (first) check_cpu(*first, op);
 }
 
-/// f16 and bf16 compute in f32.
+/// The dtype statistics and parameters are kept in for an input of dtype t: f32 for f16/bf16.
 inline DType compute_dtype(DType t) { return is_reduced_float(t) ? DType::f32 : t; }
 
 /// A kernel-only view of t broadcast to `shape` (stride 0 on expanded dims; no autograd).

@@ -1,4 +1,4 @@
-// Elementwise ops: checks, dtype promotion and broadcasting, the CPU kernel, and the backward
+// Elementwise ops: checks, dtype promotion and broadcasting, the kernel, and the backward
 // closure (written with the same ops, run under no-grad by the engine).
 #include <cmath>
 #include <limits>
@@ -15,13 +15,13 @@ namespace {
 
 Tensor unary_forward(UnaryOp op, const OpArgs& args, const Tensor& x, const char* name) {
   check_defined(x, name, "input");
-  check_inputs({x}, name);
   if (kernels::needs_floating(op)) check_floating(x, name);
-  DType cdt = compute_dtype(x.dtype());
-  DType out_dt = op == UnaryOp::logical_not ? DType::boolean : cdt;
-  Tensor out = empty(x.shape(), TensorOptions(out_dt).device(x.device()));
-  kernels::cpu::unary(op, args, out, as_dtype(x, cdt));
-  return out_dt == cdt ? as_dtype(out, x.dtype()) : out;
+  kernels::unary.at(x, name);
+  Tensor out = empty(x.shape(), TensorOptions(op == UnaryOp::logical_not ? DType::boolean
+                                                                         : x.dtype())
+                                    .device(x.device()));
+  kernels::unary(out, op, args, x);
+  return out;
 }
 
 Tensor binary_forward(BinaryOp op, const OpArgs& args, const Tensor& a, const Tensor& b,
@@ -34,13 +34,14 @@ Tensor binary_forward(BinaryOp op, const OpArgs& args, const Tensor& a, const Te
   if (kernels::needs_floating(op))
     TANDEM_CHECK(is_floating(dt), name, ": expected floating-point operands, got ", a.dtype(),
                  " and ", b.dtype());
-  DType cdt = compute_dtype(dt);
   Shape shape = broadcast_shapes(a.shape(), b.shape(), name);
+  kernels::binary.at(a, name);
   bool cmp = kernels::is_comparison(op);
-  Tensor out = empty(shape, TensorOptions(cmp ? DType::boolean : cdt).device(a.device()));
-  kernels::cpu::binary(op, args, out, broadcast_view(as_dtype(a, cdt), shape),
-                       broadcast_view(as_dtype(b, cdt), shape));
-  return cmp ? out : as_dtype(out, dt);
+  Tensor out = empty(shape, TensorOptions(cmp ? DType::boolean : dt).device(a.device()));
+  // Operands of another dtype are promoted; f16/bf16 ones reach the kernel as they are.
+  kernels::binary(out, op, args, broadcast_view(as_dtype(a, dt), shape),
+                  broadcast_view(as_dtype(b, dt), shape));
+  return out;
 }
 
 // The gradient of an elementwise op through a backward functor: functor(grad, saved).
@@ -222,11 +223,12 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   DType dt = promote_types(a.dtype(), b.dtype());
   Shape shape = broadcast_shapes(broadcast_shapes(cond.shape(), a.shape(), "where"), b.shape(),
                                  "where");
+  kernels::where.at(a, "where");
   Tensor out = empty(shape, TensorOptions(dt).device(a.device()));
-  kernels::cpu::where(out, broadcast_view(cond, shape), broadcast_view(as_dtype(a, dt), shape),
+  kernels::where(out, broadcast_view(cond, shape), broadcast_view(as_dtype(a, dt), shape),
                       broadcast_view(as_dtype(b, dt), shape));
   autograd::record("where", {a, b}, out, [cond, a, b](const Tensor& g) -> std::vector<Tensor> {
-    Tensor zero = zeros({}, TensorOptions(g.dtype()));
+    Tensor zero = zeros({}, TensorOptions(g.dtype()).device(g.device()));
     return {a.requires_grad() ? reduce_grad(where(cond, g, zero), a) : Tensor(),
             b.requires_grad() ? reduce_grad(where(cond, zero, g), b) : Tensor()};
   });
@@ -238,7 +240,7 @@ namespace {
 Tensor extremum(BinaryOp op, const Tensor& a, const Tensor& b, const char* name) {
   Tensor out = binary_forward(op, {}, a, b, name);
   autograd::record(name, {a, b}, out, [op, a, b](const Tensor& g) -> std::vector<Tensor> {
-    Tensor zero = zeros({}, TensorOptions(g.dtype()));
+    Tensor zero = zeros({}, TensorOptions(g.dtype()).device(g.device()));
     Tensor half = mul(g, 0.5);
     Tensor a_wins = op == BinaryOp::maximum ? gt(a, b) : lt(a, b);
     Tensor b_wins = op == BinaryOp::maximum ? lt(a, b) : gt(a, b);

@@ -1,52 +1,9 @@
 // Matrix products. bmm is the one kernel-backed op; mm, matmul and linear are built on it, so
-// their gradients come from bmm's. Transposed operands are passed to GEMM as flags, not copied.
+// their gradients come from bmm's. The kernel reads transposed operands through their strides.
 #include "common.hpp"
 
 namespace tandem {
 using namespace ops_detail;
-
-namespace {
-
-// How GEMM reads one (batch, rows, cols) operand without a copy: row-major or transposed.
-struct MatLayout {
-  bool ok = false, trans = false;
-  int64_t ld = 0;
-};
-
-MatLayout layout_of(const Tensor& t) {
-  int64_t rows = t.shape()[1], cols = t.shape()[2];
-  int64_t s_r = t.strides()[1], s_c = t.strides()[2];
-  if ((s_c == 1 || cols == 1) && (s_r >= std::max<int64_t>(cols, 1) || rows == 1))
-    return {true, false, rows == 1 ? std::max<int64_t>(cols, 1) : s_r};
-  if ((s_r == 1 || rows == 1) && (s_c >= std::max<int64_t>(rows, 1) || cols == 1))
-    return {true, true, cols == 1 ? std::max<int64_t>(rows, 1) : s_c};
-  return {};
-}
-
-template <typename T>
-void bmm_kernel(const Tensor& out, Tensor a, Tensor b) {
-  MatLayout la = layout_of(a), lb = layout_of(b);
-  if (!la.ok) {
-    a = a.contiguous();
-    la = layout_of(a);
-  }
-  if (!lb.ok) {
-    b = b.contiguous();
-    lb = layout_of(b);
-  }
-  const int64_t batch = out.shape()[0], m = out.shape()[1], n = out.shape()[2], k = a.shape()[2];
-  const T* pa = static_cast<const T*>(a.raw_data());
-  const T* pb = static_cast<const T*>(b.raw_data());
-  T* pc = static_cast<T*>(out.raw_data());
-  const int64_t sa = a.strides()[0], sb = b.strides()[0];
-  parallel_for(0, batch, 1, [&](int64_t lo, int64_t hi) {
-    for (int64_t i = lo; i < hi; ++i)
-      kernels::cpu::gemm<T>(la.trans, lb.trans, m, n, k, T(1), pa + i * sa, la.ld, pb + i * sb,
-                            lb.ld, T(0), pc + i * m * n, n);
-  });
-}
-
-}  // namespace
 
 Tensor bmm(const Tensor& a, const Tensor& b) {
   check_defined(a, "bmm", "first operand");
@@ -58,16 +15,10 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
                "bmm: expected (B, M, K) and (B, K, N), got ", shape_str(a.shape()), " and ",
                shape_str(b.shape()));
   DType dt = promote_types(a.dtype(), b.dtype());
-  if (is_reduced_float(dt) || a.dtype() != b.dtype()) {
-    DType cdt = compute_dtype(dt);
-    return bmm(a.to(cdt), b.to(cdt)).to(dt);
-  }
+  if (a.dtype() != b.dtype()) return bmm(a.to(dt), b.to(dt));  // differentiable promotion
+  kernels::bmm.at(a, "bmm");
   Tensor out = empty({a.size(0), a.size(1), b.size(2)}, TensorOptions(dt).device(a.device()));
-  if (dt == DType::f32) {
-    bmm_kernel<float>(out, a, b);
-  } else {
-    bmm_kernel<double>(out, a, b);
-  }
+  kernels::bmm(out, a.detach(), b.detach());
   autograd::record("bmm", {a, b}, out, [a, b](const Tensor& g) -> std::vector<Tensor> {
     return {a.requires_grad() ? bmm(g, b.transpose(1, 2)) : Tensor(),
             b.requires_grad() ? bmm(a.transpose(1, 2), g) : Tensor()};

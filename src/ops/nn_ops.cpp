@@ -63,27 +63,23 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Int
                input.size(3), ") with padding (", padding.h, ", ", padding.w,
                ") is smaller than the dilated kernel (", dilation.h * (weight.size(2) - 1) + 1,
                ", ", dilation.w * (weight.size(3) - 1) + 1, ")");
-  if (is_reduced_float(input.dtype())) {
-    DType dt = input.dtype();
-    return conv2d(input.to(DType::f32), weight.to(DType::f32),
-                  bias.defined() ? bias.to(DType::f32) : Tensor(), stride, padding, dilation, groups)
-        .to(dt);
-  }
-  kernels::cpu::Conv2dParams p{stride.h, stride.w, padding.h, padding.w,
+  kernels::conv2d_forward.at(input, "conv2d");
+  kernels::Conv2dParams p{stride.h, stride.w, padding.h, padding.w,
                                dilation.h, dilation.w, groups};
   Tensor x = input.contiguous().detach(), w = weight.contiguous().detach();
   Tensor b = bias.defined() ? bias.contiguous().detach() : Tensor();
   Tensor out = empty({input.size(0), weight.size(0), ho, wo},
                      TensorOptions(input.dtype()).device(input.device()));
-  kernels::cpu::conv2d_forward(out, x, w, b, p);
+  kernels::conv2d_forward(out, x, w, b, p);
   bool need_x = input.requires_grad(), need_w = weight.requires_grad();
   bool need_b = bias.defined() && bias.requires_grad();
   autograd::record("conv2d", {input, weight, bias}, out,
                    [x, w, p, need_x, need_w, need_b](const Tensor& g) -> std::vector<Tensor> {
                      Tensor gx = need_x ? empty_like(x) : Tensor();
                      Tensor gw = need_w ? empty_like(w) : Tensor();
-                     Tensor gb = need_b ? empty({w.size(0)}, TensorOptions(w.dtype())) : Tensor();
-                     kernels::cpu::conv2d_backward(g.contiguous(), x, w, gx, gw, gb, p);
+                     Tensor gb = need_b ? empty({w.size(0)}, TensorOptions(w.dtype()).device(w.device()))
+                                        : Tensor();
+                     kernels::conv2d_backward(g.contiguous(), x, w, gx, gw, gb, p);
                      return {gx, gw, gb};
                    });
   return out;
@@ -117,15 +113,12 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
   TANDEM_CHECK(!training || n * s > 1, "batch_norm: expected more than 1 value per channel "
                "when training, got input of shape ", shape_str(input.shape()));
   TANDEM_CHECK(eps > 0, "batch_norm: eps must be positive, got ", eps);
-  if (is_reduced_float(input.dtype()))
-    return batch_norm(input.to(DType::f32), running_mean, running_var, weight, bias, training,
-                      momentum, eps)
-        .to(input.dtype());
-
-  const DType dt = input.dtype();
-  const TensorOptions opts = TensorOptions(dt).device(input.device());
+  // f16/bf16 inputs reach the kernels as they are; statistics and parameters are f32.
+  kernels::batch_norm_forward.at(input, "batch_norm");
+  const DType dt = input.dtype(), pdt = compute_dtype(dt);
+  const TensorOptions opts = TensorOptions(pdt).device(input.device());
   Tensor x = input.contiguous().detach().reshape({n, c, s});
-  auto param = [&](const Tensor& t) { return t.defined() ? as_dtype(t.detach(), dt).contiguous() : Tensor(); };
+  auto param = [&](const Tensor& t) { return t.defined() ? as_dtype(t.detach(), pdt).contiguous() : Tensor(); };
   Tensor w = param(weight), b = param(bias);
   Tensor mean, invstd;
   {
@@ -133,7 +126,7 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
     if (training) {
       mean = empty({c}, opts);
       Tensor var = empty({c}, opts);
-      kernels::cpu::batch_norm_stats(mean, var, x);
+      kernels::batch_norm_stats(mean, var, x);
       invstd = pow(add(var, eps), -0.5);
       if (running_mean.defined()) {
         double count = static_cast<double>(n * s);
@@ -141,25 +134,25 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
         Tensor(running_var).mul_(1.0 - momentum).add_(mul(var, count / (count - 1.0)), momentum);
       }
     } else {
-      mean = as_dtype(running_mean, dt).contiguous();
-      invstd = pow(add(as_dtype(running_var, dt), eps), -0.5);
+      mean = as_dtype(running_mean, pdt).contiguous();
+      invstd = pow(add(as_dtype(running_var, pdt), eps), -0.5);
     }
   }
-  Tensor out = empty({n, c, s}, opts);
-  kernels::cpu::batch_norm_forward_stats(out, x, mean, invstd, w, b);
+  Tensor out = empty({n, c, s}, TensorOptions(dt).device(input.device()));
+  kernels::batch_norm_forward(out, x, mean, invstd, w, b);
   out = out.reshape(input.shape());
   bool need_x = input.requires_grad();
   bool need_w = weight.defined() && weight.requires_grad();
   bool need_b = bias.defined() && bias.requires_grad();
   Shape in_shape = input.shape();
-  DType wdt = weight.defined() ? weight.dtype() : dt, bdt = bias.defined() ? bias.dtype() : dt;
+  DType wdt = weight.defined() ? weight.dtype() : pdt, bdt = bias.defined() ? bias.dtype() : pdt;
   autograd::record("batch_norm", {input, weight, bias}, out,
                    [=](const Tensor& g) -> std::vector<Tensor> {
-                     TensorOptions o = TensorOptions(dt);
-                     Tensor gx = need_x ? empty(x.shape(), o) : Tensor();
+                     TensorOptions o = TensorOptions(pdt).device(x.device());
+                     Tensor gx = need_x ? empty(x.shape(), o.dtype(dt)) : Tensor();
                      Tensor gw = need_w ? empty({c}, o) : Tensor();
                      Tensor gb = need_b ? empty({c}, o) : Tensor();
-                     kernels::cpu::batch_norm_backward(gx, gw, gb, g.contiguous().reshape({n, c, s}),
+                     kernels::batch_norm_backward(gx, gw, gb, g.contiguous().reshape({n, c, s}),
                                                        x, mean, invstd, w, training);
                      return {need_x ? gx.reshape(in_shape) : Tensor(),
                              need_w ? gw.to(wdt) : Tensor(), need_b ? gb.to(bdt) : Tensor()};
@@ -171,7 +164,7 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
 
 namespace {
 
-kernels::cpu::Pool2dParams pool_params(const Tensor& x, Int2 k, Int2 stride, Int2 padding,
+kernels::Pool2dParams pool_params(const Tensor& x, Int2 k, Int2 stride, Int2 padding,
                                        Int2 dilation, const char* op, int64_t& ho, int64_t& wo) {
   check_positive(k, op, "kernel_size");
   if (stride.h == 0 && stride.w == 0) stride = k;  // default: stride = kernel size
@@ -195,18 +188,17 @@ Tensor max_pool2d(const Tensor& input, Int2 kernel_size, Int2 stride, Int2 paddi
   check_inputs({input}, "max_pool2d");
   check_floating(input, "max_pool2d");
   return with_batch_dim(input, "max_pool2d", [&](const Tensor& in) {
-    if (is_reduced_float(in.dtype()))
-      return max_pool2d(in.to(DType::f32), kernel_size, stride, padding, dilation).to(in.dtype());
     int64_t ho, wo;
     auto p = pool_params(in, kernel_size, stride, padding, dilation, "max_pool2d", ho, wo);
+    kernels::max_pool2d_forward.at(in, "max_pool2d");
     Tensor x = in.contiguous().detach();
-    Tensor out = empty({in.size(0), in.size(1), ho, wo}, TensorOptions(in.dtype()));
-    Tensor idx = empty(out.shape(), DType::i64);
-    kernels::cpu::max_pool2d_forward(out, idx, x, p);
+    Tensor out = empty({in.size(0), in.size(1), ho, wo}, TensorOptions(in.dtype()).device(in.device()));
+    Tensor idx = empty(out.shape(), TensorOptions(DType::i64).device(in.device()));
+    kernels::max_pool2d_forward(out, idx, x, p);
     Shape in_shape = in.shape();
     autograd::record("max_pool2d", {in}, out, [idx, in_shape](const Tensor& g) -> std::vector<Tensor> {
-      Tensor gx = empty(in_shape, TensorOptions(g.dtype()));
-      kernels::cpu::max_pool2d_backward(gx, g.contiguous(), idx);
+      Tensor gx = empty(in_shape, TensorOptions(g.dtype()).device(g.device()));
+      kernels::max_pool2d_backward(gx, g.contiguous(), idx);
       return {gx};
     });
     return out;
@@ -218,16 +210,15 @@ Tensor avg_pool2d(const Tensor& input, Int2 kernel_size, Int2 stride, Int2 paddi
   check_inputs({input}, "avg_pool2d");
   check_floating(input, "avg_pool2d");
   return with_batch_dim(input, "avg_pool2d", [&](const Tensor& in) {
-    if (is_reduced_float(in.dtype()))
-      return avg_pool2d(in.to(DType::f32), kernel_size, stride, padding).to(in.dtype());
     int64_t ho, wo;
     auto p = pool_params(in, kernel_size, stride, padding, 1, "avg_pool2d", ho, wo);
-    Tensor out = empty({in.size(0), in.size(1), ho, wo}, TensorOptions(in.dtype()));
-    kernels::cpu::avg_pool2d_forward(out, in.contiguous().detach(), p);
+    kernels::avg_pool2d_forward.at(in, "avg_pool2d");
+    Tensor out = empty({in.size(0), in.size(1), ho, wo}, TensorOptions(in.dtype()).device(in.device()));
+    kernels::avg_pool2d_forward(out, in.contiguous().detach(), p);
     Shape in_shape = in.shape();
     autograd::record("avg_pool2d", {in}, out, [p, in_shape](const Tensor& g) -> std::vector<Tensor> {
-      Tensor gx = empty(in_shape, TensorOptions(g.dtype()));
-      kernels::cpu::avg_pool2d_backward(gx, g.contiguous(), p);
+      Tensor gx = empty(in_shape, TensorOptions(g.dtype()).device(g.device()));
+      kernels::avg_pool2d_backward(gx, g.contiguous(), p);
       return {gx};
     });
     return out;
@@ -240,17 +231,16 @@ Tensor adaptive_avg_pool2d(const Tensor& input, Int2 output_size) {
   check_floating(input, "adaptive_avg_pool2d");
   check_positive(output_size, "adaptive_avg_pool2d", "output_size");
   return with_batch_dim(input, "adaptive_avg_pool2d", [&](const Tensor& in) {
-    if (is_reduced_float(in.dtype()))
-      return adaptive_avg_pool2d(in.to(DType::f32), output_size).to(in.dtype());
     TANDEM_CHECK(in.size(2) > 0 && in.size(3) > 0, "adaptive_avg_pool2d: input ",
                  shape_str(in.shape()), " has an empty spatial dim");
+    kernels::adaptive_avg_pool2d_forward.at(in, "adaptive_avg_pool2d");
     Tensor out = empty({in.size(0), in.size(1), output_size.h, output_size.w},
-                       TensorOptions(in.dtype()));
-    kernels::cpu::adaptive_avg_pool2d_forward(out, in.contiguous().detach());
+                       TensorOptions(in.dtype()).device(in.device()));
+    kernels::adaptive_avg_pool2d_forward(out, in.contiguous().detach());
     Shape in_shape = in.shape();
     autograd::record("adaptive_avg_pool2d", {in}, out, [in_shape](const Tensor& g) -> std::vector<Tensor> {
-      Tensor gx = empty(in_shape, TensorOptions(g.dtype()));
-      kernels::cpu::adaptive_avg_pool2d_backward(gx, g.contiguous());
+      Tensor gx = empty(in_shape, TensorOptions(g.dtype()).device(g.device()));
+      kernels::adaptive_avg_pool2d_backward(gx, g.contiguous());
       return {gx};
     });
     return out;
@@ -265,7 +255,8 @@ Tensor dropout(const Tensor& input, double p, bool training, Generator* gen) {
   TANDEM_CHECK(p >= 0.0 && p <= 1.0, "dropout: probability must be in [0, 1], got ", p);
   if (!training || p == 0.0) return input;
   if (p == 1.0) return mul(input, 0.0);
-  Tensor keep = ge(rand(input.shape(), TensorOptions(DType::f32), gen), full({}, p));
+  Tensor keep = ge(rand(input.shape(), TensorOptions(DType::f32).device(input.device()), gen),
+                   full({}, p, TensorOptions(DType::f32).device(input.device())));
   return mul(input, mul(keep.to(input.dtype()), 1.0 / (1.0 - p)));
 }
 
@@ -329,25 +320,13 @@ std::pair<Tensor, Tensor> flatten_classes(const Tensor& input, const Tensor& tar
 Tensor pick_classes(const Tensor& x, const Tensor& target, int64_t ignore_index, const char* op) {
   const int64_t rows = x.size(0), classes = x.size(1);
   const Tensor tgt = target.contiguous();
-  const int64_t* t = tgt.data_ptr<int64_t>();
-  for (int64_t i = 0; i < rows; ++i)
-    TANDEM_CHECK_INDEX(t[i] == ignore_index || (t[i] >= 0 && t[i] < classes), op, ": target ",
-                       t[i], " is out of bounds for ", classes, " classes (at position ", i, ")");
-  Tensor xd = as_dtype(x.detach(), DType::f64).contiguous();
-  Tensor picked = empty({rows}, DType::f64);
-  const double* px = xd.data_ptr<double>();
-  double* pp = picked.data_ptr<double>();
-  for (int64_t i = 0; i < rows; ++i) pp[i] = t[i] == ignore_index ? 0.0 : px[i * classes + t[i]];
-  Tensor out = as_dtype(picked, x.dtype());
+  kernels::pick_classes.at(x, op);
+  Tensor out = empty({rows}, TensorOptions(x.dtype()).device(x.device()));
+  kernels::pick_classes(out, x.detach().contiguous(), tgt, ignore_index, op);
   autograd::record("nll_pick", {x}, out, [tgt, rows, classes, ignore_index](const Tensor& g) -> std::vector<Tensor> {
-    Tensor gx = zeros({rows, classes}, DType::f64);
-    Tensor gd = as_dtype(g, DType::f64).contiguous();
-    const int64_t* t = tgt.data_ptr<int64_t>();
-    double* pg = gx.data_ptr<double>();
-    const double* pgo = gd.data_ptr<double>();
-    for (int64_t i = 0; i < rows; ++i)
-      if (t[i] != ignore_index) pg[i * classes + t[i]] = pgo[i];
-    return {gx.to(g.dtype())};
+    Tensor gx = empty({rows, classes}, TensorOptions(g.dtype()).device(g.device()));
+    kernels::pick_classes_backward(gx, g.contiguous(), tgt, ignore_index);
+    return {gx};
   });
   return out;
 }
@@ -361,7 +340,8 @@ Tensor nll_flat(const Tensor& logp, const Tensor& target, Reduction reduction,
     case Reduction::sum: return sum(loss);
     case Reduction::mean: {
       // Averaged over the targets that are not ignored (NaN when all are), as torch.
-      Tensor valid = ne(target, full({}, static_cast<double>(ignore_index), DType::i64));
+      Tensor valid = ne(target, full({}, static_cast<double>(ignore_index),
+                                     TensorOptions(DType::i64).device(target.device())));
       return div(sum(loss), sum(valid.to(loss.dtype())));
     }
   }
@@ -384,7 +364,9 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target, CrossEntropyOpti
   if (o.label_smoothing == 0.0) return nll;
   // Smoothing: eps * (mean over classes of -log p), zero on ignored targets.
   const double eps = o.label_smoothing, classes = static_cast<double>(input.size(1));
-  Tensor valid = ne(t, full({}, static_cast<double>(o.ignore_index), DType::i64)).to(logp.dtype());
+  Tensor valid = ne(t, full({}, static_cast<double>(o.ignore_index),
+                            TensorOptions(DType::i64).device(t.device())))
+                     .to(logp.dtype());
   Tensor smooth = mul(neg(sum(logp, {1})), valid);
   Tensor smooth_red;
   switch (o.reduction) {

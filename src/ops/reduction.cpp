@@ -7,7 +7,7 @@
 
 namespace tandem {
 using namespace ops_detail;
-using kernels::cpu::ReduceOp;
+using kernels::ReduceOp;
 
 namespace {
 
@@ -55,16 +55,17 @@ Tensor as_rows(const Tensor& t, const Plan& p, DType dt) {
 
 Tensor reduce(ReduceOp op, const Tensor& t, const Plan& p, DType out_dtype, const char* name) {
   check_defined(t, name, "input");
-  check_inputs({t}, name);
   if (op != ReduceOp::sum)
     TANDEM_CHECK(p.cols > 0, name, ": cannot reduce over a zero-size dim (no identity), input ",
                  "shape ", shape_str(t.shape()));
-  DType cdt = compute_dtype(t.dtype());
-  Tensor rows = as_rows(t, p, cdt);
+  kernels::reduce_rows.at(t, name);
+  Tensor rows = as_rows(t, p, t.dtype());
   bool index = op == ReduceOp::argmax || op == ReduceOp::argmin;
-  DType kernel_out = index ? DType::i64 : (is_floating(cdt) ? cdt : out_dtype);
+  // Floats reduce into their own dtype (f16/bf16 accumulate wider inside the kernel); integer
+  // sums into i64.
+  DType kernel_out = index ? DType::i64 : (is_floating(t.dtype()) ? t.dtype() : out_dtype);
   Tensor out = empty(p.out_shape, TensorOptions(kernel_out).device(t.device()));
-  kernels::cpu::reduce_rows(op, out, rows, p.rows, p.cols);
+  kernels::reduce_rows(out, op, rows, p.rows, p.cols);
   return index ? out : as_dtype(out, out_dtype);
 }
 
@@ -113,7 +114,7 @@ Tensor var(const Tensor& t, const Shape& dims, int64_t correction, bool keepdim)
   Tensor centered = sub(t, mean(t, dims, true));
   double denom = std::max<double>(0.0, static_cast<double>(p.cols - correction));
   return div(sum(mul(centered, centered), dims, keepdim),
-             full({}, denom, TensorOptions(compute_dtype(t.dtype()))));
+             full({}, denom, TensorOptions(compute_dtype(t.dtype())).device(t.device())));
 }
 
 Tensor amax(const Tensor& t, const Shape& dims, bool keepdim) {
@@ -155,9 +156,11 @@ std::pair<Tensor, Tensor> extreme_dim(bool is_max, const Tensor& t, int64_t dim,
     // one-hot of the index along d, broadcast against the gradient
     Shape iota_shape(in_shape.size(), 1);
     iota_shape[d] = in_shape[d];
-    Tensor iota = reshape(arange(static_cast<double>(in_shape[d])), iota_shape);
+    Tensor iota = reshape(
+        arange(static_cast<double>(in_shape[d]), TensorOptions(DType::i64).device(g.device())),
+        iota_shape);
     Tensor hit = eq(iota, reshape(indices, keep_shape));
-    Tensor zero = zeros({}, TensorOptions(g.dtype()));
+    Tensor zero = zeros({}, TensorOptions(g.dtype()).device(g.device()));
     return {where(hit, reshape(g, keep_shape), zero)};
   });
   return {values, indices};

@@ -326,7 +326,7 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
   int64_t offset = 0;
   for (const auto& t : tensors) {
     offsets.push_back(offset);
-    kernels::cpu::copy(out.detach().narrow(d, offset, t.shape()[d]), t);
+    kernels::copy(out.detach().narrow(d, offset, t.shape()[d]), t);
     offset += t.shape()[d];
   }
   std::vector<Tensor> inputs = tensors;
@@ -387,7 +387,7 @@ Tensor pad(const Tensor& t, const std::vector<int64_t>& pads, double value) {
   Tensor out = full(shape, value, TensorOptions(t.dtype()).device(t.device()));
   {
     NoGradGuard guard;
-    kernels::cpu::copy(dst_region(out), src_region(t));
+    kernels::copy(dst_region(out), src_region(t));
   }
   Shape in_shape = t.shape();
   autograd::record("pad", {t}, out, [=](const Tensor& g) -> std::vector<Tensor> {

@@ -128,6 +128,9 @@ SGD::SGD(std::vector<ParamGroup> groups, SGDOptions o)
                "SGD: Nesterov momentum requires a momentum > 0 and zero dampening");
 }
 
+SGD::SGD(std::vector<Tensor> params, SGDOptions o)
+    : SGD(std::vector<ParamGroup>{ParamGroup(std::move(params))}, o) {}
+
 void SGD::step() {
   NoGradGuard no_grad;
   size_t k = 0;
@@ -157,6 +160,9 @@ AdamW::AdamW(std::vector<ParamGroup> groups, AdamWOptions o)
                "AdamW: betas must be in [0, 1), got (", o.beta1_, ", ", o.beta2_, ")");
   TANDEM_CHECK(o.eps_ >= 0, "AdamW: eps must be >= 0, got ", o.eps_);
 }
+
+AdamW::AdamW(std::vector<Tensor> params, AdamWOptions o)
+    : AdamW(std::vector<ParamGroup>{ParamGroup(std::move(params))}, o) {}
 
 void AdamW::step() {
   NoGradGuard no_grad;

@@ -116,3 +116,37 @@ TEST_CASE("gradients flow through views into the base", "[autograd]") {
   // select row 1 -> 2 each; t().slice columns 0,1 -> 3 each (y has 3 elements)
   CHECK(x.grad().to_vector<double>() == std::vector<double>{3, 3, 0, 5, 5, 2});
 }
+
+TEST_CASE("a gradient buffer given in advance receives the gradient in place", "[autograd]") {
+  // What data parallelism does: each parameter's gradient is a view into one flat bucket.
+  Tensor bucket = full({5}, -7.0);  // stale contents: the first backward must overwrite them
+  Tensor w = from_vector<float>({1, 2, 3}).set_requires_grad();
+  Tensor b = from_vector<float>({4, 5}).set_requires_grad();
+  w.set_grad_buffer(bucket.narrow(0, 0, 3));
+  b.set_grad_buffer(bucket.narrow(0, 3, 2));
+  Tensor w_ref = from_vector<float>({1, 2, 3}).set_requires_grad();
+  Tensor b_ref = from_vector<float>({4, 5}).set_requires_grad();
+  auto loss = [](const Tensor& w, const Tensor& b) { return add(sum(mul(w, w)), sum(mul(b, 3.0))); };
+
+  loss(w, b).backward();
+  loss(w_ref, b_ref).backward();
+  CHECK(w.grad().raw_data() == bucket.raw_data());  // no copy out: the grad is the view
+  CHECK(equal(w.grad(), w_ref.grad()));
+  CHECK(bucket.to_vector<float>() == std::vector<float>{2, 4, 6, 3, 3});
+
+  loss(w, b).backward();  // accumulates in place
+  loss(w_ref, b_ref).backward();
+  CHECK(bucket.to_vector<float>() == std::vector<float>{4, 8, 12, 6, 6});
+  CHECK(equal(b.grad(), b_ref.grad()));
+
+  w.set_grad(Tensor());  // zero_grad(set_to_none): the next backward copies in again
+  loss(w, b).backward();
+  CHECK(bucket.narrow(0, 0, 3).to_vector<float>() == std::vector<float>{2, 4, 6});
+  CHECK(w.grad().raw_data() == bucket.raw_data());
+
+  CHECK_THROWS_AS(w.set_grad_buffer(zeros({4})), ValueError);
+  CHECK_THROWS_AS(w.set_grad_buffer(zeros({3}, DType::f64)), ValueError);
+  w.set_grad_buffer(Tensor());  // back to fresh tensors
+  loss(w, b).backward();
+  CHECK(w.grad().raw_data() != bucket.raw_data());
+}

@@ -125,3 +125,37 @@ TEST_CASE("bad collective arguments are clear errors", "[comm][local][errors]") 
              Catch::Contains("rank 0: allreduce(sum) #1: cannot reduce u8 tensors"));
   CHECK_THAT(error_of([] { make_local_group(0); }), Catch::Contains("world size must be >= 1"));
 }
+
+TEST_CASE("max and min propagate a NaN whichever rank holds it", "[comm][local]") {
+  // std::max(acc, x) keeps acc when x is NaN and std::min likewise: a NaN on rank 1 was dropped
+  // and one on rank 0 kept. Element 1 is NaN on one rank; the others reduce as usual.
+  for (DType dtype : {DType::f32, DType::f16, DType::bf16})
+    for (int nan_rank : {0, 1})
+      for (ReduceOp op : {ReduceOp::max, ReduceOp::min}) {
+        INFO(dtype_name(dtype) << ", NaN on rank " << nan_rank << ", " << reduce_op_name(op));
+        std::vector<std::vector<float>> allreduced(2), scattered(2);
+        run_local(2, [&](Communicator& c) {
+          const float r = static_cast<float>(c.rank());
+          std::vector<float> v{1 + r, 2 + r, 4 - r, 3 - r};
+          if (c.rank() == nan_rank) v[1] = NAN;
+          Tensor t = from_vector<float>(v).to(dtype);
+          c.allreduce(t, op).wait();
+          allreduced[c.rank()] = t.to(DType::f32).to_vector<float>();
+          Tensor in = from_vector<float>(v).to(dtype), out = empty({2}, dtype);
+          c.reduce_scatter(out, in, op).wait();
+          scattered[c.rank()] = out.to(DType::f32).to_vector<float>();
+        });
+        const bool is_max = op == ReduceOp::max;
+        for (int rank : {0, 1}) {
+          INFO("rank " << rank);
+          const auto& a = allreduced[rank];
+          REQUIRE(a.size() == 4);
+          CHECK(a[0] == (is_max ? 2.f : 1.f));
+          CHECK(std::isnan(a[1]));
+          CHECK(a[2] == (is_max ? 4.f : 3.f));
+          CHECK(a[3] == (is_max ? 3.f : 2.f));
+        }
+        CHECK(std::isnan(scattered[0][1]));  // rank 0 holds elements 0 and 1
+        CHECK(scattered[1][0] == (is_max ? 4.f : 3.f));
+      }
+}

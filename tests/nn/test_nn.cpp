@@ -71,7 +71,7 @@ TEST_CASE("load_state_dict copies values and lists every mismatch", "[nn][errors
   bad["fc.weight"] = zeros({4, 3});
   Tensor before = b->fc->weight.clone();
   std::string msg = error_of([&] { b->load_state_dict(bad); });
-  CHECK_THAT(msg, Catch::Contains("missing keys: fc.bias, steps"));
+  CHECK_THAT(msg, Catch::Contains("missing keys: steps, fc.bias"));
   CHECK_THAT(msg, Catch::Contains("unexpected keys: fc.extra"));
   CHECK_THAT(msg, Catch::Contains("wrong shapes: fc.weight: expected (2, 3), got (4, 3)"));
   CHECK(equal(b->fc->weight, before));  // nothing copied
@@ -214,4 +214,172 @@ TEST_CASE("a CIFAR ResNet matches PyTorch: logits, gradients, running statistics
   model->eval();
   NoGradGuard no_grad;
   require_close(model->forward(g.at("input")), g.at("logits_eval"), 1e-4, 1e-5, "eval logits");
+}
+
+TEST_CASE("libtorch's option forms build the layers the positional forms build", "[nn]") {
+  // Output sizes against the closed form floor((H + 2 pad - k) / stride) + 1.
+  auto out_size = [](int64_t h, int64_t k, int64_t stride, int64_t pad) {
+    return (h + 2 * pad - k) / stride + 1;
+  };
+  Tensor x = randn({2, 3, 17, 17});
+  nn::Conv2d strided(nn::Conv2dOptions(3, 8, 3).stride(2));
+  CHECK(strided.forward(x).shape() == Shape{2, 8, out_size(17, 3, 2, 0), out_size(17, 3, 2, 0)});
+  CHECK(strided.bias.defined());
+  auto same =
+      std::make_shared<nn::Conv2d>(nn::Conv2dOptions(3, 64, 3).stride(1).padding(1).bias(false));
+  CHECK(same->forward(x).shape() == Shape{2, 64, 17, 17});
+  CHECK(same->weight.shape() == Shape{64, 3, 3, 3});
+  CHECK_FALSE(same->bias.defined());
+  CHECK(same->parameters().size() == 1);
+  nn::Conv2d positional(3, 8, 5, nn::Conv2dOptions().stride(2).padding(2));
+  CHECK(positional.forward(x).shape() == Shape{2, 8, out_size(17, 5, 2, 2), out_size(17, 5, 2, 2)});
+  CHECK(positional.options.kernel_size().h == 5);
+
+  nn::Linear lin(nn::LinearOptions(4, 2).bias(false));
+  CHECK(lin.weight.shape() == Shape{2, 4});
+  CHECK_FALSE(lin.bias.defined());
+  CHECK(lin.parameters().size() == 1);
+
+  // One training step from zero running statistics: running = momentum * batch statistic.
+  nn::BatchNorm2d bn(nn::BatchNormOptions(4).momentum(0.5));
+  CHECK(bn.num_features == 4);
+  bn.forward(full({2, 4, 3, 3}, 2.0));
+  CHECK(bn.running_mean.to_vector<float>() == std::vector<float>(4, 1.0f));
+  nn::BatchNorm2d kept(6, nn::BatchNormOptions().eps(1e-3));
+  CHECK(kept.num_features == 6);
+  CHECK(kept.options.eps() == 1e-3);
+  CHECK(kept.running_mean.shape() == Shape{6});
+
+  // Sequential of shared_ptrs, directly and through make_shared; forward chains them.
+  auto conv = std::make_shared<nn::Conv2d>(nn::Conv2dOptions(3, 4, 3).padding(1));
+  auto norm = std::make_shared<nn::BatchNorm2d>(4);
+  auto act = std::make_shared<nn::ReLU>();
+  nn::Sequential seq(conv, norm, act);
+  REQUIRE(seq.size() == 3);
+  CHECK(seq[0] == conv);
+  CHECK(seq[2] == act);
+  require_close(seq.forward(x), act->forward(norm->forward(conv->forward(x))), 0, 0);
+  auto pair = std::make_shared<nn::Sequential>(conv, norm);
+  CHECK(pair->size() == 2);
+  CHECK(pair->named_children()[1].first == "1");
+
+  // Setters change a named options object in place and read back through getters.
+  nn::Conv2dOptions o(3, 8, 3);
+  o.stride(2).groups(1);
+  CHECK(o.stride().h == 2);
+  CHECK(o.in_channels() == 3);
+  // TensorOptions stays a value: its setters return a changed copy.
+  TensorOptions base(DType::f64);
+  TensorOptions grad = base.requires_grad(true);
+  CHECK_FALSE(base.requires_grad());
+  CHECK(grad.requires_grad());
+  Tensor z = zeros({2}, TensorOptions(DType::f64).device(kCPU).requires_grad(true));
+  CHECK(z.dtype() == DType::f64);
+  CHECK(z.requires_grad());
+}
+
+TEST_CASE("state dicts and traversals list entries in torch's order", "[nn][resnet]") {
+  auto keys = [](const StateDict& sd) { return sd.keys(); };
+  auto slice = [](const std::vector<std::string>& v, size_t begin, size_t end) {
+    return std::vector<std::string>(v.begin() + begin, v.begin() + end);
+  };
+  // torchvision.models.resnet18().state_dict() (torch 1.13, torchvision 0.14): per module its
+  // parameters, then its buffers, then its children, in registration order.
+  auto r18 = keys(resnet18()->state_dict());
+  REQUIRE(r18.size() == 122);
+  CHECK(slice(r18, 0, 12) ==
+        std::vector<std::string>{"conv1.weight", "bn1.weight", "bn1.bias", "bn1.running_mean",
+                                 "bn1.running_var", "bn1.num_batches_tracked",
+                                 "layer1.0.conv1.weight", "layer1.0.bn1.weight",
+                                 "layer1.0.bn1.bias", "layer1.0.bn1.running_mean",
+                                 "layer1.0.bn1.running_var", "layer1.0.bn1.num_batches_tracked"});
+  const std::vector<std::string> torch_30_to_50 = {"layer2.0.conv1.weight",
+                                                   "layer2.0.bn1.weight",
+                                                   "layer2.0.bn1.bias",
+                                                   "layer2.0.bn1.running_mean",
+                                                   "layer2.0.bn1.running_var",
+                                                   "layer2.0.bn1.num_batches_tracked",
+                                                   "layer2.0.conv2.weight",
+                                                   "layer2.0.bn2.weight",
+                                                   "layer2.0.bn2.bias",
+                                                   "layer2.0.bn2.running_mean",
+                                                   "layer2.0.bn2.running_var",
+                                                   "layer2.0.bn2.num_batches_tracked",
+                                                   "layer2.0.downsample.0.weight",
+                                                   "layer2.0.downsample.1.weight",
+                                                   "layer2.0.downsample.1.bias",
+                                                   "layer2.0.downsample.1.running_mean",
+                                                   "layer2.0.downsample.1.running_var",
+                                                   "layer2.0.downsample.1.num_batches_tracked",
+                                                   "layer2.1.conv1.weight",
+                                                   "layer2.1.bn1.weight"};
+  CHECK(slice(r18, 30, 50) == torch_30_to_50);
+  CHECK(slice(r18, 116, 122) ==
+        std::vector<std::string>{"layer4.1.bn2.bias", "layer4.1.bn2.running_mean",
+                                 "layer4.1.bn2.running_var", "layer4.1.bn2.num_batches_tracked",
+                                 "fc.weight", "fc.bias"});
+
+  // tests/golden/make_model_golden.py's CifarResNet(20): state dict and named_modules().
+  auto model = resnet20();
+  auto r20 = keys(model->state_dict());
+  REQUIRE(r20.size() == 116);
+  CHECK(slice(r20, 0, 7) == std::vector<std::string>{"conv1.weight", "bn1.weight", "bn1.bias",
+                                                     "bn1.running_mean", "bn1.running_var",
+                                                     "bn1.num_batches_tracked",
+                                                     "layer1.0.conv1.weight"});
+  CHECK(slice(r20, 114, 116) == std::vector<std::string>{"fc.weight", "fc.bias"});
+  std::vector<std::string> modules;
+  for (const auto& entry : model->named_modules()) modules.push_back(entry.first);
+  REQUIRE(modules.size() == 54);
+  CHECK(slice(modules, 0, 10) ==
+        std::vector<std::string>{"", "conv1", "bn1", "layer1", "layer1.0", "layer1.0.conv1",
+                                 "layer1.0.bn1", "layer1.0.conv2", "layer1.0.bn2", "layer1.1"});
+  const std::vector<std::string> torch_19_to_27 = {
+      "layer2",         "layer2.0",     "layer2.0.conv1",      "layer2.0.bn1",
+      "layer2.0.conv2", "layer2.0.bn2", "layer2.0.downsample", "layer2.1"};
+  CHECK(slice(modules, 19, 27) == torch_19_to_27);
+  CHECK(model->modules().size() == 54);
+  CHECK(model->modules()[1] == model->conv1);
+
+  // named_parameters / named_buffers are the state dict's keys of each kind, in its order.
+  std::vector<std::string> params, buffers, state_params, state_buffers;
+  for (const auto& entry : model->named_parameters()) params.push_back(entry.first);
+  for (const auto& entry : model->named_buffers()) buffers.push_back(entry.first);
+  for (const auto& key : r20) {
+    bool is_buffer = key.find("running_") != std::string::npos ||
+                     key.find("num_batches_tracked") != std::string::npos;
+    (is_buffer ? state_buffers : state_params).push_back(key);
+  }
+  CHECK(params == state_params);
+  CHECK(buffers == state_buffers);
+  CHECK(slice(params, 0, 4) == std::vector<std::string>{"conv1.weight", "bn1.weight", "bn1.bias",
+                                                        "layer1.0.conv1.weight"});
+
+  // A safetensors round trip keeps the order.
+  CHECK(keys(io::from_safetensors(io::to_safetensors(model->state_dict()))) == r20);
+}
+
+TEST_CASE("OrderedDict keeps insertion order through lookups, updates and erasure", "[nn]") {
+  StateDict d{{"b", ones({1})}, {"a", zeros({2})}};
+  d["c"] = ones({3});
+  d["b"] = zeros({4});  // an update keeps the position
+  CHECK(d.keys() == std::vector<std::string>{"b", "a", "c"});
+  CHECK(d.at("b").shape() == Shape{4});
+  CHECK(d.find("a")->second.shape() == Shape{2});
+  CHECK(d.find("z") == d.end());
+  CHECK_FALSE(d.emplace("a", ones({9})).second);  // as std::map: present keys are kept
+  CHECK(d.count("a") == 1);
+  CHECK(d.erase("b") == 1);
+  CHECK(d.erase("b") == 0);
+  CHECK(d.keys() == std::vector<std::string>{"a", "c"});
+  CHECK(d.at("c").shape() == Shape{3});
+  StateDict copy = d;
+  copy.erase("a");
+  CHECK(d.size() == 2);
+  CHECK(copy.keys() == std::vector<std::string>{"c"});
+  CHECK_THAT(error_of([&] { d.at("missing"); }), Catch::Contains("OrderedDict: no key 'missing'"));
+  CHECK_THAT(error_of([] {
+               StateDict{{"x", ones({1})}, {"x", ones({1})}};
+             }),
+             Catch::Contains("key 'x' given twice"));
 }

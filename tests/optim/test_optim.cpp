@@ -214,3 +214,68 @@ TEST_CASE("weight_decay_groups puts biases and batch-norm parameters in a no-dec
   CHECK(groups[0].params.size() == 20);
   CHECK(groups[1].params.size() == 39);
 }
+
+TEST_CASE("libtorch's optimizer forms: a parameter list and options that take the rate first",
+          "[optim]") {
+  // Three steps through each libtorch form land bit for bit where the group form with the same
+  // hyper-parameters does (that form is checked against torch.optim above).
+  auto three_steps = [](const std::function<std::shared_ptr<Optimizer>(Problem&)>& make) {
+    Problem p = make_problem();
+    auto opt = make(p);
+    for (int i = 0; i < 3; ++i) {
+      opt->zero_grad();
+      p.loss().backward();
+      opt->step();
+    }
+    return p;
+  };
+  auto same = [](const Problem& a, const Problem& b) {
+    CHECK(equal(a.W, b.W));
+    CHECK(equal(a.b, b.b));
+  };
+  same(three_steps([](Problem& p) {
+         return std::make_shared<SGD>(std::vector<Tensor>{p.W, p.b}, SGDOptions(0.1).momentum(0.9));
+       }),
+       three_steps([](Problem& p) {
+         return std::make_shared<SGD>(std::vector<ParamGroup>{ParamGroup({p.W, p.b})},
+                                      SGDOptions().lr(0.1).momentum(0.9));
+       }));
+  same(three_steps([](Problem& p) {
+         return std::make_shared<AdamW>(std::vector<Tensor>{p.W, p.b},
+                                        AdamWOptions(1e-2).weight_decay(0.05).betas({0.8, 0.99}));
+       }),
+       three_steps([](Problem& p) {
+         return std::make_shared<AdamW>(
+             std::vector<ParamGroup>{ParamGroup({p.W, p.b})},
+             AdamWOptions().lr(1e-2).weight_decay(0.05).betas(0.8, 0.99));
+       }));
+
+  // The lines a libtorch user types, on a model.
+  auto model = std::make_shared<nn::Linear>(4, 5);
+  optim::SGD sgd(model->parameters(), optim::SGDOptions(0.1).momentum(0.9));
+  optim::AdamW adamw(model->parameters(), optim::AdamWOptions(1e-3).weight_decay(0.01));
+  optim::SGD plain(model->parameters(), /*lr=*/0.01);
+  REQUIRE(sgd.groups().size() == 1);
+  CHECK(sgd.groups()[0].params.size() == 2);
+  CHECK(sgd.groups()[0].lr == 0.1);
+  CHECK(sgd.groups()[0].momentum == 0.9);
+  CHECK(adamw.groups()[0].lr == 1e-3);
+  CHECK(adamw.groups()[0].weight_decay == 0.01);
+  CHECK(adamw.options.betas() == std::make_tuple(0.9, 0.999));
+  CHECK(plain.groups()[0].lr == 0.01);
+  CHECK(plain.options.momentum() == 0.0);
+
+  // A named options object is changed in place (as TORCH_ARG); a temporary's chain is a value,
+  // so a reference to it does not dangle.
+  SGDOptions named(0.5);
+  named.nesterov(true).momentum(0.8);
+  CHECK(named.nesterov_);
+  CHECK(named.momentum() == 0.8);
+  const SGDOptions& chained = SGDOptions(0.2).weight_decay(1e-4);
+  CHECK(chained.lr() == 0.2);
+  CHECK(chained.weight_decay() == 1e-4);
+  OneCycleOptions cycle = OneCycleOptions().momentum_range(0.8, 0.9).pct_start(0.4);
+  CHECK(cycle.base_momentum() == 0.8);
+  CHECK(cycle.max_momentum() == 0.9);
+  CHECK(cycle.pct_start() == 0.4);
+}

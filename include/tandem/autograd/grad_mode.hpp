@@ -1,21 +1,29 @@
-// Grad mode: whether ops record history. Per thread, so each data-parallel worker has its own.
+// Grad mode: whether ops record history. Held by the current execution context, so each
+// data-parallel rank has its own (and each thread without a context its own, see context.hpp).
 #pragma once
+
+#include "tandem/core/context.hpp"
 
 namespace tandem {
 
-/// True when ops record autograd history on this thread (the default).
-bool grad_mode_enabled();
-void set_grad_mode(bool enabled);
+/// True when ops record autograd history in the current context (the default).
+inline bool grad_mode_enabled() { return current_context().grad_mode(); }
+/// Sets the current context's grad mode.
+inline void set_grad_mode(bool enabled) { current_context().set_grad_mode(enabled); }
 
-/// Disables history recording in a scope, like torch::NoGradGuard.
+/// Disables history recording in a scope, like torch::NoGradGuard. The context current at
+/// construction gets its mode back at destruction.
 class NoGradGuard {
  public:
-  NoGradGuard() : previous_(grad_mode_enabled()) { set_grad_mode(false); }
-  ~NoGradGuard() { set_grad_mode(previous_); }
+  NoGradGuard() : context_(current_context()), previous_(context_.grad_mode()) {
+    context_.set_grad_mode(false);
+  }
+  ~NoGradGuard() { context_.set_grad_mode(previous_); }
   NoGradGuard(const NoGradGuard&) = delete;
   NoGradGuard& operator=(const NoGradGuard&) = delete;
 
  private:
+  ExecutionContext& context_;
   bool previous_;
 };
 

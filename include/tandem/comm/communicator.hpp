@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "tandem/core/arg.hpp"
 #include "tandem/core/error.hpp"
 #include "tandem/core/tensor.hpp"
 
@@ -103,9 +104,18 @@ class Communicator {
   virtual void set_timeout(Duration timeout) = 0;
 };
 
-/// Runs fn(comms[r]) on one thread per rank and joins them. An exception on a rank aborts the
-/// group so that no other rank waits for it; the first exception thrown is rethrown here.
+/// How run_group sets up each rank's thread.
+struct GroupOptions {
+  /// CPU threads in each rank's pool; 0 (the default): max(1, T / world), where T is
+  /// TANDEM_NUM_THREADS when set, else the hardware concurrency. A positive count is used as is.
+  TANDEM_ARG(int, threads_per_rank) = 0;
+};
+
+/// Runs fn(comms[r]) on one thread per rank and joins them. Each rank's thread runs under its own
+/// ExecutionContext (core/context.hpp): the device comms[r]->device(), a pool of its own with its
+/// slice of the cores (see GroupOptions), grad mode on. An exception on a rank aborts the group
+/// so that no other rank waits for it; the first exception thrown is rethrown here.
 void run_group(const std::vector<std::shared_ptr<Communicator>>& comms,
-               const std::function<void(Communicator&)>& fn);
+               const std::function<void(Communicator&)>& fn, GroupOptions options = {});
 
 }  // namespace tandem::comm

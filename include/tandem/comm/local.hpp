@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "tandem/comm/communicator.hpp"
+#include "tandem/core/arg.hpp"
 
 namespace tandem::comm {
 
@@ -16,12 +17,7 @@ namespace tandem::comm {
 /// op, dtype, element counts): in shared memory the check is free, and reading another rank's
 /// buffer with the wrong count would be unsafe. TANDEM_COMM_DEBUG matters to the other backends.
 struct LocalOptions {
-  Duration timeout_ = default_timeout();
-  LocalOptions timeout(Duration v) const {
-    auto o = *this;
-    o.timeout_ = v;
-    return o;
-  }
+  TANDEM_ARG(Duration, timeout) = default_timeout();
 };
 
 /// A group of `world` ranks in this process; element r is rank r's communicator, meant to be

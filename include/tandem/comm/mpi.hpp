@@ -8,6 +8,7 @@
 #include <string>
 
 #include "tandem/comm/communicator.hpp"
+#include "tandem/core/arg.hpp"
 
 namespace tandem::comm {
 
@@ -27,18 +28,8 @@ std::optional<LaunchEnv> launch_env();
 bool mpi_compiled();
 
 struct MpiOptions {
-  Duration timeout_ = default_timeout();
-  bool debug_ = debug_mode_from_env();
-  MpiOptions timeout(Duration v) const {
-    auto o = *this;
-    o.timeout_ = v;
-    return o;
-  }
-  MpiOptions debug(bool v) const {
-    auto o = *this;
-    o.debug_ = v;
-    return o;
-  }
+  TANDEM_ARG(Duration, timeout) = default_timeout();
+  TANDEM_ARG(bool, debug) = debug_mode_from_env();
 };
 
 /// Initializes MPI once per process (thread level SERIALIZED: only the communicator's progress

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "tandem/comm/communicator.hpp"
+#include "tandem/core/arg.hpp"
 
 namespace tandem::comm {
 
@@ -20,24 +21,9 @@ namespace tandem::comm {
 bool nccl_compiled();
 
 struct NcclOptions {
-  Duration timeout_ = default_timeout();
-  bool debug_ = debug_mode_from_env();
-  int device_ = -1;  // make_nccl_communicator: the GPU; -1 = the launcher's local rank
-  NcclOptions timeout(Duration v) const {
-    auto o = *this;
-    o.timeout_ = v;
-    return o;
-  }
-  NcclOptions debug(bool v) const {
-    auto o = *this;
-    o.debug_ = v;
-    return o;
-  }
-  NcclOptions device(int v) const {
-    auto o = *this;
-    o.device_ = v;
-    return o;
-  }
+  TANDEM_ARG(Duration, timeout) = default_timeout();
+  TANDEM_ARG(bool, debug) = debug_mode_from_env();
+  TANDEM_ARG(int, device) = -1;  // make_nccl_communicator: the GPU; -1 = the launcher's local rank
 };
 
 /// All ranks in this process: rank r drives GPU devices[r] (meant for one thread per rank, e.g.

@@ -1,6 +1,7 @@
 // Device: where a tensor's storage lives (the CPU, or CUDA device N).
 #pragma once
 
+#include <cstdint>
 #include <ostream>
 #include <string>
 

@@ -8,6 +8,7 @@
 #include <memory>
 #include <vector>
 
+#include "tandem/core/arg.hpp"
 #include "tandem/core/device.hpp"
 #include "tandem/core/dtype.hpp"
 #include "tandem/core/shape.hpp"
@@ -23,16 +24,13 @@ class Tensor;
 /// The dtype, device and requires_grad of a new tensor. Converts from a DType or a Device, so
 /// `zeros({2, 3}, DType::f64)` and `zeros({2, 3}, Device("cuda:0"))` both read naturally.
 struct TensorOptions {
-  DType dtype_ = DType::f32;
-  Device device_ = kCPU;
-  bool requires_grad_ = false;
-
   TensorOptions() = default;
   TensorOptions(DType t) : dtype_(t) {}   // NOLINT(google-explicit-constructor)
   TensorOptions(Device d) : device_(d) {}  // NOLINT(google-explicit-constructor)
-  TensorOptions dtype(DType t) const { auto o = *this; o.dtype_ = t; return o; }
-  TensorOptions device(Device d) const { auto o = *this; o.device_ = d; return o; }
-  TensorOptions requires_grad(bool r = true) const { auto o = *this; o.requires_grad_ = r; return o; }
+  // Setters return a changed copy (a value type, as c10::TensorOptions).
+  TANDEM_VALUE_ARG(DType, dtype) = DType::f32;
+  TANDEM_VALUE_ARG(Device, device) = kCPU;
+  TANDEM_VALUE_ARG(bool, requires_grad) = false;
 };
 
 /// Called with a leaf's gradient once it is complete for the current backward pass.
@@ -49,6 +47,7 @@ struct TensorImpl {
   // Autograd metadata.
   bool requires_grad = false;
   std::shared_ptr<TensorImpl> grad;
+  std::shared_ptr<TensorImpl> grad_buffer;  // leaves: where backward writes .grad, if given
   std::shared_ptr<autograd::Node> grad_fn;         // set on non-leaf results of recorded ops
   std::weak_ptr<autograd::Node> grad_accumulator;  // leaves: the node that accumulates .grad
   std::vector<GradReadyHook> ready_hooks;
@@ -154,6 +153,12 @@ class Tensor {
   /// The accumulated gradient (undefined until a backward pass reaches this tensor).
   Tensor grad() const;
   void set_grad(const Tensor& grad);
+  /// Makes backward write this leaf's gradient into `buffer` (same shape, dtype and device; a
+  /// view into a larger buffer is fine): the first contribution is copied in, later ones are
+  /// added in place, and grad() then returns the buffer. Data parallelism hands each parameter
+  /// a view into its bucket this way: no copy in, no copy out. Undefined: back to fresh tensors.
+  void set_grad_buffer(const Tensor& buffer);
+  Tensor grad_buffer() const;
   const std::shared_ptr<autograd::Node>& grad_fn() const { return checked()->grad_fn; }
   bool is_leaf() const { return !grad_fn(); }
   /// Backpropagates from this tensor. A non-scalar needs `gradient` of the same shape.
@@ -177,6 +182,8 @@ std::ostream& operator<<(std::ostream& os, const Tensor& t);
 
 /// A tensor with the given layout over `storage` (no autograd history, no copy).
 Tensor make_tensor(Storage storage, Shape shape, Shape strides, int64_t offset, DType dtype);
+/// A contiguous tensor with fresh, uninitialized storage on `device` (what `empty` builds on).
+Tensor make_tensor(const Shape& shape, DType dtype, Device device);
 
 Tensor operator+(const Tensor& a, const Tensor& b);
 Tensor operator-(const Tensor& a, const Tensor& b);

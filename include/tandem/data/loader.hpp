@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "tandem/core/arg.hpp"
 #include "tandem/core/device.hpp"
 #include "tandem/core/tensor.hpp"
 #include "tandem/data/dataset.hpp"
@@ -42,18 +43,12 @@ class DistributedSampler {
 };
 
 struct LoaderOptions {
-  int64_t batch_size_ = 64;
-  bool drop_last_ = false;
-  int64_t workers_ = 1;   // 0: batches are built on the caller's thread
-  int64_t prefetch_ = 2;  // batches built ahead of the one being consumed
-  uint64_t seed_ = 0;     // for the random transforms (the sampler has its own)
-  Device device_ = kCPU;  // a GPU target gets pinned staging buffers and async copies
-  LoaderOptions batch_size(int64_t v) const { auto o = *this; o.batch_size_ = v; return o; }
-  LoaderOptions drop_last(bool v) const { auto o = *this; o.drop_last_ = v; return o; }
-  LoaderOptions workers(int64_t v) const { auto o = *this; o.workers_ = v; return o; }
-  LoaderOptions prefetch(int64_t v) const { auto o = *this; o.prefetch_ = v; return o; }
-  LoaderOptions seed(uint64_t v) const { auto o = *this; o.seed_ = v; return o; }
-  LoaderOptions device(Device v) const { auto o = *this; o.device_ = v; return o; }
+  TANDEM_ARG(int64_t, batch_size) = 64;
+  TANDEM_ARG(bool, drop_last) = false;
+  TANDEM_ARG(int64_t, workers) = 1;   // 0: batches are built on the caller's thread
+  TANDEM_ARG(int64_t, prefetch) = 2;  // batches built ahead of the one being consumed
+  TANDEM_ARG(uint64_t, seed) = 0;     // for the random transforms (the sampler has its own)
+  TANDEM_ARG(Device, device) = kCPU;  // a GPU target gets pinned staging buffers and async copies
 };
 
 struct Batch {

@@ -26,8 +26,9 @@ inline constexpr uint64_t kMaxHeaderBytes = 100u << 20;
 /// The safetensors dtype name ("F32", "BF16", "BOOL", ...).
 const char* safetensors_dtype(DType dtype);
 
-/// Encodes tensors (any device; written from their CPU copies) in name order, with `metadata`
-/// as the header's "__metadata__".
+/// Encodes tensors (any device; written from their CPU copies), their data in the dict's order
+/// (from_safetensors gives them back in that order), with `metadata` as the header's
+/// "__metadata__".
 std::string to_safetensors(const nn::StateDict& tensors, const Metadata& metadata = {});
 /// Decodes and validates everything before trusting it: header length limit, JSON syntax, known
 /// dtypes, no duplicate names, shape x dtype size equal to each byte range (overflow-checked),

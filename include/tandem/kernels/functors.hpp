@@ -8,6 +8,7 @@
 #include <type_traits>
 
 #include "tandem/core/macros.hpp"
+#include "tandem/kernels/math.hpp"  // max_nan, min_nan
 
 namespace tandem::kernels {
 
@@ -32,9 +33,6 @@ constexpr double kSqrt1_2 = 0.70710678118654752440;
 constexpr double kSqrt2OverPi = 0.79788456080286535588;
 constexpr double kInvSqrt2Pi = 0.39894228040143267794;
 constexpr double kGeluC = 0.044715;
-
-template <typename T> TANDEM_HD T max_nan(T a, T b) { return (a != a || a > b) ? a : b; }  // NaN wins
-template <typename T> TANDEM_HD T min_nan(T a, T b) { return (a != a || a < b) ? a : b; }
 
 // --- unary ---------------------------------------------------------------------------------
 struct Neg {

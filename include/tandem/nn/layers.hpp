@@ -1,63 +1,90 @@
 // The layers of torch.nn that image models need, with torch's default initializations.
-// Options are structs with chainable setters: Conv2dOptions().stride(2).padding(1).bias(false).
+// Options are structs with chainable setters, as libtorch's:
+// Conv2d(Conv2dOptions(3, 64, 3).stride(2).padding(1).bias(false)).
 #pragma once
 
 #include <initializer_list>
 #include <memory>
 #include <string>
+#include <type_traits>
+#include <utility>
 
+#include "tandem/core/arg.hpp"
 #include "tandem/nn/module.hpp"
 #include "tandem/ops/nn_ops.hpp"
 
 namespace tandem::nn {
 
+struct LinearOptions {
+  LinearOptions(int64_t in_features, int64_t out_features)
+      : in_features_(in_features), out_features_(out_features) {}
+  TANDEM_ARG(int64_t, in_features);
+  TANDEM_ARG(int64_t, out_features);
+  TANDEM_ARG(bool, bias) = true;
+};
+
 /// y = x W^T + b. W (out, in) and b (out) ~ U(-1/sqrt(in), 1/sqrt(in)), as torch.
 class Linear : public Module {
  public:
-  Linear(int64_t in_features, int64_t out_features, bool bias = true);
+  explicit Linear(const LinearOptions& options);
+  Linear(int64_t in_features, int64_t out_features, bool bias = true)
+      : Linear(LinearOptions(in_features, out_features).bias(bias)) {}
   Tensor forward(const Tensor& input) override;
   std::string extra_repr() const override;
   Tensor weight, bias;
+  const LinearOptions options;
 };
 
+/// The sizes come first, as libtorch's Conv2dOptions(in, out, kernel_size); the default
+/// constructor leaves them to Conv2d(in, out, kernel_size, options).
 struct Conv2dOptions {
-  Int2 stride_ = 1, padding_ = 0, dilation_ = 1;
-  int64_t groups_ = 1;
-  bool bias_ = true;
-  Conv2dOptions stride(Int2 v) const { auto o = *this; o.stride_ = v; return o; }
-  Conv2dOptions padding(Int2 v) const { auto o = *this; o.padding_ = v; return o; }
-  Conv2dOptions dilation(Int2 v) const { auto o = *this; o.dilation_ = v; return o; }
-  Conv2dOptions groups(int64_t v) const { auto o = *this; o.groups_ = v; return o; }
-  Conv2dOptions bias(bool v) const { auto o = *this; o.bias_ = v; return o; }
+  Conv2dOptions() = default;
+  Conv2dOptions(int64_t in_channels, int64_t out_channels, Int2 kernel_size)
+      : in_channels_(in_channels), out_channels_(out_channels), kernel_size_(kernel_size) {}
+  TANDEM_ARG(int64_t, in_channels) = 0;
+  TANDEM_ARG(int64_t, out_channels) = 0;
+  TANDEM_ARG(Int2, kernel_size) = 0;
+  TANDEM_ARG(Int2, stride) = 1;
+  TANDEM_ARG(Int2, padding) = 0;
+  TANDEM_ARG(Int2, dilation) = 1;
+  TANDEM_ARG(int64_t, groups) = 1;
+  TANDEM_ARG(bool, bias) = true;
 };
 
 /// 2-D convolution; weight (out, in / groups, kH, kW) ~ kaiming_uniform(a = sqrt(5)), as torch.
 class Conv2d : public Module {
  public:
-  Conv2d(int64_t in_channels, int64_t out_channels, Int2 kernel_size, Conv2dOptions options = {});
+  explicit Conv2d(const Conv2dOptions& options);
+  /// The sizes given here replace those in `options`.
+  Conv2d(int64_t in_channels, int64_t out_channels, Int2 kernel_size, Conv2dOptions options = {})
+      : Conv2d(
+            options.in_channels(in_channels).out_channels(out_channels).kernel_size(kernel_size)) {}
   Tensor forward(const Tensor& input) override;
   std::string extra_repr() const override;
   Tensor weight, bias;
   const Conv2dOptions options;
 };
 
+/// num_features comes first, as libtorch's BatchNormOptions(num_features); the default
+/// constructor leaves it to BatchNorm2d(num_features, options).
 struct BatchNormOptions {
-  double eps_ = 1e-5, momentum_ = 0.1;
-  bool affine_ = true, track_running_stats_ = true;
-  BatchNormOptions eps(double v) const { auto o = *this; o.eps_ = v; return o; }
-  BatchNormOptions momentum(double v) const { auto o = *this; o.momentum_ = v; return o; }
-  BatchNormOptions affine(bool v) const { auto o = *this; o.affine_ = v; return o; }
-  BatchNormOptions track_running_stats(bool v) const {
-    auto o = *this;
-    o.track_running_stats_ = v;
-    return o;
-  }
+  BatchNormOptions() = default;
+  explicit BatchNormOptions(int64_t num_features) : num_features_(num_features) {}
+  TANDEM_ARG(int64_t, num_features) = 0;
+  TANDEM_ARG(double, eps) = 1e-5;
+  TANDEM_ARG(double, momentum) = 0.1;
+  TANDEM_ARG(bool, affine) = true;
+  TANDEM_ARG(bool, track_running_stats) = true;
 };
+using BatchNorm2dOptions = BatchNormOptions;
 
 /// Batch normalization of (N, C, H, W); buffers running_mean, running_var, num_batches_tracked.
 class BatchNorm2d : public Module {
  public:
-  explicit BatchNorm2d(int64_t num_features, BatchNormOptions options = {});
+  explicit BatchNorm2d(const BatchNormOptions& options);
+  /// num_features given here replaces the one in `options`.
+  explicit BatchNorm2d(int64_t num_features, BatchNormOptions options = {})
+      : BatchNorm2d(options.num_features(num_features)) {}
   Tensor forward(const Tensor& input) override;
   std::string extra_repr() const override;
   Tensor weight, bias, running_mean, running_var, num_batches_tracked;
@@ -138,6 +165,15 @@ class Sequential : public Module {
  public:
   Sequential() : Module("Sequential") {}
   Sequential(std::initializer_list<std::shared_ptr<Module>> modules);
+  /// `Sequential(conv, bn, relu)` or `std::make_shared<Sequential>(conv, bn, relu)`, with modules
+  /// held by shared_ptrs of any module type.
+  template <typename... Modules,
+            typename = std::enable_if_t<
+                (sizeof...(Modules) > 0) &&
+                (std::is_convertible_v<Modules&&, std::shared_ptr<Module>> && ...)>>
+  explicit Sequential(Modules&&... modules) : Module("Sequential") {
+    (push_back(std::forward<Modules>(modules)), ...);
+  }
   Tensor forward(const Tensor& input) override;
   /// Appends a module named by its position.
   void push_back(std::shared_ptr<Module> module);

@@ -3,7 +3,6 @@
 #pragma once
 
 #include <functional>
-#include <map>
 #include <memory>
 #include <optional>
 #include <ostream>
@@ -12,11 +11,12 @@
 #include <vector>
 
 #include "tandem/core/tensor.hpp"
+#include "tandem/nn/ordered_dict.hpp"
 
 namespace tandem::nn {
 
-/// Parameters and buffers by dotted name ("layer1.0.conv1.weight"), sorted by name.
-using StateDict = std::map<std::string, Tensor>;
+/// Parameters and buffers by dotted name ("layer1.0.conv1.weight"), in the order torch lists them.
+using StateDict = OrderedDict<std::string, Tensor>;
 
 class Module : public std::enable_shared_from_this<Module> {
  public:
@@ -45,7 +45,7 @@ class Module : public std::enable_shared_from_this<Module> {
     return module;
   }
 
-  // --- traversal (registration order, depth first) -----------------------------------------
+  // --- traversal (registration order, depth first, parents first, as torch) ----------------
   std::vector<Tensor> parameters(bool recurse = true) const;
   std::vector<std::pair<std::string, Tensor>> named_parameters(bool recurse = true) const;
   std::vector<Tensor> buffers(bool recurse = true) const;
@@ -56,6 +56,8 @@ class Module : public std::enable_shared_from_this<Module> {
   }
   /// This module and every descendant (the module must be held by a shared_ptr).
   std::vector<std::shared_ptr<Module>> modules();
+  /// The same by dotted name, this module first as "".
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_modules();
   /// Calls `fn` on this module and every descendant, parents first (usable in constructors).
   void apply(const std::function<void(Module&)>& fn);
 
@@ -73,7 +75,8 @@ class Module : public std::enable_shared_from_this<Module> {
   void zero_grad(bool set_to_none = true);
 
   // --- state -------------------------------------------------------------------------------
-  /// Every parameter and buffer by dotted name. The tensors share data with the module.
+  /// Every parameter and buffer by dotted name: for each module (parents first, in registration
+  /// order) its parameters, then its buffers, as torch. The tensors share data with the module.
   StateDict state_dict() const;
   /// Copies values in. When `strict`, a key set or shape mismatch throws a ValueError listing
   /// every missing, unexpected and wrongly-shaped key, and nothing is copied.

@@ -5,8 +5,10 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
+#include "tandem/core/arg.hpp"
 #include "tandem/nn/module.hpp"
 
 namespace tandem::optim {
@@ -61,14 +63,14 @@ class Optimizer {
   std::vector<std::map<std::string, Tensor>> state_;
 };
 
+/// SGD's hyper-parameters; the rate comes first, as libtorch's SGDOptions(lr).
 struct SGDOptions {
-  double lr_ = 0.1, momentum_ = 0.0, dampening_ = 0.0, weight_decay_ = 0.0;
-  bool nesterov_ = false;
-  SGDOptions lr(double v) const { auto o = *this; o.lr_ = v; return o; }
-  SGDOptions momentum(double v) const { auto o = *this; o.momentum_ = v; return o; }
-  SGDOptions dampening(double v) const { auto o = *this; o.dampening_ = v; return o; }
-  SGDOptions weight_decay(double v) const { auto o = *this; o.weight_decay_ = v; return o; }
-  SGDOptions nesterov(bool v) const { auto o = *this; o.nesterov_ = v; return o; }
+  SGDOptions(double lr = 0.1) : lr_(lr) {}  // NOLINT(google-explicit-constructor)
+  TANDEM_ARG(double, lr);
+  TANDEM_ARG(double, momentum) = 0.0;
+  TANDEM_ARG(double, dampening) = 0.0;
+  TANDEM_ARG(double, weight_decay) = 0.0;
+  TANDEM_ARG(bool, nesterov) = false;
 };
 
 /// torch.optim.SGD: d = g + wd p; b = m b + (1 - dampening) d (b = d at the first step);
@@ -76,21 +78,33 @@ struct SGDOptions {
 class SGD : public Optimizer {
  public:
   SGD(std::vector<ParamGroup> groups, SGDOptions options);
+  /// One group of every parameter: `SGD(model->parameters(), SGDOptions(0.1).momentum(0.9))`.
+  SGD(std::vector<Tensor> params, SGDOptions options);
   void step() override;
   const SGDOptions options;
 };
 
+/// AdamW's hyper-parameters; the rate comes first, as libtorch's AdamWOptions(lr).
 struct AdamWOptions {
-  double lr_ = 1e-3, beta1_ = 0.9, beta2_ = 0.999, eps_ = 1e-8, weight_decay_ = 1e-2;
-  AdamWOptions lr(double v) const { auto o = *this; o.lr_ = v; return o; }
-  AdamWOptions betas(double b1, double b2) const {
-    auto o = *this;
-    o.beta1_ = b1;
-    o.beta2_ = b2;
-    return o;
+  AdamWOptions(double lr = 1e-3) : lr_(lr) {}  // NOLINT(google-explicit-constructor)
+  TANDEM_ARG(double, lr);
+  TANDEM_ARG(double, eps) = 1e-8;
+  TANDEM_ARG(double, weight_decay) = 1e-2;
+  double beta1_ = 0.9, beta2_ = 0.999;
+  AdamWOptions& betas(double beta1, double beta2) & {
+    beta1_ = beta1;
+    beta2_ = beta2;
+    return *this;
   }
-  AdamWOptions eps(double v) const { auto o = *this; o.eps_ = v; return o; }
-  AdamWOptions weight_decay(double v) const { auto o = *this; o.weight_decay_ = v; return o; }
+  AdamWOptions betas(double beta1, double beta2) && { return std::move(betas(beta1, beta2)); }
+  /// libtorch's form: betas({0.9, 0.999}).
+  AdamWOptions& betas(const std::tuple<double, double>& b) & {
+    return betas(std::get<0>(b), std::get<1>(b));
+  }
+  AdamWOptions betas(const std::tuple<double, double>& b) && {
+    return std::move(betas(std::get<0>(b), std::get<1>(b)));
+  }
+  std::tuple<double, double> betas() const { return {beta1_, beta2_}; }
 };
 
 /// torch.optim.AdamW (Loshchilov & Hutter): decoupled weight decay p *= 1 - lr wd, then Adam
@@ -98,6 +112,7 @@ struct AdamWOptions {
 class AdamW : public Optimizer {
  public:
   AdamW(std::vector<ParamGroup> groups, AdamWOptions options);
+  AdamW(std::vector<Tensor> params, AdamWOptions options);
   void step() override;
   const AdamWOptions options;
 };

@@ -7,6 +7,7 @@
 #include <optional>
 #include <vector>
 
+#include "tandem/core/arg.hpp"
 #include "tandem/optim/optimizer.hpp"
 
 namespace tandem::optim {
@@ -90,22 +91,20 @@ class SequentialLR : public LRScheduler {
 };
 
 struct OneCycleOptions {
-  double pct_start_ = 0.3, div_factor_ = 25.0, final_div_factor_ = 1e4;
-  bool cycle_momentum_ = true;
-  double base_momentum_ = 0.85, max_momentum_ = 0.95;
-  OneCycleOptions pct_start(double v) const { auto o = *this; o.pct_start_ = v; return o; }
-  OneCycleOptions div_factor(double v) const { auto o = *this; o.div_factor_ = v; return o; }
-  OneCycleOptions final_div_factor(double v) const {
-    auto o = *this;
-    o.final_div_factor_ = v;
-    return o;
+  TANDEM_ARG(double, pct_start) = 0.3;
+  TANDEM_ARG(double, div_factor) = 25.0;
+  TANDEM_ARG(double, final_div_factor) = 1e4;
+  TANDEM_ARG(bool, cycle_momentum) = true;
+  TANDEM_ARG(double, base_momentum) = 0.85;
+  TANDEM_ARG(double, max_momentum) = 0.95;
+  /// Both ends of the momentum cycle at once.
+  OneCycleOptions& momentum_range(double base, double max) & {
+    base_momentum_ = base;
+    max_momentum_ = max;
+    return *this;
   }
-  OneCycleOptions cycle_momentum(bool v) const { auto o = *this; o.cycle_momentum_ = v; return o; }
-  OneCycleOptions momentum_range(double base, double max) const {
-    auto o = *this;
-    o.base_momentum_ = base;
-    o.max_momentum_ = max;
-    return o;
+  OneCycleOptions momentum_range(double base, double max) && {
+    return std::move(momentum_range(base, max));
   }
 };
 

@@ -11,21 +11,16 @@
 #include <string>
 #include <vector>
 
+#include "tandem/core/arg.hpp"
 #include "tandem/nn/layers.hpp"
 
 namespace tandem::nn {
 
 struct ResNetOptions {
-  int64_t in_channels_ = 3;
-  int64_t num_classes_ = 0;  // 0: 1000 for ImageNet-style models, 10 for CIFAR-style ones
-  bool zero_init_residual_ = false;  // zero gamma of each block's last batch norm
-  ResNetOptions in_channels(int64_t v) const { auto o = *this; o.in_channels_ = v; return o; }
-  ResNetOptions num_classes(int64_t v) const { auto o = *this; o.num_classes_ = v; return o; }
-  ResNetOptions zero_init_residual(bool v) const {
-    auto o = *this;
-    o.zero_init_residual_ = v;
-    return o;
-  }
+  TANDEM_ARG(int64_t, in_channels) = 3;
+  // 0: 1000 for ImageNet-style models, 10 for CIFAR-style ones.
+  TANDEM_ARG(int64_t, num_classes) = 0;
+  TANDEM_ARG(bool, zero_init_residual) = false;  // zero gamma of each block's last batch norm
 };
 
 /// Two 3x3 convolutions; `downsample` (may be null: identity) maps the input to the output shape.

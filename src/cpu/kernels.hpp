@@ -1,0 +1,71 @@
+// What the CPU kernel files share beyond loops.hpp: the GEMM (src/cpu/gemm.cpp) and the adapter
+// that runs an f32 kernel on f16/bf16 tensors. Internal: kernels trust their callers.
+#pragma once
+
+#include <cstdint>
+#include <tuple>
+#include <utility>
+
+#include "../kernels/kernels.hpp"
+
+namespace tandem::kernels::cpu {
+
+// --- GEMM (src/cpu/gemm.cpp): row-major C = alpha * op(A) op(B) + beta * C ----------------
+template <typename T>
+void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a,
+          int64_t lda, const T* b, int64_t ldb, T beta, T* c, int64_t ldc);
+
+// --- copies inside a kernel (src/cpu/elementwise.cpp) ---------------------------------------
+void copy(const Tensor& dst, const Tensor& src);
+/// A contiguous copy of t in `dtype` (t itself when it already is one).
+Tensor contiguous_as(const Tensor& t, DType dtype);
+
+// --- f16/bf16 through an f32 kernel -----------------------------------------------------------
+/// Where the CPU has no native narrow kernel (convolution, batch norm, pooling, GEMM), the entry
+/// registered for f16/bf16 widens each narrow tensor argument into f32 scratch, runs the f32
+/// kernel, and narrows the arguments marked in kOutputs (bit i = argument i) back. The op layer
+/// never sees the f32 copies: the narrow tensor reaches the kernel, as it does on CUDA.
+template <auto kKernel, uint32_t kOutputs>
+struct ThroughF32;
+
+template <typename... Args, void (*kKernel)(Args...), uint32_t kOutputs>
+struct ThroughF32<kKernel, kOutputs> {
+  static void run(Args... args) {
+    bool narrow = false;
+    auto check = [&](const auto& a) {
+      if constexpr (std::is_same_v<std::decay_t<decltype(a)>, Tensor>)
+        narrow = narrow || (a.defined() && is_reduced_float(a.dtype()));
+    };
+    (check(args), ...);
+    if (!narrow) return kKernel(args...);
+    call(std::index_sequence_for<Args...>{}, args...);
+  }
+
+ private:
+  template <typename A>
+  static std::decay_t<A> widen(const A& a, bool output) {
+    if constexpr (std::is_same_v<std::decay_t<A>, Tensor>) {
+      if (!a.defined() || !is_reduced_float(a.dtype())) return a;
+      if (output) return make_tensor(a.shape(), DType::f32, a.device());
+      return contiguous_as(a, DType::f32);
+    } else {
+      return a;
+    }
+  }
+  template <size_t... I>
+  static void call(std::index_sequence<I...>, Args... args) {
+    std::tuple<std::decay_t<Args>...> wide{widen(args, (kOutputs >> I) & 1u)...};
+    kKernel(std::get<I>(wide)...);
+    auto narrow_back = [](const auto& orig, const auto& w, bool output) {
+      if constexpr (std::is_same_v<std::decay_t<decltype(orig)>, Tensor>)
+        if (output && orig.defined() && !orig.is_same(w)) copy(orig, w);
+    };
+    (narrow_back(args, std::get<I>(wide), (kOutputs >> I) & 1u), ...);
+  }
+};
+
+/// The f16/bf16-capable entry for an f32/f64 kernel whose arguments in `kOutputs` are written.
+template <auto kKernel, uint32_t kOutputs>
+constexpr auto through_f32 = &ThroughF32<kKernel, kOutputs>::run;
+
+}  // namespace tandem::kernels::cpu

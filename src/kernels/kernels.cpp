@@ -1,0 +1,88 @@
+// The kernel stubs (constant-initialized, filled by the backends' registrations) and the
+// run-time choice of the CPU instruction set.
+#include "kernels.hpp"
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+namespace tandem::kernels {
+
+const char* cpu_isa_name(CpuIsa isa) {
+  switch (isa) {
+    case CpuIsa::scalar: return "scalar";
+    case CpuIsa::avx2: return "avx2";
+    case CpuIsa::avx512: return "avx512";
+  }
+  return "?";
+}
+
+CpuIsa cpu_isa_supported() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+      __builtin_cpu_supports("fma"))
+    return CpuIsa::avx512;
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return CpuIsa::avx2;
+#endif
+  return CpuIsa::scalar;
+}
+
+namespace {
+CpuIsa choose_isa() {
+  CpuIsa best = cpu_isa_supported();
+  const char* env = std::getenv("TANDEM_CPU_ISA");
+  if (!env || !*env) return best;
+  for (int i = 0; i < kCpuIsas; ++i) {
+    auto isa = static_cast<CpuIsa>(i);
+    if (std::strcmp(env, cpu_isa_name(isa)) == 0) return isa < best ? isa : best;
+  }
+  TANDEM_THROW(ValueError, "TANDEM_CPU_ISA: expected scalar, avx2 or avx512, got \"", env, "\"");
+}
+}  // namespace
+
+CpuIsa cpu_isa() {
+  static const CpuIsa isa = choose_isa();
+  return isa;
+}
+
+namespace detail {
+void throw_missing_kernel(const char* name, const Tensor* key, bool cuda_built, const char* op) {
+  if (!key) TANDEM_THROW(NotImplementedError, name, ": called without a defined tensor");
+  std::string why = std::string(" (no ") + name + " kernel";
+  if (key->is_cuda()) why += cuda_built ? " in the CUDA backend yet)" : "; this build has no CUDA backend)";
+  else why += " in the CPU backend)";
+  TANDEM_THROW(NotImplementedError, op ? op : name, ": not implemented for ", key->dtype(),
+               " tensors on ", key->device(), why);
+}
+}  // namespace detail
+
+#define TANDEM_STUB(name) decltype(name) name(#name)
+TANDEM_STUB(unary);
+TANDEM_STUB(binary);
+TANDEM_STUB(where);
+TANDEM_STUB(copy);
+TANDEM_STUB(fill);
+TANDEM_STUB(arange);
+TANDEM_STUB(uniform);
+TANDEM_STUB(normal);
+TANDEM_STUB(randint);
+TANDEM_STUB(reduce_rows);
+TANDEM_STUB(bmm);
+TANDEM_STUB(conv2d_forward);
+TANDEM_STUB(conv2d_backward);
+TANDEM_STUB(batch_norm_stats);
+TANDEM_STUB(batch_norm_forward);
+TANDEM_STUB(batch_norm_backward);
+TANDEM_STUB(max_pool2d_forward);
+TANDEM_STUB(max_pool2d_backward);
+TANDEM_STUB(avg_pool2d_forward);
+TANDEM_STUB(avg_pool2d_backward);
+TANDEM_STUB(adaptive_avg_pool2d_forward);
+TANDEM_STUB(adaptive_avg_pool2d_backward);
+TANDEM_STUB(pick_classes);
+TANDEM_STUB(pick_classes_backward);
+#undef TANDEM_STUB
+
+}  // namespace tandem::kernels

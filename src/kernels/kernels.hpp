@@ -1,0 +1,104 @@
+// Every kernel family, declared once and device-neutral: ops call these stubs, and each backend
+// (src/cpu/, src/cuda/) registers its entries. Kernels trust their caller: the op layer checked
+// shapes, dtypes and devices; inputs come broadcast to the output's shape (stride 0 where
+// expanded); outputs are allocated on the inputs' device. f16/bf16 tensors reach the kernels as
+// they are: kernels load them, compute in f32 and store them narrow.
+#pragma once
+
+#include <cstdint>
+
+#include "dispatch.hpp"
+#include "tandem/kernels/functors.hpp"
+
+namespace tandem::kernels {
+
+// --- elementwise ---------------------------------------------------------------------------
+/// out = op(in); any strides. out has in's dtype, bool for logical_not.
+extern Stub<void (*)(const Tensor& out, UnaryOp op, const OpArgs& args, const Tensor& in)> unary;
+/// out = op(a, b); a and b share a dtype; out has it too, bool for comparisons.
+extern Stub<void (*)(const Tensor& out, BinaryOp op, const OpArgs& args, const Tensor& a,
+                     const Tensor& b)>
+    binary;
+/// out = cond ? a : b
+extern Stub<void (*)(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b)>
+    where;
+/// dst = src converted to dst's dtype; any strides, any two dtypes, one device.
+extern Stub<void (*)(const Tensor& dst, const Tensor& src)> copy;
+extern Stub<void (*)(const Tensor& dst, double value)> fill;
+/// out[i] = start + i * step (computed in f64), out contiguous.
+extern Stub<void (*)(const Tensor& out, double start, double step)> arange;
+
+// --- random: element i of a contiguous `out` draws from Philox word (seed, offset, i) ------
+extern Stub<void (*)(const Tensor& out, uint64_t seed, uint64_t offset)> uniform;  // [0, 1)
+extern Stub<void (*)(const Tensor& out, uint64_t seed, uint64_t offset)> normal;
+extern Stub<void (*)(const Tensor& out, int64_t low, int64_t high, uint64_t seed,
+                     uint64_t offset)>
+    randint;
+
+// --- reductions: in is contiguous (rows, cols); one result per row -------------------------
+enum class ReduceOp { sum, max, min, argmax, argmin };
+/// out: in's dtype (max, min; sum of floats), i64 (argmax, argmin, sum of integers).
+extern Stub<void (*)(const Tensor& out, ReduceOp op, const Tensor& in, int64_t rows,
+                     int64_t cols)>
+    reduce_rows;
+
+// --- GEMM ------------------------------------------------------------------------------------
+/// out (B, M, N) = a (B, M, K) @ b (B, K, N); any strides; a, b, out share a dtype.
+extern Stub<void (*)(const Tensor& out, const Tensor& a, const Tensor& b)> bmm;
+
+// --- convolution: contiguous NCHW ------------------------------------------------------------
+struct Conv2dParams {
+  int64_t stride_h, stride_w, pad_h, pad_w, dil_h, dil_w, groups;
+};
+/// out (N, Co, Ho, Wo) = conv(in (N, Ci, H, W), weight (Co, Ci/g, kh, kw)) + bias.
+extern Stub<void (*)(const Tensor& out, const Tensor& in, const Tensor& weight,
+                     const Tensor& bias, const Conv2dParams& p)>
+    conv2d_forward;
+/// Any of grad_in, grad_weight, grad_bias may be undefined (not wanted).
+extern Stub<void (*)(const Tensor& grad_out, const Tensor& in, const Tensor& weight,
+                     const Tensor& grad_in, const Tensor& grad_weight, const Tensor& grad_bias,
+                     const Conv2dParams& p)>
+    conv2d_backward;
+
+// --- batch norm: contiguous (N, C, S); statistics and parameters in f32/f64 -----------------
+/// Per-channel batch mean and biased variance of in (N, C, S).
+extern Stub<void (*)(const Tensor& mean, const Tensor& var, const Tensor& in)> batch_norm_stats;
+/// out = (in - mean) * invstd * weight + bias; weight and bias may be undefined.
+extern Stub<void (*)(const Tensor& out, const Tensor& in, const Tensor& mean,
+                     const Tensor& invstd, const Tensor& weight, const Tensor& bias)>
+    batch_norm_forward;
+/// training: gradients through the batch statistics; otherwise they are constants.
+extern Stub<void (*)(const Tensor& grad_in, const Tensor& grad_weight, const Tensor& grad_bias,
+                     const Tensor& grad_out, const Tensor& in, const Tensor& mean,
+                     const Tensor& invstd, const Tensor& weight, bool training)>
+    batch_norm_backward;
+
+// --- pooling: contiguous (N*C, H, W) planes --------------------------------------------------
+struct Pool2dParams {
+  int64_t kh, kw, stride_h, stride_w, pad_h, pad_w, dil_h, dil_w;
+};
+extern Stub<void (*)(const Tensor& out, const Tensor& indices, const Tensor& in,
+                     const Pool2dParams& p)>
+    max_pool2d_forward;
+extern Stub<void (*)(const Tensor& grad_in, const Tensor& grad_out, const Tensor& indices)>
+    max_pool2d_backward;
+extern Stub<void (*)(const Tensor& out, const Tensor& in, const Pool2dParams& p)>
+    avg_pool2d_forward;
+extern Stub<void (*)(const Tensor& grad_in, const Tensor& grad_out, const Pool2dParams& p)>
+    avg_pool2d_backward;
+extern Stub<void (*)(const Tensor& out, const Tensor& in)> adaptive_avg_pool2d_forward;
+extern Stub<void (*)(const Tensor& grad_in, const Tensor& grad_out)>
+    adaptive_avg_pool2d_backward;
+
+// --- losses: x (rows, classes) contiguous, target (rows) i64 contiguous ----------------------
+/// out[i] = x[i, target[i]], 0 where target[i] == ignore_index. Throws IndexError naming `op`
+/// for a target outside [0, classes).
+extern Stub<void (*)(const Tensor& out, const Tensor& x, const Tensor& target,
+                     int64_t ignore_index, const char* op)>
+    pick_classes;
+/// grad_x = 0, then grad_x[i, target[i]] = grad[i] where target[i] != ignore_index.
+extern Stub<void (*)(const Tensor& grad_x, const Tensor& grad, const Tensor& target,
+                     int64_t ignore_index)>
+    pick_classes_backward;
+
+}  // namespace tandem::kernels

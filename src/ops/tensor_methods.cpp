@@ -1,0 +1,191 @@
+// The Tensor methods that compute: conversions, element access, in-place updates and the math
+// forwarded to the functional ops. Declared with the class in core/tensor.hpp, defined here so
+// that core stays below kernels, autograd and ops.
+#include <Eigen/Core>
+
+#include "common.hpp"
+#include "tandem/cuda/runtime.hpp"
+
+namespace tandem {
+using namespace ops_detail;
+
+template <typename T>
+T Tensor::item() const {
+  TANDEM_CHECK(numel() == 1, "item: a tensor with ", numel(), " elements (shape ",
+               shape_str(shape()), ") cannot be converted to a scalar");
+  Tensor c = cpu().to(dtype_of<T>::value);
+  return *static_cast<const T*>(c.raw_data());
+}
+
+template <typename T>
+std::vector<T> Tensor::to_vector() const {
+  Tensor c = cpu().to(dtype_of<T>::value).contiguous();
+  const T* p = static_cast<const T*>(c.raw_data());
+  return std::vector<T>(p, p + c.numel());
+}
+
+template <>
+std::vector<bool> Tensor::to_vector<bool>() const {
+  Tensor c = cpu().to(DType::boolean).contiguous();
+  const bool* p = static_cast<const bool*>(c.raw_data());
+  return std::vector<bool>(p, p + c.numel());
+}
+
+#define TANDEM_INSTANTIATE_ACCESS(T)     \
+  template T Tensor::item<T>() const; \
+  template std::vector<T> Tensor::to_vector<T>() const;
+TANDEM_INSTANTIATE_ACCESS(float)
+TANDEM_INSTANTIATE_ACCESS(double)
+TANDEM_INSTANTIATE_ACCESS(Eigen::half)
+TANDEM_INSTANTIATE_ACCESS(Eigen::bfloat16)
+TANDEM_INSTANTIATE_ACCESS(int64_t)
+TANDEM_INSTANTIATE_ACCESS(int32_t)
+TANDEM_INSTANTIATE_ACCESS(uint8_t)
+template bool Tensor::item<bool>() const;
+#undef TANDEM_INSTANTIATE_ACCESS
+
+// --- conversions -------------------------------------------------------------------------
+
+Tensor Tensor::to(DType dtype) const {
+  if (dtype == this->dtype()) return *this;
+  Tensor out = make_tensor(shape(), dtype, device());
+  kernels::copy(out, *this);
+  if (is_floating(dtype) && is_floating(this->dtype())) {
+    DType from = this->dtype();
+    autograd::record("to_dtype", {*this}, out,
+                     [from](const Tensor& g) -> std::vector<Tensor> { return {g.to(from)}; });
+  }
+  return out;
+}
+
+Tensor Tensor::to(Device device) const {
+  if (device == this->device()) return *this;
+  Tensor src = contiguous();
+  Tensor out = make_tensor(shape(), dtype(), device);
+  cuda::copy_bytes(out.raw_data(), device, src.raw_data(), src.device(),
+                   static_cast<size_t>(numel() * element_size()));
+  Device from = this->device();
+  autograd::record("to_device", {*this}, out,
+                   [from](const Tensor& g) -> std::vector<Tensor> { return {g.to(from)}; });
+  return out;
+}
+
+Tensor Tensor::to(Device device, DType dtype) const { return to(device).to(dtype); }
+
+Tensor Tensor::clone() const {
+  Tensor out = make_tensor(shape(), dtype(), device());
+  kernels::copy(out, *this);
+  autograd::record("clone", {*this}, out,
+                   [](const Tensor& g) -> std::vector<Tensor> { return {g}; });
+  return out;
+}
+
+Tensor Tensor::contiguous() const { return is_contiguous() ? *this : clone(); }
+
+// --- views and math forwarded to the functional API -------------------------------------
+
+Tensor Tensor::reshape(const Shape& s) const { return tandem::reshape(*this, s); }
+Tensor Tensor::view(const Shape& s) const { return tandem::view(*this, s); }
+Tensor Tensor::permute(const Shape& dims) const { return tandem::permute(*this, dims); }
+Tensor Tensor::transpose(int64_t d0, int64_t d1) const { return tandem::transpose(*this, d0, d1); }
+Tensor Tensor::slice(int64_t dim, int64_t start, int64_t end, int64_t step) const {
+  return tandem::slice(*this, dim, start, end, step);
+}
+Tensor Tensor::narrow(int64_t dim, int64_t start, int64_t length) const {
+  return tandem::narrow(*this, dim, start, length);
+}
+Tensor Tensor::select(int64_t dim, int64_t index) const { return tandem::select(*this, dim, index); }
+Tensor Tensor::unsqueeze(int64_t dim) const { return tandem::unsqueeze(*this, dim); }
+Tensor Tensor::squeeze() const { return tandem::squeeze(*this); }
+Tensor Tensor::squeeze(int64_t dim) const { return tandem::squeeze(*this, dim); }
+Tensor Tensor::expand(const Shape& s) const { return tandem::expand(*this, s); }
+Tensor Tensor::flatten(int64_t start, int64_t end) const { return tandem::flatten(*this, start, end); }
+Tensor Tensor::sum() const { return tandem::sum(*this); }
+Tensor Tensor::sum(const Shape& dims, bool keepdim) const { return tandem::sum(*this, dims, keepdim); }
+Tensor Tensor::mean() const { return tandem::mean(*this); }
+Tensor Tensor::mean(const Shape& dims, bool keepdim) const {
+  return tandem::mean(*this, dims, keepdim);
+}
+Tensor Tensor::exp() const { return tandem::exp(*this); }
+Tensor Tensor::log() const { return tandem::log(*this); }
+Tensor Tensor::sqrt() const { return tandem::sqrt(*this); }
+Tensor Tensor::abs() const { return tandem::abs(*this); }
+Tensor Tensor::relu() const { return tandem::relu(*this); }
+Tensor Tensor::pow(double e) const { return tandem::pow(*this, e); }
+Tensor Tensor::matmul(const Tensor& other) const { return tandem::matmul(*this, other); }
+Tensor Tensor::argmax(int64_t dim, bool keepdim) const { return tandem::argmax(*this, dim, keepdim); }
+
+Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
+Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
+Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
+Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
+Tensor operator+(const Tensor& a, double b) { return add(a, b); }
+Tensor operator-(const Tensor& a, double b) { return add(a, -b); }
+Tensor operator*(const Tensor& a, double b) { return mul(a, b); }
+Tensor operator/(const Tensor& a, double b) { return mul(a, 1.0 / b); }
+Tensor operator+(double a, const Tensor& b) { return add(b, a); }
+Tensor operator-(double a, const Tensor& b) { return add(neg(b), a); }
+Tensor operator*(double a, const Tensor& b) { return mul(b, a); }
+Tensor operator/(double a, const Tensor& b) { return div(full_like(b, a), b); }
+Tensor operator-(const Tensor& a) { return neg(a); }
+
+// --- in place ------------------------------------------------------------------------------
+
+namespace {
+// In-place writes would silently corrupt what autograd saved, so they are refused on tensors
+// that take part in a graph, as torch refuses them on leaves that require grad.
+void check_inplace(const Tensor& t, const char* op) {
+  TANDEM_CHECK(!grad_mode_enabled() || !t.requires_grad(), op,
+               ": in-place operation on a tensor that requires grad; wrap it in a NoGradGuard "
+               "or use the out-of-place op");
+}
+}  // namespace
+
+Tensor& Tensor::zero_() { return fill_(0.0); }
+
+Tensor& Tensor::fill_(double value) {
+  check_inplace(*this, "fill_");
+  kernels::fill(*this, value);
+  return *this;
+}
+
+Tensor& Tensor::copy_(const Tensor& src) {
+  check_inplace(*this, "copy_");
+  check_defined(src, "copy_", "source");
+  TANDEM_CHECK(broadcast_shapes(shape(), src.shape(), "copy_") == shape(), "copy_: a source of "
+               "shape ", shape_str(src.shape()), " cannot be broadcast to ", shape_str(shape()));
+  Tensor from = src.device() == device() ? src : src.to(device());
+  kernels::copy(*this, broadcast_view(from, shape()));
+  return *this;
+}
+
+Tensor& Tensor::add_(const Tensor& other, double alpha) {
+  check_inplace(*this, "add_");
+  NoGradGuard guard;
+  return copy_(tandem::add(*this, other.to(dtype()), alpha));
+}
+
+Tensor& Tensor::mul_(double value) {
+  check_inplace(*this, "mul_");
+  NoGradGuard guard;
+  return copy_(tandem::mul(*this, value));
+}
+
+Tensor& Tensor::mul_(const Tensor& other) {
+  check_inplace(*this, "mul_");
+  NoGradGuard guard;
+  return copy_(tandem::mul(*this, other.to(dtype())));
+}
+
+// --- autograd state ------------------------------------------------------------------------
+
+Tensor& Tensor::set_requires_grad(bool requires_grad) {
+  TANDEM_CHECK(!requires_grad || is_floating(dtype()),
+               "requires_grad: only floating tensors can require gradients, got dtype ", dtype());
+  TANDEM_CHECK(is_leaf(), "requires_grad: can only be changed on leaf tensors (this one comes "
+                          "from ", grad_fn()->name(), "); use detach() first");
+  impl()->requires_grad = requires_grad;
+  return *this;
+}
+
+}  // namespace tandem

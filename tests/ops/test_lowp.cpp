@@ -1,0 +1,73 @@
+// f16/bf16 reach the kernels as they are: every op on narrow floats must give exactly what the
+// f32 computation rounded to the narrow dtype gives (the kernels load narrow, compute f32, store
+// narrow), and keep the narrow dtype.
+#include "../util.hpp"
+
+using namespace tandem;
+
+namespace {
+// The reference: widen every input to f32, run the op, round the result back.
+template <typename F>
+void check_matches_f32(DType dt, F&& op, std::vector<Tensor> inputs_f32, const char* what) {
+  INFO(what << " in " << dt);
+  std::vector<Tensor> narrow, wide;
+  for (auto& t : inputs_f32) {
+    narrow.push_back(t.to(dt));
+    wide.push_back(t.to(dt).to(DType::f32));  // the same values, held wide
+  }
+  Tensor got = op(narrow);
+  Tensor want = op(wide).to(dt);
+  REQUIRE(got.dtype() == dt);
+  CHECK(equal(got, want));
+}
+}  // namespace
+
+TEST_CASE("f16 and bf16 ops equal the f32 computation rounded", "[ops][lowp]") {
+  Generator gen(7);
+  Tensor x = randn({4, 3, 6, 6}, DType::f32, &gen), y = randn({4, 3, 6, 6}, DType::f32, &gen);
+  Tensor w = randn({5, 3, 3, 3}, DType::f32, &gen), m = randn({6, 5}, DType::f32, &gen);
+  Tensor row = randn({6}, DType::f32, &gen);
+  for (DType dt : {DType::f16, DType::bf16}) {
+    using V = std::vector<Tensor>;
+    check_matches_f32(dt, [](const V& v) { return exp(v[0]); }, {x}, "exp");
+    check_matches_f32(dt, [](const V& v) { return gelu(v[0]); }, {x}, "gelu");
+    check_matches_f32(dt, [](const V& v) { return mul(add(v[0], v[1]), 0.5); }, {x, y}, "add, mul");
+    check_matches_f32(dt, [](const V& v) { return add(v[0], v[1]); }, {x, row}, "broadcast add");
+    check_matches_f32(dt, [](const V& v) { return sum(v[0], {1, 2}); }, {x}, "sum");
+    check_matches_f32(dt, [](const V& v) { return amax(v[0], {3}); }, {x}, "amax");
+    check_matches_f32(dt, [](const V& v) { return conv2d(v[0], v[1], Tensor(), 1, 1); }, {x, w},
+                      "conv2d");
+    check_matches_f32(dt, [](const V& v) { return max_pool2d(v[0], 2); }, {x}, "max_pool2d");
+    check_matches_f32(dt, [](const V& v) { return adaptive_avg_pool2d(v[0], 1); }, {x},
+                      "adaptive_avg_pool2d");
+    check_matches_f32(dt, [](const V& v) { return matmul(v[0].reshape({-1, 6}), v[1]); },
+                      {x, m}, "matmul");
+    check_matches_f32(dt, [](const V& v) { return batch_norm(v[0], Tensor(), Tensor(), Tensor(), Tensor(), true); },
+                      {x}, "batch_norm");
+  }
+}
+
+TEST_CASE("gradients flow through narrow ops in the narrow dtype", "[ops][lowp]") {
+  Generator gen(3);
+  Tensor x32 = randn({2, 3, 5, 5}, DType::f32, &gen), w32 = randn({4, 3, 3, 3}, DType::f32, &gen);
+  for (DType dt : {DType::f16, DType::bf16}) {
+    Tensor x = x32.to(dt).set_requires_grad(), w = w32.to(dt).set_requires_grad();
+    Tensor xr = x32.to(dt).to(DType::f32).set_requires_grad();
+    Tensor wr = w32.to(dt).to(DType::f32).set_requires_grad();
+    sum(relu(conv2d(x, w, Tensor(), 1, 1))).backward();
+    sum(relu(conv2d(xr, wr, Tensor(), 1, 1).to(dt).to(DType::f32))).backward();
+    REQUIRE(x.grad().dtype() == dt);
+    REQUIRE(w.grad().dtype() == dt);
+    // Rounding of intermediates differs slightly (the reference's chain rounds at other points).
+    testing::require_close(x.grad().to(DType::f32), xr.grad(), 2e-2, 2e-2, "input grad");
+    testing::require_close(w.grad().to(DType::f32), wr.grad(), 2e-2, 5e-2, "weight grad");
+  }
+}
+
+TEST_CASE("rand and randn in f16 round the f32 draws", "[ops][lowp]") {
+  for (DType dt : {DType::f16, DType::bf16}) {
+    Generator a(11), b(11);
+    CHECK(equal(rand({100}, dt, &a), rand({100}, DType::f32, &b).to(dt)));
+    CHECK(equal(randn({100}, dt, &a), randn({100}, DType::f32, &b).to(dt)));
+  }
+}
