@@ -1,6 +1,7 @@
 // Op benchmark: f32 GEMM 1024^3 against the machine's measured FMA peak, and the convolutions of
 // a ResNet (forward, forward + backward), each checked against and timed beside libtorch in the
-// same process. Prints a table and writes JSON (--json FILE).
+// same process; then f16/bf16 elementwise ops and a convolution, narrow tensors straight into the
+// kernels against the copy-widen-copy they replaced. Prints a table and writes JSON (--json FILE).
 // Usage: bench_ops [--threads T] [--repeats R] [--json FILE] [--quick]
 #include <immintrin.h>
 
@@ -252,6 +253,50 @@ int main(int argc, char** argv) {
     }
   }
 
+  // --- f16/bf16: narrow tensors straight into the kernels, against what ops did before (copy
+  // the whole tensor to f32, run the f32 op, copy the result back). Same inputs, alternating.
+  struct NarrowRow {
+    std::string name;
+    double narrow_s, widen_s;
+  };
+  std::vector<NarrowRow> narrow_rows;
+  {
+    const int64_t elems = quick ? (1 << 16) : (1 << 22);
+    Tensor a32 = randn({elems}, {}, &gen), b32 = randn({elems}, {}, &gen);
+    ConvCase cc = convs[1];
+    Tensor x32 = randn({cc.n, cc.cin, cc.hw, cc.hw}, {}, &gen);
+    Tensor w32 = mul(randn({cc.cout, cc.cin, cc.k, cc.k}, {}, &gen), 0.1).detach();
+    for (DType dt : {DType::f16, DType::bf16}) {
+      const std::string suffix = std::string(" ") + dtype_name(dt);
+      Tensor a = a32.to(dt), b = b32.to(dt), x = x32.to(dt), w = w32.to(dt);
+      auto widened = [dt](const std::function<Tensor(const Tensor&, const Tensor&)>& op) {
+        return [dt, op](const Tensor& u, const Tensor& v) {
+          return op(u.to(DType::f32), v.to(DType::f32)).to(dt);
+        };
+      };
+      std::vector<std::pair<std::string, std::function<Tensor(const Tensor&, const Tensor&)>>> ops = {
+          {"add" + suffix + " (" + std::to_string(elems) + ")", [](const Tensor& u, const Tensor& v) { return add(u, v); }},
+          {"gelu" + suffix + " (" + std::to_string(elems) + ")", [](const Tensor& u, const Tensor&) { return gelu(u); }},
+          {"conv 16->16 28x28" + suffix + " fwd",
+           [cc](const Tensor& u, const Tensor& v) { return conv2d(u, v, Tensor(), cc.stride, cc.pad); }},
+      };
+      for (auto& [name, op] : ops) {
+        bool conv = name.rfind("conv", 0) == 0;
+        const Tensor& u = conv ? x : a;
+        const Tensor& v = conv ? w : b;
+        auto wide = widened(op);
+        Tensor r1 = op(u, v), r2 = wide(u, v);
+        if (!equal(r1, r2)) std::printf("%s: results differ from the widened computation\n", name.c_str());
+        Row row{name, 0};
+        time_pair(row, repeats, [&] { r1 = op(u, v); }, [&] { r2 = wide(u, v); });
+        std::printf("%-34s %9.3f ms narrow kernels | %9.3f ms copy-widen-copy | %.2fx\n",
+                    name.c_str(), 1e3 * row.tandem_s, 1e3 * row.torch_s, row.torch_s / row.tandem_s);
+        std::fflush(stdout);
+        narrow_rows.push_back({name, row.tandem_s, row.torch_s});
+      }
+    }
+  }
+
   if (!json_path.empty()) {
     nlohmann::json j;
     j["threads"] = threads;
@@ -274,6 +319,10 @@ int main(int argc, char** argv) {
       }
       j["results"].push_back(e);
     }
+    for (const auto& r : narrow_rows)
+      j["narrow"].push_back({{"name", r.name}, {"narrow_ms", 1e3 * r.narrow_s},
+                             {"widen_copy_ms", 1e3 * r.widen_s},
+                             {"speedup", r.widen_s / r.narrow_s}});
     std::ofstream(json_path) << j.dump(2) << "\n";
     std::printf("wrote %s\n", json_path.c_str());
   }

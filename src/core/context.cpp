@@ -1,6 +1,7 @@
 // The execution context: the per-thread current pointer, the process default, lazy CUDA streams.
 #include "tandem/core/context.hpp"
 
+#include "tandem/core/tensor.hpp"
 #include "tandem/core/thread_pool.hpp"
 #include "tandem/cuda/runtime.hpp"
 
@@ -80,5 +81,7 @@ ExecutionContext* exchange_current_context(ExecutionContext* context) {
   return previous;
 }
 }  // namespace detail
+
+Device TensorOptions::device() const { return device_ ? *device_ : current_context().device(); }
 
 }  // namespace tandem

@@ -3,6 +3,9 @@
 #pragma once
 
 #include <Eigen/Core>
+#if defined(__F16C__)
+#include <immintrin.h>
+#endif
 #include <array>
 #include <cstdint>
 #include <type_traits>
@@ -85,6 +88,61 @@ inline To convert(From v) {
     return static_cast<To>(v);
   }
 }
+
+/// Widens n elements of src (every `stride`-th) into f32 dst. f16 with F16C converts eight at a
+/// time; the loops below vectorize otherwise.
+template <typename T>
+inline void widen_block(float* dst, const T* src, int64_t stride, int64_t n) {
+  int64_t i = 0;
+#if defined(__F16C__)
+  if constexpr (std::is_same_v<T, Eigen::half>) {
+    if (stride == 1)
+      for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128(
+                                      reinterpret_cast<const __m128i*>(src + i))));
+  }
+#endif
+  if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
+    // bf16 is the top half of an f32: shift the bits up (a loop the compiler vectorizes).
+    if (stride == 1) {
+      const uint16_t* bits = reinterpret_cast<const uint16_t*>(src);
+      uint32_t* out = reinterpret_cast<uint32_t*>(dst);
+      for (; i < n; ++i) out[i] = static_cast<uint32_t>(bits[i]) << 16;
+    }
+  }
+  for (; i < n; ++i) dst[i] = static_cast<float>(src[i * stride]);
+}
+
+/// Rounds n f32 values of src to nearest even into dst (every `stride`-th element).
+template <typename T>
+inline void narrow_block(T* dst, int64_t stride, const float* src, int64_t n) {
+  int64_t i = 0;
+#if defined(__F16C__)
+  if constexpr (std::is_same_v<T, Eigen::half>) {
+    if (stride == 1)
+      for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i),
+                         _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT));
+  }
+#endif
+  if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
+    // Round to nearest even on the bits, as Eigen's conversion does; NaN keeps its sign, quiet.
+    if (stride == 1) {
+      const uint32_t* in = reinterpret_cast<const uint32_t*>(src);
+      uint16_t* out = reinterpret_cast<uint16_t*>(dst);
+      for (; i < n; ++i) {
+        const uint32_t u = in[i];
+        const bool nan = (u & 0x7fffffffu) > 0x7f800000u;
+        const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+        out[i] = static_cast<uint16_t>(nan ? ((u >> 16) & 0x8000u) | 0x7fc0u : rounded);
+      }
+    }
+  }
+  for (; i < n; ++i) dst[i * stride] = T(src[i]);
+}
+
+/// Elements per block when narrow floats are computed in f32: small enough for L1.
+constexpr int64_t kNarrowBlock = 256;
 
 /// A per-thread scratch vector that keeps its memory between calls: fresh large allocations come
 /// from mmap and cost a page fault per 4 KiB on first touch, every call. Distinct kSlot values

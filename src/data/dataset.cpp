@@ -87,7 +87,8 @@ ImageSplit load_cifar10(const std::string& dir, bool train) {
     total += size / kRecord;
     contents.push_back(std::move(bytes));
   }
-  ImageSplit split{empty({total, 3, 32, 32}, DType::u8), empty({total}, DType::i64)};
+  ImageSplit split{empty({total, 3, 32, 32}, TensorOptions(DType::u8).device(kCPU)),
+                   empty({total}, TensorOptions(DType::i64).device(kCPU))};
   uint8_t* images = split.images.data_ptr<uint8_t>();
   int64_t* labels = split.labels.data_ptr<int64_t>();
   int64_t n = 0;

@@ -63,7 +63,7 @@ Tensor read_idx(const std::string& path) {
                    ": more elements than any IDX dataset holds");
     shape.push_back(size);
   }
-  Tensor t = empty(shape, DType::u8);
+  Tensor t = empty(shape, TensorOptions(DType::u8).device(kCPU));  // file contents: host memory
   read_exact(f.get(), t.raw_data(), static_cast<size_t>(count), path, "data");
   unsigned char extra;
   TANDEM_CHECK_T(Error, gzread(f.get(), &extra, 1) == 0, "read_idx: ", path,

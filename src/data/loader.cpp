@@ -89,7 +89,7 @@ Batch DataLoader::build(int64_t batch_index) const {
   Shape shape{count, chw[0], chw[1], chw[2]};
   // A GPU target gets page-locked staging memory, so the host-to-device copy is asynchronous.
   auto staging = [&](const Shape& s, DType dtype) {
-    if (options_.device_.is_cpu()) return empty(s, dtype);
+    if (options_.device_.is_cpu()) return empty(s, TensorOptions(dtype).device(kCPU));
     const size_t nbytes = static_cast<size_t>(numel_of(s)) * element_size(dtype);
     Allocator& pinned = pinned_allocator();
     return from_blob(pinned.allocate(nbytes), s, dtype, kCPU,

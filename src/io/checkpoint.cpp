@@ -13,7 +13,7 @@ constexpr const char* kVersion = "1";
 const char* const kSections[] = {"model.", "optimizer.", "scheduler."};
 
 Tensor i64_scalar(int64_t v) {
-  Tensor t = empty({}, DType::i64);
+  Tensor t = empty({}, TensorOptions(DType::i64).device(kCPU));
   *t.data_ptr<int64_t>() = v;
   return t;
 }

@@ -190,7 +190,7 @@ nn::StateDict from_safetensors(const std::string& bytes, Metadata* metadata,
   nn::StateDict out;
   const char* base = bytes.data() + 8 + header_len;
   for (const auto& e : entries) {
-    Tensor t = empty(e.shape, e.dtype);
+    Tensor t = empty(e.shape, TensorOptions(e.dtype).device(kCPU));  // read into host memory
     if (e.end > e.begin) std::memcpy(t.raw_data(), base + e.begin, e.end - e.begin);
     if (e.dtype == DType::boolean)
       for (int64_t i = 0; i < t.numel(); ++i)

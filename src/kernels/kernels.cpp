@@ -83,6 +83,8 @@ TANDEM_STUB(adaptive_avg_pool2d_forward);
 TANDEM_STUB(adaptive_avg_pool2d_backward);
 TANDEM_STUB(pick_classes);
 TANDEM_STUB(pick_classes_backward);
+TANDEM_STUB(sgd_step);
+TANDEM_STUB(adamw_step);
 #undef TANDEM_STUB
 
 }  // namespace tandem::kernels

@@ -101,4 +101,22 @@ extern Stub<void (*)(const Tensor& grad_x, const Tensor& grad, const Tensor& tar
                      int64_t ignore_index)>
     pick_classes_backward;
 
+// --- optimizer updates: one pass over each parameter, any strides -------------------------------
+struct SgdArgs {
+  double lr, weight_decay, momentum, dampening;
+  bool nesterov;
+  bool first;  // the momentum buffer is created at this step (it becomes d)
+};
+/// torch.optim.SGD for one parameter; momentum_buffer is undefined when momentum is 0.
+extern Stub<void (*)(const Tensor& param, const Tensor& momentum_buffer, const Tensor& grad,
+                     const SgdArgs& args)>
+    sgd_step;
+struct AdamWArgs {
+  double lr, weight_decay, beta1, beta2, eps, bias_correction1, bias_correction2;
+};
+/// torch.optim.AdamW for one parameter (decoupled weight decay, bias-corrected moments).
+extern Stub<void (*)(const Tensor& param, const Tensor& exp_avg, const Tensor& exp_avg_sq,
+                     const Tensor& grad, const AdamWArgs& args)>
+    adamw_step;
+
 }  // namespace tandem::kernels

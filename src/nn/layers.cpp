@@ -106,7 +106,7 @@ Tensor BatchNorm2d::forward(const Tensor& input) {
   const bool use_batch_stats = is_training() || !running_mean.defined();
   if (is_training() && num_batches_tracked.defined()) {
     NoGradGuard no_grad;
-    num_batches_tracked.add_(ones({}, DType::i64));
+    num_batches_tracked.add_(ones({}, TensorOptions(DType::i64).device(num_batches_tracked.device())));
   }
   return batch_norm(input, running_mean, running_var, weight, bias, use_batch_stats,
                     options.momentum_, options.eps_);

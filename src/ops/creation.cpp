@@ -15,11 +15,11 @@ Tensor finish(Tensor t, const TensorOptions& o) {
 }  // namespace
 
 Tensor empty(const Shape& shape, TensorOptions o) {
-  return finish(make_tensor(shape, o.dtype_, o.device_), o);
+  return finish(make_tensor(shape, o.dtype_, o.device()), o);
 }
 
 Tensor full(const Shape& shape, double value, TensorOptions o) {
-  Tensor t = make_tensor(shape, o.dtype_, o.device_);
+  Tensor t = make_tensor(shape, o.dtype_, o.device());
   kernels::fill(t, value);
   return finish(t, o);
 }
@@ -35,7 +35,7 @@ Tensor arange(double start, double end, double step, TensorOptions o) {
   TANDEM_CHECK((end - start) / step >= 0, "arange: upper bound and step are inconsistent (start ",
                start, ", end ", end, ", step ", step, ")");
   auto n = static_cast<int64_t>(std::ceil((end - start) / step));
-  Tensor t = make_tensor({n}, o.dtype_, o.device_);
+  Tensor t = make_tensor({n}, o.dtype_, o.device());
   kernels::arange(t, start, step);
   return finish(t, o);
 }
@@ -45,7 +45,7 @@ namespace {
 // only on the generator's state and the element's index.
 Tensor random_tensor(const Shape& shape, TensorOptions o, Generator* gen, int64_t words_per_element,
                      const std::function<void(const Tensor&, uint64_t, uint64_t)>& fill) {
-  Tensor t = make_tensor(shape, o.dtype_, o.device_);
+  Tensor t = make_tensor(shape, o.dtype_, o.device());
   // Four 32-bit words per Philox counter.
   auto [seed, offset] =
       (gen ? *gen : default_generator()).reserve((t.numel() * words_per_element + 3) / 4);

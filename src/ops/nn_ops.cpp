@@ -148,7 +148,7 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
   DType wdt = weight.defined() ? weight.dtype() : pdt, bdt = bias.defined() ? bias.dtype() : pdt;
   autograd::record("batch_norm", {input, weight, bias}, out,
                    [=](const Tensor& g) -> std::vector<Tensor> {
-                     TensorOptions o = TensorOptions(pdt).device(x.device());
+                     const TensorOptions o = TensorOptions(pdt).device(x.device());
                      Tensor gx = need_x ? empty(x.shape(), o.dtype(dt)) : Tensor();
                      Tensor gw = need_w ? empty({c}, o) : Tensor();
                      Tensor gb = need_b ? empty({c}, o) : Tensor();

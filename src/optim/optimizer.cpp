@@ -8,6 +8,7 @@
 #include "tandem/ops/creation.hpp"
 #include "tandem/ops/elementwise.hpp"
 #include "tandem/ops/reduction.hpp"
+#include "../kernels/kernels.hpp"
 
 namespace tandem::optim {
 
@@ -54,12 +55,14 @@ nn::StateDict Optimizer::state_dict() const {
   nn::StateDict out;
   for (size_t g = 0; g < groups_.size(); ++g) {
     std::string prefix = "group." + std::to_string(g) + ".";
-    out[prefix + "lr"] = scalar_tensor(groups_[g].lr, DType::f64);
-    out[prefix + "weight_decay"] = scalar_tensor(groups_[g].weight_decay, DType::f64);
-    out[prefix + "momentum"] = scalar_tensor(groups_[g].momentum, DType::f64);
-    out[prefix + "initial_lr"] = scalar_tensor(groups_[g].initial_lr, DType::f64);
-    out[prefix + "size"] =
-        scalar_tensor(static_cast<double>(groups_[g].params.size()), DType::i64);
+    // Hyper-parameters are host values, kept on the CPU whatever the current device.
+    const TensorOptions f64 = TensorOptions(DType::f64).device(kCPU);
+    out[prefix + "lr"] = scalar_tensor(groups_[g].lr, f64);
+    out[prefix + "weight_decay"] = scalar_tensor(groups_[g].weight_decay, f64);
+    out[prefix + "momentum"] = scalar_tensor(groups_[g].momentum, f64);
+    out[prefix + "initial_lr"] = scalar_tensor(groups_[g].initial_lr, f64);
+    out[prefix + "size"] = scalar_tensor(static_cast<double>(groups_[g].params.size()),
+                                         TensorOptions(DType::i64).device(kCPU));
   }
   for (size_t k = 0; k < state_.size(); ++k)
     for (const auto& [name, t] : state_[k]) out["state." + std::to_string(k) + "." + name] = t;
@@ -139,17 +142,20 @@ void SGD::step() {
       auto& st = state(k++);
       Tensor grad = p.grad();
       if (!grad.defined()) continue;
-      Tensor d = g.weight_decay != 0 ? add(grad, p, g.weight_decay) : grad;
+      TANDEM_CHECK(grad.device() == p.device() && grad.dtype() == p.dtype(), name_,
+                   ": gradient (", grad.dtype(), " on ", grad.device(), ") does not match its "
+                   "parameter (", p.dtype(), " on ", p.device(), ")");
+      Tensor buffer;
+      bool first = false;
       if (g.momentum != 0) {
         auto it = st.find("momentum_buffer");
-        if (it == st.end()) {
-          it = st.emplace("momentum_buffer", d.clone()).first;
-        } else {
-          it->second.mul_(g.momentum).add_(d, 1.0 - options.dampening_);
-        }
-        d = options.nesterov_ ? add(d, it->second, g.momentum) : it->second;
+        first = it == st.end();
+        if (first) it = st.emplace("momentum_buffer", empty_like(p)).first;
+        buffer = it->second;
       }
-      p.add_(d, -g.lr);
+      kernels::sgd_step(p, buffer, grad,
+                        {g.lr, g.weight_decay, g.momentum, options.dampening_, options.nesterov_,
+                         first});
     }
   }
 }
@@ -174,20 +180,18 @@ void AdamW::step() {
       Tensor grad = p.grad();
       if (!grad.defined()) continue;
       if (!st.count("step")) {
-        st["step"] = zeros({}, DType::i64);
+        st["step"] = zeros({}, TensorOptions(DType::i64).device(kCPU));  // a host counter
         st["exp_avg"] = zeros_like(p);
         st["exp_avg_sq"] = zeros_like(p);
       }
       const int64_t step = st["step"].item<int64_t>() + 1;
       st["step"].fill_(static_cast<double>(step));
-      p.mul_(1.0 - g.lr * g.weight_decay);
-      Tensor& m = st["exp_avg"];
-      Tensor& v = st["exp_avg_sq"];
-      m.mul_(beta1).add_(grad, 1.0 - beta1);
-      v.mul_(beta2).add_(mul(grad, grad), 1.0 - beta2);
-      const double bias1 = 1.0 - std::pow(beta1, step), bias2 = 1.0 - std::pow(beta2, step);
-      Tensor denom = add(div(sqrt(v), scalar_tensor(std::sqrt(bias2), p.dtype())), options.eps_);
-      p.add_(div(m, denom), -g.lr / bias1);
+      TANDEM_CHECK(grad.device() == p.device() && grad.dtype() == p.dtype(), name_,
+                   ": gradient (", grad.dtype(), " on ", grad.device(), ") does not match its "
+                   "parameter (", p.dtype(), " on ", p.device(), ")");
+      kernels::adamw_step(p, st["exp_avg"], st["exp_avg_sq"], grad,
+                          {g.lr, g.weight_decay, beta1, beta2, options.eps_,
+                           1.0 - std::pow(beta1, step), 1.0 - std::pow(beta2, step)});
     }
   }
 }

@@ -38,7 +38,7 @@ std::vector<double> LRScheduler::last_lr() const {
 }
 
 nn::StateDict LRScheduler::state_dict() const {
-  return {{"last_step", scalar_tensor(static_cast<double>(last_step_), DType::i64)}};
+  return {{"last_step", scalar_tensor(static_cast<double>(last_step_), TensorOptions(DType::i64).device(kCPU))}};
 }
 
 void LRScheduler::load_state_dict(const nn::StateDict& state) {

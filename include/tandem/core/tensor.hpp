@@ -6,6 +6,7 @@
 #include <functional>
 #include <iosfwd>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "tandem/core/arg.hpp"
@@ -29,8 +30,16 @@ struct TensorOptions {
   TensorOptions(Device d) : device_(d) {}  // NOLINT(google-explicit-constructor)
   // Setters return a changed copy (a value type, as c10::TensorOptions).
   TANDEM_VALUE_ARG(DType, dtype) = DType::f32;
-  TANDEM_VALUE_ARG(Device, device) = kCPU;
   TANDEM_VALUE_ARG(bool, requires_grad) = false;
+  [[nodiscard]] TensorOptions device(Device d) const {
+    auto copy = *this;
+    copy.device_ = d;
+    return copy;
+  }
+  /// The device asked for; without one, the current execution context's device (so a rank
+  /// running on cuda:1 creates its tensors there), never an implicit CPU.
+  Device device() const;
+  std::optional<Device> device_;
 };
 
 /// Called with a leaf's gradient once it is complete for the current backward pass.

@@ -1,0 +1,89 @@
+// CPU optimizer updates: each parameter's whole update in one pass over its elements. Every
+// intermediate is rounded to the parameter's dtype where the unfused sequence of tensor ops
+// rounded it, so the fused update gives the same bits as that sequence.
+#include <cmath>
+
+#include "kernels.hpp"
+#include "loops.hpp"
+
+namespace tandem::kernels::cpu {
+namespace {
+
+// a + alpha * b, as the add functor computes it.
+template <typename T>
+inline T axpy(T a, double alpha, T b) {
+  return alpha == 1.0 ? a + b : a + T(alpha) * b;
+}
+
+template <typename T>
+void sgd_typed(const Tensor& param, const Tensor& buffer, const Tensor& grad, const SgdArgs& a) {
+  T* p = ptr<T>(param);
+  const T* g = ptr<const T>(grad);
+  const bool has_buffer = buffer.defined();
+  T* b = has_buffer ? ptr<T>(buffer) : p;  // unused without momentum
+  const Shape& zero_strides = has_buffer ? buffer.strides() : param.strides();
+  for_each_run<3>(param.shape(), {param.strides(), zero_strides, grad.strides()},
+                  [&](const std::array<int64_t, 3>& off, int64_t n,
+                      const std::array<int64_t, 3>& st) {
+                    for (int64_t i = 0; i < n; ++i) {
+                      T& pi = p[off[0] + i * st[0]];
+                      T d = g[off[2] + i * st[2]];
+                      if (a.weight_decay != 0) d = axpy(d, a.weight_decay, pi);
+                      if (has_buffer) {
+                        T& bi = b[off[1] + i * st[1]];
+                        bi = a.first ? d : axpy(T(bi * T(a.momentum)), 1.0 - a.dampening, d);
+                        d = a.nesterov ? axpy(d, a.momentum, bi) : bi;
+                      }
+                      pi = axpy(pi, -a.lr, d);
+                    }
+                  });
+}
+
+void sgd_step(const Tensor& param, const Tensor& momentum_buffer, const Tensor& grad,
+              const SgdArgs& args) {
+  dispatch_dtype<DTypeSet::wide>(param.dtype(), "sgd_step (cpu)", [&](auto t) {
+    sgd_typed<decltype(t)>(param, momentum_buffer, grad, args);
+  });
+}
+
+template <typename T>
+void adamw_typed(const Tensor& param, const Tensor& exp_avg, const Tensor& exp_avg_sq,
+                 const Tensor& grad, const AdamWArgs& a) {
+  T* p = ptr<T>(param);
+  T* m = ptr<T>(exp_avg);
+  T* v = ptr<T>(exp_avg_sq);
+  const T* g = ptr<const T>(grad);
+  const T decay = T(1.0 - a.lr * a.weight_decay);
+  const T root_bias2 = T(std::sqrt(a.bias_correction2));
+  const double step = -a.lr / a.bias_correction1;
+  for_each_run<4>(param.shape(),
+                  {param.strides(), exp_avg.strides(), exp_avg_sq.strides(), grad.strides()},
+                  [&](const std::array<int64_t, 4>& off, int64_t n,
+                      const std::array<int64_t, 4>& st) {
+                    for (int64_t i = 0; i < n; ++i) {
+                      T& pi = p[off[0] + i * st[0]];
+                      T& mi = m[off[1] + i * st[1]];
+                      T& vi = v[off[2] + i * st[2]];
+                      const T gi = g[off[3] + i * st[3]];
+                      pi = pi * decay;
+                      mi = axpy(T(mi * T(a.beta1)), 1.0 - a.beta1, gi);
+                      vi = axpy(T(vi * T(a.beta2)), 1.0 - a.beta2, T(gi * gi));
+                      const T denom = T(T(std::sqrt(vi)) / root_bias2) + T(a.eps);
+                      pi = axpy(pi, step, T(mi / denom));
+                    }
+                  });
+}
+
+void adamw_step(const Tensor& param, const Tensor& exp_avg, const Tensor& exp_avg_sq,
+                const Tensor& grad, const AdamWArgs& args) {
+  dispatch_dtype<DTypeSet::wide>(param.dtype(), "adamw_step (cpu)", [&](auto t) {
+    adamw_typed<decltype(t)>(param, exp_avg, exp_avg_sq, grad, args);
+  });
+}
+
+}  // namespace
+
+TANDEM_REGISTER_CPU(sgd_step, sgd_step);
+TANDEM_REGISTER_CPU(adamw_step, adamw_step);
+
+}  // namespace tandem::kernels::cpu
