@@ -221,3 +221,22 @@ TEST_CASE("run_group slices the cores; set_num_threads changes only this rank's 
                       comm::GroupOptions().threads_per_rank(-1)),
                   ValueError);
 }
+
+TEST_CASE("new tensors take the current context's device unless one is asked for", "[context]") {
+  ExecutionContext gpu_rank(Device("cuda:0"), std::make_shared<ThreadPool>(1));
+  {
+    ContextGuard guard(gpu_rank);
+    CHECK(TensorOptions().device() == Device("cuda:0"));
+    CHECK(TensorOptions(DType::f64).device() == Device("cuda:0"));
+    CHECK(TensorOptions().device(kCPU).device() == kCPU);
+    CHECK(zeros({2}, TensorOptions().device(kCPU)).device() == kCPU);
+    if (!cuda::is_available()) {
+      // No GPU here: the factory tried the context's device, not an implicit CPU.
+      CHECK_THROWS_AS(zeros({2}), Error);
+    } else {
+      CHECK(zeros({2}).device() == Device("cuda:0"));
+    }
+  }
+  CHECK(TensorOptions().device() == kCPU);
+  CHECK(zeros({2}).device() == kCPU);
+}
