@@ -11,7 +11,8 @@
 namespace tandem::cuda {
 namespace {
 
-__global__ void fill_kernel(float* __restrict__ dst, size_t count, float value) {
+template <typename T>
+__global__ void fill_kernel(T* __restrict__ dst, size_t count, T value) {
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < count;
        i += static_cast<size_t>(gridDim.x) * blockDim.x)
     dst[i] = value;
@@ -89,12 +90,29 @@ void narrow_from_f32(void* dst, bool dst_is_bf16, const float* src, size_t count
   check_launch("narrow_from_f32");
 }
 
-void fill_f32(float* dst, size_t count, float value, int device) {
+void fill_pattern(void* dst, size_t count, uint64_t pattern, int element_size, int device) {
   if (count == 0) return;
-  TANDEM_CHECK(dst != nullptr, "fill_f32: null destination");
+  TANDEM_CHECK(dst != nullptr, "fill_pattern: null destination");
   TANDEM_CUDA_CHECK(cudaSetDevice(device));
-  fill_kernel<<<blocks_for(count), kThreads>>>(dst, count, value);
-  check_launch("fill_f32");
+  switch (element_size) {
+    case 1:
+      fill_kernel<<<blocks_for(count), kThreads>>>(static_cast<uint8_t*>(dst), count,
+                                                   static_cast<uint8_t>(pattern));
+      break;
+    case 2:
+      fill_kernel<<<blocks_for(count), kThreads>>>(static_cast<uint16_t*>(dst), count,
+                                                   static_cast<uint16_t>(pattern));
+      break;
+    case 4:
+      fill_kernel<<<blocks_for(count), kThreads>>>(static_cast<uint32_t*>(dst), count,
+                                                   static_cast<uint32_t>(pattern));
+      break;
+    case 8:
+      fill_kernel<<<blocks_for(count), kThreads>>>(static_cast<uint64_t*>(dst), count, pattern);
+      break;
+    default: TANDEM_THROW(ValueError, "fill_pattern: element size ", element_size, " is not 1, 2, 4 or 8");
+  }
+  check_launch("fill_pattern");
 }
 
 }  // namespace tandem::cuda

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 #include "tandem/core/storage.hpp"
@@ -47,8 +48,8 @@ class Stream {
   int device_ = 0;
 };
 
-/// Fills `count` floats at `dst` (device memory of GPU `device`) with `value` on the default
-/// stream. The first kernel of the backend; tensors' CUDA ops arrive with the CUDA issue.
-void fill_f32(float* dst, size_t count, float value, int device);
+/// Fills `count` elements of `element_size` bytes (1, 2, 4 or 8) at `dst` (device memory of GPU
+/// `device`) with the low bytes of `pattern`, on the default stream: `fill` of any dtype.
+void fill_pattern(void* dst, size_t count, uint64_t pattern, int element_size, int device);
 
 }  // namespace tandem::cuda
