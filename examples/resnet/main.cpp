@@ -9,6 +9,7 @@
 #include <fstream>
 #include <memory>
 
+#include "tandem/kernels/cpu_isa.hpp"
 #include "tandem/monitor/progress.hpp"
 #include "tandem/tandem.hpp"
 
@@ -93,8 +94,9 @@ CLI::Validator positive() {
 int run(const Config& c) {
   if (c.threads > 0) set_num_threads(c.threads);
   // The CPU backend runs every op today; the CUDA ops (and with them GPU training) are a later step.
-  std::printf("tandem-resnet: %s on %s, on the CPU (%s; %d GPU(s) visible)\n", c.model.c_str(),
-              c.dataset.c_str(), cuda::build_info().c_str(), cuda::device_count());
+  std::printf("tandem-resnet: %s on %s, on the CPU (%s kernels; %s; %d GPU(s) visible)\n",
+              c.model.c_str(), c.dataset.c_str(), kernels::cpu_isa_name(),
+              cuda::build_info().c_str(), cuda::device_count());
 
   Data d = load_data(c);
   const Shape chw = d.train->sample_shape();

@@ -115,8 +115,13 @@ class LocalGroup {
 };
 
 // dst[i] = reduce over q of srcs[q][i], q in rank order, accumulated in acc_type<S> (f32 for
-// f16/bf16).
+// f16/bf16). The library is compiled for the x86-64 baseline: the loader picks the widest
+// vector clone this CPU runs (GCC function multiversioning; the same results, summed in the
+// same order, in every clone).
 template <typename S>
+#if defined(__x86_64__) && !defined(__clang__)
+__attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
 void reduce_into(S* dst, const std::vector<const S*>& srcs, int64_t n, ReduceOp op) {
   using A = acc_type<S>;
   constexpr int64_t kBlock = 1024;
@@ -341,8 +346,9 @@ std::vector<std::shared_ptr<Communicator>> make_local_group(int world, LocalOpti
   return comms;
 }
 
-void run_local(int world, const std::function<void(Communicator&)>& fn, LocalOptions options) {
-  run_group(make_local_group(world, options), fn);
+void run_local(int world, const std::function<void(Communicator&)>& fn, LocalOptions options,
+               GroupOptions group) {
+  run_group(make_local_group(world, options), fn, group);
 }
 
 }  // namespace tandem::comm

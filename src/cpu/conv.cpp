@@ -10,6 +10,7 @@
 #include "kernels.hpp"
 
 namespace tandem::kernels::cpu {
+inline namespace TANDEM_CPU_NAMESPACE {
 namespace {
 
 constexpr int64_t kWeightChunks = 16;
@@ -544,4 +545,5 @@ void conv2d_backward(const Tensor& grad_out, const Tensor& in, const Tensor& wei
 TANDEM_REGISTER_CPU(conv2d_forward, (through_f32<&conv2d_forward, 0b1>));
 TANDEM_REGISTER_CPU(conv2d_backward, (through_f32<&conv2d_backward, 0b111000>));
 
+}  // namespace TANDEM_CPU_NAMESPACE
 }  // namespace tandem::kernels::cpu

@@ -7,6 +7,7 @@
 #include "tandem/core/dtype_dispatch.hpp"
 
 namespace tandem::kernels::cpu {
+inline namespace TANDEM_CPU_NAMESPACE {
 namespace {
 
 template <typename T>
@@ -198,4 +199,5 @@ TANDEM_REGISTER_CPU(copy, copy);
 TANDEM_REGISTER_CPU(fill, fill);
 TANDEM_REGISTER_CPU(arange, arange);
 
+}  // namespace TANDEM_CPU_NAMESPACE
 }  // namespace tandem::kernels::cpu

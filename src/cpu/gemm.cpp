@@ -18,6 +18,7 @@
 #include "kernels.hpp"
 
 namespace tandem::kernels::cpu {
+inline namespace TANDEM_CPU_NAMESPACE {
 namespace {
 
 // --- Eigen path ------------------------------------------------------------------------------
@@ -265,4 +266,5 @@ template void gemm<float>(bool, bool, int64_t, int64_t, int64_t, float, const fl
 template void gemm<double>(bool, bool, int64_t, int64_t, int64_t, double, const double*, int64_t,
                            const double*, int64_t, double, double*, int64_t);
 
+}  // namespace TANDEM_CPU_NAMESPACE
 }  // namespace tandem::kernels::cpu

@@ -7,8 +7,10 @@
 #include <utility>
 
 #include "../kernels/kernels.hpp"
+#include "isa.hpp"
 
 namespace tandem::kernels::cpu {
+inline namespace TANDEM_CPU_NAMESPACE {
 
 // --- GEMM (src/cpu/gemm.cpp): row-major C = alpha * op(A) op(B) + beta * C ----------------
 template <typename T>
@@ -68,4 +70,5 @@ struct ThroughF32<kKernel, kOutputs> {
 template <auto kKernel, uint32_t kOutputs>
 constexpr auto through_f32 = &ThroughF32<kKernel, kOutputs>::run;
 
+}  // namespace TANDEM_CPU_NAMESPACE
 }  // namespace tandem::kernels::cpu

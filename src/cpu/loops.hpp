@@ -14,8 +14,10 @@
 #include "tandem/core/dtype_dispatch.hpp"
 #include "tandem/core/tensor.hpp"
 #include "tandem/core/thread_pool.hpp"
+#include "isa.hpp"
 
 namespace tandem::kernels::cpu {
+inline namespace TANDEM_CPU_NAMESPACE {
 
 /// Elements per parallel chunk: big enough that scheduling costs nothing next to the work.
 constexpr int64_t kElementwiseGrain = 32768;
@@ -166,4 +168,5 @@ T* ptr(const Tensor& t) {
   return static_cast<T*>(t.raw_data());
 }
 
+}  // namespace TANDEM_CPU_NAMESPACE
 }  // namespace tandem::kernels::cpu

@@ -4,6 +4,7 @@
 #include "loops.hpp"
 
 namespace tandem::kernels::cpu {
+inline namespace TANDEM_CPU_NAMESPACE {
 namespace {
 
 void pick_classes(const Tensor& out, const Tensor& x, const Tensor& target, int64_t ignore_index,
@@ -45,4 +46,5 @@ void pick_classes_backward(const Tensor& grad_x, const Tensor& grad, const Tenso
 TANDEM_REGISTER_CPU(pick_classes, pick_classes);
 TANDEM_REGISTER_CPU(pick_classes_backward, pick_classes_backward);
 
+}  // namespace TANDEM_CPU_NAMESPACE
 }  // namespace tandem::kernels::cpu

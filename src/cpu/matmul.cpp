@@ -4,6 +4,7 @@
 #include "loops.hpp"
 
 namespace tandem::kernels::cpu {
+inline namespace TANDEM_CPU_NAMESPACE {
 namespace {
 
 // How GEMM reads one (batch, rows, cols) operand without a copy: row-major or transposed.
@@ -54,4 +55,5 @@ void bmm(const Tensor& out, const Tensor& a, const Tensor& b) {
 
 TANDEM_REGISTER_CPU(bmm, (through_f32<&bmm, 0b1>));
 
+}  // namespace TANDEM_CPU_NAMESPACE
 }  // namespace tandem::kernels::cpu

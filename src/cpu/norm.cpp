@@ -6,6 +6,7 @@
 #include "kernels.hpp"
 
 namespace tandem::kernels::cpu {
+inline namespace TANDEM_CPU_NAMESPACE {
 namespace {
 
 struct Dims {
@@ -157,4 +158,5 @@ TANDEM_REGISTER_CPU(batch_norm_stats, (through_f32<&batch_norm_stats, 0b11>));
 TANDEM_REGISTER_CPU(batch_norm_forward, (through_f32<&batch_norm_forward, 0b1>));
 TANDEM_REGISTER_CPU(batch_norm_backward, (through_f32<&batch_norm_backward, 0b111>));
 
+}  // namespace TANDEM_CPU_NAMESPACE
 }  // namespace tandem::kernels::cpu

@@ -7,6 +7,7 @@
 #include "loops.hpp"
 
 namespace tandem::kernels::cpu {
+inline namespace TANDEM_CPU_NAMESPACE {
 namespace {
 
 // a + alpha * b, as the add functor computes it.
@@ -86,4 +87,5 @@ void adamw_step(const Tensor& param, const Tensor& exp_avg, const Tensor& exp_av
 TANDEM_REGISTER_CPU(sgd_step, sgd_step);
 TANDEM_REGISTER_CPU(adamw_step, adamw_step);
 
+}  // namespace TANDEM_CPU_NAMESPACE
 }  // namespace tandem::kernels::cpu

@@ -6,6 +6,7 @@
 #include "kernels.hpp"
 
 namespace tandem::kernels::cpu {
+inline namespace TANDEM_CPU_NAMESPACE {
 namespace {
 
 struct Planes {
@@ -189,4 +190,5 @@ TANDEM_REGISTER_CPU(adaptive_avg_pool2d_forward, (through_f32<&adaptive_avg_pool
 TANDEM_REGISTER_CPU(adaptive_avg_pool2d_backward,
                     (through_f32<&adaptive_avg_pool2d_backward, 0b1>));
 
+}  // namespace TANDEM_CPU_NAMESPACE
 }  // namespace tandem::kernels::cpu

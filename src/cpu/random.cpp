@@ -6,6 +6,7 @@
 #include "kernels.hpp"
 
 namespace tandem::kernels::cpu {
+inline namespace TANDEM_CPU_NAMESPACE {
 namespace {
 
 // Writes gen(i) into every element of the contiguous tensor out, in parallel.
@@ -71,4 +72,5 @@ TANDEM_REGISTER_CPU(uniform, uniform);
 TANDEM_REGISTER_CPU(normal, normal);
 TANDEM_REGISTER_CPU(randint, randint);
 
+}  // namespace TANDEM_CPU_NAMESPACE
 }  // namespace tandem::kernels::cpu

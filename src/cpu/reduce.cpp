@@ -8,6 +8,7 @@
 #include "kernels.hpp"
 
 namespace tandem::kernels::cpu {
+inline namespace TANDEM_CPU_NAMESPACE {
 namespace {
 
 constexpr int64_t kBlock = 8192;
@@ -107,4 +108,5 @@ void reduce_rows(const Tensor& out, ReduceOp op, const Tensor& in, int64_t rows,
 
 TANDEM_REGISTER_CPU(reduce_rows, reduce_rows);
 
+}  // namespace TANDEM_CPU_NAMESPACE
 }  // namespace tandem::kernels::cpu

@@ -2,9 +2,11 @@
 
 #include <numeric>
 
+#include "tandem/core/context.hpp"
 #include "tandem/core/error.hpp"
 #include "tandem/core/philox.hpp"
 #include "tandem/core/storage.hpp"
+#include "tandem/core/thread_pool.hpp"
 #include "tandem/ops/creation.hpp"
 
 namespace tandem::data {
@@ -78,7 +80,16 @@ void DataLoader::start_epoch(int64_t epoch, int64_t start_batch) {
   next_build_ = next_take_ = start_batch;
   end_ = num_batches();
   stop_ = false;
-  for (int64_t i = 0; i < options_.workers_; ++i) workers_.emplace_back([this] { worker_loop(); });
+  for (int64_t i = 0; i < options_.workers_; ++i)
+    workers_.emplace_back([this] {
+      // A worker is a thread of its own: it computes on its own thread only (a one-thread pool,
+      // as PyTorch sets its loader workers to one thread), never on its rank's pool, and records
+      // no autograd history.
+      ExecutionContext context(options_.device_, std::make_shared<ThreadPool>(1));
+      context.set_grad_mode(false);
+      ContextGuard guard(context);
+      worker_loop();
+    });
 }
 
 Batch DataLoader::build(int64_t batch_index) const {

@@ -19,7 +19,8 @@ const char* cpu_isa_name(CpuIsa isa);
 /// The instruction set CPU kernels run with: the best this machine supports, capped by the
 /// environment variable TANDEM_CPU_ISA=scalar|avx2|avx512. Chosen once per process.
 CpuIsa cpu_isa();
-/// The best instruction set this machine supports (cpuid), ignoring TANDEM_CPU_ISA.
+/// The best instruction set this machine supports (cpuid) among those the build has kernels for
+/// (TANDEM_CPU_ISAS), ignoring TANDEM_CPU_ISA.
 CpuIsa cpu_isa_supported();
 
 namespace detail {

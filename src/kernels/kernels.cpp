@@ -6,6 +6,8 @@
 #include <cstring>
 #include <string>
 
+#include "tandem/kernels/cpu_isa.hpp"
+
 namespace tandem::kernels {
 
 const char* cpu_isa_name(CpuIsa isa) {
@@ -17,17 +19,45 @@ const char* cpu_isa_name(CpuIsa isa) {
   return "?";
 }
 
-CpuIsa cpu_isa_supported() {
+namespace {
+// Whether this build has kernels for `isa` (CMakeLists.txt, TANDEM_CPU_ISAS).
+bool built(CpuIsa isa) {
+  switch (isa) {
+    case CpuIsa::scalar: return true;
+#ifdef TANDEM_CPU_ISA_BUILT_avx2
+    case CpuIsa::avx2: return true;
+#endif
+#ifdef TANDEM_CPU_ISA_BUILT_avx512
+    case CpuIsa::avx512: return true;
+#endif
+    default: return false;
+  }
+}
+
+// The best built instruction set no wider than `cap`.
+CpuIsa best_built(CpuIsa cap) {
+  for (int i = static_cast<int>(cap); i > 0; --i)
+    if (built(static_cast<CpuIsa>(i))) return static_cast<CpuIsa>(i);
+  return CpuIsa::scalar;
+}
+
+// Exactly the extensions each ISA's kernel object is compiled with (CMakeLists.txt,
+// TANDEM_CPU_ISA_FLAGS_*). libgcc also checks that the OS saves the AVX/AVX-512 registers.
+CpuIsa cpu_isa_of_this_cpu() {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-      __builtin_cpu_supports("fma"))
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                    __builtin_cpu_supports("f16c");
+  if (avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
     return CpuIsa::avx512;
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return CpuIsa::avx2;
+  if (avx2) return CpuIsa::avx2;
 #endif
   return CpuIsa::scalar;
 }
+}  // namespace
+
+CpuIsa cpu_isa_supported() { return best_built(cpu_isa_of_this_cpu()); }
 
 namespace {
 CpuIsa choose_isa() {
@@ -36,7 +66,7 @@ CpuIsa choose_isa() {
   if (!env || !*env) return best;
   for (int i = 0; i < kCpuIsas; ++i) {
     auto isa = static_cast<CpuIsa>(i);
-    if (std::strcmp(env, cpu_isa_name(isa)) == 0) return isa < best ? isa : best;
+    if (std::strcmp(env, cpu_isa_name(isa)) == 0) return best_built(isa < best ? isa : best);
   }
   TANDEM_THROW(ValueError, "TANDEM_CPU_ISA: expected scalar, avx2 or avx512, got \"", env, "\"");
 }
@@ -46,6 +76,9 @@ CpuIsa cpu_isa() {
   static const CpuIsa isa = choose_isa();
   return isa;
 }
+
+const char* cpu_isa_name() { return cpu_isa_name(cpu_isa()); }
+const char* cpu_isa_supported_name() { return cpu_isa_name(cpu_isa_supported()); }
 
 namespace detail {
 void throw_missing_kernel(const char* name, const Tensor* key, bool cuda_built, const char* op) {

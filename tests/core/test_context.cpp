@@ -216,6 +216,12 @@ TEST_CASE("run_group slices the cores; set_num_threads changes only this rank's 
       comm::GroupOptions().threads_per_rank(1));
   CHECK(after == std::vector<int>{3, 1});
   CHECK(get_num_threads() == main_threads);
+  // run_local passes the same options on.
+  std::vector<int> local_sizes(world);
+  comm::run_local(
+      world, [&](comm::Communicator& c) { local_sizes[c.rank()] = get_num_threads(); }, {},
+      comm::GroupOptions().threads_per_rank(3));
+  CHECK(local_sizes == std::vector<int>{3, 3});
   CHECK_THROWS_AS(comm::run_group(
                       comm::make_local_group(1), [](comm::Communicator&) {},
                       comm::GroupOptions().threads_per_rank(-1)),

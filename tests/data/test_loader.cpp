@@ -2,6 +2,7 @@
 // against closed forms, the synthetic dataset and the CIFAR-10 reader on small files.
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <set>
 
 #include "../util.hpp"
@@ -112,6 +113,49 @@ TEST_CASE("a worker's exception is rethrown on the caller's thread", "[data][err
   loader.start_epoch(0);
   for (int i = 0; i < 3; ++i) CHECK(loader.next().has_value());  // samples 0..11
   CHECK_THAT(error_of([&] { loader.next(); }), Catch::Contains("sample 13 is unreadable"));
+}
+
+namespace {
+// Records the execution context each sample's transform ran under.
+struct ContextProbe : Transform {
+  mutable std::mutex mu;
+  mutable std::set<const ExecutionContext*> contexts;
+  mutable std::set<int> pool_sizes;
+  mutable std::set<bool> grad_modes;
+  void apply(float*, const Shape&, const SampleKey&) const override {
+    std::lock_guard<std::mutex> lock(mu);
+    contexts.insert(&current_context());
+    pool_sizes.insert(get_num_threads());
+    grad_modes.insert(current_context().grad_mode());
+  }
+};
+}  // namespace
+
+TEST_CASE("loader workers compute under a one-thread context of their own", "[data][context]") {
+  auto probe = std::make_shared<ContextProbe>();
+  // Inside a rank with a 2-thread pool: the workers must not use (or share) that pool.
+  ExecutionContext rank(kCPU, std::make_shared<ThreadPool>(2));
+  ContextGuard guard(rank);
+  DataLoader loader(numbered(24), DistributedSampler(24, 0, 1, false),
+                    LoaderOptions().batch_size(4).workers(2), {probe});
+  loader.start_epoch(0);
+  int batches = 0;
+  while (loader.next()) ++batches;
+  CHECK(batches == 6);
+  CHECK(probe->pool_sizes == std::set<int>{1});
+  CHECK(probe->grad_modes == std::set<bool>{false});
+  CHECK(probe->contexts.size() <= 2);
+  CHECK(probe->contexts.count(&rank) == 0);
+  CHECK(probe->contexts.count(&default_context()) == 0);
+  // Without workers the caller's thread builds the batches, under the caller's context.
+  auto inline_probe = std::make_shared<ContextProbe>();
+  DataLoader inline_loader(numbered(8), DistributedSampler(8, 0, 1, false),
+                           LoaderOptions().batch_size(4).workers(0), {inline_probe});
+  inline_loader.start_epoch(0);
+  while (inline_loader.next()) {
+  }
+  CHECK(inline_probe->contexts == std::set<const ExecutionContext*>{&rank});
+  CHECK(inline_probe->pool_sizes == std::set<int>{2});
 }
 
 TEST_CASE("transforms match their closed forms and depend only on (seed, epoch, index)",

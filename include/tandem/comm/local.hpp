@@ -25,8 +25,11 @@ struct LocalOptions {
 /// aborts the group ("rank r exited").
 std::vector<std::shared_ptr<Communicator>> make_local_group(int world, LocalOptions options = {});
 
-/// Runs fn(rank's communicator) on `world` threads and joins them. An exception on a rank aborts
-/// the group so that no other rank waits for it; the first exception thrown is rethrown here.
-void run_local(int world, const std::function<void(Communicator&)>& fn, LocalOptions options = {});
+/// Runs fn(rank's communicator) on `world` threads and joins them, each under its own execution
+/// context as `run_group` sets it up (`group`: the threads of each rank's pool). An exception on
+/// a rank aborts the group so that no other rank waits for it; the first exception thrown is
+/// rethrown here.
+void run_local(int world, const std::function<void(Communicator&)>& fn, LocalOptions options = {},
+               GroupOptions group = {});
 
 }  // namespace tandem::comm

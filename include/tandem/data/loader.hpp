@@ -45,7 +45,10 @@ class DistributedSampler {
 struct LoaderOptions {
   TANDEM_ARG(int64_t, batch_size) = 64;
   TANDEM_ARG(bool, drop_last) = false;
-  TANDEM_ARG(int64_t, workers) = 1;   // 0: batches are built on the caller's thread
+  // 0: batches are built on the caller's thread. Each worker thread runs under an execution
+  // context of its own: the loader's device, a one-thread pool (a transform that calls
+  // parallel_for runs on the worker alone, not on its rank's cores), grad mode off.
+  TANDEM_ARG(int64_t, workers) = 1;
   TANDEM_ARG(int64_t, prefetch) = 2;  // batches built ahead of the one being consumed
   TANDEM_ARG(uint64_t, seed) = 0;     // for the random transforms (the sampler has its own)
   TANDEM_ARG(Device, device) = kCPU;  // a GPU target gets pinned staging buffers and async copies
