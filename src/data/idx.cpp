@@ -71,7 +71,9 @@ Tensor read_idx(const std::string& path) {
   return t;
 }
 
-MnistSplit load_mnist(const std::string& dir, bool train) {
+MnistSplit load_mnist(const std::string& dir, bool train, DType dtype) {
+  TANDEM_CHECK(dtype == DType::f32 || dtype == DType::u8, "load_mnist: images come as f32 or u8, not ",
+               dtype);
   TANDEM_CHECK_T(Error, std::filesystem::is_directory(dir), "load_mnist: folder ", dir,
                  " not found. For Fashion-MNIST install Debian's dataset-fashion-mnist package "
                  "(apt-get install dataset-fashion-mnist), or pass the folder holding "
@@ -90,7 +92,8 @@ MnistSplit load_mnist(const std::string& dir, bool train) {
                  label_path, " holds ", labels.numel(), " labels for ", images.size(0),
                  " images in ", image_path);
   MnistSplit split;
-  split.images = mul(images.to(DType::f32), 1.0 / 255.0).unsqueeze(1).contiguous();
+  split.images = dtype == DType::u8 ? images.unsqueeze(1)
+                                     : mul(images.to(DType::f32), 1.0 / 255.0).unsqueeze(1).contiguous();
   split.labels = labels.to(DType::i64);
   return split;
 }

@@ -2,6 +2,10 @@
 // run-time choice of the CPU instruction set.
 #include "kernels.hpp"
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -23,7 +27,9 @@ namespace {
 // Whether this build has kernels for `isa` (CMakeLists.txt, TANDEM_CPU_ISAS).
 bool built(CpuIsa isa) {
   switch (isa) {
+#ifdef TANDEM_CPU_ISA_BUILT_scalar
     case CpuIsa::scalar: return true;
+#endif
 #ifdef TANDEM_CPU_ISA_BUILT_avx2
     case CpuIsa::avx2: return true;
 #endif
@@ -34,11 +40,22 @@ bool built(CpuIsa isa) {
   }
 }
 
-// The best built instruction set no wider than `cap`.
-CpuIsa best_built(CpuIsa cap) {
-  for (int i = static_cast<int>(cap); i > 0; --i)
+std::string built_list() {
+  std::string list;
+  for (int i = 0; i < kCpuIsas; ++i)
+    if (built(static_cast<CpuIsa>(i)))
+      list += std::string(list.empty() ? "" : ", ") + cpu_isa_name(static_cast<CpuIsa>(i));
+  return list;
+}
+
+// The best built instruction set no wider than `cap`; `why` names the cap in the error when
+// there is none (a build without the scalar kernels, on a CPU without the ones it has).
+CpuIsa best_built(CpuIsa cap, const char* why) {
+  for (int i = static_cast<int>(cap); i >= 0; --i)
     if (built(static_cast<CpuIsa>(i))) return static_cast<CpuIsa>(i);
-  return CpuIsa::scalar;
+  TANDEM_THROW(NotImplementedError, "no CPU kernels for ", why, cpu_isa_name(cap),
+               ": this build has kernels for ", built_list(),
+               " only (configure with TANDEM_CPU_ISAS including scalar to run anywhere)");
 }
 
 // Exactly the extensions each ISA's kernel object is compiled with (CMakeLists.txt,
@@ -46,8 +63,10 @@ CpuIsa best_built(CpuIsa cap) {
 CpuIsa cpu_isa_of_this_cpu() {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_cpu_init();
-  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                    __builtin_cpu_supports("f16c");
+  // F16C from cpuid itself (leaf 1, ECX): clang 14's __builtin_cpu_supports does not know it.
+  unsigned eax, ebx, ecx, edx;
+  const bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C) != 0;
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c;
   if (avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
     return CpuIsa::avx512;
@@ -57,7 +76,7 @@ CpuIsa cpu_isa_of_this_cpu() {
 }
 }  // namespace
 
-CpuIsa cpu_isa_supported() { return best_built(cpu_isa_of_this_cpu()); }
+CpuIsa cpu_isa_supported() { return best_built(cpu_isa_of_this_cpu(), "this CPU, whose best is "); }
 
 namespace {
 CpuIsa choose_isa() {
@@ -66,7 +85,8 @@ CpuIsa choose_isa() {
   if (!env || !*env) return best;
   for (int i = 0; i < kCpuIsas; ++i) {
     auto isa = static_cast<CpuIsa>(i);
-    if (std::strcmp(env, cpu_isa_name(isa)) == 0) return best_built(isa < best ? isa : best);
+    if (std::strcmp(env, cpu_isa_name(isa)) == 0)
+      return best_built(isa < best ? isa : best, "TANDEM_CPU_ISA=");
   }
   TANDEM_THROW(ValueError, "TANDEM_CPU_ISA: expected scalar, avx2 or avx512, got \"", env, "\"");
 }

@@ -1,4 +1,7 @@
 // Tensor creation, views, conversions, element access and printing.
+#include <unistd.h>
+
+#include <fstream>
 #include <sstream>
 
 #include "../util.hpp"
@@ -153,4 +156,27 @@ TEST_CASE("CUDA absent or present, asking for it is safe", "[tensor][cuda]") {
   CHECK(error_of([] { Device("gpu0"); }) ==
         "Device: expected \"cpu\", \"cuda\" or \"cuda:N\", got \"gpu0\"");
   CHECK(Device("cuda:3").index() == 3);
+}
+
+namespace {
+// This process's resident memory in MiB (Linux).
+double resident_mib() {
+  std::ifstream statm("/proc/self/statm");
+  long pages = 0, resident = 0;
+  statm >> pages >> resident;
+  return static_cast<double>(resident) * static_cast<double>(sysconf(_SC_PAGESIZE)) / (1 << 20);
+}
+}  // namespace
+
+TEST_CASE("a freed block above 64 MiB goes back to the system, not to the cache", "[tensor]") {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  WARN("the sanitizers' allocators keep freed memory in quarantine; skipped");
+#else
+  const double before = resident_mib();
+  {
+    Tensor big = zeros({int64_t{48} << 20});  // 192 MiB, every page written
+    CHECK(resident_mib() - before > 150);
+  }
+  CHECK(resident_mib() - before < 40);
+#endif
 }

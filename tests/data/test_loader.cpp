@@ -1,5 +1,6 @@
 // The distributed sampler, the data loader (workers, prefetch, resume, errors), the transforms
 // against closed forms, the synthetic dataset and the CIFAR-10 reader on small files.
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
@@ -267,4 +268,27 @@ TEST_CASE("the CIFAR-10 reader reads records and names bad files", "[data][error
              Catch::Contains("test_batch.bin is corrupt: record 1 has label 200"));
   CHECK_THAT(error_of([] { load_cifar10("/nonexistent", false); }),
              Catch::Contains("folder /nonexistent not found"));
+}
+
+TEST_CASE("Fashion-MNIST as bytes gives the dataset the same floats in a quarter of the memory",
+          "[data]") {
+  if (!std::filesystem::exists(std::string(kFashionMnistDir) + "/t10k-images-idx3-ubyte.gz")) {
+    WARN("Debian's dataset-fashion-mnist is not installed; skipped");
+    return;
+  }
+  MnistSplit as_f32 = load_mnist(kFashionMnistDir, false);
+  MnistSplit as_u8 = load_mnist(kFashionMnistDir, false, DType::u8);
+  REQUIRE(as_u8.images.dtype() == DType::u8);
+  CHECK(as_u8.images.shape() == as_f32.images.shape());
+  CHECK(as_u8.images.numel() * as_u8.images.element_size() * 4 ==
+        as_f32.images.numel() * as_f32.images.element_size());
+  CHECK(equal(as_u8.labels, as_f32.labels));
+  TensorDataset f32_set(as_f32.images, as_f32.labels, 10), u8_set(as_u8.images, as_u8.labels, 10);
+  std::vector<float> a(28 * 28), b(28 * 28);
+  for (int64_t i : {int64_t{0}, int64_t{1}, int64_t{4999}, int64_t{9999}}) {
+    INFO("sample " << i);
+    CHECK(f32_set.get(i, a.data()) == u8_set.get(i, b.data()));
+    CHECK(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
+  }
+  CHECK_THROWS_AS(load_mnist(kFashionMnistDir, false, DType::f16), ValueError);
 }

@@ -77,3 +77,20 @@ TEST_CASE("a bad TANDEM_CPU_ISA is a ValueError at the first CPU kernel", "[.isa
   CHECK_THROWS_AS(kernels::cpu_isa_name(), ValueError);
   CHECK(std::string(kernels::cpu_isa_supported_name()).size() > 0);
 }
+
+// Run by the ctest cpu_isa_not_built in a build without the scalar kernels (such as the
+// sanitizer build), with TANDEM_CPU_ISA=scalar: a clear error at the first kernel, not a crash.
+TEST_CASE("asking for an instruction set the build lacks is a NotImplementedError",
+          "[.isa_not_built]") {
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    try {
+      Tensor x = add(ones({4}), ones({4}));
+      FAIL("a CPU kernel ran with TANDEM_CPU_ISA=" << env_isa());
+    } catch (const NotImplementedError& e) {
+      const std::string what = e.what();
+      INFO(what);
+      CHECK(what.find("no CPU kernels for TANDEM_CPU_ISA=scalar") != std::string::npos);
+      CHECK(what.find("this build has kernels for") != std::string::npos);
+    }
+  }
+}

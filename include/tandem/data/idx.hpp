@@ -14,13 +14,16 @@ inline constexpr const char* kFashionMnistDir = "/usr/share/datasets/fashion-mni
 /// naming the file for a missing file, a bad magic number, a truncated or corrupt stream.
 Tensor read_idx(const std::string& path);
 
-/// One split of an MNIST-style dataset: images (N, 1, 28, 28) f32 in [0, 1], labels (N) i64.
+/// One split of an MNIST-style dataset: images (N, 1, 28, 28), labels (N) i64.
 struct MnistSplit {
   Tensor images;
   Tensor labels;
 };
 
-/// Loads `train` (train-*) or test (t10k-*) images and labels from `dir`.
-MnistSplit load_mnist(const std::string& dir, bool train);
+/// Loads `train` (train-*) or test (t10k-*) images and labels from `dir`. Images come as f32 in
+/// [0, 1], or with `dtype` u8 as the file's bytes, a quarter of the memory (60,000 Fashion-MNIST
+/// images: 47 instead of 188 MB): a TensorDataset of u8 images scales each sample to [0, 1] as
+/// it is read, to the same floats.
+MnistSplit load_mnist(const std::string& dir, bool train, DType dtype = DType::f32);
 
 }  // namespace tandem::data

@@ -1,0 +1,134 @@
+#!/usr/bin/python3
+"""The main example's work in PyTorch, written as a PyTorch user would: the peer of
+`tandem-resnet` in benchmarks/bench_example.py.
+
+ResNet-20 (the CIFAR ResNet class of tests/golden/make_model_golden.py, which the golden test
+checks tandem's against) on Fashion-MNIST read from the same gzip IDX files, kept as uint8 as
+torchvision keeps it; per-sample random crop (padding 2) + horizontal flip + normalization in a
+DataLoader with one worker; SGD with Nesterov momentum 0.9 and weight decay 5e-4 on conv and linear
+weights only; OneCycleLR peaking at 0.2 after 25% of the steps; evaluation on the 10,000 test
+images (batch 500) after every epoch. Everything else at PyTorch's defaults.
+
+  /usr/bin/python3 benchmarks/train_resnet_torch.py [--epochs 5] [--max-steps N] [--threads T]
+
+Prints one line per epoch and, last, a JSON line with the accuracy and the times.
+"""
+import argparse
+import gzip
+import json
+import os
+import sys
+import time
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+import torchvision.transforms as T
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests", "golden"))
+from make_model_golden import CifarResNet  # noqa: E402
+
+
+def read_idx(path):
+    with gzip.open(path, "rb") as f:
+        raw = f.read()
+    dims = raw[3]
+    shape = [int.from_bytes(raw[4 + 4 * i:8 + 4 * i], "big") for i in range(dims)]
+    return torch.from_numpy(np.frombuffer(raw, np.uint8, offset=4 + 4 * dims).reshape(shape).copy())
+
+
+class Images(torch.utils.data.Dataset):
+    """uint8 (N, H, W) images and labels; each sample converted to f32 in [0, 1], then transformed."""
+
+    def __init__(self, images, labels, transform):
+        self.images, self.labels, self.transform = images, labels, transform
+
+    def __len__(self):
+        return len(self.labels)
+
+    def __getitem__(self, i):
+        x = self.images[i].unsqueeze(0).float().div_(255)
+        return self.transform(x), int(self.labels[i])
+
+
+def evaluate(model, loader):
+    model.eval()
+    correct = total = 0
+    with torch.no_grad():
+        for x, y in loader:
+            correct += (model(x).argmax(1) == y).sum().item()
+            total += len(y)
+    model.train()
+    return correct / total
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--data-dir", default="/usr/share/datasets/fashion-mnist")
+    p.add_argument("--epochs", type=int, default=5)
+    p.add_argument("--max-steps", type=int, default=0, help="stop after this many steps (the schedule still plans for --epochs)")
+    p.add_argument("--batch-size", type=int, default=128)
+    p.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (0: PyTorch's default)")
+    p.add_argument("--workers", type=int, default=1)
+    p.add_argument("--seed", type=int, default=0)
+    args = p.parse_args()
+    if args.threads > 0:
+        torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+    start = time.perf_counter()
+
+    d = args.data_dir
+    normalize = T.Normalize((0.2860,), (0.3530,))
+    train_set = Images(read_idx(f"{d}/train-images-idx3-ubyte.gz"), read_idx(f"{d}/train-labels-idx1-ubyte.gz"),
+                       T.Compose([T.RandomCrop(28, padding=2), T.RandomHorizontalFlip(), normalize]))
+    test_set = Images(read_idx(f"{d}/t10k-images-idx3-ubyte.gz"), read_idx(f"{d}/t10k-labels-idx1-ubyte.gz"),
+                      normalize)
+    train = torch.utils.data.DataLoader(train_set, batch_size=args.batch_size, shuffle=True,
+                                        drop_last=True, num_workers=args.workers)
+    test = torch.utils.data.DataLoader(test_set, batch_size=500, num_workers=args.workers)
+
+    model = CifarResNet(20, in_channels=1)
+    decay = [q for q in model.parameters() if q.dim() >= 2]
+    no_decay = [q for q in model.parameters() if q.dim() < 2]
+    opt = torch.optim.SGD([{"params": decay, "weight_decay": 5e-4}, {"params": no_decay, "weight_decay": 0.0}],
+                          lr=0.2, momentum=0.9, nesterov=True)
+    per_epoch = len(train)
+    total_steps = per_epoch * args.epochs
+    stop_at = min(total_steps, args.max_steps) if args.max_steps > 0 else total_steps
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=0.2, total_steps=total_steps, pct_start=0.25)
+    print(f"pytorch {torch.__version__}: resnet20 on fashion-mnist, {torch.get_num_threads()} threads, "
+          f"{args.epochs} epochs of {per_epoch} steps", flush=True)
+
+    step, acc, train_seconds, images_seen = 0, 0.0, 0.0, 0
+    for epoch in range(args.epochs):
+        if step >= stop_at:
+            break
+        t0 = time.perf_counter()
+        loss_sum, count, images = 0.0, 0, 0
+        for x, y in train:
+            opt.zero_grad()
+            loss = F.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            sched.step()
+            loss_sum += loss.item()
+            count += 1
+            images += len(y)
+            step += 1
+            if step >= stop_at:
+                break
+        seconds = time.perf_counter() - t0
+        train_seconds += seconds
+        images_seen += images
+        acc = evaluate(model, test)
+        print(f"epoch {epoch + 1}: train loss {loss_sum / count:.4f}, test accuracy {100 * acc:.2f}%, "
+              f"{images / seconds:.0f} img/s, {seconds:.1f} s", flush=True)
+    print(json.dumps({"framework": "pytorch", "version": torch.__version__, "steps": step,
+                      "test_acc": acc, "train_seconds": train_seconds,
+                      "train_img_per_s": images_seen / train_seconds if train_seconds else 0.0,
+                      "wall_seconds": time.perf_counter() - start}))
+
+
+if __name__ == "__main__":
+    main()
