@@ -3,8 +3,11 @@
 # Sourced by run-example.sh and test.sh; safe to run on its own.
 set -euo pipefail
 
+# clang-14 and its runtimes (libFuzzer, the sanitizers) build the fuzz targets; llvm-14 brings
+# llvm-symbolizer, which turns sanitizer reports into file:line.
 packages=(cmake ninja-build g++ libeigen3-dev catch2 zlib1g-dev nlohmann-json3-dev libcli11-dev
-          dataset-fashion-mnist ccache libopenmpi-dev openmpi-bin)
+          dataset-fashion-mnist ccache libopenmpi-dev openmpi-bin
+          clang-14 libclang-rt-14-dev llvm-14)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

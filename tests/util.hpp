@@ -3,10 +3,13 @@
 #pragma once
 
 #include <stdlib.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include <catch2/catch.hpp>
-#include <filesystem>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <sstream>
 #include <string>
@@ -65,7 +68,6 @@ inline void gradcheck(const std::function<Tensor(const std::vector<Tensor>&)>& f
   }
 }
 
-/// Runs f and returns the message of the tandem::Error it throws ("" if none).
 /// A fresh folder under the system temp folder, removed with everything in it at scope exit.
 struct TempDir {
   std::filesystem::path path;
@@ -79,6 +81,57 @@ struct TempDir {
   TempDir& operator=(const TempDir&) = delete;
 };
 
+/// Whether this build runs under AddressSanitizer (TANDEM_TEST_ASAN) or ThreadSanitizer
+/// (TANDEM_TEST_TSAN), in gcc's and clang's spellings; TANDEM_TEST_SANITIZED: either.
+#if defined(__SANITIZE_ADDRESS__)
+#define TANDEM_TEST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TANDEM_TEST_ASAN 1
+#endif
+#endif
+#if defined(__SANITIZE_THREAD__)
+#define TANDEM_TEST_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define TANDEM_TEST_TSAN 1
+#endif
+#endif
+#if defined(TANDEM_TEST_ASAN) || defined(TANDEM_TEST_TSAN)
+#define TANDEM_TEST_SANITIZED 1
+#endif
+#ifdef TANDEM_TEST_SANITIZED
+inline constexpr bool kSanitized = true;
+#else
+inline constexpr bool kSanitized = false;
+#endif
+
+/// Lets the process map at most `extra` bytes of address space beyond what it has mapped now
+/// (RLIMIT_AS), until scope exit: an allocation beyond that fails instead of being overcommitted.
+/// Does nothing in sanitizer builds, which reserve terabytes of shadow memory as they go.
+struct AddressSpaceLimit {
+  rlimit saved{};
+  bool active = false;
+  explicit AddressSpaceLimit(size_t extra) {
+    if (kSanitized) return;
+    std::ifstream statm("/proc/self/statm");
+    size_t pages = 0;
+    REQUIRE(statm >> pages);
+    REQUIRE(getrlimit(RLIMIT_AS, &saved) == 0);
+    rlimit limited = saved;
+    limited.rlim_cur = pages * static_cast<size_t>(sysconf(_SC_PAGESIZE)) + extra;
+    if (saved.rlim_cur != RLIM_INFINITY && saved.rlim_cur < limited.rlim_cur) return;
+    REQUIRE(setrlimit(RLIMIT_AS, &limited) == 0);
+    active = true;
+  }
+  ~AddressSpaceLimit() {
+    if (active) setrlimit(RLIMIT_AS, &saved);
+  }
+  AddressSpaceLimit(const AddressSpaceLimit&) = delete;
+  AddressSpaceLimit& operator=(const AddressSpaceLimit&) = delete;
+};
+
+/// Runs f and returns the message of the tandem::Error it throws ("" if none).
 inline std::string error_of(const std::function<void()>& f) {
   try {
     f();

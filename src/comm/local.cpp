@@ -44,14 +44,16 @@ class LocalGroup {
       : world(world), calls(world), timeout_ms(timeout.count()), passed_(world, 0) {}
 
   // Waits for every rank. Throws CommError when the group is aborted, or at `deadline` (and then
-  // aborts the group, naming the ranks that did not arrive).
-  void barrier(int rank, Clock::time_point deadline, const std::string& what) {
+  // aborts the group, naming the ranks that did not arrive). The barrier that `opens` a
+  // collective makes every rank a reader of the others' posts until it calls stop_reading.
+  void barrier(int rank, Clock::time_point deadline, const std::string& what, bool opens = false) {
     std::unique_lock<std::mutex> lock(mu_);
     if (aborted_) TANDEM_THROW(CommError, what, ": communicator aborted: ", reason_);
     const uint64_t generation = generation_;
     ++passed_[rank];
     if (++arrived_ == world) {
       arrived_ = 0;
+      if (opens) readers_ = world;  // 0 before: every rank stopped reading the last collective
       ++generation_;
       cv_.notify_all();
       return;
@@ -75,6 +77,20 @@ class LocalGroup {
       TANDEM_THROW(CommError, reason_);
     }
     TANDEM_THROW(CommError, what, ": communicator aborted: ", reason_);
+  }
+
+  // A rank no longer reads the posts of the collective opened last (calls[q], the buffers they
+  // point to). A rank that fails in the middle of a collective passes `drain`: it then waits
+  // until no rank reads its own post any more, because its caller frees or reuses the buffers as
+  // soon as the collective fails. The wait is short: the group is aborted, so every other rank
+  // stops at its next barrier, at the latest once the reduction it is in is done.
+  void stop_reading(bool drain) {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (--readers_ == 0 && draining_ > 0) drained_.notify_all();
+    if (!drain) return;
+    ++draining_;
+    drained_.wait(lock, [&] { return readers_ == 0; });
+    --draining_;
   }
 
   void abort(const std::string& why) {
@@ -112,14 +128,18 @@ class LocalGroup {
   std::vector<uint64_t> passed_;         // barriers entered per rank, to name the missing ones
   std::atomic<bool> aborted_{false};     // written under mu_, read without it while spinning
   std::string reason_;
+  int readers_ = 0;   // ranks reading the posts of the collective opened last
+  int draining_ = 0;  // failed ranks waiting for readers_ to reach 0
+  std::condition_variable drained_;
 };
 
 // dst[i] = reduce over q of srcs[q][i], q in rank order, accumulated in acc_type<S> (f32 for
 // f16/bf16). The library is compiled for the x86-64 baseline: the loader picks the widest
 // vector clone this CPU runs (GCC function multiversioning; the same results, summed in the
-// same order, in every clone).
+// same order, in every clone). Not under ThreadSanitizer: the clones' resolver runs while the
+// library is relocated, before the sanitizer's runtime is up, and its instrumentation crashes.
 template <typename S>
-#if defined(__x86_64__) && !defined(__clang__)
+#if defined(__x86_64__) && !defined(__clang__) && !defined(__SANITIZE_THREAD__)
 __attribute__((target_clones("avx512f", "avx2", "default")))
 #endif
 void reduce_into(S* dst, const std::vector<const S*>& srcs, int64_t n, ReduceOp op) {
@@ -303,8 +323,8 @@ class LocalComm final : public Communicator {
   }
 
   // Every rank at the same point of the same collective (or an error naming who is missing).
-  void sync(Clock::time_point deadline, const Call& c) {
-    group_->barrier(rank_, deadline, what(c));
+  void sync(Clock::time_point deadline, const Call& c, bool opens = false) {
+    group_->barrier(rank_, deadline, what(c), opens);
   }
 
   Work submit(Call call, std::function<void(Clock::time_point, const Call&)> body) {
@@ -316,16 +336,26 @@ class LocalComm final : public Communicator {
         state, [this, shared_call, body = std::move(body)](Clock::time_point deadline) {
           const Call& c = *shared_call;
           group_->calls[rank_] = c;
-          sync(deadline, c);  // everyone has posted
-          for (int q = 0; q < size(); ++q) {
-            if (group_->calls[q].same_as(group_->calls[0])) continue;
-            std::string msg = detail::mismatch_message(rank_, group_->calls[0].describe(), q,
-                                                       group_->calls[q].describe());
-            group_->abort(msg);
-            TANDEM_THROW(CommError, msg);
+          sync(deadline, c, /*opens=*/true);  // everyone has posted; all read all posts now
+          try {
+            for (int q = 0; q < size(); ++q) {
+              if (group_->calls[q].same_as(group_->calls[0])) continue;
+              std::string msg = detail::mismatch_message(rank_, group_->calls[0].describe(), q,
+                                                         group_->calls[q].describe());
+              group_->abort(msg);
+              TANDEM_THROW(CommError, msg);
+            }
+            body(deadline, c);
+            sync(deadline, c);  // nobody reuses a buffer another rank still reads
+          } catch (const std::exception& e) {
+            // Once this body ends, the Work fails and its caller may free or reuse the buffers,
+            // and this rank's next call overwrites its post: not while another rank still reads
+            // them (the group is aborted, so the others stop soon).
+            group_->abort(what(c) + ": " + e.what());  // no-op when already aborted
+            group_->stop_reading(/*drain=*/true);
+            throw;
           }
-          body(deadline, c);
-          sync(deadline, c);  // nobody reuses a buffer another rank still reads
+          group_->stop_reading(/*drain=*/false);
         });
   }
 

@@ -157,7 +157,9 @@ void ThreadPool::parallel_for(int64_t begin, int64_t end, int64_t grain,
     std::unique_lock<std::mutex> lock(job->mu);
     job->cv.wait(lock, [&] { return job->done.load() == job->chunks; });
   }
-  if (job->error) std::rethrow_exception(job->error);
+  // Taken out of the job, which a worker may be the last to release: the exception is this
+  // thread's alone (ThreadSanitizer cannot see libstdc++'s count of its owners).
+  if (std::exception_ptr error = std::move(job->error)) std::rethrow_exception(error);
 }
 
 int default_num_threads() {

@@ -3,9 +3,11 @@
 
 #include <zlib.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <vector>
 
 #include "tandem/ops.hpp"
 
@@ -35,6 +37,30 @@ void read_exact(gzFile f, void* dst, size_t n, const std::string& path, const ch
   }
 }
 
+// Reads the n data bytes a header announces. The announcement is not trusted with memory: the
+// bytes arrive in chunks into a buffer that grows with them (doubling, from 64 KiB), so a file
+// that claims gigabytes but holds a few bytes costs a few bytes; a gzip stream's size is only
+// known once it is read.
+std::vector<unsigned char> read_data(gzFile f, size_t n, const std::string& path) {
+  std::vector<unsigned char> data;
+  while (data.size() < n) {
+    const size_t have = data.size();
+    data.resize(std::min(n, std::max<size_t>(2 * have, 64 << 10)));
+    unsigned want = static_cast<unsigned>(std::min<size_t>(data.size() - have, 1u << 30));
+    int got = gzread(f, data.data() + have, want);
+    if (got < 0) {
+      int code = 0;
+      const char* msg = gzerror(f, &code);
+      TANDEM_THROW(Error, "read_idx: ", path, ": corrupt gzip stream while reading data (", msg,
+                   ")");
+    }
+    TANDEM_CHECK_T(Error, got > 0, "read_idx: ", path, ": file is truncated: expected ", n,
+                   " bytes of data, got ", have);
+    data.resize(have + static_cast<size_t>(got));
+  }
+  return data;
+}
+
 }  // namespace
 
 Tensor read_idx(const std::string& path) {
@@ -51,6 +77,7 @@ Tensor read_idx(const std::string& path) {
   TANDEM_CHECK_T(Error, ndim >= 1 && ndim <= 4, "read_idx: ", path, ": ", ndim,
                  " dims; expected 1 to 4");
   Shape shape;
+  constexpr int64_t kMaxElements = int64_t{1} << 34;
   int64_t count = 1;
   for (int d = 0; d < ndim; ++d) {
     unsigned char b[4];
@@ -58,13 +85,15 @@ Tensor read_idx(const std::string& path) {
     int64_t size = (int64_t{b[0]} << 24) | (b[1] << 16) | (b[2] << 8) | b[3];
     TANDEM_CHECK_T(Error, size > 0 && size < (int64_t{1} << 31), "read_idx: ", path, ": dim ", d,
                    " has implausible size ", size);
-    count *= size;
-    TANDEM_CHECK_T(Error, count < (int64_t{1} << 34), "read_idx: ", path,
+    // Checked before the multiplication, which could otherwise wrap around to a small count.
+    TANDEM_CHECK_T(Error, count <= kMaxElements / size, "read_idx: ", path,
                    ": more elements than any IDX dataset holds");
+    count *= size;
     shape.push_back(size);
   }
+  std::vector<unsigned char> data = read_data(f.get(), static_cast<size_t>(count), path);
   Tensor t = empty(shape, TensorOptions(DType::u8).device(kCPU));  // file contents: host memory
-  read_exact(f.get(), t.raw_data(), static_cast<size_t>(count), path, "data");
+  std::memcpy(t.raw_data(), data.data(), data.size());
   unsigned char extra;
   TANDEM_CHECK_T(Error, gzread(f.get(), &extra, 1) == 0, "read_idx: ", path,
                  ": trailing bytes after the ", count, " elements the header announces");

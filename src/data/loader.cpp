@@ -13,8 +13,7 @@ namespace tandem::data {
 
 DistributedSampler::DistributedSampler(int64_t dataset_size, int64_t rank, int64_t world,
                                        bool shuffle, uint64_t seed, bool drop_last)
-    : size_(dataset_size), rank_(rank), world_(world), shuffle_(shuffle), seed_(seed),
-      drop_last_(drop_last) {
+    : size_(dataset_size), rank_(rank), world_(world), shuffle_(shuffle), seed_(seed) {
   TANDEM_CHECK(world > 0 && rank >= 0 && rank < world, "DistributedSampler: rank ", rank,
                " is not in [0, world = ", world, ")");
   TANDEM_CHECK(dataset_size >= 0, "DistributedSampler: negative dataset size ", dataset_size);

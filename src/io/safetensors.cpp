@@ -140,6 +140,8 @@ nn::StateDict from_safetensors(const std::string& bytes, Metadata* metadata,
       }
       continue;
     }
+    // The writer's rule for names (to_safetensors): what one writes, the other reads.
+    if (name.empty()) fail("a tensor has an empty name");
     auto bad = [&](const std::string& what) { fail("tensor '" + name + "': " + what); };
     if (!v.is_object() || !v.contains("dtype") || !v.contains("shape") ||
         !v.contains("data_offsets"))
@@ -155,15 +157,20 @@ nn::StateDict from_safetensors(const std::string& bytes, Metadata* metadata,
     e.end = offs[1].get<uint64_t>();
     if (e.begin > e.end) bad("data_offsets are reversed");
     if (!v["shape"].is_array()) bad("shape is not an array");
-    uint64_t bytes_needed = static_cast<uint64_t>(element_size(e.dtype));
+    // Every dim counts, a zero among them or not: the strides of a (2^32, 0, 2^32) tensor are
+    // products of its other dims and must fit in int64 although it holds no element.
+    uint64_t extent = static_cast<uint64_t>(element_size(e.dtype));  // bytes, zero dims as 1
+    bool holds_none = false;
     for (const auto& d : v["shape"]) {
       if (!d.is_number_unsigned()) bad("shape holds a value that is not a non-negative integer");
       uint64_t size = d.get<uint64_t>();
-      if (size > static_cast<uint64_t>(INT64_MAX) ||
-          __builtin_mul_overflow(bytes_needed, size, &bytes_needed))
+      if (__builtin_mul_overflow(extent, std::max<uint64_t>(size, 1), &extent) ||
+          extent > static_cast<uint64_t>(INT64_MAX))
         bad("shape " + v["shape"].dump() + " overflows");
+      holds_none = holds_none || size == 0;
       e.shape.push_back(static_cast<int64_t>(size));
     }
+    const uint64_t bytes_needed = holds_none ? 0 : extent;
     if (bytes_needed != e.end - e.begin)
       bad("shape " + v["shape"].dump() + " of " + v["dtype"].get<std::string>() + " needs " +
           std::to_string(bytes_needed) + " bytes but data_offsets give " +

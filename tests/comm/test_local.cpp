@@ -1,7 +1,11 @@
 // The local backend: every op x dtype x size x world size 1..8 against a reference computed on
 // one thread with tandem's elementwise ops in rank order (so results must match bit for bit),
 // asynchronous Work handles, and faults: a rank that throws, stops calling or exits, mismatched
-// collectives, bad arguments. Each fault is detected well inside the timeout, never a hang.
+// collectives (with another queued behind), a timeout in the middle of a reduction, bad
+// arguments. Each fault is detected well inside the timeout, never a hang.
+#include <atomic>
+#include <chrono>
+#include <thread>
 
 #include "../util.hpp"
 #include "suite.hpp"
@@ -26,7 +30,7 @@ TEST_CASE("local collectives match a one-thread reference bit for bit", "[comm][
       for (int64_t n : {0, 1, 7, 1000}) check_all_ops(world, dtype, n);
 }
 
-TEST_CASE("local collectives on 1 Mi + 3 elements", "[comm][local]") {
+TEST_CASE("local collectives on 1 Mi + 3 elements", "[comm][local][large]") {
   // Every world size in f32, every dtype at 2 and 3 ranks: an 8-rank allgather of 1 Mi f64
   // elements alone moves half a gigabyte, and the small sizes above cover every combination.
   const int64_t n = (int64_t{1} << 20) + 3;
@@ -102,6 +106,110 @@ TEST_CASE("mismatched collectives are an error on every rank, with both calls",
                 }),
       Catch::Contains("rank 0 called allreduce(sum) #1 (f32, 4 elements), rank 1 called "
                       "allreduce(sum) #1 (f32, 5 elements)"));
+}
+
+TEST_CASE("a mismatch with a second collective queued: no rank's post changes while read",
+          "[comm][local][faults]") {
+  // A rank that found the mismatch went on to its queued call and overwrote its post (op name,
+  // counts) while the others still compared it: a data race (ThreadSanitizer reports it), and a
+  // rank could name the second call instead of the first. Repeated for the interleavings.
+  for (int round = 0; round < 20; ++round) {
+    std::vector<std::string> first(3), second(3);
+    run_local(
+        3,
+        [&](Communicator& c) {
+          Tensor a = ones({10}), b = ones({10});
+          Work mismatched = c.rank() == 1 ? c.broadcast(a, 0) : c.allreduce(a);
+          Work queued = c.allreduce(b, ReduceOp::max);
+          first[c.rank()] = error_of([&] { mismatched.wait(); });
+          second[c.rank()] = error_of([&] { queued.wait(); });
+        },
+        LocalOptions().timeout(Duration(20000)));
+    for (int r = 0; r < 3; ++r) {
+      INFO("round " << round << ", rank " << r);
+      CHECK(first[r] == "rank " + std::to_string(r) +
+                            ": mismatched collectives: rank 0 called allreduce(sum) #1 (f32, 10 "
+                            "elements), rank 1 called broadcast(root 0) #1 (f32, 10 elements)");
+      CHECK_THAT(second[r], Catch::StartsWith("rank " + std::to_string(r) +
+                                              ": allreduce(max) #2: communicator aborted: rank ") &&
+                                Catch::Contains(": mismatched collectives: rank 0 called "
+                                                "allreduce(sum) #1"));
+    }
+  }
+}
+
+TEST_CASE("a rank that times out mid-reduction gets its buffers back once no rank reads them",
+          "[comm][local][faults]") {
+  // A grouped allreduce on 2 ranks of one one-element tensor listed `count` times: rank 1
+  // reduces every entry (the slice of a one-element tensor), rank 0 none, so rank 0 waits at the
+  // barrier between the reduce-scatter and the allgather and times out there while rank 1 still
+  // reads its buffer. Rank 0 then overwrites the buffer at once, as a caller reusing it would.
+  // Rank 1 adds rank 0's element into its own once per entry and ends at 1 + count; reading the
+  // reused buffer (2) it ended higher: rank 0's Work had failed while its buffer was being read
+  // (a data race to ThreadSanitizer; a use-after-free had the caller freed it).
+  struct Outcome {
+    std::string errors[2];
+    float result = 0;  // rank 1's element
+    double ms = 0;     // rank 0's wait: as long as rank 1's reduce-scatter, when no timeout cut it
+  };
+  auto run = [](int64_t count, Duration timeout) {
+    Outcome out;
+    std::atomic<bool> posted{false};
+    run_local(
+        2,
+        [&](Communicator& c) {
+          Tensor t = ones({1});
+          const std::vector<Tensor> entries(count, t);
+          if (c.rank() == 1) {
+            Work work = c.allreduce_grouped(entries);  // under the long timeout
+            posted = true;
+            out.errors[1] = error_of([&] { work.wait(Duration(60000)); });
+            out.result = t.item<float>();
+            return;
+          }
+          // Rank 0 comes to the opening barrier once rank 1 waits there, under the short
+          // timeout, which can then only expire at the next barrier.
+          while (!posted) std::this_thread::yield();
+          std::this_thread::sleep_for(std::chrono::milliseconds(20));
+          c.set_timeout(timeout);
+          Work work = c.allreduce_grouped(entries);
+          const auto start = Clock::now();
+          out.errors[0] = error_of([&] { work.wait(Duration(60000)); });
+          out.ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+          t.fill_(2);
+        },
+        LocalOptions().timeout(Duration(60000)));
+    return out;
+  };
+  // Enough entries to keep rank 1 reducing for 80 ms (sanitizer builds need fewer), and a timeout
+  // of an eighth of that: room for a noisy machine on both sides.
+  int64_t count = 4096;
+  Outcome calibration = run(count, Duration(60000));
+  while (calibration.ms < 80 && count < (int64_t{1} << 21)) {
+    count *= 2;
+    calibration = run(count, Duration(60000));
+  }
+  REQUIRE(calibration.errors[0] == "");
+  REQUIRE(calibration.errors[1] == "");
+  REQUIRE(calibration.result == 1 + count);
+  const Duration timeout(std::max<int64_t>(1, static_cast<int64_t>(calibration.ms / 8)));
+  const std::string expired = "rank 0: allreduce(sum) #1 timed out after " +
+                              std::to_string(timeout.count()) + " ms waiting for rank(s) 1";
+  int mid_reduction = 0;
+  for (int round = 0; round < 5 && mid_reduction < 2; ++round) {
+    INFO(count << " entries, " << calibration.ms << " ms to reduce, timeout " << timeout.count()
+               << " ms, round " << round);
+    Outcome out = run(count, timeout);
+    // Every entry reduced from the buffer before its reuse, or none (the collective never opened).
+    CHECK((out.result == 1 + count || out.result == 1));
+    if (out.errors[0] == expired && out.result == 1 + count) {
+      CHECK(out.errors[1] == "rank 1: allreduce(sum) #1: communicator aborted: " + expired);
+      ++mid_reduction;
+    }
+  }
+  // A round can miss on a loaded machine (rank 1 done within the timeout, or its progress thread
+  // later than rank 0 to the opening barrier); not most.
+  CHECK(mid_reduction >= 1);
 }
 
 TEST_CASE("bad collective arguments are clear errors", "[comm][local][errors]") {

@@ -114,6 +114,32 @@ TEST_CASE("concurrent parallel_for on separate and shared pools never deadlocks"
   CHECK(shared == std::vector<int64_t>{expected, expected});
 }
 
+TEST_CASE("set_num_threads on one thread while another runs parallel_for on the same pool",
+          "[context][threads]") {
+  // The thread count was a plain int that resize wrote while parallel_for read it: a data race
+  // that ThreadSanitizer reports (the CI job runs this under it). Every call still covers its
+  // range exactly once, whatever size the pool has when it starts.
+  auto pool = std::make_shared<ThreadPool>(2);
+  const int rounds = 300;
+  std::atomic<bool> stop{false};
+  int64_t visited = 0;
+  REQUIRE(finishes_within(std::chrono::seconds(60), [&] {
+    std::thread resizer([&] {
+      ExecutionContext context(kCPU, pool);
+      ContextGuard guard(context);
+      for (int i = 0; !stop.load(); ++i) set_num_threads(1 + i % 3);
+    });
+    {
+      ExecutionContext context(kCPU, pool);
+      ContextGuard guard(context);
+      visited = hammer(rounds);
+    }
+    stop = true;
+    resizer.join();
+  }));
+  CHECK(visited == int64_t{rounds} * 64 * 10);
+}
+
 TEST_CASE("each context has its own grad mode", "[context]") {
   // Rank 0 turns grad mode off while rank 1 records a graph.
   std::vector<int> mode_inside(2, -1), mode_after(2, -1), records(2, -1);

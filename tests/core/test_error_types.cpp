@@ -2,7 +2,7 @@
 // errors (the call and the library's error), all caught as tandem::Error.
 #include "../util.hpp"
 
-#if defined(__SANITIZE_ADDRESS__)
+#ifdef TANDEM_TEST_ASAN
 // ASan aborts on an allocation it cannot serve unless told to return null, as malloc does;
 // scripts/test.sh sets the same, this covers running the sanitizer build's tests by hand.
 extern "C" const char* __asan_default_options() { return "allocator_may_return_null=1"; }

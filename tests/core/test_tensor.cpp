@@ -169,7 +169,7 @@ double resident_mib() {
 }  // namespace
 
 TEST_CASE("a freed block above 64 MiB goes back to the system, not to the cache", "[tensor]") {
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#ifdef TANDEM_TEST_SANITIZED
   WARN("the sanitizers' allocators keep freed memory in quarantine; skipped");
 #else
   const double before = resident_mib();

@@ -76,6 +76,38 @@ TEST_CASE("damaged IDX files give one clear error naming the file", "[data]") {
         std::string::npos);
 }
 
+TEST_CASE("IDX dims whose product wraps around 2^64 are refused", "[data][errors]") {
+  // 10 x 859019674 x 2147418113 = 2^64 + 4: multiplied unchecked it wrapped to 4, and four data
+  // bytes made a tensor of that shape whose select(0, 1) read a wild address.
+  std::string path = temp_path("wrapping.idx");
+  write_raw(path,
+            {0, 0, 8, 3, 0, 0, 0, 10, 0x33, 0x33, 0x99, 0x9a, 0x7f, 0xff, 0x00, 0x01, 1, 2, 3, 4});
+  CHECK(error_of([&] { data::read_idx(path); }) ==
+        "read_idx: " + path + ": more elements than any IDX dataset holds");
+}
+
+TEST_CASE("an IDX header's claim costs no memory the file does not hold", "[data][errors]") {
+  // 12 bytes announcing 131071 x 131071 bytes (16 GiB, under the element limit). The reader
+  // allocated the whole claim before reading; with at most 1 GiB more address space than the
+  // process has, that allocation fails (outside the sanitizer builds, whose shadow memory needs
+  // an unlimited address space; the fuzz targets check it there, with -malloc_limit_mb).
+  const std::vector<unsigned char> header = {0, 0, 8, 2, 0, 1, 0xff, 0xff, 0, 1, 0xff, 0xff};
+  std::string plain = temp_path("claim.idx"), gz = temp_path("claim.idx.gz");
+  write_raw(plain, header);
+  write_gz(gz, header);
+  tandem::testing::AddressSpaceLimit limit(size_t{1} << 30);
+  for (const auto& path : {plain, gz})
+    CHECK(error_of([&] { data::read_idx(path); }) ==
+          "read_idx: " + path + ": file is truncated: expected 17179607041 bytes of data, got 0");
+  // A real file of several chunks still reads whole: (2, 255, 255), 130050 bytes.
+  std::vector<unsigned char> big = {0, 0, 8, 3, 0, 0, 0, 2, 0, 0, 0, 255, 0, 0, 0, 255};
+  for (int i = 0; i < 2 * 255 * 255; ++i) big.push_back(static_cast<unsigned char>(i % 251));
+  write_gz(gz, big);
+  Tensor t = data::read_idx(gz);
+  CHECK(t.shape() == Shape{2, 255, 255});
+  CHECK(t.select(0, 1).select(0, 254).to_vector<int64_t>().back() == (2 * 255 * 255 - 1) % 251);
+}
+
 TEST_CASE("Fashion-MNIST from Debian's package loads", "[data]") {
   if (!std::filesystem::exists(std::string(data::kFashionMnistDir) + "/t10k-images-idx3-ubyte.gz")) {
     WARN("dataset-fashion-mnist not installed; skipped");

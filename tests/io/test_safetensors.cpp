@@ -107,6 +107,45 @@ TEST_CASE("the safetensors reader refuses damaged files with the reason", "[io][
              Catch::Contains("BOOL byte that is neither 0 nor 1"));
 }
 
+TEST_CASE("every dim of a safetensors shape is checked whether or not one is zero",
+          "[io][errors]") {
+  // No bytes to hold, but the strides of (2^32, 0, 2^32) overflowed: the product stopped
+  // growing at the 0 and never saw the dim after it.
+  CHECK_THAT(read_error(raw_file(R"({"w":{"dtype":"F32","shape":[4294967296,0,4294967296],)"
+                                 R"("data_offsets":[0,0]}})")),
+             Catch::Contains("tensor 'w': shape [4294967296,0,4294967296] overflows"));
+  CHECK_THAT(read_error(raw_file(R"({"w":{"dtype":"U8","shape":[0,9223372036854775808],)"
+                                 R"("data_offsets":[0,0]}})")),
+             Catch::Contains("overflows"));
+  // Zero dims whose other dims fit read as the empty tensors they are.
+  nn::StateDict empty = io::from_safetensors(
+      raw_file(R"({"w":{"dtype":"F32","shape":[65536,0,65536],"data_offsets":[0,0]}})"));
+  CHECK(empty.at("w").shape() == Shape{65536, 0, 65536});
+  CHECK(empty.at("w").strides() == Shape{65536, 65536, 1});
+
+  // The same file as a training checkpoint.
+  TempDir dir;
+  const std::string path = (dir.path / "ckpt.safetensors").string();
+  std::ofstream(path, std::ios::binary)
+      << raw_file(R"({"__metadata__":{"format":"tandem-checkpoint","version":"1"},)"
+                  R"("model.w":{"dtype":"F32","shape":[4294967296,0,4294967296],)"
+                  R"("data_offsets":[0,0]}})");
+  CHECK_THAT(error_of([&] { io::load_checkpoint(path); }),
+             Catch::Contains(path + ": not a valid safetensors file: tensor 'model.w': shape "
+                                    "[4294967296,0,4294967296] overflows"));
+}
+
+TEST_CASE("the safetensors reader refuses the tensor names the writer refuses", "[io][errors]") {
+  CHECK_THAT(error_of([] {
+               io::to_safetensors({{"", ones({1})}});
+             }),
+             Catch::Contains("invalid tensor name ''"));
+  CHECK_THAT(read_error(raw_file(R"({"":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})",
+                                 std::string(4, '\0'))),
+             Catch::Contains("model.safetensors: not a valid safetensors file: a tensor has an "
+                             "empty name"));
+}
+
 TEST_CASE("atomic writes replace the file whole or not at all", "[io]") {
   TempDir dir;
   const std::string path = (dir.path / "w.safetensors").string();

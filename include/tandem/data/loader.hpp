@@ -37,8 +37,7 @@ class DistributedSampler {
   int64_t size_, rank_, world_;
   bool shuffle_;
   uint64_t seed_;
-  bool drop_last_;
-  int64_t num_samples_;
+  int64_t num_samples_;  // drop_last is all in this count
   int64_t epoch_ = 0;
 };
 
