@@ -36,6 +36,6 @@ stage "fuzz every reader, ${TANDEM_FUZZ_SECONDS:-30} s each"
 stage "ThreadSanitizer build (clang) and the tests of threaded code"
 "$root/scripts/build.sh" "$root/build-tsan" "${clang[@]}" -DTANDEM_SANITIZE_THREAD=ON \
   -DTANDEM_BUILD_EXAMPLES=OFF -DTANDEM_CPU_ISAS=scalar
-TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$root/tests/tsan.supp" \
   ctest --test-dir "$root/build-tsan" -j "$jobs" --output-on-failure
 stage "all passed"
