@@ -1,9 +1,11 @@
 // CPU batch norm over (N, C, S) tensors, parallel over channels; each channel's sums run in a
-// fixed order with double accumulators.
+// fixed order with double accumulators. The forward may add a residual and apply relu in the same
+// pass, and the backward then takes relu's mask from the output.
 #include <cmath>
 
 #include "loops.hpp"
 #include "kernels.hpp"
+#include "tandem/kernels/functors.hpp"
 
 namespace tandem::kernels::cpu {
 inline namespace TANDEM_CPU_NAMESPACE {
@@ -92,29 +94,46 @@ void batch_norm_stats(const Tensor& mean, const Tensor& var, const Tensor& in) {
 }
 
 void batch_norm_forward(const Tensor& out, const Tensor& in, const Tensor& mean,
-                              const Tensor& invstd, const Tensor& weight, const Tensor& bias) {
+                        const Tensor& invstd, const Tensor& weight, const Tensor& bias,
+                        const Tensor& residual, bool relu) {
   dispatch_dtype<DTypeSet::wide>(in.dtype(), "batch_norm (cpu)", [&](auto t) {
     using T = decltype(t);
     Dims d = dims_of(in);
     const T* x = ptr<const T>(in);
+    const T* r = residual.defined() ? ptr<const T>(residual) : nullptr;
     T* y = ptr<T>(out);
+    // One loop per (residual, relu) pair, each vectorized on its own. The sum is rounded as the
+    // separate ops round it: bn = x * scale + shift, then bn + residual, then relu.
+    auto planes = [&](auto with_residual, auto with_relu, int64_t lo, int64_t hi) {
+      for (int64_t plane = lo; plane < hi; ++plane) {
+        const int64_t c = plane % d.c;
+        const T scale = ptr<const T>(invstd)[c] * param_or<T>(weight, c, T(1));
+        const T shift = param_or<T>(bias, c, T(0)) - ptr<const T>(mean)[c] * scale;
+        const T* xp = x + plane * d.s;
+        T* yp = y + plane * d.s;
+        for (int64_t i = 0; i < d.s; ++i) {
+          T v = xp[i] * scale + shift;
+          if constexpr (decltype(with_residual)::value) v = v + r[plane * d.s + i];
+          if constexpr (decltype(with_relu)::value) v = Relu{}(v);
+          yp[i] = v;
+        }
+      }
+    };
+    using yes = std::true_type;
+    using no = std::false_type;
     parallel_for(0, d.n * d.c, std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(d.s, 1)),
                  [&](int64_t lo, int64_t hi) {
-                   for (int64_t plane = lo; plane < hi; ++plane) {
-                     int64_t c = plane % d.c;
-                     // y = x * scale + shift
-                     T scale = ptr<const T>(invstd)[c] * param_or<T>(weight, c, T(1));
-                     T shift = param_or<T>(bias, c, T(0)) - ptr<const T>(mean)[c] * scale;
-                     const T* xp = x + plane * d.s;
-                     T* yp = y + plane * d.s;
-                     for (int64_t i = 0; i < d.s; ++i) yp[i] = xp[i] * scale + shift;
-                   }
+                   if (r && relu) planes(yes{}, yes{}, lo, hi);
+                   else if (r) planes(yes{}, no{}, lo, hi);
+                   else if (relu) planes(no{}, yes{}, lo, hi);
+                   else planes(no{}, no{}, lo, hi);
                  });
   });
 }
 
 void batch_norm_backward(const Tensor& grad_in, const Tensor& grad_weight,
-                         const Tensor& grad_bias, const Tensor& grad_out, const Tensor& in,
+                         const Tensor& grad_bias, const Tensor& grad_residual,
+                         const Tensor& grad_out, const Tensor& in, const Tensor& out,
                          const Tensor& mean, const Tensor& invstd, const Tensor& weight,
                          bool training) {
   dispatch_dtype<DTypeSet::wide>(in.dtype(), "batch_norm_backward (cpu)", [&](auto t) {
@@ -122,18 +141,36 @@ void batch_norm_backward(const Tensor& grad_in, const Tensor& grad_weight,
     Dims d = dims_of(in);
     const T* x = ptr<const T>(in);
     const T* dy = ptr<const T>(grad_out);
+    const T* y = out.defined() ? ptr<const T>(out) : nullptr;  // relu: its mask
+    T* dr = grad_residual.defined() ? ptr<T>(grad_residual) : nullptr;
     const double count = static_cast<double>(d.n * d.s);
-    parallel_for(0, d.c, 1, [&](int64_t lo, int64_t hi) {
+    auto channels = [&](auto with_relu, int64_t lo, int64_t hi) {
+      constexpr bool kRelu = decltype(with_relu)::value;
+      // The gradient reaching the batch norm's output: dy, through relu where out > 0 only
+      // (NaN outputs pass none, as relu's own backward).
+      // Both loads unconditional: a select the compiler vectorizes (a load under the condition
+      // would not be).
+      auto dz = [&](int64_t j) {
+        const T g = dy[j];
+        if constexpr (kRelu) {
+          const T out_j = y[j];
+          return out_j > T(0) ? g : T(0);
+        } else {
+          return g;
+        }
+      };
       for (int64_t c = lo; c < hi; ++c) {
         const T mu = ptr<const T>(mean)[c], is = ptr<const T>(invstd)[c];
         const double w = param_or<T>(weight, c, T(1));
         double sum_dy = 0, sum_dy_xmu = 0;
         for_planes(d, c, [&](int64_t o) {
           auto [a, b] = lane_sum2<T>(
-              d.s, [&](int64_t i) { return dy[o + i]; },
-              [&](int64_t i) { return dy[o + i] * (x[o + i] - mu); });
+              d.s, [&](int64_t i) { return dz(o + i); },
+              [&](int64_t i) { return dz(o + i) * (x[o + i] - mu); });
           sum_dy += a;
           sum_dy_xmu += b;
+          if (dr)  // the residual's gradient is dz itself
+            for (int64_t i = 0; i < d.s; ++i) dr[o + i] = dz(o + i);
         });
         const double sum_dy_xhat = sum_dy_xmu * is;
         if (grad_weight.defined()) ptr<T>(grad_weight)[c] = static_cast<T>(sum_dy_xhat);
@@ -147,16 +184,20 @@ void batch_norm_backward(const Tensor& grad_in, const Tensor& grad_weight,
         const T slope = static_cast<T>(training ? is * sum_dy_xhat / count : 0.0);
         for_planes(d, c, [&](int64_t o) {
           for (int64_t i = 0; i < d.s; ++i)
-            dx[o + i] = k * (dy[o + i] - mean_dy - (x[o + i] - mu) * slope);
+            dx[o + i] = k * (dz(o + i) - mean_dy - (x[o + i] - mu) * slope);
         });
       }
+    };
+    parallel_for(0, d.c, 1, [&](int64_t lo, int64_t hi) {
+      if (y) channels(std::true_type{}, lo, hi);
+      else channels(std::false_type{}, lo, hi);
     });
   });
 }
 
 TANDEM_REGISTER_CPU(batch_norm_stats, (through_f32<&batch_norm_stats, 0b11>));
 TANDEM_REGISTER_CPU(batch_norm_forward, (through_f32<&batch_norm_forward, 0b1>));
-TANDEM_REGISTER_CPU(batch_norm_backward, (through_f32<&batch_norm_backward, 0b111>));
+TANDEM_REGISTER_CPU(batch_norm_backward, (through_f32<&batch_norm_backward, 0b1111>));
 
 }  // namespace TANDEM_CPU_NAMESPACE
 }  // namespace tandem::kernels::cpu

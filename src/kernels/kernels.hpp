@@ -63,14 +63,19 @@ extern Stub<void (*)(const Tensor& grad_out, const Tensor& in, const Tensor& wei
 // --- batch norm: contiguous (N, C, S); statistics and parameters in f32/f64 -----------------
 /// Per-channel batch mean and biased variance of in (N, C, S).
 extern Stub<void (*)(const Tensor& mean, const Tensor& var, const Tensor& in)> batch_norm_stats;
-/// out = (in - mean) * invstd * weight + bias; weight and bias may be undefined.
+/// out = (in - mean) * invstd * weight + bias [+ residual], then relu when `relu`; weight, bias
+/// and residual may be undefined. Rounded as the separate ops would be.
 extern Stub<void (*)(const Tensor& out, const Tensor& in, const Tensor& mean,
-                     const Tensor& invstd, const Tensor& weight, const Tensor& bias)>
+                     const Tensor& invstd, const Tensor& weight, const Tensor& bias,
+                     const Tensor& residual, bool relu)>
     batch_norm_forward;
-/// training: gradients through the batch statistics; otherwise they are constants.
+/// training: gradients through the batch statistics; otherwise they are constants. `out`
+/// defined: the forward applied relu and out is its result, whose mask (out > 0) the gradient
+/// passes first; grad_residual (may be undefined) receives that masked gradient.
 extern Stub<void (*)(const Tensor& grad_in, const Tensor& grad_weight, const Tensor& grad_bias,
-                     const Tensor& grad_out, const Tensor& in, const Tensor& mean,
-                     const Tensor& invstd, const Tensor& weight, bool training)>
+                     const Tensor& grad_residual, const Tensor& grad_out, const Tensor& in,
+                     const Tensor& out, const Tensor& mean, const Tensor& invstd,
+                     const Tensor& weight, bool training)>
     batch_norm_backward;
 
 // --- pooling: contiguous (N*C, H, W) planes --------------------------------------------------

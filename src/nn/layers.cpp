@@ -99,7 +99,13 @@ BatchNorm2d::BatchNorm2d(const BatchNormOptions& opts)
   }
 }
 
-Tensor BatchNorm2d::forward(const Tensor& input) {
+Tensor BatchNorm2d::forward(const Tensor& input) { return normalize(input, Tensor(), false); }
+
+Tensor BatchNorm2d::forward_relu(const Tensor& input, const Tensor& residual) {
+  return normalize(input, residual, true);
+}
+
+Tensor BatchNorm2d::normalize(const Tensor& input, const Tensor& residual, bool relu) {
   TANDEM_CHECK(input.dim() == 4 && input.size(1) == num_features, "BatchNorm2d(", num_features,
                "): expected input (N, ", num_features, ", H, W), got ", shape_str(input.shape()));
   // Without running statistics, evaluation also normalizes with the batch statistics.
@@ -108,6 +114,9 @@ Tensor BatchNorm2d::forward(const Tensor& input) {
     NoGradGuard no_grad;
     num_batches_tracked.add_(ones({}, TensorOptions(DType::i64).device(num_batches_tracked.device())));
   }
+  if (relu)
+    return batch_norm_relu(input, running_mean, running_var, weight, bias, use_batch_stats,
+                           options.momentum_, options.eps_, residual);
   return batch_norm(input, running_mean, running_var, weight, bias, use_batch_stats,
                     options.momentum_, options.eps_);
 }

@@ -48,9 +48,9 @@ BasicBlock::BasicBlock(int64_t in_planes, int64_t planes, int64_t stride,
 }
 
 Tensor BasicBlock::forward(const Tensor& x) {
-  Tensor out = relu(bn1->forward(conv1->forward(x)));
-  out = bn2->forward(conv2->forward(out));
-  return relu(add(out, downsample ? downsample->forward(x) : x));
+  // relu(bn(conv(x))) and relu(bn(conv(h)) + shortcut) each as one op (batch_norm_relu).
+  Tensor out = bn1->forward_relu(conv1->forward(x));
+  return bn2->forward_relu(conv2->forward(out), downsample ? downsample->forward(x) : x);
 }
 
 Bottleneck::Bottleneck(int64_t in_planes, int64_t planes, int64_t stride,
@@ -66,10 +66,9 @@ Bottleneck::Bottleneck(int64_t in_planes, int64_t planes, int64_t stride,
 }
 
 Tensor Bottleneck::forward(const Tensor& x) {
-  Tensor out = relu(bn1->forward(conv1->forward(x)));
-  out = relu(bn2->forward(conv2->forward(out)));
-  out = bn3->forward(conv3->forward(out));
-  return relu(add(out, downsample ? downsample->forward(x) : x));
+  Tensor out = bn1->forward_relu(conv1->forward(x));
+  out = bn2->forward_relu(conv2->forward(out));
+  return bn3->forward_relu(conv3->forward(out), downsample ? downsample->forward(x) : x);
 }
 
 PadShortcut::PadShortcut(int64_t s, int64_t p) : Module("PadShortcut"), stride(s), pad(p) {}
@@ -115,7 +114,7 @@ ResNet::ResNet(const std::vector<int64_t>& layers, bool bottleneck, ResNetOption
 }
 
 Tensor ResNet::forward(const Tensor& x) {
-  Tensor h = max_pool2d(relu(bn1->forward(conv1->forward(x))), 3, 2, 1);
+  Tensor h = max_pool2d(bn1->forward_relu(conv1->forward(x)), 3, 2, 1);
   h = layer4->forward(layer3->forward(layer2->forward(layer1->forward(h))));
   return fc->forward(flatten(adaptive_avg_pool2d(h, 1), 1));
 }
@@ -147,7 +146,7 @@ CifarResNet::CifarResNet(int64_t depth, ResNetOptions o) : Module("CifarResNet")
 }
 
 Tensor CifarResNet::forward(const Tensor& x) {
-  Tensor h = relu(bn1->forward(conv1->forward(x)));
+  Tensor h = bn1->forward_relu(conv1->forward(x));
   h = layer3->forward(layer2->forward(layer1->forward(h)));
   return fc->forward(flatten(adaptive_avg_pool2d(h, 1), 1));
 }

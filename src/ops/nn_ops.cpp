@@ -87,37 +87,47 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Int
 
 // --- batch norm -------------------------------------------------------------------------------
 
-Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor& running_var,
-                  const Tensor& weight, const Tensor& bias, bool training, double momentum,
-                  double eps) {
-  check_defined(input, "batch_norm", "input");
-  check_inputs({input, running_mean, running_var, weight, bias}, "batch_norm");
-  check_floating(input, "batch_norm");
-  TANDEM_CHECK(input.dim() >= 2, "batch_norm: input must be (N, C, ...), got ",
+namespace {
+
+// batch_norm, then + residual (when defined), then relu (when `relu`), as one op.
+Tensor batch_norm_op(const Tensor& input, const Tensor& running_mean, const Tensor& running_var,
+                     const Tensor& weight, const Tensor& bias, bool training, double momentum,
+                     double eps, const Tensor& residual, bool relu, const char* name) {
+  check_defined(input, name, "input");
+  check_inputs({input, running_mean, running_var, weight, bias, residual}, name);
+  check_floating(input, name);
+  TANDEM_CHECK(input.dim() >= 2, name, ": input must be (N, C, ...), got ",
                shape_str(input.shape()));
   const int64_t n = input.size(0), c = input.size(1), s = input.numel() / std::max<int64_t>(n * c, 1);
-  auto check_param = [&](const Tensor& t, const char* name) {
+  auto check_param = [&](const Tensor& t, const char* what) {
     if (!t.defined()) return;
-    TANDEM_CHECK(t.dim() == 1 && t.size(0) == c, "batch_norm: ", name, " must be (", c,
+    TANDEM_CHECK(t.dim() == 1 && t.size(0) == c, name, ": ", what, " must be (", c,
                  ") for an input with ", c, " channels, got ", shape_str(t.shape()));
-    check_floating(t, "batch_norm", name);
+    check_floating(t, name, what);
   };
   check_param(running_mean, "running_mean");
   check_param(running_var, "running_var");
   check_param(weight, "weight");
   check_param(bias, "bias");
   TANDEM_CHECK(running_mean.defined() == running_var.defined(),
-               "batch_norm: give both running_mean and running_var, or neither");
+               name, ": give both running_mean and running_var, or neither");
   TANDEM_CHECK(training || running_mean.defined(),
-               "batch_norm: evaluation mode needs running_mean and running_var");
-  TANDEM_CHECK(!training || n * s > 1, "batch_norm: expected more than 1 value per channel "
+               name, ": evaluation mode needs running_mean and running_var");
+  TANDEM_CHECK(!training || n * s > 1, name, ": expected more than 1 value per channel "
                "when training, got input of shape ", shape_str(input.shape()));
-  TANDEM_CHECK(eps > 0, "batch_norm: eps must be positive, got ", eps);
+  TANDEM_CHECK(eps > 0, name, ": eps must be positive, got ", eps);
+  if (residual.defined()) {
+    TANDEM_CHECK(residual.shape() == input.shape() && residual.dtype() == input.dtype(), name,
+                 ": the residual must have the input's shape and dtype (",
+                 shape_str(input.shape()), ", ", dtype_name(input.dtype()), "), got ",
+                 shape_str(residual.shape()), ", ", dtype_name(residual.dtype()));
+  }
   // f16/bf16 inputs reach the kernels as they are; statistics and parameters are f32.
-  kernels::batch_norm_forward.at(input, "batch_norm");
+  kernels::batch_norm_forward.at(input, name);
   const DType dt = input.dtype(), pdt = compute_dtype(dt);
   const TensorOptions opts = TensorOptions(pdt).device(input.device());
   Tensor x = input.contiguous().detach().reshape({n, c, s});
+  Tensor r = residual.defined() ? residual.contiguous().detach().reshape({n, c, s}) : Tensor();
   auto param = [&](const Tensor& t) { return t.defined() ? as_dtype(t.detach(), pdt).contiguous() : Tensor(); };
   Tensor w = param(weight), b = param(bias);
   Tensor mean, invstd;
@@ -139,25 +149,47 @@ Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor&
     }
   }
   Tensor out = empty({n, c, s}, TensorOptions(dt).device(input.device()));
-  kernels::batch_norm_forward(out, x, mean, invstd, w, b);
+  kernels::batch_norm_forward(out, x, mean, invstd, w, b, r, relu);
+  // relu's mask comes from the output, as relu's own backward takes it (no copy: the output is
+  // kept anyway by whatever consumes it). Detached, so the graph holds no cycle through it.
+  Tensor y = relu ? out.detach() : Tensor();
   out = out.reshape(input.shape());
   bool need_x = input.requires_grad();
   bool need_w = weight.defined() && weight.requires_grad();
   bool need_b = bias.defined() && bias.requires_grad();
+  bool need_r = residual.defined() && residual.requires_grad();
   Shape in_shape = input.shape();
   DType wdt = weight.defined() ? weight.dtype() : pdt, bdt = bias.defined() ? bias.dtype() : pdt;
-  autograd::record("batch_norm", {input, weight, bias}, out,
+  autograd::record(name, {input, weight, bias, residual}, out,
                    [=](const Tensor& g) -> std::vector<Tensor> {
                      const TensorOptions o = TensorOptions(pdt).device(x.device());
                      Tensor gx = need_x ? empty(x.shape(), o.dtype(dt)) : Tensor();
                      Tensor gw = need_w ? empty({c}, o) : Tensor();
                      Tensor gb = need_b ? empty({c}, o) : Tensor();
-                     kernels::batch_norm_backward(gx, gw, gb, g.contiguous().reshape({n, c, s}),
-                                                       x, mean, invstd, w, training);
+                     Tensor gr = need_r ? empty(x.shape(), o.dtype(dt)) : Tensor();
+                     kernels::batch_norm_backward(gx, gw, gb, gr, g.contiguous().reshape({n, c, s}),
+                                                  x, y, mean, invstd, w, training);
                      return {need_x ? gx.reshape(in_shape) : Tensor(),
-                             need_w ? gw.to(wdt) : Tensor(), need_b ? gb.to(bdt) : Tensor()};
+                             need_w ? gw.to(wdt) : Tensor(), need_b ? gb.to(bdt) : Tensor(),
+                             need_r ? gr.reshape(in_shape) : Tensor()};
                    });
   return out;
+}
+
+}  // namespace
+
+Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor& running_var,
+                  const Tensor& weight, const Tensor& bias, bool training, double momentum,
+                  double eps) {
+  return batch_norm_op(input, running_mean, running_var, weight, bias, training, momentum, eps,
+                       Tensor(), false, "batch_norm");
+}
+
+Tensor batch_norm_relu(const Tensor& input, const Tensor& running_mean, const Tensor& running_var,
+                       const Tensor& weight, const Tensor& bias, bool training, double momentum,
+                       double eps, const Tensor& residual) {
+  return batch_norm_op(input, running_mean, running_var, weight, bias, training, momentum, eps,
+                       residual, true, "batch_norm_relu");
 }
 
 // --- pooling ------------------------------------------------------------------------------------

@@ -93,6 +93,20 @@ TEST_CASE("gradcheck: batch norm and pooling", "[gradcheck]") {
         return batch_norm(x[0], rm, rv, x[1], x[2], false);
       },
       {r({3, 2, 3}), r({2}), r({2})});
+  // Fused with relu, and with a residual added before the relu; training and evaluation.
+  gradcheck([](V x) { return batch_norm_relu(x[0], Tensor(), Tensor(), x[1], x[2], true); },
+            {r({3, 2, 3, 2}), r({2}), r({2})});
+  gradcheck(
+      [](V x) {
+        return batch_norm_relu(x[0], Tensor(), Tensor(), x[1], x[2], true, 0.1, 1e-5, x[3]);
+      },
+      {r({3, 2, 3, 2}), r({2}), r({2}), r({3, 2, 3, 2})});
+  gradcheck(
+      [](V x) {
+        Tensor rm = full({2}, 0.3, DType::f64), rv = full({2}, 1.7, DType::f64);
+        return batch_norm_relu(x[0], rm, rv, x[1], x[2], false, 0.1, 1e-5, x[3]);
+      },
+      {r({3, 2, 3}), r({2}), r({2}), r({3, 2, 3})});
   // Distinct, well-separated values so the max is stable under a 1e-6 nudge.
   gradcheck([](V x) { return max_pool2d(x[0], 2, 2); },
             {distinct({1, 2, 4, 4})});

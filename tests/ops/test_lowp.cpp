@@ -44,6 +44,11 @@ TEST_CASE("f16 and bf16 ops equal the f32 computation rounded", "[ops][lowp]") {
                       {x, m}, "matmul");
     check_matches_f32(dt, [](const V& v) { return batch_norm(v[0], Tensor(), Tensor(), Tensor(), Tensor(), true); },
                       {x}, "batch_norm");
+    check_matches_f32(dt, [](const V& v) {
+                        return batch_norm_relu(v[0], Tensor(), Tensor(), Tensor(), Tensor(), true,
+                                               0.1, 1e-5, v[1]);
+                      },
+                      {x, y}, "batch_norm_relu");
   }
 }
 

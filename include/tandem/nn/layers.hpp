@@ -86,10 +86,16 @@ class BatchNorm2d : public Module {
   explicit BatchNorm2d(int64_t num_features, BatchNormOptions options = {})
       : BatchNorm2d(options.num_features(num_features)) {}
   Tensor forward(const Tensor& input) override;
+  /// relu(forward(input) + residual), or relu(forward(input)) without a residual, as one op
+  /// (batch_norm_relu): the same values and gradients, in less time and memory.
+  Tensor forward_relu(const Tensor& input, const Tensor& residual = Tensor());
   std::string extra_repr() const override;
   Tensor weight, bias, running_mean, running_var, num_batches_tracked;
   const int64_t num_features;
   const BatchNormOptions options;
+
+ private:
+  Tensor normalize(const Tensor& input, const Tensor& residual, bool relu);
 };
 
 class ReLU : public Module {
