@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <deque>
@@ -18,6 +19,24 @@
 
 namespace tandem {
 namespace {
+
+// How long a worker looks for the next task, and a caller for its job's last chunk, before
+// sleeping: a training step runs hundreds of parallel_for calls microseconds apart, and a
+// wake-up through the kernel costs tens of microseconds each time (more under a hypervisor).
+constexpr std::chrono::microseconds kSpin{100};
+
+// Calls done() until it is true or kSpin has passed; true when done() became true.
+template <typename F>
+bool spin_until(F&& done) {
+  const auto deadline = std::chrono::steady_clock::now() + kSpin;
+  for (int i = 0;; ++i) {
+    if (done()) return true;
+    if ((i & 63) == 63 && std::chrono::steady_clock::now() > deadline) return false;
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+  }
+}
 
 // True on pool workers, and on a caller while it works on its own chunks: a parallel_for from
 // inside a chunk (of any pool) runs inline, so no chunk ever waits on another pool's work.
@@ -61,12 +80,14 @@ struct ThreadPool::Impl {
   std::condition_variable cv;
   bool stopping = false;
   std::deque<std::function<void()>> queue;
+  std::atomic<size_t> queued{0};  // queue.size() (and 1 when stopping), for the spinning look
   std::vector<std::thread> workers;
 
   void start(int n) {
     {
       std::lock_guard<std::mutex> lock(mu);
       stopping = false;
+      queued = queue.size();
     }
     threads = n;
     for (int i = 0; i + 1 < n; ++i) workers.emplace_back([this] { run(); });
@@ -77,6 +98,7 @@ struct ThreadPool::Impl {
     {
       std::lock_guard<std::mutex> lock(mu);
       stopping = true;
+      queued.fetch_add(1);
     }
     cv.notify_all();
     for (auto& w : workers) w.join();
@@ -86,6 +108,7 @@ struct ThreadPool::Impl {
     {
       std::lock_guard<std::mutex> lock(mu);
       queue.push_back(std::move(task));
+      queued.fetch_add(1, std::memory_order_release);
     }
     cv.notify_one();
   }
@@ -93,12 +116,14 @@ struct ThreadPool::Impl {
     t_in_pool = true;
     for (;;) {
       std::function<void()> task;
+      spin_until([this] { return queued.load(std::memory_order_acquire) > 0; });
       {
         std::unique_lock<std::mutex> lock(mu);
         cv.wait(lock, [this] { return stopping || !queue.empty(); });
         if (queue.empty()) return;  // stopping and drained
         task = std::move(queue.front());
         queue.pop_front();
+        queued.fetch_sub(1, std::memory_order_relaxed);
       }
       task();
     }
@@ -153,7 +178,7 @@ void ThreadPool::parallel_for(int64_t begin, int64_t end, int64_t grain,
   t_in_pool = true;
   job->work();
   t_in_pool = false;
-  {
+  if (!spin_until([&] { return job->done.load(std::memory_order_acquire) == job->chunks; })) {
     std::unique_lock<std::mutex> lock(job->mu);
     job->cv.wait(lock, [&] { return job->done.load() == job->chunks; });
   }
