@@ -443,31 +443,42 @@ void direct_weight_grad(float* dw, const float* x, const float* dy, const Geomet
   // (each task zeroes its own part)
   CacheLine* partial = scratch<CacheLine, 3>(chunks * blocks * g.ci * 9).data();
   const DirectLayout layout = direct_layout(hp, wp, 1);
-  parallel_for(0, chunks * blocks, 1, [&](int64_t lo, int64_t hi) {
+  // A task is one chunk of samples and a range of blocks: each sample's padded copy serves every
+  // block of its task. With few chunks (small batches) each block is a task of its own, so the
+  // threads still have work. Either way a (chunk, block) accumulator sums its samples in order.
+  const int64_t per_task = chunks >= 8 ? blocks : 1;
+  const int64_t ranges = (blocks + per_task - 1) / per_task;
+  parallel_for(0, chunks * ranges, 1, [&](int64_t lo, int64_t hi) {
     float* xpad = scratch<float, 2>(g.ci * plane + kDirectSlack).data();
     std::fill(xpad, xpad + g.ci * plane + kDirectSlack, 0.0f);  // the padding stays zero
     float* dyt = scratch<CacheLine, 4>(hw).data()->v;
     for (int64_t task = lo; task < hi; ++task) {
-      const int64_t chunk = task / blocks, b = task % blocks;
-      const int64_t co0 = b * kWgradCo, nco = std::min(kWgradCo, g.co - co0);
-      CacheLine* acc = partial + task * g.ci * 9;
-      std::fill(acc, acc + g.ci * 9, CacheLine{});
+      const int64_t chunk = task / ranges, b0 = task % ranges * per_task;
+      const int64_t b1 = std::min(blocks, b0 + per_task);
+      for (int64_t b = b0; b < b1; ++b) {
+        CacheLine* acc = partial + (chunk * blocks + b) * g.ci * 9;
+        std::fill(acc, acc + g.ci * 9, CacheLine{});
+      }
       for (int64_t s = g.n * chunk / chunks; s < g.n * (chunk + 1) / chunks; ++s) {
         prepare_direct_input(xpad, x + s * g.ci * g.h * g.w, g.ci, g.h, g.w, p.pad_h, p.pad_w, 1,
                              layout);
-        // dy (co0..co0+16, positions) -> dyt (positions, 16), zero for channels past co
-        std::fill(dyt, dyt + hw * kWgradCo, 0.0f);
-        for (int64_t o = 0; o < nco; ++o) {
-          const float* src = dy + (s * g.co + co0 + o) * hw;
-          for (int64_t q = 0; q < hw; ++q) dyt[q * kWgradCo + o] = src[q];
+        for (int64_t b = b0; b < b1; ++b) {
+          const int64_t co0 = b * kWgradCo, nco = std::min(kWgradCo, g.co - co0);
+          CacheLine* acc = partial + (chunk * blocks + b) * g.ci * 9;
+          // dy (co0..co0+16, positions) -> dyt (positions, 16), zero for channels past co
+          if (nco < kWgradCo) std::fill(dyt, dyt + hw * kWgradCo, 0.0f);
+          for (int64_t o = 0; o < nco; ++o) {
+            const float* src = dy + (s * g.co + co0 + o) * hw;
+            for (int64_t q = 0; q < hw; ++q) dyt[q * kWgradCo + o] = src[q];
+          }
+          int64_t c = 0;
+          for (; c + 2 <= g.ci; c += 2)
+            wgrad_channels<2>(acc + c * 9, dyt, xpad + c * plane, plane, wp, g.ho, g.wo,
+                              p.stride_h, p.stride_w);
+          if (c < g.ci)
+            wgrad_channels<1>(acc + c * 9, dyt, xpad + c * plane, plane, wp, g.ho, g.wo,
+                              p.stride_h, p.stride_w);
         }
-        int64_t c = 0;
-        for (; c + 2 <= g.ci; c += 2)
-          wgrad_channels<2>(acc + c * 9, dyt, xpad + c * plane, plane, wp, g.ho, g.wo, p.stride_h,
-                            p.stride_w);
-        if (c < g.ci)
-          wgrad_channels<1>(acc + c * 9, dyt, xpad + c * plane, plane, wp, g.ho, g.wo, p.stride_h,
-                            p.stride_w);
       }
     }
   });
