@@ -9,3 +9,4 @@
 #include "tandem/io.hpp"
 #include "tandem/data.hpp"
 #include "tandem/comm.hpp"
+#include "tandem/parallel.hpp"

@@ -1,6 +1,8 @@
 // The backward engine: dependency counts over the reachable graph, then a queue in topological
 // order (no recursion, so chains of any length work), and an iterative node teardown.
 #include <deque>
+#include <functional>
+#include <utility>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -31,7 +33,15 @@ Tensor sum_of(const Tensor& a, const Tensor& b) {
   kernels::binary(out, kernels::BinaryOp::add, {1.0}, a, converted(b, a.dtype()));
   return out;
 }
+// The callbacks of the backward pass running on this thread (null outside one).
+thread_local std::vector<std::function<void()>>* t_callbacks = nullptr;
 }  // namespace
+
+void queue_callback(std::function<void()> callback) {
+  TANDEM_CHECK(t_callbacks != nullptr,
+               "queue_callback: only a backward pass in progress on this thread runs callbacks");
+  t_callbacks->push_back(std::move(callback));
+}
 
 std::vector<Tensor> Node::apply(const Tensor& grad_output) {
   TANDEM_CHECK(!released_, "backward: trying to backward through the graph a second time (at ",
@@ -126,6 +136,12 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& g
   TANDEM_CHECK(roots.size() == grads.size(), "backward: ", roots.size(), " tensors but ",
                grads.size(), " gradients");
   NoGradGuard no_grad;
+  // A nested backward (from a node's closure) gets callbacks of its own.
+  std::vector<std::function<void()>> callbacks;
+  struct Restore {
+    std::vector<std::function<void()>>* previous;
+    ~Restore() { t_callbacks = previous; }
+  } restore{std::exchange(t_callbacks, &callbacks)};
   std::unordered_map<Node*, Tensor> buffer;  // gradient summed so far for each node
   std::vector<std::shared_ptr<Node>> root_nodes;
   for (size_t i = 0; i < roots.size(); ++i) {
@@ -198,6 +214,10 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& g
       }
       if (--deps[m] == 0) ready.push_back(m);
     }
+  }
+  for (size_t i = 0; i < callbacks.size(); ++i) {
+    auto callback = std::move(callbacks[i]);  // a callback may queue more (and grow the vector)
+    callback();
   }
 }
 

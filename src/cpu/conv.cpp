@@ -1,5 +1,5 @@
 // CPU conv2d: im2col + GEMM per (group of samples, channel group) in general, and direct AVX-512
-// kernels for 3x3 f32 convolutions (forward for stride 1 and 2, the stride-1 input gradient, and
+// or AVX2 kernels for 3x3 f32 convolutions (forward for stride 1 and 2, the stride-1 input gradient, and
 // the weight gradient of any stride). Sample groups run in parallel; weight gradients are summed
 // over at most kWeightChunks fixed chunks of samples, combined in order, so the bits do not
 // depend on the thread count.
@@ -247,12 +247,33 @@ void backward_impl(const Tensor& grad_out, const Tensor& in, const Tensor& weigh
   }
 }
 
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
+#define TANDEM_DIRECT_CONV 1
+// The few vector operations the direct kernels use, for the widest instruction set compiled in.
+// Both widths give the same bits: every output is summed in the same order whatever the width.
 #if defined(__AVX512F__)
-// --- direct 3x3 convolution, stride 1 or 2 (f32, AVX-512) ------------------------------------
+constexpr int kLanes = 16;
+using VecF = __m512;
+inline VecF vzero() { return _mm512_setzero_ps(); }
+inline VecF vload(const float* p) { return _mm512_loadu_ps(p); }
+inline VecF vset1(float x) { return _mm512_set1_ps(x); }
+inline VecF vfma(VecF a, VecF b, VecF c) { return _mm512_fmadd_ps(a, b, c); }
+inline void vstore(float* p, VecF v) { _mm512_storeu_ps(p, v); }
+#else
+constexpr int kLanes = 8;
+using VecF = __m256;
+inline VecF vzero() { return _mm256_setzero_ps(); }
+inline VecF vload(const float* p) { return _mm256_loadu_ps(p); }
+inline VecF vset1(float x) { return _mm256_set1_ps(x); }
+inline VecF vfma(VecF a, VecF b, VecF c) { return _mm256_fmadd_ps(a, b, c); }
+inline void vstore(float* p, VecF v) { _mm256_storeu_ps(p, v); }
+#endif
+
+// --- direct 3x3 convolution, stride 1 or 2 (f32, AVX-512 or AVX2) ---------------------------
 // With 16 to 64 channels, im2col + GEMM spends most of its time moving the 9x larger col matrix
 // (docs/PERFORMANCE.md). This kernel reads a zero-padded copy of the input directly: it keeps
-// 8 output channels x 32 positions in 16 zmm accumulators and, for every (input channel, tap),
-// loads two input vectors and broadcasts 8 weights. Each output is a sum in the fixed order
+// 8 output channels x 32 positions in 16 zmm accumulators (AVX2: x 8 positions in 8 ymm) and,
+// for every (input channel, tap), loads the input vectors and broadcasts 8 weights. Each output is a sum in the fixed order
 // (channel, ki, kj), so results do not depend on the thread count.
 //
 // Outputs are computed on a grid of row width grid_w, position q = oh * grid_w + ow, 32
@@ -262,8 +283,8 @@ void backward_impl(const Tensor& grad_out, const Tensor& in, const Tensor& weigh
 // - stride 2: src holds the four parity planes of the padded plane (rows and columns split into
 //   even and odd), each (hq, wq) = (ceil(hp / 2), ceil(wp / 2)); tap (ki, kj) reads plane
 //   (ki % 2, kj % 2) at offset (ki / 2) * wq + kj / 2, and grid_w = wq.
-// Grid columns ow >= wo are junk, dropped by a compressing store: a 7-wide map keeps 7 of 9 lanes
-// busy instead of 7 of 16.
+// Grid columns ow >= wo are junk, dropped when storing (AVX-512: a compressing store): a 7-wide
+// map keeps 7 of 9 lanes busy instead of 7 of 16.
 
 constexpr int64_t kDirectCo = 8;      // output channels per block
 constexpr int64_t kDirectSlack = 64;  // floats readable past the end of a sample's source
@@ -342,35 +363,48 @@ void prepare_direct_input(float* src, const float* x, int64_t in_ch, int64_t h, 
 // One sample, one block of up to 8 output channels: y (n_out, ho, wo).
 void direct_block(float* y, const float* src, const float* wblock, int64_t in_ch,
                   const DirectLayout& l, int64_t ho, int64_t wo, int64_t n_out) {
-  constexpr int kNV = 2;
+  constexpr int kNV = kLanes == 16 ? 2 : 1;  // AVX2 has 16 registers: 8 accumulators, not 16
   const int64_t gw = l.grid_w, q_end = (ho - 1) * gw + wo;
-  for (int64_t q0 = 0; q0 < q_end; q0 += 16 * kNV) {
-    __m512 acc[kDirectCo][kNV];
+  for (int64_t q0 = 0; q0 < q_end; q0 += kLanes * kNV) {
+    VecF acc[kDirectCo][kNV];
     for (int o = 0; o < kDirectCo; ++o)
-      for (int v = 0; v < kNV; ++v) acc[o][v] = _mm512_setzero_ps();
+      for (int v = 0; v < kNV; ++v) acc[o][v] = vzero();
     const float* wc = wblock;
     for (int64_t c = 0; c < in_ch; ++c) {
       const float* xc = src + c * l.channel_size + q0;
       for (int t = 0; t < 9; ++t, wc += kDirectCo) {
-        __m512 xv[kNV];
-        for (int v = 0; v < kNV; ++v) xv[v] = _mm512_loadu_ps(xc + l.tap_offset[t] + 16 * v);
+        VecF xv[kNV];
+        for (int v = 0; v < kNV; ++v) xv[v] = vload(xc + l.tap_offset[t] + kLanes * v);
         for (int o = 0; o < kDirectCo; ++o) {
-          __m512 wv = _mm512_set1_ps(wc[o]);
-          for (int v = 0; v < kNV; ++v) acc[o][v] = _mm512_fmadd_ps(wv, xv[v], acc[o][v]);
+          const VecF wv = vset1(wc[o]);
+          for (int v = 0; v < kNV; ++v) acc[o][v] = vfma(wv, xv[v], acc[o][v]);
         }
       }
     }
     for (int v = 0; v < kNV; ++v) {
-      const int64_t q = q0 + 16 * v;
+      const int64_t q = q0 + kLanes * v;
       if (q >= q_end) break;
       uint32_t mask = 0;
-      for (int lane = 0; lane < 16; ++lane)
+      for (int lane = 0; lane < kLanes; ++lane)
         if (q + lane < q_end && (q + lane) % gw < wo) mask |= 1u << lane;
       // Outputs before q in row-major (ho, wo) order: whole rows, then the valid part of q's row.
       const int64_t first = (q / gw) * wo + std::min(q % gw, wo);
-      for (int64_t o = 0; o < n_out; ++o)
+      for (int64_t o = 0; o < n_out; ++o) {
+#if defined(__AVX512F__)
         _mm512_mask_compressstoreu_ps(y + o * ho * wo + first, static_cast<__mmask16>(mask),
                                       acc[o][v]);
+#else
+        float* dst = y + o * ho * wo + first;
+        if (mask == (1u << kLanes) - 1) {
+          vstore(dst, acc[o][v]);
+          continue;
+        }
+        alignas(32) float lanes[kLanes];
+        vstore(lanes, acc[o][v]);
+        for (int lane = 0; lane < kLanes; ++lane)
+          if (mask >> lane & 1) *dst++ = lanes[lane];
+#endif
+      }
     }
   }
 }
@@ -406,7 +440,8 @@ void direct_conv(float* y, const float* x, const std::vector<float>& wpacked, in
 // --- weight gradient of 3x3 convolutions (any stride and padding), vectorized over 16 output
 // channels: dy of each sample is transposed to (position, channel), then for every output
 // position one dy vector multiplies 9 taps of two input channels broadcast from the padded input
-// (18 zmm accumulators). Each weight is summed over positions in order, samples in at most
+// (18 zmm accumulators; AVX2 takes the 16 channels as two halves of 8, one input channel at a
+// time: 9 ymm). Each weight is summed over positions in order, samples in at most
 // kWeightChunks fixed chunks combined in order.
 constexpr int64_t kWgradCo = 16;  // one CacheLine of output channels
 
@@ -414,24 +449,24 @@ bool use_direct_weight_grad(const Geometry& g, const Conv2dParams& p) {
   return g.kh == 3 && g.kw == 3 && p.dil_h == 1 && p.dil_w == 1 && p.groups == 1;
 }
 
+// Lanes [lane0, lane0 + kLanes) of the 16 channels of `acc` and `dyt`.
 template <int kCi>
 void wgrad_channels(CacheLine* acc, const float* dyt, const float* xc, int64_t plane, int64_t wp,
-                    int64_t ho, int64_t wo, int64_t sh, int64_t sw) {
-  __m512 a[kCi][9];
+                    int64_t ho, int64_t wo, int64_t sh, int64_t sw, int lane0) {
+  VecF a[kCi][9];
   for (int c = 0; c < kCi; ++c)
-    for (int t = 0; t < 9; ++t) a[c][t] = _mm512_load_ps(acc[c * 9 + t].v);
+    for (int t = 0; t < 9; ++t) a[c][t] = vload(acc[c * 9 + t].v + lane0);
   for (int64_t oh = 0; oh < ho; ++oh)
     for (int64_t ow = 0; ow < wo; ++ow) {
-      const __m512 d = _mm512_load_ps(dyt + (oh * wo + ow) * kWgradCo);
+      const VecF d = vload(dyt + (oh * wo + ow) * kWgradCo + lane0);
       const float* base = xc + oh * sh * wp + ow * sw;
       for (int c = 0; c < kCi; ++c)
         for (int ki = 0; ki < 3; ++ki)
           for (int kj = 0; kj < 3; ++kj)
-            a[c][ki * 3 + kj] = _mm512_fmadd_ps(d, _mm512_set1_ps(base[c * plane + ki * wp + kj]),
-                                                a[c][ki * 3 + kj]);
+            a[c][ki * 3 + kj] = vfma(d, vset1(base[c * plane + ki * wp + kj]), a[c][ki * 3 + kj]);
     }
   for (int c = 0; c < kCi; ++c)
-    for (int t = 0; t < 9; ++t) _mm512_store_ps(acc[c * 9 + t].v, a[c][t]);
+    for (int t = 0; t < 9; ++t) vstore(acc[c * 9 + t].v + lane0, a[c][t]);
 }
 
 void direct_weight_grad(float* dw, const float* x, const float* dy, const Geometry& g,
@@ -471,13 +506,16 @@ void direct_weight_grad(float* dw, const float* x, const float* dy, const Geomet
             const float* src = dy + (s * g.co + co0 + o) * hw;
             for (int64_t q = 0; q < hw; ++q) dyt[q * kWgradCo + o] = src[q];
           }
-          int64_t c = 0;
-          for (; c + 2 <= g.ci; c += 2)
-            wgrad_channels<2>(acc + c * 9, dyt, xpad + c * plane, plane, wp, g.ho, g.wo,
-                              p.stride_h, p.stride_w);
-          if (c < g.ci)
-            wgrad_channels<1>(acc + c * 9, dyt, xpad + c * plane, plane, wp, g.ho, g.wo,
-                              p.stride_h, p.stride_w);
+          for (int lane0 = 0; lane0 < kWgradCo; lane0 += kLanes) {
+            int64_t c = 0;
+            if (kLanes == 16)  // two input channels: 18 of the 32 zmm registers
+              for (; c + 2 <= g.ci; c += 2)
+                wgrad_channels<2>(acc + c * 9, dyt, xpad + c * plane, plane, wp, g.ho, g.wo,
+                                  p.stride_h, p.stride_w, lane0);
+            for (; c < g.ci; ++c)
+              wgrad_channels<1>(acc + c * 9, dyt, xpad + c * plane, plane, wp, g.ho, g.wo,
+                                p.stride_h, p.stride_w, lane0);
+          }
         }
       }
     }
@@ -485,13 +523,13 @@ void direct_weight_grad(float* dw, const float* x, const float* dy, const Geomet
   for (int64_t b = 0; b < blocks; ++b)
     for (int64_t c = 0; c < g.ci; ++c)
       for (int64_t t = 0; t < 9; ++t) {
-        alignas(64) float sum[kWgradCo];
-        __m512 v = _mm512_load_ps(partial[b * g.ci * 9 + c * 9 + t].v);
-        for (int64_t ch = 1; ch < chunks; ++ch)
-          v = _mm512_add_ps(v, _mm512_load_ps(partial[(ch * blocks + b) * g.ci * 9 + c * 9 + t].v));
-        _mm512_store_ps(sum, v);
+        CacheLine sum = partial[b * g.ci * 9 + c * 9 + t];
+        for (int64_t ch = 1; ch < chunks; ++ch) {
+          const CacheLine& more = partial[(ch * blocks + b) * g.ci * 9 + c * 9 + t];
+          for (int64_t o = 0; o < kWgradCo; ++o) sum.v[o] += more.v[o];
+        }
         for (int64_t o = 0; o < std::min(kWgradCo, g.co - b * kWgradCo); ++o)
-          dw[((b * kWgradCo + o) * g.ci + c) * 9 + t] = sum[o];
+          dw[((b * kWgradCo + o) * g.ci + c) * 9 + t] = sum.v[o];
       }
 }
 #endif
@@ -500,7 +538,7 @@ void direct_weight_grad(float* dw, const float* x, const float* dy, const Geomet
 
 void conv2d_forward(const Tensor& out, const Tensor& in, const Tensor& weight, const Tensor& bias,
                     const Conv2dParams& p) {
-#if defined(__AVX512F__)
+#if defined(TANDEM_DIRECT_CONV)
   Geometry g = geometry(in, weight, out, p.groups);
   if (in.dtype() == DType::f32 && use_direct(g, p)) {
     auto wp = pack_direct_weights(ptr<const float>(weight), g.co, g.ci, false);
@@ -525,7 +563,7 @@ void conv2d_forward(const Tensor& out, const Tensor& in, const Tensor& weight, c
 void conv2d_backward(const Tensor& grad_out, const Tensor& in, const Tensor& weight,
                      const Tensor& grad_in, const Tensor& grad_weight, const Tensor& grad_bias,
                      const Conv2dParams& p) {
-#if defined(__AVX512F__)
+#if defined(TANDEM_DIRECT_CONV)
   const Geometry g = geometry(in, weight, grad_out, p.groups);
   if (in.dtype() == DType::f32 && use_direct_weight_grad(g, p)) {
     // The input gradient of a stride-1 3x3 convolution is a convolution of the output gradient

@@ -136,8 +136,8 @@ TEST_CASE("matmul matches a naive triple loop for transposed operands", "[ops]")
 }
 
 TEST_CASE("f32 convolution paths agree with the f64 reference path", "[ops]") {
-  // f32 3x3 convolutions of stride 1 and 2 take direct kernels on AVX-512 machines; f64 always
-  // takes im2col + GEMM. Shapes cover narrow and wide maps, partial vectors, channel counts that
+  // f32 3x3 convolutions of stride 1 and 2 take direct kernels on AVX-512 and AVX2 machines; f64
+  // always takes im2col + GEMM. Shapes cover narrow and wide maps, partial vectors, channel counts that
   // are not multiples of 8 or 16, odd input channel counts, every padding, both strides, and odd
   // padded sizes (uneven parity planes).
   struct Case { int64_t n, ci, co, h, w, pad, stride; };

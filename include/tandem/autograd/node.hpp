@@ -58,6 +58,13 @@ bool needs_grad(const std::vector<Tensor>& inputs);
 /// gradients of `inputs`. Does nothing when no input requires grad or grad mode is off.
 void record(const char* name, const std::vector<Tensor>& inputs, Tensor& output, BackwardFn fn);
 
+/// Queues `callback` to run on this thread once the backward pass now running has processed
+/// its whole graph, before `backward()` returns (PyTorch's Engine::queue_callback). Callbacks
+/// run in the order queued; one queued by a callback runs too. Only inside a backward pass (a
+/// gradient-ready hook, a node's closure): elsewhere it throws. If the pass fails, its queued
+/// callbacks are dropped. Data parallelism waits for its last allreduce here.
+void queue_callback(std::function<void()> callback);
+
 /// Runs backward from `roots` with `grads` (one per root). See Tensor::backward.
 void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads,
                   bool retain_graph);

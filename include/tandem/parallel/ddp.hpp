@@ -1,0 +1,105 @@
+// DistributedDataParallel: wraps a model so that every rank trains the same replica on its own
+// part of the batch. After construction every rank holds rank 0's parameters and buffers; during
+// backward each parameter's gradient lands in a slice of a flat bucket, and a bucket's allreduce
+// starts as soon as its last gradient is ready, hidden behind the rest of backward; backward()
+// returns with every gradient averaged over the ranks, the same bits on every rank.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tandem/comm/communicator.hpp"
+#include "tandem/core/arg.hpp"
+#include "tandem/nn/module.hpp"
+
+namespace tandem::parallel {
+
+struct DDPOptions {
+  /// Buckets close once they hold this many MiB of gradients (PyTorch's bucket_cap_mb).
+  TANDEM_ARG(double, bucket_cap_mb) = 25.0;
+  /// The first bucket (the last layers' gradients, ready first) closes sooner, so communication
+  /// starts early.
+  TANDEM_ARG(double, first_bucket_mb) = 1.0;
+  /// Parameters that get no gradient in a backward are reduced as zeros instead of an error.
+  TANDEM_ARG(bool, find_unused_parameters) = false;
+  /// Every training forward first copies rank 0's buffers (batch-norm running statistics) to all.
+  TANDEM_ARG(bool, broadcast_buffers) = true;
+  /// Allreduce gradients in f16 or bf16 (each rank divides by the world size first, so sums do
+  /// not overflow; results are widened back). nullopt: in the gradients' own dtype.
+  TANDEM_ARG(std::optional<DType>, compression) = std::nullopt;
+};
+
+/// Which parameters go in which bucket: `order` lists parameter indices in the order their
+/// gradients are expected to become ready; each dtype fills its own buckets in that order, a bucket
+/// closing once it holds >= `first_cap_bytes` (the first bucket closed) or `cap_bytes` (the rest).
+/// Buckets come back ordered by their first parameter's place in `order`.
+std::vector<std::vector<size_t>> assign_buckets(const std::vector<Tensor>& params,
+                                                const std::vector<size_t>& order,
+                                                int64_t first_cap_bytes, int64_t cap_bytes);
+
+/// When each bucket of the last reduced backward was launched and done, and when backward's last
+/// op ended (for tests and timelines).
+struct ReductionTimes {
+  struct Bucket {
+    int64_t bytes = 0;
+    comm::Clock::time_point launched, done;
+  };
+  comm::Clock::time_point backward_end;
+  std::vector<Bucket> buckets;
+};
+
+namespace detail {
+class Reducer;
+}
+
+class DistributedDataParallel : public nn::Module {
+ public:
+  /// Checks on every rank that parameter and buffer names, shapes and dtypes agree (a ValueError
+  /// naming the first difference and the rank), then copies rank 0's parameters and buffers to
+  /// every rank. `comm` must outlive this object; `module` is registered as child "module", so
+  /// state_dict() keys read "module.<name>", as PyTorch's.
+  DistributedDataParallel(std::shared_ptr<nn::Module> module, comm::Communicator& comm,
+                          DDPOptions options = {});
+  ~DistributedDataParallel() override;
+
+  /// prepare_forward(), then the module's forward.
+  Tensor forward(const Tensor& input) override;
+  /// What forward does before running the module (broadcast_buffers), for modules whose forward
+  /// takes other arguments: call it, then run the module yourself.
+  void prepare_forward();
+
+  const std::shared_ptr<nn::Module>& module() const { return module_; }
+  comm::Communicator& communicator() const { return comm_; }
+
+  /// Gradient accumulation: while the guard lives, backward only accumulates into the local
+  /// gradients; the first backward after it reduces the accumulated sums.
+  class NoSyncGuard {
+   public:
+    explicit NoSyncGuard(DistributedDataParallel& ddp);
+    ~NoSyncGuard();
+    NoSyncGuard(const NoSyncGuard&) = delete;
+    NoSyncGuard& operator=(const NoSyncGuard&) = delete;
+
+   private:
+    DistributedDataParallel& ddp_;
+    bool previous_;
+  };
+  NoSyncGuard no_sync() { return NoSyncGuard(*this); }
+
+  /// Parameter indices (into module()->parameters()) of each bucket, in reduction order.
+  std::vector<std::vector<size_t>> bucket_indices() const;
+  /// The flat buffer of bucket b, whose slices are the gradients.
+  Tensor bucket_buffer(size_t b) const;
+  const ReductionTimes& last_reduction() const;
+
+ private:
+  std::shared_ptr<nn::Module> module_;
+  comm::Communicator& comm_;
+  DDPOptions options_;
+  std::shared_ptr<detail::Reducer> reducer_;
+};
+
+}  // namespace tandem::parallel

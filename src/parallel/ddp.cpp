@@ -1,0 +1,343 @@
+// DistributedDataParallel's reducer: buckets of gradients, their allreduce launched in bucket order
+// from the gradient-ready hooks, and the end-of-backward callback that waits for them.
+#include "tandem/parallel/ddp.hpp"
+
+#include <algorithm>
+#include <map>
+#include <numeric>
+#include <sstream>
+
+#include "tandem/autograd/grad_mode.hpp"
+#include "tandem/autograd/node.hpp"
+#include "tandem/ops/creation.hpp"
+
+namespace tandem::parallel {
+
+std::vector<std::vector<size_t>> assign_buckets(const std::vector<Tensor>& params,
+                                                const std::vector<size_t>& order,
+                                                int64_t first_cap_bytes, int64_t cap_bytes) {
+  struct Open {
+    std::vector<size_t> params;
+    int64_t bytes = 0;
+  };
+  std::map<DType, Open> open;
+  std::vector<std::vector<size_t>> closed;
+  for (size_t i : order) {
+    TANDEM_CHECK(i < params.size(), "assign_buckets: parameter index ", i, " out of range");
+    Open& b = open[params[i].dtype()];
+    b.params.push_back(i);
+    b.bytes += params[i].numel() * element_size(params[i].dtype());
+    if (b.bytes >= (closed.empty() ? first_cap_bytes : cap_bytes)) {
+      closed.push_back(std::move(b.params));
+      b = Open();
+    }
+  }
+  for (auto& [dtype, b] : open)
+    if (!b.params.empty()) closed.push_back(std::move(b.params));
+  std::vector<size_t> place(params.size());
+  for (size_t k = 0; k < order.size(); ++k) place[order[k]] = k;
+  std::stable_sort(closed.begin(), closed.end(),
+                   [&](const auto& a, const auto& b) { return place[a[0]] < place[b[0]]; });
+  return closed;
+}
+
+namespace detail {
+
+class Reducer : public std::enable_shared_from_this<Reducer> {
+ public:
+  Reducer(std::vector<std::pair<std::string, Tensor>> named, comm::Communicator& comm,
+          const DDPOptions& options)
+      : comm_(comm), options_(options) {
+    for (auto& [name, p] : named)
+      if (p.requires_grad()) {
+        names_.push_back(name);
+        params_.push_back(p);
+      }
+    std::vector<size_t> reverse(params_.size());
+    std::iota(reverse.rbegin(), reverse.rend(), size_t{0});
+    build(reverse);
+  }
+
+  // Registered once, after construction (a hook holds a weak reference: a hook of a destroyed
+  // DDP does nothing).
+  void register_hooks() {
+    std::weak_ptr<Reducer> self = shared_from_this();
+    for (size_t i = 0; i < params_.size(); ++i)
+      params_[i].register_grad_ready_hook([self, i](const Tensor&) {
+        if (auto r = self.lock()) r->on_ready(i);
+      });
+  }
+
+  bool sync = true;
+
+  std::vector<std::vector<size_t>> bucket_indices() const {
+    std::vector<std::vector<size_t>> out;
+    for (const Bucket& b : buckets_) out.push_back(b.params);
+    return out;
+  }
+  Tensor buffer(size_t b) const {
+    TANDEM_CHECK(b < buckets_.size(), "bucket_buffer: bucket ", b, " of ", buckets_.size());
+    return buckets_[b].buffer;
+  }
+  const ReductionTimes& times() const { return times_; }
+
+ private:
+  struct Bucket {
+    std::vector<size_t> params;
+    std::vector<int64_t> offsets;  // element offset of each parameter in the buffer
+    Tensor buffer;                 // flat; its slices are the parameters' gradients
+    Tensor wire;                   // the compressed copy on the wire (compression only)
+    int pending = 0;               // gradients not ready yet in this backward
+    comm::Work work;
+  };
+
+  // Buckets in `order`, each parameter's gradient a view into its bucket; gradients the
+  // parameters hold now are carried over.
+  void build(const std::vector<size_t>& order) {
+    const auto mib = [](double m) { return static_cast<int64_t>(m * 1024 * 1024); };
+    auto assignment = assign_buckets(params_, order, mib(options_.first_bucket_mb_),
+                                     mib(options_.bucket_cap_mb_));
+    std::vector<Bucket> buckets(assignment.size());
+    bucket_of_.assign(params_.size(), 0);
+    for (size_t b = 0; b < assignment.size(); ++b) {
+      Bucket& bucket = buckets[b];
+      bucket.params = std::move(assignment[b]);
+      int64_t total = 0;
+      for (size_t i : bucket.params) {
+        bucket.offsets.push_back(total);
+        total += params_[i].numel();
+        bucket_of_[i] = b;
+      }
+      const Tensor& first = params_[bucket.params[0]];
+      bucket.buffer = zeros({total}, TensorOptions().dtype(first.dtype()).device(first.device()));
+      for (size_t k = 0; k < bucket.params.size(); ++k) {
+        Tensor& p = params_[bucket.params[k]];
+        Tensor view = bucket.buffer.narrow(0, bucket.offsets[k], p.numel()).view(p.shape());
+        Tensor held = p.grad();
+        if (held.defined()) view.copy_(held);
+        p.set_grad_buffer(view);
+        if (held.defined()) p.set_grad(view);
+      }
+    }
+    buckets_ = std::move(buckets);
+  }
+
+  // A gradient-ready hook: parameter i's gradient for this backward is complete.
+  void on_ready(size_t i) {
+    if (!sync) return;
+    if (!in_backward_) start_backward();
+    TANDEM_CHECK(!ready_[i], "DistributedDataParallel: parameter '", names_[i],
+                 "' became ready twice in one backward");
+    ready_[i] = true;
+    if (!rebuilt_) ready_order_.push_back(i);
+    if (--buckets_[bucket_of_[i]].pending == 0) launch_ready();
+  }
+
+  void start_backward() {
+    in_backward_ = true;
+    ready_.assign(params_.size(), false);
+    for (Bucket& b : buckets_) b.pending = static_cast<int>(b.params.size());
+    next_launch_ = 0;
+    times_ = ReductionTimes();
+    times_.buckets.resize(buckets_.size());
+    std::weak_ptr<Reducer> self = shared_from_this();
+    autograd::queue_callback([self] {
+      if (auto r = self.lock()) r->finish_backward();
+    });
+  }
+
+  // Launches every bucket whose turn has come: buckets go out in bucket order on every rank, so
+  // a bucket that is ready early waits for the ones before it.
+  void launch_ready() {
+    while (next_launch_ < buckets_.size() && buckets_[next_launch_].pending == 0) {
+      Bucket& b = buckets_[next_launch_];
+      auto& t = times_.buckets[next_launch_];
+      t.bytes = b.buffer.numel() * element_size(b.buffer.dtype());
+      t.launched = comm::Clock::now();
+      if (options_.compression_ && *options_.compression_ != b.buffer.dtype()) {
+        b.wire = (b.buffer / static_cast<double>(comm_.size())).to(*options_.compression_);
+        b.work = comm_.allreduce(b.wire, comm::ReduceOp::sum);
+      } else {
+        b.wire = Tensor();
+        b.work = comm_.allreduce(b.buffer, comm::ReduceOp::avg);
+      }
+      ++next_launch_;
+    }
+  }
+
+  // The end-of-backward callback: unused parameters, then wait for every bucket.
+  void finish_backward() {
+    in_backward_ = false;
+    times_.backward_end = comm::Clock::now();
+    std::vector<size_t> unused;
+    for (size_t i = 0; i < params_.size(); ++i)
+      if (!ready_[i]) unused.push_back(i);
+    if (!unused.empty()) {
+      if (!options_.find_unused_parameters_) {
+        std::ostringstream os;
+        for (size_t k = 0; k < unused.size() && k < 10; ++k) os << (k ? ", " : "") << names_[unused[k]];
+        if (unused.size() > 10) os << " and " << unused.size() - 10 << " more";
+        TANDEM_THROW(Error, "DistributedDataParallel: rank ", comm_.rank(), ": ", unused.size(),
+                     " parameter(s) got no gradient in this backward: ", os.str(),
+                     ". Every parameter must take part in the loss, or construct with "
+                     "DDPOptions().find_unused_parameters(true)");
+      }
+      for (size_t i : unused) {
+        const Bucket& b = buckets_[bucket_of_[i]];
+        const size_t k = std::find(b.params.begin(), b.params.end(), i) - b.params.begin();
+        b.buffer.narrow(0, b.offsets[k], params_[i].numel()).zero_();
+        params_[i].set_grad(params_[i].grad_buffer());
+        ready_[i] = true;
+        --buckets_[bucket_of_[i]].pending;
+      }
+      launch_ready();
+    }
+    for (size_t b = 0; b < buckets_.size(); ++b) {
+      buckets_[b].work.wait();
+      if (buckets_[b].wire.defined()) buckets_[b].buffer.copy_(buckets_[b].wire);
+      buckets_[b].wire = Tensor();
+      times_.buckets[b].done = comm::Clock::now();
+    }
+    if (!rebuilt_) rebuild();
+  }
+
+  // Once, after the first reduced backward: buckets in the order gradients became ready on rank
+  // 0 (broadcast, so every rank builds the same buckets), unused parameters last.
+  void rebuild() {
+    rebuilt_ = true;
+    std::vector<int64_t> order(params_.size());
+    std::vector<bool> seen(params_.size(), false);
+    size_t n = 0;
+    for (size_t i : ready_order_) {
+      order[n++] = static_cast<int64_t>(i);
+      seen[i] = true;
+    }
+    for (size_t i = params_.size(); i-- > 0;)
+      if (!seen[i]) order[n++] = static_cast<int64_t>(i);
+    Tensor t = from_vector(order);
+    comm_.broadcast(t, 0).wait();
+    std::vector<size_t> agreed;
+    for (int64_t i : t.to_vector<int64_t>()) agreed.push_back(static_cast<size_t>(i));
+    build(agreed);
+    ready_order_.clear();
+  }
+
+  comm::Communicator& comm_;
+  DDPOptions options_;
+  std::vector<std::string> names_;
+  std::vector<Tensor> params_;
+  std::vector<Bucket> buckets_;
+  std::vector<size_t> bucket_of_;
+  std::vector<bool> ready_;
+  size_t next_launch_ = 0;
+  bool in_backward_ = false;
+  bool rebuilt_ = false;
+  std::vector<size_t> ready_order_;
+  ReductionTimes times_;
+};
+
+}  // namespace detail
+
+namespace {
+
+// FNV-1a: the same on every process of a job, unlike std::hash.
+int64_t fingerprint(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return static_cast<int64_t>(h);
+}
+
+std::string describe(const std::string& kind, const std::string& name, const Tensor& t) {
+  return kind + " '" + name + "' " + shape_str(t.shape()) + " " + dtype_name(t.dtype());
+}
+
+// Every rank gets the same verdict: the first rank and entry that differ from rank 0's.
+void check_same_model(comm::Communicator& comm, const std::vector<std::string>& entries) {
+  const int world = comm.size();
+  Tensor count = from_vector(std::vector<int64_t>{static_cast<int64_t>(entries.size())});
+  Tensor counts = zeros({world}, DType::i64);
+  comm.allgather(counts, count).wait();
+  const auto n = counts.to_vector<int64_t>();
+  for (int r = 1; r < world; ++r)
+    TANDEM_CHECK_T(ValueError, n[r] == n[0], "DistributedDataParallel: rank ", r, " has ", n[r],
+                   " parameters and buffers, rank 0 has ", n[0], " (this is rank ", comm.rank(),
+                   ")");
+  std::vector<int64_t> mine;
+  for (const auto& e : entries) mine.push_back(fingerprint(e));
+  Tensor all = zeros({world * n[0]}, DType::i64);
+  if (n[0] > 0) comm.allgather(all, from_vector(mine)).wait();
+  const auto h = all.to_vector<int64_t>();
+  for (int64_t k = 0; k < n[0]; ++k)
+    for (int r = 1; r < world; ++r)
+      TANDEM_CHECK_T(ValueError, h[r * n[0] + k] == h[k], "DistributedDataParallel: entry ", k,
+                     " differs between rank 0 and rank ", r, "; on this rank (", comm.rank(),
+                     ") it is ", entries[k], ". Every rank must build the same model");
+}
+
+}  // namespace
+
+DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> module,
+                                                 comm::Communicator& comm, DDPOptions options)
+    : nn::Module("DistributedDataParallel"), module_(std::move(module)), comm_(comm),
+      options_(options) {
+  TANDEM_CHECK_T(ValueError, module_ != nullptr, "DistributedDataParallel: no module");
+  TANDEM_CHECK_T(ValueError, options.bucket_cap_mb_ > 0 && options.first_bucket_mb_ > 0,
+                 "DistributedDataParallel: bucket caps must be positive, got ",
+                 options.bucket_cap_mb_, " and ", options.first_bucket_mb_, " MiB");
+  if (options.compression_)
+    TANDEM_CHECK_T(ValueError,
+                   *options.compression_ == DType::f16 || *options.compression_ == DType::bf16,
+                   "DistributedDataParallel: compression must be f16 or bf16, got ",
+                   dtype_name(*options.compression_));
+  register_module("module", module_);
+  const auto params = module_->named_parameters();
+  const auto buffers = module_->named_buffers();
+  std::vector<std::string> entries;
+  for (const auto& [name, p] : params) {
+    TANDEM_CHECK_T(ValueError, p.device() == comm.device(), "DistributedDataParallel: parameter '",
+                   name, "' is on ", p.device(), " but rank ", comm.rank(), "'s device is ",
+                   comm.device());
+    entries.push_back(describe("parameter", name, p));
+  }
+  for (const auto& [name, b] : buffers) entries.push_back(describe("buffer", name, b));
+  check_same_model(comm, entries);
+  {
+    NoGradGuard no_grad;
+    std::vector<comm::Work> works;
+    for (const auto& [name, p] : params) works.push_back(comm.broadcast(p, 0));
+    for (const auto& [name, b] : buffers) works.push_back(comm.broadcast(b, 0));
+    for (auto& w : works) w.wait();
+  }
+  reducer_ = std::make_shared<detail::Reducer>(params, comm, options);
+  reducer_->register_hooks();
+}
+
+DistributedDataParallel::~DistributedDataParallel() = default;
+
+void DistributedDataParallel::prepare_forward() {
+  if (!options_.broadcast_buffers_ || comm_.size() == 1 || !grad_mode_enabled() ||
+      !is_training())
+    return;
+  std::vector<comm::Work> works;
+  for (const Tensor& b : module_->buffers()) works.push_back(comm_.broadcast(b, 0));
+  for (auto& w : works) w.wait();
+}
+
+Tensor DistributedDataParallel::forward(const Tensor& input) {
+  prepare_forward();
+  return module_->forward(input);
+}
+
+DistributedDataParallel::NoSyncGuard::NoSyncGuard(DistributedDataParallel& ddp)
+    : ddp_(ddp), previous_(ddp.reducer_->sync) {
+  ddp.reducer_->sync = false;
+}
+DistributedDataParallel::NoSyncGuard::~NoSyncGuard() { ddp_.reducer_->sync = previous_; }
+
+std::vector<std::vector<size_t>> DistributedDataParallel::bucket_indices() const {
+  return reducer_->bucket_indices();
+}
+Tensor DistributedDataParallel::bucket_buffer(size_t b) const { return reducer_->buffer(b); }
+const ReductionTimes& DistributedDataParallel::last_reduction() const { return reducer_->times(); }
+
+}  // namespace tandem::parallel

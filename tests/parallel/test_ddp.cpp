@@ -1,0 +1,365 @@
+// DistributedDataParallel and launch on CPU ranks (the local backend). Ranks are threads: they
+// record what they see into per-rank slots and the checks run on the test's thread (Catch2's
+// assertions are not thread-safe).
+#include <mutex>
+#include <thread>
+
+#include "../util.hpp"
+
+using namespace tandem;
+using tandem::testing::error_of;
+using tandem::testing::require_close;
+
+namespace {
+
+// Linear(8, 16) - ReLU - Linear(16, 4): no batch norm, so the per-rank batches are independent.
+std::shared_ptr<nn::Sequential> mlp() {
+  return std::make_shared<nn::Sequential>(std::make_shared<nn::Linear>(8, 16),
+                                          std::make_shared<nn::ReLU>(),
+                                          std::make_shared<nn::Linear>(16, 4));
+}
+
+// Deterministic weights: every parameter drawn from `seed` in registration order.
+void fill(nn::Module& m, uint64_t seed) {
+  Generator g(seed);
+  NoGradGuard no_grad;
+  for (Tensor& p : m.parameters()) p.copy_(randn(p.shape(), DType::f32, &g) * 0.5);
+}
+
+struct Batch {
+  Tensor x, y;
+};
+// Step k's global batch of `rows` rows.
+Batch global_batch(int k, int64_t rows) {
+  Generator g(1000 + k);
+  return {randn({rows, 8}, DType::f32, &g), randn({rows, 4}, DType::f32, &g)};
+}
+
+std::vector<Tensor> snapshot(nn::Module& m) {
+  std::vector<Tensor> out;
+  for (const Tensor& p : m.parameters()) out.push_back(p.detach().clone());
+  return out;
+}
+
+// K steps of SGD on one rank with the whole batch: the reference.
+std::vector<Tensor> train_single(int steps, int64_t rows) {
+  auto model = mlp();
+  fill(*model, 7);
+  optim::SGD opt(model->parameters(), optim::SGDOptions(0.1).momentum(0.9));
+  for (int k = 0; k < steps; ++k) {
+    Batch b = global_batch(k, rows);
+    opt.zero_grad();
+    mse_loss(model->forward(b.x), b.y).backward();
+    opt.step();
+  }
+  return snapshot(*model);
+}
+
+}  // namespace
+
+TEST_CASE("assign_buckets: closed buckets, per dtype, in ready order", "[parallel][ddp]") {
+  // f32 sizes in bytes: 400, 400, 4000, 40, 4000; one f64 of 800.
+  std::vector<Tensor> p{zeros({100}), zeros({100}), zeros({1000}), zeros({10}), zeros({1000}),
+                        zeros({100}, DType::f64)};
+  std::vector<size_t> reverse{5, 4, 3, 2, 1, 0};
+  // First cap 500: [5] alone? f64 800 >= 500 closes it first; then cap 4400 for the rest.
+  auto b = parallel::assign_buckets(p, reverse, 500, 4400);
+  REQUIRE(b == std::vector<std::vector<size_t>>{{5}, {4, 3, 2}, {1, 0}});
+  // A cap every parameter exceeds: one bucket each, in the given order.
+  REQUIRE(parallel::assign_buckets(p, {0, 1, 2, 3, 4, 5}, 1, 1) ==
+          std::vector<std::vector<size_t>>{{0}, {1}, {2}, {3}, {4}, {5}});
+  // Caps larger than everything: one bucket per dtype, ordered by first parameter.
+  REQUIRE(parallel::assign_buckets(p, reverse, 1 << 20, 1 << 20) ==
+          std::vector<std::vector<size_t>>{{5}, {4, 3, 2, 1, 0}});
+  REQUIRE(parallel::assign_buckets(p, {3, 0}, 1 << 20, 1 << 20) ==
+          std::vector<std::vector<size_t>>{{3, 0}});
+}
+
+TEST_CASE("DDP at world 1..4 trains like one rank with the whole batch", "[parallel][ddp]") {
+  const int steps = 3;
+  const int64_t per_rank = 6;
+  for (int world : {1, 2, 3, 4}) {
+    INFO("world " << world);
+    const auto expected = train_single(steps, per_rank * world);
+    std::vector<std::vector<Tensor>> got(world);
+    std::vector<std::vector<float>> grads(world);
+    parallel::launch(world, [&](parallel::Rank& r) {
+      auto model = mlp();
+      fill(*model, 7 + 100 * r.rank());  // different per rank: DDP copies rank 0's
+      // Caps small enough for several buckets.
+      parallel::DistributedDataParallel ddp(model, r.comm,
+                                            parallel::DDPOptions().bucket_cap_mb(1e-4).first_bucket_mb(1e-4));
+      optim::SGD opt(ddp.parameters(), optim::SGDOptions(0.1).momentum(0.9));
+      for (int k = 0; k < steps; ++k) {
+        Batch b = global_batch(k, per_rank * world);
+        opt.zero_grad();
+        Tensor x = b.x.narrow(0, r.rank() * per_rank, per_rank);
+        Tensor y = b.y.narrow(0, r.rank() * per_rank, per_rank);
+        mse_loss(ddp.forward(x), y).backward();
+        if (k == steps - 1)
+          for (const Tensor& p : model->parameters())
+            for (float v : p.grad().to_vector<float>()) grads[r.rank()].push_back(v);
+        opt.step();
+      }
+      got[r.rank()] = snapshot(*model);
+    });
+    for (int r = 0; r < world; ++r) {
+      REQUIRE(got[r].size() == expected.size());
+      for (size_t i = 0; i < expected.size(); ++i)
+        require_close(got[r][i], expected[i], 1e-5, 1e-6, "parameter " + std::to_string(i));
+      // The averaged gradients are the same bits on every rank.
+      REQUIRE(grads[r] == grads[0]);
+    }
+  }
+}
+
+TEST_CASE("DDP gradients are views of the bucket buffers; buckets follow the ready order",
+          "[parallel][ddp]") {
+  // Registered b then a, run a then b: reverse registration order is not the ready order.
+  struct Swapped : nn::Module {
+    std::shared_ptr<nn::Linear> b, a;
+    Swapped() {
+      b = register_module("b", std::make_shared<nn::Linear>(6, 3));
+      a = register_module("a", std::make_shared<nn::Linear>(5, 6));
+    }
+    Tensor forward(const Tensor& x) override { return b->forward(relu(a->forward(x))); }
+  };
+  std::vector<std::vector<size_t>> before(2), after(2), hook_order(2);
+  std::vector<int> views(2, 0);
+  parallel::launch(2, [&](parallel::Rank& r) {
+    auto model = std::make_shared<Swapped>();
+    auto params = model->parameters();
+    parallel::DistributedDataParallel ddp(model, r.comm,
+                                          parallel::DDPOptions().bucket_cap_mb(1e-6).first_bucket_mb(1e-6));
+    for (size_t i = 0; i < params.size(); ++i)
+      params[i].register_grad_ready_hook([&, i, rank = r.rank()](const Tensor&) {
+        hook_order[rank].push_back(i);
+      });
+    Generator g(3);
+    Tensor x = randn({4, 5}, DType::f32, &g);
+    before[r.rank()].clear();
+    for (auto& b : ddp.bucket_indices()) before[r.rank()].insert(before[r.rank()].end(), b.begin(), b.end());
+    ddp.forward(x).sum().backward();
+    for (auto& b : ddp.bucket_indices()) after[r.rank()].insert(after[r.rank()].end(), b.begin(), b.end());
+    // Every gradient lies inside its bucket's buffer, after the rebuild too.
+    ddp.forward(x).sum().backward();
+    auto buckets = ddp.bucket_indices();
+    for (size_t b = 0; b < buckets.size(); ++b) {
+      Tensor buf = ddp.bucket_buffer(b);
+      const char* lo = static_cast<const char*>(buf.raw_data());
+      const char* hi = lo + buf.numel() * 4;
+      for (size_t i : buckets[b]) {
+        const char* at = static_cast<const char*>(params[i].grad().raw_data());
+        if (at >= lo && at < hi && params[i].grad().storage().data() == buf.storage().data()) ++views[r.rank()];
+      }
+    }
+  });
+  for (int r = 0; r < 2; ++r) {
+    REQUIRE(before[r] == std::vector<size_t>{3, 2, 1, 0});  // reverse registration
+    // After the first iteration: the order the hooks fired in (b's parameters first).
+    REQUIRE(std::vector<size_t>(hook_order[r].begin(), hook_order[r].begin() + 4) == after[r]);
+    REQUIRE(after[r] != before[r]);
+    REQUIRE(views[r] == 4);
+  }
+}
+
+TEST_CASE("DDP overlaps: the first bucket's allreduce starts before backward's last op ends",
+          "[parallel][ddp]") {
+  std::vector<int64_t> lead_us(2);
+  std::vector<size_t> nbuckets(2);
+  parallel::launch(2, [&](parallel::Rank& r) {
+    auto model = std::make_shared<nn::Sequential>();
+    model->push_back(std::make_shared<nn::Linear>(64, 256));
+    for (int i = 0; i < 6; ++i) {
+      model->push_back(std::make_shared<nn::ReLU>());
+      model->push_back(std::make_shared<nn::Linear>(256, 256));
+    }
+    parallel::DistributedDataParallel ddp(model, r.comm,
+                                          parallel::DDPOptions().bucket_cap_mb(0.25).first_bucket_mb(0.25));
+    Generator g(5);
+    Tensor x = randn({64, 64}, DType::f32, &g);
+    ddp.forward(x).sum().backward();
+    const auto& t = ddp.last_reduction();
+    nbuckets[r.rank()] = t.buckets.size();
+    lead_us[r.rank()] = std::chrono::duration_cast<std::chrono::microseconds>(
+                            t.backward_end - t.buckets.front().launched).count();
+  });
+  for (int r = 0; r < 2; ++r) {
+    REQUIRE(nbuckets[r] >= 4);
+    CHECK(lead_us[r] > 0);
+  }
+}
+
+TEST_CASE("DDP no_sync accumulates locally; the next step reduces the sums", "[parallel][ddp]") {
+  // Two micro-batches per rank, the first under no_sync: the gradient is the sum over both
+  // micro-batches averaged over ranks = one rank's gradient of (loss(m0) + loss(m1)) summed
+  // the same way over the whole global batch.
+  const int64_t per = 3;
+  auto ref = mlp();
+  fill(*ref, 11);
+  Batch b0 = global_batch(0, 2 * per), b1 = global_batch(1, 2 * per);
+  // Rank r's micro-batch j: rows r*per.. of batch j. Average over ranks of sum over j.
+  for (int rank = 0; rank < 2; ++rank)
+    for (const Batch* b : {&b0, &b1}) {
+      Tensor x = b->x.narrow(0, rank * per, per), y = b->y.narrow(0, rank * per, per);
+      (mse_loss(ref->forward(x), y) * 0.5).backward();
+    }
+  std::vector<std::vector<Tensor>> got(2);
+  std::vector<int> synced_early(2, 0);
+  parallel::launch(2, [&](parallel::Rank& r) {
+    auto model = mlp();
+    fill(*model, 11);
+    parallel::DistributedDataParallel ddp(model, r.comm);
+    {
+      auto guard = ddp.no_sync();
+      Tensor x = b0.x.narrow(0, r.rank() * per, per), y = b0.y.narrow(0, r.rank() * per, per);
+      mse_loss(ddp.forward(x), y).backward();
+      // Not reduced yet: rank 0's and rank 1's local gradients differ.
+      synced_early[r.rank()] = ddp.last_reduction().buckets.empty() ? 0 : 1;
+    }
+    Tensor x = b1.x.narrow(0, r.rank() * per, per), y = b1.y.narrow(0, r.rank() * per, per);
+    mse_loss(ddp.forward(x), y).backward();
+    for (const Tensor& p : model->parameters()) got[r.rank()].push_back(p.grad().clone());
+  });
+  auto expected = ref->parameters();
+  for (int r = 0; r < 2; ++r) {
+    REQUIRE(synced_early[r] == 0);
+    for (size_t i = 0; i < expected.size(); ++i)
+      require_close(got[r][i], expected[i].grad(), 1e-5, 1e-6, "gradient " + std::to_string(i));
+  }
+}
+
+TEST_CASE("DDP: a parameter without gradient is an error naming it, or zeros on request",
+          "[parallel][ddp]") {
+  struct Partly : nn::Module {
+    std::shared_ptr<nn::Linear> used, spare;
+    Partly() {
+      used = register_module("used", std::make_shared<nn::Linear>(4, 2));
+      spare = register_module("spare", std::make_shared<nn::Linear>(4, 2));
+    }
+    Tensor forward(const Tensor& x) override { return used->forward(x); }
+  };
+  Tensor x = ones({3, 4});
+  std::string message;
+  try {
+    parallel::launch(2, [&](parallel::Rank& r) {
+      parallel::DistributedDataParallel ddp(std::make_shared<Partly>(), r.comm);
+      ddp.forward(x).sum().backward();
+    });
+  } catch (const parallel::RankError& e) {
+    message = e.what();
+  }
+  CHECK(message.find("spare.weight") != std::string::npos);
+  CHECK(message.find("spare.bias") != std::string::npos);
+  CHECK(message.find("find_unused_parameters") != std::string::npos);
+
+  std::vector<double> spare_grad(2, -1), used_grad(2, 0);
+  parallel::launch(2, [&](parallel::Rank& r) {
+    auto model = std::make_shared<Partly>();
+    parallel::DistributedDataParallel ddp(model, r.comm,
+                                          parallel::DDPOptions().find_unused_parameters(true));
+    for (int k = 0; k < 2; ++k) ddp.forward(x).sum().backward();  // and after the rebuild
+    spare_grad[r.rank()] = model->spare->weight.grad().abs().sum().item<double>();
+    used_grad[r.rank()] = model->used->weight.grad().abs().sum().item<double>();
+  });
+  for (int r = 0; r < 2; ++r) {
+    CHECK(spare_grad[r] == 0.0);
+    CHECK(used_grad[r] > 0.0);
+  }
+}
+
+TEST_CASE("DDP refuses ranks whose models differ, naming the rank", "[parallel][ddp]") {
+  std::string message;
+  try {
+    parallel::launch(2, [&](parallel::Rank& r) {
+      auto model = std::make_shared<nn::Linear>(4, r.rank() == 1 ? 3 : 2);
+      parallel::DistributedDataParallel ddp(model, r.comm);
+    });
+  } catch (const parallel::RankError& e) {
+    message = e.what();
+  }
+  CHECK(message.find("rank 1") != std::string::npos);
+  CHECK(message.find("weight") != std::string::npos);
+}
+
+TEST_CASE("DDP broadcasts rank 0's buffers at every training forward", "[parallel][ddp]") {
+  std::vector<std::vector<float>> before_second(2);
+  parallel::launch(2, [&](parallel::Rank& r) {
+    auto bn = std::make_shared<nn::BatchNorm2d>(3);
+    auto model = std::make_shared<nn::Sequential>(std::make_shared<nn::Conv2d>(2, 3, 3), bn);
+    parallel::DistributedDataParallel ddp(model, r.comm);
+    Generator g(20 + r.rank());
+    ddp.forward(randn({2, 2, 5, 5}, DType::f32, &g)).sum().backward();
+    // Each rank updated its running mean with its own batch; the next training forward first
+    // makes them rank 0's.
+    ddp.prepare_forward();
+    before_second[r.rank()] = bn->running_mean.to_vector<float>();
+  });
+  REQUIRE(before_second[0] == before_second[1]);
+  REQUIRE(before_second[0] != std::vector<float>(3, 0.0f));
+}
+
+TEST_CASE("DDP with bf16 compression tracks the uncompressed gradients", "[parallel][ddp]") {
+  std::vector<std::vector<float>> plain(2), packed(2);
+  for (bool compress : {false, true})
+    parallel::launch(2, [&](parallel::Rank& r) {
+      auto model = mlp();
+      fill(*model, 3);
+      parallel::DDPOptions o;
+      if (compress) o.compression(DType::bf16);
+      parallel::DistributedDataParallel ddp(model, r.comm, o);
+      Batch b = global_batch(0, 8);
+      mse_loss(ddp.forward(b.x.narrow(0, 4 * r.rank(), 4)), b.y.narrow(0, 4 * r.rank(), 4)).backward();
+      auto& out = compress ? packed[r.rank()] : plain[r.rank()];
+      for (const Tensor& p : model->parameters())
+        for (float v : p.grad().to_vector<float>()) out.push_back(v);
+    });
+  for (int r = 0; r < 2; ++r) {
+    REQUIRE(packed[r].size() == plain[r].size());
+    REQUIRE(packed[r] == packed[0]);
+    double worst = 0, scale = 0;
+    for (size_t i = 0; i < plain[r].size(); ++i) {
+      worst = std::max(worst, std::fabs(double(packed[r][i]) - plain[r][i]));
+      scale = std::max(scale, std::fabs(double(plain[r][i])));
+    }
+    CHECK(worst <= scale * 1e-2);  // bf16 keeps 8 bits of mantissa
+    CHECK(worst > 0);              // and it did round
+  }
+}
+
+TEST_CASE("launch: a rank that throws is rethrown naming it; nothing hangs", "[parallel][launch]") {
+  const auto start = std::chrono::steady_clock::now();
+  std::string message;
+  int rank = -1;
+  try {
+    parallel::launch(3, [&](parallel::Rank& r) {
+      if (r.rank() == 2) TANDEM_THROW(ValueError, "bad batch");
+      // The other ranks wait in a collective rank 2 never joins.
+      r.comm.allreduce(zeros({4})).wait();
+    }, parallel::LaunchOptions().timeout(std::chrono::seconds(60)));
+  } catch (const parallel::RankError& e) {
+    message = e.what();
+    rank = e.rank();
+    CHECK_THROWS_AS(std::rethrow_exception(e.original()), ValueError);
+  }
+  CHECK(rank == 2);
+  CHECK(message.find("rank 2 of 3") != std::string::npos);
+  CHECK(message.find("bad batch") != std::string::npos);
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(30));
+}
+
+TEST_CASE("launch: each rank has its own context, threads and random stream", "[parallel][launch]") {
+  std::vector<int> threads(2), ranks(2);
+  std::vector<std::vector<float>> draws(2);
+  parallel::launch(2, [&](parallel::Rank& r) {
+    threads[r.rank()] = current_context().pool().num_threads();
+    ranks[r.rank()] = r.world_size();
+    draws[r.rank()] = randn({4}, DType::f32, &r.generator).to_vector<float>();
+  }, parallel::LaunchOptions().threads(4).seed(9));
+  CHECK(threads == std::vector<int>{2, 2});
+  CHECK(ranks == std::vector<int>{2, 2});
+  CHECK(draws[0] != draws[1]);
+  Generator again(parallel::rank_seed(9, 1));
+  CHECK(randn({4}, DType::f32, &again).to_vector<float>() == draws[1]);
+  CHECK_THROWS_AS(parallel::launch(0, [](parallel::Rank&) {}), ValueError);
+}
