@@ -1,6 +1,7 @@
 // The differentiable functional API.
 #pragma once
 
+#include "tandem/ops/autocast.hpp"
 #include "tandem/ops/creation.hpp"
 #include "tandem/ops/elementwise.hpp"
 #include "tandem/ops/linalg.hpp"

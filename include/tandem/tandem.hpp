@@ -6,6 +6,7 @@
 #include "tandem/ops.hpp"
 #include "tandem/nn.hpp"
 #include "tandem/optim.hpp"
+#include "tandem/amp.hpp"
 #include "tandem/io.hpp"
 #include "tandem/data.hpp"
 #include "tandem/comm.hpp"

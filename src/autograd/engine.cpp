@@ -136,6 +136,13 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& g
   TANDEM_CHECK(roots.size() == grads.size(), "backward: ", roots.size(), " tensors but ",
                grads.size(), " gradients");
   NoGradGuard no_grad;
+  // Backward runs in the dtypes forward chose: autocast does not apply to gradient ops.
+  struct AutocastOff {
+    ExecutionContext& context = current_context();
+    AutocastState saved = context.autocast();
+    AutocastOff() { context.set_autocast(AutocastState{}); }
+    ~AutocastOff() { context.set_autocast(saved); }
+  } autocast_off;
   // A nested backward (from a node's closure) gets callbacks of its own.
   std::vector<std::function<void()>> callbacks;
   struct Restore {

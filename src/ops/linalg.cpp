@@ -6,6 +6,7 @@ namespace tandem {
 using namespace ops_detail;
 
 Tensor bmm(const Tensor& a, const Tensor& b) {
+  if (autocast_changes("bmm", {a, b})) return bmm(autocast_input("bmm", a), autocast_input("bmm", b));
   check_defined(a, "bmm", "first operand");
   check_defined(b, "bmm", "second operand");
   check_inputs({a, b}, "bmm");
@@ -70,6 +71,9 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
 }
 
 Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
+  if (autocast_changes("linear", {input, weight, bias}))
+    return linear(autocast_input("linear", input), autocast_input("linear", weight),
+                  autocast_input("linear", bias));
   check_defined(input, "linear", "input");
   check_defined(weight, "linear", "weight");
   TANDEM_CHECK(weight.dim() == 2 && input.dim() >= 1 && input.size(-1) == weight.size(1),

@@ -36,6 +36,9 @@ Tensor with_batch_dim(const Tensor& input, const char* op, F&& f) {
 
 Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Int2 stride,
               Int2 padding, Int2 dilation, int64_t groups) {
+  if (autocast_changes("conv2d", {input, weight, bias}))
+    return conv2d(autocast_input("conv2d", input), autocast_input("conv2d", weight),
+                  autocast_input("conv2d", bias), stride, padding, dilation, groups);
   check_defined(input, "conv2d", "input");
   check_defined(weight, "conv2d", "weight");
   check_inputs({input, weight, bias}, "conv2d");
@@ -93,6 +96,10 @@ namespace {
 Tensor batch_norm_op(const Tensor& input, const Tensor& running_mean, const Tensor& running_var,
                      const Tensor& weight, const Tensor& bias, bool training, double momentum,
                      double eps, const Tensor& residual, bool relu, const char* name) {
+  if (autocast_changes("batch_norm", {input, residual}))
+    return batch_norm_op(autocast_input("batch_norm", input), running_mean, running_var, weight,
+                         bias, training, momentum, eps, autocast_input("batch_norm", residual),
+                         relu, name);
   check_defined(input, name, "input");
   check_inputs({input, running_mean, running_var, weight, bias, residual}, name);
   check_floating(input, name);
@@ -293,6 +300,7 @@ Tensor dropout(const Tensor& input, double p, bool training, Generator* gen) {
 }
 
 Tensor softmax(const Tensor& input, int64_t dim) {
+  if (autocast_changes("softmax", {input})) return softmax(autocast_input("softmax", input), dim);
   check_defined(input, "softmax", "input");
   check_floating(input, "softmax");
   int64_t d = wrap_dim(dim, input.dim(), "softmax");
@@ -303,6 +311,8 @@ Tensor softmax(const Tensor& input, int64_t dim) {
 }
 
 Tensor log_softmax(const Tensor& input, int64_t dim) {
+  if (autocast_changes("log_softmax", {input}))
+    return log_softmax(autocast_input("log_softmax", input), dim);
   check_defined(input, "log_softmax", "input");
   check_floating(input, "log_softmax");
   int64_t d = wrap_dim(dim, input.dim(), "log_softmax");
@@ -383,11 +393,16 @@ Tensor nll_flat(const Tensor& logp, const Tensor& target, Reduction reduction,
 }  // namespace
 
 Tensor nll_loss(const Tensor& input, const Tensor& target, Reduction reduction, int64_t ignore_index) {
+  if (autocast_changes("nll_loss", {input}))
+    return nll_loss(autocast_input("nll_loss", input), target, reduction, ignore_index);
   auto [x, t] = flatten_classes(input, target, "nll_loss");
   return nll_flat(x, t, reduction, ignore_index, target.shape(), "nll_loss");
 }
 
 Tensor cross_entropy(const Tensor& input, const Tensor& target, CrossEntropyOptions o) {
+  if (autocast_changes("cross_entropy", {input, target}))
+    return cross_entropy(autocast_input("cross_entropy", input),
+                         autocast_input("cross_entropy", target), o);
   TANDEM_CHECK(o.label_smoothing >= 0.0 && o.label_smoothing <= 1.0,
                "cross_entropy: label_smoothing must be in [0, 1], got ", o.label_smoothing);
   auto [x, t] = flatten_classes(input, target, "cross_entropy");
@@ -410,6 +425,9 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target, CrossEntropyOpti
 }
 
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+  if (autocast_changes("mse_loss", {input, target}))
+    return mse_loss(autocast_input("mse_loss", input), autocast_input("mse_loss", target),
+                    reduction);
   check_defined(input, "mse_loss", "input");
   check_defined(target, "mse_loss", "target");
   check_floating(input, "mse_loss");

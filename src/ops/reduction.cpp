@@ -85,6 +85,7 @@ Tensor extreme_backward(const Tensor& g, const Tensor& x, const Tensor& y, const
 }  // namespace
 
 Tensor sum(const Tensor& t, const Shape& dims, bool keepdim) {
+  if (autocast_changes("sum", {t})) return sum(autocast_input("sum", t), dims, keepdim);
   check_defined(t, "sum", "input");
   Plan p = plan_reduction(t, dims, keepdim, "sum");
   Tensor out = reduce(ReduceOp::sum, t, p, sum_dtype(t.dtype()), "sum");
@@ -98,6 +99,7 @@ Tensor sum(const Tensor& t, const Shape& dims, bool keepdim) {
 Tensor sum(const Tensor& t) { return sum(t, {}, false); }
 
 Tensor mean(const Tensor& t, const Shape& dims, bool keepdim) {
+  if (autocast_changes("mean", {t})) return mean(autocast_input("mean", t), dims, keepdim);
   check_defined(t, "mean", "input");
   check_floating(t, "mean");
   Plan p = plan_reduction(t, dims, keepdim, "mean");
@@ -108,6 +110,7 @@ Tensor mean(const Tensor& t, const Shape& dims, bool keepdim) {
 Tensor mean(const Tensor& t) { return mean(t, {}, false); }
 
 Tensor var(const Tensor& t, const Shape& dims, int64_t correction, bool keepdim) {
+  if (autocast_changes("var", {t})) return var(autocast_input("var", t), dims, correction, keepdim);
   check_defined(t, "var", "input");
   check_floating(t, "var");
   Plan p = plan_reduction(t, dims, keepdim, "var");

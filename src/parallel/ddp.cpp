@@ -41,6 +41,14 @@ std::vector<std::vector<size_t>> assign_buckets(const std::vector<Tensor>& param
   return closed;
 }
 
+std::function<bool(bool)> any_rank(comm::Communicator& comm) {
+  return [&comm](bool flag) {
+    Tensor t = full({1}, flag ? 1.0 : 0.0, TensorOptions(DType::f32).device(comm.device()));
+    comm.allreduce(t, comm::ReduceOp::max).wait();
+    return t.item<float>() > 0.0f;
+  };
+}
+
 namespace detail {
 
 class Reducer : public std::enable_shared_from_this<Reducer> {

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -50,6 +51,10 @@ struct ReductionTimes {
   comm::Clock::time_point backward_end;
   std::vector<Bucket> buckets;
 };
+
+/// A function that is true on every rank when `flag` is true on any (one allreduce of one
+/// element): what amp::GradScaler::set_sync takes, so an inf on one rank skips the step on all.
+std::function<bool(bool)> any_rank(comm::Communicator& comm);
 
 namespace detail {
 class Reducer;

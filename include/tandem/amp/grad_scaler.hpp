@@ -1,0 +1,65 @@
+// amp::GradScaler: dynamic loss scaling for f16 training, as torch.cuda.amp.GradScaler. The loss
+// is multiplied by the scale before backward so that small gradients survive f16; unscale
+// divides the gradients back (after the allreduce, before clipping); step skips the update when
+// any gradient is inf or NaN, and update halves the scale then, or doubles it after
+// growth_interval clean steps. bf16 has f32's range and needs no scaler.
+#pragma once
+
+#include <functional>
+#include <vector>
+
+#include "tandem/core/arg.hpp"
+#include "tandem/nn/module.hpp"
+#include "tandem/optim/optimizer.hpp"
+
+namespace tandem::amp {
+
+struct GradScalerOptions {
+  TANDEM_ARG(double, init_scale) = 65536.0;  // 2^16
+  TANDEM_ARG(double, growth_factor) = 2.0;
+  TANDEM_ARG(double, backoff_factor) = 0.5;
+  TANDEM_ARG(int64_t, growth_interval) = 2000;
+  /// Off: scale() and unscale() do nothing, step() always steps (one code path for f32 and f16).
+  TANDEM_ARG(bool, enabled) = true;
+};
+
+class GradScaler {
+ public:
+  explicit GradScaler(GradScalerOptions options = {});
+
+  /// loss * scale (differentiable).
+  Tensor scale(const Tensor& loss) const;
+  /// Divides every gradient of `optimizer` by the scale in place and notes whether any is inf or
+  /// NaN. At most once per optimizer between updates (a second call throws).
+  void unscale(optim::Optimizer& optimizer);
+  /// Unscales if not done yet, then steps the optimizer unless a gradient was inf or NaN on any
+  /// rank. Returns whether it stepped: skip the learning-rate schedule's step when it did not.
+  bool step(optim::Optimizer& optimizer);
+  /// Ends the iteration: the scale backs off after a skipped step, grows after growth_interval
+  /// clean steps in a row.
+  void update();
+
+  double get_scale() const { return scale_; }
+  bool is_enabled() const { return options_.enabled_; }
+  /// Clean steps since the scale last changed.
+  int64_t growth_tracker() const { return growth_tracker_; }
+
+  /// For data parallelism: `any(found)` must return true on every rank when `found` is true on
+  /// any (parallel::any_rank gives one). Without it, each rank decides alone (enough when the
+  /// gradients are already allreduced, which carries an inf to every rank).
+  void set_sync(std::function<bool(bool)> any) { any_ = std::move(any); }
+
+  /// "scale", "growth_tracker" and the options, for training checkpoints.
+  nn::StateDict state_dict() const;
+  void load_state_dict(const nn::StateDict& state);
+
+ private:
+  GradScalerOptions options_;
+  double scale_;
+  int64_t growth_tracker_ = 0;
+  bool found_inf_ = false;                          // this iteration, so far
+  std::vector<const optim::Optimizer*> unscaled_;  // this iteration's unscaled optimizers
+  std::function<bool(bool)> any_;
+};
+
+}  // namespace tandem::amp

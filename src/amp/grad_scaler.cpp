@@ -1,0 +1,104 @@
+#include "tandem/amp/grad_scaler.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "tandem/autograd/grad_mode.hpp"
+#include "tandem/ops/creation.hpp"
+#include "tandem/ops/reduction.hpp"
+
+namespace tandem::amp {
+
+GradScaler::GradScaler(GradScalerOptions options) : options_(options), scale_(options.init_scale_) {
+  TANDEM_CHECK_T(ValueError, options.init_scale_ > 0 && std::isfinite(options.init_scale_),
+                 "GradScaler: init_scale must be positive and finite, got ", options.init_scale_);
+  TANDEM_CHECK_T(ValueError, options.growth_factor_ > 1.0,
+                 "GradScaler: growth_factor must be > 1, got ", options.growth_factor_);
+  TANDEM_CHECK_T(ValueError, options.backoff_factor_ > 0.0 && options.backoff_factor_ < 1.0,
+                 "GradScaler: backoff_factor must be in (0, 1), got ", options.backoff_factor_);
+  TANDEM_CHECK_T(ValueError, options.growth_interval_ >= 1,
+                 "GradScaler: growth_interval must be >= 1, got ", options.growth_interval_);
+}
+
+Tensor GradScaler::scale(const Tensor& loss) const {
+  if (!options_.enabled_) return loss;
+  return loss * scale_;
+}
+
+void GradScaler::unscale(optim::Optimizer& optimizer) {
+  if (!options_.enabled_) return;
+  TANDEM_CHECK(std::find(unscaled_.begin(), unscaled_.end(), &optimizer) == unscaled_.end(),
+               "GradScaler.unscale: already called for this optimizer since the last update()");
+  unscaled_.push_back(&optimizer);
+  NoGradGuard no_grad;
+  const double inv = 1.0 / scale_;
+  for (const auto& group : optimizer.groups())
+    for (const Tensor& p : group.params) {
+      Tensor g = p.grad();
+      if (!g.defined()) continue;
+      g.mul_(inv);
+      // A sum in f64 is inf or NaN exactly when an element is (f32 values cannot overflow it).
+      if (!found_inf_ && !std::isfinite(sum(g.to(DType::f64)).item<double>())) found_inf_ = true;
+    }
+}
+
+bool GradScaler::step(optim::Optimizer& optimizer) {
+  if (!options_.enabled_) {
+    optimizer.step();
+    return true;
+  }
+  if (std::find(unscaled_.begin(), unscaled_.end(), &optimizer) == unscaled_.end())
+    unscale(optimizer);
+  if (any_) found_inf_ = any_(found_inf_);
+  if (found_inf_) return false;
+  optimizer.step();
+  return true;
+}
+
+void GradScaler::update() {
+  if (!options_.enabled_) return;
+  if (found_inf_) {
+    scale_ *= options_.backoff_factor_;
+    growth_tracker_ = 0;
+  } else if (++growth_tracker_ >= options_.growth_interval_) {
+    scale_ *= options_.growth_factor_;
+    growth_tracker_ = 0;
+  }
+  found_inf_ = false;
+  unscaled_.clear();
+}
+
+nn::StateDict GradScaler::state_dict() const {
+  const TensorOptions f64 = TensorOptions(DType::f64).device(kCPU);
+  nn::StateDict out;
+  out["scale"] = scalar_tensor(scale_, f64);
+  out["growth_tracker"] = scalar_tensor(static_cast<double>(growth_tracker_),
+                                        TensorOptions(DType::i64).device(kCPU));
+  out["growth_factor"] = scalar_tensor(options_.growth_factor_, f64);
+  out["backoff_factor"] = scalar_tensor(options_.backoff_factor_, f64);
+  out["growth_interval"] = scalar_tensor(static_cast<double>(options_.growth_interval_),
+                                         TensorOptions(DType::i64).device(kCPU));
+  return out;
+}
+
+void GradScaler::load_state_dict(const nn::StateDict& state) {
+  auto value = [&](const char* key) {
+    auto it = state.find(key);
+    TANDEM_CHECK_T(ValueError, it != state.end() && it->second.numel() == 1,
+                   "GradScaler.load_state_dict: missing or malformed '", key, "'");
+    return it->second.item<double>();
+  };
+  const double scale = value("scale"), tracker = value("growth_tracker");
+  const double growth = value("growth_factor"), backoff = value("backoff_factor");
+  const double interval = value("growth_interval");
+  TANDEM_CHECK_T(ValueError, scale > 0 && std::isfinite(scale) && tracker >= 0 && growth > 1 &&
+                                 backoff > 0 && backoff < 1 && interval >= 1,
+                 "GradScaler.load_state_dict: values out of range (scale ", scale, ")");
+  scale_ = scale;
+  growth_tracker_ = static_cast<int64_t>(tracker);
+  options_.growth_factor_ = growth;
+  options_.backoff_factor_ = backoff;
+  options_.growth_interval_ = static_cast<int64_t>(interval);
+}
+
+}  // namespace tandem::amp

@@ -1,0 +1,201 @@
+// Mixed precision: the autocast policy row by row, low-precision training against f32, and the
+// GradScaler's schedule, skipping and state, on one rank and across ranks.
+#include <map>
+
+#include "../util.hpp"
+
+using namespace tandem;
+using tandem::testing::require_close;
+
+TEST_CASE("autocast: every policy row runs its op in the dtype the table says", "[amp]") {
+  Generator g(1);
+  Tensor x4 = randn({2, 3, 5, 5}, DType::f32, &g), w4 = randn({4, 3, 3, 3}, DType::f32, &g);
+  Tensor m = randn({4, 6}, DType::f32, &g), w2 = randn({5, 6}, DType::f32, &g);
+  Tensor b3 = randn({2, 4, 6}, DType::f32, &g), c3 = randn({2, 6, 3}, DType::f32, &g);
+  Tensor labels = from_vector(std::vector<int64_t>{1, 0, 3, 2});
+  Tensor rm = zeros({3}), rv = ones({3});
+  // Each row's op on f32 inputs (lower rows) or on bf16 inputs (fp32 rows).
+  const Tensor low = m.to(DType::bf16), low4 = x4.to(DType::bf16);
+  std::map<std::string, std::function<Tensor()>> run{
+      {"conv2d", [&] { return conv2d(x4, w4, Tensor(), 1, 1); }},
+      {"linear", [&] { return linear(m, w2, zeros({5})); }},
+      {"bmm", [&] { return bmm(b3, c3); }},
+      {"batch_norm", [&] { return batch_norm(low4, rm, rv, Tensor(), Tensor(), true, 0.1, 1e-5); }},
+      {"softmax", [&] { return softmax(low, 1); }},
+      {"log_softmax", [&] { return log_softmax(low, 1); }},
+      {"cross_entropy", [&] { return cross_entropy(low, labels); }},
+      {"nll_loss", [&] { return nll_loss(low, labels); }},
+      {"mse_loss", [&] { return mse_loss(low, low * 0.5); }},
+      {"sum", [&] { return sum(low); }},
+      {"mean", [&] { return mean(low); }},
+      {"var", [&] { return var(low, {1}); }},
+  };
+  for (DType dt : {DType::f16, DType::bf16}) {
+    amp::autocast guard(dt);
+    for (const AutocastRule& rule : autocast_policy()) {
+      INFO("op " << rule.op << " under " << dtype_name(dt));
+      REQUIRE(run.count(rule.op) == 1);  // a row without a case here fails
+      const DType expected = rule.policy == AutocastPolicy::lower ? dt : DType::f32;
+      CHECK(run.at(rule.op)().dtype() == expected);
+    }
+    // Not in the table: elementwise ops take the widest input, views and relu keep theirs.
+    CHECK(add(low, m).dtype() == DType::f32);
+    CHECK(relu(low).dtype() == DType::bf16);
+    // f64 is left alone.
+    CHECK(matmul(m.to(DType::f64), w2.t().to(DType::f64)).dtype() == DType::f64);
+  }
+  CHECK(run.at("conv2d")().dtype() == DType::f32);  // off again after the scope
+  CHECK(!amp::is_autocast_enabled());
+  CHECK_THROWS_AS(amp::autocast(DType::f32), ValueError);
+}
+
+TEST_CASE("autocast: f32 parameters get f32 gradients close to the f32 run's", "[amp]") {
+  Generator g(2);
+  Tensor x = randn({4, 3, 6, 6}, DType::f32, &g);
+  Tensor w = (randn({8, 3, 3, 3}, DType::f32, &g) * 0.3).set_requires_grad();
+  Tensor v = (randn({10, 8 * 36}, DType::f32, &g) * 0.05).set_requires_grad();
+  Tensor labels = from_vector(std::vector<int64_t>{1, 7, 3, 9});
+  auto loss_of = [&] {
+    Tensor h = relu(conv2d(x, w, Tensor(), 1, 1)).flatten(1);
+    return cross_entropy(linear(h, v, Tensor()), labels);
+  };
+  loss_of().backward();
+  Tensor gw = w.grad().clone(), gv = v.grad().clone();
+  for (DType dt : {DType::f16, DType::bf16}) {
+    INFO(dtype_name(dt));
+    w.set_grad(Tensor());
+    v.set_grad(Tensor());
+    Tensor loss;
+    {
+      amp::autocast guard(dt);
+      loss = loss_of();
+    }
+    CHECK(loss.dtype() == DType::f32);
+    loss.backward();
+    REQUIRE(w.grad().dtype() == DType::f32);
+    REQUIRE(v.grad().dtype() == DType::f32);
+    const double tol = dt == DType::bf16 ? 3e-2 : 5e-3;
+    require_close(w.grad(), gw, tol, tol * amax(gw.abs(), {0, 1, 2, 3}).item<double>(), "conv weight gradient");
+    require_close(v.grad(), gv, tol, tol * amax(gv.abs(), {0, 1}).item<double>(), "linear weight gradient");
+  }
+}
+
+TEST_CASE("autocast: f16 and bf16 training of a small model tracks its f32 run", "[amp]") {
+  auto train = [](std::optional<DType> dt) {
+    Generator g(3);
+    auto model = std::make_shared<nn::Sequential>(std::make_shared<nn::Linear>(16, 32),
+                                                  std::make_shared<nn::ReLU>(),
+                                                  std::make_shared<nn::Linear>(32, 4));
+    {
+      NoGradGuard no_grad;
+      for (Tensor& p : model->parameters()) p.copy_(randn(p.shape(), DType::f32, &g) * 0.3);
+    }
+    Tensor x = randn({64, 16}, DType::f32, &g);
+    Tensor y = argmax(x.narrow(1, 0, 4), 1);  // a learnable rule
+    optim::SGD opt(model->parameters(), optim::SGDOptions(0.2).momentum(0.9));
+    amp::GradScaler scaler(amp::GradScalerOptions().enabled(dt == DType::f16));
+    std::vector<double> losses;
+    for (int k = 0; k < 40; ++k) {
+      opt.zero_grad();
+      Tensor loss;
+      {
+        amp::autocast guard(dt.value_or(DType::bf16), dt.has_value());
+        loss = cross_entropy(model->forward(x), y);
+      }
+      scaler.scale(loss).backward();
+      scaler.step(opt);
+      scaler.update();
+      losses.push_back(loss.item<double>());
+    }
+    return losses;
+  };
+  const auto f32 = train(std::nullopt), f16 = train(DType::f16), bf16 = train(DType::bf16);
+  CHECK(f32.back() < 0.5 * f32.front());  // it learns
+  for (size_t k = 0; k < f32.size(); k += 13) {
+    INFO("step " << k);
+    CHECK(std::fabs(f16[k] - f32[k]) <= 0.02 * f32.front());
+    CHECK(std::fabs(bf16[k] - f32[k]) <= 0.05 * f32.front());
+  }
+  CHECK(std::fabs(f16.back() - f32.back()) <= 0.02 * f32.front());
+  CHECK(std::fabs(bf16.back() - f32.back()) <= 0.05 * f32.front());
+}
+
+namespace {
+struct Tiny {
+  Tensor w = full({3}, 1.0).set_requires_grad();
+  optim::SGD opt{std::vector<optim::ParamGroup>{optim::ParamGroup({w})},
+                 optim::SGDOptions(0.1).momentum(0.9)};
+  // Backward of scale(sum(w * c)) leaves grad = scale * c.
+  void backward(amp::GradScaler& s, std::vector<float> c) {
+    opt.zero_grad();
+    s.scale(sum(w * from_vector(c))).backward();
+  }
+};
+}  // namespace
+
+TEST_CASE("GradScaler: scales, unscales, skips inf/NaN steps, backs off and grows", "[amp]") {
+  amp::GradScaler s(amp::GradScalerOptions().growth_interval(3));
+  CHECK(s.get_scale() == 65536.0);
+  Tiny t;
+  t.backward(s, {1, 2, 3});
+  CHECK(t.w.grad().to_vector<float>() == std::vector<float>{65536, 131072, 196608});
+  s.unscale(t.opt);
+  CHECK(t.w.grad().to_vector<float>() == std::vector<float>{1, 2, 3});
+  CHECK_THROWS(s.unscale(t.opt));  // once per iteration
+  CHECK(s.step(t.opt));
+  s.update();
+  const auto after_one = t.w.detach().clone().to_vector<float>();
+  const auto momentum = t.opt.state_dict();
+
+  // An inf gradient: no step (weights and momentum untouched), the scale halves.
+  for (float bad : {std::numeric_limits<float>::infinity(), std::nanf("")}) {
+    t.backward(s, {1, bad, 1});
+    CHECK_FALSE(s.step(t.opt));
+    s.update();
+    CHECK(t.w.to_vector<float>() == after_one);
+    CHECK(t.opt.state_dict().at("state.0.momentum_buffer").to_vector<float>() ==
+          momentum.at("state.0.momentum_buffer").to_vector<float>());
+  }
+  CHECK(s.get_scale() == 16384.0);
+  CHECK(s.growth_tracker() == 0);
+  // Growth after growth_interval clean steps in a row.
+  for (int k = 0; k < 3; ++k) {
+    CHECK(s.get_scale() == 16384.0);
+    t.backward(s, {1, 1, 1});
+    CHECK(s.step(t.opt));
+    s.update();
+  }
+  CHECK(s.get_scale() == 32768.0);
+
+  // State round-trips; a malformed dict changes nothing.
+  amp::GradScaler other;
+  other.load_state_dict(s.state_dict());
+  CHECK(other.get_scale() == 32768.0);
+  CHECK(other.growth_tracker() == 0);
+  nn::StateDict bad = s.state_dict();
+  bad["scale"] = scalar_tensor(-1.0, DType::f64);
+  CHECK_THROWS_AS(other.load_state_dict(bad), ValueError);
+  CHECK(other.get_scale() == 32768.0);
+  CHECK_THROWS_AS(amp::GradScaler(amp::GradScalerOptions().backoff_factor(2.0)), ValueError);
+}
+
+TEST_CASE("GradScaler: an inf on one rank skips the step on every rank", "[amp][parallel]") {
+  std::vector<int> stepped(2, -1);
+  std::vector<double> scales(2);
+  std::vector<std::vector<float>> weights(2);
+  parallel::launch(2, [&](parallel::Rank& r) {
+    amp::GradScaler s;
+    s.set_sync(parallel::any_rank(r.comm));
+    Tiny t;
+    // Gradients not allreduced: only rank 1 sees the inf.
+    t.backward(s, {1, r.rank() == 1 ? std::numeric_limits<float>::infinity() : 1.0f, 1});
+    stepped[r.rank()] = s.step(t.opt) ? 1 : 0;
+    s.update();
+    scales[r.rank()] = s.get_scale();
+    weights[r.rank()] = t.w.to_vector<float>();
+  });
+  CHECK(stepped == std::vector<int>{0, 0});
+  CHECK(scales == std::vector<double>{32768.0, 32768.0});
+  CHECK(weights[0] == std::vector<float>{1, 1, 1});
+  CHECK(weights[1] == std::vector<float>{1, 1, 1});
+}
