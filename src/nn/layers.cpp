@@ -114,6 +114,9 @@ Tensor BatchNorm2d::normalize(const Tensor& input, const Tensor& residual, bool 
     NoGradGuard no_grad;
     num_batches_tracked.add_(ones({}, TensorOptions(DType::i64).device(num_batches_tracked.device())));
   }
+  if (is_training() && stats_allreduce_)
+    return sync_batch_norm(input, running_mean, running_var, weight, bias, options.momentum_,
+                           options.eps_, residual, relu, stats_allreduce_);
   if (relu)
     return batch_norm_relu(input, running_mean, running_var, weight, bias, use_batch_stats,
                            options.momentum_, options.eps_, residual);
@@ -123,6 +126,7 @@ Tensor BatchNorm2d::normalize(const Tensor& input, const Tensor& residual, bool 
 
 std::string BatchNorm2d::extra_repr() const {
   std::ostringstream os;
+  if (stats_allreduce_) os << "synchronized, ";
   os << num_features << ", eps=" << options.eps_ << ", momentum=" << options.momentum_
      << ", affine=" << (options.affine_ ? "true" : "false")
      << ", track_running_stats=" << (options.track_running_stats_ ? "true" : "false");

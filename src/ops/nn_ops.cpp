@@ -199,6 +199,83 @@ Tensor batch_norm_relu(const Tensor& input, const Tensor& running_mean, const Te
                        residual, true, "batch_norm_relu");
 }
 
+Tensor sync_batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor& running_var,
+                       const Tensor& weight, const Tensor& bias, double momentum, double eps,
+                       const Tensor& residual, bool relu, const StatsAllreduce& allreduce_sum) {
+  if (autocast_changes("batch_norm", {input, residual}))
+    return sync_batch_norm(autocast_input("batch_norm", input), running_mean, running_var, weight,
+                           bias, momentum, eps, autocast_input("batch_norm", residual), relu,
+                           allreduce_sum);
+  const char* name = "sync_batch_norm";
+  check_defined(input, name, "input");
+  check_inputs({input, running_mean, running_var, weight, bias, residual}, name);
+  check_floating(input, name);
+  TANDEM_CHECK(input.dim() == 4, name, ": input must be (N, C, H, W), got ",
+               shape_str(input.shape()));
+  TANDEM_CHECK(allreduce_sum != nullptr, name, ": no allreduce given");
+  TANDEM_CHECK(eps > 0, name, ": eps must be positive, got ", eps);
+  const int64_t c = input.size(1);
+  for (const Tensor* t : {&running_mean, &running_var, &weight, &bias})
+    if (t->defined())
+      TANDEM_CHECK(t->dim() == 1 && t->size(0) == c, name, ": per-channel tensors must be (", c,
+                   "), got ", shape_str(t->shape()));
+  if (residual.defined())
+    TANDEM_CHECK(residual.shape() == input.shape() && residual.dtype() == input.dtype(), name,
+                 ": the residual must have the input's shape and dtype");
+  const Shape dims{0, 2, 3}, per_channel{1, c, 1, 1};
+  const DType dt = input.dtype();
+  Tensor x = input.detach(), xhat, out, invstd, scale;
+  double count = 0;
+  {
+    NoGradGuard no_grad;
+    // [count, sum (C), sum of squares (C)] over this rank's batch, then over every rank.
+    Tensor stats = cat({full({1}, static_cast<double>(input.numel() / c),
+                             TensorOptions(DType::f64).device(input.device())),
+                        sum(x, dims).to(DType::f64), sum(mul(x, x), dims).to(DType::f64)});
+    allreduce_sum(stats);
+    count = stats.narrow(0, 0, 1).item<double>();
+    TANDEM_CHECK(count > 1, name, ": expected more than 1 value per channel over all ranks");
+    Tensor mean = stats.narrow(0, 1, c) / count;
+    Tensor var = clamp(stats.narrow(0, 1 + c, c) / count - mul(mean, mean), 0.0, std::nullopt);
+    if (running_mean.defined()) {
+      Tensor rm = running_mean, rv = running_var;  // handles: the data is updated in place
+      rm.mul_(1.0 - momentum).add_(mean.to(rm.dtype()), momentum);
+      rv.mul_(1.0 - momentum).add_((var * (count / (count - 1))).to(rv.dtype()), momentum);
+    }
+    invstd = (1.0 / sqrt(var + eps)).to(compute_dtype(dt));
+    xhat = mul(sub(x, mean.to(compute_dtype(dt)).view(per_channel)), invstd.view(per_channel));
+    scale = weight.defined() ? mul(weight.detach(), invstd) : invstd;
+    out = weight.defined() ? add(mul(xhat, weight.detach().view(per_channel)),
+                                 bias.defined() ? bias.detach().view(per_channel)
+                                                : zeros({1}, TensorOptions(xhat.dtype()).device(xhat.device())))
+                           : xhat;
+    if (residual.defined()) out = add(out, residual.detach());
+    if (relu) out = clamp(out, 0.0, std::nullopt);
+    out = out.to(dt);
+  }
+  Tensor y = relu ? out.detach() : Tensor();
+  const bool has_w = weight.defined(), has_b = bias.defined(), has_r = residual.defined();
+  const DType wdt = has_w ? weight.dtype() : dt, bdt = has_b ? bias.dtype() : dt;
+  autograd::record(name, {input, weight, bias, residual}, out,
+                   [xhat, y, scale, relu, dims, per_channel, allreduce_sum, count, c, dt, wdt, bdt,
+                    has_w, has_b, has_r](const Tensor& g) -> std::vector<Tensor> {
+                     Tensor gy = g.to(xhat.dtype());
+                     if (relu) gy = mul(gy, gt(y, zeros({}, TensorOptions(y.dtype()).device(y.device()))).to(gy.dtype()));
+                     Tensor sdy = sum(gy, dims), sdyx = sum(mul(gy, xhat), dims);
+                     // The means of dy and dy * xhat over every rank's batch.
+                     Tensor both = cat({sdy.to(DType::f64), sdyx.to(DType::f64)});
+                     allreduce_sum(both);
+                     Tensor mdy = (both.narrow(0, 0, c) / count).to(gy.dtype());
+                     Tensor mdyx = (both.narrow(0, c, c) / count).to(gy.dtype());
+                     Tensor gx = mul(sub(sub(gy, mdy.view(per_channel)),
+                                         mul(xhat, mdyx.view(per_channel))),
+                                     scale.view(per_channel));
+                     return {gx.to(dt), has_w ? sdyx.to(wdt) : Tensor(),
+                             has_b ? sdy.to(bdt) : Tensor(), has_r ? gy.to(dt) : Tensor()};
+                   });
+  return out;
+}
+
 // --- pooling ------------------------------------------------------------------------------------
 
 namespace {

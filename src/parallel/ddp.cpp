@@ -9,6 +9,7 @@
 
 #include "tandem/autograd/grad_mode.hpp"
 #include "tandem/autograd/node.hpp"
+#include "tandem/nn/layers.hpp"
 #include "tandem/ops/creation.hpp"
 
 namespace tandem::parallel {
@@ -47,6 +48,19 @@ std::function<bool(bool)> any_rank(comm::Communicator& comm) {
     comm.allreduce(t, comm::ReduceOp::max).wait();
     return t.item<float>() > 0.0f;
   };
+}
+
+int convert_sync_batchnorm(nn::Module& module, comm::Communicator& comm) {
+  int converted = 0;
+  module.apply([&](nn::Module& m) {
+    if (auto* bn = dynamic_cast<nn::BatchNorm2d*>(&m)) {
+      bn->set_stats_allreduce([&comm](const Tensor& t) {
+        comm.allreduce(t, comm::ReduceOp::sum).wait();
+      });
+      ++converted;
+    }
+  });
+  return converted;
 }
 
 namespace detail {

@@ -90,12 +90,18 @@ class BatchNorm2d : public Module {
   /// (batch_norm_relu): the same values and gradients, in less time and memory.
   Tensor forward_relu(const Tensor& input, const Tensor& residual = Tensor());
   std::string extra_repr() const override;
+  /// Makes training-mode statistics span a group of ranks (SyncBatchNorm): `allreduce_sum` sums
+  /// a tensor in place over the ranks (see sync_batch_norm). parallel::convert_sync_batchnorm
+  /// sets it on every BatchNorm2d of a model; an empty function goes back to local statistics.
+  void set_stats_allreduce(StatsAllreduce allreduce_sum) { stats_allreduce_ = std::move(allreduce_sum); }
+  bool is_synchronized() const { return stats_allreduce_ != nullptr; }
   Tensor weight, bias, running_mean, running_var, num_batches_tracked;
   const int64_t num_features;
   const BatchNormOptions options;
 
  private:
   Tensor normalize(const Tensor& input, const Tensor& residual, bool relu);
+  StatsAllreduce stats_allreduce_;
 };
 
 class ReLU : public Module {

@@ -2,6 +2,8 @@
 // losses, as torch.nn.functional.
 #pragma once
 
+#include <functional>
+
 #include <cstdint>
 
 #include "tandem/core/generator.hpp"
@@ -35,6 +37,18 @@ Tensor batch_norm_relu(const Tensor& input, const Tensor& running_mean, const Te
                        const Tensor& weight, const Tensor& bias, bool training,
                        double momentum = 0.1, double eps = 1e-5,
                        const Tensor& residual = Tensor());
+
+/// Sums a tensor in place over a group of ranks (what synchronized batch norm needs of a
+/// communicator; parallel::convert_sync_batchnorm provides one).
+using StatsAllreduce = std::function<void(const Tensor&)>;
+/// Training-mode batch norm whose statistics span every rank of a group (SyncBatchNorm): per
+/// channel, the count, sum and sum of squares are summed over the ranks (in f64) by
+/// `allreduce_sum`, and backward sums the gradient's two per-channel reductions the same way, so
+/// that N ranks of batch B compute what one rank of batch N x B would. Then + residual and relu
+/// when asked, as batch_norm_relu. Input (N, C, H, W); running statistics updated as batch_norm's.
+Tensor sync_batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor& running_var,
+                       const Tensor& weight, const Tensor& bias, double momentum, double eps,
+                       const Tensor& residual, bool relu, const StatsAllreduce& allreduce_sum);
 
 Tensor max_pool2d(const Tensor& input, Int2 kernel_size, Int2 stride = 0, Int2 padding = 0,
                   Int2 dilation = 1);

@@ -56,6 +56,11 @@ struct ReductionTimes {
 /// element): what amp::GradScaler::set_sync takes, so an inf on one rank skips the step on all.
 std::function<bool(bool)> any_rank(comm::Communicator& comm);
 
+/// SyncBatchNorm: makes every BatchNorm2d of `module` compute its training statistics (and
+/// their gradients) over all ranks of `comm`, as PyTorch's convert_sync_batchnorm. Returns how
+/// many it converted. `comm` must outlive the module's use of it.
+int convert_sync_batchnorm(nn::Module& module, comm::Communicator& comm);
+
 namespace detail {
 class Reducer;
 }
