@@ -75,6 +75,8 @@ elseif(CASE STREQUAL "damaged_checkpoint")
 elseif(CASE STREQUAL "resume")
   # Stopped mid-epoch by --max-steps and resumed, a run ends with the same checkpoint, byte for
   # byte, as the same run uninterrupted (4 steps per epoch; the stop is at epoch 2, batch 2).
+  # ARGS: more flags for all three runs (--ranks 2 --precision f16: two ranks and loss scaling).
+  list(APPEND small ${ARGS})
   run_ok(${small} --epochs 2 --checkpoint-dir ${WORK_DIR}/whole --metrics ${WORK_DIR}/metrics.jsonl)
   file(READ ${WORK_DIR}/metrics.jsonl metrics)
   foreach(key epoch train_loss test_acc img_per_s seconds)

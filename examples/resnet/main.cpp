@@ -4,10 +4,13 @@
 // checkpoint after every epoch and can resume from it bit-exactly.
 // Usage: tandem-resnet [--model resnet20] [--dataset fashion-mnist] [--epochs N] ... (--help)
 #include <CLI/CLI.hpp>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
+#include <optional>
 
 #include "tandem/kernels/cpu_isa.hpp"
 #include "tandem/monitor/progress.hpp"
@@ -19,8 +22,10 @@ namespace {
 
 struct Config {
   std::string model = "resnet20", dataset = "fashion-mnist", data_dir, checkpoint_dir = "checkpoints";
-  std::string resume, metrics;
-  int epochs = 5, threads = 0, workers = 1;
+  std::string resume, metrics, precision = "f32";
+  int epochs = 5, threads = 0, workers = 1, ranks = 1, grad_accum = 1;
+  double bucket_mb = 25.0;
+  bool sync_bn = false;
   int64_t batch = 128, max_steps = 0, synthetic_size = 10000;
   double lr = 0.2, momentum = 0.9, weight_decay = 5e-4;
   uint64_t seed = 0;
@@ -65,18 +70,30 @@ Data load_data(const Config& c) {
   return d;
 }
 
-double evaluate(nn::Module& model, data::DataLoader& loader) {
+// Test accuracy over every rank's shard of the test set. Rank r reads samples r, r + W, ... of
+// the (unshuffled) set, padded at the end to equal counts: only the first `real` are counted.
+double evaluate(nn::Module& model, data::DataLoader& loader, comm::Communicator& comm,
+                int64_t test_size) {
   NoGradGuard no_grad;
   model.eval();
-  int64_t correct = 0, total = 0;
+  const int64_t world = comm.size(), rank = comm.rank();
+  const int64_t real = rank < test_size ? (test_size - rank + world - 1) / world : 0;
+  int64_t correct = 0, seen = 0;
   loader.start_epoch(0);
   while (auto b = loader.next()) {
-    Tensor pred = argmax(model.forward(b->images), 1);
-    correct += sum(eq(pred, b->labels)).item<int64_t>();
-    total += b->labels.numel();
+    const int64_t n = std::min<int64_t>(b->labels.numel(), real - seen);
+    if (n > 0) {
+      Tensor pred = argmax(model.forward(b->images.narrow(0, 0, n)), 1);
+      correct += sum(eq(pred, b->labels.narrow(0, 0, n))).item<int64_t>();
+    }
+    seen += b->labels.numel();
   }
   model.train();
-  return total > 0 ? static_cast<double>(correct) / static_cast<double>(total) : 0.0;
+  Tensor counts = from_vector(std::vector<double>{static_cast<double>(correct),
+                                                  static_cast<double>(std::min(seen, real))});
+  comm.allreduce(counts).wait();
+  const auto v = counts.to_vector<double>();
+  return v[1] > 0 ? v[0] / v[1] : 0.0;
 }
 
 // "--lr: must be positive, got -1", as CLI11 checks.
@@ -92,24 +109,43 @@ CLI::Validator positive() {
       "POSITIVE");
 }
 
-int run(const Config& c) {
-  if (c.threads > 0) set_num_threads(c.threads);
-  // The CPU backend runs every op today; the CUDA ops (and with them GPU training) are a later step.
-  std::printf("tandem-resnet: %s on %s, on the CPU (%s kernels; %s; %d GPU(s) visible)\n",
-              c.model.c_str(), c.dataset.c_str(), kernels::cpu_isa_name(),
-              cuda::build_info().c_str(), cuda::device_count());
+std::optional<DType> precision_dtype(const std::string& p) {
+  if (p == "f16") return DType::f16;
+  if (p == "bf16") return DType::bf16;
+  return std::nullopt;
+}
 
-  Data d = load_data(c);
-  const Shape chw = d.train->sample_shape();
-  default_generator().manual_seed(c.seed);
-  auto model = nn::resnet_by_name(
-      c.model, nn::ResNetOptions().in_channels(chw[0]).num_classes(d.train->num_classes()));
+// What every rank shares: the configuration, the data (read only), the model replicas built on
+// the main thread (rank 0's from --seed, as a one-rank run's), and a checkpoint to resume.
+struct Shared {
+  const Config& c;
+  Data d;
+  std::vector<std::shared_ptr<nn::Module>> replicas;
+  std::optional<io::TrainingState> resume;
+  std::map<std::string, std::string> identity;
+};
+
+// One rank's training: its shard of every batch, DDP over the ranks, mixed precision, progress
+// and checkpoints from rank 0.
+void train_rank(Shared& sh, parallel::Rank& r) {
+  const Config& c = sh.c;
+  const Data& d = sh.d;
+  const int world = r.world_size(), rank = r.rank();
+  const bool lead = rank == 0;
+  const int64_t per_rank = c.batch / world, micro = per_rank / c.grad_accum;
+  auto model = sh.replicas.at(r.comm.local_rank());
+  if (c.sync_bn) parallel::convert_sync_batchnorm(*model, r.comm);
+  parallel::DistributedDataParallel ddp(model, r.comm,
+                                        parallel::DDPOptions().bucket_cap_mb(c.bucket_mb));
   optim::SGD opt(optim::weight_decay_groups(*model, c.weight_decay),
                  optim::SGDOptions(c.lr).momentum(c.momentum).nesterov(true));
-  data::DataLoader train(d.train, data::DistributedSampler(d.train->size(), 0, 1, true, c.seed),
-                         data::LoaderOptions().batch_size(c.batch).drop_last(true).workers(c.workers).seed(c.seed),
+  const std::optional<DType> low = precision_dtype(c.precision);
+  amp::GradScaler scaler(amp::GradScalerOptions().enabled(low == DType::f16));
+  scaler.set_sync(parallel::any_rank(r.comm));
+  data::DataLoader train(d.train, data::DistributedSampler(d.train->size(), rank, world, true, c.seed),
+                         data::LoaderOptions().batch_size(per_rank).drop_last(true).workers(c.workers).seed(c.seed),
                          d.train_transforms);
-  data::DataLoader test(d.test, data::DistributedSampler(d.test->size(), 0, 1, false),
+  data::DataLoader test(d.test, data::DistributedSampler(d.test->size(), rank, world, false),
                         data::LoaderOptions().batch_size(500).workers(c.workers), d.test_transforms);
   const int64_t per_epoch = train.num_batches();
   TANDEM_CHECK(per_epoch > 0, "--batch-size ", c.batch, " is larger than the ", d.train->size(),
@@ -120,47 +156,42 @@ int run(const Config& c) {
   const int64_t stop_at = c.max_steps > 0 ? std::min(total_steps, c.max_steps) : total_steps;
   optim::OneCycleLR sched(opt, c.lr, std::max<int64_t>(total_steps, 2),
                           optim::OneCycleOptions().pct_start(0.25));
-
-  // What a checkpoint must match to be resumed by this run.
-  const std::map<std::string, std::string> identity{
-      {"model", c.model}, {"dataset", c.dataset}, {"batch_size", std::to_string(c.batch)}};
   int64_t step = 0, epoch = 0, batch = 0;
-  if (!c.resume.empty()) {
-    io::TrainingState st = io::load_checkpoint(c.resume);
-    for (const auto& [key, value] : identity) {
-      auto it = st.metadata.find(key);
-      TANDEM_CHECK(it != st.metadata.end() && it->second == value, "checkpoint ", c.resume,
-                   " is from a run with ", key, " = ",
-                   it == st.metadata.end() ? "(none)" : it->second, ", this run has ", key, " = ",
-                   value);
-    }
+  if (sh.resume) {
+    const io::TrainingState& st = *sh.resume;
     model->load_state_dict(st.model);
     opt.load_state_dict(st.optimizer);
     sched.load_state_dict(st.scheduler);
-    io::restore_rng(st, default_generator());
+    if (!st.scaler.empty()) scaler.load_state_dict(st.scaler);
     step = st.step, epoch = st.epoch, batch = st.batch;
-    std::printf("resumed from %s at epoch %lld, step %lld\n", c.resume.c_str(),
-                static_cast<long long>(epoch + 1), static_cast<long long>(step));
+    if (lead)
+      std::printf("resumed from %s at epoch %lld, step %lld\n", c.resume.c_str(),
+                  static_cast<long long>(epoch + 1), static_cast<long long>(step));
   }
-  std::printf("%lld train / %lld test images, %d epochs of %lld steps, batch %lld, %d threads\n",
-              static_cast<long long>(d.train->size()), static_cast<long long>(d.test->size()),
-              c.epochs, static_cast<long long>(per_epoch), static_cast<long long>(c.batch),
-              get_num_threads());
+  if (lead)
+    std::printf("%lld train / %lld test images, %d epochs of %lld steps, batch %lld (%d rank(s) x "
+                "%lld), %d thread(s) per rank, %s\n",
+                static_cast<long long>(d.train->size()), static_cast<long long>(d.test->size()),
+                c.epochs, static_cast<long long>(per_epoch), static_cast<long long>(c.batch), world,
+                static_cast<long long>(per_rank), get_num_threads(), c.precision.c_str());
 
   std::filesystem::create_directories(c.checkpoint_dir);
   const std::string ckpt = c.checkpoint_dir + "/" + c.model + "-" + c.dataset + ".safetensors";
   std::unique_ptr<std::ofstream> metrics;
-  if (!c.metrics.empty()) {
+  if (lead && !c.metrics.empty()) {
     metrics = std::make_unique<std::ofstream>(c.metrics, std::ios::app);
     TANDEM_CHECK(metrics->good(), "cannot open --metrics file ", c.metrics);
   }
   double acc = 0, train_seconds = 0;
-  int64_t images_seen = 0;
+  int64_t images_seen = 0, skipped = 0;
   model->train();
   for (; epoch < c.epochs && step < stop_at; ++epoch, batch = 0) {
     const int64_t steps = std::min(per_epoch, stop_at - step + batch);
-    monitor::ProgressBar bar("epoch " + std::to_string(epoch + 1) + "/" + std::to_string(c.epochs),
-                             steps, stdout);
+    std::optional<monitor::ProgressBar> bar;
+    if (lead)
+      bar.emplace("epoch " + std::to_string(epoch + 1) + "/" + std::to_string(c.epochs), steps,
+                  stdout);
+    const auto start = std::chrono::steady_clock::now();
     train.start_epoch(epoch, batch);
     double loss_sum = 0;
     int64_t loss_count = 0, images = 0;
@@ -168,24 +199,46 @@ int run(const Config& c) {
       std::optional<data::Batch> b = train.next();
       TANDEM_CHECK(b.has_value(), "the loader ended epoch ", epoch + 1, " early");
       opt.zero_grad();
-      Tensor loss = cross_entropy(model->forward(b->images), b->labels);
-      loss.backward();
-      opt.step();
-      sched.step();
+      double step_loss = 0;
+      // --grad-accum: micro-batches, all but the last under no_sync.
+      for (int k = 0; k < c.grad_accum; ++k) {
+        std::optional<parallel::DistributedDataParallel::NoSyncGuard> no_sync;
+        if (k + 1 < c.grad_accum) no_sync.emplace(ddp);
+        Tensor x = b->images.narrow(0, k * micro, micro), y = b->labels.narrow(0, k * micro, micro);
+        Tensor loss;
+        {
+          amp::autocast guard(low.value_or(DType::bf16), low.has_value());
+          loss = cross_entropy(ddp.forward(x), y);
+        }
+        if (c.grad_accum > 1) loss = loss / static_cast<double>(c.grad_accum);
+        scaler.scale(loss).backward();
+        step_loss += loss.item<double>();
+      }
+      if (scaler.step(opt))
+        sched.step();  // a skipped step (inf/NaN under f16) does not advance the schedule
+      else
+        ++skipped;
+      scaler.update();
       ++step, ++batch;
-      loss_sum += loss.item<double>();
+      loss_sum += step_loss;
       ++loss_count;
-      images += b->labels.numel();
-      char suffix[48];
-      std::snprintf(suffix, sizeof suffix, "loss %.4f", loss_sum / static_cast<double>(loss_count));
-      bar.update(batch, images, suffix);
+      images += b->labels.numel() * world;
+      if (bar) {
+        char suffix[48];
+        std::snprintf(suffix, sizeof suffix, "loss %.4f", loss_sum / static_cast<double>(loss_count));
+        bar->update(batch, images, suffix);
+      }
     }
-    bar.finish();
-    const double seconds = bar.seconds();
+    if (bar) bar->finish();
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     train_seconds += seconds;
     images_seen += images;
-    acc = evaluate(*model, test);
-    const double train_loss = loss_count ? loss_sum / static_cast<double>(loss_count) : 0.0;
+    acc = evaluate(*model, test, r.comm, d.test->size());
+    Tensor mean_loss = from_vector(std::vector<double>{loss_count ? loss_sum / loss_count : 0.0});
+    r.comm.allreduce(mean_loss, comm::ReduceOp::avg).wait();
+    const double train_loss = mean_loss.item<double>();
+    if (!lead) continue;
     std::printf("epoch %lld: train loss %.4f, test accuracy %.2f%%, %.0f img/s, %.1f s\n",
                 static_cast<long long>(epoch + 1), train_loss, 100 * acc, images / seconds, seconds);
 
@@ -193,25 +246,71 @@ int run(const Config& c) {
     st.model = model->state_dict();
     st.optimizer = opt.state_dict();
     st.scheduler = sched.state_dict();
+    if (scaler.is_enabled()) st.scaler = scaler.state_dict();
     st.step = step;
     st.epoch = batch == per_epoch ? epoch + 1 : epoch;
     st.batch = batch == per_epoch ? 0 : batch;
-    st.metadata = identity;
+    st.metadata = sh.identity;
     io::capture_rng(st, default_generator());
     io::save_checkpoint(ckpt, st);
     if (metrics) {
       *metrics << "{\"epoch\": " << epoch + 1 << ", \"step\": " << step
                << ", \"train_loss\": " << train_loss << ", \"test_acc\": " << acc
-               << ", \"img_per_s\": " << images / seconds << ", \"seconds\": " << seconds
-               << ", \"lr\": " << opt.groups()[0].lr << "}\n";
+               << ", \"img_per_s\": " << images / seconds << ", \"img_per_s_per_rank\": "
+               << images / seconds / world << ", \"world_size\": " << world
+               << ", \"seconds\": " << seconds << ", \"lr\": " << opt.groups()[0].lr
+               << ", \"loss_scale\": " << (scaler.is_enabled() ? scaler.get_scale() : 1.0)
+               << ", \"skipped_steps\": " << skipped << "}\n";
       metrics->flush();
     }
   }
-  if (images_seen == 0) acc = evaluate(*model, test);  // resumed a finished run
-  std::printf("done: %s on %s, %lld steps, test accuracy %.2f%%, %.1f s training (%.0f img/s), "
-              "checkpoint %s\n",
-              c.model.c_str(), c.dataset.c_str(), static_cast<long long>(step), 100 * acc,
-              train_seconds, train_seconds > 0 ? images_seen / train_seconds : 0.0, ckpt.c_str());
+  if (images_seen == 0) acc = evaluate(*model, test, r.comm, d.test->size());  // resumed a finished run
+  if (lead)
+    std::printf("done: %s on %s, %lld steps, test accuracy %.2f%%, %.1f s training (%.0f img/s; "
+                "%d rank(s), %.0f img/s per rank), checkpoint %s\n",
+                c.model.c_str(), c.dataset.c_str(), static_cast<long long>(step), 100 * acc,
+                train_seconds, train_seconds > 0 ? images_seen / train_seconds : 0.0, world,
+                train_seconds > 0 ? images_seen / train_seconds / world : 0.0, ckpt.c_str());
+}
+
+int run(const Config& c) {
+  const auto env = comm::launch_env();
+  const int local_ranks = env ? 1 : c.ranks;
+  TANDEM_CHECK(c.batch % (env ? env->world : c.ranks) == 0 &&
+                   (c.batch / (env ? env->world : c.ranks)) % c.grad_accum == 0,
+               "--batch-size ", c.batch, " must split evenly over ", env ? env->world : c.ranks,
+               " rank(s) and ", c.grad_accum, " micro-batch(es)");
+  // The CPU backend runs every op today; the CUDA ops (and with them GPU training) are a later step.
+  std::printf("tandem-resnet: %s on %s, on the CPU (%s kernels; %s; %d GPU(s) visible)\n",
+              c.model.c_str(), c.dataset.c_str(), kernels::cpu_isa_name(),
+              cuda::build_info().c_str(), cuda::device_count());
+
+  Shared sh{c, load_data(c), {}, std::nullopt,
+            {{"model", c.model}, {"dataset", c.dataset}, {"batch_size", std::to_string(c.batch)}}};
+  const Shape chw = sh.d.train->sample_shape();
+  default_generator().manual_seed(c.seed);
+  for (int i = 0; i < local_ranks; ++i)
+    sh.replicas.push_back(nn::resnet_by_name(
+        c.model, nn::ResNetOptions().in_channels(chw[0]).num_classes(sh.d.train->num_classes())));
+  if (!c.resume.empty()) {
+    // What a checkpoint must match to be resumed by this run.
+    io::TrainingState st = io::load_checkpoint(c.resume);
+    for (const auto& [key, value] : sh.identity) {
+      auto it = st.metadata.find(key);
+      TANDEM_CHECK(it != st.metadata.end() && it->second == value, "checkpoint ", c.resume,
+                   " is from a run with ", key, " = ",
+                   it == st.metadata.end() ? "(none)" : it->second, ", this run has ", key, " = ",
+                   value);
+    }
+    io::restore_rng(st, default_generator());
+    sh.resume = std::move(st);
+  }
+  const auto options = parallel::LaunchOptions().threads(c.threads).seed(c.seed);
+  auto fn = [&](parallel::Rank& r) { train_rank(sh, r); };
+  if (env)
+    parallel::launch_env(fn, options);
+  else
+    parallel::launch(c.ranks, fn, options);
   return 0;
 }
 
@@ -235,12 +334,17 @@ int main(int argc, char** argv) {
   app.add_option("--momentum", c.momentum, "SGD (Nesterov) momentum")->check(CLI::Range(0.0, 1.0))->capture_default_str();
   app.add_option("--weight-decay", c.weight_decay, "L2 penalty on conv and linear weights")->check(CLI::NonNegativeNumber)->capture_default_str();
   app.add_option("--seed", c.seed, "seed for weights, data order and augmentation")->capture_default_str();
-  app.add_option("--threads", c.threads, "CPU threads (0: all cores)")->check(CLI::Range(0, 4096))->capture_default_str();
+  app.add_option("--threads", c.threads, "CPU threads of all ranks together (0: all cores)")->check(CLI::Range(0, 4096))->capture_default_str();
   app.add_option("--workers", c.workers, "data loader threads")->check(CLI::Range(0, 64))->capture_default_str();
   app.add_option("--checkpoint-dir", c.checkpoint_dir, "where the checkpoint is written after every epoch")->capture_default_str();
   app.add_option("--resume", c.resume, "checkpoint file to continue from");
   app.add_option("--metrics", c.metrics, "append one JSON line per epoch to this file");
   app.add_option("--max-steps", c.max_steps, "stop after this many steps in all (the schedule still plans for --epochs)")->check(CLI::NonNegativeNumber);
+  app.add_option("--ranks", c.ranks, "data-parallel CPU ranks in this process (under mpirun: one per process)")->check(CLI::Range(1, 256))->capture_default_str();
+  app.add_option("--precision", c.precision, "f32, or autocast to f16 (with loss scaling) or bf16")->check(CLI::IsMember({"f32", "f16", "bf16"}))->capture_default_str();
+  app.add_option("--bucket-mb", c.bucket_mb, "gradient bucket size of the allreduce, MiB")->check(positive())->capture_default_str();
+  app.add_option("--grad-accum", c.grad_accum, "micro-batches per step (gradients accumulated without allreduce)")->check(CLI::Range(1, 1024))->capture_default_str();
+  app.add_flag("--sync-bn", c.sync_bn, "batch-norm statistics over all ranks (SyncBatchNorm)");
   app.add_option("--synthetic-size", c.synthetic_size, "training images of --dataset synthetic")->check(positive())->capture_default_str();
   try {
     app.parse(argc, argv);

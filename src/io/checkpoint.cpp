@@ -10,7 +10,8 @@ namespace {
 
 constexpr const char* kFormat = "tandem-checkpoint";
 constexpr const char* kVersion = "1";
-const char* const kSections[] = {"model.", "optimizer.", "scheduler."};
+const char* const kSections[] = {"model.", "optimizer.", "scheduler.", "scaler."};
+constexpr int kNumSections = 4;
 
 Tensor i64_scalar(int64_t v) {
   Tensor t = empty({}, TensorOptions(DType::i64).device(kCPU));
@@ -22,8 +23,8 @@ Tensor i64_scalar(int64_t v) {
 
 void save_checkpoint(const std::string& path, const TrainingState& state) {
   nn::StateDict all;
-  const nn::StateDict* parts[] = {&state.model, &state.optimizer, &state.scheduler};
-  for (int s = 0; s < 3; ++s)
+  const nn::StateDict* parts[] = {&state.model, &state.optimizer, &state.scheduler, &state.scaler};
+  for (int s = 0; s < kNumSections; ++s)
     for (const auto& [name, t] : *parts[s]) all.emplace(kSections[s] + name, t);
   all.emplace("train.step", i64_scalar(state.step));
   all.emplace("train.epoch", i64_scalar(state.epoch));
@@ -63,10 +64,10 @@ TrainingState load_checkpoint(const std::string& path) {
   std::memcpy(&state.rng_offset, &offset, 8);
   TANDEM_CHECK_T(IoError, state.step >= 0 && state.epoch >= 0 && state.batch >= 0, path,
                  ": negative step, epoch or batch in the checkpoint");
-  nn::StateDict* parts[] = {&state.model, &state.optimizer, &state.scheduler};
+  nn::StateDict* parts[] = {&state.model, &state.optimizer, &state.scheduler, &state.scaler};
   for (auto& [name, t] : all) {
     bool placed = name.rfind("train.", 0) == 0 || name.rfind("rng.", 0) == 0;
-    for (int s = 0; s < 3 && !placed; ++s) {
+    for (int s = 0; s < kNumSections && !placed; ++s) {
       size_t len = std::strlen(kSections[s]);
       if (name.compare(0, len, kSections[s]) == 0) {
         parts[s]->emplace(name.substr(len), t);

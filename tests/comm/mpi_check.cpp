@@ -11,8 +11,14 @@
 //                the job must end, not hang. By default mpirun kills the others; when it lets
 //                them run (orte_abort_on_non_zero_status 0) each gets a CommError at its 3 s
 //                timeout naming its rank, op and sequence number
+//   ddp          three DistributedDataParallel steps through parallel::launch_env (the mpi
+//                backend), then the same steps on the local backend at the same world size in
+//                this process: the weights must agree
+//   ddp_throw    the last rank throws in the middle of backward: launch_env rethrows it there,
+//                the job ends (mpirun kills the others), no hang
 // Prints one line per rank; exits non-zero when a check fails.
 #include <cstdio>
+#include <cmath>
 #include <cstring>
 #include <thread>
 
@@ -132,12 +138,69 @@ int survivor_allreduce(Communicator& c, Clock::time_point t0) {
   return 1;
 }
 
+// Three DDP steps of a small MLP on rank r's slice of fixed batches; returns the weights.
+std::vector<float> ddp_steps(parallel::Rank& r, bool throw_mid_backward = false) {
+  auto model = std::make_shared<nn::Sequential>(std::make_shared<nn::Linear>(8, 16),
+                                                std::make_shared<nn::ReLU>(),
+                                                std::make_shared<nn::Linear>(16, 4));
+  {
+    Generator g(7 + r.rank());  // different per rank: DDP copies rank 0's
+    NoGradGuard no_grad;
+    for (Tensor& p : model->parameters()) p.copy_(randn(p.shape(), DType::f32, &g));
+  }
+  parallel::DistributedDataParallel ddp(model, r.comm,
+                                        parallel::DDPOptions().bucket_cap_mb(1e-4).first_bucket_mb(1e-4));
+  if (throw_mid_backward && r.rank() == r.world_size() - 1)
+    model->parameters().front().register_grad_ready_hook(
+        [](const Tensor&) { throw std::runtime_error("failed in the middle of backward"); });
+  optim::SGD opt(ddp.parameters(), optim::SGDOptions(0.1).momentum(0.9));
+  const int64_t per = 4, rows = per * r.world_size();
+  for (int k = 0; k < 3; ++k) {
+    Generator g(100 + k);
+    Tensor x = randn({rows, 8}, DType::f32, &g), y = randn({rows, 4}, DType::f32, &g);
+    opt.zero_grad();
+    mse_loss(ddp.forward(x.narrow(0, r.rank() * per, per)), y.narrow(0, r.rank() * per, per))
+        .backward();
+    opt.step();
+  }
+  std::vector<float> out;
+  for (const Tensor& p : model->parameters())
+    for (float v : p.to_vector<float>()) out.push_back(v);
+  return out;
+}
+
+int ddp_check() {
+  std::vector<float> over_mpi, local;
+  int rank = -1, world = 0;
+  parallel::launch_env([&](parallel::Rank& r) {
+    rank = r.rank(), world = r.world_size();
+    over_mpi = ddp_steps(r);
+  }, parallel::LaunchOptions().threads(1).timeout(Duration(60000)));
+  parallel::launch(world, [&](parallel::Rank& r) {
+    auto w = ddp_steps(r);
+    if (r.rank() == rank) local = w;
+  }, parallel::LaunchOptions().threads(world));
+  double worst = 0;
+  for (size_t i = 0; i < local.size() && i < over_mpi.size(); ++i)
+    worst = std::max(worst, std::fabs(double(local[i]) - over_mpi[i]));
+  const bool ok = !local.empty() && local.size() == over_mpi.size() && worst <= 1e-6;
+  std::printf("rank %d: ddp over mpi %s the local backend (%zu weights, largest difference %g)\n",
+              rank, ok ? "matches" : "DIFFERS FROM", local.size(), worst);
+  return ok ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "collectives";
   try {
     if (mode == "nccl" || mode == "nccl_shared_gpu") return nccl(mode == "nccl_shared_gpu");
+    if (mode == "ddp") return ddp_check();
+    if (mode == "ddp_throw") {
+      parallel::launch_env([](parallel::Rank& r) { ddp_steps(r, true); },
+                           parallel::LaunchOptions().threads(1).timeout(Duration(3000)));
+      return 0;
+    }
     if (mode == "collectives") {
       auto c = make_mpi_communicator(MpiOptions().timeout(Duration(60000)));
       return collectives(*c);

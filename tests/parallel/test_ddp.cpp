@@ -438,3 +438,26 @@ TEST_CASE("SyncBatchNorm + DDP at world 2 and 3 train a ResNet like one rank wit
     }
   }
 }
+
+TEST_CASE("launch: a rank that throws in the middle of backward ends the job, nothing hangs",
+          "[parallel][launch]") {
+  const auto start = std::chrono::steady_clock::now();
+  int failed = -1;
+  try {
+    parallel::launch(2, [&](parallel::Rank& r) {
+      auto model = mlp();
+      parallel::DistributedDataParallel ddp(model, r.comm,
+                                            parallel::DDPOptions().bucket_cap_mb(1e-4).first_bucket_mb(1e-4));
+      if (r.rank() == 1)  // the first layer's weight is ready last: buckets are already in flight
+        model->parameters().front().register_grad_ready_hook(
+            [](const Tensor&) { TANDEM_THROW(ValueError, "failed mid-backward"); });
+      Batch b = global_batch(0, 8);
+      for (int k = 0; k < 3; ++k)
+        mse_loss(ddp.forward(b.x.narrow(0, 4 * r.rank(), 4)), b.y.narrow(0, 4 * r.rank(), 4)).backward();
+    }, parallel::LaunchOptions().timeout(std::chrono::seconds(60)));
+  } catch (const parallel::RankError& e) {
+    failed = e.rank();
+  }
+  CHECK(failed == 1);
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(30));
+}

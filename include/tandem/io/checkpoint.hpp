@@ -12,6 +12,7 @@ namespace tandem::io {
 
 struct TrainingState {
   nn::StateDict model, optimizer, scheduler;
+  nn::StateDict scaler;  // amp::GradScaler's state (empty without loss scaling)
   int64_t step = 0;   // optimizer steps taken
   int64_t epoch = 0;  // the epoch in progress (0-based)
   int64_t batch = 0;  // batches of that epoch already consumed
