@@ -133,7 +133,8 @@ void train_rank(Shared& sh, parallel::Rank& r) {
   const int world = r.world_size(), rank = r.rank();
   const bool lead = rank == 0;
   const int64_t per_rank = c.batch / world, micro = per_rank / c.grad_accum;
-  auto model = sh.replicas.at(r.comm.local_rank());
+  // One replica per rank of this process (under a launcher: the one of this process).
+  auto model = sh.replicas.at(sh.replicas.size() == 1 ? 0 : rank);
   if (c.sync_bn) parallel::convert_sync_batchnorm(*model, r.comm);
   parallel::DistributedDataParallel ddp(model, r.comm,
                                         parallel::DDPOptions().bucket_cap_mb(c.bucket_mb));
@@ -281,9 +282,10 @@ int run(const Config& c) {
                "--batch-size ", c.batch, " must split evenly over ", env ? env->world : c.ranks,
                " rank(s) and ", c.grad_accum, " micro-batch(es)");
   // The CPU backend runs every op today; the CUDA ops (and with them GPU training) are a later step.
-  std::printf("tandem-resnet: %s on %s, on the CPU (%s kernels; %s; %d GPU(s) visible)\n",
-              c.model.c_str(), c.dataset.c_str(), kernels::cpu_isa_name(),
-              cuda::build_info().c_str(), cuda::device_count());
+  if (!env || env->rank == 0)
+    std::printf("tandem-resnet: %s on %s, on the CPU (%s kernels; %s; %d GPU(s) visible)\n",
+                c.model.c_str(), c.dataset.c_str(), kernels::cpu_isa_name(),
+                cuda::build_info().c_str(), cuda::device_count());
 
   Shared sh{c, load_data(c), {}, std::nullopt,
             {{"model", c.model}, {"dataset", c.dataset}, {"batch_size", std::to_string(c.batch)}}};
