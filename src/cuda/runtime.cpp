@@ -3,6 +3,8 @@
 // build starts on machines without a GPU.
 #include "tandem/cuda/runtime.hpp"
 
+#include "tandem/cuda/caching_allocator.hpp"
+
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <cudnn.h>
@@ -22,66 +24,68 @@
 namespace tandem::cuda {
 namespace {
 
-// Keeps freed blocks by exact (rounded) size and hands them out again: training allocates the
-// same sizes every step, so after the first step cudaMalloc is not called at all.
-class CachingAllocator final : public Allocator {
+// The device side of the caching allocator (tandem/cuda/caching_allocator.hpp): cudaMalloc,
+// cudaFree and events, each with the allocator's device current.
+class CudaMemory final : public DeviceMemory {
  public:
-  explicit CachingAllocator(int device) : device_(device) {}
-  ~CachingAllocator() override { release_cached(); }
-
-  void* allocate(size_t nbytes) override {
-    size_t size = round(nbytes);
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      auto it = free_.find(size);
-      if (it != free_.end() && !it->second.empty()) {
-        void* p = it->second.back();
-        it->second.pop_back();
-        return p;
-      }
-    }
+  explicit CudaMemory(int device) : device_(device) {}
+  void* allocate(size_t bytes) override {
     DeviceGuard guard(device_);
     void* p = nullptr;
-    cudaError_t err = cudaMalloc(&p, size);
-    if (err == cudaErrorMemoryAllocation) {  // give the cache back and retry once
-      cudaGetLastError();
-      release_cached();
-      err = cudaMalloc(&p, size);
-    }
+    const cudaError_t err = cudaMalloc(&p, bytes);
     if (err == cudaErrorMemoryAllocation) {
       cudaGetLastError();  // not sticky: the device stays usable
-      throw OutOfMemoryError(nbytes, held_.load(), "cuda:" + std::to_string(device_),
-                             detail::base_name(__FILE__), __LINE__);
+      return nullptr;
     }
     if (err != cudaSuccess)
       throw CudaError("cuda:" + std::to_string(device_) + " allocator: cudaMalloc of " +
-                          detail::describe_bytes(size),
+                          detail::describe_bytes(bytes),
                       error_text(err), detail::base_name(__FILE__), __LINE__);
-    held_ += size;
     return p;
   }
-  void deallocate(void* ptr, size_t nbytes) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    free_[round(nbytes)].push_back(ptr);
+  void free(void* ptr) override {
+    DeviceGuard guard(device_);
+    cudaFree(ptr);
   }
-  Device device() const override { return Device(DeviceType::cuda, device_); }
+  uintptr_t record_event(StreamId stream) override {
+    DeviceGuard guard(device_);
+    cudaEvent_t e = nullptr;
+    TANDEM_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    TANDEM_CUDA_CHECK(cudaEventRecord(e, reinterpret_cast<cudaStream_t>(stream)));
+    return reinterpret_cast<uintptr_t>(e);
+  }
+  bool event_done(uintptr_t event) override {
+    const cudaError_t err = cudaEventQuery(reinterpret_cast<cudaEvent_t>(event));
+    if (err == cudaErrorNotReady) {
+      cudaGetLastError();
+      return false;
+    }
+    TANDEM_CUDA_CHECK(err);
+    return true;
+  }
+  void release_event(uintptr_t event) override {
+    cudaEventDestroy(reinterpret_cast<cudaEvent_t>(event));
+  }
 
  private:
-  static size_t round(size_t n) { return n <= 512 ? 512 : (n + 511) / 512 * 512; }
-  void release_cached() {
-    std::lock_guard<std::mutex> lock(mu_);
-    DeviceGuard guard(device_);
-    for (auto& [size, blocks] : free_) {
-      for (void* p : blocks) cudaFree(p);
-      held_ -= size * blocks.size();
-    }
-    free_.clear();
-  }
-
   int device_;
-  std::mutex mu_;
-  std::map<size_t, std::vector<void*>> free_;
-  std::atomic<size_t> held_{0};  // from cudaMalloc, in use and cached: the out-of-memory message
+};
+
+// tandem's Allocator interface over a device's CachingAllocator. Storage is allocated for the
+// legacy default stream, where tandem's kernels run until each device's compute stream carries
+// them (docs/ARCHITECTURE.md); a block another stream reads is marked with record_stream.
+class DeviceAllocator final : public Allocator {
+ public:
+  explicit DeviceAllocator(int device)
+      : device_(device), cache_(std::make_unique<CudaMemory>(device), "cuda:" + std::to_string(device)) {}
+  void* allocate(size_t nbytes) override { return cache_.allocate(nbytes, 0); }
+  void deallocate(void* ptr, size_t) override { cache_.free(ptr); }
+  Device device() const override { return Device(DeviceType::cuda, device_); }
+  CachingAllocator& cache() { return cache_; }
+
+ private:
+  int device_;
+  CachingAllocator cache_;
 };
 
 class PinnedAllocator final : public Allocator {
@@ -158,14 +162,23 @@ std::string build_info() {
          dotted(static_cast<long>(cudnnGetVersion())) + ", NCCL " + dotted(nccl);
 }
 
-Allocator& caching_allocator(int index) {
+namespace {
+DeviceAllocator& device_allocator(int index) {
   check_device(index);
   static std::mutex mu;
-  static std::unordered_map<int, std::unique_ptr<CachingAllocator>> allocators;
+  static std::unordered_map<int, std::unique_ptr<DeviceAllocator>> allocators;
   std::lock_guard<std::mutex> lock(mu);
   auto& a = allocators[index];
-  if (!a) a = std::make_unique<CachingAllocator>(index);
+  if (!a) a = std::make_unique<DeviceAllocator>(index);
   return *a;
+}
+}  // namespace
+
+Allocator& caching_allocator(int index) { return device_allocator(index); }
+AllocatorStats memory_stats(int device) { return device_allocator(device).cache().stats(); }
+void empty_cache(int device) { device_allocator(device).cache().empty_cache(); }
+void record_stream(void* ptr, int device, const Stream& stream) {
+  device_allocator(device).cache().record_stream(ptr, reinterpret_cast<StreamId>(stream.handle()));
 }
 
 Allocator& pinned_host_allocator() {

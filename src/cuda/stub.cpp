@@ -18,6 +18,9 @@ int device_count() { return 0; }
 std::string build_info() { return "built without CUDA"; }
 Allocator& caching_allocator(int) { unavailable("cuda allocator"); }
 Allocator& pinned_host_allocator() { unavailable("pinned allocator"); }
+AllocatorStats memory_stats(int) { unavailable("cuda memory_stats"); }
+void empty_cache(int) { unavailable("cuda empty_cache"); }
+void record_stream(void*, int, const Stream&) { unavailable("cuda record_stream"); }
 
 void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t nbytes) {
   if (dst_device.is_cpu() && src_device.is_cpu()) {

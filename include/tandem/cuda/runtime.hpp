@@ -8,6 +8,7 @@
 #include <string>
 
 #include "tandem/core/storage.hpp"
+#include "tandem/cuda/caching_allocator.hpp"
 
 namespace tandem::cuda {
 
@@ -21,9 +22,13 @@ int device_count();
 /// A one-line description of the CUDA build (runtime, cuBLAS, cuDNN and NCCL versions).
 std::string build_info();
 
-/// The caching allocator of GPU `index`: freed blocks are kept per size and reused, so the
-/// training loop does not call cudaMalloc/cudaFree every step.
+/// The caching allocator of GPU `index` (tandem/cuda/caching_allocator.hpp): freed blocks are
+/// kept and reused, so the training loop does not call cudaMalloc/cudaFree every step.
 Allocator& caching_allocator(int index);
+/// Its statistics: bytes allocated and reserved (and their peaks), cudaMalloc calls, retries.
+AllocatorStats memory_stats(int device);
+/// Gives GPU `device`'s cached, unused segments back to the driver.
+void empty_cache(int device);
 /// Page-locked host memory (cudaHostAlloc).
 Allocator& pinned_host_allocator();
 
@@ -47,6 +52,10 @@ class Stream {
   void* handle_ = nullptr;
   int device_ = 0;
 };
+
+/// Marks the caching-allocator block at `ptr` (GPU `device`) as used on `stream` too: when it
+/// is freed, it is not reused until the work queued on `stream` by then has finished.
+void record_stream(void* ptr, int device, const Stream& stream);
 
 /// Fills `count` elements of `element_size` bytes (1, 2, 4 or 8) at `dst` (device memory of GPU
 /// `device`) with the low bytes of `pattern`, on the default stream: `fill` of any dtype.
