@@ -14,6 +14,7 @@
 
 #include "tandem/kernels/cpu_isa.hpp"
 #include "tandem/monitor/progress.hpp"
+#include "tandem/monitor/timeline.hpp"
 #include "tandem/tandem.hpp"
 
 using namespace tandem;
@@ -22,7 +23,7 @@ namespace {
 
 struct Config {
   std::string model = "resnet20", dataset = "fashion-mnist", data_dir, checkpoint_dir = "checkpoints";
-  std::string resume, metrics, precision = "f32";
+  std::string resume, metrics, trace, precision = "f32";
   int epochs = 5, threads = 0, workers = 1, ranks = 1, grad_accum = 1;
   double bucket_mb = 25.0;
   bool sync_bn = false;
@@ -123,6 +124,7 @@ struct Shared {
   std::vector<std::shared_ptr<nn::Module>> replicas;
   std::optional<io::TrainingState> resume;
   std::map<std::string, std::string> identity;
+  std::unique_ptr<monitor::Timeline> timeline;  // --trace
 };
 
 // One rank's training: its shard of every batch, DDP over the ranks, mixed precision, progress
@@ -196,9 +198,13 @@ void train_rank(Shared& sh, parallel::Rank& r) {
     train.start_epoch(epoch, batch);
     double loss_sum = 0;
     int64_t loss_count = 0, images = 0;
+    monitor::Timeline* tl = sh.timeline.get();
+    using Clock = monitor::Timeline::Clock;
     while (batch < steps) {
+      const auto wait_start = Clock::now();
       std::optional<data::Batch> b = train.next();
       TANDEM_CHECK(b.has_value(), "the loader ended epoch ", epoch + 1, " early");
+      if (tl) tl->add(rank, monitor::Timeline::compute, "data wait", wait_start, Clock::now());
       opt.zero_grad();
       double step_loss = 0;
       // --grad-accum: micro-batches, all but the last under no_sync.
@@ -208,18 +214,32 @@ void train_rank(Shared& sh, parallel::Rank& r) {
         Tensor x = b->images.narrow(0, k * micro, micro), y = b->labels.narrow(0, k * micro, micro);
         Tensor loss;
         {
+          std::optional<monitor::Timeline::Span> span;
+          if (tl) span.emplace(tl, rank, "forward");
           amp::autocast guard(low.value_or(DType::bf16), low.has_value());
           loss = cross_entropy(ddp.forward(x), y);
         }
         if (c.grad_accum > 1) loss = loss / static_cast<double>(c.grad_accum);
+        const auto backward_start = Clock::now();
         scaler.scale(loss).backward();
+        if (tl) {
+          const bool reduced = k + 1 == c.grad_accum;  // the others ran under no_sync
+          const auto& red = ddp.last_reduction();
+          tl->add(rank, monitor::Timeline::compute, "backward", backward_start,
+                  reduced ? red.backward_end : Clock::now());
+          if (reduced) tl->add_reduction(rank, red);
+        }
         step_loss += loss.item<double>();
       }
-      if (scaler.step(opt))
-        sched.step();  // a skipped step (inf/NaN under f16) does not advance the schedule
-      else
-        ++skipped;
-      scaler.update();
+      {
+        std::optional<monitor::Timeline::Span> span;
+        if (tl) span.emplace(tl, rank, "optimizer");
+        if (scaler.step(opt))
+          sched.step();  // a skipped step (inf/NaN under f16) does not advance the schedule
+        else
+          ++skipped;
+        scaler.update();
+      }
       ++step, ++batch;
       loss_sum += step_loss;
       ++loss_count;
@@ -309,10 +329,18 @@ int run(const Config& c) {
   }
   const auto options = parallel::LaunchOptions().threads(c.threads).seed(c.seed);
   auto fn = [&](parallel::Rank& r) { train_rank(sh, r); };
+  if (!c.trace.empty()) sh.timeline = std::make_unique<monitor::Timeline>();
   if (env)
     parallel::launch_env(fn, options);
   else
     parallel::launch(c.ranks, fn, options);
+  if (sh.timeline) {
+    // Under a launcher each process writes its own ranks: FILE.rank<N>.
+    const std::string path = env ? c.trace + ".rank" + std::to_string(env->rank) : c.trace;
+    sh.timeline->write_chrome_trace(path);
+    std::printf("trace: %s (%zu spans; open in chrome://tracing or ui.perfetto.dev)\n",
+                path.c_str(), sh.timeline->events().size());
+  }
   return 0;
 }
 
@@ -341,6 +369,7 @@ int main(int argc, char** argv) {
   app.add_option("--checkpoint-dir", c.checkpoint_dir, "where the checkpoint is written after every epoch")->capture_default_str();
   app.add_option("--resume", c.resume, "checkpoint file to continue from");
   app.add_option("--metrics", c.metrics, "append one JSON line per epoch to this file");
+  app.add_option("--trace", c.trace, "write a Chrome trace of every step (per rank: data wait, forward, backward, each allreduce, optimizer)");
   app.add_option("--max-steps", c.max_steps, "stop after this many steps in all (the schedule still plans for --epochs)")->check(CLI::NonNegativeNumber);
   app.add_option("--ranks", c.ranks, "data-parallel CPU ranks in this process (under mpirun: one per process)")->check(CLI::Range(1, 256))->capture_default_str();
   app.add_option("--precision", c.precision, "f32, or autocast to f16 (with loss scaling) or bf16")->check(CLI::IsMember({"f32", "f16", "bf16"}))->capture_default_str();

@@ -43,6 +43,7 @@ void WorkState::complete(std::exception_ptr e) {
     std::lock_guard<std::mutex> lock(mu);
     if (done) return;
     error = std::move(e);
+    completed_at = Clock::now();
     done = true;
   }
   cv.notify_all();
@@ -60,6 +61,14 @@ void Work::wait(Duration timeout) const {
   if (!state_->cv.wait_for(lock, timeout, [&] { return state_->done.load(); }))
     TANDEM_THROW(CommError, state_->what, ": not completed within ", timeout.count(), " ms");
   if (state_->error) std::rethrow_exception(state_->error);
+}
+
+Clock::time_point Work::completed_at() const {
+  TANDEM_CHECK_T(CommError, state_ != nullptr, "Work.completed_at: an empty Work handle");
+  std::lock_guard<std::mutex> lock(state_->mu);
+  TANDEM_CHECK_T(CommError, state_->done.load(), "Work.completed_at: ", state_->what,
+                 " has not completed");
+  return state_->completed_at;
 }
 
 bool Work::is_completed() const {

@@ -216,9 +216,9 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
     }
     for (size_t b = 0; b < buckets_.size(); ++b) {
       buckets_[b].work.wait();
+      times_.buckets[b].done = buckets_[b].work.completed_at();
       if (buckets_[b].wire.defined()) buckets_[b].buffer.copy_(buckets_[b].wire);
       buckets_[b].wire = Tensor();
-      times_.buckets[b].done = comm::Clock::now();
     }
     if (!rebuilt_) rebuild();
   }

@@ -46,6 +46,7 @@ struct WorkState {
   std::atomic<bool> done{false};  // set under mu; read without it by a waiter's first looks
   std::exception_ptr error;
   std::string what;  // "rank 1: allreduce #7" for timeout messages
+  std::chrono::steady_clock::time_point completed_at;  // set with done
 
   void complete(std::exception_ptr e = nullptr);
 };
@@ -64,6 +65,8 @@ class Work {
   /// communicator's own deadline then aborts it) and rethrows its error.
   void wait(Duration timeout) const;
   bool is_completed() const;
+  /// When the backend completed it (for timelines); only after it completed.
+  Clock::time_point completed_at() const;
 
  private:
   std::shared_ptr<detail::WorkState> state_;

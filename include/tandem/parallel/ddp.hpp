@@ -41,8 +41,8 @@ std::vector<std::vector<size_t>> assign_buckets(const std::vector<Tensor>& param
                                                 const std::vector<size_t>& order,
                                                 int64_t first_cap_bytes, int64_t cap_bytes);
 
-/// When each bucket of the last reduced backward was launched and done, and when backward's last
-/// op ended (for tests and timelines).
+/// When each bucket of the last reduced backward was launched and when the communicator completed
+/// it, and when backward's last op ended (for tests and timelines).
 struct ReductionTimes {
   struct Bucket {
     int64_t bytes = 0;

@@ -1,0 +1,90 @@
+#include "tandem/monitor/timeline.hpp"
+
+#include <algorithm>
+#include <fstream>
+#include <set>
+
+#include "tandem/io/safetensors.hpp"
+
+namespace tandem::monitor {
+
+void Timeline::add(int rank, Row row, const std::string& name, Clock::time_point start,
+                   Clock::time_point end, const std::string& args) {
+  using std::chrono::duration_cast;
+  using us = std::chrono::microseconds;
+  const int64_t s = duration_cast<us>(start - origin_).count();
+  const int64_t d = std::max<int64_t>(0, duration_cast<us>(end - start).count());
+  std::lock_guard<std::mutex> lock(mu_);
+  events_.push_back({name, rank, row, s, d, args});
+}
+
+void Timeline::add_reduction(int rank, const parallel::ReductionTimes& times) {
+  // A communicator runs its collectives one after another, in call order: a bucket launched
+  // while the one before is still reducing waits in line. Its span is the time it ran; the wait
+  // is an argument.
+  Clock::time_point last = times.backward_end, free = Clock::time_point::min();
+  for (size_t b = 0; b < times.buckets.size(); ++b) {
+    const auto& t = times.buckets[b];
+    const auto start = std::min(std::max(t.launched, free), t.done);
+    const auto queued = std::chrono::duration_cast<std::chrono::microseconds>(start - t.launched);
+    add(rank, communication, "allreduce bucket " + std::to_string(b), start, t.done,
+        "\"bytes\": " + std::to_string(t.bytes) + ", \"queued_us\": " +
+            std::to_string(queued.count()));
+    free = t.done;
+    last = std::max(last, t.done);
+  }
+  if (!times.buckets.empty()) add(rank, compute, "allreduce wait", times.backward_end, last);
+}
+
+std::vector<Timeline::Event> Timeline::events() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return events_;
+}
+
+namespace {
+std::string quoted(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out + "\"";
+}
+}  // namespace
+
+void Timeline::write_chrome_trace(const std::string& path) const {
+  const auto events = this->events();
+  std::ofstream f(path, std::ios::trunc);
+  TANDEM_CHECK_T(io::IoError, f.good(), "cannot write the trace ", path);
+  f << "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n";
+  std::set<int> ranks;
+  for (const Event& e : events) ranks.insert(e.rank);
+  bool first = true;
+  auto sep = [&] {
+    f << (first ? "" : ",\n");
+    first = false;
+  };
+  for (int r : ranks) {
+    sep();
+    f << "{\"ph\": \"M\", \"name\": \"process_name\", \"pid\": " << r << ", \"args\": {\"name\": "
+      << quoted("rank " + std::to_string(r)) << "}}";
+    const char* rows[] = {"compute", "communication"};
+    for (int t = 0; t < 2; ++t) {
+      sep();
+      f << "{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": " << r << ", \"tid\": " << t
+        << ", \"args\": {\"name\": \"" << rows[t] << "\"}}";
+    }
+  }
+  for (const Event& e : events) {
+    sep();
+    f << "{\"ph\": \"X\", \"name\": " << quoted(e.name) << ", \"cat\": \""
+      << (e.row == compute ? "compute" : "communication") << "\", \"pid\": " << e.rank
+      << ", \"tid\": " << static_cast<int>(e.row) << ", \"ts\": " << e.start_us
+      << ", \"dur\": " << e.duration_us << ", \"args\": {" << e.args << "}}";
+  }
+  f << "\n]}\n";
+  f.close();
+  TANDEM_CHECK_T(io::IoError, !f.fail(), "cannot write the trace ", path);
+}
+
+}  // namespace tandem::monitor
