@@ -61,7 +61,8 @@ Data load_data(const Config& c) {
     mean = {0.4914f, 0.4822f, 0.4465f}, std = {0.2470f, 0.2435f, 0.2616f};
   } else {  // synthetic: random images and labels, for speed measurements
     d.train = std::make_shared<data::SyntheticDataset>(c.synthetic_size, Shape{3, 32, 32}, 10, c.seed);
-    d.test = std::make_shared<data::SyntheticDataset>(1000, Shape{3, 32, 32}, 10, c.seed + 1);
+    d.test = std::make_shared<data::SyntheticDataset>(std::min<int64_t>(1000, c.synthetic_size),
+                                                      Shape{3, 32, 32}, 10, c.seed + 1);
     mean = {0.5f, 0.5f, 0.5f}, std = {0.29f, 0.29f, 0.29f};
   }
   auto normalize = std::make_shared<data::Normalize>(mean, std);
@@ -376,7 +377,7 @@ int main(int argc, char** argv) {
   app.add_option("--bucket-mb", c.bucket_mb, "gradient bucket size of the allreduce, MiB")->check(positive())->capture_default_str();
   app.add_option("--grad-accum", c.grad_accum, "micro-batches per step (gradients accumulated without allreduce)")->check(CLI::Range(1, 1024))->capture_default_str();
   app.add_flag("--sync-bn", c.sync_bn, "batch-norm statistics over all ranks (SyncBatchNorm)");
-  app.add_option("--synthetic-size", c.synthetic_size, "training images of --dataset synthetic")->check(positive())->capture_default_str();
+  app.add_option("--synthetic-size", c.synthetic_size, "training images of --dataset synthetic (test images: as many, at most 1000)")->check(positive())->capture_default_str();
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
