@@ -35,9 +35,16 @@ CachingAllocator::CachingAllocator(std::unique_ptr<DeviceMemory> memory, std::st
 
 CachingAllocator::~CachingAllocator() {
   std::lock_guard<std::mutex> lock(mu_);
-  for (auto& [event, block] : pending_) memory_->release_event(event);
+  std::set<Block*> rest;  // the bookkeeping of segments still (partly) in use
+  for (auto& [event, block] : pending_) {
+    memory_->release_event(event);
+    rest.insert(block);
+  }
   pending_.clear();
   release_cached();
+  for (Pool* pool : {&small_, &large_}) rest.insert(pool->begin(), pool->end());
+  for (auto& [ptr, block] : active_) rest.insert(block);
+  for (Block* b : rest) delete b;
 }
 
 void* CachingAllocator::allocate(size_t bytes, StreamId stream) {
