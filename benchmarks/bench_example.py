@@ -81,7 +81,7 @@ def run_tandem(args, env, workdir):
     if args.threads:
         cmd += ["--threads", str(args.threads)]
     out, wall, rss, tree = measure(cmd, env)
-    m = re.search(r"done: .* (\d+) steps, test accuracy ([\d.]+)%, ([\d.]+) s training \(([\d.]+) img/s\)", out)
+    m = re.search(r"done: .* (\d+) steps, test accuracy ([\d.]+)%, ([\d.]+) s training \(([\d.]+) img/s[;)]", out)
     if not m:
         sys.exit(f"unexpected tandem-resnet output:\n{out[-2000:]}")
     return {"steps": int(m[1]), "test_acc": float(m[2]) / 100, "train_seconds": float(m[3]),
