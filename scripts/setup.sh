@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages tandem builds, tests and runs with (only the missing ones).
-# Sourced by run-example.sh and test.sh; safe to run on its own.
+# Sourced by run-example.sh and test.sh; safe to run on its own. `setup.sh --bench` adds what the
+# benchmark scripts compare against and plot with: PyTorch 1.13, torchvision, matplotlib.
 set -euo pipefail
 
 # clang-14 and its runtimes (libFuzzer, the sanitizers) build the fuzz targets; llvm-14 brings
@@ -8,6 +9,9 @@ set -euo pipefail
 packages=(cmake ninja-build g++ libeigen3-dev catch2 zlib1g-dev nlohmann-json3-dev libcli11-dev
           dataset-fashion-mnist ccache libopenmpi-dev openmpi-bin
           clang-14 libclang-rt-14-dev llvm-14)
+if [ "${1:-}" = "--bench" ]; then
+  packages+=(python3-torch python3-torchvision python3-matplotlib)
+fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
