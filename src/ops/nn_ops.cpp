@@ -222,56 +222,63 @@ Tensor sync_batch_norm(const Tensor& input, const Tensor& running_mean, const Te
   if (residual.defined())
     TANDEM_CHECK(residual.shape() == input.shape() && residual.dtype() == input.dtype(), name,
                  ": the residual must have the input's shape and dtype");
-  const Shape dims{0, 2, 3}, per_channel{1, c, 1, 1};
-  const DType dt = input.dtype();
-  Tensor x = input.detach(), xhat, out, invstd, scale;
+  // The statistics are the group's; normalizing is batch_norm's own kernel, on (N, C, H x W).
+  kernels::batch_norm_forward.at(input, name);
+  const int64_t n = input.size(0), s = input.numel() / std::max<int64_t>(n * c, 1);
+  const Shape dims{0, 2}, per_channel{1, c, 1}, in_shape = input.shape();
+  const DType dt = input.dtype(), pdt = compute_dtype(dt);
+  Tensor x = input.contiguous().detach().reshape({n, c, s});
+  Tensor r = residual.defined() ? residual.contiguous().detach().reshape({n, c, s}) : Tensor();
+  auto param = [&](const Tensor& t) { return t.defined() ? as_dtype(t.detach(), pdt).contiguous() : Tensor(); };
+  Tensor w = param(weight), b = param(bias);
+  Tensor mean, invstd;
   double count = 0;
   {
     NoGradGuard no_grad;
     // [count, sum (C), sum of squares (C)] over this rank's batch, then over every rank.
-    Tensor stats = cat({full({1}, static_cast<double>(input.numel() / c),
+    Tensor stats = cat({full({1}, static_cast<double>(n * s),
                              TensorOptions(DType::f64).device(input.device())),
                         sum(x, dims).to(DType::f64), sum(mul(x, x), dims).to(DType::f64)});
     allreduce_sum(stats);
     count = stats.narrow(0, 0, 1).item<double>();
     TANDEM_CHECK(count > 1, name, ": expected more than 1 value per channel over all ranks");
-    Tensor mean = stats.narrow(0, 1, c) / count;
-    Tensor var = clamp(stats.narrow(0, 1 + c, c) / count - mul(mean, mean), 0.0, std::nullopt);
+    Tensor m = stats.narrow(0, 1, c) / count;
+    Tensor var = clamp(stats.narrow(0, 1 + c, c) / count - mul(m, m), 0.0, std::nullopt);
     if (running_mean.defined()) {
       Tensor rm = running_mean, rv = running_var;  // handles: the data is updated in place
-      rm.mul_(1.0 - momentum).add_(mean.to(rm.dtype()), momentum);
+      rm.mul_(1.0 - momentum).add_(m.to(rm.dtype()), momentum);
       rv.mul_(1.0 - momentum).add_((var * (count / (count - 1))).to(rv.dtype()), momentum);
     }
-    invstd = (1.0 / sqrt(var + eps)).to(compute_dtype(dt));
-    xhat = mul(sub(x, mean.to(compute_dtype(dt)).view(per_channel)), invstd.view(per_channel));
-    scale = weight.defined() ? mul(weight.detach(), invstd) : invstd;
-    out = weight.defined() ? add(mul(xhat, weight.detach().view(per_channel)),
-                                 bias.defined() ? bias.detach().view(per_channel)
-                                                : zeros({1}, TensorOptions(xhat.dtype()).device(xhat.device())))
-                           : xhat;
-    if (residual.defined()) out = add(out, residual.detach());
-    if (relu) out = clamp(out, 0.0, std::nullopt);
-    out = out.to(dt);
+    mean = m.to(pdt).contiguous();
+    invstd = (1.0 / sqrt(var + eps)).to(pdt).contiguous();
   }
-  Tensor y = relu ? out.detach() : Tensor();
+  Tensor out = empty({n, c, s}, TensorOptions(dt).device(input.device()));
+  kernels::batch_norm_forward(out, x, mean, invstd, w, b, r, relu);
+  Tensor y = relu ? out.detach() : Tensor();  // relu's mask, as batch_norm_relu takes it
+  out = out.reshape(in_shape);
   const bool has_w = weight.defined(), has_b = bias.defined(), has_r = residual.defined();
-  const DType wdt = has_w ? weight.dtype() : dt, bdt = has_b ? bias.dtype() : dt;
+  const DType wdt = has_w ? weight.dtype() : pdt, bdt = has_b ? bias.dtype() : pdt;
   autograd::record(name, {input, weight, bias, residual}, out,
-                   [xhat, y, scale, relu, dims, per_channel, allreduce_sum, count, c, dt, wdt, bdt,
-                    has_w, has_b, has_r](const Tensor& g) -> std::vector<Tensor> {
-                     Tensor gy = g.to(xhat.dtype());
-                     if (relu) gy = mul(gy, gt(y, zeros({}, TensorOptions(y.dtype()).device(y.device()))).to(gy.dtype()));
+                   [x, y, w, mean, invstd, relu, dims, per_channel, in_shape, allreduce_sum,
+                    count, c, dt, pdt, wdt, bdt, has_w, has_b,
+                    has_r](const Tensor& g) -> std::vector<Tensor> {
+                     Tensor xhat = mul(sub(x.to(pdt), mean.view(per_channel)),
+                                       invstd.view(per_channel));
+                     Tensor gy = g.contiguous().reshape(x.shape()).to(pdt);
+                     if (relu) gy = mul(gy, gt(y, zeros({}, TensorOptions(y.dtype()).device(y.device()))).to(pdt));
                      Tensor sdy = sum(gy, dims), sdyx = sum(mul(gy, xhat), dims);
                      // The means of dy and dy * xhat over every rank's batch.
                      Tensor both = cat({sdy.to(DType::f64), sdyx.to(DType::f64)});
                      allreduce_sum(both);
-                     Tensor mdy = (both.narrow(0, 0, c) / count).to(gy.dtype());
-                     Tensor mdyx = (both.narrow(0, c, c) / count).to(gy.dtype());
+                     Tensor mdy = (both.narrow(0, 0, c) / count).to(pdt);
+                     Tensor mdyx = (both.narrow(0, c, c) / count).to(pdt);
+                     Tensor scale = has_w ? mul(w, invstd) : invstd;
                      Tensor gx = mul(sub(sub(gy, mdy.view(per_channel)),
                                          mul(xhat, mdyx.view(per_channel))),
                                      scale.view(per_channel));
-                     return {gx.to(dt), has_w ? sdyx.to(wdt) : Tensor(),
-                             has_b ? sdy.to(bdt) : Tensor(), has_r ? gy.to(dt) : Tensor()};
+                     return {gx.to(dt).reshape(in_shape), has_w ? sdyx.to(wdt) : Tensor(),
+                             has_b ? sdy.to(bdt) : Tensor(),
+                             has_r ? gy.to(dt).reshape(in_shape) : Tensor()};
                    });
   return out;
 }
