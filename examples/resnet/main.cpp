@@ -215,8 +215,7 @@ void train_rank(Shared& sh, parallel::Rank& r) {
         Tensor x = b->images.narrow(0, k * micro, micro), y = b->labels.narrow(0, k * micro, micro);
         Tensor loss;
         {
-          std::optional<monitor::Timeline::Span> span;
-          if (tl) span.emplace(tl, rank, "forward");
+          monitor::Timeline::Span span(tl, rank, "forward");  // records nothing without --trace
           amp::autocast guard(low.value_or(DType::bf16), low.has_value());
           loss = cross_entropy(ddp.forward(x), y);
         }
@@ -233,8 +232,7 @@ void train_rank(Shared& sh, parallel::Rank& r) {
         step_loss += loss.item<double>();
       }
       {
-        std::optional<monitor::Timeline::Span> span;
-        if (tl) span.emplace(tl, rank, "optimizer");
+        monitor::Timeline::Span span(tl, rank, "optimizer");
         if (scaler.step(opt))
           sched.step();  // a skipped step (inf/NaN under f16) does not advance the schedule
         else

@@ -37,7 +37,8 @@ class Timeline {
   /// the wait for them after backward's last op (compute row, "allreduce wait").
   void add_reduction(int rank, const parallel::ReductionTimes& times);
 
-  /// Records [construction, destruction) of the span on the compute row.
+  /// Records [construction, destruction) of the span on the compute row; with a null timeline,
+  /// nothing (so a scope can be timed only when tracing is on).
   class Span {
    public:
     Span(Timeline* timeline, int rank, std::string name)
