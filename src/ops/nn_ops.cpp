@@ -1,5 +1,6 @@
 // The neural-network functional ops: conv2d, batch_norm, pooling (kernel-backed, with their own
 // backward kernels), and dropout, softmax and the losses (composed from differentiable ops).
+#include <array>
 #include <cmath>
 
 #include "common.hpp"
@@ -92,14 +93,11 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Int
 
 namespace {
 
-// batch_norm, then + residual (when defined), then relu (when `relu`), as one op.
-Tensor batch_norm_op(const Tensor& input, const Tensor& running_mean, const Tensor& running_var,
-                     const Tensor& weight, const Tensor& bias, bool training, double momentum,
-                     double eps, const Tensor& residual, bool relu, const char* name) {
-  if (autocast_changes("batch_norm", {input, residual}))
-    return batch_norm_op(autocast_input("batch_norm", input), running_mean, running_var, weight,
-                         bias, training, momentum, eps, autocast_input("batch_norm", residual),
-                         relu, name);
+// The checks batch_norm and sync_batch_norm share; returns (N, C, the values per plane).
+std::array<int64_t, 3> check_batch_norm(const Tensor& input, const Tensor& running_mean,
+                                        const Tensor& running_var, const Tensor& weight,
+                                        const Tensor& bias, const Tensor& residual, bool training,
+                                        double eps, const char* name) {
   check_defined(input, name, "input");
   check_inputs({input, running_mean, running_var, weight, bias, residual}, name);
   check_floating(input, name);
@@ -120,8 +118,6 @@ Tensor batch_norm_op(const Tensor& input, const Tensor& running_mean, const Tens
                name, ": give both running_mean and running_var, or neither");
   TANDEM_CHECK(training || running_mean.defined(),
                name, ": evaluation mode needs running_mean and running_var");
-  TANDEM_CHECK(!training || n * s > 1, name, ": expected more than 1 value per channel "
-               "when training, got input of shape ", shape_str(input.shape()));
   TANDEM_CHECK(eps > 0, name, ": eps must be positive, got ", eps);
   if (residual.defined()) {
     TANDEM_CHECK(residual.shape() == input.shape() && residual.dtype() == input.dtype(), name,
@@ -129,6 +125,22 @@ Tensor batch_norm_op(const Tensor& input, const Tensor& running_mean, const Tens
                  shape_str(input.shape()), ", ", dtype_name(input.dtype()), "), got ",
                  shape_str(residual.shape()), ", ", dtype_name(residual.dtype()));
   }
+  return {n, c, s};
+}
+
+// batch_norm, then + residual (when defined), then relu (when `relu`), as one op.
+Tensor batch_norm_op(const Tensor& input, const Tensor& running_mean, const Tensor& running_var,
+                     const Tensor& weight, const Tensor& bias, bool training, double momentum,
+                     double eps, const Tensor& residual, bool relu, const char* name) {
+  if (autocast_changes("batch_norm", {input, residual}))
+    return batch_norm_op(autocast_input("batch_norm", input), running_mean, running_var, weight,
+                         bias, training, momentum, eps, autocast_input("batch_norm", residual),
+                         relu, name);
+  const auto ncs = check_batch_norm(input, running_mean, running_var, weight, bias, residual,
+                                    training, eps, name);
+  const int64_t n = ncs[0], c = ncs[1], s = ncs[2];
+  TANDEM_CHECK(!training || n * s > 1, name, ": expected more than 1 value per channel "
+               "when training, got input of shape ", shape_str(input.shape()));
   // f16/bf16 inputs reach the kernels as they are; statistics and parameters are f32.
   kernels::batch_norm_forward.at(input, name);
   const DType dt = input.dtype(), pdt = compute_dtype(dt);
@@ -207,24 +219,12 @@ Tensor sync_batch_norm(const Tensor& input, const Tensor& running_mean, const Te
                            bias, momentum, eps, autocast_input("batch_norm", residual), relu,
                            allreduce_sum);
   const char* name = "sync_batch_norm";
-  check_defined(input, name, "input");
-  check_inputs({input, running_mean, running_var, weight, bias, residual}, name);
-  check_floating(input, name);
-  TANDEM_CHECK(input.dim() == 4, name, ": input must be (N, C, H, W), got ",
-               shape_str(input.shape()));
   TANDEM_CHECK(allreduce_sum != nullptr, name, ": no allreduce given");
-  TANDEM_CHECK(eps > 0, name, ": eps must be positive, got ", eps);
-  const int64_t c = input.size(1);
-  for (const Tensor* t : {&running_mean, &running_var, &weight, &bias})
-    if (t->defined())
-      TANDEM_CHECK(t->dim() == 1 && t->size(0) == c, name, ": per-channel tensors must be (", c,
-                   "), got ", shape_str(t->shape()));
-  if (residual.defined())
-    TANDEM_CHECK(residual.shape() == input.shape() && residual.dtype() == input.dtype(), name,
-                 ": the residual must have the input's shape and dtype");
+  const auto ncs = check_batch_norm(input, running_mean, running_var, weight, bias, residual,
+                                    true, eps, name);
+  const int64_t n = ncs[0], c = ncs[1], s = ncs[2];
   // The statistics are the group's; normalizing is batch_norm's own kernel, on (N, C, H x W).
   kernels::batch_norm_forward.at(input, name);
-  const int64_t n = input.size(0), s = input.numel() / std::max<int64_t>(n * c, 1);
   const Shape dims{0, 2}, per_channel{1, c, 1}, in_shape = input.shape();
   const DType dt = input.dtype(), pdt = compute_dtype(dt);
   Tensor x = input.contiguous().detach().reshape({n, c, s});

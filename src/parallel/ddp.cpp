@@ -156,16 +156,40 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
   }
 
   void start_backward() {
-    in_backward_ = true;
+    if (unfinished_) abandon_failed_backward();
+    in_backward_ = unfinished_ = true;
     ready_.assign(params_.size(), false);
     for (Bucket& b : buckets_) b.pending = static_cast<int>(b.params.size());
     next_launch_ = 0;
     times_ = ReductionTimes();
     times_.buckets.resize(buckets_.size());
-    std::weak_ptr<Reducer> self = shared_from_this();
-    autograd::queue_callback([self] {
-      if (auto r = self.lock()) r->finish_backward();
+    // A failed pass drops its callbacks unrun: then the next hook starts a new pass.
+    struct PassEnd {
+      std::weak_ptr<Reducer> reducer;
+      bool ran = false;
+      ~PassEnd() {
+        if (auto r = reducer.lock(); r && !ran) r->in_backward_ = false;
+      }
+    };
+    auto end = std::make_shared<PassEnd>();
+    end->reducer = shared_from_this();
+    autograd::queue_callback([end] {
+      end->ran = true;
+      if (auto r = end->reducer.lock()) r->finish_backward();
     });
+  }
+
+  // A backward that failed (an exception from a node, a hook or the unused-parameter check)
+  // left its pass unfinished: its launched allreduces are waited for (every rank that failed at
+  // the same point launched the same ones; a rank left behind aborts the group through its
+  // timeout) and the pass is forgotten. The gradients keep what the failed pass accumulated, as
+  // PyTorch's do: zero them before the next step.
+  void abandon_failed_backward() {
+    for (size_t b = 0; b < next_launch_; ++b) {
+      buckets_[b].work.wait();
+      buckets_[b].wire = Tensor();
+    }
+    if (!rebuilt_) ready_order_.clear();
   }
 
   // Launches every bucket whose turn has come: buckets go out in bucket order on every rank, so
@@ -220,6 +244,7 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
       if (buckets_[b].wire.defined()) buckets_[b].buffer.copy_(buckets_[b].wire);
       buckets_[b].wire = Tensor();
     }
+    unfinished_ = false;
     if (!rebuilt_) rebuild();
   }
 
@@ -252,7 +277,8 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
   std::vector<size_t> bucket_of_;
   std::vector<bool> ready_;
   size_t next_launch_ = 0;
-  bool in_backward_ = false;
+  bool in_backward_ = false;  // this backward's hooks are arriving
+  bool unfinished_ = false;   // a pass started and its buckets were not all waited for
   bool rebuilt_ = false;
   std::vector<size_t> ready_order_;
   ReductionTimes times_;

@@ -3,6 +3,7 @@
 // assertions are not thread-safe).
 #include <mutex>
 #include <thread>
+#include <utility>
 
 #include "../util.hpp"
 
@@ -265,6 +266,50 @@ TEST_CASE("DDP: a parameter without gradient is an error naming it, or zeros on 
   for (int r = 0; r < 2; ++r) {
     CHECK(spare_grad[r] == 0.0);
     CHECK(used_grad[r] > 0.0);
+  }
+}
+
+TEST_CASE("DDP recovers from a backward that failed on every rank with buckets in flight",
+          "[parallel][ddp]") {
+  const int steps = 3;
+  const int64_t per_rank = 4;
+  const auto expected = train_single(steps, per_rank * 2);
+  std::vector<std::vector<Tensor>> got(2);
+  std::vector<std::string> errors(2);
+  parallel::launch(2, [&](parallel::Rank& r) {
+    auto model = mlp();
+    fill(*model, 7);
+    parallel::DistributedDataParallel ddp(model, r.comm,
+                                          parallel::DDPOptions().bucket_cap_mb(1e-4).first_bucket_mb(1e-4));
+    optim::SGD opt(ddp.parameters(), optim::SGDOptions(0.1).momentum(0.9));
+    // The first layer's weight is ready last: the later buckets are in flight when it throws,
+    // once on every rank (in the first pass, before the rebuild, and after it).
+    bool armed = false;
+    model->parameters().front().register_grad_ready_hook([&](const Tensor&) {
+      if (std::exchange(armed, false)) TANDEM_THROW(ValueError, "injected failure");
+    });
+    for (int k = 0; k < steps; ++k) {
+      Batch b = global_batch(k, per_rank * 2);
+      Tensor x = b.x.narrow(0, r.rank() * per_rank, per_rank);
+      Tensor y = b.y.narrow(0, r.rank() * per_rank, per_rank);
+      if (k < 2) {
+        armed = true;
+        try {
+          mse_loss(ddp.forward(x), y).backward();
+        } catch (const ValueError& e) {
+          errors[r.rank()] += e.what();
+        }
+      }
+      opt.zero_grad();
+      mse_loss(ddp.forward(x), y).backward();
+      opt.step();
+    }
+    got[r.rank()] = snapshot(*model);
+  });
+  for (int r = 0; r < 2; ++r) {
+    CHECK(errors[r].find("injected failure") != std::string::npos);
+    for (size_t i = 0; i < expected.size(); ++i)
+      require_close(got[r][i], expected[i], 1e-5, 1e-6, "parameter " + std::to_string(i));
   }
 }
 

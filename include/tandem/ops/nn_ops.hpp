@@ -45,7 +45,7 @@ using StatsAllreduce = std::function<void(const Tensor&)>;
 /// channel, the count, sum and sum of squares are summed over the ranks (in f64) by
 /// `allreduce_sum`, and backward sums the gradient's two per-channel reductions the same way, so
 /// that N ranks of batch B compute what one rank of batch N x B would. Then + residual and relu
-/// when asked, as batch_norm_relu. Input (N, C, H, W); running statistics updated as batch_norm's.
+/// when asked, as batch_norm_relu. Input (N, C, ...); running statistics updated as batch_norm's.
 Tensor sync_batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor& running_var,
                        const Tensor& weight, const Tensor& bias, double momentum, double eps,
                        const Tensor& residual, bool relu, const StatsAllreduce& allreduce_sum);
