@@ -5,7 +5,9 @@ Each repeat trains ResNet-20 on random in-memory batches (per-rank batch fixed, 
 rank) at every world size 1..N in tandem (build/benchmarks/bench_scaling: ranks are threads, the
 local backend, DistributedDataParallel) and in PyTorch (one process per rank, the gloo backend,
 torch.nn.parallel.DistributedDataParallel), plus tandem at world 1 without the DDP wrapper (what
-DDP costs at world 1). Runs alternate so both see the same machine load; medians are quoted.
+DDP costs at world 1), and the machine's own ceiling: N independent one-rank tandem processes
+without DDP at once (no communication at all), whose summed img/s over N x one alone is the
+efficiency no data-parallel library can beat on this machine. Runs alternate so both see the same machine load; medians are quoted.
 Scaling efficiency at N = img/s at N / (N x img/s at 1). tandem's step time is also split into
 compute and exposed communication (the wait for the allreduce after backward's last op).
 
@@ -89,6 +91,20 @@ def tandem_run(world, args, ddp=True):
     return json.loads(out.strip().splitlines()[-1])
 
 
+def tandem_independent(world, args):
+    """`world` one-rank tandem processes without DDP at once: the machine's ceiling at `world`."""
+    cmd = [args.binary, "--ranks", "1", "--batch", str(args.batch), "--threads", str(args.threads),
+           "--steps", str(args.steps), "--warmup", str(args.warmup), "--model", args.model, "--no-ddp"]
+    env = dict(os.environ)
+    env.pop("OMP_WAIT_POLICY", None)
+    procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=env) for _ in range(world)]
+    outs = [p.communicate()[0] for p in procs]
+    if any(p.returncode for p in procs):
+        raise RuntimeError(f"an independent run failed: {cmd}")
+    return {"world": world, "img_per_s": sum(json.loads(o.strip().splitlines()[-1])["img_per_s"]
+                                             for o in outs)}
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", default="resnet20", choices=["resnet20", "resnet32", "resnet44", "resnet56"])
@@ -106,19 +122,20 @@ def main():
     worlds = list(range(1, args.max_world + 1))
     runs = []
     start = time.time()
-    total = args.repeats * (2 * len(worlds) + 1)
+    total = args.repeats * (3 * len(worlds))
     done = 0
     for r in range(args.repeats):
-        rep = {"no_ddp": tandem_run(1, args, ddp=False), "tandem": {}, "pytorch": {}}
-        done += 1
+        rep = {"tandem": {}, "pytorch": {}, "independent": {}}
         for w in worlds:
+            rep["independent"][w] = tandem_independent(w, args)
             rep["tandem"][w] = tandem_run(w, args)
             rep["pytorch"][w] = torch_run(w, args)
-            done += 2
+            done += 3
             elapsed = time.time() - start
             print(f"[{done}/{total}] repeat {r + 1}, world {w}: tandem "
                   f"{rep['tandem'][w]['img_per_s']:.0f} img/s, PyTorch "
-                  f"{rep['pytorch'][w]['img_per_s']:.0f} img/s | {elapsed:.0f} s, ETA "
+                  f"{rep['pytorch'][w]['img_per_s']:.0f} img/s, no communication "
+                  f"{rep['independent'][w]['img_per_s']:.0f} img/s | {elapsed:.0f} s, ETA "
                   f"{elapsed / done * (total - done):.0f} s", file=sys.stderr)
         runs.append(rep)
 
@@ -128,15 +145,17 @@ def main():
     summary = {"model": args.model, "batch_per_rank": args.batch, "threads_per_rank": args.threads,
                "steps": args.steps, "repeats": args.repeats, "worlds": worlds,
                "pytorch_version": runs[0]["pytorch"][1]["version"], "per_world": {}}
-    summary["tandem_no_ddp_img_per_s"] = med(lambda rep: rep["no_ddp"]["img_per_s"])
+    summary["tandem_no_ddp_img_per_s"] = med(lambda rep: rep["independent"][1]["img_per_s"])
     summary["ddp_cost_at_world_1"] = med(
-        lambda rep: 1 - rep["tandem"][1]["img_per_s"] / rep["no_ddp"]["img_per_s"])
+        lambda rep: 1 - rep["tandem"][1]["img_per_s"] / rep["independent"][1]["img_per_s"])
     for w in worlds:
         row = {}
         for fw in ("tandem", "pytorch"):
             row[fw + "_img_per_s"] = med(lambda rep: rep[fw][w]["img_per_s"])
             row[fw + "_efficiency"] = med(
                 lambda rep: rep[fw][w]["img_per_s"] / (w * rep[fw][1]["img_per_s"]))
+        row["ceiling_efficiency"] = med(
+            lambda rep: rep["independent"][w]["img_per_s"] / (w * rep["independent"][1]["img_per_s"]))
         row["tandem_vs_pytorch"] = med(
             lambda rep: rep["tandem"][w]["img_per_s"] / rep["pytorch"][w]["img_per_s"])
         for key in ("step_ms_median", "compute_ms_median", "exposed_comm_ms_median"):
@@ -163,6 +182,8 @@ def plot(summary, path):
         a.plot(worlds, [r[fw + "_img_per_s"] for r in rows], "o-", color=color, label=name)
         b.plot(worlds, [100 * r[fw + "_efficiency"] for r in rows], "o-", color=color, label=name)
     a.plot(worlds, [w * rows[0]["tandem_img_per_s"] for w in worlds], ":", color="gray", label="linear")
+    b.plot(worlds, [100 * r["ceiling_efficiency"] for r in rows], "s--", color="gray",
+           label="ceiling: independent processes, no communication")
     a.set(xlabel="world size (CPU ranks, 1 thread each)", ylabel="img/s", title="throughput")
     b.set(xlabel="world size", ylabel="%", title="scaling efficiency", ylim=(0, 110))
     comp = [r["tandem_compute_ms_median"] for r in rows]
