@@ -1,5 +1,6 @@
-# Finds the CUDA backend's parts: nvcc, the CUDA runtime and cuBLAS (toolkit), cuDNN and NCCL
-# (CUDNN_ROOT / NCCL_ROOT, as variables or environment, point at pip wheels or other installs).
+# Finds the CUDA backend's parts: nvcc and the CUDA runtime (toolkit), cuBLAS, cuDNN and NCCL
+# (CUBLAS_ROOT / CUDNN_ROOT / NCCL_ROOT, as variables or environment, point at pip wheels or
+# other installs; cuBLAS otherwise comes from the toolkit).
 # Sets TANDEM_HAS_CUDA and, when true, an interface target tandem::cuda_deps.
 set(TANDEM_HAS_CUDA OFF)
 if(TANDEM_WITH_CUDA STREQUAL "OFF")
@@ -15,22 +16,39 @@ check_language(CUDA)
 set(_tandem_cuda_missing "")
 if(CMAKE_CUDA_COMPILER)
   if(NOT CMAKE_CUDA_ARCHITECTURES)
-    set(CMAKE_CUDA_ARCHITECTURES 90)  # Hopper (H100/H200); override for other GPUs
+    set(CMAKE_CUDA_ARCHITECTURES 80 90)  # Ampere (A100) and Hopper (H100/H200); override for others
   endif()
   enable_language(CUDA)
   find_package(CUDAToolkit)
-  if(NOT CUDAToolkit_FOUND OR NOT TARGET CUDA::cublas)
-    list(APPEND _tandem_cuda_missing "CUDA toolkit with cuBLAS")
+  if(NOT CUDAToolkit_FOUND)
+    list(APPEND _tandem_cuda_missing "CUDA toolkit")
   endif()
 else()
   list(APPEND _tandem_cuda_missing "nvcc")
 endif()
 
-foreach(_lib CUDNN NCCL)
+# cuBLAS (the toolkit's, or a pip wheel's under CUBLAS_ROOT), cuDNN and NCCL. A wheel ships
+# lib<name>.so.<major> without the unversioned link, hence the versioned names; NAMES_PER_DIR
+# looks through the hints in order for any of the names, so the library comes from the first
+# root that has one, the root whose header find_path (same hints, same order) found.
+foreach(_lib CUBLAS CUBLASLT CUDNN NCCL)
   string(TOLOWER ${_lib} _name)
-  set(_hints ${${_lib}_ROOT} $ENV{${_lib}_ROOT} ${CUDAToolkit_LIBRARY_ROOT} /usr/local/cuda)
-  find_path(${_lib}_INCLUDE_DIR ${_name}.h HINTS ${_hints} PATH_SUFFIXES include)
-  find_library(${_lib}_LIBRARY NAMES ${_name} lib${_name}.so.9 lib${_name}.so.2
+  set(_root_var ${_lib})
+  if(_lib STREQUAL "CUBLASLT")
+    set(_root_var CUBLAS)
+    set(_name cublasLt)
+  endif()
+  set(_hints ${${_root_var}_ROOT} $ENV{${_root_var}_ROOT} ${CUDAToolkit_LIBRARY_ROOT}
+             ${CUDAToolkit_TARGET_DIR} /usr/local/cuda)
+  set(_header ${_name}.h)
+  if(_lib STREQUAL "CUBLAS")
+    set(_header cublas_v2.h)
+  elseif(_lib STREQUAL "CUBLASLT")
+    set(_header cublasLt.h)
+  endif()
+  find_path(${_lib}_INCLUDE_DIR ${_header} HINTS ${_hints} PATH_SUFFIXES include)
+  find_library(${_lib}_LIBRARY NAMES ${_name} lib${_name}.so.13 lib${_name}.so.12
+               lib${_name}.so.9 lib${_name}.so.2 NAMES_PER_DIR
                HINTS ${_hints} PATH_SUFFIXES lib lib64)
   if(NOT ${_lib}_INCLUDE_DIR OR NOT ${_lib}_LIBRARY)
     list(APPEND _tandem_cuda_missing ${_name})
@@ -50,7 +68,9 @@ add_library(tandem_cuda_deps INTERFACE)
 add_library(tandem::cuda_deps ALIAS tandem_cuda_deps)
 # The runtime API only: linking libcuda (the driver stub) would stop the program from starting
 # on machines without a driver.
-target_link_libraries(tandem_cuda_deps INTERFACE CUDA::cudart CUDA::cublas CUDA::cublasLt
-                      ${CUDNN_LIBRARY} ${NCCL_LIBRARY})
-target_include_directories(tandem_cuda_deps INTERFACE ${CUDNN_INCLUDE_DIR} ${NCCL_INCLUDE_DIR})
-message(STATUS "tandem: CUDA backend on (cuDNN ${CUDNN_LIBRARY}, NCCL ${NCCL_LIBRARY})")
+target_link_libraries(tandem_cuda_deps INTERFACE CUDA::cudart ${CUBLAS_LIBRARY}
+                      ${CUBLASLT_LIBRARY} ${CUDNN_LIBRARY} ${NCCL_LIBRARY})
+target_include_directories(tandem_cuda_deps INTERFACE ${CUBLAS_INCLUDE_DIR} ${CUBLASLT_INCLUDE_DIR}
+                           ${CUDNN_INCLUDE_DIR} ${NCCL_INCLUDE_DIR})
+message(STATUS "tandem: CUDA backend on (cuBLAS ${CUBLAS_LIBRARY}, cuDNN ${CUDNN_LIBRARY}, "
+               "NCCL ${NCCL_LIBRARY})")

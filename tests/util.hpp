@@ -68,6 +68,18 @@ inline void gradcheck(const std::function<Tensor(const std::vector<Tensor>&)>& f
   }
 }
 
+/// True when a GPU is there for a GPU test. Without one the test is skipped with a warning that
+/// names it, except under TANDEM_REQUIRE_GPU=1 (scripts/gpu-check.sh sets it): there a GPU test
+/// that finds no GPU fails, so a GPU machine never passes by skipping.
+inline bool gpu_present(const std::string& what) {
+  if (cuda::is_available()) return true;
+  const char* require = getenv("TANDEM_REQUIRE_GPU");
+  if (require != nullptr && std::string(require) == "1")
+    FAIL(what << ": TANDEM_REQUIRE_GPU=1 but tandem sees no GPU (" << cuda::build_info() << ")");
+  WARN(what << ": skipped, no GPU (runs in scripts/gpu-check.sh)");
+  return false;
+}
+
 /// A fresh folder under the system temp folder, removed with everything in it at scope exit.
 struct TempDir {
   std::filesystem::path path;

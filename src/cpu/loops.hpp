@@ -14,6 +14,7 @@
 #include "tandem/core/dtype_dispatch.hpp"
 #include "tandem/core/tensor.hpp"
 #include "tandem/core/thread_pool.hpp"
+#include "../kernels/collapse.hpp"
 #include "isa.hpp"
 
 namespace tandem::kernels::cpu {
@@ -26,25 +27,9 @@ constexpr int64_t kElementwiseGrain = 32768;
 /// offsets[k] is operand k's element offset of the run's first element.
 template <size_t N, typename F>
 void for_each_run(const Shape& shape, const std::array<Shape, N>& strides, F&& run) {
-  // Merge dim i into dim i+1 when every operand steps over it contiguously.
-  Shape sh;
-  std::array<Shape, N> st;
-  for (size_t d = 0; d < shape.size(); ++d) {
-    if (shape[d] == 1) continue;
-    bool merge = !sh.empty();
-    for (size_t k = 0; k < N && merge; ++k) merge = st[k].back() == strides[k][d] * shape[d];
-    if (merge) {
-      sh.back() *= shape[d];
-      for (size_t k = 0; k < N; ++k) st[k].back() = strides[k][d];
-    } else {
-      sh.push_back(shape[d]);
-      for (size_t k = 0; k < N; ++k) st[k].push_back(strides[k][d]);
-    }
-  }
-  if (sh.empty()) {  // a single element
-    sh.push_back(1);
-    for (size_t k = 0; k < N; ++k) st[k].push_back(0);
-  }
+  const CollapsedDims<N> c = collapse_dims(shape, strides);
+  const Shape& sh = c.sizes;
+  const std::array<Shape, N>& st = c.strides;
   int64_t numel = numel_of(shape);
   if (numel == 0) return;
   const int64_t nd = static_cast<int64_t>(sh.size());

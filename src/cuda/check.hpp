@@ -38,6 +38,11 @@ class DeviceGuard {
   int previous_ = 0;
 };
 
+/// The stream tandem's kernels and cuBLAS calls run on: the legacy default stream, until each
+/// device's context carries a compute stream (docs/ARCHITECTURE.md). Every launch goes through
+/// here, so moving them is one change.
+inline cudaStream_t current_stream() { return nullptr; }
+
 /// Converts `count` f16 or bf16 values (per `src_is_bf16`) at `src` to f32 at `dst`, on `stream`.
 void widen_to_f32(float* dst, const void* src, bool src_is_bf16, size_t count, cudaStream_t stream);
 /// Rounds `count` f32 values at `src` to f16 or bf16 at `dst` (nearest, ties to even), on `stream`.

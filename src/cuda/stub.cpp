@@ -22,6 +22,15 @@ AllocatorStats memory_stats(int) { unavailable("cuda memory_stats"); }
 void empty_cache(int) { unavailable("cuda empty_cache"); }
 void record_stream(void*, int, const Stream&) { unavailable("cuda record_stream"); }
 
+// Settings without a GPU to apply them to: kept, so code that sets them runs on any build.
+namespace {
+bool g_tf32_matmul = false, g_tf32_conv = true;
+}
+void set_allow_tf32_matmul(bool allow) { g_tf32_matmul = allow; }
+bool allow_tf32_matmul() { return g_tf32_matmul; }
+void set_allow_tf32_conv(bool allow) { g_tf32_conv = allow; }
+bool allow_tf32_conv() { return g_tf32_conv; }
+
 void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t nbytes) {
   if (dst_device.is_cpu() && src_device.is_cpu()) {
     if (nbytes) std::memcpy(dst, src, nbytes);

@@ -163,12 +163,20 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
     next_launch_ = 0;
     times_ = ReductionTimes();
     times_.buckets.resize(buckets_.size());
-    // A failed pass drops its callbacks unrun: then the next hook starts a new pass.
+    // A failed pass drops its callbacks unrun: its allreduces in flight are waited for at once
+    // (they write into the gradients, which the caller may zero next), and the next hook
+    // starts a new pass.
     struct PassEnd {
       std::weak_ptr<Reducer> reducer;
       bool ran = false;
       ~PassEnd() {
-        if (auto r = reducer.lock(); r && !ran) r->in_backward_ = false;
+        auto r = reducer.lock();
+        if (!r || ran) return;
+        r->in_backward_ = false;
+        try {
+          r->abandon_failed_backward();
+        } catch (...) {  // unwinding already: the next backward waits again and throws it
+        }
       }
     };
     auto end = std::make_shared<PassEnd>();
@@ -179,17 +187,19 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
     });
   }
 
-  // A backward that failed (an exception from a node, a hook or the unused-parameter check)
-  // left its pass unfinished: its launched allreduces are waited for (every rank that failed at
-  // the same point launched the same ones; a rank left behind aborts the group through its
-  // timeout) and the pass is forgotten. The gradients keep what the failed pass accumulated, as
-  // PyTorch's do: zero them before the next step.
+  // A backward that failed (an exception from a node, a hook or the unused-parameter check):
+  // its launched allreduces are waited for (every rank that failed at the same point launched
+  // the same ones; a rank left behind aborts the group through its timeout) and the pass is
+  // forgotten. The gradients keep what the failed pass accumulated, as PyTorch's do: zero them
+  // before the next step.
   void abandon_failed_backward() {
     for (size_t b = 0; b < next_launch_; ++b) {
       buckets_[b].work.wait();
       buckets_[b].wire = Tensor();
     }
+    next_launch_ = 0;
     if (!rebuilt_) ready_order_.clear();
+    unfinished_ = false;
   }
 
   // Launches every bucket whose turn has come: buckets go out in bucket order on every rank, so
@@ -220,6 +230,7 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
       if (!ready_[i]) unused.push_back(i);
     if (!unused.empty()) {
       if (!options_.find_unused_parameters_) {
+        abandon_failed_backward();
         std::ostringstream os;
         for (size_t k = 0; k < unused.size() && k < 10; ++k) os << (k ? ", " : "") << names_[unused[k]];
         if (unused.size() > 10) os << " and " << unused.size() - 10 << " more";

@@ -52,10 +52,7 @@ TEST_CASE("nccl refuses two ranks on one GPU, and says when it cannot run", "[co
 
 TEST_CASE("nccl collectives on every visible GPU match the one-thread reference",
           "[comm][nccl][gpu]") {
-  if (!cuda::is_available()) {
-    WARN("no GPU: the nccl suite runs on a GPU machine (scripts/gpu-check.sh)");
-    return;
-  }
+  if (!tandem::testing::gpu_present("the nccl suite")) return;
   const auto devices = all_gpus();
   // Any two ranks reduce in one order; more may reduce in NCCL's ring order.
   const bool exact = devices.size() <= 2;
@@ -68,10 +65,7 @@ TEST_CASE("nccl collectives on every visible GPU match the one-thread reference"
 }
 
 TEST_CASE("nccl Work handles, debug mode, bad arguments and abort", "[comm][nccl][gpu]") {
-  if (!cuda::is_available()) {
-    WARN("no GPU: skipped");
-    return;
-  }
+  if (!tandem::testing::gpu_present("nccl Work handles")) return;
   auto comms = make_nccl_group({0}, NcclOptions().timeout(Duration(20000)).debug(true));
   Communicator& c = *comms[0];
   CHECK(c.backend() == "nccl");

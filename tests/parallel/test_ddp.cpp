@@ -114,6 +114,36 @@ TEST_CASE("DDP at world 1..4 trains like one rank with the whole batch", "[paral
   }
 }
 
+TEST_CASE("DDP on every GPU (nccl) trains like one rank with the whole batch",
+          "[parallel][ddp][cuda]") {
+  if (!tandem::testing::gpu_present("DDP on every GPU")) return;
+  const int steps = 3;
+  const int64_t per_rank = 6;
+  const int world = cuda::device_count();
+  const auto expected = train_single(steps, per_rank * world);
+  std::vector<std::vector<Tensor>> got(world);
+  parallel::launch(parallel::Devices::all(), [&](parallel::Rank& r) {
+    auto model = mlp();
+    fill(*model, 7 + 100 * r.rank());  // DDP copies rank 0's
+    model->to(r.device());
+    parallel::DistributedDataParallel ddp(model, r.comm,
+                                          parallel::DDPOptions().bucket_cap_mb(1e-4).first_bucket_mb(1e-4));
+    optim::SGD opt(ddp.parameters(), optim::SGDOptions(0.1).momentum(0.9));
+    for (int k = 0; k < steps; ++k) {
+      Batch b = global_batch(k, per_rank * world);
+      opt.zero_grad();
+      Tensor x = b.x.narrow(0, r.rank() * per_rank, per_rank).to(r.device());
+      Tensor y = b.y.narrow(0, r.rank() * per_rank, per_rank).to(r.device());
+      mse_loss(ddp.forward(x), y).backward();
+      opt.step();
+    }
+    got[r.rank()] = snapshot(*model);
+  });
+  for (int r = 0; r < world; ++r)
+    for (size_t i = 0; i < expected.size(); ++i)
+      require_close(got[r][i].cpu(), expected[i], 1e-4, 1e-5, "parameter " + std::to_string(i));
+}
+
 TEST_CASE("DDP gradients are views of the bucket buffers; buckets follow the ready order",
           "[parallel][ddp]") {
   // Registered b then a, run a then b: reverse registration order is not the ready order.

@@ -32,6 +32,13 @@ void empty_cache(int device);
 /// Page-locked host memory (cudaHostAlloc).
 Allocator& pinned_host_allocator();
 
+/// TensorFloat-32 for f32 matrix products (off by default) and convolutions (on by default), as
+/// PyTorch's torch.backends.cuda.matmul.allow_tf32 and torch.backends.cudnn.allow_tf32.
+void set_allow_tf32_matmul(bool allow);
+bool allow_tf32_matmul();
+void set_allow_tf32_conv(bool allow);
+bool allow_tf32_conv();
+
 /// Copies bytes between any two devices (host-host included); synchronous.
 void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t nbytes);
 

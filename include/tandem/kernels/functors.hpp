@@ -43,7 +43,14 @@ struct Log { template <typename T> TANDEM_HD T operator()(T x) const { return lo
 struct Sqrt { template <typename T> TANDEM_HD T operator()(T x) const { return sqrt(x); } };
 struct Abs {
   static constexpr bool kIntegers = true;
-  template <typename T> TANDEM_HD T operator()(T x) const { return x < T(0) ? -x : x; } };
+  template <typename T> TANDEM_HD T operator()(T x) const {
+    if constexpr (std::is_unsigned_v<T>) {
+      return x;
+    } else {
+      return x < T(0) ? -x : x;
+    }
+  }
+};
 struct Sign {
   template <typename T> TANDEM_HD T operator()(T x) const {
     return x > T(0) ? T(1) : (x < T(0) ? T(-1) : T(0));

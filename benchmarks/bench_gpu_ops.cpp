@@ -1,0 +1,123 @@
+// GPU op speed against the library underneath, in one process on one GPU: a bf16 (and f16, f32)
+// matrix product through tandem's bmm against cublasGemmEx called directly on the same buffers,
+// and tandem's f32 add against a device-to-device copy of the same bytes (the bandwidth an
+// elementwise op can reach). Each timing is the median of --repeats runs of --iters calls, timed
+// with CUDA events. Prints one JSON object.
+//   bench_gpu_ops --size 8192 --repeats 5
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cstdio>
+#include <functional>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "tandem/tandem.hpp"
+
+using namespace tandem;
+
+namespace {
+
+void check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) {
+    std::fprintf(stderr, "%s: %s\n", what, cudaGetErrorString(e));
+    std::exit(1);
+  }
+}
+
+// Median milliseconds per call of f over `repeats` runs of `iters` calls.
+double time_ms(const std::function<void()>& f, int iters, int repeats) {
+  f();  // warm-up: handles, workspaces, cached blocks
+  check(cudaDeviceSynchronize(), "warm-up");
+  cudaEvent_t start, stop;
+  cudaEventCreate(&start);
+  cudaEventCreate(&stop);
+  std::vector<double> ms;
+  for (int r = 0; r < repeats; ++r) {
+    cudaEventRecord(start);
+    for (int i = 0; i < iters; ++i) f();
+    cudaEventRecord(stop);
+    check(cudaEventSynchronize(stop), "timing");
+    float t = 0;
+    cudaEventElapsedTime(&t, start, stop);
+    ms.push_back(t / iters);
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+cudaDataType_t cuda_type(DType t) {
+  return t == DType::bf16 ? CUDA_R_16BF : t == DType::f16 ? CUDA_R_16F : CUDA_R_32F;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app("GPU ops: tandem against cuBLAS and a device-to-device copy");
+  int64_t size = 8192;
+  int repeats = 5, iters = 10;
+  int64_t add_mib = 1024;
+  app.add_option("--size", size, "m = n = k of the matrix products")->check(CLI::PositiveNumber);
+  app.add_option("--add-mib", add_mib, "MiB per operand of the add")->check(CLI::PositiveNumber);
+  app.add_option("--repeats", repeats)->check(CLI::PositiveNumber);
+  app.add_option("--iters", iters)->check(CLI::PositiveNumber);
+  CLI11_PARSE(app, argc, argv);
+  if (!cuda::is_available()) {
+    std::fprintf(stderr, "bench_gpu_ops: no GPU\n");
+    return 1;
+  }
+  const Device gpu("cuda:0");
+  nlohmann::json out{{"size", size}, {"build", cuda::build_info()}};
+
+  cublasHandle_t handle;
+  if (cublasCreate(&handle) != CUBLAS_STATUS_SUCCESS) return 1;
+  for (DType dt : {DType::bf16, DType::f16, DType::f32}) {
+    Tensor a = randn({1, size, size}, TensorOptions(dt).device(gpu));
+    Tensor b = randn({1, size, size}, TensorOptions(dt).device(gpu));
+    Tensor c = empty({1, size, size}, TensorOptions(dt).device(gpu));
+    const double flop = 2.0 * size * size * size;
+    const double tandem_ms = time_ms([&] { c = bmm(a, b); }, iters, repeats);
+    const float one = 1.0f, zero = 0.0f;
+    const int n = static_cast<int>(size);
+    const double cublas_ms = time_ms(
+        [&] {
+          cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, b.raw_data(),
+                       cuda_type(dt), n, a.raw_data(), cuda_type(dt), n, &zero, c.raw_data(),
+                       cuda_type(dt), n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+        },
+        iters, repeats);
+    out["gemm"][dtype_name(dt)] = {{"tandem_ms", tandem_ms},
+                                   {"cublas_ms", cublas_ms},
+                                   {"tandem_tflops", flop / tandem_ms / 1e9},
+                                   {"cublas_tflops", flop / cublas_ms / 1e9},
+                                   {"tandem_vs_cublas", cublas_ms / tandem_ms}};
+  }
+  cublasDestroy(handle);
+
+  const int64_t count = add_mib * 1024 * 1024 / 4;
+  Tensor x = randn({count}, TensorOptions(DType::f32).device(gpu));
+  Tensor y = randn({count}, TensorOptions(DType::f32).device(gpu));
+  Tensor z = empty({count}, TensorOptions(DType::f32).device(gpu));
+  const double add_ms = time_ms([&] { z = add(x, y); }, iters, repeats);
+  const double copy_ms = time_ms(
+      [&] { cudaMemcpyAsync(z.raw_data(), x.raw_data(), count * 4, cudaMemcpyDeviceToDevice); },
+      iters, repeats);
+  // add moves 3 x bytes (two reads, a write); a copy 2 x bytes (a read, a write).
+  const double bytes = static_cast<double>(count) * 4;
+  out["add_f32"] = {{"mib", add_mib},
+                    {"tandem_ms", add_ms},
+                    {"copy_ms", copy_ms},
+                    {"tandem_gb_per_s", 3 * bytes / add_ms / 1e6},
+                    {"copy_gb_per_s", 2 * bytes / copy_ms / 1e6},
+                    {"tandem_vs_copy_bandwidth", (3 * bytes / add_ms) / (2 * bytes / copy_ms)}};
+  const auto stats = cuda::memory_stats(0);
+  out["cuda_mallocs"] = stats.device_allocs;
+  out["peak_allocated_bytes"] = stats.peak_allocated_bytes;
+  std::cout << out.dump() << std::endl;
+  return 0;
+}

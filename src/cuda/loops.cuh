@@ -1,0 +1,155 @@
+// What the CUDA kernel files share: the element type of each dtype on the device, conversions
+// rounded as the CPU backend rounds them, the strided offset calculator (over the dims
+// kernels/collapse.hpp merged, as the CPU loop uses them) and the one launch shape, a
+// grid-stride loop of kThreads-thread blocks on the calling thread's current stream.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <array>
+#include <cstdint>
+#include <type_traits>
+
+#include "../kernels/collapse.hpp"
+#include "check.hpp"
+#include "tandem/core/tensor.hpp"
+
+namespace tandem::cuda {
+
+// --- element types ---------------------------------------------------------------------------
+/// The computation type of a stored type: f16 and bf16 compute in f32, as on the CPU.
+template <typename T>
+using compute_t =
+    std::conditional_t<std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16>, float, T>;
+template <typename T>
+constexpr bool is_float_v = std::is_floating_point_v<compute_t<T>>;
+
+/// Calls f(T{}) with T the device element type of `dtype` (float, double, __half,
+/// __nv_bfloat16, int64_t, int32_t, uint8_t, bool). kFloatingOnly: integer and bool dtypes
+/// throw (they never reach a floating kernel: the op layer checks), so they are not compiled.
+template <bool kFloatingOnly = false, typename F>
+void dispatch(DType dtype, const char* what, F&& f) {
+  switch (dtype) {
+    case DType::f32: f(float{}); return;
+    case DType::f64: f(double{}); return;
+    case DType::f16: f(__half{}); return;
+    case DType::bf16: f(__nv_bfloat16{}); return;
+    default: break;
+  }
+  if constexpr (!kFloatingOnly) {
+    switch (dtype) {
+      case DType::i64: f(int64_t{}); return;
+      case DType::i32: f(int32_t{}); return;
+      case DType::u8: f(uint8_t{}); return;
+      case DType::boolean: f(bool{}); return;
+      default: break;
+    }
+  }
+  TANDEM_THROW(NotImplementedError, what, ": no CUDA kernel for dtype ", dtype);
+}
+
+/// `v` as To, through f32 for f16/bf16 on either side (round to nearest even), as the CPU's
+/// convert does it.
+template <typename To, typename From>
+__device__ __forceinline__ To convert(From v) {
+  if constexpr (std::is_same_v<To, From>) {
+    return v;
+  } else if constexpr (std::is_same_v<From, __half>) {
+    return convert<To>(__half2float(v));
+  } else if constexpr (std::is_same_v<From, __nv_bfloat16>) {
+    return convert<To>(__bfloat162float(v));
+  } else if constexpr (std::is_same_v<To, bool>) {
+    return static_cast<float>(v) != 0.0f;
+  } else if constexpr (std::is_same_v<To, __half>) {
+    return __float2half_rn(static_cast<float>(v));
+  } else if constexpr (std::is_same_v<To, __nv_bfloat16>) {
+    return __float2bfloat16_rn(static_cast<float>(v));
+  } else {
+    return static_cast<To>(v);
+  }
+}
+
+template <typename T>
+T* ptr(const Tensor& t) {
+  return static_cast<T*>(t.raw_data());
+}
+
+// --- strided operands ----------------------------------------------------------------------
+/// Dims an elementwise kernel takes after merging; more are refused (NotImplementedError).
+constexpr int kMaxDims = 10;
+
+/// Element offsets of N operands for a linear index over the collapsed loop; `contiguous` when
+/// every operand is dense in the loop's order (offset = index).
+template <int N>
+struct OffsetCalc {
+  int dims = 1;
+  bool contiguous = true;
+  int64_t sizes[kMaxDims] = {};
+  int64_t strides[N][kMaxDims] = {};
+
+  __device__ __forceinline__ void get(int64_t i, int64_t (&off)[N]) const {
+#pragma unroll
+    for (int k = 0; k < N; ++k) off[k] = contiguous ? i : 0;
+    if (contiguous) return;
+    for (int d = dims - 1; d >= 0; --d) {
+      const int64_t idx = i % sizes[d];
+      i /= sizes[d];
+#pragma unroll
+      for (int k = 0; k < N; ++k) off[k] += idx * strides[k][d];
+    }
+  }
+};
+
+/// The offset calculator for a loop over `shape` with each operand's strides.
+template <int N>
+OffsetCalc<N> offsets(const Shape& shape, const std::array<Shape, N>& strides) {
+  const kernels::CollapsedDims<N> c = kernels::collapse_dims<N>(shape, strides);
+  TANDEM_CHECK_T(NotImplementedError, c.sizes.size() <= static_cast<size_t>(kMaxDims),
+                 "CUDA elementwise kernels take up to ", kMaxDims, " non-mergeable dims, got ",
+                 c.sizes.size(), " for shape ", shape_str(shape));
+  OffsetCalc<N> oc;
+  oc.dims = static_cast<int>(c.sizes.size());
+  oc.contiguous = oc.dims == 1;
+  for (int d = 0; d < oc.dims; ++d) {
+    oc.sizes[d] = c.sizes[d];
+    for (int k = 0; k < N; ++k) {
+      oc.strides[k][d] = c.strides[k][d];
+      if (oc.dims == 1 && c.strides[k][d] != 1) oc.contiguous = false;
+    }
+  }
+  return oc;
+}
+
+// --- launching -------------------------------------------------------------------------------
+constexpr int kThreads = 256;
+
+/// Blocks for a grid-stride loop over `count` elements: enough to fill any current GPU, few
+/// enough that each thread does several elements of a large tensor.
+inline unsigned grid_for(int64_t count) {
+  const int64_t blocks = (count + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(blocks < 1 ? 1 : (blocks > 65536 ? 65536 : blocks));
+}
+
+/// Throws CudaError naming `what` when the last launch failed.
+inline void check_launch(const char* what) {
+  const cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess)
+    throw CudaError(std::string(what) + " (kernel launch)", error_text(err), "loops.cuh",
+                    __LINE__);
+}
+
+/// Makes the device of `t` current for the launch and restores the caller's device after it: a
+/// kernel never leaves the calling thread's current device changed.
+class TensorDeviceGuard : public DeviceGuard {
+ public:
+  explicit TensorDeviceGuard(const Tensor& t) : DeviceGuard(t.device().index()) {}
+};
+
+}  // namespace tandem::cuda
+
+/// The grid-stride loop over [0, n) of every kernel here.
+#define TANDEM_CUDA_LOOP(i, n)                                                         \
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < (n); \
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)

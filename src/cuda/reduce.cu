@@ -1,0 +1,342 @@
+// CUDA row reductions, the classification losses' gather/scatter and the fused optimizer
+// updates. Reductions give the CPU backend's answers: sums accumulate in f32 (f64 for f64,
+// int64 for integers; the CPU sums floats in f64, so f32 sums agree to rounding), max/min and
+// their indices pick the first extreme, and the first NaN when there is one.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "../kernels/kernels.hpp"
+#include "loops.cuh"
+
+namespace tandem::kernels::cuda_backend {
+namespace {
+
+using cuda::compute_t;
+using cuda::convert;
+using cuda::ptr;
+
+// --- row reductions --------------------------------------------------------------------------
+template <typename T>
+using sum_acc_t = std::conditional_t<cuda::is_float_v<T>, compute_t<T>, int64_t>;
+
+template <typename C>
+__device__ __forceinline__ bool is_nan(C v) {
+  if constexpr (std::is_floating_point_v<C>) {
+    return v != v;
+  } else {
+    return false;
+  }
+}
+
+// (value, index) of the best so far: candidate (v, i) beats it when it is the first NaN, or a
+// strictly better number, or an equal one at a lower index (partials combine in any order).
+template <bool kMax, typename C>
+__device__ __forceinline__ bool beats(C v, int64_t i, C best, int64_t best_i) {
+  if (best_i < 0) return i >= 0;
+  if (i < 0) return false;
+  if (is_nan(best)) return is_nan(v) && i < best_i;
+  if (is_nan(v)) return true;
+  if (v == best) return i < best_i;
+  return kMax ? v > best : v < best;
+}
+
+// Threads per row: a warp for short rows, a whole block for long ones.
+template <int kTpr>
+__device__ __forceinline__ int lane() {
+  return threadIdx.x % kTpr;
+}
+
+// Reduces `value` over the kTpr threads of a row group with `combine`; the result is valid in
+// lane 0. kTpr is 32 (one warp) or kThreads (the block: warps, then shared memory).
+template <int kTpr, typename V, typename Combine>
+__device__ V group_reduce(V value, Combine combine) {
+#pragma unroll
+  for (int d = 16; d > 0; d /= 2) {
+    V other;
+    other.a = __shfl_down_sync(0xffffffffu, value.a, d);
+    other.i = __shfl_down_sync(0xffffffffu, value.i, d);
+    value = combine(value, other);
+  }
+  if constexpr (kTpr > 32) {
+    __shared__ V warps[cuda::kThreads / 32];
+    const int warp = threadIdx.x / 32;
+    if (threadIdx.x % 32 == 0) warps[warp] = value;
+    __syncthreads();
+    if (warp == 0) {
+      value = threadIdx.x < kTpr / 32 ? warps[threadIdx.x] : V{value.a, -1};
+#pragma unroll
+      for (int d = 16; d > 0; d /= 2) {
+        V other;
+        other.a = __shfl_down_sync(0xffffffffu, value.a, d);
+        other.i = __shfl_down_sync(0xffffffffu, value.i, d);
+        value = combine(value, other);
+      }
+    }
+  }
+  return value;
+}
+
+// A partial result: a is the sum or the best value, i its index (-1: none yet; sums use i >= 0
+// as "valid" so that padding lanes add nothing).
+template <typename A>
+struct Partial {
+  A a;
+  int64_t i;
+};
+
+template <int kTpr, typename T, typename R>
+__global__ void sum_rows_kernel(R* out, const T* in, int64_t rows, int64_t cols) {
+  using A = sum_acc_t<T>;
+  constexpr int kRowsPerBlock = cuda::kThreads / kTpr;
+  for (int64_t r0 = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock; r0 < rows;
+       r0 += static_cast<int64_t>(gridDim.x) * kRowsPerBlock) {
+    const int64_t r = r0 + threadIdx.x / kTpr;
+    A s = 0;
+    if (r < rows)
+      for (int64_t c = lane<kTpr>(); c < cols; c += kTpr) s += static_cast<A>(convert<compute_t<T>>(in[r * cols + c]));
+    auto combine = [](Partial<A> x, Partial<A> y) { return Partial<A>{x.a + (y.i >= 0 ? y.a : A(0)), 0}; };
+    Partial<A> p = group_reduce<kTpr>(Partial<A>{s, 0}, combine);
+    if (r < rows && lane<kTpr>() == 0) out[r] = convert<R>(p.a);
+    if constexpr (kTpr > 32) __syncthreads();  // the shared partials are reused next row
+  }
+}
+
+template <int kTpr, bool kMax, bool kIndex, typename T, typename R>
+__global__ void extreme_rows_kernel(R* out, const T* in, int64_t rows, int64_t cols) {
+  using C = compute_t<T>;
+  constexpr int kRowsPerBlock = cuda::kThreads / kTpr;
+  for (int64_t r0 = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock; r0 < rows;
+       r0 += static_cast<int64_t>(gridDim.x) * kRowsPerBlock) {
+    const int64_t r = r0 + threadIdx.x / kTpr;
+    Partial<C> best{C(0), -1};
+    if (r < rows)
+      for (int64_t c = lane<kTpr>(); c < cols; c += kTpr) {
+        const C v = convert<C>(in[r * cols + c]);
+        if (beats<kMax>(v, c, best.a, best.i)) best = Partial<C>{v, c};
+      }
+    auto combine = [](Partial<C> x, Partial<C> y) {
+      return beats<kMax>(y.a, y.i, x.a, x.i) ? y : x;
+    };
+    Partial<C> p = group_reduce<kTpr>(best, combine);
+    if (r < rows && lane<kTpr>() == 0) {
+      if constexpr (kIndex) {
+        out[r] = static_cast<R>(p.i < 0 ? 0 : p.i);
+      } else {
+        out[r] = convert<R>(p.a);
+      }
+    }
+    if constexpr (kTpr > 32) __syncthreads();
+  }
+}
+
+template <typename Launch>
+void for_row_width(int64_t cols, Launch launch) {
+  if (cols >= 1024) {
+    launch(std::integral_constant<int, cuda::kThreads>{});
+  } else {
+    launch(std::integral_constant<int, 32>{});
+  }
+}
+
+void reduce_rows(const Tensor& out, ReduceOp op, const Tensor& in, int64_t rows, int64_t cols) {
+  if (rows == 0) return;
+  cuda::TensorDeviceGuard guard(out);
+  for_row_width(cols, [&](auto tpr) {
+    constexpr int kTpr = decltype(tpr)::value;
+    const int64_t blocks_needed = (rows + cuda::kThreads / kTpr - 1) / (cuda::kThreads / kTpr);
+    const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(blocks_needed, 65536));
+    cudaStream_t stream = cuda::current_stream();
+    cuda::dispatch(in.dtype(), "reduce_rows (cuda)", [&](auto t) {
+      using T = decltype(t);
+      const T* p = ptr<const T>(in);
+      switch (op) {
+        case ReduceOp::sum:
+          cuda::dispatch(out.dtype(), "sum (cuda)", [&](auto r) {
+            using R = decltype(r);
+            sum_rows_kernel<kTpr, T><<<blocks, cuda::kThreads, 0, stream>>>(ptr<R>(out), p, rows, cols);
+          });
+          break;
+        case ReduceOp::max:
+          extreme_rows_kernel<kTpr, true, false, T><<<blocks, cuda::kThreads, 0, stream>>>(ptr<T>(out), p, rows, cols);
+          break;
+        case ReduceOp::min:
+          extreme_rows_kernel<kTpr, false, false, T><<<blocks, cuda::kThreads, 0, stream>>>(ptr<T>(out), p, rows, cols);
+          break;
+        case ReduceOp::argmax:
+          extreme_rows_kernel<kTpr, true, true, T><<<blocks, cuda::kThreads, 0, stream>>>(ptr<int64_t>(out), p, rows, cols);
+          break;
+        case ReduceOp::argmin:
+          extreme_rows_kernel<kTpr, false, true, T><<<blocks, cuda::kThreads, 0, stream>>>(ptr<int64_t>(out), p, rows, cols);
+          break;
+      }
+      cuda::check_launch("reduce_rows");
+    });
+  });
+}
+
+// --- losses ------------------------------------------------------------------------------------
+// A target outside [0, classes) records the first position holding one in *bad (atomicMin) and
+// picks 0; the host reads *bad after the launch and throws IndexError, as the CPU does before
+// its loop. That read waits for the kernel: once per loss, whose value a training loop reads
+// anyway.
+template <typename T>
+__global__ void pick_classes_kernel(T* out, const T* x, const int64_t* target, int64_t rows,
+                                    int64_t classes, int64_t ignore_index,
+                                    unsigned long long* bad) {
+  TANDEM_CUDA_LOOP(i, rows) {
+    const int64_t t = target[i];
+    if (t == ignore_index) {
+      out[i] = convert<T>(0.0f);
+    } else if (t < 0 || t >= classes) {
+      atomicMin(bad, static_cast<unsigned long long>(i));
+      out[i] = convert<T>(0.0f);
+    } else {
+      out[i] = x[i * classes + t];
+    }
+  }
+}
+
+void pick_classes(const Tensor& out, const Tensor& x, const Tensor& target, int64_t ignore_index,
+                  const char* op) {
+  const int64_t rows = x.size(0), classes = x.size(1);
+  if (rows == 0) return;
+  Tensor bad = make_tensor({1}, DType::i64, x.device());
+  fill(bad, -1.0);  // all bits set: the largest unsigned value
+  cuda::TensorDeviceGuard guard(out);
+  cuda::dispatch<true>(x.dtype(), "pick_classes (cuda)", [&](auto t) {
+    using T = decltype(t);
+    pick_classes_kernel<<<cuda::grid_for(rows), cuda::kThreads, 0, cuda::current_stream()>>>(
+        ptr<T>(out), ptr<const T>(x), ptr<const int64_t>(target), rows, classes, ignore_index,
+        ptr<unsigned long long>(bad));
+    cuda::check_launch("pick_classes");
+  });
+  const int64_t position = bad.item<int64_t>();
+  if (position >= 0) {
+    const int64_t value = target.narrow(0, position, 1).item<int64_t>();
+    TANDEM_THROW(IndexError, op, ": target ", value, " is out of bounds for ", classes,
+                 " classes (at position ", position, ")");
+  }
+}
+
+template <typename T>
+__global__ void pick_classes_backward_kernel(T* grad_x, const T* grad, const int64_t* target,
+                                             int64_t rows, int64_t classes,
+                                             int64_t ignore_index) {
+  TANDEM_CUDA_LOOP(j, rows * classes) {
+    const int64_t i = j / classes, t = target[i];
+    grad_x[j] = (t != ignore_index && j - i * classes == t) ? grad[i] : convert<T>(0.0f);
+  }
+}
+
+void pick_classes_backward(const Tensor& grad_x, const Tensor& grad, const Tensor& target,
+                           int64_t ignore_index) {
+  const int64_t rows = grad_x.size(0), classes = grad_x.size(1);
+  if (rows * classes == 0) return;
+  cuda::TensorDeviceGuard guard(grad_x);
+  cuda::dispatch<true>(grad_x.dtype(), "pick_classes_backward (cuda)", [&](auto t) {
+    using T = decltype(t);
+    pick_classes_backward_kernel<<<cuda::grid_for(rows * classes), cuda::kThreads, 0,
+                                   cuda::current_stream()>>>(
+        ptr<T>(grad_x), ptr<const T>(grad), ptr<const int64_t>(target), rows, classes,
+        ignore_index);
+    cuda::check_launch("pick_classes_backward");
+  });
+}
+
+// --- optimizer updates: the CPU's rounding, step for step (src/cpu/optim.cpp) -----------------
+template <typename T>
+__device__ __forceinline__ T axpy(T a, double alpha, T b) {
+  return alpha == 1.0 ? a + b : a + T(alpha) * b;
+}
+
+template <typename T>
+__global__ void sgd_kernel(T* p, T* buf, const T* g, int64_t n, cuda::OffsetCalc<3> oc,
+                           SgdArgs a) {
+  TANDEM_CUDA_LOOP(i, n) {
+    int64_t off[3];
+    oc.get(i, off);
+    T& pi = p[off[0]];
+    T d = g[off[2]];
+    if (a.weight_decay != 0) d = axpy(d, a.weight_decay, pi);
+    if (buf) {
+      T& bi = buf[off[1]];
+      bi = a.first ? d : axpy(T(bi * T(a.momentum)), 1.0 - a.dampening, d);
+      d = a.nesterov ? axpy(d, a.momentum, bi) : bi;
+    }
+    pi = axpy(pi, -a.lr, d);
+  }
+}
+
+void sgd_step(const Tensor& param, const Tensor& momentum_buffer, const Tensor& grad,
+              const SgdArgs& args) {
+  const int64_t n = param.numel();
+  if (n == 0) return;
+  const bool has_buffer = momentum_buffer.defined();
+  auto oc = cuda::offsets<3>(param.shape(),
+                             {param.strides(), has_buffer ? momentum_buffer.strides() : param.strides(),
+                              grad.strides()});
+  cuda::TensorDeviceGuard guard(param);
+  cuda::dispatch<true>(param.dtype(), "sgd_step (cuda)", [&](auto t) {
+    using T = decltype(t);
+    if constexpr (std::is_same_v<T, compute_t<T>>) {
+      sgd_kernel<<<cuda::grid_for(n), cuda::kThreads, 0, cuda::current_stream()>>>(
+          ptr<T>(param), has_buffer ? ptr<T>(momentum_buffer) : nullptr, ptr<const T>(grad), n,
+          oc, args);
+      cuda::check_launch("sgd_step");
+    } else {
+      TANDEM_THROW(NotImplementedError, "sgd_step (cuda): parameters are f32 or f64, got ",
+                   param.dtype());
+    }
+  });
+}
+
+template <typename T>
+__global__ void adamw_kernel(T* p, T* m, T* v, const T* g, int64_t n, cuda::OffsetCalc<4> oc,
+                             AdamWArgs a, T decay, T root_bias2, double step) {
+  TANDEM_CUDA_LOOP(i, n) {
+    int64_t off[4];
+    oc.get(i, off);
+    T& pi = p[off[0]];
+    T& mi = m[off[1]];
+    T& vi = v[off[2]];
+    const T gi = g[off[3]];
+    pi = pi * decay;
+    mi = axpy(T(mi * T(a.beta1)), 1.0 - a.beta1, gi);
+    vi = axpy(T(vi * T(a.beta2)), 1.0 - a.beta2, T(gi * gi));
+    const T denom = T(T(sqrt(vi)) / root_bias2) + T(a.eps);
+    pi = axpy(pi, step, T(mi / denom));
+  }
+}
+
+void adamw_step(const Tensor& param, const Tensor& exp_avg, const Tensor& exp_avg_sq,
+                const Tensor& grad, const AdamWArgs& args) {
+  const int64_t n = param.numel();
+  if (n == 0) return;
+  auto oc = cuda::offsets<4>(param.shape(), {param.strides(), exp_avg.strides(),
+                                             exp_avg_sq.strides(), grad.strides()});
+  cuda::TensorDeviceGuard guard(param);
+  cuda::dispatch<true>(param.dtype(), "adamw_step (cuda)", [&](auto t) {
+    using T = decltype(t);
+    if constexpr (std::is_same_v<T, compute_t<T>>) {
+      adamw_kernel<<<cuda::grid_for(n), cuda::kThreads, 0, cuda::current_stream()>>>(
+          ptr<T>(param), ptr<T>(exp_avg), ptr<T>(exp_avg_sq), ptr<const T>(grad), n, oc, args,
+          T(1.0 - args.lr * args.weight_decay), T(std::sqrt(args.bias_correction2)),
+          -args.lr / args.bias_correction1);
+      cuda::check_launch("adamw_step");
+    } else {
+      TANDEM_THROW(NotImplementedError, "adamw_step (cuda): parameters are f32 or f64, got ",
+                   param.dtype());
+    }
+  });
+}
+
+}  // namespace
+
+TANDEM_REGISTER_CUDA(reduce_rows, reduce_rows);
+TANDEM_REGISTER_CUDA(pick_classes, pick_classes);
+TANDEM_REGISTER_CUDA(pick_classes_backward, pick_classes_backward);
+TANDEM_REGISTER_CUDA(sgd_step, sgd_step);
+TANDEM_REGISTER_CUDA(adamw_step, adamw_step);
+
+}  // namespace tandem::kernels::cuda_backend

@@ -1,0 +1,295 @@
+// The CUDA backend against the CPU backend: every op written once, run on both devices, the GPU
+// result compared with the CPU's per dtype with a per-dtype tolerance. Without a GPU each case
+// says it was skipped (and fails under TANDEM_REQUIRE_GPU=1, as scripts/gpu-check.sh runs it).
+#include <cmath>
+#include <functional>
+
+#include "../util.hpp"
+
+using namespace tandem;
+using tandem::testing::error_of;
+using tandem::testing::gpu_present;
+using tandem::testing::require_close;
+
+namespace {
+
+const Device kGpu("cuda:0");
+const std::vector<DType> kFloats{DType::f32, DType::f64, DType::f16, DType::bf16};
+
+struct Tol {
+  double rtol, atol;
+};
+// Elementwise results: a few units in the last place of each dtype (device math functions and
+// the CPU's differ by an ulp or two; narrow dtypes round the same f32 value).
+Tol tol(DType t) {
+  switch (t) {
+    case DType::f64: return {1e-12, 1e-12};
+    case DType::f16: return {2e-3, 2e-3};
+    case DType::bf16: return {1.6e-2, 1.6e-2};
+    default: return {2e-6, 2e-6};
+  }
+}
+
+using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
+
+// f on the CPU inputs and on their GPU copies: the GPU's result, on the GPU, in the CPU result's
+// dtype and shape, within `t` of it.
+void same_on_gpu(const std::string& what, const std::vector<Tensor>& inputs, const Fn& f, Tol t) {
+  INFO(what);
+  Tensor expected = f(inputs);
+  std::vector<Tensor> on_gpu;
+  for (const Tensor& x : inputs) on_gpu.push_back(x.to(kGpu));
+  Tensor got = f(on_gpu);
+  REQUIRE(got.device() == kGpu);
+  REQUIRE(got.dtype() == expected.dtype());
+  require_close(got.cpu(), expected, t.rtol, t.atol, what);
+}
+
+Tensor randn_as(const Shape& shape, DType t, uint64_t seed) {
+  Generator g(seed);
+  return randn(shape, DType::f64, &g).to(t);
+}
+
+}  // namespace
+
+TEST_CASE("CUDA unary and binary ops match the CPU, with broadcasting and strided operands",
+          "[cuda]") {
+  if (!gpu_present("CUDA elementwise ops")) return;
+  for (DType dt : kFloats) {
+    INFO("dtype " << dt);
+    const Tol t = tol(dt);
+    Tensor x = randn_as({4, 1, 5}, dt, 1), y = randn_as({3, 5}, dt, 2);
+    Tensor pos = add(abs(x), 0.5);
+    const std::vector<std::pair<const char*, Fn>> unary{
+        {"neg", [](auto& v) { return neg(v[0]); }},
+        {"exp", [](auto& v) { return exp(v[0]); }},
+        {"abs", [](auto& v) { return abs(v[0]); }},
+        {"sign", [](auto& v) { return sign(v[0]); }},
+        {"relu", [](auto& v) { return relu(v[0]); }},
+        {"sigmoid", [](auto& v) { return sigmoid(v[0]); }},
+        {"tanh", [](auto& v) { return tanh(v[0]); }},
+        {"gelu", [](auto& v) { return gelu(v[0]); }},
+        {"gelu tanh", [](auto& v) { return gelu(v[0], "tanh"); }},
+        {"clamp", [](auto& v) { return clamp(v[0], -0.5, 0.7); }},
+        {"pow 3", [](auto& v) { return pow(v[0], 3.0); }},
+        {"add scalar", [](auto& v) { return add(v[0], 1.25); }},
+        {"mul scalar", [](auto& v) { return mul(v[0], -3.0); }},
+        {"logical_not", [](auto& v) { return logical_not(gt(v[0], zeros_like(v[0]))); }},
+    };
+    for (const auto& [name, f] : unary) same_on_gpu(name, {x}, f, t);
+    same_on_gpu("log", {pos}, [](auto& v) { return log(v[0]); }, t);
+    same_on_gpu("sqrt", {pos}, [](auto& v) { return sqrt(v[0]); }, t);
+
+    const std::vector<std::pair<const char*, Fn>> binary{
+        {"add", [](auto& v) { return add(v[0], v[1], 0.5); }},
+        {"sub", [](auto& v) { return sub(v[0], v[1]); }},
+        {"mul", [](auto& v) { return mul(v[0], v[1]); }},
+        {"div", [](auto& v) { return div(v[0], v[1]); }},
+        {"maximum", [](auto& v) { return maximum(v[0], v[1]); }},
+        {"minimum", [](auto& v) { return minimum(v[0], v[1]); }},
+        {"lt", [](auto& v) { return lt(v[0], v[1]); }},
+        {"eq", [](auto& v) { return eq(v[0], v[0]); }},
+        {"ge", [](auto& v) { return ge(v[0], v[1]); }},
+    };
+    for (const auto& [name, f] : binary) {
+      same_on_gpu(std::string(name) + " (broadcast)", {x, y}, f, t);
+      // A transposed (column-major) and a narrowed operand: strided reads on the device.
+      Tensor a = randn_as({7, 6}, dt, 3).t(), b = randn_as({6, 9}, dt, 4).narrow(1, 2, 7);
+      same_on_gpu(std::string(name) + " (strided)", {a, b}, f, t);
+    }
+    same_on_gpu("pow tensor", {pos, y.narrow(0, 0, 1).expand({4, 3, 5})},
+                [](auto& v) { return pow(v[0], v[1]); }, t);
+    same_on_gpu("where", {x, y},
+                [](auto& v) { return where(gt(v[0], v[1]), v[0], v[1]); }, t);
+  }
+  // Integers take the ops that accept them.
+  for (DType dt : {DType::i64, DType::i32, DType::u8}) {
+    INFO("dtype " << dt);
+    Generator g(5);
+    Tensor a = randint(0, 50, {5, 6}, dt, &g), b = randint(1, 50, {6}, dt, &g);
+    same_on_gpu("add", {a, b}, [](auto& v) { return add(v[0], v[1]); }, {0, 0});
+    same_on_gpu("mul", {a, b}, [](auto& v) { return mul(v[0], v[1]); }, {0, 0});
+    same_on_gpu("maximum", {a, b}, [](auto& v) { return maximum(v[0], v[1]); }, {0, 0});
+    same_on_gpu("abs", {a}, [](auto& v) { return abs(v[0]); }, {0, 0});
+    same_on_gpu("ne", {a, b}, [](auto& v) { return ne(v[0], v[1]); }, {0, 0});
+  }
+}
+
+TEST_CASE("CUDA copies and casts between every pair of dtypes, fills and arange match the CPU",
+          "[cuda]") {
+  if (!gpu_present("CUDA copies")) return;
+  const std::vector<DType> all{DType::f32, DType::f64, DType::f16, DType::bf16,
+                               DType::i64, DType::i32, DType::u8,  DType::boolean};
+  // Fractions up to about 150: every integer dtype holds their truncations (no negatives: a
+  // negative float cast to u8 is undefined in C++), zeros among them for bool.
+  Tensor base = abs(mul(randn_as({4, 6}, DType::f64, 6), 40.0));
+  base.narrow(1, 0, 1).fill_(0.0);
+  for (DType from : all) {
+    Tensor src = base.to(from);
+    for (DType to : all) {
+      INFO(dtype_name(from) << " -> " << dtype_name(to));
+      same_on_gpu("to", {src}, [to](auto& v) { return v[0].to(to); }, {0, 0});
+      same_on_gpu("strided copy", {src},
+                  [to](auto& v) { return v[0].t().narrow(0, 1, 4).contiguous().to(to); }, {0, 0});
+    }
+  }
+  for (DType dt : {DType::f32, DType::bf16, DType::i64, DType::boolean}) {
+    INFO("dtype " << dt);
+    same_on_gpu("fill of a strided view", {zeros({5, 8}, dt)}, [](auto& v) {
+      Tensor out = v[0].clone();
+      out.t().narrow(0, 2, 3).fill_(2.7);
+      return out;
+    }, {0, 0});
+  }
+  for (DType dt : all) {
+    if (dt == DType::boolean) continue;
+    INFO("arange " << dt);
+    const double start = is_floating(dt) ? -3.0 : 0.0;  // no negatives cast to u8
+    require_close(arange(start, 40.0, 1.5, TensorOptions(dt).device(kGpu)).cpu(),
+                  arange(start, 40.0, 1.5, dt), 0, 0);
+  }
+}
+
+TEST_CASE("CUDA random fills draw the CPU's numbers for the same seed", "[cuda]") {
+  if (!gpu_present("CUDA random fills")) return;
+  for (DType dt : kFloats) {
+    INFO("dtype " << dt);
+    Generator c1(123), g1(123);
+    require_close(randn({3000}, TensorOptions(dt).device(kGpu), &g1).cpu(), randn({3000}, dt, &c1),
+                  tol(dt).rtol, tol(dt).atol, "randn");
+    Generator c2(7), g2(7);
+    require_close(rand({3000}, TensorOptions(dt).device(kGpu), &g2).cpu(), rand({3000}, dt, &c2),
+                  0, 0, "rand");
+  }
+  Generator c3(9), g3(9);
+  require_close(randint(-5, 1000, {3000}, TensorOptions(DType::i64).device(kGpu), &g3).cpu(),
+                randint(-5, 1000, {3000}, DType::i64, &c3), 0, 0, "randint");
+}
+
+TEST_CASE("CUDA reductions match the CPU: sums, means, extremes and their first index", "[cuda]") {
+  if (!gpu_present("CUDA reductions")) return;
+  for (DType dt : kFloats) {
+    INFO("dtype " << dt);
+    // Short rows (a warp each) and long ones (a block each).
+    for (int64_t cols : {7, 300, 5000}) {
+      INFO("cols " << cols);
+      Tensor x = randn_as({6, cols}, dt, 10 + cols);
+      // Sums: the CPU adds in f64, the GPU in f32 (f64 for f64): rounding of the accumulation.
+      const Tol ts = dt == DType::f32 ? Tol{1e-5, 1e-4} : tol(dt);
+      same_on_gpu("sum rows", {x}, [](auto& v) { return sum(v[0], {1}); }, ts);
+      same_on_gpu("sum cols", {x}, [](auto& v) { return sum(v[0], {0}); }, ts);
+      same_on_gpu("mean", {x}, [](auto& v) { return mean(v[0]); }, ts);
+      same_on_gpu("amax", {x}, [](auto& v) { return amax(v[0], {1}); }, {0, 0});
+      same_on_gpu("argmax", {x}, [](auto& v) { return argmax(v[0], 1); }, {0, 0});
+      same_on_gpu("argmin", {x}, [](auto& v) { return argmin(v[0], 1); }, {0, 0});
+    }
+    // Ties pick the first index; a NaN wins, the first NaN.
+    Tensor ties = from_vector<double>({1, 3, 3, 2, NAN, 5, NAN, 0}, {2, 4}).to(dt);
+    same_on_gpu("argmax ties and NaN", {ties}, [](auto& v) { return argmax(v[0], 1); }, {0, 0});
+    same_on_gpu("max NaN", {ties}, [](auto& v) { return amax(v[0], {1}); }, {0, 0});
+  }
+  Generator g(3);
+  Tensor ints = randint(-100, 100, {4, 2000}, DType::i64, &g);
+  same_on_gpu("integer sum", {ints}, [](auto& v) { return sum(v[0], {1}); }, {0, 0});
+}
+
+TEST_CASE("CUDA matrix products through cuBLAS match the CPU in every float dtype", "[cuda]") {
+  if (!gpu_present("CUDA matmul")) return;
+  REQUIRE_FALSE(cuda::allow_tf32_matmul());  // PyTorch's default: f32 products in full f32
+  for (DType dt : kFloats) {
+    INFO("dtype " << dt);
+    // Products accumulate over k: looser than elementwise for the narrow types.
+    const Tol t = dt == DType::f32   ? Tol{1e-4, 1e-4}
+                  : dt == DType::f64 ? Tol{1e-10, 1e-10}
+                  : dt == DType::f16 ? Tol{1e-2, 1e-2}
+                                     : Tol{5e-2, 5e-2};
+    Tensor a = randn_as({3, 17, 33}, dt, 20), b = randn_as({3, 33, 9}, dt, 21);
+    same_on_gpu("bmm", {a, b}, [](auto& v) { return bmm(v[0], v[1]); }, t);
+    same_on_gpu("bmm, transposed operands", {a, b}, [](auto& v) {
+      return bmm(v[1].transpose(1, 2), v[0].transpose(1, 2));
+    }, t);
+    Tensor m = randn_as({40, 24}, dt, 22), w = randn_as({10, 24}, dt, 23), bias = randn_as({10}, dt, 24);
+    same_on_gpu("linear", {m, w, bias}, [](auto& v) { return linear(v[0], v[1], v[2]); }, t);
+    same_on_gpu("mm of narrowed and transposed views", {m}, [](auto& v) {
+      return mm(v[0].narrow(1, 3, 10).t(), v[0].narrow(1, 0, 5));
+    }, t);
+  }
+}
+
+TEST_CASE("CUDA cross entropy and its gradient match the CPU; a bad target is an IndexError",
+          "[cuda]") {
+  if (!gpu_present("CUDA cross entropy")) return;
+  for (DType dt : {DType::f32, DType::f64}) {
+    INFO("dtype " << dt);
+    Tensor logits = randn_as({16, 10}, dt, 30);
+    Generator g(31);
+    Tensor target = randint(0, 10, {16}, DType::i64, &g);
+    Fn loss_and_grad = [](auto& v) {
+      Tensor x = v[0].detach();
+      x.set_requires_grad(true);
+      Tensor loss = cross_entropy(x, v[1]);
+      loss.backward();
+      return cat({loss.reshape({1}), x.grad().reshape({-1})});
+    };
+    same_on_gpu("loss and gradient", {logits, target}, loss_and_grad, tol(dt));
+  }
+  Tensor bad = from_vector<int64_t>({1, 12, 3}).to(kGpu);
+  CHECK_THAT(error_of([&] { cross_entropy(zeros({3, 10}, kGpu), bad); }),
+             Catch::Contains("target 12 is out of bounds for 10 classes (at position 1)"));
+}
+
+TEST_CASE("CUDA SGD and AdamW steps match the CPU's", "[cuda]") {
+  if (!gpu_present("CUDA optimizer steps")) return;
+  auto train = [](Device device, bool adamw) {
+    Tensor p = randn_as({33, 7}, DType::f32, 40).to(device);
+    p.set_requires_grad(true);
+    std::unique_ptr<optim::Optimizer> opt;
+    if (adamw)
+      opt = std::make_unique<optim::AdamW>(std::vector<Tensor>{p},
+                                           optim::AdamWOptions(0.01).weight_decay(0.1));
+    else
+      opt = std::make_unique<optim::SGD>(
+          std::vector<Tensor>{p},
+          optim::SGDOptions(0.1).momentum(0.9).nesterov(true).weight_decay(1e-3));
+    for (int k = 0; k < 4; ++k) {
+      opt->zero_grad();
+      sum(mul(p, add(mul(p.detach(), 0.5), 0.1 * k))).backward();
+      opt->step();
+    }
+    return p.detach().cpu();
+  };
+  for (bool adamw : {false, true}) {
+    INFO((adamw ? "AdamW" : "SGD"));
+    require_close(train(kGpu, adamw), train(kCPU, adamw), 1e-5, 1e-6);
+  }
+}
+
+TEST_CASE("an MLP trains the same on the GPU as on the CPU", "[cuda]") {
+  if (!gpu_present("CUDA MLP training")) return;
+  auto train = [](Device device) {
+    auto model = std::make_shared<nn::Sequential>(std::make_shared<nn::Linear>(12, 32),
+                                                  std::make_shared<nn::ReLU>(),
+                                                  std::make_shared<nn::Linear>(32, 3));
+    {
+      Generator g(50);
+      NoGradGuard no_grad;
+      for (Tensor& p : model->parameters()) p.copy_(randn(p.shape(), DType::f32, &g) * 0.3);
+    }
+    model->to(device);
+    optim::SGD opt(model->parameters(), optim::SGDOptions(0.05).momentum(0.9));
+    for (int k = 0; k < 5; ++k) {
+      Tensor x = randn_as({20, 12}, DType::f32, 60 + k).to(device);
+      Tensor y = randn_as({20, 3}, DType::f32, 70 + k).to(device);
+      opt.zero_grad();
+      mse_loss(model->forward(x), y).backward();
+      opt.step();
+    }
+    std::vector<Tensor> out;
+    for (const Tensor& p : model->parameters()) out.push_back(p.detach().cpu());
+    return out;
+  };
+  auto gpu = train(kGpu), cpu = train(kCPU);
+  REQUIRE(gpu.size() == cpu.size());
+  for (size_t i = 0; i < gpu.size(); ++i)
+    require_close(gpu[i], cpu[i], 1e-4, 1e-5, "parameter " + std::to_string(i));
+}
