@@ -2,7 +2,9 @@
 // random batches held in memory, and prints one JSON object. bench_resnet.py runs it next to the
 // same loop in PyTorch and writes the comparison.
 // Usage: bench_resnet [--model resnet20] [--batch 128] [--channels 1] [--size 28] [--threads 2]
-//                     [--steps 30] [--warmup 5]
+//                     [--steps 30] [--warmup 5] [--device cpu|cuda] [--precision f32|bf16|f16]
+// On a GPU it also reports the caching allocator's peak (bench_resnet_gpu.py compares it with
+// PyTorch's max_memory_allocated).
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -18,6 +20,7 @@ int main(int argc, char** argv) {
   std::string model_name = "resnet20";
   int64_t batch = 128, channels = 1, size = 28, steps = 30, warmup = 5;
   int threads = 2;
+  std::string device_name = "cpu", precision = "f32";
   app.add_option("--model", model_name)->check(CLI::IsMember(nn::resnet_names()));
   app.add_option("--batch", batch)->check(CLI::PositiveNumber);
   app.add_option("--channels", channels)->check(CLI::PositiveNumber);
@@ -25,23 +28,34 @@ int main(int argc, char** argv) {
   app.add_option("--threads", threads)->check(CLI::PositiveNumber);
   app.add_option("--steps", steps)->check(CLI::PositiveNumber);
   app.add_option("--warmup", warmup)->check(CLI::NonNegativeNumber);
+  app.add_option("--device", device_name)->check(CLI::IsMember({"cpu", "cuda"}));
+  app.add_option("--precision", precision, "f32, or autocast to bf16 or f16")
+      ->check(CLI::IsMember({"f32", "bf16", "f16"}));
   CLI11_PARSE(app, argc, argv);
 
   set_num_threads(threads);
   manual_seed(0);
+  const Device device = device_name == "cuda" ? Device("cuda:0") : kCPU;
+  const bool low = precision != "f32";
+  const DType low_dtype = precision == "f16" ? DType::f16 : DType::bf16;
   auto model = nn::resnet_by_name(model_name, nn::ResNetOptions().in_channels(channels));
+  model->to(device);
   optim::SGD opt(optim::weight_decay_groups(*model, 5e-4),
                  optim::SGDOptions().lr(0.05).momentum(0.9).nesterov(true));
   std::vector<Tensor> xs, ys;
   for (int i = 0; i < 4; ++i) {
-    xs.push_back(randn({batch, channels, size, size}));
-    ys.push_back(randint(0, 10, {batch}));
+    xs.push_back(randn({batch, channels, size, size}).to(device));
+    ys.push_back(randint(0, 10, {batch}).to(device));
   }
   std::vector<double> ms;
   for (int64_t s = 0; s < warmup + steps; ++s) {
     auto t0 = std::chrono::steady_clock::now();
     opt.zero_grad();
-    Tensor loss = cross_entropy(model->forward(xs[s % 4]), ys[s % 4]);
+    Tensor loss;
+    {
+      amp::autocast guard(low_dtype, low);
+      loss = cross_entropy(model->forward(xs[s % 4]), ys[s % 4]);
+    }
     loss.backward();
     opt.step();
     loss.item<float>();
@@ -52,7 +66,9 @@ int main(int argc, char** argv) {
   const double median = ms[ms.size() / 2];
   nlohmann::json out = {{"framework", "tandem"}, {"model", model_name}, {"batch", batch},
                         {"threads", threads},    {"steps", steps},      {"step_ms_median", median},
-                        {"img_per_s", batch * 1000.0 / median}};
+                        {"img_per_s", batch * 1000.0 / median}, {"device", device_name},
+                        {"precision", precision}};
+  if (device.is_cuda()) out["peak_allocated_bytes"] = cuda::memory_stats(0).peak_allocated_bytes;
   std::printf("%s\n", out.dump().c_str());
   return 0;
 }

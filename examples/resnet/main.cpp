@@ -23,8 +23,8 @@ namespace {
 
 struct Config {
   std::string model = "resnet20", dataset = "fashion-mnist", data_dir, checkpoint_dir = "checkpoints";
-  std::string resume, metrics, trace, precision = "f32";
-  int epochs = 5, threads = 0, workers = 1, ranks = 1, grad_accum = 1;
+  std::string resume, metrics, trace, precision = "f32", device = "auto";
+  int epochs = 5, threads = 0, workers = 1, ranks = 0, grad_accum = 1;
   double bucket_mb = 25.0;
   bool sync_bn = false;
   int64_t batch = 128, max_steps = 0, synthetic_size = 10000;
@@ -79,20 +79,22 @@ double evaluate(nn::Module& model, data::DataLoader& loader, comm::Communicator&
   NoGradGuard no_grad;
   model.eval();
   const int64_t world = comm.size(), rank = comm.rank();
+  const Device device = comm.device();
   const int64_t real = rank < test_size ? (test_size - rank + world - 1) / world : 0;
   int64_t correct = 0, seen = 0;
   loader.start_epoch(0);
   while (auto b = loader.next()) {
     const int64_t n = std::min<int64_t>(b->labels.numel(), real - seen);
     if (n > 0) {
-      Tensor pred = argmax(model.forward(b->images.narrow(0, 0, n)), 1);
-      correct += sum(eq(pred, b->labels.narrow(0, 0, n))).item<int64_t>();
+      Tensor pred = argmax(model.forward(b->images.narrow(0, 0, n).to(device)), 1);
+      correct += sum(eq(pred, b->labels.narrow(0, 0, n).to(device))).item<int64_t>();
     }
     seen += b->labels.numel();
   }
   model.train();
   Tensor counts = from_vector(std::vector<double>{static_cast<double>(correct),
-                                                  static_cast<double>(std::min(seen, real))});
+                                                  static_cast<double>(std::min(seen, real))})
+                      .to(device);
   comm.allreduce(counts).wait();
   const auto v = counts.to_vector<double>();
   return v[1] > 0 ? v[0] / v[1] : 0.0;
@@ -138,6 +140,7 @@ void train_rank(Shared& sh, parallel::Rank& r) {
   const int64_t per_rank = c.batch / world, micro = per_rank / c.grad_accum;
   // One replica per rank of this process (under a launcher: the one of this process).
   auto model = sh.replicas.at(sh.replicas.size() == 1 ? 0 : rank);
+  model->to(r.device());
   if (c.sync_bn) parallel::convert_sync_batchnorm(*model, r.comm);
   parallel::DistributedDataParallel ddp(model, r.comm,
                                         parallel::DDPOptions().bucket_cap_mb(c.bucket_mb));
@@ -212,7 +215,8 @@ void train_rank(Shared& sh, parallel::Rank& r) {
       for (int k = 0; k < c.grad_accum; ++k) {
         std::optional<parallel::DistributedDataParallel::NoSyncGuard> no_sync;
         if (k + 1 < c.grad_accum) no_sync.emplace(ddp);
-        Tensor x = b->images.narrow(0, k * micro, micro), y = b->labels.narrow(0, k * micro, micro);
+        Tensor x = b->images.narrow(0, k * micro, micro).to(r.device());
+        Tensor y = b->labels.narrow(0, k * micro, micro).to(r.device());
         Tensor loss;
         {
           monitor::Timeline::Span span(tl, rank, "forward");  // records nothing without --trace
@@ -255,7 +259,8 @@ void train_rank(Shared& sh, parallel::Rank& r) {
     train_seconds += seconds;
     images_seen += images;
     acc = evaluate(*model, test, r.comm, d.test->size());
-    Tensor mean_loss = from_vector(std::vector<double>{loss_count ? loss_sum / loss_count : 0.0});
+    Tensor mean_loss =
+        from_vector(std::vector<double>{loss_count ? loss_sum / loss_count : 0.0}).to(r.device());
     r.comm.allreduce(mean_loss, comm::ReduceOp::avg).wait();
     const double train_loss = mean_loss.item<double>();
     if (!lead) continue;
@@ -295,16 +300,28 @@ void train_rank(Shared& sh, parallel::Rank& r) {
 
 int run(const Config& c) {
   const auto env = comm::launch_env();
-  const int local_ranks = env ? 1 : c.ranks;
-  TANDEM_CHECK(c.batch % (env ? env->world : c.ranks) == 0 &&
-                   (c.batch / (env ? env->world : c.ranks)) % c.grad_accum == 0,
-               "--batch-size ", c.batch, " must split evenly over ", env ? env->world : c.ranks,
-               " rank(s) and ", c.grad_accum, " micro-batch(es)");
-  // The CPU backend runs every op today; the CUDA ops (and with them GPU training) are a later step.
-  if (!env || env->rank == 0)
-    std::printf("tandem-resnet: %s on %s, on the CPU (%s kernels; %s; %d GPU(s) visible)\n",
-                c.model.c_str(), c.dataset.c_str(), kernels::cpu_isa_name(),
-                cuda::build_info().c_str(), cuda::device_count());
+  // Every visible GPU by default (one rank each), else the CPU; --ranks picks how many.
+  // device_count, not is_available: the banner below says what was found, in one line.
+  const bool gpu = c.device == "cuda" || (c.device == "auto" && cuda::device_count() > 0);
+  TANDEM_CHECK(!gpu || cuda::device_count() > 0, "--device cuda: no GPU is visible (",
+               cuda::build_info(), ")");
+  TANDEM_CHECK(!gpu || c.ranks <= cuda::device_count(), "--ranks ", c.ranks, ": only ",
+               cuda::device_count(), " GPU(s) are visible, one rank each");
+  const int ranks = c.ranks > 0 ? c.ranks : (gpu ? cuda::device_count() : 1);
+  const int local_ranks = env ? 1 : ranks;
+  const int world = env ? env->world : ranks;
+  TANDEM_CHECK(c.batch % world == 0 && (c.batch / world) % c.grad_accum == 0,
+               "--batch-size ", c.batch, " must split evenly over ", world, " rank(s) and ",
+               c.grad_accum, " micro-batch(es)");
+  if (!env || env->rank == 0) {
+    if (gpu)
+      std::printf("tandem-resnet: %s on %s, on %d GPU(s) (%s)\n", c.model.c_str(),
+                  c.dataset.c_str(), local_ranks, cuda::build_info().c_str());
+    else
+      std::printf("tandem-resnet: %s on %s, on the CPU (%s kernels; %s; %d GPU(s) visible)\n",
+                  c.model.c_str(), c.dataset.c_str(), kernels::cpu_isa_name(),
+                  cuda::build_info().c_str(), cuda::device_count());
+  }
 
   Shared sh{c, load_data(c), {}, std::nullopt,
             {{"model", c.model}, {"dataset", c.dataset}, {"batch_size", std::to_string(c.batch)}}};
@@ -329,10 +346,15 @@ int run(const Config& c) {
   const auto options = parallel::LaunchOptions().threads(c.threads).seed(c.seed);
   auto fn = [&](parallel::Rank& r) { train_rank(sh, r); };
   if (!c.trace.empty()) sh.timeline = std::make_unique<monitor::Timeline>();
-  if (env)
+  if (env) {
     parallel::launch_env(fn, options);
-  else
-    parallel::launch(c.ranks, fn, options);
+  } else if (gpu) {
+    std::vector<Device> devices;
+    for (int i = 0; i < ranks; ++i) devices.emplace_back(DeviceType::cuda, i);
+    parallel::launch(parallel::Devices(devices), fn, options);
+  } else {
+    parallel::launch(ranks, fn, options);
+  }
   if (sh.timeline) {
     // Under a launcher each process writes its own ranks: FILE.rank<N>.
     const std::string path = env ? c.trace + ".rank" + std::to_string(env->rank) : c.trace;
@@ -370,7 +392,8 @@ int main(int argc, char** argv) {
   app.add_option("--metrics", c.metrics, "append one JSON line per epoch to this file");
   app.add_option("--trace", c.trace, "write a Chrome trace of every step (per rank: data wait, forward, backward, each allreduce, optimizer)");
   app.add_option("--max-steps", c.max_steps, "stop after this many steps in all (the schedule still plans for --epochs)")->check(CLI::NonNegativeNumber);
-  app.add_option("--ranks", c.ranks, "data-parallel CPU ranks in this process (under mpirun: one per process)")->check(CLI::Range(1, 256))->capture_default_str();
+  app.add_option("--device", c.device, "auto: every visible GPU, else the CPU")->check(CLI::IsMember({"auto", "cpu", "cuda"}))->capture_default_str();
+  app.add_option("--ranks", c.ranks, "data-parallel ranks in this process: CPU ranks, or GPUs (0: every GPU, else 1 CPU rank; under mpirun: one per process)")->check(CLI::Range(0, 256))->capture_default_str();
   app.add_option("--precision", c.precision, "f32, or autocast to f16 (with loss scaling) or bf16")->check(CLI::IsMember({"f32", "f16", "bf16"}))->capture_default_str();
   app.add_option("--bucket-mb", c.bucket_mb, "gradient bucket size of the allreduce, MiB")->check(positive())->capture_default_str();
   app.add_option("--grad-accum", c.grad_accum, "micro-batches per step (gradients accumulated without allreduce)")->check(CLI::Range(1, 1024))->capture_default_str();

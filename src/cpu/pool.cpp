@@ -70,7 +70,8 @@ void max_pool2d_forward(const Tensor& out, const Tensor& indices, const Tensor& 
   });
 }
 
-void max_pool2d_backward(const Tensor& grad_in, const Tensor& grad_out, const Tensor& indices) {
+void max_pool2d_backward(const Tensor& grad_in, const Tensor& grad_out, const Tensor& indices,
+                         const Pool2dParams&) {
   dispatch_dtype<DTypeSet::wide>(grad_in.dtype(), "max_pool2d_backward (cpu)", [&](auto t) {
     using T = decltype(t);
     Planes g = planes_of(grad_in, grad_out);

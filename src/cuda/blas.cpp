@@ -8,12 +8,10 @@
 #include <cuda_runtime.h>
 
 #include <atomic>
-#include <mutex>
-#include <unordered_map>
-#include <vector>
 
 #include "../kernels/kernels.hpp"
 #include "check.hpp"
+#include "handles.hpp"
 #include "tandem/cuda/runtime.hpp"
 
 namespace tandem::cuda {
@@ -31,52 +29,9 @@ std::atomic<bool> g_tf32_conv{true};
                                 ::tandem::detail::base_name(__FILE__), __LINE__);           \
   } while (0)
 
-// cuBLAS handles are made once per (thread, device) and come back to a pool when the thread
-// ends, for the next thread (ranks are threads; the pool keeps their number bounded).
-class HandlePool {
- public:
-  static HandlePool& instance() {
-    static HandlePool* pool = new HandlePool();  // never destroyed: threads may end after main
-    return *pool;
-  }
-  cublasHandle_t take(int device) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      auto& free = free_[device];
-      if (!free.empty()) {
-        cublasHandle_t h = free.back();
-        free.pop_back();
-        return h;
-      }
-    }
-    DeviceGuard guard(device);
-    cublasHandle_t h = nullptr;
-    TANDEM_CUBLAS_CHECK(cublasCreate(&h));
-    return h;
-  }
-  void give_back(int device, cublasHandle_t h) {
-    std::lock_guard<std::mutex> lock(mu_);
-    free_[device].push_back(h);
-  }
-
- private:
-  std::mutex mu_;
-  std::unordered_map<int, std::vector<cublasHandle_t>> free_;
-};
-
-struct ThreadHandles {
-  std::unordered_map<int, cublasHandle_t> by_device;
-  ~ThreadHandles() {
-    for (auto& [device, h] : by_device) HandlePool::instance().give_back(device, h);
-  }
-};
-
-cublasHandle_t handle(int device) {
-  thread_local ThreadHandles handles;
-  auto it = handles.by_device.find(device);
-  if (it != handles.by_device.end()) return it->second;
-  cublasHandle_t h = HandlePool::instance().take(device);
-  handles.by_device.emplace(device, h);
+cublasHandle_t create_handle() {
+  cublasHandle_t h = nullptr;
+  TANDEM_CUBLAS_CHECK(cublasCreate(&h));
   return h;
 }
 
@@ -137,7 +92,7 @@ void bmm(const Tensor& out, const Tensor& a_in, const Tensor& b_in) {
   Tensor c = out_direct ? out : make_tensor(out.shape(), out.dtype(), out.device());
   const int device = out.device().index();
   DeviceGuard guard(device);
-  cublasHandle_t h = handle(device);
+  cublasHandle_t h = thread_handle(device, &create_handle);
   TANDEM_CUBLAS_CHECK(cublasSetStream(h, current_stream()));
   const bool f64 = out.dtype() == DType::f64;
   const cublasComputeType_t compute =

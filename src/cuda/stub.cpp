@@ -24,12 +24,14 @@ void record_stream(void*, int, const Stream&) { unavailable("cuda record_stream"
 
 // Settings without a GPU to apply them to: kept, so code that sets them runs on any build.
 namespace {
-bool g_tf32_matmul = false, g_tf32_conv = true;
+bool g_tf32_matmul = false, g_tf32_conv = true, g_cudnn_benchmark = false;
 }
 void set_allow_tf32_matmul(bool allow) { g_tf32_matmul = allow; }
 bool allow_tf32_matmul() { return g_tf32_matmul; }
 void set_allow_tf32_conv(bool allow) { g_tf32_conv = allow; }
 bool allow_tf32_conv() { return g_tf32_conv; }
+void set_cudnn_benchmark(bool on) { g_cudnn_benchmark = on; }
+bool cudnn_benchmark() { return g_cudnn_benchmark; }
 
 void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t nbytes) {
   if (dst_device.is_cpu() && src_device.is_cpu()) {

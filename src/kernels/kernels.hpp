@@ -85,7 +85,10 @@ struct Pool2dParams {
 extern Stub<void (*)(const Tensor& out, const Tensor& indices, const Tensor& in,
                      const Pool2dParams& p)>
     max_pool2d_forward;
-extern Stub<void (*)(const Tensor& grad_in, const Tensor& grad_out, const Tensor& indices)>
+/// grad_in gets each output's gradient at the input its index names. The window geometry lets
+/// a backend gather (each input sums the outputs whose window covers it) instead of scatter.
+extern Stub<void (*)(const Tensor& grad_in, const Tensor& grad_out, const Tensor& indices,
+                     const Pool2dParams& p)>
     max_pool2d_backward;
 extern Stub<void (*)(const Tensor& out, const Tensor& in, const Pool2dParams& p)>
     avg_pool2d_forward;

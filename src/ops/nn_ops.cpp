@@ -319,9 +319,9 @@ Tensor max_pool2d(const Tensor& input, Int2 kernel_size, Int2 stride, Int2 paddi
     Tensor idx = empty(out.shape(), TensorOptions(DType::i64).device(in.device()));
     kernels::max_pool2d_forward(out, idx, x, p);
     Shape in_shape = in.shape();
-    autograd::record("max_pool2d", {in}, out, [idx, in_shape](const Tensor& g) -> std::vector<Tensor> {
+    autograd::record("max_pool2d", {in}, out, [idx, in_shape, p](const Tensor& g) -> std::vector<Tensor> {
       Tensor gx = empty(in_shape, TensorOptions(g.dtype()).device(g.device()));
-      kernels::max_pool2d_backward(gx, g.contiguous(), idx);
+      kernels::max_pool2d_backward(gx, g.contiguous(), idx, p);
       return {gx};
     });
     return out;

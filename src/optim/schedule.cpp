@@ -123,7 +123,9 @@ std::pair<double, int> OneCycleLR::phase(int64_t t) const {
                total_steps);
   const double end1 = options.pct_start_ * static_cast<double>(total_steps) - 1.0;
   const double end2 = static_cast<double>(total_steps) - 1.0;
-  if (static_cast<double>(t) <= end1) return {static_cast<double>(t) / end1, 0};
+  // A warm-up shorter than one step (pct_start x total_steps == 1) starts the cycle at t = 0
+  // (PyTorch divides by zero there).
+  if (static_cast<double>(t) <= end1) return {end1 > 0 ? static_cast<double>(t) / end1 : 0.0, 0};
   return {(static_cast<double>(t) - end1) / (end2 - end1), 1};
 }
 

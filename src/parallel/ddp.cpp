@@ -272,7 +272,7 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
     }
     for (size_t i = params_.size(); i-- > 0;)
       if (!seen[i]) order[n++] = static_cast<int64_t>(i);
-    Tensor t = from_vector(order);
+    Tensor t = from_vector(order).to(comm_.device());
     comm_.broadcast(t, 0).wait();
     std::vector<size_t> agreed;
     for (int64_t i : t.to_vector<int64_t>()) agreed.push_back(static_cast<size_t>(i));
@@ -313,8 +313,9 @@ std::string describe(const std::string& kind, const std::string& name, const Ten
 // Every rank gets the same verdict: the first rank and entry that differ from rank 0's.
 void check_same_model(comm::Communicator& comm, const std::vector<std::string>& entries) {
   const int world = comm.size();
-  Tensor count = from_vector(std::vector<int64_t>{static_cast<int64_t>(entries.size())});
-  Tensor counts = zeros({world}, DType::i64);
+  const TensorOptions on_comm = TensorOptions(DType::i64).device(comm.device());
+  Tensor count = from_vector(std::vector<int64_t>{static_cast<int64_t>(entries.size())}).to(comm.device());
+  Tensor counts = zeros({world}, on_comm);
   comm.allgather(counts, count).wait();
   const auto n = counts.to_vector<int64_t>();
   for (int r = 1; r < world; ++r)
@@ -323,8 +324,8 @@ void check_same_model(comm::Communicator& comm, const std::vector<std::string>& 
                    ")");
   std::vector<int64_t> mine;
   for (const auto& e : entries) mine.push_back(fingerprint(e));
-  Tensor all = zeros({world * n[0]}, DType::i64);
-  if (n[0] > 0) comm.allgather(all, from_vector(mine)).wait();
+  Tensor all = zeros({world * n[0]}, on_comm);
+  if (n[0] > 0) comm.allgather(all, from_vector(mine).to(comm.device())).wait();
   const auto h = all.to_vector<int64_t>();
   for (int64_t k = 0; k < n[0]; ++k)
     for (int r = 1; r < world; ++r)

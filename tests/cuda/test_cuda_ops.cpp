@@ -293,3 +293,157 @@ TEST_CASE("an MLP trains the same on the GPU as on the CPU", "[cuda]") {
   for (size_t i = 0; i < gpu.size(); ++i)
     require_close(gpu[i], cpu[i], 1e-4, 1e-5, "parameter " + std::to_string(i));
 }
+
+namespace {
+
+// f(inputs) and the gradients of sum(f(inputs) * weights) with respect to every input, as one
+// flat tensor: forward and backward compared at once.
+Fn with_gradients(const Fn& f) {
+  return [f](const std::vector<Tensor>& v) {
+    std::vector<Tensor> leaves;
+    for (const Tensor& x : v) {
+      Tensor l = x.detach();
+      l.set_requires_grad(true);
+      leaves.push_back(l);
+    }
+    Tensor y = f(leaves);
+    Generator g(77);
+    Tensor w = randn(y.shape(), DType::f64, &g).to(y.dtype()).to(y.device());
+    sum(mul(y, w)).backward();
+    std::vector<Tensor> parts{y.reshape({-1})};
+    for (const Tensor& l : leaves)  // inputs the op does not differentiate (running stats): none
+      if (l.grad().defined()) parts.push_back(l.grad().reshape({-1}).to(y.dtype()));
+    return cat(parts);
+  };
+}
+
+// Convolutions and norms sum many products: f32 (TF32 off) and the narrow types need more room
+// than elementwise ops.
+Tol conv_tol(DType t) {
+  switch (t) {
+    case DType::f64: return {1e-10, 1e-10};
+    case DType::f16: return {1e-2, 2e-2};
+    case DType::bf16: return {5e-2, 1e-1};
+    default: return {1e-4, 1e-4};
+  }
+}
+
+// TF32 off for the duration (PyTorch's convolution default is on): f32 compared exactly enough.
+struct NoTf32 {
+  bool saved = cuda::allow_tf32_conv();
+  NoTf32() { cuda::set_allow_tf32_conv(false); }
+  ~NoTf32() { cuda::set_allow_tf32_conv(saved); }
+};
+
+}  // namespace
+
+TEST_CASE("CUDA convolutions through cuDNN match the CPU, forward and backward", "[cuda]") {
+  if (!gpu_present("CUDA conv2d")) return;
+  NoTf32 no_tf32;
+  struct Case {
+    const char* name;
+    Shape x, w;
+    Int2 stride, padding, dilation;
+    int64_t groups;
+  };
+  const std::vector<Case> cases{
+      {"3x3 pad 1", {2, 3, 9, 8}, {4, 3, 3, 3}, 1, 1, 1, 1},
+      {"3x3 stride 2", {2, 4, 9, 9}, {6, 4, 3, 3}, 2, 1, 1, 1},
+      {"1x1 stride 2 (shortcut)", {2, 4, 8, 8}, {8, 4, 1, 1}, 2, 0, 1, 1},
+      {"7x7 stride 2 pad 3 (stem)", {1, 3, 15, 15}, {5, 3, 7, 7}, 2, 3, 1, 1},
+      {"dilated, grouped", {2, 4, 10, 10}, {6, 2, 3, 3}, 1, 2, 2, 2},
+  };
+  for (DType dt : kFloats) {
+    for (const Case& c : cases) {
+      INFO(c.name << ", " << dt);
+      Tensor x = randn_as(c.x, dt, 80), w = randn_as(c.w, dt, 81), b = randn_as({c.w[0]}, dt, 82);
+      same_on_gpu("conv2d", {x, w, b}, with_gradients([&c](const std::vector<Tensor>& v) {
+        return conv2d(v[0], v[1], v[2], c.stride, c.padding, c.dilation, c.groups);
+      }), conv_tol(dt));
+    }
+  }
+  // Benchmark mode times the algorithms once per shape; the answer is the same.
+  cuda::set_cudnn_benchmark(true);
+  Tensor x = randn_as({2, 3, 9, 8}, DType::f32, 83), w = randn_as({4, 3, 3, 3}, DType::f32, 84);
+  same_on_gpu("conv2d, benchmark mode", {x, w}, with_gradients([](const std::vector<Tensor>& v) {
+    return conv2d(v[0], v[1], Tensor(), 1, 1);
+  }), conv_tol(DType::f32));
+  cuda::set_cudnn_benchmark(false);
+}
+
+TEST_CASE("CUDA batch norm (with residual and relu) and pooling match the CPU", "[cuda]") {
+  if (!gpu_present("CUDA batch norm and pooling")) return;
+  for (DType dt : kFloats) {
+    INFO("dtype " << dt);
+    const Tol t = conv_tol(dt);
+    const DType pdt = dt == DType::f64 ? DType::f64 : DType::f32;  // parameters and statistics
+    Tensor x = randn_as({4, 3, 5, 6}, dt, 90), r = randn_as({4, 3, 5, 6}, dt, 91);
+    Tensor gamma = randn_as({3}, pdt, 92), beta = randn_as({3}, pdt, 93);
+    for (bool training : {true, false}) {
+      INFO((training ? "training" : "evaluation"));
+      Tensor mean = randn_as({3}, pdt, 94), var = add(abs(randn_as({3}, pdt, 95)), 0.5);
+      same_on_gpu("batch_norm", {x, gamma, beta, mean, var},
+                  with_gradients([training](const std::vector<Tensor>& v) {
+                    Tensor rm = v[3].detach().clone(), rv = v[4].detach().clone();
+                    return batch_norm(v[0], rm, rv, v[1], v[2], training);
+                  }), t);
+      same_on_gpu("batch_norm_relu + residual", {x, gamma, beta, mean, var, r},
+                  with_gradients([training](const std::vector<Tensor>& v) {
+                    Tensor rm = v[3].detach().clone(), rv = v[4].detach().clone();
+                    return batch_norm_relu(v[0], rm, rv, v[1], v[2], training, 0.1, 1e-5, v[5]);
+                  }), t);
+    }
+    // Running statistics move the same way.
+    same_on_gpu("running statistics", {x}, [pdt](const std::vector<Tensor>& v) {
+      Tensor rm = zeros({3}, TensorOptions(pdt).device(v[0].device()));
+      Tensor rv = ones({3}, TensorOptions(pdt).device(v[0].device()));
+      batch_norm(v[0], rm, rv, Tensor(), Tensor(), true);
+      return cat({rm, rv});
+    }, t);
+
+    Tensor p = randn_as({2, 3, 9, 10}, dt, 96);
+    same_on_gpu("max_pool2d 3x3 s2 p1", {p}, with_gradients([](const std::vector<Tensor>& v) {
+      return max_pool2d(v[0], 3, 2, 1);
+    }), t);
+    same_on_gpu("max_pool2d 2x2 dilated", {p}, with_gradients([](const std::vector<Tensor>& v) {
+      return max_pool2d(v[0], 2, 1, 0, 2);
+    }), t);
+    same_on_gpu("avg_pool2d 3x3 s2 p1", {p}, with_gradients([](const std::vector<Tensor>& v) {
+      return avg_pool2d(v[0], 3, 2, 1);
+    }), t);
+    same_on_gpu("adaptive_avg_pool2d 4x3", {p}, with_gradients([](const std::vector<Tensor>& v) {
+      return adaptive_avg_pool2d(v[0], {4, 3});
+    }), t);
+    same_on_gpu("adaptive_avg_pool2d 1x1", {p}, with_gradients([](const std::vector<Tensor>& v) {
+      return adaptive_avg_pool2d(v[0], 1);
+    }), t);
+  }
+}
+
+TEST_CASE("ResNet-20 trains the same on the GPU as on the CPU", "[cuda]") {
+  if (!gpu_present("CUDA ResNet-20 training")) return;
+  NoTf32 no_tf32;
+  auto train = [](Device device) {
+    manual_seed(5);
+    auto model = std::make_shared<nn::CifarResNet>(
+        20, nn::ResNetOptions().in_channels(1).num_classes(10));
+    model->to(device);
+    optim::SGD opt(model->parameters(), optim::SGDOptions(0.05).momentum(0.9));
+    for (int k = 0; k < 3; ++k) {
+      Tensor x = randn_as({8, 1, 28, 28}, DType::f32, 100 + k).to(device);
+      Generator g(200 + k);
+      Tensor y = randint(0, 10, {8}, DType::i64, &g).to(device);
+      opt.zero_grad();
+      cross_entropy(model->forward(x), y).backward();
+      opt.step();
+    }
+    std::vector<Tensor> out;
+    for (const Tensor& p : model->parameters()) out.push_back(p.detach().cpu());
+    for (const Tensor& b : model->buffers()) out.push_back(b.detach().cpu().to(DType::f64));
+    return out;
+  };
+  auto gpu = train(kGpu), cpu = train(kCPU);
+  REQUIRE(gpu.size() == cpu.size());
+  for (size_t i = 0; i < gpu.size(); ++i)
+    require_close(gpu[i], cpu[i], 2e-3, 2e-4, "parameter or buffer " + std::to_string(i));
+}

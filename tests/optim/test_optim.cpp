@@ -207,6 +207,24 @@ TEST_CASE("bad optimizer and schedule settings are clear errors", "[optim][error
   CHECK_THAT(error_of([&] { StepLR(opt, 0); }), Catch::Contains("step_size must be positive"));
 }
 
+TEST_CASE("OneCycleLR with a warm-up of one step starts the cycle, with no NaN", "[optim]") {
+  // pct_start x total_steps == 1: the warm-up phase ends at step 0 (PyTorch divides by zero).
+  Tensor w = zeros({2});
+  w.set_requires_grad(true);
+  SGD opt({w}, SGDOptions(0.1).momentum(0.9));
+  OneCycleLR sched(opt, 0.2, 4, OneCycleOptions().pct_start(0.25));
+  std::vector<double> lrs{opt.groups()[0].lr};
+  for (int i = 0; i < 3; ++i) {
+    sched.step();
+    lrs.push_back(opt.groups()[0].lr);
+  }
+  CHECK(lrs[0] == Approx(0.2 / 25));  // the cycle's start
+  for (double lr : lrs) CHECK(std::isfinite(lr));
+  // Then the annealing from the peak: a third of the way at step 1 (cosine: 3/4 of the range).
+  CHECK(lrs[1] == Approx(0.2 * 0.75 + (0.2 / 25 / 1e4) * 0.25).epsilon(0.05));
+  CHECK(lrs[3] < lrs[2]);
+}
+
 TEST_CASE("weight_decay_groups puts biases and batch-norm parameters in a no-decay group",
           "[optim]") {
   auto model = nn::resnet20();

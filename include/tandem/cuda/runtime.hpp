@@ -38,6 +38,10 @@ void set_allow_tf32_matmul(bool allow);
 bool allow_tf32_matmul();
 void set_allow_tf32_conv(bool allow);
 bool allow_tf32_conv();
+/// cuDNN algorithms chosen by timing each once per convolution shape (off: cuDNN's heuristics),
+/// as PyTorch's torch.backends.cudnn.benchmark.
+void set_cudnn_benchmark(bool on);
+bool cudnn_benchmark();
 
 /// Copies bytes between any two devices (host-host included); synchronous.
 void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t nbytes);

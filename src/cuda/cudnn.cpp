@@ -1,0 +1,291 @@
+// Every cuDNN call of tandem, in one file: 2-d convolution forward, backward-data,
+// backward-filter and the bias terms, through cuDNN 9's legacy convolution API (deprecated but
+// present in 9.x; a move to the graph API stays in this file). NCHW in f32, f64, f16 and bf16
+// with f32 accumulation (f64 for f64); f16/bf16 on tensor cores, f32 through TF32 unless
+// cuda::set_allow_tf32_conv(false). The algorithm for each shape comes from cuDNN's heuristics,
+// or from timing every algorithm once under cuda::set_cudnn_benchmark(true) (PyTorch's
+// cudnn.benchmark), and is cached; workspaces come from the caching allocator.
+#include <cudnn.h>
+
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <tuple>
+#include <vector>
+
+#include "../kernels/kernels.hpp"
+#include "check.hpp"
+#include "handles.hpp"
+#include "tandem/cuda/runtime.hpp"
+
+namespace tandem::cuda {
+namespace {
+
+std::atomic<bool> g_benchmark{false};
+
+#define TANDEM_CUDNN_CHECK(expr)                                                              \
+  do {                                                                                        \
+    const cudnnStatus_t status_ = (expr);                                                     \
+    if (status_ != CUDNN_STATUS_SUCCESS)                                                      \
+      throw ::tandem::CudaError(#expr, std::string("cuDNN error ") +                          \
+                                           cudnnGetErrorString(status_),                      \
+                                ::tandem::detail::base_name(__FILE__), __LINE__);             \
+  } while (0)
+
+cudnnHandle_t create_handle() {
+  cudnnHandle_t h = nullptr;
+  TANDEM_CUDNN_CHECK(cudnnCreate(&h));
+  return h;
+}
+
+cudnnDataType_t data_type(DType t) {
+  switch (t) {
+    case DType::f32: return CUDNN_DATA_FLOAT;
+    case DType::f64: return CUDNN_DATA_DOUBLE;
+    case DType::f16: return CUDNN_DATA_HALF;
+    case DType::bf16: return CUDNN_DATA_BFLOAT16;
+    default:
+      TANDEM_THROW(NotImplementedError, "conv2d (cuda): cuDNN convolves f32, f64, f16 and bf16, "
+                   "got ", t);
+  }
+}
+
+// Descriptors, destroyed with their owner.
+struct TensorDesc {
+  cudnnTensorDescriptor_t d = nullptr;
+  TensorDesc(DType t, int64_t n, int64_t c, int64_t h, int64_t w) {
+    TANDEM_CUDNN_CHECK(cudnnCreateTensorDescriptor(&d));
+    TANDEM_CUDNN_CHECK(cudnnSetTensor4dDescriptor(d, CUDNN_TENSOR_NCHW, data_type(t),
+                                                  static_cast<int>(n), static_cast<int>(c),
+                                                  static_cast<int>(h), static_cast<int>(w)));
+  }
+  explicit TensorDesc(const Tensor& t) : TensorDesc(t.dtype(), t.size(0), t.size(1), t.size(2), t.size(3)) {}
+  ~TensorDesc() { cudnnDestroyTensorDescriptor(d); }
+  TensorDesc(const TensorDesc&) = delete;
+  TensorDesc& operator=(const TensorDesc&) = delete;
+};
+
+struct FilterDesc {
+  cudnnFilterDescriptor_t d = nullptr;
+  explicit FilterDesc(const Tensor& w) {
+    TANDEM_CUDNN_CHECK(cudnnCreateFilterDescriptor(&d));
+    TANDEM_CUDNN_CHECK(cudnnSetFilter4dDescriptor(
+        d, data_type(w.dtype()), CUDNN_TENSOR_NCHW, static_cast<int>(w.size(0)),
+        static_cast<int>(w.size(1)), static_cast<int>(w.size(2)), static_cast<int>(w.size(3))));
+  }
+  ~FilterDesc() { cudnnDestroyFilterDescriptor(d); }
+  FilterDesc(const FilterDesc&) = delete;
+  FilterDesc& operator=(const FilterDesc&) = delete;
+};
+
+struct ConvDesc {
+  cudnnConvolutionDescriptor_t d = nullptr;
+  ConvDesc(const kernels::Conv2dParams& p, DType t) {
+    TANDEM_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&d));
+    TANDEM_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(
+        d, static_cast<int>(p.pad_h), static_cast<int>(p.pad_w), static_cast<int>(p.stride_h),
+        static_cast<int>(p.stride_w), static_cast<int>(p.dil_h), static_cast<int>(p.dil_w),
+        CUDNN_CROSS_CORRELATION, t == DType::f64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT));
+    TANDEM_CUDNN_CHECK(cudnnSetConvolutionGroupCount(d, static_cast<int>(p.groups)));
+    const cudnnMathType_t math = (t == DType::f16 || t == DType::bf16) ? CUDNN_TENSOR_OP_MATH
+                                 : (t == DType::f32 && !allow_tf32_conv()) ? CUDNN_FMA_MATH
+                                                                            : CUDNN_DEFAULT_MATH;
+    TANDEM_CUDNN_CHECK(cudnnSetConvolutionMathType(d, math));
+  }
+  ~ConvDesc() { cudnnDestroyConvolutionDescriptor(d); }
+  ConvDesc(const ConvDesc&) = delete;
+  ConvDesc& operator=(const ConvDesc&) = delete;
+};
+
+// One convolution problem: what the chosen algorithm depends on.
+enum class Direction { forward, backward_data, backward_filter };
+using Key = std::tuple<int, Direction, DType, bool, std::vector<int64_t>>;
+
+Key key_of(Direction dir, const Tensor& x, const Tensor& w, const kernels::Conv2dParams& p) {
+  return {x.device().index(), dir, x.dtype(), allow_tf32_conv(),
+          {x.size(0), x.size(1), x.size(2), x.size(3), w.size(0), w.size(1), w.size(2),
+           w.size(3), p.stride_h, p.stride_w, p.pad_h, p.pad_w, p.dil_h, p.dil_w, p.groups,
+           g_benchmark.load() ? 1 : 0}};
+}
+
+struct Choice {
+  int algo;
+  size_t workspace;
+};
+
+std::mutex g_cache_mu;
+std::map<Key, Choice> g_cache;
+
+// Scratch bytes on `device` from the caching allocator (none for 0).
+Tensor workspace(size_t bytes, Device device) {
+  return bytes == 0 ? Tensor()
+                    : make_tensor({static_cast<int64_t>(bytes)}, DType::u8, device);
+}
+
+// The algorithm for `key`: cached, else cuDNN's first heuristic pick (or fastest measured one
+// in benchmark mode) whose workspace the allocator can give.
+template <typename Perf, typename Query>
+Choice choose(const Key& key, Query query) {
+  {
+    std::lock_guard<std::mutex> lock(g_cache_mu);
+    auto it = g_cache.find(key);
+    if (it != g_cache.end()) return it->second;
+  }
+  std::vector<Perf> perf = query();
+  for (const Perf& p : perf) {
+    if (p.status != CUDNN_STATUS_SUCCESS) continue;
+    const Choice c{static_cast<int>(p.algo), p.memory};
+    std::lock_guard<std::mutex> lock(g_cache_mu);
+    g_cache.emplace(key, c);
+    return c;
+  }
+  TANDEM_THROW(NotImplementedError, "conv2d (cuda): cuDNN has no algorithm for this convolution");
+}
+
+// How many results to ask for.
+constexpr int kAlgos = 16;
+
+// The workspace a benchmark may use: 1 GiB, or less where the allocator cannot give that.
+struct BenchmarkWorkspace {
+  Tensor buffer;
+  size_t bytes = 0;
+  explicit BenchmarkWorkspace(Device device) {
+    for (size_t b : {size_t(1) << 30, size_t(128) << 20}) {
+      try {
+        buffer = workspace(b, device);
+        bytes = b;
+        return;
+      } catch (const OutOfMemoryError&) {
+      }
+    }
+  }
+  void* data() const { return bytes ? buffer.raw_data() : nullptr; }
+};
+
+struct Setup {
+  cudnnHandle_t h;
+  DeviceGuard guard;
+  explicit Setup(int device) : h(thread_handle(device, &create_handle)), guard(device) {
+    TANDEM_CUDNN_CHECK(cudnnSetStream(h, current_stream()));
+  }
+};
+
+// alpha = 1, beta = 0 or 1, in the scaling type cuDNN wants for the dtype.
+struct Scalars {
+  double d1 = 1, d0 = 0;
+  float f1 = 1, f0 = 0;
+  bool f64;
+  explicit Scalars(DType t) : f64(t == DType::f64) {}
+  const void* one() const { return f64 ? static_cast<const void*>(&d1) : &f1; }
+  const void* zero() const { return f64 ? static_cast<const void*>(&d0) : &f0; }
+};
+
+void conv2d_forward(const Tensor& out, const Tensor& in, const Tensor& weight,
+                    const Tensor& bias, const kernels::Conv2dParams& p) {
+  if (out.numel() == 0) return;
+  Setup s(in.device().index());
+  TensorDesc x(in), y(out);
+  FilterDesc w(weight);
+  ConvDesc conv(p, in.dtype());
+  const Choice c = choose<cudnnConvolutionFwdAlgoPerf_t>(
+      key_of(Direction::forward, in, weight, p), [&] {
+        std::vector<cudnnConvolutionFwdAlgoPerf_t> perf(kAlgos);
+        int n = 0;
+        if (g_benchmark) {
+          BenchmarkWorkspace ws(in.device());  // the trials write `out`: it is written next
+          TANDEM_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(
+              s.h, x.d, in.raw_data(), w.d, weight.raw_data(), conv.d, y.d, out.raw_data(),
+              kAlgos, &n, perf.data(), ws.data(), ws.bytes));
+        } else {
+          TANDEM_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(s.h, x.d, w.d, conv.d, y.d,
+                                                                    kAlgos, &n, perf.data()));
+        }
+        perf.resize(n);
+        return perf;
+      });
+  Tensor ws = workspace(c.workspace, in.device());
+  const Scalars k(in.dtype());
+  TANDEM_CUDNN_CHECK(cudnnConvolutionForward(
+      s.h, k.one(), x.d, in.raw_data(), w.d, weight.raw_data(), conv.d,
+      static_cast<cudnnConvolutionFwdAlgo_t>(c.algo), ws.defined() ? ws.raw_data() : nullptr,
+      c.workspace, k.zero(), y.d, out.raw_data()));
+  if (bias.defined()) {
+    TensorDesc b(bias.dtype(), 1, bias.size(0), 1, 1);
+    TANDEM_CUDNN_CHECK(cudnnAddTensor(s.h, k.one(), b.d, bias.raw_data(), k.one(), y.d,
+                                      out.raw_data()));
+  }
+}
+
+void conv2d_backward(const Tensor& grad_out, const Tensor& in, const Tensor& weight,
+                     const Tensor& grad_in, const Tensor& grad_weight, const Tensor& grad_bias,
+                     const kernels::Conv2dParams& p) {
+  Setup s(in.device().index());
+  TensorDesc x(in), dy(grad_out);
+  FilterDesc w(weight);
+  ConvDesc conv(p, in.dtype());
+  const Scalars k(in.dtype());
+  if (grad_in.defined() && grad_in.numel() > 0) {
+    const Choice c = choose<cudnnConvolutionBwdDataAlgoPerf_t>(
+        key_of(Direction::backward_data, in, weight, p), [&] {
+          std::vector<cudnnConvolutionBwdDataAlgoPerf_t> perf(kAlgos);
+          int n = 0;
+          if (g_benchmark) {
+            BenchmarkWorkspace ws(in.device());
+            TANDEM_CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(
+                s.h, w.d, weight.raw_data(), dy.d, grad_out.raw_data(), conv.d, x.d,
+                grad_in.raw_data(), kAlgos, &n, perf.data(), ws.data(), ws.bytes));
+          } else {
+            TANDEM_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(
+                s.h, w.d, dy.d, conv.d, x.d, kAlgos, &n, perf.data()));
+          }
+          perf.resize(n);
+          return perf;
+        });
+    Tensor ws = workspace(c.workspace, in.device());
+    TANDEM_CUDNN_CHECK(cudnnConvolutionBackwardData(
+        s.h, k.one(), w.d, weight.raw_data(), dy.d, grad_out.raw_data(), conv.d,
+        static_cast<cudnnConvolutionBwdDataAlgo_t>(c.algo),
+        ws.defined() ? ws.raw_data() : nullptr, c.workspace, k.zero(), x.d, grad_in.raw_data()));
+  }
+  if (grad_weight.defined() && grad_weight.numel() > 0) {
+    const Choice c = choose<cudnnConvolutionBwdFilterAlgoPerf_t>(
+        key_of(Direction::backward_filter, in, weight, p), [&] {
+          std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> perf(kAlgos);
+          int n = 0;
+          if (g_benchmark) {
+            BenchmarkWorkspace ws(in.device());
+            TANDEM_CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(
+                s.h, x.d, in.raw_data(), dy.d, grad_out.raw_data(), conv.d, w.d,
+                grad_weight.raw_data(), kAlgos, &n, perf.data(), ws.data(), ws.bytes));
+          } else {
+            TANDEM_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+                s.h, x.d, dy.d, conv.d, w.d, kAlgos, &n, perf.data()));
+          }
+          perf.resize(n);
+          return perf;
+        });
+    Tensor ws = workspace(c.workspace, in.device());
+    TANDEM_CUDNN_CHECK(cudnnConvolutionBackwardFilter(
+        s.h, k.one(), x.d, in.raw_data(), dy.d, grad_out.raw_data(), conv.d,
+        static_cast<cudnnConvolutionBwdFilterAlgo_t>(c.algo),
+        ws.defined() ? ws.raw_data() : nullptr, c.workspace, k.zero(), w.d,
+        grad_weight.raw_data()));
+  }
+  if (grad_bias.defined() && grad_bias.numel() > 0) {
+    TensorDesc db(grad_bias.dtype(), 1, grad_bias.size(0), 1, 1);
+    TANDEM_CUDNN_CHECK(cudnnConvolutionBackwardBias(s.h, k.one(), dy.d, grad_out.raw_data(),
+                                                    k.zero(), db.d, grad_bias.raw_data()));
+  }
+}
+
+}  // namespace
+
+void set_cudnn_benchmark(bool on) { g_benchmark = on; }
+bool cudnn_benchmark() { return g_benchmark; }
+
+}  // namespace tandem::cuda
+
+namespace tandem::kernels::cuda_backend {
+TANDEM_REGISTER_CUDA(conv2d_forward, ::tandem::cuda::conv2d_forward);
+TANDEM_REGISTER_CUDA(conv2d_backward, ::tandem::cuda::conv2d_backward);
+}  // namespace tandem::kernels::cuda_backend

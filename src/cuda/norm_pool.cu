@@ -1,0 +1,442 @@
+// CUDA batch norm over (N, C, S) and 2-d pooling over (planes, H, W), the CPU backend's
+// semantics (src/cpu/norm.cpp, src/cpu/pool.cpp): f16/bf16 load and compute in f32 with f32
+// statistics and parameters, f64 in f64. Per-channel sums are a block per channel; every backward
+// gathers (each input element sums the outputs it fed), so no atomics and one order per run.
+#include <cmath>
+
+#include "../kernels/kernels.hpp"
+#include "loops.cuh"
+#include "tandem/kernels/functors.hpp"
+
+namespace tandem::kernels::cuda_backend {
+namespace {
+
+using cuda::compute_t;
+using cuda::convert;
+using cuda::ptr;
+
+// The sum of `v` over the block, in every thread (kThreads threads, a multiple of 32).
+template <typename P>
+__device__ P block_sum(P v) {
+  __shared__ P warps[cuda::kThreads / 32];
+#pragma unroll
+  for (int d = 16; d > 0; d /= 2) v += __shfl_down_sync(0xffffffffu, v, d);
+  if (threadIdx.x % 32 == 0) warps[threadIdx.x / 32] = v;
+  __syncthreads();
+  P total = 0;
+#pragma unroll
+  for (int w = 0; w < cuda::kThreads / 32; ++w) total += warps[w];
+  __syncthreads();  // warps[] is reused by the next call
+  return total;
+}
+
+// Element j of channel c's N x S values, as an offset into (N, C, S).
+__device__ __forceinline__ int64_t channel_offset(int64_t j, int64_t c, int64_t channels,
+                                                  int64_t s) {
+  return (j / s * channels + c) * s + j % s;
+}
+
+// --- batch norm --------------------------------------------------------------------------------
+// P: the statistics' type (f32, or f64 for f64 inputs). One block per channel, two passes as the
+// CPU: the mean, then the mean square deviation from it.
+template <typename T, typename P>
+__global__ void bn_stats_kernel(P* mean, P* var, const T* x, int64_t n, int64_t channels,
+                                int64_t s) {
+  const int64_t c = blockIdx.x, count = n * s;
+  P sum = 0;
+  for (int64_t j = threadIdx.x; j < count; j += blockDim.x)
+    sum += static_cast<P>(convert<compute_t<T>>(x[channel_offset(j, c, channels, s)]));
+  const P mu = block_sum(sum) / static_cast<P>(count);
+  P sq = 0;
+  for (int64_t j = threadIdx.x; j < count; j += blockDim.x) {
+    const P v = static_cast<P>(convert<compute_t<T>>(x[channel_offset(j, c, channels, s)])) - mu;
+    sq += v * v;
+  }
+  const P total = block_sum(sq);
+  if (threadIdx.x == 0) {
+    mean[c] = mu;
+    var[c] = total / static_cast<P>(count);
+  }
+}
+
+template <typename T, typename P>
+__global__ void bn_forward_kernel(T* y, const T* x, const T* residual, const P* mean,
+                                  const P* invstd, const P* weight, const P* bias, int64_t total,
+                                  int64_t channels, int64_t s, bool relu) {
+  TANDEM_CUDA_LOOP(j, total) {
+    const int64_t c = j / s % channels;
+    const P scale = invstd[c] * (weight ? weight[c] : P(1));
+    const P shift = (bias ? bias[c] : P(0)) - mean[c] * scale;
+    P v = static_cast<P>(convert<compute_t<T>>(x[j])) * scale + shift;
+    if (residual) v = v + static_cast<P>(convert<compute_t<T>>(residual[j]));
+    if (relu) v = Relu{}(v);
+    y[j] = convert<T>(v);
+  }
+}
+
+// The gradient reaching the batch norm's output: dy, through relu's mask (out > 0) when the
+// forward applied relu.
+template <typename T, typename P>
+__device__ __forceinline__ P bn_dz(const T* dy, const T* out, int64_t j) {
+  const P g = static_cast<P>(convert<compute_t<T>>(dy[j]));
+  if (!out) return g;
+  return static_cast<P>(convert<compute_t<T>>(out[j])) > P(0) ? g : P(0);
+}
+
+// Per channel: sum(dz) and sum(dz * (x - mean)); grad_weight = the second times invstd,
+// grad_bias = the first.
+template <typename T, typename P>
+__global__ void bn_backward_reduce_kernel(P* sum_dy, P* sum_dy_xmu, P* grad_weight, P* grad_bias,
+                                          const T* dy, const T* x, const T* out, const P* mean,
+                                          const P* invstd, int64_t n, int64_t channels,
+                                          int64_t s) {
+  const int64_t c = blockIdx.x, count = n * s;
+  const P mu = mean[c];
+  P a = 0, b = 0;
+  for (int64_t j = threadIdx.x; j < count; j += blockDim.x) {
+    const int64_t o = channel_offset(j, c, channels, s);
+    const P dz = bn_dz<T, P>(dy, out, o);
+    a += dz;
+    b += dz * (static_cast<P>(convert<compute_t<T>>(x[o])) - mu);
+  }
+  a = block_sum(a);
+  b = block_sum(b);
+  if (threadIdx.x == 0) {
+    sum_dy[c] = a;
+    sum_dy_xmu[c] = b;
+    if (grad_weight) grad_weight[c] = b * invstd[c];
+    if (grad_bias) grad_bias[c] = a;
+  }
+}
+
+// dx = w * invstd * (dz - mean(dz) - (x - mean) * invstd * mean(dz * xhat)) when training,
+// w * invstd * dz otherwise; grad_residual = dz.
+template <typename T, typename P>
+__global__ void bn_backward_input_kernel(T* dx, T* dr, const T* dy, const T* x, const T* out,
+                                         const P* mean, const P* invstd, const P* weight,
+                                         const P* sum_dy, const P* sum_dy_xmu, int64_t total,
+                                         int64_t channels, int64_t s, P count, bool training) {
+  TANDEM_CUDA_LOOP(j, total) {
+    const int64_t c = j / s % channels;
+    const P dz = bn_dz<T, P>(dy, out, j);
+    if (dr) dr[j] = convert<T>(dz);
+    if (!dx) continue;
+    const P is = invstd[c];
+    const P k = (weight ? weight[c] : P(1)) * is;
+    const P mean_dy = training ? sum_dy[c] / count : P(0);
+    const P slope = training ? is * (sum_dy_xmu[c] * is) / count : P(0);
+    dx[j] = convert<T>(k * (dz - mean_dy -
+                            (static_cast<P>(convert<compute_t<T>>(x[j])) - mean[c]) * slope));
+  }
+}
+
+template <typename T>
+const T* maybe(const Tensor& t) {
+  return t.defined() ? ptr<const T>(t) : nullptr;
+}
+
+// Calls f(T{}, P{}) for the input dtype T and its statistics type P.
+template <typename F>
+void dispatch_bn(DType dtype, const char* what, F&& f) {
+  cuda::dispatch<true>(dtype, what, [&](auto t) {
+    using T = decltype(t);
+    f(t, std::conditional_t<std::is_same_v<T, double>, double, float>{});
+  });
+}
+
+void batch_norm_stats(const Tensor& mean, const Tensor& var, const Tensor& in) {
+  const int64_t n = in.size(0), c = in.size(1), s = in.size(2);
+  if (c == 0) return;
+  cuda::TensorDeviceGuard guard(in);
+  dispatch_bn(in.dtype(), "batch_norm (cuda)", [&](auto t, auto p) {
+    using T = decltype(t);
+    using P = decltype(p);
+    bn_stats_kernel<<<static_cast<unsigned>(c), cuda::kThreads, 0, cuda::current_stream()>>>(
+        ptr<P>(mean), ptr<P>(var), ptr<const T>(in), n, c, s);
+    cuda::check_launch("batch_norm_stats");
+  });
+}
+
+void batch_norm_forward(const Tensor& out, const Tensor& in, const Tensor& mean,
+                        const Tensor& invstd, const Tensor& weight, const Tensor& bias,
+                        const Tensor& residual, bool relu) {
+  const int64_t total = in.numel();
+  if (total == 0) return;
+  cuda::TensorDeviceGuard guard(in);
+  dispatch_bn(in.dtype(), "batch_norm (cuda)", [&](auto t, auto p) {
+    using T = decltype(t);
+    using P = decltype(p);
+    bn_forward_kernel<<<cuda::grid_for(total), cuda::kThreads, 0, cuda::current_stream()>>>(
+        ptr<T>(out), ptr<const T>(in), maybe<T>(residual), ptr<const P>(mean),
+        ptr<const P>(invstd), maybe<P>(weight), maybe<P>(bias), total, in.size(1), in.size(2),
+        relu);
+    cuda::check_launch("batch_norm_forward");
+  });
+}
+
+void batch_norm_backward(const Tensor& grad_in, const Tensor& grad_weight,
+                         const Tensor& grad_bias, const Tensor& grad_residual,
+                         const Tensor& grad_out, const Tensor& in, const Tensor& out,
+                         const Tensor& mean, const Tensor& invstd, const Tensor& weight,
+                         bool training) {
+  const int64_t n = in.size(0), c = in.size(1), s = in.size(2), total = in.numel();
+  if (total == 0) return;
+  cuda::TensorDeviceGuard guard(in);
+  // The two per-channel sums, in the statistics' dtype on the device.
+  Tensor sums = make_tensor({2, c}, mean.dtype(), in.device());
+  dispatch_bn(in.dtype(), "batch_norm_backward (cuda)", [&](auto t, auto p) {
+    using T = decltype(t);
+    using P = decltype(p);
+    cudaStream_t stream = cuda::current_stream();
+    P* sum_dy = ptr<P>(sums);
+    P* sum_dy_xmu = sum_dy + c;
+    bn_backward_reduce_kernel<<<static_cast<unsigned>(c), cuda::kThreads, 0, stream>>>(
+        sum_dy, sum_dy_xmu, grad_weight.defined() ? ptr<P>(grad_weight) : nullptr,
+        grad_bias.defined() ? ptr<P>(grad_bias) : nullptr, ptr<const T>(grad_out),
+        ptr<const T>(in), maybe<T>(out), ptr<const P>(mean), ptr<const P>(invstd), n, c, s);
+    cuda::check_launch("batch_norm_backward (sums)");
+    if (!grad_in.defined() && !grad_residual.defined()) return;
+    bn_backward_input_kernel<<<cuda::grid_for(total), cuda::kThreads, 0, stream>>>(
+        grad_in.defined() ? ptr<T>(grad_in) : nullptr,
+        grad_residual.defined() ? ptr<T>(grad_residual) : nullptr, ptr<const T>(grad_out),
+        ptr<const T>(in), maybe<T>(out), ptr<const P>(mean), ptr<const P>(invstd),
+        maybe<P>(weight), sum_dy, sum_dy_xmu, total, c, s, static_cast<P>(n * s), training);
+    cuda::check_launch("batch_norm_backward (input)");
+  });
+}
+
+// --- pooling over (planes, H, W) -----------------------------------------------------------------
+struct PoolGeometry {
+  int64_t planes, h, w, ho, wo;
+};
+PoolGeometry geometry(const Tensor& in, const Tensor& out) {
+  const int64_t nd = in.dim();
+  return {in.numel() / (in.size(nd - 2) * in.size(nd - 1)), in.size(nd - 2), in.size(nd - 1),
+          out.size(nd - 2), out.size(nd - 1)};
+}
+
+__device__ __forceinline__ int64_t adaptive_start(int64_t i, int64_t in, int64_t out) {
+  return (i * in) / out;
+}
+__device__ __forceinline__ int64_t adaptive_end(int64_t i, int64_t in, int64_t out) {
+  return ((i + 1) * in + out - 1) / out;
+}
+
+// The first maximum of the window in scan order; a NaN wins (the first one).
+template <typename T>
+__global__ void max_pool_kernel(T* y, int64_t* indices, const T* x, PoolGeometry g,
+                                Pool2dParams p) {
+  using C = compute_t<T>;
+  TANDEM_CUDA_LOOP(o, g.planes * g.ho * g.wo) {
+    const int64_t ow = o % g.wo, oh = o / g.wo % g.ho, plane = o / (g.wo * g.ho);
+    const T* xp = x + plane * g.h * g.w;
+    C best = C(0);
+    int64_t best_i = -1;
+    bool done = false;
+    for (int64_t ki = 0; ki < p.kh && !done; ++ki) {
+      const int64_t ih = oh * p.stride_h - p.pad_h + ki * p.dil_h;
+      if (ih < 0 || ih >= g.h) continue;
+      for (int64_t kj = 0; kj < p.kw; ++kj) {
+        const int64_t iw = ow * p.stride_w - p.pad_w + kj * p.dil_w;
+        if (iw < 0 || iw >= g.w) continue;
+        const C v = convert<C>(xp[ih * g.w + iw]);
+        if (best_i < 0 || v > best || v != v) {
+          best = v;
+          best_i = ih * g.w + iw;
+          if (v != v) {
+            done = true;
+            break;
+          }
+        }
+      }
+    }
+    y[o] = convert<T>(best_i < 0 ? C(-INFINITY) : best);
+    indices[o] = best_i;
+  }
+}
+
+// Output rows (or columns) whose window, at kernel offset k, covers input row i: o * stride -
+// pad + k * dil == i.
+template <typename F>
+__device__ __forceinline__ void covering(int64_t i, int64_t k_size, int64_t stride, int64_t pad,
+                                         int64_t dil, int64_t outputs, F&& f) {
+  for (int64_t k = 0; k < k_size; ++k) {
+    const int64_t t = i + pad - k * dil;
+    if (t < 0 || t % stride != 0) continue;
+    const int64_t o = t / stride;
+    if (o < outputs) f(o);
+  }
+}
+
+template <typename T>
+__global__ void max_pool_backward_kernel(T* dx, const T* dy, const int64_t* indices,
+                                         PoolGeometry g, Pool2dParams p) {
+  using C = compute_t<T>;
+  TANDEM_CUDA_LOOP(i, g.planes * g.h * g.w) {
+    const int64_t iw = i % g.w, ih = i / g.w % g.h, plane = i / (g.w * g.h);
+    const int64_t here = ih * g.w + iw, base = plane * g.ho * g.wo;
+    C s = 0;
+    covering(ih, p.kh, p.stride_h, p.pad_h, p.dil_h, g.ho, [&](int64_t oh) {
+      covering(iw, p.kw, p.stride_w, p.pad_w, p.dil_w, g.wo, [&](int64_t ow) {
+        const int64_t o = base + oh * g.wo + ow;
+        if (indices[o] == here) s += convert<C>(dy[o]);
+      });
+    });
+    dx[i] = convert<T>(s);
+  }
+}
+
+// count_include_pad: the divisor is the window size.
+template <typename T>
+__global__ void avg_pool_kernel(T* y, const T* x, PoolGeometry g, Pool2dParams p) {
+  using C = compute_t<T>;
+  const C inv = C(1) / C(p.kh * p.kw);
+  TANDEM_CUDA_LOOP(o, g.planes * g.ho * g.wo) {
+    const int64_t ow = o % g.wo, oh = o / g.wo % g.ho, plane = o / (g.wo * g.ho);
+    const T* xp = x + plane * g.h * g.w;
+    C s = 0;
+    for (int64_t ki = 0; ki < p.kh; ++ki) {
+      const int64_t ih = oh * p.stride_h - p.pad_h + ki;
+      if (ih < 0 || ih >= g.h) continue;
+      for (int64_t kj = 0; kj < p.kw; ++kj) {
+        const int64_t iw = ow * p.stride_w - p.pad_w + kj;
+        if (iw >= 0 && iw < g.w) s += convert<C>(xp[ih * g.w + iw]);
+      }
+    }
+    y[o] = convert<T>(s * inv);
+  }
+}
+
+template <typename T>
+__global__ void avg_pool_backward_kernel(T* dx, const T* dy, PoolGeometry g, Pool2dParams p) {
+  using C = compute_t<T>;
+  const C inv = C(1) / C(p.kh * p.kw);
+  TANDEM_CUDA_LOOP(i, g.planes * g.h * g.w) {
+    const int64_t iw = i % g.w, ih = i / g.w % g.h, plane = i / (g.w * g.h);
+    const T* dyp = dy + plane * g.ho * g.wo;
+    C s = 0;
+    covering(ih, p.kh, p.stride_h, p.pad_h, 1, g.ho, [&](int64_t oh) {
+      covering(iw, p.kw, p.stride_w, p.pad_w, 1, g.wo,
+               [&](int64_t ow) { s += convert<C>(dyp[oh * g.wo + ow]) * inv; });
+    });
+    dx[i] = convert<T>(s);
+  }
+}
+
+template <typename T>
+__global__ void adaptive_avg_pool_kernel(T* y, const T* x, PoolGeometry g) {
+  using C = compute_t<T>;
+  TANDEM_CUDA_LOOP(o, g.planes * g.ho * g.wo) {
+    const int64_t ow = o % g.wo, oh = o / g.wo % g.ho, plane = o / (g.wo * g.ho);
+    const T* xp = x + plane * g.h * g.w;
+    const int64_t h0 = adaptive_start(oh, g.h, g.ho), h1 = adaptive_end(oh, g.h, g.ho);
+    const int64_t w0 = adaptive_start(ow, g.w, g.wo), w1 = adaptive_end(ow, g.w, g.wo);
+    C s = 0;
+    for (int64_t ih = h0; ih < h1; ++ih)
+      for (int64_t iw = w0; iw < w1; ++iw) s += convert<C>(xp[ih * g.w + iw]);
+    y[o] = convert<T>(s / C((h1 - h0) * (w1 - w0)));
+  }
+}
+
+template <typename T>
+__global__ void adaptive_avg_pool_backward_kernel(T* dx, const T* dy, PoolGeometry g) {
+  using C = compute_t<T>;
+  TANDEM_CUDA_LOOP(i, g.planes * g.h * g.w) {
+    const int64_t iw = i % g.w, ih = i / g.w % g.h, plane = i / (g.w * g.h);
+    const T* dyp = dy + plane * g.ho * g.wo;
+    C s = 0;
+    for (int64_t oh = 0; oh < g.ho; ++oh) {
+      const int64_t h0 = adaptive_start(oh, g.h, g.ho), h1 = adaptive_end(oh, g.h, g.ho);
+      if (ih < h0 || ih >= h1) continue;
+      for (int64_t ow = 0; ow < g.wo; ++ow) {
+        const int64_t w0 = adaptive_start(ow, g.w, g.wo), w1 = adaptive_end(ow, g.w, g.wo);
+        if (iw >= w0 && iw < w1) s += convert<C>(dyp[oh * g.wo + ow]) / C((h1 - h0) * (w1 - w0));
+      }
+    }
+    dx[i] = convert<T>(s);
+  }
+}
+
+// Launches kernel<T> over `count` threads for the floating dtype of `like`.
+template <typename Launch>
+void launch_pool(const Tensor& like, int64_t count, const char* what, Launch launch) {
+  if (count == 0) return;
+  cuda::TensorDeviceGuard guard(like);
+  cuda::dispatch<true>(like.dtype(), what, [&](auto t) {
+    launch(t, cuda::grid_for(count), cuda::current_stream());
+    cuda::check_launch(what);
+  });
+}
+
+void max_pool2d_forward(const Tensor& out, const Tensor& indices, const Tensor& in,
+                        const Pool2dParams& p) {
+  const PoolGeometry g = geometry(in, out);
+  launch_pool(in, out.numel(), "max_pool2d (cuda)", [&](auto t, unsigned blocks, cudaStream_t s) {
+    using T = decltype(t);
+    max_pool_kernel<<<blocks, cuda::kThreads, 0, s>>>(ptr<T>(out), ptr<int64_t>(indices),
+                                                      ptr<const T>(in), g, p);
+  });
+}
+
+void max_pool2d_backward(const Tensor& grad_in, const Tensor& grad_out, const Tensor& indices,
+                         const Pool2dParams& p) {
+  const PoolGeometry g = geometry(grad_in, grad_out);
+  launch_pool(grad_in, grad_in.numel(), "max_pool2d_backward (cuda)",
+              [&](auto t, unsigned blocks, cudaStream_t s) {
+                using T = decltype(t);
+                max_pool_backward_kernel<<<blocks, cuda::kThreads, 0, s>>>(
+                    ptr<T>(grad_in), ptr<const T>(grad_out), ptr<const int64_t>(indices), g, p);
+              });
+}
+
+void avg_pool2d_forward(const Tensor& out, const Tensor& in, const Pool2dParams& p) {
+  const PoolGeometry g = geometry(in, out);
+  launch_pool(in, out.numel(), "avg_pool2d (cuda)", [&](auto t, unsigned blocks, cudaStream_t s) {
+    using T = decltype(t);
+    avg_pool_kernel<<<blocks, cuda::kThreads, 0, s>>>(ptr<T>(out), ptr<const T>(in), g, p);
+  });
+}
+
+void avg_pool2d_backward(const Tensor& grad_in, const Tensor& grad_out, const Pool2dParams& p) {
+  const PoolGeometry g = geometry(grad_in, grad_out);
+  launch_pool(grad_in, grad_in.numel(), "avg_pool2d_backward (cuda)",
+              [&](auto t, unsigned blocks, cudaStream_t s) {
+                using T = decltype(t);
+                avg_pool_backward_kernel<<<blocks, cuda::kThreads, 0, s>>>(
+                    ptr<T>(grad_in), ptr<const T>(grad_out), g, p);
+              });
+}
+
+void adaptive_avg_pool2d_forward(const Tensor& out, const Tensor& in) {
+  const PoolGeometry g = geometry(in, out);
+  launch_pool(in, out.numel(), "adaptive_avg_pool2d (cuda)",
+              [&](auto t, unsigned blocks, cudaStream_t s) {
+                using T = decltype(t);
+                adaptive_avg_pool_kernel<<<blocks, cuda::kThreads, 0, s>>>(ptr<T>(out),
+                                                                           ptr<const T>(in), g);
+              });
+}
+
+void adaptive_avg_pool2d_backward(const Tensor& grad_in, const Tensor& grad_out) {
+  const PoolGeometry g = geometry(grad_in, grad_out);
+  launch_pool(grad_in, grad_in.numel(), "adaptive_avg_pool2d_backward (cuda)",
+              [&](auto t, unsigned blocks, cudaStream_t s) {
+                using T = decltype(t);
+                adaptive_avg_pool_backward_kernel<<<blocks, cuda::kThreads, 0, s>>>(
+                    ptr<T>(grad_in), ptr<const T>(grad_out), g);
+              });
+}
+
+}  // namespace
+
+TANDEM_REGISTER_CUDA(batch_norm_stats, batch_norm_stats);
+TANDEM_REGISTER_CUDA(batch_norm_forward, batch_norm_forward);
+TANDEM_REGISTER_CUDA(batch_norm_backward, batch_norm_backward);
+TANDEM_REGISTER_CUDA(max_pool2d_forward, max_pool2d_forward);
+TANDEM_REGISTER_CUDA(max_pool2d_backward, max_pool2d_backward);
+TANDEM_REGISTER_CUDA(avg_pool2d_forward, avg_pool2d_forward);
+TANDEM_REGISTER_CUDA(avg_pool2d_backward, avg_pool2d_backward);
+TANDEM_REGISTER_CUDA(adaptive_avg_pool2d_forward, adaptive_avg_pool2d_forward);
+TANDEM_REGISTER_CUDA(adaptive_avg_pool2d_backward, adaptive_avg_pool2d_backward);
+
+}  // namespace tandem::kernels::cuda_backend
