@@ -14,6 +14,7 @@
 
 #include "tandem/kernels/cpu_isa.hpp"
 #include "tandem/monitor/progress.hpp"
+#include "tandem/monitor/step_report.hpp"
 #include "tandem/monitor/timeline.hpp"
 #include "tandem/tandem.hpp"
 
@@ -25,6 +26,7 @@ struct Config {
   std::string model = "resnet20", dataset = "fashion-mnist", data_dir, checkpoint_dir = "checkpoints";
   std::string resume, metrics, trace, precision = "f32", device = "auto";
   int epochs = 5, threads = 0, workers = 1, ranks = 0, grad_accum = 1;
+  int64_t report_every = 0;
   double bucket_mb = 25.0;
   bool sync_bn = false;
   int64_t batch = 128, max_steps = 0, synthetic_size = 10000;
@@ -191,6 +193,18 @@ void train_rank(Shared& sh, parallel::Rank& r) {
   }
   double acc = 0, train_seconds = 0;
   int64_t images_seen = 0, skipped = 0;
+  // Where each rank's time went (every --report-every steps and after each epoch): gathered
+  // from every rank, printed by rank 0, and a JSON line in --metrics.
+  monitor::StepBreakdown breakdown;
+  const auto report = [&](monitor::StepBreakdown& b) {
+    if (b.steps() == 0) return;
+    const monitor::StepReport rep = monitor::gather_report(
+        r.comm, b, monitor::ReportOptions().loader_setting("--workers " + std::to_string(c.workers)));
+    b.reset();
+    if (!lead) return;
+    std::printf("%s", rep.text().c_str());
+    if (metrics) *metrics << "{\"step\": " << step << ", \"breakdown\": " << rep.json() << "}\n";
+  };
   model->train();
   for (; epoch < c.epochs && step < stop_at; ++epoch, batch = 0) {
     const int64_t steps = std::min(per_epoch, stop_at - step + batch);
@@ -204,11 +218,15 @@ void train_rank(Shared& sh, parallel::Rank& r) {
     int64_t loss_count = 0, images = 0;
     monitor::Timeline* tl = sh.timeline.get();
     using Clock = monitor::Timeline::Clock;
+    const auto seconds_since = [](Clock::time_point t) {
+      return std::chrono::duration<double>(Clock::now() - t).count();
+    };
     while (batch < steps) {
       const auto wait_start = Clock::now();
       std::optional<data::Batch> b = train.next();
       TANDEM_CHECK(b.has_value(), "the loader ended epoch ", epoch + 1, " early");
       if (tl) tl->add(rank, monitor::Timeline::compute, "data wait", wait_start, Clock::now());
+      breakdown.add(monitor::Phase::data, seconds_since(wait_start));
       opt.zero_grad();
       double step_loss = 0;
       // --grad-accum: micro-batches, all but the last under no_sync.
@@ -218,6 +236,7 @@ void train_rank(Shared& sh, parallel::Rank& r) {
         Tensor x = b->images.narrow(0, k * micro, micro).to(r.device());
         Tensor y = b->labels.narrow(0, k * micro, micro).to(r.device());
         Tensor loss;
+        const auto forward_start = Clock::now();
         {
           monitor::Timeline::Span span(tl, rank, "forward");  // records nothing without --trace
           amp::autocast guard(low.value_or(DType::bf16), low.has_value());
@@ -226,23 +245,29 @@ void train_rank(Shared& sh, parallel::Rank& r) {
         if (c.grad_accum > 1) loss = loss / static_cast<double>(c.grad_accum);
         const auto backward_start = Clock::now();
         scaler.scale(loss).backward();
+        const bool reduced = k + 1 == c.grad_accum;  // the others ran under no_sync
+        const auto& red = ddp.last_reduction();
+        const auto backward_end = reduced ? red.backward_end : Clock::now();
         if (tl) {
-          const bool reduced = k + 1 == c.grad_accum;  // the others ran under no_sync
-          const auto& red = ddp.last_reduction();
-          tl->add(rank, monitor::Timeline::compute, "backward", backward_start,
-                  reduced ? red.backward_end : Clock::now());
+          tl->add(rank, monitor::Timeline::compute, "backward", backward_start, backward_end);
           if (reduced) tl->add_reduction(rank, red);
         }
+        breakdown.add(monitor::Phase::compute,
+                      std::chrono::duration<double>(backward_end - forward_start).count());
+        if (reduced) breakdown.add_reduction(red);
         step_loss += loss.item<double>();
       }
       {
+        const auto optimizer_start = Clock::now();
         monitor::Timeline::Span span(tl, rank, "optimizer");
         if (scaler.step(opt))
           sched.step();  // a skipped step (inf/NaN under f16) does not advance the schedule
         else
           ++skipped;
         scaler.update();
+        breakdown.add(monitor::Phase::optimizer, seconds_since(optimizer_start));
       }
+      breakdown.end_step(b->labels.numel());
       ++step, ++batch;
       loss_sum += step_loss;
       ++loss_count;
@@ -252,8 +277,13 @@ void train_rank(Shared& sh, parallel::Rank& r) {
         std::snprintf(suffix, sizeof suffix, "loss %.4f", loss_sum / static_cast<double>(loss_count));
         bar->update(batch, images, suffix);
       }
+      if (c.report_every > 0 && step % c.report_every == 0 && batch < steps) {
+        if (lead) std::printf("\n");  // below the progress bar, which goes on after it
+        report(breakdown);
+      }
     }
     if (bar) bar->finish();
+    report(breakdown);
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     train_seconds += seconds;
@@ -296,6 +326,13 @@ void train_rank(Shared& sh, parallel::Rank& r) {
                 c.model.c_str(), c.dataset.c_str(), static_cast<long long>(step), 100 * acc,
                 train_seconds, train_seconds > 0 ? images_seen / train_seconds : 0.0, world,
                 train_seconds > 0 ? images_seen / train_seconds / world : 0.0, ckpt.c_str());
+  if (lead && r.device().is_cuda()) {
+    const auto m = cuda::memory_stats(r.device().index());
+    std::printf("GPU memory (cuda:%d): peak %s allocated, %s reserved, %lld cudaMalloc calls\n",
+                r.device().index(), detail::describe_bytes(static_cast<size_t>(m.peak_allocated_bytes)).c_str(),
+                detail::describe_bytes(static_cast<size_t>(m.peak_reserved_bytes)).c_str(),
+                static_cast<long long>(m.device_allocs));
+  }
 }
 
 int run(const Config& c) {
@@ -390,6 +427,7 @@ int main(int argc, char** argv) {
   app.add_option("--checkpoint-dir", c.checkpoint_dir, "where the checkpoint is written after every epoch")->capture_default_str();
   app.add_option("--resume", c.resume, "checkpoint file to continue from");
   app.add_option("--metrics", c.metrics, "append one JSON line per epoch to this file");
+  app.add_option("--report-every", c.report_every, "also print the step breakdown and straggler report every N steps (it always comes after each epoch)")->check(CLI::NonNegativeNumber);
   app.add_option("--trace", c.trace, "write a Chrome trace of every step (per rank: data wait, forward, backward, each allreduce, optimizer)");
   app.add_option("--max-steps", c.max_steps, "stop after this many steps in all (the schedule still plans for --epochs)")->check(CLI::NonNegativeNumber);
   app.add_option("--device", c.device, "auto: every visible GPU, else the CPU")->check(CLI::IsMember({"auto", "cpu", "cuda"}))->capture_default_str();

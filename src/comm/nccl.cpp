@@ -420,7 +420,14 @@ class NcclComm final : public Communicator {
   void check_same_call(const CallDesc& desc, const std::string& what, Clock::time_point deadline) {
     Tensor mine = from_vector(std::vector<int64_t>(desc.begin(), desc.end())).to(device());
     Tensor all = empty({5 * size_}, TensorOptions(DType::i64).device(device()));
-    cudaEvent_t gathered = nullptr;
+    // That copy ran on the default stream and may still be in flight (a copy from pageable
+    // memory returns once staged): the communication stream waits for it.
+    cudaEvent_t copied = nullptr, gathered = nullptr;
+    TANDEM_CUDA_CHECK(cudaEventCreateWithFlags(&copied, cudaEventDisableTiming));
+    TANDEM_CUDA_CHECK(cudaEventRecord(copied, cudaStreamLegacy));
+    const cudaError_t waited = cudaStreamWaitEvent(stream(), copied, 0);
+    cudaEventDestroy(copied);
+    TANDEM_CUDA_CHECK(waited);
     {
       std::lock_guard<std::mutex> lock(comm_mu_);
       if (comm_ == nullptr)
@@ -457,12 +464,16 @@ class NcclComm final : public Communicator {
     }
   }
 
-  // ncclCommAbort, once; comm_mu_ keeps the progress thread off the handle meanwhile.
+  // ncclCommAbort, once; comm_mu_ keeps the progress thread off the handle meanwhile. Then the
+  // communication stream is drained (the abort ends NCCL's kernels), so the scratch and
+  // outputs pending collectives keep go back to the allocator only once nothing reads them.
   void abort_comm() {
     std::lock_guard<std::mutex> lock(comm_mu_);
     if (comm_ == nullptr) return;
     ncclCommAbort(comm_);
     comm_ = nullptr;
+    cuda::DeviceGuard guard(device_);
+    if (cudaStreamSynchronize(stream()) != cudaSuccess) cudaGetLastError();
   }
 
   // Why this communicator must stop now, or "": the group aborted, an asynchronous NCCL error,

@@ -1,0 +1,178 @@
+#include "tandem/monitor/step_report.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <sstream>
+
+#include "tandem/ops/creation.hpp"
+
+namespace tandem::monitor {
+
+const char* phase_name(Phase p) {
+  switch (p) {
+    case Phase::data: return "data wait";
+    case Phase::compute: return "compute";
+    case Phase::exposed_comm: return "exposed communication";
+    case Phase::optimizer: return "optimizer";
+  }
+  return "?";
+}
+
+void StepBreakdown::add_reduction(const parallel::ReductionTimes& t) {
+  comm::Clock::time_point last = t.backward_end;
+  for (const auto& b : t.buckets) last = std::max(last, b.done);
+  add(Phase::exposed_comm, std::chrono::duration<double>(last - t.backward_end).count());
+}
+
+double StepBreakdown::total_seconds() const {
+  double s = 0;
+  for (double v : seconds_) s += v;
+  return s;
+}
+
+double StepReport::ms_per_step(int r, Phase p) const {
+  const StepBreakdown& b = ranks.at(r);
+  return b.steps() > 0 ? 1000.0 * b.seconds(p) / static_cast<double>(b.steps()) : 0.0;
+}
+
+double StepReport::ms_per_step(int r) const {
+  double s = 0;
+  for (int p = 0; p < kPhases; ++p) s += ms_per_step(r, static_cast<Phase>(p));
+  return s;
+}
+
+double StepReport::busy_ms_per_step(int r) const {
+  return ms_per_step(r) - ms_per_step(r, Phase::exposed_comm);
+}
+
+int StepReport::slowest() const {
+  int best = 0;
+  for (int r = 1; r < static_cast<int>(ranks.size()); ++r)
+    if (busy_ms_per_step(r) > busy_ms_per_step(best)) best = r;
+  return best;
+}
+
+int StepReport::fastest() const {
+  int best = 0;
+  for (int r = 1; r < static_cast<int>(ranks.size()); ++r)
+    if (busy_ms_per_step(r) < busy_ms_per_step(best)) best = r;
+  return best;
+}
+
+double StepReport::spread() const {
+  const double fast = busy_ms_per_step(fastest());
+  return fast > 0 ? (busy_ms_per_step(slowest()) - fast) / fast : 0.0;
+}
+
+Phase StepReport::straggler_phase() const {
+  const int s = slowest(), f = fastest();
+  Phase worst = Phase::compute;
+  double most = -1;
+  for (Phase p : {Phase::data, Phase::compute, Phase::optimizer}) {
+    const double extra = ms_per_step(s, p) - ms_per_step(f, p);
+    if (extra > most) most = extra, worst = p;
+  }
+  return worst;
+}
+
+std::vector<int> StepReport::starved() const {
+  std::vector<int> out;
+  for (int r = 0; r < static_cast<int>(ranks.size()); ++r) {
+    const double total = ms_per_step(r);
+    if (total > 0 && ms_per_step(r, Phase::data) / total > options.starvation_threshold_)
+      out.push_back(r);
+  }
+  return out;
+}
+
+namespace {
+std::string fixed(double v, int decimals) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
+  return buf;
+}
+}  // namespace
+
+std::string StepReport::text() const {
+  std::ostringstream os;
+  const int n = static_cast<int>(ranks.size());
+  os << "step breakdown over " << (n ? ranks[0].steps() : 0) << " step(s), ms per step:\n";
+  os << "  rank   data wait    compute   exposed comm   optimizer     total    img/s\n";
+  for (int r = 0; r < n; ++r) {
+    char line[160];
+    const double secs = ranks[r].total_seconds();
+    std::snprintf(line, sizeof line, "  %4d %11.1f %10.1f %14.1f %11.1f %9.1f %8.0f\n", r,
+                  ms_per_step(r, Phase::data), ms_per_step(r, Phase::compute),
+                  ms_per_step(r, Phase::exposed_comm), ms_per_step(r, Phase::optimizer),
+                  ms_per_step(r), secs > 0 ? static_cast<double>(ranks[r].images()) / secs : 0.0);
+    os << line;
+  }
+  if (n > 1) {
+    const int s = slowest(), f = fastest();
+    const Phase p = straggler_phase();
+    if (spread() > options.straggler_threshold_) {
+      os << "  straggler: rank " << s << "'s own work (all but communication) takes "
+         << fixed(100 * spread(), 0) << "% longer per step than rank " << f
+         << "'s; most of the difference is " << phase_name(p) << " (+"
+         << fixed(ms_per_step(s, p) - ms_per_step(f, p), 1)
+         << " ms per step), which the other ranks spend waiting in the allreduce\n";
+    } else {
+      os << "  ranks balanced: the busiest (rank " << s << ") is within "
+         << fixed(100 * spread(), 0) << "% of the least busy\n";
+    }
+  }
+  for (int r : starved())
+    os << "  data starvation: rank " << r << " waits for the loader "
+       << fixed(100 * ms_per_step(r, Phase::data) / ms_per_step(r), 0)
+       << "% of its step; give the loader more threads"
+       << (options.loader_setting_.empty() ? "" : " (now " + options.loader_setting_ + ")")
+       << " or make its transforms cheaper\n";
+  return os.str();
+}
+
+std::string StepReport::json() const {
+  std::ostringstream os;
+  os << "{\"ranks\": [";
+  for (int r = 0; r < static_cast<int>(ranks.size()); ++r) {
+    const double secs = ranks[r].total_seconds();
+    os << (r ? ", " : "") << "{\"rank\": " << r << ", \"steps\": " << ranks[r].steps();
+    for (int p = 0; p < kPhases; ++p) {
+      static const char* keys[kPhases] = {"data_ms", "compute_ms", "exposed_comm_ms",
+                                          "optimizer_ms"};
+      os << ", \"" << keys[p] << "\": " << ms_per_step(r, static_cast<Phase>(p));
+    }
+    os << ", \"step_ms\": " << ms_per_step(r) << ", \"img_per_s\": "
+       << (secs > 0 ? static_cast<double>(ranks[r].images()) / secs : 0.0) << "}";
+  }
+  os << "], \"slowest\": " << slowest() << ", \"spread\": " << spread()
+     << ", \"straggler_phase\": \"" << phase_name(straggler_phase()) << "\", \"starved\": [";
+  const auto s = starved();
+  for (size_t i = 0; i < s.size(); ++i) os << (i ? ", " : "") << s[i];
+  os << "]}";
+  return os.str();
+}
+
+StepReport gather_report(comm::Communicator& comm, const StepBreakdown& mine,
+                         ReportOptions options) {
+  constexpr int kFields = kPhases + 2;  // the phases, steps, images
+  std::vector<double> v;
+  for (int p = 0; p < kPhases; ++p) v.push_back(mine.seconds(static_cast<Phase>(p)));
+  v.push_back(static_cast<double>(mine.steps()));
+  v.push_back(static_cast<double>(mine.images()));
+  const int world = comm.size();
+  Tensor all = zeros({world * kFields}, TensorOptions(DType::f64).device(comm.device()));
+  comm.allgather(all, from_vector(v).to(comm.device())).wait();
+  const std::vector<double> got = all.to_vector<double>();
+  StepReport report;
+  report.options = std::move(options);
+  for (int r = 0; r < world; ++r) {
+    StepBreakdown b;
+    for (int p = 0; p < kPhases; ++p) b.add(static_cast<Phase>(p), got[r * kFields + p]);
+    b.end_step(static_cast<int64_t>(got[r * kFields + kPhases + 1]),
+               static_cast<int64_t>(got[r * kFields + kPhases]));
+    report.ranks.push_back(b);
+  }
+  return report;
+}
+
+}  // namespace tandem::monitor
