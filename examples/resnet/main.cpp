@@ -14,6 +14,7 @@
 
 #include "tandem/kernels/cpu_isa.hpp"
 #include "tandem/monitor/progress.hpp"
+#include "tandem/monitor/gpu_health.hpp"
 #include "tandem/monitor/step_report.hpp"
 #include "tandem/monitor/timeline.hpp"
 #include "tandem/tandem.hpp"
@@ -196,6 +197,17 @@ void train_rank(Shared& sh, parallel::Rank& r) {
   // Where each rank's time went (every --report-every steps and after each epoch): gathered
   // from every rank, printed by rank 0, and a JSON line in --metrics.
   monitor::StepBreakdown breakdown;
+  // GPU health (NVML, when the driver has it) after each epoch, from rank 0: in --metrics, and a
+  // warning when a GPU throttles or its clock falls.
+  std::optional<monitor::GpuHealth> health;
+  std::vector<monitor::GpuSample> health_start;
+  if (lead && r.device().is_cuda()) {
+    health.emplace();
+    if (health->available())
+      health_start = health->sample();
+    else
+      std::printf("GPU health not recorded: %s\n", health->why_unavailable().c_str());
+  }
   const auto report = [&](monitor::StepBreakdown& b) {
     if (b.steps() == 0) return;
     const monitor::StepReport rep = monitor::gather_report(
@@ -296,6 +308,17 @@ void train_rank(Shared& sh, parallel::Rank& r) {
     if (!lead) continue;
     std::printf("epoch %lld: train loss %.4f, test accuracy %.2f%%, %.0f img/s, %.1f s\n",
                 static_cast<long long>(epoch + 1), train_loss, 100 * acc, images / seconds, seconds);
+
+    if (health && health->available()) {
+      const auto now = health->sample();
+      for (const std::string& w : monitor::health_warnings(health_start, now))
+        std::printf("warning: %s\n", w.c_str());
+      if (metrics) {
+        *metrics << "{\"step\": " << step << ", \"gpu_health\": [";
+        for (size_t i = 0; i < now.size(); ++i) *metrics << (i ? ", " : "") << now[i].json();
+        *metrics << "]}\n";
+      }
+    }
 
     io::TrainingState st;
     st.model = model->state_dict();

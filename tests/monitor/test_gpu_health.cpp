@@ -1,0 +1,52 @@
+// GPU health through NVML loaded at run time: absent NVML is said once and nothing breaks; where
+// NVML and GPUs are, every GPU gives a sample; the warnings fire for throttling and clock drops
+// only.
+#include "../util.hpp"
+#include "tandem/monitor/gpu_health.hpp"
+
+using namespace tandem;
+using monitor::GpuSample;
+
+TEST_CASE("GPU health: NVML absent is handled, present gives a sample per GPU", "[monitor]") {
+  monitor::GpuHealth health;
+  if (!health.available()) {
+    CHECK_THAT(health.why_unavailable(),
+               Catch::Contains("libnvidia-ml.so.1") || Catch::Contains("NVML did not initialize"));
+    CHECK(health.sample().empty());
+    return;
+  }
+  CHECK(health.why_unavailable().empty());
+  const auto samples = health.sample();
+  CHECK(static_cast<int>(samples.size()) >= cuda::device_count());
+  for (const GpuSample& s : samples) {
+    CHECK(s.memory_total > 0);
+    CHECK(s.sm_clock_max_mhz > 0);
+    CHECK(s.json().rfind("{\"gpu\": " + std::to_string(s.index), 0) == 0);
+  }
+}
+
+TEST_CASE("GPU health warnings: thermal and power throttling, a falling clock; not idling",
+          "[monitor]") {
+  GpuSample before;
+  before.index = 0;
+  before.sm_clock_mhz = 1980;
+  GpuSample idle = before;
+  idle.throttle_reasons = 0x1;  // GPU idle: not a problem
+  CHECK(monitor::health_warnings({before}, {idle}).empty());
+  CHECK_FALSE(idle.throttled());
+
+  GpuSample hot = before;
+  hot.throttle_reasons = 0x40 | 0x4;  // hardware thermal slowdown and the power cap
+  hot.temperature_c = 91;
+  const auto w = monitor::health_warnings({before}, {hot});
+  REQUIRE(w.size() == 1);
+  CHECK(w[0] == "GPU 0 is throttling: power cap, thermal (hardware) (SM clock 1980 MHz, 91 C)");
+
+  GpuSample slow = before;
+  slow.sm_clock_mhz = 1400;
+  const auto w2 = monitor::health_warnings({before}, {slow});
+  REQUIRE(w2.size() == 1);
+  CHECK(w2[0] == "GPU 0's SM clock fell from 1980 to 1400 MHz during training");
+  slow.sm_clock_mhz = 1900;  // within 10%: boost clocks move that much
+  CHECK(monitor::health_warnings({before}, {slow}).empty());
+}
