@@ -151,6 +151,8 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
     TANDEM_CHECK(!ready_[i], "DistributedDataParallel: parameter '", names_[i],
                  "' became ready twice in one backward");
     ready_[i] = true;
+    times_.ready.push_back({i, params_[i].numel() * static_cast<int64_t>(element_size(params_[i].dtype())),
+                            comm::Clock::now()});
     if (!rebuilt_) ready_order_.push_back(i);
     if (--buckets_[bucket_of_[i]].pending == 0) launch_ready();
   }
@@ -163,6 +165,7 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
     next_launch_ = 0;
     times_ = ReductionTimes();
     times_.buckets.resize(buckets_.size());
+    times_.ready.reserve(params_.size());
     // A failed pass drops its callbacks unrun: its allreduces in flight are waited for at once
     // (they write into the gradients, which the caller may zero next), and the next hook
     // starts a new pass.

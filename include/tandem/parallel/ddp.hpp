@@ -42,14 +42,21 @@ std::vector<std::vector<size_t>> assign_buckets(const std::vector<Tensor>& param
                                                 int64_t first_cap_bytes, int64_t cap_bytes);
 
 /// When each bucket of the last reduced backward was launched and when the communicator completed
-/// it, and when backward's last op ended (for tests and timelines).
+/// it, when each parameter's gradient became ready (in that order), and when backward's last op
+/// ended: for tests, timelines and the scaling predictor's profile (monitor/predictor.hpp).
 struct ReductionTimes {
   struct Bucket {
     int64_t bytes = 0;
     comm::Clock::time_point launched, done;
   };
+  struct Ready {
+    size_t param = 0;
+    int64_t bytes = 0;
+    comm::Clock::time_point at;
+  };
   comm::Clock::time_point backward_end;
   std::vector<Bucket> buckets;
+  std::vector<Ready> ready;
 };
 
 /// A function that is true on every rank when `flag` is true on any (one allreduce of one

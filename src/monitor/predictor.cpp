@@ -1,0 +1,109 @@
+#include "tandem/monitor/predictor.hpp"
+
+#include <algorithm>
+#include <chrono>
+
+#include "tandem/core/error.hpp"
+
+namespace tandem::monitor {
+
+const std::vector<Interconnect>& interconnect_presets() {
+  constexpr double kGB = 1e9;
+  static const std::vector<Interconnect> presets{
+      {"pcie4", 10e-6, 20 * kGB, "GPUs over PCIe 4.0 x16 (no NVLink)"},
+      {"pcie5", 10e-6, 40 * kGB, "GPUs over PCIe 5.0 x16 (no NVLink)"},
+      {"nvlink-a100", 6e-6, 230 * kGB, "8 x A100 SXM, NVLink 3 through NVSwitch"},
+      {"nvlink-h100", 6e-6, 470 * kGB, "8 x H100 SXM, NVLink 4 through NVSwitch"},
+      {"nvlink-h200", 6e-6, 470 * kGB, "8 x H200 SXM, NVLink 4 through NVSwitch"},
+      {"ib-hdr", 10e-6, 23 * kGB, "between nodes, one HDR InfiniBand port (200 Gb/s) per node"},
+      {"ib-ndr", 10e-6, 46 * kGB, "between nodes, one NDR InfiniBand port (400 Gb/s) per node"},
+  };
+  return presets;
+}
+
+Interconnect interconnect(const std::string& name) {
+  std::string names;
+  for (const Interconnect& ic : interconnect_presets()) {
+    if (ic.name == name) return ic;
+    names += (names.empty() ? "" : ", ") + ic.name;
+  }
+  TANDEM_THROW(ValueError, "interconnect: no preset named '", name, "' (presets: ", names,
+               "; or give latency and bandwidth)");
+}
+
+double ring_allreduce_seconds(double bytes, int ranks, const Interconnect& ic) {
+  if (ranks <= 1) return 0.0;
+  const double steps = 2.0 * (ranks - 1);
+  return steps * ic.latency_s + steps / ranks * bytes / ic.bus_bandwidth;
+}
+
+Profile Profile::from(const parallel::ReductionTimes& times, double data_s, double compute_s,
+                      double optimizer_s) {
+  Profile p;
+  p.data_s = data_s, p.compute_s = compute_s, p.optimizer_s = optimizer_s;
+  for (const auto& r : times.ready)
+    p.gradients.push_back(
+        {r.bytes, std::max(0.0, std::chrono::duration<double>(times.backward_end - r.at).count())});
+  return p;
+}
+
+int64_t Profile::gradient_bytes() const {
+  int64_t b = 0;
+  for (const Gradient& g : gradients) b += g.bytes;
+  return b;
+}
+
+Prediction predict(const Profile& profile, const Interconnect& ic, int ranks,
+                   PredictOptions options) {
+  TANDEM_CHECK_T(ValueError, ranks >= 1, "predict: ranks must be >= 1, got ", ranks);
+  TANDEM_CHECK_T(ValueError, ic.bus_bandwidth > 0 && ic.latency_s >= 0, "predict: interconnect '",
+                 ic.name, "' needs a positive bandwidth and a latency >= 0");
+  const double scale = options.compute_scale_;
+  const double first_cap = options.first_bucket_mb_ * 1024 * 1024;
+  const double cap = options.bucket_cap_mb_ * 1024 * 1024;
+  // Times relative to backward's end at this scale: a gradient ready `slack` before it.
+  double comm_end = -1e300, total_comm = 0;
+  int buckets = 0;
+  double bytes = 0, ready = -1e300;
+  auto close = [&] {
+    if (bytes <= 0) return;
+    const double t = ring_allreduce_seconds(bytes, ranks, ic);
+    comm_end = std::max(comm_end, ready) + t;
+    total_comm += t;
+    ++buckets;
+    bytes = 0;
+    ready = -1e300;
+  };
+  for (const Profile::Gradient& g : profile.gradients) {
+    bytes += static_cast<double>(g.bytes);
+    ready = std::max(ready, -g.slack_s * scale);
+    if (bytes >= (buckets == 0 ? first_cap : cap)) close();
+  }
+  close();
+  Prediction p;
+  p.ranks = ranks;
+  p.bucket_cap_bytes = cap;
+  p.buckets = buckets;
+  p.comm_s = total_comm;
+  p.exposed_s = ranks > 1 && buckets > 0 ? std::max(0.0, comm_end) : 0.0;
+  p.step_s = profile.step_s() * scale + p.exposed_s;
+  p.efficiency = p.step_s > 0 ? profile.step_s() / p.step_s : 1.0;
+  return p;
+}
+
+Prediction best_bucket_cap(const Profile& profile, const Interconnect& ic, int ranks,
+                           PredictOptions options, std::vector<double> caps_mb) {
+  if (caps_mb.empty()) caps_mb = {1, 2, 5, 10, 25, 50, 100, 200};
+  Prediction best;
+  bool first = true;
+  for (double mb : caps_mb) {
+    Prediction p = predict(profile, ic, ranks, PredictOptions(options).bucket_cap_mb(mb));
+    if (first || p.step_s < best.step_s ||
+        (p.step_s == best.step_s && p.bucket_cap_bytes > best.bucket_cap_bytes))
+      best = p;
+    first = false;
+  }
+  return best;
+}
+
+}  // namespace tandem::monitor

@@ -1,0 +1,97 @@
+// The scaling predictor: the ring cost is the closed form; the step simulation gives the hand-
+// computed exposed communication for hidden, partly hidden and unhidden buckets; the best
+// bucket cap moves the way latency and overlap say; a real DDP backward gives a usable profile.
+#include "../util.hpp"
+#include "tandem/monitor/predictor.hpp"
+
+using namespace tandem;
+using monitor::Interconnect;
+using monitor::Profile;
+using tandem::testing::error_of;
+
+namespace {
+const Interconnect kIc{"test", 1e-5, 1e9, ""};
+constexpr double kMiB = 1024.0 * 1024.0;
+}  // namespace
+
+TEST_CASE("predictor: ring allreduce cost is the closed form", "[monitor][predictor]") {
+  // 2 (N - 1) latency + 2 (N - 1) / N x bytes / bus bandwidth.
+  CHECK(monitor::ring_allreduce_seconds(1e8, 4, kIc) == Approx(6e-5 + 1.5 * 0.1));
+  CHECK(monitor::ring_allreduce_seconds(1e8, 2, kIc) == Approx(2e-5 + 0.1));
+  CHECK(monitor::ring_allreduce_seconds(1e8, 1, kIc) == 0.0);
+  CHECK(monitor::interconnect("nvlink-h200").bus_bandwidth > monitor::interconnect("pcie4").bus_bandwidth);
+  CHECK_THAT(error_of([] { monitor::interconnect("carrier-pigeon"); }),
+             Catch::Contains("no preset named 'carrier-pigeon' (presets: pcie4, pcie5"));
+}
+
+TEST_CASE("predictor: exposed communication of unhidden, hidden and partly hidden buckets",
+          "[monitor][predictor]") {
+  Profile p;
+  p.data_s = 0.01, p.compute_s = 0.2, p.optimizer_s = 0.01;
+  const double mb8 = 8 * kMiB;
+  const double t8 = monitor::ring_allreduce_seconds(mb8, 2, kIc);  // about 8.4 ms
+  // One gradient ready at backward's very end: all of its allreduce shows.
+  p.gradients = {{static_cast<int64_t>(mb8), 0.0}};
+  auto r = monitor::predict(p, kIc, 2);
+  CHECK(r.buckets == 1);
+  CHECK(r.exposed_s == Approx(t8));
+  CHECK(r.step_s == Approx(0.22 + t8));
+  CHECK(r.efficiency == Approx(0.22 / (0.22 + t8)));
+  // Ready 50 ms before the end: hidden.
+  p.gradients = {{static_cast<int64_t>(mb8), 0.05}};
+  CHECK(monitor::predict(p, kIc, 2).exposed_s == 0.0);
+  // Two buckets (first bucket 1 MiB closes after the first gradient): the first ready 5 ms
+  // before the end, the second at the end. Comm: first ends at -5 ms + t8, the second starts
+  // at max(that, 0) and runs t8.
+  p.gradients = {{static_cast<int64_t>(mb8), 0.005}, {static_cast<int64_t>(mb8), 0.0}};
+  r = monitor::predict(p, kIc, 2);
+  CHECK(r.buckets == 2);
+  CHECK(r.exposed_s == Approx(std::max(-0.005 + t8, 0.0) + t8));
+  CHECK(r.comm_s == Approx(2 * t8));
+  // One rank: nothing to reduce.
+  CHECK(monitor::predict(p, kIc, 1).exposed_s == 0.0);
+  CHECK(monitor::predict(p, kIc, 1).efficiency == 1.0);
+  // CPU ranks sharing cores: compute scales, and so does the slack.
+  r = monitor::predict(p, kIc, 2, monitor::PredictOptions().compute_scale(2.0));
+  CHECK(r.step_s == Approx(0.44 + std::max(-0.010 + t8, 0.0) + t8));
+}
+
+TEST_CASE("predictor: the best bucket cap follows latency and overlap", "[monitor][predictor]") {
+  // 100 gradients of 1 MiB, ready evenly over a 100 ms backward.
+  Profile p;
+  p.compute_s = 0.15;
+  for (int i = 0; i < 100; ++i) p.gradients.push_back({static_cast<int64_t>(kMiB), 0.1 - 0.001 * i});
+  // Cheap messages, slow wire: small buckets overlap best.
+  const Interconnect slow_wire{"slow", 1e-6, 2e9, ""};
+  const auto a = monitor::best_bucket_cap(p, slow_wire, 8);
+  // Expensive messages (a millisecond each), fast wire: few big buckets.
+  const Interconnect high_latency{"latent", 1e-3, 200e9, ""};
+  const auto b = monitor::best_bucket_cap(p, high_latency, 8);
+  CHECK(a.bucket_cap_bytes < b.bucket_cap_bytes);
+  for (double mb : {1.0, 2.0, 5.0, 10.0, 25.0, 50.0, 100.0, 200.0}) {
+    CHECK(monitor::predict(p, slow_wire, 8, monitor::PredictOptions().bucket_cap_mb(mb)).step_s >=
+          a.step_s);
+    CHECK(monitor::predict(p, high_latency, 8, monitor::PredictOptions().bucket_cap_mb(mb)).step_s >=
+          b.step_s);
+  }
+}
+
+TEST_CASE("predictor: a DDP backward gives a profile of every gradient", "[monitor][predictor]") {
+  auto model = std::make_shared<nn::Sequential>(std::make_shared<nn::Linear>(32, 64),
+                                                std::make_shared<nn::ReLU>(),
+                                                std::make_shared<nn::Linear>(64, 4));
+  int64_t bytes = 0;
+  for (const Tensor& t : model->parameters()) bytes += t.numel() * 4;
+  Profile prof;
+  parallel::launch(1, [&](parallel::Rank& r) {
+    parallel::DistributedDataParallel ddp(model, r.comm);
+    ddp.forward(ones({8, 32})).sum().backward();
+    prof = Profile::from(ddp.last_reduction(), 0.001, 0.01, 0.001);
+  });
+  REQUIRE(prof.gradients.size() == 4);
+  CHECK(prof.gradient_bytes() == bytes);
+  for (const auto& g : prof.gradients) CHECK(g.slack_s >= 0.0);
+  // Ready order: the last layer's gradients first, with the most slack.
+  CHECK(prof.gradients.front().slack_s >= prof.gradients.back().slack_s);
+  CHECK(prof.step_s() == Approx(0.012));
+}
