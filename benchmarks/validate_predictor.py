@@ -1,0 +1,80 @@
+#!/usr/bin/env python3
+"""The scaling predictor against measured runs: CPU ranks of the local backend at 1..N.
+
+1. Measures the local backend's allreduce at world 2 (bench_allreduce) and fits latency and
+   bandwidth of the ring model to it (T = 2 x latency + bytes / bandwidth at two ranks).
+2. tandem-predict profiles one rank of ResNet-20 (batch 64 of 1x28x28, one thread) and predicts
+   the step at 1..N ranks of one thread sharing this machine's cores.
+3. bench_scaling measures the step at 1..N ranks (DDP, local backend, one thread each).
+Prints and writes predicted vs measured step times; the target is within 10%.
+
+  python3 benchmarks/validate_predictor.py --max-world 4 --out docs/bench/predictor.json
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+BIN = os.path.join(os.path.dirname(HERE), "build", "benchmarks")
+
+
+def run_json(cmd):
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    text = out[out.index("{"):]
+    return json.loads(text)
+
+
+def fit_local(bin_dir):
+    """Least-squares T = a + bytes / bw over the sweep's sizes at world 2."""
+    path = "/tmp/tandem-validate-allreduce.json"
+    subprocess.run([os.path.join(bin_dir, "bench_allreduce"), "--backend", "local", "--world", "2",
+                    "--max-mib", "8", "--iters", "30", "--json", path], check=True, capture_output=True)
+    rows = json.load(open(path))["sizes"]
+    xs = [r["bytes"] for r in rows]
+    ys = [r["time_us"] * 1e-6 for r in rows]
+    n = len(xs)
+    mx, my = sum(xs) / n, sum(ys) / n
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
+    a = max(my - slope * mx, 0.0)
+    return {"latency_us": a / 2 * 1e6, "bandwidth_gbs": 1 / slope / 1e9 if slope > 0 else 1e3}
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--max-world", type=int, default=4)
+    p.add_argument("--cores", type=int, default=os.cpu_count())
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--bin", default=BIN)
+    p.add_argument("--out")
+    args = p.parse_args()
+    link = fit_local(args.bin)
+    print(f"local backend at world 2: {link['latency_us']:.0f} us per ring step, "
+          f"{link['bandwidth_gbs']:.2f} GB/s", file=sys.stderr)
+    predicted = run_json([os.path.join(args.bin, "tandem-predict"), "--model", "resnet20", "--batch", "64",
+                          "--size", "28", "--channels", "1", "--threads", "1", "--device", "cpu",
+                          "--cpu-cores", str(args.cores), "--ranks", str(args.max_world), "--steps", "15",
+                          "--latency-us", str(link["latency_us"]), "--bandwidth-gbs",
+                          str(link["bandwidth_gbs"]), "--json"])
+    rows = []
+    for w in range(1, args.max_world + 1):
+        measured = [run_json([os.path.join(args.bin, "bench_scaling"), "--ranks", str(w), "--batch", "64",
+                              "--threads", "1", "--steps", "15", "--warmup", "3",
+                              "--model", "resnet20"])["step_ms_median"] for _ in range(args.repeats)]
+        pred = next(r for r in predicted["per_ranks"] if r["ranks"] == w)
+        m = statistics.median(measured)
+        rows.append({"world": w, "predicted_step_ms": pred["step_ms"], "measured_step_ms": m,
+                     "measured_runs_ms": measured, "predicted_over_measured": pred["step_ms"] / m})
+        print(f"world {w}: predicted {pred['step_ms']:.0f} ms, measured {m:.0f} ms "
+              f"(runs {', '.join(f'{x:.0f}' for x in measured)}): {pred['step_ms'] / m:.2f}", file=sys.stderr)
+    out = {"link": link, "cores": args.cores, "profile": {k: predicted[k] for k in ("compute_ms", "optimizer_ms", "gradient_mb")},
+           "rows": rows}
+    print(json.dumps(out, indent=1))
+    if args.out:
+        json.dump(out, open(args.out, "w"), indent=1)
+
+
+if __name__ == "__main__":
+    main()
