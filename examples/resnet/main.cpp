@@ -235,7 +235,11 @@ void train_rank(Shared& sh, parallel::Rank& r) {
     };
     while (batch < steps) {
       const auto wait_start = Clock::now();
-      std::optional<data::Batch> b = train.next();
+      std::optional<data::Batch> b;
+      {
+        monitor::NvtxRange nvtx("data wait");
+        b = train.next();
+      }
       TANDEM_CHECK(b.has_value(), "the loader ended epoch ", epoch + 1, " early");
       if (tl) tl->add(rank, monitor::Timeline::compute, "data wait", wait_start, Clock::now());
       breakdown.add(monitor::Phase::data, seconds_since(wait_start));
@@ -256,7 +260,10 @@ void train_rank(Shared& sh, parallel::Rank& r) {
         }
         if (c.grad_accum > 1) loss = loss / static_cast<double>(c.grad_accum);
         const auto backward_start = Clock::now();
-        scaler.scale(loss).backward();
+        {
+          monitor::NvtxRange nvtx("backward");
+          scaler.scale(loss).backward();
+        }
         const bool reduced = k + 1 == c.grad_accum;  // the others ran under no_sync
         const auto& red = ddp.last_reduction();
         const auto backward_end = reduced ? red.backward_end : Clock::now();

@@ -6,7 +6,19 @@
 
 #include "tandem/io/safetensors.hpp"
 
+#ifdef TANDEM_WITH_CUDA
+#include <nvtx3/nvToolsExt.h>  // header-only NVTX 3: no library to link
+#endif
+
 namespace tandem::monitor {
+
+#ifdef TANDEM_WITH_CUDA
+NvtxRange::NvtxRange(const char* name) { nvtxRangePushA(name); }
+NvtxRange::~NvtxRange() { nvtxRangePop(); }
+#else
+NvtxRange::NvtxRange(const char*) {}
+NvtxRange::~NvtxRange() = default;
+#endif
 
 void Timeline::add(int rank, Row row, const std::string& name, Clock::time_point start,
                    Clock::time_point end, const std::string& args) {

@@ -14,6 +14,16 @@
 
 namespace tandem::monitor {
 
+/// An NVTX range around a scope, so Nsight Systems shows tandem's phases on GPU machines (CUDA
+/// builds; NVTX costs next to nothing when no tool listens, and elsewhere this does nothing).
+class NvtxRange {
+ public:
+  explicit NvtxRange(const char* name);
+  ~NvtxRange();
+  NvtxRange(const NvtxRange&) = delete;
+  NvtxRange& operator=(const NvtxRange&) = delete;
+};
+
 class Timeline {
  public:
   using Clock = std::chrono::steady_clock;
@@ -38,11 +48,12 @@ class Timeline {
   void add_reduction(int rank, const parallel::ReductionTimes& times);
 
   /// Records [construction, destruction) of the span on the compute row; with a null timeline,
-  /// nothing (so a scope can be timed only when tracing is on).
+  /// nothing (so a scope can be timed only when tracing is on). An NVTX range either way.
   class Span {
    public:
     Span(Timeline* timeline, int rank, std::string name)
-        : timeline_(timeline), rank_(rank), name_(std::move(name)), start_(Clock::now()) {}
+        : nvtx_(name.c_str()), timeline_(timeline), rank_(rank), name_(std::move(name)),
+          start_(Clock::now()) {}
     ~Span() {
       if (timeline_) timeline_->add(rank_, compute, name_, start_, Clock::now());
     }
@@ -50,6 +61,7 @@ class Timeline {
     Span& operator=(const Span&) = delete;
 
    private:
+    NvtxRange nvtx_;
     Timeline* timeline_;
     int rank_;
     std::string name_;
