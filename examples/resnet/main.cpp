@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -15,6 +16,7 @@
 #include "tandem/kernels/cpu_isa.hpp"
 #include "tandem/monitor/progress.hpp"
 #include "tandem/monitor/gpu_health.hpp"
+#include "tandem/monitor/predictor.hpp"
 #include "tandem/monitor/step_report.hpp"
 #include "tandem/monitor/timeline.hpp"
 #include "tandem/tandem.hpp"
@@ -28,7 +30,7 @@ struct Config {
   std::string resume, metrics, trace, precision = "f32", device = "auto";
   int epochs = 5, threads = 0, workers = 1, ranks = 0, grad_accum = 1;
   int64_t report_every = 0;
-  double bucket_mb = 25.0;
+  std::string bucket_mb = "25";  // MiB, or "auto"
   bool sync_bn = false;
   int64_t batch = 128, max_steps = 0, synthetic_size = 10000;
   double lr = 0.2, momentum = 0.9, weight_decay = 5e-4;
@@ -146,7 +148,9 @@ void train_rank(Shared& sh, parallel::Rank& r) {
   model->to(r.device());
   if (c.sync_bn) parallel::convert_sync_batchnorm(*model, r.comm);
   parallel::DistributedDataParallel ddp(model, r.comm,
-                                        parallel::DDPOptions().bucket_cap_mb(c.bucket_mb));
+                                        c.bucket_mb == "auto"
+                                            ? parallel::DDPOptions().bucket_cap_chooser(monitor::auto_bucket_cap())
+                                            : parallel::DDPOptions().bucket_cap_mb(std::stod(c.bucket_mb)));
   optim::SGD opt(optim::weight_decay_groups(*model, c.weight_decay),
                  optim::SGDOptions(c.lr).momentum(c.momentum).nesterov(true));
   const std::optional<DType> low = precision_dtype(c.precision);
@@ -356,6 +360,9 @@ void train_rank(Shared& sh, parallel::Rank& r) {
                 c.model.c_str(), c.dataset.c_str(), static_cast<long long>(step), 100 * acc,
                 train_seconds, train_seconds > 0 ? images_seen / train_seconds : 0.0, world,
                 train_seconds > 0 ? images_seen / train_seconds / world : 0.0, ckpt.c_str());
+  if (lead && c.bucket_mb == "auto" && world > 1)
+    std::printf("bucket cap: %.3g MiB, chosen by the scaling predictor from the first step\n",
+                ddp.bucket_cap_mb());
   if (lead && r.device().is_cuda()) {
     const auto m = cuda::memory_stats(r.device().index());
     std::printf("GPU memory (cuda:%d): peak %s allocated, %s reserved, %lld cudaMalloc calls\n",
@@ -463,7 +470,16 @@ int main(int argc, char** argv) {
   app.add_option("--device", c.device, "auto: every visible GPU, else the CPU")->check(CLI::IsMember({"auto", "cpu", "cuda"}))->capture_default_str();
   app.add_option("--ranks", c.ranks, "data-parallel ranks in this process: CPU ranks, or GPUs (0: every GPU, else 1 CPU rank; under mpirun: one per process)")->check(CLI::Range(0, 256))->capture_default_str();
   app.add_option("--precision", c.precision, "f32, or autocast to f16 (with loss scaling) or bf16")->check(CLI::IsMember({"f32", "f16", "bf16"}))->capture_default_str();
-  app.add_option("--bucket-mb", c.bucket_mb, "gradient bucket size of the allreduce, MiB")->check(positive())->capture_default_str();
+  app.add_option("--bucket-mb", c.bucket_mb, "gradient bucket size of the allreduce, MiB, or auto (chosen by the scaling predictor from the first step)")
+      ->check(CLI::Validator(
+          [](std::string& v) -> std::string {
+            char* end = nullptr;
+            const double mb = std::strtod(v.c_str(), &end);
+            if (v == "auto" || (end != v.c_str() && *end == '\0' && mb > 0)) return "";
+            return "must be a positive number of MiB or auto, got " + v;
+          },
+          "MiB|auto"))
+      ->capture_default_str();
   app.add_option("--grad-accum", c.grad_accum, "micro-batches per step (gradients accumulated without allreduce)")->check(CLI::Range(1, 1024))->capture_default_str();
   app.add_flag("--sync-bn", c.sync_bn, "batch-norm statistics over all ranks (SyncBatchNorm)");
   app.add_option("--synthetic-size", c.synthetic_size, "training images of --dataset synthetic (test images: as many, at most 1000)")->check(positive())->capture_default_str();

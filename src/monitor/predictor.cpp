@@ -1,6 +1,7 @@
 #include "tandem/monitor/predictor.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <chrono>
 
 #include "tandem/core/error.hpp"
@@ -98,12 +99,26 @@ Prediction best_bucket_cap(const Profile& profile, const Interconnect& ic, int r
   bool first = true;
   for (double mb : caps_mb) {
     Prediction p = predict(profile, ic, ranks, PredictOptions(options).bucket_cap_mb(mb));
-    if (first || p.step_s < best.step_s ||
-        (p.step_s == best.step_s && p.bucket_cap_bytes > best.bucket_cap_bytes))
+    // Ties (all hidden, or one bucket either way): the cap nearer PyTorch's 25 MiB default.
+    const auto off_default = [](double bytes) { return std::abs(std::log(bytes / (25.0 * 1024 * 1024))); };
+    if (first || p.step_s < best.step_s * (1 - 1e-9) ||
+        (p.step_s <= best.step_s * (1 + 1e-9) &&
+         off_default(p.bucket_cap_bytes) < off_default(best.bucket_cap_bytes)))
       best = p;
     first = false;
   }
   return best;
+}
+
+parallel::BucketCapChooser auto_bucket_cap(std::vector<double> caps_mb) {
+  return [caps_mb](const parallel::ReductionTimes& times, int world, double latency_s,
+                   double bus_bandwidth) {
+    if (world <= 1 || bus_bandwidth <= 0) return 25.0;
+    const Interconnect measured{"measured", latency_s, bus_bandwidth, "the communicator"};
+    const Prediction best = best_bucket_cap(Profile::from(times, 0, 0, 0), measured, world, {},
+                                            caps_mb);
+    return best.bucket_cap_bytes / (1024.0 * 1024.0);
+  };
 }
 
 }  // namespace tandem::monitor

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <map>
+#include <chrono>
 #include <numeric>
 #include <sstream>
 
@@ -102,6 +103,11 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
     return buckets_[b].buffer;
   }
   const ReductionTimes& times() const { return times_; }
+  double cap_mb() const { return options_.bucket_cap_mb_; }
+  void set_link(double latency_s, double bandwidth) {
+    link_latency_s_ = latency_s;
+    link_bandwidth_ = bandwidth;
+  }
 
  private:
   struct Bucket {
@@ -263,10 +269,11 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
   }
 
   // Once, after the first reduced backward: buckets in the order gradients became ready on rank
-  // 0 (broadcast, so every rank builds the same buckets), unused parameters last.
+  // 0 (broadcast, so every rank builds the same buckets), unused parameters last; with a bucket
+  // cap chooser, rank 0's choice goes along (the last element, in bytes).
   void rebuild() {
     rebuilt_ = true;
-    std::vector<int64_t> order(params_.size());
+    std::vector<int64_t> order(params_.size() + 1, 0);
     std::vector<bool> seen(params_.size(), false);
     size_t n = 0;
     for (size_t i : ready_order_) {
@@ -275,10 +282,19 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
     }
     for (size_t i = params_.size(); i-- > 0;)
       if (!seen[i]) order[n++] = static_cast<int64_t>(i);
+    if (options_.bucket_cap_chooser_ && comm_.rank() == 0) {
+      const double mb = options_.bucket_cap_chooser_(times_, comm_.size(), link_latency_s_,
+                                                     link_bandwidth_);
+      TANDEM_CHECK_T(ValueError, mb > 0, "DistributedDataParallel: the bucket cap chooser gave ",
+                     mb, " MiB");
+      order.back() = static_cast<int64_t>(mb * 1024 * 1024);
+    }
     Tensor t = from_vector(order).to(comm_.device());
     comm_.broadcast(t, 0).wait();
+    const std::vector<int64_t> got = t.to_vector<int64_t>();
+    if (got.back() > 0) options_.bucket_cap_mb_ = static_cast<double>(got.back()) / (1024 * 1024);
     std::vector<size_t> agreed;
-    for (int64_t i : t.to_vector<int64_t>()) agreed.push_back(static_cast<size_t>(i));
+    for (size_t k = 0; k < params_.size(); ++k) agreed.push_back(static_cast<size_t>(got[k]));
     build(agreed);
     ready_order_.clear();
   }
@@ -291,6 +307,7 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
   std::vector<size_t> bucket_of_;
   std::vector<bool> ready_;
   size_t next_launch_ = 0;
+  double link_latency_s_ = 0, link_bandwidth_ = 0;  // the communicator's, measured (chooser)
   bool in_backward_ = false;  // this backward's hooks are arriving
   bool unfinished_ = false;   // a pass started and its buckets were not all waited for
   bool rebuilt_ = false;
@@ -311,6 +328,30 @@ int64_t fingerprint(const std::string& s) {
 
 std::string describe(const std::string& kind, const std::string& name, const Tensor& t) {
   return kind + " '" + name + "' " + shape_str(t.shape()) + " " + dtype_name(t.dtype());
+}
+
+// The communicator's allreduce as the ring model sees it (2 (N - 1) latency + 2 (N - 1) / N x
+// bytes / bus bandwidth): the median of a few 4 KiB and 4 MiB allreduces, every rank.
+std::pair<double, double> measure_link(comm::Communicator& comm) {
+  const int n = comm.size();
+  auto median_seconds = [&](int64_t elements) {
+    Tensor t = zeros({elements}, TensorOptions(DType::f32).device(comm.device()));
+    comm.allreduce(t).wait();  // warm-up
+    std::vector<double> s;
+    for (int k = 0; k < 5; ++k) {
+      const auto t0 = comm::Clock::now();
+      comm.allreduce(t).wait();
+      s.push_back(std::chrono::duration<double>(comm::Clock::now() - t0).count());
+    }
+    std::sort(s.begin(), s.end());
+    return s[s.size() / 2];
+  };
+  const int64_t small = 1024, large = 1024 * 1024;  // f32 elements
+  const double ts = median_seconds(small), tl = median_seconds(large);
+  const double steps = 2.0 * (n - 1);
+  const double latency = ts / steps;
+  const double bandwidth = steps / n * 4.0 * static_cast<double>(large - small) / std::max(tl - ts, 1e-9);
+  return {latency, bandwidth};
 }
 
 // Every rank gets the same verdict: the first rank and entry that differ from rank 0's.
@@ -373,6 +414,10 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
   }
   reducer_ = std::make_shared<detail::Reducer>(params, comm, options);
   reducer_->register_hooks();
+  if (options.bucket_cap_chooser_ && comm.size() > 1) {
+    const auto [latency, bandwidth] = measure_link(comm);
+    reducer_->set_link(latency, bandwidth);
+  }
 }
 
 DistributedDataParallel::~DistributedDataParallel() = default;
@@ -402,5 +447,6 @@ std::vector<std::vector<size_t>> DistributedDataParallel::bucket_indices() const
 }
 Tensor DistributedDataParallel::bucket_buffer(size_t b) const { return reducer_->buffer(b); }
 const ReductionTimes& DistributedDataParallel::last_reduction() const { return reducer_->times(); }
+double DistributedDataParallel::bucket_cap_mb() const { return reducer_->cap_mb(); }
 
 }  // namespace tandem::parallel

@@ -1,6 +1,8 @@
 // The scaling predictor: the ring cost is the closed form; the step simulation gives the hand-
 // computed exposed communication for hidden, partly hidden and unhidden buckets; the best
 // bucket cap moves the way latency and overlap say; a real DDP backward gives a usable profile.
+#include <mutex>
+
 #include "../util.hpp"
 #include "tandem/monitor/predictor.hpp"
 
@@ -94,4 +96,69 @@ TEST_CASE("predictor: a DDP backward gives a profile of every gradient", "[monit
   // Ready order: the last layer's gradients first, with the most slack.
   CHECK(prof.gradients.front().slack_s >= prof.gradients.back().slack_s);
   CHECK(prof.step_s() == Approx(0.012));
+}
+
+TEST_CASE("DDP bucket cap chooser: rank 0 chooses from the first backward, every rank follows",
+          "[monitor][predictor][ddp]") {
+  auto make = [] {
+    return std::make_shared<nn::Sequential>(std::make_shared<nn::Linear>(32, 64),
+                                            std::make_shared<nn::ReLU>(),
+                                            std::make_shared<nn::Linear>(64, 64),
+                                            std::make_shared<nn::ReLU>(),
+                                            std::make_shared<nn::Linear>(64, 4));
+  };
+  std::mutex mu;
+  int calls = 0;
+  size_t ready_seen = 0;
+  int world_seen = 0;
+  double latency_seen = -1, bandwidth_seen = -1;
+  const double chosen = 0.01;  // MiB: about 10 KiB, several buckets
+  std::vector<double> caps(2);
+  std::vector<size_t> buckets(2);
+  std::vector<std::vector<float>> grads(2);
+  parallel::launch(2, [&](parallel::Rank& r) {
+    auto model = make();
+    parallel::DDPOptions options = parallel::DDPOptions().first_bucket_mb(0.001).bucket_cap_chooser(
+        [&](const parallel::ReductionTimes& t, int world, double latency, double bandwidth) {
+          std::lock_guard<std::mutex> lock(mu);
+          ++calls;
+          ready_seen = t.ready.size();
+          world_seen = world, latency_seen = latency, bandwidth_seen = bandwidth;
+          return chosen;
+        });
+    parallel::DistributedDataParallel ddp(model, r.comm, options);
+    Generator g(r.rank());
+    for (int k = 0; k < 2; ++k) {
+      ddp.zero_grad();
+      ddp.forward(randn({8, 32}, DType::f32, &g)).sum().backward();
+    }
+    caps[r.rank()] = ddp.bucket_cap_mb();
+    buckets[r.rank()] = ddp.bucket_indices().size();
+    for (const Tensor& p : model->parameters())
+      for (float v : p.grad().to_vector<float>()) grads[r.rank()].push_back(v);
+  });
+  CHECK(calls == 1);
+  CHECK(ready_seen == 6);
+  CHECK(world_seen == 2);
+  CHECK(latency_seen > 0);
+  CHECK(bandwidth_seen > 0);
+  for (int r = 0; r < 2; ++r) {
+    CHECK(caps[r] == Approx(chosen).epsilon(1e-4));
+    CHECK(buckets[r] > 2);  // 10 KiB buckets over 4 x 4 KiB+ of weights
+  }
+  CHECK(grads[0] == grads[1]);
+
+  // The predictor's chooser picks one of its candidates.
+  std::vector<double> auto_caps(2);
+  parallel::launch(2, [&](parallel::Rank& r) {
+    auto model = make();
+    parallel::DistributedDataParallel ddp(
+        model, r.comm, parallel::DDPOptions().bucket_cap_chooser(monitor::auto_bucket_cap({0.01, 0.1, 25})));
+    for (int k = 0; k < 2; ++k) ddp.forward(ones({8, 32})).sum().backward();
+    auto_caps[r.rank()] = ddp.bucket_cap_mb();
+  });
+  CHECK(auto_caps[0] == auto_caps[1]);
+  const bool candidate = std::abs(auto_caps[0] - 0.01) < 1e-4 || std::abs(auto_caps[0] - 0.1) < 1e-4 ||
+                         std::abs(auto_caps[0] - 25) < 1e-4;
+  CHECK(candidate);
 }

@@ -74,8 +74,13 @@ Prediction predict(const Profile& profile, const Interconnect& ic, int ranks,
                    PredictOptions options = {});
 
 /// The bucket cap among `caps_mb` (default 1, 2, 5, 10, 25, 50, 100, 200) with the shortest
-/// predicted step (ties: the larger cap, fewer calls).
+/// predicted step (ties: the one nearest PyTorch's default 25 MiB).
 Prediction best_bucket_cap(const Profile& profile, const Interconnect& ic, int ranks,
                            PredictOptions options = {}, std::vector<double> caps_mb = {});
+
+/// `--bucket-mb auto`: a DDPOptions::bucket_cap_chooser that profiles the first backward's
+/// gradient-ready times and picks best_bucket_cap() over the communicator's measured latency and
+/// bandwidth (25 MiB at one rank, where nothing is reduced).
+parallel::BucketCapChooser auto_bucket_cap(std::vector<double> caps_mb = {});
 
 }  // namespace tandem::monitor

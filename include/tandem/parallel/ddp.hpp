@@ -18,6 +18,13 @@
 
 namespace tandem::parallel {
 
+struct ReductionTimes;
+/// Picks the bucket cap (MiB) from the first reduced backward's gradient-ready times and the
+/// communicator's measured allreduce latency (seconds per ring step) and bus bandwidth
+/// (bytes/s) at `world` ranks. monitor::auto_bucket_cap() is the predictor's.
+using BucketCapChooser = std::function<double(const ReductionTimes& first_backward, int world,
+                                              double latency_s, double bus_bandwidth)>;
+
 struct DDPOptions {
   /// Buckets close once they hold this many MiB of gradients (PyTorch's bucket_cap_mb).
   TANDEM_ARG(double, bucket_cap_mb) = 25.0;
@@ -31,6 +38,9 @@ struct DDPOptions {
   /// Allreduce gradients in f16 or bf16 (each rank divides by the world size first, so sums do
   /// not overflow; results are widened back). nullopt: in the gradients' own dtype.
   TANDEM_ARG(std::optional<DType>, compression) = std::nullopt;
+  /// Set: the bucket cap is chosen after the first backward, when the buckets are rebuilt in
+  /// ready order (rank 0 chooses, every rank takes its answer), instead of bucket_cap_mb.
+  TANDEM_ARG(BucketCapChooser, bucket_cap_chooser) = nullptr;
 };
 
 /// Which parameters go in which bucket: `order` lists parameter indices in the order their
@@ -111,6 +121,8 @@ class DistributedDataParallel : public nn::Module {
   /// The flat buffer of bucket b, whose slices are the gradients.
   Tensor bucket_buffer(size_t b) const;
   const ReductionTimes& last_reduction() const;
+  /// The bucket cap in use (the chooser's answer once the buckets were rebuilt).
+  double bucket_cap_mb() const;
 
  private:
   std::shared_ptr<nn::Module> module_;
