@@ -67,7 +67,7 @@ int main(int argc, char** argv) {
       optim::SGD opt(ddp.parameters(), optim::SGDOptions(0.01).momentum(0.9));
       Tensor x = randn({batch, channels, size, size}).to(device);
       Tensor y = randint(0, 10, {batch}).to(device);
-      double compute = 0, optimizer = 0;
+      std::vector<double> compute, optimizer;  // per step; medians, as the benchmarks quote
       parallel::ReductionTimes last;
       for (int64_t s = 0; s <= steps; ++s) {
         const auto t0 = Clock::now();
@@ -80,11 +80,15 @@ int main(int argc, char** argv) {
         opt.groups()[0].params[0].sum().item<float>();
         const auto t2 = Clock::now();
         if (s == 0) continue;  // warm-up
-        compute += std::chrono::duration<double>(t1 - t0).count();
-        optimizer += std::chrono::duration<double>(t2 - t1).count();
+        compute.push_back(std::chrono::duration<double>(t1 - t0).count());
+        optimizer.push_back(std::chrono::duration<double>(t2 - t1).count());
         last = ddp.last_reduction();
       }
-      profile = monitor::Profile::from(last, 0.0, compute / steps, optimizer / steps);
+      auto median = [](std::vector<double> v) {
+        std::sort(v.begin(), v.end());
+        return v[v.size() / 2];
+      };
+      profile = monitor::Profile::from(last, 0.0, median(compute), median(optimizer));
     }, parallel::LaunchOptions().threads(threads));
     monitor::PredictOptions options = monitor::PredictOptions().first_bucket_mb(first_bucket_mb);
     if (compute_ms > 0) {

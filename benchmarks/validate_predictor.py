@@ -46,31 +46,42 @@ def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--max-world", type=int, default=4)
     p.add_argument("--cores", type=int, default=os.cpu_count())
-    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--bin", default=BIN)
     p.add_argument("--out")
     args = p.parse_args()
     link = fit_local(args.bin)
     print(f"local backend at world 2: {link['latency_us']:.0f} us per ring step, "
           f"{link['bandwidth_gbs']:.2f} GB/s", file=sys.stderr)
-    predicted = run_json([os.path.join(args.bin, "tandem-predict"), "--model", "resnet20", "--batch", "64",
-                          "--size", "28", "--channels", "1", "--threads", "1", "--device", "cpu",
-                          "--cpu-cores", str(args.cores), "--ranks", str(args.max_world), "--steps", "15",
-                          "--latency-us", str(link["latency_us"]), "--bandwidth-gbs",
-                          str(link["bandwidth_gbs"]), "--json"])
-    rows = []
-    for w in range(1, args.max_world + 1):
-        measured = [run_json([os.path.join(args.bin, "bench_scaling"), "--ranks", str(w), "--batch", "64",
-                              "--threads", "1", "--steps", "15", "--warmup", "3",
-                              "--model", "resnet20"])["step_ms_median"] for _ in range(args.repeats)]
-        pred = next(r for r in predicted["per_ranks"] if r["ranks"] == w)
-        m = statistics.median(measured)
-        rows.append({"world": w, "predicted_step_ms": pred["step_ms"], "measured_step_ms": m,
-                     "measured_runs_ms": measured, "predicted_over_measured": pred["step_ms"] / m})
-        print(f"world {w}: predicted {pred['step_ms']:.0f} ms, measured {m:.0f} ms "
-              f"(runs {', '.join(f'{x:.0f}' for x in measured)}): {pred['step_ms'] / m:.2f}", file=sys.stderr)
-    out = {"link": link, "cores": args.cores, "profile": {k: predicted[k] for k in ("compute_ms", "optimizer_ms", "gradient_mb")},
-           "rows": rows}
+    # Each repeat profiles and predicts, then measures every world size right after, so a
+    # prediction is compared with runs from the same minutes of this shared machine.
+    rows = {w: {"world": w, "predicted_runs_ms": [], "measured_runs_ms": []} for w in range(1, args.max_world + 1)}
+    profiles = []
+    for rep in range(args.repeats):
+        predicted = run_json([os.path.join(args.bin, "tandem-predict"), "--model", "resnet20", "--batch", "64",
+                              "--size", "28", "--channels", "1", "--threads", "1", "--device", "cpu",
+                              "--cpu-cores", str(args.cores), "--ranks", str(args.max_world), "--steps", "15",
+                              "--latency-us", str(link["latency_us"]), "--bandwidth-gbs",
+                              str(link["bandwidth_gbs"]), "--json"])
+        profiles.append({k: predicted[k] for k in ("compute_ms", "optimizer_ms", "gradient_mb")})
+        for w in range(1, args.max_world + 1):
+            m = run_json([os.path.join(args.bin, "bench_scaling"), "--ranks", str(w), "--batch", "64",
+                          "--threads", "1", "--steps", "15", "--warmup", "3",
+                          "--model", "resnet20"])["step_ms_median"]
+            pred = next(r for r in predicted["per_ranks"] if r["ranks"] == w)["step_ms"]
+            rows[w]["predicted_runs_ms"].append(pred)
+            rows[w]["measured_runs_ms"].append(m)
+            print(f"[{rep + 1}/{args.repeats}] world {w}: predicted {pred:.0f} ms, measured {m:.0f} ms",
+                  file=sys.stderr)
+    for w, r in rows.items():
+        r["predicted_step_ms"] = statistics.median(r["predicted_runs_ms"])
+        r["measured_step_ms"] = statistics.median(r["measured_runs_ms"])
+        r["predicted_over_measured"] = statistics.median(
+            p / m for p, m in zip(r["predicted_runs_ms"], r["measured_runs_ms"]))
+        print(f"world {w}: predicted / measured {r['predicted_over_measured']:.2f} (median of "
+              f"{args.repeats} paired runs)", file=sys.stderr)
+    rows = list(rows.values())
+    out = {"link": link, "cores": args.cores, "profiles": profiles, "rows": rows}
     print(json.dumps(out, indent=1))
     if args.out:
         json.dump(out, open(args.out, "w"), indent=1)
