@@ -123,9 +123,9 @@ Tensor workspace(size_t bytes, Device device) {
 }
 
 // The algorithm for `key`: cached, else cuDNN's first heuristic pick (or fastest measured one
-// in benchmark mode) whose workspace the allocator can give.
+// in benchmark mode) whose workspace the allocator can give on `device`.
 template <typename Perf, typename Query>
-Choice choose(const Key& key, Query query) {
+Choice choose(const Key& key, Device device, Query query) {
   {
     std::lock_guard<std::mutex> lock(g_cache_mu);
     auto it = g_cache.find(key);
@@ -134,6 +134,11 @@ Choice choose(const Key& key, Query query) {
   std::vector<Perf> perf = query();
   for (const Perf& p : perf) {
     if (p.status != CUDNN_STATUS_SUCCESS) continue;
+    try {
+      workspace(p.memory, device);  // freed at once, cached by the allocator for the call
+    } catch (const OutOfMemoryError&) {
+      continue;  // a slower algorithm with a smaller workspace
+    }
     const Choice c{static_cast<int>(p.algo), p.memory};
     std::lock_guard<std::mutex> lock(g_cache_mu);
     g_cache.emplace(key, c);
@@ -188,7 +193,7 @@ void conv2d_forward(const Tensor& out, const Tensor& in, const Tensor& weight,
   FilterDesc w(weight);
   ConvDesc conv(p, in.dtype());
   const Choice c = choose<cudnnConvolutionFwdAlgoPerf_t>(
-      key_of(Direction::forward, in, weight, p), [&] {
+      key_of(Direction::forward, in, weight, p), in.device(), [&] {
         std::vector<cudnnConvolutionFwdAlgoPerf_t> perf(kAlgos);
         int n = 0;
         if (g_benchmark) {
@@ -226,7 +231,7 @@ void conv2d_backward(const Tensor& grad_out, const Tensor& in, const Tensor& wei
   const Scalars k(in.dtype());
   if (grad_in.defined() && grad_in.numel() > 0) {
     const Choice c = choose<cudnnConvolutionBwdDataAlgoPerf_t>(
-        key_of(Direction::backward_data, in, weight, p), [&] {
+        key_of(Direction::backward_data, in, weight, p), in.device(), [&] {
           std::vector<cudnnConvolutionBwdDataAlgoPerf_t> perf(kAlgos);
           int n = 0;
           if (g_benchmark) {
@@ -249,7 +254,7 @@ void conv2d_backward(const Tensor& grad_out, const Tensor& in, const Tensor& wei
   }
   if (grad_weight.defined() && grad_weight.numel() > 0) {
     const Choice c = choose<cudnnConvolutionBwdFilterAlgoPerf_t>(
-        key_of(Direction::backward_filter, in, weight, p), [&] {
+        key_of(Direction::backward_filter, in, weight, p), in.device(), [&] {
           std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> perf(kAlgos);
           int n = 0;
           if (g_benchmark) {
