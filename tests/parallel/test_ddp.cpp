@@ -76,40 +76,57 @@ TEST_CASE("assign_buckets: closed buckets, per dtype, in ready order", "[paralle
           std::vector<std::vector<size_t>>{{3, 0}});
 }
 
+namespace {
+
+struct DdpRun {
+  std::vector<std::vector<Tensor>> params;  // each rank's parameters at the end, on the CPU
+  std::vector<std::vector<float>> grads;    // each rank's gradients of the last step
+};
+
+// `steps` steps of DDP with one rank per device in `devices`, rank r training on its slice of
+// each global batch, from weights that differ per rank (DDP copies rank 0's); caps small enough
+// for several buckets.
+DdpRun train_ddp(const parallel::Devices& devices, int steps, int64_t per_rank) {
+  const int world = static_cast<int>(devices.list().size());
+  DdpRun run{std::vector<std::vector<Tensor>>(world), std::vector<std::vector<float>>(world)};
+  parallel::launch(devices, [&](parallel::Rank& r) {
+    auto model = mlp();
+    fill(*model, 7 + 100 * r.rank());
+    model->to(r.device());
+    parallel::DistributedDataParallel ddp(model, r.comm,
+                                          parallel::DDPOptions().bucket_cap_mb(1e-4).first_bucket_mb(1e-4));
+    optim::SGD opt(ddp.parameters(), optim::SGDOptions(0.1).momentum(0.9));
+    for (int k = 0; k < steps; ++k) {
+      Batch b = global_batch(k, per_rank * world);
+      opt.zero_grad();
+      Tensor x = b.x.narrow(0, r.rank() * per_rank, per_rank).to(r.device());
+      Tensor y = b.y.narrow(0, r.rank() * per_rank, per_rank).to(r.device());
+      mse_loss(ddp.forward(x), y).backward();
+      if (k == steps - 1)
+        for (const Tensor& p : model->parameters())
+          for (float v : p.grad().to_vector<float>()) run.grads[r.rank()].push_back(v);
+      opt.step();
+    }
+    for (const Tensor& p : snapshot(*model)) run.params[r.rank()].push_back(p.cpu());
+  });
+  return run;
+}
+
+}  // namespace
+
 TEST_CASE("DDP at world 1..4 trains like one rank with the whole batch", "[parallel][ddp]") {
   const int steps = 3;
   const int64_t per_rank = 6;
   for (int world : {1, 2, 3, 4}) {
     INFO("world " << world);
     const auto expected = train_single(steps, per_rank * world);
-    std::vector<std::vector<Tensor>> got(world);
-    std::vector<std::vector<float>> grads(world);
-    parallel::launch(world, [&](parallel::Rank& r) {
-      auto model = mlp();
-      fill(*model, 7 + 100 * r.rank());  // different per rank: DDP copies rank 0's
-      // Caps small enough for several buckets.
-      parallel::DistributedDataParallel ddp(model, r.comm,
-                                            parallel::DDPOptions().bucket_cap_mb(1e-4).first_bucket_mb(1e-4));
-      optim::SGD opt(ddp.parameters(), optim::SGDOptions(0.1).momentum(0.9));
-      for (int k = 0; k < steps; ++k) {
-        Batch b = global_batch(k, per_rank * world);
-        opt.zero_grad();
-        Tensor x = b.x.narrow(0, r.rank() * per_rank, per_rank);
-        Tensor y = b.y.narrow(0, r.rank() * per_rank, per_rank);
-        mse_loss(ddp.forward(x), y).backward();
-        if (k == steps - 1)
-          for (const Tensor& p : model->parameters())
-            for (float v : p.grad().to_vector<float>()) grads[r.rank()].push_back(v);
-        opt.step();
-      }
-      got[r.rank()] = snapshot(*model);
-    });
+    const DdpRun run = train_ddp(parallel::Devices::cpu(world), steps, per_rank);
     for (int r = 0; r < world; ++r) {
-      REQUIRE(got[r].size() == expected.size());
+      REQUIRE(run.params[r].size() == expected.size());
       for (size_t i = 0; i < expected.size(); ++i)
-        require_close(got[r][i], expected[i], 1e-5, 1e-6, "parameter " + std::to_string(i));
+        require_close(run.params[r][i], expected[i], 1e-5, 1e-6, "parameter " + std::to_string(i));
       // The averaged gradients are the same bits on every rank.
-      REQUIRE(grads[r] == grads[0]);
+      REQUIRE(run.grads[r] == run.grads[0]);
     }
   }
 }
@@ -121,27 +138,10 @@ TEST_CASE("DDP on every GPU (nccl) trains like one rank with the whole batch",
   const int64_t per_rank = 6;
   const int world = cuda::device_count();
   const auto expected = train_single(steps, per_rank * world);
-  std::vector<std::vector<Tensor>> got(world);
-  parallel::launch(parallel::Devices::all(), [&](parallel::Rank& r) {
-    auto model = mlp();
-    fill(*model, 7 + 100 * r.rank());  // DDP copies rank 0's
-    model->to(r.device());
-    parallel::DistributedDataParallel ddp(model, r.comm,
-                                          parallel::DDPOptions().bucket_cap_mb(1e-4).first_bucket_mb(1e-4));
-    optim::SGD opt(ddp.parameters(), optim::SGDOptions(0.1).momentum(0.9));
-    for (int k = 0; k < steps; ++k) {
-      Batch b = global_batch(k, per_rank * world);
-      opt.zero_grad();
-      Tensor x = b.x.narrow(0, r.rank() * per_rank, per_rank).to(r.device());
-      Tensor y = b.y.narrow(0, r.rank() * per_rank, per_rank).to(r.device());
-      mse_loss(ddp.forward(x), y).backward();
-      opt.step();
-    }
-    got[r.rank()] = snapshot(*model);
-  });
+  const DdpRun run = train_ddp(parallel::Devices::all(), steps, per_rank);
   for (int r = 0; r < world; ++r)
     for (size_t i = 0; i < expected.size(); ++i)
-      require_close(got[r][i].cpu(), expected[i], 1e-4, 1e-5, "parameter " + std::to_string(i));
+      require_close(run.params[r][i], expected[i], 1e-4, 1e-5, "parameter " + std::to_string(i));
 }
 
 TEST_CASE("DDP gradients are views of the bucket buffers; buckets follow the ready order",
