@@ -46,6 +46,5 @@ Stream::~Stream() = default;
 Stream::Stream(Stream&& other) noexcept : handle_(other.handle_), device_(other.device_) {}
 Stream& Stream::operator=(Stream&&) noexcept { return *this; }
 void Stream::synchronize() const {}
-void fill_pattern(void*, size_t, uint64_t, int, int) { unavailable("fill_pattern"); }
 
 }  // namespace tandem::cuda

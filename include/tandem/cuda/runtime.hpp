@@ -68,8 +68,4 @@ class Stream {
 /// is freed, it is not reused until the work queued on `stream` by then has finished.
 void record_stream(void* ptr, int device, const Stream& stream);
 
-/// Fills `count` elements of `element_size` bytes (1, 2, 4 or 8) at `dst` (device memory of GPU
-/// `device`) with the low bytes of `pattern`, on the default stream: `fill` of any dtype.
-void fill_pattern(void* dst, size_t count, uint64_t pattern, int element_size, int device);
-
 }  // namespace tandem::cuda
