@@ -63,6 +63,15 @@ void Work::wait(Duration timeout) const {
   if (state_->error) std::rethrow_exception(state_->error);
 }
 
+void Work::wait_on_stream() const {
+  TANDEM_CHECK_T(CommError, state_ != nullptr, "Work.wait_on_stream: an empty Work handle");
+  const Duration limit = timeout_ + std::chrono::seconds(1);
+  if (state_->on_stream && !state_->done.load(std::memory_order_acquire) &&
+      state_->on_stream(*state_, limit))
+    return;
+  wait(limit);
+}
+
 Clock::time_point Work::completed_at() const {
   TANDEM_CHECK_T(CommError, state_ != nullptr, "Work.completed_at: an empty Work handle");
   std::lock_guard<std::mutex> lock(state_->mu);

@@ -124,9 +124,18 @@ struct GroupState {
 };
 
 // A collective issued on the GPU and not yet known to be complete.
+using Event = std::shared_ptr<CUevent_st>;  // destroyed with its last owner
+
+// A collective's completion event once the progress thread recorded it, for Work::wait_on_stream.
+struct Issued {
+  std::mutex mu;
+  std::condition_variable cv;
+  Event done;
+};
+
 struct Pending {
   std::shared_ptr<detail::WorkState> state;
-  cudaEvent_t done = nullptr;
+  Event done;
   Clock::time_point deadline;
   std::vector<Tensor> keep;  // inputs, outputs and scratch: alive until the GPU is done
 };
@@ -135,6 +144,26 @@ struct Pending {
 std::exception_ptr failure_of(const std::string& what, const std::string& reason) {
   return std::make_exception_ptr(
       CommError(detail::aborted_message(what, reason), __FILE__, __LINE__));
+}
+
+// Work::wait_on_stream (caller's thread): once the progress thread has recorded the collective's
+// completion event, the device's compute stream (the legacy default stream, where tandem's
+// kernels run) waits on it; the host does not wait for the collective itself. False when the
+// collective completed or failed before that, or was not issued within `timeout`.
+bool order_after(Issued& issued, detail::WorkState& work, int device, Duration timeout) {
+  const auto until = Clock::now() + timeout;
+  std::unique_lock<std::mutex> lock(issued.mu);
+  while (!issued.done) {
+    if (work.done.load(std::memory_order_acquire) || Clock::now() >= until) return false;
+    // The progress thread notifies when it records the event; a collective that fails first
+    // completes the Work without notifying here, hence the short waits.
+    issued.cv.wait_for(lock, std::chrono::milliseconds(1));
+  }
+  const Event done = issued.done;
+  lock.unlock();
+  cuda::DeviceGuard guard(device);
+  TANDEM_CUDA_CHECK(cudaStreamWaitEvent(cuda::current_stream(), done.get(), 0));
+  return true;
 }
 
 class NcclComm final : public Communicator {
@@ -333,9 +362,13 @@ class NcclComm final : public Communicator {
       TANDEM_CUDA_CHECK(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
       TANDEM_CUDA_CHECK(cudaEventRecord(ready, cudaStreamLegacy));
     }
+    auto issued = std::make_shared<Issued>();
+    state->on_stream = [issued, device = device_](detail::WorkState& self, Duration timeout) {
+      return order_after(*issued, self, device, timeout);
+    };
     return progress_->enqueue(
         state,
-        [this, state, what, desc, ready, tensors = std::move(tensors),
+        [this, state, issued, what, desc, ready, tensors = std::move(tensors),
          issue = std::move(issue)](Clock::time_point deadline) mutable {
           cuda::DeviceGuard guard(device_);
           cudaError_t err = cudaStreamWaitEvent(stream(), ready, 0);
@@ -364,10 +397,19 @@ class NcclComm final : public Communicator {
           } catch (const std::exception& e) {
             fail(what + ": " + e.what(), what);
           }
-          err = cudaEventCreateWithFlags(&p.done, cudaEventDisableTiming);
-          if (err == cudaSuccess) err = cudaEventRecord(p.done, stream());
+          cudaEvent_t done = nullptr;
+          err = cudaEventCreateWithFlags(&done, cudaEventDisableTiming);
+          if (err == cudaSuccess) {
+            p.done = Event(done, [](cudaEvent_t e) { cudaEventDestroy(e); });
+            err = cudaEventRecord(done, stream());
+          }
           if (err != cudaSuccess)
             fail(what + ": recording its completion: " + cuda::error_text(err), what);
+          {
+            std::lock_guard<std::mutex> lock(issued->mu);
+            issued->done = p.done;
+          }
+          issued->cv.notify_all();
           {
             std::lock_guard<std::mutex> lock(mu_);
             pending_.push_back(std::move(p));
@@ -507,11 +549,10 @@ class NcclComm final : public Communicator {
     for (int spins = 0;;) {
       // Finished collectives complete in issue order.
       while (!pending_.empty()) {
-        const cudaError_t q = cudaEventQuery(pending_.front().done);
+        const cudaError_t q = cudaEventQuery(pending_.front().done.get());
         if (q == cudaErrorNotReady) break;
         Pending p = std::move(pending_.front());
         pending_.pop_front();
-        cudaEventDestroy(p.done);
         if (q != cudaSuccess) {
           group_->abort(p.state->what + ": " + cuda::error_text(q));
           p.state->complete(failure_of(p.state->what, group_->reason()));
@@ -524,7 +565,6 @@ class NcclComm final : public Communicator {
       if (!reason.empty()) {
         abort_comm();  // the kernels of pending collectives exit
         for (auto& p : pending_) {
-          cudaEventDestroy(p.done);
           p.state->complete(failure_of(p.state->what, reason));
         }
         pending_.clear();

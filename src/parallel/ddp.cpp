@@ -102,7 +102,16 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
     TANDEM_CHECK(b < buckets_.size(), "bucket_buffer: bucket ", b, " of ", buckets_.size());
     return buckets_[b].buffer;
   }
-  const ReductionTimes& times() const { return times_; }
+  // On GPUs a pass ends with the compute stream, not the host, waiting for the allreduces: their
+  // completion times are waited for here, when someone asks.
+  const ReductionTimes& times() const {
+    for (size_t b = 0; b < pass_works_.size(); ++b) {
+      pass_works_[b].wait();
+      times_.buckets[b].done = pass_works_[b].completed_at();
+    }
+    pass_works_.clear();
+    return times_;
+  }
   double cap_mb() const { return options_.bucket_cap_mb_; }
   void set_link(double latency_s, double bandwidth) {
     link_latency_s_ = latency_s;
@@ -169,6 +178,7 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
     ready_.assign(params_.size(), false);
     for (Bucket& b : buckets_) b.pending = static_cast<int>(b.params.size());
     next_launch_ = 0;
+    pass_works_.clear();
     times_ = ReductionTimes();
     times_.buckets.resize(buckets_.size());
     times_.ready.reserve(params_.size());
@@ -258,11 +268,13 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
       }
       launch_ready();
     }
-    for (size_t b = 0; b < buckets_.size(); ++b) {
-      buckets_[b].work.wait();
-      times_.buckets[b].done = buckets_[b].work.completed_at();
-      if (buckets_[b].wire.defined()) buckets_[b].buffer.copy_(buckets_[b].wire);
-      buckets_[b].wire = Tensor();
+    // The optimizer's kernels must come after the allreduces, the host need not: on GPUs the
+    // compute stream waits for each bucket (CPU ranks: the host waits).
+    for (Bucket& b : buckets_) {
+      b.work.wait_on_stream();
+      if (b.wire.defined()) b.buffer.copy_(b.wire);
+      b.wire = Tensor();
+      pass_works_.push_back(b.work);
     }
     unfinished_ = false;
     if (!rebuilt_) rebuild();
@@ -283,7 +295,7 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
     for (size_t i = params_.size(); i-- > 0;)
       if (!seen[i]) order[n++] = static_cast<int64_t>(i);
     if (options_.bucket_cap_chooser_ && comm_.rank() == 0) {
-      const double mb = options_.bucket_cap_chooser_(times_, comm_.size(), link_latency_s_,
+      const double mb = options_.bucket_cap_chooser_(times(), comm_.size(), link_latency_s_,
                                                      link_bandwidth_);
       TANDEM_CHECK_T(ValueError, mb > 0, "DistributedDataParallel: the bucket cap chooser gave ",
                      mb, " MiB");
@@ -312,7 +324,8 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
   bool unfinished_ = false;   // a pass started and its buckets were not all waited for
   bool rebuilt_ = false;
   std::vector<size_t> ready_order_;
-  ReductionTimes times_;
+  mutable ReductionTimes times_;
+  mutable std::vector<comm::Work> pass_works_;  // the last pass's, until times() reads them
 };
 
 }  // namespace detail

@@ -58,6 +58,44 @@ TEST_CASE("collectives are asynchronous and Work reports completion", "[comm][lo
   CHECK(comms[1]->size() == 2);
 }
 
+TEST_CASE("Work::wait_on_stream: on CPU ranks a host wait; a backend's stream hook spares the host",
+          "[comm][local]") {
+  // CPU ranks have no device stream: wait_on_stream waits and rethrows like wait.
+  auto comms = make_local_group(2, LocalOptions().timeout(Duration(5000)));
+  Tensor a = ones({3}), b = full({3}, 2.0);
+  Work w0 = comms[0]->allreduce(a);
+  std::thread late([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    comms[1]->allreduce(b).wait();
+  });
+  w0.wait_on_stream();
+  CHECK(w0.is_completed());  // returned only once done
+  CHECK(a.to_vector<float>() == std::vector<float>{3, 3, 3});
+  late.join();
+  comms[0]->abort("stop");
+  CHECK_THAT(error_of([&] { comms[0]->allreduce(a).wait_on_stream(); }),
+             Catch::Contains("communicator aborted: rank 0 aborted: stop"));
+
+  // The hook a GPU backend sets: when it ordered the stream, the host does not wait for the
+  // collective; when it could not, the host waits and sees the error.
+  auto state = std::make_shared<comm::detail::WorkState>();
+  state->what = "rank 0: allreduce #1";
+  int hooked = 0;
+  state->on_stream = [&](comm::detail::WorkState&, Duration) { return ++hooked > 0; };
+  Work pending(state, Duration(50));
+  pending.wait_on_stream();
+  CHECK(hooked == 1);
+  CHECK_FALSE(pending.is_completed());
+  state->on_stream = [&](comm::detail::WorkState&, Duration) { return false; };
+  CHECK_THAT(error_of([&] { pending.wait_on_stream(); }),
+             Catch::Contains("rank 0: allreduce #1: not completed within 1050 ms"));
+  state->complete(std::make_exception_ptr(CommError("failed before it was issued", __FILE__, __LINE__)));
+  state->on_stream = [&](comm::detail::WorkState&, Duration) { return ++hooked > 0; };
+  CHECK_THAT(error_of([&] { pending.wait_on_stream(); }),
+             Catch::Contains("failed before it was issued"));
+  CHECK(hooked == 1);  // a completed collective needs no stream wait
+}
+
 TEST_CASE("a rank that throws aborts the group: the others fail fast", "[comm][local][faults]") {
   tandem::testing::check_rank_throws(make_local_group(3, LocalOptions().timeout(Duration(20000))));
 }

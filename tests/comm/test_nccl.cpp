@@ -85,12 +85,22 @@ TEST_CASE("nccl Work handles, debug mode, bad arguments and abort", "[comm][nccl
     CHECK(ts[i].cpu().to_vector<float>()[12345] == static_cast<float>(i));
   }
 
+  // A stream-side wait: the host goes on, and the kernels queued after it see the reduced values
+  // (a 1-rank max leaves them as they were, so the check is that the copy comes after NCCL's).
+  Tensor big = full({1 << 22}, 3.0, Device("cuda:0"));
+  Work on_stream = c.allreduce(big, ReduceOp::max);
+  on_stream.wait_on_stream();
+  Tensor doubled = big * 2.0;
+  CHECK(doubled.cpu().to_vector<float>()[(1 << 22) - 1] == 6.0f);
+  on_stream.wait();
+  CHECK(on_stream.is_completed());
+
   CHECK_THAT(error_of([&] { c.allreduce(ones({4})); }),
-             Catch::Contains("rank 0: allreduce(sum) #9: tensors must be defined, contiguous and "
+             Catch::Contains("rank 0: allreduce(sum) #10: tensors must be defined, contiguous and "
                              "on cuda:0"));
   CHECK(c.is_aborted());  // a bad call aborts the group, like the local backend
   CHECK_THAT(error_of([&] { c.barrier().wait(); }),
-             Catch::Contains("rank 0: barrier #10: communicator aborted: rank 0: allreduce(sum) #9"));
+             Catch::Contains("rank 0: barrier #11: communicator aborted: rank 0: allreduce(sum) #10"));
 
   auto fresh = make_nccl_group({0});
   fresh[0]->abort("stop");

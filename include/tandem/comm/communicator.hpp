@@ -47,6 +47,11 @@ struct WorkState {
   std::exception_ptr error;
   std::string what;  // "rank 1: allreduce #7" for timeout messages
   std::chrono::steady_clock::time_point completed_at;  // set with done
+  /// Set by a backend whose collectives run on a device stream (nccl), before the Work is handed
+  /// out: makes the caller's compute stream wait for the collective without blocking the host.
+  /// Returns false when it could not (the collective completed or failed before it was issued,
+  /// or was not issued within the time given): Work::wait_on_stream then waits on the host.
+  std::function<bool(WorkState& self, std::chrono::milliseconds timeout)> on_stream;
 
   void complete(std::exception_ptr e = nullptr);
 };
@@ -64,6 +69,13 @@ class Work {
   /// Waits up to `timeout`; throws CommError when the collective is not done by then (the
   /// communicator's own deadline then aborts it) and rethrows its error.
   void wait(Duration timeout) const;
+  /// Orders the caller's later device work after the collective without blocking the host, as
+  /// PyTorch's ProcessGroupNCCL work.wait(): on GPUs the device's compute stream waits for the
+  /// collective's completion event (the host waits only until the collective is issued, which
+  /// the progress thread does at once). Where there is no device stream (CPU ranks) and for a
+  /// collective that already completed, the same as wait(). A failure after this returns is not
+  /// thrown here: the communicator is aborted and its next wait() or call throws it.
+  void wait_on_stream() const;
   bool is_completed() const;
   /// When the backend completed it (for timelines); only after it completed.
   Clock::time_point completed_at() const;

@@ -120,6 +120,8 @@ class DistributedDataParallel : public nn::Module {
   std::vector<std::vector<size_t>> bucket_indices() const;
   /// The flat buffer of bucket b, whose slices are the gradients.
   Tensor bucket_buffer(size_t b) const;
+  /// The last reduced backward's times. On GPUs that backward ended with the compute stream
+  /// waiting for the allreduces, not the host: reading this waits (host) for them to complete.
   const ReductionTimes& last_reduction() const;
   /// The bucket cap in use (the chooser's answer once the buckets were rebuilt).
   double bucket_cap_mb() const;
