@@ -41,6 +41,9 @@ int main(int argc, char** argv) {
   app.add_option("--steps", steps, "profiled steps (after one warm-up)")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--threads", threads, "CPU threads for a CPU profile (0: all cores)");
   app.add_option("--cpu-cores", cores, "predict CPU ranks of --threads threads each sharing this many cores (compute slows once they are oversubscribed)");
+  std::vector<double> scales;
+  app.add_option("--compute-scale", scales, "measured slowdown of one rank's compute at 1, 2, ... ranks sharing this machine (e.g. N independent copies at once over one alone); the last covers larger counts; replaces --cpu-cores' model")
+      ->delimiter(',')->check(CLI::PositiveNumber);
   app.add_flag("--json", json, "print one JSON object instead of the table");
   CLI11_PARSE(app, argc, argv);
   try {
@@ -101,8 +104,15 @@ int main(int argc, char** argv) {
     const bool auto_bucket = bucket == "auto";
     const double cap_mb = auto_bucket ? 25.0 : std::stod(bucket);
     TANDEM_CHECK_T(ValueError, cap_mb > 0, "--bucket-mb must be positive or auto, got ", bucket);
-    if (cores > 0)
-      options.compute_scale(std::max(1.0, static_cast<double>(ranks) * std::max(threads, 1) / cores));
+    // How much slower each rank computes at n ranks: measured, or CPU ranks oversubscribing the
+    // cores, or (GPUs) not at all.
+    auto scale_at = [&](int n) {
+      if (!scales.empty()) return scales[std::min<size_t>(n, scales.size()) - 1];
+      if (cores > 0) return std::max(1.0, static_cast<double>(n) * std::max(threads, 1) / cores);
+      return 1.0;
+    };
+    const bool cpu_ranks = cores > 0 || !scales.empty();
+    options.compute_scale(scale_at(ranks));
     const monitor::Prediction best = monitor::best_bucket_cap(profile, ic, ranks, options);
     options.bucket_cap_mb(auto_bucket ? best.bucket_cap_bytes / (1024.0 * 1024.0) : cap_mb);
 
@@ -123,15 +133,14 @@ int main(int argc, char** argv) {
                   profile.optimizer_s * 1e3, profile.gradient_bytes() / (1024.0 * 1024.0),
                   options.bucket_cap_mb_);
     std::vector<int> worlds;
-    if (cores > 0) {
+    if (cpu_ranks) {
       for (int n = 1; n <= ranks; ++n) worlds.push_back(n);  // CPU ranks: every count
     } else {
       for (int n = 1; n <= ranks; n *= 2) worlds.push_back(n);
       if (worlds.back() != ranks) worlds.push_back(ranks);
     }
     for (int n : worlds) {
-      if (cores > 0)
-        options.compute_scale(std::max(1.0, static_cast<double>(n) * std::max(threads, 1) / cores));
+      options.compute_scale(scale_at(n));
       const monitor::Prediction p = monitor::predict(profile, ic, n, options);
       out["per_ranks"].push_back({{"ranks", n}, {"step_ms", p.step_s * 1e3}, {"comm_ms", p.comm_s * 1e3},
                                   {"exposed_ms", p.exposed_s * 1e3}, {"efficiency", p.efficiency},

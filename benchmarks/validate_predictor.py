@@ -3,9 +3,13 @@
 
 1. Measures the local backend's allreduce at world 2 (bench_allreduce) and fits latency and
    bandwidth of the ring model to it (T = 2 x latency + bytes / bandwidth at two ranks).
-2. tandem-predict profiles one rank of ResNet-20 (batch 64 of 1x28x28, one thread) and predicts
-   the step at 1..N ranks of one thread sharing this machine's cores.
-3. bench_scaling measures the step at 1..N ranks (DDP, local backend, one thread each).
+2. Measures what a one-rank profile cannot know on a shared CPU: how much slower one rank
+   computes while w-1 others compute beside it (w independent one-rank processes without DDP at
+   once, as bench_scaling.py's ceiling, over one alone), unless --cores-model.
+3. tandem-predict profiles one rank of ResNet-20 (batch 64 of 1x28x28, one thread) and predicts
+   the step at 1..N ranks with those slowdowns (--compute-scale; with --cores-model: ranks over
+   cores, its --cpu-cores model).
+4. bench_scaling measures the step at 1..N ranks (DDP, local backend, one thread each).
 Prints and writes predicted vs measured step times; the target is within 10%.
 
   python3 benchmarks/validate_predictor.py --max-world 4 --out docs/bench/predictor.json
@@ -42,12 +46,25 @@ def fit_local(bin_dir):
     return {"latency_us": a / 2 * 1e6, "bandwidth_gbs": 1 / slope / 1e9 if slope > 0 else 1e3}
 
 
+def independent_step_ms(bin_dir, world):
+    """Median step of `world` one-rank processes without DDP running at once."""
+    cmd = [os.path.join(bin_dir, "bench_scaling"), "--ranks", "1", "--batch", "64", "--threads", "1",
+           "--steps", "15", "--warmup", "3", "--model", "resnet20", "--no-ddp"]
+    procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True) for _ in range(world)]
+    outs = [p.communicate()[0] for p in procs]
+    if any(p.returncode for p in procs):
+        raise RuntimeError(f"an independent run failed: {cmd}")
+    return statistics.median(json.loads(o[o.index("{"):])["step_ms_median"] for o in outs)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--max-world", type=int, default=4)
     p.add_argument("--cores", type=int, default=os.cpu_count())
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--bin", default=BIN)
+    p.add_argument("--cores-model", action="store_true",
+                   help="predict with --cpu-cores (ranks over cores) instead of measured slowdowns")
     p.add_argument("--out")
     args = p.parse_args()
     link = fit_local(args.bin)
@@ -58,12 +75,22 @@ def main():
     rows = {w: {"world": w, "predicted_runs_ms": [], "measured_runs_ms": []} for w in range(1, args.max_world + 1)}
     profiles = []
     for rep in range(args.repeats):
+        if args.cores_model:
+            contention = ["--cpu-cores", str(args.cores)]
+            scales = None
+        else:
+            alone = independent_step_ms(args.bin, 1)
+            scales = [1.0] + [independent_step_ms(args.bin, w) / alone for w in range(2, args.max_world + 1)]
+            contention = ["--compute-scale", ",".join(f"{x:.4f}" for x in scales)]
+            print(f"[{rep + 1}/{args.repeats}] compute slowdown at 1..{args.max_world} ranks: "
+                  + ", ".join(f"{x:.2f}" for x in scales), file=sys.stderr)
         predicted = run_json([os.path.join(args.bin, "tandem-predict"), "--model", "resnet20", "--batch", "64",
                               "--size", "28", "--channels", "1", "--threads", "1", "--device", "cpu",
-                              "--cpu-cores", str(args.cores), "--ranks", str(args.max_world), "--steps", "15",
+                              "--ranks", str(args.max_world), "--steps", "15",
                               "--latency-us", str(link["latency_us"]), "--bandwidth-gbs",
-                              str(link["bandwidth_gbs"]), "--json"])
-        profiles.append({k: predicted[k] for k in ("compute_ms", "optimizer_ms", "gradient_mb")})
+                              str(link["bandwidth_gbs"]), "--json"] + contention)
+        profiles.append({k: predicted[k] for k in ("compute_ms", "optimizer_ms", "gradient_mb")}
+                        | ({"compute_scale": scales} if scales else {}))
         for w in range(1, args.max_world + 1):
             m = run_json([os.path.join(args.bin, "bench_scaling"), "--ranks", str(w), "--batch", "64",
                           "--threads", "1", "--steps", "15", "--warmup", "3",
@@ -81,7 +108,8 @@ def main():
         print(f"world {w}: predicted / measured {r['predicted_over_measured']:.2f} (median of "
               f"{args.repeats} paired runs)", file=sys.stderr)
     rows = list(rows.values())
-    out = {"link": link, "cores": args.cores, "profiles": profiles, "rows": rows}
+    out = {"link": link, "cores": args.cores, "contention": "cores model" if args.cores_model else "measured",
+           "profiles": profiles, "rows": rows}
     print(json.dumps(out, indent=1))
     if args.out:
         json.dump(out, open(args.out, "w"), indent=1)

@@ -5,7 +5,8 @@
 # the working tree), build the tests and the GPU benchmarks, then
 #   1. every [cuda], [nccl] and [gpu] test (the CUDA ops against the CPU backend, DDP on every
 #      GPU, the nccl suite) with TANDEM_REQUIRE_GPU=1: a GPU test that finds no GPU fails,
-#   2. the ResNet example on the GPU(s) for 300 steps of synthetic data (DDP over every GPU),
+#   2. the ResNet example on the GPU(s) for 300 steps of Fashion-MNIST (carried; DDP over every
+#      GPU, batches augmented on the GPU) and its evaluation,
 #   3. tandem's GPU ops against cuBLAS called directly and a device-to-device copy,
 #   4. ResNet-50 training (bf16 autocast, batch 256, 224x224) against the PyTorch on the machine,
 #   5. the allreduce sweep, tandem's nccl backend vs raw NCCL,
@@ -117,7 +118,7 @@ step configure 120 cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release \
 step build 300 cmake --build build-gpu --target tandem_tests tandem-resnet bench_resnet \
   bench_allreduce bench_nccl_allreduce bench_gpu_ops || exit 1
 step gpu_tests 150 build-gpu/tests/tandem_tests "[cuda],[nccl],[gpu]" --durations yes
-step example 120 build-gpu/examples/tandem-resnet --dataset synthetic --synthetic-size 38400 \
+step example 120 build-gpu/examples/tandem-resnet --data-dir "$carry/fashion-mnist" \
   --batch-size 128 --epochs 1 --max-steps 300 --workers 4 --checkpoint-dir "$out/checkpoints" \
   --metrics "$out/example_metrics.jsonl" --trace "$out/example_trace.json"
 step gpu_ops 90 sh -c "build-gpu/benchmarks/bench_gpu_ops --size 8192 --repeats 5 > '$out/gpu_ops.json'"

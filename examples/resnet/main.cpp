@@ -40,6 +40,8 @@ struct Config {
 struct Data {
   std::shared_ptr<data::Dataset> train, test;
   data::Transforms train_transforms, test_transforms;
+  // The same augmentation as one kernel on a GPU (u8 datasets only: the bytes go there).
+  std::optional<data::DeviceAugment> train_on_device, test_on_device;
 };
 
 Data load_data(const Config& c) {
@@ -74,6 +76,10 @@ Data load_data(const Config& c) {
   d.train_transforms = {std::make_shared<data::RandomCrop>(crop_padding),
                         std::make_shared<data::RandomHorizontalFlip>(), normalize};
   d.test_transforms = {normalize};
+  if (d.train->has_bytes()) {
+    d.train_on_device = data::DeviceAugment().crop_padding(crop_padding).flip_p(0.5).mean(mean).std(std);
+    d.test_on_device = data::DeviceAugment().mean(mean).std(std);
+  }
   return d;
 }
 
@@ -156,11 +162,19 @@ void train_rank(Shared& sh, parallel::Rank& r) {
   const std::optional<DType> low = precision_dtype(c.precision);
   amp::GradScaler scaler(amp::GradScalerOptions().enabled(low == DType::f16));
   scaler.set_sync(parallel::any_rank(r.comm));
+  // On a GPU: batches go there as bytes through pinned staging and are augmented there.
+  const bool on_device = r.device().is_cuda() && d.train_on_device.has_value();
+  auto loader_options = [&](int64_t batch, const std::optional<data::DeviceAugment>& augment) {
+    auto o = data::LoaderOptions().batch_size(batch).workers(c.workers).device(r.device());
+    if (on_device) o.augment_on_device(augment);
+    return o;
+  };
   data::DataLoader train(d.train, data::DistributedSampler(d.train->size(), rank, world, true, c.seed),
-                         data::LoaderOptions().batch_size(per_rank).drop_last(true).workers(c.workers).seed(c.seed),
-                         d.train_transforms);
+                         loader_options(per_rank, d.train_on_device).drop_last(true).seed(c.seed),
+                         on_device ? data::Transforms{} : d.train_transforms);
   data::DataLoader test(d.test, data::DistributedSampler(d.test->size(), rank, world, false),
-                        data::LoaderOptions().batch_size(500).workers(c.workers), d.test_transforms);
+                        loader_options(500, d.test_on_device),
+                        on_device ? data::Transforms{} : d.test_transforms);
   const int64_t per_epoch = train.num_batches();
   TANDEM_CHECK(per_epoch > 0, "--batch-size ", c.batch, " is larger than the ", d.train->size(),
                " training images");

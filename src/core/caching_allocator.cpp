@@ -150,6 +150,11 @@ void CachingAllocator::record_stream(void* ptr, StreamId stream) {
   if (stream != it->second->stream) it->second->used_on.insert(stream);
 }
 
+bool CachingAllocator::owns(const void* ptr) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return active_.count(const_cast<void*>(ptr)) > 0;
+}
+
 void CachingAllocator::release(Block* block) {
   // A neighbour merges when it is free and in its pool: not in use, not waiting for events.
   auto mergeable = [](const Block* b) { return b && !b->allocated && b->pending_events == 0; };

@@ -88,31 +88,62 @@ class DeviceAllocator final : public Allocator {
   CachingAllocator cache_;
 };
 
-class PinnedAllocator final : public Allocator {
+// The host side of the pinned cache: cudaHostAlloc'd segments. Its "streams" are who last
+// touched a block: kHost (the loader's threads writing it, the stream every block is allocated
+// on) or d + 1 for the legacy stream of GPU d (an asynchronous copy reading it), so that a copy's
+// use always counts as another stream's and the block waits for its event when freed.
+constexpr StreamId kHost = 0;
+class PinnedMemory final : public DeviceMemory {
  public:
-  void* allocate(size_t nbytes) override {
+  void* allocate(size_t bytes) override {
     void* p = nullptr;
-    const cudaError_t err = cudaHostAlloc(&p, nbytes == 0 ? 1 : nbytes, cudaHostAllocDefault);
+    const cudaError_t err = cudaHostAlloc(&p, bytes, cudaHostAllocDefault);
     if (err == cudaErrorMemoryAllocation) {
       cudaGetLastError();
-      throw OutOfMemoryError(nbytes, held_.load(), "cpu (pinned)", detail::base_name(__FILE__),
-                             __LINE__);
+      return nullptr;
     }
     if (err != cudaSuccess)
-      throw CudaError("pinned allocator: cudaHostAlloc of " + detail::describe_bytes(nbytes),
+      throw CudaError("pinned allocator: cudaHostAlloc of " + detail::describe_bytes(bytes),
                       error_text(err), detail::base_name(__FILE__), __LINE__);
-    held_ += nbytes;
     return p;
   }
-  void deallocate(void* ptr, size_t nbytes) override {
-    cudaFreeHost(ptr);
-    held_ -= nbytes;
+  void free(void* ptr) override { cudaFreeHost(ptr); }
+  uintptr_t record_event(StreamId stream) override {
+    DeviceGuard guard(static_cast<int>(stream) - 1);
+    cudaEvent_t e = nullptr;
+    TANDEM_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    TANDEM_CUDA_CHECK(cudaEventRecord(e, current_stream()));
+    return reinterpret_cast<uintptr_t>(e);
   }
+  bool event_done(uintptr_t event) override {
+    const cudaError_t err = cudaEventQuery(reinterpret_cast<cudaEvent_t>(event));
+    if (err == cudaErrorNotReady) {
+      cudaGetLastError();
+      return false;
+    }
+    TANDEM_CUDA_CHECK(err);
+    return true;
+  }
+  void release_event(uintptr_t event) override {
+    cudaEventDestroy(reinterpret_cast<cudaEvent_t>(event));
+  }
+};
+
+class PinnedAllocator final : public Allocator {
+ public:
+  void* allocate(size_t nbytes) override { return cache_.allocate(nbytes, kHost); }
+  void deallocate(void* ptr, size_t) override { cache_.free(ptr); }
   Device device() const override { return kCPU; }
+  CachingAllocator& cache() { return cache_; }
 
  private:
-  std::atomic<size_t> held_{0};  // for the out-of-memory message
+  CachingAllocator cache_{std::make_unique<PinnedMemory>(), "cpu (pinned)"};
 };
+
+PinnedAllocator& pinned() {
+  static PinnedAllocator alloc;
+  return alloc;
+}
 
 void check_device(int index) {
   TANDEM_CHECK(is_available(), "cuda:", index, ": no CUDA device is available");
@@ -181,10 +212,8 @@ void record_stream(void* ptr, int device, const Stream& stream) {
   device_allocator(device).cache().record_stream(ptr, reinterpret_cast<StreamId>(stream.handle()));
 }
 
-Allocator& pinned_host_allocator() {
-  static PinnedAllocator alloc;
-  return alloc;
-}
+Allocator& pinned_host_allocator() { return pinned(); }
+AllocatorStats pinned_memory_stats() { return pinned().cache().stats(); }
 
 void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t nbytes) {
   if (nbytes == 0) return;
@@ -196,6 +225,18 @@ void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device
   check_device(device);
   DeviceGuard guard(device);
   TANDEM_CUDA_CHECK(cudaMemcpy(dst, src, nbytes, cudaMemcpyDefault));
+}
+
+void copy_to_device_async(void* dst, Device dst_device, const void* src, const void* src_block,
+                          size_t nbytes) {
+  if (nbytes == 0) return;
+  if (!dst_device.is_cuda() || !pinned().cache().owns(src_block))
+    return copy_bytes(dst, dst_device, src, kCPU, nbytes);
+  const int device = dst_device.index();
+  check_device(device);
+  DeviceGuard guard(device);
+  TANDEM_CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyHostToDevice, current_stream()));
+  pinned().cache().record_stream(const_cast<void*>(src_block), static_cast<StreamId>(device) + 1);
 }
 
 Stream::Stream(int device) : device_(device) {

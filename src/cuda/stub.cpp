@@ -18,6 +18,7 @@ int device_count() { return 0; }
 std::string build_info() { return "built without CUDA"; }
 Allocator& caching_allocator(int) { unavailable("cuda allocator"); }
 Allocator& pinned_host_allocator() { unavailable("pinned allocator"); }
+AllocatorStats pinned_memory_stats() { unavailable("pinned memory_stats"); }
 AllocatorStats memory_stats(int) { unavailable("cuda memory_stats"); }
 void empty_cache(int) { unavailable("cuda empty_cache"); }
 void record_stream(void*, int, const Stream&) { unavailable("cuda record_stream"); }
@@ -39,6 +40,11 @@ void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device
     return;
   }
   unavailable("copy to or from a GPU");
+}
+
+void copy_to_device_async(void* dst, Device dst_device, const void* src, const void*,
+                          size_t nbytes) {
+  copy_bytes(dst, dst_device, src, kCPU, nbytes);
 }
 
 Stream::Stream(int) { unavailable("cuda::Stream"); }

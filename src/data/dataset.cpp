@@ -42,6 +42,19 @@ int64_t TensorDataset::get(int64_t index, float* out) const {
   return labels_.data_ptr<int64_t>()[index];
 }
 
+int64_t Dataset::get_bytes(int64_t, uint8_t*) const {
+  TANDEM_THROW(NotImplementedError, "this dataset does not hold its images as u8 bytes");
+}
+
+int64_t TensorDataset::get_bytes(int64_t index, uint8_t* out) const {
+  TANDEM_CHECK_INDEX(index >= 0 && index < size(), "TensorDataset: index ", index,
+                     " out of range for ", size(), " samples");
+  TANDEM_CHECK_T(NotImplementedError, has_bytes(), "TensorDataset: images are ",
+                 images_.dtype(), ", not u8 bytes");
+  std::memcpy(out, images_.data_ptr<uint8_t>() + index * sample_numel_, sample_numel_);
+  return labels_.data_ptr<int64_t>()[index];
+}
+
 SyntheticDataset::SyntheticDataset(int64_t size, Shape shape, int64_t num_classes, uint64_t seed)
     : size_(size), shape_(std::move(shape)), num_classes_(num_classes), seed_(seed) {
   TANDEM_CHECK(size >= 0 && shape_.size() == 3 && numel_of(shape_) > 0 && num_classes > 0,

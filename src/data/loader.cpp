@@ -49,6 +49,19 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, DistributedSample
                "DataLoader: need workers >= 0 and prefetch >= 1, got ", options_.workers_, " and ",
                options_.prefetch_);
   for (const auto& t : transforms_) TANDEM_CHECK(t != nullptr, "DataLoader: null transform");
+  if (const auto& a = options_.augment_on_device_) {
+    TANDEM_CHECK(transforms_.empty(), "DataLoader: augment_on_device replaces the loader's ",
+                 "transforms; give one or the other, not both");
+    TANDEM_CHECK(dataset_->has_bytes(), "DataLoader: augment_on_device needs a dataset of u8 ",
+                 "images (it ships the bytes)");
+    TANDEM_CHECK(a->crop_padding_ >= 0 && a->flip_p_ >= 0 && a->flip_p_ <= 1,
+                 "DataLoader: augment_on_device needs crop_padding >= 0 and flip_p in [0, 1], got ",
+                 a->crop_padding_, " and ", a->flip_p_);
+    const int64_t channels = dataset_->sample_shape()[0];
+    TANDEM_CHECK(a->mean_.size() == static_cast<size_t>(channels) && a->std_.size() == a->mean_.size(),
+                 "DataLoader: augment_on_device needs one mean and one std per channel (",
+                 channels, "), got ", a->mean_.size(), " and ", a->std_.size());
+  }
 }
 
 DataLoader::~DataLoader() { stop_workers(); }
@@ -105,7 +118,24 @@ Batch DataLoader::build(int64_t batch_index) const {
     return from_blob(pinned.allocate(nbytes), s, dtype, kCPU,
                      [&pinned, nbytes](void* p) { pinned.deallocate(p, nbytes); });
   };
-  Batch batch{staging(shape, DType::f32), staging({count}, DType::i64), batch_index};
+  if (const auto& a = options_.augment_on_device_) {
+    Batch batch{staging(shape, DType::u8), staging({count}, DType::i64), batch_index,
+                staging({count, 3}, DType::i32)};
+    uint8_t* images = batch.images.data_ptr<uint8_t>();
+    int64_t* labels = batch.labels.data_ptr<int64_t>();
+    int32_t* params = batch.augment.data_ptr<int32_t>();
+    for (int64_t i = 0; i < count; ++i) {
+      const int64_t index = order_[first + i];
+      labels[i] = dataset_->get_bytes(index, images + i * sample);
+      const SampleKey key{options_.seed_, epoch_, index};
+      const auto [dy, dx] = RandomCrop::offset(key, a->crop_padding_);
+      params[i * 3] = static_cast<int32_t>(dy);
+      params[i * 3 + 1] = static_cast<int32_t>(dx);
+      params[i * 3 + 2] = a->flip_p_ > 0 && RandomHorizontalFlip::flips(key, a->flip_p_);
+    }
+    return batch;
+  }
+  Batch batch{staging(shape, DType::f32), staging({count}, DType::i64), batch_index, Tensor()};
   float* images = batch.images.data_ptr<float>();
   int64_t* labels = batch.labels.data_ptr<int64_t>();
   for (int64_t i = 0; i < count; ++i) {
@@ -165,9 +195,14 @@ std::optional<Batch> DataLoader::next() {
     }
     batch = std::move(result.first);
   }
-  if (!options_.device_.is_cpu()) {
-    batch.images = batch.images.to(options_.device_);
-    batch.labels = batch.labels.to(options_.device_);
+  // From pinned staging: the copies are queued on the device's stream and return at once.
+  const Device device = options_.device_;
+  batch.images = batch.images.to(device, /*non_blocking=*/true);
+  batch.labels = batch.labels.to(device, /*non_blocking=*/true);
+  if (const auto& a = options_.augment_on_device_) {
+    batch.images = crop_flip_normalize(batch.images, batch.augment.to(device, /*non_blocking=*/true),
+                                       a->mean_, a->std_);
+    batch.augment = Tensor();
   }
   return batch;
 }

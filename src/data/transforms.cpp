@@ -6,6 +6,8 @@
 
 #include "tandem/core/error.hpp"
 #include "tandem/core/philox.hpp"
+#include "tandem/ops/creation.hpp"
+#include "../kernels/kernels.hpp"
 
 namespace tandem::data {
 
@@ -39,14 +41,19 @@ RandomCrop::RandomCrop(int64_t padding) : padding_(padding) {
   TANDEM_CHECK(padding >= 0, "RandomCrop: padding must be >= 0, got ", padding);
 }
 
-void RandomCrop::apply(float* image, const Shape& chw, const SampleKey& key) const {
-  if (padding_ == 0) return;
+std::pair<int64_t, int64_t> RandomCrop::offset(const SampleKey& key, int64_t padding) {
+  if (padding == 0) return {0, 0};
   uint32_t r[4];
   random_words(key, 1, r);
-  const int64_t c = chw[0], h = chw[1], w = chw[2], span = 2 * padding_ + 1;
   // Window origin in the padded image, as an offset from the original: dy, dx in [-p, p].
-  const int64_t dy = static_cast<int64_t>(r[0] % span) - padding_;
-  const int64_t dx = static_cast<int64_t>(r[1] % span) - padding_;
+  const int64_t span = 2 * padding + 1;
+  return {static_cast<int64_t>(r[0] % span) - padding, static_cast<int64_t>(r[1] % span) - padding};
+}
+
+void RandomCrop::apply(float* image, const Shape& chw, const SampleKey& key) const {
+  if (padding_ == 0) return;
+  const auto [dy, dx] = offset(key, padding_);
+  const int64_t c = chw[0], h = chw[1], w = chw[2];
   thread_local std::vector<float> copy;
   copy.assign(image, image + c * h * w);
   for (int64_t ch = 0; ch < c; ++ch)
@@ -69,12 +76,43 @@ RandomHorizontalFlip::RandomHorizontalFlip(double p) : p_(p) {
   TANDEM_CHECK(p >= 0 && p <= 1, "RandomHorizontalFlip: p must be in [0, 1], got ", p);
 }
 
-void RandomHorizontalFlip::apply(float* image, const Shape& chw, const SampleKey& key) const {
+bool RandomHorizontalFlip::flips(const SampleKey& key, double p) {
   uint32_t r[4];
   random_words(key, 2, r);
-  if (Philox4x32::to_unit_double(r[0], r[1]) >= p_) return;
+  return Philox4x32::to_unit_double(r[0], r[1]) < p;
+}
+
+void RandomHorizontalFlip::apply(float* image, const Shape& chw, const SampleKey& key) const {
+  if (!flips(key, p_)) return;
   const int64_t rows = chw[0] * chw[1], w = chw[2];
   for (int64_t y = 0; y < rows; ++y) std::reverse(image + y * w, image + (y + 1) * w);
+}
+
+Tensor crop_flip_normalize(const Tensor& images, const Tensor& params,
+                           const std::vector<float>& mean, const std::vector<float>& std) {
+  TANDEM_CHECK(images.dim() == 4 && images.dtype() == DType::u8,
+               "crop_flip_normalize: images must be u8 (B, C, H, W), got ", images.dtype(), " ",
+               shape_str(images.shape()));
+  const int64_t batch = images.size(0), channels = images.size(1);
+  const bool params_ok = params.dtype() == DType::i32 && params.shape() == Shape{batch, 3};
+  TANDEM_CHECK(params_ok,
+               "crop_flip_normalize: params must be i32 (", batch, ", 3), got ", params.dtype(),
+               " ", shape_str(params.shape()));
+  TANDEM_CHECK(params.device() == images.device(), "crop_flip_normalize: params on ",
+               params.device(), ", images on ", images.device());
+  TANDEM_CHECK(mean.size() == static_cast<size_t>(channels) && std.size() == mean.size(),
+               "crop_flip_normalize: need one mean and one std per channel (", channels,
+               "), got ", mean.size(), " and ", std.size());
+  std::vector<float> inv;
+  for (float s : std) {
+    TANDEM_CHECK(s > 0, "crop_flip_normalize: std must be positive, got ", s);
+    inv.push_back(1.0f / s);  // as Normalize keeps it
+  }
+  const Device device = images.device();
+  Tensor out = empty(images.shape(), TensorOptions(DType::f32).device(device));
+  kernels::crop_flip_normalize(out, images.contiguous(), params.contiguous(),
+                               from_vector(mean).to(device), from_vector(inv).to(device));
+  return out;
 }
 
 }  // namespace tandem::data

@@ -134,6 +134,7 @@ TANDEM_STUB(avg_pool2d_forward);
 TANDEM_STUB(avg_pool2d_backward);
 TANDEM_STUB(adaptive_avg_pool2d_forward);
 TANDEM_STUB(adaptive_avg_pool2d_backward);
+TANDEM_STUB(crop_flip_normalize);
 TANDEM_STUB(pick_classes);
 TANDEM_STUB(pick_classes_backward);
 TANDEM_STUB(sgd_step);

@@ -127,4 +127,15 @@ extern Stub<void (*)(const Tensor& param, const Tensor& exp_avg, const Tensor& e
                      const Tensor& grad, const AdamWArgs& args)>
     adamw_step;
 
+
+// --- data augmentation -------------------------------------------------------------------------
+/// out (B, C, H, W) f32: each u8 sample of in (B, C, H, W) scaled to [0, 1], shifted by
+/// (dy, dx) = (params[b][0], params[b][1]) with zeros outside (out[y][x] = in[y + dy][x + dx]),
+/// mirrored left-right when params[b][2] != 0, then (x - mean[c]) * inv_std[c]: what
+/// data::RandomCrop, RandomHorizontalFlip and Normalize do on the host, rounded the same. All
+/// contiguous; params (B, 3) i32, mean and inv_std (C) f32.
+extern Stub<void (*)(const Tensor& out, const Tensor& in, const Tensor& params, const Tensor& mean,
+                     const Tensor& inv_std)>
+    crop_flip_normalize;
+
 }  // namespace tandem::kernels

@@ -58,12 +58,15 @@ Tensor Tensor::to(DType dtype) const {
   return out;
 }
 
-Tensor Tensor::to(Device device) const {
+Tensor Tensor::to(Device device, bool non_blocking) const {
   if (device == this->device()) return *this;
   Tensor src = contiguous();
   Tensor out = make_tensor(shape(), dtype(), device);
-  cuda::copy_bytes(out.raw_data(), device, src.raw_data(), src.device(),
-                   static_cast<size_t>(numel() * element_size()));
+  const auto nbytes = static_cast<size_t>(numel() * element_size());
+  if (non_blocking && src.device().is_cpu())
+    cuda::copy_to_device_async(out.raw_data(), device, src.raw_data(), src.storage().data(), nbytes);
+  else
+    cuda::copy_bytes(out.raw_data(), device, src.raw_data(), src.device(), nbytes);
   Device from = this->device();
   autograd::record("to_device", {*this}, out,
                    [from](const Tensor& g) -> std::vector<Tensor> { return {g.to(from)}; });

@@ -180,3 +180,30 @@ TEST_CASE("caching allocator: statistics and empty_cache", "[cuda_alloc]") {
   CHECK(s.allocated_bytes == 0);
   CHECK(f.device->live.empty());
 }
+
+TEST_CASE("caching allocator as the pinned host cache: a staging buffer an async copy read is "
+          "reused once the copy's stream is past it; owns() knows its blocks",
+          "[cuda_alloc]") {
+  // As src/cuda/runtime.cpp uses it for pinned memory: every block allocated for the host
+  // writer (stream 0), each copy to GPU d marking the block used on "stream" d + 1.
+  Fixture f;
+  const cuda::StreamId host = 0, gpu0 = 1;
+  void* a = f.alloc->allocate(400 * 1024, host);
+  CHECK(f.alloc->owns(a));
+  CHECK_FALSE(f.alloc->owns(static_cast<char*>(a) + 512));  // inside a block, not its start
+  f.alloc->record_stream(a, gpu0);  // the copy to cuda:0 reads it
+  f.alloc->free(a);
+  CHECK_FALSE(f.alloc->owns(a));
+  void* b = f.alloc->allocate(400 * 1024, host);  // the next batch: not the block in flight
+  CHECK(b != a);
+  f.device->finish(gpu0);
+  f.alloc->free(b);
+  // Both back in the small pool's one segment: later batches cost no new host allocation.
+  for (int i = 0; i < 10; ++i) {
+    void* p = f.alloc->allocate(400 * 1024, host);
+    f.alloc->record_stream(p, gpu0);
+    f.alloc->free(p);
+    f.device->finish(gpu0);
+  }
+  CHECK(f.alloc->stats().device_allocs == 1);
+}

@@ -292,3 +292,103 @@ TEST_CASE("Fashion-MNIST as bytes gives the dataset the same floats in a quarter
   }
   CHECK_THROWS_AS(load_mnist(kFashionMnistDir, false, DType::f16), ValueError);
 }
+
+namespace {
+// u8 images (n, 3, 5, 7) of distinct pixel values and labels i % 10.
+std::shared_ptr<Dataset> byte_images(int64_t n) {
+  Tensor images = empty({n, 3, 5, 7}, DType::u8);
+  uint8_t* p = images.data_ptr<uint8_t>();
+  for (int64_t i = 0; i < images.numel(); ++i) p[i] = static_cast<uint8_t>((i * 37 + 11) % 256);
+  Tensor labels = empty({n}, DType::i64);
+  for (int64_t i = 0; i < n; ++i) labels.data_ptr<int64_t>()[i] = i % 10;
+  return std::make_shared<TensorDataset>(images, labels, 10);
+}
+
+std::vector<std::pair<std::vector<float>, std::vector<int64_t>>> all_batches(DataLoader& loader,
+                                                                             int64_t epoch) {
+  std::vector<std::pair<std::vector<float>, std::vector<int64_t>>> out;
+  loader.start_epoch(epoch);
+  while (auto b = loader.next()) {
+    CHECK(b->images.dtype() == DType::f32);
+    CHECK_FALSE(b->augment.defined());
+    out.emplace_back(b->images.cpu().to_vector<float>(), b->labels.cpu().to_vector<int64_t>());
+  }
+  return out;
+}
+}  // namespace
+
+TEST_CASE("augment_on_device gives the host transforms' images bit for bit", "[data]") {
+  auto data = byte_images(37);
+  const std::vector<float> mean{0.3f, 0.5f, 0.7f}, std{0.2f, 0.25f, 0.3f};
+  for (int64_t workers : {0, 2}) {
+    const auto options = LoaderOptions().batch_size(8).workers(workers).seed(5);
+    DataLoader host(data, DistributedSampler(data->size(), 0, 1, true, 3), options,
+                    {std::make_shared<RandomCrop>(2), std::make_shared<RandomHorizontalFlip>(),
+                     std::make_shared<Normalize>(mean, std)});
+    DataLoader device(data, DistributedSampler(data->size(), 0, 1, true, 3),
+                      LoaderOptions(options).augment_on_device(
+                          DeviceAugment().crop_padding(2).flip_p(0.5).mean(mean).std(std)));
+    for (int64_t epoch : {0, 1}) {
+      const auto want = all_batches(host, epoch), got = all_batches(device, epoch);
+      REQUIRE(got.size() == want.size());
+      for (size_t b = 0; b < got.size(); ++b) {
+        CHECK(got[b].second == want[b].second);
+        REQUIRE(got[b].first.size() == want[b].first.size());
+        CHECK(std::memcmp(got[b].first.data(), want[b].first.data(),
+                          got[b].first.size() * sizeof(float)) == 0);
+      }
+    }
+  }
+  // Some samples of the epoch were shifted and some flipped: the comparison saw both cases.
+  int shifted = 0, flipped = 0;
+  for (int64_t i = 0; i < data->size(); ++i) {
+    const SampleKey key{5, 0, i};
+    shifted += RandomCrop::offset(key, 2) != std::pair<int64_t, int64_t>{0, 0};
+    flipped += RandomHorizontalFlip::flips(key, 0.5);
+  }
+  CHECK(shifted > 20);
+  CHECK(flipped > 5);
+  CHECK(flipped < 32);
+}
+
+TEST_CASE("crop_flip_normalize against its closed form; bad augment_on_device setups are refused",
+          "[data][errors]") {
+  // One 1x3x4 image, shifted right by one (dx = -1) and flipped: out[y][x] = in[y][2 - x]
+  // shifted, i.e. in[y][(3 - x) - 1] with column -1 padded.
+  Tensor img = from_vector(std::vector<uint8_t>{0, 51, 102, 153, 204, 255, 0, 51, 102, 153, 204, 255},
+                           {1, 1, 3, 4});
+  Tensor params = from_vector(std::vector<int32_t>{0, -1, 1}, {1, 3});
+  const auto out = crop_flip_normalize(img, params, {0.5f}, {0.5f}).to_vector<float>();
+  for (int64_t y = 0; y < 3; ++y)
+    for (int64_t x = 0; x < 4; ++x) {
+      const int64_t sx = 3 - x - 1;
+      const float v = sx >= 0 ? img.data_ptr<uint8_t>()[y * 4 + sx] * (1.0f / 255.0f) : 0.0f;
+      CHECK(out[y * 4 + x] == (v - 0.5f) * (1.0f / 0.5f));
+    }
+  CHECK_THAT(error_of([&] { crop_flip_normalize(img.to(DType::f32), params, {0.5f}, {0.5f}); }),
+             Catch::Contains("images must be u8 (B, C, H, W), got f32"));
+  CHECK_THAT(error_of([&] { crop_flip_normalize(img, params.to(DType::i64), {0.5f}, {0.5f}); }),
+             Catch::Contains("params must be i32 (1, 3), got i64"));
+  CHECK_THAT(error_of([&] { crop_flip_normalize(img, params, {0.5f, 0.1f}, {0.5f, 1.0f}); }),
+             Catch::Contains("need one mean and one std per channel (1), got 2 and 2"));
+
+  auto bytes = byte_images(4);
+  const auto augment = DeviceAugment().crop_padding(1).flip_p(0.5).mean({0, 0, 0}).std({1, 1, 1});
+  CHECK_THAT(error_of([&] {
+               DataLoader(bytes, DistributedSampler(4), LoaderOptions().augment_on_device(augment),
+                          {std::make_shared<RandomHorizontalFlip>()});
+             }),
+             Catch::Contains("give one or the other, not both"));
+  CHECK_THAT(error_of([&] {
+               DataLoader(numbered(4), DistributedSampler(4), LoaderOptions().augment_on_device(
+                   DeviceAugment().mean({0}).std({1})));
+             }),
+             Catch::Contains("needs a dataset of u8 images"));
+  CHECK_THAT(error_of([&] {
+               DataLoader(bytes, DistributedSampler(4), LoaderOptions().augment_on_device(
+                   DeviceAugment().mean({0}).std({1})));
+             }),
+             Catch::Contains("one mean and one std per channel (3), got 1 and 1"));
+  CHECK_THAT(error_of([&] { numbered(4)->get_bytes(0, nullptr); }),
+             Catch::Contains("images are f32, not u8 bytes"));
+}

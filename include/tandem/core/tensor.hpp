@@ -109,7 +109,10 @@ class Tensor {
 
   // --- conversions -----------------------------------------------------------------------
   Tensor to(DType dtype) const;
-  Tensor to(Device device) const;
+  /// A copy on `device` (this tensor when already there). non_blocking: a copy from pinned host
+  /// memory to a GPU is queued on the device's stream and returns at once (the data loader's
+  /// staging buffers are pinned); every other copy is synchronous, as in PyTorch.
+  Tensor to(Device device, bool non_blocking = false) const;
   Tensor to(Device device, DType dtype) const;
   Tensor clone() const;
   Tensor contiguous() const;

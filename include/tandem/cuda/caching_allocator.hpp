@@ -70,6 +70,8 @@ class CachingAllocator {
   void free(void* ptr);
   /// Marks the block at `ptr` as used on `stream` too (besides the one it was allocated on).
   void record_stream(void* ptr, StreamId stream);
+  /// True when `ptr` is the start of a block this allocator handed out and not yet freed.
+  bool owns(const void* ptr) const;
   /// Gives every cached segment that holds no block in use back to the device.
   void empty_cache();
   AllocatorStats stats() const;

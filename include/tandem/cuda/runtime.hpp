@@ -29,8 +29,12 @@ Allocator& caching_allocator(int index);
 AllocatorStats memory_stats(int device);
 /// Gives GPU `device`'s cached, unused segments back to the driver.
 void empty_cache(int device);
-/// Page-locked host memory (cudaHostAlloc).
+/// Page-locked host memory: cudaHostAlloc'd segments kept and reused through the caching
+/// allocator's bookkeeping, so a loader's staging buffers cost no cudaHostAlloc/cudaFreeHost per
+/// batch; a block an asynchronous copy reads is not handed out again before that copy is done.
 Allocator& pinned_host_allocator();
+/// Its statistics (device_allocs: cudaHostAlloc calls).
+AllocatorStats pinned_memory_stats();
 
 /// TensorFloat-32 for f32 matrix products (off by default) and convolutions (on by default), as
 /// PyTorch's torch.backends.cuda.matmul.allow_tf32 and torch.backends.cudnn.allow_tf32.
@@ -45,6 +49,12 @@ bool cudnn_benchmark();
 
 /// Copies bytes between any two devices (host-host included); synchronous.
 void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t nbytes);
+/// Copies `nbytes` from host memory `src` to `dst` on GPU `dst_device`. When `src` lies in a
+/// block of the pinned allocator that starts at `src_block` (the storage's data pointer), the
+/// copy is queued on the device's compute stream and this returns at once; the block is not
+/// reused until the copy is done. Otherwise the same as copy_bytes.
+void copy_to_device_async(void* dst, Device dst_device, const void* src, const void* src_block,
+                          size_t nbytes);
 
 /// A CUDA stream owned by tandem (compute or communication). Movable, not copyable.
 class Stream {

@@ -20,6 +20,11 @@ class Dataset {
   virtual int64_t num_classes() const = 0;
   /// Writes image `index` as f32 into `out` (numel(sample_shape()) values); returns its label.
   virtual int64_t get(int64_t index, float* out) const = 0;
+  /// Whether the images are stored as u8, which get_bytes() then hands out as they are (the
+  /// loader's augment_on_device path ships them so).
+  virtual bool has_bytes() const { return false; }
+  /// Writes image `index` as its u8 pixels into `out`; returns its label. Only when has_bytes().
+  virtual int64_t get_bytes(int64_t index, uint8_t* out) const;
 };
 
 /// Images (N, C, H, W), u8 (scaled to [0, 1]) or f32 (as is), and labels (N) i64 in
@@ -31,6 +36,8 @@ class TensorDataset : public Dataset {
   Shape sample_shape() const override;
   int64_t num_classes() const override { return num_classes_; }
   int64_t get(int64_t index, float* out) const override;
+  bool has_bytes() const override { return images_.dtype() == DType::u8; }
+  int64_t get_bytes(int64_t index, uint8_t* out) const override;
 
  private:
   Tensor images_, labels_;

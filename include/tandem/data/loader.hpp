@@ -41,6 +41,18 @@ class DistributedSampler {
   int64_t epoch_ = 0;
 };
 
+/// Crop, flip and normalize done by one kernel on the loader's device (crop_flip_normalize)
+/// instead of per sample on the loader's threads: the batch goes there as u8 bytes (a quarter
+/// of the f32 bytes) with each sample's crop offset and flip, drawn as RandomCrop(crop_padding)
+/// and RandomHorizontalFlip(flip_p) draw them, so the images are the same, bit for bit, as those
+/// transforms followed by Normalize(mean, std) give. The dataset must hold u8 images.
+struct DeviceAugment {
+  TANDEM_ARG(int64_t, crop_padding) = 0;
+  TANDEM_ARG(double, flip_p) = 0;
+  TANDEM_ARG(std::vector<float>, mean);
+  TANDEM_ARG(std::vector<float>, std);
+};
+
 struct LoaderOptions {
   TANDEM_ARG(int64_t, batch_size) = 64;
   TANDEM_ARG(bool, drop_last) = false;
@@ -50,13 +62,19 @@ struct LoaderOptions {
   TANDEM_ARG(int64_t, workers) = 1;
   TANDEM_ARG(int64_t, prefetch) = 2;  // batches built ahead of the one being consumed
   TANDEM_ARG(uint64_t, seed) = 0;     // for the random transforms (the sampler has its own)
-  TANDEM_ARG(Device, device) = kCPU;  // a GPU target gets pinned staging buffers and async copies
+  // A GPU target gets pinned, reused staging buffers and asynchronous copies.
+  TANDEM_ARG(Device, device) = kCPU;
+  // Augmentation on the device, in place of the loader's transforms (which must then be empty).
+  TANDEM_ARG(std::optional<DeviceAugment>, augment_on_device);
 };
 
 struct Batch {
   Tensor images;  // (B, C, H, W) f32 on the loader's device
   Tensor labels;  // (B) i64
   int64_t index;  // position in the epoch
+  // augment_on_device: (B, 3) i32 crop offsets and flips of u8 `images`, between a worker
+  // building the batch and next() applying them; undefined in what next() returns.
+  Tensor augment;
 };
 
 class DataLoader {

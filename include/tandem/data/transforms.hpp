@@ -4,9 +4,11 @@
 #pragma once
 
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "tandem/core/shape.hpp"
+#include "tandem/core/tensor.hpp"
 
 namespace tandem::data {
 
@@ -43,6 +45,8 @@ class RandomCrop : public Transform {
  public:
   explicit RandomCrop(int64_t padding);
   void apply(float* image, const Shape& chw, const SampleKey& key) const override;
+  /// The window's offset (dy, dx), each in [-padding, padding], that apply() uses for `key`.
+  static std::pair<int64_t, int64_t> offset(const SampleKey& key, int64_t padding);
 
  private:
   int64_t padding_;
@@ -53,11 +57,21 @@ class RandomHorizontalFlip : public Transform {
  public:
   explicit RandomHorizontalFlip(double p = 0.5);
   void apply(float* image, const Shape& chw, const SampleKey& key) const override;
+  /// Whether apply() mirrors the sample of `key`.
+  static bool flips(const SampleKey& key, double p);
 
  private:
   double p_;
 };
 
 using Transforms = std::vector<std::shared_ptr<const Transform>>;
+
+/// RandomCrop(padding), RandomHorizontalFlip(p) and Normalize(mean, std) as one kernel on a
+/// batch of u8 images (B, C, H, W) on any device: `params` (B, 3) i32 holds each sample's crop
+/// offset (dy, dx) and flip (0 or 1), from RandomCrop::offset and RandomHorizontalFlip::flips.
+/// The same f32 values as the three transforms applied to the image scaled to [0, 1], bit for
+/// bit. The loader runs it on the GPU with LoaderOptions::augment_on_device.
+Tensor crop_flip_normalize(const Tensor& images, const Tensor& params,
+                           const std::vector<float>& mean, const std::vector<float>& std);
 
 }  // namespace tandem::data
