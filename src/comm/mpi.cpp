@@ -92,7 +92,12 @@ class MpiComm final : public Communicator {
     }
     progress_ = std::make_unique<detail::ProgressThread>(
         [this] { return timeout(); },
-        [this](const std::string& what, const std::string& msg) { fail(what + ": " + msg); });
+        [this](const std::string& what, const std::string& msg) { fail(what + ": " + msg); },
+        // Idle: another rank's notice aborts this communicator even when it makes no call (a
+        // nccl communicator bootstrapped here watches is_aborted()).
+        [this] {
+          if (!aborted_) noticed();
+        });
   }
 
   ~MpiComm() override {

@@ -521,7 +521,16 @@ class NcclComm final : public Communicator {
   // Why this communicator must stop now, or "": the group aborted, an asynchronous NCCL error,
   // or the oldest pending collective past its deadline. Called with mu_ held.
   std::string failure() {
-    if (group_->aborted()) return group_->reason();
+    // Across processes (an mpi bootstrap), an abort goes both ways through the bootstrap's
+    // notices: this group's to the other processes, theirs to this group.
+    if (group_->aborted()) {
+      if (bootstrap_ && !bootstrap_->is_aborted()) bootstrap_->abort(group_->reason());
+      return group_->reason();
+    }
+    if (bootstrap_ && bootstrap_->is_aborted()) {
+      group_->abort("rank " + std::to_string(rank_) + ": " + bootstrap_reason());
+      return group_->reason();
+    }
     {
       std::lock_guard<std::mutex> lock(comm_mu_);
       if (comm_ != nullptr) {
@@ -541,6 +550,16 @@ class NcclComm final : public Communicator {
       return group_->reason();
     }
     return "";
+  }
+
+  // Why the bootstrap was aborted: a call on an aborted communicator fails at once with it.
+  std::string bootstrap_reason() {
+    try {
+      bootstrap_->barrier().wait();
+    } catch (const CommError& e) {
+      return e.message();
+    }
+    return "the mpi bootstrap communicator was aborted";
   }
 
   void watch() {

@@ -148,11 +148,16 @@ class ProgressThread {
 
   /// `timeout` gives the current timeout when a body starts; `on_failure(what, message)` runs when
   /// a body throws something other than a CommError (the backend aborts the group there).
+  /// `idle`, when given, runs on this thread every kIdlePoll while nothing is queued (the mpi
+  /// backend looks for other ranks' abort notices there, as MPI is only called from here).
   ProgressThread(std::function<Duration()> timeout,
-                 std::function<void(const std::string&, const std::string&)> on_failure)
+                 std::function<void(const std::string&, const std::string&)> on_failure,
+                 std::function<void()> idle = nullptr)
       : timeout_(std::move(timeout)),
         on_failure_(std::move(on_failure)),
+        idle_(std::move(idle)),
         thread_([this] { run(); }) {}
+  static constexpr Duration kIdlePoll{20};
 
   /// Runs what is queued (each body fails fast once the backend is aborted), then stops.
   ~ProgressThread() {
@@ -196,7 +201,19 @@ class ProgressThread {
       {
         std::unique_lock<std::mutex> lock(mu_);
         sleeping_ = true;
-        cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+        const auto ready = [&] { return stopping_ || !queue_.empty(); };
+        if (!idle_) {
+          cv_.wait(lock, ready);
+        } else if (!cv_.wait_for(lock, kIdlePoll, ready)) {
+          sleeping_ = false;
+          lock.unlock();
+          try {
+            idle_();
+          } catch (const std::exception& e) {
+            on_failure_("progress thread", e.what());
+          }
+          continue;
+        }
         sleeping_ = false;
         if (queue_.empty()) return;
         task = std::move(queue_.front());
@@ -217,6 +234,7 @@ class ProgressThread {
 
   std::function<Duration()> timeout_;
   std::function<void(const std::string&, const std::string&)> on_failure_;
+  std::function<void()> idle_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Task> queue_;

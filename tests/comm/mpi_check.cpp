@@ -7,6 +7,9 @@
 //   stall        the last rank never calls; the others must fail within the 500 ms timeout
 //   abort        the last rank aborts its communicator: the others' allreduce fails at once with
 //                its reason (an abort notice), far inside their 20 s timeout
+//   abort_idle   the last rank aborts; the others make no call, yet see their communicator
+//                aborted with its reason within a second (the progress thread reads notices
+//                while idle: what the nccl backend's watchdog relies on across processes)
 //   exit, throw  the last rank exits (or dies of an uncaught exception) before its collective:
 //                the job must end, not hang. By default mpirun kills the others; when it lets
 //                them run (orte_abort_on_non_zero_status 0) each gets a CommError at its 3 s
@@ -239,6 +242,29 @@ int main(int argc, char** argv) {
         return 0;
       }
       return survivor_allreduce(*c, t0);
+    }
+    if (mode == "abort_idle") {
+      auto c = make_mpi_communicator(MpiOptions().timeout(Duration(20000)));
+      if (c->rank() == c->size() - 1) {
+        c->abort("it gave up");
+        std::this_thread::sleep_for(std::chrono::seconds(2));
+        return 0;
+      }
+      const auto t0 = Clock::now();
+      while (!c->is_aborted() && Clock::now() - t0 < std::chrono::seconds(5))
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+      if (!c->is_aborted()) {
+        std::printf("rank %d: no abort seen in %.1f s without a call\n", c->rank(), s);
+        return 1;
+      }
+      try {
+        c->barrier().wait();
+      } catch (const CommError& e) {
+        std::printf("rank %d: aborted while idle [after %.1f s]: %s\n", c->rank(), s, e.message().c_str());
+        return s < 1.0 && e.message().find("it gave up") != std::string::npos ? 0 : 1;
+      }
+      return 1;
     }
     if (mode == "exit" || mode == "throw") {
       auto c = make_mpi_communicator(MpiOptions().timeout(Duration(3000)));
