@@ -32,6 +32,7 @@ struct Config {
   int64_t report_every = 0;
   std::string bucket_mb = "25";  // MiB, or "auto"
   bool sync_bn = false;
+  bool tta = false;
   int64_t batch = 128, max_steps = 0, synthetic_size = 10000;
   double lr = 0.2, momentum = 0.9, weight_decay = 5e-4;
   uint64_t seed = 0;
@@ -39,9 +40,9 @@ struct Config {
 
 struct Data {
   std::shared_ptr<data::Dataset> train, test;
-  data::Transforms train_transforms, test_transforms;
+  data::Transforms train_transforms, test_transforms, mirrored_test_transforms;
   // The same augmentation as one kernel on a GPU (u8 datasets only: the bytes go there).
-  std::optional<data::DeviceAugment> train_on_device, test_on_device;
+  std::optional<data::DeviceAugment> train_on_device, test_on_device, mirrored_test_on_device;
 };
 
 Data load_data(const Config& c) {
@@ -76,17 +77,21 @@ Data load_data(const Config& c) {
   d.train_transforms = {std::make_shared<data::RandomCrop>(crop_padding),
                         std::make_shared<data::RandomHorizontalFlip>(), normalize};
   d.test_transforms = {normalize};
+  d.mirrored_test_transforms = {std::make_shared<data::RandomHorizontalFlip>(1.0), normalize};
   if (d.train->has_bytes()) {
     d.train_on_device = data::DeviceAugment().crop_padding(crop_padding).flip_p(0.5).mean(mean).std(std);
     d.test_on_device = data::DeviceAugment().mean(mean).std(std);
+    d.mirrored_test_on_device = data::DeviceAugment().flip_p(1.0).mean(mean).std(std);
   }
   return d;
 }
 
 // Test accuracy over every rank's shard of the test set. Rank r reads samples r, r + W, ... of
 // the (unshuffled) set, padded at the end to equal counts: only the first `real` are counted.
+// With `mirrored` (--tta), each image's logits are summed with its mirror image's (the loader
+// yields the same samples in the same order, flipped).
 double evaluate(nn::Module& model, data::DataLoader& loader, comm::Communicator& comm,
-                int64_t test_size) {
+                int64_t test_size, data::DataLoader* mirrored = nullptr) {
   NoGradGuard no_grad;
   model.eval();
   const int64_t world = comm.size(), rank = comm.rank();
@@ -94,10 +99,15 @@ double evaluate(nn::Module& model, data::DataLoader& loader, comm::Communicator&
   const int64_t real = rank < test_size ? (test_size - rank + world - 1) / world : 0;
   int64_t correct = 0, seen = 0;
   loader.start_epoch(0);
+  if (mirrored) mirrored->start_epoch(0);
   while (auto b = loader.next()) {
+    std::optional<data::Batch> m;
+    if (mirrored) m = mirrored->next();
     const int64_t n = std::min<int64_t>(b->labels.numel(), real - seen);
     if (n > 0) {
-      Tensor pred = argmax(model.forward(b->images.narrow(0, 0, n).to(device)), 1);
+      Tensor logits = model.forward(b->images.narrow(0, 0, n).to(device));
+      if (m) logits = logits + model.forward(m->images.narrow(0, 0, n).to(device));
+      Tensor pred = argmax(logits, 1);
       correct += sum(eq(pred, b->labels.narrow(0, 0, n).to(device))).item<int64_t>();
     }
     seen += b->labels.numel();
@@ -175,6 +185,12 @@ void train_rank(Shared& sh, parallel::Rank& r) {
   data::DataLoader test(d.test, data::DistributedSampler(d.test->size(), rank, world, false),
                         loader_options(500, d.test_on_device),
                         on_device ? data::Transforms{} : d.test_transforms);
+  std::optional<data::DataLoader> mirrored;  // --tta
+  if (c.tta)
+    mirrored.emplace(d.test, data::DistributedSampler(d.test->size(), rank, world, false),
+                     loader_options(500, d.mirrored_test_on_device),
+                     on_device ? data::Transforms{} : d.mirrored_test_transforms);
+  data::DataLoader* mirror = mirrored ? &*mirrored : nullptr;
   const int64_t per_epoch = train.num_batches();
   TANDEM_CHECK(per_epoch > 0, "--batch-size ", c.batch, " is larger than the ", d.train->size(),
                " training images");
@@ -325,7 +341,7 @@ void train_rank(Shared& sh, parallel::Rank& r) {
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     train_seconds += seconds;
     images_seen += images;
-    acc = evaluate(*model, test, r.comm, d.test->size());
+    acc = evaluate(*model, test, r.comm, d.test->size(), mirror);
     Tensor mean_loss =
         from_vector(std::vector<double>{loss_count ? loss_sum / loss_count : 0.0}).to(r.device());
     r.comm.allreduce(mean_loss, comm::ReduceOp::avg).wait();
@@ -367,7 +383,7 @@ void train_rank(Shared& sh, parallel::Rank& r) {
       metrics->flush();
     }
   }
-  if (images_seen == 0) acc = evaluate(*model, test, r.comm, d.test->size());  // resumed a finished run
+  if (images_seen == 0) acc = evaluate(*model, test, r.comm, d.test->size(), mirror);  // resumed a finished run
   if (lead)
     std::printf("done: %s on %s, %lld steps, test accuracy %.2f%%, %.1f s training (%.0f img/s; "
                 "%d rank(s), %.0f img/s per rank), checkpoint %s\n",
@@ -495,6 +511,7 @@ int main(int argc, char** argv) {
           "MiB|auto"))
       ->capture_default_str();
   app.add_option("--grad-accum", c.grad_accum, "micro-batches per step (gradients accumulated without allreduce)")->check(CLI::Range(1, 1024))->capture_default_str();
+  app.add_flag("--tta", c.tta, "evaluate each test image and its mirror image, summing their logits (test-time augmentation)");
   app.add_flag("--sync-bn", c.sync_bn, "batch-norm statistics over all ranks (SyncBatchNorm)");
   app.add_option("--synthetic-size", c.synthetic_size, "training images of --dataset synthetic (test images: as many, at most 1000)")->check(positive())->capture_default_str();
   try {
