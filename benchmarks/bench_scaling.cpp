@@ -5,7 +5,8 @@
 // exposed communication (the wait for the allreduce after backward's last op), and img/s.
 // bench_scaling.py runs it at several world sizes next to PyTorch's DDP and writes the plot.
 // Usage: bench_scaling [--ranks 2] [--batch 64 (per rank)] [--threads 1 (per rank)]
-//                      [--steps 20] [--warmup 3] [--no-ddp (one rank, no wrapper)] [--bucket-mb 25]
+//                      [--steps 20] [--warmup 3] [--no-ddp (one rank, no wrapper)]
+//                      [--bucket-mb 25|auto (the scaling predictor's choice after the first step)]
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -13,6 +14,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 
+#include "tandem/monitor/predictor.hpp"
 #include "tandem/tandem.hpp"
 
 using namespace tandem;
@@ -30,7 +32,7 @@ int main(int argc, char** argv) {
   std::string model_name = "resnet20";
   int64_t batch = 64, channels = 1, size = 28, steps = 20, warmup = 3;
   int ranks = 2, threads = 1;
-  double bucket_mb = 25.0;
+  std::string bucket_mb = "25";
   bool no_ddp = false;
   app.add_option("--model", model_name)->check(CLI::IsMember(nn::resnet_names()));
   app.add_option("--ranks", ranks)->check(CLI::Range(1, 64));
@@ -40,7 +42,8 @@ int main(int argc, char** argv) {
   app.add_option("--size", size)->check(CLI::PositiveNumber);
   app.add_option("--steps", steps)->check(CLI::PositiveNumber);
   app.add_option("--warmup", warmup)->check(CLI::NonNegativeNumber);
-  app.add_option("--bucket-mb", bucket_mb)->check(CLI::PositiveNumber);
+  app.add_option("--bucket-mb", bucket_mb, "MiB, or auto")
+      ->check(CLI::PositiveNumber | CLI::IsMember({"auto"}));
   app.add_flag("--no-ddp", no_ddp, "train without the DDP wrapper (needs --ranks 1)");
   CLI11_PARSE(app, argc, argv);
   if (no_ddp && ranks != 1) {
@@ -53,12 +56,15 @@ int main(int argc, char** argv) {
   for (int r = 0; r < ranks; ++r)
     models.push_back(nn::resnet_by_name(model_name, nn::ResNetOptions().in_channels(channels)));
   std::vector<double> step_ms, compute_ms, exposed_ms;  // rank 0's
+  double cap_mb = 0;  // the cap in use at the end (auto: the one chosen)
   parallel::launch(ranks, [&](parallel::Rank& r) {
     auto model = models[r.rank()];
     std::unique_ptr<parallel::DistributedDataParallel> ddp;
     if (!no_ddp)
       ddp = std::make_unique<parallel::DistributedDataParallel>(
-          model, r.comm, parallel::DDPOptions().bucket_cap_mb(bucket_mb));
+          model, r.comm,
+          bucket_mb == "auto" ? parallel::DDPOptions().bucket_cap_chooser(monitor::auto_bucket_cap())
+                              : parallel::DDPOptions().bucket_cap_mb(std::stod(bucket_mb)));
     optim::SGD opt(optim::weight_decay_groups(*model, 5e-4),
                    optim::SGDOptions().lr(0.05).momentum(0.9).nesterov(true));
     std::vector<Tensor> xs, ys;
@@ -86,6 +92,7 @@ int main(int argc, char** argv) {
       exposed_ms.push_back(exposed);
       compute_ms.push_back(Ms(t2 - t0).count() - exposed);
     }
+    if (ddp && r.rank() == 0) cap_mb = ddp->bucket_cap_mb();
   }, parallel::LaunchOptions().threads(threads * ranks));
   const double step = median(step_ms);
   nlohmann::json out = {{"framework", "tandem"},  {"model", model_name},
@@ -95,7 +102,8 @@ int main(int argc, char** argv) {
                         {"compute_ms_median", median(compute_ms)},
                         {"exposed_comm_ms_median", median(exposed_ms)},
                         {"data_wait_ms_median", 0.0},  // batches are in memory
-                        {"img_per_s", ranks * batch * 1000.0 / step}};
+                        {"img_per_s", ranks * batch * 1000.0 / step},
+                        {"bucket_mb", cap_mb}};
   std::printf("%s\n", out.dump().c_str());
   return 0;
 }

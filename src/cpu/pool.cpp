@@ -48,6 +48,7 @@ void max_pool2d_forward(const Tensor& out, const Tensor& indices, const Tensor& 
         for (int64_t ow = 0; ow < g.wo; ++ow) {
           T best = -std::numeric_limits<T>::infinity();
           int64_t best_i = -1;
+          // A NaN is the max, and of several the last in scan order: PyTorch's rule.
           for (int64_t ki = 0; ki < p.kh; ++ki) {
             int64_t ih = oh * p.stride_h - p.pad_h + ki * p.dil_h;
             if (ih < 0 || ih >= g.h) continue;
@@ -58,7 +59,6 @@ void max_pool2d_forward(const Tensor& out, const Tensor& indices, const Tensor& 
               if (best_i < 0 || v > best || std::isnan(v)) {
                 best = v;
                 best_i = ih * g.w + iw;
-                if (std::isnan(v)) break;
               }
             }
           }

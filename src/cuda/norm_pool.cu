@@ -180,7 +180,7 @@ void batch_norm_backward(const Tensor& grad_in, const Tensor& grad_weight,
                          const Tensor& mean, const Tensor& invstd, const Tensor& weight,
                          bool training) {
   const int64_t n = in.size(0), c = in.size(1), s = in.size(2), total = in.numel();
-  if (total == 0) return;
+  if (c == 0) return;  // an empty batch still writes zero weight and bias gradients, as the CPU
   cuda::TensorDeviceGuard guard(in);
   // The two per-channel sums, in the statistics' dtype on the device.
   Tensor sums = make_tensor({2, c}, mean.dtype(), in.device());
@@ -222,7 +222,7 @@ __device__ __forceinline__ int64_t adaptive_end(int64_t i, int64_t in, int64_t o
   return ((i + 1) * in + out - 1) / out;
 }
 
-// The first maximum of the window in scan order; a NaN wins (the first one).
+// The first maximum of the window in scan order; a NaN wins (the last one, as PyTorch's).
 template <typename T>
 __global__ void max_pool_kernel(T* y, int64_t* indices, const T* x, PoolGeometry g,
                                 Pool2dParams p) {
@@ -232,8 +232,7 @@ __global__ void max_pool_kernel(T* y, int64_t* indices, const T* x, PoolGeometry
     const T* xp = x + plane * g.h * g.w;
     C best = C(0);
     int64_t best_i = -1;
-    bool done = false;
-    for (int64_t ki = 0; ki < p.kh && !done; ++ki) {
+    for (int64_t ki = 0; ki < p.kh; ++ki) {
       const int64_t ih = oh * p.stride_h - p.pad_h + ki * p.dil_h;
       if (ih < 0 || ih >= g.h) continue;
       for (int64_t kj = 0; kj < p.kw; ++kj) {
@@ -243,10 +242,6 @@ __global__ void max_pool_kernel(T* y, int64_t* indices, const T* x, PoolGeometry
         if (best_i < 0 || v > best || v != v) {
           best = v;
           best_i = ih * g.w + iw;
-          if (v != v) {
-            done = true;
-            break;
-          }
         }
       }
     }
@@ -260,7 +255,7 @@ __global__ void max_pool_kernel(T* y, int64_t* indices, const T* x, PoolGeometry
 template <typename F>
 __device__ __forceinline__ void covering(int64_t i, int64_t k_size, int64_t stride, int64_t pad,
                                          int64_t dil, int64_t outputs, F&& f) {
-  for (int64_t k = 0; k < k_size; ++k) {
+  for (int64_t k = k_size - 1; k >= 0; --k) {  // rising o: the CPU's order of summation
     const int64_t t = i + pad - k * dil;
     if (t < 0 || t % stride != 0) continue;
     const int64_t o = t / stride;

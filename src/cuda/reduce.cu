@@ -95,7 +95,11 @@ __global__ void sum_rows_kernel(R* out, const T* in, int64_t rows, int64_t cols)
     A s = 0;
     if (r < rows)
       for (int64_t c = lane<kTpr>(); c < cols; c += kTpr) s += static_cast<A>(convert<compute_t<T>>(in[r * cols + c]));
-    auto combine = [](Partial<A> x, Partial<A> y) { return Partial<A>{x.a + (y.i >= 0 ? y.a : A(0)), 0}; };
+    // Validity travels with the sum: the block stage pads warp 0 with invalid partials.
+    auto combine = [](Partial<A> x, Partial<A> y) {
+      const bool xv = x.i >= 0, yv = y.i >= 0;
+      return Partial<A>{(xv ? x.a : A(0)) + (yv ? y.a : A(0)), xv || yv ? int64_t{0} : int64_t{-1}};
+    };
     Partial<A> p = group_reduce<kTpr>(Partial<A>{s, 0}, combine);
     if (r < rows && lane<kTpr>() == 0) out[r] = convert<R>(p.a);
     if constexpr (kTpr > 32) __syncthreads();  // the shared partials are reused next row

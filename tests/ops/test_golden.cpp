@@ -155,3 +155,23 @@ TEST_CASE("every op matches PyTorch's outputs and gradients", "[golden]") {
     }
   }
 }
+
+TEST_CASE("max_pool2d: a NaN is the max, of several the last in scan order, as PyTorch's",
+          "[golden]") {
+  // PyTorch 1.13: x (1, 1, 3, 4) zeros with NaN at (0, 1) and (0, 3), 5 at (1, 1), 7 at (2, 2);
+  // max_pool2d(x, (3, 2), stride (1, 2), return_indices) gives [nan, nan] at indices [1, 3] and
+  // the gradient of the sum lands on those two NaNs.
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  Tensor x = from_vector(std::vector<float>{0, nan, 0, nan, 0, 5, 0, 0, 0, 0, 7, 0}, {1, 1, 3, 4});
+  x.set_requires_grad(true);
+  Tensor y = max_pool2d(x, {3, 2}, {1, 2});
+  REQUIRE(y.shape() == Shape{1, 1, 1, 2});
+  for (float v : y.to_vector<float>()) CHECK(std::isnan(v));
+  y.sum().backward();
+  CHECK(x.grad().to_vector<float>() == std::vector<float>{0, 1, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0});
+  // Two NaNs in one window: the later one takes the gradient.
+  Tensor z = from_vector(std::vector<float>{nan, 1, 2, nan}, {1, 1, 2, 2});
+  z.set_requires_grad(true);
+  max_pool2d(z, 2).sum().backward();
+  CHECK(z.grad().to_vector<float>() == std::vector<float>{0, 0, 0, 1});
+}
