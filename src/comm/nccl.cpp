@@ -222,16 +222,15 @@ class NcclComm final : public Communicator {
     const std::string what = name(seq, std::string("allreduce(") + reduce_op_name(op) + ")");
     const CallDesc desc = checks_.allreduce(seq, tensors, op, rejecter(what));
     const DType dtype = static_cast<DType>(desc[3]);
-    return submit(what, desc, tensors, [this, tensors, op, dtype](std::vector<Tensor>& keep,
-                                                                   std::function<void()>& after) {
-      // f16/bf16 accumulate in f32: widened copies are reduced, then rounded back.
-      const bool widen = is_reduced_float(dtype);
-      std::vector<Tensor> wire = tensors;
-      for (size_t i = 0; widen && i < wire.size(); ++i) {
-        wire[i] = scratch_f32(tensors[i].numel(), keep);
+    // f16/bf16 accumulate in f32: widened copies are reduced, then rounded back.
+    const bool widen = is_reduced_float(dtype);
+    std::vector<Tensor> wire = tensors, held = tensors;
+    for (size_t i = 0; widen && i < wire.size(); ++i) held.push_back(wire[i] = scratch_f32(tensors[i].numel()));
+    return submit(what, desc, std::move(held), [this, tensors, wire, op, dtype, widen](
+                                                   std::function<void()>& after) {
+      for (size_t i = 0; widen && i < wire.size(); ++i)
         cuda::widen_to_f32(wire[i].data_ptr<float>(), tensors[i].raw_data(), dtype == DType::bf16,
                            tensors[i].numel(), stream());
-      }
       // One NCCL group: the first failure is reported after the group is closed.
       const ncclDataType_t type = nccl_type(wire.empty() ? DType::f32 : wire[0].dtype());
       ncclResult_t r = ncclGroupStart();
@@ -255,7 +254,7 @@ class NcclComm final : public Communicator {
     const uint64_t seq = ++seq_;
     const std::string what = name(seq, "broadcast(root " + std::to_string(root) + ")");
     const CallDesc desc = checks_.broadcast(seq, tensor, root, size_, rejecter(what));
-    return submit(what, desc, {tensor}, [this, tensor, root](auto&, auto&) {
+    return submit(what, desc, {tensor}, [this, tensor, root](auto&) {
       if (tensor.numel() == 0) return;
       nccl_call("ncclBroadcast",
                 ncclBroadcast(tensor.raw_data(), tensor.raw_data(), bytes(tensor), ncclUint8,
@@ -267,7 +266,7 @@ class NcclComm final : public Communicator {
     const uint64_t seq = ++seq_;
     const std::string what = name(seq, "allgather");
     const CallDesc desc = checks_.allgather(seq, output, input, size_, rejecter(what));
-    return submit(what, desc, {output, input}, [this, output, input](auto&, auto&) {
+    return submit(what, desc, {output, input}, [this, output, input](auto&) {
       if (input.numel() == 0) return;
       nccl_call("ncclAllGather", ncclAllGather(input.raw_data(), output.raw_data(), bytes(input),
                                                ncclUint8, comm_, stream()));
@@ -278,19 +277,19 @@ class NcclComm final : public Communicator {
     const uint64_t seq = ++seq_;
     const std::string what = name(seq, std::string("reduce_scatter(") + reduce_op_name(op) + ")");
     const CallDesc desc = checks_.reduce_scatter(seq, output, input, op, size_, rejecter(what));
-    return submit(what, desc, {output, input}, [this, output, input, op](
-                                                   std::vector<Tensor>& keep,
-                                                   std::function<void()>& after) {
+    const DType dtype = input.dtype();
+    const bool widen = is_reduced_float(dtype) && output.numel() > 0;
+    Tensor in = input, out = output;
+    if (widen) {
+      in = scratch_f32(input.numel());
+      out = scratch_f32(output.numel());
+    }
+    return submit(what, desc, {output, input, in, out}, [this, output, input, in, out, op, dtype,
+                                                         widen](std::function<void()>& after) {
       if (output.numel() == 0) return;
-      const DType dtype = input.dtype();
-      const bool widen = is_reduced_float(dtype);
-      Tensor in = input, out = output;
-      if (widen) {
-        in = scratch_f32(input.numel(), keep);
-        out = scratch_f32(output.numel(), keep);
+      if (widen)
         cuda::widen_to_f32(in.data_ptr<float>(), input.raw_data(), dtype == DType::bf16,
                            input.numel(), stream());
-      }
       nccl_call("ncclReduceScatter",
                 ncclReduceScatter(in.raw_data(), out.raw_data(), out.numel(),
                                   nccl_type(in.dtype()), nccl_op(op), comm_, stream()));
@@ -307,7 +306,7 @@ class NcclComm final : public Communicator {
     const std::string what = name(seq, "barrier");
     const CallDesc desc = detail::CallCheck::barrier(seq);
     // NCCL has no barrier: a one-element allreduce every rank must join.
-    return submit(what, desc, {}, [this](auto&, auto&) {
+    return submit(what, desc, {}, [this](auto&) {
       nccl_call("ncclAllReduce", ncclAllReduce(barrier_buf_.raw_data(), barrier_buf_.raw_data(), 1,
                                                ncclFloat32, ncclSum, comm_, stream()));
     });
@@ -315,10 +314,11 @@ class NcclComm final : public Communicator {
 
  private:
   // How a collective goes on the stream: with comm_mu_ held, `issue` launches what must precede
-  // the NCCL calls (f16/bf16 widening), makes them, keeps its scratch tensors in `keep` and may
-  // leave in `after` the kernels that follow them; those run once NCCL has enqueued its part (a
-  // non-blocking communicator's stream takes no other work while a call is in progress).
-  using Issue = std::function<void(std::vector<Tensor>& keep, std::function<void()>& after)>;
+  // the NCCL calls (f16/bf16 widening), makes them, and may leave in `after` the kernels that
+  // follow them; those run once NCCL has enqueued its part (a non-blocking communicator's stream
+  // takes no other work while a call is in progress). Every tensor it touches, scratch included,
+  // is among submit's `tensors`, kept alive until the GPU is done.
+  using Issue = std::function<void(std::function<void()>& after)>;
 
   cudaStream_t stream() const { return static_cast<cudaStream_t>(stream_.handle()); }
   static size_t bytes(const Tensor& t) { return static_cast<size_t>(t.numel()) * t.element_size(); }
@@ -337,10 +337,10 @@ class NcclComm final : public Communicator {
     };
   }
 
-  Tensor scratch_f32(int64_t n, std::vector<Tensor>& keep) {
-    keep.push_back(empty({n}, TensorOptions(DType::f32).device(device())));
-    return keep.back();
-  }
+  // f32 scratch for widened f16/bf16 data, taken on the caller's thread before submit records
+  // its event: the allocator may hand out a block the caller's stream still reads, and that
+  // event orders the communication stream after every such use.
+  Tensor scratch_f32(int64_t n) const { return empty({n}, TensorOptions(DType::f32).device(device())); }
 
   // On the progress thread, with comm_mu_ held: an NCCL call that failed outright aborts.
   void nccl_call(const char* fn, ncclResult_t r) {
@@ -384,7 +384,7 @@ class NcclComm final : public Communicator {
             if (group_->aborted() || comm_ == nullptr)
               throw_aborted(what);
             try {
-              issue(p.keep, after);
+              issue(after);
             } catch (const std::exception& e) {
               issue_error = e.what();
             }
@@ -392,10 +392,20 @@ class NcclComm final : public Communicator {
           // A call NCCL or CUDA refused leaves the communicator in an unknown state: abort.
           if (!issue_error.empty()) fail(what + ": " + issue_error, what);
           settle_or_abort(what, deadline);
-          try {
-            if (after) after();
-          } catch (const std::exception& e) {
-            fail(what + ": " + e.what(), what);
+          // Under comm_mu_, as an abort (which drains the stream) takes it: the abort comes first
+          // and these kernels are not queued, or after, and its drain covers them before the
+          // scratch they read goes back to the allocator.
+          if (after) {
+            {
+              std::lock_guard<std::mutex> lock(comm_mu_);
+              if (comm_ == nullptr) throw_aborted(what);
+              try {
+                after();
+              } catch (const std::exception& e) {
+                issue_error = e.what();
+              }
+            }
+            if (!issue_error.empty()) fail(what + ": " + issue_error, what);
           }
           cudaEvent_t done = nullptr;
           err = cudaEventCreateWithFlags(&done, cudaEventDisableTiming);
@@ -470,13 +480,16 @@ class NcclComm final : public Communicator {
     const cudaError_t waited = cudaStreamWaitEvent(stream(), copied, 0);
     cudaEventDestroy(copied);
     TANDEM_CUDA_CHECK(waited);
+    std::string refused;  // a refused call aborts the group like any other (fail, not a throw)
     {
       std::lock_guard<std::mutex> lock(comm_mu_);
       if (comm_ == nullptr)
         throw_aborted(what);
-      nccl_call("ncclAllGather", ncclAllGather(mine.raw_data(), all.raw_data(), 5, ncclInt64,
-                                               comm_, stream()));
+      const ncclResult_t r =
+          ncclAllGather(mine.raw_data(), all.raw_data(), 5, ncclInt64, comm_, stream());
+      if (r != ncclSuccess && r != ncclInProgress) refused = nccl_error(r, comm_);
     }
+    if (!refused.empty()) fail(what + ": ncclAllGather in the debug-mode check failed: " + refused, what);
     settle_or_abort(what, deadline);
     TANDEM_CUDA_CHECK(cudaEventCreateWithFlags(&gathered, cudaEventDisableTiming));
     TANDEM_CUDA_CHECK(cudaEventRecord(gathered, stream()));

@@ -15,6 +15,7 @@ struct CachingAllocator::Block {
   bool small = false;  // from the small pool's segments (2 MiB, requests up to 1 MiB)
   bool allocated = false;
   int pending_events = 0;
+  bool lost = false;  // freed, but a stream's use of it could not be ordered: never reused
   Block* prev = nullptr;  // neighbours within the segment (same stream)
   Block* next = nullptr;
   std::set<StreamId> used_on;  // other streams that use it (record_stream)
@@ -134,12 +135,18 @@ void CachingAllocator::free(void* ptr) {
   stats_.allocated_bytes -= static_cast<int64_t>(block->size);
   --stats_.active_blocks;
   if (block->used_on.empty()) return release(block);
+  // A device error does not make a free throw (it runs in destructors): when an event cannot be
+  // recorded, nothing says when that stream is done with the block, and it is never reused.
   for (StreamId s : block->used_on) {
-    pending_.emplace_back(memory_->record_event(s), block);
-    ++block->pending_events;
+    try {
+      pending_.emplace_back(memory_->record_event(s), block);
+      ++block->pending_events;
+    } catch (const std::exception&) {
+      block->lost = true;
+    }
   }
   block->used_on.clear();
-  ++stats_.pending_blocks;
+  if (block->pending_events > 0) ++stats_.pending_blocks;
 }
 
 void CachingAllocator::record_stream(void* ptr, StreamId stream) {
@@ -157,7 +164,9 @@ bool CachingAllocator::owns(const void* ptr) const {
 
 void CachingAllocator::release(Block* block) {
   // A neighbour merges when it is free and in its pool: not in use, not waiting for events.
-  auto mergeable = [](const Block* b) { return b && !b->allocated && b->pending_events == 0; };
+  auto mergeable = [](const Block* b) {
+    return b && !b->allocated && b->pending_events == 0 && !b->lost;
+  };
   if (mergeable(block->prev)) {
     Block* prev = block->prev;
     pool_of(prev).erase(prev);
@@ -191,7 +200,7 @@ void CachingAllocator::process_events() {
   }
   for (Block* b : ready) {
     --stats_.pending_blocks;
-    release(b);
+    if (!b->lost) release(b);
   }
 }
 

@@ -23,19 +23,34 @@ inline std::string error_text(cudaError_t err) {
   return std::string("CUDA error ") + cudaGetErrorName(err) + ": " + cudaGetErrorString(err);
 }
 
-/// Makes `device` the calling thread's current device and restores the previous one on exit.
+/// Whether GPU `device`'s primary context exists (the driver's cuDevicePrimaryCtxGetState, looked
+/// up at run time: the driver library is not linked). True when the driver cannot say.
+bool primary_context_active(int device);
+
+/// Makes `device` the calling thread's current device and restores the previous one on exit,
+/// unless that one has no context yet: restoring it would create one (hundreds of MB on GPU 0
+/// for every thread that never chose a device), as PyTorch's MaybeSetDevice avoids too.
 class DeviceGuard {
  public:
   explicit DeviceGuard(int device) {
-    cudaGetDevice(&previous_);
-    if (previous_ != device) TANDEM_CUDA_CHECK(cudaSetDevice(device));
+    if (cudaGetDevice(&previous_) != cudaSuccess) {
+      cudaGetLastError();
+      previous_ = -1;
+    }
+    if (previous_ != device) {
+      TANDEM_CUDA_CHECK(cudaSetDevice(device));
+      restore_ = previous_ >= 0 && primary_context_active(previous_);
+    }
   }
-  ~DeviceGuard() { cudaSetDevice(previous_); }
+  ~DeviceGuard() {
+    if (restore_) cudaSetDevice(previous_);
+  }
   DeviceGuard(const DeviceGuard&) = delete;
   DeviceGuard& operator=(const DeviceGuard&) = delete;
 
  private:
   int previous_ = 0;
+  bool restore_ = false;
 };
 
 /// The stream tandem's kernels and cuBLAS calls run on: the legacy default stream, until each

@@ -108,9 +108,12 @@ Key key_of(Direction dir, const Tensor& x, const Tensor& w, const kernels::Conv2
            g_benchmark.load() ? 1 : 0}};
 }
 
+// An algorithm is ranked together with a math type, and cuDNN runs the kernel of the pair the
+// descriptor holds at the call: the math type is set from the choice before every call.
 struct Choice {
   int algo;
   size_t workspace;
+  cudnnMathType_t math;
 };
 
 std::mutex g_cache_mu;
@@ -139,7 +142,9 @@ Choice choose(const Key& key, Device device, Query query) {
     } catch (const OutOfMemoryError&) {
       continue;  // a slower algorithm with a smaller workspace
     }
-    const Choice c{static_cast<int>(p.algo), p.memory};
+    // f32 with TF32 off keeps FMA math whatever the ranking used.
+    const bool strict_f32 = std::get<2>(key) == DType::f32 && !std::get<3>(key);
+    const Choice c{static_cast<int>(p.algo), p.memory, strict_f32 ? CUDNN_FMA_MATH : p.mathType};
     std::lock_guard<std::mutex> lock(g_cache_mu);
     g_cache.emplace(key, c);
     return c;
@@ -210,6 +215,7 @@ void conv2d_forward(const Tensor& out, const Tensor& in, const Tensor& weight,
       });
   Tensor ws = workspace(c.workspace, in.device());
   const Scalars k(in.dtype());
+  TANDEM_CUDNN_CHECK(cudnnSetConvolutionMathType(conv.d, c.math));
   TANDEM_CUDNN_CHECK(cudnnConvolutionForward(
       s.h, k.one(), x.d, in.raw_data(), w.d, weight.raw_data(), conv.d,
       static_cast<cudnnConvolutionFwdAlgo_t>(c.algo), ws.defined() ? ws.raw_data() : nullptr,
@@ -247,6 +253,7 @@ void conv2d_backward(const Tensor& grad_out, const Tensor& in, const Tensor& wei
           return perf;
         });
     Tensor ws = workspace(c.workspace, in.device());
+    TANDEM_CUDNN_CHECK(cudnnSetConvolutionMathType(conv.d, c.math));
     TANDEM_CUDNN_CHECK(cudnnConvolutionBackwardData(
         s.h, k.one(), w.d, weight.raw_data(), dy.d, grad_out.raw_data(), conv.d,
         static_cast<cudnnConvolutionBwdDataAlgo_t>(c.algo),
@@ -270,6 +277,7 @@ void conv2d_backward(const Tensor& grad_out, const Tensor& in, const Tensor& wei
           return perf;
         });
     Tensor ws = workspace(c.workspace, in.device());
+    TANDEM_CUDNN_CHECK(cudnnSetConvolutionMathType(conv.d, c.math));
     TANDEM_CUDNN_CHECK(cudnnConvolutionBackwardFilter(
         s.h, k.one(), x.d, in.raw_data(), dy.d, grad_out.raw_data(), conv.d,
         static_cast<cudnnConvolutionBwdFilterAlgo_t>(c.algo),

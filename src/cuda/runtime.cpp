@@ -6,6 +6,7 @@
 #include "tandem/cuda/caching_allocator.hpp"
 
 #include <cublas_v2.h>
+#include <cuda.h>  // driver types only: the driver is reached through cudaGetDriverEntryPoint
 #include <cuda_runtime.h>
 #include <cudnn.h>
 #include <nccl.h>
@@ -141,8 +142,8 @@ class PinnedAllocator final : public Allocator {
 };
 
 PinnedAllocator& pinned() {
-  static PinnedAllocator alloc;
-  return alloc;
+  static auto* alloc = new PinnedAllocator;  // never destroyed, as the device allocators
+  return *alloc;
 }
 
 void check_device(int index) {
@@ -152,6 +153,25 @@ void check_device(int index) {
 }
 
 }  // namespace
+
+bool primary_context_active(int device) {
+  using GetState = CUresult (*)(CUdevice, unsigned int*, int*);
+  static const GetState get_state = [] {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    if (cudaGetDriverEntryPointByVersion("cuDevicePrimaryCtxGetState", &fn, 12000, cudaEnableDefault,
+                                         &found) != cudaSuccess ||
+        found != cudaDriverEntryPointSuccess) {
+      cudaGetLastError();
+      return GetState(nullptr);
+    }
+    return reinterpret_cast<GetState>(fn);
+  }();
+  if (get_state == nullptr) return true;
+  unsigned int flags = 0;
+  int active = 0;
+  return get_state(static_cast<CUdevice>(device), &flags, &active) != CUDA_SUCCESS || active != 0;
+}
 
 bool compiled_with_cuda() { return true; }
 
@@ -197,9 +217,11 @@ namespace {
 DeviceAllocator& device_allocator(int index) {
   check_device(index);
   static std::mutex mu;
-  static std::unordered_map<int, std::unique_ptr<DeviceAllocator>> allocators;
+  // Never destroyed (nor the pinned one): a tensor freed during static destruction, or by a
+  // thread still running then, must find its allocator alive.
+  static auto* allocators = new std::unordered_map<int, std::unique_ptr<DeviceAllocator>>;
   std::lock_guard<std::mutex> lock(mu);
-  auto& a = allocators[index];
+  auto& a = (*allocators)[index];
   if (!a) a = std::make_unique<DeviceAllocator>(index);
   return *a;
 }

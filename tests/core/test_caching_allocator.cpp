@@ -1,5 +1,6 @@
 // The CUDA caching allocator's bookkeeping, on a fake device: addresses without memory behind
 // them, a capacity, and events a test completes by hand.
+#include <stdexcept>
 #include <map>
 
 #include "../util.hpp"
@@ -36,7 +37,9 @@ struct FakeDevice : cuda::DeviceMemory {
     live.erase(it);
     ++*frees;
   }
+  bool broken = false;  // a device in error: recording an event throws
   uintptr_t record_event(cuda::StreamId s) override {
+    if (broken) throw std::runtime_error("CUDA error cudaErrorLaunchFailure");
     events[next_event] = {s, false};
     return next_event++;
   }
@@ -206,4 +209,22 @@ TEST_CASE("caching allocator as the pinned host cache: a staging buffer an async
     f.device->finish(gpu0);
   }
   CHECK(f.alloc->stats().device_allocs == 1);
+}
+
+TEST_CASE("caching allocator: a free on a broken device does not throw, and the block whose "
+          "other-stream use cannot be ordered is never handed out again",
+          "[cuda_alloc]") {
+  Fixture f;
+  void* a = f.alloc->allocate(8 * kMiB, 7);
+  f.alloc->record_stream(a, 9);
+  f.device->broken = true;
+  CHECK_NOTHROW(f.alloc->free(a));
+  f.device->broken = false;
+  for (int i = 0; i < 3; ++i) {
+    void* b = f.alloc->allocate(8 * kMiB, 7);
+    CHECK(b != a);
+    f.alloc->free(b);
+  }
+  CHECK(f.alloc->stats().pending_blocks == 0);
+  CHECK(f.alloc->stats().active_blocks == 0);
 }
