@@ -17,10 +17,12 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
 #include "check.hpp"
+#include "tandem/core/context.hpp"
 
 namespace tandem::cuda {
 namespace {
@@ -97,6 +99,11 @@ constexpr StreamId kHost = 0;
 class PinnedMemory final : public DeviceMemory {
  public:
   void* allocate(size_t bytes) override {
+    // On the device of the calling thread's context (a loader worker's: its GPU), so that a
+    // thread that never chose a device does not create a context on GPU 0 for it.
+    const Device d = current_context().device();
+    std::optional<DeviceGuard> guard;
+    if (d.is_cuda()) guard.emplace(d.index());
     void* p = nullptr;
     const cudaError_t err = cudaHostAlloc(&p, bytes, cudaHostAllocDefault);
     if (err == cudaErrorMemoryAllocation) {
