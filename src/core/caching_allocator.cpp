@@ -45,6 +45,7 @@ CachingAllocator::~CachingAllocator() {
   release_cached();
   for (Pool* pool : {&small_, &large_}) rest.insert(pool->begin(), pool->end());
   for (auto& [ptr, block] : active_) rest.insert(block);
+  rest.insert(lost_.begin(), lost_.end());
   for (Block* b : rest) delete b;
 }
 
@@ -146,6 +147,7 @@ void CachingAllocator::free(void* ptr) {
     }
   }
   block->used_on.clear();
+  if (block->lost) lost_.push_back(block);
   if (block->pending_events > 0) ++stats_.pending_blocks;
 }
 

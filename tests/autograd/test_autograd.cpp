@@ -66,7 +66,7 @@ TEST_CASE("gradient-ready hooks fire once, after the gradient is complete", "[au
             .find("only leaf tensors") != std::string::npos);
 }
 
-TEST_CASE("using a freed graph twice is a clear error; retain_graph keeps it", "[autograd]") {
+TEST_CASE("using a freed graph twice is a clear error, retain_graph keeps it", "[autograd]") {
   Tensor x = ones({2}).set_requires_grad();
   Tensor y = sum(exp(x));
   y.backward();

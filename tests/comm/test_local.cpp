@@ -58,7 +58,7 @@ TEST_CASE("collectives are asynchronous and Work reports completion", "[comm][lo
   CHECK(comms[1]->size() == 2);
 }
 
-TEST_CASE("Work::wait_on_stream: on CPU ranks a host wait; a backend's stream hook spares the host",
+TEST_CASE("Work::wait_on_stream: on CPU ranks a host wait, a backend's stream hook spares the host",
           "[comm][local]") {
   // CPU ranks have no device stream: wait_on_stream waits and rethrows like wait.
   auto comms = make_local_group(2, LocalOptions().timeout(Duration(5000)));

@@ -185,7 +185,7 @@ TEST_CASE("caching allocator: statistics and empty_cache", "[cuda_alloc]") {
 }
 
 TEST_CASE("caching allocator as the pinned host cache: a staging buffer an async copy read is "
-          "reused once the copy's stream is past it; owns() knows its blocks",
+          "reused once the copy's stream is past it, and owns() knows its blocks",
           "[cuda_alloc]") {
   // As src/cuda/runtime.cpp uses it for pinned memory: every block allocated for the host
   // writer (stream 0), each copy to GPU d marking the block used on "stream" d + 1.

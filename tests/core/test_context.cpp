@@ -185,7 +185,7 @@ TEST_CASE("each context has its own grad mode", "[context]") {
   CHECK(chunks_elsewhere == 0);
 }
 
-TEST_CASE("a thread without a context sees the default; ContextGuard restores", "[context]") {
+TEST_CASE("a thread without a context sees the default, ContextGuard restores", "[context]") {
   ExecutionContext* seen = nullptr;
   std::thread([&] { seen = &current_context(); }).join();
   CHECK(seen == &default_context());
@@ -218,7 +218,7 @@ TEST_CASE("a thread without a context sees the default; ContextGuard restores", 
   CHECK_THROWS_AS(ThreadPool(0), ValueError);
 }
 
-TEST_CASE("run_group slices the cores; set_num_threads changes only this rank's pool",
+TEST_CASE("run_group slices the cores, set_num_threads changes only this rank's pool",
           "[context][comm]") {
   const int main_threads = get_num_threads();
   const int world = 2;

@@ -22,7 +22,7 @@ TEST_CASE("Philox4x32-10 matches the Random123 known-answer vectors", "[random]"
   CHECK(c.v[3] == 0x24126ea1u);
 }
 
-TEST_CASE("same seed, same numbers; the stream advances", "[random]") {
+TEST_CASE("same seed, same numbers, the stream advances", "[random]") {
   Generator g1(42), g2(42);
   Tensor a = rand({1000}, {}, &g1), b = rand({1000}, {}, &g2);
   CHECK(equal(a, b));

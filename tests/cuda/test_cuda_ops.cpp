@@ -216,7 +216,7 @@ TEST_CASE("CUDA matrix products through cuBLAS match the CPU in every float dtyp
   }
 }
 
-TEST_CASE("CUDA cross entropy and its gradient match the CPU; a bad target is an IndexError",
+TEST_CASE("CUDA cross entropy and its gradient match the CPU, a bad target is an IndexError",
           "[cuda]") {
   if (!gpu_present("CUDA cross entropy")) return;
   for (DType dt : {DType::f32, DType::f64}) {

@@ -351,7 +351,7 @@ TEST_CASE("augment_on_device gives the host transforms' images bit for bit", "[d
   CHECK(flipped < 32);
 }
 
-TEST_CASE("crop_flip_normalize against its closed form; bad augment_on_device setups are refused",
+TEST_CASE("crop_flip_normalize against its closed form, bad augment_on_device setups are refused",
           "[data][errors]") {
   // One 1x3x4 image, shifted right by one (dx = -1) and flipped: out[y][x] = in[y][2 - x]
   // shifted, i.e. in[y][(3 - x) - 1] with column -1 padded.

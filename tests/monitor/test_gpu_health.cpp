@@ -25,7 +25,7 @@ TEST_CASE("GPU health: NVML absent is handled, present gives a sample per GPU", 
   }
 }
 
-TEST_CASE("GPU health warnings: thermal and power throttling, a falling clock; not idling",
+TEST_CASE("GPU health warnings: thermal and power throttling, a falling clock, not idling",
           "[monitor]") {
   GpuSample before;
   before.index = 0;

@@ -144,7 +144,7 @@ TEST_CASE("DDP on every GPU (nccl) trains like one rank with the whole batch",
       require_close(run.params[r][i], expected[i], 1e-4, 1e-5, "parameter " + std::to_string(i));
 }
 
-TEST_CASE("DDP gradients are views of the bucket buffers; buckets follow the ready order",
+TEST_CASE("DDP gradients are views of the bucket buffers, buckets follow the ready order",
           "[parallel][ddp]") {
   // Registered b then a, run a then b: reverse registration order is not the ready order.
   struct Swapped : nn::Module {
@@ -221,7 +221,7 @@ TEST_CASE("DDP overlaps: the first bucket's allreduce starts before backward's l
   }
 }
 
-TEST_CASE("DDP no_sync accumulates locally; the next step reduces the sums", "[parallel][ddp]") {
+TEST_CASE("DDP no_sync accumulates locally, the next step reduces the sums", "[parallel][ddp]") {
   // Two micro-batches per rank, the first under no_sync: the gradient is the sum over both
   // micro-batches averaged over ranks = one rank's gradient of (loss(m0) + loss(m1)) summed
   // the same way over the whole global batch.
@@ -402,7 +402,7 @@ TEST_CASE("DDP with bf16 compression tracks the uncompressed gradients", "[paral
   }
 }
 
-TEST_CASE("launch: a rank that throws is rethrown naming it; nothing hangs", "[parallel][launch]") {
+TEST_CASE("launch: a rank that throws is rethrown naming it, nothing hangs", "[parallel][launch]") {
   const auto start = std::chrono::steady_clock::now();
   std::string message;
   int rank = -1;

@@ -15,6 +15,7 @@
 #include <set>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 namespace tandem::cuda {
 
@@ -97,6 +98,7 @@ class CachingAllocator {
   Pool small_, large_;
   std::unordered_map<void*, Block*> active_;
   std::deque<std::pair<uintptr_t, Block*>> pending_;  // (event, block it holds back)
+  std::vector<Block*> lost_;  // freed on a device in error: never reused (their bookkeeping)
   AllocatorStats stats_;
 };
 
