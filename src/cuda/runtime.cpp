@@ -27,9 +27,36 @@
 namespace tandem::cuda {
 namespace {
 
+// The events both kinds of cached memory (device and pinned host) are released by.
+class EventMemory : public DeviceMemory {
+ public:
+  bool event_done(uintptr_t event) override {
+    const cudaError_t err = cudaEventQuery(reinterpret_cast<cudaEvent_t>(event));
+    if (err == cudaErrorNotReady) {
+      cudaGetLastError();
+      return false;
+    }
+    TANDEM_CUDA_CHECK(err);
+    return true;
+  }
+  void release_event(uintptr_t event) override {
+    cudaEventDestroy(reinterpret_cast<cudaEvent_t>(event));
+  }
+
+ protected:
+  // An event recorded now on `stream` of GPU `device`.
+  static uintptr_t record_on(int device, cudaStream_t stream) {
+    DeviceGuard guard(device);
+    cudaEvent_t e = nullptr;
+    TANDEM_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    TANDEM_CUDA_CHECK(cudaEventRecord(e, stream));
+    return reinterpret_cast<uintptr_t>(e);
+  }
+};
+
 // The device side of the caching allocator (tandem/cuda/caching_allocator.hpp): cudaMalloc,
 // cudaFree and events, each with the allocator's device current.
-class CudaMemory final : public DeviceMemory {
+class CudaMemory final : public EventMemory {
  public:
   explicit CudaMemory(int device) : device_(device) {}
   void* allocate(size_t bytes) override {
@@ -51,23 +78,7 @@ class CudaMemory final : public DeviceMemory {
     cudaFree(ptr);
   }
   uintptr_t record_event(StreamId stream) override {
-    DeviceGuard guard(device_);
-    cudaEvent_t e = nullptr;
-    TANDEM_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
-    TANDEM_CUDA_CHECK(cudaEventRecord(e, reinterpret_cast<cudaStream_t>(stream)));
-    return reinterpret_cast<uintptr_t>(e);
-  }
-  bool event_done(uintptr_t event) override {
-    const cudaError_t err = cudaEventQuery(reinterpret_cast<cudaEvent_t>(event));
-    if (err == cudaErrorNotReady) {
-      cudaGetLastError();
-      return false;
-    }
-    TANDEM_CUDA_CHECK(err);
-    return true;
-  }
-  void release_event(uintptr_t event) override {
-    cudaEventDestroy(reinterpret_cast<cudaEvent_t>(event));
+    return record_on(device_, reinterpret_cast<cudaStream_t>(stream));
   }
 
  private:
@@ -96,7 +107,7 @@ class DeviceAllocator final : public Allocator {
 // on) or d + 1 for the legacy stream of GPU d (an asynchronous copy reading it), so that a copy's
 // use always counts as another stream's and the block waits for its event when freed.
 constexpr StreamId kHost = 0;
-class PinnedMemory final : public DeviceMemory {
+class PinnedMemory final : public EventMemory {
  public:
   void* allocate(size_t bytes) override {
     // On the device of the calling thread's context (a loader worker's: its GPU), so that a
@@ -117,23 +128,7 @@ class PinnedMemory final : public DeviceMemory {
   }
   void free(void* ptr) override { cudaFreeHost(ptr); }
   uintptr_t record_event(StreamId stream) override {
-    DeviceGuard guard(static_cast<int>(stream) - 1);
-    cudaEvent_t e = nullptr;
-    TANDEM_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
-    TANDEM_CUDA_CHECK(cudaEventRecord(e, current_stream()));
-    return reinterpret_cast<uintptr_t>(e);
-  }
-  bool event_done(uintptr_t event) override {
-    const cudaError_t err = cudaEventQuery(reinterpret_cast<cudaEvent_t>(event));
-    if (err == cudaErrorNotReady) {
-      cudaGetLastError();
-      return false;
-    }
-    TANDEM_CUDA_CHECK(err);
-    return true;
-  }
-  void release_event(uintptr_t event) override {
-    cudaEventDestroy(reinterpret_cast<cudaEvent_t>(event));
+    return record_on(static_cast<int>(stream) - 1, current_stream());
   }
 };
 
