@@ -118,7 +118,10 @@ step configure 120 cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release \
 step build 300 cmake --build build-gpu --target tandem_tests tandem-resnet bench_resnet \
   bench_allreduce bench_nccl_allreduce bench_gpu_ops || exit 1
 step gpu_tests 150 build-gpu/tests/tandem_tests "[cuda],[nccl],[gpu]" --durations yes
-step example 120 build-gpu/examples/tandem-resnet --data-dir "$carry/fashion-mnist" \
+# Real u8 data when carried (the GPU data path); else synthetic images (f32: host transforms).
+data_args=(--data-dir "$carry/fashion-mnist")
+[ -d "$carry/fashion-mnist" ] || data_args=(--dataset synthetic --synthetic-size 38400)
+step example 120 build-gpu/examples/tandem-resnet "${data_args[@]}" \
   --batch-size 128 --epochs 1 --max-steps 300 --workers 4 --checkpoint-dir "$out/checkpoints" \
   --metrics "$out/example_metrics.jsonl" --trace "$out/example_trace.json"
 step gpu_ops 90 sh -c "build-gpu/benchmarks/bench_gpu_ops --size 8192 --repeats 5 > '$out/gpu_ops.json'"
