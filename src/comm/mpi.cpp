@@ -62,6 +62,9 @@ int int_count(int64_t n, const std::string& what) {
   return static_cast<int>(n);
 }
 
+// mpi communicators alive in this process.
+std::atomic<int> g_live_comms{0};
+
 class MpiComm final : public Communicator {
  public:
   explicit MpiComm(MpiOptions o) : timeout_ms_(o.timeout_.count()), debug_(o.debug_) {
@@ -94,13 +97,19 @@ class MpiComm final : public Communicator {
         [this] { return timeout(); },
         [this](const std::string& what, const std::string& msg) { fail(what + ": " + msg); },
         // Idle: another rank's notice aborts this communicator even when it makes no call (a
-        // nccl communicator bootstrapped here watches is_aborted()).
+        // nccl communicator bootstrapped here watches is_aborted()). Only while it is the
+        // process's one mpi communicator: MPI is initialized for one caller at a time, and
+        // another's progress thread may be inside MPI now.
         [this] {
-          if (!aborted_) noticed();
+          int finalized = 0;
+          MPI_Finalized(&finalized);
+          if (!aborted_ && !finalized && g_live_comms.load() == 1) noticed();
         });
+    ++g_live_comms;
   }
 
   ~MpiComm() override {
+    --g_live_comms;
     progress_.reset();  // runs what is queued (abort notices too): each fails fast once aborted
     if (notice_req_ != MPI_REQUEST_NULL) {
       MPI_Cancel(&notice_req_);

@@ -588,6 +588,10 @@ class NcclComm final : public Communicator {
         if (q != cudaSuccess) {
           group_->abort(p.state->what + ": " + cuda::error_text(q));
           p.state->complete(failure_of(p.state->what, group_->reason()));
+        } else if (group_->aborted()) {
+          // The abort may have ended its kernels (the event fires on the drained stream too):
+          // it cannot be called done.
+          p.state->complete(failure_of(p.state->what, group_->reason()));
         } else {
           p.state->complete();
         }

@@ -61,6 +61,13 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, DistributedSample
     TANDEM_CHECK(a->mean_.size() == static_cast<size_t>(channels) && a->std_.size() == a->mean_.size(),
                  "DataLoader: augment_on_device needs one mean and one std per channel (",
                  channels, "), got ", a->mean_.size(), " and ", a->std_.size());
+    std::vector<float> inv;
+    for (float sd : a->std_) {
+      TANDEM_CHECK(sd > 0, "DataLoader: augment_on_device needs a positive std, got ", sd);
+      inv.push_back(1.0f / sd);  // as Normalize keeps it
+    }
+    augment_mean_ = from_vector(a->mean_, {channels}).to(options_.device_);
+    augment_inv_std_ = from_vector(inv, {channels}).to(options_.device_);
   }
 }
 
@@ -199,9 +206,9 @@ std::optional<Batch> DataLoader::next() {
   const Device device = options_.device_;
   batch.images = batch.images.to(device, /*non_blocking=*/true);
   batch.labels = batch.labels.to(device, /*non_blocking=*/true);
-  if (const auto& a = options_.augment_on_device_) {
+  if (options_.augment_on_device_) {
     batch.images = crop_flip_normalize(batch.images, batch.augment.to(device, /*non_blocking=*/true),
-                                       a->mean_, a->std_);
+                                       augment_mean_, augment_inv_std_);
     batch.augment = Tensor();
   }
   return batch;

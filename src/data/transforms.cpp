@@ -90,6 +90,18 @@ void RandomHorizontalFlip::apply(float* image, const Shape& chw, const SampleKey
 
 Tensor crop_flip_normalize(const Tensor& images, const Tensor& params,
                            const std::vector<float>& mean, const std::vector<float>& std) {
+  std::vector<float> inv;
+  for (float s : std) {
+    TANDEM_CHECK(s > 0, "crop_flip_normalize: std must be positive, got ", s);
+    inv.push_back(1.0f / s);  // as Normalize keeps it
+  }
+  const Shape c{static_cast<int64_t>(mean.size())};  // 1-d even for one channel
+  return crop_flip_normalize(images, params, from_vector(mean, c).to(images.device()),
+                             from_vector(inv, {static_cast<int64_t>(inv.size())}).to(images.device()));
+}
+
+Tensor crop_flip_normalize(const Tensor& images, const Tensor& params, const Tensor& mean,
+                           const Tensor& inv_std) {
   TANDEM_CHECK(images.dim() == 4 && images.dtype() == DType::u8,
                "crop_flip_normalize: images must be u8 (B, C, H, W), got ", images.dtype(), " ",
                shape_str(images.shape()));
@@ -98,20 +110,16 @@ Tensor crop_flip_normalize(const Tensor& images, const Tensor& params,
   TANDEM_CHECK(params_ok,
                "crop_flip_normalize: params must be i32 (", batch, ", 3), got ", params.dtype(),
                " ", shape_str(params.shape()));
-  TANDEM_CHECK(params.device() == images.device(), "crop_flip_normalize: params on ",
-               params.device(), ", images on ", images.device());
-  TANDEM_CHECK(mean.size() == static_cast<size_t>(channels) && std.size() == mean.size(),
-               "crop_flip_normalize: need one mean and one std per channel (", channels,
-               "), got ", mean.size(), " and ", std.size());
-  std::vector<float> inv;
-  for (float s : std) {
-    TANDEM_CHECK(s > 0, "crop_flip_normalize: std must be positive, got ", s);
-    inv.push_back(1.0f / s);  // as Normalize keeps it
-  }
   const Device device = images.device();
+  TANDEM_CHECK(params.device() == device && mean.device() == device && inv_std.device() == device,
+               "crop_flip_normalize: params, mean and std must be on the images' device ", device);
+  const bool stats_ok = mean.dtype() == DType::f32 && inv_std.dtype() == DType::f32 &&
+                        mean.shape() == Shape{channels} && inv_std.shape() == Shape{channels};
+  TANDEM_CHECK(stats_ok, "crop_flip_normalize: need one mean and one std per channel (", channels,
+               "), got ", mean.numel(), " and ", inv_std.numel());
   Tensor out = empty(images.shape(), TensorOptions(DType::f32).device(device));
-  kernels::crop_flip_normalize(out, images.contiguous(), params.contiguous(),
-                               from_vector(mean).to(device), from_vector(inv).to(device));
+  kernels::crop_flip_normalize(out, images.contiguous(), params.contiguous(), mean.contiguous(),
+                               inv_std.contiguous());
   return out;
 }
 

@@ -173,12 +173,15 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
   }
 
   void start_backward() {
+    // First, before this pass changes any state: the last pass's allreduces ended long ago on
+    // the device (its optimizer ran after them), so waiting for them costs nothing and throws an
+    // error one of them met after the compute stream was ordered behind it.
+    times();
     if (unfinished_) abandon_failed_backward();
     in_backward_ = unfinished_ = true;
     ready_.assign(params_.size(), false);
     for (Bucket& b : buckets_) b.pending = static_cast<int>(b.params.size());
     next_launch_ = 0;
-    pass_works_.clear();
     times_ = ReductionTimes();
     times_.buckets.resize(buckets_.size());
     times_.ready.reserve(params_.size());

@@ -484,8 +484,11 @@ TEST_CASE("the GPU data path: pinned staging reused, asynchronous copies, augmen
   CHECK(cuda::pinned_memory_stats().device_allocs - host_allocs_before <= 3);
 
   // A pinned tensor copied without blocking, then freed at once: the copy still reads what it
-  // held (its block is not reused before the copy is done).
+  // held (its block is not reused before the copy is done). The stream is kept busy first, so
+  // the copy cannot start before the host overwrites a block handed out too early.
+  Tensor busy = randn({4096, 4096}, DType::f32).to(kGpu);
   for (int round = 0; round < 20; ++round) {
+    for (int k = 0; k < 4; ++k) busy = matmul(busy, busy) * 1e-3;
     Tensor staged = from_blob(pinned_allocator().allocate(4 << 20), {1 << 20}, DType::f32, kCPU,
                               [](void* p) { pinned_allocator().deallocate(p, 4 << 20); });
     staged.fill_(static_cast<double>(round));

@@ -107,6 +107,7 @@ class DataLoader {
   Transforms transforms_;
   std::vector<int64_t> order_;
   int64_t epoch_ = 0;
+  Tensor augment_mean_, augment_inv_std_;  // augment_on_device: on the device, made once
 
   // Producer/consumer state of the current epoch.
   std::mutex mu_;

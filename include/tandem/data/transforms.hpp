@@ -73,5 +73,10 @@ using Transforms = std::vector<std::shared_ptr<const Transform>>;
 /// bit. The loader runs it on the GPU with LoaderOptions::augment_on_device.
 Tensor crop_flip_normalize(const Tensor& images, const Tensor& params,
                            const std::vector<float>& mean, const std::vector<float>& std);
+/// The same with the per-channel mean and 1 / std already on the images' device (f32, (C)), as a
+/// loader keeps them: no host-to-device copy per call (a copy from pageable memory would wait
+/// for the device's queued work).
+Tensor crop_flip_normalize(const Tensor& images, const Tensor& params, const Tensor& mean,
+                           const Tensor& inv_std);
 
 }  // namespace tandem::data

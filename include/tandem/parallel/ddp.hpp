@@ -121,8 +121,12 @@ class DistributedDataParallel : public nn::Module {
   /// The flat buffer of bucket b, whose slices are the gradients.
   Tensor bucket_buffer(size_t b) const;
   /// The last reduced backward's times. On GPUs that backward ended with the compute stream
-  /// waiting for the allreduces, not the host: reading this waits (host) for them to complete.
+  /// waiting for the allreduces, not the host: reading this waits (host) for them to complete
+  /// and throws the error of one that failed after that (the next backward does the same).
   const ReductionTimes& last_reduction() const;
+  /// Waits on the host for the last backward's allreduces and throws the error of one that
+  /// failed: call it before saving a checkpoint or exiting after the last step on GPUs.
+  void synchronize() const { last_reduction(); }
   /// The bucket cap in use (the chooser's answer once the buckets were rebuilt).
   double bucket_cap_mb() const;
 
