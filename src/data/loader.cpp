@@ -61,13 +61,9 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, DistributedSample
     TANDEM_CHECK(a->mean_.size() == static_cast<size_t>(channels) && a->std_.size() == a->mean_.size(),
                  "DataLoader: augment_on_device needs one mean and one std per channel (",
                  channels, "), got ", a->mean_.size(), " and ", a->std_.size());
-    std::vector<float> inv;
-    for (float sd : a->std_) {
-      TANDEM_CHECK(sd > 0, "DataLoader: augment_on_device needs a positive std, got ", sd);
-      inv.push_back(1.0f / sd);  // as Normalize keeps it
-    }
-    augment_mean_ = from_vector(a->mean_, {channels}).to(options_.device_);
-    augment_inv_std_ = from_vector(inv, {channels}).to(options_.device_);
+    const Normalize n(a->mean_, a->std_);  // checks std > 0, keeps 1 / std as apply() uses it
+    augment_mean_ = from_vector(n.mean(), {channels}).to(options_.device_);
+    augment_inv_std_ = from_vector(n.inv_std(), {channels}).to(options_.device_);
   }
 }
 

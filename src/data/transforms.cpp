@@ -90,14 +90,10 @@ void RandomHorizontalFlip::apply(float* image, const Shape& chw, const SampleKey
 
 Tensor crop_flip_normalize(const Tensor& images, const Tensor& params,
                            const std::vector<float>& mean, const std::vector<float>& std) {
-  std::vector<float> inv;
-  for (float s : std) {
-    TANDEM_CHECK(s > 0, "crop_flip_normalize: std must be positive, got ", s);
-    inv.push_back(1.0f / s);  // as Normalize keeps it
-  }
+  const Normalize n(mean, std);  // checks the statistics, keeps 1 / std as apply() uses it
   const Shape c{static_cast<int64_t>(mean.size())};  // 1-d even for one channel
-  return crop_flip_normalize(images, params, from_vector(mean, c).to(images.device()),
-                             from_vector(inv, {static_cast<int64_t>(inv.size())}).to(images.device()));
+  return crop_flip_normalize(images, params, from_vector(n.mean(), c).to(images.device()),
+                             from_vector(n.inv_std(), c).to(images.device()));
 }
 
 Tensor crop_flip_normalize(const Tensor& images, const Tensor& params, const Tensor& mean,

@@ -35,6 +35,9 @@ class Normalize : public Transform {
  public:
   Normalize(std::vector<float> mean, std::vector<float> std);
   void apply(float* image, const Shape& chw, const SampleKey& key) const override;
+  const std::vector<float>& mean() const { return mean_; }
+  /// 1 / std per channel, the factor apply() multiplies by.
+  const std::vector<float>& inv_std() const { return inv_std_; }
 
  private:
   std::vector<float> mean_, inv_std_;
