@@ -59,9 +59,7 @@ int main(int argc, char** argv) {
     std::unique_ptr<parallel::DistributedDataParallel> ddp;
     if (!no_ddp)
       ddp = std::make_unique<parallel::DistributedDataParallel>(
-          model, r.comm,
-          bucket_mb == "auto" ? parallel::DDPOptions().bucket_cap_chooser(monitor::auto_bucket_cap())
-                              : parallel::DDPOptions().bucket_cap_mb(std::stod(bucket_mb)));
+          model, r.comm, monitor::bucket_cap_options(bucket_mb));
     optim::SGD opt(optim::weight_decay_groups(*model, 5e-4),
                    optim::SGDOptions().lr(0.05).momentum(0.9).nesterov(true));
     std::vector<Tensor> xs, ys;

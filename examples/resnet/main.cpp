@@ -163,10 +163,7 @@ void train_rank(Shared& sh, parallel::Rank& r) {
   auto model = sh.replicas.at(sh.replicas.size() == 1 ? 0 : rank);
   model->to(r.device());
   if (c.sync_bn) parallel::convert_sync_batchnorm(*model, r.comm);
-  parallel::DistributedDataParallel ddp(model, r.comm,
-                                        c.bucket_mb == "auto"
-                                            ? parallel::DDPOptions().bucket_cap_chooser(monitor::auto_bucket_cap())
-                                            : parallel::DDPOptions().bucket_cap_mb(std::stod(c.bucket_mb)));
+  parallel::DistributedDataParallel ddp(model, r.comm, monitor::bucket_cap_options(c.bucket_mb));
   optim::SGD opt(optim::weight_decay_groups(*model, c.weight_decay),
                  optim::SGDOptions(c.lr).momentum(c.momentum).nesterov(true));
   const std::optional<DType> low = precision_dtype(c.precision);

@@ -121,4 +121,9 @@ parallel::BucketCapChooser auto_bucket_cap(std::vector<double> caps_mb) {
   };
 }
 
+parallel::DDPOptions bucket_cap_options(const std::string& mib_or_auto) {
+  if (mib_or_auto == "auto") return parallel::DDPOptions().bucket_cap_chooser(auto_bucket_cap());
+  return parallel::DDPOptions().bucket_cap_mb(std::stod(mib_or_auto));
+}
+
 }  // namespace tandem::monitor

@@ -83,4 +83,7 @@ Prediction best_bucket_cap(const Profile& profile, const Interconnect& ic, int r
 /// bandwidth (25 MiB at one rank, where nothing is reduced).
 parallel::BucketCapChooser auto_bucket_cap(std::vector<double> caps_mb = {});
 
+/// DDPOptions for a `--bucket-mb` value: a number of MiB, or "auto" (auto_bucket_cap()).
+parallel::DDPOptions bucket_cap_options(const std::string& mib_or_auto);
+
 }  // namespace tandem::monitor
