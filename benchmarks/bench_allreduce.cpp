@@ -17,16 +17,12 @@
 
 #include "tandem/comm.hpp"
 #include "tandem/tandem.hpp"
+#include "median.hpp"
 
 using namespace tandem;
 using Clock = std::chrono::steady_clock;
 
 namespace {
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 // GB/s of one thread copying 64 MiB (median of 9).
 double memcpy_gbps() {

@@ -18,6 +18,7 @@
 
 #include "tandem/kernels/cpu_isa.hpp"
 #include "tandem/tandem.hpp"
+#include "median.hpp"
 
 #ifdef TANDEM_BENCH_LIBTORCH
 #include <torch/torch.h>
@@ -32,11 +33,6 @@ double seconds_of(const std::function<void()>& f) {
   auto t0 = Clock::now();
   f();
   return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
 }
 
 // Peak f32 FLOP/s: independent FMA chains on every thread (enough chains to cover the FMA

@@ -16,14 +16,11 @@
 
 #include "tandem/monitor/predictor.hpp"
 #include "tandem/tandem.hpp"
+#include "median.hpp"
 
 using namespace tandem;
 
 namespace {
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
-}
 using Ms = std::chrono::duration<double, std::milli>;
 }  // namespace
 

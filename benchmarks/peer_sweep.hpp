@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "median.hpp"
+
 /// `time_one(bytes)` runs one allreduce of `bytes` and returns its seconds.
 template <typename TimeOne>
 std::string peer_sweep(long long max_bytes, int iters, TimeOne time_one) {
@@ -18,8 +20,7 @@ std::string peer_sweep(long long max_bytes, int iters, TimeOne time_one) {
     const int reps = bytes >= (64ll << 20) ? std::max(5, iters / 4) : iters;
     std::vector<double> times;
     for (int i = 0; i < reps; ++i) times.push_back(time_one(bytes));
-    std::sort(times.begin(), times.end());
-    const double t = times[times.size() / 2];
+    const double t = median(times);
     char row[160];
     std::snprintf(row, sizeof row, "%s{\"bytes\": %lld, \"time_us\": %.3f, \"algbw_gbps\": %.4f}",
                   rows.empty() ? "" : ", ", bytes, t * 1e6, bytes / t / 1e9);

@@ -14,6 +14,7 @@
 
 #include "tandem/monitor/predictor.hpp"
 #include "tandem/tandem.hpp"
+#include "median.hpp"
 
 using namespace tandem;
 using Clock = std::chrono::steady_clock;
@@ -87,10 +88,6 @@ int main(int argc, char** argv) {
         optimizer.push_back(std::chrono::duration<double>(t2 - t1).count());
         last = ddp.last_reduction();
       }
-      auto median = [](std::vector<double> v) {
-        std::sort(v.begin(), v.end());
-        return v[v.size() / 2];
-      };
       profile = monitor::Profile::from(last, 0.0, median(compute), median(optimizer));
     }, parallel::LaunchOptions().threads(threads));
     monitor::PredictOptions options = monitor::PredictOptions().first_bucket_mb(first_bucket_mb);
