@@ -101,8 +101,9 @@ def tandem_independent(world, args):
     outs = [p.communicate()[0] for p in procs]
     if any(p.returncode for p in procs):
         raise RuntimeError(f"an independent run failed: {cmd}")
-    return {"world": world, "img_per_s": sum(json.loads(o.strip().splitlines()[-1])["img_per_s"]
-                                             for o in outs)}
+    runs = [json.loads(o.strip().splitlines()[-1]) for o in outs]
+    return {"world": world, "img_per_s": sum(r["img_per_s"] for r in runs),
+            "step_ms_median": statistics.median(r["step_ms_median"] for r in runs)}
 
 
 def main():

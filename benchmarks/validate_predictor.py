@@ -21,6 +21,8 @@ import statistics
 import subprocess
 import sys
 
+from bench_scaling import tandem_independent
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 BIN = os.path.join(os.path.dirname(HERE), "build", "benchmarks")
 
@@ -47,14 +49,11 @@ def fit_local(bin_dir):
 
 
 def independent_step_ms(bin_dir, world):
-    """Median step of `world` one-rank processes without DDP running at once."""
-    cmd = [os.path.join(bin_dir, "bench_scaling"), "--ranks", "1", "--batch", "64", "--threads", "1",
-           "--steps", "15", "--warmup", "3", "--model", "resnet20", "--no-ddp"]
-    procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True) for _ in range(world)]
-    outs = [p.communicate()[0] for p in procs]
-    if any(p.returncode for p in procs):
-        raise RuntimeError(f"an independent run failed: {cmd}")
-    return statistics.median(json.loads(o[o.index("{"):])["step_ms_median"] for o in outs)
+    """Median step of `world` one-rank processes without DDP running at once (bench_scaling.py's
+    ceiling runs, with this script's model and batch)."""
+    run = argparse.Namespace(binary=os.path.join(bin_dir, "bench_scaling"), batch=64, threads=1,
+                             steps=15, warmup=3, model="resnet20")
+    return tandem_independent(world, run)["step_ms_median"]
 
 
 def main():
