@@ -342,6 +342,24 @@ class NcclComm final : public Communicator {
   // event orders the communication stream after every such use.
   Tensor scratch_f32(int64_t n) const { return empty({n}, TensorOptions(DType::f32).device(device())); }
 
+  // On the progress thread: runs `launch` (NCCL calls, kernels on the communication stream)
+  // with comm_mu_ held, as an abort (which then drains the stream) takes it, so the
+  // communicator is alive throughout. A call NCCL or CUDA refused leaves the communicator in an
+  // unknown state: the group is aborted and this call fails.
+  void launch_locked(const std::function<void()>& launch, const std::string& what) {
+    std::string error;
+    {
+      std::lock_guard<std::mutex> lock(comm_mu_);
+      if (comm_ == nullptr) throw_aborted(what);
+      try {
+        launch();
+      } catch (const std::exception& e) {
+        error = e.what();
+      }
+    }
+    if (!error.empty()) fail(what + ": " + error, what);
+  }
+
   // On the progress thread, with comm_mu_ held: an NCCL call that failed outright aborts.
   void nccl_call(const char* fn, ncclResult_t r) {
     if (r == ncclSuccess || r == ncclInProgress) return;
@@ -378,35 +396,12 @@ class NcclComm final : public Communicator {
           if (debug_) check_same_call(desc, what, deadline);
           Pending p{state, nullptr, deadline, std::move(tensors)};
           std::function<void()> after;
-          std::string issue_error;
-          {
-            std::lock_guard<std::mutex> lock(comm_mu_);
-            if (group_->aborted() || comm_ == nullptr)
-              throw_aborted(what);
-            try {
-              issue(after);
-            } catch (const std::exception& e) {
-              issue_error = e.what();
-            }
-          }
-          // A call NCCL or CUDA refused leaves the communicator in an unknown state: abort.
-          if (!issue_error.empty()) fail(what + ": " + issue_error, what);
+          if (group_->aborted()) throw_aborted(what);
+          launch_locked([&] { issue(after); }, what);
           settle_or_abort(what, deadline);
-          // Under comm_mu_, as an abort (which drains the stream) takes it: the abort comes first
-          // and these kernels are not queued, or after, and its drain covers them before the
-          // scratch they read goes back to the allocator.
-          if (after) {
-            {
-              std::lock_guard<std::mutex> lock(comm_mu_);
-              if (comm_ == nullptr) throw_aborted(what);
-              try {
-                after();
-              } catch (const std::exception& e) {
-                issue_error = e.what();
-              }
-            }
-            if (!issue_error.empty()) fail(what + ": " + issue_error, what);
-          }
+          // The narrowing kernels are locked too: an abort comes before them (they are not
+          // queued) or after, and its drain covers them before their scratch goes back.
+          if (after) launch_locked(after, what);
           cudaEvent_t done = nullptr;
           err = cudaEventCreateWithFlags(&done, cudaEventDisableTiming);
           if (err == cudaSuccess) {
@@ -480,16 +475,10 @@ class NcclComm final : public Communicator {
     const cudaError_t waited = cudaStreamWaitEvent(stream(), copied, 0);
     cudaEventDestroy(copied);
     TANDEM_CUDA_CHECK(waited);
-    std::string refused;  // a refused call aborts the group like any other (fail, not a throw)
-    {
-      std::lock_guard<std::mutex> lock(comm_mu_);
-      if (comm_ == nullptr)
-        throw_aborted(what);
-      const ncclResult_t r =
-          ncclAllGather(mine.raw_data(), all.raw_data(), 5, ncclInt64, comm_, stream());
-      if (r != ncclSuccess && r != ncclInProgress) refused = nccl_error(r, comm_);
-    }
-    if (!refused.empty()) fail(what + ": ncclAllGather in the debug-mode check failed: " + refused, what);
+    launch_locked([&] {
+      nccl_call("ncclAllGather (debug-mode check)",
+                ncclAllGather(mine.raw_data(), all.raw_data(), 5, ncclInt64, comm_, stream()));
+    }, what);
     settle_or_abort(what, deadline);
     TANDEM_CUDA_CHECK(cudaEventCreateWithFlags(&gathered, cudaEventDisableTiming));
     TANDEM_CUDA_CHECK(cudaEventRecord(gathered, stream()));
