@@ -53,8 +53,9 @@ class DeviceGuard {
   bool restore_ = false;
 };
 
-/// The stream tandem's kernels and cuBLAS calls run on: the legacy default stream, until each
-/// device's context carries a compute stream (docs/ARCHITECTURE.md). Every launch goes through
+/// The compute stream: where tandem's kernels, cuBLAS and cuDNN calls run, and what
+/// Work::wait_on_stream orders after a collective. The legacy default stream, so synchronous
+/// copies and host reads are ordered with it (docs/ARCHITECTURE.md); every launch goes through
 /// here, so moving them is one change.
 inline cudaStream_t current_stream() { return nullptr; }
 

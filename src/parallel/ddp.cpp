@@ -3,8 +3,8 @@
 #include "tandem/parallel/ddp.hpp"
 
 #include <algorithm>
-#include <map>
 #include <chrono>
+#include <map>
 #include <numeric>
 #include <sstream>
 
