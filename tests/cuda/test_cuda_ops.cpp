@@ -487,15 +487,17 @@ TEST_CASE("the GPU data path: pinned staging reused, asynchronous copies, augmen
   // held (its block is not reused before the copy is done). The stream is kept busy first, so
   // the copy cannot start before the host overwrites a block handed out too early.
   Tensor busy = randn({4096, 4096}, DType::f32).to(kGpu);
+  auto pinned_mib4 = [] {  // 1 Mi f32 in a block of the pinned allocator
+    return from_blob(pinned_allocator().allocate(4 << 20), {1 << 20}, DType::f32, kCPU,
+                     [](void* p) { pinned_allocator().deallocate(p, 4 << 20); });
+  };
   for (int round = 0; round < 20; ++round) {
     for (int k = 0; k < 4; ++k) busy = matmul(busy, busy) * 1e-3;
-    Tensor staged = from_blob(pinned_allocator().allocate(4 << 20), {1 << 20}, DType::f32, kCPU,
-                              [](void* p) { pinned_allocator().deallocate(p, 4 << 20); });
+    Tensor staged = pinned_mib4();
     staged.fill_(static_cast<double>(round));
     Tensor on_device = staged.to(kGpu, /*non_blocking=*/true);
     staged = Tensor();
-    Tensor other = from_blob(pinned_allocator().allocate(4 << 20), {1 << 20}, DType::f32, kCPU,
-                             [](void* p) { pinned_allocator().deallocate(p, 4 << 20); });
+    Tensor other = pinned_mib4();
     other.fill_(-1.0);  // would overwrite the first block if it were handed out again too early
     const auto v = on_device.cpu().to_vector<float>();
     CHECK(v.front() == static_cast<float>(round));
