@@ -34,7 +34,7 @@ struct Config {
   bool sync_bn = false;
   bool tta = false;
   int64_t batch = 128, max_steps = 0, synthetic_size = 10000;
-  double lr = 0.2, momentum = 0.9, weight_decay = 5e-4;
+  double lr = 0.2, momentum = 0.9, weight_decay = 5e-4, label_smoothing = 0.0;
   uint64_t seed = 0;
 };
 
@@ -287,7 +287,7 @@ void train_rank(Shared& sh, parallel::Rank& r) {
         {
           monitor::Timeline::Span span(tl, rank, "forward");  // records nothing without --trace
           amp::autocast guard(low.value_or(DType::bf16), low.has_value());
-          loss = cross_entropy(ddp.forward(x), y);
+          loss = cross_entropy(ddp.forward(x), y, {Reduction::mean, -100, c.label_smoothing});
         }
         if (c.grad_accum > 1) loss = loss / static_cast<double>(c.grad_accum);
         const auto backward_start = Clock::now();
@@ -485,6 +485,7 @@ int main(int argc, char** argv) {
   app.add_option("--lr", c.lr, "peak learning rate of the one-cycle schedule")->check(positive())->capture_default_str();
   app.add_option("--momentum", c.momentum, "SGD (Nesterov) momentum")->check(CLI::Range(0.0, 1.0))->capture_default_str();
   app.add_option("--weight-decay", c.weight_decay, "L2 penalty on conv and linear weights")->check(CLI::NonNegativeNumber)->capture_default_str();
+  app.add_option("--label-smoothing", c.label_smoothing, "weight of the uniform target in the cross-entropy loss")->check(CLI::Range(0.0, 1.0))->capture_default_str();
   app.add_option("--seed", c.seed, "seed for weights, data order and augmentation")->capture_default_str();
   app.add_option("--threads", c.threads, "CPU threads of all ranks together (0: all cores)")->check(CLI::Range(0, 4096))->capture_default_str();
   app.add_option("--workers", c.workers, "data loader threads")->check(CLI::Range(0, 64))->capture_default_str();
