@@ -258,6 +258,8 @@ inline VecF vzero() { return _mm512_setzero_ps(); }
 inline VecF vload(const float* p) { return _mm512_loadu_ps(p); }
 inline VecF vset1(float x) { return _mm512_set1_ps(x); }
 inline VecF vfma(VecF a, VecF b, VecF c) { return _mm512_fmadd_ps(a, b, c); }
+inline VecF vadd(VecF a, VecF b) { return _mm512_add_ps(a, b); }
+inline VecF vsub(VecF a, VecF b) { return _mm512_sub_ps(a, b); }
 inline void vstore(float* p, VecF v) { _mm512_storeu_ps(p, v); }
 #else
 constexpr int kLanes = 8;
@@ -266,6 +268,8 @@ inline VecF vzero() { return _mm256_setzero_ps(); }
 inline VecF vload(const float* p) { return _mm256_loadu_ps(p); }
 inline VecF vset1(float x) { return _mm256_set1_ps(x); }
 inline VecF vfma(VecF a, VecF b, VecF c) { return _mm256_fmadd_ps(a, b, c); }
+inline VecF vadd(VecF a, VecF b) { return _mm256_add_ps(a, b); }
+inline VecF vsub(VecF a, VecF b) { return _mm256_sub_ps(a, b); }
 inline void vstore(float* p, VecF v) { _mm256_storeu_ps(p, v); }
 #endif
 
@@ -437,6 +441,213 @@ void direct_conv(float* y, const float* x, const std::vector<float>& wpacked, in
   });
 }
 
+// --- Winograd F(2x2, 3x3): stride-1 3x3 convolutions on AVX2 -----------------------------------
+// Each 2x2 block of outputs comes from a 4x4 input tile d as A^T [(G g G^T) . (B^T d B)] A, with
+// the sum over input channels taken inside the product: for each of the 16 transformed positions
+// xi, M_xi (co x tiles) = U_xi (co x ci) V_xi (ci x tiles), 16 multiplications per 2x2 outputs and
+// channel pair where the direct kernel does 36. Per sample: the padded input is transformed
+// into V[xi][ci][tile] (a tile row at a time: even and odd columns split by shuffles), each block of 8 output channels runs the 16 small GEMMs (8 channels x 8
+// tiles in registers) into M[xi][8][tile], and the output transform writes y. Every sum has a fixed
+// order, so the bits do not depend on the thread count; they differ from the direct kernel's (the
+// transforms add before multiplying: errors against the f64 path are in tests/ops/test_ops.cpp).
+// Used on AVX2 only, where it was measured (docs/PERFORMANCE.md); AVX-512 keeps the direct kernel,
+// whose FMAs broadcast their weight from memory for free.
+constexpr bool kWinograd = kLanes == 8;
+// The GEMM's register tile: kGemmCo output channels x kGemmNV vectors of tiles.
+constexpr int kGemmCo = 4, kGemmNV = 2;
+
+// Transformed weights [xi][block of 8 output channels][ci][8]; flip_transpose as
+// pack_direct_weights.
+std::vector<float> pack_winograd_weights(const float* w, int64_t co, int64_t ci,
+                                         bool flip_transpose) {
+  const int64_t out_ch = flip_transpose ? ci : co, in_ch = flip_transpose ? co : ci;
+  const int64_t blocks = (out_ch + kDirectCo - 1) / kDirectCo;
+  std::vector<float> u(16 * blocks * in_ch * kDirectCo, 0.0f);
+  for (int64_t o = 0; o < out_ch; ++o)
+    for (int64_t i = 0; i < in_ch; ++i) {
+      double g[3][3], t[4][3];
+      for (int k = 0; k < 9; ++k)
+        g[k / 3][k % 3] = flip_transpose ? w[(i * ci + o) * 9 + (8 - k)] : w[(o * ci + i) * 9 + k];
+      for (int k = 0; k < 3; ++k) {  // G g, G = [1 0 0; .5 .5 .5; .5 -.5 .5; 0 0 1]
+        t[0][k] = g[0][k];
+        t[1][k] = 0.5 * (g[0][k] + g[1][k] + g[2][k]);
+        t[2][k] = 0.5 * (g[0][k] - g[1][k] + g[2][k]);
+        t[3][k] = g[2][k];
+      }
+      for (int a = 0; a < 4; ++a) {  // (G g) G^T
+        const double r[4] = {t[a][0], 0.5 * (t[a][0] + t[a][1] + t[a][2]),
+                             0.5 * (t[a][0] - t[a][1] + t[a][2]), t[a][2]};
+        for (int b = 0; b < 4; ++b)
+          u[(((a * 4 + b) * blocks + o / kDirectCo) * in_ch + i) * kDirectCo + o % kDirectCo] =
+              static_cast<float>(r[b]);
+      }
+    }
+  return u;
+}
+
+struct WinogradGrid {
+  int64_t ho, wo, th, tw, tiles, stride;  // stride: floats between V's or M's rows of tiles
+};
+
+// The even and odd elements of the 2 * kLanes floats at p: (p[0], p[2], ...), (p[1], p[3], ...).
+void load_deinterleaved(const float* p, VecF& even, VecF& odd) {
+#if defined(__AVX512F__)
+  const __m512 a = _mm512_loadu_ps(p), b = _mm512_loadu_ps(p + 16);
+  const __m512i ie = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  even = _mm512_permutex2var_ps(a, ie, b);
+  odd = _mm512_permutex2var_ps(a, _mm512_add_epi32(ie, _mm512_set1_epi32(1)), b);
+#else
+  const __m256 a = _mm256_loadu_ps(p), b = _mm256_loadu_ps(p + 8);
+  // [a0 a2 b0 b2 | a4 a6 b4 b6] -> [a0 a2 a4 a6 b0 b2 b4 b6] (64-bit lanes 0 2 1 3)
+  even = _mm256_castpd_ps(_mm256_permute4x64_pd(
+      _mm256_castps_pd(_mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0))), _MM_SHUFFLE(3, 1, 2, 0)));
+  odd = _mm256_castpd_ps(_mm256_permute4x64_pd(
+      _mm256_castps_pd(_mm256_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1))), _MM_SHUFFLE(3, 1, 2, 0)));
+#endif
+}
+
+// V[xi][c][tile] = (B^T d B)[xi] of every 4x4 tile d of the padded input (planes of hp x wp),
+// one tile row at a time, kLanes tiles per vector. B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1].
+// A vector's lanes past the row's last tile write junk into the next row's places, which that
+// row then overwrites (the last row's into the slack at the end). With an odd output height or
+// width the last tiles read one row or column past the padded plane: that row and column only
+// reach the outputs that winograd_output drops.
+void winograd_input(float* v, const float* src, int64_t in_ch, int64_t hp, int64_t wp,
+                    const WinogradGrid& t) {
+  const int64_t xi_stride = in_ch * t.stride;
+  for (int64_t c = 0; c < in_ch; ++c)
+    for (int64_t i = 0; i < t.th; ++i)
+      for (int64_t j0 = 0; j0 < t.tw; j0 += kLanes) {
+        // d[r][s] for kLanes tiles: row 2i + r, columns 2j + s.
+        VecF d[4][4], b[4][4];
+        for (int r = 0; r < 4; ++r) {
+          const float* row = src + (c * hp + 2 * i + r) * wp + 2 * j0;
+          load_deinterleaved(row, d[r][0], d[r][1]);
+          load_deinterleaved(row + 2, d[r][2], d[r][3]);
+        }
+        for (int s = 0; s < 4; ++s) {
+          b[0][s] = vsub(d[0][s], d[2][s]);
+          b[1][s] = vadd(d[1][s], d[2][s]);
+          b[2][s] = vsub(d[2][s], d[1][s]);
+          b[3][s] = vsub(d[1][s], d[3][s]);
+        }
+        float* out = v + c * t.stride + i * t.tw + j0;
+        for (int a = 0; a < 4; ++a) {
+          vstore(out + (a * 4 + 0) * xi_stride, vsub(b[a][0], b[a][2]));
+          vstore(out + (a * 4 + 1) * xi_stride, vadd(b[a][1], b[a][2]));
+          vstore(out + (a * 4 + 2) * xi_stride, vsub(b[a][2], b[a][1]));
+          vstore(out + (a * 4 + 3) * xi_stride, vsub(b[a][1], b[a][3]));
+        }
+      }
+}
+
+// M[xi][o][tile] = sum over c in order of U[xi][o][c] * V[xi][c][tile], for the 8 channels of
+// one block (ublock: that block's weights of xi = 0; xi's are u_stride apart).
+void winograd_gemm(float* m, const float* v, const float* ublock, int64_t u_stride,
+                   int64_t in_ch, const WinogradGrid& t) {
+  for (int xi = 0; xi < 16; ++xi) {
+    const float* vx = v + xi * in_ch * t.stride;
+    const float* ux = ublock + xi * u_stride;
+    float* mx = m + xi * kDirectCo * t.stride;
+    for (int64_t q0 = 0; q0 < t.tiles; q0 += kGemmNV * kLanes)
+      for (int o0 = 0; o0 < kDirectCo; o0 += kGemmCo) {
+        VecF acc[kGemmCo][kGemmNV];
+        for (int o = 0; o < kGemmCo; ++o)
+          for (int k = 0; k < kGemmNV; ++k) acc[o][k] = vzero();
+        for (int64_t c = 0; c < in_ch; ++c) {
+          VecF x[kGemmNV];
+          for (int k = 0; k < kGemmNV; ++k) x[k] = vload(vx + c * t.stride + q0 + k * kLanes);
+          for (int o = 0; o < kGemmCo; ++o) {
+            const VecF w = vset1(ux[c * kDirectCo + o0 + o]);
+            for (int k = 0; k < kGemmNV; ++k) acc[o][k] = vfma(w, x[k], acc[o][k]);
+          }
+        }
+        for (int o = 0; o < kGemmCo; ++o)
+          for (int k = 0; k < kGemmNV; ++k)
+            vstore(mx + (o0 + o) * t.stride + q0 + k * kLanes, acc[o][k]);
+      }
+  }
+}
+
+// Writes lanes [0, n) of a and b interleaved, a0 b0 a1 b1 ..., and only a's last lane when odd_end.
+void store_interleaved(float* dst, VecF a, VecF b, int64_t n, bool odd_end) {
+#if !defined(__AVX512F__)
+  if (n == kLanes && !odd_end) {
+    const __m256 lo = _mm256_unpacklo_ps(a, b), hi = _mm256_unpackhi_ps(a, b);
+    _mm256_storeu_ps(dst, _mm256_permute2f128_ps(lo, hi, 0x20));
+    _mm256_storeu_ps(dst + 8, _mm256_permute2f128_ps(lo, hi, 0x31));
+    return;
+  }
+#endif
+  alignas(64) float la[kLanes], lb[kLanes];
+  vstore(la, a);
+  vstore(lb, b);
+  for (int64_t k = 0; k < n; ++k) {
+    dst[2 * k] = la[k];
+    if (k + 1 < n || !odd_end) dst[2 * k + 1] = lb[k];
+  }
+}
+
+// y (n_out, ho, wo) = A^T M A per tile, A^T = [1 1 1 0; 0 1 -1 -1], dropping the outputs of the
+// last tile row and column that fall past an odd ho or wo.
+void winograd_output(float* y, const float* m, int64_t n_out, const WinogradGrid& t) {
+  for (int64_t o = 0; o < n_out; ++o)
+    for (int64_t i = 0; i < t.th; ++i)
+      for (int64_t j0 = 0; j0 < t.tw; j0 += kLanes) {
+        VecF s0[4], s1[4];
+        for (int k = 0; k < 4; ++k) {
+          const float* mk = m + (k * kDirectCo + o) * t.stride + i * t.tw + j0;
+          const int64_t row = 4 * kDirectCo * t.stride;  // xi = 4a + k
+          const VecF m0 = vload(mk), m1 = vload(mk + row), m2 = vload(mk + 2 * row),
+                     m3 = vload(mk + 3 * row);
+          s0[k] = vadd(vadd(m0, m1), m2);
+          s1[k] = vsub(vsub(m1, m2), m3);
+        }
+        const int64_t n = std::min<int64_t>(kLanes, t.tw - j0);
+        const bool odd_end = j0 + n == t.tw && t.wo % 2 == 1;
+        float* dst = y + (o * t.ho + 2 * i) * t.wo + 2 * j0;
+        store_interleaved(dst, vadd(vadd(s0[0], s0[1]), s0[2]), vsub(vsub(s0[1], s0[2]), s0[3]), n,
+                          odd_end);
+        if (2 * i + 1 < t.ho)
+          store_interleaved(dst + t.wo, vadd(vadd(s1[0], s1[1]), s1[2]),
+                            vsub(vsub(s1[1], s1[2]), s1[3]), n, odd_end);
+      }
+}
+
+// y (N, out_ch, ho, wo) = stride-1 conv of x (N, in_ch, h, w) padded by (ph, pw), with weights
+// from pack_winograd_weights.
+void winograd_conv(float* y, const float* x, const std::vector<float>& u, int64_t n,
+                   int64_t in_ch, int64_t h, int64_t w, int64_t out_ch, int64_t ph, int64_t pw) {
+  const int64_t hp = h + 2 * ph, wp = w + 2 * pw;
+  WinogradGrid t{hp - 2, wp - 2, 0, 0, 0, 0};
+  t.th = (t.ho + 1) / 2, t.tw = (t.wo + 1) / 2, t.tiles = t.th * t.tw;
+  const int64_t step = kGemmNV * kLanes;
+  t.stride = (t.tiles + step - 1) / step * step + kLanes;
+  const DirectLayout l = direct_layout(hp, wp, 1);
+  const int64_t blocks = (out_ch + kDirectCo - 1) / kDirectCo;
+  // winograd_input reads up to a row and 2 * kLanes + 2 floats past the last plane
+  const int64_t src_size = in_ch * hp * wp + wp + 4 * kLanes, v_size = 16 * in_ch * t.stride;
+  const int64_t u_stride = blocks * in_ch * kDirectCo;
+  parallel_for(0, n, 1, [&](int64_t lo, int64_t hi) {
+    float* src = scratch<float, 2>(src_size).data();
+    std::fill(src, src + src_size, 0.0f);  // the padding stays zero from sample to sample
+    float* v = scratch<float, 8>(v_size).data();
+    std::fill(v, v + v_size, 0.0f);  // lanes past the last tile: finite, whatever they hold
+    for (int64_t s = lo; s < hi; ++s) {
+      prepare_direct_input(src, x + s * in_ch * h * w, in_ch, h, w, ph, pw, 1, l);
+      winograd_input(v, src, in_ch, hp, wp, t);
+      parallel_for(0, blocks, 1, [&](int64_t b0, int64_t b1) {
+        float* m = scratch<float, 9>(16 * kDirectCo * t.stride).data();
+        for (int64_t b = b0; b < b1; ++b) {
+          winograd_gemm(m, v, u.data() + b * in_ch * kDirectCo, u_stride, in_ch, t);
+          winograd_output(y + (s * out_ch + b * kDirectCo) * t.ho * t.wo, m,
+                          std::min(kDirectCo, out_ch - b * kDirectCo), t);
+        }
+      });
+    }
+  });
+}
+
 // --- weight gradient of 3x3 convolutions (any stride and padding), vectorized over 16 output
 // channels: dy of each sample is transposed to (position, channel), then for every output
 // position one dy vector multiplies 9 taps of two input channels broadcast from the padded input
@@ -541,10 +752,15 @@ void conv2d_forward(const Tensor& out, const Tensor& in, const Tensor& weight, c
 #if defined(TANDEM_DIRECT_CONV)
   Geometry g = geometry(in, weight, out, p.groups);
   if (in.dtype() == DType::f32 && use_direct(g, p)) {
-    auto wp = pack_direct_weights(ptr<const float>(weight), g.co, g.ci, false);
     float* y = ptr<float>(out);
-    direct_conv(y, ptr<const float>(in), wp, g.n, g.ci, g.h, g.w, g.co, p.pad_h, p.pad_w,
-                p.stride_h);
+    if (kWinograd && p.stride_h == 1) {
+      auto u = pack_winograd_weights(ptr<const float>(weight), g.co, g.ci, false);
+      winograd_conv(y, ptr<const float>(in), u, g.n, g.ci, g.h, g.w, g.co, p.pad_h, p.pad_w);
+    } else {
+      auto wp = pack_direct_weights(ptr<const float>(weight), g.co, g.ci, false);
+      direct_conv(y, ptr<const float>(in), wp, g.n, g.ci, g.h, g.w, g.co, p.pad_h, p.pad_w,
+                  p.stride_h);
+    }
     if (bias.defined()) {
       const float* b = ptr<const float>(bias);
       const int64_t hw = g.col_cols();
@@ -573,7 +789,11 @@ void conv2d_backward(const Tensor& grad_out, const Tensor& in, const Tensor& wei
     const Conv2dParams pt{1, 1, 2 - p.pad_h, 2 - p.pad_w, 1, 1, 1};
     const bool direct_input =
         grad_in.defined() && p.stride_h == 1 && use_direct(g, p) && use_direct(gt, pt);
-    if (direct_input) {
+    if (direct_input && kWinograd) {
+      auto u = pack_winograd_weights(ptr<const float>(weight), g.co, g.ci, true);
+      winograd_conv(ptr<float>(grad_in), ptr<const float>(grad_out), u, g.n, g.co, g.ho, g.wo,
+                    g.ci, pt.pad_h, pt.pad_w);
+    } else if (direct_input) {
       auto wp = pack_direct_weights(ptr<const float>(weight), g.co, g.ci, true);
       direct_conv(ptr<float>(grad_in), ptr<const float>(grad_out), wp, g.n, g.co, g.ho, g.wo, g.ci,
                   pt.pad_h, pt.pad_w, 1);
