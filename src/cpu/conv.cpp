@@ -453,6 +453,7 @@ void direct_conv(float* y, const float* x, const std::vector<float>& wpacked, in
 // Used on AVX2 only, where it was measured (docs/PERFORMANCE.md); AVX-512 keeps the direct kernel,
 // whose FMAs broadcast their weight from memory for free.
 constexpr bool kWinograd = kLanes == 8;
+constexpr int64_t kWinogradMaxBytes = int64_t{2} << 20;  // a sample's V, beside L2: larger maps go direct
 // The GEMM's register tile: kGemmCo output channels x kGemmNV vectors of tiles.
 constexpr int kGemmCo = 4, kGemmNV = 2;
 
@@ -488,6 +489,20 @@ std::vector<float> pack_winograd_weights(const float* w, int64_t co, int64_t ci,
 struct WinogradGrid {
   int64_t ho, wo, th, tw, tiles, stride;  // stride: floats between V's or M's rows of tiles
 };
+
+WinogradGrid winograd_grid(int64_t ho, int64_t wo) {
+  WinogradGrid t{ho, wo, (ho + 1) / 2, (wo + 1) / 2, 0, 0};
+  t.tiles = t.th * t.tw;
+  const int64_t step = kGemmNV * kLanes;
+  t.stride = (t.tiles + step - 1) / step * step + kLanes;
+  return t;
+}
+
+// Whether a stride-1 3x3 convolution with in_ch input channels and an (ho, wo) output takes the
+// Winograd kernel (else the direct one).
+bool use_winograd(int64_t in_ch, int64_t ho, int64_t wo) {
+  return kWinograd && 16 * in_ch * winograd_grid(ho, wo).stride * 4 <= kWinogradMaxBytes;
+}
 
 // The even and odd elements of the 2 * kLanes floats at p: (p[0], p[2], ...), (p[1], p[3], ...).
 void load_deinterleaved(const float* p, VecF& even, VecF& odd) {
@@ -569,23 +584,31 @@ void winograd_gemm(float* m, const float* v, const float* ublock, int64_t u_stri
   }
 }
 
-// Writes lanes [0, n) of a and b interleaved, a0 b0 a1 b1 ..., and only a's last lane when odd_end.
+// Writes lanes [0, n) of a and b interleaved, a0 b0 a1 b1 ..., without b's last lane when odd_end.
 void store_interleaved(float* dst, VecF a, VecF b, int64_t n, bool odd_end) {
+  const int64_t count = 2 * n - (odd_end ? 1 : 0);
 #if !defined(__AVX512F__)
-  if (n == kLanes && !odd_end) {
-    const __m256 lo = _mm256_unpacklo_ps(a, b), hi = _mm256_unpackhi_ps(a, b);
-    _mm256_storeu_ps(dst, _mm256_permute2f128_ps(lo, hi, 0x20));
-    _mm256_storeu_ps(dst + 8, _mm256_permute2f128_ps(lo, hi, 0x31));
+  const __m256 lo = _mm256_unpacklo_ps(a, b), hi = _mm256_unpackhi_ps(a, b);
+  const __m256 first = _mm256_permute2f128_ps(lo, hi, 0x20);
+  const __m256 second = _mm256_permute2f128_ps(lo, hi, 0x31);
+  if (count == 2 * kLanes) {
+    _mm256_storeu_ps(dst, first);
+    _mm256_storeu_ps(dst + 8, second);
     return;
   }
-#endif
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  _mm256_maskstore_ps(dst, _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(count)), lane),
+                      first);
+  if (count > 8)
+    _mm256_maskstore_ps(dst + 8,
+                        _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(count - 8)), lane),
+                        second);
+#else
   alignas(64) float la[kLanes], lb[kLanes];
   vstore(la, a);
   vstore(lb, b);
-  for (int64_t k = 0; k < n; ++k) {
-    dst[2 * k] = la[k];
-    if (k + 1 < n || !odd_end) dst[2 * k + 1] = lb[k];
-  }
+  for (int64_t k = 0; k < count; ++k) dst[k] = k % 2 ? lb[k / 2] : la[k / 2];
+#endif
 }
 
 // y (n_out, ho, wo) = A^T M A per tile, A^T = [1 1 1 0; 0 1 -1 -1], dropping the outputs of the
@@ -619,10 +642,7 @@ void winograd_output(float* y, const float* m, int64_t n_out, const WinogradGrid
 void winograd_conv(float* y, const float* x, const std::vector<float>& u, int64_t n,
                    int64_t in_ch, int64_t h, int64_t w, int64_t out_ch, int64_t ph, int64_t pw) {
   const int64_t hp = h + 2 * ph, wp = w + 2 * pw;
-  WinogradGrid t{hp - 2, wp - 2, 0, 0, 0, 0};
-  t.th = (t.ho + 1) / 2, t.tw = (t.wo + 1) / 2, t.tiles = t.th * t.tw;
-  const int64_t step = kGemmNV * kLanes;
-  t.stride = (t.tiles + step - 1) / step * step + kLanes;
+  const WinogradGrid t = winograd_grid(hp - 2, wp - 2);
   const DirectLayout l = direct_layout(hp, wp, 1);
   const int64_t blocks = (out_ch + kDirectCo - 1) / kDirectCo;
   // winograd_input reads up to a row and 2 * kLanes + 2 floats past the last plane
@@ -753,7 +773,7 @@ void conv2d_forward(const Tensor& out, const Tensor& in, const Tensor& weight, c
   Geometry g = geometry(in, weight, out, p.groups);
   if (in.dtype() == DType::f32 && use_direct(g, p)) {
     float* y = ptr<float>(out);
-    if (kWinograd && p.stride_h == 1) {
+    if (p.stride_h == 1 && use_winograd(g.ci, g.ho, g.wo)) {
       auto u = pack_winograd_weights(ptr<const float>(weight), g.co, g.ci, false);
       winograd_conv(y, ptr<const float>(in), u, g.n, g.ci, g.h, g.w, g.co, p.pad_h, p.pad_w);
     } else {
@@ -789,7 +809,7 @@ void conv2d_backward(const Tensor& grad_out, const Tensor& in, const Tensor& wei
     const Conv2dParams pt{1, 1, 2 - p.pad_h, 2 - p.pad_w, 1, 1, 1};
     const bool direct_input =
         grad_in.defined() && p.stride_h == 1 && use_direct(g, p) && use_direct(gt, pt);
-    if (direct_input && kWinograd) {
+    if (direct_input && use_winograd(g.co, g.h, g.w)) {
       auto u = pack_winograd_weights(ptr<const float>(weight), g.co, g.ci, true);
       winograd_conv(ptr<float>(grad_in), ptr<const float>(grad_out), u, g.n, g.co, g.ho, g.wo,
                     g.ci, pt.pad_h, pt.pad_w);
