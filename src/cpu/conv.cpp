@@ -1,6 +1,6 @@
 // CPU conv2d: im2col + GEMM per (group of samples, channel group) in general, and direct AVX-512
 // or AVX2 kernels for 3x3 f32 convolutions (forward for stride 1 and 2, the stride-1 input gradient, and
-// the weight gradient of any stride). Sample groups run in parallel; weight gradients are summed
+// the weight gradient of any stride; on AVX2, stride 1 goes through Winograd F(2x2, 3x3)). Sample groups run in parallel; weight gradients are summed
 // over at most kWeightChunks fixed chunks of samples, combined in order, so the bits do not
 // depend on the thread count.
 #include <algorithm>
