@@ -585,56 +585,50 @@ void winograd_gemm(float* m, const float* v, const float* ublock, int64_t u_stri
 }
 
 // Writes lanes [0, n) of a and b interleaved, a0 b0 a1 b1 ..., without b's last lane when odd_end.
-void store_interleaved(float* dst, VecF a, VecF b, int64_t n, bool odd_end) {
+// With spill, 2 * kLanes floats are written whatever n: the caller writes the extra ones later.
+// (Masked stores would not need that, but AMD's vmaskmovps to memory is microcoded and was the
+// output transform's hot spot.)
+void store_interleaved(float* dst, VecF a, VecF b, int64_t n, bool odd_end, bool spill) {
   const int64_t count = 2 * n - (odd_end ? 1 : 0);
 #if !defined(__AVX512F__)
-  const __m256 lo = _mm256_unpacklo_ps(a, b), hi = _mm256_unpackhi_ps(a, b);
-  const __m256 first = _mm256_permute2f128_ps(lo, hi, 0x20);
-  const __m256 second = _mm256_permute2f128_ps(lo, hi, 0x31);
-  if (count == 2 * kLanes) {
-    _mm256_storeu_ps(dst, first);
-    _mm256_storeu_ps(dst + 8, second);
+  if (count == 2 * kLanes || spill) {
+    const __m256 lo = _mm256_unpacklo_ps(a, b), hi = _mm256_unpackhi_ps(a, b);
+    _mm256_storeu_ps(dst, _mm256_permute2f128_ps(lo, hi, 0x20));
+    _mm256_storeu_ps(dst + 8, _mm256_permute2f128_ps(lo, hi, 0x31));
     return;
   }
-  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-  _mm256_maskstore_ps(dst, _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(count)), lane),
-                      first);
-  if (count > 8)
-    _mm256_maskstore_ps(dst + 8,
-                        _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(count - 8)), lane),
-                        second);
-#else
+#endif
+  (void)spill;
   alignas(64) float la[kLanes], lb[kLanes];
   vstore(la, a);
   vstore(lb, b);
   for (int64_t k = 0; k < count; ++k) dst[k] = k % 2 ? lb[k / 2] : la[k / 2];
-#endif
 }
 
 // y (n_out, ho, wo) = A^T M A per tile, A^T = [1 1 1 0; 0 1 -1 -1], dropping the outputs of the
 // last tile row and column that fall past an odd ho or wo.
 void winograd_output(float* y, const float* m, int64_t n_out, const WinogradGrid& t) {
+  float* const end = y + n_out * t.ho * t.wo;
+  const int64_t xi_row = 4 * kDirectCo * t.stride;  // from xi = 4a + k to 4(a + 1) + k
   for (int64_t o = 0; o < n_out; ++o)
     for (int64_t i = 0; i < t.th; ++i)
-      for (int64_t j0 = 0; j0 < t.tw; j0 += kLanes) {
-        VecF s0[4], s1[4];
-        for (int k = 0; k < 4; ++k) {
-          const float* mk = m + (k * kDirectCo + o) * t.stride + i * t.tw + j0;
-          const int64_t row = 4 * kDirectCo * t.stride;  // xi = 4a + k
-          const VecF m0 = vload(mk), m1 = vload(mk + row), m2 = vload(mk + 2 * row),
-                     m3 = vload(mk + 3 * row);
-          s0[k] = vadd(vadd(m0, m1), m2);
-          s1[k] = vsub(vsub(m1, m2), m3);
+      for (int a = 0; a < 2 && 2 * i + a < t.ho; ++a)  // output rows 2i, 2i + 1 in turn
+        for (int64_t j0 = 0; j0 < t.tw; j0 += kLanes) {
+          // Row a of A^T M, then its two columns: s[k] = M[0][k] + M[1][k] + M[2][k] (a = 0)
+          // or M[1][k] - M[2][k] - M[3][k] (a = 1).
+          VecF r[4];
+          for (int k = 0; k < 4; ++k) {
+            const float* mk = m + (k * kDirectCo + o) * t.stride + i * t.tw + j0;
+            const VecF m1 = vload(mk + xi_row), m2 = vload(mk + 2 * xi_row);
+            r[k] = a == 0 ? vadd(vadd(vload(mk), m1), m2) : vsub(vsub(m1, m2), vload(mk + 3 * xi_row));
+          }
+          const int64_t n = std::min<int64_t>(kLanes, t.tw - j0);
+          // Outputs are written in increasing address order, so a store may spill past the row
+          // into outputs still to come, as long as it stays inside this block's part of y.
+          float* dst = y + (o * t.ho + 2 * i + a) * t.wo + 2 * j0;
+          store_interleaved(dst, vadd(vadd(r[0], r[1]), r[2]), vsub(vsub(r[1], r[2]), r[3]), n,
+                            j0 + n == t.tw && t.wo % 2 == 1, dst + 2 * kLanes <= end);
         }
-        const int64_t n = std::min<int64_t>(kLanes, t.tw - j0);
-        const bool odd_end = j0 + n == t.tw && t.wo % 2 == 1;
-        float* dst = y + (o * t.ho + 2 * i) * t.wo + 2 * j0;
-        store_interleaved(dst, vadd(vadd(s0[0], s0[1]), s0[2]), vsub(vsub(s0[1], s0[2]), s0[3]), n,
-                          odd_end);
-        if (2 * i + 1 < t.ho)
-          store_interleaved(dst + t.wo, vadd(vadd(s1[0], s1[1]), s1[2]),
-                            vsub(vsub(s1[1], s1[2]), s1[3]), n, odd_end);
-      }
 }
 
 // y (N, out_ch, ho, wo) = stride-1 conv of x (N, in_ch, h, w) padded by (ph, pw), with weights
