@@ -1,7 +1,8 @@
 // CPU conv2d: im2col + GEMM per (group of samples, channel group) in general, and direct AVX-512
-// or AVX2 kernels for 3x3 f32 convolutions (forward for stride 1 and 2, the stride-1 input gradient, and
-// the weight gradient of any stride; on AVX2, stride 1 goes through Winograd F(2x2, 3x3)). Sample groups run in parallel; weight gradients are summed
-// over at most kWeightChunks fixed chunks of samples, combined in order, so the bits do not
+// or AVX2 kernels for 3x3 f32 convolutions (forward for stride 1 and 2, the stride-1 input
+// gradient, and the weight gradient of any stride; on AVX2, the stride-1 forward and input
+// gradient go through Winograd F(2x2, 3x3)). Sample groups run in parallel; weight gradients are
+// summed over at most kWeightChunks fixed chunks of samples, combined in order, so the bits do not
 // depend on the thread count.
 #include <algorithm>
 #include <vector>
@@ -277,8 +278,9 @@ inline void vstore(float* p, VecF v) { _mm256_storeu_ps(p, v); }
 // With 16 to 64 channels, im2col + GEMM spends most of its time moving the 9x larger col matrix
 // (docs/PERFORMANCE.md). This kernel reads a zero-padded copy of the input directly: it keeps
 // 8 output channels x 32 positions in 16 zmm accumulators (AVX2: x 8 positions in 8 ymm) and,
-// for every (input channel, tap), loads the input vectors and broadcasts 8 weights. Each output is a sum in the fixed order
-// (channel, ki, kj), so results do not depend on the thread count.
+// for every (input channel, tap), loads the input vectors and broadcasts 8 weights. Each output
+// is a sum in the fixed order (channel, ki, kj), so results do not depend on the thread count.
+// On AVX2, stride 1 takes the Winograd kernel below instead, except for large maps.
 //
 // Outputs are computed on a grid of row width grid_w, position q = oh * grid_w + ow, 32
 // consecutive positions at a time, so that the input of tap t is simply src[q + tap_offset[t]]
@@ -445,15 +447,17 @@ void direct_conv(float* y, const float* x, const std::vector<float>& wpacked, in
 // Each 2x2 block of outputs comes from a 4x4 input tile d as A^T [(G g G^T) . (B^T d B)] A, with
 // the sum over input channels taken inside the product: for each of the 16 transformed positions
 // xi, M_xi (co x tiles) = U_xi (co x ci) V_xi (ci x tiles), 16 multiplications per 2x2 outputs and
-// channel pair where the direct kernel does 36. Per sample: the padded input is transformed
-// into V[xi][ci][tile] (a tile row at a time: even and odd columns split by shuffles), each block of 8 output channels runs the 16 small GEMMs (8 channels x 8
-// tiles in registers) into M[xi][8][tile], and the output transform writes y. Every sum has a fixed
+// channel pair where the direct kernel does 36. Per sample: the padded input is transformed into
+// V[xi][ci][tile] (a tile row at a time: even and odd columns split by shuffles), each block of 8
+// output channels runs the 16 small GEMMs (4 channels x 16 tiles in registers) into
+// M[xi][8][tile], and the output transform writes y. Every sum has a fixed
 // order, so the bits do not depend on the thread count; they differ from the direct kernel's (the
 // transforms add before multiplying: errors against the f64 path are in tests/ops/test_ops.cpp).
 // Used on AVX2 only, where it was measured (docs/PERFORMANCE.md); AVX-512 keeps the direct kernel,
 // whose FMAs broadcast their weight from memory for free.
 constexpr bool kWinograd = kLanes == 8;
-constexpr int64_t kWinogradMaxBytes = int64_t{2} << 20;  // a sample's V, beside L2: larger maps go direct
+// A sample's V at most (L2-sized: larger maps take the direct kernel).
+constexpr int64_t kWinogradMaxBytes = int64_t{2} << 20;
 // The GEMM's register tile: kGemmCo output channels x kGemmNV vectors of tiles.
 constexpr int kGemmCo = 4, kGemmNV = 2;
 
@@ -487,7 +491,10 @@ std::vector<float> pack_winograd_weights(const float* w, int64_t co, int64_t ci,
 }
 
 struct WinogradGrid {
-  int64_t ho, wo, th, tw, tiles, stride;  // stride: floats between V's or M's rows of tiles
+  int64_t ho, wo;      // the output
+  int64_t th, tw;      // 2x2 tiles down and across
+  int64_t tiles;       // th * tw
+  int64_t stride;      // floats between rows of V or M: tiles rounded up for the GEMM, + slack
 };
 
 WinogradGrid winograd_grid(int64_t ho, int64_t wo) {
@@ -620,7 +627,8 @@ void winograd_output(float* y, const float* m, int64_t n_out, const WinogradGrid
           for (int k = 0; k < 4; ++k) {
             const float* mk = m + (k * kDirectCo + o) * t.stride + i * t.tw + j0;
             const VecF m1 = vload(mk + xi_row), m2 = vload(mk + 2 * xi_row);
-            r[k] = a == 0 ? vadd(vadd(vload(mk), m1), m2) : vsub(vsub(m1, m2), vload(mk + 3 * xi_row));
+            r[k] = a == 0 ? vadd(vadd(vload(mk), m1), m2)
+                          : vsub(vsub(m1, m2), vload(mk + 3 * xi_row));
           }
           const int64_t n = std::min<int64_t>(kLanes, t.tw - j0);
           // Outputs are written in increasing address order, so a store may spill past the row
