@@ -166,6 +166,8 @@ void train_rank(Shared& sh, parallel::Rank& r) {
   parallel::DistributedDataParallel ddp(model, r.comm, monitor::bucket_cap_options(c.bucket_mb));
   optim::SGD opt(optim::weight_decay_groups(*model, c.weight_decay),
                  optim::SGDOptions(c.lr).momentum(c.momentum).nesterov(true));
+  CrossEntropyOptions loss_options;
+  loss_options.label_smoothing = c.label_smoothing;
   const std::optional<DType> low = precision_dtype(c.precision);
   amp::GradScaler scaler(amp::GradScalerOptions().enabled(low == DType::f16));
   scaler.set_sync(parallel::any_rank(r.comm));
@@ -179,8 +181,8 @@ void train_rank(Shared& sh, parallel::Rank& r) {
   data::DataLoader train(d.train, data::DistributedSampler(d.train->size(), rank, world, true, c.seed),
                          loader_options(per_rank, d.train_on_device).drop_last(true).seed(c.seed),
                          on_device ? data::Transforms{} : d.train_transforms);
-  // Evaluation in training-sized batches: its activations take the blocks training's left in
-  // the CPU allocator's cache (batches of 500 needed ~190 MB more at the peak).
+  // Evaluation in training-sized batches: its activations take the blocks training left in the
+  // CPU allocator's cache (batches of 500 needed ~190 MB more at the peak).
   const int64_t eval_batch = per_rank;
   data::DataLoader test(d.test, data::DistributedSampler(d.test->size(), rank, world, false),
                         loader_options(eval_batch, d.test_on_device),
@@ -290,7 +292,7 @@ void train_rank(Shared& sh, parallel::Rank& r) {
         {
           monitor::Timeline::Span span(tl, rank, "forward");  // records nothing without --trace
           amp::autocast guard(low.value_or(DType::bf16), low.has_value());
-          loss = cross_entropy(ddp.forward(x), y, {Reduction::mean, -100, c.label_smoothing});
+          loss = cross_entropy(ddp.forward(x), y, loss_options);
         }
         if (c.grad_accum > 1) loss = loss / static_cast<double>(c.grad_accum);
         const auto backward_start = Clock::now();
