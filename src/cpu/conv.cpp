@@ -302,8 +302,14 @@ bool use_direct(const Geometry& g, const Conv2dParams& p) {
          p.pad_h <= 2 && p.pad_w <= 2 && g.wo >= 4;
 }
 
-// Weights (Co, Ci, 3, 3) -> blocks of 8 output channels: [block][ci][tap][8], zero padded.
-// flip_transpose: the weights of the input gradient, W'[ci][co][2-ki][2-kj].
+// Tap t = 3 ki + kj of kernel (o, i) of the weights W (Co, Ci, 3, 3), or with flip_transpose
+// of the input gradient's weights W'[ci][co][2-ki][2-kj].
+float kernel_tap(const float* w, int64_t ci, int64_t o, int64_t i, int t, bool flip_transpose) {
+  return flip_transpose ? w[(i * ci + o) * 9 + (8 - t)] : w[(o * ci + i) * 9 + t];
+}
+
+// Weights (Co, Ci, 3, 3) -> blocks of 8 output channels: [block][ci][tap][8], zero padded
+// (flip_transpose: of W').
 std::vector<float> pack_direct_weights(const float* w, int64_t co, int64_t ci,
                                        bool flip_transpose) {
   const int64_t out_ch = flip_transpose ? ci : co, in_ch = flip_transpose ? co : ci;
@@ -312,7 +318,7 @@ std::vector<float> pack_direct_weights(const float* w, int64_t co, int64_t ci,
   for (int64_t o = 0; o < out_ch; ++o)
     for (int64_t i = 0; i < in_ch; ++i)
       for (int64_t t = 0; t < 9; ++t) {
-        float v = flip_transpose ? w[(i * ci + o) * 9 + (8 - t)] : w[(o * ci + i) * 9 + t];
+        const float v = kernel_tap(w, ci, o, i, static_cast<int>(t), flip_transpose);
         packed[((o / kDirectCo * in_ch + i) * 9 + t) * kDirectCo + o % kDirectCo] = v;
       }
   return packed;
@@ -472,7 +478,7 @@ std::vector<float> pack_winograd_weights(const float* w, int64_t co, int64_t ci,
     for (int64_t i = 0; i < in_ch; ++i) {
       double g[3][3], t[4][3];
       for (int k = 0; k < 9; ++k)
-        g[k / 3][k % 3] = flip_transpose ? w[(i * ci + o) * 9 + (8 - k)] : w[(o * ci + i) * 9 + k];
+        g[k / 3][k % 3] = kernel_tap(w, ci, o, i, k, flip_transpose);
       for (int k = 0; k < 3; ++k) {  // G g, G = [1 0 0; .5 .5 .5; .5 -.5 .5; 0 0 1]
         t[0][k] = g[0][k];
         t[1][k] = 0.5 * (g[0][k] + g[1][k] + g[2][k]);
