@@ -50,6 +50,7 @@ int main(int argc, char** argv) {
   for (int r = 0; r < ranks; ++r)
     models.push_back(nn::resnet_by_name(model_name, nn::ResNetOptions().in_channels(channels)));
   std::vector<double> step_ms, compute_ms, exposed_ms;  // rank 0's
+  std::vector<std::vector<double>> rank_step_ms(ranks);  // every rank's, per step
   double cap_mb = 0;  // the cap in use at the end (auto: the one chosen)
   parallel::launch(ranks, [&](parallel::Rank& r) {
     auto model = models[r.rank()];
@@ -72,6 +73,7 @@ int main(int argc, char** argv) {
       const auto t1 = std::chrono::steady_clock::now();
       opt.step();
       const auto t2 = std::chrono::steady_clock::now();
+      if (s >= warmup) rank_step_ms[r.rank()].push_back(Ms(t2 - t0).count());
       if (r.rank() != 0 || s < warmup) continue;
       double exposed = 0;
       if (ddp) {
@@ -95,7 +97,8 @@ int main(int argc, char** argv) {
                         {"exposed_comm_ms_median", median(exposed_ms)},
                         {"data_wait_ms_median", 0.0},  // batches are in memory
                         {"img_per_s", ranks * batch * 1000.0 / step},
-                        {"bucket_mb", cap_mb}};
+                        {"bucket_mb", cap_mb},
+                        {"rank_step_ms", rank_step_ms}};
   std::printf("%s\n", out.dump().c_str());
   return 0;
 }

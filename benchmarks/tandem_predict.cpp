@@ -43,7 +43,7 @@ int main(int argc, char** argv) {
   app.add_option("--threads", threads, "CPU threads for a CPU profile (0: all cores)");
   app.add_option("--cpu-cores", cores, "predict CPU ranks of --threads threads each sharing this many cores (compute slows once they are oversubscribed)");
   std::vector<double> scales;
-  app.add_option("--compute-scale", scales, "measured slowdown of one rank's compute at 1, 2, ... ranks sharing this machine (e.g. N independent copies at once over one alone); the last covers larger counts; replaces --cpu-cores' model")
+  app.add_option("--compute-scale", scales, "measured slowdown of the slowest rank's step at 1, 2, ... ranks sharing this machine (e.g. N independent copies at once: the median over steps of the slowest copy's step, over one copy alone); the last covers larger counts; replaces --cpu-cores' model")
       ->delimiter(',')->check(CLI::PositiveNumber);
   app.add_flag("--json", json, "print one JSON object instead of the table");
   CLI11_PARSE(app, argc, argv);

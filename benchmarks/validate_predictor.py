@@ -3,13 +3,17 @@
 
 1. Measures the local backend's allreduce at world 2 (bench_allreduce) and fits latency and
    bandwidth of the ring model to it (T = 2 x latency + bytes / bandwidth at two ranks).
-2. Measures what a one-rank profile cannot know on a shared CPU: how much slower one rank
-   computes while w-1 others compute beside it (w independent one-rank processes without DDP at
-   once, as bench_scaling.py's ceiling, over one alone), unless --cores-model.
-3. tandem-predict profiles one rank of ResNet-20 (batch 64 of 1x28x28, one thread) and predicts
-   the step at 1..N ranks with those slowdowns (--compute-scale; with --cores-model: ranks over
-   cores, its --cpu-cores model).
-4. bench_scaling measures the step at 1..N ranks (DDP, local backend, one thread each).
+2. For each world w, in the same minute:
+   a. what a one-rank profile cannot know on a shared CPU: how much slower the slowest of w
+      ranks computes a step while the others compute beside it. w independent one-rank
+      processes (no DDP, no communication) run at once; for each step the slowest process's
+      time is taken (ranks in lockstep would wait for it), and the median of those over one
+      process alone is the slowdown (unless --cores-model: ranks over cores);
+   b. tandem-predict profiles one rank of ResNet-20 (batch 64 of 1x28x28, one thread) and
+      predicts the step at w ranks with that slowdown (--compute-scale; --cpu-cores with
+      --cores-model): the communication, its buckets and their overlap with backward are the
+      predictor's;
+   c. bench_scaling measures the step at w ranks (DDP, local backend, one thread each).
 Prints and writes predicted vs measured step times; the target is within 10%.
 
   python3 benchmarks/validate_predictor.py --max-world 4 --out docs/bench/predictor.json
@@ -48,12 +52,12 @@ def fit_local(bin_dir):
     return {"latency_us": a / 2 * 1e6, "bandwidth_gbs": 1 / slope / 1e9 if slope > 0 else 1e3}
 
 
-def independent_step_ms(bin_dir, world):
-    """Median step of `world` one-rank processes without DDP running at once (bench_scaling.py's
-    ceiling runs, with this script's model and batch)."""
+def independent_runs(bin_dir, world):
+    """`world` one-rank processes without DDP at once (bench_scaling.py's ceiling runs, with this
+    script's model and batch): the median process step, and the median of the per-step slowest."""
     run = argparse.Namespace(binary=os.path.join(bin_dir, "bench_scaling"), batch=64, threads=1,
                              steps=15, warmup=3, model="resnet20")
-    return tandem_independent(world, run)["step_ms_median"]
+    return tandem_independent(world, run)
 
 
 def main():
@@ -71,34 +75,38 @@ def main():
           f"{link['bandwidth_gbs']:.2f} GB/s", file=sys.stderr)
     # Each repeat profiles and predicts, then measures every world size right after, so a
     # prediction is compared with runs from the same minutes of this shared machine.
-    rows = {w: {"world": w, "predicted_runs_ms": [], "measured_runs_ms": []} for w in range(1, args.max_world + 1)}
+    rows = {w: {"world": w, "predicted_runs_ms": [], "measured_runs_ms": [], "compute_scale_runs": []}
+            for w in range(1, args.max_world + 1)}
     profiles = []
     for rep in range(args.repeats):
-        if args.cores_model:
-            contention = ["--cpu-cores", str(args.cores)]
-            scales = None
-        else:
-            alone = independent_step_ms(args.bin, 1)
-            scales = [1.0] + [independent_step_ms(args.bin, w) / alone for w in range(2, args.max_world + 1)]
-            contention = ["--compute-scale", ",".join(f"{x:.4f}" for x in scales)]
-            print(f"[{rep + 1}/{args.repeats}] compute slowdown at 1..{args.max_world} ranks: "
-                  + ", ".join(f"{x:.2f}" for x in scales), file=sys.stderr)
-        predicted = run_json([os.path.join(args.bin, "tandem-predict"), "--model", "resnet20", "--batch", "64",
-                              "--size", "28", "--channels", "1", "--threads", "1", "--device", "cpu",
-                              "--ranks", str(args.max_world), "--steps", "15",
-                              "--latency-us", str(link["latency_us"]), "--bandwidth-gbs",
-                              str(link["bandwidth_gbs"]), "--json"] + contention)
-        profiles.append({k: predicted[k] for k in ("compute_ms", "optimizer_ms", "gradient_mb")}
-                        | ({"compute_scale": scales} if scales else {}))
         for w in range(1, args.max_world + 1):
+            if args.cores_model:
+                scale = None
+                contention = ["--cpu-cores", str(args.cores)]
+            else:
+                scale = 1.0
+                if w > 1:
+                    alone = independent_runs(args.bin, 1)["step_ms_median"]
+                    scale = independent_runs(args.bin, w)["lockstep_step_ms_median"] / alone
+                # tandem-predict takes slowdowns for 1..w ranks; only the last one is used here.
+                contention = ["--compute-scale", ",".join(["1"] * (w - 1) + [f"{scale:.4f}"])]
+            predicted = run_json([os.path.join(args.bin, "tandem-predict"), "--model", "resnet20", "--batch", "64",
+                                  "--size", "28", "--channels", "1", "--threads", "1", "--device", "cpu",
+                                  "--ranks", str(w), "--steps", "15",
+                                  "--latency-us", str(link["latency_us"]), "--bandwidth-gbs",
+                                  str(link["bandwidth_gbs"]), "--json"] + contention)
+            profiles.append({"world": w} | {k: predicted[k] for k in ("compute_ms", "optimizer_ms", "gradient_mb")}
+                            | ({"compute_scale": scale} if scale else {}))
             m = run_json([os.path.join(args.bin, "bench_scaling"), "--ranks", str(w), "--batch", "64",
                           "--threads", "1", "--steps", "15", "--warmup", "3",
                           "--model", "resnet20"])["step_ms_median"]
             pred = next(r for r in predicted["per_ranks"] if r["ranks"] == w)["step_ms"]
             rows[w]["predicted_runs_ms"].append(pred)
             rows[w]["measured_runs_ms"].append(m)
-            print(f"[{rep + 1}/{args.repeats}] world {w}: predicted {pred:.0f} ms, measured {m:.0f} ms",
-                  file=sys.stderr)
+            if scale:
+                rows[w]["compute_scale_runs"].append(scale)
+            print(f"[{rep + 1}/{args.repeats}] world {w}: slowdown {scale or 0:.2f}, predicted {pred:.0f} ms, "
+                  f"measured {m:.0f} ms, ratio {pred / m:.2f}", file=sys.stderr, flush=True)
     for w, r in rows.items():
         r["predicted_step_ms"] = statistics.median(r["predicted_runs_ms"])
         r["measured_step_ms"] = statistics.median(r["measured_runs_ms"])
