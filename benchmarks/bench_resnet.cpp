@@ -3,6 +3,7 @@
 // same loop in PyTorch and writes the comparison.
 // Usage: bench_resnet [--model resnet20] [--batch 128] [--channels 1] [--size 28] [--threads 2]
 //                     [--steps 30] [--warmup 5] [--device cpu|cuda] [--precision f32|bf16|f16]
+//                     [--channels-last]
 // On a GPU it also reports the caching allocator's peak (bench_resnet_gpu.py compares it with
 // PyTorch's max_memory_allocated).
 #include <CLI/CLI.hpp>
@@ -31,6 +32,9 @@ int main(int argc, char** argv) {
   app.add_option("--device", device_name)->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_option("--precision", precision, "f32, or autocast to bf16 or f16")
       ->check(CLI::IsMember({"f32", "bf16", "f16"}));
+  bool channels_last = false;
+  app.add_flag("--channels-last", channels_last,
+               "batches laid out channels-last (NHWC), as PyTorch's fast path on tensor cores");
   CLI11_PARSE(app, argc, argv);
 
   set_num_threads(threads);
@@ -44,7 +48,8 @@ int main(int argc, char** argv) {
                  optim::SGDOptions().lr(0.05).momentum(0.9).nesterov(true));
   std::vector<Tensor> xs, ys;
   for (int i = 0; i < 4; ++i) {
-    xs.push_back(randn({batch, channels, size, size}).to(device));
+    Tensor x = randn({batch, channels, size, size}).to(device);
+    xs.push_back(channels_last ? x.contiguous(MemoryFormat::ChannelsLast) : x);
     ys.push_back(randint(0, 10, {batch}).to(device));
   }
   std::vector<double> ms;
@@ -67,7 +72,7 @@ int main(int argc, char** argv) {
   nlohmann::json out = {{"framework", "tandem"}, {"model", model_name}, {"batch", batch},
                         {"threads", threads},    {"steps", steps},      {"step_ms_median", median},
                         {"img_per_s", batch * 1000.0 / median}, {"device", device_name},
-                        {"precision", precision}};
+                        {"precision", precision}, {"channels_last", channels_last}};
   if (device.is_cuda()) out["peak_allocated_bytes"] = cuda::memory_stats(0).peak_allocated_bytes;
   std::printf("%s\n", out.dump().c_str());
   return 0;

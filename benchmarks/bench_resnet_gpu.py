@@ -87,7 +87,7 @@ def tandem_run(args):
     cmd = [os.path.join(args.bin, "bench_resnet"), "--device", "cuda", "--model", "resnet50",
            "--batch", str(args.batch), "--channels", "3", "--size", str(args.size),
            "--steps", str(args.steps), "--warmup", str(args.warmup), "--precision", args.precision,
-           "--threads", "4"]
+           "--threads", "4"] + (["--channels-last"] if args.tandem_layout == "nhwc" else [])
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     return json.loads(out.strip().splitlines()[-1])
 
@@ -98,6 +98,8 @@ def main():
     p.add_argument("--batch", type=int, default=256)
     p.add_argument("--size", type=int, default=224)
     p.add_argument("--precision", default="bf16", choices=["bf16", "f32"])
+    p.add_argument("--tandem-layout", default="nhwc", choices=["nhwc", "nchw"],
+                   help="tandem's batches channels-last (as PyTorch's here) or row-major")
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--repeats", type=int, default=2)

@@ -22,6 +22,19 @@ Tensor make_tensor(const Shape& shape, DType dtype, Device device) {
   return make_tensor(std::move(storage), shape, contiguous_strides(shape), 0, dtype);
 }
 
+Shape channels_last_strides(const Shape& shape) {
+  TANDEM_CHECK(shape.size() == 4, "channels-last: expected a 4-d (N, C, H, W) shape, got ",
+               shape_str(shape));
+  const int64_t c = shape[1], h = shape[2], w = shape[3];
+  return {h * w * c, 1, w * c, c};
+}
+
+Tensor make_tensor(const Shape& shape, DType dtype, Device device, MemoryFormat format) {
+  Tensor t = make_tensor(shape, dtype, device);
+  if (format == MemoryFormat::Contiguous) return t;
+  return make_tensor(t.storage(), shape, channels_last_strides(shape), 0, dtype);
+}
+
 int64_t Tensor::size(int64_t dim) const { return shape()[wrap_dim(dim, this->dim(), "size")]; }
 int64_t Tensor::stride(int64_t dim) const {
   return strides()[wrap_dim(dim, this->dim(), "stride")];
@@ -37,6 +50,23 @@ bool Tensor::is_contiguous() const {
     expected *= s[i];
   }
   return true;
+}
+
+bool Tensor::is_contiguous(MemoryFormat format) const {
+  if (format == MemoryFormat::Contiguous) return is_contiguous();
+  if (dim() != 4) return false;
+  const Shape expected = channels_last_strides(shape());
+  for (size_t i = 0; i < 4; ++i)
+    if (shape()[i] != 1 && strides()[i] != expected[i]) return false;
+  return true;
+}
+
+MemoryFormat Tensor::suggest_memory_format() const {
+  // Where size-1 dims make both layouts hold (C = 1, or H = W = 1), the strides say which was
+  // meant: a channels-last tensor keeps channels_last_strides exactly.
+  const bool channels_last = is_contiguous(MemoryFormat::ChannelsLast) &&
+                             (!is_contiguous() || strides() == channels_last_strides(shape()));
+  return channels_last ? MemoryFormat::ChannelsLast : MemoryFormat::Contiguous;
 }
 
 void* Tensor::raw_data() const {

@@ -839,8 +839,8 @@ void conv2d_backward(const Tensor& grad_out, const Tensor& in, const Tensor& wei
   });
 }
 
-TANDEM_REGISTER_CPU(conv2d_forward, (through_f32<&conv2d_forward, 0b1>));
-TANDEM_REGISTER_CPU(conv2d_backward, (through_f32<&conv2d_backward, 0b111000>));
+TANDEM_REGISTER_CPU(conv2d_forward, (through_f32_row_major<&conv2d_forward, 0b1>));
+TANDEM_REGISTER_CPU(conv2d_backward, (through_f32_row_major<&conv2d_backward, 0b111000>));
 
 }  // namespace TANDEM_CPU_NAMESPACE
 }  // namespace tandem::kernels::cpu

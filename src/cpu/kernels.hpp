@@ -27,29 +27,33 @@ Tensor contiguous_as(const Tensor& t, DType dtype);
 /// registered for f16/bf16 widens each narrow tensor argument into f32 scratch, runs the f32
 /// kernel, and narrows the arguments marked in kOutputs (bit i = argument i) back. The op layer
 /// never sees the f32 copies: the narrow tensor reaches the kernel, as it does on CUDA.
-template <auto kKernel, uint32_t kOutputs>
+/// With kRowMajor, tensors in another layout (channels-last) reach it as row-major copies too.
+template <auto kKernel, uint32_t kOutputs, bool kRowMajor>
 struct ThroughF32;
 
-template <typename... Args, void (*kKernel)(Args...), uint32_t kOutputs>
-struct ThroughF32<kKernel, kOutputs> {
+template <typename... Args, void (*kKernel)(Args...), uint32_t kOutputs, bool kRowMajor>
+struct ThroughF32<kKernel, kOutputs, kRowMajor> {
   static void run(Args... args) {
-    bool narrow = false;
+    bool copies = false;
     auto check = [&](const auto& a) {
-      if constexpr (std::is_same_v<std::decay_t<decltype(a)>, Tensor>)
-        narrow = narrow || (a.defined() && is_reduced_float(a.dtype()));
+      if constexpr (std::is_same_v<std::decay_t<decltype(a)>, Tensor>) copies = copies || needs_copy(a);
     };
     (check(args), ...);
-    if (!narrow) return kKernel(args...);
+    if (!copies) return kKernel(args...);
     call(std::index_sequence_for<Args...>{}, args...);
   }
 
  private:
+  static bool needs_copy(const Tensor& a) {
+    return a.defined() && (is_reduced_float(a.dtype()) || (kRowMajor && !a.is_contiguous()));
+  }
   template <typename A>
   static std::decay_t<A> widen(const A& a, bool output) {
     if constexpr (std::is_same_v<std::decay_t<A>, Tensor>) {
-      if (!a.defined() || !is_reduced_float(a.dtype())) return a;
-      if (output) return make_tensor(a.shape(), DType::f32, a.device());
-      return contiguous_as(a, DType::f32);
+      if (!needs_copy(a)) return a;
+      const DType dtype = is_reduced_float(a.dtype()) ? DType::f32 : a.dtype();
+      if (output) return make_tensor(a.shape(), dtype, a.device());
+      return contiguous_as(a, dtype);
     } else {
       return a;
     }
@@ -68,7 +72,10 @@ struct ThroughF32<kKernel, kOutputs> {
 
 /// The f16/bf16-capable entry for an f32/f64 kernel whose arguments in `kOutputs` are written.
 template <auto kKernel, uint32_t kOutputs>
-constexpr auto through_f32 = &ThroughF32<kKernel, kOutputs>::run;
+constexpr auto through_f32 = &ThroughF32<kKernel, kOutputs, false>::run;
+/// The same for a kernel of row-major tensors, given any dense layout (channels-last).
+template <auto kKernel, uint32_t kOutputs>
+constexpr auto through_f32_row_major = &ThroughF32<kKernel, kOutputs, true>::run;
 
 }  // namespace TANDEM_CPU_NAMESPACE
 }  // namespace tandem::kernels::cpu

@@ -1,7 +1,8 @@
 // Every cuDNN call of tandem, in one file: 2-d convolution forward, backward-data,
 // backward-filter and the bias terms, through cuDNN 9's legacy convolution API (deprecated but
-// present in 9.x; a move to the graph API stays in this file). NCHW in f32, f64, f16 and bf16
-// with f32 accumulation (f64 for f64); f16/bf16 on tensor cores, f32 through TF32 unless
+// present in 9.x; a move to the graph API stays in this file). NCHW, or NHWC for channels-last
+// tensors (the weights then go through an NHWC copy: parameters stay row-major), in f32, f64,
+// f16 and bf16 with f32 accumulation (f64 for f64); f16/bf16 on tensor cores, f32 through TF32 unless
 // cuda::set_allow_tf32_conv(false). The algorithm for each shape comes from cuDNN's heuristics,
 // or from timing every algorithm once under cuda::set_cudnn_benchmark(true) (PyTorch's
 // cudnn.benchmark), and is cached; workspaces come from the caching allocator.
@@ -50,16 +51,35 @@ cudnnDataType_t data_type(DType t) {
   }
 }
 
+bool channels_last(const Tensor& t) {
+  return t.suggest_memory_format() == MemoryFormat::ChannelsLast;
+}
+cudnnTensorFormat_t format_of(const Tensor& t) {
+  return channels_last(t) ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
+}
+
+// The weights in the layout of the input they convolve: an NHWC copy for a channels-last input
+// (cuDNN's NHWC kernels take NHWC filters), else the row-major parameter itself.
+Tensor weight_for(const Tensor& weight, const Tensor& in) {
+  if (!channels_last(in)) return weight;
+  Tensor w = make_tensor(weight.shape(), weight.dtype(), weight.device(), MemoryFormat::ChannelsLast);
+  kernels::copy(w, weight);
+  return w;
+}
+
 // Descriptors, destroyed with their owner.
 struct TensorDesc {
   cudnnTensorDescriptor_t d = nullptr;
-  TensorDesc(DType t, int64_t n, int64_t c, int64_t h, int64_t w) {
+  TensorDesc(DType t, int64_t n, int64_t c, int64_t h, int64_t w)
+      : TensorDesc(t, n, c, h, w, CUDNN_TENSOR_NCHW) {}
+  TensorDesc(DType t, int64_t n, int64_t c, int64_t h, int64_t w, cudnnTensorFormat_t format) {
     TANDEM_CUDNN_CHECK(cudnnCreateTensorDescriptor(&d));
-    TANDEM_CUDNN_CHECK(cudnnSetTensor4dDescriptor(d, CUDNN_TENSOR_NCHW, data_type(t),
-                                                  static_cast<int>(n), static_cast<int>(c),
-                                                  static_cast<int>(h), static_cast<int>(w)));
+    TANDEM_CUDNN_CHECK(cudnnSetTensor4dDescriptor(d, format, data_type(t), static_cast<int>(n),
+                                                  static_cast<int>(c), static_cast<int>(h),
+                                                  static_cast<int>(w)));
   }
-  explicit TensorDesc(const Tensor& t) : TensorDesc(t.dtype(), t.size(0), t.size(1), t.size(2), t.size(3)) {}
+  explicit TensorDesc(const Tensor& t)
+      : TensorDesc(t.dtype(), t.size(0), t.size(1), t.size(2), t.size(3), format_of(t)) {}
   ~TensorDesc() { cudnnDestroyTensorDescriptor(d); }
   TensorDesc(const TensorDesc&) = delete;
   TensorDesc& operator=(const TensorDesc&) = delete;
@@ -70,7 +90,7 @@ struct FilterDesc {
   explicit FilterDesc(const Tensor& w) {
     TANDEM_CUDNN_CHECK(cudnnCreateFilterDescriptor(&d));
     TANDEM_CUDNN_CHECK(cudnnSetFilter4dDescriptor(
-        d, data_type(w.dtype()), CUDNN_TENSOR_NCHW, static_cast<int>(w.size(0)),
+        d, data_type(w.dtype()), format_of(w), static_cast<int>(w.size(0)),
         static_cast<int>(w.size(1)), static_cast<int>(w.size(2)), static_cast<int>(w.size(3))));
   }
   ~FilterDesc() { cudnnDestroyFilterDescriptor(d); }
@@ -103,7 +123,7 @@ using Key = std::tuple<int, Direction, DType, bool, std::vector<int64_t>>;
 
 Key key_of(Direction dir, const Tensor& x, const Tensor& w, const kernels::Conv2dParams& p) {
   return {x.device().index(), dir, x.dtype(), allow_tf32_conv(),
-          {x.size(0), x.size(1), x.size(2), x.size(3), w.size(0), w.size(1), w.size(2),
+          {channels_last(x) ? 1 : 0, x.size(0), x.size(1), x.size(2), x.size(3), w.size(0), w.size(1), w.size(2),
            w.size(3), p.stride_h, p.stride_w, p.pad_h, p.pad_w, p.dil_h, p.dil_w, p.groups,
            g_benchmark.load() ? 1 : 0}};
 }
@@ -190,10 +210,11 @@ struct Scalars {
   const void* zero() const { return f64 ? static_cast<const void*>(&d0) : &f0; }
 };
 
-void conv2d_forward(const Tensor& out, const Tensor& in, const Tensor& weight,
+void conv2d_forward(const Tensor& out, const Tensor& in, const Tensor& weight_in,
                     const Tensor& bias, const kernels::Conv2dParams& p) {
   if (out.numel() == 0) return;
   Setup s(in.device().index());
+  const Tensor weight = weight_for(weight_in, in);
   TensorDesc x(in), y(out);
   FilterDesc w(weight);
   ConvDesc conv(p, in.dtype());
@@ -227,10 +248,16 @@ void conv2d_forward(const Tensor& out, const Tensor& in, const Tensor& weight,
   }
 }
 
-void conv2d_backward(const Tensor& grad_out, const Tensor& in, const Tensor& weight,
-                     const Tensor& grad_in, const Tensor& grad_weight, const Tensor& grad_bias,
+void conv2d_backward(const Tensor& grad_out, const Tensor& in, const Tensor& weight_in,
+                     const Tensor& grad_in, const Tensor& grad_weight_out, const Tensor& grad_bias,
                      const kernels::Conv2dParams& p) {
   Setup s(in.device().index());
+  const Tensor weight = weight_for(weight_in, in);
+  // The filter gradient in the filter's layout, copied into the row-major one at the end.
+  const Tensor grad_weight = grad_weight_out.defined() && channels_last(in)
+                                 ? make_tensor(weight.shape(), weight.dtype(), weight.device(),
+                                               MemoryFormat::ChannelsLast)
+                                 : grad_weight_out;
   TensorDesc x(in), dy(grad_out);
   FilterDesc w(weight);
   ConvDesc conv(p, in.dtype());
@@ -283,6 +310,7 @@ void conv2d_backward(const Tensor& grad_out, const Tensor& in, const Tensor& wei
         static_cast<cudnnConvolutionBwdFilterAlgo_t>(c.algo),
         ws.defined() ? ws.raw_data() : nullptr, c.workspace, k.zero(), w.d,
         grad_weight.raw_data()));
+    if (!grad_weight.is_same(grad_weight_out)) kernels::copy(grad_weight_out, grad_weight);
   }
   if (grad_bias.defined() && grad_bias.numel() > 0) {
     TensorDesc db(grad_bias.dtype(), 1, grad_bias.size(0), 1, 1);

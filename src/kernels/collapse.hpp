@@ -3,16 +3,21 @@
 // CPU loop runs long inner runs and a CUDA kernel divides by few sizes per element.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
+#include <vector>
 
 #include "tandem/core/shape.hpp"
 
 namespace tandem::kernels {
 
 /// The loop over `sizes` (outermost first, at least one dim) with each operand's element
-/// strides; size-1 dims dropped, and dim d merged into d+1 when every operand's stride there is
-/// its stride at d+1 times the size at d+1.
+/// strides; size-1 dims dropped, the rest ordered as operand 0 (the one written) lays them out,
+/// largest stride first, and dim d merged into the next when every operand's stride there is
+/// its stride at the next times the size there. So a layout that is not row-major, such as
+/// channels-last, runs as one long run when every operand has it. The loop visits each element
+/// once in some order: elementwise kernels only.
 template <size_t N>
 struct CollapsedDims {
   Shape sizes;
@@ -22,8 +27,12 @@ struct CollapsedDims {
 template <size_t N>
 CollapsedDims<N> collapse_dims(const Shape& shape, const std::array<Shape, N>& strides) {
   CollapsedDims<N> c;
-  for (size_t d = 0; d < shape.size(); ++d) {
-    if (shape[d] == 1) continue;
+  std::vector<size_t> order;
+  for (size_t d = 0; d < shape.size(); ++d)
+    if (shape[d] != 1) order.push_back(d);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return strides[0][a] > strides[0][b]; });
+  for (size_t d : order) {
     bool merge = !c.sizes.empty();
     for (size_t k = 0; k < N && merge; ++k) merge = c.strides[k].back() == strides[k][d] * shape[d];
     if (merge) {

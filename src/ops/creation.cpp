@@ -80,7 +80,9 @@ Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions o, G
 namespace {
 TensorOptions like(const Tensor& t) { return TensorOptions(t.dtype()).device(t.device()); }
 }  // namespace
-Tensor empty_like(const Tensor& t) { return empty(t.shape(), like(t)); }
+Tensor empty_like(const Tensor& t) {
+  return make_tensor(t.shape(), t.dtype(), t.device(), t.suggest_memory_format());
+}
 Tensor zeros_like(const Tensor& t) { return zeros(t.shape(), like(t)); }
 Tensor ones_like(const Tensor& t) { return ones(t.shape(), like(t)); }
 Tensor full_like(const Tensor& t, double value) { return full(t.shape(), value, like(t)); }

@@ -17,9 +17,8 @@ Tensor unary_forward(UnaryOp op, const OpArgs& args, const Tensor& x, const char
   check_defined(x, name, "input");
   if (kernels::needs_floating(op)) check_floating(x, name);
   kernels::unary.at(x, name);
-  Tensor out = empty(x.shape(), TensorOptions(op == UnaryOp::logical_not ? DType::boolean
-                                                                         : x.dtype())
-                                    .device(x.device()));
+  Tensor out = make_tensor(x.shape(), op == UnaryOp::logical_not ? DType::boolean : x.dtype(),
+                           x.device(), x.suggest_memory_format());
   kernels::unary(out, op, args, x);
   return out;
 }
@@ -37,7 +36,7 @@ Tensor binary_forward(BinaryOp op, const OpArgs& args, const Tensor& a, const Te
   Shape shape = broadcast_shapes(a.shape(), b.shape(), name);
   kernels::binary.at(a, name);
   bool cmp = kernels::is_comparison(op);
-  Tensor out = empty(shape, TensorOptions(cmp ? DType::boolean : dt).device(a.device()));
+  Tensor out = make_tensor(shape, cmp ? DType::boolean : dt, a.device(), result_format(shape, {&a, &b}));
   // Operands of another dtype are promoted; f16/bf16 ones reach the kernel as they are.
   kernels::binary(out, op, args, broadcast_view(as_dtype(a, dt), shape),
                   broadcast_view(as_dtype(b, dt), shape));
@@ -224,7 +223,7 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   Shape shape = broadcast_shapes(broadcast_shapes(cond.shape(), a.shape(), "where"), b.shape(),
                                  "where");
   kernels::where.at(a, "where");
-  Tensor out = empty(shape, TensorOptions(dt).device(a.device()));
+  Tensor out = make_tensor(shape, dt, a.device(), result_format(shape, {&cond, &a, &b}));
   kernels::where(out, broadcast_view(cond, shape), broadcast_view(as_dtype(a, dt), shape),
                       broadcast_view(as_dtype(b, dt), shape));
   autograd::record("where", {a, b}, out, [cond, a, b](const Tensor& g) -> std::vector<Tensor> {

@@ -70,20 +70,23 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Int
   kernels::conv2d_forward.at(input, "conv2d");
   kernels::Conv2dParams p{stride.h, stride.w, padding.h, padding.w,
                                dilation.h, dilation.w, groups};
-  Tensor x = input.contiguous().detach(), w = weight.contiguous().detach();
+  // A channels-last input convolves as it lies into a channels-last result (cuDNN's NHWC
+  // kernels; the CPU's convert); the weights stay row-major, as the parameters are kept.
+  const MemoryFormat format = input.suggest_memory_format();
+  Tensor x = input.contiguous(format).detach(), w = weight.contiguous().detach();
   Tensor b = bias.defined() ? bias.contiguous().detach() : Tensor();
-  Tensor out = empty({input.size(0), weight.size(0), ho, wo},
-                     TensorOptions(input.dtype()).device(input.device()));
+  Tensor out = make_tensor({input.size(0), weight.size(0), ho, wo}, input.dtype(), input.device(),
+                           format);
   kernels::conv2d_forward(out, x, w, b, p);
   bool need_x = input.requires_grad(), need_w = weight.requires_grad();
   bool need_b = bias.defined() && bias.requires_grad();
   autograd::record("conv2d", {input, weight, bias}, out,
-                   [x, w, p, need_x, need_w, need_b](const Tensor& g) -> std::vector<Tensor> {
+                   [x, w, p, format, need_x, need_w, need_b](const Tensor& g) -> std::vector<Tensor> {
                      Tensor gx = need_x ? empty_like(x) : Tensor();
                      Tensor gw = need_w ? empty_like(w) : Tensor();
                      Tensor gb = need_b ? empty({w.size(0)}, TensorOptions(w.dtype()).device(w.device()))
                                         : Tensor();
-                     kernels::conv2d_backward(g.contiguous(), x, w, gx, gw, gb, p);
+                     kernels::conv2d_backward(g.contiguous(format), x, w, gx, gw, gb, p);
                      return {gx, gw, gb};
                    });
   return out;
@@ -92,6 +95,14 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Int
 // --- batch norm -------------------------------------------------------------------------------
 
 namespace {
+
+// Batch norm and pooling compute row-major; a channels-last input's result is handed back
+// channels-last (a differentiable copy), as PyTorch's ops keep the layout.
+Tensor in_format_of(const Tensor& input, const Tensor& out) {
+  return input.suggest_memory_format() == MemoryFormat::ChannelsLast && out.dim() == 4
+             ? out.contiguous(MemoryFormat::ChannelsLast)
+             : out;
+}
 
 // The checks batch_norm and sync_batch_norm share; returns (N, C, the values per plane).
 std::array<int64_t, 3> check_batch_norm(const Tensor& input, const Tensor& running_mean,
@@ -192,7 +203,7 @@ Tensor batch_norm_op(const Tensor& input, const Tensor& running_mean, const Tens
                              need_w ? gw.to(wdt) : Tensor(), need_b ? gb.to(bdt) : Tensor(),
                              need_r ? gr.reshape(in_shape) : Tensor()};
                    });
-  return out;
+  return in_format_of(input, out);
 }
 
 }  // namespace
@@ -280,7 +291,7 @@ Tensor sync_batch_norm(const Tensor& input, const Tensor& running_mean, const Te
                              has_b ? sdy.to(bdt) : Tensor(),
                              has_r ? gy.to(dt).reshape(in_shape) : Tensor()};
                    });
-  return out;
+  return in_format_of(input, out);
 }
 
 // --- pooling ------------------------------------------------------------------------------------
@@ -324,7 +335,7 @@ Tensor max_pool2d(const Tensor& input, Int2 kernel_size, Int2 stride, Int2 paddi
       kernels::max_pool2d_backward(gx, g.contiguous(), idx, p);
       return {gx};
     });
-    return out;
+    return in_format_of(in, out);
   });
 }
 
@@ -344,7 +355,7 @@ Tensor avg_pool2d(const Tensor& input, Int2 kernel_size, Int2 stride, Int2 paddi
       kernels::avg_pool2d_backward(gx, g.contiguous(), p);
       return {gx};
     });
-    return out;
+    return in_format_of(in, out);
   });
 }
 
@@ -366,7 +377,7 @@ Tensor adaptive_avg_pool2d(const Tensor& input, Int2 output_size) {
       kernels::adaptive_avg_pool2d_backward(gx, g.contiguous());
       return {gx};
     });
-    return out;
+    return in_format_of(in, out);
   });
 }
 

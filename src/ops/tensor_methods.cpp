@@ -48,7 +48,7 @@ template bool Tensor::item<bool>() const;
 
 Tensor Tensor::to(DType dtype) const {
   if (dtype == this->dtype()) return *this;
-  Tensor out = make_tensor(shape(), dtype, device());
+  Tensor out = make_tensor(shape(), dtype, device(), suggest_memory_format());
   kernels::copy(out, *this);
   if (is_floating(dtype) && is_floating(this->dtype())) {
     DType from = this->dtype();
@@ -76,14 +76,24 @@ Tensor Tensor::to(Device device, bool non_blocking) const {
 Tensor Tensor::to(Device device, DType dtype) const { return to(device).to(dtype); }
 
 Tensor Tensor::clone() const {
-  Tensor out = make_tensor(shape(), dtype(), device());
+  Tensor out = make_tensor(shape(), dtype(), device(), suggest_memory_format());
   kernels::copy(out, *this);
   autograd::record("clone", {*this}, out,
                    [](const Tensor& g) -> std::vector<Tensor> { return {g}; });
   return out;
 }
 
-Tensor Tensor::contiguous() const { return is_contiguous() ? *this : clone(); }
+Tensor Tensor::contiguous() const { return contiguous(MemoryFormat::Contiguous); }
+
+Tensor Tensor::contiguous(MemoryFormat format) const {
+  if (format == MemoryFormat::ChannelsLast ? suggest_memory_format() == format : is_contiguous())
+    return *this;
+  Tensor out = make_tensor(shape(), dtype(), device(), format);
+  kernels::copy(out, *this);
+  autograd::record("contiguous", {*this}, out,
+                   [](const Tensor& g) -> std::vector<Tensor> { return {g}; });
+  return out;
+}
 
 // --- views and math forwarded to the functional API -------------------------------------
 

@@ -371,6 +371,40 @@ TEST_CASE("CUDA convolutions through cuDNN match the CPU, forward and backward",
   cuda::set_cudnn_benchmark(false);
 }
 
+TEST_CASE("CUDA channels-last convolutions (cuDNN's NHWC) match the CPU's row-major ones",
+          "[cuda]") {
+  if (!gpu_present("CUDA channels-last conv2d")) return;
+  NoTf32 no_tf32;
+  const MemoryFormat cl = MemoryFormat::ChannelsLast;
+  for (DType dt : kFloats) {
+    INFO("dtype " << dt);
+    // 3x3, the strided 3x3 and the 1x1 shortcut of a ResNet, one input channel (the stem of a
+    // Fashion-MNIST model) included; then batch norm + relu and pooling on the result.
+    Tensor x = randn_as({2, 8, 9, 9}, dt, 140), x1 = randn_as({2, 1, 9, 9}, dt, 141);
+    Tensor w3 = randn_as({16, 8, 3, 3}, dt, 142), w1 = randn_as({16, 8, 1, 1}, dt, 143);
+    Tensor ws = randn_as({8, 1, 3, 3}, dt, 144), b = randn_as({16}, dt, 145);
+    auto layout_kept = [cl](const Tensor& y) {
+      if (y.is_cuda()) REQUIRE(y.suggest_memory_format() == cl);
+      return y;
+    };
+    same_on_gpu("3x3 pad 1", {x, w3, b}, with_gradients([&](const std::vector<Tensor>& v) {
+      return layout_kept(conv2d(v[0].contiguous(cl), v[1], v[2], 1, 1));
+    }), conv_tol(dt));
+    same_on_gpu("3x3 stride 2", {x, w3}, with_gradients([&](const std::vector<Tensor>& v) {
+      return layout_kept(conv2d(v[0].contiguous(cl), v[1], Tensor(), 2, 1));
+    }), conv_tol(dt));
+    same_on_gpu("1x1 stride 2", {x, w1}, with_gradients([&](const std::vector<Tensor>& v) {
+      return layout_kept(conv2d(v[0].contiguous(cl), v[1], Tensor(), 2, 0));
+    }), conv_tol(dt));
+    same_on_gpu("one input channel, then bn + relu, max pool", {x1, ws},
+                with_gradients([&](const std::vector<Tensor>& v) {
+                  Tensor h = layout_kept(conv2d(v[0].contiguous(cl), v[1], Tensor(), 1, 1));
+                  h = layout_kept(batch_norm_relu(h, Tensor(), Tensor(), Tensor(), Tensor(), true));
+                  return layout_kept(max_pool2d(h, 3, 2, 1));
+                }), conv_tol(dt));
+  }
+}
+
 TEST_CASE("CUDA batch norm (with residual and relu) and pooling match the CPU", "[cuda]") {
   if (!gpu_present("CUDA batch norm and pooling")) return;
   for (DType dt : kFloats) {

@@ -62,6 +62,14 @@ struct TensorImpl {
   std::vector<GradReadyHook> ready_hooks;
 };
 
+/// How the elements of a 4-d (N, C, H, W) tensor lie in memory: row-major (Contiguous), or
+/// channels innermost (ChannelsLast: strides (H W C, 1, W C, C), "NHWC"), the layout in which
+/// cuDNN runs f16/bf16 convolutions on tensor cores without transposing. A tensor keeps its
+/// (N, C, H, W) shape either way; only its strides differ. As in PyTorch, ops on a channels-last
+/// input give channels-last results (elementwise ops, convolution, batch norm, pooling), so
+/// converting the input once is enough: `x.contiguous(MemoryFormat::ChannelsLast)`.
+enum class MemoryFormat { Contiguous, ChannelsLast };
+
 class Tensor {
  public:
   Tensor() = default;
@@ -87,6 +95,12 @@ class Tensor {
   const Storage& storage() const { return checked()->storage; }
   int64_t element_size() const { return tandem::element_size(dtype()); }
   bool is_contiguous() const;
+  /// Whether the elements lie densely in `format`'s order (size-1 dims' strides ignored).
+  bool is_contiguous(MemoryFormat format) const;
+  /// ChannelsLast for a 4-d tensor laid out channels-last (where size-1 dims make it row-major
+  /// too, as when C = 1: when its strides are channels_last_strides exactly), else Contiguous:
+  /// the layout ops give their results for this input.
+  MemoryFormat suggest_memory_format() const;
   bool is_floating_point() const { return is_floating(dtype()); }
   bool is_cpu() const { return device().is_cpu(); }
   bool is_cuda() const { return device().is_cuda(); }
@@ -116,6 +130,9 @@ class Tensor {
   Tensor to(Device device, DType dtype) const;
   Tensor clone() const;
   Tensor contiguous() const;
+  /// This tensor when its suggest_memory_format() already is `format` (or, for Contiguous,
+  /// when is_contiguous()), else a copy laid out so (differentiable).
+  Tensor contiguous(MemoryFormat format) const;
   Tensor cpu() const { return to(kCPU); }
 
   // --- views (share storage; differentiable) -------------------------------------------
@@ -196,6 +213,10 @@ std::ostream& operator<<(std::ostream& os, const Tensor& t);
 Tensor make_tensor(Storage storage, Shape shape, Shape strides, int64_t offset, DType dtype);
 /// A contiguous tensor with fresh, uninitialized storage on `device` (what `empty` builds on).
 Tensor make_tensor(const Shape& shape, DType dtype, Device device);
+/// The same laid out in `format` (ChannelsLast needs a 4-d shape).
+Tensor make_tensor(const Shape& shape, DType dtype, Device device, MemoryFormat format);
+/// The strides of a dense 4-d (N, C, H, W) tensor laid out channels-last.
+Shape channels_last_strides(const Shape& shape);
 
 Tensor operator+(const Tensor& a, const Tensor& b);
 Tensor operator-(const Tensor& a, const Tensor& b);

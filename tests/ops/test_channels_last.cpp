@@ -1,0 +1,152 @@
+// Channels-last (NHWC) tensors: the layout itself, and every op a ResNet runs giving on a
+// channels-last input what it gives on the row-major one, in the input's layout (on the CPU the
+// kernels compute row-major either way, so the values are the same bits).
+#include "../util.hpp"
+
+using namespace tandem;
+using tandem::testing::require_close;
+
+namespace {
+
+constexpr MemoryFormat kCL = MemoryFormat::ChannelsLast;
+
+Tensor randn_seeded(const Shape& shape, uint64_t seed) {
+  Generator g(seed);
+  return randn(shape, DType::f32, &g);
+}
+
+void require_same(const Tensor& got, const Tensor& expected, const std::string& what) {
+  INFO(what);
+  REQUIRE(got.to_vector<float>() == expected.to_vector<float>());
+  REQUIRE(got.shape() == expected.shape());
+}
+
+}  // namespace
+
+TEST_CASE("channels-last tensors: strides, layout queries and conversions", "[ops]") {
+  Tensor x = randn_seeded({2, 3, 4, 5}, 1);
+  CHECK(x.suggest_memory_format() == MemoryFormat::Contiguous);
+  CHECK_FALSE(x.is_contiguous(kCL));
+  Tensor cl = x.contiguous(kCL);
+  CHECK(cl.strides() == Shape{60, 1, 15, 3});
+  CHECK(cl.is_contiguous(kCL));
+  CHECK_FALSE(cl.is_contiguous());
+  CHECK(cl.suggest_memory_format() == kCL);
+  require_same(cl, x, "same values, another layout");
+  CHECK(cl.contiguous(kCL).is_same(cl));
+  Tensor back = cl.contiguous();
+  CHECK(back.strides() == x.strides());
+  require_same(back, x, "back to row-major");
+  // The NHWC buffer itself: element (n, c, h, w) at n HWC + h WC + w C + c.
+  const float* p = cl.data_ptr<float>();
+  CHECK(p[((1 * 4 + 2) * 5 + 3) * 3 + 1] == x.select(0, 1).select(0, 1).select(0, 2).select(0, 3).item<float>());
+  // A permuted view of an NHWC buffer is channels-last too.
+  Tensor nhwc = randn_seeded({2, 4, 5, 3}, 2);
+  CHECK(nhwc.permute({0, 3, 1, 2}).suggest_memory_format() == kCL);
+  // One channel: both layouts hold; the exact strides say which was meant.
+  Tensor one = randn_seeded({2, 1, 4, 5}, 3);
+  CHECK(one.suggest_memory_format() == MemoryFormat::Contiguous);
+  Tensor one_cl = one.contiguous(kCL);
+  CHECK(one_cl.strides() == Shape{20, 1, 5, 1});
+  CHECK(one_cl.suggest_memory_format() == kCL);
+  CHECK(one_cl.is_contiguous());
+  require_same(one_cl, one, "one channel");
+  // Not 4-d: never channels-last, and asking for it is an error that says so.
+  CHECK_FALSE(randn_seeded({3, 4}, 4).is_contiguous(kCL));
+  CHECK_THROWS_WITH(randn_seeded({3, 4}, 4).contiguous(kCL),
+                    Catch::Contains("expected a 4-d (N, C, H, W) shape"));
+  // The copy is differentiable: the gradient reaches the row-major leaf.
+  Tensor leaf = randn_seeded({2, 3, 4, 5}, 5).set_requires_grad(true);
+  sum(mul(leaf.contiguous(kCL), x)).backward();
+  require_same(leaf.grad(), x, "d(sum(leaf * x)) / d leaf");
+  // clone, to(dtype) and empty_like keep the layout.
+  CHECK(cl.clone().suggest_memory_format() == kCL);
+  CHECK(cl.to(DType::f64).suggest_memory_format() == kCL);
+  CHECK(empty_like(cl).strides() == cl.strides());
+}
+
+TEST_CASE("elementwise ops on channels-last operands give channels-last results", "[ops]") {
+  Tensor x = randn_seeded({2, 3, 4, 5}, 11), y = randn_seeded({2, 3, 4, 5}, 12);
+  Tensor bias = randn_seeded({1, 3, 1, 1}, 13);
+  Tensor xc = x.contiguous(kCL), yc = y.contiguous(kCL);
+  struct Case {
+    const char* name;
+    Tensor got, expected;
+  };
+  const std::vector<Case> cases{
+      {"relu", relu(xc), relu(x)},
+      {"exp", exp(xc), exp(x)},
+      {"add, both channels-last", add(xc, yc), add(x, y)},
+      {"mul, one channels-last", mul(y, xc), mul(y, x)},
+      {"add a broadcast bias", add(xc, bias), add(x, bias)},
+      {"add a scalar", add(xc, 2.5), add(x, 2.5)},
+      {"where", where(gt(xc, yc), xc, yc), where(gt(x, y), x, y)},
+      {"dropout", dropout(xc, 0.3, true, nullptr), Tensor()},
+  };
+  for (const Case& c : cases) {
+    INFO(c.name);
+    CHECK(c.got.suggest_memory_format() == kCL);
+    if (c.expected.defined()) require_same(c.got, c.expected, c.name);
+  }
+  CHECK(add(x, y).suggest_memory_format() == MemoryFormat::Contiguous);
+}
+
+TEST_CASE("convolution, batch norm and pooling keep a channels-last input's layout and values",
+          "[ops]") {
+  Tensor x = randn_seeded({4, 8, 9, 9}, 21);
+  Tensor w3 = randn_seeded({16, 8, 3, 3}, 22), w1 = randn_seeded({16, 8, 1, 1}, 23);
+  Tensor b = randn_seeded({16}, 24), gamma = randn_seeded({8}, 25), beta = randn_seeded({8}, 26);
+  Tensor residual = randn_seeded({4, 8, 9, 9}, 27);
+  using F = std::function<Tensor(const Tensor&)>;
+  const std::vector<std::pair<const char*, F>> ops{
+      {"conv 3x3, stride 1, padding 1 (Winograd on AVX2)",
+       [&](const Tensor& t) { return conv2d(t, w3, Tensor(), 1, 1); }},
+      {"conv 3x3, stride 2, with bias", [&](const Tensor& t) { return conv2d(t, w3, b, 2, 1); }},
+      {"conv 1x1, stride 2", [&](const Tensor& t) { return conv2d(t, w1, Tensor(), 2, 0); }},
+      {"batch norm, training",
+       [&](const Tensor& t) { return batch_norm(t, Tensor(), Tensor(), gamma, beta, true, 0.1, 1e-5); }},
+      {"batch norm + residual + relu",
+       [&](const Tensor& t) {
+         return batch_norm_relu(t, Tensor(), Tensor(), gamma, beta, true, 0.1, 1e-5,
+                                residual.contiguous(kCL));
+       }},
+      {"max pool 3x3 / 2", [&](const Tensor& t) { return max_pool2d(t, 3, 2, 1); }},
+      {"avg pool 2x2", [&](const Tensor& t) { return avg_pool2d(t, 2); }},
+      {"adaptive avg pool", [&](const Tensor& t) { return adaptive_avg_pool2d(t, {2, 3}); }},
+  };
+  for (const auto& [name, f] : ops) {
+    INFO(name);
+    // Forward and the input's gradient, from the row-major input and from the channels-last one.
+    Tensor in = x.clone().set_requires_grad(true), in_cl = x.contiguous(kCL).set_requires_grad(true);
+    Tensor expected = f(in), got = f(in_cl);
+    CHECK(got.suggest_memory_format() == kCL);
+    require_same(got, expected, std::string(name) + ": forward");
+    Tensor g = randn_seeded(expected.shape(), 28);
+    sum(mul(expected, g)).backward();
+    sum(mul(got, g)).backward();
+    require_close(in_cl.grad(), in.grad(), 1e-6, 1e-6, std::string(name) + ": input gradient");
+  }
+}
+
+TEST_CASE("ResNet-20 trains the same on channels-last input", "[ops][nn]") {
+  auto run = [](bool channels_last) {
+    manual_seed(7);
+    auto model = nn::resnet20(nn::ResNetOptions().in_channels(3));
+    Tensor x = randn_seeded({4, 3, 16, 16}, 31);
+    Tensor y = randint(0, 10, {4});
+    if (channels_last) x = x.contiguous(kCL);
+    Tensor loss = cross_entropy(model->forward(x), y);
+    loss.backward();
+    std::vector<Tensor> out{loss.detach()};
+    for (const Tensor& p : model->parameters()) out.push_back(p.grad());
+    return out;
+  };
+  const std::vector<Tensor> row_major = run(false), channels_last = run(true);
+  REQUIRE(row_major.size() == channels_last.size());
+  require_close(channels_last[0], row_major[0], 1e-6, 1e-6, "loss");
+  for (size_t i = 1; i < row_major.size(); ++i) {
+    INFO("parameter " << i - 1);
+    CHECK(channels_last[i].is_contiguous());  // parameters and their gradients stay row-major
+    require_close(channels_last[i], row_major[i], 1e-4, 1e-5, "gradient");
+  }
+}
