@@ -195,9 +195,9 @@ void batch_norm_backward(const Tensor& grad_in, const Tensor& grad_weight,
   });
 }
 
-TANDEM_REGISTER_CPU(batch_norm_stats, (through_f32<&batch_norm_stats, 0b11>));
-TANDEM_REGISTER_CPU(batch_norm_forward, (through_f32<&batch_norm_forward, 0b1>));
-TANDEM_REGISTER_CPU(batch_norm_backward, (through_f32<&batch_norm_backward, 0b1111>));
+TANDEM_REGISTER_CPU(batch_norm_stats, (through_f32_row_major<&batch_norm_stats, 0b11>));
+TANDEM_REGISTER_CPU(batch_norm_forward, (through_f32_row_major<&batch_norm_forward, 0b1>));
+TANDEM_REGISTER_CPU(batch_norm_backward, (through_f32_row_major<&batch_norm_backward, 0b1111>));
 
 }  // namespace TANDEM_CPU_NAMESPACE
 }  // namespace tandem::kernels::cpu

@@ -2,6 +2,7 @@
 // semantics (src/cpu/norm.cpp, src/cpu/pool.cpp): f16/bf16 load and compute in f32 with f32
 // statistics and parameters, f64 in f64. Per-channel sums are a block per channel; every backward
 // gathers (each input element sums the outputs it fed), so no atomics and one order per run.
+// Batch norm's tensors are row-major (N, C, S) or all channels-last, (N, S, C) in memory.
 #include <cmath>
 
 #include "../kernels/kernels.hpp"
@@ -30,26 +31,40 @@ __device__ P block_sum(P v) {
   return total;
 }
 
-// Element j of channel c's N x S values, as an offset into (N, C, S).
-__device__ __forceinline__ int64_t channel_offset(int64_t j, int64_t c, int64_t channels,
-                                                  int64_t s) {
-  return (j / s * channels + c) * s + j % s;
+// Where batch norm's (N, C, S) elements lie: row-major, or channels innermost (NHWC).
+struct NcsLayout {
+  int64_t channels, s;
+  bool nhwc;
+  // Element j of channel c's N x S values, as an offset.
+  __device__ __forceinline__ int64_t offset(int64_t j, int64_t c) const {
+    return nhwc ? j * channels + c : (j / s * channels + c) * s + j % s;
+  }
+  // The channel of the element at offset j.
+  __device__ __forceinline__ int64_t channel(int64_t j) const {
+    return nhwc ? j % channels : j / s % channels;
+  }
+};
+
+// The layout of an (N, C, S) tensor: channels innermost when its strides say so (where C or S
+// is 1 both layouts are the same memory, and row-major is taken).
+NcsLayout ncs_layout(const Tensor& t) {
+  const int64_t c = t.size(1), s = t.size(2);
+  return {c, s, c > 1 && s > 1 && t.stride(1) == 1};
 }
 
 // --- batch norm --------------------------------------------------------------------------------
 // P: the statistics' type (f32, or f64 for f64 inputs). One block per channel, two passes as the
 // CPU: the mean, then the mean square deviation from it.
 template <typename T, typename P>
-__global__ void bn_stats_kernel(P* mean, P* var, const T* x, int64_t n, int64_t channels,
-                                int64_t s) {
-  const int64_t c = blockIdx.x, count = n * s;
+__global__ void bn_stats_kernel(P* mean, P* var, const T* x, int64_t n, NcsLayout l) {
+  const int64_t c = blockIdx.x, count = n * l.s;
   P sum = 0;
   for (int64_t j = threadIdx.x; j < count; j += blockDim.x)
-    sum += static_cast<P>(convert<compute_t<T>>(x[channel_offset(j, c, channels, s)]));
+    sum += static_cast<P>(convert<compute_t<T>>(x[l.offset(j, c)]));
   const P mu = block_sum(sum) / static_cast<P>(count);
   P sq = 0;
   for (int64_t j = threadIdx.x; j < count; j += blockDim.x) {
-    const P v = static_cast<P>(convert<compute_t<T>>(x[channel_offset(j, c, channels, s)])) - mu;
+    const P v = static_cast<P>(convert<compute_t<T>>(x[l.offset(j, c)])) - mu;
     sq += v * v;
   }
   const P total = block_sum(sq);
@@ -62,9 +77,9 @@ __global__ void bn_stats_kernel(P* mean, P* var, const T* x, int64_t n, int64_t 
 template <typename T, typename P>
 __global__ void bn_forward_kernel(T* y, const T* x, const T* residual, const P* mean,
                                   const P* invstd, const P* weight, const P* bias, int64_t total,
-                                  int64_t channels, int64_t s, bool relu) {
+                                  NcsLayout l, bool relu) {
   TANDEM_CUDA_LOOP(j, total) {
-    const int64_t c = j / s % channels;
+    const int64_t c = l.channel(j);
     const P scale = invstd[c] * (weight ? weight[c] : P(1));
     const P shift = (bias ? bias[c] : P(0)) - mean[c] * scale;
     P v = static_cast<P>(convert<compute_t<T>>(x[j])) * scale + shift;
@@ -88,13 +103,12 @@ __device__ __forceinline__ P bn_dz(const T* dy, const T* out, int64_t j) {
 template <typename T, typename P>
 __global__ void bn_backward_reduce_kernel(P* sum_dy, P* sum_dy_xmu, P* grad_weight, P* grad_bias,
                                           const T* dy, const T* x, const T* out, const P* mean,
-                                          const P* invstd, int64_t n, int64_t channels,
-                                          int64_t s) {
-  const int64_t c = blockIdx.x, count = n * s;
+                                          const P* invstd, int64_t n, NcsLayout l) {
+  const int64_t c = blockIdx.x, count = n * l.s;
   const P mu = mean[c];
   P a = 0, b = 0;
   for (int64_t j = threadIdx.x; j < count; j += blockDim.x) {
-    const int64_t o = channel_offset(j, c, channels, s);
+    const int64_t o = l.offset(j, c);
     const P dz = bn_dz<T, P>(dy, out, o);
     a += dz;
     b += dz * (static_cast<P>(convert<compute_t<T>>(x[o])) - mu);
@@ -115,9 +129,9 @@ template <typename T, typename P>
 __global__ void bn_backward_input_kernel(T* dx, T* dr, const T* dy, const T* x, const T* out,
                                          const P* mean, const P* invstd, const P* weight,
                                          const P* sum_dy, const P* sum_dy_xmu, int64_t total,
-                                         int64_t channels, int64_t s, P count, bool training) {
+                                         NcsLayout l, P count, bool training) {
   TANDEM_CUDA_LOOP(j, total) {
-    const int64_t c = j / s % channels;
+    const int64_t c = l.channel(j);
     const P dz = bn_dz<T, P>(dy, out, j);
     if (dr) dr[j] = convert<T>(dz);
     if (!dx) continue;
@@ -145,14 +159,14 @@ void dispatch_bn(DType dtype, const char* what, F&& f) {
 }
 
 void batch_norm_stats(const Tensor& mean, const Tensor& var, const Tensor& in) {
-  const int64_t n = in.size(0), c = in.size(1), s = in.size(2);
+  const int64_t n = in.size(0), c = in.size(1);
   if (c == 0) return;
   cuda::TensorDeviceGuard guard(in);
   dispatch_bn(in.dtype(), "batch_norm (cuda)", [&](auto t, auto p) {
     using T = decltype(t);
     using P = decltype(p);
     bn_stats_kernel<<<static_cast<unsigned>(c), cuda::kThreads, 0, cuda::current_stream()>>>(
-        ptr<P>(mean), ptr<P>(var), ptr<const T>(in), n, c, s);
+        ptr<P>(mean), ptr<P>(var), ptr<const T>(in), n, ncs_layout(in));
     cuda::check_launch("batch_norm_stats");
   });
 }
@@ -168,8 +182,7 @@ void batch_norm_forward(const Tensor& out, const Tensor& in, const Tensor& mean,
     using P = decltype(p);
     bn_forward_kernel<<<cuda::grid_for(total), cuda::kThreads, 0, cuda::current_stream()>>>(
         ptr<T>(out), ptr<const T>(in), maybe<T>(residual), ptr<const P>(mean),
-        ptr<const P>(invstd), maybe<P>(weight), maybe<P>(bias), total, in.size(1), in.size(2),
-        relu);
+        ptr<const P>(invstd), maybe<P>(weight), maybe<P>(bias), total, ncs_layout(in), relu);
     cuda::check_launch("batch_norm_forward");
   });
 }
@@ -193,14 +206,16 @@ void batch_norm_backward(const Tensor& grad_in, const Tensor& grad_weight,
     bn_backward_reduce_kernel<<<static_cast<unsigned>(c), cuda::kThreads, 0, stream>>>(
         sum_dy, sum_dy_xmu, grad_weight.defined() ? ptr<P>(grad_weight) : nullptr,
         grad_bias.defined() ? ptr<P>(grad_bias) : nullptr, ptr<const T>(grad_out),
-        ptr<const T>(in), maybe<T>(out), ptr<const P>(mean), ptr<const P>(invstd), n, c, s);
+        ptr<const T>(in), maybe<T>(out), ptr<const P>(mean), ptr<const P>(invstd), n,
+        ncs_layout(in));
     cuda::check_launch("batch_norm_backward (sums)");
     if (!grad_in.defined() && !grad_residual.defined()) return;
     bn_backward_input_kernel<<<cuda::grid_for(total), cuda::kThreads, 0, stream>>>(
         grad_in.defined() ? ptr<T>(grad_in) : nullptr,
         grad_residual.defined() ? ptr<T>(grad_residual) : nullptr, ptr<const T>(grad_out),
         ptr<const T>(in), maybe<T>(out), ptr<const P>(mean), ptr<const P>(invstd),
-        maybe<P>(weight), sum_dy, sum_dy_xmu, total, c, s, static_cast<P>(n * s), training);
+        maybe<P>(weight), sum_dy, sum_dy_xmu, total, ncs_layout(in), static_cast<P>(n * s),
+        training);
     cuda::check_launch("batch_norm_backward (input)");
   });
 }

@@ -61,7 +61,8 @@ extern Stub<void (*)(const Tensor& grad_out, const Tensor& in, const Tensor& wei
                      const Conv2dParams& p)>
     conv2d_backward;
 
-// --- batch norm: contiguous (N, C, S); statistics and parameters in f32/f64 -----------------
+// --- batch norm: (N, C, S) row-major, or all of a call's (N, C, S) tensors channels innermost
+// ((N, S, C) in memory: a channels-last input's view); statistics and parameters in f32/f64 --
 /// Per-channel batch mean and biased variance of in (N, C, S).
 extern Stub<void (*)(const Tensor& mean, const Tensor& var, const Tensor& in)> batch_norm_stats;
 /// out = (in - mean) * invstd * weight + bias [+ residual], then relu when `relu`; weight, bias

@@ -96,12 +96,28 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Int
 
 namespace {
 
-// Batch norm and pooling compute row-major; a channels-last input's result is handed back
+// Pooling and SyncBatchNorm compute row-major; a channels-last input's result is handed back
 // channels-last (a differentiable copy), as PyTorch's ops keep the layout.
 Tensor in_format_of(const Tensor& input, const Tensor& out) {
   return input.suggest_memory_format() == MemoryFormat::ChannelsLast && out.dim() == 4
              ? out.contiguous(MemoryFormat::ChannelsLast)
              : out;
+}
+
+// Batch norm's kernels see (N, C, S): a view of the 4-d tensor t laid out in `format`, with the
+// channels innermost for channels-last (no copy either way).
+Tensor ncs_view(const Tensor& t, MemoryFormat format, int64_t n, int64_t c, int64_t s) {
+  if (format == MemoryFormat::Contiguous) return t.reshape({n, c, s});
+  return make_tensor(t.storage(), {n, c, s}, {s * c, 1, c}, t.storage_offset(), t.dtype());
+}
+// A fresh (N, C, S) tensor laid out as batch norm's views of `format`.
+Tensor ncs_empty(MemoryFormat format, int64_t n, int64_t c, int64_t s, DType dtype, Device device) {
+  return ncs_view(make_tensor({n, c, s}, dtype, device), format, n, c, s);
+}
+// The 4-d `shape` view of such a tensor.
+Tensor ncs_unview(const Tensor& t, MemoryFormat format, const Shape& shape) {
+  if (format == MemoryFormat::Contiguous) return t.reshape(shape);
+  return make_tensor(t.storage(), shape, channels_last_strides(shape), t.storage_offset(), t.dtype());
 }
 
 // The checks batch_norm and sync_batch_norm share; returns (N, C, the values per plane).
@@ -156,8 +172,11 @@ Tensor batch_norm_op(const Tensor& input, const Tensor& running_mean, const Tens
   kernels::batch_norm_forward.at(input, name);
   const DType dt = input.dtype(), pdt = compute_dtype(dt);
   const TensorOptions opts = TensorOptions(pdt).device(input.device());
-  Tensor x = input.contiguous().detach().reshape({n, c, s});
-  Tensor r = residual.defined() ? residual.contiguous().detach().reshape({n, c, s}) : Tensor();
+  // A channels-last input is normalized as it lies (on the CPU its kernels convert).
+  const MemoryFormat format = input.suggest_memory_format();
+  Tensor x = ncs_view(input.contiguous(format).detach(), format, n, c, s);
+  Tensor r = residual.defined() ? ncs_view(residual.contiguous(format).detach(), format, n, c, s)
+                                : Tensor();
   auto param = [&](const Tensor& t) { return t.defined() ? as_dtype(t.detach(), pdt).contiguous() : Tensor(); };
   Tensor w = param(weight), b = param(bias);
   Tensor mean, invstd;
@@ -178,12 +197,12 @@ Tensor batch_norm_op(const Tensor& input, const Tensor& running_mean, const Tens
       invstd = pow(add(as_dtype(running_var, pdt), eps), -0.5);
     }
   }
-  Tensor out = empty({n, c, s}, TensorOptions(dt).device(input.device()));
+  Tensor out = ncs_empty(format, n, c, s, dt, input.device());
   kernels::batch_norm_forward(out, x, mean, invstd, w, b, r, relu);
   // relu's mask comes from the output, as relu's own backward takes it (no copy: the output is
   // kept anyway by whatever consumes it). Detached, so the graph holds no cycle through it.
   Tensor y = relu ? out.detach() : Tensor();
-  out = out.reshape(input.shape());
+  out = ncs_unview(out, format, input.shape());
   bool need_x = input.requires_grad();
   bool need_w = weight.defined() && weight.requires_grad();
   bool need_b = bias.defined() && bias.requires_grad();
@@ -193,17 +212,18 @@ Tensor batch_norm_op(const Tensor& input, const Tensor& running_mean, const Tens
   autograd::record(name, {input, weight, bias, residual}, out,
                    [=](const Tensor& g) -> std::vector<Tensor> {
                      const TensorOptions o = TensorOptions(pdt).device(x.device());
-                     Tensor gx = need_x ? empty(x.shape(), o.dtype(dt)) : Tensor();
+                     Tensor gx = need_x ? ncs_empty(format, n, c, s, dt, x.device()) : Tensor();
                      Tensor gw = need_w ? empty({c}, o) : Tensor();
                      Tensor gb = need_b ? empty({c}, o) : Tensor();
-                     Tensor gr = need_r ? empty(x.shape(), o.dtype(dt)) : Tensor();
-                     kernels::batch_norm_backward(gx, gw, gb, gr, g.contiguous().reshape({n, c, s}),
+                     Tensor gr = need_r ? ncs_empty(format, n, c, s, dt, x.device()) : Tensor();
+                     kernels::batch_norm_backward(gx, gw, gb, gr,
+                                                  ncs_view(g.contiguous(format), format, n, c, s),
                                                   x, y, mean, invstd, w, training);
-                     return {need_x ? gx.reshape(in_shape) : Tensor(),
+                     return {need_x ? ncs_unview(gx, format, in_shape) : Tensor(),
                              need_w ? gw.to(wdt) : Tensor(), need_b ? gb.to(bdt) : Tensor(),
-                             need_r ? gr.reshape(in_shape) : Tensor()};
+                             need_r ? ncs_unview(gr, format, in_shape) : Tensor()};
                    });
-  return in_format_of(input, out);
+  return out;
 }
 
 }  // namespace

@@ -396,6 +396,20 @@ TEST_CASE("CUDA channels-last convolutions (cuDNN's NHWC) match the CPU's row-ma
     same_on_gpu("1x1 stride 2", {x, w1}, with_gradients([&](const std::vector<Tensor>& v) {
       return layout_kept(conv2d(v[0].contiguous(cl), v[1], Tensor(), 2, 0));
     }), conv_tol(dt));
+    // Batch norm on the channels-last view (channels innermost), training and evaluation.
+    const DType pdt = dt == DType::f64 ? DType::f64 : DType::f32;
+    Tensor gamma = randn_as({8}, pdt, 146), beta = randn_as({8}, pdt, 147);
+    Tensor mean = randn_as({8}, pdt, 148), var = add(abs(randn_as({8}, pdt, 149)), 0.5);
+    Tensor r = randn_as({2, 8, 9, 9}, dt, 150);
+    for (bool training : {true, false}) {
+      INFO((training ? "training" : "evaluation"));
+      same_on_gpu("batch_norm_relu + residual", {x, gamma, beta, mean, var, r},
+                  with_gradients([&](const std::vector<Tensor>& v) {
+                    Tensor rm = v[3].detach().clone(), rv = v[4].detach().clone();
+                    return layout_kept(batch_norm_relu(v[0].contiguous(cl), rm, rv, v[1], v[2],
+                                                       training, 0.1, 1e-5, v[5].contiguous(cl)));
+                  }), conv_tol(dt));
+    }
     same_on_gpu("one input channel, then bn + relu, max pool", {x1, ws},
                 with_gradients([&](const std::vector<Tensor>& v) {
                   Tensor h = layout_kept(conv2d(v[0].contiguous(cl), v[1], Tensor(), 1, 1));
