@@ -33,6 +33,7 @@ struct Config {
   std::string bucket_mb = "25";  // MiB, or "auto"
   bool sync_bn = false;
   bool tta = false;
+  bool channels_last = false;  // batches laid out NHWC (cuDNN's fast layout for f16/bf16)
   int64_t batch = 128, max_steps = 0, synthetic_size = 10000;
   double lr = 0.2, momentum = 0.9, weight_decay = 5e-4, label_smoothing = 0.0;
   uint64_t seed = 0;
@@ -91,7 +92,7 @@ Data load_data(const Config& c) {
 // With `mirrored` (--tta), each image's logits are summed with its mirror image's (the loader
 // yields the same samples in the same order, flipped).
 double evaluate(nn::Module& model, data::DataLoader& loader, comm::Communicator& comm,
-                int64_t test_size, data::DataLoader* mirrored = nullptr) {
+                int64_t test_size, MemoryFormat format, data::DataLoader* mirrored = nullptr) {
   NoGradGuard no_grad;
   model.eval();
   const int64_t world = comm.size(), rank = comm.rank();
@@ -105,8 +106,8 @@ double evaluate(nn::Module& model, data::DataLoader& loader, comm::Communicator&
     if (mirrored) m = mirrored->next();
     const int64_t n = std::min<int64_t>(b->labels.numel(), real - seen);
     if (n > 0) {
-      Tensor logits = model.forward(b->images.narrow(0, 0, n).to(device));
-      if (m) logits = logits + model.forward(m->images.narrow(0, 0, n).to(device));
+      Tensor logits = model.forward(b->images.narrow(0, 0, n).to(device).contiguous(format));
+      if (m) logits = logits + model.forward(m->images.narrow(0, 0, n).to(device).contiguous(format));
       Tensor pred = argmax(logits, 1);
       correct += sum(eq(pred, b->labels.narrow(0, 0, n).to(device))).item<int64_t>();
     }
@@ -169,6 +170,7 @@ void train_rank(Shared& sh, parallel::Rank& r) {
   CrossEntropyOptions loss_options;
   loss_options.label_smoothing = c.label_smoothing;
   const std::optional<DType> low = precision_dtype(c.precision);
+  const MemoryFormat format = c.channels_last ? MemoryFormat::ChannelsLast : MemoryFormat::Contiguous;
   amp::GradScaler scaler(amp::GradScalerOptions().enabled(low == DType::f16));
   scaler.set_sync(parallel::any_rank(r.comm));
   // On a GPU: batches go there as bytes through pinned staging and are augmented there.
@@ -216,10 +218,11 @@ void train_rank(Shared& sh, parallel::Rank& r) {
   }
   if (lead)
     std::printf("%lld train / %lld test images, %d epochs of %lld steps, batch %lld (%d rank(s) x "
-                "%lld), %d thread(s) per rank, %s\n",
+                "%lld), %d thread(s) per rank, %s%s\n",
                 static_cast<long long>(d.train->size()), static_cast<long long>(d.test->size()),
                 c.epochs, static_cast<long long>(per_epoch), static_cast<long long>(c.batch), world,
-                static_cast<long long>(per_rank), get_num_threads(), c.precision.c_str());
+                static_cast<long long>(per_rank), get_num_threads(), c.precision.c_str(),
+                c.channels_last ? ", channels-last" : "");
 
   std::filesystem::create_directories(c.checkpoint_dir);
   const std::string ckpt = c.checkpoint_dir + "/" + c.model + "-" + c.dataset + ".safetensors";
@@ -285,7 +288,7 @@ void train_rank(Shared& sh, parallel::Rank& r) {
       for (int k = 0; k < c.grad_accum; ++k) {
         std::optional<parallel::DistributedDataParallel::NoSyncGuard> no_sync;
         if (k + 1 < c.grad_accum) no_sync.emplace(ddp);
-        Tensor x = b->images.narrow(0, k * micro, micro).to(r.device());
+        Tensor x = b->images.narrow(0, k * micro, micro).to(r.device()).contiguous(format);
         Tensor y = b->labels.narrow(0, k * micro, micro).to(r.device());
         Tensor loss;
         const auto forward_start = Clock::now();
@@ -343,7 +346,7 @@ void train_rank(Shared& sh, parallel::Rank& r) {
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     train_seconds += seconds;
     images_seen += images;
-    acc = evaluate(*model, test, r.comm, d.test->size(), mirror);
+    acc = evaluate(*model, test, r.comm, d.test->size(), format, mirror);
     Tensor mean_loss =
         from_vector(std::vector<double>{loss_count ? loss_sum / loss_count : 0.0}).to(r.device());
     r.comm.allreduce(mean_loss, comm::ReduceOp::avg).wait();
@@ -385,7 +388,7 @@ void train_rank(Shared& sh, parallel::Rank& r) {
       metrics->flush();
     }
   }
-  if (images_seen == 0) acc = evaluate(*model, test, r.comm, d.test->size(), mirror);  // resumed a finished run
+  if (images_seen == 0) acc = evaluate(*model, test, r.comm, d.test->size(), format, mirror);  // resumed a finished run
   if (lead)
     std::printf("done: %s on %s, %lld steps, test accuracy %.2f%%, %.1f s training (%.0f img/s; "
                 "%d rank(s), %.0f img/s per rank), checkpoint %s\n",
@@ -516,6 +519,7 @@ int main(int argc, char** argv) {
   app.add_option("--grad-accum", c.grad_accum, "micro-batches per step (gradients accumulated without allreduce)")->check(CLI::Range(1, 1024))->capture_default_str();
   app.add_flag("--tta", c.tta, "evaluate each test image and its mirror image, summing their logits (test-time augmentation)");
   app.add_flag("--sync-bn", c.sync_bn, "batch-norm statistics over all ranks (SyncBatchNorm)");
+  app.add_flag("--channels-last", c.channels_last, "batches laid out channels-last (NHWC): cuDNN's fast layout for f16/bf16 on tensor cores; on the CPU it only adds copies");
   app.add_option("--synthetic-size", c.synthetic_size, "training images of --dataset synthetic (test images: as many, at most 1000)")->check(positive())->capture_default_str();
   try {
     app.parse(argc, argv);
