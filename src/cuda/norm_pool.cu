@@ -2,7 +2,9 @@
 // semantics (src/cpu/norm.cpp, src/cpu/pool.cpp): f16/bf16 load and compute in f32 with f32
 // statistics and parameters, f64 in f64. Per-channel sums are a block per channel; every backward
 // gathers (each input element sums the outputs it fed), so no atomics and one order per run.
-// Batch norm's tensors are row-major (N, C, S) or all channels-last, (N, S, C) in memory.
+// Batch norm's tensors are row-major (N, C, S) or all channels-last, (N, S, C) in memory; the
+// latter's per-channel sums are coalesced: a warp reads 32 neighbouring channels of a row.
+#include <algorithm>
 #include <cmath>
 
 #include "../kernels/kernels.hpp"
@@ -35,9 +37,10 @@ __device__ P block_sum(P v) {
 struct NcsLayout {
   int64_t channels, s;
   bool nhwc;
-  // Element j of channel c's N x S values, as an offset.
+  // Element j of channel c's N x S values, as an offset into the row-major layout (the
+  // channels-innermost one takes the coalesced sums below).
   __device__ __forceinline__ int64_t offset(int64_t j, int64_t c) const {
-    return nhwc ? j * channels + c : (j / s * channels + c) * s + j % s;
+    return (j / s * channels + c) * s + j % s;
   }
   // The channel of the element at offset j.
   __device__ __forceinline__ int64_t channel(int64_t j) const {
@@ -144,6 +147,95 @@ __global__ void bn_backward_input_kernel(T* dx, T* dr, const T* dy, const T* x, 
   }
 }
 
+// --- per-channel sums over a channels-innermost (N, S, C) layout, coalesced: a block of 32
+// channels x kLanes warps sums one slice of the N x S rows (each warp reads 32 neighbouring
+// channels of a row), into partial[(k * slices + slice) * C + c]; a second kernel adds the
+// slices in order. The slice count depends on the shape only, so the order of summation does.
+constexpr int kLanes = cuda::kThreads / 32;
+
+int64_t nhwc_slices(int64_t rows, int64_t channels) {
+  const int64_t groups = (channels + 31) / 32;
+  return std::max<int64_t>(1, std::min<int64_t>((rows + 63) / 64, (1024 + groups - 1) / groups));
+}
+
+// f(row, c, acc) adds row's terms for channel c to acc[0..K).
+template <int K, typename P, typename F>
+__device__ void nhwc_slice_sums(P* partial, int64_t rows, int64_t channels, int64_t slices,
+                                F f) {
+  __shared__ P lanes[K][kLanes][32];
+  const int tx = threadIdx.x % 32, lane = threadIdx.x / 32;
+  const int64_t c = blockIdx.x * 32 + tx, slice = blockIdx.y;
+  const int64_t begin = rows * slice / slices, end = rows * (slice + 1) / slices;
+  P acc[K];
+  for (int k = 0; k < K; ++k) acc[k] = 0;
+  if (c < channels)
+    for (int64_t r = begin + lane; r < end; r += kLanes) f(r, c, acc);
+  for (int k = 0; k < K; ++k) lanes[k][lane][tx] = acc[k];
+  __syncthreads();
+  if (lane == 0 && c < channels)
+    for (int k = 0; k < K; ++k) {
+      P t = 0;
+      for (int l = 0; l < kLanes; ++l) t += lanes[k][l][tx];
+      partial[(k * slices + slice) * channels + c] = t;
+    }
+}
+
+// Slice sums of x, or of (x - mean)^2 when mean is given.
+template <typename T, typename P>
+__global__ void bn_nhwc_sums_kernel(P* partial, const T* x, const P* mean, int64_t rows,
+                                    int64_t channels, int64_t slices) {
+  nhwc_slice_sums<1, P>(partial, rows, channels, slices, [&](int64_t r, int64_t c, P* acc) {
+    const P v = static_cast<P>(convert<compute_t<T>>(x[r * channels + c]));
+    if (mean) {
+      const P d = v - mean[c];
+      acc[0] += d * d;
+    } else {
+      acc[0] += v;
+    }
+  });
+}
+
+// out[c] = scale x the sum of channel c's slices.
+template <typename P>
+__global__ void bn_nhwc_finish_kernel(P* out, const P* partial, int64_t channels, int64_t slices,
+                                      P scale) {
+  TANDEM_CUDA_LOOP(c, channels) {
+    P t = 0;
+    for (int64_t k = 0; k < slices; ++k) t += partial[k * channels + c];
+    out[c] = t * scale;
+  }
+}
+
+// Slice sums of dz and dz * (x - mean), as bn_backward_reduce_kernel's.
+template <typename T, typename P>
+__global__ void bn_nhwc_backward_sums_kernel(P* partial, const T* dy, const T* x, const T* out,
+                                             const P* mean, int64_t rows, int64_t channels,
+                                             int64_t slices) {
+  nhwc_slice_sums<2, P>(partial, rows, channels, slices, [&](int64_t r, int64_t c, P* acc) {
+    const int64_t o = r * channels + c;
+    const P dz = bn_dz<T, P>(dy, out, o);
+    acc[0] += dz;
+    acc[1] += dz * (static_cast<P>(convert<compute_t<T>>(x[o])) - mean[c]);
+  });
+}
+
+template <typename P>
+__global__ void bn_nhwc_backward_finish_kernel(P* sum_dy, P* sum_dy_xmu, P* grad_weight,
+                                               P* grad_bias, const P* partial, const P* invstd,
+                                               int64_t channels, int64_t slices) {
+  TANDEM_CUDA_LOOP(c, channels) {
+    P a = 0, b = 0;
+    for (int64_t k = 0; k < slices; ++k) {
+      a += partial[k * channels + c];
+      b += partial[(slices + k) * channels + c];
+    }
+    sum_dy[c] = a;
+    sum_dy_xmu[c] = b;
+    if (grad_weight) grad_weight[c] = b * invstd[c];
+    if (grad_bias) grad_bias[c] = a;
+  }
+}
+
 template <typename T>
 const T* maybe(const Tensor& t) {
   return t.defined() ? ptr<const T>(t) : nullptr;
@@ -162,12 +254,31 @@ void batch_norm_stats(const Tensor& mean, const Tensor& var, const Tensor& in) {
   const int64_t n = in.size(0), c = in.size(1);
   if (c == 0) return;
   cuda::TensorDeviceGuard guard(in);
+  const NcsLayout l = ncs_layout(in);
   dispatch_bn(in.dtype(), "batch_norm (cuda)", [&](auto t, auto p) {
     using T = decltype(t);
     using P = decltype(p);
-    bn_stats_kernel<<<static_cast<unsigned>(c), cuda::kThreads, 0, cuda::current_stream()>>>(
-        ptr<P>(mean), ptr<P>(var), ptr<const T>(in), n, ncs_layout(in));
-    cuda::check_launch("batch_norm_stats");
+    cudaStream_t stream = cuda::current_stream();
+    if (!l.nhwc) {
+      bn_stats_kernel<<<static_cast<unsigned>(c), cuda::kThreads, 0, stream>>>(
+          ptr<P>(mean), ptr<P>(var), ptr<const T>(in), n, l);
+      cuda::check_launch("batch_norm_stats");
+      return;
+    }
+    // Channels innermost: the mean, then the mean square deviation from it, each in two steps.
+    const int64_t rows = n * l.s, slices = nhwc_slices(rows, c);
+    Tensor partial = make_tensor({slices * c}, mean.dtype(), in.device());
+    const dim3 grid(static_cast<unsigned>((c + 31) / 32), static_cast<unsigned>(slices));
+    auto pass = [&](P* out, const P* mu) {
+      bn_nhwc_sums_kernel<T, P><<<grid, cuda::kThreads, 0, stream>>>(
+          ptr<P>(partial), ptr<const T>(in), mu, rows, c, slices);
+      cuda::check_launch("batch_norm_stats (slices)");
+      bn_nhwc_finish_kernel<P><<<cuda::grid_for(c), cuda::kThreads, 0, stream>>>(
+          out, ptr<const P>(partial), c, slices, P(1) / static_cast<P>(rows));
+      cuda::check_launch("batch_norm_stats (channels)");
+    };
+    pass(ptr<P>(mean), nullptr);
+    pass(ptr<P>(var), ptr<const P>(mean));
   });
 }
 
@@ -203,12 +314,26 @@ void batch_norm_backward(const Tensor& grad_in, const Tensor& grad_weight,
     cudaStream_t stream = cuda::current_stream();
     P* sum_dy = ptr<P>(sums);
     P* sum_dy_xmu = sum_dy + c;
-    bn_backward_reduce_kernel<<<static_cast<unsigned>(c), cuda::kThreads, 0, stream>>>(
-        sum_dy, sum_dy_xmu, grad_weight.defined() ? ptr<P>(grad_weight) : nullptr,
-        grad_bias.defined() ? ptr<P>(grad_bias) : nullptr, ptr<const T>(grad_out),
-        ptr<const T>(in), maybe<T>(out), ptr<const P>(mean), ptr<const P>(invstd), n,
-        ncs_layout(in));
-    cuda::check_launch("batch_norm_backward (sums)");
+    P* gw = grad_weight.defined() ? ptr<P>(grad_weight) : nullptr;
+    P* gb = grad_bias.defined() ? ptr<P>(grad_bias) : nullptr;
+    const NcsLayout l = ncs_layout(in);
+    if (!l.nhwc) {
+      bn_backward_reduce_kernel<<<static_cast<unsigned>(c), cuda::kThreads, 0, stream>>>(
+          sum_dy, sum_dy_xmu, gw, gb, ptr<const T>(grad_out), ptr<const T>(in), maybe<T>(out),
+          ptr<const P>(mean), ptr<const P>(invstd), n, l);
+      cuda::check_launch("batch_norm_backward (sums)");
+    } else {
+      const int64_t rows = n * s, slices = nhwc_slices(rows, c);
+      Tensor partial = make_tensor({2 * slices * c}, mean.dtype(), in.device());
+      const dim3 grid(static_cast<unsigned>((c + 31) / 32), static_cast<unsigned>(slices));
+      bn_nhwc_backward_sums_kernel<T, P><<<grid, cuda::kThreads, 0, stream>>>(
+          ptr<P>(partial), ptr<const T>(grad_out), ptr<const T>(in), maybe<T>(out),
+          ptr<const P>(mean), rows, c, slices);
+      cuda::check_launch("batch_norm_backward (slices)");
+      bn_nhwc_backward_finish_kernel<P><<<cuda::grid_for(c), cuda::kThreads, 0, stream>>>(
+          sum_dy, sum_dy_xmu, gw, gb, ptr<const P>(partial), ptr<const P>(invstd), c, slices);
+      cuda::check_launch("batch_norm_backward (channels)");
+    }
     if (!grad_in.defined() && !grad_residual.defined()) return;
     bn_backward_input_kernel<<<cuda::grid_for(total), cuda::kThreads, 0, stream>>>(
         grad_in.defined() ? ptr<T>(grad_in) : nullptr,
