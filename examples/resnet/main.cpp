@@ -107,7 +107,8 @@ double evaluate(nn::Module& model, data::DataLoader& loader, comm::Communicator&
     const int64_t n = std::min<int64_t>(b->labels.numel(), real - seen);
     if (n > 0) {
       Tensor logits = model.forward(b->images.narrow(0, 0, n).to(device).contiguous(format));
-      if (m) logits = logits + model.forward(m->images.narrow(0, 0, n).to(device).contiguous(format));
+      if (m)
+        logits = logits + model.forward(m->images.narrow(0, 0, n).to(device).contiguous(format));
       Tensor pred = argmax(logits, 1);
       correct += sum(eq(pred, b->labels.narrow(0, 0, n).to(device))).item<int64_t>();
     }
@@ -170,7 +171,8 @@ void train_rank(Shared& sh, parallel::Rank& r) {
   CrossEntropyOptions loss_options;
   loss_options.label_smoothing = c.label_smoothing;
   const std::optional<DType> low = precision_dtype(c.precision);
-  const MemoryFormat format = c.channels_last ? MemoryFormat::ChannelsLast : MemoryFormat::Contiguous;
+  const MemoryFormat format =
+      c.channels_last ? MemoryFormat::ChannelsLast : MemoryFormat::Contiguous;
   amp::GradScaler scaler(amp::GradScalerOptions().enabled(low == DType::f16));
   scaler.set_sync(parallel::any_rank(r.comm));
   // On a GPU: batches go there as bytes through pinned staging and are augmented there.
@@ -388,7 +390,8 @@ void train_rank(Shared& sh, parallel::Rank& r) {
       metrics->flush();
     }
   }
-  if (images_seen == 0) acc = evaluate(*model, test, r.comm, d.test->size(), format, mirror);  // resumed a finished run
+  if (images_seen == 0)  // resumed a finished run
+    acc = evaluate(*model, test, r.comm, d.test->size(), format, mirror);
   if (lead)
     std::printf("done: %s on %s, %lld steps, test accuracy %.2f%%, %.1f s training (%.0f img/s; "
                 "%d rank(s), %.0f img/s per rank), checkpoint %s\n",

@@ -36,7 +36,8 @@ struct ThroughF32<kKernel, kOutputs, kRowMajor> {
   static void run(Args... args) {
     bool copies = false;
     auto check = [&](const auto& a) {
-      if constexpr (std::is_same_v<std::decay_t<decltype(a)>, Tensor>) copies = copies || needs_copy(a);
+      if constexpr (std::is_same_v<std::decay_t<decltype(a)>, Tensor>)
+        copies = copies || needs_copy(a);
     };
     (check(args), ...);
     if (!copies) return kKernel(args...);

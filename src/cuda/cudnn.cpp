@@ -2,10 +2,10 @@
 // backward-filter and the bias terms, through cuDNN 9's legacy convolution API (deprecated but
 // present in 9.x; a move to the graph API stays in this file). NCHW, or NHWC for channels-last
 // tensors (the weights then go through an NHWC copy: parameters stay row-major), in f32, f64,
-// f16 and bf16 with f32 accumulation (f64 for f64); f16/bf16 on tensor cores, f32 through TF32 unless
-// cuda::set_allow_tf32_conv(false). The algorithm for each shape comes from cuDNN's heuristics,
-// or from timing every algorithm once under cuda::set_cudnn_benchmark(true) (PyTorch's
-// cudnn.benchmark), and is cached; workspaces come from the caching allocator.
+// f16 and bf16 with f32 accumulation (f64 for f64); f16/bf16 on tensor cores, f32 through TF32
+// unless cuda::set_allow_tf32_conv(false). The algorithm for each shape (and layout) comes from
+// cuDNN's heuristics, or from timing every algorithm once under cuda::set_cudnn_benchmark(true)
+// (PyTorch's cudnn.benchmark), and is cached; workspaces come from the caching allocator.
 #include <cudnn.h>
 
 #include <atomic>
@@ -62,7 +62,8 @@ cudnnTensorFormat_t format_of(const Tensor& t) {
 // (cuDNN's NHWC kernels take NHWC filters), else the row-major parameter itself.
 Tensor weight_for(const Tensor& weight, const Tensor& in) {
   if (!channels_last(in)) return weight;
-  Tensor w = make_tensor(weight.shape(), weight.dtype(), weight.device(), MemoryFormat::ChannelsLast);
+  Tensor w =
+      make_tensor(weight.shape(), weight.dtype(), weight.device(), MemoryFormat::ChannelsLast);
   kernels::copy(w, weight);
   return w;
 }
@@ -123,9 +124,9 @@ using Key = std::tuple<int, Direction, DType, bool, std::vector<int64_t>>;
 
 Key key_of(Direction dir, const Tensor& x, const Tensor& w, const kernels::Conv2dParams& p) {
   return {x.device().index(), dir, x.dtype(), allow_tf32_conv(),
-          {channels_last(x) ? 1 : 0, x.size(0), x.size(1), x.size(2), x.size(3), w.size(0), w.size(1), w.size(2),
-           w.size(3), p.stride_h, p.stride_w, p.pad_h, p.pad_w, p.dil_h, p.dil_w, p.groups,
-           g_benchmark.load() ? 1 : 0}};
+          {channels_last(x) ? 1 : 0, x.size(0), x.size(1), x.size(2), x.size(3), w.size(0),
+           w.size(1), w.size(2), w.size(3), p.stride_h, p.stride_w, p.pad_h, p.pad_w, p.dil_h,
+           p.dil_w, p.groups, g_benchmark.load() ? 1 : 0}};
 }
 
 // An algorithm is ranked together with a math type, and cuDNN runs the kernel of the pair the

@@ -43,7 +43,8 @@ inline DType compute_dtype(DType t) { return is_reduced_float(t) ? DType::f32 : 
 
 /// The layout of an elementwise result of `shape`: channels-last when an operand of that
 /// shape is laid out so (as PyTorch keeps it), else row-major.
-inline MemoryFormat result_format(const Shape& shape, std::initializer_list<const Tensor*> operands) {
+inline MemoryFormat result_format(const Shape& shape,
+                                  std::initializer_list<const Tensor*> operands) {
   for (const Tensor* t : operands)
     if (t->shape() == shape && t->suggest_memory_format() == MemoryFormat::ChannelsLast)
       return MemoryFormat::ChannelsLast;

@@ -36,7 +36,8 @@ Tensor binary_forward(BinaryOp op, const OpArgs& args, const Tensor& a, const Te
   Shape shape = broadcast_shapes(a.shape(), b.shape(), name);
   kernels::binary.at(a, name);
   bool cmp = kernels::is_comparison(op);
-  Tensor out = make_tensor(shape, cmp ? DType::boolean : dt, a.device(), result_format(shape, {&a, &b}));
+  Tensor out = make_tensor(shape, cmp ? DType::boolean : dt, a.device(),
+                           result_format(shape, {&a, &b}));
   // Operands of another dtype are promoted; f16/bf16 ones reach the kernel as they are.
   kernels::binary(out, op, args, broadcast_view(as_dtype(a, dt), shape),
                   broadcast_view(as_dtype(b, dt), shape));

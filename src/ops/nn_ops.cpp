@@ -81,7 +81,8 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Int
   bool need_x = input.requires_grad(), need_w = weight.requires_grad();
   bool need_b = bias.defined() && bias.requires_grad();
   autograd::record("conv2d", {input, weight, bias}, out,
-                   [x, w, p, format, need_x, need_w, need_b](const Tensor& g) -> std::vector<Tensor> {
+                   [x, w, p, format, need_x, need_w,
+                    need_b](const Tensor& g) -> std::vector<Tensor> {
                      Tensor gx = need_x ? empty_like(x) : Tensor();
                      Tensor gw = need_w ? empty_like(w) : Tensor();
                      Tensor gb = need_b ? empty({w.size(0)}, TensorOptions(w.dtype()).device(w.device()))
@@ -117,7 +118,8 @@ Tensor ncs_empty(MemoryFormat format, int64_t n, int64_t c, int64_t s, DType dty
 // The 4-d `shape` view of such a tensor.
 Tensor ncs_unview(const Tensor& t, MemoryFormat format, const Shape& shape) {
   if (format == MemoryFormat::Contiguous) return t.reshape(shape);
-  return make_tensor(t.storage(), shape, channels_last_strides(shape), t.storage_offset(), t.dtype());
+  return make_tensor(t.storage(), shape, channels_last_strides(shape), t.storage_offset(),
+                     t.dtype());
 }
 
 // The checks batch_norm and sync_batch_norm share; returns (N, C, the values per plane).

@@ -39,7 +39,8 @@ TEST_CASE("channels-last tensors: strides, layout queries and conversions", "[op
   require_same(back, x, "back to row-major");
   // The NHWC buffer itself: element (n, c, h, w) at n HWC + h WC + w C + c.
   const float* p = cl.data_ptr<float>();
-  CHECK(p[((1 * 4 + 2) * 5 + 3) * 3 + 1] == x.select(0, 1).select(0, 1).select(0, 2).select(0, 3).item<float>());
+  const float x_1123 = x.select(0, 1).select(0, 1).select(0, 2).select(0, 3).item<float>();
+  CHECK(p[((1 * 4 + 2) * 5 + 3) * 3 + 1] == x_1123);
   // A permuted view of an NHWC buffer is channels-last too.
   Tensor nhwc = randn_seeded({2, 4, 5, 3}, 2);
   CHECK(nhwc.permute({0, 3, 1, 2}).suggest_memory_format() == kCL);
@@ -104,7 +105,9 @@ TEST_CASE("convolution, batch norm and pooling keep a channels-last input's layo
       {"conv 3x3, stride 2, with bias", [&](const Tensor& t) { return conv2d(t, w3, b, 2, 1); }},
       {"conv 1x1, stride 2", [&](const Tensor& t) { return conv2d(t, w1, Tensor(), 2, 0); }},
       {"batch norm, training",
-       [&](const Tensor& t) { return batch_norm(t, Tensor(), Tensor(), gamma, beta, true, 0.1, 1e-5); }},
+       [&](const Tensor& t) {
+         return batch_norm(t, Tensor(), Tensor(), gamma, beta, true, 0.1, 1e-5);
+       }},
       {"batch norm + residual + relu",
        [&](const Tensor& t) {
          return batch_norm_relu(t, Tensor(), Tensor(), gamma, beta, true, 0.1, 1e-5,
@@ -117,7 +120,8 @@ TEST_CASE("convolution, batch norm and pooling keep a channels-last input's layo
   for (const auto& [name, f] : ops) {
     INFO(name);
     // Forward and the input's gradient, from the row-major input and from the channels-last one.
-    Tensor in = x.clone().set_requires_grad(true), in_cl = x.contiguous(kCL).set_requires_grad(true);
+    Tensor in = x.clone().set_requires_grad(true);
+    Tensor in_cl = x.contiguous(kCL).set_requires_grad(true);
     Tensor expected = f(in), got = f(in_cl);
     CHECK(got.suggest_memory_format() == kCL);
     require_same(got, expected, std::string(name) + ": forward");
