@@ -31,6 +31,14 @@ Tensor with_batch_dim(const Tensor& input, const char* op, F&& f) {
   return f(input);
 }
 
+// Pooling, SyncBatchNorm and f64 convolutions compute row-major; a channels-last input's result
+// is handed back channels-last (a differentiable copy), as PyTorch's ops keep the layout.
+Tensor in_format_of(const Tensor& input, const Tensor& out) {
+  return input.suggest_memory_format() == MemoryFormat::ChannelsLast && out.dim() == 4
+             ? out.contiguous(MemoryFormat::ChannelsLast)
+             : out;
+}
+
 }  // namespace
 
 // --- convolution ----------------------------------------------------------------------------
@@ -71,8 +79,10 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Int
   kernels::Conv2dParams p{stride.h, stride.w, padding.h, padding.w,
                                dilation.h, dilation.w, groups};
   // A channels-last input convolves as it lies into a channels-last result (cuDNN's NHWC
-  // kernels; the CPU's convert); the weights stay row-major, as the parameters are kept.
-  const MemoryFormat format = input.suggest_memory_format();
+  // kernels; the CPU's convert); the weights stay row-major, as the parameters are kept. f64
+  // convolves row-major: cuDNN has no NHWC kernels for it (PyTorch makes the same exception).
+  const MemoryFormat format = input.dtype() == DType::f64 ? MemoryFormat::Contiguous
+                                                          : input.suggest_memory_format();
   Tensor x = input.contiguous(format).detach(), w = weight.contiguous().detach();
   Tensor b = bias.defined() ? bias.contiguous().detach() : Tensor();
   Tensor out = make_tensor({input.size(0), weight.size(0), ho, wo}, input.dtype(), input.device(),
@@ -90,20 +100,12 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Int
                      kernels::conv2d_backward(g.contiguous(format), x, w, gx, gw, gb, p);
                      return {gx, gw, gb};
                    });
-  return out;
+  return in_format_of(input, out);
 }
 
 // --- batch norm -------------------------------------------------------------------------------
 
 namespace {
-
-// Pooling and SyncBatchNorm compute row-major; a channels-last input's result is handed back
-// channels-last (a differentiable copy), as PyTorch's ops keep the layout.
-Tensor in_format_of(const Tensor& input, const Tensor& out) {
-  return input.suggest_memory_format() == MemoryFormat::ChannelsLast && out.dim() == 4
-             ? out.contiguous(MemoryFormat::ChannelsLast)
-             : out;
-}
 
 // Batch norm's kernels see (N, C, S): a view of the 4-d tensor t laid out in `format`, with the
 // channels innermost for channels-last (no copy either way).

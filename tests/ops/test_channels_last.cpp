@@ -130,6 +130,12 @@ TEST_CASE("convolution, batch norm and pooling keep a channels-last input's layo
     sum(mul(got, g)).backward();
     require_close(in_cl.grad(), in.grad(), 1e-6, 1e-6, std::string(name) + ": input gradient");
   }
+  // f64 convolves row-major on every device (cuDNN has no NHWC f64 kernels); the result still
+  // comes back channels-last.
+  Tensor x64 = x.to(DType::f64), w64 = w3.to(DType::f64);
+  Tensor y64 = conv2d(x64.contiguous(kCL), w64, Tensor(), 1, 1);
+  CHECK(y64.suggest_memory_format() == kCL);
+  require_close(y64, conv2d(x64, w64, Tensor(), 1, 1), 0, 0, "f64 convolution");
 }
 
 TEST_CASE("ResNet-20 trains the same on channels-last input", "[ops][nn]") {
