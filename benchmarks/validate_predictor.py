@@ -73,8 +73,9 @@ def main():
     link = fit_local(args.bin)
     print(f"local backend at world 2: {link['latency_us']:.0f} us per ring step, "
           f"{link['bandwidth_gbs']:.2f} GB/s", file=sys.stderr)
-    # Each repeat profiles and predicts, then measures every world size right after, so a
-    # prediction is compared with runs from the same minutes of this shared machine.
+    # Each repeat measures, for every world size in turn, the slowdown, the prediction and the
+    # DDP run one after another, so each prediction meets a run from the same minute of this
+    # shared machine.
     rows = {w: {"world": w, "predicted_runs_ms": [], "measured_runs_ms": [], "compute_scale_runs": []}
             for w in range(1, args.max_world + 1)}
     profiles = []

@@ -153,10 +153,18 @@ __global__ void bn_backward_input_kernel(T* dx, T* dr, const T* dy, const T* x, 
 // slices in order. The slice count depends on the shape only, so the order of summation does.
 constexpr int kLanes = cuda::kThreads / 32;
 
-int64_t nhwc_slices(int64_t rows, int64_t channels) {
-  const int64_t groups = (channels + 31) / 32;
-  return std::max<int64_t>(1, std::min<int64_t>((rows + 63) / 64, (1024 + groups - 1) / groups));
-}
+// The N x S rows of an (N, C, S) tensor cut into slices: enough blocks to fill a large GPU, none
+// with fewer than 64 rows.
+struct NhwcSlices {
+  int64_t rows, slices;
+  dim3 grid;  // (groups of 32 channels, slices)
+  NhwcSlices(int64_t n, const NcsLayout& l) : rows(n * l.s) {
+    const int64_t groups = (l.channels + 31) / 32;
+    slices = std::max<int64_t>(
+        1, std::min<int64_t>((rows + 63) / 64, (1024 + groups - 1) / groups));
+    grid = dim3(static_cast<unsigned>(groups), static_cast<unsigned>(slices));
+  }
+};
 
 // f(row, c, acc) adds row's terms for channel c to acc[0..K).
 template <int K, typename P, typename F>
@@ -266,15 +274,14 @@ void batch_norm_stats(const Tensor& mean, const Tensor& var, const Tensor& in) {
       return;
     }
     // Channels innermost: the mean, then the mean square deviation from it, each in two steps.
-    const int64_t rows = n * l.s, slices = nhwc_slices(rows, c);
-    Tensor partial = make_tensor({slices * c}, mean.dtype(), in.device());
-    const dim3 grid(static_cast<unsigned>((c + 31) / 32), static_cast<unsigned>(slices));
+    const NhwcSlices sl(n, l);
+    Tensor partial = make_tensor({sl.slices * c}, mean.dtype(), in.device());
     auto pass = [&](P* out, const P* mu) {
-      bn_nhwc_sums_kernel<T, P><<<grid, cuda::kThreads, 0, stream>>>(
-          ptr<P>(partial), ptr<const T>(in), mu, rows, c, slices);
+      bn_nhwc_sums_kernel<T, P><<<sl.grid, cuda::kThreads, 0, stream>>>(
+          ptr<P>(partial), ptr<const T>(in), mu, sl.rows, c, sl.slices);
       cuda::check_launch("batch_norm_stats (slices)");
       bn_nhwc_finish_kernel<P><<<cuda::grid_for(c), cuda::kThreads, 0, stream>>>(
-          out, ptr<const P>(partial), c, slices, P(1) / static_cast<P>(rows));
+          out, ptr<const P>(partial), c, sl.slices, P(1) / static_cast<P>(sl.rows));
       cuda::check_launch("batch_norm_stats (channels)");
     };
     pass(ptr<P>(mean), nullptr);
@@ -323,15 +330,14 @@ void batch_norm_backward(const Tensor& grad_in, const Tensor& grad_weight,
           ptr<const P>(mean), ptr<const P>(invstd), n, l);
       cuda::check_launch("batch_norm_backward (sums)");
     } else {
-      const int64_t rows = n * s, slices = nhwc_slices(rows, c);
-      Tensor partial = make_tensor({2 * slices * c}, mean.dtype(), in.device());
-      const dim3 grid(static_cast<unsigned>((c + 31) / 32), static_cast<unsigned>(slices));
-      bn_nhwc_backward_sums_kernel<T, P><<<grid, cuda::kThreads, 0, stream>>>(
+      const NhwcSlices sl(n, l);
+      Tensor partial = make_tensor({2 * sl.slices * c}, mean.dtype(), in.device());
+      bn_nhwc_backward_sums_kernel<T, P><<<sl.grid, cuda::kThreads, 0, stream>>>(
           ptr<P>(partial), ptr<const T>(grad_out), ptr<const T>(in), maybe<T>(out),
-          ptr<const P>(mean), rows, c, slices);
+          ptr<const P>(mean), sl.rows, c, sl.slices);
       cuda::check_launch("batch_norm_backward (slices)");
       bn_nhwc_backward_finish_kernel<P><<<cuda::grid_for(c), cuda::kThreads, 0, stream>>>(
-          sum_dy, sum_dy_xmu, gw, gb, ptr<const P>(partial), ptr<const P>(invstd), c, slices);
+          sum_dy, sum_dy_xmu, gw, gb, ptr<const P>(partial), ptr<const P>(invstd), c, sl.slices);
       cuda::check_launch("batch_norm_backward (channels)");
     }
     if (!grad_in.defined() && !grad_residual.defined()) return;
@@ -339,8 +345,7 @@ void batch_norm_backward(const Tensor& grad_in, const Tensor& grad_weight,
         grad_in.defined() ? ptr<T>(grad_in) : nullptr,
         grad_residual.defined() ? ptr<T>(grad_residual) : nullptr, ptr<const T>(grad_out),
         ptr<const T>(in), maybe<T>(out), ptr<const P>(mean), ptr<const P>(invstd),
-        maybe<P>(weight), sum_dy, sum_dy_xmu, total, ncs_layout(in), static_cast<P>(n * s),
-        training);
+        maybe<P>(weight), sum_dy, sum_dy_xmu, total, l, static_cast<P>(n * s), training);
     cuda::check_launch("batch_norm_backward (input)");
   });
 }
