@@ -464,8 +464,10 @@ void direct_conv(float* y, const float* x, const std::vector<float>& wpacked, in
 constexpr bool kWinograd = kLanes == 8;
 // A sample's V at most (L2-sized: larger maps take the direct kernel).
 constexpr int64_t kWinogradMaxBytes = int64_t{2} << 20;
-// The GEMM's register tile: kGemmCo output channels x kGemmNV vectors of tiles.
-constexpr int kGemmCo = 4, kGemmNV = 2;
+// The GEMM's register tile: kGemmCo output channels x up to kGemmNV vectors of tiles (12 of the
+// 16 ymm registers accumulate; the last one or two vectors of a row take a narrower tile, so a
+// row is padded to whole vectors only).
+constexpr int kGemmCo = 4, kGemmNV = 3;  // winograd_gemm takes the last 1 or 2 vectors narrower
 
 // Transformed weights [xi][block of 8 output channels][ci][8]; flip_transpose as
 // pack_direct_weights.
@@ -506,8 +508,7 @@ struct WinogradGrid {
 WinogradGrid winograd_grid(int64_t ho, int64_t wo) {
   WinogradGrid t{ho, wo, (ho + 1) / 2, (wo + 1) / 2, 0, 0};
   t.tiles = t.th * t.tw;
-  const int64_t step = kGemmNV * kLanes;
-  t.stride = (t.tiles + step - 1) / step * step + kLanes;
+  t.stride = (t.tiles + kLanes - 1) / kLanes * kLanes + kLanes;
   return t;
 }
 
@@ -569,31 +570,43 @@ void winograd_input(float* v, const float* src, int64_t in_ch, int64_t hp, int64
       }
 }
 
+// M[o0 .. o0 + kGemmCo][q0 .. q0 + kNV * kLanes] of one xi = sum over c in order of
+// U[o][c] * V[c][tile] (ux: U of that xi, vx and mx: V and M of that xi).
+template <int kNV>
+void winograd_gemm_tile(float* mx, const float* vx, const float* ux, int64_t in_ch, int64_t stride,
+                        int64_t q0, int o0) {
+  VecF acc[kGemmCo][kNV];
+  for (int o = 0; o < kGemmCo; ++o)
+    for (int k = 0; k < kNV; ++k) acc[o][k] = vzero();
+  for (int64_t c = 0; c < in_ch; ++c) {
+    VecF x[kNV];
+    for (int k = 0; k < kNV; ++k) x[k] = vload(vx + c * stride + q0 + k * kLanes);
+    for (int o = 0; o < kGemmCo; ++o) {
+      const VecF w = vset1(ux[c * kDirectCo + o0 + o]);
+      for (int k = 0; k < kNV; ++k) acc[o][k] = vfma(w, x[k], acc[o][k]);
+    }
+  }
+  for (int o = 0; o < kGemmCo; ++o)
+    for (int k = 0; k < kNV; ++k) vstore(mx + (o0 + o) * stride + q0 + k * kLanes, acc[o][k]);
+}
+
 // M[xi][o][tile] = sum over c in order of U[xi][o][c] * V[xi][c][tile], for the 8 channels of
 // one block (ublock: that block's weights of xi = 0; xi's are u_stride apart).
 void winograd_gemm(float* m, const float* v, const float* ublock, int64_t u_stride,
                    int64_t in_ch, const WinogradGrid& t) {
+  const int64_t vectors = (t.tiles + kLanes - 1) / kLanes;
   for (int xi = 0; xi < 16; ++xi) {
     const float* vx = v + xi * in_ch * t.stride;
     const float* ux = ublock + xi * u_stride;
     float* mx = m + xi * kDirectCo * t.stride;
-    for (int64_t q0 = 0; q0 < t.tiles; q0 += kGemmNV * kLanes)
-      for (int o0 = 0; o0 < kDirectCo; o0 += kGemmCo) {
-        VecF acc[kGemmCo][kGemmNV];
-        for (int o = 0; o < kGemmCo; ++o)
-          for (int k = 0; k < kGemmNV; ++k) acc[o][k] = vzero();
-        for (int64_t c = 0; c < in_ch; ++c) {
-          VecF x[kGemmNV];
-          for (int k = 0; k < kGemmNV; ++k) x[k] = vload(vx + c * t.stride + q0 + k * kLanes);
-          for (int o = 0; o < kGemmCo; ++o) {
-            const VecF w = vset1(ux[c * kDirectCo + o0 + o]);
-            for (int k = 0; k < kGemmNV; ++k) acc[o][k] = vfma(w, x[k], acc[o][k]);
-          }
-        }
-        for (int o = 0; o < kGemmCo; ++o)
-          for (int k = 0; k < kGemmNV; ++k)
-            vstore(mx + (o0 + o) * t.stride + q0 + k * kLanes, acc[o][k]);
-      }
+    int64_t k0 = 0;
+    for (; k0 + kGemmNV <= vectors; k0 += kGemmNV)
+      for (int o0 = 0; o0 < kDirectCo; o0 += kGemmCo)
+        winograd_gemm_tile<kGemmNV>(mx, vx, ux, in_ch, t.stride, k0 * kLanes, o0);
+    for (int o0 = 0; o0 < kDirectCo; o0 += kGemmCo) {
+      if (vectors - k0 == 2) winograd_gemm_tile<2>(mx, vx, ux, in_ch, t.stride, k0 * kLanes, o0);
+      if (vectors - k0 == 1) winograd_gemm_tile<1>(mx, vx, ux, in_ch, t.stride, k0 * kLanes, o0);
+    }
   }
 }
 
