@@ -610,52 +610,69 @@ void winograd_gemm(float* m, const float* v, const float* ublock, int64_t u_stri
   }
 }
 
-// Writes lanes [0, n) of a and b interleaved, a0 b0 a1 b1 ..., without b's last lane when odd_end.
-// With spill, 2 * kLanes floats are written whatever n: the caller writes the extra ones later.
-// (Masked stores would not need that, but AMD's vmaskmovps to memory is microcoded and was the
-// output transform's hot spot.)
-void store_interleaved(float* dst, VecF a, VecF b, int64_t n, bool odd_end, bool spill) {
-  const int64_t count = 2 * n - (odd_end ? 1 : 0);
+// Writes the first `count` (<= 2 * kLanes) floats of a and b interleaved, a0 b0 a1 b1 ..., and
+// nothing past them: with AVX2 in pieces of 8, 4, 2 and 1 (a masked store would be one
+// instruction, but AMD's vmaskmovps to memory is microcoded and was the output transform's hot
+// spot).
+void store_interleaved(float* dst, VecF a, VecF b, int64_t count) {
 #if !defined(__AVX512F__)
-  if (count == 2 * kLanes || spill) {
-    const __m256 lo = _mm256_unpacklo_ps(a, b), hi = _mm256_unpackhi_ps(a, b);
-    _mm256_storeu_ps(dst, _mm256_permute2f128_ps(lo, hi, 0x20));
-    _mm256_storeu_ps(dst + 8, _mm256_permute2f128_ps(lo, hi, 0x31));
-    return;
+  const __m256 lo = _mm256_unpacklo_ps(a, b), hi = _mm256_unpackhi_ps(a, b);
+  const __m256 first = _mm256_permute2f128_ps(lo, hi, 0x20);
+  const __m256 second = _mm256_permute2f128_ps(lo, hi, 0x31);
+  __m256 rest = first;
+  if (count >= 8) {
+    _mm256_storeu_ps(dst, first);
+    if (count == 16) {
+      _mm256_storeu_ps(dst + 8, second);
+      return;
+    }
+    dst += 8, count -= 8, rest = second;
   }
-#endif
-  (void)spill;
+  __m128 part = _mm256_castps256_ps128(rest);
+  if (count >= 4) {
+    _mm_storeu_ps(dst, part);
+    dst += 4, count -= 4, part = _mm256_extractf128_ps(rest, 1);
+  }
+  if (count >= 2) {
+    _mm_storel_pi(reinterpret_cast<__m64*>(dst), part);
+    dst += 2, count -= 2, part = _mm_movehl_ps(part, part);
+  }
+  if (count == 1) _mm_store_ss(dst, part);
+#else
   alignas(64) float la[kLanes], lb[kLanes];
   vstore(la, a);
   vstore(lb, b);
   for (int64_t k = 0; k < count; ++k) dst[k] = k % 2 ? lb[k / 2] : la[k / 2];
+#endif
 }
 
-// y (n_out, ho, wo) = A^T M A per tile, A^T = [1 1 1 0; 0 1 -1 -1], dropping the outputs of the
-// last tile row and column that fall past an odd ho or wo.
+// y (n_out, ho, wo) = A^T M A per tile, A^T = [1 1 1 0; 0 1 -1 -1], both output rows of a tile
+// row from one pass over M, dropping the outputs of the last tile row and column that fall past
+// an odd ho or wo.
 void winograd_output(float* y, const float* m, int64_t n_out, const WinogradGrid& t) {
-  float* const end = y + n_out * t.ho * t.wo;
   const int64_t xi_row = 4 * kDirectCo * t.stride;  // from xi = 4a + k to 4(a + 1) + k
   for (int64_t o = 0; o < n_out; ++o)
     for (int64_t i = 0; i < t.th; ++i)
-      for (int a = 0; a < 2 && 2 * i + a < t.ho; ++a)  // output rows 2i, 2i + 1 in turn
-        for (int64_t j0 = 0; j0 < t.tw; j0 += kLanes) {
-          // Row a of A^T M, then its two columns: s[k] = M[0][k] + M[1][k] + M[2][k] (a = 0)
-          // or M[1][k] - M[2][k] - M[3][k] (a = 1).
-          VecF r[4];
-          for (int k = 0; k < 4; ++k) {
-            const float* mk = m + (k * kDirectCo + o) * t.stride + i * t.tw + j0;
-            const VecF m1 = vload(mk + xi_row), m2 = vload(mk + 2 * xi_row);
-            r[k] = a == 0 ? vadd(vadd(vload(mk), m1), m2)
-                          : vsub(vsub(m1, m2), vload(mk + 3 * xi_row));
-          }
-          const int64_t n = std::min<int64_t>(kLanes, t.tw - j0);
-          // Outputs are written in increasing address order, so a store may spill past the row
-          // into outputs still to come, as long as it stays inside this block's part of y.
-          float* dst = y + (o * t.ho + 2 * i + a) * t.wo + 2 * j0;
-          store_interleaved(dst, vadd(vadd(r[0], r[1]), r[2]), vsub(vsub(r[1], r[2]), r[3]), n,
-                            j0 + n == t.tw && t.wo % 2 == 1, dst + 2 * kLanes <= end);
+      for (int64_t j0 = 0; j0 < t.tw; j0 += kLanes) {
+        // Rows of A^T M, then their two columns: r0[k] = M[0][k] + M[1][k] + M[2][k],
+        // r1[k] = M[1][k] - M[2][k] - M[3][k].
+        VecF r0[4], r1[4];
+        for (int k = 0; k < 4; ++k) {
+          const float* mk = m + (k * kDirectCo + o) * t.stride + i * t.tw + j0;
+          const VecF m0 = vload(mk), m1 = vload(mk + xi_row), m2 = vload(mk + 2 * xi_row),
+                     m3 = vload(mk + 3 * xi_row);
+          r0[k] = vadd(vadd(m0, m1), m2);
+          r1[k] = vsub(vsub(m1, m2), m3);
         }
+        const int64_t n = std::min<int64_t>(kLanes, t.tw - j0);
+        const int64_t count = 2 * n - (j0 + n == t.tw && t.wo % 2 == 1 ? 1 : 0);
+        float* dst = y + (o * t.ho + 2 * i) * t.wo + 2 * j0;
+        store_interleaved(dst, vadd(vadd(r0[0], r0[1]), r0[2]), vsub(vsub(r0[1], r0[2]), r0[3]),
+                          count);
+        if (2 * i + 1 < t.ho)
+          store_interleaved(dst + t.wo, vadd(vadd(r1[0], r1[1]), r1[2]),
+                            vsub(vsub(r1[1], r1[2]), r1[3]), count);
+      }
 }
 
 // y (N, out_ch, ho, wo) = stride-1 conv of x (N, in_ch, h, w) padded by (ph, pw), with weights
@@ -721,6 +738,50 @@ void wgrad_channels(CacheLine* acc, const float* dyt, const float* xc, int64_t p
     for (int t = 0; t < 9; ++t) vstore(acc[c * 9 + t].v + lane0, a[c][t]);
 }
 
+// AVX2: all 16 output channels (two vectors) of kSets rows of taps, row s being row ki of input
+// channel c: its input row starts at xpad + xoff[s] (c * plane + ki * wp), its 3 accumulators at
+// acc + aoff[s] (c * 9 + ki * 3). Two rows keep 12 accumulators busy and load 2 dy vectors + 6
+// inputs for 12 FMAs, where wgrad_channels<1> on a half loads 1 + 9 for 9. Each accumulator sums
+// the positions in the same order as wgrad_channels: the same bits.
+template <int kSets>
+void wgrad_rows(CacheLine* acc, const float* dyt, const float* xpad, const int64_t (&xoff)[kSets],
+                const int64_t (&aoff)[kSets], int64_t wp, int64_t ho, int64_t wo, int64_t sh,
+                int64_t sw) {
+  constexpr int kHalves = kWgradCo / kLanes;
+  VecF a[kHalves][kSets * 3];
+  for (int h = 0; h < kHalves; ++h)
+    for (int t = 0; t < kSets * 3; ++t) a[h][t] = vload(acc[aoff[t / 3] + t % 3].v + h * kLanes);
+  for (int64_t oh = 0; oh < ho; ++oh)
+    for (int64_t ow = 0; ow < wo; ++ow) {
+      VecF d[kHalves];
+      for (int h = 0; h < kHalves; ++h) d[h] = vload(dyt + (oh * wo + ow) * kWgradCo + h * kLanes);
+      const float* base = xpad + oh * sh * wp + ow * sw;
+      for (int r = 0; r < kSets; ++r)
+        for (int kj = 0; kj < 3; ++kj) {
+          const VecF x = vset1(base[xoff[r] + kj]);
+          for (int h = 0; h < kHalves; ++h) a[h][r * 3 + kj] = vfma(d[h], x, a[h][r * 3 + kj]);
+        }
+    }
+  for (int h = 0; h < kHalves; ++h)
+    for (int t = 0; t < kSets * 3; ++t) vstore(acc[aoff[t / 3] + t % 3].v + h * kLanes, a[h][t]);
+}
+
+// wgrad_rows over every input channel: rows 0-1 of each, row 2 of two channels together.
+void wgrad_all_rows(CacheLine* acc, const float* dyt, const float* xpad, int64_t ci,
+                    int64_t plane, int64_t wp, int64_t ho, int64_t wo, int64_t sh, int64_t sw) {
+  for (int64_t c = 0; c < ci; c += 2) {
+    const int64_t x0 = c * plane, a0 = c * 9, x1 = x0 + plane, a1 = a0 + 9;
+    wgrad_rows<2>(acc, dyt, xpad, {x0, x0 + wp}, {a0, a0 + 3}, wp, ho, wo, sh, sw);
+    if (c + 1 == ci) {
+      wgrad_rows<1>(acc, dyt, xpad, {x0 + 2 * wp}, {a0 + 6}, wp, ho, wo, sh, sw);
+      break;
+    }
+    wgrad_rows<2>(acc, dyt, xpad, {x1, x1 + wp}, {a1, a1 + 3}, wp, ho, wo, sh, sw);
+    wgrad_rows<2>(acc, dyt, xpad, {x0 + 2 * wp, x1 + 2 * wp}, {a0 + 6, a1 + 6}, wp, ho, wo, sh,
+                  sw);
+  }
+}
+
 void direct_weight_grad(float* dw, const float* x, const float* dy, const Geometry& g,
                         const Conv2dParams& p) {
   const int64_t hp = g.h + 2 * p.pad_h, wp = g.w + 2 * p.pad_w, plane = hp * wp;
@@ -757,6 +818,10 @@ void direct_weight_grad(float* dw, const float* x, const float* dy, const Geomet
           for (int64_t o = 0; o < nco; ++o) {
             const float* src = dy + (s * g.co + co0 + o) * hw;
             for (int64_t q = 0; q < hw; ++q) dyt[q * kWgradCo + o] = src[q];
+          }
+          if (kLanes == 8) {
+            wgrad_all_rows(acc, dyt, xpad, g.ci, plane, wp, g.ho, g.wo, p.stride_h, p.stride_w);
+            continue;
           }
           for (int lane0 = 0; lane0 < kWgradCo; lane0 += kLanes) {
             int64_t c = 0;
