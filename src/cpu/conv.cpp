@@ -502,7 +502,7 @@ struct WinogradGrid {
   int64_t ho, wo;      // the output
   int64_t th, tw;      // 2x2 tiles down and across
   int64_t tiles;       // th * tw
-  int64_t stride;      // floats between rows of V or M: tiles rounded up for the GEMM, + slack
+  int64_t stride;      // floats between rows of V or M: tiles rounded up to whole vectors, + slack
 };
 
 WinogradGrid winograd_grid(int64_t ho, int64_t wo) {
@@ -709,8 +709,8 @@ void winograd_conv(float* y, const float* x, const std::vector<float>& u, int64_
 // --- weight gradient of 3x3 convolutions (any stride and padding), vectorized over 16 output
 // channels: dy of each sample is transposed to (position, channel), then for every output
 // position one dy vector multiplies 9 taps of two input channels broadcast from the padded input
-// (18 zmm accumulators; AVX2 takes the 16 channels as two halves of 8, one input channel at a
-// time: 9 ymm). Each weight is summed over positions in order, samples in at most
+// (18 zmm accumulators; AVX2 takes the 16 channels as two vectors and two rows of 3 taps at a
+// time: 12 ymm, wgrad_rows). Each weight is summed over positions in order, samples in at most
 // kWeightChunks fixed chunks combined in order.
 constexpr int64_t kWgradCo = 16;  // one CacheLine of output channels
 
@@ -782,6 +782,38 @@ void wgrad_all_rows(CacheLine* acc, const float* dyt, const float* xpad, int64_t
   }
 }
 
+// dst[q * 16 + o] = src[o * hw + q] for the nco (<= 16) rows of src, zero for rows past nco:
+// 8x8 blocks transposed in registers, the last hw % 8 positions and partial blocks one by one.
+void transpose_block(float* dst, const float* src, int64_t nco, int64_t hw) {
+  int64_t q = 0;
+  if (nco == kWgradCo)
+    for (; q + 8 <= hw; q += 8)
+      for (int64_t o0 = 0; o0 < kWgradCo; o0 += 8) {
+        __m256 r[8], t[8];
+        for (int k = 0; k < 8; ++k) r[k] = _mm256_loadu_ps(src + (o0 + k) * hw + q);
+        for (int k = 0; k < 8; k += 2) {
+          t[k] = _mm256_unpacklo_ps(r[k], r[k + 1]);
+          t[k + 1] = _mm256_unpackhi_ps(r[k], r[k + 1]);
+        }
+        for (int k = 0; k < 8; k += 4) {
+          r[k] = _mm256_shuffle_ps(t[k], t[k + 2], _MM_SHUFFLE(1, 0, 1, 0));
+          r[k + 1] = _mm256_shuffle_ps(t[k], t[k + 2], _MM_SHUFFLE(3, 2, 3, 2));
+          r[k + 2] = _mm256_shuffle_ps(t[k + 1], t[k + 3], _MM_SHUFFLE(1, 0, 1, 0));
+          r[k + 3] = _mm256_shuffle_ps(t[k + 1], t[k + 3], _MM_SHUFFLE(3, 2, 3, 2));
+        }
+        // r[k] (k < 4): rows o0..o0+3 at positions q + k (low half) and q + k + 4 (high half);
+        // r[k + 4]: the same of rows o0+4..o0+7
+        for (int k = 0; k < 4; ++k) {
+          _mm256_storeu_ps(dst + (q + k) * kWgradCo + o0,
+                           _mm256_permute2f128_ps(r[k], r[k + 4], 0x20));
+          _mm256_storeu_ps(dst + (q + k + 4) * kWgradCo + o0,
+                           _mm256_permute2f128_ps(r[k], r[k + 4], 0x31));
+        }
+      }
+  for (; q < hw; ++q)
+    for (int64_t o = 0; o < kWgradCo; ++o) dst[q * kWgradCo + o] = o < nco ? src[o * hw + q] : 0.0f;
+}
+
 void direct_weight_grad(float* dw, const float* x, const float* dy, const Geometry& g,
                         const Conv2dParams& p) {
   const int64_t hp = g.h + 2 * p.pad_h, wp = g.w + 2 * p.pad_w, plane = hp * wp;
@@ -814,11 +846,7 @@ void direct_weight_grad(float* dw, const float* x, const float* dy, const Geomet
           const int64_t co0 = b * kWgradCo, nco = std::min(kWgradCo, g.co - co0);
           CacheLine* acc = partial + (chunk * blocks + b) * g.ci * 9;
           // dy (co0..co0+16, positions) -> dyt (positions, 16), zero for channels past co
-          if (nco < kWgradCo) std::fill(dyt, dyt + hw * kWgradCo, 0.0f);
-          for (int64_t o = 0; o < nco; ++o) {
-            const float* src = dy + (s * g.co + co0 + o) * hw;
-            for (int64_t q = 0; q < hw; ++q) dyt[q * kWgradCo + o] = src[q];
-          }
+          transpose_block(dyt, dy + (s * g.co + co0) * hw, nco, hw);
           if (kLanes == 8) {
             wgrad_all_rows(acc, dyt, xpad, g.ci, plane, wp, g.ho, g.wo, p.stride_h, p.stride_w);
             continue;
