@@ -70,7 +70,9 @@ add_library(tandem::cuda_deps ALIAS tandem_cuda_deps)
 # on machines without a driver.
 target_link_libraries(tandem_cuda_deps INTERFACE CUDA::cudart ${CUBLAS_LIBRARY}
                       ${CUBLASLT_LIBRARY} ${CUDNN_LIBRARY} ${NCCL_LIBRARY})
-target_include_directories(tandem_cuda_deps INTERFACE ${CUBLAS_INCLUDE_DIR} ${CUBLASLT_INCLUDE_DIR}
-                           ${CUDNN_INCLUDE_DIR} ${NCCL_INCLUDE_DIR})
+# cuDNN's and NCCL's headers first: the toolkit's folder (cuBLAS's, when the toolkit has it) may
+# hold other copies of cudnn.h and nccl.h than those of the libraries found.
+target_include_directories(tandem_cuda_deps INTERFACE ${CUDNN_INCLUDE_DIR} ${NCCL_INCLUDE_DIR}
+                           ${CUBLAS_INCLUDE_DIR} ${CUBLASLT_INCLUDE_DIR})
 message(STATUS "tandem: CUDA backend on (cuBLAS ${CUBLAS_LIBRARY}, cuDNN ${CUDNN_LIBRARY}, "
                "NCCL ${NCCL_LIBRARY})")

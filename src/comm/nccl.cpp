@@ -487,6 +487,10 @@ class NcclComm final : public Communicator {
       if (group_->aborted() || Clock::now() > deadline) break;
       pause_after(i);
     }
+    // A query that found the event not ready leaves cudaErrorNotReady as this thread's last
+    // error, which the next kernel launch's check (the f16/bf16 widening) would report: q holds
+    // the outcome, so clear it.
+    (void)cudaGetLastError();
     cudaEventDestroy(gathered);
     if (q != cudaSuccess) {
       // `mine` and `all` must outlive the gather: stop the communicator before they go.

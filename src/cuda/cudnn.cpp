@@ -51,17 +51,21 @@ cudnnDataType_t data_type(DType t) {
   }
 }
 
-bool channels_last(const Tensor& t) {
-  return t.suggest_memory_format() == MemoryFormat::ChannelsLast;
-}
-cudnnTensorFormat_t format_of(const Tensor& t) {
-  return channels_last(t) ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
+// The layout of a whole call, decided once from the input as the op layer decided it (the
+// input, the output and their gradients all lie dense in it; f64 always row-major: cuDNN has no
+// NHWC f64 kernels). Not per tensor: where sizes fit both layouts (one channel, 1x1 maps) a
+// tensor's own strides may say the other one, and cuDNN takes no mix of NCHW and NHWC
+// descriptors in one call.
+cudnnTensorFormat_t call_format(const Tensor& in) {
+  return in.dtype() != DType::f64 && in.suggest_memory_format() == MemoryFormat::ChannelsLast
+             ? CUDNN_TENSOR_NHWC
+             : CUDNN_TENSOR_NCHW;
 }
 
-// The weights in the layout of the input they convolve: an NHWC copy for a channels-last input
-// (cuDNN's NHWC kernels take NHWC filters), else the row-major parameter itself.
-Tensor weight_for(const Tensor& weight, const Tensor& in) {
-  if (!channels_last(in)) return weight;
+// The weights in the call's layout: an NHWC copy for NHWC (cuDNN's NHWC kernels take NHWC
+// filters), else the row-major parameter itself.
+Tensor weight_for(const Tensor& weight, cudnnTensorFormat_t format) {
+  if (format != CUDNN_TENSOR_NHWC) return weight;
   Tensor w =
       make_tensor(weight.shape(), weight.dtype(), weight.device(), MemoryFormat::ChannelsLast);
   kernels::copy(w, weight);
@@ -79,8 +83,8 @@ struct TensorDesc {
                                                   static_cast<int>(c), static_cast<int>(h),
                                                   static_cast<int>(w)));
   }
-  explicit TensorDesc(const Tensor& t)
-      : TensorDesc(t.dtype(), t.size(0), t.size(1), t.size(2), t.size(3), format_of(t)) {}
+  TensorDesc(const Tensor& t, cudnnTensorFormat_t format)
+      : TensorDesc(t.dtype(), t.size(0), t.size(1), t.size(2), t.size(3), format) {}
   ~TensorDesc() { cudnnDestroyTensorDescriptor(d); }
   TensorDesc(const TensorDesc&) = delete;
   TensorDesc& operator=(const TensorDesc&) = delete;
@@ -88,10 +92,10 @@ struct TensorDesc {
 
 struct FilterDesc {
   cudnnFilterDescriptor_t d = nullptr;
-  explicit FilterDesc(const Tensor& w) {
+  FilterDesc(const Tensor& w, cudnnTensorFormat_t format) {
     TANDEM_CUDNN_CHECK(cudnnCreateFilterDescriptor(&d));
     TANDEM_CUDNN_CHECK(cudnnSetFilter4dDescriptor(
-        d, data_type(w.dtype()), format_of(w), static_cast<int>(w.size(0)),
+        d, data_type(w.dtype()), format, static_cast<int>(w.size(0)),
         static_cast<int>(w.size(1)), static_cast<int>(w.size(2)), static_cast<int>(w.size(3))));
   }
   ~FilterDesc() { cudnnDestroyFilterDescriptor(d); }
@@ -122,9 +126,10 @@ struct ConvDesc {
 enum class Direction { forward, backward_data, backward_filter };
 using Key = std::tuple<int, Direction, DType, bool, std::vector<int64_t>>;
 
-Key key_of(Direction dir, const Tensor& x, const Tensor& w, const kernels::Conv2dParams& p) {
+Key key_of(Direction dir, const Tensor& x, const Tensor& w, const kernels::Conv2dParams& p,
+           cudnnTensorFormat_t format) {
   return {x.device().index(), dir, x.dtype(), allow_tf32_conv(),
-          {channels_last(x) ? 1 : 0, x.size(0), x.size(1), x.size(2), x.size(3), w.size(0),
+          {format == CUDNN_TENSOR_NHWC ? 1 : 0, x.size(0), x.size(1), x.size(2), x.size(3), w.size(0),
            w.size(1), w.size(2), w.size(3), p.stride_h, p.stride_w, p.pad_h, p.pad_w, p.dil_h,
            p.dil_w, p.groups, g_benchmark.load() ? 1 : 0}};
 }
@@ -215,12 +220,13 @@ void conv2d_forward(const Tensor& out, const Tensor& in, const Tensor& weight_in
                     const Tensor& bias, const kernels::Conv2dParams& p) {
   if (out.numel() == 0) return;
   Setup s(in.device().index());
-  const Tensor weight = weight_for(weight_in, in);
-  TensorDesc x(in), y(out);
-  FilterDesc w(weight);
+  const cudnnTensorFormat_t format = call_format(in);
+  const Tensor weight = weight_for(weight_in, format);
+  TensorDesc x(in, format), y(out, format);
+  FilterDesc w(weight, format);
   ConvDesc conv(p, in.dtype());
   const Choice c = choose<cudnnConvolutionFwdAlgoPerf_t>(
-      key_of(Direction::forward, in, weight, p), in.device(), [&] {
+      key_of(Direction::forward, in, weight, p, format), in.device(), [&] {
         std::vector<cudnnConvolutionFwdAlgoPerf_t> perf(kAlgos);
         int n = 0;
         if (g_benchmark) {
@@ -242,30 +248,54 @@ void conv2d_forward(const Tensor& out, const Tensor& in, const Tensor& weight_in
       s.h, k.one(), x.d, in.raw_data(), w.d, weight.raw_data(), conv.d,
       static_cast<cudnnConvolutionFwdAlgo_t>(c.algo), ws.defined() ? ws.raw_data() : nullptr,
       c.workspace, k.zero(), y.d, out.raw_data()));
-  if (bias.defined()) {
+  if (bias.defined() && bias.dtype() == DType::bf16) {
+    // cuDNN's tensor addition is not documented for bf16: tandem's own broadcast add.
+    const Tensor b = make_tensor(bias.storage(), out.shape(), {0, 1, 0, 0}, bias.storage_offset(),
+                                 bias.dtype());
+    kernels::binary(out, kernels::BinaryOp::add, kernels::OpArgs{1.0}, out, b);
+  } else if (bias.defined()) {
     TensorDesc b(bias.dtype(), 1, bias.size(0), 1, 1);
     TANDEM_CUDNN_CHECK(cudnnAddTensor(s.h, k.one(), b.d, bias.raw_data(), k.one(), y.d,
                                       out.raw_data()));
   }
 }
 
+// grad_bias = dy summed over (N, H, W) per channel, in f32: dy copied channel-major into f32
+// scratch, then one row sum per channel (for bf16, as the bias addition).
+void bias_grad_by_rows(const Tensor& grad_bias, const Tensor& grad_out) {
+  const int64_t n = grad_out.size(0), c = grad_out.size(1), hw = grad_out.size(2) * grad_out.size(3);
+  const Tensor rows = make_tensor({c, n * hw}, DType::f32, grad_out.device());
+  kernels::copy(make_tensor(rows.storage(), grad_out.shape(), {hw, n * hw, grad_out.size(3), 1},
+                            0, DType::f32),
+                grad_out);
+  const Tensor sums = make_tensor({c}, DType::f32, grad_out.device());
+  kernels::reduce_rows(sums, kernels::ReduceOp::sum, rows, c, n * hw);
+  kernels::copy(grad_bias, sums);
+}
+
 void conv2d_backward(const Tensor& grad_out, const Tensor& in, const Tensor& weight_in,
                      const Tensor& grad_in, const Tensor& grad_weight_out, const Tensor& grad_bias,
                      const kernels::Conv2dParams& p) {
+  if (in.size(0) == 0) {  // an empty batch: no contribution (cuDNN rejects n = 0)
+    if (grad_weight_out.defined()) kernels::fill(grad_weight_out, 0.0);
+    if (grad_bias.defined()) kernels::fill(grad_bias, 0.0);
+    return;
+  }
   Setup s(in.device().index());
-  const Tensor weight = weight_for(weight_in, in);
+  const cudnnTensorFormat_t format = call_format(in);
+  const Tensor weight = weight_for(weight_in, format);
   // The filter gradient in the filter's layout, copied into the row-major one at the end.
-  const Tensor grad_weight = grad_weight_out.defined() && channels_last(in)
+  const Tensor grad_weight = grad_weight_out.defined() && format == CUDNN_TENSOR_NHWC
                                  ? make_tensor(weight.shape(), weight.dtype(), weight.device(),
                                                MemoryFormat::ChannelsLast)
                                  : grad_weight_out;
-  TensorDesc x(in), dy(grad_out);
-  FilterDesc w(weight);
+  TensorDesc x(in, format), dy(grad_out, format);
+  FilterDesc w(weight, format);
   ConvDesc conv(p, in.dtype());
   const Scalars k(in.dtype());
   if (grad_in.defined() && grad_in.numel() > 0) {
     const Choice c = choose<cudnnConvolutionBwdDataAlgoPerf_t>(
-        key_of(Direction::backward_data, in, weight, p), in.device(), [&] {
+        key_of(Direction::backward_data, in, weight, p, format), in.device(), [&] {
           std::vector<cudnnConvolutionBwdDataAlgoPerf_t> perf(kAlgos);
           int n = 0;
           if (g_benchmark) {
@@ -289,7 +319,8 @@ void conv2d_backward(const Tensor& grad_out, const Tensor& in, const Tensor& wei
   }
   if (grad_weight.defined() && grad_weight.numel() > 0) {
     const Choice c = choose<cudnnConvolutionBwdFilterAlgoPerf_t>(
-        key_of(Direction::backward_filter, in, weight, p), in.device(), [&] {
+        key_of(Direction::backward_filter, in, weight, p, format),
+        in.device(), [&] {
           std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> perf(kAlgos);
           int n = 0;
           if (g_benchmark) {
@@ -313,7 +344,9 @@ void conv2d_backward(const Tensor& grad_out, const Tensor& in, const Tensor& wei
         grad_weight.raw_data()));
     if (!grad_weight.is_same(grad_weight_out)) kernels::copy(grad_weight_out, grad_weight);
   }
-  if (grad_bias.defined() && grad_bias.numel() > 0) {
+  if (grad_bias.defined() && grad_bias.numel() > 0 && grad_bias.dtype() == DType::bf16) {
+    bias_grad_by_rows(grad_bias, grad_out);
+  } else if (grad_bias.defined() && grad_bias.numel() > 0) {
     TensorDesc db(grad_bias.dtype(), 1, grad_bias.size(0), 1, 1);
     TANDEM_CUDNN_CHECK(cudnnConvolutionBackwardBias(s.h, k.one(), dy.d, grad_out.raw_data(),
                                                     k.zero(), db.d, grad_bias.raw_data()));

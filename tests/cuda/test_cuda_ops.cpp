@@ -352,6 +352,7 @@ TEST_CASE("CUDA convolutions through cuDNN match the CPU, forward and backward",
       {"1x1 stride 2 (shortcut)", {2, 4, 8, 8}, {8, 4, 1, 1}, 2, 0, 1, 1},
       {"7x7 stride 2 pad 3 (stem)", {1, 3, 15, 15}, {5, 3, 7, 7}, 2, 3, 1, 1},
       {"dilated, grouped", {2, 4, 10, 10}, {6, 2, 3, 3}, 1, 2, 2, 2},
+      {"empty batch", {0, 3, 9, 8}, {4, 3, 3, 3}, 1, 1, 1, 1},
   };
   for (DType dt : kFloats) {
     for (const Case& c : cases) {

@@ -135,6 +135,21 @@ TEST_CASE("matmul matches a naive triple loop for transposed operands", "[ops]")
   CHECK(worst < 1e-10);
 }
 
+TEST_CASE("conv2d on an empty batch: an empty result, zero weight and bias gradients", "[ops]") {
+  for (DType dt : {DType::f32, DType::f64}) {
+    INFO("dtype " << dt);
+    Tensor x = zeros({0, 3, 9, 8}, TensorOptions(dt)).set_requires_grad();
+    Tensor w = ones({4, 3, 3, 3}, TensorOptions(dt)).set_requires_grad();
+    Tensor b = ones({4}, TensorOptions(dt)).set_requires_grad();
+    Tensor y = conv2d(x, w, b, 1, 1);
+    REQUIRE(y.shape() == Shape{0, 4, 9, 8});
+    sum(y).backward();
+    REQUIRE(x.grad().shape() == x.shape());
+    require_close(w.grad(), zeros({4, 3, 3, 3}, TensorOptions(dt)), 0, 0, "weight gradient");
+    require_close(b.grad(), zeros({4}, TensorOptions(dt)), 0, 0, "bias gradient");
+  }
+}
+
 TEST_CASE("f32 convolution paths agree with the f64 reference path", "[ops]") {
   // f32 3x3 convolutions of stride 1 and 2 take direct kernels on AVX-512 and AVX2 machines (on
   // AVX2, stride 1 takes Winograd F(2x2, 3x3) unless the map is large: the 100x100 case); f64
