@@ -129,9 +129,9 @@ using Key = std::tuple<int, Direction, DType, bool, std::vector<int64_t>>;
 Key key_of(Direction dir, const Tensor& x, const Tensor& w, const kernels::Conv2dParams& p,
            cudnnTensorFormat_t format) {
   return {x.device().index(), dir, x.dtype(), allow_tf32_conv(),
-          {format == CUDNN_TENSOR_NHWC ? 1 : 0, x.size(0), x.size(1), x.size(2), x.size(3), w.size(0),
-           w.size(1), w.size(2), w.size(3), p.stride_h, p.stride_w, p.pad_h, p.pad_w, p.dil_h,
-           p.dil_w, p.groups, g_benchmark.load() ? 1 : 0}};
+          {format == CUDNN_TENSOR_NHWC ? 1 : 0, x.size(0), x.size(1), x.size(2), x.size(3),
+           w.size(0), w.size(1), w.size(2), w.size(3), p.stride_h, p.stride_w, p.pad_h, p.pad_w,
+           p.dil_h, p.dil_w, p.groups, g_benchmark.load() ? 1 : 0}};
 }
 
 // An algorithm is ranked together with a math type, and cuDNN runs the kernel of the pair the
@@ -263,7 +263,8 @@ void conv2d_forward(const Tensor& out, const Tensor& in, const Tensor& weight_in
 // grad_bias = dy summed over (N, H, W) per channel, in f32: dy copied channel-major into f32
 // scratch, then one row sum per channel (for bf16, as the bias addition).
 void bias_grad_by_rows(const Tensor& grad_bias, const Tensor& grad_out) {
-  const int64_t n = grad_out.size(0), c = grad_out.size(1), hw = grad_out.size(2) * grad_out.size(3);
+  const int64_t n = grad_out.size(0), c = grad_out.size(1);
+  const int64_t hw = grad_out.size(2) * grad_out.size(3);
   const Tensor rows = make_tensor({c, n * hw}, DType::f32, grad_out.device());
   kernels::copy(make_tensor(rows.storage(), grad_out.shape(), {hw, n * hw, grad_out.size(3), 1},
                             0, DType::f32),
