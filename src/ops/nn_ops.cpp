@@ -18,8 +18,11 @@ void check_non_negative(Int2 v, const char* op, const char* what) {
                v.w, ")");
 }
 
+// floor((in + 2p - d (k - 1) - 1) / s) + 1, as torch computes it: rounding toward minus
+// infinity, so a window larger than the padded input gives 0 (C++'s division would give 1).
 int64_t out_size(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d) {
-  return (in + 2 * p - d * (k - 1) - 1) / s + 1;
+  const int64_t span = in + 2 * p - d * (k - 1) - 1;
+  return (span >= 0 ? span / s : -((-span + s - 1) / s)) + 1;
 }
 
 // Runs a 4-D op on a 3-D (C, H, W) input by adding and removing the batch dim.

@@ -30,6 +30,13 @@ TEST_CASE("shape errors", "[errors]") {
         "batch_norm: expected more than 1 value per channel when training, got input of shape (1, 3)");
   CHECK(error_of([] { max_pool2d(zeros({1, 1, 4, 4}), 2, 2, 2); }) ==
         "max_pool2d: padding should be at most half of the kernel size, got padding (2, 2) for kernel (2, 2)");
+  // A window larger than the input: no output (torch's floor division), not one clipped window.
+  CHECK(error_of([] { max_pool2d(zeros({1, 3, 2, 2}), 3); }) ==
+        "max_pool2d: output size would be (0, 0) for input (1, 3, 2, 2); the input is too small "
+        "for the kernel");
+  CHECK(error_of([] { avg_pool2d(zeros({1, 3, 2, 5}), 3, 1); }) ==
+        "avg_pool2d: output size would be (0, 3) for input (1, 3, 2, 5); the input is too small "
+        "for the kernel");
   CHECK(error_of([] { cross_entropy(zeros({4, 3}), zeros({5}, DType::i64)); }) ==
         "cross_entropy: target must be (4,) for input (4, 3), got (5,)");
   CHECK(error_of([] { mse_loss(zeros({2}), zeros({3})); }) ==
