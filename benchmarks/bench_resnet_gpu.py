@@ -83,13 +83,22 @@ def torch_run(args):
             "img_per_s": args.batch * 1000 / step, "peak_allocated_bytes": torch.cuda.max_memory_allocated()}
 
 
+def run_json(cmd):
+    """Runs one side; its last stdout line is its JSON. When it fails, shows why (its stderr and
+    stdout, which capturing would otherwise hide) and stops."""
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        tail = "\n".join((proc.stderr.strip() + "\n" + proc.stdout.strip()).strip().splitlines()[-40:])
+        sys.exit(f"{' '.join(cmd)} failed with exit status {proc.returncode}:\n{tail}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
 def tandem_run(args):
     cmd = [os.path.join(args.bin, "bench_resnet"), "--device", "cuda", "--model", "resnet50",
            "--batch", str(args.batch), "--channels", "3", "--size", str(args.size),
            "--steps", str(args.steps), "--warmup", str(args.warmup), "--precision", args.precision,
            "--threads", "4"] + (["--channels-last"] if args.tandem_layout == "nhwc" else [])
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-    return json.loads(out.strip().splitlines()[-1])
+    return run_json(cmd)
 
 
 def main():
@@ -108,8 +117,7 @@ def main():
     runs, start = [], time.time()
     for r in range(args.repeats):
         # PyTorch in a child process, so each side has the GPU to itself and its own allocator.
-        pt = json.loads(subprocess.run([sys.executable, __file__, "--torch-child", json.dumps(vars(args))],
-                                       check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1])
+        pt = run_json([sys.executable, __file__, "--torch-child", json.dumps(vars(args))])
         t = tandem_run(args)
         runs.append({"tandem": t, "pytorch": pt, "ratio": t["img_per_s"] / pt["img_per_s"],
                      "memory_ratio": t["peak_allocated_bytes"] / pt["peak_allocated_bytes"]})
