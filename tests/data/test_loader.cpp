@@ -392,3 +392,16 @@ TEST_CASE("crop_flip_normalize against its closed form, bad augment_on_device se
   CHECK_THAT(error_of([&] { numbered(4)->get_bytes(0, nullptr); }),
              Catch::Contains("images are f32, not u8 bytes"));
 }
+
+TEST_CASE("an empty dataset gives epochs of no batches, a batch larger than the dataset one "
+          "batch (none with drop_last)", "[data]") {
+  DataLoader empty_loader(numbered(0), DistributedSampler(0), LoaderOptions().batch_size(4));
+  CHECK(empty_loader.num_batches() == 0);
+  CHECK(epoch_batches(empty_loader, 0).empty());
+  DataLoader one(numbered(3), DistributedSampler(3, 0, 1, false), LoaderOptions().batch_size(8));
+  CHECK(epoch_batches(one, 0) ==
+        std::vector<std::vector<float>>{{0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2}});  // images 0-2
+  DataLoader none(numbered(3), DistributedSampler(3), LoaderOptions().batch_size(8).drop_last(true));
+  CHECK(none.num_batches() == 0);
+  CHECK(epoch_batches(none, 0).empty());
+}

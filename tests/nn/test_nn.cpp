@@ -383,3 +383,22 @@ TEST_CASE("OrderedDict keeps insertion order through lookups, updates and erasur
              }),
              Catch::Contains("key 'x' given twice"));
 }
+
+TEST_CASE("an empty batch through ResNet-20: empty logits and zero gradients in evaluation, the "
+          "batch-statistics error in training", "[nn]") {
+  auto model = resnet20(ResNetOptions().in_channels(1));
+  Tensor x = zeros({0, 1, 28, 28});
+  model->eval();
+  Tensor logits = model->forward(x);
+  REQUIRE(logits.shape() == Shape{0, 10});
+  sum(logits).backward();
+  for (const auto& [name, p] : model->named_parameters()) {
+    INFO(name);
+    REQUIRE(p.grad().defined());
+    require_close(p.grad(), zeros(p.shape()), 0, 0, name);
+  }
+  model->train();
+  CHECK(error_of([&] { model->forward(x); }) ==
+        "batch_norm_relu: expected more than 1 value per channel when training, got input of "
+        "shape (0, 16, 28, 28)");
+}
