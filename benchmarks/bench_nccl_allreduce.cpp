@@ -48,10 +48,13 @@ int main(int argc, char** argv) {
     allreduce(bytes / 4);
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   });
-  std::printf("{\"backend\": \"nccl-raw\", \"world\": %d, \"sizes\": [%s]}\n", n, rows.c_str());
   for (int d = 0; d < n; ++d) {
     ncclCommDestroy(comms[d]);
     cudaFree(bufs[d]);
   }
+  // After the teardown: whatever NCCL prints (its messages go to stdout) comes before the JSON,
+  // which bench_allreduce.py reads as the last line.
+  std::printf("{\"backend\": \"nccl-raw\", \"world\": %d, \"sizes\": [%s]}\n", n, rows.c_str());
+  std::fflush(stdout);
   return 0;
 }

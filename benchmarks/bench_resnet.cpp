@@ -42,7 +42,9 @@ int main(int argc, char** argv) {
   const Device device = device_name == "cuda" ? Device("cuda:0") : kCPU;
   const bool low = precision != "f32";
   const DType low_dtype = precision == "f16" ? DType::f16 : DType::bf16;
-  auto model = nn::resnet_by_name(model_name, nn::ResNetOptions().in_channels(channels));
+  // 10 classes for every model, as the PyTorch peers (bench_resnet.py, bench_resnet_gpu.py).
+  auto model =
+      nn::resnet_by_name(model_name, nn::ResNetOptions().in_channels(channels).num_classes(10));
   model->to(device);
   optim::SGD opt(optim::weight_decay_groups(*model, 5e-4),
                  optim::SGDOptions().lr(0.05).momentum(0.9).nesterov(true));

@@ -133,6 +133,10 @@ step configure 120 cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release \
 step build 300 cmake --build build-gpu --target tandem_tests tandem-resnet bench_resnet \
   bench_allreduce bench_nccl_allreduce bench_gpu_ops || exit 1
 step gpu_tests 150 build-gpu/tests/tandem_tests "[cuda],[nccl],[gpu]" --durations yes
+if [ "$gpus" -lt 2 ]; then
+  echo "note: one GPU, so the nccl and DDP tests ran at world size 1 (no reduction across ranks)" \
+    "and the nccl fault tests, which need two GPUs, returned without testing" | tee -a "$summary"
+fi
 # Real u8 data when carried (the GPU data path); else synthetic images (f32: host transforms).
 data_args=(--data-dir "$carry/fashion-mnist")
 [ -d "$carry/fashion-mnist" ] || data_args=(--dataset synthetic --synthetic-size 38400)

@@ -740,9 +740,10 @@ std::shared_ptr<Communicator> make_nccl_communicator(NcclOptions options) {
               std::to_string(device);
   }
   std::strncpy(mine.problem, problem.c_str(), sizeof(mine.problem) - 1);
-  Tensor mine_t = empty({int64_t{sizeof(Record)}}, DType::u8);
+  const TensorOptions host = TensorOptions(DType::u8).device(kCPU);  // written and read here
+  Tensor mine_t = empty({int64_t{sizeof(Record)}}, host);
   std::memcpy(mine_t.raw_data(), &mine, sizeof(Record));
-  Tensor all_t = empty({int64_t{sizeof(Record)} * world}, DType::u8);
+  Tensor all_t = empty({int64_t{sizeof(Record)} * world}, host);
   boot->allgather(all_t, mine_t).wait();
   std::vector<Record> all(world);
   std::memcpy(all.data(), all_t.raw_data(), sizeof(Record) * world);

@@ -272,3 +272,17 @@ TEST_CASE("new tensors take the current context's device unless one is asked for
   CHECK(TensorOptions().device() == kCPU);
   CHECK(zeros({2}).device() == kCPU);
 }
+
+TEST_CASE("from_vector builds on the CPU whatever the context's device", "[core]") {
+  // A GPU rank's thread runs under a CUDA context; from_vector writes its values from the host,
+  // so its tensor must not follow the context there (no GPU is touched: streams are lazy).
+  ExecutionContext on_gpu(Device(DeviceType::cuda, 0));
+  ContextGuard guard(on_gpu);
+  REQUIRE(TensorOptions().device() == Device(DeviceType::cuda, 0));  // what the others follow
+  Tensor f = from_vector<float>({1.5f, -2.0f});
+  CHECK(f.device() == kCPU);
+  CHECK(f.to_vector<float>() == std::vector<float>{1.5f, -2.0f});
+  Tensor b = from_vector<bool>({true, false, true});
+  CHECK(b.device() == kCPU);
+  CHECK(b.to_vector<bool>() == std::vector<bool>{true, false, true});
+}

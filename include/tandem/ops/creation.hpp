@@ -46,7 +46,9 @@ Tensor from_vector(const std::vector<T>& values, Shape shape) {
   if (shape.empty() && values.size() != 1) shape = {static_cast<int64_t>(values.size())};
   TANDEM_CHECK(numel_of(shape) == static_cast<int64_t>(values.size()), "from_vector: ",
                values.size(), " values do not fill shape ", shape_str(shape));
-  Tensor t = empty(shape, dtype_of<T>::value);
+  // On the CPU whatever the calling context's device: a GPU rank's thread would otherwise get
+  // device memory here, written from the host.
+  Tensor t = empty(shape, TensorOptions(dtype_of<T>::value).device(kCPU));
   T* dst = t.data_ptr<T>();
   for (size_t i = 0; i < values.size(); ++i) dst[i] = values[i];
   return t;
@@ -57,7 +59,7 @@ inline Tensor from_vector<bool>(const std::vector<bool>& values, Shape shape) {
   if (shape.empty() && values.size() != 1) shape = {static_cast<int64_t>(values.size())};
   TANDEM_CHECK(numel_of(shape) == static_cast<int64_t>(values.size()), "from_vector: ",
                values.size(), " values do not fill shape ", shape_str(shape));
-  Tensor t = empty(shape, DType::boolean);
+  Tensor t = empty(shape, TensorOptions(DType::boolean).device(kCPU));
   bool* dst = t.data_ptr<bool>();
   for (size_t i = 0; i < values.size(); ++i) dst[i] = values[i];
   return t;
