@@ -6,6 +6,7 @@ inline namespace TANDEM_CPU_NAMESPACE {
 namespace {
 
 using elementwise::binary_loop;
+using elementwise::dispatch_for_functor;
 using elementwise::stored_t;
 
 void binary(const Tensor& out, BinaryOp op, const OpArgs& args, const Tensor& a,
@@ -17,11 +18,7 @@ void binary(const Tensor& out, BinaryOp op, const OpArgs& args, const Tensor& a,
       using R = stored_t<decltype(f), T, decltype(f(A{}, A{}))>;
       binary_loop<R, T>(out, a, b, f);
     };
-    if constexpr (accepts_integers<decltype(f)>::value) {
-      dispatch_dtype(a.dtype(), "binary (cpu)", body);
-    } else {
-      dispatch_dtype<DTypeSet::floating>(a.dtype(), "binary (cpu)", body);
-    }
+    dispatch_for_functor<decltype(f)>(a.dtype(), "binary (cpu)", body);
   });
 }
 

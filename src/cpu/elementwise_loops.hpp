@@ -100,6 +100,17 @@ void binary_loop(const Tensor& out, const Tensor& a, const Tensor& b, Op op) {
 template <typename F, typename T, typename Result>
 using stored_t = std::conditional_t<std::is_same_v<Result, bool>, bool, T>;
 
+// Runs body(T{}) for `dtype`: every dtype when functor F accepts integers, else the floating
+// ones (dispatch_dtype's error names `what` for the others).
+template <typename F, typename Body>
+void dispatch_for_functor(DType dtype, const char* what, Body&& body) {
+  if constexpr (accepts_integers<F>::value) {
+    dispatch_dtype(dtype, what, body);
+  } else {
+    dispatch_dtype<DTypeSet::floating>(dtype, what, body);
+  }
+}
+
 }  // namespace elementwise
 }  // namespace TANDEM_CPU_NAMESPACE
 }  // namespace tandem::kernels::cpu

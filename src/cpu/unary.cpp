@@ -5,6 +5,7 @@ namespace tandem::kernels::cpu {
 inline namespace TANDEM_CPU_NAMESPACE {
 namespace {
 
+using elementwise::dispatch_for_functor;
 using elementwise::stored_t;
 using elementwise::unary_loop;
 
@@ -15,11 +16,7 @@ void unary(const Tensor& out, UnaryOp op, const OpArgs& args, const Tensor& in) 
       using R = stored_t<decltype(f), T, decltype(f(acc_type<T>{}))>;
       unary_loop<R, T>(out, in, f);
     };
-    if constexpr (accepts_integers<decltype(f)>::value) {
-      dispatch_dtype(in.dtype(), "unary (cpu)", body);
-    } else {
-      dispatch_dtype<DTypeSet::floating>(in.dtype(), "unary (cpu)", body);
-    }
+    dispatch_for_functor<decltype(f)>(in.dtype(), "unary (cpu)", body);
   });
 }
 
