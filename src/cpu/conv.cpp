@@ -718,16 +718,16 @@ bool use_direct_weight_grad(const Geometry& g, const Conv2dParams& p) {
   return g.kh == 3 && g.kw == 3 && p.dil_h == 1 && p.dil_w == 1 && p.groups == 1;
 }
 
-// Lanes [lane0, lane0 + kLanes) of the 16 channels of `acc` and `dyt`.
+// AVX-512: the 16 channels of `acc` and `dyt` in one vector, kCi input channels at a time.
 template <int kCi>
 void wgrad_channels(CacheLine* acc, const float* dyt, const float* xc, int64_t plane, int64_t wp,
-                    int64_t ho, int64_t wo, int64_t sh, int64_t sw, int lane0) {
+                    int64_t ho, int64_t wo, int64_t sh, int64_t sw) {
   VecF a[kCi][9];
   for (int c = 0; c < kCi; ++c)
-    for (int t = 0; t < 9; ++t) a[c][t] = vload(acc[c * 9 + t].v + lane0);
+    for (int t = 0; t < 9; ++t) a[c][t] = vload(acc[c * 9 + t].v);
   for (int64_t oh = 0; oh < ho; ++oh)
     for (int64_t ow = 0; ow < wo; ++ow) {
-      const VecF d = vload(dyt + (oh * wo + ow) * kWgradCo + lane0);
+      const VecF d = vload(dyt + (oh * wo + ow) * kWgradCo);
       const float* base = xc + oh * sh * wp + ow * sw;
       for (int c = 0; c < kCi; ++c)
         for (int ki = 0; ki < 3; ++ki)
@@ -735,14 +735,14 @@ void wgrad_channels(CacheLine* acc, const float* dyt, const float* xc, int64_t p
             a[c][ki * 3 + kj] = vfma(d, vset1(base[c * plane + ki * wp + kj]), a[c][ki * 3 + kj]);
     }
   for (int c = 0; c < kCi; ++c)
-    for (int t = 0; t < 9; ++t) vstore(acc[c * 9 + t].v + lane0, a[c][t]);
+    for (int t = 0; t < 9; ++t) vstore(acc[c * 9 + t].v, a[c][t]);
 }
 
 // AVX2: all 16 output channels (two vectors) of kSets rows of taps, row s being row ki of input
 // channel c: its input row starts at xpad + xoff[s] (c * plane + ki * wp), its 3 accumulators at
 // acc + aoff[s] (c * 9 + ki * 3). Two rows keep 12 accumulators busy and load 2 dy vectors + 6
-// inputs for 12 FMAs, where wgrad_channels<1> on a half loads 1 + 9 for 9. Each accumulator sums
-// the positions in the same order as wgrad_channels: the same bits.
+// inputs for 12 FMAs, where 8 channels of one input channel's 9 taps load 1 + 9 for 9. Each
+// accumulator sums the positions in the same order as wgrad_channels: the same bits.
 template <int kSets>
 void wgrad_rows(CacheLine* acc, const float* dyt, const float* xpad, const int64_t (&xoff)[kSets],
                 const int64_t (&aoff)[kSets], int64_t wp, int64_t ho, int64_t wo, int64_t sh,
@@ -847,19 +847,16 @@ void direct_weight_grad(float* dw, const float* x, const float* dy, const Geomet
           CacheLine* acc = partial + (chunk * blocks + b) * g.ci * 9;
           // dy (co0..co0+16, positions) -> dyt (positions, 16), zero for channels past co
           transpose_block(dyt, dy + (s * g.co + co0) * hw, nco, hw);
-          if (kLanes == 8) {
+          if constexpr (kLanes == 8) {
             wgrad_all_rows(acc, dyt, xpad, g.ci, plane, wp, g.ho, g.wo, p.stride_h, p.stride_w);
-            continue;
-          }
-          for (int lane0 = 0; lane0 < kWgradCo; lane0 += kLanes) {
+          } else {  // two input channels at a time: 18 of the 32 zmm registers
             int64_t c = 0;
-            if (kLanes == 16)  // two input channels: 18 of the 32 zmm registers
-              for (; c + 2 <= g.ci; c += 2)
-                wgrad_channels<2>(acc + c * 9, dyt, xpad + c * plane, plane, wp, g.ho, g.wo,
-                                  p.stride_h, p.stride_w, lane0);
+            for (; c + 2 <= g.ci; c += 2)
+              wgrad_channels<2>(acc + c * 9, dyt, xpad + c * plane, plane, wp, g.ho, g.wo,
+                                p.stride_h, p.stride_w);
             for (; c < g.ci; ++c)
               wgrad_channels<1>(acc + c * 9, dyt, xpad + c * plane, plane, wp, g.ho, g.wo,
-                                p.stride_h, p.stride_w, lane0);
+                                p.stride_h, p.stride_w);
           }
         }
       }
