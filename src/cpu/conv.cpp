@@ -910,11 +910,6 @@ void conv2d_forward(const Tensor& out, const Tensor& in, const Tensor& weight, c
 void conv2d_backward(const Tensor& grad_out, const Tensor& in, const Tensor& weight,
                      const Tensor& grad_in, const Tensor& grad_weight, const Tensor& grad_bias,
                      const Conv2dParams& p) {
-  if (in.size(0) == 0) {  // an empty batch: no contribution (the kernels below assume samples)
-    if (grad_weight.defined()) kernels::fill(grad_weight, 0.0);
-    if (grad_bias.defined()) kernels::fill(grad_bias, 0.0);
-    return;
-  }
 #if defined(TANDEM_DIRECT_CONV)
   const Geometry g = geometry(in, weight, grad_out, p.groups);
   if (in.dtype() == DType::f32 && use_direct_weight_grad(g, p)) {

@@ -277,11 +277,6 @@ void bias_grad_by_rows(const Tensor& grad_bias, const Tensor& grad_out) {
 void conv2d_backward(const Tensor& grad_out, const Tensor& in, const Tensor& weight_in,
                      const Tensor& grad_in, const Tensor& grad_weight_out, const Tensor& grad_bias,
                      const kernels::Conv2dParams& p) {
-  if (in.size(0) == 0) {  // an empty batch: no contribution (cuDNN rejects n = 0)
-    if (grad_weight_out.defined()) kernels::fill(grad_weight_out, 0.0);
-    if (grad_bias.defined()) kernels::fill(grad_bias, 0.0);
-    return;
-  }
   Setup s(in.device().index());
   const cudnnTensorFormat_t format = call_format(in);
   const Tensor weight = weight_for(weight_in, format);

@@ -55,7 +55,8 @@ struct Conv2dParams {
 extern Stub<void (*)(const Tensor& out, const Tensor& in, const Tensor& weight,
                      const Tensor& bias, const Conv2dParams& p)>
     conv2d_forward;
-/// Any of grad_in, grad_weight, grad_bias may be undefined (not wanted).
+/// Any of grad_in, grad_weight, grad_bias may be undefined (not wanted); in has at least one
+/// sample (the op answers an empty batch itself).
 extern Stub<void (*)(const Tensor& grad_out, const Tensor& in, const Tensor& weight,
                      const Tensor& grad_in, const Tensor& grad_weight, const Tensor& grad_bias,
                      const Conv2dParams& p)>

@@ -100,6 +100,11 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Int
                      Tensor gw = need_w ? empty_like(w) : Tensor();
                      Tensor gb = need_b ? empty({w.size(0)}, TensorOptions(w.dtype()).device(w.device()))
                                         : Tensor();
+                     if (x.size(0) == 0) {  // an empty batch contributes nothing
+                       if (need_w) gw.zero_();
+                       if (need_b) gb.zero_();
+                       return {gx, gw, gb};
+                     }
                      kernels::conv2d_backward(g.contiguous(format), x, w, gx, gw, gb, p);
                      return {gx, gw, gb};
                    });
