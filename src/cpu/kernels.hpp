@@ -27,7 +27,8 @@ Tensor contiguous_as(const Tensor& t, DType dtype);
 /// registered for f16/bf16 widens each narrow tensor argument into f32 scratch, runs the f32
 /// kernel, and narrows the arguments marked in kOutputs (bit i = argument i) back. The op layer
 /// never sees the f32 copies: the narrow tensor reaches the kernel, as it does on CUDA.
-/// With kRowMajor, tensors in another layout (channels-last) reach it as row-major copies too.
+/// The copies keep a channels-last argument's layout; with kRowMajor, tensors in another layout
+/// reach the kernel as row-major copies instead (and f32/f64 ones are copied too).
 template <auto kKernel, uint32_t kOutputs, bool kRowMajor>
 struct ThroughF32;
 
@@ -53,8 +54,12 @@ struct ThroughF32<kKernel, kOutputs, kRowMajor> {
     if constexpr (std::is_same_v<std::decay_t<A>, Tensor>) {
       if (!needs_copy(a)) return a;
       const DType dtype = is_reduced_float(a.dtype()) ? DType::f32 : a.dtype();
-      if (output) return make_tensor(a.shape(), dtype, a.device());
-      return contiguous_as(a, dtype);
+      // A channels-last argument stays so (the kernel reads the layout off its arguments, and
+      // one it does not copy, such as pooling's indices, keeps its own).
+      Tensor wide = make_tensor(a.shape(), dtype, a.device(),
+                                kRowMajor ? MemoryFormat::Contiguous : a.suggest_memory_format());
+      if (!output) copy(wide, a);
+      return wide;
     } else {
       return a;
     }

@@ -1,6 +1,6 @@
-// CUDA batch norm over (N, C, S) and 2-d pooling over (planes, H, W), the CPU backend's
-// semantics (src/cpu/norm.cpp, src/cpu/pool.cpp): f16/bf16 load and compute in f32 with f32
-// statistics and parameters, f64 in f64. Per-channel sums are a block per channel; every backward
+// CUDA batch norm over (N, C, S) and 2-d pooling over (N, C, H, W), the CPU backend's
+// semantics (src/cpu/norm.cpp; pooling's index math and sums are src/kernels/pool.hpp, which the
+// CPU runs too): f16/bf16 load and compute in f32 with f32 statistics and parameters, f64 in f64. Per-channel sums are a block per channel; every backward
 // gathers (each input element sums the outputs it fed), so no atomics and one order per run.
 // Batch norm's tensors are row-major (N, C, S) or all channels-last, (N, S, C) in memory; the
 // latter's per-channel sums are coalesced: a warp reads 32 neighbouring channels of a row.
@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "../kernels/kernels.hpp"
+#include "../kernels/pool.hpp"
 #include "loops.cuh"
 #include "tandem/kernels/functors.hpp"
 
@@ -350,150 +351,67 @@ void batch_norm_backward(const Tensor& grad_in, const Tensor& grad_weight,
   });
 }
 
-// --- pooling over (planes, H, W) -----------------------------------------------------------------
-struct PoolGeometry {
-  int64_t planes, h, w, ho, wo;
+// --- pooling: src/kernels/pool.hpp's math, one thread per element written ---------------------
+template <typename C>
+struct Load {
+  template <typename T>
+  __device__ __forceinline__ C operator()(T v) const { return convert<C>(v); }
 };
-PoolGeometry geometry(const Tensor& in, const Tensor& out) {
-  const int64_t nd = in.dim();
-  return {in.numel() / (in.size(nd - 2) * in.size(nd - 1)), in.size(nd - 2), in.size(nd - 1),
-          out.size(nd - 2), out.size(nd - 1)};
-}
 
-__device__ __forceinline__ int64_t adaptive_start(int64_t i, int64_t in, int64_t out) {
-  return (i * in) / out;
-}
-__device__ __forceinline__ int64_t adaptive_end(int64_t i, int64_t in, int64_t out) {
-  return ((i + 1) * in + out - 1) / out;
-}
-
-// The first maximum of the window in scan order; a NaN wins (the last one, as PyTorch's).
 template <typename T>
-__global__ void max_pool_kernel(T* y, int64_t* indices, const T* x, PoolGeometry g,
-                                Pool2dParams p) {
+__global__ void max_pool_kernel(T* y, int64_t* indices, const T* x, pool::Geometry g,
+                                Pool2dParams p, int64_t count) {
   using C = compute_t<T>;
-  TANDEM_CUDA_LOOP(o, g.planes * g.ho * g.wo) {
-    const int64_t ow = o % g.wo, oh = o / g.wo % g.ho, plane = o / (g.wo * g.ho);
-    const T* xp = x + plane * g.h * g.w;
-    C best = C(0);
-    int64_t best_i = -1;
-    for (int64_t ki = 0; ki < p.kh; ++ki) {
-      const int64_t ih = oh * p.stride_h - p.pad_h + ki * p.dil_h;
-      if (ih < 0 || ih >= g.h) continue;
-      for (int64_t kj = 0; kj < p.kw; ++kj) {
-        const int64_t iw = ow * p.stride_w - p.pad_w + kj * p.dil_w;
-        if (iw < 0 || iw >= g.w) continue;
-        const C v = convert<C>(xp[ih * g.w + iw]);
-        if (best_i < 0 || v > best || v != v) {
-          best = v;
-          best_i = ih * g.w + iw;
-        }
-      }
-    }
-    y[o] = convert<T>(best_i < 0 ? C(-INFINITY) : best);
-    indices[o] = best_i;
-  }
-}
-
-// Output rows (or columns) whose window, at kernel offset k, covers input row i: o * stride -
-// pad + k * dil == i.
-template <typename F>
-__device__ __forceinline__ void covering(int64_t i, int64_t k_size, int64_t stride, int64_t pad,
-                                         int64_t dil, int64_t outputs, F&& f) {
-  for (int64_t k = k_size - 1; k >= 0; --k) {  // rising o: the CPU's order of summation
-    const int64_t t = i + pad - k * dil;
-    if (t < 0 || t % stride != 0) continue;
-    const int64_t o = t / stride;
-    if (o < outputs) f(o);
+  TANDEM_CUDA_LOOP(o, count) {
+    y[o] = convert<T>(pool::max_window<C>(x, g, p, pool::site(g, o, g.ho, g.wo), indices[o],
+                                          Load<C>{}));
   }
 }
 
 template <typename T>
 __global__ void max_pool_backward_kernel(T* dx, const T* dy, const int64_t* indices,
-                                         PoolGeometry g, Pool2dParams p) {
+                                         pool::Geometry g, Pool2dParams p, int64_t count) {
   using C = compute_t<T>;
-  TANDEM_CUDA_LOOP(i, g.planes * g.h * g.w) {
-    const int64_t iw = i % g.w, ih = i / g.w % g.h, plane = i / (g.w * g.h);
-    const int64_t here = ih * g.w + iw, base = plane * g.ho * g.wo;
-    C s = 0;
-    covering(ih, p.kh, p.stride_h, p.pad_h, p.dil_h, g.ho, [&](int64_t oh) {
-      covering(iw, p.kw, p.stride_w, p.pad_w, p.dil_w, g.wo, [&](int64_t ow) {
-        const int64_t o = base + oh * g.wo + ow;
-        if (indices[o] == here) s += convert<C>(dy[o]);
-      });
-    });
-    dx[i] = convert<T>(s);
-  }
-}
-
-// count_include_pad: the divisor is the window size.
-template <typename T>
-__global__ void avg_pool_kernel(T* y, const T* x, PoolGeometry g, Pool2dParams p) {
-  using C = compute_t<T>;
-  const C inv = C(1) / C(p.kh * p.kw);
-  TANDEM_CUDA_LOOP(o, g.planes * g.ho * g.wo) {
-    const int64_t ow = o % g.wo, oh = o / g.wo % g.ho, plane = o / (g.wo * g.ho);
-    const T* xp = x + plane * g.h * g.w;
-    C s = 0;
-    for (int64_t ki = 0; ki < p.kh; ++ki) {
-      const int64_t ih = oh * p.stride_h - p.pad_h + ki;
-      if (ih < 0 || ih >= g.h) continue;
-      for (int64_t kj = 0; kj < p.kw; ++kj) {
-        const int64_t iw = ow * p.stride_w - p.pad_w + kj;
-        if (iw >= 0 && iw < g.w) s += convert<C>(xp[ih * g.w + iw]);
-      }
-    }
-    y[o] = convert<T>(s * inv);
+  TANDEM_CUDA_LOOP(i, count) {
+    dx[i] = convert<T>(
+        pool::max_gradient<C>(dy, indices, g, p, pool::site(g, i, g.h, g.w), Load<C>{}));
   }
 }
 
 template <typename T>
-__global__ void avg_pool_backward_kernel(T* dx, const T* dy, PoolGeometry g, Pool2dParams p) {
+__global__ void avg_pool_kernel(T* y, const T* x, pool::Geometry g, Pool2dParams p,
+                                int64_t count) {
   using C = compute_t<T>;
-  const C inv = C(1) / C(p.kh * p.kw);
-  TANDEM_CUDA_LOOP(i, g.planes * g.h * g.w) {
-    const int64_t iw = i % g.w, ih = i / g.w % g.h, plane = i / (g.w * g.h);
-    const T* dyp = dy + plane * g.ho * g.wo;
-    C s = 0;
-    covering(ih, p.kh, p.stride_h, p.pad_h, 1, g.ho, [&](int64_t oh) {
-      covering(iw, p.kw, p.stride_w, p.pad_w, 1, g.wo,
-               [&](int64_t ow) { s += convert<C>(dyp[oh * g.wo + ow]) * inv; });
-    });
-    dx[i] = convert<T>(s);
+  TANDEM_CUDA_LOOP(o, count) {
+    y[o] = convert<T>(pool::avg_window<C>(x, g, p, pool::site(g, o, g.ho, g.wo), Load<C>{}));
   }
 }
 
 template <typename T>
-__global__ void adaptive_avg_pool_kernel(T* y, const T* x, PoolGeometry g) {
+__global__ void avg_pool_backward_kernel(T* dx, const T* dy, pool::Geometry g, Pool2dParams p,
+                                         int64_t count) {
   using C = compute_t<T>;
-  TANDEM_CUDA_LOOP(o, g.planes * g.ho * g.wo) {
-    const int64_t ow = o % g.wo, oh = o / g.wo % g.ho, plane = o / (g.wo * g.ho);
-    const T* xp = x + plane * g.h * g.w;
-    const int64_t h0 = adaptive_start(oh, g.h, g.ho), h1 = adaptive_end(oh, g.h, g.ho);
-    const int64_t w0 = adaptive_start(ow, g.w, g.wo), w1 = adaptive_end(ow, g.w, g.wo);
-    C s = 0;
-    for (int64_t ih = h0; ih < h1; ++ih)
-      for (int64_t iw = w0; iw < w1; ++iw) s += convert<C>(xp[ih * g.w + iw]);
-    y[o] = convert<T>(s / C((h1 - h0) * (w1 - w0)));
+  TANDEM_CUDA_LOOP(i, count) {
+    dx[i] = convert<T>(pool::avg_gradient<C>(dy, g, p, pool::site(g, i, g.h, g.w), Load<C>{}));
   }
 }
 
 template <typename T>
-__global__ void adaptive_avg_pool_backward_kernel(T* dx, const T* dy, PoolGeometry g) {
+__global__ void adaptive_avg_pool_kernel(T* y, const T* x, pool::Geometry g, int64_t count) {
   using C = compute_t<T>;
-  TANDEM_CUDA_LOOP(i, g.planes * g.h * g.w) {
-    const int64_t iw = i % g.w, ih = i / g.w % g.h, plane = i / (g.w * g.h);
-    const T* dyp = dy + plane * g.ho * g.wo;
-    C s = 0;
-    for (int64_t oh = 0; oh < g.ho; ++oh) {
-      const int64_t h0 = adaptive_start(oh, g.h, g.ho), h1 = adaptive_end(oh, g.h, g.ho);
-      if (ih < h0 || ih >= h1) continue;
-      for (int64_t ow = 0; ow < g.wo; ++ow) {
-        const int64_t w0 = adaptive_start(ow, g.w, g.wo), w1 = adaptive_end(ow, g.w, g.wo);
-        if (iw >= w0 && iw < w1) s += convert<C>(dyp[oh * g.wo + ow]) / C((h1 - h0) * (w1 - w0));
-      }
-    }
-    dx[i] = convert<T>(s);
+  TANDEM_CUDA_LOOP(o, count) {
+    y[o] = convert<T>(
+        pool::adaptive_avg_window<C>(x, g, pool::site(g, o, g.ho, g.wo), Load<C>{}));
+  }
+}
+
+template <typename T>
+__global__ void adaptive_avg_pool_backward_kernel(T* dx, const T* dy, pool::Geometry g,
+                                                  int64_t count) {
+  using C = compute_t<T>;
+  TANDEM_CUDA_LOOP(i, count) {
+    dx[i] = convert<T>(
+        pool::adaptive_avg_gradient<C>(dy, g, pool::site(g, i, g.h, g.w), Load<C>{}));
   }
 }
 
@@ -510,60 +428,62 @@ void launch_pool(const Tensor& like, int64_t count, const char* what, Launch lau
 
 void max_pool2d_forward(const Tensor& out, const Tensor& indices, const Tensor& in,
                         const Pool2dParams& p) {
-  const PoolGeometry g = geometry(in, out);
+  const pool::Geometry g = pool::geometry(in, out);
   launch_pool(in, out.numel(), "max_pool2d (cuda)", [&](auto t, unsigned blocks, cudaStream_t s) {
     using T = decltype(t);
     max_pool_kernel<<<blocks, cuda::kThreads, 0, s>>>(ptr<T>(out), ptr<int64_t>(indices),
-                                                      ptr<const T>(in), g, p);
+                                                      ptr<const T>(in), g, p, out.numel());
   });
 }
 
 void max_pool2d_backward(const Tensor& grad_in, const Tensor& grad_out, const Tensor& indices,
                          const Pool2dParams& p) {
-  const PoolGeometry g = geometry(grad_in, grad_out);
+  const pool::Geometry g = pool::geometry(grad_in, grad_out);
   launch_pool(grad_in, grad_in.numel(), "max_pool2d_backward (cuda)",
               [&](auto t, unsigned blocks, cudaStream_t s) {
                 using T = decltype(t);
                 max_pool_backward_kernel<<<blocks, cuda::kThreads, 0, s>>>(
-                    ptr<T>(grad_in), ptr<const T>(grad_out), ptr<const int64_t>(indices), g, p);
+                    ptr<T>(grad_in), ptr<const T>(grad_out), ptr<const int64_t>(indices), g, p,
+                    grad_in.numel());
               });
 }
 
 void avg_pool2d_forward(const Tensor& out, const Tensor& in, const Pool2dParams& p) {
-  const PoolGeometry g = geometry(in, out);
+  const pool::Geometry g = pool::geometry(in, out);
   launch_pool(in, out.numel(), "avg_pool2d (cuda)", [&](auto t, unsigned blocks, cudaStream_t s) {
     using T = decltype(t);
-    avg_pool_kernel<<<blocks, cuda::kThreads, 0, s>>>(ptr<T>(out), ptr<const T>(in), g, p);
+    avg_pool_kernel<<<blocks, cuda::kThreads, 0, s>>>(ptr<T>(out), ptr<const T>(in), g, p,
+                                                      out.numel());
   });
 }
 
 void avg_pool2d_backward(const Tensor& grad_in, const Tensor& grad_out, const Pool2dParams& p) {
-  const PoolGeometry g = geometry(grad_in, grad_out);
+  const pool::Geometry g = pool::geometry(grad_in, grad_out);
   launch_pool(grad_in, grad_in.numel(), "avg_pool2d_backward (cuda)",
               [&](auto t, unsigned blocks, cudaStream_t s) {
                 using T = decltype(t);
                 avg_pool_backward_kernel<<<blocks, cuda::kThreads, 0, s>>>(
-                    ptr<T>(grad_in), ptr<const T>(grad_out), g, p);
+                    ptr<T>(grad_in), ptr<const T>(grad_out), g, p, grad_in.numel());
               });
 }
 
 void adaptive_avg_pool2d_forward(const Tensor& out, const Tensor& in) {
-  const PoolGeometry g = geometry(in, out);
+  const pool::Geometry g = pool::geometry(in, out);
   launch_pool(in, out.numel(), "adaptive_avg_pool2d (cuda)",
               [&](auto t, unsigned blocks, cudaStream_t s) {
                 using T = decltype(t);
-                adaptive_avg_pool_kernel<<<blocks, cuda::kThreads, 0, s>>>(ptr<T>(out),
-                                                                           ptr<const T>(in), g);
+                adaptive_avg_pool_kernel<<<blocks, cuda::kThreads, 0, s>>>(
+                    ptr<T>(out), ptr<const T>(in), g, out.numel());
               });
 }
 
 void adaptive_avg_pool2d_backward(const Tensor& grad_in, const Tensor& grad_out) {
-  const PoolGeometry g = geometry(grad_in, grad_out);
+  const pool::Geometry g = pool::geometry(grad_in, grad_out);
   launch_pool(grad_in, grad_in.numel(), "adaptive_avg_pool2d_backward (cuda)",
               [&](auto t, unsigned blocks, cudaStream_t s) {
                 using T = decltype(t);
                 adaptive_avg_pool_backward_kernel<<<blocks, cuda::kThreads, 0, s>>>(
-                    ptr<T>(grad_in), ptr<const T>(grad_out), g);
+                    ptr<T>(grad_in), ptr<const T>(grad_out), g, grad_in.numel());
               });
 }
 

@@ -81,7 +81,9 @@ extern Stub<void (*)(const Tensor& grad_in, const Tensor& grad_weight, const Ten
                      const Tensor& weight, bool training)>
     batch_norm_backward;
 
-// --- pooling: contiguous (N*C, H, W) planes --------------------------------------------------
+// --- pooling: (N, C, H, W) tensors, all of a call's row-major or all channels-last (the
+// layout the first argument's suggest_memory_format() names); indices are plane-local ih * W + iw,
+// laid out as the output -----------------------------------------------------------------------
 struct Pool2dParams {
   int64_t kh, kw, stride_h, stride_w, pad_h, pad_w, dil_h, dil_w;
 };

@@ -34,7 +34,7 @@ Tensor with_batch_dim(const Tensor& input, const char* op, F&& f) {
   return f(input);
 }
 
-// Pooling, SyncBatchNorm and f64 convolutions compute row-major; a channels-last input's result
+// SyncBatchNorm and f64 convolutions compute row-major; a channels-last input's result
 // is handed back channels-last (a differentiable copy), as PyTorch's ops keep the layout.
 Tensor in_format_of(const Tensor& input, const Tensor& out) {
   return input.suggest_memory_format() == MemoryFormat::ChannelsLast && out.dim() == 4
@@ -349,6 +349,8 @@ kernels::Pool2dParams pool_params(const Tensor& x, Int2 k, Int2 stride, Int2 pad
 
 }  // namespace
 
+// Pooling runs in the input's layout: a channels-last input is pooled as it lies (no transposes
+// on either device) into a channels-last result, indices and gradient.
 Tensor max_pool2d(const Tensor& input, Int2 kernel_size, Int2 stride, Int2 padding, Int2 dilation) {
   check_defined(input, "max_pool2d", "input");
   check_inputs({input}, "max_pool2d");
@@ -357,17 +359,17 @@ Tensor max_pool2d(const Tensor& input, Int2 kernel_size, Int2 stride, Int2 paddi
     int64_t ho, wo;
     auto p = pool_params(in, kernel_size, stride, padding, dilation, "max_pool2d", ho, wo);
     kernels::max_pool2d_forward.at(in, "max_pool2d");
-    Tensor x = in.contiguous().detach();
-    Tensor out = empty({in.size(0), in.size(1), ho, wo}, TensorOptions(in.dtype()).device(in.device()));
-    Tensor idx = empty(out.shape(), TensorOptions(DType::i64).device(in.device()));
-    kernels::max_pool2d_forward(out, idx, x, p);
-    Shape in_shape = in.shape();
-    autograd::record("max_pool2d", {in}, out, [idx, in_shape, p](const Tensor& g) -> std::vector<Tensor> {
-      Tensor gx = empty(in_shape, TensorOptions(g.dtype()).device(g.device()));
-      kernels::max_pool2d_backward(gx, g.contiguous(), idx, p);
-      return {gx};
+    const MemoryFormat format = in.suggest_memory_format();
+    const Shape out_shape{in.size(0), in.size(1), ho, wo}, in_shape = in.shape();
+    Tensor out = make_tensor(out_shape, in.dtype(), in.device(), format);
+    Tensor idx = make_tensor(out_shape, DType::i64, in.device(), format);
+    kernels::max_pool2d_forward(out, idx, in.contiguous(format).detach(), p);
+    autograd::record("max_pool2d", {in}, out, [idx, in_shape, format, p](const Tensor& g) {
+      Tensor gx = make_tensor(in_shape, g.dtype(), g.device(), format);
+      kernels::max_pool2d_backward(gx, g.contiguous(format), idx, p);
+      return std::vector<Tensor>{gx};
     });
-    return in_format_of(in, out);
+    return out;
   });
 }
 
@@ -379,15 +381,16 @@ Tensor avg_pool2d(const Tensor& input, Int2 kernel_size, Int2 stride, Int2 paddi
     int64_t ho, wo;
     auto p = pool_params(in, kernel_size, stride, padding, 1, "avg_pool2d", ho, wo);
     kernels::avg_pool2d_forward.at(in, "avg_pool2d");
-    Tensor out = empty({in.size(0), in.size(1), ho, wo}, TensorOptions(in.dtype()).device(in.device()));
-    kernels::avg_pool2d_forward(out, in.contiguous().detach(), p);
-    Shape in_shape = in.shape();
-    autograd::record("avg_pool2d", {in}, out, [p, in_shape](const Tensor& g) -> std::vector<Tensor> {
-      Tensor gx = empty(in_shape, TensorOptions(g.dtype()).device(g.device()));
-      kernels::avg_pool2d_backward(gx, g.contiguous(), p);
-      return {gx};
+    const MemoryFormat format = in.suggest_memory_format();
+    const Shape in_shape = in.shape();
+    Tensor out = make_tensor({in.size(0), in.size(1), ho, wo}, in.dtype(), in.device(), format);
+    kernels::avg_pool2d_forward(out, in.contiguous(format).detach(), p);
+    autograd::record("avg_pool2d", {in}, out, [in_shape, format, p](const Tensor& g) {
+      Tensor gx = make_tensor(in_shape, g.dtype(), g.device(), format);
+      kernels::avg_pool2d_backward(gx, g.contiguous(format), p);
+      return std::vector<Tensor>{gx};
     });
-    return in_format_of(in, out);
+    return out;
   });
 }
 
@@ -400,16 +403,17 @@ Tensor adaptive_avg_pool2d(const Tensor& input, Int2 output_size) {
     TANDEM_CHECK(in.size(2) > 0 && in.size(3) > 0, "adaptive_avg_pool2d: input ",
                  shape_str(in.shape()), " has an empty spatial dim");
     kernels::adaptive_avg_pool2d_forward.at(in, "adaptive_avg_pool2d");
-    Tensor out = empty({in.size(0), in.size(1), output_size.h, output_size.w},
-                       TensorOptions(in.dtype()).device(in.device()));
-    kernels::adaptive_avg_pool2d_forward(out, in.contiguous().detach());
-    Shape in_shape = in.shape();
-    autograd::record("adaptive_avg_pool2d", {in}, out, [in_shape](const Tensor& g) -> std::vector<Tensor> {
-      Tensor gx = empty(in_shape, TensorOptions(g.dtype()).device(g.device()));
-      kernels::adaptive_avg_pool2d_backward(gx, g.contiguous());
-      return {gx};
+    const MemoryFormat format = in.suggest_memory_format();
+    const Shape in_shape = in.shape();
+    Tensor out = make_tensor({in.size(0), in.size(1), output_size.h, output_size.w}, in.dtype(),
+                             in.device(), format);
+    kernels::adaptive_avg_pool2d_forward(out, in.contiguous(format).detach());
+    autograd::record("adaptive_avg_pool2d", {in}, out, [in_shape, format](const Tensor& g) {
+      Tensor gx = make_tensor(in_shape, g.dtype(), g.device(), format);
+      kernels::adaptive_avg_pool2d_backward(gx, g.contiguous(format));
+      return std::vector<Tensor>{gx};
     });
-    return in_format_of(in, out);
+    return out;
   });
 }
 

@@ -417,6 +417,19 @@ TEST_CASE("CUDA channels-last convolutions (cuDNN's NHWC) match the CPU's row-ma
                   h = layout_kept(batch_norm_relu(h, Tensor(), Tensor(), Tensor(), Tensor(), true));
                   return layout_kept(max_pool2d(h, 3, 2, 1));
                 }), conv_tol(dt));
+    // Pooling pools an NHWC input as it lies (src/kernels/pool.hpp's channels-last math).
+    const std::vector<std::pair<const char*, std::function<Tensor(const Tensor&)>>> pools{
+        {"max_pool2d 3x3 s2 p1", [](const Tensor& t) { return max_pool2d(t, 3, 2, 1); }},
+        {"max_pool2d 2x2 dilated", [](const Tensor& t) { return max_pool2d(t, 2, 1, 0, 2); }},
+        {"avg_pool2d 3x3 s2 p1", [](const Tensor& t) { return avg_pool2d(t, 3, 2, 1); }},
+        {"adaptive_avg_pool2d 4x3", [](const Tensor& t) { return adaptive_avg_pool2d(t, {4, 3}); }},
+        {"adaptive_avg_pool2d 1x1", [](const Tensor& t) { return adaptive_avg_pool2d(t, 1); }},
+    };
+    for (const auto& [name, pool] : pools)
+      same_on_gpu(std::string("channels-last ") + name, {x},
+                  with_gradients([&, pool = pool](const std::vector<Tensor>& v) {
+                    return layout_kept(pool(v[0].contiguous(cl)));
+                  }), conv_tol(dt));
   }
 }
 

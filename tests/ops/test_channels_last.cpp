@@ -1,6 +1,7 @@
 // Channels-last (NHWC) tensors: the layout itself, and every op a ResNet runs giving on a
-// channels-last input what it gives on the row-major one, in the input's layout (on the CPU the
-// kernels compute row-major either way, so the values are the same bits).
+// channels-last input what it gives on the row-major one, in the input's layout (the CPU's
+// convolutions and batch norm compute row-major either way, and pooling sums in the same order in
+// both layouts, so the values are the same bits).
 #include "../util.hpp"
 
 using namespace tandem;
@@ -136,6 +137,37 @@ TEST_CASE("convolution, batch norm and pooling keep a channels-last input's layo
   Tensor y64 = conv2d(x64.contiguous(kCL), w64, Tensor(), 1, 1);
   CHECK(y64.suggest_memory_format() == kCL);
   require_close(y64, conv2d(x64, w64, Tensor(), 1, 1), 0, 0, "f64 convolution");
+}
+
+TEST_CASE("pooling a channels-last input: f16 and bf16, one channel, 1x1 maps", "[ops]") {
+  // Pooling runs in the input's layout; where size-1 dims make both layouts one buffer, the
+  // strides say which it is, and the narrow dtypes' f32 copies keep it (with the indices).
+  using F = std::function<Tensor(const Tensor&)>;
+  const std::vector<std::pair<const char*, F>> ops{
+      {"max pool 3x3 / 2", [](const Tensor& t) { return max_pool2d(t, 3, 2, 1); }},
+      {"max pool 2x2, padding 1", [](const Tensor& t) { return max_pool2d(t, 2, 1, 1); }},
+      {"avg pool 2x2, padding 1", [](const Tensor& t) { return avg_pool2d(t, 2, 1, 1); }},
+      {"adaptive avg pool", [](const Tensor& t) { return adaptive_avg_pool2d(t, {2, 3}); }},
+  };
+  for (const Shape& shape : {Shape{2, 3, 7, 5}, Shape{2, 1, 5, 6}, Shape{3, 4, 1, 1}}) {
+    for (DType dt : {DType::f32, DType::f16, DType::bf16}) {
+      for (const auto& [name, f] : ops) {
+        INFO(name << " on " << shape_str(shape) << " " << dtype_name(dt));
+        Tensor x = randn_seeded(shape, 41).to(dt);
+        Tensor in = x.clone().set_requires_grad(true);
+        Tensor in_cl = x.contiguous(kCL).set_requires_grad(true);
+        REQUIRE(in_cl.suggest_memory_format() == kCL);
+        Tensor expected = f(in), got = f(in_cl);
+        CHECK(got.suggest_memory_format() == kCL);
+        CHECK(got.dtype() == dt);
+        require_same(got.to(DType::f32), expected.to(DType::f32), "forward");
+        Tensor g = randn_seeded(expected.shape(), 42).to(dt);
+        sum(mul(expected, g)).backward();
+        sum(mul(got, g)).backward();
+        require_same(in_cl.grad().to(DType::f32), in.grad().to(DType::f32), "input gradient");
+      }
+    }
+  }
 }
 
 TEST_CASE("ResNet-20 trains the same on channels-last input", "[ops][nn]") {

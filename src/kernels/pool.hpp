@@ -1,0 +1,162 @@
+// Pooling's index math, written once for every backend (TANDEM_HD: g++ and nvcc alike): where
+// element (plane, y, x) of a map lies in either layout, and the value of one output (forward) or
+// of one input's gradient (backward, gathered from the outputs whose window covers it). A backend
+// runs over the flat elements of the tensor it writes, in memory order, and calls these; every
+// sum runs over rising output or window positions, so all backends round alike.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "kernels.hpp"
+#include "tandem/core/macros.hpp"
+
+namespace tandem::kernels::pool {
+
+/// One call's maps: N * C planes, h x w in and ho x wo out, row-major (NCHW) or channels-last
+/// (NHWC). A plane is n * c + channel.
+struct Geometry {
+  int64_t c, h, w, ho, wo;
+  bool channels_last;
+};
+
+/// The geometry of a call from its input and output (or grad_in and grad_out): 4-d, laid out
+/// as the first one's suggest_memory_format() says (the op gives them all one layout).
+inline Geometry geometry(const Tensor& in, const Tensor& out) {
+  return {in.size(1), in.size(2), in.size(3), out.size(2), out.size(3),
+          in.suggest_memory_format() == MemoryFormat::ChannelsLast};
+}
+
+/// Where element (plane, y, x) of a rows x cols map lies.
+TANDEM_HD int64_t offset(const Geometry& g, int64_t plane, int64_t y, int64_t x, int64_t rows,
+                         int64_t cols) {
+  if (!g.channels_last) return (plane * rows + y) * cols + x;
+  return ((plane / g.c * rows + y) * cols + x) * g.c + plane % g.c;
+}
+
+struct Site {
+  int64_t plane, y, x;
+};
+/// The (plane, y, x) of the i-th element in memory of a tensor of rows x cols maps.
+TANDEM_HD Site site(const Geometry& g, int64_t i, int64_t rows, int64_t cols) {
+  if (!g.channels_last) return {i / (rows * cols), i / cols % rows, i % cols};
+  const int64_t channel = i % g.c, pixel = i / g.c;
+  return {pixel / (rows * cols) * g.c + channel, pixel / cols % rows, pixel % cols};
+}
+
+// torch's adaptive windows: [floor(i * in / out), ceil((i + 1) * in / out)).
+TANDEM_HD int64_t adaptive_start(int64_t i, int64_t in, int64_t out) { return i * in / out; }
+TANDEM_HD int64_t adaptive_end(int64_t i, int64_t in, int64_t out) {
+  return ((i + 1) * in + out - 1) / out;
+}
+
+/// The outputs o (rising) whose window, at kernel offset k, covers input i:
+/// o * stride - pad + k * dil == i.
+template <typename F>
+TANDEM_HD void covering(int64_t i, int64_t k_size, int64_t stride, int64_t pad, int64_t dil,
+                        int64_t outputs, F&& f) {
+  for (int64_t k = k_size - 1; k >= 0; --k) {
+    const int64_t t = i + pad - k * dil;
+    if (t < 0 || t % stride != 0) continue;
+    const int64_t o = t / stride;
+    if (o < outputs) f(o);
+  }
+}
+
+// Each function below reads a map through `load` (a T to the compute type C).
+
+/// The max of output (plane, oh, ow)'s window and, in `index`, its plane-local input index
+/// ih * w + iw: the first max in scan order, a NaN wins (the last one), as PyTorch's; -inf and
+/// index -1 for a window over padding only.
+template <typename C, typename T, typename Load>
+TANDEM_HD C max_window(const T* x, const Geometry& g, const Pool2dParams& p, Site o,
+                       int64_t& index, Load load) {
+  C best = C(0);
+  index = -1;
+  for (int64_t ki = 0; ki < p.kh; ++ki) {
+    const int64_t ih = o.y * p.stride_h - p.pad_h + ki * p.dil_h;
+    if (ih < 0 || ih >= g.h) continue;
+    for (int64_t kj = 0; kj < p.kw; ++kj) {
+      const int64_t iw = o.x * p.stride_w - p.pad_w + kj * p.dil_w;
+      if (iw < 0 || iw >= g.w) continue;
+      const C v = load(x[offset(g, o.plane, ih, iw, g.h, g.w)]);
+      if (index < 0 || v > best || v != v) {
+        best = v;
+        index = ih * g.w + iw;
+      }
+    }
+  }
+  return index < 0 ? -C(INFINITY) : best;
+}
+
+/// Input (plane, ih, iw)'s gradient: the outputs' gradients whose index names it.
+template <typename C, typename T, typename Load>
+TANDEM_HD C max_gradient(const T* dy, const int64_t* indices, const Geometry& g,
+                         const Pool2dParams& p, Site i, Load load) {
+  const int64_t here = i.y * g.w + i.x;
+  C s = C(0);
+  covering(i.y, p.kh, p.stride_h, p.pad_h, p.dil_h, g.ho, [&](int64_t oh) {
+    covering(i.x, p.kw, p.stride_w, p.pad_w, p.dil_w, g.wo, [&](int64_t ow) {
+      const int64_t o = offset(g, i.plane, oh, ow, g.ho, g.wo);
+      if (indices[o] == here) s += load(dy[o]);
+    });
+  });
+  return s;
+}
+
+/// The mean of output (plane, oh, ow)'s window, padding counted (count_include_pad).
+template <typename C, typename T, typename Load>
+TANDEM_HD C avg_window(const T* x, const Geometry& g, const Pool2dParams& p, Site o, Load load) {
+  C s = C(0);
+  for (int64_t ki = 0; ki < p.kh; ++ki) {
+    const int64_t ih = o.y * p.stride_h - p.pad_h + ki;
+    if (ih < 0 || ih >= g.h) continue;
+    for (int64_t kj = 0; kj < p.kw; ++kj) {
+      const int64_t iw = o.x * p.stride_w - p.pad_w + kj;
+      if (iw >= 0 && iw < g.w) s += load(x[offset(g, o.plane, ih, iw, g.h, g.w)]);
+    }
+  }
+  return s * (C(1) / C(p.kh * p.kw));
+}
+
+template <typename C, typename T, typename Load>
+TANDEM_HD C avg_gradient(const T* dy, const Geometry& g, const Pool2dParams& p, Site i,
+                         Load load) {
+  const C inv = C(1) / C(p.kh * p.kw);
+  C s = C(0);
+  covering(i.y, p.kh, p.stride_h, p.pad_h, 1, g.ho, [&](int64_t oh) {
+    covering(i.x, p.kw, p.stride_w, p.pad_w, 1, g.wo,
+             [&](int64_t ow) { s += load(dy[offset(g, i.plane, oh, ow, g.ho, g.wo)]) * inv; });
+  });
+  return s;
+}
+
+template <typename C, typename T, typename Load>
+TANDEM_HD C adaptive_avg_window(const T* x, const Geometry& g, Site o, Load load) {
+  const int64_t h0 = adaptive_start(o.y, g.h, g.ho), h1 = adaptive_end(o.y, g.h, g.ho);
+  const int64_t w0 = adaptive_start(o.x, g.w, g.wo), w1 = adaptive_end(o.x, g.w, g.wo);
+  C s = C(0);
+  for (int64_t ih = h0; ih < h1; ++ih)
+    for (int64_t iw = w0; iw < w1; ++iw) s += load(x[offset(g, o.plane, ih, iw, g.h, g.w)]);
+  return s / C((h1 - h0) * (w1 - w0));
+}
+
+/// The outputs whose adaptive window holds input row i lie in [floor(i * out / in),
+/// ceil((i + 1) * out / in)); the window test stays, so the range only has to contain them.
+template <typename C, typename T, typename Load>
+TANDEM_HD C adaptive_avg_gradient(const T* dy, const Geometry& g, Site i, Load load) {
+  C s = C(0);
+  const int64_t oh_end = adaptive_end(i.y, g.ho, g.h), ow_end = adaptive_end(i.x, g.wo, g.w);
+  for (int64_t oh = adaptive_start(i.y, g.ho, g.h); oh < oh_end && oh < g.ho; ++oh) {
+    const int64_t h0 = adaptive_start(oh, g.h, g.ho), h1 = adaptive_end(oh, g.h, g.ho);
+    if (i.y < h0 || i.y >= h1) continue;
+    for (int64_t ow = adaptive_start(i.x, g.wo, g.w); ow < ow_end && ow < g.wo; ++ow) {
+      const int64_t w0 = adaptive_start(ow, g.w, g.wo), w1 = adaptive_end(ow, g.w, g.wo);
+      if (i.x >= w0 && i.x < w1)
+        s += load(dy[offset(g, i.plane, oh, ow, g.ho, g.wo)]) / C((h1 - h0) * (w1 - w0));
+    }
+  }
+  return s;
+}
+
+}  // namespace tandem::kernels::pool
