@@ -12,8 +12,11 @@ const std::vector<AutocastRule>& autocast_policy() {
       {"conv2d", AutocastPolicy::lower},
       {"linear", AutocastPolicy::lower},
       {"bmm", AutocastPolicy::lower},  // mm and matmul run through bmm
-      // Statistics, normalizations and losses: range and precision matter.
-      {"batch_norm", AutocastPolicy::fp32},  // batch_norm_relu too
+      // Batch norm takes a low-precision input as it is (its statistics and parameters are f32
+      // inside), as PyTorch runs it under autocast: a bf16 convolution's output is normalized
+      // without an f32 copy kept for backward. `widest` so a residual of another dtype joins.
+      {"batch_norm", AutocastPolicy::widest},  // batch_norm_relu and sync_batch_norm too
+      // Statistics and losses: range and precision matter.
       {"softmax", AutocastPolicy::fp32},
       {"log_softmax", AutocastPolicy::fp32},
       {"cross_entropy", AutocastPolicy::fp32},
@@ -29,35 +32,49 @@ const std::vector<AutocastRule>& autocast_policy() {
 namespace ops_detail {
 namespace {
 
-// The dtype `op` wants for its floating inputs now; false when autocast is off or the op is not
-// in the table.
-bool target(const char* op, DType& out) {
-  const AutocastState state = current_context().autocast();
-  if (!state.enabled) return false;
-  for (const AutocastRule& rule : autocast_policy())
-    if (std::strcmp(rule.op, op) == 0) {
-      out = rule.policy == AutocastPolicy::lower ? state.dtype : DType::f32;
-      return true;
-    }
-  return false;
-}
-
-}  // namespace
-
 // As PyTorch's autocast: f64 is left alone (it was asked for on purpose).
 bool eligible(const Tensor& t) {
   return t.defined() && t.is_floating_point() && t.dtype() != DType::f64;
 }
 
-Tensor autocast_input(const char* op, const Tensor& t) {
+// The dtype `op` wants for its floating inputs `ts` now; false when autocast is off or the op is
+// not in the table (or, for a `widest` row, none of `ts` is eligible).
+bool target(const char* op, const std::vector<Tensor>& ts, DType& out) {
+  const AutocastState state = current_context().autocast();
+  if (!state.enabled) return false;
+  for (const AutocastRule& rule : autocast_policy()) {
+    if (std::strcmp(rule.op, op) != 0) continue;
+    switch (rule.policy) {
+      case AutocastPolicy::lower: out = state.dtype; return true;
+      case AutocastPolicy::fp32: out = DType::f32; return true;
+      case AutocastPolicy::widest: {
+        bool any = false;
+        for (const Tensor& t : ts)
+          if (eligible(t)) {
+            out = any ? promote_types(out, t.dtype()) : t.dtype();
+            any = true;
+          }
+        return any;
+      }
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+Tensor autocast_input(const char* op, const Tensor& t, const std::vector<Tensor>& with) {
   DType want;
-  if (!eligible(t) || !target(op, want) || t.dtype() == want) return t;
+  if (!eligible(t)) return t;
+  std::vector<Tensor> all = with;
+  all.push_back(t);
+  if (!target(op, all, want) || t.dtype() == want) return t;
   return t.to(want);
 }
 
 bool autocast_changes(const char* op, const std::vector<Tensor>& ts) {
   DType want;
-  if (!target(op, want)) return false;
+  if (!target(op, ts, want)) return false;
   for (const Tensor& t : ts)
     if (eligible(t) && t.dtype() != want) return true;
   return false;

@@ -172,8 +172,8 @@ Tensor batch_norm_op(const Tensor& input, const Tensor& running_mean, const Tens
                      const Tensor& weight, const Tensor& bias, bool training, double momentum,
                      double eps, const Tensor& residual, bool relu, const char* name) {
   if (autocast_changes("batch_norm", {input, residual}))
-    return batch_norm_op(autocast_input("batch_norm", input), running_mean, running_var, weight,
-                         bias, training, momentum, eps, autocast_input("batch_norm", residual),
+    return batch_norm_op(autocast_input("batch_norm", input, {residual}), running_mean, running_var, weight,
+                         bias, training, momentum, eps, autocast_input("batch_norm", residual, {input}),
                          relu, name);
   const auto ncs = check_batch_norm(input, running_mean, running_var, weight, bias, residual,
                                     training, eps, name);
@@ -258,8 +258,8 @@ Tensor sync_batch_norm(const Tensor& input, const Tensor& running_mean, const Te
                        const Tensor& weight, const Tensor& bias, double momentum, double eps,
                        const Tensor& residual, bool relu, const StatsAllreduce& allreduce_sum) {
   if (autocast_changes("batch_norm", {input, residual}))
-    return sync_batch_norm(autocast_input("batch_norm", input), running_mean, running_var, weight,
-                           bias, momentum, eps, autocast_input("batch_norm", residual), relu,
+    return sync_batch_norm(autocast_input("batch_norm", input, {residual}), running_mean, running_var, weight,
+                           bias, momentum, eps, autocast_input("batch_norm", residual, {input}), relu,
                            allreduce_sum);
   const char* name = "sync_batch_norm";
   TANDEM_CHECK(allreduce_sum != nullptr, name, ": no allreduce given");
@@ -279,9 +279,11 @@ Tensor sync_batch_norm(const Tensor& input, const Tensor& running_mean, const Te
   {
     NoGradGuard no_grad;
     // [count, sum (C), sum of squares (C)] over this rank's batch, then over every rank.
+    // Summed in f32 at least: a bf16 input's squares and sums would round in bf16.
+    Tensor xf = as_dtype(x, pdt);
     Tensor stats = cat({full({1}, static_cast<double>(n * s),
                              TensorOptions(DType::f64).device(input.device())),
-                        sum(x, dims).to(DType::f64), sum(mul(x, x), dims).to(DType::f64)});
+                        sum(xf, dims).to(DType::f64), sum(mul(xf, xf), dims).to(DType::f64)});
     allreduce_sum(stats);
     count = stats.narrow(0, 0, 1).item<double>();
     TANDEM_CHECK(count > 1, name, ": expected more than 1 value per channel over all ranks");

@@ -14,7 +14,7 @@ TEST_CASE("autocast: every policy row runs its op in the dtype the table says", 
   Tensor b3 = randn({2, 4, 6}, DType::f32, &g), c3 = randn({2, 6, 3}, DType::f32, &g);
   Tensor labels = from_vector(std::vector<int64_t>{1, 0, 3, 2});
   Tensor rm = zeros({3}), rv = ones({3});
-  // Each row's op on f32 inputs (lower rows) or on bf16 inputs (fp32 rows).
+  // Each row's op on f32 inputs (lower rows) or on bf16 inputs (fp32 and widest rows).
   const Tensor low = m.to(DType::bf16), low4 = x4.to(DType::bf16);
   std::map<std::string, std::function<Tensor()>> run{
       {"conv2d", [&] { return conv2d(x4, w4, Tensor(), 1, 1); }},
@@ -35,9 +35,20 @@ TEST_CASE("autocast: every policy row runs its op in the dtype the table says", 
     for (const AutocastRule& rule : autocast_policy()) {
       INFO("op " << rule.op << " under " << dtype_name(dt));
       REQUIRE(run.count(rule.op) == 1);  // a row without a case here fails
-      const DType expected = rule.policy == AutocastPolicy::lower ? dt : DType::f32;
+      const DType expected = rule.policy == AutocastPolicy::lower  ? dt
+                             : rule.policy == AutocastPolicy::fp32 ? DType::f32
+                                                                   : DType::bf16;
       CHECK(run.at(rule.op)().dtype() == expected);
     }
+    // Batch norm: a residual of another dtype joins the input in the wider of the two (outside
+    // autocast the fused op refuses the mix).
+    Tensor x16 = x4.to(DType::f16), r16 = x4.to(DType::f16);
+    CHECK(batch_norm_relu(low4, rm, rv, Tensor(), Tensor(), true, 0.1, 1e-5, x4).dtype() ==
+          DType::f32);
+    CHECK(batch_norm_relu(x16, rm, rv, Tensor(), Tensor(), true, 0.1, 1e-5, low4).dtype() ==
+          DType::f32);
+    CHECK(batch_norm_relu(x16, rm, rv, Tensor(), Tensor(), true, 0.1, 1e-5, r16).dtype() ==
+          DType::f16);
     // Not in the table: elementwise ops take the widest input, views and relu keep theirs.
     CHECK(add(low, m).dtype() == DType::f32);
     CHECK(relu(low).dtype() == DType::bf16);
@@ -45,8 +56,39 @@ TEST_CASE("autocast: every policy row runs its op in the dtype the table says", 
     CHECK(matmul(m.to(DType::f64), w2.t().to(DType::f64)).dtype() == DType::f64);
   }
   CHECK(run.at("conv2d")().dtype() == DType::f32);  // off again after the scope
+  CHECK_THROWS_AS(batch_norm_relu(low4, rm, rv, Tensor(), Tensor(), true, 0.1, 1e-5, x4),
+                  ValueError);
   CHECK(!amp::is_autocast_enabled());
   CHECK_THROWS_AS(amp::autocast(DType::f32), ValueError);
+}
+
+TEST_CASE("autocast: batch norm takes a bf16 input as it is, with f32 statistics", "[amp]") {
+  // The same values in bf16 and in f32: the statistics (and so the running ones) come out as the
+  // f32 computation's, the output is the f32 output rounded to bf16. For batch_norm and for
+  // sync_batch_norm (a one-rank group: the allreduce is the identity).
+  Generator g(4);
+  Tensor xb = (randn({4, 3, 5, 5}, DType::f32, &g) * 3.0 + 20.0).to(DType::bf16);
+  Tensor xf = xb.to(DType::f32);
+  Tensor w = randn({3}, DType::f32, &g), b = randn({3}, DType::f32, &g);
+  const StatsAllreduce identity = [](const Tensor&) {};
+  for (bool sync : {false, true}) {
+    INFO((sync ? "sync_batch_norm" : "batch_norm"));
+    auto run = [&](const Tensor& x, Tensor& rm, Tensor& rv) {
+      return sync ? sync_batch_norm(x, rm, rv, w, b, 0.1, 1e-5, Tensor(), false, identity)
+                  : batch_norm(x, rm, rv, w, b, true, 0.1, 1e-5);
+    };
+    Tensor rm_f = zeros({3}), rv_f = ones({3}), rm_b = zeros({3}), rv_b = ones({3});
+    Tensor yf = run(xf, rm_f, rv_f), yb;
+    {
+      amp::autocast guard(DType::bf16);
+      yb = run(xb, rm_b, rv_b);
+    }
+    CHECK(yb.dtype() == DType::bf16);
+    REQUIRE(rm_b.dtype() == DType::f32);
+    require_close(rm_b, rm_f, 1e-6, 1e-6, "running mean");
+    require_close(rv_b, rv_f, 1e-5, 1e-6, "running variance");
+    require_close(yb.to(DType::f32), yf, 1e-2, 1e-2, "output");
+  }
 }
 
 TEST_CASE("autocast: f32 parameters get f32 gradients close to the f32 run's", "[amp]") {

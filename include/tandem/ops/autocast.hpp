@@ -12,6 +12,7 @@ namespace tandem {
 enum class AutocastPolicy {
   lower,  // floating inputs cast to the autocast dtype; the kernels accumulate in f32
   fp32,   // floating inputs cast to f32
+  widest, // floating inputs cast to the widest of them (batch norm: its input and residual)
 };
 
 struct AutocastRule {
@@ -20,14 +21,15 @@ struct AutocastRule {
 };
 
 /// Every op autocast changes, in one table. Ops not listed (elementwise, views, pooling, relu)
-/// run in the widest dtype of their inputs, as without autocast.
+/// run in the widest dtype of their inputs, as without autocast; `widest` rows do so too where
+/// they would otherwise refuse mixed dtypes.
 const std::vector<AutocastRule>& autocast_policy();
 
 namespace ops_detail {
 /// `t` as op `op` takes it under the current autocast state: cast (differentiably) when autocast
 /// is on, `t` is f32, f16 or bf16 (f64 is left alone, as in PyTorch) and the policy says so;
-/// else `t` itself.
-Tensor autocast_input(const char* op, const Tensor& t);
+/// else `t` itself. `with` are the op's other floating inputs, which a `widest` row looks at.
+Tensor autocast_input(const char* op, const Tensor& t, const std::vector<Tensor>& with = {});
 /// Whether autocast would cast any of `ts` for `op` (then the op casts and calls itself again).
 bool autocast_changes(const char* op, const std::vector<Tensor>& ts);
 }  // namespace ops_detail
