@@ -135,7 +135,7 @@ void batch_norm_backward(const Tensor& grad_in, const Tensor& grad_weight,
                          const Tensor& grad_bias, const Tensor& grad_residual,
                          const Tensor& grad_out, const Tensor& in, const Tensor& out,
                          const Tensor& mean, const Tensor& invstd, const Tensor& weight,
-                         bool training) {
+                         bool training, const BatchNormSync* sync) {
   dispatch_dtype<DTypeSet::wide>(in.dtype(), "batch_norm_backward (cpu)", [&](auto t) {
     using T = decltype(t);
     Dims d = dims_of(in);
@@ -143,8 +143,11 @@ void batch_norm_backward(const Tensor& grad_in, const Tensor& grad_weight,
     const T* dy = ptr<const T>(grad_out);
     const T* y = out.defined() ? ptr<const T>(out) : nullptr;  // relu: its mask
     T* dr = grad_residual.defined() ? ptr<T>(grad_residual) : nullptr;
-    const double count = static_cast<double>(d.n * d.s);
-    auto channels = [&](auto with_relu, int64_t lo, int64_t hi) {
+    const double count = sync ? sync->count : static_cast<double>(d.n * d.s);
+    // Synchronized: the sums of every channel first, into `sums` for the group's allreduce; else
+    // each channel's input gradient right after its sums.
+    Tensor sums = sync ? make_tensor({2, d.c}, in.dtype(), in.device()) : Tensor();
+    auto channels = [&](auto with_relu, bool reduce, bool input, int64_t lo, int64_t hi) {
       constexpr bool kRelu = decltype(with_relu)::value;
       // The gradient reaching the batch norm's output: dy, through relu where out > 0 only
       // (NaN outputs pass none, as relu's own backward).
@@ -161,37 +164,51 @@ void batch_norm_backward(const Tensor& grad_in, const Tensor& grad_weight,
       };
       for (int64_t c = lo; c < hi; ++c) {
         const T mu = ptr<const T>(mean)[c], is = ptr<const T>(invstd)[c];
-        const double w = param_or<T>(weight, c, T(1));
         double sum_dy = 0, sum_dy_xmu = 0;
-        for_planes(d, c, [&](int64_t o) {
-          auto [a, b] = lane_sum2<T>(
-              d.s, [&](int64_t i) { return dz(o + i); },
-              [&](int64_t i) { return dz(o + i) * (x[o + i] - mu); });
-          sum_dy += a;
-          sum_dy_xmu += b;
-          if (dr)  // the residual's gradient is dz itself
-            for (int64_t i = 0; i < d.s; ++i) dr[o + i] = dz(o + i);
-        });
-        const double sum_dy_xhat = sum_dy_xmu * is;
-        if (grad_weight.defined()) ptr<T>(grad_weight)[c] = static_cast<T>(sum_dy_xhat);
-        if (grad_bias.defined()) ptr<T>(grad_bias)[c] = static_cast<T>(sum_dy);
-        if (!grad_in.defined()) continue;
+        if (reduce) {
+          for_planes(d, c, [&](int64_t o) {
+            auto [a, b] = lane_sum2<T>(
+                d.s, [&](int64_t i) { return dz(o + i); },
+                [&](int64_t i) { return dz(o + i) * (x[o + i] - mu); });
+            sum_dy += a;
+            sum_dy_xmu += b;
+            if (dr)  // the residual's gradient is dz itself
+              for (int64_t i = 0; i < d.s; ++i) dr[o + i] = dz(o + i);
+          });
+          if (grad_weight.defined()) ptr<T>(grad_weight)[c] = static_cast<T>(sum_dy_xmu * is);
+          if (grad_bias.defined()) ptr<T>(grad_bias)[c] = static_cast<T>(sum_dy);
+          if (sync) {
+            ptr<T>(sums)[c] = static_cast<T>(sum_dy);
+            ptr<T>(sums)[d.c + c] = static_cast<T>(sum_dy_xmu);
+          }
+        } else {  // the group's sums
+          sum_dy = ptr<const T>(sums)[c];
+          sum_dy_xmu = ptr<const T>(sums)[d.c + c];
+        }
+        if (!input || !grad_in.defined()) continue;
         T* dx = ptr<T>(grad_in);
         // Training: dx = w * is * (dy - mean(dy) - xhat * mean(dy * xhat)); eval: dx = w * is * dy.
+        const double w = param_or<T>(weight, c, T(1));
         const T k = static_cast<T>(w * is);
         const T mean_dy = static_cast<T>(training ? sum_dy / count : 0.0);
         // xhat * mean(dy * xhat) = (x - mu) * is * mean(dy * xhat)
-        const T slope = static_cast<T>(training ? is * sum_dy_xhat / count : 0.0);
+        const T slope = static_cast<T>(training ? is * (sum_dy_xmu * is) / count : 0.0);
         for_planes(d, c, [&](int64_t o) {
           for (int64_t i = 0; i < d.s; ++i)
             dx[o + i] = k * (dz(o + i) - mean_dy - (x[o + i] - mu) * slope);
         });
       }
     };
-    parallel_for(0, d.c, 1, [&](int64_t lo, int64_t hi) {
-      if (y) channels(std::true_type{}, lo, hi);
-      else channels(std::false_type{}, lo, hi);
-    });
+    auto pass = [&](bool reduce, bool input) {
+      parallel_for(0, d.c, 1, [&](int64_t lo, int64_t hi) {
+        if (y) channels(std::true_type{}, reduce, input, lo, hi);
+        else channels(std::false_type{}, reduce, input, lo, hi);
+      });
+    };
+    if (!sync) return pass(true, true);
+    pass(true, false);
+    sync->allreduce(sums);
+    pass(false, true);
   });
 }
 

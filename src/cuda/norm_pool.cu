@@ -310,7 +310,7 @@ void batch_norm_backward(const Tensor& grad_in, const Tensor& grad_weight,
                          const Tensor& grad_bias, const Tensor& grad_residual,
                          const Tensor& grad_out, const Tensor& in, const Tensor& out,
                          const Tensor& mean, const Tensor& invstd, const Tensor& weight,
-                         bool training) {
+                         bool training, const BatchNormSync* sync) {
   const int64_t n = in.size(0), c = in.size(1), s = in.size(2), total = in.numel();
   if (c == 0) return;  // an empty batch still writes zero weight and bias gradients, as the CPU
   cuda::TensorDeviceGuard guard(in);
@@ -341,12 +341,15 @@ void batch_norm_backward(const Tensor& grad_in, const Tensor& grad_weight,
           sum_dy, sum_dy_xmu, gw, gb, ptr<const P>(partial), ptr<const P>(invstd), c, sl.slices);
       cuda::check_launch("batch_norm_backward (channels)");
     }
+    // Synchronized: the group's sums (grad_weight and grad_bias above stay this rank's).
+    if (sync) sync->allreduce(sums);
+    const P count = static_cast<P>(sync ? sync->count : static_cast<double>(n * s));
     if (!grad_in.defined() && !grad_residual.defined()) return;
     bn_backward_input_kernel<<<cuda::grid_for(total), cuda::kThreads, 0, stream>>>(
         grad_in.defined() ? ptr<T>(grad_in) : nullptr,
         grad_residual.defined() ? ptr<T>(grad_residual) : nullptr, ptr<const T>(grad_out),
         ptr<const T>(in), maybe<T>(out), ptr<const P>(mean), ptr<const P>(invstd),
-        maybe<P>(weight), sum_dy, sum_dy_xmu, total, l, static_cast<P>(n * s), training);
+        maybe<P>(weight), sum_dy, sum_dy_xmu, total, l, count, training);
     cuda::check_launch("batch_norm_backward (input)");
   });
 }

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 
 #include "dispatch.hpp"
 #include "tandem/kernels/functors.hpp"
@@ -72,13 +73,23 @@ extern Stub<void (*)(const Tensor& out, const Tensor& in, const Tensor& mean,
                      const Tensor& invstd, const Tensor& weight, const Tensor& bias,
                      const Tensor& residual, bool relu)>
     batch_norm_forward;
+/// SyncBatchNorm's backward: the per-channel sums of the gradient, a (2, C) tensor of sum(dz) and
+/// sum(dz * (x - mean)) in the statistics' dtype on the input's device, go through `allreduce`
+/// (in place, over every rank of the group; every rank calls it, an empty batch too) between the
+/// kernel's two halves, and grad_in divides by `count`, the group's values per channel.
+/// grad_weight and grad_bias stay this rank's sums (DDP averages them as any gradient).
+struct BatchNormSync {
+  std::function<void(const Tensor&)> allreduce;
+  double count;
+};
 /// training: gradients through the batch statistics; otherwise they are constants. `out`
 /// defined: the forward applied relu and out is its result, whose mask (out > 0) the gradient
-/// passes first; grad_residual (may be undefined) receives that masked gradient.
+/// passes first; grad_residual (may be undefined) receives that masked gradient. `sync` (may be
+/// null; training only): the statistics were the group's.
 extern Stub<void (*)(const Tensor& grad_in, const Tensor& grad_weight, const Tensor& grad_bias,
                      const Tensor& grad_residual, const Tensor& grad_out, const Tensor& in,
                      const Tensor& out, const Tensor& mean, const Tensor& invstd,
-                     const Tensor& weight, bool training)>
+                     const Tensor& weight, bool training, const BatchNormSync* sync)>
     batch_norm_backward;
 
 // --- pooling: (N, C, H, W) tensors, all of a call's row-major or all channels-last (the

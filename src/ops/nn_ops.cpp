@@ -2,6 +2,7 @@
 // backward kernels), and dropout, softmax and the losses (composed from differentiable ops).
 #include <array>
 #include <cmath>
+#include <optional>
 
 #include "common.hpp"
 
@@ -34,7 +35,7 @@ Tensor with_batch_dim(const Tensor& input, const char* op, F&& f) {
   return f(input);
 }
 
-// SyncBatchNorm and f64 convolutions compute row-major; a channels-last input's result
+// f64 convolutions compute row-major; a channels-last input's result
 // is handed back channels-last (a differentiable copy), as PyTorch's ops keep the layout.
 Tensor in_format_of(const Tensor& input, const Tensor& out) {
   return input.suggest_memory_format() == MemoryFormat::ChannelsLast && out.dim() == 4
@@ -167,18 +168,41 @@ std::array<int64_t, 3> check_batch_norm(const Tensor& input, const Tensor& runni
   return {n, c, s};
 }
 
-// batch_norm, then + residual (when defined), then relu (when `relu`), as one op.
+// The group's statistics for sync_batch_norm: [count, sum (C), sum of squares (C)] over this
+// rank's (N, C, S) values in f64, summed over every rank by `allreduce`; returns the count and
+// sets the mean and (biased) variance. A rank with an empty batch adds zeros.
+double group_stats(const Tensor& x, int64_t c, const StatsAllreduce& allreduce, Tensor& mean,
+                   Tensor& var, const char* name) {
+  const Shape dims{0, 2};
+  const DType pdt = compute_dtype(x.dtype());
+  // Summed in f32 at least: a bf16 input's squares and sums would round in bf16.
+  Tensor xf = as_dtype(x, pdt);
+  Tensor stats = cat({full({1}, static_cast<double>(x.size(0) * x.size(2)),
+                           TensorOptions(DType::f64).device(x.device())),
+                      sum(xf, dims).to(DType::f64), sum(mul(xf, xf), dims).to(DType::f64)});
+  allreduce(stats);
+  const double count = stats.narrow(0, 0, 1).item<double>();
+  TANDEM_CHECK(count > 1, name, ": expected more than 1 value per channel over all ranks");
+  Tensor m = stats.narrow(0, 1, c) / count;
+  var = clamp(stats.narrow(0, 1 + c, c) / count - mul(m, m), 0.0, std::nullopt).to(pdt);
+  mean = m.to(pdt).contiguous();
+  return count;
+}
+
+// batch_norm, then + residual (when defined), then relu (when `relu`), as one op; with a group
+// allreduce (sync_batch_norm) the statistics and the gradient's per-channel sums are the group's.
 Tensor batch_norm_op(const Tensor& input, const Tensor& running_mean, const Tensor& running_var,
                      const Tensor& weight, const Tensor& bias, bool training, double momentum,
-                     double eps, const Tensor& residual, bool relu, const char* name) {
+                     double eps, const Tensor& residual, bool relu, const char* name,
+                     const StatsAllreduce* group = nullptr) {
   if (autocast_changes("batch_norm", {input, residual}))
-    return batch_norm_op(autocast_input("batch_norm", input, {residual}), running_mean, running_var, weight,
-                         bias, training, momentum, eps, autocast_input("batch_norm", residual, {input}),
-                         relu, name);
+    return batch_norm_op(autocast_input("batch_norm", input, {residual}), running_mean,
+                         running_var, weight, bias, training, momentum, eps,
+                         autocast_input("batch_norm", residual, {input}), relu, name, group);
   const auto ncs = check_batch_norm(input, running_mean, running_var, weight, bias, residual,
                                     training, eps, name);
   const int64_t n = ncs[0], c = ncs[1], s = ncs[2];
-  TANDEM_CHECK(!training || n * s > 1, name, ": expected more than 1 value per channel "
+  TANDEM_CHECK(group || !training || n * s > 1, name, ": expected more than 1 value per channel "
                "when training, got input of shape ", shape_str(input.shape()));
   // f16/bf16 inputs reach the kernels as they are; statistics and parameters are f32.
   kernels::batch_norm_forward.at(input, name);
@@ -192,17 +216,23 @@ Tensor batch_norm_op(const Tensor& input, const Tensor& running_mean, const Tens
   auto param = [&](const Tensor& t) { return t.defined() ? as_dtype(t.detach(), pdt).contiguous() : Tensor(); };
   Tensor w = param(weight), b = param(bias);
   Tensor mean, invstd;
+  double count = static_cast<double>(n * s);
   {
     NoGradGuard guard;
     if (training) {
-      mean = empty({c}, opts);
-      Tensor var = empty({c}, opts);
-      kernels::batch_norm_stats(mean, var, x);
+      Tensor var;
+      if (group) {
+        count = group_stats(x, c, *group, mean, var, name);
+      } else {
+        mean = empty({c}, opts);
+        var = empty({c}, opts);
+        kernels::batch_norm_stats(mean, var, x);
+      }
       invstd = pow(add(var, eps), -0.5);
       if (running_mean.defined()) {
-        double count = static_cast<double>(n * s);
-        Tensor(running_mean).mul_(1.0 - momentum).add_(mean, momentum);
-        Tensor(running_var).mul_(1.0 - momentum).add_(mul(var, count / (count - 1.0)), momentum);
+        Tensor rm = running_mean, rv = running_var;  // handles: the data is updated in place
+        rm.mul_(1.0 - momentum).add_(mean, momentum);
+        rv.mul_(1.0 - momentum).add_(mul(var, count / (count - 1.0)), momentum);
       }
     } else {
       mean = as_dtype(running_mean, pdt).contiguous();
@@ -221,6 +251,9 @@ Tensor batch_norm_op(const Tensor& input, const Tensor& running_mean, const Tens
   bool need_r = residual.defined() && residual.requires_grad();
   Shape in_shape = input.shape();
   DType wdt = weight.defined() ? weight.dtype() : pdt, bdt = bias.defined() ? bias.dtype() : pdt;
+  // The gradient's per-channel sums over the group, between the kernel's two halves.
+  std::optional<kernels::BatchNormSync> sync;
+  if (group) sync = kernels::BatchNormSync{*group, count};
   autograd::record(name, {input, weight, bias, residual}, out,
                    [=](const Tensor& g) -> std::vector<Tensor> {
                      const TensorOptions o = TensorOptions(pdt).device(x.device());
@@ -230,7 +263,8 @@ Tensor batch_norm_op(const Tensor& input, const Tensor& running_mean, const Tens
                      Tensor gr = need_r ? ncs_empty(format, n, c, s, dt, x.device()) : Tensor();
                      kernels::batch_norm_backward(gx, gw, gb, gr,
                                                   ncs_view(g.contiguous(format), format, n, c, s),
-                                                  x, y, mean, invstd, w, training);
+                                                  x, y, mean, invstd, w, training,
+                                                  sync ? &*sync : nullptr);
                      return {need_x ? ncs_unview(gx, format, in_shape) : Tensor(),
                              need_w ? gw.to(wdt) : Tensor(), need_b ? gb.to(bdt) : Tensor(),
                              need_r ? ncs_unview(gr, format, in_shape) : Tensor()};
@@ -257,75 +291,9 @@ Tensor batch_norm_relu(const Tensor& input, const Tensor& running_mean, const Te
 Tensor sync_batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor& running_var,
                        const Tensor& weight, const Tensor& bias, double momentum, double eps,
                        const Tensor& residual, bool relu, const StatsAllreduce& allreduce_sum) {
-  if (autocast_changes("batch_norm", {input, residual}))
-    return sync_batch_norm(autocast_input("batch_norm", input, {residual}), running_mean, running_var, weight,
-                           bias, momentum, eps, autocast_input("batch_norm", residual, {input}), relu,
-                           allreduce_sum);
-  const char* name = "sync_batch_norm";
-  TANDEM_CHECK(allreduce_sum != nullptr, name, ": no allreduce given");
-  const auto ncs = check_batch_norm(input, running_mean, running_var, weight, bias, residual,
-                                    true, eps, name);
-  const int64_t n = ncs[0], c = ncs[1], s = ncs[2];
-  // The statistics are the group's; normalizing is batch_norm's own kernel, on (N, C, H x W).
-  kernels::batch_norm_forward.at(input, name);
-  const Shape dims{0, 2}, per_channel{1, c, 1}, in_shape = input.shape();
-  const DType dt = input.dtype(), pdt = compute_dtype(dt);
-  Tensor x = input.contiguous().detach().reshape({n, c, s});
-  Tensor r = residual.defined() ? residual.contiguous().detach().reshape({n, c, s}) : Tensor();
-  auto param = [&](const Tensor& t) { return t.defined() ? as_dtype(t.detach(), pdt).contiguous() : Tensor(); };
-  Tensor w = param(weight), b = param(bias);
-  Tensor mean, invstd;
-  double count = 0;
-  {
-    NoGradGuard no_grad;
-    // [count, sum (C), sum of squares (C)] over this rank's batch, then over every rank.
-    // Summed in f32 at least: a bf16 input's squares and sums would round in bf16.
-    Tensor xf = as_dtype(x, pdt);
-    Tensor stats = cat({full({1}, static_cast<double>(n * s),
-                             TensorOptions(DType::f64).device(input.device())),
-                        sum(xf, dims).to(DType::f64), sum(mul(xf, xf), dims).to(DType::f64)});
-    allreduce_sum(stats);
-    count = stats.narrow(0, 0, 1).item<double>();
-    TANDEM_CHECK(count > 1, name, ": expected more than 1 value per channel over all ranks");
-    Tensor m = stats.narrow(0, 1, c) / count;
-    Tensor var = clamp(stats.narrow(0, 1 + c, c) / count - mul(m, m), 0.0, std::nullopt);
-    if (running_mean.defined()) {
-      Tensor rm = running_mean, rv = running_var;  // handles: the data is updated in place
-      rm.mul_(1.0 - momentum).add_(m.to(rm.dtype()), momentum);
-      rv.mul_(1.0 - momentum).add_((var * (count / (count - 1))).to(rv.dtype()), momentum);
-    }
-    mean = m.to(pdt).contiguous();
-    invstd = (1.0 / sqrt(var + eps)).to(pdt).contiguous();
-  }
-  Tensor out = empty({n, c, s}, TensorOptions(dt).device(input.device()));
-  kernels::batch_norm_forward(out, x, mean, invstd, w, b, r, relu);
-  Tensor y = relu ? out.detach() : Tensor();  // relu's mask, as batch_norm_relu takes it
-  out = out.reshape(in_shape);
-  const bool has_w = weight.defined(), has_b = bias.defined(), has_r = residual.defined();
-  const DType wdt = has_w ? weight.dtype() : pdt, bdt = has_b ? bias.dtype() : pdt;
-  autograd::record(name, {input, weight, bias, residual}, out,
-                   [x, y, w, mean, invstd, relu, dims, per_channel, in_shape, allreduce_sum,
-                    count, c, dt, pdt, wdt, bdt, has_w, has_b,
-                    has_r](const Tensor& g) -> std::vector<Tensor> {
-                     Tensor xhat = mul(sub(x.to(pdt), mean.view(per_channel)),
-                                       invstd.view(per_channel));
-                     Tensor gy = g.contiguous().reshape(x.shape()).to(pdt);
-                     if (relu) gy = mul(gy, gt(y, zeros({}, TensorOptions(y.dtype()).device(y.device()))).to(pdt));
-                     Tensor sdy = sum(gy, dims), sdyx = sum(mul(gy, xhat), dims);
-                     // The means of dy and dy * xhat over every rank's batch.
-                     Tensor both = cat({sdy.to(DType::f64), sdyx.to(DType::f64)});
-                     allreduce_sum(both);
-                     Tensor mdy = (both.narrow(0, 0, c) / count).to(pdt);
-                     Tensor mdyx = (both.narrow(0, c, c) / count).to(pdt);
-                     Tensor scale = has_w ? mul(w, invstd) : invstd;
-                     Tensor gx = mul(sub(sub(gy, mdy.view(per_channel)),
-                                         mul(xhat, mdyx.view(per_channel))),
-                                     scale.view(per_channel));
-                     return {gx.to(dt).reshape(in_shape), has_w ? sdyx.to(wdt) : Tensor(),
-                             has_b ? sdy.to(bdt) : Tensor(),
-                             has_r ? gy.to(dt).reshape(in_shape) : Tensor()};
-                   });
-  return in_format_of(input, out);
+  TANDEM_CHECK(allreduce_sum != nullptr, "sync_batch_norm: no allreduce given");
+  return batch_norm_op(input, running_mean, running_var, weight, bias, true, momentum, eps,
+                       residual, relu, "sync_batch_norm", &allreduce_sum);
 }
 
 // --- pooling ------------------------------------------------------------------------------------

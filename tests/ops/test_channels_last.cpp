@@ -114,6 +114,11 @@ TEST_CASE("convolution, batch norm and pooling keep a channels-last input's layo
          return batch_norm_relu(t, Tensor(), Tensor(), gamma, beta, true, 0.1, 1e-5,
                                 residual.contiguous(kCL));
        }},
+      {"sync batch norm + residual + relu (a group of one)",
+       [&](const Tensor& t) {
+         return sync_batch_norm(t, Tensor(), Tensor(), gamma, beta, 0.1, 1e-5,
+                                residual.contiguous(kCL), true, [](const Tensor&) {});
+       }},
       {"max pool 3x3 / 2", [&](const Tensor& t) { return max_pool2d(t, 3, 2, 1); }},
       {"avg pool 2x2", [&](const Tensor& t) { return avg_pool2d(t, 2); }},
       {"adaptive avg pool", [&](const Tensor& t) { return adaptive_avg_pool2d(t, {2, 3}); }},

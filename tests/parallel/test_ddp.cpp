@@ -458,6 +458,31 @@ TEST_CASE("sync_batch_norm: finite-difference gradients (one rank)", "[parallel]
   }
 }
 
+TEST_CASE("sync_batch_norm in a group of one is batch_norm_relu, forward and backward",
+          "[parallel]") {
+  // The same kernels with the group's sums in between: with the identity for the allreduce, the
+  // values and every gradient are batch_norm_relu's (the statistics come from sums in f64 there,
+  // from two passes here: close, not the same bits).
+  Generator g(9);
+  Tensor x = randn({4, 3, 5, 5}, DType::f32, &g) * 2.0 + 1.0, r = randn({4, 3, 5, 5}, DType::f32, &g);
+  Tensor w = randn({3}, DType::f32, &g), b = randn({3}, DType::f32, &g);
+  Tensor dy = randn({4, 3, 5, 5}, DType::f32, &g);
+  auto run = [&](bool sync) {
+    std::vector<Tensor> in{x.clone().set_requires_grad(true), w.clone().set_requires_grad(true),
+                           b.clone().set_requires_grad(true), r.clone().set_requires_grad(true)};
+    Tensor rm = zeros({3}), rv = ones({3});
+    Tensor y = sync ? sync_batch_norm(in[0], rm, rv, in[1], in[2], 0.1, 1e-5, in[3], true,
+                                      [](const Tensor&) {})
+                    : batch_norm_relu(in[0], rm, rv, in[1], in[2], true, 0.1, 1e-5, in[3]);
+    sum(mul(y, dy)).backward();
+    return std::vector<Tensor>{y, rm, rv, in[0].grad(), in[1].grad(), in[2].grad(), in[3].grad()};
+  };
+  const auto local = run(false), group = run(true);
+  const char* names[] = {"output", "running mean", "running var", "input gradient",
+                         "weight gradient", "bias gradient", "residual gradient"};
+  for (size_t i = 0; i < local.size(); ++i) require_close(group[i], local[i], 1e-5, 1e-5, names[i]);
+}
+
 TEST_CASE("SyncBatchNorm + DDP at world 2 and 3 train a ResNet like one rank with the whole batch",
           "[parallel][ddp]") {
   const int steps = 2;

@@ -43,7 +43,8 @@ Tensor batch_norm_relu(const Tensor& input, const Tensor& running_mean, const Te
 using StatsAllreduce = std::function<void(const Tensor&)>;
 /// Training-mode batch norm whose statistics span every rank of a group (SyncBatchNorm): per
 /// channel, the count, sum and sum of squares are summed over the ranks (in f64) by
-/// `allreduce_sum`, and backward sums the gradient's two per-channel reductions the same way, so
+/// `allreduce_sum`, and backward sums the gradient's two per-channel reductions the same way (in
+/// the statistics' dtype: f32, or f64 for an f64 input), so
 /// that N ranks of batch B compute what one rank of batch N x B would. Then + residual and relu
 /// when asked, as batch_norm_relu. Input (N, C, ...); running statistics updated as batch_norm's.
 Tensor sync_batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor& running_var,
