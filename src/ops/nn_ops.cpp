@@ -35,8 +35,8 @@ Tensor with_batch_dim(const Tensor& input, const char* op, F&& f) {
   return f(input);
 }
 
-// f64 convolutions compute row-major; a channels-last input's result
-// is handed back channels-last (a differentiable copy), as PyTorch's ops keep the layout.
+// f64 convolutions compute row-major; a channels-last input's result is handed back
+// channels-last (a differentiable copy), as PyTorch's ops keep the layout.
 Tensor in_format_of(const Tensor& input, const Tensor& out) {
   return input.suggest_memory_format() == MemoryFormat::ChannelsLast && out.dim() == 4
              ? out.contiguous(MemoryFormat::ChannelsLast)
