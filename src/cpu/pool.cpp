@@ -36,7 +36,9 @@ void max_pool2d_forward(const Tensor& out, const Tensor& indices, const Tensor& 
     T* y = ptr<T>(out);
     int64_t* idx = ptr<int64_t>(indices);
     for_each_element(g, out.numel(), g.ho, g.wo, p.kh * p.kw, [&](int64_t o, pool::Site s) {
-      y[o] = pool::max_window<T>(x, g, p, s, idx[o], Identity{});
+      int64_t index;
+      y[o] = pool::max_window<T>(x, g, p, s, index, Identity{});
+      idx[o] = index;
     });
   });
 }

@@ -366,8 +366,10 @@ __global__ void max_pool_kernel(T* y, int64_t* indices, const T* x, pool::Geomet
                                 Pool2dParams p, int64_t count) {
   using C = compute_t<T>;
   TANDEM_CUDA_LOOP(o, count) {
-    y[o] = convert<T>(pool::max_window<C>(x, g, p, pool::site(g, o, g.ho, g.wo), indices[o],
-                                          Load<C>{}));
+    int64_t index;
+    y[o] = convert<T>(
+        pool::max_window<C>(x, g, p, pool::site(g, o, g.ho, g.wo), index, Load<C>{}));
+    indices[o] = index;
   }
 }
 

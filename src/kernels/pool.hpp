@@ -1,5 +1,5 @@
 // Pooling's index math, written once for every backend (TANDEM_HD: g++ and nvcc alike): where
-// element (plane, y, x) of a map lies in either layout, and the value of one output (forward) or
+// a plane's map lies in either layout, and the value of one output (forward) or
 // of one input's gradient (backward, gathered from the outputs whose window covers it). A backend
 // runs over the flat elements of the tensor it writes, in memory order, and calls these; every
 // sum runs over rising output or window positions, so all backends round alike.
@@ -27,11 +27,13 @@ inline Geometry geometry(const Tensor& in, const Tensor& out) {
           in.suggest_memory_format() == MemoryFormat::ChannelsLast};
 }
 
-/// Where element (plane, y, x) of a rows x cols map lies.
-TANDEM_HD int64_t offset(const Geometry& g, int64_t plane, int64_t y, int64_t x, int64_t rows,
-                         int64_t cols) {
-  if (!g.channels_last) return (plane * rows + y) * cols + x;
-  return ((plane / g.c * rows + y) * cols + x) * g.c + plane % g.c;
+/// Where one plane's rows x cols map lies: element (y, x) at base + (y * cols + x) * step.
+struct Plane {
+  int64_t base, step;
+};
+TANDEM_HD Plane plane_of(const Geometry& g, int64_t plane, int64_t rows, int64_t cols) {
+  if (!g.channels_last) return {plane * rows * cols, 1};
+  return {plane / g.c * rows * cols * g.c + plane % g.c, g.c};
 }
 
 struct Site {
@@ -71,6 +73,7 @@ TANDEM_HD void covering(int64_t i, int64_t k_size, int64_t stride, int64_t pad, 
 template <typename C, typename T, typename Load>
 TANDEM_HD C max_window(const T* x, const Geometry& g, const Pool2dParams& p, Site o,
                        int64_t& index, Load load) {
+  const Plane in = plane_of(g, o.plane, g.h, g.w);
   C best = C(0);
   index = -1;
   for (int64_t ki = 0; ki < p.kh; ++ki) {
@@ -79,7 +82,7 @@ TANDEM_HD C max_window(const T* x, const Geometry& g, const Pool2dParams& p, Sit
     for (int64_t kj = 0; kj < p.kw; ++kj) {
       const int64_t iw = o.x * p.stride_w - p.pad_w + kj * p.dil_w;
       if (iw < 0 || iw >= g.w) continue;
-      const C v = load(x[offset(g, o.plane, ih, iw, g.h, g.w)]);
+      const C v = load(x[in.base + (ih * g.w + iw) * in.step]);
       if (index < 0 || v > best || v != v) {
         best = v;
         index = ih * g.w + iw;
@@ -94,10 +97,11 @@ template <typename C, typename T, typename Load>
 TANDEM_HD C max_gradient(const T* dy, const int64_t* indices, const Geometry& g,
                          const Pool2dParams& p, Site i, Load load) {
   const int64_t here = i.y * g.w + i.x;
+  const Plane out = plane_of(g, i.plane, g.ho, g.wo);
   C s = C(0);
   covering(i.y, p.kh, p.stride_h, p.pad_h, p.dil_h, g.ho, [&](int64_t oh) {
     covering(i.x, p.kw, p.stride_w, p.pad_w, p.dil_w, g.wo, [&](int64_t ow) {
-      const int64_t o = offset(g, i.plane, oh, ow, g.ho, g.wo);
+      const int64_t o = out.base + (oh * g.wo + ow) * out.step;
       if (indices[o] == here) s += load(dy[o]);
     });
   });
@@ -107,13 +111,14 @@ TANDEM_HD C max_gradient(const T* dy, const int64_t* indices, const Geometry& g,
 /// The mean of output (plane, oh, ow)'s window, padding counted (count_include_pad).
 template <typename C, typename T, typename Load>
 TANDEM_HD C avg_window(const T* x, const Geometry& g, const Pool2dParams& p, Site o, Load load) {
+  const Plane in = plane_of(g, o.plane, g.h, g.w);
   C s = C(0);
   for (int64_t ki = 0; ki < p.kh; ++ki) {
     const int64_t ih = o.y * p.stride_h - p.pad_h + ki;
     if (ih < 0 || ih >= g.h) continue;
     for (int64_t kj = 0; kj < p.kw; ++kj) {
       const int64_t iw = o.x * p.stride_w - p.pad_w + kj;
-      if (iw >= 0 && iw < g.w) s += load(x[offset(g, o.plane, ih, iw, g.h, g.w)]);
+      if (iw >= 0 && iw < g.w) s += load(x[in.base + (ih * g.w + iw) * in.step]);
     }
   }
   return s * (C(1) / C(p.kh * p.kw));
@@ -123,10 +128,11 @@ template <typename C, typename T, typename Load>
 TANDEM_HD C avg_gradient(const T* dy, const Geometry& g, const Pool2dParams& p, Site i,
                          Load load) {
   const C inv = C(1) / C(p.kh * p.kw);
+  const Plane out = plane_of(g, i.plane, g.ho, g.wo);
   C s = C(0);
   covering(i.y, p.kh, p.stride_h, p.pad_h, 1, g.ho, [&](int64_t oh) {
     covering(i.x, p.kw, p.stride_w, p.pad_w, 1, g.wo,
-             [&](int64_t ow) { s += load(dy[offset(g, i.plane, oh, ow, g.ho, g.wo)]) * inv; });
+             [&](int64_t ow) { s += load(dy[out.base + (oh * g.wo + ow) * out.step]) * inv; });
   });
   return s;
 }
@@ -135,9 +141,10 @@ template <typename C, typename T, typename Load>
 TANDEM_HD C adaptive_avg_window(const T* x, const Geometry& g, Site o, Load load) {
   const int64_t h0 = adaptive_start(o.y, g.h, g.ho), h1 = adaptive_end(o.y, g.h, g.ho);
   const int64_t w0 = adaptive_start(o.x, g.w, g.wo), w1 = adaptive_end(o.x, g.w, g.wo);
+  const Plane in = plane_of(g, o.plane, g.h, g.w);
   C s = C(0);
   for (int64_t ih = h0; ih < h1; ++ih)
-    for (int64_t iw = w0; iw < w1; ++iw) s += load(x[offset(g, o.plane, ih, iw, g.h, g.w)]);
+    for (int64_t iw = w0; iw < w1; ++iw) s += load(x[in.base + (ih * g.w + iw) * in.step]);
   return s / C((h1 - h0) * (w1 - w0));
 }
 
@@ -145,6 +152,7 @@ TANDEM_HD C adaptive_avg_window(const T* x, const Geometry& g, Site o, Load load
 /// ceil((i + 1) * out / in)); the window test stays, so the range only has to contain them.
 template <typename C, typename T, typename Load>
 TANDEM_HD C adaptive_avg_gradient(const T* dy, const Geometry& g, Site i, Load load) {
+  const Plane out = plane_of(g, i.plane, g.ho, g.wo);
   C s = C(0);
   const int64_t oh_end = adaptive_end(i.y, g.ho, g.h), ow_end = adaptive_end(i.x, g.wo, g.w);
   for (int64_t oh = adaptive_start(i.y, g.ho, g.h); oh < oh_end && oh < g.ho; ++oh) {
@@ -153,7 +161,7 @@ TANDEM_HD C adaptive_avg_gradient(const T* dy, const Geometry& g, Site i, Load l
     for (int64_t ow = adaptive_start(i.x, g.wo, g.w); ow < ow_end && ow < g.wo; ++ow) {
       const int64_t w0 = adaptive_start(ow, g.w, g.wo), w1 = adaptive_end(ow, g.w, g.wo);
       if (i.x >= w0 && i.x < w1)
-        s += load(dy[offset(g, i.plane, oh, ow, g.ho, g.wo)]) / C((h1 - h0) * (w1 - w0));
+        s += load(dy[out.base + (oh * g.wo + ow) * out.step]) / C((h1 - h0) * (w1 - w0));
     }
   }
   return s;
