@@ -1,8 +1,8 @@
-// Pooling's index math, written once for every backend (TANDEM_HD: g++ and nvcc alike): where
-// a plane's map lies in either layout, and the value of one output (forward) or
-// of one input's gradient (backward, gathered from the outputs whose window covers it). A backend
-// runs over the flat elements of the tensor it writes, in memory order, and calls these; every
-// sum runs over rising output or window positions, so all backends round alike.
+// Pooling's index math, written once for every backend (TANDEM_HD: g++ and nvcc alike): where a
+// plane's map lies in either layout, and the value of one output (forward) or of one input's
+// gradient (backward, gathered from the outputs whose window covers it). A backend runs over the
+// flat elements of the tensor it writes, in memory order, and calls these; every sum runs over
+// rising output or window positions, so all backends round alike.
 #pragma once
 
 #include <cmath>
