@@ -37,9 +37,9 @@ bool eligible(const Tensor& t) {
   return t.defined() && t.is_floating_point() && t.dtype() != DType::f64;
 }
 
-// The dtype `op` wants for its floating inputs `ts` now; false when autocast is off or the op is
-// not in the table (or, for a `widest` row, none of `ts` is eligible).
-bool target(const char* op, const std::vector<Tensor>& ts, DType& out) {
+// The dtype `op` wants for its floating inputs (`first`, when given, and `rest`) now; false when
+// autocast is off or the op is not in the table (or, for a `widest` row, none is eligible).
+bool target(const char* op, const Tensor* first, const std::vector<Tensor>& rest, DType& out) {
   const AutocastState state = current_context().autocast();
   if (!state.enabled) return false;
   for (const AutocastRule& rule : autocast_policy()) {
@@ -49,11 +49,13 @@ bool target(const char* op, const std::vector<Tensor>& ts, DType& out) {
       case AutocastPolicy::fp32: out = DType::f32; return true;
       case AutocastPolicy::widest: {
         bool any = false;
-        for (const Tensor& t : ts)
-          if (eligible(t)) {
-            out = any ? promote_types(out, t.dtype()) : t.dtype();
-            any = true;
-          }
+        auto widen = [&](const Tensor& t) {
+          if (!eligible(t)) return;
+          out = any ? promote_types(out, t.dtype()) : t.dtype();
+          any = true;
+        };
+        if (first) widen(*first);
+        for (const Tensor& t : rest) widen(t);
         return any;
       }
     }
@@ -65,16 +67,13 @@ bool target(const char* op, const std::vector<Tensor>& ts, DType& out) {
 
 Tensor autocast_input(const char* op, const Tensor& t, const std::vector<Tensor>& with) {
   DType want;
-  if (!eligible(t)) return t;
-  std::vector<Tensor> all = with;
-  all.push_back(t);
-  if (!target(op, all, want) || t.dtype() == want) return t;
+  if (!eligible(t) || !target(op, &t, with, want) || t.dtype() == want) return t;
   return t.to(want);
 }
 
 bool autocast_changes(const char* op, const std::vector<Tensor>& ts) {
   DType want;
-  if (!target(op, ts, want)) return false;
+  if (!target(op, nullptr, ts, want)) return false;
   for (const Tensor& t : ts)
     if (eligible(t) && t.dtype() != want) return true;
   return false;
