@@ -1,7 +1,8 @@
 // CUDA batch norm over (N, C, S) and 2-d pooling over (N, C, H, W), the CPU backend's
 // semantics (src/cpu/norm.cpp; pooling's index math and sums are src/kernels/pool.hpp, which the
-// CPU runs too): f16/bf16 load and compute in f32 with f32 statistics and parameters, f64 in f64. Per-channel sums are a block per channel; every backward
-// gathers (each input element sums the outputs it fed), so no atomics and one order per run.
+// CPU runs too): f16/bf16 load and compute in f32 with f32 statistics and parameters, f64 in
+// f64. Per-channel sums are a block per channel; every backward gathers (each input element sums
+// the outputs it fed), so no atomics and one order per run.
 // Batch norm's tensors are row-major (N, C, S) or all channels-last, (N, S, C) in memory; the
 // latter's per-channel sums are coalesced: a warp reads 32 neighbouring channels of a row.
 #include <algorithm>
