@@ -168,18 +168,25 @@ std::array<int64_t, 3> check_batch_norm(const Tensor& input, const Tensor& runni
   return {n, c, s};
 }
 
-// The group's statistics for sync_batch_norm: [count, sum (C), sum of squares (C)] over this
-// rank's (N, C, S) values in f64, summed over every rank by `allreduce`; returns the count and
-// sets the mean and (biased) variance. A rank with an empty batch adds zeros.
+// The group's statistics for sync_batch_norm, as PyTorch's SyncBatchNorm gathers them: this
+// rank's mean and biased variance from batch norm's own kernel, then [count, count * mean (C),
+// count * (var + mean^2) (C)] in f64 summed over every rank by `allreduce` (no copy of the input,
+// no square of it); returns the group's count and sets its mean and biased variance. A rank with
+// an empty batch adds zeros.
 double group_stats(const Tensor& x, int64_t c, const StatsAllreduce& allreduce, Tensor& mean,
                    Tensor& var, const char* name) {
-  const Shape dims{0, 2};
   const DType pdt = compute_dtype(x.dtype());
-  // Summed in f32 at least: a bf16 input's squares and sums would round in bf16.
-  Tensor xf = as_dtype(x, pdt);
-  Tensor stats = cat({full({1}, static_cast<double>(x.size(0) * x.size(2)),
-                           TensorOptions(DType::f64).device(x.device())),
-                      sum(xf, dims).to(DType::f64), sum(mul(xf, xf), dims).to(DType::f64)});
+  const TensorOptions f64 = TensorOptions(DType::f64).device(x.device());
+  const double local = static_cast<double>(x.size(0) * x.size(2));
+  Tensor stats;
+  if (local > 0) {
+    Tensor m = empty({c}, TensorOptions(pdt).device(x.device())), v = empty_like(m);
+    kernels::batch_norm_stats(m, v, x);
+    m = m.to(DType::f64);
+    stats = cat({full({1}, local, f64), mul(m, local), mul(add(v.to(DType::f64), mul(m, m)), local)});
+  } else {
+    stats = zeros({1 + 2 * c}, f64);
+  }
   allreduce(stats);
   const double count = stats.narrow(0, 0, 1).item<double>();
   TANDEM_CHECK(count > 1, name, ": expected more than 1 value per channel over all ranks");
