@@ -5,7 +5,7 @@
 
 #include "tandem/autograd/grad_mode.hpp"
 #include "tandem/ops/creation.hpp"
-#include "tandem/ops/reduction.hpp"
+#include "../kernels/kernels.hpp"
 
 namespace tandem::amp {
 
@@ -32,14 +32,22 @@ void GradScaler::unscale(optim::Optimizer& optimizer) {
   unscaled_.push_back(&optimizer);
   NoGradGuard no_grad;
   const double inv = 1.0 / scale_;
+  // One found-inf flag per device the gradients lie on, read once at the end: on a GPU the host
+  // waits once per unscale, not once per gradient.
+  std::vector<Tensor> flags;
   for (const auto& group : optimizer.groups())
     for (const Tensor& p : group.params) {
       Tensor g = p.grad();
       if (!g.defined()) continue;
-      g.mul_(inv);
-      // A sum in f64 is inf or NaN exactly when an element is (f32 values cannot overflow it).
-      if (!found_inf_ && !std::isfinite(sum(g.to(DType::f64)).item<double>())) found_inf_ = true;
+      auto flag = std::find_if(flags.begin(), flags.end(),
+                               [&](const Tensor& f) { return f.device() == g.device(); });
+      if (flag == flags.end())
+        flag = flags.insert(flags.end(), zeros({}, TensorOptions(DType::f32).device(g.device())));
+      kernels::unscale_grad.at(g, "GradScaler.unscale");
+      kernels::unscale_grad(g, *flag, inv);
     }
+  for (const Tensor& flag : flags)
+    if (flag.item<float>() != 0.0f) found_inf_ = true;
 }
 
 bool GradScaler::step(optim::Optimizer& optimizer) {

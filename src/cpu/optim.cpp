@@ -82,10 +82,31 @@ void adamw_step(const Tensor& param, const Tensor& exp_avg, const Tensor& exp_av
   });
 }
 
+void unscale_grad(const Tensor& grad, const Tensor& found_inf, double inv_scale) {
+  bool finite = true;
+  dispatch_dtype<DTypeSet::floating>(grad.dtype(), "unscale_grad (cpu)", [&](auto t) {
+    using T = decltype(t);
+    using C = std::conditional_t<std::is_same_v<T, double>, double, float>;  // as MulScalar
+    const C inv = static_cast<C>(inv_scale);
+    T* g = ptr<T>(grad);
+    for_each_run<1>(grad.shape(), {grad.strides()},
+                    [&](const std::array<int64_t, 1>& off, int64_t n,
+                        const std::array<int64_t, 1>& st) {
+                      for (int64_t i = 0; i < n; ++i) {
+                        T& gi = g[off[0] + i * st[0]];
+                        gi = static_cast<T>(static_cast<C>(gi) * inv);
+                        finite &= std::isfinite(static_cast<C>(gi));
+                      }
+                    });
+  });
+  if (!finite) *ptr<float>(found_inf) = 1.0f;
+}
+
 }  // namespace
 
 TANDEM_REGISTER_CPU(sgd_step, sgd_step);
 TANDEM_REGISTER_CPU(adamw_step, adamw_step);
+TANDEM_REGISTER_CPU(unscale_grad, unscale_grad);
 
 }  // namespace TANDEM_CPU_NAMESPACE
 }  // namespace tandem::kernels::cpu

@@ -335,6 +335,32 @@ void adamw_step(const Tensor& param, const Tensor& exp_avg, const Tensor& exp_av
   });
 }
 
+// GradScaler's unscale: every thread that meets an inf or NaN stores the same 1 (no atomics).
+template <typename T>
+__global__ void unscale_kernel(T* g, int64_t n, cuda::OffsetCalc<1> oc, float* found,
+                               compute_t<T> inv) {
+  TANDEM_CUDA_LOOP(i, n) {
+    int64_t off[1];
+    oc.get(i, off);
+    const T v = convert<T>(convert<compute_t<T>>(g[off[0]]) * inv);
+    g[off[0]] = v;
+    if (!isfinite(convert<compute_t<T>>(v))) *found = 1.0f;
+  }
+}
+
+void unscale_grad(const Tensor& grad, const Tensor& found_inf, double inv_scale) {
+  const int64_t n = grad.numel();
+  if (n == 0) return;
+  auto oc = cuda::offsets<1>(grad.shape(), {grad.strides()});
+  cuda::TensorDeviceGuard guard(grad);
+  cuda::dispatch<true>(grad.dtype(), "unscale_grad (cuda)", [&](auto t) {
+    using T = decltype(t);
+    unscale_kernel<<<cuda::grid_for(n), cuda::kThreads, 0, cuda::current_stream()>>>(
+        ptr<T>(grad), n, oc, ptr<float>(found_inf), static_cast<compute_t<T>>(inv_scale));
+    cuda::check_launch("unscale_grad");
+  });
+}
+
 }  // namespace
 
 TANDEM_REGISTER_CUDA(reduce_rows, reduce_rows);
@@ -342,5 +368,6 @@ TANDEM_REGISTER_CUDA(pick_classes, pick_classes);
 TANDEM_REGISTER_CUDA(pick_classes_backward, pick_classes_backward);
 TANDEM_REGISTER_CUDA(sgd_step, sgd_step);
 TANDEM_REGISTER_CUDA(adamw_step, adamw_step);
+TANDEM_REGISTER_CUDA(unscale_grad, unscale_grad);
 
 }  // namespace tandem::kernels::cuda_backend

@@ -142,6 +142,12 @@ struct AdamWArgs {
 extern Stub<void (*)(const Tensor& param, const Tensor& exp_avg, const Tensor& exp_avg_sq,
                      const Tensor& grad, const AdamWArgs& args)>
     adamw_step;
+/// GradScaler's unscale of one gradient, any strides, in place: grad *= inv_scale (rounded as
+/// mul_ rounds it), and found_inf (an f32 scalar on grad's device) set to 1 when an element of
+/// the result is inf or NaN. Never cleared here: one flag collects every gradient of a device,
+/// and the host reads it once (one wait for the device per unscale, not one per gradient).
+extern Stub<void (*)(const Tensor& grad, const Tensor& found_inf, double inv_scale)>
+    unscale_grad;
 
 
 // --- data augmentation -------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 #include "tandem/optim/optimizer.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -201,19 +202,27 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm, double
                "clip_grad_norm: norm_type must be 2 or infinity, got ", norm_type);
   TANDEM_CHECK(max_norm >= 0, "clip_grad_norm: max_norm must be >= 0, got ", max_norm);
   NoGradGuard no_grad;
-  double total = 0;
-  std::vector<Tensor> grads;
+  const bool inf_norm = std::isinf(norm_type);
+  // Each gradient's max |g| or sum of squares (f32 at least) joins an f64 scalar on its device;
+  // the host reads each device's once: on a GPU one wait per call, not one per gradient.
+  std::vector<Tensor> grads, partials;
   for (const auto& p : params) {
     Tensor g = p.grad();
     if (!g.defined()) continue;
     grads.push_back(g);
-    if (std::isinf(norm_type)) {
-      total = std::max(total, max(abs(g)).item<double>());
-    } else {
-      total += sum(mul(g, g).to(DType::f64)).item<double>();
-    }
+    Tensor w = g.dtype() == DType::f16 || g.dtype() == DType::bf16 ? g.to(DType::f32) : g;
+    Tensor term = (inf_norm ? max(abs(w)) : sum(mul(w, w))).to(DType::f64);
+    auto partial = std::find_if(partials.begin(), partials.end(),
+                                [&](const Tensor& t) { return t.device() == g.device(); });
+    if (partial == partials.end())
+      partials.push_back(term);
+    else
+      *partial = inf_norm ? maximum(*partial, term) : add(*partial, term);
   }
-  if (!std::isinf(norm_type)) total = std::sqrt(total);
+  double total = 0;
+  for (const Tensor& t : partials)
+    total = inf_norm ? std::max(total, t.item<double>()) : total + t.item<double>();
+  if (!inf_norm) total = std::sqrt(total);
   const double coef = max_norm / (total + 1e-6);
   if (coef < 1.0)
     for (auto& g : grads) g.mul_(coef);

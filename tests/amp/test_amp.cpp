@@ -221,6 +221,47 @@ TEST_CASE("GradScaler: scales, unscales, skips inf/NaN steps, backs off and grow
   CHECK_THROWS_AS(amp::GradScaler(amp::GradScalerOptions().backoff_factor(2.0)), ValueError);
 }
 
+TEST_CASE("GradScaler.unscale: every float dtype and strided gradients, rounded as mul_, "
+          "one inf or NaN in any gradient is found", "[amp]") {
+  for (DType dt : {DType::f32, DType::f64, DType::f16, DType::bf16}) {
+    INFO(dtype_name(dt));
+    Generator g(4);
+    // Gradients of three parameters: a transposed view, a row-major one, a strided slice.
+    std::vector<Tensor> params, grads;
+    std::vector<Shape> strides;
+    for (int k = 0; k < 3; ++k) {
+      Tensor base = randn({6, 8}, DType::f32, &g).to(dt) * 1024.0;
+      // An inf outside the slice: not an element of the gradient, so not found.
+      if (k == 2) base.narrow(1, 0, 1).fill_(std::numeric_limits<double>::infinity());
+      Tensor grad = k == 0 ? base.t() : k == 1 ? base : base.narrow(1, 1, 5);
+      params.push_back(zeros(grad.shape(), dt).set_requires_grad());
+      params.back().set_grad(grad);
+      grads.push_back(grad.clone());
+      strides.push_back(grad.strides());
+    }
+    optim::SGD opt(params, optim::SGDOptions(0.1));
+    amp::GradScaler s(amp::GradScalerOptions().init_scale(4096.0));
+    s.unscale(opt);
+    for (size_t k = 0; k < params.size(); ++k) {
+      REQUIRE(params[k].grad().strides() == strides[k]);  // in place
+      CHECK(max(abs(params[k].grad().to(DType::f64) - mul(grads[k], 1.0 / 4096.0).to(DType::f64)))
+                .item<double>() == 0.0);
+    }
+    const bool steps = dt == DType::f32 || dt == DType::f64;  // SGD's kernels take these
+    if (steps) CHECK(s.step(opt));
+    for (double bad : {std::numeric_limits<double>::infinity(), std::nan("")}) {
+      // One element of the slice (skipped columns are not gradient elements, and stay finite).
+      Tensor grad = params[2].grad();
+      Tensor one = grad.narrow(0, 4, 1).narrow(1, 3, 1);
+      { NoGradGuard ng; one.fill_(bad); }
+      amp::GradScaler t;
+      t.unscale(opt);
+      CHECK_FALSE(t.step(opt));  // found: no step (for any dtype)
+      { NoGradGuard ng; one.fill_(1.0); }
+    }
+  }
+}
+
 TEST_CASE("GradScaler: an inf on one rank skips the step on every rank", "[amp][parallel]") {
   std::vector<int> stepped(2, -1);
   std::vector<double> scales(2);

@@ -264,6 +264,44 @@ TEST_CASE("CUDA SGD and AdamW steps match the CPU's", "[cuda]") {
   }
 }
 
+TEST_CASE("CUDA GradScaler unscale and clip_grad_norm match the CPU's, an inf is found",
+          "[cuda]") {
+  if (!gpu_present("CUDA gradient unscaling")) return;
+  for (DType dt : kFloats) {
+    INFO(dtype_name(dt));
+    // A transposed gradient and a row-major one; `bad` puts an inf into the second.
+    auto unscale = [&](Device device, bool bad) {
+      std::vector<Tensor> params;
+      for (int k = 0; k < 2; ++k) {
+        Tensor grad = (randn_as({5, 9}, dt, 50 + k) * 512.0).to(device);
+        if (k == 0) grad = grad.t();
+        if (bad && k == 1) grad.narrow(0, 2, 1).narrow(1, 4, 1).fill_(std::numeric_limits<double>::infinity());
+        params.push_back(zeros(grad.shape(), TensorOptions(dt).device(device)).set_requires_grad());
+        params.back().set_grad(grad);
+      }
+      optim::SGD opt(params, optim::SGDOptions(0.1));
+      amp::GradScaler s(amp::GradScalerOptions().init_scale(256.0));
+      s.unscale(opt);
+      // step() answers whether an inf was found; it refuses before any kernel runs, and SGD's
+      // kernels take f32/f64 parameters only, so a finite f16/bf16 run does not ask.
+      const int found = bad || dt == DType::f32 || dt == DType::f64 ? !s.step(opt) : -1;
+      std::vector<Tensor> out;
+      for (const Tensor& p : params) out.push_back(p.grad().cpu().clone());
+      if (!bad) out.push_back(full({1}, optim::clip_grad_norm(params, 1e30), DType::f64));
+      return std::make_pair(found, out);
+    };
+    for (bool bad : {false, true}) {
+      INFO((bad ? "with an inf" : "finite"));
+      const auto gpu = unscale(kGpu, bad), cpu = unscale(kCPU, bad);
+      CHECK(gpu.first == cpu.first);
+      if (gpu.first >= 0) CHECK(gpu.first == static_cast<int>(bad));
+      if (bad) continue;
+      for (size_t k = 0; k < gpu.second.size(); ++k)
+        require_close(gpu.second[k], cpu.second[k], tol(dt).rtol, tol(dt).atol, "gradient");
+    }
+  }
+}
+
 TEST_CASE("an MLP trains the same on the GPU as on the CPU", "[cuda]") {
   if (!gpu_present("CUDA MLP training")) return;
   auto train = [](Device device) {
