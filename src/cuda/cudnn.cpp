@@ -5,12 +5,15 @@
 // f16 and bf16 with f32 accumulation (f64 for f64); f16/bf16 on tensor cores, f32 through TF32
 // unless cuda::set_allow_tf32_conv(false). The algorithm for each shape (and layout) comes from
 // cuDNN's heuristics, or from timing every algorithm once under cuda::set_cudnn_benchmark(true)
-// (PyTorch's cudnn.benchmark), and is cached; workspaces come from the caching allocator.
+// (PyTorch's cudnn.benchmark), and is cached once it has run (a ranked algorithm that fails
+// passes to the next); workspaces come from the caching allocator.
 #include <cudnn.h>
 
 #include <atomic>
+#include <exception>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <tuple>
 #include <vector>
 
@@ -151,30 +154,51 @@ Tensor workspace(size_t bytes, Device device) {
                     : make_tensor({static_cast<int64_t>(bytes)}, DType::u8, device);
 }
 
-// The algorithm for `key`: cached, else cuDNN's first heuristic pick (or fastest measured one
-// in benchmark mode) whose workspace the allocator can give on `device`.
-template <typename Perf, typename Query>
-Choice choose(const Key& key, Device device, Query query) {
+// Runs a convolution, call(algo, workspace, bytes), with the algorithm for `key`: the cached
+// one, else each of cuDNN's ranked results in turn (its heuristics, or the trials of benchmark
+// mode) until one runs. A result whose workspace the allocator cannot give, or whose call fails
+// (a SUCCESS in the ranking does not promise that the kernel runs), passes to the next, as
+// PyTorch's does; only an algorithm that ran is cached, and a cached one that fails (less memory
+// free than when it was chosen) is ranked again. When none runs, the last failure is rethrown.
+template <typename Perf, typename Query, typename Call>
+void run_ranked(const Key& key, Device device, cudnnConvolutionDescriptor_t conv, Query query,
+                Call call) {
+  auto attempt = [&](const Choice& c) {
+    Tensor ws = workspace(c.workspace, device);
+    TANDEM_CUDNN_CHECK(cudnnSetConvolutionMathType(conv, c.math));
+    call(c.algo, ws.defined() ? ws.raw_data() : nullptr, c.workspace);
+  };
+  std::exception_ptr failure;
+  auto tried = [&](const Choice& c) {
+    try {
+      attempt(c);
+      return true;
+    } catch (const CudaError&) {
+      failure = std::current_exception();
+    } catch (const OutOfMemoryError&) {
+      failure = std::current_exception();
+    }
+    return false;
+  };
+  std::optional<Choice> cached;
   {
     std::lock_guard<std::mutex> lock(g_cache_mu);
     auto it = g_cache.find(key);
-    if (it != g_cache.end()) return it->second;
+    if (it != g_cache.end()) cached = it->second;
   }
-  std::vector<Perf> perf = query();
-  for (const Perf& p : perf) {
-    if (p.status != CUDNN_STATUS_SUCCESS) continue;
-    try {
-      workspace(p.memory, device);  // freed at once, cached by the allocator for the call
-    } catch (const OutOfMemoryError&) {
-      continue;  // a slower algorithm with a smaller workspace
-    }
-    // f32 with TF32 off keeps FMA math whatever the ranking used.
-    const bool strict_f32 = std::get<2>(key) == DType::f32 && !std::get<3>(key);
+  if (cached && tried(*cached)) return;
+  // f32 with TF32 off keeps FMA math whatever the ranking used.
+  const bool strict_f32 = std::get<2>(key) == DType::f32 && !std::get<3>(key);
+  for (const Perf& p : query()) {
+    // cuDNN has been seen to report absurd workspaces (2^63 bytes and more): skipped.
+    if (p.status != CUDNN_STATUS_SUCCESS || p.memory >= (size_t(1) << 40)) continue;
     const Choice c{static_cast<int>(p.algo), p.memory, strict_f32 ? CUDNN_FMA_MATH : p.mathType};
+    if (!tried(c)) continue;
     std::lock_guard<std::mutex> lock(g_cache_mu);
-    g_cache.emplace(key, c);
-    return c;
+    g_cache[key] = c;
+    return;
   }
+  if (failure) std::rethrow_exception(failure);
   TANDEM_THROW(NotImplementedError, "conv2d (cuda): cuDNN has no algorithm for this convolution");
 }
 
@@ -225,8 +249,10 @@ void conv2d_forward(const Tensor& out, const Tensor& in, const Tensor& weight_in
   TensorDesc x(in, format), y(out, format);
   FilterDesc w(weight, format);
   ConvDesc conv(p, in.dtype());
-  const Choice c = choose<cudnnConvolutionFwdAlgoPerf_t>(
-      key_of(Direction::forward, in, weight, p, format), in.device(), [&] {
+  const Scalars k(in.dtype());
+  run_ranked<cudnnConvolutionFwdAlgoPerf_t>(
+      key_of(Direction::forward, in, weight, p, format), in.device(), conv.d,
+      [&] {
         std::vector<cudnnConvolutionFwdAlgoPerf_t> perf(kAlgos);
         int n = 0;
         if (g_benchmark) {
@@ -240,14 +266,13 @@ void conv2d_forward(const Tensor& out, const Tensor& in, const Tensor& weight_in
         }
         perf.resize(n);
         return perf;
+      },
+      [&](int algo, void* ws, size_t bytes) {
+        TANDEM_CUDNN_CHECK(cudnnConvolutionForward(
+            s.h, k.one(), x.d, in.raw_data(), w.d, weight.raw_data(), conv.d,
+            static_cast<cudnnConvolutionFwdAlgo_t>(algo), ws, bytes, k.zero(), y.d,
+            out.raw_data()));
       });
-  Tensor ws = workspace(c.workspace, in.device());
-  const Scalars k(in.dtype());
-  TANDEM_CUDNN_CHECK(cudnnSetConvolutionMathType(conv.d, c.math));
-  TANDEM_CUDNN_CHECK(cudnnConvolutionForward(
-      s.h, k.one(), x.d, in.raw_data(), w.d, weight.raw_data(), conv.d,
-      static_cast<cudnnConvolutionFwdAlgo_t>(c.algo), ws.defined() ? ws.raw_data() : nullptr,
-      c.workspace, k.zero(), y.d, out.raw_data()));
   if (bias.defined() && bias.dtype() == DType::bf16) {
     // cuDNN's tensor addition is not documented for bf16: tandem's own broadcast add.
     const Tensor b = make_tensor(bias.storage(), out.shape(), {0, 1, 0, 0}, bias.storage_offset(),
@@ -290,8 +315,9 @@ void conv2d_backward(const Tensor& grad_out, const Tensor& in, const Tensor& wei
   ConvDesc conv(p, in.dtype());
   const Scalars k(in.dtype());
   if (grad_in.defined() && grad_in.numel() > 0) {
-    const Choice c = choose<cudnnConvolutionBwdDataAlgoPerf_t>(
-        key_of(Direction::backward_data, in, weight, p, format), in.device(), [&] {
+    run_ranked<cudnnConvolutionBwdDataAlgoPerf_t>(
+        key_of(Direction::backward_data, in, weight, p, format), in.device(), conv.d,
+        [&] {
           std::vector<cudnnConvolutionBwdDataAlgoPerf_t> perf(kAlgos);
           int n = 0;
           if (g_benchmark) {
@@ -305,18 +331,18 @@ void conv2d_backward(const Tensor& grad_out, const Tensor& in, const Tensor& wei
           }
           perf.resize(n);
           return perf;
+        },
+        [&](int algo, void* ws, size_t bytes) {
+          TANDEM_CUDNN_CHECK(cudnnConvolutionBackwardData(
+              s.h, k.one(), w.d, weight.raw_data(), dy.d, grad_out.raw_data(), conv.d,
+              static_cast<cudnnConvolutionBwdDataAlgo_t>(algo), ws, bytes, k.zero(), x.d,
+              grad_in.raw_data()));
         });
-    Tensor ws = workspace(c.workspace, in.device());
-    TANDEM_CUDNN_CHECK(cudnnSetConvolutionMathType(conv.d, c.math));
-    TANDEM_CUDNN_CHECK(cudnnConvolutionBackwardData(
-        s.h, k.one(), w.d, weight.raw_data(), dy.d, grad_out.raw_data(), conv.d,
-        static_cast<cudnnConvolutionBwdDataAlgo_t>(c.algo),
-        ws.defined() ? ws.raw_data() : nullptr, c.workspace, k.zero(), x.d, grad_in.raw_data()));
   }
   if (grad_weight.defined() && grad_weight.numel() > 0) {
-    const Choice c = choose<cudnnConvolutionBwdFilterAlgoPerf_t>(
-        key_of(Direction::backward_filter, in, weight, p, format),
-        in.device(), [&] {
+    run_ranked<cudnnConvolutionBwdFilterAlgoPerf_t>(
+        key_of(Direction::backward_filter, in, weight, p, format), in.device(), conv.d,
+        [&] {
           std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> perf(kAlgos);
           int n = 0;
           if (g_benchmark) {
@@ -330,14 +356,13 @@ void conv2d_backward(const Tensor& grad_out, const Tensor& in, const Tensor& wei
           }
           perf.resize(n);
           return perf;
+        },
+        [&](int algo, void* ws, size_t bytes) {
+          TANDEM_CUDNN_CHECK(cudnnConvolutionBackwardFilter(
+              s.h, k.one(), x.d, in.raw_data(), dy.d, grad_out.raw_data(), conv.d,
+              static_cast<cudnnConvolutionBwdFilterAlgo_t>(algo), ws, bytes, k.zero(), w.d,
+              grad_weight.raw_data()));
         });
-    Tensor ws = workspace(c.workspace, in.device());
-    TANDEM_CUDNN_CHECK(cudnnSetConvolutionMathType(conv.d, c.math));
-    TANDEM_CUDNN_CHECK(cudnnConvolutionBackwardFilter(
-        s.h, k.one(), x.d, in.raw_data(), dy.d, grad_out.raw_data(), conv.d,
-        static_cast<cudnnConvolutionBwdFilterAlgo_t>(c.algo),
-        ws.defined() ? ws.raw_data() : nullptr, c.workspace, k.zero(), w.d,
-        grad_weight.raw_data()));
     if (!grad_weight.is_same(grad_weight_out)) kernels::copy(grad_weight_out, grad_weight);
   }
   if (grad_bias.defined() && grad_bias.numel() > 0 && grad_bias.dtype() == DType::bf16) {
