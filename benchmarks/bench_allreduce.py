@@ -85,14 +85,8 @@ def raw_nccl_sweep(args):
     return json.loads(out.strip().splitlines()[-1])
 
 
-def gpu_main(args):
-    """tandem's nccl backend vs raw NCCL, every visible GPU, alternating."""
-    tandem, raw = [], []
-    start = time.time()
-    for r in range(args.repeats):
-        tandem.append(tandem_sweep(args, "nccl"))
-        raw.append(raw_nccl_sweep(args))
-        progress(r + 1, args.repeats, start)
+def gpu_rows(tandem, raw):
+    """Per size: the medians of each side's time per call, bandwidths and tandem's fraction."""
     world = raw[0]["world"]
     factor = 2 * (world - 1) / world
     rows = []
@@ -105,13 +99,25 @@ def gpu_main(args):
                      "tandem_busbw_gbps": b / t_tandem / 1e3 * factor,
                      "raw_busbw_gbps": b / t_raw / 1e3 * factor,
                      "fraction_of_raw": t_raw / t_tandem})
+    return world, rows
+
+
+def gpu_main(args):
+    """tandem's nccl backend vs raw NCCL, every visible GPU, alternating."""
+    tandem, raw = [], []
+    start = time.time()
+    for r in range(args.repeats):
+        tandem.append(tandem_sweep(args, "nccl"))
+        raw.append(raw_nccl_sweep(args))
+        progress(r + 1, args.repeats, start)
+        world, rows = gpu_rows(tandem, raw)
+        summary = {"backend": "nccl", "world": world, "dtype": "f32", "repeats": r + 1, "sizes": rows}
+        if args.out:  # after every repeat: a later time limit loses nothing
+            json.dump(summary, open(args.out, "w"), indent=1)
     print(f"{'bytes':>12} {'tandem us':>10} {'raw us':>10} {'tandem busbw':>13} {'raw busbw':>10} {'fraction':>9}")
     for row in rows:
         print(f"{row['bytes']:>12} {row['tandem_time_us']:>10.1f} {row['raw_time_us']:>10.1f} "
               f"{row['tandem_busbw_gbps']:>13.2f} {row['raw_busbw_gbps']:>10.2f} {row['fraction_of_raw']:>9.3f}")
-    summary = {"backend": "nccl", "world": world, "dtype": "f32", "repeats": args.repeats, "sizes": rows}
-    if args.out:
-        json.dump(summary, open(args.out, "w"), indent=1)
     if args.plot:
         key = "busbw_gbps" if world > 1 else "algbw_gbps"
         plot(args.plot, rows, [("tandem_" + key, "o-", "tandem nccl backend"),

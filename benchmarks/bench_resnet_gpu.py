@@ -84,12 +84,13 @@ def torch_run(args):
 
 
 def run_json(cmd):
-    """Runs one side; its last stdout line is its JSON. When it fails, shows why (its stderr and
-    stdout, which capturing would otherwise hide) and stops."""
+    """Runs one side; its last stdout line is its JSON. When it fails, returns {"error": why}
+    (the tail of its stderr and stdout, which capturing would otherwise hide)."""
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         tail = "\n".join((proc.stderr.strip() + "\n" + proc.stdout.strip()).strip().splitlines()[-40:])
-        sys.exit(f"{' '.join(cmd)} failed with exit status {proc.returncode}:\n{tail}")
+        print(f"{' '.join(cmd)} failed with exit status {proc.returncode}:\n{tail}", file=sys.stderr)
+        return {"error": f"exit status {proc.returncode}: {tail[-2000:]}"}
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
@@ -116,19 +117,39 @@ def main():
     args = p.parse_args()
     runs, start = [], time.time()
     for r in range(args.repeats):
-        # PyTorch in a child process, so each side has the GPU to itself and its own allocator.
-        pt = run_json([sys.executable, __file__, "--torch-child", json.dumps(vars(args))])
-        t = tandem_run(args)
-        runs.append({"tandem": t, "pytorch": pt, "ratio": t["img_per_s"] / pt["img_per_s"],
-                     "memory_ratio": t["peak_allocated_bytes"] / pt["peak_allocated_bytes"]})
-        print(f"[{r + 1}/{args.repeats}] tandem {t['img_per_s']:.0f} img/s, PyTorch {pt['img_per_s']:.0f} "
-              f"img/s | {time.time() - start:.0f} s", file=sys.stderr)
+        # tandem first (a run cut short by a time limit keeps its figure), then PyTorch in a child
+        # process, so each side has the GPU to itself and its own allocator. A side that fails
+        # leaves its error in the JSON and the other side's figures stand.
+        run = {"tandem": tandem_run(args),
+               "pytorch": run_json([sys.executable, __file__, "--torch-child", json.dumps(vars(args))])}
+        t, pt = run["tandem"], run["pytorch"]
+        if "error" not in t and "error" not in pt:
+            run["ratio"] = t["img_per_s"] / pt["img_per_s"]
+            run["memory_ratio"] = t["peak_allocated_bytes"] / pt["peak_allocated_bytes"]
+        runs.append(run)
+        fmt = lambda side: "failed" if "error" in side else f"{side['img_per_s']:.0f} img/s"
+        print(f"[{r + 1}/{args.repeats}] tandem {fmt(t)}, PyTorch {fmt(pt)} | {time.time() - start:.0f} s",
+              file=sys.stderr)
+        write_summary(args, runs)  # after every repeat: a later time limit loses nothing
+    failed = any("error" in run[side] for run in runs for side in ("tandem", "pytorch"))
+    sys.exit(1 if failed else 0)
+
+
+def write_summary(args, runs):
+    def median(side, key):
+        values = [run[side][key] for run in runs if key in run[side]] if side else \
+                 [run[key] for run in runs if key in run]
+        return statistics.median(values) if values else None
+
+    versions = [run["pytorch"]["version"] for run in runs if "version" in run["pytorch"]]
     summary = {"model": "resnet50", "batch": args.batch, "size": args.size, "precision": args.precision,
-               "pytorch_version": runs[0]["pytorch"]["version"],
-               "tandem_img_per_s": statistics.median(r["tandem"]["img_per_s"] for r in runs),
-               "pytorch_img_per_s": statistics.median(r["pytorch"]["img_per_s"] for r in runs),
-               "tandem_vs_pytorch": statistics.median(r["ratio"] for r in runs),
-               "memory_tandem_vs_pytorch": statistics.median(r["memory_ratio"] for r in runs), "runs": runs}
+               "cudnn_benchmark": False,  # neither side: cuDNN's heuristics on both
+               "pytorch_version": versions[0] if versions else None,
+               "tandem_img_per_s": median("tandem", "img_per_s"),
+               "pytorch_img_per_s": median("pytorch", "img_per_s"),
+               "tandem_vs_pytorch": median(None, "ratio"),
+               "memory_tandem_vs_pytorch": median(None, "memory_ratio"),
+               "repeats_done": len(runs), "runs": runs}
     print(json.dumps(summary, indent=1))
     if args.out:
         with open(args.out, "w") as f:

@@ -72,7 +72,16 @@ target_link_libraries(tandem_cuda_deps INTERFACE CUDA::cudart ${CUBLAS_LIBRARY}
                       ${CUBLASLT_LIBRARY} ${CUDNN_LIBRARY} ${NCCL_LIBRARY})
 # cuDNN's and NCCL's headers first: the toolkit's folder (cuBLAS's, when the toolkit has it) may
 # hold other copies of cudnn.h and nccl.h than those of the libraries found.
-target_include_directories(tandem_cuda_deps INTERFACE ${CUDNN_INCLUDE_DIR} ${NCCL_INCLUDE_DIR}
-                           ${CUBLAS_INCLUDE_DIR} ${CUBLASLT_INCLUDE_DIR})
+target_include_directories(tandem_cuda_deps INTERFACE ${CUDNN_INCLUDE_DIR} ${NCCL_INCLUDE_DIR})
+# cuBLAS from a wheel: its include folder (nvidia/cu13/include) also holds the CUDA runtime's
+# headers of the wheel's version, which must not shadow nvcc's own; so the toolkit's folders come
+# first, both as system folders (searched after the -I ones above, in this order).
+set(_tandem_cublas_dirs ${CUBLAS_INCLUDE_DIR} ${CUBLASLT_INCLUDE_DIR})
+list(REMOVE_DUPLICATES _tandem_cublas_dirs)
+list(REMOVE_ITEM _tandem_cublas_dirs ${CUDAToolkit_INCLUDE_DIRS})
+if(_tandem_cublas_dirs)
+  target_include_directories(tandem_cuda_deps SYSTEM INTERFACE ${CUDAToolkit_INCLUDE_DIRS}
+                             ${_tandem_cublas_dirs})
+endif()
 message(STATUS "tandem: CUDA backend on (cuBLAS ${CUBLAS_LIBRARY}, cuDNN ${CUDNN_LIBRARY}, "
                "NCCL ${NCCL_LIBRARY})")

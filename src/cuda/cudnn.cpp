@@ -37,6 +37,12 @@ std::atomic<bool> g_benchmark{false};
   } while (0)
 
 cudnnHandle_t create_handle() {
+  // A library of another major version than the header built against (a wheel's cudnn.h paired
+  // with another install's library) would be handed structures it does not know.
+  const size_t loaded = cudnnGetVersion();
+  TANDEM_CHECK(loaded / 10000 == CUDNN_MAJOR, "cuDNN: built against version ", CUDNN_MAJOR, ".",
+               CUDNN_MINOR, " but loaded ", loaded / 10000, ".", loaded % 10000 / 100,
+               " (point CUDNN_ROOT at one install for both header and library)");
   cudnnHandle_t h = nullptr;
   TANDEM_CUDNN_CHECK(cudnnCreate(&h));
   return h;

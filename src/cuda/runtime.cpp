@@ -212,7 +212,9 @@ std::string build_info() {
   return "CUDA runtime " + std::to_string(runtime / 1000) + "." +
          std::to_string(runtime % 1000 / 10) + ", cuBLAS " + std::to_string(CUBLAS_VER_MAJOR) +
          "." + std::to_string(CUBLAS_VER_MINOR) + ", cuDNN " +
-         dotted(static_cast<long>(cudnnGetVersion())) + ", NCCL " + dotted(nccl);
+         dotted(static_cast<long>(cudnnGetVersion())) + " (built against " +
+         dotted(static_cast<long>(CUDNN_VERSION)) + "), NCCL " + dotted(nccl) +
+         " (built against " + dotted(static_cast<long>(NCCL_VERSION_CODE)) + ")";
 }
 
 namespace {

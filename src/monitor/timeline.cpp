@@ -6,13 +6,16 @@
 
 #include "tandem/io/safetensors.hpp"
 
-#ifdef TANDEM_WITH_CUDA
-#include <nvtx3/nvToolsExt.h>  // header-only NVTX 3: no library to link
+// NVTX 3 is header-only (no library to link); a toolkit put together from wheels may lack it,
+// and then the ranges are not marked (the Chrome trace has them all the same).
+#if defined(TANDEM_WITH_CUDA) && __has_include(<nvtx3/nvToolsExt.h>)
+#include <nvtx3/nvToolsExt.h>
+#define TANDEM_NVTX 1
 #endif
 
 namespace tandem::monitor {
 
-#ifdef TANDEM_WITH_CUDA
+#ifdef TANDEM_NVTX
 NvtxRange::NvtxRange(const char* name) { nvtxRangePushA(name); }
 NvtxRange::~NvtxRange() { nvtxRangePop(); }
 #else

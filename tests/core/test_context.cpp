@@ -185,7 +185,8 @@ TEST_CASE("each context has its own grad mode", "[context]") {
   CHECK(chunks_elsewhere == 0);
 }
 
-TEST_CASE("a thread without a context sees the default, ContextGuard restores", "[context]") {
+TEST_CASE("a thread without a context sees the default, ContextGuard restores",
+          "[context][gpu]") {
   ExecutionContext* seen = nullptr;
   std::thread([&] { seen = &current_context(); }).join();
   CHECK(seen == &default_context());
@@ -254,7 +255,8 @@ TEST_CASE("run_group slices the cores, set_num_threads changes only this rank's 
                   ValueError);
 }
 
-TEST_CASE("new tensors take the current context's device unless one is asked for", "[context]") {
+TEST_CASE("new tensors take the current context's device unless one is asked for",
+          "[context][gpu]") {
   ExecutionContext gpu_rank(Device("cuda:0"), std::make_shared<ThreadPool>(1));
   {
     ContextGuard guard(gpu_rank);

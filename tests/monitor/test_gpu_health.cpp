@@ -7,7 +7,7 @@
 using namespace tandem;
 using monitor::GpuSample;
 
-TEST_CASE("GPU health: NVML absent is handled, present gives a sample per GPU", "[monitor]") {
+TEST_CASE("GPU health: NVML absent is handled, present gives a sample per GPU", "[monitor][gpu]") {
   monitor::GpuHealth health;
   if (!health.available()) {
     CHECK_THAT(health.why_unavailable(),

@@ -86,7 +86,7 @@ TEST_CASE("dtype errors", "[errors]") {
   CHECK(error_of([] { dropout(ones({2}), 1.5); }) == "dropout: probability must be in [0, 1], got 1.5");
 }
 
-TEST_CASE("device errors", "[errors]") {
+TEST_CASE("device errors", "[errors][gpu]") {
   // A tensor that claims to live on cuda:0 (no memory is touched), so the checks run on any
   // machine.
   float dummy[2] = {0, 0};
