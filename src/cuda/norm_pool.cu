@@ -1,10 +1,11 @@
 // CUDA batch norm over (N, C, S) and 2-d pooling over (N, C, H, W), the CPU backend's
 // semantics (src/cpu/norm.cpp; pooling's index math and sums are src/kernels/pool.hpp, which the
 // CPU runs too): f16/bf16 load and compute in f32 with f32 statistics and parameters, f64 in
-// f64. Per-channel sums are a block per channel; every backward gathers (each input element sums
-// the outputs it fed), so no atomics and one order per run.
-// Batch norm's tensors are row-major (N, C, S) or all channels-last, (N, S, C) in memory; the
-// latter's per-channel sums are coalesced: a warp reads 32 neighbouring channels of a row.
+// f64. Per-channel sums are cut into slices the shape alone decides, then added in order; every
+// backward gathers (each input element sums the outputs it fed), so no atomics and one order
+// per run. Batch norm's tensors are row-major (N, C, S) or all channels-last, (N, S, C) in
+// memory; the latter's per-channel sums are coalesced: a warp reads 32 neighbouring channels of
+// a row.
 #include <algorithm>
 #include <cmath>
 
@@ -39,11 +40,6 @@ __device__ P block_sum(P v) {
 struct NcsLayout {
   int64_t channels, s;
   bool nhwc;
-  // Element j of channel c's N x S values, as an offset into the row-major layout (the
-  // channels-innermost one takes the coalesced sums below).
-  __device__ __forceinline__ int64_t offset(int64_t j, int64_t c) const {
-    return (j / s * channels + c) * s + j % s;
-  }
   // The channel of the element at offset j.
   __device__ __forceinline__ int64_t channel(int64_t j) const {
     return nhwc ? j % channels : j / s % channels;
@@ -58,24 +54,95 @@ NcsLayout ncs_layout(const Tensor& t) {
 }
 
 // --- batch norm --------------------------------------------------------------------------------
-// P: the statistics' type (f32, or f64 for f64 inputs). One block per channel, two passes as the
-// CPU: the mean, then the mean square deviation from it.
-template <typename T, typename P>
-__global__ void bn_stats_kernel(P* mean, P* var, const T* x, int64_t n, NcsLayout l) {
-  const int64_t c = blockIdx.x, count = n * l.s;
-  P sum = 0;
-  for (int64_t j = threadIdx.x; j < count; j += blockDim.x)
-    sum += static_cast<P>(convert<compute_t<T>>(x[l.offset(j, c)]));
-  const P mu = block_sum(sum) / static_cast<P>(count);
-  P sq = 0;
-  for (int64_t j = threadIdx.x; j < count; j += blockDim.x) {
-    const P v = static_cast<P>(convert<compute_t<T>>(x[l.offset(j, c)])) - mu;
-    sq += v * v;
+// P: the statistics' type (f32, or f64 for f64 inputs). Per-channel sums in two steps, in either
+// layout: blocks sum slices of each channel's N x S values into partial[(k * slices + slice) * C
+// + c], then a second kernel adds a channel's slices in order. The slice count depends on the
+// shape only, so the order of summation does too. The statistics take two passes, as the CPU's:
+// the mean, then the mean square deviation from it.
+constexpr int kLanes = cuda::kThreads / 32;
+
+// How the sums are cut: a channels-innermost (N, S, C) tensor in blocks of 32 channels x kLanes
+// warps over a slice of the N x S rows (each warp reads 32 neighbouring channels of a row:
+// coalesced), a row-major one in a block per (channel, slice) over a slice of its N planes of S.
+// Enough blocks to fill a large GPU; slices of at least 64 rows (NHWC) or 4096 values (NCHW).
+struct Slices {
+  int64_t rows, count;  // rows: N x S, a channel's values
+  dim3 grid;            // (channels or groups of 32 channels, slices)
+  Slices(int64_t n, const NcsLayout& l) : rows(n * l.s) {
+    const int64_t blocks = l.nhwc ? (l.channels + 31) / 32 : l.channels;
+    const int64_t per_slice = l.nhwc ? 64 : 4096;
+    count = std::max<int64_t>(1, std::min<int64_t>((rows + per_slice - 1) / per_slice,
+                                                   (1024 + blocks - 1) / blocks));
+    grid = dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(count));
   }
-  const P total = block_sum(sq);
-  if (threadIdx.x == 0) {
-    mean[c] = mu;
-    var[c] = total / static_cast<P>(count);
+};
+
+// f(offset, c, acc) adds the terms of the element at `offset`, of channel c, to acc[0..K); each
+// block writes its slice's K partial sums.
+template <int K, typename P, typename F>
+__device__ void slice_sums(P* partial, int64_t rows, const NcsLayout& l, int64_t slices, F f) {
+  const int64_t slice = blockIdx.y;
+  const int64_t begin = rows * slice / slices, end = rows * (slice + 1) / slices;
+  P acc[K];
+  for (int k = 0; k < K; ++k) acc[k] = 0;
+  if (l.nhwc) {
+    __shared__ P lanes[K][kLanes][32];
+    const int tx = threadIdx.x % 32, lane = threadIdx.x / 32;
+    const int64_t c = blockIdx.x * 32 + tx;
+    if (c < l.channels)
+      for (int64_t r = begin + lane; r < end; r += kLanes) f(r * l.channels + c, c, acc);
+    for (int k = 0; k < K; ++k) lanes[k][lane][tx] = acc[k];
+    __syncthreads();
+    if (lane == 0 && c < l.channels)
+      for (int k = 0; k < K; ++k) {
+        P t = 0;
+        for (int w = 0; w < kLanes; ++w) t += lanes[k][w][tx];
+        partial[(k * slices + slice) * l.channels + c] = t;
+      }
+    return;
+  }
+  // Row-major: value j of channel c lies at (j / S * C + c) * S + j % S. The quotient and
+  // remainder advance by the block's stride instead of being divided out per element.
+  const int64_t c = blockIdx.x;
+  const int64_t step_q = blockDim.x / l.s, step_r = blockDim.x % l.s;
+  int64_t j = begin + threadIdx.x, q = j / l.s, r = j % l.s;
+  for (; j < end; j += blockDim.x) {
+    f((q * l.channels + c) * l.s + r, c, acc);
+    q += step_q;
+    r += step_r;
+    if (r >= l.s) {
+      r -= l.s;
+      ++q;
+    }
+  }
+  for (int k = 0; k < K; ++k) acc[k] = block_sum(acc[k]);
+  if (threadIdx.x == 0)
+    for (int k = 0; k < K; ++k) partial[(k * slices + slice) * l.channels + c] = acc[k];
+}
+
+// Slice sums of x, or of (x - mean)^2 when mean is given.
+template <typename T, typename P>
+__global__ void bn_sums_kernel(P* partial, const T* x, const P* mean, int64_t rows, NcsLayout l,
+                               int64_t slices) {
+  slice_sums<1, P>(partial, rows, l, slices, [&](int64_t o, int64_t c, P* acc) {
+    const P v = static_cast<P>(convert<compute_t<T>>(x[o]));
+    if (mean) {
+      const P d = v - mean[c];
+      acc[0] += d * d;
+    } else {
+      acc[0] += v;
+    }
+  });
+}
+
+// out[c] = scale x the sum of channel c's slices.
+template <typename P>
+__global__ void bn_finish_kernel(P* out, const P* partial, int64_t channels, int64_t slices,
+                                 P scale) {
+  TANDEM_CUDA_LOOP(c, channels) {
+    P t = 0;
+    for (int64_t k = 0; k < slices; ++k) t += partial[k * channels + c];
+    out[c] = t * scale;
   }
 }
 
@@ -103,24 +170,30 @@ __device__ __forceinline__ P bn_dz(const T* dy, const T* out, int64_t j) {
   return static_cast<P>(convert<compute_t<T>>(out[j])) > P(0) ? g : P(0);
 }
 
-// Per channel: sum(dz) and sum(dz * (x - mean)); grad_weight = the second times invstd,
-// grad_bias = the first.
+// Slice sums of dz and dz * (x - mean).
 template <typename T, typename P>
-__global__ void bn_backward_reduce_kernel(P* sum_dy, P* sum_dy_xmu, P* grad_weight, P* grad_bias,
-                                          const T* dy, const T* x, const T* out, const P* mean,
-                                          const P* invstd, int64_t n, NcsLayout l) {
-  const int64_t c = blockIdx.x, count = n * l.s;
-  const P mu = mean[c];
-  P a = 0, b = 0;
-  for (int64_t j = threadIdx.x; j < count; j += blockDim.x) {
-    const int64_t o = l.offset(j, c);
+__global__ void bn_backward_sums_kernel(P* partial, const T* dy, const T* x, const T* out,
+                                        const P* mean, int64_t rows, NcsLayout l,
+                                        int64_t slices) {
+  slice_sums<2, P>(partial, rows, l, slices, [&](int64_t o, int64_t c, P* acc) {
     const P dz = bn_dz<T, P>(dy, out, o);
-    a += dz;
-    b += dz * (static_cast<P>(convert<compute_t<T>>(x[o])) - mu);
-  }
-  a = block_sum(a);
-  b = block_sum(b);
-  if (threadIdx.x == 0) {
+    acc[0] += dz;
+    acc[1] += dz * (static_cast<P>(convert<compute_t<T>>(x[o])) - mean[c]);
+  });
+}
+
+// Per channel: sum(dz) and sum(dz * (x - mean)) from the slices; grad_weight = the second times
+// invstd, grad_bias = the first.
+template <typename P>
+__global__ void bn_backward_finish_kernel(P* sum_dy, P* sum_dy_xmu, P* grad_weight,
+                                          P* grad_bias, const P* partial, const P* invstd,
+                                          int64_t channels, int64_t slices) {
+  TANDEM_CUDA_LOOP(c, channels) {
+    P a = 0, b = 0;
+    for (int64_t k = 0; k < slices; ++k) {
+      a += partial[k * channels + c];
+      b += partial[(slices + k) * channels + c];
+    }
     sum_dy[c] = a;
     sum_dy_xmu[c] = b;
     if (grad_weight) grad_weight[c] = b * invstd[c];
@@ -149,103 +222,6 @@ __global__ void bn_backward_input_kernel(T* dx, T* dr, const T* dy, const T* x, 
   }
 }
 
-// --- per-channel sums over a channels-innermost (N, S, C) layout, coalesced: a block of 32
-// channels x kLanes warps sums one slice of the N x S rows (each warp reads 32 neighbouring
-// channels of a row), into partial[(k * slices + slice) * C + c]; a second kernel adds the
-// slices in order. The slice count depends on the shape only, so the order of summation does.
-constexpr int kLanes = cuda::kThreads / 32;
-
-// The N x S rows of an (N, C, S) tensor cut into slices: enough blocks to fill a large GPU, none
-// with fewer than 64 rows.
-struct NhwcSlices {
-  int64_t rows, slices;
-  dim3 grid;  // (groups of 32 channels, slices)
-  NhwcSlices(int64_t n, const NcsLayout& l) : rows(n * l.s) {
-    const int64_t groups = (l.channels + 31) / 32;
-    slices = std::max<int64_t>(
-        1, std::min<int64_t>((rows + 63) / 64, (1024 + groups - 1) / groups));
-    grid = dim3(static_cast<unsigned>(groups), static_cast<unsigned>(slices));
-  }
-};
-
-// f(row, c, acc) adds row's terms for channel c to acc[0..K).
-template <int K, typename P, typename F>
-__device__ void nhwc_slice_sums(P* partial, int64_t rows, int64_t channels, int64_t slices,
-                                F f) {
-  __shared__ P lanes[K][kLanes][32];
-  const int tx = threadIdx.x % 32, lane = threadIdx.x / 32;
-  const int64_t c = blockIdx.x * 32 + tx, slice = blockIdx.y;
-  const int64_t begin = rows * slice / slices, end = rows * (slice + 1) / slices;
-  P acc[K];
-  for (int k = 0; k < K; ++k) acc[k] = 0;
-  if (c < channels)
-    for (int64_t r = begin + lane; r < end; r += kLanes) f(r, c, acc);
-  for (int k = 0; k < K; ++k) lanes[k][lane][tx] = acc[k];
-  __syncthreads();
-  if (lane == 0 && c < channels)
-    for (int k = 0; k < K; ++k) {
-      P t = 0;
-      for (int l = 0; l < kLanes; ++l) t += lanes[k][l][tx];
-      partial[(k * slices + slice) * channels + c] = t;
-    }
-}
-
-// Slice sums of x, or of (x - mean)^2 when mean is given.
-template <typename T, typename P>
-__global__ void bn_nhwc_sums_kernel(P* partial, const T* x, const P* mean, int64_t rows,
-                                    int64_t channels, int64_t slices) {
-  nhwc_slice_sums<1, P>(partial, rows, channels, slices, [&](int64_t r, int64_t c, P* acc) {
-    const P v = static_cast<P>(convert<compute_t<T>>(x[r * channels + c]));
-    if (mean) {
-      const P d = v - mean[c];
-      acc[0] += d * d;
-    } else {
-      acc[0] += v;
-    }
-  });
-}
-
-// out[c] = scale x the sum of channel c's slices.
-template <typename P>
-__global__ void bn_nhwc_finish_kernel(P* out, const P* partial, int64_t channels, int64_t slices,
-                                      P scale) {
-  TANDEM_CUDA_LOOP(c, channels) {
-    P t = 0;
-    for (int64_t k = 0; k < slices; ++k) t += partial[k * channels + c];
-    out[c] = t * scale;
-  }
-}
-
-// Slice sums of dz and dz * (x - mean), as bn_backward_reduce_kernel's.
-template <typename T, typename P>
-__global__ void bn_nhwc_backward_sums_kernel(P* partial, const T* dy, const T* x, const T* out,
-                                             const P* mean, int64_t rows, int64_t channels,
-                                             int64_t slices) {
-  nhwc_slice_sums<2, P>(partial, rows, channels, slices, [&](int64_t r, int64_t c, P* acc) {
-    const int64_t o = r * channels + c;
-    const P dz = bn_dz<T, P>(dy, out, o);
-    acc[0] += dz;
-    acc[1] += dz * (static_cast<P>(convert<compute_t<T>>(x[o])) - mean[c]);
-  });
-}
-
-template <typename P>
-__global__ void bn_nhwc_backward_finish_kernel(P* sum_dy, P* sum_dy_xmu, P* grad_weight,
-                                               P* grad_bias, const P* partial, const P* invstd,
-                                               int64_t channels, int64_t slices) {
-  TANDEM_CUDA_LOOP(c, channels) {
-    P a = 0, b = 0;
-    for (int64_t k = 0; k < slices; ++k) {
-      a += partial[k * channels + c];
-      b += partial[(slices + k) * channels + c];
-    }
-    sum_dy[c] = a;
-    sum_dy_xmu[c] = b;
-    if (grad_weight) grad_weight[c] = b * invstd[c];
-    if (grad_bias) grad_bias[c] = a;
-  }
-}
-
 template <typename T>
 const T* maybe(const Tensor& t) {
   return t.defined() ? ptr<const T>(t) : nullptr;
@@ -269,21 +245,15 @@ void batch_norm_stats(const Tensor& mean, const Tensor& var, const Tensor& in) {
     using T = decltype(t);
     using P = decltype(p);
     cudaStream_t stream = cuda::current_stream();
-    if (!l.nhwc) {
-      bn_stats_kernel<<<static_cast<unsigned>(c), cuda::kThreads, 0, stream>>>(
-          ptr<P>(mean), ptr<P>(var), ptr<const T>(in), n, l);
-      cuda::check_launch("batch_norm_stats");
-      return;
-    }
-    // Channels innermost: the mean, then the mean square deviation from it, each in two steps.
-    const NhwcSlices sl(n, l);
-    Tensor partial = make_tensor({sl.slices * c}, mean.dtype(), in.device());
+    const Slices sl(n, l);
+    Tensor partial = make_tensor({sl.count * c}, mean.dtype(), in.device());
+    // The mean, then the mean square deviation from it.
     auto pass = [&](P* out, const P* mu) {
-      bn_nhwc_sums_kernel<T, P><<<sl.grid, cuda::kThreads, 0, stream>>>(
-          ptr<P>(partial), ptr<const T>(in), mu, sl.rows, c, sl.slices);
+      bn_sums_kernel<T, P><<<sl.grid, cuda::kThreads, 0, stream>>>(
+          ptr<P>(partial), ptr<const T>(in), mu, sl.rows, l, sl.count);
       cuda::check_launch("batch_norm_stats (slices)");
-      bn_nhwc_finish_kernel<P><<<cuda::grid_for(c), cuda::kThreads, 0, stream>>>(
-          out, ptr<const P>(partial), c, sl.slices, P(1) / static_cast<P>(sl.rows));
+      bn_finish_kernel<P><<<cuda::grid_for(c), cuda::kThreads, 0, stream>>>(
+          out, ptr<const P>(partial), c, sl.count, P(1) / static_cast<P>(sl.rows));
       cuda::check_launch("batch_norm_stats (channels)");
     };
     pass(ptr<P>(mean), nullptr);
@@ -323,25 +293,18 @@ void batch_norm_backward(const Tensor& grad_in, const Tensor& grad_weight,
     cudaStream_t stream = cuda::current_stream();
     P* sum_dy = ptr<P>(sums);
     P* sum_dy_xmu = sum_dy + c;
-    P* gw = grad_weight.defined() ? ptr<P>(grad_weight) : nullptr;
-    P* gb = grad_bias.defined() ? ptr<P>(grad_bias) : nullptr;
     const NcsLayout l = ncs_layout(in);
-    if (!l.nhwc) {
-      bn_backward_reduce_kernel<<<static_cast<unsigned>(c), cuda::kThreads, 0, stream>>>(
-          sum_dy, sum_dy_xmu, gw, gb, ptr<const T>(grad_out), ptr<const T>(in), maybe<T>(out),
-          ptr<const P>(mean), ptr<const P>(invstd), n, l);
-      cuda::check_launch("batch_norm_backward (sums)");
-    } else {
-      const NhwcSlices sl(n, l);
-      Tensor partial = make_tensor({2 * sl.slices * c}, mean.dtype(), in.device());
-      bn_nhwc_backward_sums_kernel<T, P><<<sl.grid, cuda::kThreads, 0, stream>>>(
-          ptr<P>(partial), ptr<const T>(grad_out), ptr<const T>(in), maybe<T>(out),
-          ptr<const P>(mean), sl.rows, c, sl.slices);
-      cuda::check_launch("batch_norm_backward (slices)");
-      bn_nhwc_backward_finish_kernel<P><<<cuda::grid_for(c), cuda::kThreads, 0, stream>>>(
-          sum_dy, sum_dy_xmu, gw, gb, ptr<const P>(partial), ptr<const P>(invstd), c, sl.slices);
-      cuda::check_launch("batch_norm_backward (channels)");
-    }
+    const Slices sl(n, l);
+    Tensor partial = make_tensor({2 * sl.count * c}, mean.dtype(), in.device());
+    bn_backward_sums_kernel<T, P><<<sl.grid, cuda::kThreads, 0, stream>>>(
+        ptr<P>(partial), ptr<const T>(grad_out), ptr<const T>(in), maybe<T>(out),
+        ptr<const P>(mean), sl.rows, l, sl.count);
+    cuda::check_launch("batch_norm_backward (slices)");
+    bn_backward_finish_kernel<P><<<cuda::grid_for(c), cuda::kThreads, 0, stream>>>(
+        sum_dy, sum_dy_xmu, grad_weight.defined() ? ptr<P>(grad_weight) : nullptr,
+        grad_bias.defined() ? ptr<P>(grad_bias) : nullptr, ptr<const P>(partial),
+        ptr<const P>(invstd), c, sl.count);
+    cuda::check_launch("batch_norm_backward (channels)");
     // Synchronized: the group's sums (grad_weight and grad_bias above stay this rank's).
     if (sync) sync->allreduce(sums);
     const P count = static_cast<P>(sync ? sync->count : static_cast<double>(n * s));
