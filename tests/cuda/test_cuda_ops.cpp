@@ -170,8 +170,9 @@ TEST_CASE("CUDA reductions match the CPU: sums, means, extremes and their first 
   if (!gpu_present("CUDA reductions")) return;
   for (DType dt : kFloats) {
     INFO("dtype " << dt);
-    // Short rows (a warp each) and long ones (a block each).
-    for (int64_t cols : {7, 300, 5000}) {
+    // Short rows (a warp each), long ones (a block each) and longer ones (cut into parts summed
+    // by blocks of their own, then summed: the sums over 40000 and the means over 240000).
+    for (int64_t cols : {7, 300, 5000, 40000}) {
       INFO("cols " << cols);
       Tensor x = randn_as({6, cols}, dt, 10 + cols);
       // Sums: the CPU adds in f64, the GPU in f32 (f64 for f64): rounding of the accumulation.
@@ -191,6 +192,8 @@ TEST_CASE("CUDA reductions match the CPU: sums, means, extremes and their first 
   Generator g(3);
   Tensor ints = randint(-100, 100, {4, 2000}, DType::i64, &g);
   same_on_gpu("integer sum", {ints}, [](auto& v) { return sum(v[0], {1}); }, {0, 0});
+  Tensor long_ints = randint(-100, 100, {2, 50000}, DType::i64, &g);
+  same_on_gpu("integer sum in parts", {long_ints}, [](auto& v) { return sum(v[0], {1}); }, {0, 0});
 }
 
 TEST_CASE("CUDA matrix products through cuBLAS match the CPU in every float dtype", "[cuda]") {
