@@ -305,7 +305,8 @@ void pick_classes_backward(const Tensor& grad_x, const Tensor& grad, const Tenso
   });
 }
 
-// --- optimizer updates: the CPU's rounding, step for step (src/cpu/optim.cpp) -----------------
+// --- optimizer updates: the CPU's formulas and roundings to T, step for step (src/cpu/optim.cpp;
+// nvcc may fuse a multiply and an add that the CPU rounds twice: results an ulp apart) ---------
 template <typename T>
 __device__ __forceinline__ T axpy(T a, double alpha, T b) {
   return alpha == 1.0 ? a + b : a + T(alpha) * b;
