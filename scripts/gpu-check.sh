@@ -55,6 +55,10 @@ if [ "${gpus:-0}" -eq 0 ]; then
 fi
 # A GPU test that finds no GPU fails here instead of skipping (tests/util.hpp, gpu_present).
 export TANDEM_REQUIRE_GPU=1
+# One process per GPU is what the example does by itself; a launcher's variables left in the
+# machine's environment would make it one rank of a job that does not exist.
+unset RANK WORLD_SIZE LOCAL_RANK OMPI_COMM_WORLD_RANK OMPI_COMM_WORLD_SIZE \
+  OMPI_COMM_WORLD_LOCAL_RANK SLURM_PROCID SLURM_NTASKS SLURM_LOCALID
 # A collective that cannot finish fails within 15 s instead of the default five minutes.
 export TANDEM_COMM_TIMEOUT_MS="${TANDEM_COMM_TIMEOUT_MS:-15000}" NCCL_DEBUG="${NCCL_DEBUG:-WARN}"
 

@@ -141,7 +141,8 @@ inline void check_launch(const char* what) {
 }
 
 /// Makes the device of `t` current for the launch and restores the caller's device after it: a
-/// kernel never leaves the calling thread's current device changed.
+/// kernel never leaves the calling thread's current device changed, unless that device had no
+/// context yet (DeviceGuard: a thread that never chose a device stays on the one used).
 class TensorDeviceGuard : public DeviceGuard {
  public:
   explicit TensorDeviceGuard(const Tensor& t) : DeviceGuard(t.device().index()) {}
