@@ -13,6 +13,7 @@
 #include <type_traits>
 
 #include "../kernels/collapse.hpp"
+#include "../kernels/divider.hpp"
 #include "check.hpp"
 #include "tandem/core/tensor.hpp"
 
@@ -81,18 +82,33 @@ T* ptr(const Tensor& t) {
 constexpr int kMaxDims = 10;
 
 /// Element offsets of N operands for a linear index over the collapsed loop; `contiguous` when
-/// every operand is dense in the loop's order (offset = index).
+/// every operand is dense in the loop's order (offset = index). Below 2^31 elements (`narrow`)
+/// the index is split into dims by 32-bit division with magic numbers (kernels/divider.hpp),
+/// else by 64-bit division.
 template <int N>
 struct OffsetCalc {
   int dims = 1;
   bool contiguous = true;
+  bool narrow = false;
   int64_t sizes[kMaxDims] = {};
+  kernels::FastDivider dividers[kMaxDims];
   int64_t strides[N][kMaxDims] = {};
 
   __device__ __forceinline__ void get(int64_t i, int64_t (&off)[N]) const {
 #pragma unroll
     for (int k = 0; k < N; ++k) off[k] = contiguous ? i : 0;
     if (contiguous) return;
+    if (narrow) {
+      uint32_t rest = static_cast<uint32_t>(i);
+      for (int d = dims - 1; d >= 0; --d) {
+        const uint32_t q = dividers[d].div(rest);
+        const int64_t idx = rest - q * dividers[d].divisor;
+        rest = q;
+#pragma unroll
+        for (int k = 0; k < N; ++k) off[k] += idx * strides[k][d];
+      }
+      return;
+    }
     for (int d = dims - 1; d >= 0; --d) {
       const int64_t idx = i % sizes[d];
       i /= sizes[d];
@@ -112,8 +128,12 @@ OffsetCalc<N> offsets(const Shape& shape, const std::array<Shape, N>& strides) {
   OffsetCalc<N> oc;
   oc.dims = static_cast<int>(c.sizes.size());
   oc.contiguous = oc.dims == 1;
+  int64_t count = 1;
+  for (int64_t size : c.sizes) count *= size;
+  oc.narrow = count > 0 && count < (int64_t{1} << 31);
   for (int d = 0; d < oc.dims; ++d) {
     oc.sizes[d] = c.sizes[d];
+    if (oc.narrow) oc.dividers[d] = kernels::FastDivider(static_cast<uint32_t>(c.sizes[d]));
     for (int k = 0; k < N; ++k) {
       oc.strides[k][d] = c.strides[k][d];
       if (oc.dims == 1 && c.strides[k][d] != 1) oc.contiguous = false;

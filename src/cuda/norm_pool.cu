@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "../kernels/divider.hpp"
 #include "../kernels/kernels.hpp"
 #include "../kernels/pool.hpp"
 #include "loops.cuh"
@@ -40,8 +41,14 @@ __device__ P block_sum(P v) {
 struct NcsLayout {
   int64_t channels, s;
   bool nhwc;
+  bool narrow;  // below 2^31 elements: the channel by 32-bit division with magic numbers
+  kernels::FastDivider by_channels, by_s;
   // The channel of the element at offset j.
   __device__ __forceinline__ int64_t channel(int64_t j) const {
+    if (narrow) {
+      const auto k = static_cast<uint32_t>(j);
+      return nhwc ? by_channels.mod(k) : by_channels.mod(by_s.div(k));
+    }
     return nhwc ? j % channels : j / s % channels;
   }
 };
@@ -49,8 +56,14 @@ struct NcsLayout {
 // The layout of an (N, C, S) tensor: channels innermost when its strides say so (where C or S
 // is 1 both layouts are the same memory, and row-major is taken).
 NcsLayout ncs_layout(const Tensor& t) {
-  const int64_t c = t.size(1), s = t.size(2);
-  return {c, s, c > 1 && s > 1 && t.stride(1) == 1};
+  const int64_t c = t.size(1), s = t.size(2), count = t.numel();
+  NcsLayout l{c, s, c > 1 && s > 1 && t.stride(1) == 1, count > 0 && count < (int64_t{1} << 31),
+              {}, {}};
+  if (l.narrow) {
+    l.by_channels = kernels::FastDivider(static_cast<uint32_t>(c));
+    l.by_s = kernels::FastDivider(static_cast<uint32_t>(s));
+  }
+  return l;
 }
 
 // --- batch norm --------------------------------------------------------------------------------

@@ -1,0 +1,36 @@
+// The GPU's index division (src/kernels/divider.hpp) against the division operator, on the CPU,
+// which runs the same code: edge divisors and numerators, then random ones.
+#include <random>
+
+#include "../../src/kernels/divider.hpp"
+#include "../util.hpp"
+
+using tandem::kernels::FastDivider;
+
+TEST_CASE("FastDivider divides every numerator below 2^31 as / and % do", "[kernels]") {
+  const uint32_t top = (uint32_t{1} << 31) - 1;
+  std::vector<uint32_t> divisors{1, 2, 3, 5, 7, 49, 64, 196, 255, 256, 257, 3136, 12544, 50176,
+                                 65535, 65536, 65537, (1u << 30) - 1, 1u << 30, (1u << 30) + 1,
+                                 top - 1, top};
+  std::mt19937 rng(7);
+  for (int k = 0; k < 200; ++k) divisors.push_back(1 + rng() % top);
+  for (uint32_t d : divisors) {
+    INFO("divisor " << d);
+    const FastDivider f(d);
+    std::vector<uint32_t> numerators{0, 1, d - 1, d, top, top - 1};
+    if (d < top / 3) numerators.insert(numerators.end(), {d + 1, 2 * d - 1, 2 * d, 3 * d - 1});
+    numerators.push_back(top / d * d);      // the largest multiple
+    numerators.push_back(top / d * d - 1);  // and the number below it
+    for (int k = 0; k < 2000; ++k) numerators.push_back(rng() % (top + 1u));
+    for (uint32_t n : numerators) {
+      if (f.div(n) != n / d || f.mod(n) != n % d) {
+        FAIL("n " << n << ": " << f.div(n) << " rem " << f.mod(n) << ", expected " << n / d
+                  << " rem " << n % d);
+      }
+    }
+    // Every numerator of a small range, exhaustively.
+    uint32_t wrong = 0;
+    for (uint32_t n = 0; n < 100000; ++n) wrong += f.div(n) != n / d;
+    CHECK(wrong == 0);
+  }
+}
