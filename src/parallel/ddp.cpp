@@ -12,6 +12,7 @@
 #include "tandem/autograd/node.hpp"
 #include "tandem/nn/layers.hpp"
 #include "tandem/ops/creation.hpp"
+#include "tandem/ops/shape_ops.hpp"
 
 namespace tandem::parallel {
 
@@ -335,6 +336,39 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
 
 namespace {
 
+// Broadcasts `tensors` from rank 0 in one collective per (dtype, device): each group packed into
+// one flat tensor, unpacked after (a ResNet-50's buffers are 160 tensors: 160 collectives, each
+// with its own launch and wait, became two). On GPUs the compute stream, not the host, waits.
+void broadcast_coalesced(comm::Communicator& comm, const std::vector<Tensor>& tensors) {
+  NoGradGuard no_grad;
+  std::vector<std::vector<Tensor>> groups;
+  for (const Tensor& t : tensors) {
+    auto group = std::find_if(groups.begin(), groups.end(), [&](const std::vector<Tensor>& g) {
+      return g.front().dtype() == t.dtype() && g.front().device() == t.device();
+    });
+    if (group == groups.end())
+      groups.push_back({t});
+    else
+      group->push_back(t);
+  }
+  std::vector<Tensor> flats;
+  std::vector<comm::Work> works;
+  for (const auto& group : groups) {
+    std::vector<Tensor> parts;
+    for (const Tensor& t : group) parts.push_back(t.reshape({t.numel()}));
+    flats.push_back(cat(parts));
+    works.push_back(comm.broadcast(flats.back(), 0));
+  }
+  for (size_t g = 0; g < groups.size(); ++g) {
+    works[g].wait_on_stream();
+    int64_t offset = 0;
+    for (Tensor t : groups[g]) {  // a handle: the buffer's data is written
+      t.copy_(flats[g].narrow(0, offset, t.numel()).reshape(t.shape()));
+      offset += t.numel();
+    }
+  }
+}
+
 // FNV-1a: the same on every process of a job, unlike std::hash.
 int64_t fingerprint(const std::string& s) {
   uint64_t h = 1469598103934665603ull;
@@ -442,9 +476,7 @@ void DistributedDataParallel::prepare_forward() {
   if (!options_.broadcast_buffers_ || comm_.size() == 1 || !grad_mode_enabled() ||
       !is_training())
     return;
-  std::vector<comm::Work> works;
-  for (const Tensor& b : module_->buffers()) works.push_back(comm_.broadcast(b, 0));
-  for (auto& w : works) w.wait();
+  broadcast_coalesced(comm_, module_->buffers());
 }
 
 Tensor DistributedDataParallel::forward(const Tensor& input) {

@@ -358,20 +358,28 @@ TEST_CASE("DDP refuses ranks whose models differ, naming the rank", "[parallel][
 }
 
 TEST_CASE("DDP broadcasts rank 0's buffers at every training forward", "[parallel][ddp]") {
-  std::vector<std::vector<float>> before_second(2);
+  // Packed by dtype into one broadcast each: running mean and variance (f32) and the batch count
+  // (i64); each comes back where it was.
+  std::vector<std::vector<float>> before_second(2), var(2), own_var(2);
   parallel::launch(2, [&](parallel::Rank& r) {
     auto bn = std::make_shared<nn::BatchNorm2d>(3);
     auto model = std::make_shared<nn::Sequential>(std::make_shared<nn::Conv2d>(2, 3, 3), bn);
     parallel::DistributedDataParallel ddp(model, r.comm);
     Generator g(20 + r.rank());
     ddp.forward(randn({2, 2, 5, 5}, DType::f32, &g)).sum().backward();
-    // Each rank updated its running mean with its own batch; the next training forward first
-    // makes them rank 0's.
+    // Each rank updated its running statistics with its own batch; the next training forward
+    // first makes them rank 0's.
+    own_var[r.rank()] = bn->running_var.to_vector<float>();
     ddp.prepare_forward();
     before_second[r.rank()] = bn->running_mean.to_vector<float>();
+    var[r.rank()] = bn->running_var.to_vector<float>();
+    CHECK(bn->num_batches_tracked.item<int64_t>() == 1);
   });
   REQUIRE(before_second[0] == before_second[1]);
   REQUIRE(before_second[0] != std::vector<float>(3, 0.0f));
+  REQUIRE(own_var[0] != own_var[1]);
+  CHECK(var[0] == own_var[0]);
+  CHECK(var[1] == own_var[0]);
 }
 
 TEST_CASE("DDP with bf16 compression tracks the uncompressed gradients", "[parallel][ddp]") {
