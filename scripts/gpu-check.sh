@@ -11,9 +11,11 @@
 #   3. tandem's GPU ops against cuBLAS called directly and a device-to-device copy,
 #   4. ResNet-50 training (bf16 autocast, batch 256, 224x224) against the PyTorch on the machine,
 #   5. the allreduce sweep, tandem's nccl backend vs raw NCCL,
-#   6. the whole test program (the CPU backend on a machine where CUDA is present).
+#   6. compute-sanitizer's memcheck over the GPU tests with the most index math (when present),
+#   7. the whole test program (the CPU backend on a machine where CUDA is present).
 # The whole script ends within TANDEM_GPU_CHECK_SECONDS (default 480): each step runs under its
-# own limit, cut to what is left (step 6 only when 150 s are left: the CPU suite runs in CI too).
+# own limit, cut to what is left (step 6 only when 90 s are left, step 7 when 150 s are: the CPU
+# suite runs in CI too).
 # Logs and results are written to tandem-gpu-check/ under TANDEM_GPU_CHECK_WORK (default /tmp);
 # however the script ends, $OUT (default gpu-out/) receives at most six files, as the device
 # machine returns eight at most: SUMMARY, summary.json (each step's exit status and seconds; both
@@ -170,6 +172,13 @@ built bench_resnet resnet50 &&
 built bench_allreduce allreduce && built bench_nccl_allreduce allreduce &&
   step allreduce 90 python3 benchmarks/bench_allreduce.py --gpu --repeats 3 \
     --bin build-gpu/benchmarks --out "$work/allreduce_nccl.json" --plot "$work/allreduce_nccl.png"
+# Out-of-bounds and misaligned accesses the comparisons might not notice, in the kernels with
+# the most index math (batch norm, pooling, channels-last), when the toolkit has the sanitizer.
+sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
+if [ -n "$sanitizer" ] && [ $((budget - SECONDS - 5)) -ge 90 ]; then
+  step memcheck 80 "$sanitizer" --tool memcheck --error-exitcode 1 build-gpu/tests/tandem_tests \
+    "CUDA batch norm*,CUDA channels-last*,CUDA reductions*"
+fi
 if [ $((budget - SECONDS - 5)) -ge 150 ]; then
   step all_tests 300 build-gpu/tests/tandem_tests "~[cuda]~[nccl]~[gpu]"
 else
