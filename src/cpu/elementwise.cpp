@@ -1,5 +1,6 @@
 // CPU elementwise kernels besides unary (unary.cpp) and binary (binary.cpp): where, copies and
 // casts between every pair of dtypes, fill, arange.
+#include <cmath>
 #include <cstring>
 
 #include "elementwise_loops.hpp"
@@ -46,7 +47,9 @@ void arange(const Tensor& out, double start, double step) {
     using D = decltype(d);
     D* p = ptr<D>(out);
     parallel_for(0, out.numel(), kElementwiseGrain, [&](int64_t lo, int64_t hi) {
-      for (int64_t i = lo; i < hi; ++i) p[i] = convert<D>(start + static_cast<double>(i) * step);
+      // One rounding (fma), whatever the ISA object's contraction: the CUDA kernel's bits.
+      for (int64_t i = lo; i < hi; ++i)
+        p[i] = convert<D>(std::fma(static_cast<double>(i), step, start));
     });
   });
 }

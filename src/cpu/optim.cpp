@@ -1,6 +1,7 @@
 // CPU optimizer updates: each parameter's whole update in one pass over its elements. Every
 // intermediate is rounded to the parameter's dtype where the unfused sequence of tensor ops
 // rounded it, so the fused update gives the same bits as that sequence.
+#include <atomic>
 #include <cmath>
 
 #include "kernels.hpp"
@@ -83,7 +84,7 @@ void adamw_step(const Tensor& param, const Tensor& exp_avg, const Tensor& exp_av
 }
 
 void unscale_grad(const Tensor& grad, const Tensor& found_inf, double inv_scale) {
-  bool finite = true;
+  std::atomic<bool> nonfinite{false};  // for_each_run's runs go to several threads
   dispatch_dtype<DTypeSet::floating>(grad.dtype(), "unscale_grad (cpu)", [&](auto t) {
     using T = decltype(t);
     using C = std::conditional_t<std::is_same_v<T, double>, double, float>;  // as MulScalar
@@ -92,14 +93,16 @@ void unscale_grad(const Tensor& grad, const Tensor& found_inf, double inv_scale)
     for_each_run<1>(grad.shape(), {grad.strides()},
                     [&](const std::array<int64_t, 1>& off, int64_t n,
                         const std::array<int64_t, 1>& st) {
+                      bool finite = true;
                       for (int64_t i = 0; i < n; ++i) {
                         T& gi = g[off[0] + i * st[0]];
                         gi = static_cast<T>(static_cast<C>(gi) * inv);
                         finite &= std::isfinite(static_cast<C>(gi));
                       }
+                      if (!finite) nonfinite.store(true, std::memory_order_relaxed);
                     });
   });
-  if (!finite) *ptr<float>(found_inf) = 1.0f;
+  if (nonfinite.load()) *ptr<float>(found_inf) = 1.0f;
 }
 
 }  // namespace

@@ -39,10 +39,12 @@ std::atomic<bool> g_benchmark{false};
 cudnnHandle_t create_handle() {
   // A library of another major version than the header built against (a wheel's cudnn.h paired
   // with another install's library) would be handed structures it does not know.
+  // cuDNN 9 numbers its versions major * 10000 + minor * 100 + patch, 8 major * 1000 + ...
   const size_t loaded = cudnnGetVersion();
-  TANDEM_CHECK(loaded / 10000 == CUDNN_MAJOR, "cuDNN: built against version ", CUDNN_MAJOR, ".",
-               CUDNN_MINOR, " but loaded ", loaded / 10000, ".", loaded % 10000 / 100,
-               " (point CUDNN_ROOT at one install for both header and library)");
+  const size_t major = loaded >= 90000 ? loaded / 10000 : loaded / 1000;
+  TANDEM_CHECK(major == CUDNN_MAJOR, "cuDNN: built against version ", CUDNN_MAJOR, ".",
+               CUDNN_MINOR, " but loaded version ", major, " (", loaded,
+               "); point CUDNN_ROOT at one install for both header and library");
   cudnnHandle_t h = nullptr;
   TANDEM_CUDNN_CHECK(cudnnCreate(&h));
   return h;
@@ -174,6 +176,9 @@ void run_ranked(const Key& key, Device device, cudnnConvolutionDescriptor_t conv
     TANDEM_CUDNN_CHECK(cudnnSetConvolutionMathType(conv, c.math));
     call(c.algo, ws.defined() ? ws.raw_data() : nullptr, c.workspace);
   };
+  // The descriptor's own math type, for the ranking: an attempt leaves its choice's set.
+  cudnnMathType_t own_math;
+  TANDEM_CUDNN_CHECK(cudnnGetConvolutionMathType(conv, &own_math));
   std::exception_ptr failure;
   auto tried = [&](const Choice& c) {
     try {
@@ -184,6 +189,7 @@ void run_ranked(const Key& key, Device device, cudnnConvolutionDescriptor_t conv
     } catch (const OutOfMemoryError&) {
       failure = std::current_exception();
     }
+    cudaGetLastError();  // a launch error the failed call left must not blame the next kernel
     return false;
   };
   std::optional<Choice> cached;
@@ -193,6 +199,7 @@ void run_ranked(const Key& key, Device device, cudnnConvolutionDescriptor_t conv
     if (it != g_cache.end()) cached = it->second;
   }
   if (cached && tried(*cached)) return;
+  TANDEM_CUDNN_CHECK(cudnnSetConvolutionMathType(conv, own_math));
   // f32 with TF32 off keeps FMA math whatever the ranking used.
   const bool strict_f32 = std::get<2>(key) == DType::f32 && !std::get<3>(key);
   for (const Perf& p : query()) {

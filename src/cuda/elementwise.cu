@@ -58,12 +58,10 @@ __global__ void fill_kernel(T* out, T value, int64_t n, OffsetCalc<1> oc) {
   }
 }
 
-// start + i * step rounded twice, as the CPU computes it (nvcc would fuse it into one rounding).
+// start + i * step rounded once (fma), as the CPU computes it.
 template <typename T>
 __global__ void arange_kernel(T* out, double start, double step, int64_t n) {
-  TANDEM_CUDA_LOOP(i, n) {
-    out[i] = convert<T>(__dadd_rn(start, __dmul_rn(static_cast<double>(i), step)));
-  }
+  TANDEM_CUDA_LOOP(i, n) out[i] = convert<T>(fma(static_cast<double>(i), step, start));
 }
 
 // Identity through the computation type: a copy is a unary op whose functor converts.

@@ -220,8 +220,10 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm, double
       *partial = inf_norm ? maximum(*partial, term) : add(*partial, term);
   }
   double total = 0;
-  for (const Tensor& t : partials)
-    total = inf_norm ? std::max(total, t.item<double>()) : total + t.item<double>();
+  for (const Tensor& t : partials) {
+    const double v = t.item<double>();
+    total = !inf_norm ? total + v : std::isnan(v) || v > total ? v : total;  // NaN stays NaN
+  }
   if (!inf_norm) total = std::sqrt(total);
   const double coef = max_norm / (total + 1e-6);
   if (coef < 1.0)

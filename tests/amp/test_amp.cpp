@@ -262,6 +262,26 @@ TEST_CASE("GradScaler.unscale: every float dtype and strided gradients, rounded 
   }
 }
 
+TEST_CASE("GradScaler.unscale finds one inf in a large strided gradient that threads share",
+          "[amp]") {
+  // Rows of a slice are runs of their own, handed to several threads: the one that meets the
+  // inf must not be overwritten by those that do not (a race, before).
+  const int threads = get_num_threads();
+  set_num_threads(2);
+  for (int trial = 0; trial < 20; ++trial) {
+    INFO("trial " << trial);
+    Tensor p = zeros({1024, 1000}).set_requires_grad();
+    Tensor base = ones({1024, 1100});
+    base.narrow(0, 1000 + trial, 1).narrow(1, 7, 1).fill_(std::numeric_limits<double>::infinity());
+    p.set_grad(base.narrow(1, 0, 1000));
+    optim::SGD opt({p}, optim::SGDOptions(0.1));
+    amp::GradScaler s;
+    s.unscale(opt);
+    CHECK_FALSE(s.step(opt));
+  }
+  set_num_threads(threads);
+}
+
 TEST_CASE("GradScaler: an inf on one rank skips the step on every rank", "[amp][parallel]") {
   std::vector<int> stepped(2, -1);
   std::vector<double> scales(2);

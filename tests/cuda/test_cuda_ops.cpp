@@ -148,7 +148,7 @@ TEST_CASE("CUDA copies and casts between every pair of dtypes, fills and arange 
     require_close(arange(start, 40.0, 1.5, TensorOptions(dt).device(kGpu)).cpu(),
                   arange(start, 40.0, 1.5, dt), 0, 0);
   }
-  // Steps not exact in binary: start + i * step rounded twice on both devices, the same bits.
+  // Steps not exact in binary: start + i * step rounded once (fma) on both devices, the same bits.
   require_close(arange(0.1, 100.0, 0.1, TensorOptions(DType::f64).device(kGpu)).cpu(),
                 arange(0.1, 100.0, 0.1, DType::f64), 0, 0);
 }
