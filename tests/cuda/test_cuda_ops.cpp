@@ -528,15 +528,17 @@ TEST_CASE("CUDA batch norm (with residual and relu) and pooling match the CPU", 
 
 TEST_CASE("ResNet-20 trains the same on the GPU as on the CPU", "[cuda]") {
   if (!gpu_present("CUDA ResNet-20 training")) return;
-  NoTf32 no_tf32;
+  // In f64: in f32 one of the ~1M relu inputs per forward now and then lies within rounding of
+  // zero, its sign differs between the devices, and three steps of momentum grow that into a
+  // difference no tolerance covers (a simulation failed a quarter of the seeds in f32).
   auto train = [](Device device) {
     manual_seed(5);
     auto model = std::make_shared<nn::CifarResNet>(
         20, nn::ResNetOptions().in_channels(1).num_classes(10));
-    model->to(device);
+    model->to(device, DType::f64);
     optim::SGD opt(model->parameters(), optim::SGDOptions(0.05).momentum(0.9));
     for (int k = 0; k < 3; ++k) {
-      Tensor x = randn_as({8, 1, 28, 28}, DType::f32, 100 + k).to(device);
+      Tensor x = randn_as({8, 1, 28, 28}, DType::f64, 100 + k).to(device);
       Generator g(200 + k);
       Tensor y = randint(0, 10, {8}, DType::i64, &g).to(device);
       opt.zero_grad();
@@ -551,7 +553,7 @@ TEST_CASE("ResNet-20 trains the same on the GPU as on the CPU", "[cuda]") {
   auto gpu = train(kGpu), cpu = train(kCPU);
   REQUIRE(gpu.size() == cpu.size());
   for (size_t i = 0; i < gpu.size(); ++i)
-    require_close(gpu[i], cpu[i], 2e-3, 2e-4, "parameter or buffer " + std::to_string(i));
+    require_close(gpu[i], cpu[i], 1e-8, 1e-10, "parameter or buffer " + std::to_string(i));
 }
 
 TEST_CASE("the GPU data path: pinned staging reused, asynchronous copies, augmentation on the GPU "
