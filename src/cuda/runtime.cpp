@@ -189,6 +189,16 @@ int device_count() {
   return count;
 }
 
+std::string pci_bus_id(int device) {
+  char id[32] = {};
+  if (device < 0 || device >= device_count() ||
+      cudaDeviceGetPCIBusId(id, sizeof(id), device) != cudaSuccess) {
+    cudaGetLastError();
+    return "";
+  }
+  return id;
+}
+
 bool is_available() {
   static const bool available = [] {
     bool ok = device_count() > 0;

@@ -4,6 +4,10 @@
 
 #include <cstdio>
 #include <sstream>
+#include <utility>
+#include <vector>
+
+#include "tandem/cuda/runtime.hpp"
 
 namespace tandem::monitor {
 namespace {
@@ -32,6 +36,7 @@ struct GpuHealth::Api {
   nvmlReturn_t (*shutdown)();
   nvmlReturn_t (*count)(unsigned*);
   nvmlReturn_t (*handle)(unsigned, nvmlDevice_t*);
+  nvmlReturn_t (*handle_by_bus)(const char*, nvmlDevice_t*);
   nvmlReturn_t (*utilization)(nvmlDevice_t, nvmlUtilization_t*);
   nvmlReturn_t (*memory)(nvmlDevice_t, nvmlMemory_t*);
   nvmlReturn_t (*temperature)(nvmlDevice_t, int, unsigned*);
@@ -55,6 +60,8 @@ GpuHealth::GpuHealth() {
   api_->count = reinterpret_cast<nvmlReturn_t (*)(unsigned*)>(sym("nvmlDeviceGetCount_v2"));
   api_->handle = reinterpret_cast<nvmlReturn_t (*)(unsigned, nvmlDevice_t*)>(
       sym("nvmlDeviceGetHandleByIndex_v2"));
+  api_->handle_by_bus = reinterpret_cast<nvmlReturn_t (*)(const char*, nvmlDevice_t*)>(
+      sym("nvmlDeviceGetHandleByPciBusId_v2"));
   api_->utilization = reinterpret_cast<nvmlReturn_t (*)(nvmlDevice_t, nvmlUtilization_t*)>(
       sym("nvmlDeviceGetUtilizationRates"));
   api_->memory =
@@ -87,13 +94,25 @@ GpuHealth::~GpuHealth() {
 std::vector<GpuSample> GpuHealth::sample() const {
   std::vector<GpuSample> out;
   if (!available()) return out;
-  unsigned n = 0;
-  if (api_->count(&n) != kNvmlSuccess) return out;
-  for (unsigned i = 0; i < n; ++i) {
+  // The GPUs this process sees, numbered as CUDA numbers them (CUDA_VISIBLE_DEVICES, as a
+  // cluster's scheduler sets it, hides some and renumbers the rest; NVML sees every GPU of the
+  // machine in its own order), found through their PCI bus ids. Without CUDA's view: NVML's.
+  std::vector<std::pair<int, nvmlDevice_t>> devices;
+  for (int i = 0; api_->handle_by_bus && i < cuda::device_count(); ++i) {
+    const std::string bus = cuda::pci_bus_id(i);
     nvmlDevice_t d = nullptr;
-    if (api_->handle(i, &d) != kNvmlSuccess) continue;
+    if (!bus.empty() && api_->handle_by_bus(bus.c_str(), &d) == kNvmlSuccess)
+      devices.emplace_back(i, d);
+  }
+  unsigned n = 0;
+  if (devices.empty() && api_->count(&n) == kNvmlSuccess)
+    for (unsigned i = 0; i < n; ++i) {
+      nvmlDevice_t d = nullptr;
+      if (api_->handle(i, &d) == kNvmlSuccess) devices.emplace_back(static_cast<int>(i), d);
+    }
+  for (const auto& [index, d] : devices) {
     GpuSample s;
-    s.index = static_cast<int>(i);
+    s.index = index;
     nvmlUtilization_t u{};
     if (api_->utilization && api_->utilization(d, &u) == kNvmlSuccess) s.utilization_pct = u.gpu;
     nvmlMemory_t m{};

@@ -18,6 +18,9 @@ TEST_CASE("GPU health: NVML absent is handled, present gives a sample per GPU", 
   CHECK(health.why_unavailable().empty());
   const auto samples = health.sample();
   CHECK(static_cast<int>(samples.size()) >= cuda::device_count());
+  // The GPUs this process sees, as CUDA numbers them.
+  for (int i = 0; i < cuda::device_count() && i < static_cast<int>(samples.size()); ++i)
+    CHECK(samples[i].index == i);
   for (const GpuSample& s : samples) {
     CHECK(s.memory_total > 0);
     CHECK(s.sm_clock_max_mhz > 0);

@@ -19,6 +19,8 @@ bool compiled_with_cuda();
 bool is_available();
 /// Number of visible GPUs (0 without CUDA, driver or GPU).
 int device_count();
+/// GPU `device`'s PCI bus id ("0000:3b:00.0"), what NVML finds it by; empty when it cannot say.
+std::string pci_bus_id(int device);
 /// A one-line description of the CUDA build (runtime, cuBLAS, cuDNN and NCCL versions).
 std::string build_info();
 

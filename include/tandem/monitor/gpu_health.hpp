@@ -11,7 +11,7 @@
 namespace tandem::monitor {
 
 struct GpuSample {
-  int index = 0;
+  int index = 0;  // the CUDA device (as CUDA_VISIBLE_DEVICES numbers them); NVML's without CUDA
   unsigned utilization_pct = 0;         // of the last sample period, the SMs busy
   uint64_t memory_used = 0, memory_total = 0;  // bytes
   unsigned temperature_c = 0;
