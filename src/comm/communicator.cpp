@@ -7,6 +7,7 @@
 
 #include "tandem/core/context.hpp"
 #include "tandem/core/thread_pool.hpp"
+#include "tandem/cuda/runtime.hpp"
 
 namespace tandem::comm {
 
@@ -103,6 +104,9 @@ void run_group(const std::vector<std::shared_ptr<Communicator>>& comms,
       try {
         ExecutionContext context(comm->device(), std::make_shared<ThreadPool>(pool_threads));
         ContextGuard guard(context);
+        // A GPU rank's thread: its GPU current once, not switched to and back by every op.
+        if (comm->device().is_cuda() && cuda::device_count() > 0)
+          cuda::set_device(comm->device().index());
         fn(*comm);
       } catch (const std::exception& e) {
         {

@@ -189,6 +189,11 @@ int device_count() {
   return count;
 }
 
+void set_device(int device) {
+  check_device(device);
+  TANDEM_CUDA_CHECK(cudaSetDevice(device));
+}
+
 std::string pci_bus_id(int device) {
   char id[32] = {};
   if (device < 0 || device >= device_count() ||

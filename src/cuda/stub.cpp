@@ -16,6 +16,7 @@ bool compiled_with_cuda() { return false; }
 bool is_available() { return false; }
 int device_count() { return 0; }
 std::string pci_bus_id(int) { return ""; }
+void set_device(int) { unavailable("cuda set_device"); }
 std::string build_info() { return "built without CUDA"; }
 Allocator& caching_allocator(int) { unavailable("cuda allocator"); }
 Allocator& pinned_host_allocator() { unavailable("pinned allocator"); }

@@ -101,6 +101,7 @@ void launch_env(const std::function<void(Rank&)>& fn, LaunchOptions options) {
   ExecutionContext context(c->device(), std::make_shared<ThreadPool>(std::max(1, total / local)));
   ContextGuard guard(context);
   try {
+    if (c->device().is_cuda()) cuda::set_device(c->device().index());  // once, for every op
     run_rank(*c, fn, options.seed_);
   } catch (...) {
     if (!c->is_aborted()) c->abort("rank " + std::to_string(c->rank()) + " failed");

@@ -21,6 +21,9 @@ bool is_available();
 int device_count();
 /// GPU `device`'s PCI bus id ("0000:3b:00.0"), what NVML finds it by; empty when it cannot say.
 std::string pci_bus_id(int device);
+/// Makes `device` the calling thread's current GPU (cudaSetDevice). A rank's thread sets its
+/// GPU once, so that each op's device guard finds it current instead of switching to it and back.
+void set_device(int device);
 /// A one-line description of the CUDA build (runtime, cuBLAS, cuDNN and NCCL versions).
 std::string build_info();
 
