@@ -85,6 +85,16 @@ struct Partial {
   int64_t i;
 };
 
+// Two partial sums as one. Validity travels with the sum: the block stage pads warp 0 with
+// invalid partials, which add nothing.
+template <typename A>
+struct SumCombine {
+  __device__ Partial<A> operator()(Partial<A> x, Partial<A> y) const {
+    const bool xv = x.i >= 0, yv = y.i >= 0;
+    return Partial<A>{(xv ? x.a : A(0)) + (yv ? y.a : A(0)), xv || yv ? int64_t{0} : int64_t{-1}};
+  }
+};
+
 template <int kTpr, typename T, typename R>
 __global__ void sum_rows_kernel(R* out, const T* in, int64_t rows, int64_t cols) {
   using A = sum_acc_t<T>;
@@ -95,12 +105,7 @@ __global__ void sum_rows_kernel(R* out, const T* in, int64_t rows, int64_t cols)
     A s = 0;
     if (r < rows)
       for (int64_t c = lane<kTpr>(); c < cols; c += kTpr) s += static_cast<A>(convert<compute_t<T>>(in[r * cols + c]));
-    // Validity travels with the sum: the block stage pads warp 0 with invalid partials.
-    auto combine = [](Partial<A> x, Partial<A> y) {
-      const bool xv = x.i >= 0, yv = y.i >= 0;
-      return Partial<A>{(xv ? x.a : A(0)) + (yv ? y.a : A(0)), xv || yv ? int64_t{0} : int64_t{-1}};
-    };
-    Partial<A> p = group_reduce<kTpr>(Partial<A>{s, 0}, combine);
+    Partial<A> p = group_reduce<kTpr>(Partial<A>{s, 0}, SumCombine<A>{});
     if (r < rows && lane<kTpr>() == 0) out[r] = convert<R>(p.a);
     if constexpr (kTpr > 32) __syncthreads();  // the shared partials are reused next row
   }
@@ -117,11 +122,7 @@ __global__ void sum_parts_kernel(sum_acc_t<T>* partial, const T* in, int64_t col
   A s = 0;
   for (int64_t c = begin + threadIdx.x; c < end; c += blockDim.x)
     s += static_cast<A>(convert<compute_t<T>>(in[r * cols + c]));
-  auto combine = [](Partial<A> x, Partial<A> y) {
-    const bool xv = x.i >= 0, yv = y.i >= 0;
-    return Partial<A>{(xv ? x.a : A(0)) + (yv ? y.a : A(0)), xv || yv ? int64_t{0} : int64_t{-1}};
-  };
-  const Partial<A> p = group_reduce<cuda::kThreads>(Partial<A>{s, 0}, combine);
+  const Partial<A> p = group_reduce<cuda::kThreads>(Partial<A>{s, 0}, SumCombine<A>{});
   if (threadIdx.x == 0) partial[r * parts + part] = p.a;
 }
 
