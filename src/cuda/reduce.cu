@@ -165,45 +165,39 @@ void for_row_width(int64_t cols, Launch launch) {
 
 // Sums of a few long rows (a whole tensor's: a gradient's norm, a loss) would leave all but a
 // few SMs idle with one block per row: each row is cut into parts of about kPartCols columns,
-// summed by blocks of their own into partials in the accumulator type, and the parts are then
-// summed as rows of their own. The part count depends on the shape only (one order per shape).
+// summed by blocks of their own into partials in the accumulator type, and reduce_rows then sums
+// the parts as rows of their own. The part count depends on the shape only (one order per shape).
 constexpr int64_t kPartCols = 16384;
 
-bool sum_in_parts(const Tensor& out, const Tensor& in, int64_t rows, int64_t cols) {
-  if (rows >= 128 || cols < 2 * kPartCols) return false;
+bool sum_in_parts(int64_t rows, int64_t cols) { return rows < 128 && cols >= 2 * kPartCols; }
+
+// The (rows, parts) partial sums of `in`'s rows.
+Tensor sum_parts(const Tensor& in, int64_t rows, int64_t cols) {
   const int64_t parts =
       std::min<int64_t>((cols + kPartCols - 1) / kPartCols, std::max<int64_t>(2, 1024 / rows));
-  cudaStream_t stream = cuda::current_stream();
+  Tensor partial;
   cuda::dispatch(in.dtype(), "reduce_rows (cuda)", [&](auto t) {
     using T = decltype(t);
     using A = sum_acc_t<T>;
     const DType acc = std::is_same_v<A, float>    ? DType::f32
                       : std::is_same_v<A, double> ? DType::f64
                                                   : DType::i64;
-    const Tensor partial = make_tensor({rows * parts}, acc, in.device());
+    partial = make_tensor({rows, parts}, acc, in.device());
     sum_parts_kernel<T><<<dim3(static_cast<unsigned>(parts), static_cast<unsigned>(rows)),
-                          cuda::kThreads, 0, stream>>>(ptr<A>(partial), ptr<const T>(in), cols,
-                                                       parts);
+                          cuda::kThreads, 0, cuda::current_stream()>>>(
+        ptr<A>(partial), ptr<const T>(in), cols, parts);
     cuda::check_launch("reduce_rows (parts)");
-    for_row_width(parts, [&](auto tpr) {
-      constexpr int kTpr = decltype(tpr)::value;
-      const int64_t rows_per_block = cuda::kThreads / kTpr;
-      const auto blocks = static_cast<unsigned>((rows + rows_per_block - 1) / rows_per_block);
-      cuda::dispatch(out.dtype(), "sum (cuda)", [&](auto r) {
-        using R = decltype(r);
-        sum_rows_kernel<kTpr, A><<<blocks, cuda::kThreads, 0, stream>>>(
-            ptr<R>(out), ptr<const A>(partial), rows, parts);
-      });
-      cuda::check_launch("reduce_rows (sum of parts)");
-    });
   });
-  return true;
+  return partial;
 }
 
 void reduce_rows(const Tensor& out, ReduceOp op, const Tensor& in, int64_t rows, int64_t cols) {
   if (rows == 0) return;
   cuda::TensorDeviceGuard guard(out);
-  if (op == ReduceOp::sum && sum_in_parts(out, in, rows, cols)) return;
+  if (op == ReduceOp::sum && sum_in_parts(rows, cols)) {
+    const Tensor partial = sum_parts(in, rows, cols);
+    return reduce_rows(out, op, partial, rows, partial.size(1));
+  }
   for_row_width(cols, [&](auto tpr) {
     constexpr int kTpr = decltype(tpr)::value;
     const int64_t blocks_needed = (rows + cuda::kThreads / kTpr - 1) / (cuda::kThreads / kTpr);

@@ -183,7 +183,8 @@ double group_stats(const Tensor& x, int64_t c, const StatsAllreduce& allreduce, 
     Tensor m = empty({c}, TensorOptions(pdt).device(x.device())), v = empty_like(m);
     kernels::batch_norm_stats(m, v, x);
     m = m.to(DType::f64);
-    stats = cat({full({1}, local, f64), mul(m, local), mul(add(v.to(DType::f64), mul(m, m)), local)});
+    stats = cat({full({1}, local, f64), mul(m, local),
+                 mul(add(v.to(DType::f64), mul(m, m)), local)});
   } else {
     stats = zeros({1 + 2 * c}, f64);
   }

@@ -281,7 +281,8 @@ TEST_CASE("CUDA GradScaler unscale and clip_grad_norm match the CPU's, an inf is
       for (int k = 0; k < 2; ++k) {
         Tensor grad = (randn_as({5, 9}, dt, 50 + k) * 512.0).to(device);
         if (k == 0) grad = grad.t();
-        if (bad && k == 1) grad.narrow(0, 2, 1).narrow(1, 4, 1).fill_(std::numeric_limits<double>::infinity());
+        if (bad && k == 1)
+          grad.narrow(0, 2, 1).narrow(1, 4, 1).fill_(std::numeric_limits<double>::infinity());
         params.push_back(zeros(grad.shape(), TensorOptions(dt).device(device)).set_requires_grad());
         params.back().set_grad(grad);
       }

@@ -472,7 +472,8 @@ TEST_CASE("sync_batch_norm in a group of one is batch_norm_relu, forward and bac
   // values and every gradient are batch_norm_relu's (the statistics go through f64 sums of
   // count * mean and count * (var + mean^2): the same values but for the last bit).
   Generator g(9);
-  Tensor x = randn({4, 3, 5, 5}, DType::f32, &g) * 2.0 + 1.0, r = randn({4, 3, 5, 5}, DType::f32, &g);
+  Tensor x = randn({4, 3, 5, 5}, DType::f32, &g) * 2.0 + 1.0;
+  Tensor r = randn({4, 3, 5, 5}, DType::f32, &g);
   Tensor w = randn({3}, DType::f32, &g), b = randn({3}, DType::f32, &g);
   Tensor dy = randn({4, 3, 5, 5}, DType::f32, &g);
   auto run = [&](bool sync) {
