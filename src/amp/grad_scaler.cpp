@@ -5,6 +5,7 @@
 
 #include "tandem/autograd/grad_mode.hpp"
 #include "tandem/ops/creation.hpp"
+#include "tandem/ops/shape_ops.hpp"
 #include "../kernels/kernels.hpp"
 
 namespace tandem::amp {
@@ -43,8 +44,11 @@ void GradScaler::unscale(optim::Optimizer& optimizer) {
                                [&](const Tensor& f) { return f.device() == g.device(); });
       if (flag == flags.end())
         flag = flags.insert(flags.end(), zeros({}, TensorOptions(DType::f32).device(g.device())));
-      kernels::unscale_grad.at(g, "GradScaler.unscale");
-      kernels::unscale_grad(g, *flag, inv);
+      // Each memory location once: an expanded gradient (set by hand) would be unscaled once
+      // per repeated element otherwise.
+      const Tensor distinct = unexpand(g);
+      kernels::unscale_grad.at(distinct, "GradScaler.unscale");
+      kernels::unscale_grad(distinct, *flag, inv);
     }
   for (const Tensor& flag : flags)
     if (flag.item<float>() != 0.0f) found_inf_ = true;

@@ -52,6 +52,12 @@ bool Tensor::is_contiguous() const {
   return true;
 }
 
+bool Tensor::has_internal_overlap() const {
+  for (int64_t d = 0; d < dim(); ++d)
+    if (shape()[d] > 1 && strides()[d] == 0) return true;
+  return false;
+}
+
 bool Tensor::is_contiguous(MemoryFormat format) const {
   if (format == MemoryFormat::Contiguous) return is_contiguous();
   if (dim() != 4) return false;

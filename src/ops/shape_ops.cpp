@@ -276,6 +276,14 @@ Tensor flatten(const Tensor& t, int64_t start_dim, int64_t end_dim) {
   return reshape(t, shape);
 }
 
+Tensor unexpand(const Tensor& t) {
+  check_defined(t, "unexpand", "input");
+  Tensor out = t;
+  for (int64_t d = 0; d < t.dim(); ++d)
+    if (t.shape()[d] > 1 && t.strides()[d] == 0) out = narrow(out, d, 0, 1);
+  return out;
+}
+
 Tensor contiguous(const Tensor& t) { return t.contiguous(); }
 
 Tensor sum_to(const Tensor& t, const Shape& shape) {

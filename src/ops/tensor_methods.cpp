@@ -152,6 +152,15 @@ void check_inplace(const Tensor& t, const char* op) {
                ": in-place operation on a tensor that requires grad; wrap it in a NoGradGuard "
                "or use the out-of-place op");
 }
+
+// A write through an expanded view would store several results in one location, the last one
+// winning: refused before anything is written, as torch refuses it.
+void check_no_overlap(const Tensor& t, const char* op) {
+  TANDEM_CHECK(!t.has_internal_overlap(), op, ": more than one element of the written-to tensor "
+               "refers to a single memory location (an expanded view of shape ",
+               shape_str(t.shape()), "); write into a contiguous() copy, or into unexpand() of "
+               "it when the update is the same for every repeated element");
+}
 }  // namespace
 
 Tensor& Tensor::zero_() { return fill_(0.0); }
@@ -164,6 +173,7 @@ Tensor& Tensor::fill_(double value) {
 
 Tensor& Tensor::copy_(const Tensor& src) {
   check_inplace(*this, "copy_");
+  check_no_overlap(*this, "copy_");
   check_defined(src, "copy_", "source");
   TANDEM_CHECK(broadcast_shapes(shape(), src.shape(), "copy_") == shape(), "copy_: a source of "
                "shape ", shape_str(src.shape()), " cannot be broadcast to ", shape_str(shape()));
@@ -174,18 +184,21 @@ Tensor& Tensor::copy_(const Tensor& src) {
 
 Tensor& Tensor::add_(const Tensor& other, double alpha) {
   check_inplace(*this, "add_");
+  check_no_overlap(*this, "add_");
   NoGradGuard guard;
   return copy_(tandem::add(*this, other.to(dtype()), alpha));
 }
 
 Tensor& Tensor::mul_(double value) {
   check_inplace(*this, "mul_");
+  check_no_overlap(*this, "mul_");
   NoGradGuard guard;
   return copy_(tandem::mul(*this, value));
 }
 
 Tensor& Tensor::mul_(const Tensor& other) {
   check_inplace(*this, "mul_");
+  check_no_overlap(*this, "mul_");
   NoGradGuard guard;
   return copy_(tandem::mul(*this, other.to(dtype())));
 }

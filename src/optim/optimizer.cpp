@@ -9,6 +9,7 @@
 #include "tandem/ops/creation.hpp"
 #include "tandem/ops/elementwise.hpp"
 #include "tandem/ops/reduction.hpp"
+#include "tandem/ops/shape_ops.hpp"
 #include "../kernels/kernels.hpp"
 
 namespace tandem::optim {
@@ -227,7 +228,7 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm, double
   if (!inf_norm) total = std::sqrt(total);
   const double coef = max_norm / (total + 1e-6);
   if (coef < 1.0)
-    for (auto& g : grads) g.mul_(coef);
+    for (auto& g : grads) unexpand(g).mul_(coef);  // an expanded gradient's locations once
   return total;
 }
 

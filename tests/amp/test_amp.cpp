@@ -302,3 +302,26 @@ TEST_CASE("GradScaler: an inf on one rank skips the step on every rank", "[amp][
   CHECK(weights[0] == std::vector<float>{1, 1, 1});
   CHECK(weights[1] == std::vector<float>{1, 1, 1});
 }
+
+TEST_CASE("GradScaler.unscale and clip_grad_norm change an expanded gradient's values once",
+          "[amp]") {
+  // A gradient set by hand as an expanded view: 4 elements per memory location. Unscaling per
+  // element would divide each location by the scale 4 times.
+  Tensor p = zeros({3, 4}).set_requires_grad();
+  Tensor column = from_vector<float>({1024, 2048, -512}, {3, 1});
+  p.set_grad(column.expand({3, 4}));
+  optim::SGD opt({p}, optim::SGDOptions(0.1));
+  amp::GradScaler s(amp::GradScalerOptions().init_scale(512.0));
+  s.unscale(opt);
+  CHECK(column.reshape({3}).to_vector<float>() == std::vector<float>{2, 4, -1});
+  CHECK(s.step(opt));  // p -= 0.1 * grad, every element
+  CHECK(p.detach().reshape({12}).to_vector<float>() ==
+        std::vector<float>{-0.2f, -0.2f, -0.2f, -0.2f, -0.4f, -0.4f, -0.4f, -0.4f, 0.1f, 0.1f,
+                           0.1f, 0.1f});
+  // clip_grad_norm: the norm of the 12 elements (torch's), the scaling applied once.
+  const double norm = optim::clip_grad_norm({p}, 1.0);
+  CHECK(norm == Approx(std::sqrt(4.0 * (4 + 16 + 1))).epsilon(1e-6));
+  const std::vector<float> clipped = column.reshape({3}).to_vector<float>();
+  for (size_t i = 0; i < 3; ++i)
+    CHECK(clipped[i] == Approx(std::vector<double>{2, 4, -1}[i] / (norm + 1e-6)).epsilon(1e-6));
+}

@@ -116,3 +116,34 @@ TEST_CASE("device errors", "[errors][gpu]") {
   CHECK(error_of([] { Tensor().dim(); }) == "Tensor: operation on an undefined tensor");
   CHECK(error_of([] { add(Tensor(), ones({1})); }) == "add: first operand is an undefined tensor");
 }
+
+TEST_CASE("in-place writes refuse an expanded destination before writing, unexpand is its "
+          "memory once", "[errors]") {
+  Tensor base = from_vector<double>({1, 2, 3}, {3, 1});
+  Tensor wide = base.expand({3, 4});  // each row's 4 elements share one location
+  CHECK(wide.has_internal_overlap());
+  CHECK_FALSE(base.has_internal_overlap());
+  CHECK_FALSE(zeros({1, 3}).expand({1, 3}).has_internal_overlap());  // no repeated element
+  CHECK_FALSE(base.t().has_internal_overlap());
+  const std::string what = "more than one element of the written-to tensor refers to a single "
+                           "memory location (an expanded view of shape (3, 4)); write into a "
+                           "contiguous() copy, or into unexpand() of it when the update is the "
+                           "same for every repeated element";
+  CHECK(error_of([&] { Tensor(wide).copy_(arange(0, 12, 1, DType::f64).reshape({3, 4})); }) == "copy_: " + what);
+  CHECK(error_of([&] { Tensor(wide).add_(ones({4}, DType::f64)); }) == "add_: " + what);
+  CHECK(error_of([&] { Tensor(wide).mul_(2.0); }) == "mul_: " + what);
+  CHECK(error_of([&] { Tensor(wide).mul_(ones({3, 4}, DType::f64)); }) == "mul_: " + what);
+  CHECK(base.reshape({3}).to_vector<double>() == std::vector<double>{1, 2, 3});  // nothing written
+  // unexpand: the stride-0 dims narrowed to 1, a view of the same memory.
+  Tensor once = unexpand(wide);
+  CHECK(once.shape() == Shape{3, 1});
+  CHECK_FALSE(once.has_internal_overlap());
+  once.mul_(2.0);
+  CHECK(wide.contiguous().reshape({12}).to_vector<double>() ==
+        std::vector<double>{2, 2, 2, 2, 4, 4, 4, 4, 6, 6, 6, 6});
+  Tensor scalar_wide = scalar_tensor(5.0).expand({2, 3});
+  CHECK(unexpand(scalar_wide).shape() == Shape{1, 1});
+  CHECK(unexpand(base).is_same(base));
+  Tensor(wide).fill_(0.0);  // one value for every element: allowed, as torch allows it
+  CHECK(base.reshape({3}).to_vector<double>() == std::vector<double>{0, 0, 0});
+}

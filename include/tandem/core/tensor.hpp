@@ -95,6 +95,9 @@ class Tensor {
   const Storage& storage() const { return checked()->storage; }
   int64_t element_size() const { return tandem::element_size(dtype()); }
   bool is_contiguous() const;
+  /// Whether two elements share one memory location: a dim of size > 1 with stride 0, as expand
+  /// makes (no other view makes one). In-place writes refuse such a tensor, as torch's do.
+  bool has_internal_overlap() const;
   /// Whether the elements lie densely in `format`'s order (size-1 dims' strides ignored).
   bool is_contiguous(MemoryFormat format) const;
   /// ChannelsLast for a 4-d tensor laid out channels-last (where size-1 dims make it row-major

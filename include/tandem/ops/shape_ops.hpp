@@ -24,6 +24,9 @@ Tensor squeeze(const Tensor& t);
 Tensor squeeze(const Tensor& t, int64_t dim);
 /// Broadcasts size-1 dims (and new leading dims) to `shape`; -1 keeps a size.
 Tensor expand(const Tensor& t, const Shape& shape);
+/// Each memory location once: `t` with every dim of stride 0 narrowed to size 1 (a view). An
+/// in-place update of an expanded tensor's values goes through it (see has_internal_overlap).
+Tensor unexpand(const Tensor& t);
 Tensor flatten(const Tensor& t, int64_t start_dim = 0, int64_t end_dim = -1);
 Tensor contiguous(const Tensor& t);
 /// Sums `t` down to `shape` (the reverse of broadcasting; used by backward passes).
