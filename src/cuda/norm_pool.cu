@@ -340,70 +340,72 @@ struct Load {
 
 template <typename T>
 __global__ void max_pool_kernel(T* y, int64_t* indices, const T* x, pool::Geometry g,
-                                Pool2dParams p, int64_t count) {
+                                pool::SiteOf site, Pool2dParams p, int64_t count) {
   using C = compute_t<T>;
   TANDEM_CUDA_LOOP(o, count) {
     int64_t index;
-    y[o] = convert<T>(
-        pool::max_window<C>(x, g, p, pool::site(g, o, g.ho, g.wo), index, Load<C>{}));
+    y[o] = convert<T>(pool::max_window<C>(x, g, p, site(o), index, Load<C>{}));
     indices[o] = index;
   }
 }
 
 template <typename T>
 __global__ void max_pool_backward_kernel(T* dx, const T* dy, const int64_t* indices,
-                                         pool::Geometry g, Pool2dParams p, int64_t count) {
-  using C = compute_t<T>;
-  TANDEM_CUDA_LOOP(i, count) {
-    dx[i] = convert<T>(
-        pool::max_gradient<C>(dy, indices, g, p, pool::site(g, i, g.h, g.w), Load<C>{}));
-  }
-}
-
-template <typename T>
-__global__ void avg_pool_kernel(T* y, const T* x, pool::Geometry g, Pool2dParams p,
-                                int64_t count) {
-  using C = compute_t<T>;
-  TANDEM_CUDA_LOOP(o, count) {
-    y[o] = convert<T>(pool::avg_window<C>(x, g, p, pool::site(g, o, g.ho, g.wo), Load<C>{}));
-  }
-}
-
-template <typename T>
-__global__ void avg_pool_backward_kernel(T* dx, const T* dy, pool::Geometry g, Pool2dParams p,
+                                         pool::Geometry g, pool::SiteOf site, Pool2dParams p,
                                          int64_t count) {
   using C = compute_t<T>;
   TANDEM_CUDA_LOOP(i, count) {
-    dx[i] = convert<T>(pool::avg_gradient<C>(dy, g, p, pool::site(g, i, g.h, g.w), Load<C>{}));
+    dx[i] = convert<T>(pool::max_gradient<C>(dy, indices, g, p, site(i), Load<C>{}));
   }
 }
 
 template <typename T>
-__global__ void adaptive_avg_pool_kernel(T* y, const T* x, pool::Geometry g, int64_t count) {
+__global__ void avg_pool_kernel(T* y, const T* x, pool::Geometry g, pool::SiteOf site,
+                                Pool2dParams p, int64_t count) {
   using C = compute_t<T>;
   TANDEM_CUDA_LOOP(o, count) {
-    y[o] = convert<T>(
-        pool::adaptive_avg_window<C>(x, g, pool::site(g, o, g.ho, g.wo), Load<C>{}));
+    y[o] = convert<T>(pool::avg_window<C>(x, g, p, site(o), Load<C>{}));
+  }
+}
+
+template <typename T>
+__global__ void avg_pool_backward_kernel(T* dx, const T* dy, pool::Geometry g, pool::SiteOf site,
+                                         Pool2dParams p, int64_t count) {
+  using C = compute_t<T>;
+  TANDEM_CUDA_LOOP(i, count) {
+    dx[i] = convert<T>(pool::avg_gradient<C>(dy, g, p, site(i), Load<C>{}));
+  }
+}
+
+template <typename T>
+__global__ void adaptive_avg_pool_kernel(T* y, const T* x, pool::Geometry g, pool::SiteOf site,
+                                         int64_t count) {
+  using C = compute_t<T>;
+  TANDEM_CUDA_LOOP(o, count) {
+    y[o] = convert<T>(pool::adaptive_avg_window<C>(x, g, site(o), Load<C>{}));
   }
 }
 
 template <typename T>
 __global__ void adaptive_avg_pool_backward_kernel(T* dx, const T* dy, pool::Geometry g,
-                                                  int64_t count) {
+                                                  pool::SiteOf site, int64_t count) {
   using C = compute_t<T>;
   TANDEM_CUDA_LOOP(i, count) {
-    dx[i] = convert<T>(
-        pool::adaptive_avg_gradient<C>(dy, g, pool::site(g, i, g.h, g.w), Load<C>{}));
+    dx[i] = convert<T>(pool::adaptive_avg_gradient<C>(dy, g, site(i), Load<C>{}));
   }
 }
 
-// Launches kernel<T> over `count` threads for the floating dtype of `like`.
+// launch(t, blocks, stream, sites) starts kernel<T> over the `written` tensor's elements for
+// the floating dtype of `like`; sites finds them in the written maps (rows x cols each).
 template <typename Launch>
-void launch_pool(const Tensor& like, int64_t count, const char* what, Launch launch) {
+void launch_pool(const Tensor& like, const Tensor& written, const pool::Geometry& g,
+                 int64_t rows, int64_t cols, const char* what, Launch launch) {
+  const int64_t count = written.numel();
   if (count == 0) return;
   cuda::TensorDeviceGuard guard(like);
+  const pool::SiteOf sites(g, rows, cols, count);
   cuda::dispatch<true>(like.dtype(), what, [&](auto t) {
-    launch(t, cuda::grid_for(count), cuda::current_stream());
+    launch(t, cuda::grid_for(count), cuda::current_stream(), sites);
     cuda::check_launch(what);
   });
 }
@@ -411,61 +413,64 @@ void launch_pool(const Tensor& like, int64_t count, const char* what, Launch lau
 void max_pool2d_forward(const Tensor& out, const Tensor& indices, const Tensor& in,
                         const Pool2dParams& p) {
   const pool::Geometry g = pool::geometry(in, out);
-  launch_pool(in, out.numel(), "max_pool2d (cuda)", [&](auto t, unsigned blocks, cudaStream_t s) {
-    using T = decltype(t);
-    max_pool_kernel<<<blocks, cuda::kThreads, 0, s>>>(ptr<T>(out), ptr<int64_t>(indices),
-                                                      ptr<const T>(in), g, p, out.numel());
-  });
+  launch_pool(in, out, g, g.ho, g.wo, "max_pool2d (cuda)",
+              [&](auto t, unsigned blocks, cudaStream_t s, const pool::SiteOf& sites) {
+                using T = decltype(t);
+                max_pool_kernel<<<blocks, cuda::kThreads, 0, s>>>(
+                    ptr<T>(out), ptr<int64_t>(indices), ptr<const T>(in), g, sites, p,
+                    out.numel());
+              });
 }
 
 void max_pool2d_backward(const Tensor& grad_in, const Tensor& grad_out, const Tensor& indices,
                          const Pool2dParams& p) {
   const pool::Geometry g = pool::geometry(grad_in, grad_out);
-  launch_pool(grad_in, grad_in.numel(), "max_pool2d_backward (cuda)",
-              [&](auto t, unsigned blocks, cudaStream_t s) {
+  launch_pool(grad_in, grad_in, g, g.h, g.w, "max_pool2d_backward (cuda)",
+              [&](auto t, unsigned blocks, cudaStream_t s, const pool::SiteOf& sites) {
                 using T = decltype(t);
                 max_pool_backward_kernel<<<blocks, cuda::kThreads, 0, s>>>(
-                    ptr<T>(grad_in), ptr<const T>(grad_out), ptr<const int64_t>(indices), g, p,
-                    grad_in.numel());
+                    ptr<T>(grad_in), ptr<const T>(grad_out), ptr<const int64_t>(indices), g,
+                    sites, p, grad_in.numel());
               });
 }
 
 void avg_pool2d_forward(const Tensor& out, const Tensor& in, const Pool2dParams& p) {
   const pool::Geometry g = pool::geometry(in, out);
-  launch_pool(in, out.numel(), "avg_pool2d (cuda)", [&](auto t, unsigned blocks, cudaStream_t s) {
-    using T = decltype(t);
-    avg_pool_kernel<<<blocks, cuda::kThreads, 0, s>>>(ptr<T>(out), ptr<const T>(in), g, p,
-                                                      out.numel());
-  });
+  launch_pool(in, out, g, g.ho, g.wo, "avg_pool2d (cuda)",
+              [&](auto t, unsigned blocks, cudaStream_t s, const pool::SiteOf& sites) {
+                using T = decltype(t);
+                avg_pool_kernel<<<blocks, cuda::kThreads, 0, s>>>(
+                    ptr<T>(out), ptr<const T>(in), g, sites, p, out.numel());
+              });
 }
 
 void avg_pool2d_backward(const Tensor& grad_in, const Tensor& grad_out, const Pool2dParams& p) {
   const pool::Geometry g = pool::geometry(grad_in, grad_out);
-  launch_pool(grad_in, grad_in.numel(), "avg_pool2d_backward (cuda)",
-              [&](auto t, unsigned blocks, cudaStream_t s) {
+  launch_pool(grad_in, grad_in, g, g.h, g.w, "avg_pool2d_backward (cuda)",
+              [&](auto t, unsigned blocks, cudaStream_t s, const pool::SiteOf& sites) {
                 using T = decltype(t);
                 avg_pool_backward_kernel<<<blocks, cuda::kThreads, 0, s>>>(
-                    ptr<T>(grad_in), ptr<const T>(grad_out), g, p, grad_in.numel());
+                    ptr<T>(grad_in), ptr<const T>(grad_out), g, sites, p, grad_in.numel());
               });
 }
 
 void adaptive_avg_pool2d_forward(const Tensor& out, const Tensor& in) {
   const pool::Geometry g = pool::geometry(in, out);
-  launch_pool(in, out.numel(), "adaptive_avg_pool2d (cuda)",
-              [&](auto t, unsigned blocks, cudaStream_t s) {
+  launch_pool(in, out, g, g.ho, g.wo, "adaptive_avg_pool2d (cuda)",
+              [&](auto t, unsigned blocks, cudaStream_t s, const pool::SiteOf& sites) {
                 using T = decltype(t);
                 adaptive_avg_pool_kernel<<<blocks, cuda::kThreads, 0, s>>>(
-                    ptr<T>(out), ptr<const T>(in), g, out.numel());
+                    ptr<T>(out), ptr<const T>(in), g, sites, out.numel());
               });
 }
 
 void adaptive_avg_pool2d_backward(const Tensor& grad_in, const Tensor& grad_out) {
   const pool::Geometry g = pool::geometry(grad_in, grad_out);
-  launch_pool(grad_in, grad_in.numel(), "adaptive_avg_pool2d_backward (cuda)",
-              [&](auto t, unsigned blocks, cudaStream_t s) {
+  launch_pool(grad_in, grad_in, g, g.h, g.w, "adaptive_avg_pool2d_backward (cuda)",
+              [&](auto t, unsigned blocks, cudaStream_t s, const pool::SiteOf& sites) {
                 using T = decltype(t);
                 adaptive_avg_pool_backward_kernel<<<blocks, cuda::kThreads, 0, s>>>(
-                    ptr<T>(grad_in), ptr<const T>(grad_out), g, grad_in.numel());
+                    ptr<T>(grad_in), ptr<const T>(grad_out), g, sites, grad_in.numel());
               });
 }
 

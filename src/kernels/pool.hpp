@@ -8,13 +8,14 @@
 #include <cmath>
 #include <cstdint>
 
+#include "divider.hpp"
 #include "kernels.hpp"
 #include "tandem/core/macros.hpp"
 
 namespace tandem::kernels::pool {
 
 /// One call's maps: N * C planes, h x w in and ho x wo out, row-major (NCHW) or channels-last
-/// (NHWC). A plane is n * c + channel.
+/// (NHWC).
 struct Geometry {
   int64_t c, h, w, ho, wo;
   bool channels_last;
@@ -27,23 +28,51 @@ inline Geometry geometry(const Tensor& in, const Tensor& out) {
           in.suggest_memory_format() == MemoryFormat::ChannelsLast};
 }
 
-/// Where one plane's rows x cols map lies: element (y, x) at base + (y * cols + x) * step.
+/// Where an element lies: image n, its channel, row y and column x of the map.
+struct Site {
+  int64_t n, channel, y, x;
+};
+
+/// The Site of the i-th element in memory of a tensor of rows x cols maps, for one call: built
+/// on the host, read per element. Three divisions per element (by cols, rows and channels, in
+/// memory order): below 2^31 elements by magic numbers (FastDivider; a GPU divides 64-bit
+/// integers in software), else in 64 bits.
+class SiteOf {
+ public:
+  SiteOf(const Geometry& g, int64_t rows, int64_t cols, int64_t count)
+      : channels_last_(g.channels_last),
+        narrow_(count < (int64_t{1} << 31) && g.c < (int64_t{1} << 31)) {
+    const int64_t inner_first[3] = {g.channels_last ? g.c : cols, g.channels_last ? cols : rows,
+                                    g.channels_last ? rows : g.c};
+    for (int k = 0; k < 3; ++k) {
+      divisor_[k] = inner_first[k];
+      if (narrow_) divider_[k] = FastDivider(static_cast<uint32_t>(inner_first[k]));
+    }
+  }
+
+  TANDEM_HD Site operator()(int64_t i) const {
+    int64_t r[3];
+    for (int k = 0; k < 3; ++k) {
+      const int64_t q = narrow_ ? divider_[k].div(static_cast<uint32_t>(i)) : i / divisor_[k];
+      r[k] = i - q * divisor_[k];
+      i = q;
+    }
+    return channels_last_ ? Site{i, r[0], r[2], r[1]} : Site{i, r[2], r[1], r[0]};
+  }
+
+ private:
+  int64_t divisor_[3];
+  FastDivider divider_[3];
+  bool channels_last_, narrow_;
+};
+
+/// Where site s's plane of rows x cols lies: element (y, x) at base + (y * cols + x) * step.
 struct Plane {
   int64_t base, step;
 };
-TANDEM_HD Plane plane_of(const Geometry& g, int64_t plane, int64_t rows, int64_t cols) {
-  if (!g.channels_last) return {plane * rows * cols, 1};
-  return {plane / g.c * rows * cols * g.c + plane % g.c, g.c};
-}
-
-struct Site {
-  int64_t plane, y, x;
-};
-/// The (plane, y, x) of the i-th element in memory of a tensor of rows x cols maps.
-TANDEM_HD Site site(const Geometry& g, int64_t i, int64_t rows, int64_t cols) {
-  if (!g.channels_last) return {i / (rows * cols), i / cols % rows, i % cols};
-  const int64_t channel = i % g.c, pixel = i / g.c;
-  return {pixel / (rows * cols) * g.c + channel, pixel / cols % rows, pixel % cols};
+TANDEM_HD Plane plane_of(const Geometry& g, const Site& s, int64_t rows, int64_t cols) {
+  if (!g.channels_last) return {(s.n * g.c + s.channel) * rows * cols, 1};
+  return {s.n * rows * cols * g.c + s.channel, g.c};
 }
 
 // torch's adaptive windows: [floor(i * in / out), ceil((i + 1) * in / out)).
@@ -81,7 +110,7 @@ TANDEM_HD void covering(int64_t i, int64_t k_size, int64_t stride, int64_t pad, 
 template <typename C, typename T, typename Load>
 TANDEM_HD C max_window(const T* x, const Geometry& g, const Pool2dParams& p, Site o,
                        int64_t& index, Load load) {
-  const Plane in = plane_of(g, o.plane, g.h, g.w);
+  const Plane in = plane_of(g, o, g.h, g.w);
   C best = C(0);
   index = -1;
   for (int64_t ki = 0; ki < p.kh; ++ki) {
@@ -105,7 +134,7 @@ template <typename C, typename T, typename Load>
 TANDEM_HD C max_gradient(const T* dy, const int64_t* indices, const Geometry& g,
                          const Pool2dParams& p, Site i, Load load) {
   const int64_t here = i.y * g.w + i.x;
-  const Plane out = plane_of(g, i.plane, g.ho, g.wo);
+  const Plane out = plane_of(g, i, g.ho, g.wo);
   C s = C(0);
   covering(i.y, p.kh, p.stride_h, p.pad_h, p.dil_h, g.ho, [&](int64_t oh) {
     covering(i.x, p.kw, p.stride_w, p.pad_w, p.dil_w, g.wo, [&](int64_t ow) {
@@ -119,7 +148,7 @@ TANDEM_HD C max_gradient(const T* dy, const int64_t* indices, const Geometry& g,
 /// The mean of output (plane, oh, ow)'s window, padding counted (count_include_pad).
 template <typename C, typename T, typename Load>
 TANDEM_HD C avg_window(const T* x, const Geometry& g, const Pool2dParams& p, Site o, Load load) {
-  const Plane in = plane_of(g, o.plane, g.h, g.w);
+  const Plane in = plane_of(g, o, g.h, g.w);
   C s = C(0);
   for (int64_t ki = 0; ki < p.kh; ++ki) {
     const int64_t ih = o.y * p.stride_h - p.pad_h + ki;
@@ -136,7 +165,7 @@ template <typename C, typename T, typename Load>
 TANDEM_HD C avg_gradient(const T* dy, const Geometry& g, const Pool2dParams& p, Site i,
                          Load load) {
   const C inv = C(1) / C(p.kh * p.kw);
-  const Plane out = plane_of(g, i.plane, g.ho, g.wo);
+  const Plane out = plane_of(g, i, g.ho, g.wo);
   C s = C(0);
   covering(i.y, p.kh, p.stride_h, p.pad_h, 1, g.ho, [&](int64_t oh) {
     covering(i.x, p.kw, p.stride_w, p.pad_w, 1, g.wo,
@@ -149,7 +178,7 @@ template <typename C, typename T, typename Load>
 TANDEM_HD C adaptive_avg_window(const T* x, const Geometry& g, Site o, Load load) {
   const int64_t h0 = adaptive_start(o.y, g.h, g.ho), h1 = adaptive_end(o.y, g.h, g.ho);
   const int64_t w0 = adaptive_start(o.x, g.w, g.wo), w1 = adaptive_end(o.x, g.w, g.wo);
-  const Plane in = plane_of(g, o.plane, g.h, g.w);
+  const Plane in = plane_of(g, o, g.h, g.w);
   C s = C(0);
   for (int64_t ih = h0; ih < h1; ++ih)
     for (int64_t iw = w0; iw < w1; ++iw) s += load(x[in.base + (ih * g.w + iw) * in.step]);
@@ -160,7 +189,7 @@ TANDEM_HD C adaptive_avg_window(const T* x, const Geometry& g, Site o, Load load
 /// ceil((i + 1) * out / in)); the window test stays, so the range only has to contain them.
 template <typename C, typename T, typename Load>
 TANDEM_HD C adaptive_avg_gradient(const T* dy, const Geometry& g, Site i, Load load) {
-  const Plane out = plane_of(g, i.plane, g.ho, g.wo);
+  const Plane out = plane_of(g, i, g.ho, g.wo);
   C s = C(0);
   const int64_t oh_end = adaptive_end(i.y, g.ho, g.h), ow_end = adaptive_end(i.x, g.wo, g.w);
   for (int64_t oh = adaptive_start(i.y, g.ho, g.h); oh < oh_end && oh < g.ho; ++oh) {

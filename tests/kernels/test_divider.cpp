@@ -1,8 +1,12 @@
 // The GPU's index division (src/kernels/divider.hpp) against the division operator, on the CPU,
-// which runs the same code: edge divisors and numerators, then random ones.
+// which runs the same code: edge divisors and numerators, then random ones; and pooling's
+// element sites, which use it.
 #include <random>
 
+#include <array>
+
 #include "../../src/kernels/divider.hpp"
+#include "../../src/kernels/pool.hpp"
 #include "../util.hpp"
 
 using tandem::kernels::FastDivider;
@@ -33,4 +37,36 @@ TEST_CASE("FastDivider divides every numerator below 2^31 as / and % do", "[kern
     for (uint32_t n = 0; n < 100000; ++n) wrong += f.div(n) != n / d;
     CHECK(wrong == 0);
   }
+}
+
+// Pooling's element sites (src/kernels/pool.hpp) divide by magic numbers below 2^31 elements
+// and in 64 bits above: both against the (n, channel, y, x) a loop over the maps counts out.
+TEST_CASE("pool::SiteOf finds every element's image, channel, row and column in either layout",
+          "[kernels]") {
+  using tandem::kernels::pool::Geometry;
+  using tandem::kernels::pool::SiteOf;
+  for (bool channels_last : {false, true})
+    for (const auto& [n, c, rows, cols] : std::vector<std::array<int64_t, 4>>{
+             {1, 1, 1, 1}, {2, 3, 4, 5}, {3, 64, 7, 7}, {2, 5, 1, 9}, {4, 1, 3, 2}}) {
+      INFO((channels_last ? "channels-last " : "row-major ") << n << "x" << c << "x" << rows
+                                                             << "x" << cols);
+      const Geometry g{c, rows, cols, rows, cols, channels_last};
+      const int64_t count = n * c * rows * cols;
+      const SiteOf narrow(g, rows, cols, count), wide(g, rows, cols, int64_t{1} << 31);
+      for (int64_t in = 0; in < n; ++in)
+        for (int64_t ch = 0; ch < c; ++ch)
+          for (int64_t y = 0; y < rows; ++y)
+            for (int64_t x = 0; x < cols; ++x) {
+              const int64_t i = channels_last ? ((in * rows + y) * cols + x) * c + ch
+                                              : ((in * c + ch) * rows + y) * cols + x;
+              for (const SiteOf* s : {&narrow, &wide}) {
+                const auto site = (*s)(i);
+                if (site.n != in || site.channel != ch || site.y != y || site.x != x)
+                  FAIL("element " << i << " (" << (s == &narrow ? "narrow" : "wide")
+                                  << "): got (" << site.n << ", " << site.channel << ", "
+                                  << site.y << ", " << site.x << "), expected (" << in << ", "
+                                  << ch << ", " << y << ", " << x << ")");
+              }
+            }
+    }
 }
