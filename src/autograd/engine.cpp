@@ -19,17 +19,20 @@ void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
 namespace autograd {
 
 namespace {
-// Gradient arithmetic goes straight to the kernels: the engine sits below the ops.
+// Gradient arithmetic goes straight to the kernels: the engine sits below the ops. Results keep
+// their operand's layout: a channels-last gradient summed or converted row-major would be read
+// across strides by every kernel and copied back by its consumer (a residual block's input has
+// two consumers, so on a channels-last network that was every block's input gradient).
 Tensor converted(const Tensor& t, DType dtype) {
   if (t.dtype() == dtype) return t;
-  Tensor out = make_tensor(t.shape(), dtype, t.device());
+  Tensor out = make_tensor(t.shape(), dtype, t.device(), t.suggest_memory_format());
   kernels::copy(out, t);
   return out;
 }
 Tensor sum_of(const Tensor& a, const Tensor& b) {
   TANDEM_CHECK(a.shape() == b.shape(), "backward: gradients of shapes ", shape_str(a.shape()),
                " and ", shape_str(b.shape()), " for one tensor");
-  Tensor out = make_tensor(a.shape(), a.dtype(), a.device());
+  Tensor out = make_tensor(a.shape(), a.dtype(), a.device(), a.suggest_memory_format());
   kernels::binary(out, kernels::BinaryOp::add, {1.0}, a, converted(b, a.dtype()));
   return out;
 }
@@ -71,8 +74,9 @@ std::vector<Tensor> AccumulateGrad::apply(const Tensor& grad_output) {
   } else if (leaf_->grad) {
     acc = sum_of(Tensor(leaf_->grad), grad_output);
   } else {
-    // A fresh tensor: .grad never aliases a tensor of the graph.
-    acc = make_tensor(leaf.shape(), leaf.dtype(), leaf.device());
+    // A fresh tensor: .grad never aliases a tensor of the graph. It is laid out as its leaf
+    // (a channels-last weight gets a channels-last gradient, as torch's layout contract).
+    acc = make_tensor(leaf.shape(), leaf.dtype(), leaf.device(), leaf.suggest_memory_format());
     kernels::copy(acc, grad_output);
   }
   leaf_->grad = acc.impl_ptr();

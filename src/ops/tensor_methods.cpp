@@ -161,6 +161,21 @@ void check_no_overlap(const Tensor& t, const char* op) {
                shape_str(t.shape()), "); write into a contiguous() copy, or into unexpand() of "
                "it when the update is the same for every repeated element");
 }
+
+// The in-place arithmetic writes straight into this tensor (one kernel, no temporary) when the
+// operand has its dtype and device, broadcasts to its shape and does not reach its memory
+// through another view (x.add_(x.t()) would read elements already written); else it computes a
+// temporary and copies it in.
+bool writes_in_place(const Tensor& self, const Tensor& other) {
+  if (other.dtype() != self.dtype() || other.device() != self.device()) return false;
+  const int64_t lead = self.dim() - other.dim();
+  if (lead < 0) return false;
+  for (int64_t d = 0; d < other.dim(); ++d)
+    if (other.size(d) != 1 && other.size(d) != self.size(lead + d)) return false;
+  return !other.storage().is_same(self.storage()) ||
+         (other.shape() == self.shape() && other.strides() == self.strides() &&
+          other.storage_offset() == self.storage_offset());
+}
 }  // namespace
 
 Tensor& Tensor::zero_() { return fill_(0.0); }
@@ -185,22 +200,39 @@ Tensor& Tensor::copy_(const Tensor& src) {
 Tensor& Tensor::add_(const Tensor& other, double alpha) {
   check_inplace(*this, "add_");
   check_no_overlap(*this, "add_");
+  check_defined(other, "add_", "other");
   NoGradGuard guard;
-  return copy_(tandem::add(*this, other.to(dtype()), alpha));
+  if (!writes_in_place(*this, other)) return copy_(tandem::add(*this, other.to(dtype()), alpha));
+  kernels::binary.at(*this, "add_");
+  kernels::binary(*this, kernels::BinaryOp::add, {alpha}, *this, broadcast_view(other, shape()));
+  return *this;
+}
+
+Tensor& Tensor::add_(double value) {
+  check_inplace(*this, "add_");
+  check_no_overlap(*this, "add_");
+  kernels::unary.at(*this, "add_");
+  kernels::unary(*this, kernels::UnaryOp::add_scalar, {value}, *this);
+  return *this;
 }
 
 Tensor& Tensor::mul_(double value) {
   check_inplace(*this, "mul_");
   check_no_overlap(*this, "mul_");
-  NoGradGuard guard;
-  return copy_(tandem::mul(*this, value));
+  kernels::unary.at(*this, "mul_");
+  kernels::unary(*this, kernels::UnaryOp::mul_scalar, {value}, *this);
+  return *this;
 }
 
 Tensor& Tensor::mul_(const Tensor& other) {
   check_inplace(*this, "mul_");
   check_no_overlap(*this, "mul_");
+  check_defined(other, "mul_", "other");
   NoGradGuard guard;
-  return copy_(tandem::mul(*this, other.to(dtype())));
+  if (!writes_in_place(*this, other)) return copy_(tandem::mul(*this, other.to(dtype())));
+  kernels::binary.at(*this, "mul_");
+  kernels::binary(*this, kernels::BinaryOp::mul, {}, *this, broadcast_view(other, shape()));
+  return *this;
 }
 
 // --- autograd state ------------------------------------------------------------------------

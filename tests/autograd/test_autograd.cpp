@@ -1,5 +1,6 @@
 // The autograd engine: gradients, accumulation, hooks, no-grad, graph reuse errors, long chains.
 #include "../util.hpp"
+#include "tandem/autograd/node.hpp"
 
 using namespace tandem;
 using tandem::testing::error_of;
@@ -149,4 +150,45 @@ TEST_CASE("a gradient buffer given in advance receives the gradient in place", "
   w.set_grad_buffer(Tensor());  // back to fresh tensors
   loss(w, b).backward();
   CHECK(w.grad().raw_data() != bucket.raw_data());
+}
+
+TEST_CASE("gradients summed from two consumers keep their layout, a leaf's follows the leaf",
+          "[autograd]") {
+  // A residual block's input feeds two convolutions; on a channels-last network both hand back
+  // channels-last gradients, and their sum must stay so (row-major, every kernel after it read
+  // across strides and its consumer copied it back).
+  const Shape shape{2, 8, 4, 4};
+  Tensor x = randn(shape).contiguous(MemoryFormat::ChannelsLast).set_requires_grad();
+  Tensor h = mul(x, 1.0);
+  Tensor probe = h.detach().clone();
+  Shape seen;
+  autograd::record("probe", {h}, probe, [&seen](const Tensor& g) -> std::vector<Tensor> {
+    seen = g.strides();
+    return {g};
+  });
+  Generator gen(3);
+  std::vector<Tensor> grads;
+  const auto consumer = [&](const char* name) {
+    grads.push_back(randn(shape, DType::f32, &gen).contiguous(MemoryFormat::ChannelsLast));
+    Tensor out = zeros({1});
+    autograd::record(name, {probe}, out, [g = grads.back()](const Tensor&) -> std::vector<Tensor> {
+      return {g};
+    });
+    return out;
+  };
+  Tensor a = consumer("first"), b = consumer("second");
+  add(a, b).sum().backward();
+  CHECK(seen == channels_last_strides(shape));
+  // The leaf x is channels-last: so is its .grad, and it is the sum.
+  CHECK(x.grad().strides() == channels_last_strides(shape));
+  CHECK(max(abs(x.grad() - add(grads[0], grads[1]))).item<double>() == 0.0);
+  // A row-major leaf gets a row-major .grad from the same channels-last gradients.
+  Tensor y = randn(shape).set_requires_grad();
+  Tensor out = zeros({1});
+  autograd::record("nhwc", {y}, out, [g = grads[0]](const Tensor&) -> std::vector<Tensor> {
+    return {g};
+  });
+  out.sum().backward();
+  CHECK(y.grad().is_contiguous());
+  CHECK(max(abs(y.grad() - grads[0])).item<double>() == 0.0);
 }

@@ -106,6 +106,45 @@ TEST_CASE("in-place methods", "[tensor]") {
   CHECK(a.to_vector<float>() == std::vector<float>(4, 0.0f));
 }
 
+TEST_CASE("in-place arithmetic writes into the tensor itself and matches the out-of-place ops",
+          "[tensor]") {
+  Generator g(11);
+  // Written straight in: same dtype and device, broadcast operands, strided destinations.
+  Tensor base = randn({4, 6}, DType::f32, &g);
+  Tensor a = base.clone(), at = base.clone().t();  // a row-major and a transposed destination
+  Tensor other = randn({6}, DType::f32, &g);
+  a.add_(other, -0.5);
+  CHECK(max(abs(a - add(base, other, -0.5))).item<double>() == 0.0);
+  at.mul_(randn({4, 1}, DType::f32, &g).t());  // (6, 4) times a (1, 4) row
+  CHECK(at.strides() == Shape{1, 6});
+  at.add_(2.0);
+  at.mul_(3.0);
+  Generator g2(11);
+  Tensor base2 = randn({4, 6}, DType::f32, &g2);
+  randn({6}, DType::f32, &g2);
+  Tensor row = randn({4, 1}, DType::f32, &g2).t();
+  CHECK(max(abs(at - mul(add(mul(base2.t(), row), 2.0), 3.0))).item<double>() == 0.0);
+  // Integers: add_(value) and mul_(value) as the out-of-place ops round them.
+  Tensor n = arange(0, 6, 1, DType::i64);
+  n.add_(1.0);
+  n.mul_(3.0);
+  CHECK(n.to_vector<int64_t>() == std::vector<int64_t>{3, 6, 9, 12, 15, 18});
+  // The operand is the destination itself: each element read before it is written.
+  Tensor d = from_vector<float>({1, 2, 3});
+  d.add_(d, 2.0);
+  d.mul_(d);
+  CHECK(d.to_vector<float>() == std::vector<float>{9, 36, 81});
+  // Through a temporary: another view of the same memory, another dtype, a larger operand.
+  Tensor sq = arange(0, 9, 1, DType::f32).reshape({3, 3});
+  Tensor expected = add(sq, sq.t());
+  sq.add_(sq.t());  // in place, element (0, 1) would read (1, 0) after it was written
+  CHECK(max(abs(sq - expected)).item<double>() == 0.0);
+  Tensor f = ones({3});
+  f.mul_(from_vector<double>({0.5, 2, 4}));
+  CHECK(f.to_vector<float>() == std::vector<float>{0.5f, 2, 4});
+  CHECK_THROWS_AS(ones({3}).add_(ones({2, 3})), Error);
+}
+
 TEST_CASE("printing follows torch's layout", "[tensor]") {
   auto str = [](const Tensor& t) {
     std::ostringstream os;

@@ -174,6 +174,8 @@ class Tensor {
   Tensor& copy_(const Tensor& src);
   /// this += alpha * other
   Tensor& add_(const Tensor& other, double alpha = 1.0);
+  /// this += value
+  Tensor& add_(double value);
   Tensor& mul_(double value);
   Tensor& mul_(const Tensor& other);
 
