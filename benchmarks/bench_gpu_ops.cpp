@@ -1,7 +1,8 @@
 // GPU op speed against the library underneath, in one process on one GPU: a bf16 (and f16, f32)
 // matrix product through tandem's bmm against cublasGemmEx called directly on the same buffers,
-// and tandem's f32 add against a device-to-device copy of the same bytes (the bandwidth an
-// elementwise op can reach). Each timing is the median of --repeats runs of --iters calls, timed
+// and tandem's memory-bound ops (f32 and bf16 adds, a bf16 channels-last add and batch norm)
+// against a device-to-device copy of the same bytes (the bandwidth an elementwise op can reach).
+// Each timing is the median of --repeats runs of --iters calls, timed
 // with CUDA events. Prints one JSON object.
 //   bench_gpu_ops --size 8192 --repeats 5
 #include <cublas_v2.h>
@@ -99,22 +100,50 @@ int main(int argc, char** argv) {
   }
   cublasDestroy(handle);
 
-  const int64_t count = add_mib * 1024 * 1024 / 4;
-  Tensor x = randn({count}, TensorOptions(DType::f32).device(gpu));
-  Tensor y = randn({count}, TensorOptions(DType::f32).device(gpu));
-  Tensor z = empty({count}, TensorOptions(DType::f32).device(gpu));
-  const double add_ms = time_ms([&] { z = add(x, y); }, iters, repeats);
-  const double copy_ms = time_ms(
-      [&] { cudaMemcpyAsync(z.raw_data(), x.raw_data(), count * 4, cudaMemcpyDeviceToDevice); },
-      iters, repeats);
-  // add moves 3 x bytes (two reads, a write); a copy 2 x bytes (a read, a write).
-  const double bytes = static_cast<double>(count) * 4;
-  out["add_f32"] = {{"mib", add_mib},
-                    {"tandem_ms", add_ms},
-                    {"copy_ms", copy_ms},
-                    {"tandem_gb_per_s", 3 * bytes / add_ms / 1e6},
-                    {"copy_gb_per_s", 2 * bytes / copy_ms / 1e6},
-                    {"tandem_vs_copy_bandwidth", (3 * bytes / add_ms) / (2 * bytes / copy_ms)}};
+  // Memory-bound ops against a device-to-device copy of the same bytes. `passes` counts the
+  // bytes an ideal kernel moves, in operand-sized units: an add reads two and writes one; a
+  // copy reads one and writes one. ResNet-50's bf16 channels-last tensors are the case that
+  // matters; the f32 add is the bar (85% of the copy's bandwidth).
+  const auto memory_bound = [&](const char* name, DType dt, bool nhwc, double passes,
+                                const std::function<Tensor(const Tensor&, const Tensor&)>& op) {
+    const int64_t count = add_mib * 1024 * 1024 / element_size(dt);
+    // (N, 256, 56, 56)-like maps: a layer-1 ResNet-50 activation when nhwc.
+    const int64_t n = std::max<int64_t>(1, count / (256 * 56 * 56));
+    const Shape shape = nhwc ? Shape{n, 256, 56, 56} : Shape{count};
+    const auto make = [&] {
+      Tensor t = randn(shape, TensorOptions(DType::f32).device(gpu)).to(dt);
+      return nhwc ? t.contiguous(MemoryFormat::ChannelsLast) : t;
+    };
+    Tensor x = make(), y = make(), z;
+    const double op_ms = time_ms([&] { z = op(x, y); }, iters, repeats);
+    const double bytes = static_cast<double>(x.numel()) * element_size(dt);
+    const double copy_ms = time_ms(
+        [&] { cudaMemcpyAsync(y.raw_data(), x.raw_data(), bytes, cudaMemcpyDeviceToDevice); },
+        iters, repeats);
+    out[name] = {{"mib", bytes / (1024 * 1024)},
+                 {"shape", shape},
+                 {"tandem_ms", op_ms},
+                 {"copy_ms", copy_ms},
+                 {"tandem_gb_per_s", passes * bytes / op_ms / 1e6},
+                 {"copy_gb_per_s", 2 * bytes / copy_ms / 1e6},
+                 {"tandem_vs_copy_bandwidth", (passes * bytes / op_ms) / (2 * bytes / copy_ms)},
+                 {"result_channels_last",
+                  z.suggest_memory_format() == MemoryFormat::ChannelsLast}};
+  };
+  const auto sum = [](const Tensor& a, const Tensor& b) { return add(a, b); };
+  memory_bound("add_f32", DType::f32, false, 3, sum);
+  memory_bound("add_bf16", DType::bf16, false, 3, sum);
+  memory_bound("add_bf16_nhwc", DType::bf16, true, 3, sum);
+  // Training batch norm + relu, bf16 channels-last, f32 statistics: an ideal kernel reads x
+  // once and writes y once (PyTorch's reads x twice: statistics, then normalize).
+  const Tensor w = ones({256}, TensorOptions(DType::f32).device(gpu));
+  const Tensor b = zeros({256}, TensorOptions(DType::f32).device(gpu));
+  Tensor running_mean = zeros({256}, TensorOptions(DType::f32).device(gpu));
+  Tensor running_var = ones({256}, TensorOptions(DType::f32).device(gpu));
+  memory_bound("batch_norm_relu_bf16_nhwc", DType::bf16, true, 2,
+               [&](const Tensor& x, const Tensor&) {
+                 return batch_norm_relu(x, running_mean, running_var, w, b, true);
+               });
   const auto stats = cuda::memory_stats(0);
   out["cuda_mallocs"] = stats.device_allocs;
   out["peak_allocated_bytes"] = stats.peak_allocated_bytes;
