@@ -134,6 +134,11 @@ int main(int argc, char** argv) {
   memory_bound("add_f32", DType::f32, false, 3, sum);
   memory_bound("add_bf16", DType::bf16, false, 3, sum);
   memory_bound("add_bf16_nhwc", DType::bf16, true, 3, sum);
+  // The same adds loading element by element (the kernels' loop for strided operands).
+  cuda::set_vectorized_elementwise(false);
+  memory_bound("add_f32_elementwise_loads", DType::f32, false, 3, sum);
+  memory_bound("add_bf16_elementwise_loads", DType::bf16, false, 3, sum);
+  cuda::set_vectorized_elementwise(true);
   // Training batch norm + relu, bf16 channels-last, f32 statistics: an ideal kernel reads x
   // once and writes y once (PyTorch's reads x twice: statistics, then normalize).
   const Tensor w = ones({256}, TensorOptions(DType::f32).device(gpu));

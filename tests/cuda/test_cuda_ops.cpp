@@ -115,6 +115,46 @@ TEST_CASE("CUDA unary and binary ops match the CPU, with broadcasting and stride
   }
 }
 
+TEST_CASE("CUDA dense elementwise ops move 16-byte vectors and match the CPU at any length "
+          "and alignment", "[cuda]") {
+  if (!gpu_present("CUDA vectorized elementwise ops")) return;
+  // Lengths around the vector widths (4 f32, 8 f16/bf16) and one that a large grid loops over;
+  // offsets of 0 (aligned), 1 (never aligned: the element-wise loop) and 8 (aligned again).
+  REQUIRE(cuda::vectorized_elementwise());
+  for (bool vectorized : {true, false}) {
+    cuda::set_vectorized_elementwise(vectorized);
+    for (DType dt : {DType::f32, DType::f16, DType::bf16})
+      for (int64_t n : {1, 3, 7, 8, 9, 17, 4099, 1 << 20})
+        for (int64_t offset : {0, 1, 8}) {
+          INFO((vectorized ? "vectors, " : "elements, ") << dt << ", n " << n << ", offset "
+                                                         << offset);
+          const Tol t = tol(dt);
+          // Narrowed on each device: the GPU's copies of a and b start aligned, their views not.
+          Tensor a = randn_as({n + 8}, dt, 7), b = randn_as({n + 8}, dt, 8);
+          const auto cut = [offset = offset, n = n](const Tensor& v) {
+            return v.narrow(0, offset, n);
+          };
+          same_on_gpu("add", {a, b}, [&](auto& v) { return add(cut(v[0]), cut(v[1]), 0.5); }, t);
+          same_on_gpu("lt", {a, b}, [&](auto& v) { return lt(cut(v[0]), cut(v[1])); }, {0, 0});
+          same_on_gpu("relu", {a}, [&](auto& v) { return relu(cut(v[0])); }, t);
+          same_on_gpu("to f32 / bf16", {a}, [&](auto& v) {
+            return cut(v[0]).to(dt == DType::f32 ? DType::bf16 : DType::f32);
+          }, {0, 0});
+          // In place: the output is an operand.
+          same_on_gpu("mul_", {a, b}, [&](auto& v) {
+            Tensor out = v[0].clone();
+            cut(out).mul_(cut(v[1]));
+            return out;
+          }, t);
+        }
+    // Channels-last maps, dense in memory order: the vector loop too.
+    Tensor x = randn_as({2, 16, 5, 3}, DType::bf16, 9).contiguous(MemoryFormat::ChannelsLast);
+    same_on_gpu("channels-last add", {x, x}, [](auto& v) { return add(v[0], v[1]); },
+                tol(DType::bf16));
+  }
+  cuda::set_vectorized_elementwise(true);
+}
+
 TEST_CASE("CUDA copies and casts between every pair of dtypes, fills and arange match the CPU",
           "[cuda]") {
   if (!gpu_present("CUDA copies")) return;

@@ -51,6 +51,10 @@ bool allow_tf32_conv();
 /// as PyTorch's torch.backends.cudnn.benchmark.
 void set_cudnn_benchmark(bool on);
 bool cudnn_benchmark();
+/// Elementwise kernels over dense, aligned f32/f16/bf16 operands move 16-byte vectors (on by
+/// default); off, every element is loaded alone, as for strided operands (for comparisons).
+void set_vectorized_elementwise(bool on);
+bool vectorized_elementwise();
 
 /// Copies bytes between any two devices (host-host included); synchronous.
 void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t nbytes);
