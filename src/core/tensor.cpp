@@ -53,6 +53,7 @@ bool Tensor::is_contiguous() const {
 }
 
 bool Tensor::has_internal_overlap() const {
+  if (numel() == 0) return false;
   for (int64_t d = 0; d < dim(); ++d)
     if (shape()[d] > 1 && strides()[d] == 0) return true;
   return false;

@@ -125,6 +125,7 @@ TEST_CASE("in-place writes refuse an expanded destination before writing, unexpa
   CHECK_FALSE(base.has_internal_overlap());
   CHECK_FALSE(zeros({1, 3}).expand({1, 3}).has_internal_overlap());  // no repeated element
   CHECK_FALSE(base.t().has_internal_overlap());
+  CHECK_FALSE(zeros({1, 0}).expand({3, 0}).has_internal_overlap());  // no elements
   const std::string what = "more than one element of the written-to tensor refers to a single "
                            "memory location (an expanded view of shape (3, 4)); write into a "
                            "contiguous() copy, or into unexpand() of it when the update is the "
