@@ -19,6 +19,7 @@ struct Identity {
 template <typename F>
 void for_each_element(const pool::Geometry& g, int64_t count, int64_t rows, int64_t cols,
                       int64_t cost, F&& f) {
+  if (count == 0) return;
   const pool::SiteOf site(g, rows, cols, count);
   parallel_for(0, count, std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(cost, 1)),
                [&](int64_t lo, int64_t hi) {

@@ -41,7 +41,7 @@ class SiteOf {
  public:
   SiteOf(const Geometry& g, int64_t rows, int64_t cols, int64_t count)
       : channels_last_(g.channels_last),
-        narrow_(count < (int64_t{1} << 31) && g.c < (int64_t{1} << 31)) {
+        narrow_(count > 0 && count < (int64_t{1} << 31)) {  // count > 0: no divisor is 0
     const int64_t inner_first[3] = {g.channels_last ? g.c : cols, g.channels_last ? cols : rows,
                                     g.channels_last ? rows : g.c};
     for (int k = 0; k < 3; ++k) {

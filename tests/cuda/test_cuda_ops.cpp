@@ -118,9 +118,12 @@ TEST_CASE("CUDA unary and binary ops match the CPU, with broadcasting and stride
 TEST_CASE("CUDA dense elementwise ops move 16-byte vectors and match the CPU at any length "
           "and alignment", "[cuda]") {
   if (!gpu_present("CUDA vectorized elementwise ops")) return;
-  // Lengths around the vector widths (4 f32, 8 f16/bf16) and one that a large grid loops over;
-  // offsets of 0 (aligned), 1 (never aligned: the element-wise loop) and 8 (aligned again).
+  // Lengths around the vector widths (4 f32, 8 f16/bf16) and a million; offsets of 0 (aligned),
+  // 1 (never aligned: the element-wise loop) and 8 (aligned again).
   REQUIRE(cuda::vectorized_elementwise());
+  struct Restore {
+    ~Restore() { cuda::set_vectorized_elementwise(true); }
+  } restore;
   for (bool vectorized : {true, false}) {
     cuda::set_vectorized_elementwise(vectorized);
     for (DType dt : {DType::f32, DType::f16, DType::bf16})
@@ -147,12 +150,22 @@ TEST_CASE("CUDA dense elementwise ops move 16-byte vectors and match the CPU at 
             return out;
           }, t);
         }
-    // Channels-last maps, dense in memory order: the vector loop too.
-    Tensor x = randn_as({2, 16, 5, 3}, DType::bf16, 9).contiguous(MemoryFormat::ChannelsLast);
-    same_on_gpu("channels-last add", {x, x}, [](auto& v) { return add(v[0], v[1]); },
-                tol(DType::bf16));
+    // Channels-last maps, dense in memory order: the vector loop too (laid out on each device:
+    // a move to the GPU makes a row-major copy).
+    Tensor x = randn_as({2, 16, 5, 3}, DType::bf16, 9);
+    Tensor y = randn_as({2, 16, 5, 3}, DType::bf16, 10);
+    same_on_gpu("channels-last add", {x, y}, [](auto& v) {
+      Tensor out = add(v[0].contiguous(MemoryFormat::ChannelsLast),
+                       v[1].contiguous(MemoryFormat::ChannelsLast));
+      REQUIRE(out.is_contiguous(MemoryFormat::ChannelsLast));
+      return out;
+    }, tol(DType::bf16));
   }
-  cuda::set_vectorized_elementwise(true);
+  // More f32 vectors than the largest grid has threads (65536 blocks of 256): each thread loops.
+  const int64_t n = int64_t{65536} * 256 * 4 + 4 * 1000 + 3;
+  Generator g(12);
+  same_on_gpu("add, a looping grid", {rand({n}, DType::f32, &g), rand({n}, DType::f32, &g)},
+              [](auto& v) { return add(v[0], v[1]); }, tol(DType::f32));
 }
 
 TEST_CASE("CUDA copies and casts between every pair of dtypes, fills and arange match the CPU",

@@ -175,6 +175,25 @@ TEST_CASE("pooling a channels-last input: f16 and bf16, one channel, 1x1 maps", 
   }
 }
 
+TEST_CASE("pooling a tensor without channels or images gives an empty result and gradient",
+          "[ops]") {
+  using F = std::function<Tensor(const Tensor&)>;
+  const std::vector<std::pair<const char*, F>> ops{
+      {"max pool", [](const Tensor& t) { return max_pool2d(t, 2); }},
+      {"avg pool", [](const Tensor& t) { return avg_pool2d(t, 2); }},
+      {"adaptive avg pool", [](const Tensor& t) { return adaptive_avg_pool2d(t, {1, 1}); }},
+  };
+  for (const Shape& shape : {Shape{2, 0, 4, 4}, Shape{0, 3, 4, 4}})
+    for (const auto& [name, f] : ops) {
+      INFO(name << " on " << shape_str(shape));
+      Tensor x = zeros(shape).set_requires_grad(true);
+      Tensor y = f(x);
+      CHECK(y.numel() == 0);
+      sum(y).backward();
+      CHECK(x.grad().shape() == shape);
+    }
+}
+
 TEST_CASE("ResNet-20 trains the same on channels-last input", "[ops][nn]") {
   auto run = [](bool channels_last) {
     manual_seed(7);
