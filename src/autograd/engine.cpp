@@ -36,6 +36,16 @@ Tensor sum_of(const Tensor& a, const Tensor& b) {
   kernels::binary(out, kernels::BinaryOp::add, {1.0}, a, converted(b, a.dtype()));
   return out;
 }
+// Whether `g` (held by the engine alone) could be `leaf`'s .grad as it is: no other tensor or
+// view shares it, it has the leaf's dtype and device, and it fills its whole buffer densely in
+// the leaf's layout.
+bool sole_dense_owner(const Tensor& g, const Tensor& leaf) {
+  return g.impl_ptr().use_count() == 1 && g.storage().use_count() == 1 && !g.grad_fn() &&
+         !g.requires_grad() && g.dtype() == leaf.dtype() && g.device() == leaf.device() &&
+         g.storage_offset() == 0 &&
+         g.storage().nbytes() == static_cast<size_t>(g.numel() * g.element_size()) &&
+         g.is_contiguous(leaf.suggest_memory_format());
+}
 // The callbacks of the backward pass running on this thread (null outside one).
 thread_local std::vector<std::function<void()>>* t_callbacks = nullptr;
 }  // namespace
@@ -73,6 +83,10 @@ std::vector<Tensor> AccumulateGrad::apply(const Tensor& grad_output) {
     }
   } else if (leaf_->grad) {
     acc = sum_of(Tensor(leaf_->grad), grad_output);
+  } else if (sole_dense_owner(grad_output, leaf)) {
+    // Nothing else holds this gradient or its memory: .grad takes it over (no copy), as torch's
+    // AccumulateGrad steals one.
+    acc = grad_output;
   } else {
     // A fresh tensor: .grad never aliases a tensor of the graph. It is laid out as its leaf
     // (a channels-last weight gets a channels-last gradient, as torch's layout contract).

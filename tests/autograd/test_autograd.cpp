@@ -192,3 +192,52 @@ TEST_CASE("gradients summed from two consumers keep their layout, a leaf's follo
   CHECK(y.grad().is_contiguous());
   CHECK(max(abs(y.grad() - grads[0])).item<double>() == 0.0);
 }
+
+TEST_CASE(".grad takes over a gradient nothing else holds and copies one that is shared",
+          "[autograd]") {
+  const Shape shape{3, 4};
+  const auto leaf_fed_by = [&](std::function<Tensor()> make, bool retain) {
+    Tensor w = zeros(shape).set_requires_grad();
+    Tensor out = zeros({1});
+    autograd::record("source", {w}, out, [make](const Tensor&) -> std::vector<Tensor> {
+      return {make()};
+    });
+    out.sum().backward({}, retain);
+    return w;
+  };
+  // A fresh gradient: .grad is that tensor (its memory), not a copy.
+  const void* fresh_memory = nullptr;
+  Tensor w = leaf_fed_by([&] {
+    Tensor g = full(shape, 2.0);
+    fresh_memory = g.raw_data();
+    return g;
+  }, false);
+  CHECK(w.grad().raw_data() == fresh_memory);
+  CHECK(w.grad().to_vector<float>() == std::vector<float>(12, 2.0f));
+  // Held elsewhere (here by the test), a view of a larger buffer, another layout: copied, so
+  // .grad never aliases them.
+  Tensor kept = full(shape, 3.0);
+  const std::vector<std::pair<const char*, std::function<Tensor()>>> shared{
+      {"held", [&] { return kept; }},
+      {"a view", [&] { return full({3, 8}, 4.0).narrow(1, 0, 4); }},
+      {"transposed", [&] { return full({4, 3}, 5.0).t(); }},
+  };
+  for (const auto& [name, make] : shared) {
+    INFO(name);
+    Tensor v = leaf_fed_by(make, true);
+    CHECK(v.grad().raw_data() != kept.raw_data());
+    CHECK(v.grad().is_contiguous());
+    { NoGradGuard ng; v.grad().fill_(-1.0); }
+    CHECK(kept.to_vector<float>() == std::vector<float>(12, 3.0f));
+  }
+  // A second backward adds into the .grad it took over.
+  Tensor x = zeros(shape).set_requires_grad();
+  for (int k = 0; k < 2; ++k) {
+    Tensor out = zeros({1});
+    autograd::record("fresh", {x}, out, [&](const Tensor&) -> std::vector<Tensor> {
+      return {full(shape, 1.0)};
+    });
+    out.sum().backward();
+  }
+  CHECK(x.grad().to_vector<float>() == std::vector<float>(12, 2.0f));
+}

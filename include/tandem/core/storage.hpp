@@ -42,6 +42,8 @@ class Storage {
   Device device() const { return impl_ ? impl_->device : kCPU; }
   bool defined() const { return static_cast<bool>(impl_); }
   bool is_same(const Storage& other) const { return impl_ == other.impl_; }
+  /// How many tensors (views) share this buffer.
+  long use_count() const { return impl_.use_count(); }
 
  private:
   struct Impl {
