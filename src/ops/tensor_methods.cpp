@@ -197,42 +197,49 @@ Tensor& Tensor::copy_(const Tensor& src) {
   return *this;
 }
 
-Tensor& Tensor::add_(const Tensor& other, double alpha) {
-  check_inplace(*this, "add_");
-  check_no_overlap(*this, "add_");
-  check_defined(other, "add_", "other");
+namespace {
+// this = op(this, value), one kernel.
+Tensor& scalar_inplace(Tensor& self, kernels::UnaryOp op, double value, const char* name) {
+  check_inplace(self, name);
+  check_no_overlap(self, name);
+  kernels::unary.at(self, name);
+  kernels::unary(self, op, {value}, self);
+  return self;
+}
+
+// this = op(this, other): one kernel writing into this where writes_in_place allows, else the
+// out-of-place op's result copied in.
+template <typename OutOfPlace>
+Tensor& tensor_inplace(Tensor& self, const Tensor& other, kernels::BinaryOp op,
+                       const kernels::OpArgs& args, const char* name,
+                       OutOfPlace out_of_place) {
+  check_inplace(self, name);
+  check_no_overlap(self, name);
+  check_defined(other, name, "other");
   NoGradGuard guard;
-  if (!writes_in_place(*this, other)) return copy_(tandem::add(*this, other.to(dtype()), alpha));
-  kernels::binary.at(*this, "add_");
-  kernels::binary(*this, kernels::BinaryOp::add, {alpha}, *this, broadcast_view(other, shape()));
-  return *this;
+  if (!writes_in_place(self, other)) return self.copy_(out_of_place(other.to(self.dtype())));
+  kernels::binary.at(self, name);
+  kernels::binary(self, op, args, self, broadcast_view(other, self.shape()));
+  return self;
+}
+}  // namespace
+
+Tensor& Tensor::add_(const Tensor& other, double alpha) {
+  return tensor_inplace(*this, other, kernels::BinaryOp::add, {alpha}, "add_",
+                        [&](const Tensor& o) { return tandem::add(*this, o, alpha); });
 }
 
 Tensor& Tensor::add_(double value) {
-  check_inplace(*this, "add_");
-  check_no_overlap(*this, "add_");
-  kernels::unary.at(*this, "add_");
-  kernels::unary(*this, kernels::UnaryOp::add_scalar, {value}, *this);
-  return *this;
+  return scalar_inplace(*this, kernels::UnaryOp::add_scalar, value, "add_");
 }
 
 Tensor& Tensor::mul_(double value) {
-  check_inplace(*this, "mul_");
-  check_no_overlap(*this, "mul_");
-  kernels::unary.at(*this, "mul_");
-  kernels::unary(*this, kernels::UnaryOp::mul_scalar, {value}, *this);
-  return *this;
+  return scalar_inplace(*this, kernels::UnaryOp::mul_scalar, value, "mul_");
 }
 
 Tensor& Tensor::mul_(const Tensor& other) {
-  check_inplace(*this, "mul_");
-  check_no_overlap(*this, "mul_");
-  check_defined(other, "mul_", "other");
-  NoGradGuard guard;
-  if (!writes_in_place(*this, other)) return copy_(tandem::mul(*this, other.to(dtype())));
-  kernels::binary.at(*this, "mul_");
-  kernels::binary(*this, kernels::BinaryOp::mul, {}, *this, broadcast_view(other, shape()));
-  return *this;
+  return tensor_inplace(*this, other, kernels::BinaryOp::mul, {}, "mul_",
+                        [&](const Tensor& o) { return tandem::mul(*this, o); });
 }
 
 // --- autograd state ------------------------------------------------------------------------
