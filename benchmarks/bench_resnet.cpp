@@ -34,7 +34,7 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"f32", "bf16", "f16"}));
   bool channels_last = false;
   app.add_flag("--channels-last", channels_last,
-               "batches laid out channels-last (NHWC), as PyTorch's fast path on tensor cores");
+               "batches and convolution weights laid out channels-last (NHWC), as PyTorch's fast path on tensor cores");
   CLI11_PARSE(app, argc, argv);
 
   set_num_threads(threads);
@@ -46,6 +46,7 @@ int main(int argc, char** argv) {
   auto model =
       nn::resnet_by_name(model_name, nn::ResNetOptions().in_channels(channels).num_classes(10));
   model->to(device);
+  if (channels_last) model->to(MemoryFormat::ChannelsLast);  // as the peer's model.to(memory_format=...)
   optim::SGD opt(optim::weight_decay_groups(*model, 5e-4),
                  optim::SGDOptions().lr(0.05).momentum(0.9).nesterov(true));
   std::vector<Tensor> xs, ys;

@@ -109,7 +109,7 @@ def main():
     p.add_argument("--size", type=int, default=224)
     p.add_argument("--precision", default="bf16", choices=["bf16", "f32"])
     p.add_argument("--tandem-layout", default="nhwc", choices=["nhwc", "nchw"],
-                   help="tandem's batches channels-last (as PyTorch's here) or row-major")
+                   help="tandem's batches and model channels-last (as PyTorch's here) or row-major")
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--repeats", type=int, default=2)

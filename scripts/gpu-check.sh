@@ -177,7 +177,7 @@ built bench_allreduce allreduce && built bench_nccl_allreduce allreduce &&
 sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
 if [ -n "$sanitizer" ] && [ $((budget - SECONDS - 5)) -ge 90 ]; then
   step memcheck 80 "$sanitizer" --tool memcheck --error-exitcode 1 build-gpu/tests/tandem_tests \
-    "CUDA batch norm*,CUDA channels-last*,CUDA reductions*"
+    "CUDA batch norm*,CUDA channels-last*,CUDA convolutions take*,CUDA reductions*"
 fi
 if [ $((budget - SECONDS - 5)) -ge 150 ]; then
   step all_tests 300 build-gpu/tests/tandem_tests "~[cuda]~[nccl]~[gpu]"

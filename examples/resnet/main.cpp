@@ -33,7 +33,7 @@ struct Config {
   std::string bucket_mb = "25";  // MiB, or "auto"
   bool sync_bn = false;
   bool tta = false;
-  bool channels_last = false;  // batches laid out NHWC (cuDNN's fast layout for f16/bf16)
+  bool channels_last = false;  // batches and conv weights NHWC (cuDNN's fast layout for f16/bf16)
   int64_t batch = 128, max_steps = 0, synthetic_size = 10000;
   double lr = 0.2, momentum = 0.9, weight_decay = 5e-4, label_smoothing = 0.0;
   uint64_t seed = 0;
@@ -164,6 +164,9 @@ void train_rank(Shared& sh, parallel::Rank& r) {
   // One replica per rank of this process (under a launcher: the one of this process).
   auto model = sh.replicas.at(sh.replicas.size() == 1 ? 0 : rank);
   model->to(r.device());
+  const MemoryFormat format =
+      c.channels_last ? MemoryFormat::ChannelsLast : MemoryFormat::Contiguous;
+  model->to(format);  // before DDP and the optimizer: their buffers follow the parameters' layout
   if (c.sync_bn) parallel::convert_sync_batchnorm(*model, r.comm);
   parallel::DistributedDataParallel ddp(model, r.comm, monitor::bucket_cap_options(c.bucket_mb));
   optim::SGD opt(optim::weight_decay_groups(*model, c.weight_decay),
@@ -171,8 +174,6 @@ void train_rank(Shared& sh, parallel::Rank& r) {
   CrossEntropyOptions loss_options;
   loss_options.label_smoothing = c.label_smoothing;
   const std::optional<DType> low = precision_dtype(c.precision);
-  const MemoryFormat format =
-      c.channels_last ? MemoryFormat::ChannelsLast : MemoryFormat::Contiguous;
   amp::GradScaler scaler(amp::GradScalerOptions().enabled(low == DType::f16));
   scaler.set_sync(parallel::any_rank(r.comm));
   // On a GPU: batches go there as bytes through pinned staging and are augmented there.
@@ -522,7 +523,7 @@ int main(int argc, char** argv) {
   app.add_option("--grad-accum", c.grad_accum, "micro-batches per step (gradients accumulated without allreduce)")->check(CLI::Range(1, 1024))->capture_default_str();
   app.add_flag("--tta", c.tta, "evaluate each test image and its mirror image, summing their logits (test-time augmentation)");
   app.add_flag("--sync-bn", c.sync_bn, "batch-norm statistics over all ranks (SyncBatchNorm)");
-  app.add_flag("--channels-last", c.channels_last, "batches laid out channels-last (NHWC): cuDNN's fast layout for f16/bf16 on tensor cores; on the CPU it only adds copies");
+  app.add_flag("--channels-last", c.channels_last, "batches and convolution weights laid out channels-last (NHWC): cuDNN's fast layout for f16/bf16 on tensor cores; on the CPU it only adds copies");
   app.add_option("--synthetic-size", c.synthetic_size, "training images of --dataset synthetic (test images: as many, at most 1000)")->check(positive())->capture_default_str();
   try {
     app.parse(argc, argv);

@@ -73,12 +73,20 @@ cudnnTensorFormat_t call_format(const Tensor& in) {
              : CUDNN_TENSOR_NCHW;
 }
 
-// The weights in the call's layout: an NHWC copy for NHWC (cuDNN's NHWC kernels take NHWC
-// filters), else the row-major parameter itself.
+// Whether the filter's bytes already lie as the call's format has them (1x1 filters lie the
+// same in both).
+bool filter_in(const Tensor& weight, cudnnTensorFormat_t format) {
+  return weight.is_contiguous(format == CUDNN_TENSOR_NHWC ? MemoryFormat::ChannelsLast
+                                                          : MemoryFormat::Contiguous);
+}
+
+// The weights in the call's layout (cuDNN's NHWC kernels take NHWC filters): the weight itself
+// when it lies so (a channels-last model's, every 1x1 filter), else a copy.
 Tensor weight_for(const Tensor& weight, cudnnTensorFormat_t format) {
-  if (format != CUDNN_TENSOR_NHWC) return weight;
-  Tensor w =
-      make_tensor(weight.shape(), weight.dtype(), weight.device(), MemoryFormat::ChannelsLast);
+  if (filter_in(weight, format)) return weight;
+  Tensor w = make_tensor(weight.shape(), weight.dtype(), weight.device(),
+                         format == CUDNN_TENSOR_NHWC ? MemoryFormat::ChannelsLast
+                                                     : MemoryFormat::Contiguous);
   kernels::copy(w, weight);
   return w;
 }
@@ -318,11 +326,14 @@ void conv2d_backward(const Tensor& grad_out, const Tensor& in, const Tensor& wei
   Setup s(in.device().index());
   const cudnnTensorFormat_t format = call_format(in);
   const Tensor weight = weight_for(weight_in, format);
-  // The filter gradient in the filter's layout, copied into the row-major one at the end.
-  const Tensor grad_weight = grad_weight_out.defined() && format == CUDNN_TENSOR_NHWC
-                                 ? make_tensor(weight.shape(), weight.dtype(), weight.device(),
-                                               MemoryFormat::ChannelsLast)
-                                 : grad_weight_out;
+  // The filter gradient in the call's layout, copied into the caller's at the end if that is
+  // another one.
+  const Tensor grad_weight =
+      grad_weight_out.defined() && !filter_in(grad_weight_out, format)
+          ? make_tensor(weight.shape(), weight.dtype(), weight.device(),
+                        format == CUDNN_TENSOR_NHWC ? MemoryFormat::ChannelsLast
+                                                    : MemoryFormat::Contiguous)
+          : grad_weight_out;
   TensorDesc x(in, format), dy(grad_out, format);
   FilterDesc w(weight, format);
   ConvDesc conv(p, in.dtype());

@@ -52,7 +52,9 @@ extern Stub<void (*)(const Tensor& out, const Tensor& a, const Tensor& b)> bmm;
 struct Conv2dParams {
   int64_t stride_h, stride_w, pad_h, pad_w, dil_h, dil_w, groups;
 };
-/// out (N, Co, Ho, Wo) = conv(in (N, Ci, H, W), weight (Co, Ci/g, kh, kw)) + bias.
+/// out (N, Co, Ho, Wo) = conv(in (N, Ci, H, W), weight (Co, Ci/g, kh, kw)) + bias. in, out and
+/// their gradients lie dense in one layout (channels-last or row-major); weight and its gradient
+/// in one layout too, which may be the other one.
 extern Stub<void (*)(const Tensor& out, const Tensor& in, const Tensor& weight,
                      const Tensor& bias, const Conv2dParams& p)>
     conv2d_forward;

@@ -140,9 +140,21 @@ void Module::convert(std::optional<Device> device, std::optional<DType> dtype) {
     DType type = dtype && is_floating(t.dtype()) ? *dtype : t.dtype();
     if (d == t.device() && type == t.dtype()) continue;
     Tensor grad = t.grad();
-    set_data(t, t.to(d, type).contiguous());
+    set_data(t, t.to(d, type).contiguous(t.suggest_memory_format()));
     t.impl()->grad.reset();
     if (grad.defined() && type == grad.dtype()) Tensor(t).set_grad(grad.to(d));
+  }
+}
+
+void Module::to(MemoryFormat format) {
+  NoGradGuard no_grad;
+  std::vector<Tensor> tensors = parameters();
+  for (auto& b : buffers()) tensors.push_back(b);
+  for (const Tensor& t : tensors) {
+    if (t.dim() != 4) continue;
+    set_data(t, t.contiguous(format));
+    const Tensor grad = t.grad();
+    if (grad.defined() && !grad.is_same(t.grad_buffer())) Tensor(t).set_grad(grad.contiguous(format));
   }
 }
 

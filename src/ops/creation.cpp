@@ -77,15 +77,17 @@ Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions o, G
   });
 }
 
-namespace {
-TensorOptions like(const Tensor& t) { return TensorOptions(t.dtype()).device(t.device()); }
-}  // namespace
+// The *_like tensors keep t's layout when t is channels-last, as torch's preserve_format.
 Tensor empty_like(const Tensor& t) {
   return make_tensor(t.shape(), t.dtype(), t.device(), t.suggest_memory_format());
 }
-Tensor zeros_like(const Tensor& t) { return zeros(t.shape(), like(t)); }
-Tensor ones_like(const Tensor& t) { return ones(t.shape(), like(t)); }
-Tensor full_like(const Tensor& t, double value) { return full(t.shape(), value, like(t)); }
+Tensor full_like(const Tensor& t, double value) {
+  Tensor out = empty_like(t);
+  kernels::fill(out, value);
+  return out;
+}
+Tensor zeros_like(const Tensor& t) { return full_like(t, 0.0); }
+Tensor ones_like(const Tensor& t) { return full_like(t, 1.0); }
 
 Tensor from_blob(void* data, const Shape& shape, DType dtype, Device device,
                  std::function<void(void*)> deleter) {

@@ -83,11 +83,14 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Int
   kernels::Conv2dParams p{stride.h, stride.w, padding.h, padding.w,
                                dilation.h, dilation.w, groups};
   // A channels-last input convolves as it lies into a channels-last result (cuDNN's NHWC
-  // kernels; the CPU's convert); the weights stay row-major, as the parameters are kept. f64
-  // convolves row-major: cuDNN has no NHWC kernels for it (PyTorch makes the same exception).
+  // kernels; the CPU's convert). f64 convolves row-major: cuDNN has no NHWC kernels for it
+  // (PyTorch makes the same exception). The weights go as they lie when dense in either layout
+  // (channels-last after Module::to(MemoryFormat::ChannelsLast)), and their gradient comes
+  // back in the same layout: each kernel converts what its call needs.
   const MemoryFormat format = input.dtype() == DType::f64 ? MemoryFormat::Contiguous
                                                           : input.suggest_memory_format();
-  Tensor x = input.contiguous(format).detach(), w = weight.contiguous().detach();
+  Tensor x = input.contiguous(format).detach();
+  Tensor w = weight.contiguous(weight.suggest_memory_format()).detach();
   Tensor b = bias.defined() ? bias.contiguous().detach() : Tensor();
   Tensor out = make_tensor({input.size(0), weight.size(0), ho, wo}, input.dtype(), input.device(),
                            format);

@@ -60,8 +60,11 @@ Tensor Tensor::to(DType dtype) const {
 
 Tensor Tensor::to(Device device, bool non_blocking) const {
   if (device == this->device()) return *this;
-  Tensor src = contiguous();
-  Tensor out = make_tensor(shape(), dtype(), device);
+  // Bytes cross as they lie: a channels-last tensor arrives channels-last (torch's
+  // preserve_format), anything else as a row-major copy.
+  const MemoryFormat format = suggest_memory_format();
+  Tensor src = contiguous(format);
+  Tensor out = make_tensor(shape(), dtype(), device, format);
   const auto nbytes = static_cast<size_t>(numel() * element_size());
   if (non_blocking && src.device().is_cpu())
     cuda::copy_to_device_async(out.raw_data(), device, src.raw_data(), src.storage().data(), nbytes);

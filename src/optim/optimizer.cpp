@@ -113,7 +113,13 @@ void Optimizer::load_state_dict(const nn::StateDict& state) {
     TANDEM_CHECK(!per_element || t.shape() == params[k]->shape(), name_, ".load_state_dict: '",
                  key, "' has shape ", shape_str(t.shape()), " but parameter ", k, " has shape ",
                  shape_str(params[k]->shape()));
-    new_state[k][field] = t.to(params[k]->device()).clone();
+    // A copy of its own, laid out as the parameter (a channels-last model's momentum stays
+    // channels-last, whatever layout the file had).
+    const Tensor& p = *params[k];
+    Tensor own = make_tensor(t.shape(), t.dtype(), p.device(),
+                             per_element ? p.suggest_memory_format() : MemoryFormat::Contiguous);
+    own.copy_(t.to(p.device()));
+    new_state[k][field] = own;
   }
   for (size_t g = 0; g < groups_.size(); ++g) {
     std::string prefix = "group." + std::to_string(g) + ".";

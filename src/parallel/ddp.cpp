@@ -150,7 +150,13 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
       bucket.buffer = zeros({total}, TensorOptions().dtype(first.dtype()).device(first.device()));
       for (size_t k = 0; k < bucket.params.size(); ++k) {
         Tensor& p = params_[bucket.params[k]];
-        Tensor view = bucket.buffer.narrow(0, bucket.offsets[k], p.numel()).view(p.shape());
+        // Laid out as the parameter (torch's layout contract), so a channels-last gradient
+        // lands in its slot as one dense copy.
+        const Shape strides = p.suggest_memory_format() == MemoryFormat::ChannelsLast
+                                  ? channels_last_strides(p.shape())
+                                  : contiguous_strides(p.shape());
+        Tensor view = make_tensor(bucket.buffer.storage(), p.shape(), strides,
+                                  bucket.buffer.storage_offset() + bucket.offsets[k], p.dtype());
         Tensor held = p.grad();
         if (held.defined()) view.copy_(held);
         p.set_grad_buffer(view);
@@ -376,8 +382,11 @@ int64_t fingerprint(const std::string& s) {
   return static_cast<int64_t>(h);
 }
 
+// The layout is part of it: a gradient bucket's slot lies as its parameter, so ranks whose
+// parameters lie differently would add up different elements.
 std::string describe(const std::string& kind, const std::string& name, const Tensor& t) {
-  return kind + " '" + name + "' " + shape_str(t.shape()) + " " + dtype_name(t.dtype());
+  return kind + " '" + name + "' " + shape_str(t.shape()) + " " + dtype_name(t.dtype()) +
+         (t.suggest_memory_format() == MemoryFormat::ChannelsLast ? " channels-last" : "");
 }
 
 // The communicator's allreduce as the ring model sees it (2 (N - 1) latency + 2 (N - 1) / N x
@@ -455,13 +464,11 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
   }
   for (const auto& [name, b] : buffers) entries.push_back(describe("buffer", name, b));
   check_same_model(comm, entries);
-  {
-    NoGradGuard no_grad;
-    std::vector<comm::Work> works;
-    for (const auto& [name, p] : params) works.push_back(comm.broadcast(p, 0));
-    for (const auto& [name, b] : buffers) works.push_back(comm.broadcast(b, 0));
-    for (auto& w : works) w.wait();
-  }
+  // Rank 0's values everywhere, packed (any layout; one collective per dtype and device).
+  std::vector<Tensor> states;
+  for (const auto& entry : params) states.push_back(entry.second);
+  for (const auto& entry : buffers) states.push_back(entry.second);
+  broadcast_coalesced(comm, states);
   reducer_ = std::make_shared<detail::Reducer>(params, comm, options);
   reducer_->register_hooks();
   if (options.bucket_cap_chooser_ && comm.size() > 1) {

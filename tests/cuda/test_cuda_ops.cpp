@@ -531,6 +531,43 @@ TEST_CASE("CUDA channels-last convolutions (cuDNN's NHWC) match the CPU's row-ma
   }
 }
 
+TEST_CASE("CUDA convolutions take channels-last weights as they lie and give their gradient so",
+          "[cuda]") {
+  if (!gpu_present("CUDA channels-last weights")) return;
+  NoTf32 no_tf32;
+  const MemoryFormat cl = MemoryFormat::ChannelsLast;
+  for (DType dt : {DType::f32, DType::f16, DType::bf16}) {
+    INFO("dtype " << dt);
+    Tensor x = randn_as({2, 8, 9, 9}, dt, 160);
+    for (int64_t k : {1, 3}) {
+      INFO("kernel " << k);
+      // A channels-last model's weight (Module::to), moved to the GPU as it lies.
+      Tensor w = randn_as({16, 8, k, k}, dt, 161 + k).contiguous(cl);
+      REQUIRE(w.to(kGpu).strides() == w.strides());
+      for (bool cl_input : {true, false}) {  // an NHWC call, and an NCHW one (a copy of w)
+        INFO((cl_input ? "channels-last input" : "row-major input"));
+        same_on_gpu("conv2d", {x, w}, with_gradients([&](const std::vector<Tensor>& v) {
+          return conv2d(cl_input ? v[0].contiguous(cl) : v[0], v[1], Tensor(), 1, k / 2);
+        }), conv_tol(dt));
+        Tensor leaf = w.to(kGpu).set_requires_grad(true);
+        Tensor in = x.to(kGpu);
+        sum(conv2d(cl_input ? in.contiguous(cl) : in, leaf, Tensor(), 1, k / 2)).backward();
+        CHECK(leaf.grad().strides() == w.strides());
+      }
+    }
+  }
+  // Under autocast a channels-last f32 weight is cast to a channels-last bf16 one: the call
+  // takes it without a copy, and the f32 gradient comes back channels-last.
+  Tensor x = randn_as({2, 8, 9, 9}, DType::f32, 170).to(kGpu).contiguous(cl);
+  Tensor leaf = randn_as({16, 8, 3, 3}, DType::f32, 171).contiguous(cl).to(kGpu).set_requires_grad(true);
+  {
+    amp::autocast guard(DType::bf16);
+    sum(conv2d(x, leaf, Tensor(), 1, 1)).backward();
+  }
+  CHECK(leaf.grad().dtype() == DType::f32);
+  CHECK(leaf.grad().strides() == channels_last_strides(leaf.shape()));
+}
+
 TEST_CASE("CUDA batch norm (with residual and relu) and pooling match the CPU", "[cuda]") {
   if (!gpu_present("CUDA batch norm and pooling")) return;
   for (DType dt : kFloats) {

@@ -216,3 +216,168 @@ TEST_CASE("ResNet-20 trains the same on channels-last input", "[ops][nn]") {
     require_close(channels_last[i], row_major[i], 1e-4, 1e-5, "gradient");
   }
 }
+
+TEST_CASE("the *_like tensors and moves keep a channels-last tensor's layout", "[ops]") {
+  Tensor cl = randn_seeded({2, 3, 4, 5}, 41).contiguous(kCL);
+  for (const Tensor& t : {empty_like(cl), zeros_like(cl), ones_like(cl), full_like(cl, 2.5)})
+    CHECK(t.strides() == cl.strides());
+  CHECK(zeros_like(cl).to_vector<float>() == std::vector<float>(cl.numel(), 0.0f));
+  CHECK(full_like(cl, 2.5).to_vector<float>() == std::vector<float>(cl.numel(), 2.5f));
+  // A row-major or a strided (non-dense) tensor gives a row-major one, as before.
+  Tensor rm = randn_seeded({2, 3, 4, 5}, 42);
+  CHECK(zeros_like(rm).is_contiguous());
+  CHECK(zeros_like(rm.slice(3, 0, 5, 2)).is_contiguous());
+}
+
+namespace {
+
+// Two SGD steps (momentum, weight decay) of a ResNet-20 on a 4-image batch, with the input and
+// the model in either layout; what the run ends with, for comparison.
+struct ClRun {
+  nn::StateDict state;                  // parameters and buffers after the steps
+  std::vector<Tensor> grads, momentum;  // the last gradients and the momentum buffers
+  nn::StateDict optimizer;
+};
+ClRun train_resnet20(bool channels_last_input, bool channels_last_model) {
+  manual_seed(7);
+  auto model = nn::resnet20(nn::ResNetOptions().in_channels(3));
+  if (channels_last_model) model->to(kCL);
+  optim::SGD opt(model->parameters(), optim::SGDOptions(0.1).momentum(0.9).weight_decay(1e-4));
+  for (int step = 0; step < 2; ++step) {
+    Tensor x = randn_seeded({4, 3, 16, 16}, 50 + step);
+    Tensor y = randint(0, 10, {4});
+    if (channels_last_input) x = x.contiguous(kCL);
+    opt.zero_grad();
+    cross_entropy(model->forward(x), y).backward();
+    opt.step();
+  }
+  ClRun out;
+  for (const auto& [k, v] : model->state_dict()) out.state[k] = v.clone();
+  for (const Tensor& p : model->parameters()) out.grads.push_back(p.grad());
+  out.optimizer = opt.state_dict();
+  for (size_t k = 0; k < out.grads.size(); ++k)
+    out.momentum.push_back(out.optimizer.at("state." + std::to_string(k) + ".momentum_buffer"));
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("Module::to(ChannelsLast) lays 4-d parameters out NHWC in place", "[ops][nn]") {
+  auto model = nn::resnet20(nn::ResNetOptions().in_channels(3));
+  const std::vector<Tensor> before = model->parameters();
+  std::vector<Tensor> values;
+  for (const Tensor& p : before) values.push_back(p.detach().clone());
+  const Tensor conv = before.front();  // the stem's weight
+  REQUIRE(conv.dim() == 4);
+  Tensor(conv).set_grad(ones_like(conv));
+  model->to(kCL);
+  const std::vector<Tensor> after = model->parameters();
+  REQUIRE(after.size() == before.size());
+  int converted = 0;
+  for (size_t i = 0; i < after.size(); ++i) {
+    INFO("parameter " << i);
+    CHECK(after[i].is_same(before[i]));  // the same tensors: an optimizer built before sees it
+    require_same(after[i], values[i], "values kept");
+    if (after[i].dim() == 4) {
+      CHECK(after[i].strides() == channels_last_strides(after[i].shape()));
+      ++converted;
+    } else {
+      CHECK(after[i].is_contiguous());
+    }
+  }
+  CHECK(converted == 19);  // ResNet-20's convolutions
+  CHECK(conv.grad().strides() == conv.strides());  // a gradient follows its parameter
+  // And back.
+  model->to(MemoryFormat::Contiguous);
+  for (size_t i = 0; i < after.size(); ++i) CHECK(after[i].is_contiguous());
+}
+
+TEST_CASE("a channels-last model trains as the row-major one, its gradients, momentum and checkpoints "
+          "keep or restore the layout",
+          "[ops][nn]") {
+  const ClRun expected = train_resnet20(false, false);
+  for (const auto& [cl_input, cl_model] :
+       std::vector<std::pair<bool, bool>>{{false, true}, {true, true}, {true, false}}) {
+    INFO("input " << (cl_input ? "channels-last" : "row-major") << ", model "
+                  << (cl_model ? "channels-last" : "row-major"));
+    const ClRun got = train_resnet20(cl_input, cl_model);
+    for (const auto& [key, value] : expected.state) {
+      const Tensor& t = got.state.at(key);
+      if (value.dtype() == DType::i64) {
+        CHECK(t.to_vector<int64_t>() == value.to_vector<int64_t>());
+        continue;
+      }
+      require_close(t, value, 1e-5, 1e-6, key);
+    }
+    for (size_t i = 0; i < expected.grads.size(); ++i) {
+      INFO("parameter " << i);
+      const Tensor &g = got.grads[i], &m = got.momentum[i];
+      require_close(g, expected.grads[i], 1e-5, 1e-6, "gradient");
+      require_close(m, expected.momentum[i], 1e-5, 1e-6, "momentum");
+      // A gradient and a momentum buffer lie as their parameter: NHWC for a channels-last
+      // model's convolutions, row-major for everything else.
+      const bool nhwc = cl_model && g.dim() == 4;
+      const Shape want = nhwc ? channels_last_strides(g.shape()) : contiguous_strides(g.shape());
+      CHECK(g.strides() == want);
+      CHECK(m.strides() == want);
+    }
+  }
+
+  // A checkpoint of the channels-last model holds the values in their logical order: it loads
+  // into a row-major model and back into a channels-last one (which stays channels-last), and
+  // the optimizer's state loads in the parameters' layout.
+  tandem::testing::TempDir dir;
+  const std::string file = (dir.path / "cl.safetensors").string();
+  const ClRun cl = train_resnet20(true, true);
+  io::save_safetensors(file, cl.state);
+  const nn::StateDict loaded = io::load_safetensors(file);
+  auto row_major = nn::resnet20(nn::ResNetOptions().in_channels(3));
+  row_major->load_state_dict(loaded);
+  auto channels_last = nn::resnet20(nn::ResNetOptions().in_channels(3));
+  channels_last->to(kCL);
+  channels_last->load_state_dict(loaded);
+  const nn::StateDict a = row_major->state_dict(), b = channels_last->state_dict();
+  for (const auto& [key, value] : cl.state) {
+    INFO(key);
+    if (value.dtype() == DType::i64) continue;
+    require_same(a.at(key), value, key + ": into a row-major model");
+    require_same(b.at(key), value, key + ": into a channels-last model");
+    CHECK(b.at(key).strides() == value.strides());
+  }
+  optim::SGD opt(channels_last->parameters(), optim::SGDOptions(0.1).momentum(0.9));
+  nn::StateDict opt_state;
+  for (const auto& [key, value] : cl.optimizer) opt_state[key] = value.contiguous();  // as a file has it
+  opt.load_state_dict(opt_state);
+  const nn::StateDict restored = opt.state_dict();
+  for (size_t k = 0; k < cl.momentum.size(); ++k) {
+    INFO("parameter " << k);
+    const Tensor& m = restored.at("state." + std::to_string(k) + ".momentum_buffer");
+    require_same(m, cl.momentum[k], "momentum restored");
+    CHECK(m.strides() == cl.momentum[k].strides());
+  }
+}
+
+TEST_CASE("autocast: a channels-last f32 weight convolves as a channels-last bf16 one, its "
+          "gradient comes back f32 channels-last",
+          "[ops][amp]") {
+  Tensor x = randn_seeded({2, 8, 9, 9}, 61).contiguous(kCL);
+  for (int64_t k : {1, 3}) {
+    INFO("kernel " << k);
+    Tensor w_rm = randn_seeded({16, 8, k, k}, 62 + k).set_requires_grad(true);
+    Tensor w_cl = w_rm.detach().contiguous(kCL).set_requires_grad(true);
+    Tensor y_rm, y_cl;
+    {
+      amp::autocast guard(DType::bf16);
+      y_rm = conv2d(x, w_rm, Tensor(), 1, k / 2);
+      y_cl = conv2d(x, w_cl, Tensor(), 1, k / 2);
+    }
+    CHECK(y_cl.dtype() == DType::bf16);
+    require_same(y_cl.to(DType::f32), y_rm.to(DType::f32), "forward");
+    Tensor g = randn_seeded(y_rm.shape(), 65).to(DType::bf16);
+    sum(mul(y_rm, g)).backward();
+    sum(mul(y_cl, g)).backward();
+    CHECK(w_cl.grad().dtype() == DType::f32);
+    CHECK(w_cl.grad().strides() == channels_last_strides(w_cl.shape()));
+    require_same(w_cl.grad(), w_rm.grad(), "weight gradient");
+  }
+}

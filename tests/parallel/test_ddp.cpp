@@ -570,3 +570,75 @@ TEST_CASE("launch: a rank that throws in the middle of backward ends the job, no
   CHECK(failed == 1);
   CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(30));
 }
+
+TEST_CASE("DDP lays a channels-last parameter's bucket slot out as the parameter, and trains as "
+          "row-major",
+          "[parallel][ddp]") {
+  const int world = 2, steps = 2;
+  const int64_t per_rank = 3;
+  struct Result {
+    nn::StateDict state;
+    int nhwc_slots = 0, slots = 0;  // 4-d gradients laid out NHWC inside their bucket
+  };
+  auto run = [&](bool channels_last) {
+    std::vector<Result> out(world);
+    parallel::launch(world, [&](parallel::Rank& r) {
+      auto model = nn::resnet20(nn::ResNetOptions().in_channels(1));
+      if (channels_last) model->to(MemoryFormat::ChannelsLast);
+      {  // ranks start apart: DDP broadcasts rank 0's values
+        Generator g(11 + r.rank());
+        NoGradGuard no_grad;
+        for (Tensor& p : model->parameters()) p.copy_(randn(p.shape(), DType::f32, &g) * 0.2);
+      }
+      parallel::DistributedDataParallel ddp(model, r.comm);
+      optim::SGD opt(ddp.parameters(), optim::SGDOptions(0.05).momentum(0.9));
+      for (int k = 0; k < steps; ++k) {
+        Generator g(400 + k);
+        Tensor x = randn({per_rank * world, 1, 8, 8}, DType::f32, &g);
+        Tensor y = randint(0, 10, {per_rank * world}, DType::i64, &g);
+        opt.zero_grad();
+        cross_entropy(ddp.forward(x.narrow(0, r.rank() * per_rank, per_rank)),
+                      y.narrow(0, r.rank() * per_rank, per_rank))
+            .backward();
+        opt.step();
+      }
+      Result& res = out[r.rank()];
+      for (const Tensor& p : model->parameters()) {
+        if (p.dim() != 4) continue;
+        ++res.slots;
+        const Tensor g = p.grad();
+        if (g.is_same(p.grad_buffer()) && g.strides() == channels_last_strides(g.shape())) ++res.nhwc_slots;
+      }
+      for (const auto& [k, v] : model->state_dict()) res.state[k] = v.clone();
+    });
+    return out;
+  };
+  const std::vector<Result> row_major = run(false), channels_last = run(true);
+  for (int r = 0; r < world; ++r) {
+    INFO("rank " << r);
+    CHECK(channels_last[r].slots == 19);
+    CHECK(channels_last[r].nhwc_slots == 19);
+    CHECK(row_major[r].nhwc_slots == 0);
+    for (const auto& [key, value] : row_major[r].state) {
+      if (value.dtype() == DType::i64) continue;
+      require_close(channels_last[r].state.at(key), value, 1e-5, 1e-6, key);
+      // Parameters agree across ranks (buffers are each rank's own batch statistics).
+      if (key.find("running") == std::string::npos)
+        require_close(channels_last[r].state.at(key), channels_last[0].state.at(key), 0, 0,
+                      key + ": the same on every rank");
+    }
+  }
+  // Ranks whose parameters lie differently would add up different elements: refused, by name.
+  std::string message;
+  try {
+    parallel::launch(2, [&](parallel::Rank& r) {
+      auto model = nn::resnet20(nn::ResNetOptions().in_channels(1));
+      if (r.rank() == 1) model->to(MemoryFormat::ChannelsLast);
+      parallel::DistributedDataParallel ddp(model, r.comm);
+    });
+  } catch (const parallel::RankError& e) {
+    message = e.what();
+  }
+  CHECK(message.find("rank 1") != std::string::npos);
+  CHECK(message.find("channels-last") != std::string::npos);
+}

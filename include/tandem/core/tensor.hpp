@@ -128,7 +128,8 @@ class Tensor {
   Tensor to(DType dtype) const;
   /// A copy on `device` (this tensor when already there). non_blocking: a copy from pinned host
   /// memory to a GPU is queued on the device's stream and returns at once (the data loader's
-  /// staging buffers are pinned); every other copy is synchronous, as in PyTorch.
+  /// staging buffers are pinned); every other copy is synchronous, as in PyTorch. A
+  /// channels-last tensor arrives channels-last, anything else row-major.
   Tensor to(Device device, bool non_blocking = false) const;
   Tensor to(Device device, DType dtype) const;
   Tensor clone() const;

@@ -71,6 +71,12 @@ class Module : public std::enable_shared_from_this<Module> {
   void to(Device device) { convert(device, std::nullopt); }
   void to(DType dtype) { convert(std::nullopt, dtype); }
   void to(Device device, DType dtype) { convert(device, dtype); }
+  /// Lays every 4-d parameter and buffer (and its gradient) out in `format`, in place, as
+  /// torch's `module.to(memory_format=...)`: with ChannelsLast, a channels-last convolution
+  /// takes its weights as they lie instead of copying them each call. Call it before building
+  /// the optimizer and DistributedDataParallel, whose buffers and gradient buckets follow the
+  /// parameters' layout when they are made (they stay correct after, only slower).
+  void to(MemoryFormat format);
   /// Drops every parameter's gradient (set_to_none, as torch >= 2.0), or zeroes it in place.
   void zero_grad(bool set_to_none = true);
 

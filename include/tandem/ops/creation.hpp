@@ -27,7 +27,8 @@ Tensor randn(const Shape& shape, TensorOptions options = {}, Generator* gen = nu
 Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions options = DType::i64,
                Generator* gen = nullptr);
 
-/// Uninitialized, t's shape, dtype and device, and its layout when t is channels-last.
+/// t's shape, dtype and device, and its layout when t is channels-last (torch's
+/// preserve_format); uninitialized, or filled with zeros, ones or `value`.
 Tensor empty_like(const Tensor& t);
 Tensor zeros_like(const Tensor& t);
 Tensor ones_like(const Tensor& t);
