@@ -140,7 +140,7 @@ void Module::convert(std::optional<Device> device, std::optional<DType> dtype) {
     DType type = dtype && is_floating(t.dtype()) ? *dtype : t.dtype();
     if (d == t.device() && type == t.dtype()) continue;
     Tensor grad = t.grad();
-    set_data(t, t.to(d, type).contiguous(t.suggest_memory_format()));
+    set_data(t, t.to(d, type));  // dense, channels-last if t was
     t.impl()->grad.reset();
     if (grad.defined() && type == grad.dtype()) Tensor(t).set_grad(grad.to(d));
   }

@@ -287,6 +287,11 @@ TEST_CASE("Module::to(ChannelsLast) lays 4-d parameters out NHWC in place", "[op
   }
   CHECK(converted == 19);  // ResNet-20's convolutions
   CHECK(conv.grad().strides() == conv.strides());  // a gradient follows its parameter
+  // A dtype change keeps the layout.
+  model->to(DType::f64);
+  CHECK(conv.dtype() == DType::f64);
+  CHECK(conv.strides() == channels_last_strides(conv.shape()));
+  require_close(conv, values.front(), 0, 0, "converted to f64");
   // And back.
   model->to(MemoryFormat::Contiguous);
   for (size_t i = 0; i < after.size(); ++i) CHECK(after[i].is_contiguous());
