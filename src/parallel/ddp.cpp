@@ -434,7 +434,8 @@ void check_same_model(comm::Communicator& comm, const std::vector<std::string>& 
     for (int r = 1; r < world; ++r)
       TANDEM_CHECK_T(ValueError, h[r * n[0] + k] == h[k], "DistributedDataParallel: entry ", k,
                      " differs between rank 0 and rank ", r, "; on this rank (", comm.rank(),
-                     ") it is ", entries[k], ". Every rank must build the same model");
+                     ") it is ", entries[k], ". Every rank must build the same model: the same "
+                     "parameter and buffer names, shapes, dtypes and layouts (channels-last)");
 }
 
 }  // namespace
