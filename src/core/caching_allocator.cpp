@@ -71,6 +71,7 @@ void* CachingAllocator::allocate(size_t bytes, StreamId stream) {
   stats_.allocated_bytes += static_cast<int64_t>(block->size);
   stats_.peak_allocated_bytes = std::max(stats_.peak_allocated_bytes, stats_.allocated_bytes);
   ++stats_.active_blocks;
+  ++stats_.allocations;
   return block->ptr;
 }
 

@@ -47,8 +47,7 @@ extern Stub<void (*)(const Tensor& out, ReduceOp op, const Tensor& in, int64_t r
 /// out (B, M, N) = a (B, M, K) @ b (B, K, N); any strides; a, b, out share a dtype.
 extern Stub<void (*)(const Tensor& out, const Tensor& a, const Tensor& b)> bmm;
 
-// --- convolution: in, out, grad_out and grad_in all row-major (NCHW) or all channels-last
-// (NHWC); weight, bias and their gradients row-major ----------------------------------------
+// --- convolution ------------------------------------------------------------------------------
 struct Conv2dParams {
   int64_t stride_h, stride_w, pad_h, pad_w, dil_h, dil_w, groups;
 };

@@ -146,15 +146,27 @@ void Module::convert(std::optional<Device> device, std::optional<DType> dtype) {
   }
 }
 
+namespace {
+// t with `format`'s exact strides: a view of the same bytes where they already lie so (size-1
+// dims make both layouts one: a 1x1 filter, one input channel), else a copy.
+Tensor laid_out(const Tensor& t, MemoryFormat format) {
+  if (!t.is_contiguous(format)) return t.contiguous(format);
+  return make_tensor(t.storage(), t.shape(),
+                     format == MemoryFormat::ChannelsLast ? channels_last_strides(t.shape())
+                                                          : contiguous_strides(t.shape()),
+                     t.storage_offset(), t.dtype());
+}
+}  // namespace
+
 void Module::to(MemoryFormat format) {
   NoGradGuard no_grad;
   std::vector<Tensor> tensors = parameters();
   for (auto& b : buffers()) tensors.push_back(b);
   for (const Tensor& t : tensors) {
     if (t.dim() != 4) continue;
-    set_data(t, t.contiguous(format));
+    set_data(t, laid_out(t, format));
     const Tensor grad = t.grad();
-    if (grad.defined() && !grad.is_same(t.grad_buffer())) Tensor(t).set_grad(grad.contiguous(format));
+    if (grad.defined() && !grad.is_same(t.grad_buffer())) Tensor(t).set_grad(laid_out(grad, format));
   }
 }
 

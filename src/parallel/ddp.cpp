@@ -342,20 +342,29 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
 
 namespace {
 
-// Broadcasts `tensors` from rank 0 in one collective per (dtype, device): each group packed into
-// one flat tensor, unpacked after (a ResNet-50's buffers are 160 tensors: 160 collectives, each
-// with its own launch and wait, became two). On GPUs the compute stream, not the host, waits.
+// Broadcasts `tensors` from rank 0 in one collective per (dtype, device) and 256 MiB: each group
+// packed into one flat tensor, unpacked after (a ResNet-50's buffers are 160 tensors: 160
+// collectives, each with its own launch and wait, became two; the cap bounds the packed copies of
+// a large model's parameters, as torch's). On GPUs the compute stream, not the host, waits.
 void broadcast_coalesced(comm::Communicator& comm, const std::vector<Tensor>& tensors) {
+  if (comm.size() == 1) return;
+  constexpr int64_t kCapBytes = int64_t{256} << 20;
   NoGradGuard no_grad;
   std::vector<std::vector<Tensor>> groups;
+  std::vector<int64_t> bytes;
   for (const Tensor& t : tensors) {
-    auto group = std::find_if(groups.begin(), groups.end(), [&](const std::vector<Tensor>& g) {
-      return g.front().dtype() == t.dtype() && g.front().device() == t.device();
-    });
-    if (group == groups.end())
-      groups.push_back({t});
-    else
-      group->push_back(t);
+    const int64_t size = t.numel() * static_cast<int64_t>(t.element_size());
+    size_t g = 0;
+    while (g < groups.size() && (groups[g].front().dtype() != t.dtype() ||
+                                 groups[g].front().device() != t.device() ||
+                                 bytes[g] + size > kCapBytes))
+      ++g;
+    if (g == groups.size()) {
+      groups.emplace_back();
+      bytes.push_back(0);
+    }
+    groups[g].push_back(t);
+    bytes[g] += size;
   }
   std::vector<Tensor> flats;
   std::vector<comm::Work> works;
@@ -383,10 +392,12 @@ int64_t fingerprint(const std::string& s) {
 }
 
 // The layout is part of it: a gradient bucket's slot lies as its parameter, so ranks whose
-// parameters lie differently would add up different elements.
+// parameters' bytes lie differently would add up different elements (where size-1 dims make
+// both layouts the same bytes, they agree whatever their strides say).
 std::string describe(const std::string& kind, const std::string& name, const Tensor& t) {
+  const bool nhwc_bytes = t.is_contiguous(MemoryFormat::ChannelsLast) && !t.is_contiguous();
   return kind + " '" + name + "' " + shape_str(t.shape()) + " " + dtype_name(t.dtype()) +
-         (t.suggest_memory_format() == MemoryFormat::ChannelsLast ? " channels-last" : "");
+         (nhwc_bytes ? " channels-last" : "");
 }
 
 // The communicator's allreduce as the ring model sees it (2 (N - 1) latency + 2 (N - 1) / N x

@@ -80,6 +80,7 @@ TEST_CASE("caching allocator: freed blocks are reused, small requests share a se
   CHECK(s.reserved_bytes == 2 * kMiB);
   CHECK(s.allocated_bytes == 1024 + 100 * 1024);
   CHECK(s.active_blocks == 2);
+  CHECK(s.allocations == 3);  // a, a again, b
   CHECK_THROWS_AS(f.alloc->free(reinterpret_cast<void*>(12345)), ValueError);
 }
 

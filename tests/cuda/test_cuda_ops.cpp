@@ -542,7 +542,8 @@ TEST_CASE("CUDA convolutions take channels-last weights as they lie and give the
     for (int64_t k : {1, 3}) {
       INFO("kernel " << k);
       // A channels-last model's weight (Module::to), moved to the GPU as it lies.
-      Tensor w = randn_as({16, 8, k, k}, dt, 161 + k).contiguous(cl);
+      const Tensor w_rm = randn_as({16, 8, k, k}, dt, 161 + k);
+      Tensor w = w_rm.contiguous(cl);
       REQUIRE(w.to(kGpu).strides() == w.strides());
       for (bool cl_input : {true, false}) {  // an NHWC call, and an NCHW one (a copy of w)
         INFO((cl_input ? "channels-last input" : "row-major input"));
@@ -554,6 +555,17 @@ TEST_CASE("CUDA convolutions take channels-last weights as they lie and give the
         sum(conv2d(cl_input ? in.contiguous(cl) : in, leaf, Tensor(), 1, k / 2)).backward();
         CHECK(leaf.grad().strides() == w.strides());
       }
+      // An NHWC call takes an NHWC weight without a copy: one allocation fewer than a row-major
+      // 3x3 weight needs (a 1x1 one lies the same in both: none either). The algorithm and its
+      // workspace are the same for both (cached per shape).
+      Tensor in = x.to(kGpu).contiguous(cl);
+      auto allocations = [&](const Tensor& weight) {
+        conv2d(in, weight, Tensor(), 1, k / 2);  // the algorithm chosen and cached first
+        const int64_t before = cuda::memory_stats(0).allocations;
+        conv2d(in, weight, Tensor(), 1, k / 2);
+        return cuda::memory_stats(0).allocations - before;
+      };
+      CHECK(allocations(w_rm.to(kGpu)) - allocations(w.to(kGpu)) == (k == 1 ? 0 : 1));
     }
   }
   // Under autocast a channels-last f32 weight is cast to a channels-last bf16 one: the call

@@ -294,7 +294,24 @@ TEST_CASE("Module::to(ChannelsLast) lays 4-d parameters out NHWC in place", "[op
   require_close(conv, values.front(), 0, 0, "converted to f64");
   // And back.
   model->to(MemoryFormat::Contiguous);
-  for (size_t i = 0; i < after.size(); ++i) CHECK(after[i].is_contiguous());
+  for (size_t i = 0; i < after.size(); ++i) CHECK(after[i].strides() == contiguous_strides(after[i].shape()));
+
+  // Where size-1 dims make both layouts the same bytes (one input channel, a 1x1 filter), the
+  // strides change and nothing is copied, both ways.
+  auto seq = std::make_shared<nn::Sequential>(std::make_shared<nn::Conv2d>(nn::Conv2dOptions(1, 4, 3)),
+                                              std::make_shared<nn::Conv2d>(nn::Conv2dOptions(4, 8, 1)));
+  for (const MemoryFormat format : {kCL, MemoryFormat::Contiguous}) {
+    for (const Tensor& p : seq->parameters()) {
+      if (p.dim() != 4) continue;
+      INFO(shape_str(p.shape()));
+      const void* data = p.raw_data();
+      seq->to(format);
+      CHECK(p.raw_data() == data);
+      CHECK(p.strides() == (format == kCL ? channels_last_strides(p.shape())
+                                          : contiguous_strides(p.shape())));
+      CHECK(p.suggest_memory_format() == format);
+    }
+  }
 }
 
 TEST_CASE("a channels-last model trains as the row-major one, its gradients, momentum and checkpoints "

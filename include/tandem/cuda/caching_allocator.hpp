@@ -47,6 +47,7 @@ struct AllocatorStats {
   int64_t ooms = 0;                  // requests that failed after that
   int64_t active_blocks = 0;
   int64_t pending_blocks = 0;        // freed, waiting for another stream's event
+  int64_t allocations = 0;           // blocks handed out, ever (cached or new: every request)
 };
 
 class CachingAllocator {
