@@ -70,8 +70,11 @@ NcsLayout ncs_layout(const Tensor& t) {
 // P: the statistics' type (f32, or f64 for f64 inputs). Per-channel sums in two steps, in either
 // layout: blocks sum slices of each channel's N x S values into partial[(k * slices + slice) * C
 // + c], then a second kernel adds a channel's slices in order. The slice count depends on the
-// shape only, so the order of summation does too. The statistics take two passes, as the CPU's:
-// the mean, then the mean square deviation from it.
+// shape only, so the order of summation does too. The statistics take one pass over the input
+// (PyTorch's Welford kernels do too; the CPU takes two): sums of d = x - x0 and d^2 in f64, x0
+// the channel's first element, then mean = x0 + E[d] and var = E[d^2] - E[d]^2. The shift bounds
+// the cancellation by (x0 - mean)^2 / var <= N ulps of f64 (x0 is one of the N values), where
+// squares about zero would lose a variance small next to the mean squared.
 constexpr int kLanes = cuda::kThreads / 32;
 
 // How the sums are cut: a channels-innermost (N, S, C) tensor in blocks of 32 channels x kLanes
@@ -133,18 +136,30 @@ __device__ void slice_sums(P* partial, int64_t rows, const NcsLayout& l, int64_t
     for (int k = 0; k < K; ++k) partial[(k * slices + slice) * l.channels + c] = acc[k];
 }
 
-// Slice sums of x, or of (x - mean)^2 when mean is given.
-template <typename T, typename P>
-__global__ void bn_sums_kernel(P* partial, const T* x, const P* mean, int64_t rows, NcsLayout l,
-                               int64_t slices) {
-  slice_sums<1, P>(partial, rows, l, slices, [&](int64_t o, int64_t c, P* acc) {
-    const P v = static_cast<P>(convert<compute_t<T>>(x[o]));
-    if (mean) {
-      const P d = v - mean[c];
-      acc[0] += d * d;
-    } else {
-      acc[0] += v;
+template <typename T>
+__device__ __forceinline__ double as_double(const T* x, int64_t o) {
+  return static_cast<double>(convert<compute_t<T>>(x[o]));
+}
+// Where channel c's first element (n = 0, s = 0) lies.
+__device__ __forceinline__ int64_t first_of(const NcsLayout& l, int64_t c) {
+  return l.nhwc ? c : c * l.s;
+}
+
+// Slice sums of d = x - x0 and d^2 (x0: the channel's first element; rows > 0 where any
+// element is read).
+template <typename T>
+__global__ void bn_moments_kernel(double* partial, const T* x, int64_t rows, NcsLayout l,
+                                  int64_t slices) {
+  double x0 = 0;  // a thread sums one channel: x0 read once
+  int64_t x0_channel = -1;
+  slice_sums<2, double>(partial, rows, l, slices, [&](int64_t o, int64_t c, double* acc) {
+    if (c != x0_channel) {
+      x0_channel = c;
+      x0 = as_double(x, first_of(l, c));
     }
+    const double d = as_double(x, o) - x0;
+    acc[0] += d;
+    acc[1] += d * d;
   });
 }
 
@@ -174,12 +189,18 @@ __device__ void channel_totals(const P* partial, int64_t channels, int64_t slice
 
 unsigned channel_blocks(int64_t channels) { return static_cast<unsigned>((channels + 31) / 32); }
 
-// out[c] = scale x the sum of channel c's slices.
-template <typename P>
-__global__ void bn_finish_kernel(P* out, const P* partial, int64_t channels, int64_t slices,
-                                 P scale) {
-  channel_totals<1, P>(partial, channels, slices,
-                       [&](int64_t c, const P* t) { out[c] = t[0] * scale; });
+// Per channel, from its slices: mean = x0 + E[d], var = E[d^2] - E[d]^2 (NaN for no values,
+// as the two-pass sums gave).
+template <typename T, typename P>
+__global__ void bn_moments_finish_kernel(P* mean, P* var, const double* partial, const T* x,
+                                         int64_t channels, int64_t slices, int64_t rows,
+                                         NcsLayout l) {
+  channel_totals<2, double>(partial, channels, slices, [&](int64_t c, const double* t) {
+    const double count = static_cast<double>(rows);
+    const double m = t[0] / count;
+    mean[c] = static_cast<P>((rows > 0 ? as_double(x, first_of(l, c)) : 0.0) + m);
+    var[c] = static_cast<P>(fmax(t[1] / count - m * m, 0.0));
+  });
 }
 
 template <typename T, typename P>
@@ -277,18 +298,14 @@ void batch_norm_stats(const Tensor& mean, const Tensor& var, const Tensor& in) {
     using P = decltype(p);
     cudaStream_t stream = cuda::current_stream();
     const Slices sl(n, l);
-    Tensor partial = make_tensor({sl.count * c}, mean.dtype(), in.device());
-    // The mean, then the mean square deviation from it.
-    auto pass = [&](P* out, const P* mu) {
-      bn_sums_kernel<T, P><<<sl.grid, cuda::kThreads, 0, stream>>>(
-          ptr<P>(partial), ptr<const T>(in), mu, sl.rows, l, sl.count);
-      cuda::check_launch("batch_norm_stats (slices)");
-      bn_finish_kernel<P><<<channel_blocks(c), cuda::kThreads, 0, stream>>>(
-          out, ptr<const P>(partial), c, sl.count, P(1) / static_cast<P>(sl.rows));
-      cuda::check_launch("batch_norm_stats (channels)");
-    };
-    pass(ptr<P>(mean), nullptr);
-    pass(ptr<P>(var), ptr<const P>(mean));
+    Tensor partial = make_tensor({2 * sl.count * c}, DType::f64, in.device());
+    bn_moments_kernel<T><<<sl.grid, cuda::kThreads, 0, stream>>>(
+        ptr<double>(partial), ptr<const T>(in), sl.rows, l, sl.count);
+    cuda::check_launch("batch_norm_stats (slices)");
+    bn_moments_finish_kernel<T, P><<<channel_blocks(c), cuda::kThreads, 0, stream>>>(
+        ptr<P>(mean), ptr<P>(var), ptr<const double>(partial), ptr<const T>(in), c, sl.count,
+        sl.rows, l);
+    cuda::check_launch("batch_norm_stats (channels)");
   });
 }
 

@@ -629,6 +629,26 @@ TEST_CASE("CUDA batch norm (with residual and relu) and pooling match the CPU", 
   }
 }
 
+TEST_CASE("CUDA batch norm statistics: one pass, exact for a large mean and a small spread",
+          "[cuda]") {
+  if (!gpu_present("CUDA batch norm statistics")) return;
+  // 1000 +- 0.01: squares about zero in f32 would leave nothing of the variance. Channel 1
+  // starts with an outlier, so the shift (each channel's first value) lies far from its mean.
+  Tensor x = add(mul(randn_as({8, 4, 16, 16}, DType::f32, 180), 0.01), 1000.0);
+  x.select(0, 0).select(0, 1).select(0, 0).select(0, 0).fill_(1e4);
+  for (bool cl : {false, true}) {
+    INFO((cl ? "channels-last" : "row-major"));
+    // Momentum 1: the running statistics become the batch's (the variance unbiased).
+    same_on_gpu("running statistics", {x}, [cl](const std::vector<Tensor>& v) {
+      const Tensor in = cl ? v[0].contiguous(MemoryFormat::ChannelsLast) : v[0];
+      Tensor rm = zeros({4}, TensorOptions(DType::f32).device(in.device()));
+      Tensor rv = zeros({4}, TensorOptions(DType::f32).device(in.device()));
+      batch_norm(in, rm, rv, Tensor(), Tensor(), true, 1.0, 1e-5);
+      return cat({rm, rv});
+    }, Tol{1e-4, 1e-9});  // the CPU centres on an f32 mean: (ulp(1000) / 2)^2 / 0.01^2 ~ 1e-5
+  }
+}
+
 TEST_CASE("ResNet-20 trains the same on the GPU as on the CPU", "[cuda]") {
   if (!gpu_present("CUDA ResNet-20 training")) return;
   // In f64: in f32 one of the ~1M relu inputs per forward now and then lies within rounding of
