@@ -199,7 +199,8 @@ __global__ void bn_moments_finish_kernel(P* mean, P* var, const double* partial,
     const double count = static_cast<double>(rows);
     const double m = t[0] / count;
     mean[c] = static_cast<P>((rows > 0 ? as_double(x, first_of(l, c)) : 0.0) + m);
-    var[c] = static_cast<P>(fmax(t[1] / count - m * m, 0.0));
+    const double v = t[1] / count - m * m;
+    var[c] = static_cast<P>(v < 0 ? 0.0 : v);  // rounding's negatives clamped; NaN kept
   });
 }
 
