@@ -29,10 +29,15 @@ Shape channels_last_strides(const Shape& shape) {
   return {h * w * c, 1, w * c, c};
 }
 
+Shape strides_of(const Shape& shape, MemoryFormat format) {
+  return format == MemoryFormat::ChannelsLast ? channels_last_strides(shape)
+                                              : contiguous_strides(shape);
+}
+
 Tensor make_tensor(const Shape& shape, DType dtype, Device device, MemoryFormat format) {
   Tensor t = make_tensor(shape, dtype, device);
   if (format == MemoryFormat::Contiguous) return t;
-  return make_tensor(t.storage(), shape, channels_last_strides(shape), 0, dtype);
+  return make_tensor(t.storage(), shape, strides_of(shape, format), 0, dtype);
 }
 
 int64_t Tensor::size(int64_t dim) const { return shape()[wrap_dim(dim, this->dim(), "size")]; }

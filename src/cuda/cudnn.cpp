@@ -73,20 +73,22 @@ cudnnTensorFormat_t call_format(const Tensor& in) {
              : CUDNN_TENSOR_NCHW;
 }
 
+// The tensor layout of a cuDNN format.
+MemoryFormat layout_of(cudnnTensorFormat_t format) {
+  return format == CUDNN_TENSOR_NHWC ? MemoryFormat::ChannelsLast : MemoryFormat::Contiguous;
+}
+
 // Whether the filter's bytes already lie as the call's format has them (1x1 filters lie the
 // same in both).
 bool filter_in(const Tensor& weight, cudnnTensorFormat_t format) {
-  return weight.is_contiguous(format == CUDNN_TENSOR_NHWC ? MemoryFormat::ChannelsLast
-                                                          : MemoryFormat::Contiguous);
+  return weight.is_contiguous(layout_of(format));
 }
 
 // The weights in the call's layout (cuDNN's NHWC kernels take NHWC filters): the weight itself
 // when it lies so (a channels-last model's, every 1x1 filter), else a copy.
 Tensor weight_for(const Tensor& weight, cudnnTensorFormat_t format) {
   if (filter_in(weight, format)) return weight;
-  Tensor w = make_tensor(weight.shape(), weight.dtype(), weight.device(),
-                         format == CUDNN_TENSOR_NHWC ? MemoryFormat::ChannelsLast
-                                                     : MemoryFormat::Contiguous);
+  Tensor w = make_tensor(weight.shape(), weight.dtype(), weight.device(), layout_of(format));
   kernels::copy(w, weight);
   return w;
 }
@@ -330,9 +332,7 @@ void conv2d_backward(const Tensor& grad_out, const Tensor& in, const Tensor& wei
   // another one.
   const Tensor grad_weight =
       grad_weight_out.defined() && !filter_in(grad_weight_out, format)
-          ? make_tensor(weight.shape(), weight.dtype(), weight.device(),
-                        format == CUDNN_TENSOR_NHWC ? MemoryFormat::ChannelsLast
-                                                    : MemoryFormat::Contiguous)
+          ? make_tensor(weight.shape(), weight.dtype(), weight.device(), layout_of(format))
           : grad_weight_out;
   TensorDesc x(in, format), dy(grad_out, format);
   FilterDesc w(weight, format);

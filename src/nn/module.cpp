@@ -151,10 +151,8 @@ namespace {
 // dims make both layouts one: a 1x1 filter, one input channel), else a copy.
 Tensor laid_out(const Tensor& t, MemoryFormat format) {
   if (!t.is_contiguous(format)) return t.contiguous(format);
-  return make_tensor(t.storage(), t.shape(),
-                     format == MemoryFormat::ChannelsLast ? channels_last_strides(t.shape())
-                                                          : contiguous_strides(t.shape()),
-                     t.storage_offset(), t.dtype());
+  return make_tensor(t.storage(), t.shape(), strides_of(t.shape(), format), t.storage_offset(),
+                     t.dtype());
 }
 }  // namespace
 

@@ -118,7 +118,7 @@ void Optimizer::load_state_dict(const nn::StateDict& state) {
     const Tensor& p = *params[k];
     Tensor own = make_tensor(t.shape(), t.dtype(), p.device(),
                              per_element ? p.suggest_memory_format() : MemoryFormat::Contiguous);
-    own.copy_(t.to(p.device()));
+    own.copy_(t);  // from any device
     new_state[k][field] = own;
   }
   for (size_t g = 0; g < groups_.size(); ++g) {

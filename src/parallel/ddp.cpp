@@ -152,10 +152,8 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
         Tensor& p = params_[bucket.params[k]];
         // Laid out as the parameter (torch's layout contract), so a channels-last gradient
         // lands in its slot as one dense copy.
-        const Shape strides = p.suggest_memory_format() == MemoryFormat::ChannelsLast
-                                  ? channels_last_strides(p.shape())
-                                  : contiguous_strides(p.shape());
-        Tensor view = make_tensor(bucket.buffer.storage(), p.shape(), strides,
+        Tensor view = make_tensor(bucket.buffer.storage(), p.shape(),
+                                  strides_of(p.shape(), p.suggest_memory_format()),
                                   bucket.buffer.storage_offset() + bucket.offsets[k], p.dtype());
         Tensor held = p.grad();
         if (held.defined()) view.copy_(held);
@@ -476,7 +474,7 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
   }
   for (const auto& [name, b] : buffers) entries.push_back(describe("buffer", name, b));
   check_same_model(comm, entries);
-  // Rank 0's values everywhere, packed (any layout; one collective per dtype and device).
+  // Rank 0's values everywhere, packed (any layout; broadcast_coalesced's groups).
   std::vector<Tensor> states;
   for (const auto& entry : params) states.push_back(entry.second);
   for (const auto& entry : buffers) states.push_back(entry.second);

@@ -223,6 +223,8 @@ Tensor make_tensor(const Shape& shape, DType dtype, Device device);
 Tensor make_tensor(const Shape& shape, DType dtype, Device device, MemoryFormat format);
 /// The strides of a dense 4-d (N, C, H, W) tensor laid out channels-last.
 Shape channels_last_strides(const Shape& shape);
+/// The strides of a dense tensor of `shape` laid out in `format`.
+Shape strides_of(const Shape& shape, MemoryFormat format);
 
 Tensor operator+(const Tensor& a, const Tensor& b);
 Tensor operator-(const Tensor& a, const Tensor& b);
