@@ -4,18 +4,13 @@
 #include <atomic>
 #include <cmath>
 
+#include "../kernels/optim_update.hpp"
 #include "kernels.hpp"
 #include "loops.hpp"
 
 namespace tandem::kernels::cpu {
 inline namespace TANDEM_CPU_NAMESPACE {
 namespace {
-
-// a + alpha * b, as the add functor computes it.
-template <typename T>
-inline T axpy(T a, double alpha, T b) {
-  return alpha == 1.0 ? a + b : a + T(alpha) * b;
-}
 
 template <typename T>
 void sgd_typed(const Tensor& param, const Tensor& buffer, const Tensor& grad, const SgdArgs& a) {
@@ -27,17 +22,10 @@ void sgd_typed(const Tensor& param, const Tensor& buffer, const Tensor& grad, co
   for_each_run<3>(param.shape(), {param.strides(), zero_strides, grad.strides()},
                   [&](const std::array<int64_t, 3>& off, int64_t n,
                       const std::array<int64_t, 3>& st) {
-                    for (int64_t i = 0; i < n; ++i) {
-                      T& pi = p[off[0] + i * st[0]];
-                      T d = g[off[2] + i * st[2]];
-                      if (a.weight_decay != 0) d = axpy(d, a.weight_decay, pi);
-                      if (has_buffer) {
-                        T& bi = b[off[1] + i * st[1]];
-                        bi = a.first ? d : axpy(T(bi * T(a.momentum)), 1.0 - a.dampening, d);
-                        d = a.nesterov ? axpy(d, a.momentum, bi) : bi;
-                      }
-                      pi = axpy(pi, -a.lr, d);
-                    }
+                    for (int64_t i = 0; i < n; ++i)
+                      sgd_update(p[off[0] + i * st[0]],
+                                 has_buffer ? &b[off[1] + i * st[1]] : nullptr,
+                                 g[off[2] + i * st[2]], a);
                   });
 }
 
@@ -49,37 +37,27 @@ void sgd_step(const Tensor& param, const Tensor& momentum_buffer, const Tensor& 
 }
 
 template <typename T>
-void adamw_typed(const Tensor& param, const Tensor& exp_avg, const Tensor& exp_avg_sq,
-                 const Tensor& grad, const AdamWArgs& a) {
+void adam_typed(const Tensor& param, const Tensor& exp_avg, const Tensor& exp_avg_sq,
+                const Tensor& grad, const AdamArgs& a) {
   T* p = ptr<T>(param);
   T* m = ptr<T>(exp_avg);
   T* v = ptr<T>(exp_avg_sq);
   const T* g = ptr<const T>(grad);
-  const T decay = T(1.0 - a.lr * a.weight_decay);
-  const T root_bias2 = T(std::sqrt(a.bias_correction2));
-  const double step = -a.lr / a.bias_correction1;
+  const AdamConstants<T> c(a);
   for_each_run<4>(param.shape(),
                   {param.strides(), exp_avg.strides(), exp_avg_sq.strides(), grad.strides()},
                   [&](const std::array<int64_t, 4>& off, int64_t n,
                       const std::array<int64_t, 4>& st) {
-                    for (int64_t i = 0; i < n; ++i) {
-                      T& pi = p[off[0] + i * st[0]];
-                      T& mi = m[off[1] + i * st[1]];
-                      T& vi = v[off[2] + i * st[2]];
-                      const T gi = g[off[3] + i * st[3]];
-                      pi = pi * decay;
-                      mi = axpy(T(mi * T(a.beta1)), 1.0 - a.beta1, gi);
-                      vi = axpy(T(vi * T(a.beta2)), 1.0 - a.beta2, T(gi * gi));
-                      const T denom = T(T(std::sqrt(vi)) / root_bias2) + T(a.eps);
-                      pi = axpy(pi, step, T(mi / denom));
-                    }
+                    for (int64_t i = 0; i < n; ++i)
+                      adam_update(p[off[0] + i * st[0]], m[off[1] + i * st[1]],
+                                  v[off[2] + i * st[2]], g[off[3] + i * st[3]], a, c);
                   });
 }
 
-void adamw_step(const Tensor& param, const Tensor& exp_avg, const Tensor& exp_avg_sq,
-                const Tensor& grad, const AdamWArgs& args) {
-  dispatch_dtype<DTypeSet::wide>(param.dtype(), "adamw_step (cpu)", [&](auto t) {
-    adamw_typed<decltype(t)>(param, exp_avg, exp_avg_sq, grad, args);
+void adam_step(const Tensor& param, const Tensor& exp_avg, const Tensor& exp_avg_sq,
+               const Tensor& grad, const AdamArgs& args) {
+  dispatch_dtype<DTypeSet::wide>(param.dtype(), "adam_step (cpu)", [&](auto t) {
+    adam_typed<decltype(t)>(param, exp_avg, exp_avg_sq, grad, args);
   });
 }
 
@@ -108,7 +86,7 @@ void unscale_grad(const Tensor& grad, const Tensor& found_inf, double inv_scale)
 }  // namespace
 
 TANDEM_REGISTER_CPU(sgd_step, sgd_step);
-TANDEM_REGISTER_CPU(adamw_step, adamw_step);
+TANDEM_REGISTER_CPU(adam_step, adam_step);
 TANDEM_REGISTER_CPU(unscale_grad, unscale_grad);
 
 }  // namespace TANDEM_CPU_NAMESPACE

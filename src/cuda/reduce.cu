@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "../kernels/kernels.hpp"
+#include "../kernels/optim_update.hpp"
 #include "loops.cuh"
 
 namespace tandem::kernels::cuda_backend {
@@ -300,28 +301,14 @@ void pick_classes_backward(const Tensor& grad_x, const Tensor& grad, const Tenso
   });
 }
 
-// --- optimizer updates: the CPU's formulas and roundings to T, step for step (src/cpu/optim.cpp;
-// nvcc may fuse a multiply and an add that the CPU rounds twice: results an ulp apart) ---------
-template <typename T>
-__device__ __forceinline__ T axpy(T a, double alpha, T b) {
-  return alpha == 1.0 ? a + b : a + T(alpha) * b;
-}
-
+// --- optimizer updates: the CPU's, element for element (kernels/optim_update.hpp) ----------
 template <typename T>
 __global__ void sgd_kernel(T* p, T* buf, const T* g, int64_t n, cuda::OffsetCalc<3> oc,
                            SgdArgs a) {
   TANDEM_CUDA_LOOP(i, n) {
     int64_t off[3];
     oc.get(i, off);
-    T& pi = p[off[0]];
-    T d = g[off[2]];
-    if (a.weight_decay != 0) d = axpy(d, a.weight_decay, pi);
-    if (buf) {
-      T& bi = buf[off[1]];
-      bi = a.first ? d : axpy(T(bi * T(a.momentum)), 1.0 - a.dampening, d);
-      d = a.nesterov ? axpy(d, a.momentum, bi) : bi;
-    }
-    pi = axpy(pi, -a.lr, d);
+    sgd_update(p[off[0]], buf ? &buf[off[1]] : nullptr, g[off[2]], a);
   }
 }
 
@@ -349,40 +336,31 @@ void sgd_step(const Tensor& param, const Tensor& momentum_buffer, const Tensor& 
 }
 
 template <typename T>
-__global__ void adamw_kernel(T* p, T* m, T* v, const T* g, int64_t n, cuda::OffsetCalc<4> oc,
-                             AdamWArgs a, T decay, T root_bias2, double step) {
+__global__ void adam_kernel(T* p, T* m, T* v, const T* g, int64_t n, cuda::OffsetCalc<4> oc,
+                            AdamArgs a, AdamConstants<T> c) {
   TANDEM_CUDA_LOOP(i, n) {
     int64_t off[4];
     oc.get(i, off);
-    T& pi = p[off[0]];
-    T& mi = m[off[1]];
-    T& vi = v[off[2]];
-    const T gi = g[off[3]];
-    pi = pi * decay;
-    mi = axpy(T(mi * T(a.beta1)), 1.0 - a.beta1, gi);
-    vi = axpy(T(vi * T(a.beta2)), 1.0 - a.beta2, T(gi * gi));
-    const T denom = T(T(sqrt(vi)) / root_bias2) + T(a.eps);
-    pi = axpy(pi, step, T(mi / denom));
+    adam_update(p[off[0]], m[off[1]], v[off[2]], g[off[3]], a, c);
   }
 }
 
-void adamw_step(const Tensor& param, const Tensor& exp_avg, const Tensor& exp_avg_sq,
-                const Tensor& grad, const AdamWArgs& args) {
+void adam_step(const Tensor& param, const Tensor& exp_avg, const Tensor& exp_avg_sq,
+               const Tensor& grad, const AdamArgs& args) {
   const int64_t n = param.numel();
   if (n == 0) return;
   auto oc = cuda::offsets<4>(param.shape(), {param.strides(), exp_avg.strides(),
                                              exp_avg_sq.strides(), grad.strides()});
   cuda::TensorDeviceGuard guard(param);
-  cuda::dispatch<true>(param.dtype(), "adamw_step (cuda)", [&](auto t) {
+  cuda::dispatch<true>(param.dtype(), "adam_step (cuda)", [&](auto t) {
     using T = decltype(t);
     if constexpr (std::is_same_v<T, compute_t<T>>) {
-      adamw_kernel<<<cuda::grid_for(n), cuda::kThreads, 0, cuda::current_stream()>>>(
+      adam_kernel<<<cuda::grid_for(n), cuda::kThreads, 0, cuda::current_stream()>>>(
           ptr<T>(param), ptr<T>(exp_avg), ptr<T>(exp_avg_sq), ptr<const T>(grad), n, oc, args,
-          T(1.0 - args.lr * args.weight_decay), T(std::sqrt(args.bias_correction2)),
-          -args.lr / args.bias_correction1);
-      cuda::check_launch("adamw_step");
+          AdamConstants<T>(args));
+      cuda::check_launch("adam_step");
     } else {
-      TANDEM_THROW(NotImplementedError, "adamw_step (cuda): parameters are f32 or f64, got ",
+      TANDEM_THROW(NotImplementedError, "adam_step (cuda): parameters are f32 or f64, got ",
                    param.dtype());
     }
   });
@@ -420,7 +398,7 @@ TANDEM_REGISTER_CUDA(reduce_rows, reduce_rows);
 TANDEM_REGISTER_CUDA(pick_classes, pick_classes);
 TANDEM_REGISTER_CUDA(pick_classes_backward, pick_classes_backward);
 TANDEM_REGISTER_CUDA(sgd_step, sgd_step);
-TANDEM_REGISTER_CUDA(adamw_step, adamw_step);
+TANDEM_REGISTER_CUDA(adam_step, adam_step);
 TANDEM_REGISTER_CUDA(unscale_grad, unscale_grad);
 
 }  // namespace tandem::kernels::cuda_backend

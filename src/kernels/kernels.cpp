@@ -138,7 +138,7 @@ TANDEM_STUB(crop_flip_normalize);
 TANDEM_STUB(pick_classes);
 TANDEM_STUB(pick_classes_backward);
 TANDEM_STUB(sgd_step);
-TANDEM_STUB(adamw_step);
+TANDEM_STUB(adam_step);
 TANDEM_STUB(unscale_grad);
 #undef TANDEM_STUB
 

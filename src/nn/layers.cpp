@@ -135,6 +135,24 @@ std::string BatchNorm2d::extra_repr() const {
 
 Tensor ReLU::forward(const Tensor& input) { return relu(input); }
 
+LeakyReLU::LeakyReLU(const LeakyReLUOptions& o) : Module("LeakyReLU"), options(o) {}
+Tensor LeakyReLU::forward(const Tensor& input) {
+  return leaky_relu(input, options.negative_slope());
+}
+std::string LeakyReLU::extra_repr() const {
+  std::ostringstream os;
+  os << "negative_slope=" << options.negative_slope();
+  return os.str();
+}
+
+Tensor Sigmoid::forward(const Tensor& input) { return sigmoid(input); }
+Tensor Tanh::forward(const Tensor& input) { return tanh(input); }
+
+Tensor Softmax::forward(const Tensor& input) { return softmax(input, options.dim()); }
+std::string Softmax::extra_repr() const { return "dim=" + std::to_string(options.dim()); }
+Tensor LogSoftmax::forward(const Tensor& input) { return log_softmax(input, options.dim()); }
+std::string LogSoftmax::extra_repr() const { return "dim=" + std::to_string(options.dim()); }
+
 GELU::GELU(std::string approx) : Module("GELU"), approximate(std::move(approx)) {
   TANDEM_CHECK(approximate == "none" || approximate == "tanh",
                "GELU: approximate must be 'none' or 'tanh', got '", approximate, "'");
@@ -163,11 +181,17 @@ std::string AdaptiveAvgPool2d::extra_repr() const {
   return "output_size=" + int2_str(output_size);
 }
 
-Dropout::Dropout(double prob) : Module("Dropout"), p(prob) {
+Dropout::Dropout(const DropoutOptions& options) : Module("Dropout"), p(options.p()) {
   TANDEM_CHECK(p >= 0 && p <= 1, "Dropout: p must be in [0, 1], got ", p);
 }
 Tensor Dropout::forward(const Tensor& input) { return dropout(input, p, is_training()); }
 std::string Dropout::extra_repr() const { return "p=" + std::to_string(p); }
+
+Dropout2d::Dropout2d(const DropoutOptions& options) : Module("Dropout2d"), p(options.p()) {
+  TANDEM_CHECK(p >= 0 && p <= 1, "Dropout2d: p must be in [0, 1], got ", p);
+}
+Tensor Dropout2d::forward(const Tensor& input) { return dropout2d(input, p, is_training()); }
+std::string Dropout2d::extra_repr() const { return "p=" + std::to_string(p); }
 
 Flatten::Flatten(int64_t start, int64_t end) : Module("Flatten"), start_dim(start), end_dim(end) {}
 Tensor Flatten::forward(const Tensor& input) { return flatten(input, start_dim, end_dim); }

@@ -22,9 +22,14 @@ const std::vector<AutocastRule>& autocast_policy() {
       {"cross_entropy", AutocastPolicy::fp32},
       {"nll_loss", AutocastPolicy::fp32},
       {"mse_loss", AutocastPolicy::fp32},
+      {"l1_loss", AutocastPolicy::fp32},
+      {"smooth_l1_loss", AutocastPolicy::fp32},
+      {"binary_cross_entropy", AutocastPolicy::fp32},
+      {"binary_cross_entropy_with_logits", AutocastPolicy::fp32},
       {"sum", AutocastPolicy::fp32},
       {"mean", AutocastPolicy::fp32},
       {"var", AutocastPolicy::fp32},
+      {"norm", AutocastPolicy::fp32},
   };
   return rules;
 }

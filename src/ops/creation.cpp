@@ -40,6 +40,50 @@ Tensor arange(double start, double end, double step, TensorOptions o) {
   return finish(t, o);
 }
 
+Tensor arange(double start, double end, TensorOptions o) { return arange(start, end, 1, o); }
+
+Tensor linspace(double start, double end, int64_t steps, TensorOptions o) {
+  TANDEM_CHECK(steps >= 0, "linspace: steps must be >= 0, got ", steps);
+  // Both ends exact: the first half counts up from start, the second down from end, as torch.
+  std::vector<double> values(static_cast<size_t>(steps));
+  const double step = steps > 1 ? (end - start) / static_cast<double>(steps - 1) : 0.0;
+  for (int64_t i = 0; i < steps; ++i)
+    values[i] = i < steps / 2 || steps == 1 ? start + step * static_cast<double>(i)
+                                            : end - step * static_cast<double>(steps - 1 - i);
+  return finish(from_vector(values, {steps}).to(o.device(), o.dtype_), o);
+}
+
+Tensor eye(int64_t n, int64_t m, TensorOptions o) {
+  TANDEM_CHECK(n >= 0 && m >= 0, "eye: sizes must be >= 0, got ", n, " x ", m);
+  const TensorOptions index = TensorOptions(DType::i64).device(o.device());
+  Tensor t = eq(arange(n, index).unsqueeze(1), arange(m, index).unsqueeze(0)).to(o.dtype_);
+  return finish(t, o);
+}
+
+Tensor eye(int64_t n, TensorOptions o) { return eye(n, n, o); }
+
+namespace {
+// A 1-D tensor of `values` (one value too: shape (1), as torch.tensor([x])).
+template <typename T>
+Tensor list_tensor(const std::vector<T>& values, const TensorOptions& o) {
+  Tensor t = from_vector(values, {static_cast<int64_t>(values.size())});
+  return finish(t.to(o.device(), o.dtype_), o);
+}
+}  // namespace
+
+Tensor tensor(std::initializer_list<double> values, TensorOptions o) {
+  return list_tensor(std::vector<double>(values), o);
+}
+Tensor tensor(std::initializer_list<int> values, TensorOptions o) {
+  return list_tensor(std::vector<int64_t>(values.begin(), values.end()), o);
+}
+Tensor tensor(std::initializer_list<int64_t> values, TensorOptions o) {
+  return list_tensor(std::vector<int64_t>(values), o);
+}
+Tensor tensor(std::initializer_list<bool> values, TensorOptions o) {
+  return list_tensor(std::vector<bool>(values), o);
+}
+
 namespace {
 // Element i draws Philox words from `words_per_element * i` on, so a tensor's values depend
 // only on the generator's state and the element's index.

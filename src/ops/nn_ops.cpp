@@ -411,6 +411,30 @@ Tensor dropout(const Tensor& input, double p, bool training, Generator* gen) {
   return mul(input, mul(keep.to(input.dtype()), 1.0 / (1.0 - p)));
 }
 
+Tensor dropout2d(const Tensor& input, double p, bool training, Generator* gen) {
+  check_defined(input, "dropout2d", "input");
+  check_floating(input, "dropout2d");
+  TANDEM_CHECK(p >= 0.0 && p <= 1.0, "dropout2d: probability must be in [0, 1], got ", p);
+  TANDEM_CHECK(input.dim() >= 2, "dropout2d: input must be (N, C, ...), got ",
+               shape_str(input.shape()));
+  if (!training || p == 0.0) return input;
+  if (p == 1.0) return mul(input, 0.0);
+  // One draw per (n, c), broadcast over the channel's elements.
+  Shape mask_shape(input.dim(), 1);
+  mask_shape[0] = input.size(0);
+  mask_shape[1] = input.size(1);
+  Tensor keep = ge(rand(mask_shape, TensorOptions(DType::f32).device(input.device()), gen),
+                   full({}, p, TensorOptions(DType::f32).device(input.device())));
+  return mul(input, mul(keep.to(input.dtype()), 1.0 / (1.0 - p)));
+}
+
+Tensor leaky_relu(const Tensor& input, double negative_slope) {
+  check_defined(input, "leaky_relu", "input");
+  check_floating(input, "leaky_relu");
+  return where(gt(input, zeros({}, TensorOptions(input.dtype()).device(input.device()))), input,
+               mul(input, negative_slope));
+}
+
 Tensor softmax(const Tensor& input, int64_t dim) {
   if (autocast_changes("softmax", {input})) return softmax(autocast_input("softmax", input), dim);
   check_defined(input, "softmax", "input");
@@ -485,15 +509,29 @@ Tensor pick_classes(const Tensor& x, const Tensor& target, int64_t ignore_index,
   return out;
 }
 
+// weight: per-class weights (C) or undefined.
 Tensor nll_flat(const Tensor& logp, const Tensor& target, Reduction reduction,
-                int64_t ignore_index, const Shape& target_shape, const char* op) {
+                int64_t ignore_index, const Shape& target_shape, const char* op,
+                const Tensor& weight = Tensor()) {
   Tensor picked = pick_classes(logp, target, ignore_index, op);
   Tensor loss = neg(picked);
+  // Each target's class weight (0 where ignored), the same pick from the weights.
+  Tensor w;
+  if (weight.defined()) {
+    {
+      NoGradGuard no_grad;  // class weights get no gradient, as torch's
+      w = pick_classes(weight.to(loss.dtype()).unsqueeze(0).expand({logp.size(0), -1}), target,
+                       ignore_index, op);
+    }
+    loss = mul(loss, w);
+  }
   switch (reduction) {
     case Reduction::none: return loss.reshape(target_shape);
     case Reduction::sum: return sum(loss);
     case Reduction::mean: {
-      // Averaged over the targets that are not ignored (NaN when all are), as torch.
+      // Averaged over the weights of the targets that are not ignored (NaN when all are), as
+      // torch: their number when unweighted.
+      if (w.defined()) return div(sum(loss), sum(w));
       Tensor valid = ne(target, full({}, static_cast<double>(ignore_index),
                                      TensorOptions(DType::i64).device(target.device())));
       return div(sum(loss), sum(valid.to(loss.dtype())));
@@ -509,6 +547,20 @@ Tensor nll_loss(const Tensor& input, const Tensor& target, Reduction reduction, 
     return nll_loss(autocast_input("nll_loss", input), target, reduction, ignore_index);
   auto [x, t] = flatten_classes(input, target, "nll_loss");
   return nll_flat(x, t, reduction, ignore_index, target.shape(), "nll_loss");
+}
+
+Tensor nll_loss(const Tensor& input, const Tensor& target, const Tensor& weight,
+                Reduction reduction, int64_t ignore_index) {
+  if (!weight.defined()) return nll_loss(input, target, reduction, ignore_index);
+  if (autocast_changes("nll_loss", {input}))
+    return nll_loss(autocast_input("nll_loss", input), target, weight, reduction, ignore_index);
+  auto [x, t] = flatten_classes(input, target, "nll_loss");
+  check_floating(weight, "nll_loss", "weight");
+  TANDEM_CHECK(weight.dim() == 1 && weight.size(0) == input.size(1), "nll_loss: weight must "
+               "have one value per class (", input.size(1), "), got shape ",
+               shape_str(weight.shape()));
+  check_inputs({input, weight}, "nll_loss");
+  return nll_flat(x, t, reduction, ignore_index, target.shape(), "nll_loss", weight);
 }
 
 Tensor cross_entropy(const Tensor& input, const Tensor& target, CrossEntropyOptions o) {
@@ -548,6 +600,104 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) 
                " and target ", shape_str(target.shape()), " must have the same shape");
   Tensor d = sub(input, target);
   return reduce_loss(mul(d, d), reduction);
+}
+
+namespace {
+// The checks every elementwise loss makes of its input and target: defined, floating, one
+// device, the same shape.
+void check_pointwise_loss(const Tensor& input, const Tensor& target, const char* op) {
+  check_defined(input, op, "input");
+  check_defined(target, op, "target");
+  check_floating(input, op);
+  check_floating(target, op, "target");
+  check_inputs({input, target}, op);
+  TANDEM_CHECK(input.shape() == target.shape(), op, ": input ", shape_str(input.shape()),
+               " and target ", shape_str(target.shape()), " must have the same shape");
+}
+
+// loss * weight (broadcast to the loss), reduced.
+Tensor weigh_and_reduce(Tensor loss, const Tensor& weight, Reduction reduction, const char* op) {
+  if (weight.defined()) {
+    check_floating(weight, op, "weight");
+    check_inputs({loss, weight}, op);
+    TANDEM_CHECK(broadcast_shapes(loss.shape(), weight.shape(), op) == loss.shape(), op,
+                 ": a weight of shape ", shape_str(weight.shape()), " cannot be broadcast to ",
+                 shape_str(loss.shape()));
+    loss = mul(loss, weight);
+  }
+  return reduce_loss(loss, reduction);
+}
+}  // namespace
+
+Tensor l1_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+  if (autocast_changes("l1_loss", {input, target}))
+    return l1_loss(autocast_input("l1_loss", input), autocast_input("l1_loss", target),
+                   reduction);
+  check_pointwise_loss(input, target, "l1_loss");
+  return reduce_loss(abs(sub(input, target)), reduction);
+}
+
+Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, Reduction reduction,
+                      double beta) {
+  if (autocast_changes("smooth_l1_loss", {input, target}))
+    return smooth_l1_loss(autocast_input("smooth_l1_loss", input),
+                          autocast_input("smooth_l1_loss", target), reduction, beta);
+  TANDEM_CHECK(beta >= 0, "smooth_l1_loss: beta must be >= 0, got ", beta);
+  check_pointwise_loss(input, target, "smooth_l1_loss");
+  if (beta == 0.0) return l1_loss(input, target, reduction);
+  Tensor d = abs(sub(input, target));
+  Tensor beta_t = full({}, beta, TensorOptions(d.dtype()).device(d.device()));
+  return reduce_loss(where(lt(d, beta_t), mul(mul(d, d), 0.5 / beta), add(d, -0.5 * beta)),
+                     reduction);
+}
+
+Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, const Tensor& weight,
+                            Reduction reduction) {
+  if (autocast_changes("binary_cross_entropy", {input, target, weight}))
+    return binary_cross_entropy(
+        autocast_input("binary_cross_entropy", input),
+        autocast_input("binary_cross_entropy", target),
+        weight.defined() ? autocast_input("binary_cross_entropy", weight) : weight, reduction);
+  check_pointwise_loss(input, target, "binary_cross_entropy");
+  if (input.numel() > 0) {
+    // |x - 1/2| <= 1/2 for every x in [0, 1]; false for NaN too.
+    const double far = amax(abs(add(input.detach(), -0.5)), {}, false).item<double>();
+    TANDEM_CHECK(far <= 0.5, "binary_cross_entropy: every input must be a probability in "
+                 "[0, 1], got one at distance ", far, " from 0.5");
+  }
+  auto clamped_log = [](const Tensor& t) { return clamp(log(t), -100.0, std::nullopt); };
+  Tensor loss = neg(add(mul(target, clamped_log(input)),
+                        mul(add(neg(target), 1.0), clamped_log(add(neg(input), 1.0)))));
+  return weigh_and_reduce(loss, weight, reduction, "binary_cross_entropy");
+}
+
+Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target,
+                                        const Tensor& weight, const Tensor& pos_weight,
+                                        Reduction reduction) {
+  const char* op = "binary_cross_entropy_with_logits";
+  if (autocast_changes(op, {input, target, weight, pos_weight})) {
+    auto cast = [&](const Tensor& t) { return t.defined() ? autocast_input(op, t) : t; };
+    return binary_cross_entropy_with_logits(cast(input), cast(target), cast(weight),
+                                            cast(pos_weight), reduction);
+  }
+  check_pointwise_loss(input, target, op);
+  // log(1 + exp(-x)) as m + log(exp(-m) + exp(-x - m)) with m = max(-x, 0): no overflow, as
+  // torch computes it.
+  Tensor m = clamp(neg(input), 0.0, std::nullopt);
+  Tensor softplus_neg = add(m, log(add(exp(neg(m)), exp(sub(neg(input), m)))));
+  Tensor not_target = add(neg(target), 1.0);
+  Tensor loss;
+  if (pos_weight.defined()) {
+    check_floating(pos_weight, op, "pos_weight");
+    TANDEM_CHECK(broadcast_shapes(input.shape(), pos_weight.shape(), op) == input.shape(), op,
+                 ": a pos_weight of shape ", shape_str(pos_weight.shape()),
+                 " cannot be broadcast to ", shape_str(input.shape()));
+    Tensor log_weight = add(mul(add(pos_weight, -1.0), target), 1.0);
+    loss = add(mul(not_target, input), mul(log_weight, softplus_neg));
+  } else {
+    loss = add(mul(not_target, input), softplus_neg);
+  }
+  return weigh_and_reduce(loss, weight, reduction, op);
 }
 
 }  // namespace tandem

@@ -120,6 +120,24 @@ Tensor var(const Tensor& t, const Shape& dims, int64_t correction, bool keepdim)
              full({}, denom, TensorOptions(compute_dtype(t.dtype())).device(t.device())));
 }
 
+Tensor norm(const Tensor& t) {
+  if (autocast_changes("norm", {t})) return norm(autocast_input("norm", t));
+  check_defined(t, "norm", "input");
+  check_floating(t, "norm");
+  Tensor out;
+  {
+    NoGradGuard no_grad;
+    out = sqrt(sum(mul(t, t)));
+  }
+  Tensor y = out.detach();
+  autograd::record("norm", {t}, out, [t, y](const Tensor& g) -> std::vector<Tensor> {
+    // g t / y, and 0 for a zero norm (every element 0) instead of 0 / 0.
+    Tensor scale = where(eq(y, zeros_like(y)), zeros_like(y), div(g, y));
+    return {mul(t.detach(), scale)};
+  });
+  return out;
+}
+
 Tensor amax(const Tensor& t, const Shape& dims, bool keepdim) {
   check_defined(t, "amax", "input");
   Plan p = plan_reduction(t, dims, keepdim, "amax");

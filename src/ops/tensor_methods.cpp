@@ -1,6 +1,8 @@
 // The Tensor methods that compute: conversions, element access, in-place updates and the math
 // forwarded to the functional ops. Declared with the class in core/tensor.hpp, defined here so
 // that core stays below kernels, autograd and ops.
+#include <cmath>
+
 #include <Eigen/Core>
 
 #include "common.hpp"
@@ -122,14 +124,89 @@ Tensor Tensor::mean() const { return tandem::mean(*this); }
 Tensor Tensor::mean(const Shape& dims, bool keepdim) const {
   return tandem::mean(*this, dims, keepdim);
 }
+Tensor Tensor::var(const Shape& dims, bool unbiased, bool keepdim) const {
+  return tandem::var(*this, dims, unbiased ? 1 : 0, keepdim);
+}
+Tensor Tensor::std(const Shape& dims, bool unbiased, bool keepdim) const {
+  return tandem::sqrt(var(dims, unbiased, keepdim));
+}
+Tensor Tensor::max() const { return tandem::max(*this); }
+Tensor Tensor::min() const { return tandem::min(*this); }
+Tensor Tensor::norm() const { return tandem::norm(*this); }
+std::pair<Tensor, Tensor> Tensor::max(int64_t dim, bool keepdim) const {
+  return tandem::max(*this, dim, keepdim);
+}
+std::pair<Tensor, Tensor> Tensor::min(int64_t dim, bool keepdim) const {
+  return tandem::min(*this, dim, keepdim);
+}
+Tensor Tensor::argmax(int64_t dim, bool keepdim) const { return tandem::argmax(*this, dim, keepdim); }
+Tensor Tensor::argmin(int64_t dim, bool keepdim) const { return tandem::argmin(*this, dim, keepdim); }
+Tensor Tensor::neg() const { return tandem::neg(*this); }
 Tensor Tensor::exp() const { return tandem::exp(*this); }
 Tensor Tensor::log() const { return tandem::log(*this); }
 Tensor Tensor::sqrt() const { return tandem::sqrt(*this); }
+Tensor Tensor::square() const { return tandem::mul(*this, *this); }
 Tensor Tensor::abs() const { return tandem::abs(*this); }
 Tensor Tensor::relu() const { return tandem::relu(*this); }
+Tensor Tensor::sigmoid() const { return tandem::sigmoid(*this); }
+Tensor Tensor::tanh() const { return tandem::tanh(*this); }
+Tensor Tensor::softmax(int64_t dim) const { return tandem::softmax(*this, dim); }
+Tensor Tensor::log_softmax(int64_t dim) const { return tandem::log_softmax(*this, dim); }
+Tensor Tensor::clamp(std::optional<double> min, std::optional<double> max) const {
+  return tandem::clamp(*this, min, max);
+}
 Tensor Tensor::pow(double e) const { return tandem::pow(*this, e); }
+Tensor Tensor::add(const Tensor& other, double alpha) const {
+  return tandem::add(*this, other, alpha);
+}
+Tensor Tensor::add(double other) const { return tandem::add(*this, other); }
+Tensor Tensor::sub(const Tensor& other, double alpha) const {
+  return tandem::sub(*this, other, alpha);
+}
+Tensor Tensor::sub(double other) const { return tandem::add(*this, -other); }
+Tensor Tensor::mul(const Tensor& other) const { return tandem::mul(*this, other); }
+Tensor Tensor::mul(double other) const { return tandem::mul(*this, other); }
+Tensor Tensor::div(const Tensor& other) const { return tandem::div(*this, other); }
+Tensor Tensor::div(double other) const { return *this / other; }
 Tensor Tensor::matmul(const Tensor& other) const { return tandem::matmul(*this, other); }
-Tensor Tensor::argmax(int64_t dim, bool keepdim) const { return tandem::argmax(*this, dim, keepdim); }
+Tensor Tensor::mm(const Tensor& other) const { return tandem::mm(*this, other); }
+
+namespace {
+// A number as the other operand of a comparison with t: a 0-dim tensor in t's dtype (a float
+// tensor compares in its own precision, as torch's wrapped numbers), or, for an integer t, in
+// i64 when the number is whole (2^53 at most) and f64 when it is not.
+Tensor comparand(const Tensor& t, double value) {
+  check_defined(t, "comparison", "tensor");
+  DType dt = t.dtype();
+  if (!is_floating(dt))
+    dt = value == std::trunc(value) && std::fabs(value) <= 9007199254740992.0 ? DType::i64
+                                                                               : DType::f64;
+  return scalar_tensor(value, TensorOptions(dt).device(t.device()));
+}
+}  // namespace
+
+Tensor Tensor::eq(const Tensor& other) const { return tandem::eq(*this, other); }
+Tensor Tensor::ne(const Tensor& other) const { return tandem::ne(*this, other); }
+Tensor Tensor::lt(const Tensor& other) const { return tandem::lt(*this, other); }
+Tensor Tensor::le(const Tensor& other) const { return tandem::le(*this, other); }
+Tensor Tensor::gt(const Tensor& other) const { return tandem::gt(*this, other); }
+Tensor Tensor::ge(const Tensor& other) const { return tandem::ge(*this, other); }
+Tensor Tensor::eq(double other) const { return tandem::eq(*this, comparand(*this, other)); }
+Tensor Tensor::ne(double other) const { return tandem::ne(*this, comparand(*this, other)); }
+Tensor Tensor::lt(double other) const { return tandem::lt(*this, comparand(*this, other)); }
+Tensor Tensor::le(double other) const { return tandem::le(*this, comparand(*this, other)); }
+Tensor Tensor::gt(double other) const { return tandem::gt(*this, comparand(*this, other)); }
+Tensor Tensor::ge(double other) const { return tandem::ge(*this, comparand(*this, other)); }
+
+Tensor Tensor::masked_fill(const Tensor& mask, double value) const {
+  check_defined(mask, "masked_fill", "mask");
+  TANDEM_CHECK(mask.dtype() == DType::boolean, "masked_fill: the mask must be bool, got ",
+               mask.dtype());
+  TANDEM_CHECK(broadcast_shapes(shape(), mask.shape(), "masked_fill") == shape(),
+               "masked_fill: a mask of shape ", shape_str(mask.shape()),
+               " cannot be broadcast to ", shape_str(shape()));
+  return where(mask, scalar_tensor(value, TensorOptions(dtype()).device(device())), *this);
+}
 
 Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
 Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
@@ -144,6 +221,18 @@ Tensor operator-(double a, const Tensor& b) { return add(neg(b), a); }
 Tensor operator*(double a, const Tensor& b) { return mul(b, a); }
 Tensor operator/(double a, const Tensor& b) { return div(full_like(b, a), b); }
 Tensor operator-(const Tensor& a) { return neg(a); }
+Tensor operator==(const Tensor& a, const Tensor& b) { return eq(a, b); }
+Tensor operator!=(const Tensor& a, const Tensor& b) { return ne(a, b); }
+Tensor operator<(const Tensor& a, const Tensor& b) { return lt(a, b); }
+Tensor operator<=(const Tensor& a, const Tensor& b) { return le(a, b); }
+Tensor operator>(const Tensor& a, const Tensor& b) { return gt(a, b); }
+Tensor operator>=(const Tensor& a, const Tensor& b) { return ge(a, b); }
+Tensor operator==(const Tensor& a, double b) { return a.eq(b); }
+Tensor operator!=(const Tensor& a, double b) { return a.ne(b); }
+Tensor operator<(const Tensor& a, double b) { return a.lt(b); }
+Tensor operator<=(const Tensor& a, double b) { return a.le(b); }
+Tensor operator>(const Tensor& a, double b) { return a.gt(b); }
+Tensor operator>=(const Tensor& a, double b) { return a.ge(b); }
 
 // --- in place ------------------------------------------------------------------------------
 
@@ -243,6 +332,33 @@ Tensor& Tensor::mul_(double value) {
 Tensor& Tensor::mul_(const Tensor& other) {
   return tensor_inplace(*this, other, kernels::BinaryOp::mul, {}, "mul_",
                         [&](const Tensor& o) { return tandem::mul(*this, o); });
+}
+
+Tensor& Tensor::sub_(const Tensor& other, double alpha) { return add_(other, -alpha); }
+
+Tensor& Tensor::sub_(double value) { return add_(-value); }
+
+Tensor& Tensor::div_(double value) { return mul_(1.0 / value); }
+
+Tensor& Tensor::div_(const Tensor& other) {
+  return tensor_inplace(*this, other, kernels::BinaryOp::div, {}, "div_",
+                        [&](const Tensor& o) { return tandem::div(*this, o); });
+}
+
+Tensor& Tensor::uniform_(double from, double to, Generator* gen) {
+  TANDEM_CHECK(from <= to, "uniform_: expected from <= to, got [", from, ", ", to, ")");
+  check_inplace(*this, "uniform_");
+  NoGradGuard guard;
+  Tensor u = rand(shape(), TensorOptions(dtype()).device(device()), gen);
+  return copy_(to - from == 1.0 && from == 0.0 ? u : tandem::add(tandem::mul(u, to - from), from));
+}
+
+Tensor& Tensor::normal_(double mean, double std, Generator* gen) {
+  TANDEM_CHECK(std >= 0, "normal_: expected std >= 0, got ", std);
+  check_inplace(*this, "normal_");
+  NoGradGuard guard;
+  Tensor n = randn(shape(), TensorOptions(dtype()).device(device()), gen);
+  return copy_(std == 1.0 && mean == 0.0 ? n : tandem::add(tandem::mul(n, std), mean));
 }
 
 // --- autograd state ------------------------------------------------------------------------

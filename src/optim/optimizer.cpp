@@ -168,21 +168,22 @@ void SGD::step() {
   }
 }
 
-AdamW::AdamW(std::vector<ParamGroup> groups, AdamWOptions o)
-    : Optimizer("AdamW", std::move(groups), o.lr_, o.weight_decay_, o.beta1_), options(o) {
-  TANDEM_CHECK(o.beta1_ >= 0 && o.beta1_ < 1 && o.beta2_ >= 0 && o.beta2_ < 1,
-               "AdamW: betas must be in [0, 1), got (", o.beta1_, ", ", o.beta2_, ")");
-  TANDEM_CHECK(o.eps_ >= 0, "AdamW: eps must be >= 0, got ", o.eps_);
+AdamBase::AdamBase(const char* name, std::vector<ParamGroup> groups, double lr,
+                   double weight_decay, double beta1, double beta2, double eps, bool decoupled)
+    : Optimizer(name, std::move(groups), lr, weight_decay, beta1),
+      beta2_(beta2),
+      eps_(eps),
+      decoupled_(decoupled) {
+  TANDEM_CHECK(beta1 >= 0 && beta1 < 1 && beta2 >= 0 && beta2 < 1, name,
+               ": betas must be in [0, 1), got (", beta1, ", ", beta2, ")");
+  TANDEM_CHECK(eps >= 0, name, ": eps must be >= 0, got ", eps);
 }
 
-AdamW::AdamW(std::vector<Tensor> params, AdamWOptions o)
-    : AdamW(std::vector<ParamGroup>{ParamGroup(std::move(params))}, o) {}
-
-void AdamW::step() {
+void AdamBase::step() {
   NoGradGuard no_grad;
   size_t k = 0;
   for (auto& g : groups_) {
-    const double beta1 = g.momentum, beta2 = options.beta2_;
+    const double beta1 = g.momentum;
     for (auto& p : g.params) {
       auto& st = state(k++);
       Tensor grad = p.grad();
@@ -197,12 +198,28 @@ void AdamW::step() {
       TANDEM_CHECK(grad.device() == p.device() && grad.dtype() == p.dtype(), name_,
                    ": gradient (", grad.dtype(), " on ", grad.device(), ") does not match its "
                    "parameter (", p.dtype(), " on ", p.device(), ")");
-      kernels::adamw_step(p, st["exp_avg"], st["exp_avg_sq"], grad,
-                          {g.lr, g.weight_decay, beta1, beta2, options.eps_,
-                           1.0 - std::pow(beta1, step), 1.0 - std::pow(beta2, step)});
+      kernels::adam_step(p, st["exp_avg"], st["exp_avg_sq"], grad,
+                         {g.lr, g.weight_decay, beta1, beta2_, eps_, 1.0 - std::pow(beta1, step),
+                          1.0 - std::pow(beta2_, step), decoupled_});
     }
   }
 }
+
+Adam::Adam(std::vector<ParamGroup> groups, AdamOptions o)
+    : AdamBase("Adam", std::move(groups), o.lr_, o.weight_decay_, o.beta1_, o.beta2_, o.eps_,
+               /*decoupled=*/false),
+      options(o) {}
+
+Adam::Adam(std::vector<Tensor> params, AdamOptions o)
+    : Adam(std::vector<ParamGroup>{ParamGroup(std::move(params))}, o) {}
+
+AdamW::AdamW(std::vector<ParamGroup> groups, AdamWOptions o)
+    : AdamBase("AdamW", std::move(groups), o.lr_, o.weight_decay_, o.beta1_, o.beta2_, o.eps_,
+               /*decoupled=*/true),
+      options(o) {}
+
+AdamW::AdamW(std::vector<Tensor> params, AdamWOptions o)
+    : AdamW(std::vector<ParamGroup>{ParamGroup(std::move(params))}, o) {}
 
 double clip_grad_norm(const std::vector<Tensor>& params, double max_norm, double norm_type) {
   TANDEM_CHECK(norm_type == 2.0 || std::isinf(norm_type),

@@ -23,9 +23,11 @@ def enc(t):
     return {"shape": list(t.shape), "dtype": dtype, "data": t.reshape(-1).tolist()}
 
 
-def case(name, fn, *inputs, grad=True):
-    """inputs: tensors; floating ones get gradients when grad is True."""
-    ins = [x.clone().requires_grad_(grad and x.is_floating_point()) for x in inputs]
+def case(name, fn, *inputs, grad=True, nograd=()):
+    """inputs: tensors; floating ones get gradients when grad is True, except those whose
+    positions are in nograd (class weights: torch has no derivative for them)."""
+    ins = [x.clone().requires_grad_(grad and x.is_floating_point() and k not in nograd)
+           for k, x in enumerate(inputs)]
     out = fn(*ins)
     entry = {"name": name, "inputs": [enc(x) for x in ins], "output": enc(out)}
     if grad and out.is_floating_point() and out.requires_grad:
@@ -130,6 +132,35 @@ case("slice_step", lambda a: a[:, 1:5:2] * 3, r(3, 6))
 case("select", lambda a: a.select(1, 2) * 2, r(3, 4, 2))
 case("expand", lambda a: a.expand(3, 4, 5) * 1.5, r(4, 1))
 case("transpose_matmul", lambda a, b: a.transpose(0, 1) @ b, r(4, 3), r(4, 2))
+
+# The ops under libtorch's names (losses, leaky_relu, norm, std): their own random stream, so
+# the cases above and half.json keep their values.
+with torch.random.fork_rng():
+    torch.manual_seed(4321)
+    prob = lambda *s: torch.rand(*s) * 0.98 + 0.01
+    case("l1_loss", F.l1_loss, r(3, 4), r(3, 4))
+    case("l1_loss_sum", lambda a, b: F.l1_loss(a, b, reduction="sum"), r(3, 4), r(3, 4))
+    case("smooth_l1_loss", F.smooth_l1_loss, r(4, 5) * 2, r(4, 5))
+    case("smooth_l1_loss_beta_none",
+         lambda a, b: F.smooth_l1_loss(a, b, reduction="none", beta=0.5), r(4, 5), r(4, 5))
+    case("binary_cross_entropy", F.binary_cross_entropy, prob(3, 4), torch.rand(3, 4))
+    case("binary_cross_entropy_weight_sum",
+         lambda a, b, w: F.binary_cross_entropy(a, b, weight=w, reduction="sum"),
+         prob(3, 4), torch.rand(3, 4), pos(4), nograd=(2,))
+    case("binary_cross_entropy_with_logits", F.binary_cross_entropy_with_logits, r(3, 4) * 4,
+         torch.rand(3, 4))
+    case("binary_cross_entropy_with_logits_weights",
+         lambda a, b, w, pw: F.binary_cross_entropy_with_logits(a, b, weight=w, pos_weight=pw),
+         r(3, 4) * 30, (torch.rand(3, 4) > 0.5).float(), pos(3, 1), pos(4), nograd=(2, 3))
+    case("leaky_relu", lambda a: F.leaky_relu(a, 0.2), r(3, 5))
+    tgt_w = torch.tensor([0, 4, 2, -100, 1, 4])
+    case("nll_loss_weight", lambda a, t, w: F.nll_loss(a, t, weight=w), r(6, 5), tgt_w, pos(5),
+         nograd=(2,))
+    case("nll_loss_weight_none",
+         lambda a, t, w: F.nll_loss(a, t, weight=w, reduction="none"), r(6, 5), tgt_w, pos(5),
+         nograd=(2,))
+    case("norm", lambda a: a.norm(), r(3, 4))
+    case("std_dim", lambda a: a.std(dim=1), r(3, 4))
 
 with open(os.path.join(HERE, "ops.json"), "w") as f:
     json.dump({"generator": "torch " + torch.__version__, "cases": cases}, f)

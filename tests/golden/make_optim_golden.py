@@ -80,6 +80,9 @@ cases += [
     run("sgd_step", lambda W, b: with_sched(S.SGD([W, b], lr=0.1), lambda o: L.StepLR(o, 7, gamma=0.5))),
     run("sgd_multistep", lambda W, b: with_sched(
         S.SGD([W, b], lr=0.1, momentum=0.9), lambda o: L.MultiStepLR(o, [5, 12], gamma=0.3))),
+    run("adam", lambda W, b: (S.Adam([W, b], lr=1e-2, betas=(0.9, 0.99), weight_decay=0.05), None)),
+    run("adam_groups", lambda W, b: (S.Adam([{"params": [W], "weight_decay": 0.1}, {"params": [b]}],
+                                            lr=2e-2), None)),
 ]
 
 out = {"steps": STEPS, "X": X.reshape(-1).tolist(), "Y": Y.reshape(-1).tolist(),

@@ -112,6 +112,24 @@ const std::map<std::string, Fn>& ops() {
       {"select", [](V x) { return x[0].select(1, 2) * 2.0; }},
       {"expand", [](V x) { return x[0].expand({3, 4, 5}) * 1.5; }},
       {"transpose_matmul", [](V x) { return matmul(x[0].transpose(0, 1), x[1]); }},
+      // The ops under libtorch's names, written as a libtorch user writes them.
+      {"l1_loss", [](V x) { return l1_loss(x[0], x[1]); }},
+      {"l1_loss_sum", [](V x) { return l1_loss(x[0], x[1], Reduction::Sum); }},
+      {"smooth_l1_loss", [](V x) { return smooth_l1_loss(x[0], x[1]); }},
+      {"smooth_l1_loss_beta_none",
+       [](V x) { return smooth_l1_loss(x[0], x[1], Reduction::None, 0.5); }},
+      {"binary_cross_entropy", [](V x) { return binary_cross_entropy(x[0], x[1]); }},
+      {"binary_cross_entropy_weight_sum",
+       [](V x) { return binary_cross_entropy(x[0], x[1], x[2], Reduction::Sum); }},
+      {"binary_cross_entropy_with_logits",
+       [](V x) { return binary_cross_entropy_with_logits(x[0], x[1]); }},
+      {"binary_cross_entropy_with_logits_weights",
+       [](V x) { return binary_cross_entropy_with_logits(x[0], x[1], x[2], x[3]); }},
+      {"leaky_relu", [](V x) { return leaky_relu(x[0], 0.2); }},
+      {"nll_loss_weight", [](V x) { return nll_loss(x[0], x[1], x[2]); }},
+      {"nll_loss_weight_none", [](V x) { return nll_loss(x[0], x[1], x[2], Reduction::None); }},
+      {"norm", [](V x) { return x[0].norm(); }},
+      {"std_dim", [](V x) { return x[0].std({1}); }},
   };
   return table;
 }

@@ -87,6 +87,12 @@ Setup make_case(const std::string& name, Problem& p) {
   } else if (name == "sgd_multistep") {
     s.opt = std::make_shared<SGD>(both, SGDOptions().lr(0.1).momentum(0.9));
     s.sched = std::make_shared<MultiStepLR>(*s.opt, std::vector<int64_t>{5, 12}, 0.3);
+  } else if (name == "adam") {
+    s.opt = std::make_shared<Adam>(both, AdamOptions(1e-2).betas({0.9, 0.99}).weight_decay(0.05));
+  } else if (name == "adam_groups") {
+    s.opt = std::make_shared<Adam>(
+        std::vector<ParamGroup>{ParamGroup({p.W}, std::nullopt, 0.1), ParamGroup({p.b})},
+        AdamOptions(2e-2));
   } else {
     FAIL("no construction for golden case " << name);
   }

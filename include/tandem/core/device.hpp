@@ -44,6 +44,10 @@ class Device {
   int index_ = 0;
 };
 
-inline constexpr Device kCPU{DeviceType::cpu, 0};
+/// libtorch's names: device types that convert to device 0 of their type, so `Device(kCUDA, 1)`,
+/// `x.to(kCUDA)` and `Device d = kCPU` all compile. (libtorch's `kCUDA` alone means the current
+/// device; here it means cuda:0; name the index to mean another.)
+inline constexpr DeviceType kCPU = DeviceType::cpu;
+inline constexpr DeviceType kCUDA = DeviceType::cuda;
 
 }  // namespace tandem

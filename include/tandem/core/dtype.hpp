@@ -31,6 +31,17 @@ inline const char* dtype_name(DType t) {
 }
 inline std::ostream& operator<<(std::ostream& os, DType t) { return os << dtype_name(t); }
 
+// libtorch's dtype names, so `zeros({2, 3}, kFloat32)` and `x.to(kLong)` compile unchanged.
+using ScalarType = DType;
+inline constexpr DType kFloat32 = DType::f32, kFloat = DType::f32;
+inline constexpr DType kFloat64 = DType::f64, kDouble = DType::f64;
+inline constexpr DType kFloat16 = DType::f16, kHalf = DType::f16;
+inline constexpr DType kBFloat16 = DType::bf16;
+inline constexpr DType kInt64 = DType::i64, kLong = DType::i64;
+inline constexpr DType kInt32 = DType::i32, kInt = DType::i32;
+inline constexpr DType kUInt8 = DType::u8, kByte = DType::u8;
+inline constexpr DType kBool = DType::boolean;
+
 inline int64_t element_size(DType t) {
   switch (t) {
     case DType::f64:

@@ -7,6 +7,7 @@
 #include <iosfwd>
 #include <memory>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "tandem/core/arg.hpp"
@@ -20,6 +21,7 @@ namespace tandem {
 namespace autograd {
 class Node;
 }
+class Generator;
 class Tensor;
 
 /// The dtype, device and requires_grad of a new tensor. Converts from a DType or a Device, so
@@ -28,6 +30,7 @@ struct TensorOptions {
   TensorOptions() = default;
   TensorOptions(DType t) : dtype_(t) {}   // NOLINT(google-explicit-constructor)
   TensorOptions(Device d) : device_(d) {}  // NOLINT(google-explicit-constructor)
+  TensorOptions(DeviceType t) : device_(Device(t)) {}  // NOLINT(google-explicit-constructor)
   // Setters return a changed copy (a value type, as c10::TensorOptions).
   TANDEM_VALUE_ARG(DType, dtype) = DType::f32;
   TANDEM_VALUE_ARG(bool, requires_grad) = false;
@@ -90,6 +93,7 @@ class Tensor {
   int64_t dim() const { return static_cast<int64_t>(shape().size()); }
   int64_t numel() const { return numel_of(shape()); }
   DType dtype() const { return checked()->dtype; }
+  DType scalar_type() const { return dtype(); }
   Device device() const { return checked()->storage.device(); }
   int64_t storage_offset() const { return checked()->offset; }
   const Storage& storage() const { return checked()->storage; }
@@ -155,18 +159,64 @@ class Tensor {
   Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1) const;
 
   // --- common math as methods --------------------------------------------------------------
+  // (the functional API's ops under libtorch's method names; `x.sum(1)` is `x.sum({1})`)
   Tensor sum() const;
   Tensor sum(const Shape& dims, bool keepdim = false) const;
+  Tensor sum(int64_t dim, bool keepdim = false) const { return sum(Shape{dim}, keepdim); }
   Tensor mean() const;
   Tensor mean(const Shape& dims, bool keepdim = false) const;
+  Tensor mean(int64_t dim, bool keepdim = false) const { return mean(Shape{dim}, keepdim); }
+  /// Bessel-corrected (unbiased) by default, as torch.
+  Tensor var(const Shape& dims = {}, bool unbiased = true, bool keepdim = false) const;
+  Tensor std(const Shape& dims = {}, bool unbiased = true, bool keepdim = false) const;
+  Tensor max() const;
+  Tensor min() const;
+  /// The 2-norm of all elements.
+  Tensor norm() const;
+  /// (values, indices) along dim.
+  std::pair<Tensor, Tensor> max(int64_t dim, bool keepdim = false) const;
+  std::pair<Tensor, Tensor> min(int64_t dim, bool keepdim = false) const;
+  Tensor argmax(int64_t dim, bool keepdim = false) const;
+  Tensor argmin(int64_t dim, bool keepdim = false) const;
+  Tensor neg() const;
   Tensor exp() const;
   Tensor log() const;
   Tensor sqrt() const;
+  Tensor square() const;
   Tensor abs() const;
   Tensor relu() const;
+  Tensor sigmoid() const;
+  Tensor tanh() const;
+  Tensor softmax(int64_t dim) const;
+  Tensor log_softmax(int64_t dim) const;
+  Tensor clamp(std::optional<double> min, std::optional<double> max = std::nullopt) const;
   Tensor pow(double exponent) const;
+  Tensor add(const Tensor& other, double alpha = 1.0) const;
+  Tensor add(double other) const;
+  Tensor sub(const Tensor& other, double alpha = 1.0) const;
+  Tensor sub(double other) const;
+  Tensor mul(const Tensor& other) const;
+  Tensor mul(double other) const;
+  Tensor div(const Tensor& other) const;
+  Tensor div(double other) const;
   Tensor matmul(const Tensor& other) const;
-  Tensor argmax(int64_t dim, bool keepdim = false) const;
+  Tensor mm(const Tensor& other) const;
+  /// Comparisons (bool results, no gradient); a number compares in this tensor's dtype, or in
+  /// f64 when it is not a whole number and this tensor is an integer one.
+  Tensor eq(const Tensor& other) const;
+  Tensor ne(const Tensor& other) const;
+  Tensor lt(const Tensor& other) const;
+  Tensor le(const Tensor& other) const;
+  Tensor gt(const Tensor& other) const;
+  Tensor ge(const Tensor& other) const;
+  Tensor eq(double other) const;
+  Tensor ne(double other) const;
+  Tensor lt(double other) const;
+  Tensor le(double other) const;
+  Tensor gt(double other) const;
+  Tensor ge(double other) const;
+  /// `value` where `mask` (bool, broadcast to this shape) is true, this tensor elsewhere.
+  Tensor masked_fill(const Tensor& mask, double value) const;
 
   // --- in place (no autograd; for optimizers and initialization) ---------------------------
   Tensor& zero_();
@@ -179,6 +229,15 @@ class Tensor {
   Tensor& add_(double value);
   Tensor& mul_(double value);
   Tensor& mul_(const Tensor& other);
+  /// this -= alpha * other
+  Tensor& sub_(const Tensor& other, double alpha = 1.0);
+  Tensor& sub_(double value);
+  Tensor& div_(double value);
+  Tensor& div_(const Tensor& other);
+  /// Fills with values uniform in [from, to), or normal (mean, std), from `gen` or the default
+  /// generator (the same numbers rand/randn would give).
+  Tensor& uniform_(double from = 0.0, double to = 1.0, Generator* gen = nullptr);
+  Tensor& normal_(double mean = 0.0, double std = 1.0, Generator* gen = nullptr);
 
   // --- autograd --------------------------------------------------------------------------
   bool requires_grad() const { return checked()->requires_grad; }
@@ -239,5 +298,18 @@ Tensor operator-(double a, const Tensor& b);
 Tensor operator*(double a, const Tensor& b);
 Tensor operator/(double a, const Tensor& b);
 Tensor operator-(const Tensor& a);
+// Comparisons, as libtorch's: bool tensors (so `(x > 0).sum()` counts), not a bool.
+Tensor operator==(const Tensor& a, const Tensor& b);
+Tensor operator!=(const Tensor& a, const Tensor& b);
+Tensor operator<(const Tensor& a, const Tensor& b);
+Tensor operator<=(const Tensor& a, const Tensor& b);
+Tensor operator>(const Tensor& a, const Tensor& b);
+Tensor operator>=(const Tensor& a, const Tensor& b);
+Tensor operator==(const Tensor& a, double b);
+Tensor operator!=(const Tensor& a, double b);
+Tensor operator<(const Tensor& a, double b);
+Tensor operator<=(const Tensor& a, double b);
+Tensor operator>(const Tensor& a, double b);
+Tensor operator>=(const Tensor& a, double b);
 
 }  // namespace tandem

@@ -110,6 +110,53 @@ class ReLU : public Module {
   Tensor forward(const Tensor& input) override;
 };
 
+struct LeakyReLUOptions {
+  TANDEM_ARG(double, negative_slope) = 1e-2;
+};
+
+class LeakyReLU : public Module {
+ public:
+  explicit LeakyReLU(const LeakyReLUOptions& options = {});
+  Tensor forward(const Tensor& input) override;
+  std::string extra_repr() const override;
+  const LeakyReLUOptions options;
+};
+
+class Sigmoid : public Module {
+ public:
+  Sigmoid() : Module("Sigmoid") {}
+  Tensor forward(const Tensor& input) override;
+};
+
+class Tanh : public Module {
+ public:
+  Tanh() : Module("Tanh") {}
+  Tensor forward(const Tensor& input) override;
+};
+
+/// The dim comes first, as libtorch's SoftmaxOptions(dim); `Softmax(1)` reads the same.
+struct SoftmaxOptions {
+  SoftmaxOptions(int64_t dim) : dim_(dim) {}  // NOLINT(google-explicit-constructor)
+  TANDEM_ARG(int64_t, dim);
+};
+using LogSoftmaxOptions = SoftmaxOptions;
+
+class Softmax : public Module {
+ public:
+  explicit Softmax(const SoftmaxOptions& options) : Module("Softmax"), options(options) {}
+  Tensor forward(const Tensor& input) override;
+  std::string extra_repr() const override;
+  const SoftmaxOptions options;
+};
+
+class LogSoftmax : public Module {
+ public:
+  explicit LogSoftmax(const LogSoftmaxOptions& options) : Module("LogSoftmax"), options(options) {}
+  Tensor forward(const Tensor& input) override;
+  std::string extra_repr() const override;
+  const LogSoftmaxOptions options;
+};
+
 class GELU : public Module {
  public:
   /// approximate: "none" (erf) or "tanh".
@@ -150,10 +197,25 @@ class AdaptiveAvgPool2d : public Module {
   const Int2 output_size;
 };
 
+/// The probability comes first, as libtorch's DropoutOptions(p); `Dropout(0.2)` reads the same.
+struct DropoutOptions {
+  DropoutOptions(double p = 0.5) : p_(p) {}  // NOLINT(google-explicit-constructor)
+  TANDEM_ARG(double, p);
+};
+
 /// Zeroes elements with probability p in training mode (draws from the default generator).
 class Dropout : public Module {
  public:
-  explicit Dropout(double p = 0.5);
+  explicit Dropout(const DropoutOptions& options = {});
+  Tensor forward(const Tensor& input) override;
+  std::string extra_repr() const override;
+  const double p;
+};
+
+/// Zeroes whole channels of an (N, C, ...) input with probability p in training mode.
+class Dropout2d : public Module {
+ public:
+  explicit Dropout2d(const DropoutOptions& options = {});
   Tensor forward(const Tensor& input) override;
   std::string extra_repr() const override;
   const double p;

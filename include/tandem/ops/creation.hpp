@@ -2,6 +2,7 @@
 #pragma once
 
 #include <functional>
+#include <initializer_list>
 #include <vector>
 
 #include "tandem/core/generator.hpp"
@@ -19,6 +20,18 @@ Tensor scalar_tensor(double value, TensorOptions options = {});
 /// [0, end) and [start, end) by step, as torch.arange (default dtype i64, as torch).
 Tensor arange(double end, TensorOptions options = DType::i64);
 Tensor arange(double start, double end, double step, TensorOptions options = DType::i64);
+Tensor arange(double start, double end, TensorOptions options = DType::i64);
+/// `steps` values evenly spaced from start to end, both included.
+Tensor linspace(double start, double end, int64_t steps, TensorOptions options = {});
+/// Ones on the diagonal of an n x m (or n x n) matrix.
+Tensor eye(int64_t n, TensorOptions options = {});
+Tensor eye(int64_t n, int64_t m, TensorOptions options = {});
+/// libtorch's torch::tensor for a flat list: `tensor({1.5, 2.0})` is f32, `tensor({1, 2})` i64
+/// and `tensor({true, false})` bool, unless the options name a dtype. On the options' device.
+Tensor tensor(std::initializer_list<double> values, TensorOptions options = {});
+Tensor tensor(std::initializer_list<int> values, TensorOptions options = DType::i64);
+Tensor tensor(std::initializer_list<int64_t> values, TensorOptions options = DType::i64);
+Tensor tensor(std::initializer_list<bool> values, TensorOptions options = DType::boolean);
 /// Uniform in [0, 1), from Philox: the same seed gives the same values at any thread count.
 Tensor rand(const Shape& shape, TensorOptions options = {}, Generator* gen = nullptr);
 /// Standard normal (Box-Muller over Philox pairs).

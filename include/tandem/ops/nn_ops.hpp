@@ -61,10 +61,17 @@ Tensor adaptive_avg_pool2d(const Tensor& input, Int2 output_size);
 Tensor dropout(const Tensor& input, double p = 0.5, bool training = true,
                Generator* gen = nullptr);
 
+/// Zeroes whole channels (each (n, c) slice of an (N, C, ...) input) with probability p and
+/// scales the rest by 1 / (1 - p) when training, as torch's dropout2d (feature dropout).
+Tensor dropout2d(const Tensor& input, double p = 0.5, bool training = true,
+                 Generator* gen = nullptr);
+/// input where input > 0, negative_slope * input elsewhere.
+Tensor leaky_relu(const Tensor& input, double negative_slope = 0.01);
 Tensor softmax(const Tensor& input, int64_t dim);
 Tensor log_softmax(const Tensor& input, int64_t dim);
 
-enum class Reduction { none, mean, sum };
+/// How a loss reduces over elements. `Reduction::Sum` etc. are libtorch's spellings.
+enum class Reduction { none, mean, sum, None = none, Mean = mean, Sum = sum };
 
 struct CrossEntropyOptions {
   Reduction reduction = Reduction::mean;
@@ -76,6 +83,26 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target, CrossEntropyOpti
 /// input log-probabilities (N, C) or (N, C, d1, ...), target class indices.
 Tensor nll_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::mean,
                 int64_t ignore_index = -100);
+/// With per-class weights (C) (libtorch's argument order): each target's loss is scaled by its
+/// class's weight and the mean divides by the summed weights of the targets not ignored, as
+/// torch. An undefined weight is the unweighted loss.
+Tensor nll_loss(const Tensor& input, const Tensor& target, const Tensor& weight,
+                Reduction reduction = Reduction::mean, int64_t ignore_index = -100);
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::mean);
+Tensor l1_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::mean);
+/// 0.5 d^2 / beta where d = |input - target| < beta, d - 0.5 beta elsewhere (l1 for beta 0).
+Tensor smooth_l1_loss(const Tensor& input, const Tensor& target,
+                      Reduction reduction = Reduction::mean, double beta = 1.0);
+/// -weight (target log(input) + (1 - target) log(1 - input)), each log clamped at -100 as
+/// torch's; input probabilities in [0, 1] (checked: one read of the data on the host).
+Tensor binary_cross_entropy(const Tensor& input, const Tensor& target,
+                            const Tensor& weight = Tensor(),
+                            Reduction reduction = Reduction::mean);
+/// binary_cross_entropy(sigmoid(input), target) computed stably from logits; pos_weight (per
+/// class, broadcast along the last dim) scales the positive term, as torch.
+Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target,
+                                        const Tensor& weight = Tensor(),
+                                        const Tensor& pos_weight = Tensor(),
+                                        Reduction reduction = Reduction::mean);
 
 }  // namespace tandem

@@ -15,6 +15,9 @@ Tensor mean(const Tensor& t, const Shape& dims, bool keepdim = false);
 /// Variance over dims (all dims when empty) with Bessel's correction by default
 /// (correction = 1), as torch.var.
 Tensor var(const Tensor& t, const Shape& dims = {}, int64_t correction = 1, bool keepdim = false);
+/// The 2-norm of all elements, sqrt(sum(t^2)); its gradient t / norm is 0 where the norm is 0,
+/// as torch's.
+Tensor norm(const Tensor& t);
 /// Largest element (NaN if any element is NaN).
 Tensor max(const Tensor& t);
 Tensor min(const Tensor& t);

@@ -1,5 +1,5 @@
 // Optimizers acting on fp32 (master) parameters, as torch.optim: SGD (momentum, dampening,
-// Nesterov, weight decay) and AdamW, with parameter groups, state dicts and gradient clipping.
+// Nesterov, weight decay), Adam and AdamW, with parameter groups, state dicts and gradient clipping.
 #pragma once
 
 #include <map>
@@ -84,36 +84,72 @@ class SGD : public Optimizer {
   const SGDOptions options;
 };
 
-/// AdamW's hyper-parameters; the rate comes first, as libtorch's AdamWOptions(lr).
-struct AdamWOptions {
-  AdamWOptions(double lr = 1e-3) : lr_(lr) {}  // NOLINT(google-explicit-constructor)
-  TANDEM_ARG(double, lr);
-  TANDEM_ARG(double, eps) = 1e-8;
-  TANDEM_ARG(double, weight_decay) = 1e-2;
+/// The betas setters of AdamOptions and AdamWOptions (Derived: the struct they return), in both
+/// forms: betas(0.9, 0.999) and libtorch's betas({0.9, 0.999}).
+template <typename Derived>
+struct AdamBetas {
   double beta1_ = 0.9, beta2_ = 0.999;
-  AdamWOptions& betas(double beta1, double beta2) & {
+  Derived& betas(double beta1, double beta2) & {
     beta1_ = beta1;
     beta2_ = beta2;
-    return *this;
+    return static_cast<Derived&>(*this);
   }
-  AdamWOptions betas(double beta1, double beta2) && { return std::move(betas(beta1, beta2)); }
-  /// libtorch's form: betas({0.9, 0.999}).
-  AdamWOptions& betas(const std::tuple<double, double>& b) & {
+  Derived betas(double beta1, double beta2) && { return std::move(betas(beta1, beta2)); }
+  Derived& betas(const std::tuple<double, double>& b) & {
     return betas(std::get<0>(b), std::get<1>(b));
   }
-  AdamWOptions betas(const std::tuple<double, double>& b) && {
+  Derived betas(const std::tuple<double, double>& b) && {
     return std::move(betas(std::get<0>(b), std::get<1>(b)));
   }
   std::tuple<double, double> betas() const { return {beta1_, beta2_}; }
 };
 
+/// Adam's hyper-parameters; the rate comes first, as libtorch's AdamOptions(lr).
+struct AdamOptions : AdamBetas<AdamOptions> {
+  AdamOptions(double lr = 1e-3) : lr_(lr) {}  // NOLINT(google-explicit-constructor)
+  TANDEM_ARG(double, lr);
+  TANDEM_ARG(double, eps) = 1e-8;
+  TANDEM_ARG(double, weight_decay) = 0.0;
+};
+
+/// AdamW's hyper-parameters; the rate comes first, as libtorch's AdamWOptions(lr).
+struct AdamWOptions : AdamBetas<AdamWOptions> {
+  AdamWOptions(double lr = 1e-3) : lr_(lr) {}  // NOLINT(google-explicit-constructor)
+  TANDEM_ARG(double, lr);
+  TANDEM_ARG(double, eps) = 1e-8;
+  TANDEM_ARG(double, weight_decay) = 1e-2;
+};
+
+/// What Adam and AdamW share: the moments, their bias correction, one fused update per
+/// parameter. The two differ only in how weight decay enters.
+class AdamBase : public Optimizer {
+ public:
+  void step() override;
+
+ protected:
+  AdamBase(const char* name, std::vector<ParamGroup> groups, double lr, double weight_decay,
+           double beta1, double beta2, double eps, bool decoupled);
+
+ private:
+  double beta2_, eps_;
+  bool decoupled_;
+};
+
+/// torch.optim.Adam: weight decay as an L2 term added to the gradient (g + wd p), then the
+/// bias-corrected moments.
+class Adam : public AdamBase {
+ public:
+  Adam(std::vector<ParamGroup> groups, AdamOptions options);
+  Adam(std::vector<Tensor> params, AdamOptions options = {});
+  const AdamOptions options;
+};
+
 /// torch.optim.AdamW (Loshchilov & Hutter): decoupled weight decay p *= 1 - lr wd, then Adam
 /// with bias correction.
-class AdamW : public Optimizer {
+class AdamW : public AdamBase {
  public:
   AdamW(std::vector<ParamGroup> groups, AdamWOptions options);
-  AdamW(std::vector<Tensor> params, AdamWOptions options);
-  void step() override;
+  AdamW(std::vector<Tensor> params, AdamWOptions options = {});
   const AdamWOptions options;
 };
 
@@ -122,3 +158,11 @@ class AdamW : public Optimizer {
 double clip_grad_norm(const std::vector<Tensor>& params, double max_norm, double norm_type = 2.0);
 
 }  // namespace tandem::optim
+
+namespace tandem::nn::utils {
+/// libtorch's name for optim::clip_grad_norm.
+inline double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm,
+                              double norm_type = 2.0) {
+  return optim::clip_grad_norm(params, max_norm, norm_type);
+}
+}  // namespace tandem::nn::utils

@@ -1,0 +1,359 @@
+// Code written as a libtorch user writes it compiles here with one change, `namespace torch =
+// tandem;`, and means what it means there: dtype and device names, Reduction::Sum, the Tensor
+// methods, the factories, the layers, Adam. Each is checked against a closed form or against
+// the functional op it forwards to; the new ops' values and gradients against PyTorch's are in
+// tests/ops/test_golden.cpp, Adam's in tests/optim/test_optim.cpp.
+#include "../util.hpp"
+
+namespace torch = tandem;
+using tandem::DType;
+using tandem::Shape;
+using tandem::testing::require_close;
+
+namespace {
+
+std::vector<bool> bools(const torch::Tensor& t) {
+  REQUIRE(t.dtype() == torch::kBool);
+  return t.to_vector<bool>();
+}
+
+// The network of libtorch's MNIST example (pytorch/examples, cpp/mnist), its forward unchanged;
+// the layers are held by shared_ptrs, as tandem's modules are (no holder classes).
+struct Net : torch::nn::Module {
+  Net() {
+    conv1 = register_module("conv1", std::make_shared<torch::nn::Conv2d>(
+                                         torch::nn::Conv2dOptions(1, 10, /*kernel_size=*/5)));
+    conv2 = register_module("conv2", std::make_shared<torch::nn::Conv2d>(
+                                         torch::nn::Conv2dOptions(10, 20, /*kernel_size=*/5)));
+    conv2_drop = register_module("conv2_drop", std::make_shared<torch::nn::Dropout2d>());
+    fc1 = register_module("fc1", std::make_shared<torch::nn::Linear>(320, 50));
+    fc2 = register_module("fc2", std::make_shared<torch::nn::Linear>(50, 10));
+  }
+
+  torch::Tensor forward(const torch::Tensor& input) override {
+    torch::Tensor x = input;
+    x = torch::relu(torch::max_pool2d(conv1->forward(x), 2));
+    x = torch::relu(torch::max_pool2d(conv2_drop->forward(conv2->forward(x)), 2));
+    x = x.view({-1, 320});
+    x = torch::relu(fc1->forward(x));
+    x = torch::dropout(x, /*p=*/0.5, /*training=*/is_training());
+    x = fc2->forward(x);
+    return torch::log_softmax(x, /*dim=*/1);
+  }
+
+  std::shared_ptr<torch::nn::Conv2d> conv1, conv2;
+  std::shared_ptr<torch::nn::Dropout2d> conv2_drop;
+  std::shared_ptr<torch::nn::Linear> fc1, fc2;
+};
+
+}  // namespace
+
+TEST_CASE("libtorch names: dtypes, devices and reductions", "[libtorch]") {
+  static_assert(torch::kFloat32 == DType::f32 && torch::kFloat == DType::f32);
+  static_assert(torch::kFloat64 == DType::f64 && torch::kDouble == DType::f64);
+  static_assert(torch::kFloat16 == DType::f16 && torch::kHalf == DType::f16);
+  static_assert(torch::kBFloat16 == DType::bf16);
+  static_assert(torch::kInt64 == DType::i64 && torch::kLong == DType::i64);
+  static_assert(torch::kInt32 == DType::i32 && torch::kInt == DType::i32);
+  static_assert(torch::kUInt8 == DType::u8 && torch::kByte == DType::u8);
+  static_assert(torch::kBool == DType::boolean);
+
+  CHECK(torch::Device(torch::kCUDA, 1).str() == "cuda:1");
+  CHECK(torch::Device(torch::kCUDA) == torch::Device("cuda:0"));
+  torch::Device device = torch::kCPU;
+  CHECK(device.is_cpu());
+  torch::DeviceType type = torch::kCUDA;
+  CHECK(torch::Device(type, 0).is_cuda());
+
+  auto x = torch::zeros({2, 3}, torch::kFloat64);
+  CHECK(x.scalar_type() == torch::kDouble);
+  CHECK(torch::ones({2}, torch::TensorOptions().dtype(torch::kLong).device(torch::kCPU)).dtype() ==
+        DType::i64);
+  CHECK(torch::empty({2}, torch::kCPU).device() == torch::Device("cpu"));
+  CHECK(x.to(torch::kCPU).is_same(x));
+  CHECK(x.to(torch::kHalf).dtype() == DType::f16);
+
+  CHECK(torch::Reduction::Sum == torch::Reduction::sum);
+  CHECK(torch::Reduction::Mean == torch::Reduction::mean);
+  CHECK(torch::Reduction::None == torch::Reduction::none);
+}
+
+TEST_CASE("libtorch names: Tensor methods compute what their closed forms say", "[libtorch]") {
+  auto a = torch::arange(12, torch::kFloat).reshape({3, 4});  // rows 0..3, 4..7, 8..11
+  CHECK(a.sum(1).to_vector<float>() == std::vector<float>{6, 22, 38});
+  CHECK(a.sum(1, /*keepdim=*/true).sizes() == Shape{3, 1});
+  CHECK(a.mean(0, true).to_vector<float>() == std::vector<float>{4, 5, 6, 7});
+  CHECK(a.max().item<float>() == 11);
+  CHECK(a.min().item<float>() == 0);
+  auto [values, indices] = a.neg().max(1);
+  CHECK(values.to_vector<float>() == std::vector<float>{0, -4, -8});
+  CHECK(indices.to_vector<int64_t>() == std::vector<int64_t>{0, 0, 0});
+  CHECK(std::get<1>(a.min(0)).to_vector<int64_t>() == std::vector<int64_t>{0, 0, 0, 0});
+  CHECK(a.argmin(1).to_vector<int64_t>() == std::vector<int64_t>{0, 0, 0});
+  // Each row is 4 consecutive numbers: unbiased variance 5/3, biased 5/4.
+  require_close(a.var({1}), torch::full({3}, 5.0 / 3.0), 1e-6, 0, "var");
+  require_close(a.std({1}), torch::full({3}, std::sqrt(5.0 / 3.0)), 1e-6, 0, "std");
+  require_close(a.std({1}, /*unbiased=*/false), torch::full({3}, std::sqrt(1.25)), 1e-6, 0, "std");
+  CHECK(a.norm().item<float>() == Approx(std::sqrt(506.0)));  // sum of k^2, k < 12
+  CHECK(a.square().sum().item<float>() == 506);
+  CHECK(a.clamp(2, 5).to_vector<float>()[0] == 2);
+  CHECK(a.clamp(2, 5).to_vector<float>()[11] == 5);
+  CHECK(a.clamp(std::nullopt, 3).max().item<float>() == 3);
+  CHECK(torch::equal(a.add(1).sub(1).mul(2).div(2), a));
+  CHECK(torch::equal(a.add(a, 2).sub(a).div(a.add(1)), a.mul(2).div(a.add(1))));
+  CHECK(torch::equal(a.mm(a.t()), torch::matmul(a, a.t())));
+  CHECK(torch::equal(a.softmax(1), torch::softmax(a, 1)));
+  CHECK(torch::equal(a.log_softmax(0), torch::log_softmax(a, 0)));
+  CHECK(torch::equal(a.sigmoid(), torch::sigmoid(a)));
+  CHECK(torch::equal(a.tanh(), torch::tanh(a)));
+}
+
+TEST_CASE("libtorch names: norm's gradient is x / norm, and zero at zero", "[libtorch]") {
+  auto x = torch::tensor({3.0, -4.0}, torch::kDouble).requires_grad_();
+  x.norm().backward();
+  require_close(x.grad(), torch::tensor({0.6, -0.8}, torch::kDouble), 1e-15, 0, "norm gradient");
+  auto z = torch::zeros({3}, torch::TensorOptions(torch::kDouble).requires_grad(true));
+  z.norm().backward();
+  CHECK(z.grad().to_vector<double>() == std::vector<double>{0, 0, 0});
+}
+
+TEST_CASE("libtorch names: comparisons give bool tensors, a number compares as torch's",
+          "[libtorch]") {
+  auto t = torch::tensor({1.0, 2.0, 3.0});
+  CHECK(bools(t > 1.5) == std::vector<bool>{false, true, true});
+  CHECK(bools(t >= 2) == std::vector<bool>{false, true, true});
+  CHECK(bools(t < 2) == std::vector<bool>{true, false, false});
+  CHECK(bools(t <= 2) == std::vector<bool>{true, true, false});
+  CHECK(bools(t == 2) == std::vector<bool>{false, true, false});
+  CHECK(bools(t != 2) == std::vector<bool>{true, false, true});
+  CHECK(bools(t.gt(torch::tensor({0.0, 2.0, 4.0}))) == std::vector<bool>{true, false, false});
+  // An integer tensor against a fraction compares in f64 (2 < 2.5), not against a truncated 2.
+  auto i = torch::tensor({1, 2, 3});
+  CHECK(i.dtype() == torch::kLong);
+  CHECK(bools(i < 2.5) == std::vector<bool>{true, true, false});
+  CHECK(bools(i.eq(2)) == std::vector<bool>{false, true, false});
+  // A half tensor compares in its own precision: 0.1 rounds to the same f16 value on both sides.
+  CHECK(bools(torch::tensor({0.1}, torch::kHalf) == 0.1) == std::vector<bool>{true});
+  // Counting matches, as the MNIST example does.
+  CHECK((t > 1.5).sum().item<int64_t>() == 2);
+  CHECK(i.eq(torch::tensor({1, 0, 3})).sum().item<int64_t>() == 2);
+}
+
+TEST_CASE("libtorch names: masked_fill", "[libtorch]") {
+  auto x = torch::tensor({1.0, -2.0, 3.0, -4.0}, torch::kDouble).requires_grad_();
+  auto y = x.masked_fill(x < 0, 0.5);
+  CHECK(y.to_vector<double>() == std::vector<double>{1, 0.5, 3, 0.5});
+  y.sum().backward();
+  CHECK(x.grad().to_vector<double>() == std::vector<double>{1, 0, 1, 0});
+  // A row mask broadcasts; a float mask, or one that does not broadcast, is refused.
+  auto m = torch::zeros({2, 3}).masked_fill(torch::tensor({true, false, true}), -1);
+  CHECK(m.to_vector<float>() == std::vector<float>{-1, 0, -1, -1, 0, -1});
+  CHECK_THROWS_WITH(x.masked_fill(x, 0), Catch::Contains("must be bool"));
+  CHECK_THROWS_WITH(x.masked_fill(torch::tensor({true, false}), 0),
+                    Catch::Contains("cannot be broadcast"));
+}
+
+TEST_CASE("libtorch names: in-place sub_, div_, uniform_ and normal_", "[libtorch]") {
+  auto t = torch::tensor({2.0, 4.0});
+  t.sub_(1);
+  CHECK(t.to_vector<float>() == std::vector<float>{1, 3});
+  t.div_(2);
+  CHECK(t.to_vector<float>() == std::vector<float>{0.5, 1.5});
+  t.sub_(torch::tensor({0.5, 0.5}), 2);
+  CHECK(t.to_vector<float>() == std::vector<float>{-0.5, 0.5});
+  t.div_(torch::tensor({-0.5, 2.0}));
+  CHECK(t.to_vector<float>() == std::vector<float>{1, 0.25});
+
+  torch::Generator gen(7);
+  auto u = torch::empty({20000}).uniform_(-2, 3, &gen);
+  CHECK(u.min().item<float>() >= -2);
+  CHECK(u.max().item<float>() < 3);
+  CHECK(u.mean().item<float>() == Approx(0.5).margin(0.05));  // sigma of the mean 0.01
+  auto n = torch::empty({20000}, torch::kDouble).normal_(1, 2, &gen);
+  CHECK(n.mean().item<double>() == Approx(1).margin(0.06));  // sigma of the mean 0.014
+  CHECK(n.std().item<double>() == Approx(2).margin(0.06));
+  // The same numbers as rand from the same generator state.
+  torch::Generator g1(11), g2(11);
+  CHECK(torch::equal(torch::empty({5}).uniform_(0, 1, &g1), torch::rand({5}, {}, &g2)));
+
+  auto leaf = torch::zeros({2}, torch::TensorOptions().requires_grad(true));
+  CHECK_THROWS_WITH(leaf.uniform_(), Catch::Contains("requires grad"));
+  CHECK_THROWS_WITH(torch::empty({2}).uniform_(1, 0), Catch::Contains("from <= to"));
+}
+
+TEST_CASE("libtorch names: tensor, eye, linspace and arange(start, end)", "[libtorch]") {
+  auto f = torch::tensor({1.5, 2.0});
+  CHECK((f.dtype() == torch::kFloat && f.sizes() == Shape{2}));
+  CHECK(torch::tensor({7.0}).sizes() == Shape{1});  // a list of one is 1-D, as torch.tensor([7.])
+  CHECK(torch::tensor({1, 2, 3}).to_vector<int64_t>() == std::vector<int64_t>{1, 2, 3});
+  CHECK(torch::tensor({int64_t{1} << 40}).item<int64_t>() == int64_t{1} << 40);
+  CHECK(torch::tensor({true, false}).dtype() == torch::kBool);
+  CHECK(torch::tensor({1, 2}, torch::kFloat).to_vector<float>() == std::vector<float>{1, 2});
+  CHECK(torch::tensor({1.0}, torch::TensorOptions().requires_grad(true)).requires_grad());
+
+  CHECK(torch::eye(3).to_vector<float>() == std::vector<float>{1, 0, 0, 0, 1, 0, 0, 0, 1});
+  CHECK(torch::eye(2, 3, torch::kLong).to_vector<int64_t>() ==
+        std::vector<int64_t>{1, 0, 0, 0, 1, 0});
+  CHECK(torch::linspace(0, 1, 5).to_vector<float>() ==
+        std::vector<float>{0, 0.25f, 0.5f, 0.75f, 1});
+  CHECK(torch::linspace(-1, 1, 1).to_vector<float>() == std::vector<float>{-1});
+  CHECK(torch::linspace(0, 1, 0).numel() == 0);
+  auto l = torch::linspace(0.1, 0.7, 7, torch::kDouble).to_vector<double>();
+  CHECK((l.front() == 0.1 && l.back() == 0.7));  // both ends exact
+  CHECK(torch::arange(2, 5).to_vector<int64_t>() == std::vector<int64_t>{2, 3, 4});
+  CHECK_THROWS_WITH(torch::linspace(0, 1, -1), Catch::Contains("steps must be >= 0"));
+  CHECK_THROWS_WITH(torch::eye(-1), Catch::Contains("sizes must be >= 0"));
+}
+
+TEST_CASE("libtorch names: dropout2d zeroes whole channels and scales the rest",
+          "[libtorch]") {
+  torch::Generator gen(3);
+  auto x = torch::ones({8, 16, 3, 3}, torch::TensorOptions().requires_grad(true));
+  auto y = torch::dropout2d(x, 0.25, /*training=*/true, &gen);
+  auto v = y.to_vector<float>();
+  int zero_channels = 0;
+  for (int c = 0; c < 8 * 16; ++c) {
+    const float first = v[c * 9];
+    CHECK((first == 0.0f || first == Approx(1 / 0.75f)));
+    for (int k = 1; k < 9; ++k) REQUIRE(v[c * 9 + k] == first);  // one draw per channel
+    zero_channels += first == 0.0f;
+  }
+  // 128 channels at p = 0.25: 32 expected, sigma 4.9.
+  CHECK(zero_channels >= 12);
+  CHECK(zero_channels <= 52);
+  y.sum().backward();
+  CHECK(torch::equal(x.grad(), y.detach()));  // d(sum)/dx = mask / (1 - p) = y for x = 1
+
+  CHECK(torch::dropout2d(x, 0.5, /*training=*/false).is_same(x));
+  CHECK(torch::dropout2d(x.detach(), 1.0).sum().item<float>() == 0);
+  torch::nn::Dropout2d layer(torch::nn::DropoutOptions().p(0.5));
+  layer.eval();
+  CHECK(layer.forward(x).is_same(x));
+  CHECK_THROWS_WITH(torch::dropout2d(torch::ones({4}), 0.5), Catch::Contains("(N, C, ...)"));
+  CHECK_THROWS_WITH(torch::nn::Dropout2d(1.5), Catch::Contains("must be in [0, 1]"));
+}
+
+TEST_CASE("libtorch names: layers forward to their functional ops", "[libtorch]") {
+  auto x = torch::randn({4, 5});
+  torch::nn::LeakyReLU leaky(torch::nn::LeakyReLUOptions().negative_slope(0.2));
+  CHECK(torch::equal(leaky.forward(x), torch::leaky_relu(x, 0.2)));
+  CHECK(torch::equal(torch::nn::LeakyReLU().forward(x), torch::leaky_relu(x)));
+  CHECK(torch::equal(torch::nn::Sigmoid().forward(x), x.sigmoid()));
+  CHECK(torch::equal(torch::nn::Tanh().forward(x), x.tanh()));
+  CHECK(torch::equal(torch::nn::Softmax(1).forward(x), x.softmax(1)));
+  CHECK(torch::equal(torch::nn::LogSoftmax(torch::nn::LogSoftmaxOptions(0)).forward(x),
+                     x.log_softmax(0)));
+  CHECK(torch::nn::Dropout(0.3).p == 0.3);
+  CHECK(torch::nn::Dropout(torch::nn::DropoutOptions().p(0.2)).p == 0.2);
+  std::ostringstream os;
+  os << leaky << " " << torch::nn::Softmax(1);
+  CHECK(os.str() == "LeakyReLU(negative_slope=0.2) Softmax(dim=1)");
+  auto seq = torch::nn::Sequential(std::make_shared<torch::nn::Linear>(5, 3),
+                                   std::make_shared<torch::nn::LeakyReLU>(),
+                                   std::make_shared<torch::nn::Tanh>());
+  CHECK(seq.forward(x).sizes() == Shape{4, 3});
+}
+
+TEST_CASE("libtorch names: nll_loss with libtorch's weight argument", "[libtorch]") {
+  auto logp = torch::log_softmax(torch::randn({6, 4}), 1);
+  auto target = torch::tensor({0, 3, 1, 1, 2, 0});
+  // `/*weight=*/{}` is the unweighted loss, as the MNIST example writes its test loss.
+  CHECK(torch::equal(torch::nll_loss(logp, target, /*weight=*/{}, torch::Reduction::Sum),
+                     torch::nll_loss(logp, target, torch::Reduction::Sum)));
+  // All-equal weights give the unweighted mean (the weights cancel).
+  require_close(torch::nll_loss(logp, target, torch::full({4}, 2.5)), torch::nll_loss(logp, target),
+                1e-6, 0, "nll_loss weight 2.5");
+  CHECK_THROWS_WITH(torch::nll_loss(logp, target, torch::ones({3})),
+                    Catch::Contains("one value per class"));
+}
+
+TEST_CASE("libtorch names: binary_cross_entropy refuses what is not a probability",
+          "[libtorch]") {
+  auto target = torch::tensor({0.0, 1.0});
+  CHECK_THROWS_WITH(torch::binary_cross_entropy(torch::tensor({0.5, 1.5}), target),
+                    Catch::Contains("probability in [0, 1]"));
+  CHECK_THROWS_WITH(
+      torch::binary_cross_entropy(torch::tensor({0.5, std::nan("")}), target),
+      Catch::Contains("probability in [0, 1]"));
+  // 0 and 1 are probabilities: the log is clamped at -100, as torch's, so the loss is finite.
+  CHECK(torch::binary_cross_entropy(torch::tensor({1.0, 0.0}), target).item<float>() ==
+        Approx(100));
+  CHECK_THROWS_WITH(torch::l1_loss(torch::ones({2}), torch::ones({3})),
+                    Catch::Contains("must have the same shape"));
+}
+
+TEST_CASE("libtorch names: Adam's options and state", "[libtorch]") {
+  auto model = std::make_shared<torch::nn::Linear>(3, 2);
+  torch::optim::Adam adam(model->parameters(), torch::optim::AdamOptions(2e-4).betas(
+                                                   std::make_tuple(0.5, 0.5)));
+  CHECK(adam.options.betas() == std::make_tuple(0.5, 0.5));
+  CHECK(adam.options.weight_decay() == 0);  // torch.optim.Adam's default, AdamW's is 1e-2
+  CHECK(adam.options.eps() == 1e-8);
+  CHECK(torch::optim::AdamWOptions().weight_decay() == 1e-2);
+  CHECK_THROWS_WITH(torch::optim::Adam(model->parameters(), torch::optim::AdamOptions().betas(1, 0)),
+                    Catch::Contains("Adam: betas must be in [0, 1)"));
+
+  // Two steps, a state dict, a third step: the same as three steps without the round trip.
+  auto x = torch::randn({4, 3}), y = torch::randn({4, 2});
+  auto twin = std::make_shared<torch::nn::Linear>(3, 2);
+  twin->load_state_dict(model->state_dict());
+  torch::optim::Adam a(model->parameters(), torch::optim::AdamOptions(0.1).weight_decay(0.01));
+  torch::optim::Adam b(twin->parameters(), torch::optim::AdamOptions(0.1).weight_decay(0.01));
+  auto step = [&](torch::optim::Adam& opt, torch::nn::Linear& m) {
+    opt.zero_grad();
+    torch::mse_loss(m.forward(x), y).backward();
+    opt.step();
+  };
+  for (int k = 0; k < 2; ++k) step(a, *model), step(b, *twin);
+  torch::optim::Adam resumed(twin->parameters(), torch::optim::AdamOptions(0.1).weight_decay(0.01));
+  resumed.load_state_dict(b.state_dict());
+  CHECK(resumed.state_dict().contains("state.0.exp_avg_sq"));
+  step(a, *model);
+  step(resumed, *twin);
+  CHECK(torch::equal(model->weight, twin->weight));
+  CHECK(torch::equal(model->bias, twin->bias));
+
+  // clip_grad_norm_ under libtorch's name.
+  auto p = torch::tensor({3.0, 4.0}, torch::TensorOptions().requires_grad(true));
+  (p * p).sum().backward();  // gradient (6, 8), norm 10
+  CHECK(torch::nn::utils::clip_grad_norm_({p}, 5.0) == Approx(10));
+  require_close(p.grad(), torch::tensor({3.0, 4.0}), 1e-5, 0, "clipped gradient");
+}
+
+TEST_CASE("libtorch's MNIST example, with one namespace change, trains", "[libtorch]") {
+  torch::manual_seed(1);
+  torch::Device device = torch::kCPU;
+  if (torch::cuda::is_available()) device = torch::Device(torch::kCUDA, 0);
+  auto model = std::make_shared<Net>();
+  model->to(device);
+  torch::optim::SGD optimizer(model->parameters(),
+                              torch::optim::SGDOptions(0.05).momentum(0.5));
+  // 64 noise images, those of class 1 (of the 10 outputs) brighter by 1 than those of class 0.
+  auto targets = torch::randint(0, 2, {64}).to(device);
+  auto data = (torch::randn({64, 1, 28, 28}) +
+               (targets.to(torch::kFloat) - 0.5).view({64, 1, 1, 1}).cpu()).to(device);
+  model->train();
+  float first_loss = 0, loss_value = 0;
+  for (int step = 0; step < 60; ++step) {
+    optimizer.zero_grad();
+    auto output = model->forward(data);
+    auto loss = torch::nll_loss(output, targets);
+    REQUIRE(!std::isnan(loss.template item<float>()));
+    loss.backward();
+    optimizer.step();
+    loss_value = loss.item<float>();
+    if (step == 0) first_loss = loss_value;
+  }
+  torch::NoGradGuard no_grad;
+  model->eval();
+  auto output = model->forward(data);
+  const double test_loss =
+      torch::nll_loss(output, targets, /*weight=*/{}, torch::Reduction::Sum).template item<float>();
+  auto pred = output.argmax(1);
+  const int64_t correct = pred.eq(targets).sum().template item<int64_t>();
+  INFO("first loss " << first_loss << ", last " << loss_value << ", eval loss " << test_loss / 64
+                     << ", correct " << correct << " of 64");
+  CHECK(first_loss > 2.0);  // about log(10) before training
+  CHECK(test_loss / 64 < 0.5);
+  CHECK(correct >= 58);
+}
