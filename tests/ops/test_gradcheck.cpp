@@ -125,6 +125,30 @@ TEST_CASE("gradcheck: losses", "[gradcheck]") {
   gradcheck([&](V x) { return cross_entropy(x[0], t, {Reduction::none}); }, {r({4, 3})});
   gradcheck([&](V x) { return nll_loss(log_softmax(x[0], 1), t, Reduction::sum); }, {r({4, 3})});
   gradcheck([](V x) { return mse_loss(x[0], x[1]); }, {r({2, 3}), r({2, 3})});
+  // Class weights and targets are constants here, as in torch (no gradient for them).
+  Tensor w = pos({3});
+  gradcheck([&](V x) { return nll_loss(log_softmax(x[0], 1), t_ign, w); }, {r({4, 3})});
+  Tensor y = r({2, 3});
+  gradcheck([&](V x) { return l1_loss(x[0] + y, y); }, {away_from_zero({2, 3})});
+  gradcheck([&](V x) { return smooth_l1_loss(x[0], y, Reduction::Sum, 0.7); }, {r({2, 3})});
+  Tensor p = rand({2, 3}, DType::f64, &gen);
+  gradcheck([&](V x) { return binary_cross_entropy(sigmoid(x[0]), p, w); }, {r({2, 3})});
+  gradcheck([&](V x) { return binary_cross_entropy_with_logits(x[0], p, {}, w); },
+            {r({2, 3})});
+}
+
+TEST_CASE("gradcheck: libtorch-named ops", "[gradcheck]") {
+  gradcheck([](V x) { return leaky_relu(x[0], 0.2); }, {away_from_zero({6})});
+  gradcheck([](V x) { return x[0].norm(); }, {r({2, 3})});
+  gradcheck([](V x) { return x[0].std({1}); }, {r({2, 4})});
+  Tensor mask = from_vector(std::vector<bool>{true, false, false, true, false, true}, {2, 3});
+  gradcheck([&](V x) { return x[0].masked_fill(mask, 2.5); }, {r({2, 3})});
+  gradcheck(
+      [](V x) {
+        Generator g(5);
+        return dropout2d(x[0], 0.4, true, &g);
+      },
+      {r({3, 4, 2, 2})});
 }
 
 TEST_CASE("gradcheck: views and shape ops", "[gradcheck]") {
