@@ -3,3 +3,4 @@
 
 #include "tandem/io/checkpoint.hpp"
 #include "tandem/io/safetensors.hpp"
+#include "tandem/io/serialize.hpp"

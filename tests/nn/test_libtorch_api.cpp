@@ -357,3 +357,37 @@ TEST_CASE("libtorch's MNIST example, with one namespace change, trains", "[libto
   CHECK(test_loss / 64 < 0.5);
   CHECK(correct >= 58);
 }
+
+TEST_CASE("libtorch names: torch::save and torch::load, as safetensors", "[libtorch]") {
+  tandem::testing::TempDir tmp;
+  const std::string dir = tmp.path.string();
+  auto model = std::make_shared<Net>();
+  auto copy = std::make_shared<Net>();
+  CHECK(!torch::equal(model->fc1->weight, copy->fc1->weight));
+  torch::save(model, dir + "/model.pt");
+  torch::load(copy, dir + "/model.pt");
+  for (const auto& [name, value] : model->state_dict()) {
+    INFO(name);
+    CHECK(torch::equal(value, copy->state_dict()[name]));
+  }
+  // The file is safetensors: another tool (and io::load_safetensors) reads it by torch's names.
+  CHECK(tandem::io::load_safetensors(dir + "/model.pt").contains("conv1.weight"));
+
+  torch::optim::SGD sgd(model->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
+  torch::nll_loss(model->forward(torch::randn({2, 1, 28, 28})), torch::tensor({3, 7})).backward();
+  sgd.step();
+  torch::save(sgd, dir + "/optimizer.pt");
+  torch::optim::SGD restored(copy->parameters(), torch::optim::SGDOptions(0.5));
+  torch::load(restored, dir + "/optimizer.pt");
+  CHECK(restored.groups()[0].lr == 0.1);
+  CHECK(torch::equal(restored.state_dict()["state.0.momentum_buffer"],
+                     sgd.state_dict()["state.0.momentum_buffer"]));
+
+  auto t = torch::randn({3, 4}, torch::kDouble);
+  torch::save(t, dir + "/t.pt");
+  torch::Tensor back;
+  torch::load(back, dir + "/t.pt");
+  CHECK(torch::equal(back, t));
+  CHECK_THROWS_WITH(torch::load(back, dir + "/model.pt"), Catch::Contains("not the one"));
+  CHECK_THROWS_AS(torch::load(copy, dir + "/missing.pt"), tandem::io::IoError);
+}
