@@ -26,22 +26,22 @@ double calculate_gain(const std::string& nonlinearity, double param) {
   TANDEM_THROW(ValueError, "init.calculate_gain: unknown nonlinearity '", nonlinearity, "'");
 }
 
-void uniform_(Tensor& tensor, double low, double high, Generator* gen) {
+void uniform_(Tensor tensor, double low, double high, Generator* gen) {
   NoGradGuard no_grad;
   tensor.copy_(add(mul(rand(tensor.shape(), tensor.dtype(), gen), high - low), low));
 }
 
-void normal_(Tensor& tensor, double mean, double std, Generator* gen) {
+void normal_(Tensor tensor, double mean, double std, Generator* gen) {
   NoGradGuard no_grad;
   tensor.copy_(add(mul(randn(tensor.shape(), tensor.dtype(), gen), std), mean));
 }
 
-void constant_(Tensor& tensor, double value) {
+void constant_(Tensor tensor, double value) {
   NoGradGuard no_grad;
   tensor.fill_(value);
 }
-void zeros_(Tensor& tensor) { constant_(tensor, 0.0); }
-void ones_(Tensor& tensor) { constant_(tensor, 1.0); }
+void zeros_(Tensor tensor) { constant_(tensor, 0.0); }
+void ones_(Tensor tensor) { constant_(tensor, 1.0); }
 
 namespace {
 double kaiming_std(const Tensor& tensor, double a, FanMode mode, const std::string& nonlinearity) {
@@ -57,23 +57,23 @@ double xavier_std(const Tensor& tensor, double gain) {
 }
 }  // namespace
 
-void kaiming_uniform_(Tensor& tensor, double a, FanMode mode, const std::string& nonlinearity,
+void kaiming_uniform_(Tensor tensor, double a, FanMode mode, const std::string& nonlinearity,
                       Generator* gen) {
   double bound = std::sqrt(3.0) * kaiming_std(tensor, a, mode, nonlinearity);
   uniform_(tensor, -bound, bound, gen);
 }
 
-void kaiming_normal_(Tensor& tensor, double a, FanMode mode, const std::string& nonlinearity,
+void kaiming_normal_(Tensor tensor, double a, FanMode mode, const std::string& nonlinearity,
                      Generator* gen) {
   normal_(tensor, 0.0, kaiming_std(tensor, a, mode, nonlinearity), gen);
 }
 
-void xavier_uniform_(Tensor& tensor, double gain, Generator* gen) {
+void xavier_uniform_(Tensor tensor, double gain, Generator* gen) {
   double bound = std::sqrt(3.0) * xavier_std(tensor, gain);
   uniform_(tensor, -bound, bound, gen);
 }
 
-void xavier_normal_(Tensor& tensor, double gain, Generator* gen) {
+void xavier_normal_(Tensor tensor, double gain, Generator* gen) {
   normal_(tensor, 0.0, xavier_std(tensor, gain), gen);
 }
 

@@ -118,6 +118,53 @@ Tensor Tensor::squeeze() const { return tandem::squeeze(*this); }
 Tensor Tensor::squeeze(int64_t dim) const { return tandem::squeeze(*this, dim); }
 Tensor Tensor::expand(const Shape& s) const { return tandem::expand(*this, s); }
 Tensor Tensor::flatten(int64_t start, int64_t end) const { return tandem::flatten(*this, start, end); }
+Tensor Tensor::index(std::initializer_list<indexing::TensorIndex> indices) const {
+  using Kind = indexing::TensorIndex::Kind;
+  check_defined(*this, "index", "tensor");
+  int64_t consumed = 0, ellipses = 0;  // dims the integers and slices take; "..." seen
+  for (const auto& i : indices) {
+    TANDEM_CHECK(i.valid(), "index: the only string index is \"...\"");
+    consumed += i.kind() == Kind::integer || i.kind() == Kind::slice;
+    ellipses += i.kind() == Kind::ellipsis;
+  }
+  TANDEM_CHECK(ellipses <= 1, "index: at most one ellipsis (\"...\"), got ", ellipses);
+  TANDEM_CHECK(consumed <= dim(), "index: ", consumed, " indices for a tensor of ", dim(),
+               " dims (shape ", shape_str(shape()), ")");
+  Tensor out = *this;
+  int64_t d = 0;  // the dim of `out` the next index applies to
+  for (const auto& i : indices) {
+    switch (i.kind()) {
+      case Kind::integer: {
+        const int64_t size = out.size(d);
+        TANDEM_CHECK(i.integer() >= -size && i.integer() < size, "index: ", i.integer(),
+                     " is out of range for dim ", d, " of size ", size);
+        out = out.select(d, i.integer());
+        break;
+      }
+      case Kind::slice: {
+        const auto& s = i.slice();
+        out = out.slice(d, s.start.value_or(0), s.stop.value_or(out.size(d)), s.step.value_or(1));
+        ++d;
+        break;
+      }
+      case Kind::none: out = out.unsqueeze(d++); break;
+      case Kind::ellipsis: d += dim() - consumed; break;
+    }
+  }
+  return out;
+}
+
+Tensor& Tensor::index_put_(std::initializer_list<indexing::TensorIndex> indices,
+                           const Tensor& value) {
+  index(indices).copy_(value);
+  return *this;
+}
+
+Tensor& Tensor::index_put_(std::initializer_list<indexing::TensorIndex> indices, double value) {
+  index(indices).fill_(value);
+  return *this;
+}
+
 Tensor Tensor::sum() const { return tandem::sum(*this); }
 Tensor Tensor::sum(const Shape& dims, bool keepdim) const { return tandem::sum(*this, dims, keepdim); }
 Tensor Tensor::mean() const { return tandem::mean(*this); }

@@ -391,3 +391,56 @@ TEST_CASE("libtorch names: torch::save and torch::load, as safetensors", "[libto
   CHECK_THROWS_WITH(torch::load(back, dir + "/model.pt"), Catch::Contains("not the one"));
   CHECK_THROWS_AS(torch::load(copy, dir + "/missing.pt"), tandem::io::IoError);
 }
+
+TEST_CASE("libtorch names: indexing with integers, slices, None and the ellipsis",
+          "[libtorch]") {
+  using namespace torch::indexing;
+  auto x = torch::arange(24, torch::kFloat).reshape({2, 3, 4});  // x[i][j][k] = 12 i + 4 j + k
+  CHECK(x.index({1}).sizes() == Shape{3, 4});
+  CHECK(x.index({1}).to_vector<float>().front() == 12);
+  CHECK(x.index({Slice(), 0}).to_vector<float>() ==
+        std::vector<float>{0, 1, 2, 3, 12, 13, 14, 15});
+  CHECK(x.index({"...", -1}).to_vector<float>() == std::vector<float>{3, 7, 11, 15, 19, 23});
+  CHECK(x.index({Ellipsis, Slice(None, 2)}).sizes() == Shape{2, 3, 2});
+  CHECK(x.index({0, Slice(1, None), Slice(None, None, 2)}).to_vector<float>() ==
+        std::vector<float>{4, 6, 8, 10});
+  CHECK(x.index({Slice(-1)}).sizes() == Shape{1, 3, 4});
+  CHECK(x.index({Slice(-1)}).to_vector<float>().front() == 12);
+  CHECK(x.index({None}).sizes() == Shape{1, 2, 3, 4});
+  CHECK(x.index({Slice(), None, 0}).sizes() == Shape{2, 1, 4});
+  CHECK(x.index({1, 2, 3}).item<float>() == 23);
+
+  // The result is a view: index_put_ writes into x.
+  x.index_put_({0, 0}, 100.0);
+  CHECK(x.index({0, 0}).to_vector<float>() == std::vector<float>{100, 100, 100, 100});
+  x.index_put_({Slice(), Slice(), 3}, torch::tensor({-1.0, -2.0, -3.0}));  // broadcast over i
+  CHECK(x.index({"...", 3}).to_vector<float>() == std::vector<float>{-1, -2, -3, -1, -2, -3});
+  CHECK(x.index({1, 0, 0}).item<float>() == 12);  // untouched
+
+  // Differentiable as the views it is made of.
+  auto w = torch::ones({2, 3}, torch::TensorOptions().requires_grad(true));
+  w.index({1, Slice(None, 2)}).sum().backward();
+  CHECK(w.grad().to_vector<float>() == std::vector<float>{0, 0, 0, 1, 1, 0});
+
+  CHECK_THROWS_WITH(x.index({2}), Catch::Contains("out of range for dim 0 of size 2"));
+  CHECK_THROWS_WITH(x.index({0, 0, 0, 0}), Catch::Contains("4 indices for a tensor of 3 dims"));
+  CHECK_THROWS_WITH(x.index({"..", 0}), Catch::Contains("the only string index"));
+  CHECK_THROWS_WITH(x.index({Ellipsis, "..."}), Catch::Contains("at most one ellipsis"));
+  CHECK_THROWS_WITH(x.index({Slice(None, None, -1)}), Catch::Contains("step must be positive"));
+}
+
+TEST_CASE("libtorch names: initializers take libtorch's mode and nonlinearity names",
+          "[libtorch]") {
+  auto conv = std::make_shared<torch::nn::Conv2d>(torch::nn::Conv2dOptions(64, 128, 3));
+  torch::Generator g1(4), g2(4);
+  torch::nn::init::kaiming_normal_(conv->weight, 0.0, torch::kFanOut, torch::kReLU, &g1);
+  // fan_out = 128 x 3 x 3, gain sqrt(2): std = sqrt(2 / 1152) = 1/24.
+  CHECK(conv->weight.std().item<float>() == Approx(1.0 / 24).epsilon(0.02));
+  auto w = torch::empty({128, 64, 3, 3});
+  torch::nn::init::kaiming_normal_(w, 0.0, torch::nn::init::FanMode::fan_out, "relu", &g2);
+  CHECK(torch::equal(w, conv->weight));
+  // The handle is taken by value, so a temporary one fills the module's tensor.
+  torch::nn::init::zeros_(conv->named_parameters().back().second);
+  CHECK(conv->bias.abs().sum().item<float>() == 0);
+  CHECK(torch::nn::init::calculate_gain(torch::kLeakyReLU, 0.2) == Approx(std::sqrt(2 / 1.04)));
+}

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <iosfwd>
 #include <memory>
 #include <optional>
@@ -13,6 +14,7 @@
 #include "tandem/core/arg.hpp"
 #include "tandem/core/device.hpp"
 #include "tandem/core/dtype.hpp"
+#include "tandem/core/indexing.hpp"
 #include "tandem/core/shape.hpp"
 #include "tandem/core/storage.hpp"
 
@@ -157,6 +159,13 @@ class Tensor {
   Tensor squeeze(int64_t dim) const;
   Tensor expand(const Shape& shape) const;
   Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1) const;
+  /// libtorch's indexing with integers, slices, None and "..." (core/indexing.hpp): a view,
+  /// differentiable as the select/slice/unsqueeze it is made of.
+  Tensor index(std::initializer_list<indexing::TensorIndex> indices) const;
+  /// Writes `value` (broadcast) or a number into the indexed view, in place (no autograd, as
+  /// the other in-place ops). Returns *this.
+  Tensor& index_put_(std::initializer_list<indexing::TensorIndex> indices, const Tensor& value);
+  Tensor& index_put_(std::initializer_list<indexing::TensorIndex> indices, double value);
 
   // --- common math as methods --------------------------------------------------------------
   // (the functional API's ops under libtorch's method names; `x.sum(1)` is `x.sum({1})`)

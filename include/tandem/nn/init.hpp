@@ -1,5 +1,6 @@
-// Parameter initialization, as torch.nn.init. Every function fills `tensor` in place without
-// recording history and draws from `gen` (the default generator when null).
+// Parameter initialization, as torch.nn.init. Every function fills `tensor` (a handle: the
+// caller's tensor changes) in place without recording history and draws from `gen` (the default
+// generator when null).
 #pragma once
 
 #include <string>
@@ -17,19 +18,33 @@ std::pair<int64_t, int64_t> fan_in_and_fan_out(const Tensor& tensor);
 /// (param = negative slope), "selu".
 double calculate_gain(const std::string& nonlinearity, double param = 0.01);
 
-void uniform_(Tensor& tensor, double low = 0.0, double high = 1.0, Generator* gen = nullptr);
-void normal_(Tensor& tensor, double mean = 0.0, double std = 1.0, Generator* gen = nullptr);
-void constant_(Tensor& tensor, double value);
-void zeros_(Tensor& tensor);
-void ones_(Tensor& tensor);
+void uniform_(Tensor tensor, double low = 0.0, double high = 1.0, Generator* gen = nullptr);
+void normal_(Tensor tensor, double mean = 0.0, double std = 1.0, Generator* gen = nullptr);
+void constant_(Tensor tensor, double value);
+void zeros_(Tensor tensor);
+void ones_(Tensor tensor);
 /// He et al. 2015: U(-b, b) with b = gain * sqrt(3 / fan).
-void kaiming_uniform_(Tensor& tensor, double a = 0.0, FanMode mode = FanMode::fan_in,
+void kaiming_uniform_(Tensor tensor, double a = 0.0, FanMode mode = FanMode::fan_in,
                       const std::string& nonlinearity = "leaky_relu", Generator* gen = nullptr);
 /// He et al. 2015: N(0, std) with std = gain / sqrt(fan).
-void kaiming_normal_(Tensor& tensor, double a = 0.0, FanMode mode = FanMode::fan_in,
+void kaiming_normal_(Tensor tensor, double a = 0.0, FanMode mode = FanMode::fan_in,
                      const std::string& nonlinearity = "leaky_relu", Generator* gen = nullptr);
 /// Glorot & Bengio 2010: U(-b, b) with b = gain * sqrt(6 / (fan_in + fan_out)).
-void xavier_uniform_(Tensor& tensor, double gain = 1.0, Generator* gen = nullptr);
-void xavier_normal_(Tensor& tensor, double gain = 1.0, Generator* gen = nullptr);
+void xavier_uniform_(Tensor tensor, double gain = 1.0, Generator* gen = nullptr);
+void xavier_normal_(Tensor tensor, double gain = 1.0, Generator* gen = nullptr);
 
 }  // namespace tandem::nn::init
+
+namespace tandem {
+/// libtorch's names for the fan modes and nonlinearities of the initializers:
+/// `nn::init::kaiming_normal_(w, 0.0, kFanOut, kReLU)`.
+inline constexpr nn::init::FanMode kFanIn = nn::init::FanMode::fan_in;
+inline constexpr nn::init::FanMode kFanOut = nn::init::FanMode::fan_out;
+inline constexpr const char* kLinear = "linear";
+inline constexpr const char* kConv2D = "conv2d";
+inline constexpr const char* kSigmoid = "sigmoid";
+inline constexpr const char* kTanh = "tanh";
+inline constexpr const char* kReLU = "relu";
+inline constexpr const char* kLeakyReLU = "leaky_relu";
+inline constexpr const char* kSELU = "selu";
+}  // namespace tandem
