@@ -444,3 +444,47 @@ TEST_CASE("libtorch names: initializers take libtorch's mode and nonlinearity na
   CHECK(conv->bias.abs().sum().item<float>() == 0);
   CHECK(torch::nn::init::calculate_gain(torch::kLeakyReLU, 0.2) == Approx(std::sqrt(2 / 1.04)));
 }
+
+TEST_CASE("libtorch names: nn::functional's options forms forward to the ops", "[libtorch]") {
+  namespace F = torch::nn::functional;
+  torch::Generator gen(9);
+  auto x = torch::randn({2, 3, 6, 6}, {}, &gen), w = torch::randn({4, 3, 3, 3}, {}, &gen);
+  auto b = torch::randn({4}, {}, &gen), m = torch::randn({5, 4}, {}, &gen);
+  auto labels = torch::tensor({1, 0, 3, 2, 1});
+  auto probs = torch::rand({5, 4}, {}, &gen), classw = torch::rand({4}, {}, &gen) + 0.5;
+  CHECK(torch::equal(F::relu(x), torch::relu(x)));
+  CHECK(torch::equal(F::leaky_relu(x, F::LeakyReLUFuncOptions().negative_slope(0.3)),
+                     torch::leaky_relu(x, 0.3)));
+  CHECK(torch::equal(F::gelu(x, F::GELUFuncOptions().approximate("tanh")),
+                     torch::gelu(x, "tanh")));
+  CHECK(torch::equal(F::softmax(m, F::SoftmaxFuncOptions(0)), torch::softmax(m, 0)));
+  CHECK(torch::equal(F::log_softmax(m, /*dim=*/1), torch::log_softmax(m, 1)));
+  CHECK(torch::equal(F::conv2d(x, w, F::Conv2dFuncOptions().bias(b).stride(2).padding(1)),
+                     torch::conv2d(x, w, b, 2, 1)));
+  CHECK(torch::equal(F::max_pool2d(x, F::MaxPool2dFuncOptions(3).stride(2).padding(1)),
+                     torch::max_pool2d(x, 3, 2, 1)));
+  CHECK(torch::equal(F::avg_pool2d(x, F::AvgPool2dFuncOptions(2)), torch::avg_pool2d(x, 2)));
+  auto rm = torch::zeros({3}), rv = torch::ones({3});
+  CHECK(torch::equal(F::batch_norm(x, rm, rv, F::BatchNormFuncOptions().eps(1e-3)),
+                     torch::batch_norm(x, rm, rv, {}, {}, false, 0.1, 1e-3)));
+  CHECK(torch::equal(F::dropout(x, F::DropoutFuncOptions().training(false)), x));
+  CHECK(torch::equal(F::dropout2d(x, F::Dropout2dFuncOptions().p(0.0)), x));
+  CHECK(torch::equal(F::pad(x, F::PadFuncOptions({1, 2}).value(0.5)), torch::pad(x, {1, 2}, 0.5)));
+  CHECK(torch::equal(
+      F::cross_entropy(m, labels, F::CrossEntropyFuncOptions().reduction(torch::kSum)),
+      torch::cross_entropy(m, labels, {torch::Reduction::Sum})));
+  CHECK(torch::equal(F::nll_loss(m, labels, F::NLLLossFuncOptions().weight(classw)),
+                     torch::nll_loss(m, labels, classw)));
+  CHECK(torch::equal(F::mse_loss(m, probs, F::MSELossFuncOptions(torch::kNone)),
+                     torch::mse_loss(m, probs, torch::Reduction::None)));
+  CHECK(torch::equal(F::l1_loss(m, probs, F::L1LossFuncOptions().reduction(torch::kSum)),
+                     torch::l1_loss(m, probs, torch::Reduction::Sum)));
+  CHECK(torch::equal(F::smooth_l1_loss(m, probs, F::SmoothL1LossFuncOptions().beta(0.5)),
+                     torch::smooth_l1_loss(m, probs, torch::Reduction::Mean, 0.5)));
+  CHECK(torch::equal(
+      F::binary_cross_entropy(probs, probs, F::BinaryCrossEntropyFuncOptions().weight(classw)),
+      torch::binary_cross_entropy(probs, probs, classw)));
+  CHECK(torch::equal(F::binary_cross_entropy_with_logits(
+                         m, probs, F::BinaryCrossEntropyWithLogitsFuncOptions().pos_weight(classw)),
+                     torch::binary_cross_entropy_with_logits(m, probs, {}, classw)));
+}

@@ -1,0 +1,213 @@
+// torch::nn::functional under libtorch's names: with `namespace F = torch::nn::functional;`,
+// F::relu(x), F::max_pool2d(x, F::MaxPool2dFuncOptions(2)), F::dropout(x,
+// F::DropoutFuncOptions().p(0.5).training(is_training())), F::cross_entropy(x, t,
+// F::CrossEntropyFuncOptions().reduction(torch::kSum)). Each options form forwards to the op of
+// the same name (ops/*.hpp), which the ops' own tests check; the plain forms are those ops.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tandem/core/arg.hpp"
+#include "tandem/ops.hpp"
+
+namespace tandem {
+/// libtorch's reduction names (`torch::kSum`), as used in the functional options.
+inline constexpr Reduction kNone = Reduction::none;
+inline constexpr Reduction kMean = Reduction::mean;
+inline constexpr Reduction kSum = Reduction::sum;
+}  // namespace tandem
+
+namespace tandem::nn::functional {
+
+using tandem::adaptive_avg_pool2d;
+using tandem::avg_pool2d;
+using tandem::batch_norm;
+using tandem::binary_cross_entropy;
+using tandem::binary_cross_entropy_with_logits;
+using tandem::conv2d;
+using tandem::cross_entropy;
+using tandem::dropout;
+using tandem::dropout2d;
+using tandem::gelu;
+using tandem::l1_loss;
+using tandem::leaky_relu;
+using tandem::linear;
+using tandem::log_softmax;
+using tandem::max_pool2d;
+using tandem::mse_loss;
+using tandem::nll_loss;
+using tandem::pad;
+using tandem::relu;
+using tandem::sigmoid;
+using tandem::smooth_l1_loss;
+using tandem::softmax;
+using tandem::tanh;
+
+// --- activations ---------------------------------------------------------------------------
+
+struct LeakyReLUFuncOptions {
+  TANDEM_ARG(double, negative_slope) = 1e-2;
+};
+inline Tensor leaky_relu(const Tensor& input, const LeakyReLUFuncOptions& o) {
+  return tandem::leaky_relu(input, o.negative_slope());
+}
+
+struct GELUFuncOptions {
+  TANDEM_ARG(std::string, approximate) = "none";
+};
+inline Tensor gelu(const Tensor& input, const GELUFuncOptions& o) {
+  return tandem::gelu(input, o.approximate());
+}
+
+struct SoftmaxFuncOptions {
+  SoftmaxFuncOptions(int64_t dim) : dim_(dim) {}  // NOLINT(google-explicit-constructor)
+  TANDEM_ARG(int64_t, dim);
+};
+using LogSoftmaxFuncOptions = SoftmaxFuncOptions;
+inline Tensor softmax(const Tensor& input, const SoftmaxFuncOptions& o) {
+  return tandem::softmax(input, o.dim());
+}
+inline Tensor log_softmax(const Tensor& input, const LogSoftmaxFuncOptions& o) {
+  return tandem::log_softmax(input, o.dim());
+}
+
+// --- convolution, pooling, normalization, dropout, padding ---------------------------------
+
+struct Conv2dFuncOptions {
+  TANDEM_ARG(Tensor, bias);
+  TANDEM_ARG(Int2, stride) = 1;
+  TANDEM_ARG(Int2, padding) = 0;
+  TANDEM_ARG(Int2, dilation) = 1;
+  TANDEM_ARG(int64_t, groups) = 1;
+};
+inline Tensor conv2d(const Tensor& input, const Tensor& weight, const Conv2dFuncOptions& o) {
+  return tandem::conv2d(input, weight, o.bias(), o.stride(), o.padding(), o.dilation(),
+                        o.groups());
+}
+
+/// stride 0 means the kernel size, as torch's default.
+struct MaxPool2dFuncOptions {
+  MaxPool2dFuncOptions(Int2 kernel_size) : kernel_size_(kernel_size) {}  // NOLINT
+  TANDEM_ARG(Int2, kernel_size);
+  TANDEM_ARG(Int2, stride) = 0;
+  TANDEM_ARG(Int2, padding) = 0;
+  TANDEM_ARG(Int2, dilation) = 1;
+};
+inline Tensor max_pool2d(const Tensor& input, const MaxPool2dFuncOptions& o) {
+  return tandem::max_pool2d(input, o.kernel_size(), o.stride(), o.padding(), o.dilation());
+}
+
+struct AvgPool2dFuncOptions {
+  AvgPool2dFuncOptions(Int2 kernel_size) : kernel_size_(kernel_size) {}  // NOLINT
+  TANDEM_ARG(Int2, kernel_size);
+  TANDEM_ARG(Int2, stride) = 0;
+  TANDEM_ARG(Int2, padding) = 0;
+};
+inline Tensor avg_pool2d(const Tensor& input, const AvgPool2dFuncOptions& o) {
+  return tandem::avg_pool2d(input, o.kernel_size(), o.stride(), o.padding());
+}
+
+struct BatchNormFuncOptions {
+  TANDEM_ARG(Tensor, weight);
+  TANDEM_ARG(Tensor, bias);
+  TANDEM_ARG(bool, training) = false;
+  TANDEM_ARG(double, momentum) = 0.1;
+  TANDEM_ARG(double, eps) = 1e-5;
+};
+inline Tensor batch_norm(const Tensor& input, const Tensor& running_mean,
+                         const Tensor& running_var, const BatchNormFuncOptions& o = {}) {
+  return tandem::batch_norm(input, running_mean, running_var, o.weight(), o.bias(), o.training(),
+                            o.momentum(), o.eps());
+}
+
+struct DropoutFuncOptions {
+  TANDEM_ARG(double, p) = 0.5;
+  TANDEM_ARG(bool, training) = true;
+};
+using Dropout2dFuncOptions = DropoutFuncOptions;
+inline Tensor dropout(const Tensor& input, const DropoutFuncOptions& o) {
+  return tandem::dropout(input, o.p(), o.training());
+}
+inline Tensor dropout2d(const Tensor& input, const Dropout2dFuncOptions& o) {
+  return tandem::dropout2d(input, o.p(), o.training());
+}
+
+/// Constant padding (libtorch's default mode); pad holds (left, right) pairs from the last dim.
+struct PadFuncOptions {
+  PadFuncOptions(std::vector<int64_t> pad) : pad_(std::move(pad)) {}  // NOLINT
+  TANDEM_ARG(std::vector<int64_t>, pad);
+  TANDEM_ARG(double, value) = 0.0;
+};
+inline Tensor pad(const Tensor& input, const PadFuncOptions& o) {
+  return tandem::pad(input, o.pad(), o.value());
+}
+
+// --- losses --------------------------------------------------------------------------------
+
+struct CrossEntropyFuncOptions {
+  TANDEM_ARG(Reduction, reduction) = Reduction::mean;
+  TANDEM_ARG(int64_t, ignore_index) = -100;
+  TANDEM_ARG(double, label_smoothing) = 0.0;
+};
+inline Tensor cross_entropy(const Tensor& input, const Tensor& target,
+                            const CrossEntropyFuncOptions& o) {
+  return tandem::cross_entropy(input, target,
+                               {o.reduction(), o.ignore_index(), o.label_smoothing()});
+}
+
+struct NLLLossFuncOptions {
+  TANDEM_ARG(Tensor, weight);
+  TANDEM_ARG(int64_t, ignore_index) = -100;
+  TANDEM_ARG(Reduction, reduction) = Reduction::mean;
+};
+inline Tensor nll_loss(const Tensor& input, const Tensor& target, const NLLLossFuncOptions& o) {
+  return tandem::nll_loss(input, target, o.weight(), o.reduction(), o.ignore_index());
+}
+
+/// The options of the losses whose only option is the reduction.
+struct LossReductionFuncOptions {
+  LossReductionFuncOptions(Reduction r = Reduction::mean) : reduction_(r) {}  // NOLINT
+  TANDEM_ARG(Reduction, reduction);
+};
+using MSELossFuncOptions = LossReductionFuncOptions;
+using L1LossFuncOptions = LossReductionFuncOptions;
+inline Tensor mse_loss(const Tensor& input, const Tensor& target, const MSELossFuncOptions& o) {
+  return tandem::mse_loss(input, target, o.reduction());
+}
+inline Tensor l1_loss(const Tensor& input, const Tensor& target, const L1LossFuncOptions& o) {
+  return tandem::l1_loss(input, target, o.reduction());
+}
+
+struct SmoothL1LossFuncOptions {
+  TANDEM_ARG(Reduction, reduction) = Reduction::mean;
+  TANDEM_ARG(double, beta) = 1.0;
+};
+inline Tensor smooth_l1_loss(const Tensor& input, const Tensor& target,
+                             const SmoothL1LossFuncOptions& o) {
+  return tandem::smooth_l1_loss(input, target, o.reduction(), o.beta());
+}
+
+struct BinaryCrossEntropyFuncOptions {
+  TANDEM_ARG(Tensor, weight);
+  TANDEM_ARG(Reduction, reduction) = Reduction::mean;
+};
+inline Tensor binary_cross_entropy(const Tensor& input, const Tensor& target,
+                                   const BinaryCrossEntropyFuncOptions& o) {
+  return tandem::binary_cross_entropy(input, target, o.weight(), o.reduction());
+}
+
+struct BinaryCrossEntropyWithLogitsFuncOptions {
+  TANDEM_ARG(Tensor, weight);
+  TANDEM_ARG(Reduction, reduction) = Reduction::mean;
+  TANDEM_ARG(Tensor, pos_weight);
+};
+inline Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target,
+                                               const BinaryCrossEntropyWithLogitsFuncOptions& o) {
+  return tandem::binary_cross_entropy_with_logits(input, target, o.weight(), o.pos_weight(),
+                                                  o.reduction());
+}
+
+}  // namespace tandem::nn::functional
