@@ -297,19 +297,20 @@ TEST_CASE("CUDA cross entropy and its gradient match the CPU, a bad target is an
              Catch::Contains("target 12 is out of bounds for 10 classes (at position 1)"));
 }
 
-TEST_CASE("CUDA SGD and AdamW steps match the CPU's", "[cuda]") {
+TEST_CASE("CUDA SGD, Adam and AdamW steps match the CPU's", "[cuda]") {
   if (!gpu_present("CUDA optimizer steps")) return;
-  auto train = [](Device device, bool adamw) {
+  auto train = [](Device device, const std::string& which) {
     Tensor p = randn_as({33, 7}, DType::f32, 40).to(device);
     p.set_requires_grad(true);
     std::unique_ptr<optim::Optimizer> opt;
-    if (adamw)
-      opt = std::make_unique<optim::AdamW>(std::vector<Tensor>{p},
-                                           optim::AdamWOptions(0.01).weight_decay(0.1));
+    const std::vector<Tensor> params{p};
+    if (which == "AdamW")
+      opt = std::make_unique<optim::AdamW>(params, optim::AdamWOptions(0.01).weight_decay(0.1));
+    else if (which == "Adam")
+      opt = std::make_unique<optim::Adam>(params, optim::AdamOptions(0.01).weight_decay(0.1));
     else
       opt = std::make_unique<optim::SGD>(
-          std::vector<Tensor>{p},
-          optim::SGDOptions(0.1).momentum(0.9).nesterov(true).weight_decay(1e-3));
+          params, optim::SGDOptions(0.1).momentum(0.9).nesterov(true).weight_decay(1e-3));
     for (int k = 0; k < 4; ++k) {
       opt->zero_grad();
       sum(mul(p, add(mul(p.detach(), 0.5), 0.1 * k))).backward();
@@ -317,9 +318,55 @@ TEST_CASE("CUDA SGD and AdamW steps match the CPU's", "[cuda]") {
     }
     return p.detach().cpu();
   };
-  for (bool adamw : {false, true}) {
-    INFO((adamw ? "AdamW" : "SGD"));
-    require_close(train(kGpu, adamw), train(kCPU, adamw), 1e-5, 1e-6);
+  for (const char* which : {"SGD", "Adam", "AdamW"}) {
+    INFO(which);
+    require_close(train(kGpu, which), train(kCPU, which), 1e-5, 1e-6);
+  }
+}
+
+TEST_CASE("CUDA: the libtorch-named losses, indexing and comparisons match the CPU", "[cuda]") {
+  if (!gpu_present("CUDA libtorch-named ops")) return;
+  using namespace tandem::indexing;
+  for (DType dt : {DType::f32, DType::f64}) {
+    INFO("dtype " << dt);
+    Tensor x = randn_as({6, 5}, dt, 50), y = randn_as({6, 5}, dt, 51);
+    Tensor p = sigmoid(randn_as({6, 5}, dt, 52)), w = add(abs(randn_as({5}, dt, 53)), 0.5);
+    Tensor target = from_vector<int64_t>({0, 4, 2, -100, 1, 4});
+    // Each loss with its gradient, as one vector.
+    auto with_grad = [](const std::function<Tensor(const Tensor&)>& loss) -> Fn {
+      return [loss](auto& v) {
+        Tensor a = v[0].detach();
+        a.set_requires_grad(true);
+        Tensor l = loss(a);
+        l.backward();
+        return cat({l.reshape({-1}), a.grad().reshape({-1})});
+      };
+    };
+    same_on_gpu("l1_loss", {x, y}, [&](auto& v) {
+      return with_grad([&](const Tensor& a) { return l1_loss(a, v[1]); })(v);
+    }, tol(dt));
+    same_on_gpu("smooth_l1_loss", {x, y}, [&](auto& v) {
+      return with_grad([&](const Tensor& a) { return smooth_l1_loss(a, v[1], Reduction::Sum, 0.5); })(v);
+    }, tol(dt));
+    same_on_gpu("binary_cross_entropy", {p, sigmoid(y), w}, [&](auto& v) {
+      return with_grad([&](const Tensor& a) { return binary_cross_entropy(a, v[1], v[2]); })(v);
+    }, tol(dt));
+    same_on_gpu("binary_cross_entropy_with_logits", {x, p, w}, [&](auto& v) {
+      return with_grad(
+          [&](const Tensor& a) { return binary_cross_entropy_with_logits(a, v[1], {}, v[2]); })(v);
+    }, tol(dt));
+    same_on_gpu("nll_loss with class weights", {log_softmax(x, 1), target, w}, [&](auto& v) {
+      return with_grad([&](const Tensor& a) { return nll_loss(a, v[1], v[2]); })(v);
+    }, tol(dt));
+    same_on_gpu("leaky_relu, norm, masked_fill", {x}, [&](auto& v) {
+      return cat({leaky_relu(v[0], 0.2).reshape({-1}), v[0].norm().reshape({1}),
+                  v[0].masked_fill(v[0] > 0.5, -1).reshape({-1})});
+    }, tol(dt));
+    same_on_gpu("index and index_put_", {x}, [&](auto& v) {
+      Tensor c = v[0].clone();
+      c.index_put_({Slice(1, None, 2), -1}, 7.0);
+      return cat({c.reshape({-1}), v[0].index({"...", Slice(None, 2)}).reshape({-1})});
+    }, tol(dt));
   }
 }
 
