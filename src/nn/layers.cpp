@@ -208,7 +208,7 @@ void Sequential::push_back(std::shared_ptr<Module> module) {
 const std::shared_ptr<Module>& Sequential::operator[](size_t index) const {
   TANDEM_CHECK_INDEX(index < size(), "Sequential: index ", index, " out of range for ", size(),
                      " modules");
-  return named_children()[index].second;
+  return named_children()[index].second;  // positional
 }
 
 Tensor Sequential::forward(const Tensor& input) {

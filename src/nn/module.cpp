@@ -57,7 +57,7 @@ Tensor Module::register_buffer(const std::string& name, Tensor tensor) {
 void Module::add_child(const std::string& name, std::shared_ptr<Module> module) {
   check_new_name(name);
   TANDEM_CHECK(module != nullptr, type_name_, ": module '", name, "' is null");
-  children_.emplace_back(name, std::move(module));
+  children_.emplace(name, std::move(module));
 }
 
 template <typename F>
@@ -67,18 +67,18 @@ void Module::visit(const std::string& prefix, bool recurse, const F& f) const {
   for (const auto& [name, child] : children_) child->visit(prefix + name + ".", true, f);
 }
 
-std::vector<std::pair<std::string, Tensor>> Module::named_parameters(bool recurse) const {
-  std::vector<std::pair<std::string, Tensor>> out;
+OrderedDict<std::string, Tensor> Module::named_parameters(bool recurse) const {
+  OrderedDict<std::string, Tensor> out;
   visit("", recurse, [&](const std::string& prefix, const Module& m) {
-    for (const auto& [name, t] : m.parameters_) out.emplace_back(prefix + name, t);
+    for (const auto& [name, t] : m.parameters_) out.emplace(prefix + name, t);
   });
   return out;
 }
 
-std::vector<std::pair<std::string, Tensor>> Module::named_buffers(bool recurse) const {
-  std::vector<std::pair<std::string, Tensor>> out;
+OrderedDict<std::string, Tensor> Module::named_buffers(bool recurse) const {
+  OrderedDict<std::string, Tensor> out;
   visit("", recurse, [&](const std::string& prefix, const Module& m) {
-    for (const auto& [name, t] : m.buffers_) out.emplace_back(prefix + name, t);
+    for (const auto& [name, t] : m.buffers_) out.emplace(prefix + name, t);
   });
   return out;
 }
@@ -101,11 +101,11 @@ std::vector<std::shared_ptr<Module>> Module::children() const {
   return out;
 }
 
-std::vector<std::pair<std::string, std::shared_ptr<Module>>> Module::named_modules() {
-  std::vector<std::pair<std::string, std::shared_ptr<Module>>> out;
+OrderedDict<std::string, std::shared_ptr<Module>> Module::named_modules() {
+  OrderedDict<std::string, std::shared_ptr<Module>> out;
   std::function<void(const std::string&, const std::shared_ptr<Module>&)> add =
       [&](const std::string& name, const std::shared_ptr<Module>& m) {
-        out.emplace_back(name, m);
+        out.emplace(name, m);
         for (const auto& [child_name, child] : m->children_)
           add(name.empty() ? child_name : name + "." + child_name, child);
       };
@@ -115,7 +115,7 @@ std::vector<std::pair<std::string, std::shared_ptr<Module>>> Module::named_modul
 
 std::vector<std::shared_ptr<Module>> Module::modules() {
   std::vector<std::shared_ptr<Module>> out;
-  for (auto& entry : named_modules()) out.push_back(std::move(entry.second));
+  for (auto& entry : named_modules()) out.push_back(entry.second);
   return out;
 }
 

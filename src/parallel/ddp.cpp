@@ -69,10 +69,9 @@ namespace detail {
 
 class Reducer : public std::enable_shared_from_this<Reducer> {
  public:
-  Reducer(std::vector<std::pair<std::string, Tensor>> named, comm::Communicator& comm,
-          const DDPOptions& options)
+  Reducer(const nn::StateDict& named, comm::Communicator& comm, const DDPOptions& options)
       : comm_(comm), options_(options) {
-    for (auto& [name, p] : named)
+    for (const auto& [name, p] : named)
       if (p.requires_grad()) {
         names_.push_back(name);
         params_.push_back(p);

@@ -488,3 +488,28 @@ TEST_CASE("libtorch names: nn::functional's options forms forward to the ops", "
                          m, probs, F::BinaryCrossEntropyWithLogitsFuncOptions().pos_weight(classw)),
                      torch::binary_cross_entropy_with_logits(m, probs, {}, classw)));
 }
+
+TEST_CASE("libtorch names: the named_* traversals are OrderedDicts with key() and value()",
+          "[libtorch]") {
+  auto net = std::make_shared<Net>();
+  std::vector<std::string> names;
+  int64_t count = 0;
+  for (const auto& p : net->named_parameters()) {
+    names.push_back(p.key());
+    count += p.value().numel();
+  }
+  CHECK(names.front() == "conv1.weight");
+  CHECK(names.back() == "fc2.bias");
+  CHECK(count == 250 + 10 + 5000 + 20 + 16000 + 50 + 500 + 10);  // the MNIST net's weights
+  auto params = net->named_parameters();
+  CHECK(params[2].key() == "conv2.weight");
+  CHECK(params.at("fc1.bias").sizes() == Shape{50});
+  CHECK(params.front().value().is_same(net->conv1->weight));
+  for (const auto& [name, p] : params) CHECK(p.requires_grad());  // std::map's binding too
+  CHECK_THROWS_AS(params[100], tandem::IndexError);
+  CHECK(net->named_children()[2].key() == "conv2_drop");
+  CHECK(net->named_children().at("fc2") == net->fc2);
+  CHECK(net->named_modules()[0].key() == "");
+  CHECK(net->named_modules().back().key() == "fc2");
+  CHECK(net->named_buffers().empty());
+}

@@ -182,7 +182,7 @@ TEST_CASE("ResNets have torchvision's parameter counts and key names", "[nn][res
   // Small inputs and other channel counts work; zero_init_residual zeroes the last BN gammas.
   auto r18 = resnet18(ResNetOptions().in_channels(1).num_classes(7).zero_init_residual(true));
   CHECK(r18->forward(randn({2, 1, 28, 28})).shape() == Shape{2, 7});
-  CHECK(sum(abs(r18->layer2->named_children()[1].second->state_dict().at("bn2.weight")))
+  CHECK(sum(abs(r18->layer2->named_children().at("1")->state_dict().at("bn2.weight")))
             .item<double>() == 0.0);
   auto r56 = resnet56(ResNetOptions().in_channels(1));
   CHECK(r56->forward(randn({2, 1, 28, 28})).shape() == Shape{2, 10});

@@ -46,18 +46,20 @@ class Module : public std::enable_shared_from_this<Module> {
   }
 
   // --- traversal (registration order, depth first, parents first, as torch) ----------------
+  // The named forms are OrderedDicts, as libtorch's: by key (`at("fc.weight")`), by position
+  // (`[0]`), and entries with `first`/`second` and libtorch's `key()`/`value()`.
   std::vector<Tensor> parameters(bool recurse = true) const;
-  std::vector<std::pair<std::string, Tensor>> named_parameters(bool recurse = true) const;
+  OrderedDict<std::string, Tensor> named_parameters(bool recurse = true) const;
   std::vector<Tensor> buffers(bool recurse = true) const;
-  std::vector<std::pair<std::string, Tensor>> named_buffers(bool recurse = true) const;
+  OrderedDict<std::string, Tensor> named_buffers(bool recurse = true) const;
   std::vector<std::shared_ptr<Module>> children() const;
-  const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& named_children() const {
+  const OrderedDict<std::string, std::shared_ptr<Module>>& named_children() const {
     return children_;
   }
   /// This module and every descendant (the module must be held by a shared_ptr).
   std::vector<std::shared_ptr<Module>> modules();
   /// The same by dotted name, this module first as "".
-  std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_modules();
+  OrderedDict<std::string, std::shared_ptr<Module>> named_modules();
   /// Calls `fn` on this module and every descendant, parents first (usable in constructors).
   void apply(const std::function<void(Module&)>& fn);
 
@@ -105,7 +107,7 @@ class Module : public std::enable_shared_from_this<Module> {
   bool training_ = true;
   std::vector<std::pair<std::string, Tensor>> parameters_;
   std::vector<std::pair<std::string, Tensor>> buffers_;
-  std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+  OrderedDict<std::string, std::shared_ptr<Module>> children_;
 };
 
 std::ostream& operator<<(std::ostream& os, const Module& module);

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <initializer_list>
 #include <iterator>
+#include <type_traits>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -13,14 +14,25 @@
 
 namespace tandem::nn {
 
-/// Entries are std::pair<const Key, Value>, as in std::map, so `for (auto& [key, value] : dict)`
-/// works; lookups go through a hash index. erase() is O(size).
+/// An entry: `first` and `second` as std::map's pairs (so `for (auto& [key, value] : dict)`
+/// works), and libtorch's `key()` and `value()`.
+template <typename Key, typename Value>
+struct OrderedDictItem {
+  OrderedDictItem(Key k, Value v) : first(std::move(k)), second(std::move(v)) {}
+  const Key first;
+  Value second;
+  const Key& key() const noexcept { return first; }
+  Value& value() noexcept { return second; }
+  const Value& value() const noexcept { return second; }
+};
+
+/// Lookups go through a hash index; erase() is O(size).
 template <typename Key, typename Value>
 class OrderedDict {
  public:
   using key_type = Key;
   using mapped_type = Value;
-  using value_type = std::pair<const Key, Value>;
+  using value_type = OrderedDictItem<Key, Value>;
   using iterator = typename std::vector<value_type>::iterator;
   using const_iterator = typename std::vector<value_type>::const_iterator;
 
@@ -68,6 +80,22 @@ class OrderedDict {
   const Value& at(const Key& key) const { return entries_[position(key)].second; }
   /// The value of `key`, appended default-constructed when it is absent.
   Value& operator[](const Key& key) { return emplace(key, Value()).first->second; }
+  /// The entry at `index` in insertion order, as libtorch's (for non-integer keys, so that the
+  /// two operator[] never mean the same call); throws an IndexError past the end.
+  template <typename K = Key, std::enable_if_t<!std::is_integral_v<K>, int> = 0>
+  value_type& operator[](size_t index) {
+    check_position(index);
+    return entries_[index];
+  }
+  template <typename K = Key, std::enable_if_t<!std::is_integral_v<K>, int> = 0>
+  const value_type& operator[](size_t index) const {
+    check_position(index);
+    return entries_[index];
+  }
+  value_type& front() { return (*this)[size_t{0}]; }
+  const value_type& front() const { return (*this)[size_t{0}]; }
+  value_type& back() { return (*this)[size() - 1]; }
+  const value_type& back() const { return (*this)[size() - 1]; }
 
   /// Appends (key, value) unless `key` is present; as std::map::emplace, returns the entry and
   /// whether it was added.
@@ -130,6 +158,10 @@ class OrderedDict {
     auto it = index_.find(key);
     TANDEM_CHECK_INDEX(it != index_.end(), "OrderedDict: no key '", key, "'");
     return it->second;
+  }
+  void check_position(size_t index) const {
+    TANDEM_CHECK_INDEX(index < entries_.size(), "OrderedDict: index ", index,
+                       " out of range for ", entries_.size(), " entries");
   }
   void reindex() {
     index_.clear();
