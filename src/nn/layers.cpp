@@ -81,6 +81,37 @@ std::string Conv2d::extra_repr() const {
   return os.str();
 }
 
+ConvTranspose2d::ConvTranspose2d(const ConvTranspose2dOptions& o)
+    : Module("ConvTranspose2d"), options(o) {
+  TANDEM_CHECK(o.in_channels_ > 0 && o.out_channels_ > 0 && o.groups_ > 0 &&
+                   o.in_channels_ % o.groups_ == 0 && o.out_channels_ % o.groups_ == 0,
+               "ConvTranspose2d: channels (", o.in_channels_, " in, ", o.out_channels_,
+               " out) must be positive and divisible by groups ", o.groups_);
+  TANDEM_CHECK(o.kernel_size_.h > 0 && o.kernel_size_.w > 0,
+               "ConvTranspose2d: kernel size must be positive, got ", int2_str(o.kernel_size_));
+  weight = register_parameter("weight", empty({o.in_channels_, o.out_channels_ / o.groups_,
+                                               o.kernel_size_.h, o.kernel_size_.w}));
+  if (o.bias_) bias = register_parameter("bias", empty({o.out_channels_}));
+  torch_default_init(weight, bias);  // fan_in from weight.size(1), as torch's
+}
+
+Tensor ConvTranspose2d::forward(const Tensor& input) {
+  return conv_transpose2d(input, weight, bias, options.stride_, options.padding_,
+                          options.output_padding_, options.groups_, options.dilation_);
+}
+
+std::string ConvTranspose2d::extra_repr() const {
+  std::ostringstream os;
+  os << options.in_channels_ << ", " << options.out_channels_
+     << ", kernel_size=" << int2_str(options.kernel_size_) << ", stride=" << int2_str(options.stride_);
+  if (options.padding_.h || options.padding_.w) os << ", padding=" << int2_str(options.padding_);
+  if (options.output_padding_.h || options.output_padding_.w)
+    os << ", output_padding=" << int2_str(options.output_padding_);
+  if (options.groups_ != 1) os << ", groups=" << options.groups_;
+  if (!bias.defined()) os << ", bias=false";
+  return os.str();
+}
+
 BatchNorm2d::BatchNorm2d(const BatchNormOptions& opts)
     : Module("BatchNorm2d"), num_features(opts.num_features_), options(opts) {
   const int64_t features = opts.num_features_;

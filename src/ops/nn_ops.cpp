@@ -115,6 +115,81 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Int
   return in_format_of(input, out);
 }
 
+Tensor conv_transpose2d(const Tensor& input, const Tensor& weight, const Tensor& bias,
+                        Int2 stride, Int2 padding, Int2 output_padding, int64_t groups,
+                        Int2 dilation) {
+  const char* op = "conv_transpose2d";
+  if (autocast_changes(op, {input, weight, bias}))
+    return conv_transpose2d(autocast_input(op, input), autocast_input(op, weight),
+                            autocast_input(op, bias), stride, padding, output_padding, groups,
+                            dilation);
+  check_defined(input, op, "input");
+  check_defined(weight, op, "weight");
+  check_inputs({input, weight, bias}, op);
+  check_floating(input, op);
+  TANDEM_CHECK(weight.dtype() == input.dtype() && (!bias.defined() || bias.dtype() == input.dtype()),
+               op, ": input (", input.dtype(), "), weight (", weight.dtype(), ")",
+               bias.defined() ? " and bias" : "", " must have the same dtype");
+  TANDEM_CHECK(groups >= 1, op, ": groups must be positive, got ", groups);
+  TANDEM_CHECK(weight.dim() == 4, op, ": weight must be (C_in, C_out / groups, kH, kW), got ",
+               shape_str(weight.shape()));
+  TANDEM_CHECK(input.dim() == 4 && input.size(1) == weight.size(0), op,
+               ": input must be (N, C, H, W) with C == weight.size(0) == ", weight.size(0),
+               ", got ", shape_str(input.shape()));
+  TANDEM_CHECK(weight.size(0) % groups == 0, op, ": C_in (", weight.size(0),
+               ") must be divisible by groups (", groups, ")");
+  check_positive(stride, op, "stride");
+  check_non_negative(padding, op, "padding");
+  check_non_negative(output_padding, op, "output_padding");
+  check_positive(dilation, op, "dilation");
+  TANDEM_CHECK((output_padding.h < stride.h || output_padding.h < dilation.h) &&
+                   (output_padding.w < stride.w || output_padding.w < dilation.w),
+               op, ": output_padding must be smaller than either stride or dilation");
+  const int64_t co = weight.size(1) * groups;
+  if (bias.defined())
+    TANDEM_CHECK(bias.dim() == 1 && bias.size(0) == co, op, ": bias must be (", co, "), got ",
+                 shape_str(bias.shape()));
+  auto size = [](int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, int64_t extra) {
+    return (in - 1) * s - 2 * p + d * (k - 1) + extra + 1;
+  };
+  const int64_t ho = size(input.size(2), weight.size(2), stride.h, padding.h, dilation.h,
+                          output_padding.h);
+  const int64_t wo = size(input.size(3), weight.size(3), stride.w, padding.w, dilation.w,
+                          output_padding.w);
+  TANDEM_CHECK(ho > 0 && wo > 0, op, ": the output would be (", ho, ", ", wo,
+               "): padding too large for the input's spatial size");
+  // The transposed convolution is conv2d's input gradient: with `out` as conv2d's input, `x` is
+  // its output gradient (PyTorch computes it the same way). Its gradients are a conv2d of the
+  // output gradient (for the input) and conv2d's weight gradient (for the weight).
+  kernels::conv2d_backward.at(input, op);
+  const kernels::Conv2dParams p{stride.h,   stride.w,   padding.h, padding.w,
+                                dilation.h, dilation.w, groups};
+  const MemoryFormat format = input.dtype() == DType::f64 ? MemoryFormat::Contiguous
+                                                          : input.suggest_memory_format();
+  Tensor x = input.contiguous(format).detach();
+  Tensor w = weight.contiguous(weight.suggest_memory_format()).detach();
+  Tensor out = make_tensor({input.size(0), co, ho, wo}, input.dtype(), input.device(), format);
+  // conv2d_backward reads its `in` only for a weight gradient, not asked for here: `out` gives
+  // the shape. An empty batch has nothing to compute.
+  if (input.size(0) > 0) kernels::conv2d_backward(x, out, w, out, Tensor(), Tensor(), p);
+  const bool need_x = input.requires_grad(), need_w = weight.requires_grad();
+  autograd::record(op, {input, weight}, out,
+                   [x, w, p, format, need_x, need_w](const Tensor& g) -> std::vector<Tensor> {
+                     Tensor gx = need_x ? empty_like(x) : Tensor();
+                     Tensor gw = need_w ? empty_like(w) : Tensor();
+                     if (x.size(0) == 0) {
+                       if (need_w) gw.zero_();
+                       return {gx, gw};
+                     }
+                     Tensor gc = g.contiguous(format);
+                     if (need_x) kernels::conv2d_forward(gx, gc, w, Tensor(), p);
+                     if (need_w) kernels::conv2d_backward(x, gc, w, Tensor(), gw, Tensor(), p);
+                     return {gx, gw};
+                   });
+  Tensor result = in_format_of(input, out);
+  return bias.defined() ? add(result, bias.reshape({1, co, 1, 1})) : result;
+}
+
 // --- batch norm -------------------------------------------------------------------------------
 
 namespace {

@@ -18,6 +18,7 @@ TEST_CASE("autocast: every policy row runs its op in the dtype the table says", 
   const Tensor low = m.to(DType::bf16), low4 = x4.to(DType::bf16);
   std::map<std::string, std::function<Tensor()>> run{
       {"conv2d", [&] { return conv2d(x4, w4, Tensor(), 1, 1); }},
+      {"conv_transpose2d", [&] { return conv_transpose2d(x4, w4.transpose(0, 1), {}, 2, 1); }},
       {"linear", [&] { return linear(m, w2, zeros({5})); }},
       {"bmm", [&] { return bmm(b3, c3); }},
       {"batch_norm", [&] { return batch_norm(low4, rm, rv, Tensor(), Tensor(), true, 0.1, 1e-5); }},

@@ -517,6 +517,33 @@ TEST_CASE("CUDA convolutions through cuDNN match the CPU, forward and backward",
   cuda::set_cudnn_benchmark(false);
 }
 
+TEST_CASE("CUDA transposed convolutions (cuDNN's backward data) match the CPU, both layouts",
+          "[cuda]") {
+  if (!gpu_present("CUDA transposed convolutions")) return;
+  NoTf32 no_tf32;
+  for (DType dt : kFloats) {
+    for (bool channels_last : {false, true}) {
+      if (channels_last && dt == DType::f64) continue;  // f64 convolves row-major
+      INFO("dtype " << dt << (channels_last ? ", channels-last" : ""));
+      Tensor x = randn_as({2, 8, 5, 6}, dt, 60), w = randn_as({8, 4, 3, 3}, dt, 61);
+      Tensor b = randn_as({8}, dt, 62), gy = randn_as({2, 8, 10, 12}, dt, 63);
+      if (channels_last) x = x.contiguous(MemoryFormat::ChannelsLast);
+      // Output, then the gradients of input, weight and bias, as one vector. groups 2.
+      Fn f = [](auto& v) {
+        Tensor xi = v[0].detach(), wi = v[1].detach(), bi = v[2].detach();
+        xi.set_requires_grad(true);
+        wi.set_requires_grad(true);
+        bi.set_requires_grad(true);
+        Tensor y = conv_transpose2d(xi, wi, bi, 2, 1, 1, /*groups=*/2);
+        y.backward(v[3]);
+        return cat({y.reshape({-1}), xi.grad().reshape({-1}), wi.grad().reshape({-1}),
+                    bi.grad().reshape({-1})});
+      };
+      same_on_gpu("conv_transpose2d", {x, w, b, gy}, f, conv_tol(dt));
+    }
+  }
+}
+
 TEST_CASE("CUDA channels-last convolutions (cuDNN's NHWC) match the CPU's row-major ones",
           "[cuda]") {
   if (!gpu_present("CUDA channels-last conv2d")) return;

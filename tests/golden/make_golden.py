@@ -161,6 +161,14 @@ with torch.random.fork_rng():
          nograd=(2,))
     case("norm", lambda a: a.norm(), r(3, 4))
     case("std_dim", lambda a: a.std(dim=1), r(3, 4))
+    case("conv_transpose2d",
+         lambda x, w, b: F.conv_transpose2d(x, w, b, stride=2, padding=1, output_padding=1),
+         r(2, 4, 5, 6), r(4, 3, 3, 3), r(3))
+    case("conv_transpose2d_groups_dilation",
+         lambda x, w: F.conv_transpose2d(x, w, stride=(1, 2), padding=(0, 1), groups=2,
+                                         dilation=2), r(1, 4, 4, 4), r(4, 2, 3, 2))
+    case("conv_transpose2d_3x3_s1", lambda x, w: F.conv_transpose2d(x, w, padding=1),
+         r(2, 8, 7, 7), r(8, 4, 3, 3))
 
 with open(os.path.join(HERE, "ops.json"), "w") as f:
     json.dump({"generator": "torch " + torch.__version__, "cases": cases}, f)

@@ -513,3 +513,36 @@ TEST_CASE("libtorch names: the named_* traversals are OrderedDicts with key() an
   CHECK(net->named_modules().back().key() == "fc2");
   CHECK(net->named_buffers().empty());
 }
+
+TEST_CASE("libtorch names: ConvTranspose2d, as libtorch's DCGAN generator uses it",
+          "[libtorch]") {
+  using torch::nn::ConvTranspose2dOptions;
+  // pytorch/examples cpp/dcgan: noise (N, 100, 1, 1) to (N, 1, 28, 28).
+  auto first = std::make_shared<torch::nn::ConvTranspose2d>(
+      ConvTranspose2dOptions(100, 256, 4).bias(false));
+  torch::nn::Sequential generator(
+      first, std::make_shared<torch::nn::BatchNorm2d>(256), std::make_shared<torch::nn::ReLU>(),
+      std::make_shared<torch::nn::ConvTranspose2d>(
+          ConvTranspose2dOptions(256, 128, 3).stride(2).padding(1).bias(false)),
+      std::make_shared<torch::nn::BatchNorm2d>(128), std::make_shared<torch::nn::ReLU>(),
+      std::make_shared<torch::nn::ConvTranspose2d>(
+          ConvTranspose2dOptions(128, 64, 4).stride(2).padding(1).bias(false)),
+      std::make_shared<torch::nn::BatchNorm2d>(64), std::make_shared<torch::nn::ReLU>(),
+      std::make_shared<torch::nn::ConvTranspose2d>(
+          ConvTranspose2dOptions(64, 1, 4).stride(2).padding(1).bias(false)),
+      std::make_shared<torch::nn::Tanh>());
+  auto images = generator.forward(torch::randn({2, 100, 1, 1}));
+  CHECK(images.sizes() == Shape{2, 1, 28, 28});  // 1 -> 4 -> 7 -> 14 -> 28
+  CHECK(images.abs().max().item<float>() <= 1);
+  // torch's init: weight (in, out, kH, kW), fan_in = out x kH x kW = 4096, bound 1 / 64.
+  CHECK(first->weight.sizes() == Shape{100, 256, 4, 4});
+  CHECK(first->weight.abs().max().item<float>() <= 1.0f / 64);
+  std::ostringstream os;
+  os << *first;
+  CHECK(os.str() == "ConvTranspose2d(100, 256, kernel_size=(4, 4), stride=(1, 1), bias=false)");
+  CHECK_THROWS_WITH(torch::conv_transpose2d(torch::ones({1, 2, 3, 3}), torch::ones({2, 1, 3, 3}),
+                                            {}, 2, 0, /*output_padding=*/2),
+                    Catch::Contains("output_padding must be smaller than either stride or dilation"));
+  CHECK_THROWS_WITH(torch::conv_transpose2d(torch::ones({1, 3, 3, 3}), torch::ones({2, 1, 3, 3})),
+                    Catch::Contains("C == weight.size(0) == 2"));
+}

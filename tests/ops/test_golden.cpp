@@ -130,6 +130,14 @@ const std::map<std::string, Fn>& ops() {
       {"nll_loss_weight_none", [](V x) { return nll_loss(x[0], x[1], x[2], Reduction::None); }},
       {"norm", [](V x) { return x[0].norm(); }},
       {"std_dim", [](V x) { return x[0].std({1}); }},
+      {"conv_transpose2d",
+       [](V x) { return conv_transpose2d(x[0], x[1], x[2], 2, 1, /*output_padding=*/1); }},
+      {"conv_transpose2d_groups_dilation",
+       [](V x) {
+         return conv_transpose2d(x[0], x[1], {}, Int2(1, 2), Int2(0, 1), 0, /*groups=*/2,
+                                 /*dilation=*/2);
+       }},
+      {"conv_transpose2d_3x3_s1", [](V x) { return conv_transpose2d(x[0], x[1], {}, 1, 1); }},
   };
   return table;
 }

@@ -84,6 +84,13 @@ TEST_CASE("gradcheck: convolution", "[gradcheck]") {
   gradcheck([](V x) { return conv2d(x[0], x[1]); }, {r({2, 3, 3, 3}), r({4, 3, 1, 1})});
 }
 
+TEST_CASE("gradcheck: transposed convolution", "[gradcheck]") {
+  gradcheck([](V x) { return conv_transpose2d(x[0], x[1], x[2], 2, 1, 1); },
+            {r({2, 3, 3, 4}), r({3, 2, 3, 3}), r({2})});
+  gradcheck([](V x) { return conv_transpose2d(x[0], x[1], {}, Int2(1, 2), 0, 0, 2, 2); },
+            {r({1, 4, 3, 3}), r({4, 1, 2, 3})});
+}
+
 TEST_CASE("gradcheck: batch norm and pooling", "[gradcheck]") {
   gradcheck([](V x) { return batch_norm(x[0], Tensor(), Tensor(), x[1], x[2], true); },
             {r({3, 2, 3, 2}), r({2}), r({2})});

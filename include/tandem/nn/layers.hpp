@@ -65,6 +65,31 @@ class Conv2d : public Module {
   const Conv2dOptions options;
 };
 
+/// libtorch's ConvTranspose2dOptions(in, out, kernel_size).stride(2).output_padding(1).
+struct ConvTranspose2dOptions {
+  ConvTranspose2dOptions(int64_t in_channels, int64_t out_channels, Int2 kernel_size)
+      : in_channels_(in_channels), out_channels_(out_channels), kernel_size_(kernel_size) {}
+  TANDEM_ARG(int64_t, in_channels);
+  TANDEM_ARG(int64_t, out_channels);
+  TANDEM_ARG(Int2, kernel_size);
+  TANDEM_ARG(Int2, stride) = 1;
+  TANDEM_ARG(Int2, padding) = 0;
+  TANDEM_ARG(Int2, output_padding) = 0;
+  TANDEM_ARG(Int2, dilation) = 1;
+  TANDEM_ARG(int64_t, groups) = 1;
+  TANDEM_ARG(bool, bias) = true;
+};
+
+/// 2-D transposed convolution; weight (in, out / groups, kH, kW) with torch's default init.
+class ConvTranspose2d : public Module {
+ public:
+  explicit ConvTranspose2d(const ConvTranspose2dOptions& options);
+  Tensor forward(const Tensor& input) override;
+  std::string extra_repr() const override;
+  Tensor weight, bias;
+  const ConvTranspose2dOptions options;
+};
+
 /// num_features comes first, as libtorch's BatchNormOptions(num_features); the default
 /// constructor leaves it to BatchNorm2d(num_features, options).
 struct BatchNormOptions {

@@ -22,6 +22,12 @@ struct Int2 {
 Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias = Tensor(),
               Int2 stride = 1, Int2 padding = 0, Int2 dilation = 1, int64_t groups = 1);
 
+/// The transposed convolution (the input gradient of conv2d): input (N, C_in, H, W), weight
+/// (C_in, C_out / groups, kH, kW), bias (C_out); the output is (N, C_out, (H - 1) stride -
+/// 2 padding + dilation (kH - 1) + output_padding + 1, ...). libtorch's argument order.
+Tensor conv_transpose2d(const Tensor& input, const Tensor& weight, const Tensor& bias = Tensor(),
+                        Int2 stride = 1, Int2 padding = 0, Int2 output_padding = 0,
+                        int64_t groups = 1, Int2 dilation = 1);
 /// Batch normalization over (N, H, W) per channel of an (N, C, ...) input. In training it
 /// normalizes with the batch statistics and, when running_mean/var are given, updates them in
 /// place: running = (1 - momentum) * running + momentum * batch (unbiased variance). In
