@@ -461,6 +461,10 @@ TEST_CASE("libtorch names: nn::functional's options forms forward to the ops", "
   CHECK(torch::equal(F::log_softmax(m, /*dim=*/1), torch::log_softmax(m, 1)));
   CHECK(torch::equal(F::conv2d(x, w, F::Conv2dFuncOptions().bias(b).stride(2).padding(1)),
                      torch::conv2d(x, w, b, 2, 1)));
+  auto wt = w.transpose(0, 1).contiguous();  // (3, 4, 3, 3): 3 in, 4 out
+  CHECK(torch::equal(
+      F::conv_transpose2d(x, wt, F::ConvTranspose2dFuncOptions().stride(2).output_padding(1)),
+      torch::conv_transpose2d(x, wt, {}, 2, 0, 1)));
   CHECK(torch::equal(F::max_pool2d(x, F::MaxPool2dFuncOptions(3).stride(2).padding(1)),
                      torch::max_pool2d(x, 3, 2, 1)));
   CHECK(torch::equal(F::avg_pool2d(x, F::AvgPool2dFuncOptions(2)), torch::avg_pool2d(x, 2)));

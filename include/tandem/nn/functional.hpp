@@ -28,6 +28,7 @@ using tandem::batch_norm;
 using tandem::binary_cross_entropy;
 using tandem::binary_cross_entropy_with_logits;
 using tandem::conv2d;
+using tandem::conv_transpose2d;
 using tandem::cross_entropy;
 using tandem::dropout;
 using tandem::dropout2d;
@@ -86,6 +87,20 @@ struct Conv2dFuncOptions {
 inline Tensor conv2d(const Tensor& input, const Tensor& weight, const Conv2dFuncOptions& o) {
   return tandem::conv2d(input, weight, o.bias(), o.stride(), o.padding(), o.dilation(),
                         o.groups());
+}
+
+struct ConvTranspose2dFuncOptions {
+  TANDEM_ARG(Tensor, bias);
+  TANDEM_ARG(Int2, stride) = 1;
+  TANDEM_ARG(Int2, padding) = 0;
+  TANDEM_ARG(Int2, output_padding) = 0;
+  TANDEM_ARG(int64_t, groups) = 1;
+  TANDEM_ARG(Int2, dilation) = 1;
+};
+inline Tensor conv_transpose2d(const Tensor& input, const Tensor& weight,
+                               const ConvTranspose2dFuncOptions& o) {
+  return tandem::conv_transpose2d(input, weight, o.bias(), o.stride(), o.padding(),
+                                  o.output_padding(), o.groups(), o.dilation());
 }
 
 /// stride 0 means the kernel size, as torch's default.
