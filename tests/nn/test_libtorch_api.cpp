@@ -82,6 +82,9 @@ TEST_CASE("libtorch names: Tensor methods compute what their closed forms say", 
   auto a = torch::arange(12, torch::kFloat).reshape({3, 4});  // rows 0..3, 4..7, 8..11
   CHECK(a.sum(1).to_vector<float>() == std::vector<float>{6, 22, 38});
   CHECK(a.sum(1, /*keepdim=*/true).sizes() == Shape{3, 1});
+  CHECK(a.sum({}).item<float>() == 66);  // {} is every dim, never dim 0
+  CHECK(a.mean({}, true).sizes() == Shape{1, 1});
+  CHECK(a.sum({1}).to_vector<float>() == a.sum(1).to_vector<float>());
   CHECK(a.mean(0, true).to_vector<float>() == std::vector<float>{4, 5, 6, 7});
   CHECK(a.max().item<float>() == 11);
   CHECK(a.min().item<float>() == 0);

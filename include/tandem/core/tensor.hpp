@@ -8,6 +8,7 @@
 #include <iosfwd>
 #include <memory>
 #include <optional>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -171,10 +172,17 @@ class Tensor {
   // (the functional API's ops under libtorch's method names; `x.sum(1)` is `x.sum({1})`)
   Tensor sum() const;
   Tensor sum(const Shape& dims, bool keepdim = false) const;
-  Tensor sum(int64_t dim, bool keepdim = false) const { return sum(Shape{dim}, keepdim); }
+  /// (A template, so that `x.sum({})`, all dims, never converts `{}` to dim 0.)
+  template <typename I, typename = std::enable_if_t<std::is_integral_v<I>>>
+  Tensor sum(I dim, bool keepdim = false) const {
+    return sum(Shape{static_cast<int64_t>(dim)}, keepdim);
+  }
   Tensor mean() const;
   Tensor mean(const Shape& dims, bool keepdim = false) const;
-  Tensor mean(int64_t dim, bool keepdim = false) const { return mean(Shape{dim}, keepdim); }
+  template <typename I, typename = std::enable_if_t<std::is_integral_v<I>>>
+  Tensor mean(I dim, bool keepdim = false) const {
+    return mean(Shape{static_cast<int64_t>(dim)}, keepdim);
+  }
   /// Bessel-corrected (unbiased) by default, as torch.
   Tensor var(const Shape& dims = {}, bool unbiased = true, bool keepdim = false) const;
   Tensor std(const Shape& dims = {}, bool unbiased = true, bool keepdim = false) const;
