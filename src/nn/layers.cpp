@@ -236,7 +236,7 @@ void Sequential::push_back(std::shared_ptr<Module> module) {
   add_child(std::to_string(size()), std::move(module));
 }
 
-const std::shared_ptr<Module>& Sequential::operator[](size_t index) const {
+std::shared_ptr<Module> Sequential::operator[](size_t index) const {
   TANDEM_CHECK_INDEX(index < size(), "Sequential: index ", index, " out of range for ", size(),
                      " modules");
   return named_children()[index].second;  // positional

@@ -15,11 +15,11 @@ Tensor finish(Tensor t, const TensorOptions& o) {
 }  // namespace
 
 Tensor empty(const Shape& shape, TensorOptions o) {
-  return finish(make_tensor(shape, o.dtype_, o.device()), o);
+  return finish(make_tensor(shape, o.dtype(), o.device()), o);
 }
 
 Tensor full(const Shape& shape, double value, TensorOptions o) {
-  Tensor t = make_tensor(shape, o.dtype_, o.device());
+  Tensor t = make_tensor(shape, o.dtype(), o.device());
   kernels::fill(t, value);
   return finish(t, o);
 }
@@ -35,7 +35,12 @@ Tensor arange(double start, double end, double step, TensorOptions o) {
   TANDEM_CHECK((end - start) / step >= 0, "arange: upper bound and step are inconsistent (start ",
                start, ", end ", end, ", step ", step, ")");
   auto n = static_cast<int64_t>(std::ceil((end - start) / step));
-  Tensor t = make_tensor({n}, o.dtype_, o.device());
+  // Without a dtype, torch's inference: i64 for whole numbers, else the default float.
+  auto whole = [](double v) { return v == std::trunc(v); };
+  const DType dt = o.has_dtype()                                  ? o.dtype()
+                   : whole(start) && whole(end) && whole(step) ? DType::i64
+                                                                  : DType::f32;
+  Tensor t = make_tensor({n}, dt, o.device());
   kernels::arange(t, start, step);
   return finish(t, o);
 }
@@ -45,18 +50,26 @@ Tensor arange(double start, double end, TensorOptions o) { return arange(start, 
 Tensor linspace(double start, double end, int64_t steps, TensorOptions o) {
   TANDEM_CHECK(steps >= 0, "linspace: steps must be >= 0, got ", steps);
   // Both ends exact: the first half counts up from start, the second down from end, as torch.
-  std::vector<double> values(static_cast<size_t>(steps));
-  const double step = steps > 1 ? (end - start) / static_cast<double>(steps - 1) : 0.0;
-  for (int64_t i = 0; i < steps; ++i)
-    values[i] = i < steps / 2 || steps == 1 ? start + step * static_cast<double>(i)
-                                            : end - step * static_cast<double>(steps - 1 - i);
-  return finish(from_vector(values, {steps}).to(o.device(), o.dtype_), o);
+  // In f32 for f32, f16 and bf16 and in f64 otherwise, as torch's kernel computes it.
+  auto fill = [&](auto zero) {
+    using C = decltype(zero);
+    std::vector<C> values(static_cast<size_t>(steps));
+    const C s = static_cast<C>(start), e = static_cast<C>(end);
+    const C step = steps > 1 ? (e - s) / static_cast<C>(steps - 1) : C(0);
+    for (int64_t i = 0; i < steps; ++i)
+      values[i] = i < steps / 2 || steps == 1 ? s + step * static_cast<C>(i)
+                                              : e - step * static_cast<C>(steps - 1 - i);
+    return from_vector(values, {steps});
+  };
+  const bool narrow = o.dtype() == DType::f32 || is_reduced_float(o.dtype());
+  Tensor t = narrow ? fill(0.0f) : fill(0.0);
+  return finish(t.to(o.device(), o.dtype()), o);
 }
 
 Tensor eye(int64_t n, int64_t m, TensorOptions o) {
   TANDEM_CHECK(n >= 0 && m >= 0, "eye: sizes must be >= 0, got ", n, " x ", m);
   const TensorOptions index = TensorOptions(DType::i64).device(o.device());
-  Tensor t = eq(arange(n, index).unsqueeze(1), arange(m, index).unsqueeze(0)).to(o.dtype_);
+  Tensor t = eq(arange(n, index).unsqueeze(1), arange(m, index).unsqueeze(0)).to(o.dtype());
   return finish(t, o);
 }
 
@@ -67,7 +80,9 @@ namespace {
 template <typename T>
 Tensor list_tensor(const std::vector<T>& values, const TensorOptions& o) {
   Tensor t = from_vector(values, {static_cast<int64_t>(values.size())});
-  return finish(t.to(o.device(), o.dtype_), o);
+  // Without a dtype: f32 for floating values (torch's default), the values' own otherwise.
+  const DType dt = o.has_dtype() ? o.dtype() : is_floating(t.dtype()) ? DType::f32 : t.dtype();
+  return finish(t.to(o.device(), dt), o);
 }
 }  // namespace
 
@@ -89,7 +104,7 @@ namespace {
 // only on the generator's state and the element's index.
 Tensor random_tensor(const Shape& shape, TensorOptions o, Generator* gen, int64_t words_per_element,
                      const std::function<void(const Tensor&, uint64_t, uint64_t)>& fill) {
-  Tensor t = make_tensor(shape, o.dtype_, o.device());
+  Tensor t = make_tensor(shape, o.dtype(), o.device());
   // Four 32-bit words per Philox counter.
   auto [seed, offset] =
       (gen ? *gen : default_generator()).reserve((t.numel() * words_per_element + 3) / 4);
@@ -99,15 +114,15 @@ Tensor random_tensor(const Shape& shape, TensorOptions o, Generator* gen, int64_
 }  // namespace
 
 Tensor rand(const Shape& shape, TensorOptions o, Generator* gen) {
-  TANDEM_CHECK(is_floating(o.dtype_), "rand: expected a floating dtype, got ", o.dtype_);
-  int64_t words = o.dtype_ == DType::f64 ? 2 : 1;
+  TANDEM_CHECK(is_floating(o.dtype()), "rand: expected a floating dtype, got ", o.dtype());
+  int64_t words = o.dtype() == DType::f64 ? 2 : 1;
   return random_tensor(shape, o, gen, words, [](const Tensor& t, uint64_t seed, uint64_t offset) {
     kernels::uniform(t, seed, offset);
   });
 }
 
 Tensor randn(const Shape& shape, TensorOptions o, Generator* gen) {
-  TANDEM_CHECK(is_floating(o.dtype_), "randn: expected a floating dtype, got ", o.dtype_);
+  TANDEM_CHECK(is_floating(o.dtype()), "randn: expected a floating dtype, got ", o.dtype());
   return random_tensor(shape, o, gen, 2, [](const Tensor& t, uint64_t seed, uint64_t offset) {
     kernels::normal(t, seed, offset);
   });
@@ -115,7 +130,8 @@ Tensor randn(const Shape& shape, TensorOptions o, Generator* gen) {
 
 Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions o, Generator* gen) {
   TANDEM_CHECK(high > low, "randint: expected low < high, got low = ", low, ", high = ", high);
-  TANDEM_CHECK(o.dtype_ != DType::boolean, "randint: bool is not an integer dtype");
+  if (!o.has_dtype()) o = o.dtype(DType::i64);  // torch's default for randint
+  TANDEM_CHECK(o.dtype() != DType::boolean, "randint: bool is not an integer dtype");
   return random_tensor(shape, o, gen, 2, [&](const Tensor& t, uint64_t seed, uint64_t offset) {
     kernels::randint(t, low, high, seed, offset);
   });

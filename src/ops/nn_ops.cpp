@@ -617,24 +617,19 @@ Tensor nll_flat(const Tensor& logp, const Tensor& target, Reduction reduction,
 
 }  // namespace
 
-Tensor nll_loss(const Tensor& input, const Tensor& target, Reduction reduction, int64_t ignore_index) {
-  if (autocast_changes("nll_loss", {input}))
-    return nll_loss(autocast_input("nll_loss", input), target, reduction, ignore_index);
-  auto [x, t] = flatten_classes(input, target, "nll_loss");
-  return nll_flat(x, t, reduction, ignore_index, target.shape(), "nll_loss");
-}
 
 Tensor nll_loss(const Tensor& input, const Tensor& target, const Tensor& weight,
                 Reduction reduction, int64_t ignore_index) {
-  if (!weight.defined()) return nll_loss(input, target, reduction, ignore_index);
   if (autocast_changes("nll_loss", {input}))
     return nll_loss(autocast_input("nll_loss", input), target, weight, reduction, ignore_index);
   auto [x, t] = flatten_classes(input, target, "nll_loss");
-  check_floating(weight, "nll_loss", "weight");
-  TANDEM_CHECK(weight.dim() == 1 && weight.size(0) == input.size(1), "nll_loss: weight must "
-               "have one value per class (", input.size(1), "), got shape ",
-               shape_str(weight.shape()));
-  check_inputs({input, weight}, "nll_loss");
+  if (weight.defined()) {
+    check_floating(weight, "nll_loss", "weight");
+    TANDEM_CHECK(weight.dim() == 1 && weight.size(0) == input.size(1), "nll_loss: weight must "
+                 "have one value per class (", input.size(1), "), got shape ",
+                 shape_str(weight.shape()));
+    check_inputs({input, weight}, "nll_loss");
+  }
   return nll_flat(x, t, reduction, ignore_index, target.shape(), "nll_loss", weight);
 }
 
@@ -740,10 +735,38 @@ Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, const Ten
     TANDEM_CHECK(far <= 0.5, "binary_cross_entropy: every input must be a probability in "
                  "[0, 1], got one at distance ", far, " from 0.5");
   }
-  auto clamped_log = [](const Tensor& t) { return clamp(log(t), -100.0, std::nullopt); };
-  Tensor loss = neg(add(mul(target, clamped_log(input)),
-                        mul(add(neg(target), 1.0), clamped_log(add(neg(input), 1.0)))));
-  return weigh_and_reduce(loss, weight, reduction, "binary_cross_entropy");
+  if (weight.defined()) {
+    check_floating(weight, "binary_cross_entropy", "weight");
+    check_inputs({input, weight}, "binary_cross_entropy");
+    TANDEM_CHECK(broadcast_shapes(input.shape(), weight.shape(), "binary_cross_entropy") ==
+                     input.shape(),
+                 "binary_cross_entropy: a weight of shape ", shape_str(weight.shape()),
+                 " cannot be broadcast to ", shape_str(input.shape()));
+  }
+  // The value with each log clamped at -100, and torch's gradients, whose input gradient
+  // divides by max(x (1 - x), 1e-12): finite at x = 0 and 1, where the composed logs'
+  // gradients would be 0 / 0.
+  const Tensor x = input.detach(), y = target.detach(), w = weight.defined() ? weight.detach()
+                                                                               : Tensor();
+  Tensor loss;
+  {
+    NoGradGuard no_grad;
+    auto clamped_log = [](const Tensor& t) { return clamp(log(t), -100.0, std::nullopt); };
+    Tensor one_minus_x = add(neg(x), 1.0);
+    loss = neg(add(mul(y, clamped_log(x)), mul(add(neg(y), 1.0), clamped_log(one_minus_x))));
+    if (w.defined()) loss = mul(loss, w);
+  }
+  const bool need_y = target.requires_grad();
+  autograd::record("binary_cross_entropy", {input, target}, loss,
+                   [x, y, w, need_y](const Tensor& g) -> std::vector<Tensor> {
+                     Tensor gw = w.defined() ? mul(g, w) : g;
+                     Tensor one_minus_x = add(neg(x), 1.0);
+                     Tensor denom = clamp(mul(x, one_minus_x), 1e-12, std::nullopt);
+                     return {div(mul(gw, sub(x, y)), denom),
+                             need_y ? mul(gw, sub(log(one_minus_x), log(x)))  // -logit(x)
+                                    : Tensor()};
+                   });
+  return reduce_loss(loss, reduction);
 }
 
 Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target,

@@ -154,17 +154,6 @@ Tensor Tensor::index(std::initializer_list<indexing::TensorIndex> indices) const
   return out;
 }
 
-Tensor& Tensor::index_put_(std::initializer_list<indexing::TensorIndex> indices,
-                           const Tensor& value) {
-  index(indices).copy_(value);
-  return *this;
-}
-
-Tensor& Tensor::index_put_(std::initializer_list<indexing::TensorIndex> indices, double value) {
-  index(indices).fill_(value);
-  return *this;
-}
-
 Tensor Tensor::sum() const { return tandem::sum(*this); }
 Tensor Tensor::sum(const Shape& dims, bool keepdim) const { return tandem::sum(*this, dims, keepdim); }
 Tensor Tensor::mean() const { return tandem::mean(*this); }
@@ -316,6 +305,19 @@ bool writes_in_place(const Tensor& self, const Tensor& other) {
           other.storage_offset() == self.storage_offset());
 }
 }  // namespace
+
+Tensor& Tensor::index_put_(std::initializer_list<indexing::TensorIndex> indices,
+                           const Tensor& value) {
+  check_inplace(*this, "index_put_");
+  index(indices).copy_(value);
+  return *this;
+}
+
+Tensor& Tensor::index_put_(std::initializer_list<indexing::TensorIndex> indices, double value) {
+  check_inplace(*this, "index_put_");
+  index(indices).fill_(value);
+  return *this;
+}
 
 Tensor& Tensor::zero_() { return fill_(0.0); }
 

@@ -204,6 +204,20 @@ TEST_CASE("libtorch names: tensor, eye, linspace and arange(start, end)", "[libt
   auto l = torch::linspace(0.1, 0.7, 7, torch::kDouble).to_vector<double>();
   CHECK((l.front() == 0.1 && l.back() == 0.7));  // both ends exact
   CHECK(torch::arange(2, 5).to_vector<int64_t>() == std::vector<int64_t>{2, 3, 4});
+  // A device alone leaves the dtype to each factory, as torch's: i64 for integers...
+  CHECK(torch::tensor({1, 2}, torch::kCPU).dtype() == torch::kLong);
+  CHECK(torch::tensor({true}, torch::TensorOptions().device(torch::kCPU)).dtype() == torch::kBool);
+  CHECK(torch::arange(3, torch::kCPU).dtype() == torch::kLong);
+  CHECK(torch::randint(0, 5, {3}, torch::kCPU).dtype() == torch::kLong);
+  CHECK(torch::zeros({2}, torch::kCPU).dtype() == torch::kFloat);
+  // ... and torch's float for a range that is not whole.
+  CHECK(torch::arange(0.5, 3.0).to_vector<float>() == std::vector<float>{0.5, 1.5, 2.5});
+  // f32 values computed in f32, as torch's: torch.linspace(0.3, 2.9, 33)[:5].
+  CHECK(torch::linspace(0.3, 2.9, 33).slice(0, 0, 5).to_vector<double>() ==
+        std::vector<double>{0.30000001192092896, 0.3812500238418579, 0.46250003576278687,
+                            0.5437500476837158, 0.625});
+  static_assert(!std::is_convertible_v<bool, torch::indexing::TensorIndex>,
+                "x.index({true}) means x[True] in libtorch, not x[1]");
   CHECK_THROWS_WITH(torch::linspace(0, 1, -1), Catch::Contains("steps must be >= 0"));
   CHECK_THROWS_WITH(torch::eye(-1), Catch::Contains("sizes must be >= 0"));
 }
@@ -260,6 +274,9 @@ TEST_CASE("libtorch names: layers forward to their functional ops", "[libtorch]"
 TEST_CASE("libtorch names: nll_loss with libtorch's weight argument", "[libtorch]") {
   auto logp = torch::log_softmax(torch::randn({6, 4}), 1);
   auto target = torch::tensor({0, 3, 1, 1, 2, 0});
+  // `{}` is no weight, not Reduction::none: the mean.
+  CHECK(torch::equal(torch::nll_loss(logp, target, {}), torch::nll_loss(logp, target)));
+  CHECK(torch::nll_loss(logp, target, {}).dim() == 0);
   // `/*weight=*/{}` is the unweighted loss, as the MNIST example writes its test loss.
   CHECK(torch::equal(torch::nll_loss(logp, target, /*weight=*/{}, torch::Reduction::Sum),
                      torch::nll_loss(logp, target, torch::Reduction::Sum)));
@@ -278,9 +295,19 @@ TEST_CASE("libtorch names: binary_cross_entropy refuses what is not a probabilit
   CHECK_THROWS_WITH(
       torch::binary_cross_entropy(torch::tensor({0.5, std::nan("")}), target),
       Catch::Contains("probability in [0, 1]"));
-  // 0 and 1 are probabilities: the log is clamped at -100, as torch's, so the loss is finite.
-  CHECK(torch::binary_cross_entropy(torch::tensor({1.0, 0.0}), target).item<float>() ==
-        Approx(100));
+  // 0 and 1 are probabilities: the log is clamped at -100 and the input gradient's divisor at
+  // 1e-12, as torch's. PyTorch 1.13 gives, for x (1, 0, 0.5) and target (0, 1, 0.25): loss
+  // 66.89771270751953, x.grad (333333331968, -333333331968, 0.3333333432674408), target.grad
+  // (-inf, inf, 0).
+  auto x = torch::tensor({1.0, 0.0, 0.5}).requires_grad_();
+  auto t = torch::tensor({0.0, 1.0, 0.25}).requires_grad_();
+  auto loss = torch::binary_cross_entropy(x, t);
+  CHECK(loss.item<float>() == Approx(66.89771270751953));
+  loss.backward();
+  require_close(x.grad(), torch::tensor({333333331968.0, -333333331968.0, 0.3333333432674408}),
+                1e-6, 0, "bce input gradient");
+  auto tg = t.grad().to_vector<float>();
+  CHECK((std::isinf(tg[0]) && tg[0] < 0 && std::isinf(tg[1]) && tg[1] > 0 && tg[2] == 0));
   CHECK_THROWS_WITH(torch::l1_loss(torch::ones({2}), torch::ones({3})),
                     Catch::Contains("must have the same shape"));
 }

@@ -31,6 +31,8 @@ class TensorIndex {
   enum class Kind { integer, slice, none, ellipsis };
   TensorIndex(int64_t i) : kind_(Kind::integer), integer_(i) {}  // NOLINT
   TensorIndex(int i) : TensorIndex(static_cast<int64_t>(i)) {}   // NOLINT
+  /// libtorch reads `true` as x[True] (a new dim), not as 1: not supported, so not converted.
+  TensorIndex(bool) = delete;
   TensorIndex(Slice s) : kind_(Kind::slice), slice_(s) {}        // NOLINT
   TensorIndex(std::nullopt_t) : kind_(Kind::none) {}             // NOLINT
   TensorIndex(EllipsisIndexType) : kind_(Kind::ellipsis) {}      // NOLINT

@@ -35,7 +35,15 @@ struct TensorOptions {
   TensorOptions(Device d) : device_(d) {}  // NOLINT(google-explicit-constructor)
   TensorOptions(DeviceType t) : device_(Device(t)) {}  // NOLINT(google-explicit-constructor)
   // Setters return a changed copy (a value type, as c10::TensorOptions).
-  TANDEM_VALUE_ARG(DType, dtype) = DType::f32;
+  [[nodiscard]] TensorOptions dtype(DType t) const {
+    auto copy = *this;
+    copy.dtype_ = t;
+    return copy;
+  }
+  /// The dtype asked for, else f32. The factories whose default is another (arange, randint
+  /// and tensor of integers: i64) ask has_dtype(), so `arange(10, kCUDA)` stays i64 as torch's.
+  DType dtype() const { return dtype_.value_or(DType::f32); }
+  bool has_dtype() const { return dtype_.has_value(); }
   TANDEM_VALUE_ARG(bool, requires_grad) = false;
   [[nodiscard]] TensorOptions device(Device d) const {
     auto copy = *this;
@@ -45,6 +53,7 @@ struct TensorOptions {
   /// The device asked for; without one, the current execution context's device (so a rank
   /// running on cuda:1 creates its tensors there), never an implicit CPU.
   Device device() const;
+  std::optional<DType> dtype_;
   std::optional<Device> device_;
 };
 

@@ -277,7 +277,8 @@ class Sequential : public Module {
   /// Appends a module named by its position.
   void push_back(std::shared_ptr<Module> module);
   size_t size() const { return named_children().size(); }
-  const std::shared_ptr<Module>& operator[](size_t index) const;
+  /// The module at `index` (a handle of its own: it stays valid after push_back).
+  std::shared_ptr<Module> operator[](size_t index) const;
 };
 
 }  // namespace tandem::nn

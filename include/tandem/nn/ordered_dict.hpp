@@ -92,10 +92,10 @@ class OrderedDict {
     check_position(index);
     return entries_[index];
   }
-  value_type& front() { return (*this)[size_t{0}]; }
-  const value_type& front() const { return (*this)[size_t{0}]; }
-  value_type& back() { return (*this)[size() - 1]; }
-  const value_type& back() const { return (*this)[size() - 1]; }
+  value_type& front() { return entries_[end_position(0)]; }
+  const value_type& front() const { return entries_[end_position(0)]; }
+  value_type& back() { return entries_[end_position(size() - 1)]; }
+  const value_type& back() const { return entries_[end_position(size() - 1)]; }
 
   /// Appends (key, value) unless `key` is present; as std::map::emplace, returns the entry and
   /// whether it was added.
@@ -158,6 +158,10 @@ class OrderedDict {
     auto it = index_.find(key);
     TANDEM_CHECK_INDEX(it != index_.end(), "OrderedDict: no key '", key, "'");
     return it->second;
+  }
+  size_t end_position(size_t index) const {
+    TANDEM_CHECK_INDEX(!entries_.empty(), "OrderedDict: front() or back() of an empty dict");
+    return index;
   }
   void check_position(size_t index) const {
     TANDEM_CHECK_INDEX(index < entries_.size(), "OrderedDict: index ", index,

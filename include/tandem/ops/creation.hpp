@@ -17,27 +17,29 @@ Tensor ones(const Shape& shape, TensorOptions options = {});
 Tensor full(const Shape& shape, double value, TensorOptions options = {});
 /// A 0-dim tensor holding `value`.
 Tensor scalar_tensor(double value, TensorOptions options = {});
-/// [0, end) and [start, end) by step, as torch.arange (default dtype i64, as torch).
-Tensor arange(double end, TensorOptions options = DType::i64);
-Tensor arange(double start, double end, double step, TensorOptions options = DType::i64);
-Tensor arange(double start, double end, TensorOptions options = DType::i64);
+/// [0, end) and [start, end) by step, as torch.arange: without a dtype in the options, i64 when
+/// start, end and step are whole numbers, else f32 (torch's inference).
+Tensor arange(double end, TensorOptions options = {});
+Tensor arange(double start, double end, double step, TensorOptions options = {});
+Tensor arange(double start, double end, TensorOptions options = {});
 /// `steps` values evenly spaced from start to end, both included.
 Tensor linspace(double start, double end, int64_t steps, TensorOptions options = {});
 /// Ones on the diagonal of an n x m (or n x n) matrix.
 Tensor eye(int64_t n, TensorOptions options = {});
 Tensor eye(int64_t n, int64_t m, TensorOptions options = {});
 /// libtorch's torch::tensor for a flat list: `tensor({1.5, 2.0})` is f32, `tensor({1, 2})` i64
-/// and `tensor({true, false})` bool, unless the options name a dtype. On the options' device.
+/// and `tensor({true, false})` bool, unless the options name a dtype (`tensor({1, 2}, kCUDA)`
+/// stays i64). On the options' device.
 Tensor tensor(std::initializer_list<double> values, TensorOptions options = {});
-Tensor tensor(std::initializer_list<int> values, TensorOptions options = DType::i64);
-Tensor tensor(std::initializer_list<int64_t> values, TensorOptions options = DType::i64);
-Tensor tensor(std::initializer_list<bool> values, TensorOptions options = DType::boolean);
+Tensor tensor(std::initializer_list<int> values, TensorOptions options = {});
+Tensor tensor(std::initializer_list<int64_t> values, TensorOptions options = {});
+Tensor tensor(std::initializer_list<bool> values, TensorOptions options = {});
 /// Uniform in [0, 1), from Philox: the same seed gives the same values at any thread count.
 Tensor rand(const Shape& shape, TensorOptions options = {}, Generator* gen = nullptr);
 /// Standard normal (Box-Muller over Philox pairs).
 Tensor randn(const Shape& shape, TensorOptions options = {}, Generator* gen = nullptr);
-/// Integers uniform in [low, high) (default dtype i64).
-Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions options = DType::i64,
+/// Integers uniform in [low, high) (i64 unless the options name a dtype).
+Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions options = {},
                Generator* gen = nullptr);
 
 /// t's shape, dtype and device, and its layout when t is channels-last (torch's

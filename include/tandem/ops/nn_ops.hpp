@@ -86,14 +86,20 @@ struct CrossEntropyOptions {
 };
 /// input (N, C) or (N, C, d1, ...) logits, target (N) or (N, d1, ...) class indices (i64).
 Tensor cross_entropy(const Tensor& input, const Tensor& target, CrossEntropyOptions options = {});
-/// input log-probabilities (N, C) or (N, C, d1, ...), target class indices.
-Tensor nll_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::mean,
-                int64_t ignore_index = -100);
-/// With per-class weights (C) (libtorch's argument order): each target's loss is scaled by its
+
+/// input log-probabilities (N, C) or (N, C, d1, ...), target class indices, and optional
+/// per-class weights (C) in libtorch's argument order: each target's loss is scaled by its
 /// class's weight and the mean divides by the summed weights of the targets not ignored, as
-/// torch. An undefined weight is the unweighted loss.
-Tensor nll_loss(const Tensor& input, const Tensor& target, const Tensor& weight,
+/// torch.
+Tensor nll_loss(const Tensor& input, const Tensor& target, const Tensor& weight = Tensor(),
                 Reduction reduction = Reduction::mean, int64_t ignore_index = -100);
+/// Without weights: nll_loss(input, target, Reduction::sum). A template, so that libtorch's
+/// `nll_loss(x, t, {})` (no weight) is never read as Reduction::none.
+template <typename R, typename = std::enable_if_t<std::is_same_v<R, Reduction>>>
+Tensor nll_loss(const Tensor& input, const Tensor& target, R reduction,
+                int64_t ignore_index = -100) {
+  return nll_loss(input, target, Tensor(), reduction, ignore_index);
+}
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::mean);
 Tensor l1_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::mean);
 /// 0.5 d^2 / beta where d = |input - target| < beta, d - 0.5 beta elsewhere (l1 for beta 0).
