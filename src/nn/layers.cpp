@@ -19,6 +19,17 @@ std::string int2_str(Int2 v) {
   return "(" + std::to_string(v.h) + ", " + std::to_string(v.w) + ")";
 }
 
+// The sizes a convolution layer (Conv2d, ConvTranspose2d) is built with.
+void check_conv_sizes(const char* layer, int64_t in_channels, int64_t out_channels,
+                      int64_t groups, Int2 kernel_size) {
+  TANDEM_CHECK(in_channels > 0 && out_channels > 0 && groups > 0 && in_channels % groups == 0 &&
+                   out_channels % groups == 0,
+               layer, ": channels (", in_channels, " in, ", out_channels,
+               " out) must be positive and divisible by groups ", groups);
+  TANDEM_CHECK(kernel_size.h > 0 && kernel_size.w > 0, layer,
+               ": kernel size must be positive, got ", int2_str(kernel_size));
+}
+
 // torch's reset_parameters for Linear and Conv: kaiming_uniform(a = sqrt(5)) on the weight, which
 // is U(-1/sqrt(fan_in), 1/sqrt(fan_in)), and the same bound for the bias.
 void torch_default_init(Tensor& weight, Tensor& bias) {
@@ -53,12 +64,7 @@ std::string Linear::extra_repr() const {
 Conv2d::Conv2d(const Conv2dOptions& opts) : Module("Conv2d"), options(opts) {
   const int64_t in_channels = opts.in_channels_, out_channels = opts.out_channels_;
   const Int2 kernel_size = opts.kernel_size_;
-  TANDEM_CHECK(in_channels > 0 && out_channels > 0 && opts.groups_ > 0 &&
-                   in_channels % opts.groups_ == 0 && out_channels % opts.groups_ == 0,
-               "Conv2d: channels (", in_channels, " in, ", out_channels,
-               " out) must be positive and divisible by groups ", opts.groups_);
-  TANDEM_CHECK(kernel_size.h > 0 && kernel_size.w > 0, "Conv2d: kernel size must be positive, got ",
-               int2_str(kernel_size));
+  check_conv_sizes("Conv2d", in_channels, out_channels, opts.groups_, kernel_size);
   weight = register_parameter(
       "weight", empty({out_channels, in_channels / opts.groups_, kernel_size.h, kernel_size.w}));
   if (opts.bias_) bias = register_parameter("bias", empty({out_channels}));
@@ -83,12 +89,8 @@ std::string Conv2d::extra_repr() const {
 
 ConvTranspose2d::ConvTranspose2d(const ConvTranspose2dOptions& o)
     : Module("ConvTranspose2d"), options(o) {
-  TANDEM_CHECK(o.in_channels_ > 0 && o.out_channels_ > 0 && o.groups_ > 0 &&
-                   o.in_channels_ % o.groups_ == 0 && o.out_channels_ % o.groups_ == 0,
-               "ConvTranspose2d: channels (", o.in_channels_, " in, ", o.out_channels_,
-               " out) must be positive and divisible by groups ", o.groups_);
-  TANDEM_CHECK(o.kernel_size_.h > 0 && o.kernel_size_.w > 0,
-               "ConvTranspose2d: kernel size must be positive, got ", int2_str(o.kernel_size_));
+  check_conv_sizes("ConvTranspose2d", o.in_channels_, o.out_channels_, o.groups_,
+                   o.kernel_size_);
   weight = register_parameter("weight", empty({o.in_channels_, o.out_channels_ / o.groups_,
                                                o.kernel_size_.h, o.kernel_size_.w}));
   if (o.bias_) bias = register_parameter("bias", empty({o.out_channels_}));

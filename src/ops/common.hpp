@@ -38,6 +38,13 @@ inline void check_inputs(const std::vector<Tensor>& ts, const char* op) {
   }
 }
 
+/// Checks that `t`, the op's `name` operand, broadcasts to `shape` without growing it.
+inline void check_broadcasts_to(const Tensor& t, const Shape& shape, const char* op,
+                                const char* name) {
+  TANDEM_CHECK(broadcast_shapes(shape, t.shape(), op) == shape, op, ": a ", name, " of shape ",
+               shape_str(t.shape()), " cannot be broadcast to ", shape_str(shape));
+}
+
 /// The dtype statistics and parameters are kept in for an input of dtype t: f32 for f16/bf16.
 inline DType compute_dtype(DType t) { return is_reduced_float(t) ? DType::f32 : t; }
 

@@ -43,6 +43,31 @@ Tensor in_format_of(const Tensor& input, const Tensor& out) {
              : out;
 }
 
+// What conv2d and conv_transpose2d ask alike of their operands: defined, on one device,
+// floating and of one dtype, a 4-d weight (laid out as `weight_layout` says), positive groups.
+void check_conv_operands(const Tensor& input, const Tensor& weight, const Tensor& bias,
+                         int64_t groups, const char* weight_layout, const char* op) {
+  check_defined(input, op, "input");
+  check_defined(weight, op, "weight");
+  check_inputs({input, weight, bias}, op);
+  check_floating(input, op);
+  TANDEM_CHECK(weight.dtype() == input.dtype() && (!bias.defined() || bias.dtype() == input.dtype()),
+               op, ": input (", input.dtype(), "), weight (", weight.dtype(), ")",
+               bias.defined() ? " and bias" : "", " must have the same dtype");
+  TANDEM_CHECK(groups >= 1, op, ": groups must be positive, got ", groups);
+  TANDEM_CHECK(weight.dim() == 4, op, ": weight must be ", weight_layout, ", got ",
+               shape_str(weight.shape()));
+}
+
+// The layout a convolution runs in. A channels-last input convolves as it lies into a
+// channels-last result (cuDNN's NHWC kernels; the CPU's convert). f64 convolves row-major:
+// cuDNN has no NHWC kernels for it (PyTorch makes the same exception). The weights go as they
+// lie when dense in either layout (channels-last after Module::to(MemoryFormat::ChannelsLast)),
+// and their gradient comes back in the same layout: each kernel converts what its call needs.
+MemoryFormat conv_format(const Tensor& input) {
+  return input.dtype() == DType::f64 ? MemoryFormat::Contiguous : input.suggest_memory_format();
+}
+
 }  // namespace
 
 // --- convolution ----------------------------------------------------------------------------
@@ -52,16 +77,7 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Int
   if (autocast_changes("conv2d", {input, weight, bias}))
     return conv2d(autocast_input("conv2d", input), autocast_input("conv2d", weight),
                   autocast_input("conv2d", bias), stride, padding, dilation, groups);
-  check_defined(input, "conv2d", "input");
-  check_defined(weight, "conv2d", "weight");
-  check_inputs({input, weight, bias}, "conv2d");
-  check_floating(input, "conv2d");
-  TANDEM_CHECK(weight.dtype() == input.dtype() && (!bias.defined() || bias.dtype() == input.dtype()),
-               "conv2d: input (", input.dtype(), "), weight (", weight.dtype(), ")",
-               bias.defined() ? " and bias" : "", " must have the same dtype");
-  TANDEM_CHECK(groups >= 1, "conv2d: groups must be positive, got ", groups);
-  TANDEM_CHECK(weight.dim() == 4, "conv2d: weight must be (C_out, C_in / groups, kH, kW), got ",
-               shape_str(weight.shape()));
+  check_conv_operands(input, weight, bias, groups, "(C_out, C_in / groups, kH, kW)", "conv2d");
   TANDEM_CHECK(input.dim() == 4 && input.size(1) == weight.size(1) * groups,
                "conv2d: input must be (N, C, H, W) with C == weight.size(1) * groups == ",
                weight.size(1) * groups, ", got ", shape_str(input.shape()));
@@ -82,13 +98,7 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Int
   kernels::conv2d_forward.at(input, "conv2d");
   kernels::Conv2dParams p{stride.h, stride.w, padding.h, padding.w,
                                dilation.h, dilation.w, groups};
-  // A channels-last input convolves as it lies into a channels-last result (cuDNN's NHWC
-  // kernels; the CPU's convert). f64 convolves row-major: cuDNN has no NHWC kernels for it
-  // (PyTorch makes the same exception). The weights go as they lie when dense in either layout
-  // (channels-last after Module::to(MemoryFormat::ChannelsLast)), and their gradient comes
-  // back in the same layout: each kernel converts what its call needs.
-  const MemoryFormat format = input.dtype() == DType::f64 ? MemoryFormat::Contiguous
-                                                          : input.suggest_memory_format();
+  const MemoryFormat format = conv_format(input);
   Tensor x = input.contiguous(format).detach();
   Tensor w = weight.contiguous(weight.suggest_memory_format()).detach();
   Tensor b = bias.defined() ? bias.contiguous().detach() : Tensor();
@@ -123,16 +133,7 @@ Tensor conv_transpose2d(const Tensor& input, const Tensor& weight, const Tensor&
     return conv_transpose2d(autocast_input(op, input), autocast_input(op, weight),
                             autocast_input(op, bias), stride, padding, output_padding, groups,
                             dilation);
-  check_defined(input, op, "input");
-  check_defined(weight, op, "weight");
-  check_inputs({input, weight, bias}, op);
-  check_floating(input, op);
-  TANDEM_CHECK(weight.dtype() == input.dtype() && (!bias.defined() || bias.dtype() == input.dtype()),
-               op, ": input (", input.dtype(), "), weight (", weight.dtype(), ")",
-               bias.defined() ? " and bias" : "", " must have the same dtype");
-  TANDEM_CHECK(groups >= 1, op, ": groups must be positive, got ", groups);
-  TANDEM_CHECK(weight.dim() == 4, op, ": weight must be (C_in, C_out / groups, kH, kW), got ",
-               shape_str(weight.shape()));
+  check_conv_operands(input, weight, bias, groups, "(C_in, C_out / groups, kH, kW)", op);
   TANDEM_CHECK(input.dim() == 4 && input.size(1) == weight.size(0), op,
                ": input must be (N, C, H, W) with C == weight.size(0) == ", weight.size(0),
                ", got ", shape_str(input.shape()));
@@ -164,8 +165,7 @@ Tensor conv_transpose2d(const Tensor& input, const Tensor& weight, const Tensor&
   kernels::conv2d_backward.at(input, op);
   const kernels::Conv2dParams p{stride.h,   stride.w,   padding.h, padding.w,
                                 dilation.h, dilation.w, groups};
-  const MemoryFormat format = input.dtype() == DType::f64 ? MemoryFormat::Contiguous
-                                                          : input.suggest_memory_format();
+  const MemoryFormat format = conv_format(input);
   Tensor x = input.contiguous(format).detach();
   Tensor w = weight.contiguous(weight.suggest_memory_format()).detach();
   Tensor out = make_tensor({input.size(0), co, ho, wo}, input.dtype(), input.device(), format);
@@ -475,32 +475,38 @@ Tensor adaptive_avg_pool2d(const Tensor& input, Int2 output_size) {
 
 // --- dropout and softmax -------------------------------------------------------------------------
 
-Tensor dropout(const Tensor& input, double p, bool training, Generator* gen) {
-  check_defined(input, "dropout", "input");
-  check_floating(input, "dropout");
-  TANDEM_CHECK(p >= 0.0 && p <= 1.0, "dropout: probability must be in [0, 1], got ", p);
+namespace {
+// Dropout with one draw per element of `mask_shape` (the input's shape, or (N, C, 1, ...) for
+// whole channels), broadcast over the input.
+Tensor dropout_masked(const Tensor& input, double p, bool training, Generator* gen,
+                      const Shape& mask_shape) {
   if (!training || p == 0.0) return input;
   if (p == 1.0) return mul(input, 0.0);
-  Tensor keep = ge(rand(input.shape(), TensorOptions(DType::f32).device(input.device()), gen),
+  Tensor keep = ge(rand(mask_shape, TensorOptions(DType::f32).device(input.device()), gen),
                    full({}, p, TensorOptions(DType::f32).device(input.device())));
   return mul(input, mul(keep.to(input.dtype()), 1.0 / (1.0 - p)));
 }
 
+void check_dropout(const Tensor& input, double p, const char* op) {
+  check_defined(input, op, "input");
+  check_floating(input, op);
+  TANDEM_CHECK(p >= 0.0 && p <= 1.0, op, ": probability must be in [0, 1], got ", p);
+}
+}  // namespace
+
+Tensor dropout(const Tensor& input, double p, bool training, Generator* gen) {
+  check_dropout(input, p, "dropout");
+  return dropout_masked(input, p, training, gen, input.shape());
+}
+
 Tensor dropout2d(const Tensor& input, double p, bool training, Generator* gen) {
-  check_defined(input, "dropout2d", "input");
-  check_floating(input, "dropout2d");
-  TANDEM_CHECK(p >= 0.0 && p <= 1.0, "dropout2d: probability must be in [0, 1], got ", p);
+  check_dropout(input, p, "dropout2d");
   TANDEM_CHECK(input.dim() >= 2, "dropout2d: input must be (N, C, ...), got ",
                shape_str(input.shape()));
-  if (!training || p == 0.0) return input;
-  if (p == 1.0) return mul(input, 0.0);
-  // One draw per (n, c), broadcast over the channel's elements.
   Shape mask_shape(input.dim(), 1);
   mask_shape[0] = input.size(0);
   mask_shape[1] = input.size(1);
-  Tensor keep = ge(rand(mask_shape, TensorOptions(DType::f32).device(input.device()), gen),
-                   full({}, p, TensorOptions(DType::f32).device(input.device())));
-  return mul(input, mul(keep.to(input.dtype()), 1.0 / (1.0 - p)));
+  return dropout_masked(input, p, training, gen, mask_shape);
 }
 
 Tensor leaky_relu(const Tensor& input, double negative_slope) {
@@ -685,14 +691,17 @@ void check_pointwise_loss(const Tensor& input, const Tensor& target, const char*
                " and target ", shape_str(target.shape()), " must have the same shape");
 }
 
+// A loss's elementwise weight: floating, on the loss's device, broadcasting to its shape.
+void check_loss_weight(const Tensor& weight, const Tensor& like, const char* op) {
+  check_floating(weight, op, "weight");
+  check_inputs({like, weight}, op);
+  check_broadcasts_to(weight, like.shape(), op, "weight");
+}
+
 // loss * weight (broadcast to the loss), reduced.
 Tensor weigh_and_reduce(Tensor loss, const Tensor& weight, Reduction reduction, const char* op) {
   if (weight.defined()) {
-    check_floating(weight, op, "weight");
-    check_inputs({loss, weight}, op);
-    TANDEM_CHECK(broadcast_shapes(loss.shape(), weight.shape(), op) == loss.shape(), op,
-                 ": a weight of shape ", shape_str(weight.shape()), " cannot be broadcast to ",
-                 shape_str(loss.shape()));
+    check_loss_weight(weight, loss, op);
     loss = mul(loss, weight);
   }
   return reduce_loss(loss, reduction);
@@ -735,14 +744,7 @@ Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, const Ten
     TANDEM_CHECK(far <= 0.5, "binary_cross_entropy: every input must be a probability in "
                  "[0, 1], got one at distance ", far, " from 0.5");
   }
-  if (weight.defined()) {
-    check_floating(weight, "binary_cross_entropy", "weight");
-    check_inputs({input, weight}, "binary_cross_entropy");
-    TANDEM_CHECK(broadcast_shapes(input.shape(), weight.shape(), "binary_cross_entropy") ==
-                     input.shape(),
-                 "binary_cross_entropy: a weight of shape ", shape_str(weight.shape()),
-                 " cannot be broadcast to ", shape_str(input.shape()));
-  }
+  if (weight.defined()) check_loss_weight(weight, input, "binary_cross_entropy");
   // The value with each log clamped at -100, and torch's gradients, whose input gradient
   // divides by max(x (1 - x), 1e-12): finite at x = 0 and 1, where the composed logs'
   // gradients would be 0 / 0.
@@ -787,9 +789,7 @@ Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& targe
   Tensor loss;
   if (pos_weight.defined()) {
     check_floating(pos_weight, op, "pos_weight");
-    TANDEM_CHECK(broadcast_shapes(input.shape(), pos_weight.shape(), op) == input.shape(), op,
-                 ": a pos_weight of shape ", shape_str(pos_weight.shape()),
-                 " cannot be broadcast to ", shape_str(input.shape()));
+    check_broadcasts_to(pos_weight, input.shape(), op, "pos_weight");
     Tensor log_weight = add(mul(add(pos_weight, -1.0), target), 1.0);
     loss = add(mul(not_target, input), mul(log_weight, softplus_neg));
   } else {

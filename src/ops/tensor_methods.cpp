@@ -238,9 +238,7 @@ Tensor Tensor::masked_fill(const Tensor& mask, double value) const {
   check_defined(mask, "masked_fill", "mask");
   TANDEM_CHECK(mask.dtype() == DType::boolean, "masked_fill: the mask must be bool, got ",
                mask.dtype());
-  TANDEM_CHECK(broadcast_shapes(shape(), mask.shape(), "masked_fill") == shape(),
-               "masked_fill: a mask of shape ", shape_str(mask.shape()),
-               " cannot be broadcast to ", shape_str(shape()));
+  check_broadcasts_to(mask, shape(), "masked_fill", "mask");
   return where(mask, scalar_tensor(value, TensorOptions(dtype()).device(device())), *this);
 }
 
@@ -331,8 +329,7 @@ Tensor& Tensor::copy_(const Tensor& src) {
   check_inplace(*this, "copy_");
   check_no_overlap(*this, "copy_");
   check_defined(src, "copy_", "source");
-  TANDEM_CHECK(broadcast_shapes(shape(), src.shape(), "copy_") == shape(), "copy_: a source of "
-               "shape ", shape_str(src.shape()), " cannot be broadcast to ", shape_str(shape()));
+  check_broadcasts_to(src, shape(), "copy_", "source");
   Tensor from = src.device() == device() ? src : src.to(device());
   kernels::copy(*this, broadcast_view(from, shape()));
   return *this;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "tandem/core/arg.hpp"
+#include "tandem/nn/layers.hpp"  // LeakyReLUOptions and SoftmaxOptions serve both
 #include "tandem/ops.hpp"
 
 namespace tandem {
@@ -49,9 +50,7 @@ using tandem::tanh;
 
 // --- activations ---------------------------------------------------------------------------
 
-struct LeakyReLUFuncOptions {
-  TANDEM_ARG(double, negative_slope) = 1e-2;
-};
+using LeakyReLUFuncOptions = LeakyReLUOptions;
 inline Tensor leaky_relu(const Tensor& input, const LeakyReLUFuncOptions& o) {
   return tandem::leaky_relu(input, o.negative_slope());
 }
@@ -63,11 +62,8 @@ inline Tensor gelu(const Tensor& input, const GELUFuncOptions& o) {
   return tandem::gelu(input, o.approximate());
 }
 
-struct SoftmaxFuncOptions {
-  SoftmaxFuncOptions(int64_t dim) : dim_(dim) {}  // NOLINT(google-explicit-constructor)
-  TANDEM_ARG(int64_t, dim);
-};
-using LogSoftmaxFuncOptions = SoftmaxFuncOptions;
+using SoftmaxFuncOptions = SoftmaxOptions;
+using LogSoftmaxFuncOptions = SoftmaxOptions;
 inline Tensor softmax(const Tensor& input, const SoftmaxFuncOptions& o) {
   return tandem::softmax(input, o.dim());
 }
