@@ -4,6 +4,7 @@
 #include "tandem/ops/autocast.hpp"
 #include "tandem/ops/creation.hpp"
 #include "tandem/ops/elementwise.hpp"
+#include "tandem/ops/index_ops.hpp"
 #include "tandem/ops/linalg.hpp"
 #include "tandem/ops/nn_ops.hpp"
 #include "tandem/ops/reduction.hpp"

@@ -135,6 +135,8 @@ TANDEM_STUB(avg_pool2d_backward);
 TANDEM_STUB(adaptive_avg_pool2d_forward);
 TANDEM_STUB(adaptive_avg_pool2d_backward);
 TANDEM_STUB(crop_flip_normalize);
+TANDEM_STUB(gather);
+TANDEM_STUB(scatter);
 TANDEM_STUB(pick_classes);
 TANDEM_STUB(pick_classes_backward);
 TANDEM_STUB(sgd_step);

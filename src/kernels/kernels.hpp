@@ -126,6 +126,21 @@ extern Stub<void (*)(const Tensor& grad_x, const Tensor& grad, const Tensor& tar
                      int64_t ignore_index)>
     pick_classes_backward;
 
+// --- indexing along one dim: out, in and src are dense (outer, n, inner) blocks, `dim` their
+// middle dim (named in messages only); index is i64 (outer, n_index, inner) with any strides
+// (stride 0 where expanded: index_select's one list serves every o and i) ------------------------
+/// out[o, j, i] = in[o, index[o, j, i], i]; any dtype. An index outside [0, n_in) throws
+/// IndexError naming `op` before anything is written (on CUDA after one wait for a check kernel).
+extern Stub<void (*)(const Tensor& out, const Tensor& in, const Tensor& index, int64_t dim,
+                     const char* op)>
+    gather;
+/// out[o, index[o, j, i], i] += src[o, j, i] when `accumulate` (duplicates add up; every dtype
+/// but bool), else = src[o, j, i] (one of the duplicates wins); bounds [0, n_out), checked as
+/// gather's.
+extern Stub<void (*)(const Tensor& out, const Tensor& src, const Tensor& index, bool accumulate,
+                     int64_t dim, const char* op)>
+    scatter;
+
 // --- optimizer updates: one pass over each parameter, any strides -------------------------------
 struct SgdArgs {
   double lr, weight_decay, momentum, dampening;

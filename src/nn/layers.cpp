@@ -5,6 +5,7 @@
 
 #include "tandem/autograd/grad_mode.hpp"
 #include "tandem/core/error.hpp"
+#include "tandem/nn/functional.hpp"
 #include "tandem/nn/init.hpp"
 #include "tandem/ops/creation.hpp"
 #include "tandem/ops/elementwise.hpp"
@@ -212,6 +213,45 @@ Tensor AdaptiveAvgPool2d::forward(const Tensor& input) {
 }
 std::string AdaptiveAvgPool2d::extra_repr() const {
   return "output_size=" + int2_str(output_size);
+}
+
+Embedding::Embedding(const EmbeddingOptions& opts)
+    : Module("Embedding"),
+      padding_idx(functional::detail::embedding_padding_idx(opts.padding_idx(),
+                                                            opts.num_embeddings())) {
+  TANDEM_CHECK(opts.num_embeddings() > 0 && opts.embedding_dim() > 0,
+               "Embedding: sizes must be positive, got num_embeddings ", opts.num_embeddings(),
+               ", embedding_dim ", opts.embedding_dim());
+  weight = register_parameter("weight", empty({opts.num_embeddings(), opts.embedding_dim()}));
+  NoGradGuard no_grad;
+  weight.normal_();
+  if (padding_idx >= 0) weight.narrow(0, padding_idx, 1).zero_();
+}
+
+std::shared_ptr<Embedding> Embedding::from_pretrained(const Tensor& embeddings,
+                                                      const EmbeddingFromPretrainedOptions& o) {
+  TANDEM_CHECK(embeddings.defined() && embeddings.dim() == 2 && embeddings.is_floating_point(),
+               "Embedding::from_pretrained: embeddings must be a 2-d floating-point tensor, got ",
+               embeddings.defined() ? shape_str(embeddings.shape()) + " " + dtype_name(embeddings.dtype())
+                                    : std::string("undefined"));
+  auto table = std::make_shared<Embedding>(EmbeddingOptions(embeddings.size(0), embeddings.size(1))
+                                               .padding_idx(o.padding_idx()));
+  table->to(embeddings.device(), embeddings.dtype());
+  {
+    NoGradGuard no_grad;
+    table->weight.copy_(embeddings);
+  }
+  if (o.freeze()) table->weight.set_requires_grad(false);
+  return table;
+}
+
+Tensor Embedding::forward(const Tensor& indices) { return embedding(weight, indices, padding_idx); }
+
+std::string Embedding::extra_repr() const {
+  std::ostringstream os;
+  os << weight.size(0) << ", " << weight.size(1);
+  if (padding_idx >= 0) os << ", padding_idx=" << padding_idx;
+  return os.str();
 }
 
 Dropout::Dropout(const DropoutOptions& options) : Module("Dropout"), p(options.p()) {

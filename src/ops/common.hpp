@@ -79,4 +79,15 @@ inline Tensor reduce_grad(const Tensor& grad, const Tensor& input) {
   return sum_to(grad, input.shape()).to(input.dtype());
 }
 
+/// index_select, naming `op` in its errors (embedding).
+Tensor index_select_as(const Tensor& self, int64_t dim, const Tensor& index, const char* op);
+/// dst[.., index[..][j][..], ..] (+)= src[..][j][..] along dim, in place into dst (any layout;
+/// no autograd): the scatter ops and Tensor::scatter_/scatter_add_ (src/ops/index_ops.cpp).
+void scatter_into(const Tensor& dst, int64_t dim, const Tensor& index, const Tensor& src,
+                  bool accumulate, const char* op);
+/// Slice index[j] of dst along dim += source's slice j, in place: index_add and
+/// Tensor::index_add_.
+void index_add_into(const Tensor& dst, int64_t dim, const Tensor& index, const Tensor& source,
+                    const char* op);
+
 }  // namespace tandem::ops_detail

@@ -624,6 +624,33 @@ Tensor nll_flat(const Tensor& logp, const Tensor& target, Reduction reduction,
 }  // namespace
 
 
+Tensor embedding(const Tensor& weight, const Tensor& indices, int64_t padding_idx) {
+  check_defined(weight, "embedding", "weight");
+  check_defined(indices, "embedding", "indices");
+  check_floating(weight, "embedding", "weight");
+  TANDEM_CHECK(weight.dim() == 2, "embedding: weight must be (num_embeddings, embedding_dim), got ",
+               shape_str(weight.shape()));
+  const Shape weight_shape = weight.shape();
+  TANDEM_CHECK(padding_idx < weight_shape[0], "embedding: padding_idx ", padding_idx,
+               " is out of range for ", weight_shape[0], " embeddings");
+  const Tensor flat = indices.reshape({-1});
+  Shape shape = indices.shape();
+  shape.push_back(weight_shape[1]);
+  Tensor out;
+  {
+    NoGradGuard no_grad;  // one node for the whole op, below
+    out = index_select_as(weight, 0, flat, "embedding").view(shape);
+  }
+  autograd::record("embedding", {weight}, out,
+                   [flat, padding_idx, weight_shape](const Tensor& g) -> std::vector<Tensor> {
+                     Tensor gw = zeros(weight_shape, TensorOptions(g.dtype()).device(g.device()));
+                     index_add_into(gw, 0, flat, g.reshape({-1, weight_shape[1]}), "embedding");
+                     if (padding_idx >= 0) gw.narrow(0, padding_idx, 1).zero_();
+                     return {gw};
+                   });
+  return out;
+}
+
 Tensor nll_loss(const Tensor& input, const Tensor& target, const Tensor& weight,
                 Reduction reduction, int64_t ignore_index) {
   if (autocast_changes("nll_loss", {input}))

@@ -242,6 +242,26 @@ Tensor Tensor::masked_fill(const Tensor& mask, double value) const {
   return where(mask, scalar_tensor(value, TensorOptions(dtype()).device(device())), *this);
 }
 
+Tensor Tensor::index_select(int64_t dim, const Tensor& index) const {
+  return tandem::index_select(*this, dim, index);
+}
+Tensor Tensor::gather(int64_t dim, const Tensor& index) const {
+  return tandem::gather(*this, dim, index);
+}
+Tensor Tensor::scatter(int64_t dim, const Tensor& index, const Tensor& src) const {
+  return tandem::scatter(*this, dim, index, src);
+}
+Tensor Tensor::scatter(int64_t dim, const Tensor& index, double value) const {
+  return tandem::scatter(*this, dim, index, value);
+}
+Tensor Tensor::scatter_add(int64_t dim, const Tensor& index, const Tensor& src) const {
+  return tandem::scatter_add(*this, dim, index, src);
+}
+Tensor Tensor::index_add(int64_t dim, const Tensor& index, const Tensor& source,
+                         double alpha) const {
+  return tandem::index_add(*this, dim, index, source, alpha);
+}
+
 Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
 Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
 Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
@@ -314,6 +334,37 @@ Tensor& Tensor::index_put_(std::initializer_list<indexing::TensorIndex> indices,
 Tensor& Tensor::index_put_(std::initializer_list<indexing::TensorIndex> indices, double value) {
   check_inplace(*this, "index_put_");
   index(indices).fill_(value);
+  return *this;
+}
+
+Tensor& Tensor::scatter_(int64_t dim, const Tensor& index, const Tensor& src) {
+  check_inplace(*this, "scatter_");
+  check_no_overlap(*this, "scatter_");
+  scatter_into(*this, dim, index, src, false, "scatter_");
+  return *this;
+}
+
+Tensor& Tensor::scatter_(int64_t dim, const Tensor& index, double value) {
+  check_inplace(*this, "scatter_");
+  check_no_overlap(*this, "scatter_");
+  check_defined(index, "scatter_", "index");
+  scatter_into(*this, dim, index, full(index.shape(), value, TensorOptions(dtype()).device(device())),
+               false, "scatter_");
+  return *this;
+}
+
+Tensor& Tensor::scatter_add_(int64_t dim, const Tensor& index, const Tensor& src) {
+  check_inplace(*this, "scatter_add_");
+  check_no_overlap(*this, "scatter_add_");
+  scatter_into(*this, dim, index, src, true, "scatter_add_");
+  return *this;
+}
+
+Tensor& Tensor::index_add_(int64_t dim, const Tensor& index, const Tensor& source, double alpha) {
+  check_inplace(*this, "index_add_");
+  check_no_overlap(*this, "index_add_");
+  NoGradGuard no_grad;
+  index_add_into(*this, dim, index, alpha == 1.0 ? source : source * alpha, "index_add_");
   return *this;
 }
 

@@ -297,6 +297,61 @@ TEST_CASE("CUDA cross entropy and its gradient match the CPU, a bad target is an
              Catch::Contains("target 12 is out of bounds for 10 classes (at position 1)"));
 }
 
+TEST_CASE("CUDA index_select, gather, scatter, index_add and embedding match the CPU, a bad "
+          "index changes nothing", "[cuda]") {
+  if (!gpu_present("CUDA index ops")) return;
+  const Tensor rows = from_vector<int64_t>({3, 0, 3, 1, 4, 3});  // repeats: atomics add them
+  Generator g(72);
+  const Tensor gidx = randint(0, 3, {5, 4, 6}, DType::i64, &g);
+  const Tensor narrow_idx = randint(0, 6, {2, 3, 5}, DType::i64, &g);  // smaller than x
+  // Distinct positions along dim 2 in every row: no value of scatter depends on write order.
+  const Tensor distinct = from_vector<int64_t>({5, 1}).reshape({1, 1, 2}).expand({5, 3, 2});
+  const Tensor ids = from_vector<int64_t>({6, 0, 2, 2, 5, 6, 1, 2}, {2, 4});
+  for (DType dt : kFloats) {
+    INFO("dtype " << dt);
+    Tensor x = randn_as({5, 3, 6}, dt, 73), src = randn_as({6, 3, 6}, dt, 74);
+    Tensor w = randn_as({7, 4}, dt, 75);
+    // Every op's output, then the gradients of x, src and w, as one vector.
+    Fn f = [&](auto& v) {
+      Tensor xi = v[0].detach(), si = v[1].detach(), wi = v[2].detach();
+      xi.set_requires_grad(true);
+      si.set_requires_grad(true);
+      wi.set_requires_grad(true);
+      const Device d = xi.device();
+      std::vector<Tensor> outs{
+          index_select(xi, 0, rows.to(d)), index_select(xi, 2, rows.to(d)),
+          gather(xi, 1, gidx.to(d)), gather(xi, 2, narrow_idx.to(d)),
+          scatter_add(xi, 1, gidx.narrow(1, 0, 3).to(d), si.narrow(0, 0, 5)),
+          scatter(xi, 2, distinct.to(d), si.narrow(0, 0, 5).narrow(2, 0, 2)),
+          index_add(xi, 0, rows.to(d), si, 0.5), embedding(wi, ids.to(d), 2)};
+      Tensor all;
+      for (Tensor& o : outs) all = all.defined() ? cat({all, o.reshape({-1})}) : o.reshape({-1});
+      Generator gg(76);
+      all.backward(randn(all.shape(), DType::f64, &gg).to(all.dtype()).to(d));
+      return cat({all, xi.grad().reshape({-1}), si.grad().reshape({-1}), wi.grad().reshape({-1})});
+    };
+    // Sums of up to six values in another order: a few roundings of the narrow dtypes.
+    Tol t = tol(dt);
+    if (dt == DType::f16 || dt == DType::bf16) t = {4 * t.rtol, 4 * t.atol};
+    same_on_gpu("index ops", {x, src, w}, f, t);
+  }
+  // Integer values move and add exactly; an index by i32 works the same.
+  Tensor xi = randint(-50, 50, {5, 3, 6}, DType::i64, &g);
+  same_on_gpu("i64 gather and scatter_add", {xi, gidx},
+              [](auto& v) { return scatter_add(v[0], 1, v[1], gather(v[0], 1, v[1])); }, {0, 0});
+  same_on_gpu("u8 index_add", {xi.abs().to(DType::u8), rows.to(DType::i32)},
+              [](auto& v) { return index_add(v[0], 0, v[1], index_select(v[0], 0, v[1])); }, {0, 0});
+  // A bad index: an IndexError naming it, nothing written.
+  Tensor y = zeros({4, 3}, kGpu);
+  CHECK_THAT(error_of([&] { y.index_add_(0, from_vector<int64_t>({1, 2, 8}).to(kGpu), ones({3, 3}, kGpu)); }),
+             Catch::Contains("index_add_: index 8 is out of bounds for dimension 0 with size 4"));
+  CHECK_THAT(error_of([&] { y.scatter_(1, from_vector<int64_t>({0, -2}, {1, 2}).to(kGpu), 1.0); }),
+             Catch::Contains("scatter_: index -2 is out of bounds for dimension 1 with size 3"));
+  CHECK(y.abs().sum().item<float>() == 0.0f);
+  CHECK_THAT(error_of([&] { embedding(ones({3, 2}, kGpu), from_vector<int64_t>({0, 3}).to(kGpu)); }),
+             Catch::Contains("embedding: index 3 is out of bounds for dimension 0 with size 3"));
+}
+
 TEST_CASE("CUDA SGD, Adam and AdamW steps match the CPU's", "[cuda]") {
   if (!gpu_present("CUDA optimizer steps")) return;
   auto train = [](Device device, const std::string& which) {

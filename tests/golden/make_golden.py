@@ -170,6 +170,21 @@ with torch.random.fork_rng():
     case("conv_transpose2d_3x3_s1", lambda x, w: F.conv_transpose2d(x, w, padding=1),
          r(2, 8, 7, 7), r(8, 4, 3, 3))
 
+# Indexing by tensors of indices: a random stream of its own, as above.
+with torch.random.fork_rng():
+    torch.manual_seed(5555)
+    rows = torch.tensor([2, 0, 2, 3])
+    gidx = torch.tensor([[1, 0, 1], [2, 2, 0]])
+    case("index_select", lambda a, i: a.index_select(1, i), r(3, 4, 2), rows)
+    case("gather", lambda a, i: a.gather(0, i), r(3, 4), gidx)
+    case("scatter_add", lambda a, i, s: a.scatter_add(0, i, s), r(3, 4), gidx, r(2, 3))
+    # Distinct rows in each column: no value is lost to a repeated position.
+    case("scatter", lambda a, i, s: a.scatter(0, i, s), r(3, 4),
+         torch.tensor([[1, 0, 2, 2], [2, 1, 0, 0]]), r(2, 4))
+    case("index_add", lambda a, i, s: a.index_add(0, i, s, alpha=0.5), r(4, 3), rows, r(4, 3))
+    case("embedding_padding", lambda w, i: F.embedding(i, w, padding_idx=1), r(5, 3),
+         torch.tensor([[1, 4, 1], [0, 2, 4]]))
+
 with open(os.path.join(HERE, "ops.json"), "w") as f:
     json.dump({"generator": "torch " + torch.__version__, "cases": cases}, f)
 

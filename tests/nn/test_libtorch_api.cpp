@@ -580,3 +580,48 @@ TEST_CASE("libtorch names: ConvTranspose2d, as libtorch's DCGAN generator uses i
   CHECK_THROWS_WITH(torch::conv_transpose2d(torch::ones({1, 3, 3, 3}), torch::ones({2, 1, 3, 3})),
                     Catch::Contains("C == weight.size(0) == 2"));
 }
+
+// A bag-of-words classifier as a libtorch user writes one: an Embedding with a padding row, the
+// mean of a sentence's vectors, a Linear layer; each sentence is labelled by whether it holds
+// token 3. It learns the rule, and the padding row stays zero and untouched by the optimizer.
+struct BagOfWords : torch::nn::Module {
+  BagOfWords() {
+    embed = register_module("embed", std::make_shared<torch::nn::Embedding>(
+                                         torch::nn::EmbeddingOptions(10, 8).padding_idx(0)));
+    fc = register_module("fc", std::make_shared<torch::nn::Linear>(8, 2));
+  }
+  torch::Tensor forward(const torch::Tensor& tokens) override {
+    return fc->forward(embed->forward(tokens).mean(1));
+  }
+  std::shared_ptr<torch::nn::Embedding> embed;
+  std::shared_ptr<torch::nn::Linear> fc;
+};
+
+TEST_CASE("libtorch names: an Embedding model (gather, index_add) learns which token matters",
+          "[libtorch]") {
+  torch::manual_seed(3);
+  auto model = std::make_shared<BagOfWords>();
+  torch::optim::Adam optimizer(model->parameters(), torch::optim::AdamOptions(0.05));
+  torch::Generator gen(4);
+  torch::Tensor tokens = torch::randint(0, 10, {256, 6}, torch::kLong, &gen);
+  // Pad the last two positions of every other sentence, as variable lengths would be.
+  tokens.index_put_({torch::indexing::Slice(0, torch::indexing::None, 2),
+                     torch::indexing::Slice(4, torch::indexing::None)}, 0);
+  torch::Tensor labels = tokens.eq(3).sum(1).gt(0).to(torch::kLong);
+  double first = 0, last = 0;
+  for (int step = 0; step < 60; ++step) {
+    optimizer.zero_grad();
+    torch::Tensor loss = torch::nn::functional::cross_entropy(model->forward(tokens), labels);
+    loss.backward();
+    optimizer.step();
+    (step == 0 ? first : last) = loss.item<double>();
+  }
+  INFO("loss " << first << " -> " << last);
+  CHECK(first > 0.5);
+  CHECK(last < 0.25);
+  torch::NoGradGuard no_grad;
+  const auto correct =
+      model->forward(tokens).argmax(1).eq(labels).sum().item<int64_t>();
+  CHECK(correct >= 240);
+  CHECK(model->embed->weight.select(0, 0).abs().sum().item<float>() == 0.0f);
+}

@@ -138,6 +138,12 @@ const std::map<std::string, Fn>& ops() {
                                  /*dilation=*/2);
        }},
       {"conv_transpose2d_3x3_s1", [](V x) { return conv_transpose2d(x[0], x[1], {}, 1, 1); }},
+      {"index_select", [](V x) { return index_select(x[0], 1, x[1]); }},
+      {"gather", [](V x) { return gather(x[0], 0, x[1]); }},
+      {"scatter_add", [](V x) { return scatter_add(x[0], 0, x[1], x[2]); }},
+      {"scatter", [](V x) { return scatter(x[0], 0, x[1], x[2]); }},
+      {"index_add", [](V x) { return index_add(x[0], 0, x[1], x[2], 0.5); }},
+      {"embedding_padding", [](V x) { return embedding(x[0], x[1], 1); }},
   };
   return table;
 }

@@ -183,3 +183,19 @@ TEST_CASE("gradcheck: dropout with a fixed mask", "[gradcheck]") {
       },
       {r({4, 5})});
 }
+
+TEST_CASE("gradcheck: indexing by tensors of indices", "[gradcheck]") {
+  const Tensor rows = from_vector<int64_t>({2, 0, 2, 3});
+  const Tensor idx = from_vector<int64_t>({1, 0, 1, 2, 2, 0}, {2, 3});
+  // Distinct rows in each column, so scatter loses no value to a repeated position.
+  const Tensor distinct_rows = from_vector<int64_t>({1, 0, 2, 2, 2, 1, 0, 0}, {2, 4});
+  gradcheck([&](V x) { return index_select(x[0], 1, rows); }, {r({3, 4, 2})});
+  gradcheck([&](V x) { return gather(x[0], 0, idx); }, {r({3, 4})});
+  gradcheck([&](V x) { return gather(x[0], 1, idx); }, {r({3, 4})});  // index narrower than x
+  gradcheck([&](V x) { return scatter_add(x[0], 0, idx, x[1]); }, {r({3, 4}), r({2, 5})});
+  gradcheck([&](V x) { return scatter(x[0], 0, distinct_rows, x[1]); }, {r({3, 4}), r({2, 4})});
+  gradcheck([&](V x) { return index_add(x[0], 0, rows, x[1], 0.5); }, {r({4, 3}), r({4, 3})});
+  // (A padding row gets no gradient though the forward reads it, so finite differences check
+  // embedding without one; the golden case has one.)
+  gradcheck([&](V x) { return embedding(x[0], idx); }, {r({3, 5})});
+}

@@ -243,6 +243,14 @@ class Tensor {
   Tensor ge(double other) const;
   /// `value` where `mask` (bool, broadcast to this shape) is true, this tensor elsewhere.
   Tensor masked_fill(const Tensor& mask, double value) const;
+  /// Indexing by tensors of indices along one dim (ops/index_ops.hpp).
+  Tensor index_select(int64_t dim, const Tensor& index) const;
+  Tensor gather(int64_t dim, const Tensor& index) const;
+  Tensor scatter(int64_t dim, const Tensor& index, const Tensor& src) const;
+  Tensor scatter(int64_t dim, const Tensor& index, double value) const;
+  Tensor scatter_add(int64_t dim, const Tensor& index, const Tensor& src) const;
+  Tensor index_add(int64_t dim, const Tensor& index, const Tensor& source,
+                   double alpha = 1.0) const;
 
   // --- in place (no autograd; for optimizers and initialization) ---------------------------
   Tensor& zero_();
@@ -264,6 +272,11 @@ class Tensor {
   /// generator (the same numbers rand/randn would give).
   Tensor& uniform_(double from = 0.0, double to = 1.0, Generator* gen = nullptr);
   Tensor& normal_(double mean = 0.0, double std = 1.0, Generator* gen = nullptr);
+  /// The index ops above, writing into this tensor (a bad index throws and writes nothing).
+  Tensor& scatter_(int64_t dim, const Tensor& index, const Tensor& src);
+  Tensor& scatter_(int64_t dim, const Tensor& index, double value);
+  Tensor& scatter_add_(int64_t dim, const Tensor& index, const Tensor& src);
+  Tensor& index_add_(int64_t dim, const Tensor& index, const Tensor& source, double alpha = 1.0);
 
   // --- autograd --------------------------------------------------------------------------
   bool requires_grad() const { return checked()->requires_grad; }

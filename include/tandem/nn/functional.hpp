@@ -201,6 +201,29 @@ inline Tensor smooth_l1_loss(const Tensor& input, const Tensor& target,
   return tandem::smooth_l1_loss(input, target, o.reduction(), o.beta());
 }
 
+// --- embedding: input first, as torch.nn.functional (torch::embedding takes weight first) ----
+struct EmbeddingFuncOptions {
+  /// A negative index counts from the end, as torch.nn.functional.embedding.
+  TANDEM_ARG(std::optional<int64_t>, padding_idx);
+};
+namespace detail {
+/// torch.nn's padding_idx in [-n, n) as tandem::embedding's (-1: none).
+inline int64_t embedding_padding_idx(std::optional<int64_t> padding_idx, int64_t n) {
+  if (!padding_idx) return -1;
+  const int64_t p = *padding_idx;
+  TANDEM_CHECK(p >= -n && p < n, "Embedding: padding_idx ", p, " is out of range for ", n,
+               " embeddings");
+  return p < 0 ? p + n : p;
+}
+}  // namespace detail
+
+inline Tensor embedding(const Tensor& input, const Tensor& weight,
+                        const EmbeddingFuncOptions& o = {}) {
+  return tandem::embedding(
+      weight, input,
+      detail::embedding_padding_idx(o.padding_idx(), weight.dim() > 0 ? weight.size(0) : 0));
+}
+
 struct BinaryCrossEntropyFuncOptions {
   TANDEM_ARG(Tensor, weight);
   TANDEM_ARG(Reduction, reduction) = Reduction::mean;

@@ -5,6 +5,7 @@
 
 #include <initializer_list>
 #include <memory>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -244,6 +245,37 @@ class Dropout2d : public Module {
   Tensor forward(const Tensor& input) override;
   std::string extra_repr() const override;
   const double p;
+};
+
+/// The sizes come first, as libtorch's EmbeddingOptions(num_embeddings, embedding_dim).
+struct EmbeddingOptions {
+  EmbeddingOptions(int64_t num_embeddings, int64_t embedding_dim)
+      : num_embeddings_(num_embeddings), embedding_dim_(embedding_dim) {}
+  TANDEM_ARG(int64_t, num_embeddings);
+  TANDEM_ARG(int64_t, embedding_dim);
+  /// This row starts at zero and gets no gradient; a negative one counts from the end.
+  TANDEM_ARG(std::optional<int64_t>, padding_idx);
+};
+
+struct EmbeddingFromPretrainedOptions {
+  TANDEM_ARG(bool, freeze) = true;  // the weight gets no gradient
+  TANDEM_ARG(std::optional<int64_t>, padding_idx);
+};
+
+/// A lookup table: forward(indices) is the weight's rows those integers name. weight
+/// (num_embeddings, embedding_dim) ~ N(0, 1), the padding row zero, as torch.
+class Embedding : public Module {
+ public:
+  explicit Embedding(const EmbeddingOptions& options);
+  Embedding(int64_t num_embeddings, int64_t embedding_dim)
+      : Embedding(EmbeddingOptions(num_embeddings, embedding_dim)) {}
+  /// A table holding `embeddings` (copied), as libtorch's Embedding::from_pretrained.
+  static std::shared_ptr<Embedding> from_pretrained(
+      const Tensor& embeddings, const EmbeddingFromPretrainedOptions& options = {});
+  Tensor forward(const Tensor& indices) override;
+  std::string extra_repr() const override;
+  Tensor weight;
+  const int64_t padding_idx;  // -1: none
 };
 
 class Flatten : public Module {

@@ -71,6 +71,11 @@ Tensor dropout(const Tensor& input, double p = 0.5, bool training = true,
 /// scales the rest by 1 / (1 - p) when training, as torch's dropout2d (feature dropout).
 Tensor dropout2d(const Tensor& input, double p = 0.5, bool training = true,
                  Generator* gen = nullptr);
+/// The rows of weight (num_embeddings, embedding_dim) that `indices` (i64 or i32, any shape)
+/// name: indices' shape + (embedding_dim). Row padding_idx gets no gradient (-1, or any
+/// negative: none, as torch::embedding; nn::Embedding and F::embedding count a negative one from
+/// the end, as torch.nn). libtorch's argument order (weight first).
+Tensor embedding(const Tensor& weight, const Tensor& indices, int64_t padding_idx = -1);
 /// input where input > 0, negative_slope * input elsewhere.
 Tensor leaky_relu(const Tensor& input, double negative_slope = 0.01);
 Tensor softmax(const Tensor& input, int64_t dim);

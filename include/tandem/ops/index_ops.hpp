@@ -1,0 +1,30 @@
+// Indexing by tensors of indices along one dim, as torch's: index_select, gather, scatter,
+// scatter_add and index_add (embedding, built on them, is in nn_ops.hpp). Indices are i64 or
+// i32 on the values' device; one outside the dim throws IndexError before anything is written.
+// Differentiable in the values, not in the indices.
+#pragma once
+
+#include "tandem/core/tensor.hpp"
+
+namespace tandem {
+
+/// The slices index[0], index[1], ... of `self` along dim: self's shape with that dim's size
+/// index.numel(). index is 1-d (or a scalar).
+Tensor index_select(const Tensor& self, int64_t dim, const Tensor& index);
+/// out[...][j][...] = self[...][index[...][j][...]][...] along dim: out has index's shape;
+/// index has self's rank and no larger sizes than self's in the other dims.
+Tensor gather(const Tensor& self, int64_t dim, const Tensor& index);
+/// A copy of self with out[...][index[...][j][...]][...] = src[...][j][...] for every element of
+/// index (index no larger than src in any dim, nor than self in the others); where index
+/// repeats a position, one of the values wins.
+Tensor scatter(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src);
+/// The same with `value` everywhere index points (one-hot: zeros(...).scatter(1, labels, 1)).
+Tensor scatter(const Tensor& self, int64_t dim, const Tensor& index, double value);
+/// As scatter, adding instead (a repeated position sums every value sent to it).
+Tensor scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src);
+/// A copy of self with alpha * source[..][j][..] added to slice index[j] along dim; index 1-d,
+/// source shaped as self but with index.numel() along dim. The gradient of index_select.
+Tensor index_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source,
+                 double alpha = 1.0);
+
+}  // namespace tandem

@@ -1,0 +1,263 @@
+// Indexing by tensors of indices along one dim. Every op runs one of two kernels over
+// (outer, n, inner) blocks around the dim (kernels::gather, kernels::scatter); the indices reach
+// them as i64, a 1-d list as a stride-0 view over outer and inner.
+#include "common.hpp"
+
+namespace tandem {
+using namespace ops_detail;
+
+namespace {
+
+// A scalar is indexed as a 1-d tensor of one element, as torch does.
+Tensor lift(const Tensor& t) { return t.dim() == 0 ? t.reshape({1}) : t; }
+
+// The (outer, n, inner) block of `shape` around dim.
+Shape block3(const Shape& shape, int64_t dim) {
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < dim; ++d) outer *= shape[d];
+  for (size_t d = dim + 1; d < shape.size(); ++d) inner *= shape[d];
+  return {outer, shape[dim], inner};
+}
+
+// A kernel-only (outer, n, inner) view of a row-major tensor (no autograd).
+Tensor view3(const Tensor& t, int64_t dim) {
+  const Shape s = block3(t.shape(), dim);
+  return make_tensor(t.storage(), s, {s[1] * s[2], s[2], 1}, t.storage_offset(), t.dtype());
+}
+
+// A row-major copy of t's values with no history (t itself when it already is one).
+Tensor dense(const Tensor& t) {
+  NoGradGuard no_grad;
+  return t.detach().contiguous();
+}
+
+// index checked (an integer tensor on self's device) and converted to i64.
+Tensor indices_of(const Tensor& index, const Tensor& self, const char* op) {
+  check_defined(index, op, "index");
+  TANDEM_CHECK(index.dtype() == DType::i64 || index.dtype() == DType::i32, op,
+               ": index must hold integers (i64 or i32), got dtype ", index.dtype());
+  check_inputs({self, index}, op);
+  return as_dtype(index, DType::i64);
+}
+
+void check_same_dtype(const Tensor& self, const Tensor& src, const char* op, const char* name) {
+  TANDEM_CHECK(src.dtype() == self.dtype(), op, ": ", name, " must have self's dtype (",
+               self.dtype(), "), got ", src.dtype());
+}
+
+// `t` narrowed to `sizes` in every dim but `skip` (a view).
+Tensor narrow_to(Tensor t, const Shape& sizes, int64_t skip) {
+  for (int64_t d = 0; d < t.dim(); ++d)
+    if (d != skip && t.size(d) != sizes[d]) t = t.narrow(d, 0, sizes[d]);
+  return t;
+}
+
+// t zero-padded at the end of each dim up to `shape` (differentiable; t itself when it fits).
+Tensor pad_to(const Tensor& t, const Shape& shape) {
+  if (t.shape() == shape) return t;
+  std::vector<int64_t> pads;
+  for (int64_t d = t.dim() - 1; d >= 0; --d) {
+    pads.push_back(0);
+    pads.push_back(shape[d] - t.size(d));
+  }
+  return pad(t, pads);
+}
+
+// The rank and size checks of gather/scatter (torch's rules): index has self's rank, and no
+// size larger than self's in the dims other than dim, nor (scatter) than src's in any dim.
+void check_index_shape(const Tensor& self, int64_t dim, const Tensor& index, const Tensor* src,
+                       const char* op) {
+  TANDEM_CHECK(index.dim() == self.dim(), op, ": index must have as many dims as self (",
+               self.dim(), "), got shape ", shape_str(index.shape()));
+  if (src)
+    TANDEM_CHECK(src->dim() == self.dim(), op, ": src must have as many dims as self (",
+                 self.dim(), "), got shape ", shape_str(src->shape()));
+  for (int64_t d = 0; d < self.dim(); ++d) {
+    TANDEM_CHECK(d == dim || index.size(d) <= self.size(d), op, ": index of shape ",
+                 shape_str(index.shape()), " is larger than self ", shape_str(self.shape()),
+                 " in dim ", d);
+    TANDEM_CHECK(!src || index.size(d) <= src->size(d), op, ": index of shape ",
+                 shape_str(index.shape()), " is larger than src ", shape_str(src->shape()),
+                 " in dim ", d);
+  }
+}
+
+// kernels::scatter into dst, any layout: straight in when dst is row-major, else through a
+// row-major copy (written back only when the kernel returned, so a bad index changes nothing).
+void scatter_dense(const Tensor& dst, int64_t dim, const Tensor& src, const Tensor& index3,
+                   bool accumulate, const char* op) {
+  Tensor target = dst;
+  if (!dst.is_contiguous()) {
+    target = make_tensor(dst.shape(), dst.dtype(), dst.device());
+    kernels::copy(target, dst);
+  }
+  kernels::scatter(view3(target, dim), view3(src, dim), index3, accumulate, dim, op);
+  if (!target.is_same(dst)) kernels::copy(dst, target);
+}
+
+// 1-d i64 `index` as the (outer, k, inner) operand of a block of `shape` around dim.
+Tensor list_index3(const Tensor& index, const Shape& shape, int64_t dim) {
+  Shape s = block3(shape, dim);
+  s[1] = index.numel();
+  return broadcast_view(dense(index).reshape({1, s[1], 1}), s);
+}
+
+// t, or a copy of it when it shares memory with dst: a scatter reads its indices and values
+// while it writes dst, and an index rewritten halfway could send a write outside dst.
+Tensor apart_from(const Tensor& t, const Tensor& dst) {
+  if (!t.storage().is_same(dst.storage())) return t;
+  Tensor copy = make_tensor(t.shape(), t.dtype(), t.device());
+  kernels::copy(copy, t);
+  return copy;
+}
+
+Tensor clone_detached(const Tensor& self) {
+  Tensor out = make_tensor(self.shape(), self.dtype(), self.device());
+  kernels::copy(out, self);
+  return out;
+}
+
+}  // namespace
+
+namespace ops_detail {
+
+void scatter_into(const Tensor& dst, int64_t dim, const Tensor& index, const Tensor& src,
+                  bool accumulate, const char* op) {
+  check_defined(dst, op, "self");
+  check_defined(src, op, "src");
+  const Tensor self = lift(dst);
+  dim = wrap_dim(dim, self.dim(), op);
+  const Tensor idx = lift(indices_of(index, dst, op));
+  const Tensor source = lift(src);
+  check_inputs({dst, src}, op);
+  check_same_dtype(dst, src, op, "src");
+  check_index_shape(self, dim, idx, &source, op);
+  TANDEM_CHECK(!(accumulate && dst.dtype() == DType::boolean), op, ": cannot add bool tensors");
+  kernels::scatter.at(self, op);
+  const Tensor values = apart_from(dense(narrow_to(source, idx.shape(), -1)), dst);
+  scatter_dense(narrow_to(self, idx.shape(), dim), dim, values,
+                view3(apart_from(dense(idx), dst), dim), accumulate, op);
+}
+
+void index_add_into(const Tensor& dst, int64_t dim, const Tensor& index, const Tensor& source,
+                    const char* op) {
+  check_defined(dst, op, "self");
+  check_defined(source, op, "source");
+  const Tensor self = lift(dst);
+  dim = wrap_dim(dim, self.dim(), op);
+  const Tensor idx = indices_of(index, dst, op);
+  TANDEM_CHECK(idx.dim() <= 1, op, ": index must be 1-d, got shape ", shape_str(idx.shape()));
+  check_inputs({dst, source}, op);
+  check_same_dtype(dst, source, op, "source");
+  Shape expected = self.shape();
+  expected[dim] = idx.numel();
+  const Tensor src = lift(source);
+  TANDEM_CHECK(src.shape() == expected, op, ": source must be ", shape_str(expected),
+               " (self's shape with the index's length in dim ", dim, "), got ",
+               shape_str(source.shape()));
+  TANDEM_CHECK(dst.dtype() != DType::boolean, op, ": cannot add bool tensors");
+  kernels::scatter.at(self, op);
+  scatter_dense(self, dim, apart_from(dense(src), dst),
+                list_index3(apart_from(idx, dst), expected, dim), true, op);
+}
+
+Tensor index_select_as(const Tensor& self_in, int64_t dim, const Tensor& index, const char* op) {
+  check_defined(self_in, op, "self");
+  const Tensor self = lift(self_in);
+  dim = wrap_dim(dim, self.dim(), op);
+  const Tensor idx = indices_of(index, self_in, op);
+  TANDEM_CHECK(idx.dim() <= 1, op, ": index must be 1-d, got shape ", shape_str(idx.shape()));
+  kernels::gather.at(self, op);
+  Shape shape = self.shape();
+  shape[dim] = idx.numel();
+  Tensor out = make_tensor(shape, self.dtype(), self.device());
+  kernels::gather(view3(out, dim), view3(dense(self), dim), list_index3(idx, shape, dim), dim,
+                  op);
+  if (self_in.dim() == 0 && idx.dim() == 0) out = out.detach().reshape({});
+  const Shape self_shape = self_in.shape();
+  autograd::record("index_select", {self_in}, out,
+                   [idx, dim, self_shape](const Tensor& g) -> std::vector<Tensor> {
+                     Tensor zero = zeros(self_shape, TensorOptions(g.dtype()).device(g.device()));
+                     return {index_add(zero, dim, idx, g)};
+                   });
+  return out;
+}
+
+}  // namespace ops_detail
+
+Tensor index_select(const Tensor& self, int64_t dim, const Tensor& index) {
+  return index_select_as(self, dim, index, "index_select");
+}
+
+Tensor gather(const Tensor& self_in, int64_t dim, const Tensor& index) {
+  check_defined(self_in, "gather", "self");
+  const Tensor self = lift(self_in);
+  dim = wrap_dim(dim, self.dim(), "gather");
+  const Tensor idx_in = indices_of(index, self_in, "gather");
+  const Tensor idx = lift(idx_in);
+  check_index_shape(self, dim, idx, nullptr, "gather");
+  kernels::gather.at(self, "gather");
+  Tensor out = make_tensor(idx_in.shape(), self.dtype(), self.device());
+  kernels::gather(view3(lift(out), dim), view3(dense(narrow_to(self, idx.shape(), dim)), dim),
+                  view3(dense(idx), dim), dim, "gather");
+  const Shape self_shape = self_in.shape();
+  autograd::record("gather", {self_in}, out,
+                   [idx_in, dim, self_shape](const Tensor& g) -> std::vector<Tensor> {
+                     Tensor zero = zeros(self_shape, TensorOptions(g.dtype()).device(g.device()));
+                     return {scatter_add(zero, dim, idx_in, g)};
+                   });
+  return out;
+}
+
+namespace {
+// scatter and scatter_add, out of place: a copy of self with src scattered in.
+Tensor scatter_copy(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src,
+                    bool accumulate, const char* op) {
+  check_defined(self, op, "self");
+  Tensor out = clone_detached(self);
+  scatter_into(out, dim, index, src, accumulate, op);
+  const Tensor idx = as_dtype(index, DType::i64);
+  const Shape src_shape = src.shape();
+  autograd::record(op, {self, src}, out,
+                   [idx, dim, src_shape, accumulate](const Tensor& g) -> std::vector<Tensor> {
+                     // Overwritten positions pass no gradient to self; each source element gets
+                     // the gradient of where it went (and 0 where index did not reach).
+                     Tensor g_self = accumulate ? g : scatter(g, dim, idx, 0.0);
+                     return {g_self, pad_to(gather(g, dim, idx), src_shape)};
+                   });
+  return out;
+}
+}  // namespace
+
+Tensor scatter(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
+  return scatter_copy(self, dim, index, src, false, "scatter");
+}
+
+Tensor scatter(const Tensor& self, int64_t dim, const Tensor& index, double value) {
+  check_defined(self, "scatter", "self");
+  check_defined(index, "scatter", "index");
+  Tensor values = full(index.shape(), value, TensorOptions(self.dtype()).device(self.device()));
+  return scatter_copy(self, dim, index, values, false, "scatter");
+}
+
+Tensor scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
+  return scatter_copy(self, dim, index, src, true, "scatter_add");
+}
+
+Tensor index_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source,
+                 double alpha) {
+  check_defined(self, "index_add", "self");
+  check_defined(source, "index_add", "source");
+  const Tensor scaled = alpha == 1.0 ? source : mul(source, alpha);
+  Tensor out = clone_detached(self);
+  index_add_into(out, dim, index, scaled, "index_add");
+  const Tensor idx = as_dtype(index, DType::i64);
+  const Shape source_shape = source.shape();
+  autograd::record("index_add", {self, scaled}, out,
+                   [idx, dim, source_shape](const Tensor& g) -> std::vector<Tensor> {
+                     return {g, index_select(g, dim, idx).reshape(source_shape)};
+                   });
+  return out;
+}
+
+}  // namespace tandem
