@@ -153,4 +153,38 @@ inline std::string error_of(const std::function<void()>& f) {
   return "";
 }
 
+/// Writes an MNIST-shaped dataset of `train` and `test` images to `dir` as plain IDX files
+/// (train-images-idx3-ubyte ... t10k-labels-idx1-ubyte): image i of class i % 10 is dim noise
+/// with a bright 6x6 square at a place of its class's own, so a small network learns it fast.
+inline void write_mnist_files(const std::filesystem::path& dir, int train, int test) {
+  auto write = [&](const std::string& name, const std::vector<int>& dims,
+                   const std::vector<unsigned char>& body) {
+    std::vector<unsigned char> b = {0, 0, 8, static_cast<unsigned char>(dims.size())};
+    for (int d : dims)
+      for (int shift : {24, 16, 8, 0}) b.push_back(static_cast<unsigned char>(d >> shift));
+    b.insert(b.end(), body.begin(), body.end());
+    std::ofstream(dir / name, std::ios::binary)
+        .write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
+  };
+  uint32_t state = 12345;
+  auto noise = [&] {
+    state = state * 1664525u + 1013904223u;
+    return static_cast<unsigned char>((state >> 24) % 60);
+  };
+  for (const auto& [prefix, n] : {std::pair<std::string, int>{"train", train}, {"t10k", test}}) {
+    std::vector<unsigned char> images, labels;
+    for (int i = 0; i < n; ++i) {
+      const int c = i % 10, top = 2 + (c / 5) * 12, left = 2 + (c % 5) * 5;
+      for (int y = 0; y < 28; ++y)
+        for (int x = 0; x < 28; ++x) {
+          const bool lit = y >= top && y < top + 6 && x >= left && x < left + 6;
+          images.push_back(lit ? static_cast<unsigned char>(195 + noise()) : noise());
+        }
+      labels.push_back(static_cast<unsigned char>(c));
+    }
+    write(prefix + "-images-idx3-ubyte", {n, 28, 28}, images);
+    write(prefix + "-labels-idx1-ubyte", {n}, labels);
+  }
+}
+
 }  // namespace tandem::testing

@@ -46,6 +46,46 @@ struct Net : torch::nn::Module {
   std::shared_ptr<torch::nn::Linear> fc1, fc2;
 };
 
+// The MNIST example's train() and test(), as written there (its log interval and printing
+// aside): they take any torch::data loader.
+template <typename DataLoader>
+void train(size_t epoch, Net& model, torch::Device device, DataLoader& data_loader,
+           torch::optim::Optimizer& optimizer, size_t dataset_size) {
+  model.train();
+  size_t batch_idx = 0;
+  for (auto& batch : data_loader) {
+    auto data = batch.data.to(device), targets = batch.target.to(device);
+    optimizer.zero_grad();
+    auto output = model.forward(data);
+    auto loss = torch::nll_loss(output, targets);
+    REQUIRE(!std::isnan(loss.template item<float>()));
+    loss.backward();
+    optimizer.step();
+    batch_idx++;
+  }
+  INFO("epoch " << epoch << ": " << batch_idx << " batches of " << dataset_size << " images");
+  CHECK(batch_idx == (dataset_size + 63) / 64);
+}
+
+template <typename DataLoader>
+double test(Net& model, torch::Device device, DataLoader& data_loader, size_t dataset_size) {
+  torch::NoGradGuard no_grad;
+  model.eval();
+  double test_loss = 0;
+  int32_t correct = 0;
+  for (const auto& batch : data_loader) {
+    auto data = batch.data.to(device), targets = batch.target.to(device);
+    auto output = model.forward(data);
+    test_loss += torch::nll_loss(output, targets, /*weight=*/{}, torch::Reduction::Sum)
+                     .template item<float>();
+    auto pred = output.argmax(1);
+    correct += pred.eq(targets).sum().template item<int64_t>();
+  }
+  test_loss /= dataset_size;
+  INFO("test loss " << test_loss);
+  return static_cast<double>(correct) / dataset_size;
+}
+
 }  // namespace
 
 TEST_CASE("libtorch names: dtypes, devices and reductions", "[libtorch]") {
@@ -386,6 +426,48 @@ TEST_CASE("libtorch's MNIST example, with one namespace change, trains", "[libto
   CHECK(first_loss > 2.0);  // about log(10) before training
   CHECK(test_loss / 64 < 0.5);
   CHECK(correct >= 58);
+}
+
+TEST_CASE("libtorch's MNIST example, whole: torch::data's MNIST, Normalize, Stack and loaders",
+          "[libtorch]") {
+  tandem::testing::TempDir root;
+  tandem::testing::write_mnist_files(root.path, 640, 200);
+  const std::string kDataRoot = root.path.string();
+  const int64_t kTrainBatchSize = 64, kTestBatchSize = 1000;
+  const size_t kNumberOfEpochs = 10;
+  // main() of the example, from here on as written there.
+  torch::manual_seed(1);
+  torch::DeviceType device_type;
+  if (torch::cuda::is_available()) {
+    device_type = torch::kCUDA;
+  } else {
+    device_type = torch::kCPU;
+  }
+  torch::Device device(device_type);
+  Net model;
+  model.to(device);
+  auto train_dataset = torch::data::datasets::MNIST(kDataRoot)
+                           .map(torch::data::transforms::Normalize<>(0.1307, 0.3081))
+                           .map(torch::data::transforms::Stack<>());
+  const size_t train_dataset_size = train_dataset.size().value();
+  auto train_loader =
+      torch::data::make_data_loader<torch::data::samplers::SequentialSampler>(
+          std::move(train_dataset), kTrainBatchSize);
+  auto test_dataset = torch::data::datasets::MNIST(
+                          kDataRoot, torch::data::datasets::MNIST::Mode::kTest)
+                          .map(torch::data::transforms::Normalize<>(0.1307, 0.3081))
+                          .map(torch::data::transforms::Stack<>());
+  const size_t test_dataset_size = test_dataset.size().value();
+  auto test_loader = torch::data::make_data_loader(std::move(test_dataset), kTestBatchSize);
+  torch::optim::SGD optimizer(model.parameters(), torch::optim::SGDOptions(0.01).momentum(0.5));
+  double accuracy = 0;
+  for (size_t epoch = 1; epoch <= kNumberOfEpochs; ++epoch) {
+    train(epoch, model, device, *train_loader, optimizer, train_dataset_size);
+    accuracy = test(model, device, *test_loader, test_dataset_size);
+  }
+  CHECK(train_dataset_size == 640);
+  CHECK(test_dataset_size == 200);
+  CHECK(accuracy >= 0.9);
 }
 
 TEST_CASE("libtorch names: torch::save and torch::load, as safetensors", "[libtorch]") {
