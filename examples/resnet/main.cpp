@@ -40,7 +40,7 @@ struct Config {
 };
 
 struct Data {
-  std::shared_ptr<data::Dataset> train, test;
+  std::shared_ptr<data::ImageDataset> train, test;
   data::Transforms train_transforms, test_transforms, mirrored_test_transforms;
   // The same augmentation as one kernel on a GPU (u8 datasets only: the bytes go there).
   std::optional<data::DeviceAugment> train_on_device, test_on_device, mirrored_test_on_device;

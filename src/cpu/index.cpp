@@ -86,9 +86,34 @@ void scatter_typed(const Tensor& out, const Tensor& src, const IndexView& ix, bo
   const int64_t n_src = src.size(1), n_out = out.size(1), inner = src.size(2);
   const T* from = ptr<const T>(src);
   T* to = ptr<T>(out);
-  // Each task owns a column block (o, [i0, i1)) of out, so no two threads write one element and
-  // the result does not depend on the thread count; within it j runs in order (duplicates add
-  // in index order, and the last one is what an assignment leaves, as torch's CPU kernel).
+  // Every task owns a part of out that no other writes, so the result does not depend on the
+  // thread count, and runs j in order: duplicates add in index order, and the last one is what
+  // an assignment leaves, as torch's CPU kernel.
+  if (ix.s2 == 0) {
+    // Whole rows (index_add, embedding's gradient, where inner is one row of a table): a task
+    // owns a range of out's rows and reads the whole index for them.
+    const int64_t parts = std::min<int64_t>(n_out, 4 * get_num_threads());
+    parallel_for(0, src.size(0) * parts, 1, [&](int64_t lo, int64_t hi) {
+      for (int64_t t = lo; t < hi; ++t) {
+        const int64_t o = t / parts, part = t % parts;
+        const int64_t r0 = part * n_out / parts, r1 = (part + 1) * n_out / parts;
+        T* plane = to + o * n_out * inner;
+        for (int64_t j = 0; j < n_src; ++j) {
+          const int64_t x = ix.at(o, j, 0);
+          if (x < r0 || x >= r1) continue;
+          const T* row = from + (o * n_src + j) * inner;
+          T* dst = plane + x * inner;
+          if (accumulate) {
+            for (int64_t i = 0; i < inner; ++i) dst[i] = add(dst[i], row[i]);
+          } else {
+            std::copy(row, row + inner, dst);
+          }
+        }
+      }
+    });
+    return;
+  }
+  // Element-wise indices (scatter, scatter_add): a task owns a column block (o, [i0, i1)).
   constexpr int64_t kBlock = 256;
   const int64_t blocks = (inner + kBlock - 1) / kBlock;
   const int64_t grain = std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(n_src * kBlock, 1));
@@ -98,18 +123,9 @@ void scatter_typed(const Tensor& out, const Tensor& src, const IndexView& ix, bo
       T* plane = to + o * n_out * inner;
       for (int64_t j = 0; j < n_src; ++j) {
         const T* row = from + (o * n_src + j) * inner;
-        if (ix.s2 == 0) {
-          T* dst = plane + ix.at(o, j, 0) * inner;
-          if (accumulate) {
-            for (int64_t i = i0; i < i1; ++i) dst[i] = add(dst[i], row[i]);
-          } else {
-            std::copy(row + i0, row + i1, dst + i0);
-          }
-        } else {
-          for (int64_t i = i0; i < i1; ++i) {
-            T& dst = plane[ix.at(o, j, i) * inner + i];
-            dst = accumulate ? add(dst, row[i]) : row[i];
-          }
+        for (int64_t i = i0; i < i1; ++i) {
+          T& dst = plane[ix.at(o, j, i) * inner + i];
+          dst = accumulate ? add(dst, row[i]) : row[i];
         }
       }
     }

@@ -42,7 +42,7 @@ int64_t TensorDataset::get(int64_t index, float* out) const {
   return labels_.data_ptr<int64_t>()[index];
 }
 
-int64_t Dataset::get_bytes(int64_t, uint8_t*) const {
+int64_t ImageDataset::get_bytes(int64_t, uint8_t*) const {
   TANDEM_THROW(NotImplementedError, "this dataset does not hold its images as u8 bytes");
 }
 

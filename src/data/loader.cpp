@@ -38,7 +38,7 @@ std::vector<int64_t> DistributedSampler::indices() const {
   return mine;
 }
 
-DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, DistributedSampler sampler,
+DataLoader::DataLoader(std::shared_ptr<const ImageDataset> dataset, DistributedSampler sampler,
                        LoaderOptions options, Transforms transforms)
     : dataset_(std::move(dataset)), sampler_(std::move(sampler)), options_(options),
       transforms_(std::move(transforms)) {

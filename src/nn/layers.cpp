@@ -222,7 +222,14 @@ Embedding::Embedding(const EmbeddingOptions& opts)
   TANDEM_CHECK(opts.num_embeddings() > 0 && opts.embedding_dim() > 0,
                "Embedding: sizes must be positive, got num_embeddings ", opts.num_embeddings(),
                ", embedding_dim ", opts.embedding_dim());
-  weight = register_parameter("weight", empty({opts.num_embeddings(), opts.embedding_dim()}));
+  const Shape shape{opts.num_embeddings(), opts.embedding_dim()};
+  if (opts._weight().defined()) {
+    TANDEM_CHECK(opts._weight().shape() == shape, "Embedding: _weight must be ", shape_str(shape),
+                 ", got ", shape_str(opts._weight().shape()));
+    weight = register_parameter("weight", opts._weight(), opts._weight().is_floating_point());
+    return;
+  }
+  weight = register_parameter("weight", empty(shape));
   NoGradGuard no_grad;
   weight.normal_();
   if (padding_idx >= 0) weight.narrow(0, padding_idx, 1).zero_();
@@ -230,18 +237,13 @@ Embedding::Embedding(const EmbeddingOptions& opts)
 
 std::shared_ptr<Embedding> Embedding::from_pretrained(const Tensor& embeddings,
                                                       const EmbeddingFromPretrainedOptions& o) {
-  TANDEM_CHECK(embeddings.defined() && embeddings.dim() == 2 && embeddings.is_floating_point(),
-               "Embedding::from_pretrained: embeddings must be a 2-d floating-point tensor, got ",
-               embeddings.defined() ? shape_str(embeddings.shape()) + " " + dtype_name(embeddings.dtype())
-                                    : std::string("undefined"));
+  TANDEM_CHECK(embeddings.defined() && embeddings.dim() == 2,
+               "Embedding::from_pretrained: embeddings must be a 2-d tensor, got ",
+               embeddings.defined() ? shape_str(embeddings.shape()) : std::string("undefined"));
   auto table = std::make_shared<Embedding>(EmbeddingOptions(embeddings.size(0), embeddings.size(1))
-                                               .padding_idx(o.padding_idx()));
-  table->to(embeddings.device(), embeddings.dtype());
-  {
-    NoGradGuard no_grad;
-    table->weight.copy_(embeddings);
-  }
-  if (o.freeze()) table->weight.set_requires_grad(false);
+                                               .padding_idx(o.padding_idx())
+                                               ._weight(embeddings));
+  table->weight.set_requires_grad(!o.freeze());
   return table;
 }
 

@@ -81,6 +81,13 @@ inline Tensor reduce_grad(const Tensor& grad, const Tensor& input) {
 
 /// index_select, naming `op` in its errors (embedding).
 Tensor index_select_as(const Tensor& self, int64_t dim, const Tensor& index, const char* op);
+/// Tensor::index with a tensor index at `dim` of `view` (the basic indices applied): the slices
+/// it names (idx's shape in place of that dim) or the elements its mask holds (its dims one).
+Tensor index_by_tensor(const Tensor& view, int64_t dim, const Tensor& index);
+/// Tensor::index_put_ with a tensor index: `values` (broadcast to what index_by_tensor would
+/// return) written where it points, in place into view (and so into the tensor it views).
+void index_put_by_tensor(const Tensor& view, int64_t dim, const Tensor& index,
+                         const Tensor& values);
 /// dst[.., index[..][j][..], ..] (+)= src[..][j][..] along dim, in place into dst (any layout;
 /// no autograd): the scatter ops and Tensor::scatter_/scatter_add_ (src/ops/index_ops.cpp).
 void scatter_into(const Tensor& dst, int64_t dim, const Tensor& index, const Tensor& src,

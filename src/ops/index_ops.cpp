@@ -1,6 +1,8 @@
 // Indexing by tensors of indices along one dim. Every op runs one of two kernels over
 // (outer, n, inner) blocks around the dim (kernels::gather, kernels::scatter); the indices reach
 // them as i64, a 1-d list as a stride-0 view over outer and inner.
+#include <cmath>
+
 #include "common.hpp"
 
 namespace tandem {
@@ -95,6 +97,19 @@ void scatter_dense(const Tensor& dst, int64_t dim, const Tensor& src, const Tens
   if (!target.is_same(dst)) kernels::copy(dst, target);
 }
 
+// The bounds check of a 1-d index the kernels would not see: with no element before or after
+// the dim (outer or inner size 0), the (outer, k, inner) operand is empty, but torch still
+// refuses a bad index (one host read of its extremes; only for such empty blocks).
+void check_list_bounds(const Tensor& index, const Shape& shape, int64_t dim, const char* op) {
+  const Shape s = block3(shape, dim);
+  if (s[0] * s[2] != 0 || index.numel() == 0) return;
+  NoGradGuard no_grad;
+  const int64_t lo = min(index).item<int64_t>(), hi = max(index).item<int64_t>();
+  const int64_t bad = lo < 0 ? lo : hi;
+  TANDEM_CHECK_INDEX(lo >= 0 && hi < shape[dim], op, ": index ", bad,
+                     " is out of bounds for dimension ", dim, " with size ", shape[dim]);
+}
+
 // 1-d i64 `index` as the (outer, k, inner) operand of a block of `shape` around dim.
 Tensor list_index3(const Tensor& index, const Shape& shape, int64_t dim) {
   Shape s = block3(shape, dim);
@@ -157,6 +172,7 @@ void index_add_into(const Tensor& dst, int64_t dim, const Tensor& index, const T
                shape_str(source.shape()));
   TANDEM_CHECK(dst.dtype() != DType::boolean, op, ": cannot add bool tensors");
   kernels::scatter.at(self, op);
+  check_list_bounds(idx, self.shape(), dim, op);
   scatter_dense(self, dim, apart_from(dense(src), dst),
                 list_index3(apart_from(idx, dst), expected, dim), true, op);
 }
@@ -167,13 +183,16 @@ Tensor index_select_as(const Tensor& self_in, int64_t dim, const Tensor& index, 
   dim = wrap_dim(dim, self.dim(), op);
   const Tensor idx = indices_of(index, self_in, op);
   TANDEM_CHECK(idx.dim() <= 1, op, ": index must be 1-d, got shape ", shape_str(idx.shape()));
+  TANDEM_CHECK(self_in.dim() > 0 || idx.numel() == 1, op,
+               ": a scalar can be indexed by one index only, got ", idx.numel());
   kernels::gather.at(self, op);
+  check_list_bounds(idx, self.shape(), dim, op);
   Shape shape = self.shape();
   shape[dim] = idx.numel();
   Tensor out = make_tensor(shape, self.dtype(), self.device());
   kernels::gather(view3(out, dim), view3(dense(self), dim), list_index3(idx, shape, dim), dim,
                   op);
-  if (self_in.dim() == 0 && idx.dim() == 0) out = out.detach().reshape({});
+  if (self_in.dim() == 0) out = out.reshape({});  // as torch: a scalar's selection is one
   const Shape self_shape = self_in.shape();
   autograd::record("index_select", {self_in}, out,
                    [idx, dim, self_shape](const Tensor& g) -> std::vector<Tensor> {
@@ -181,6 +200,91 @@ Tensor index_select_as(const Tensor& self_in, int64_t dim, const Tensor& index, 
                      return {index_add(zero, dim, idx, g)};
                    });
   return out;
+}
+
+namespace {
+// What a tensor index at `dim` of `view` selects: positions (i64, 1-d, on view's device) along
+// the indexed dims flattened into one, how many dims those are, and the shape they become in
+// the result (the index's own; (count) for a mask).
+struct Selection {
+  Tensor positions;
+  int64_t dims;
+  Shape shape;
+};
+
+Selection select_by(const Tensor& view, int64_t dim, const Tensor& index, const char* op) {
+  check_inputs({view, index}, op);
+  if (index.dtype() == DType::boolean) {
+    TANDEM_CHECK(index.dim() >= 1, op, ": a 0-dim bool index is not supported");
+    const Shape indexed(view.shape().begin() + dim, view.shape().begin() + dim + index.dim());
+    TANDEM_CHECK(indexed == index.shape(), op, ": a mask of shape ", shape_str(index.shape()),
+                 " does not match the indexed dims ", shape_str(indexed), " (from dim ", dim,
+                 " of ", shape_str(view.shape()), ")");
+    // Where the mask is true: known on the host only (on a GPU, one wait), as in torch.
+    const std::vector<bool> mask = index.to_vector<bool>();
+    std::vector<int64_t> where_true;
+    for (size_t i = 0; i < mask.size(); ++i)
+      if (mask[i]) where_true.push_back(static_cast<int64_t>(i));
+    const auto count = static_cast<int64_t>(where_true.size());
+    return {from_vector(where_true, {count}).to(view.device()), index.dim(), {count}};
+  }
+  TANDEM_CHECK(index.dtype() == DType::i64 || index.dtype() == DType::i32, op,
+               ": a tensor index must hold integers (i64 or i32) or be a bool mask, got dtype ",
+               index.dtype());
+  // Negative indices count from the end; one below -size stays as it is, for the error.
+  Tensor idx = as_dtype(index, DType::i64).reshape({-1});
+  const auto options = TensorOptions(DType::i64).device(view.device());
+  const double size = static_cast<double>(view.size(dim));
+  const Tensor wrapped = add(idx, scalar_tensor(size, options));
+  idx = where(lt(idx, scalar_tensor(0.0, options)),
+              where(lt(idx, scalar_tensor(-size, options)), idx, wrapped), idx);
+  return {idx, 1, index.shape()};
+}
+
+// `shape` with dims [dim, dim + dims) replaced by `middle`.
+Shape replace_dims(const Shape& shape, int64_t dim, int64_t dims, const Shape& middle) {
+  Shape out(shape.begin(), shape.begin() + dim);
+  out.insert(out.end(), middle.begin(), middle.end());
+  out.insert(out.end(), shape.begin() + dim + dims, shape.end());
+  return out;
+}
+}  // namespace
+
+Tensor index_by_tensor(const Tensor& view, int64_t dim, const Tensor& index) {
+  const Selection sel = select_by(view, dim, index, "index");
+  const Tensor flat = sel.dims == 1 ? view : view.flatten(dim, dim + sel.dims - 1);
+  return index_select(flat, dim, sel.positions)
+      .reshape(replace_dims(view.shape(), dim, sel.dims, sel.shape));
+}
+
+void index_put_by_tensor(const Tensor& view, int64_t dim, const Tensor& index,
+                         const Tensor& values) {
+  const char* op = "index_put_";
+  const Selection sel = select_by(view, dim, index, op);
+  check_inputs({view, values}, op);
+  const Shape selected = replace_dims(view.shape(), dim, sel.dims, sel.shape);
+  check_broadcasts_to(values, selected, op, "value");
+  kernels::scatter.at(view, op);
+  // The values as one dense block (outer, count, inner), in view's dtype.
+  const Shape block = replace_dims(view.shape(), dim, sel.dims, {sel.positions.numel()});
+  Tensor dense_values = make_tensor(selected, view.dtype(), view.device());
+  kernels::copy(dense_values, broadcast_view(values, selected));
+  // Written into a dense tensor whose indexed dims flatten into one: the view itself when it
+  // is one, else a copy written back afterwards.
+  Tensor target = view;
+  if (!view.is_contiguous()) {
+    target = make_tensor(view.shape(), view.dtype(), view.device());
+    kernels::copy(target, view);
+  }
+  Shape flat_shape = view.shape();
+  if (sel.dims > 1) {
+    flat_shape = replace_dims(view.shape(), dim, sel.dims, {1});
+    for (int64_t d = dim; d < dim + sel.dims; ++d) flat_shape[dim] *= view.size(d);
+  }
+  kernels::scatter(view3(target.detach().view(flat_shape), dim),
+                   view3(dense_values.view(block), dim),
+                   list_index3(sel.positions, block, dim), false, dim, op);
+  if (!target.is_same(view)) kernels::copy(view, target);
 }
 
 }  // namespace ops_detail
@@ -248,6 +352,8 @@ Tensor index_add(const Tensor& self, int64_t dim, const Tensor& index, const Ten
                  double alpha) {
   check_defined(self, "index_add", "self");
   check_defined(source, "index_add", "source");
+  TANDEM_CHECK(self.is_floating_point() || alpha == std::trunc(alpha),
+               "index_add: alpha must be a whole number for an integer tensor, got ", alpha);
   const Tensor scaled = alpha == 1.0 ? source : mul(source, alpha);
   Tensor out = clone_detached(self);
   index_add_into(out, dim, index, scaled, "index_add");

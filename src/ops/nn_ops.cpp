@@ -627,7 +627,6 @@ Tensor nll_flat(const Tensor& logp, const Tensor& target, Reduction reduction,
 Tensor embedding(const Tensor& weight, const Tensor& indices, int64_t padding_idx) {
   check_defined(weight, "embedding", "weight");
   check_defined(indices, "embedding", "indices");
-  check_floating(weight, "embedding", "weight");
   TANDEM_CHECK(weight.dim() == 2, "embedding: weight must be (num_embeddings, embedding_dim), got ",
                shape_str(weight.shape()));
   const Shape weight_shape = weight.shape();

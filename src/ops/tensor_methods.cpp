@@ -118,40 +118,75 @@ Tensor Tensor::squeeze() const { return tandem::squeeze(*this); }
 Tensor Tensor::squeeze(int64_t dim) const { return tandem::squeeze(*this, dim); }
 Tensor Tensor::expand(const Shape& s) const { return tandem::expand(*this, s); }
 Tensor Tensor::flatten(int64_t start, int64_t end) const { return tandem::flatten(*this, start, end); }
-Tensor Tensor::index(std::initializer_list<indexing::TensorIndex> indices) const {
+namespace indexing {
+TensorIndex::TensorIndex(const Tensor& t)
+    : kind_(Kind::tensor), tensor_(std::make_shared<const Tensor>(t)) {}
+}  // namespace indexing
+
+namespace {
+// The integers, slices, None and ellipsis of `indices` applied to `self` (a view), and the one
+// tensor index among them, if any, with the dim of that view it applies to.
+struct BasicIndexed {
+  Tensor view;
+  const Tensor* tensor = nullptr;
+  int64_t tensor_dim = 0;
+};
+
+BasicIndexed apply_basic(const Tensor& self, std::initializer_list<indexing::TensorIndex> indices,
+                         const char* op) {
   using Kind = indexing::TensorIndex::Kind;
-  check_defined(*this, "index", "tensor");
-  int64_t consumed = 0, ellipses = 0;  // dims the integers and slices take; "..." seen
+  check_defined(self, op, "tensor");
+  int64_t consumed = 0, ellipses = 0, tensors = 0;  // dims the indices take; "..."s; tensors
   for (const auto& i : indices) {
-    TANDEM_CHECK(i.valid(), "index: the only string index is \"...\"");
+    TANDEM_CHECK(i.valid(), op, ": the only string index is \"...\"");
     consumed += i.kind() == Kind::integer || i.kind() == Kind::slice;
     ellipses += i.kind() == Kind::ellipsis;
+    if (i.kind() == Kind::tensor) {
+      check_defined(i.tensor(), op, "tensor index");
+      ++tensors;
+      // A mask takes as many dims as it has, indices one.
+      consumed += i.tensor().dtype() == DType::boolean ? i.tensor().dim() : 1;
+    }
   }
-  TANDEM_CHECK(ellipses <= 1, "index: at most one ellipsis (\"...\"), got ", ellipses);
-  TANDEM_CHECK(consumed <= dim(), "index: ", consumed, " indices for a tensor of ", dim(),
-               " dims (shape ", shape_str(shape()), ")");
-  Tensor out = *this;
-  int64_t d = 0;  // the dim of `out` the next index applies to
+  TANDEM_CHECK(ellipses <= 1, op, ": at most one ellipsis (\"...\"), got ", ellipses);
+  TANDEM_CHECK(tensors <= 1, op, ": one tensor index at most, got ", tensors,
+               " (index them one after the other, or use gather)");
+  TANDEM_CHECK(consumed <= self.dim(), op, ": ", consumed, " indices for a tensor of ",
+               self.dim(), " dims (shape ", shape_str(self.shape()), ")");
+  BasicIndexed r{self};
+  int64_t d = 0;  // the dim of the view the next index applies to
   for (const auto& i : indices) {
     switch (i.kind()) {
       case Kind::integer: {
-        const int64_t size = out.size(d);
-        TANDEM_CHECK(i.integer() >= -size && i.integer() < size, "index: ", i.integer(),
-                     " is out of range for dim ", d, " of size ", size);
-        out = out.select(d, i.integer());
+        const int64_t size = r.view.size(d);
+        TANDEM_CHECK_INDEX(i.integer() >= -size && i.integer() < size, op, ": ", i.integer(),
+                           " is out of range for dim ", d, " of size ", size);
+        r.view = r.view.select(d, i.integer());
         break;
       }
       case Kind::slice: {
         const auto& s = i.slice();
-        out = out.slice(d, s.start.value_or(0), s.stop.value_or(out.size(d)), s.step.value_or(1));
+        r.view = r.view.slice(d, s.start.value_or(0), s.stop.value_or(r.view.size(d)),
+                              s.step.value_or(1));
         ++d;
         break;
       }
-      case Kind::none: out = out.unsqueeze(d++); break;
-      case Kind::ellipsis: d += dim() - consumed; break;
+      case Kind::none: r.view = r.view.unsqueeze(d++); break;
+      case Kind::ellipsis: d += self.dim() - consumed; break;
+      case Kind::tensor:
+        r.tensor = &i.tensor();
+        r.tensor_dim = d;
+        d += i.tensor().dtype() == DType::boolean ? i.tensor().dim() : 1;
+        break;
     }
   }
-  return out;
+  return r;
+}
+}  // namespace
+
+Tensor Tensor::index(std::initializer_list<indexing::TensorIndex> indices) const {
+  BasicIndexed r = apply_basic(*this, indices, "index");
+  return r.tensor ? index_by_tensor(r.view, r.tensor_dim, *r.tensor) : r.view;
 }
 
 Tensor Tensor::sum() const { return tandem::sum(*this); }
@@ -327,14 +362,19 @@ bool writes_in_place(const Tensor& self, const Tensor& other) {
 Tensor& Tensor::index_put_(std::initializer_list<indexing::TensorIndex> indices,
                            const Tensor& value) {
   check_inplace(*this, "index_put_");
-  index(indices).copy_(value);
+  check_defined(value, "index_put_", "value");
+  BasicIndexed r = apply_basic(*this, indices, "index_put_");
+  if (r.tensor) {
+    check_no_overlap(r.view, "index_put_");
+    index_put_by_tensor(r.view, r.tensor_dim, *r.tensor, value);
+  } else {
+    r.view.copy_(value);
+  }
   return *this;
 }
 
 Tensor& Tensor::index_put_(std::initializer_list<indexing::TensorIndex> indices, double value) {
-  check_inplace(*this, "index_put_");
-  index(indices).fill_(value);
-  return *this;
+  return index_put_(indices, scalar_tensor(value, TensorOptions(dtype()).device(device())));
 }
 
 Tensor& Tensor::scatter_(int64_t dim, const Tensor& index, const Tensor& src) {
@@ -363,6 +403,8 @@ Tensor& Tensor::scatter_add_(int64_t dim, const Tensor& index, const Tensor& src
 Tensor& Tensor::index_add_(int64_t dim, const Tensor& index, const Tensor& source, double alpha) {
   check_inplace(*this, "index_add_");
   check_no_overlap(*this, "index_add_");
+  TANDEM_CHECK(is_floating_point() || alpha == std::trunc(alpha),
+               "index_add_: alpha must be a whole number for an integer tensor, got ", alpha);
   NoGradGuard no_grad;
   index_add_into(*this, dim, index, alpha == 1.0 ? source : source * alpha, "index_add_");
   return *this;

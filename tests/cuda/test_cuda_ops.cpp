@@ -422,6 +422,14 @@ TEST_CASE("CUDA: the libtorch-named losses, indexing and comparisons match the C
       c.index_put_({Slice(1, None, 2), -1}, 7.0);
       return cat({c.reshape({-1}), v[0].index({"...", Slice(None, 2)}).reshape({-1})});
     }, tol(dt));
+    same_on_gpu("index and index_put_ by indices and by a mask", {x}, [&](auto& v) {
+      Tensor c = v[0].clone();
+      const Tensor rows = from_vector<int64_t>({1, -1, 0}).to(c.device());
+      c.index_put_({c > 0.5}, -2.0);
+      c.index_put_({Slice(), rows}, 3.0);
+      return cat({c.reshape({-1}), v[0].index({v[0] < 0}).reshape({-1}),
+                  v[0].index({Slice(), rows}).reshape({-1})});
+    }, tol(dt));
   }
 }
 

@@ -15,7 +15,7 @@ using tandem::testing::TempDir;
 
 namespace {
 
-std::shared_ptr<Dataset> numbered(int64_t n) {
+std::shared_ptr<ImageDataset> numbered(int64_t n) {
   // Image i is filled with the value i; its label is i % 10.
   Tensor images = empty({n, 1, 2, 2});
   Tensor labels = empty({n}, DType::i64);
@@ -33,7 +33,7 @@ std::vector<std::vector<float>> epoch_batches(DataLoader& loader, int64_t epoch,
   return out;
 }
 
-class Failing : public Dataset {
+class Failing : public ImageDataset {
  public:
   int64_t size() const override { return 20; }
   Shape sample_shape() const override { return {1, 1, 1}; }
@@ -295,7 +295,7 @@ TEST_CASE("Fashion-MNIST as bytes gives the dataset the same floats in a quarter
 
 namespace {
 // u8 images (n, 3, 5, 7) of distinct pixel values and labels i % 10.
-std::shared_ptr<Dataset> byte_images(int64_t n) {
+std::shared_ptr<ImageDataset> byte_images(int64_t n) {
   Tensor images = empty({n, 3, 5, 7}, DType::u8);
   uint8_t* p = images.data_ptr<uint8_t>();
   for (int64_t i = 0; i < images.numel(); ++i) p[i] = static_cast<uint8_t>((i * 37 + 11) % 256);

@@ -126,12 +126,55 @@ TEST_CASE("loader workers build the same batches, ordered or as they come", "[da
     std::sort(got.begin(), got.end());
     CHECK(got == expected);
   }
-  // An epoch left halfway, then a new one: the workers of the first are stopped.
+  // An epoch left halfway, then a new one: the first one's workers stop and its iterator ends.
   auto loader = data::make_data_loader<data::samplers::SequentialSampler>(
       dataset, data::DataLoaderOptions(5).workers(2));
   auto it = loader->begin();
+  CHECK(it->target.to_vector<int64_t>() == expected[0]);
   ++it;
   CHECK(epoch_targets(*loader) == expected);
+  ++it;
+  CHECK(it == loader->end());
+  // drop_last with workers leaves out the short batch too.
+  auto dropping = data::make_data_loader<data::samplers::SequentialSampler>(
+      dataset, data::DataLoaderOptions(5).workers(2).drop_last(true));
+  CHECK(epoch_targets(*dropping) ==
+        std::vector<std::vector<int64_t>>(expected.begin(), expected.end() - 1));
+}
+
+namespace {
+// A dataset with state its get() changes (a cursor, as a file reader keeps): each worker has a
+// copy of its own, as in libtorch, so workers never share one (ThreadSanitizer watches this).
+class Cursor : public data::Dataset<Cursor> {  // libtorch's torch::data::Dataset<Self> spelling
+ public:
+  data::Example<> get(size_t index) override {
+    ++reads_;
+    return {scalar_tensor(static_cast<double>(reads_)), scalar_tensor(index, DType::i64)};
+  }
+  optional<size_t> size() const override { return 24; }
+
+ private:
+  int64_t reads_ = 0;
+};
+}  // namespace
+
+TEST_CASE("each loader worker reads its own copy of the dataset, and TensorLambda maps the data",
+          "[data][pipeline]") {
+  auto loader = data::make_data_loader<data::samplers::SequentialSampler>(
+      Cursor()
+          .map(data::transforms::TensorLambda<>([](Tensor t) { return t * 10.0; }))
+          .map(data::transforms::Stack<>()),
+      data::DataLoaderOptions(4).workers(2));
+  int64_t total = 0, count = 0;
+  for (auto& batch : *loader) {
+    // Within a worker's copy, reads count up from that copy's start.
+    const auto reads = batch.data.to_vector<double>();
+    for (size_t k = 1; k < reads.size(); ++k) CHECK(reads[k] == reads[k - 1] + 10.0);
+    for (int64_t t : batch.target.to_vector<int64_t>()) total += t;
+    count += batch.target.numel();
+  }
+  CHECK(count == 24);
+  CHECK(total == 23 * 24 / 2);
 }
 
 TEST_CASE("a failing sample and a slow one reach the loop as errors, with and without workers",
@@ -149,6 +192,29 @@ TEST_CASE("a failing sample and a slow one reach the loop as errors, with and wi
                }),
                Catch::Contains("Numbers: sample 13 is broken"));
     CHECK(batches == 3);  // samples 0-11 came through first
+  }
+  // A sampler that throws hands its error to the loop, after the batches before it.
+  struct Failing : data::samplers::SequentialSampler {
+    using SequentialSampler::SequentialSampler;
+    optional<std::vector<size_t>> next(size_t batch_size) override {
+      auto batch = SequentialSampler::next(batch_size);
+      TANDEM_CHECK(!batch || batch->front() < 8, "Failing: no samples past 8");
+      return batch;
+    }
+  };
+  for (size_t workers : {0, 2}) {
+    INFO(workers << " workers");
+    auto loader = data::make_data_loader(Numbers(20).map(Stacked()), Failing(20),
+                                         data::DataLoaderOptions(4).workers(workers));
+    size_t batches = 0;
+    CHECK_THAT(error_of([&] {
+                 for (auto& batch : *loader) {
+                   (void)batch;
+                   ++batches;
+                 }
+               }),
+               Catch::Contains("Failing: no samples past 8"));
+    CHECK(batches == 2);
   }
   auto slow = data::make_data_loader<data::samplers::SequentialSampler>(
       Numbers(4, /*sleep_ms=*/300).map(Stacked()),

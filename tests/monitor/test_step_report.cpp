@@ -19,7 +19,7 @@ double seconds_since(Clock::time_point t) {
 }
 
 // A dataset whose every sample takes `delay` to read: a loader that cannot keep up.
-struct SlowDataset : data::Dataset {
+struct SlowDataset : data::ImageDataset {
   std::chrono::milliseconds delay;
   explicit SlowDataset(std::chrono::milliseconds d) : delay(d) {}
   int64_t size() const override { return 64; }

@@ -541,6 +541,58 @@ TEST_CASE("libtorch names: indexing with integers, slices, None and the ellipsis
   CHECK_THROWS_WITH(x.index({Slice(None, None, -1)}), Catch::Contains("step must be positive"));
 }
 
+TEST_CASE("libtorch names: indexing by a tensor of indices or a bool mask, and writing through "
+          "them", "[libtorch]") {
+  using namespace torch::indexing;
+  auto x = torch::arange(24, torch::kFloat).reshape({2, 3, 4});  // x[i][j][k] = 12 i + 4 j + k
+  // Integer indices (negative from the end) select along their dim, their shape in its place.
+  auto picked = x.index({Slice(), torch::tensor({2, 0, -1})});
+  CHECK(picked.sizes() == Shape{2, 3, 4});
+  CHECK(torch::equal(picked, x.index_select(1, torch::tensor({2, 0, 2}))));
+  auto grid = x.index({1, torch::tensor({1, 0, 2, 1}).view({2, 2})});
+  CHECK(grid.sizes() == Shape{2, 2, 4});
+  CHECK(grid.index({0, 0}).to_vector<float>() == std::vector<float>{16, 17, 18, 19});  // x[1][1]
+  CHECK(grid.index({1, 0}).to_vector<float>() == std::vector<float>{20, 21, 22, 23});  // x[1][2]
+  CHECK(x.index({"...", torch::tensor({3}, torch::kInt)}).sizes() == Shape{2, 3, 1});
+  // A mask takes as many dims as it has, which become one: the elements where it is true.
+  auto mask = x.index({0}) > 5.5;  // (3, 4): x[0] holds 0..11
+  CHECK(x.index({0}).index({mask}).to_vector<float>() ==
+        std::vector<float>{6, 7, 8, 9, 10, 11});
+  CHECK(x.index({Slice(), mask}).sizes() == Shape{2, 6});
+  CHECK(x.index({Slice(), torch::tensor({true, false, true})}).sizes() == Shape{2, 2, 4});
+  // A copy, not a view; differentiable as index_select.
+  picked.fill_(-1);
+  CHECK(x.index({0, 0, 0}).item<float>() == 0);
+  auto w = torch::zeros({4}, torch::TensorOptions().requires_grad(true));
+  w.index({torch::tensor({3, 1, 3})}).sum().backward();
+  CHECK(w.grad().to_vector<float>() == std::vector<float>{0, 1, 0, 2});
+
+  // index_put_ writes through them into x: a number, or values broadcast to the selection.
+  auto y = x.clone();
+  y.index_put_({y > 20}, 0);
+  CHECK(y.max().item<float>() == 20);
+  CHECK(y.index({1, 2}).to_vector<float>() == std::vector<float>{20, 0, 0, 0});
+  y.index_put_({Slice(), torch::tensor({0, 2})}, torch::tensor({-1.0, -2.0, -3.0, -4.0}));
+  CHECK(y.index({1, 0}).to_vector<float>() == std::vector<float>{-1, -2, -3, -4});
+  CHECK(y.index({0, 2}).to_vector<float>() == std::vector<float>{-1, -2, -3, -4});
+  CHECK(y.index({0, 1}).to_vector<float>() == std::vector<float>{4, 5, 6, 7});  // untouched
+  auto t = torch::zeros({3, 4}).t();  // a strided destination
+  t.index_put_({torch::tensor({1, 3})}, 5.0);
+  CHECK(t.sum().item<float>() == 30);
+  CHECK(t.index({3}).to_vector<float>() == std::vector<float>{5, 5, 5});
+
+  CHECK_THROWS_WITH(x.index({torch::tensor({0}), torch::tensor({1})}),
+                    Catch::Contains("one tensor index at most"));
+  CHECK_THROWS_WITH(x.index({torch::ones({3, 3}, torch::kBool)}),
+                    Catch::Contains("a mask of shape (3, 3) does not match the indexed dims (2, 3)"));
+  CHECK_THROWS_WITH(x.index({torch::tensor({0.5})}), Catch::Contains("must hold integers"));
+  CHECK_THROWS_AS(x.index({Slice(), torch::tensor({-4})}), tandem::IndexError);
+  CHECK_THROWS_WITH(x.index({Slice(), torch::tensor({-4})}),
+                    Catch::Contains("index -4 is out of bounds for dimension 1 with size 3"));
+  CHECK_THROWS_WITH(y.index_put_({torch::tensor({1})}, torch::ones({2})),
+                    Catch::Contains("index_put_: shapes (1, 3, 4) and (2,) cannot be broadcast"));
+}
+
 TEST_CASE("libtorch names: initializers take libtorch's mode and nonlinearity names",
           "[libtorch]") {
   auto conv = std::make_shared<torch::nn::Conv2d>(torch::nn::Conv2dOptions(64, 128, 3));

@@ -51,8 +51,17 @@ TEST_CASE("index_select picks slices along any dim, repeats allowed, i32 or i64 
   Tensor xb = gt(iota({3}), scalar_tensor(0.5));
   CHECK(index_select(xb, 0, from_vector<int64_t>({0, 2})).to_vector<bool>() ==
         std::vector<bool>{false, true});
-  // An empty index gives an empty result.
+  // An empty index gives an empty result; a bad index into an empty block is still refused.
   CHECK(index_select(x, 1, zeros({0}, DType::i64)).shape() == Shape{3, 0, 5});
+  CHECK_THAT(error_of([] { index_select(zeros({3, 0}), 0, from_vector<int64_t>({7})); }),
+             Catch::Contains("index 7 is out of bounds for dimension 0 with size 3"));
+  CHECK(index_select(zeros({3, 0}), 0, from_vector<int64_t>({2, 0})).shape() == Shape{2, 0});
+  // A scalar is a dim of one: one index, and a scalar result (as torch).
+  Tensor five = scalar_tensor(5.0);
+  CHECK(index_select(five, 0, from_vector<int64_t>({0})).shape() == Shape{});
+  CHECK(index_select(five, 0, from_vector<int64_t>({0})).item<float>() == 5.0f);
+  CHECK_THAT(error_of([&] { index_select(five, 0, from_vector<int64_t>({0, 0})); }),
+             Catch::Contains("a scalar can be indexed by one index only"));
 }
 
 TEST_CASE("the gradient of index_select sums the output slices into the slices they came from",
@@ -183,6 +192,9 @@ TEST_CASE("a bad index, dtype or shape is an error that leaves the destination a
              Catch::Contains("index_add_: index 7 is out of bounds"));
   CHECK_THAT(error_of([&] { x.index_add_(0, from_vector<int64_t>({1}), ones({1, 3})); }),
              Catch::Contains("source must be (1, 4)"));
+  CHECK_THAT(error_of([&] { index_add(iota({3}, DType::i64), 0, from_vector<int64_t>({1}),
+                                      ones({1}, DType::i64), 0.5); }),
+             Catch::Contains("alpha must be a whole number for an integer tensor, got 0.5"));
   CHECK_THAT(error_of([&] { x.scatter_(0, zeros({1, 1}, DType::i64), ones({1, 1}, DType::f64)); }),
              Catch::Contains("src must have self's dtype (f32), got f64"));
   CHECK(x.to_vector<float>() == before);
@@ -226,6 +238,7 @@ TEST_CASE("embedding looks rows up for any index shape, the padding row gets no 
 
 TEST_CASE("nn::Embedding: N(0, 1) rows, a zero padding row, from_pretrained frozen or not",
           "[nn][index]") {
+  manual_seed(17);
   nn::Embedding table(nn::EmbeddingOptions(1000, 16).padding_idx(3));
   REQUIRE(table.weight.shape() == Shape{1000, 16});
   CHECK(table.weight.select(0, 3).abs().sum().item<float>() == 0.0f);
@@ -237,17 +250,24 @@ TEST_CASE("nn::Embedding: N(0, 1) rows, a zero padding row, from_pretrained froz
   Tensor y = table.forward(ids);
   CHECK(equal(y.select(0, 1), table.weight.select(0, 7)));
 
+  // from_pretrained uses the tensor itself, as libtorch's: training it changes the caller's.
   Tensor pretrained = iota({4, 2}, DType::f64);
   auto frozen = nn::Embedding::from_pretrained(pretrained);
+  CHECK(frozen->weight.is_same(pretrained));
   CHECK(frozen->weight.dtype() == DType::f64);
-  CHECK(equal(frozen->weight, pretrained));
   CHECK(!frozen->weight.requires_grad());
-  CHECK(!frozen->weight.is_same(pretrained));  // a copy, as torch's
+  CHECK(frozen->parameters().size() == 1);
+  Tensor trained = iota({4, 2});
   auto trainable = nn::Embedding::from_pretrained(
-      pretrained, nn::EmbeddingFromPretrainedOptions().freeze(false).padding_idx(0));
+      trained, nn::EmbeddingFromPretrainedOptions().freeze(false).padding_idx(0));
   CHECK(trainable->weight.requires_grad());
   CHECK(trainable->padding_idx == 0);
-  CHECK(trainable->weight.select(0, 0).to_vector<double>() == std::vector<double>{0, 1});
+  CHECK(trainable->weight.select(0, 0).to_vector<float>() == std::vector<float>{0, 1});
+  optim::SGD sgd(trainable->parameters(), optim::SGDOptions(1.0));
+  trainable->forward(from_vector<int64_t>({0, 2})).sum().backward();
+  sgd.step();
+  // Row 2 took a step of -1; row 0 is padding and got no gradient.
+  CHECK(trained.to_vector<float>() == std::vector<float>{0, 1, 2, 3, 3, 4, 6, 7});
   CHECK_THAT(error_of([] { nn::Embedding(nn::EmbeddingOptions(4, 2).padding_idx(-5)); }),
              Catch::Contains("padding_idx -5 is out of range for 4 embeddings"));
 }

@@ -1,11 +1,17 @@
 // libtorch's tensor indexing (torch::indexing): `x.index({Slice(), 0})` is x[:, 0],
-// `x.index({"...", Slice(None, 2)})` is x[..., :2], `x.index({None})` is x[None]. Integers,
-// slices, None and the ellipsis only, each a view (indexing by a tensor is not supported).
+// `x.index({"...", Slice(None, 2)})` is x[..., :2], `x.index({None})` is x[None]: integers,
+// slices, None and the ellipsis, each a view; and one tensor among them, `x.index({idx})` with
+// integer indices or `x.index({mask})` with a bool mask, which copies (as torch's).
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
+
+namespace tandem {
+class Tensor;
+}  // namespace tandem
 
 namespace tandem::indexing {
 
@@ -28,7 +34,7 @@ struct Slice {
 /// One index of Tensor::index and index_put_.
 class TensorIndex {
  public:
-  enum class Kind { integer, slice, none, ellipsis };
+  enum class Kind { integer, slice, none, ellipsis, tensor };
   TensorIndex(int64_t i) : kind_(Kind::integer), integer_(i) {}  // NOLINT
   TensorIndex(int i) : TensorIndex(static_cast<int64_t>(i)) {}   // NOLINT
   /// libtorch reads `true` as x[True] (a new dim), not as 1: not supported, so not converted.
@@ -39,14 +45,20 @@ class TensorIndex {
   /// "..." only (any other string is refused when the index is used).
   TensorIndex(const char* s)  // NOLINT
       : kind_(Kind::ellipsis), ellipsis_text_ok_(std::string(s) == "...") {}
+  /// Integer indices (i64 or i32, negative ones counting from the end) along the dim this index
+  /// falls on, whose size the index's shape replaces; or a bool mask over as many dims as it
+  /// has, which become one dim of the elements where it is true. One tensor per index() call.
+  TensorIndex(const Tensor& t);  // NOLINT (defined in src/ops/tensor_methods.cpp)
 
   Kind kind() const { return kind_; }
   int64_t integer() const { return integer_; }
   const Slice& slice() const { return slice_; }
   bool valid() const { return ellipsis_text_ok_; }
+  const Tensor& tensor() const { return *tensor_; }
 
  private:
   Kind kind_;
+  std::shared_ptr<const Tensor> tensor_;
   int64_t integer_ = 0;
   Slice slice_;
   bool ellipsis_text_ok_ = true;

@@ -11,9 +11,9 @@ namespace tandem::data {
 
 /// Random access to (image, label) samples. Implementations are safe to read from several
 /// loader threads at once.
-class Dataset {
+class ImageDataset {
  public:
-  virtual ~Dataset() = default;
+  virtual ~ImageDataset() = default;
   virtual int64_t size() const = 0;
   /// (C, H, W) of every image.
   virtual Shape sample_shape() const = 0;
@@ -29,7 +29,7 @@ class Dataset {
 
 /// Images (N, C, H, W), u8 (scaled to [0, 1]) or f32 (as is), and labels (N) i64 in
 /// [0, num_classes).
-class TensorDataset : public Dataset {
+class TensorDataset : public ImageDataset {
  public:
   TensorDataset(Tensor images, Tensor labels, int64_t num_classes);
   int64_t size() const override { return images_.size(0); }
@@ -46,7 +46,7 @@ class TensorDataset : public Dataset {
 
 /// `size` images of `shape` with uniform [0, 1) pixels and uniform labels, each a pure function
 /// of (seed, index): no memory, any size, reproducible.
-class SyntheticDataset : public Dataset {
+class SyntheticDataset : public ImageDataset {
  public:
   SyntheticDataset(int64_t size, Shape shape, int64_t num_classes, uint64_t seed = 0);
   int64_t size() const override { return size_; }

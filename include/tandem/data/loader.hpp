@@ -79,7 +79,7 @@ struct Batch {
 
 class DataLoader {
  public:
-  DataLoader(std::shared_ptr<const Dataset> dataset, DistributedSampler sampler,
+  DataLoader(std::shared_ptr<const ImageDataset> dataset, DistributedSampler sampler,
              LoaderOptions options = {}, Transforms transforms = {});
   ~DataLoader();
   DataLoader(const DataLoader&) = delete;
@@ -93,7 +93,7 @@ class DataLoader {
   /// The next batch, or nullopt after the epoch's last. An exception thrown while building this
   /// batch (on a worker thread) is rethrown here.
   std::optional<Batch> next();
-  const Dataset& dataset() const { return *dataset_; }
+  const ImageDataset& dataset() const { return *dataset_; }
   const DistributedSampler& sampler() const { return sampler_; }
 
  private:
@@ -101,7 +101,7 @@ class DataLoader {
   void worker_loop();
   void stop_workers();
 
-  std::shared_ptr<const Dataset> dataset_;
+  std::shared_ptr<const ImageDataset> dataset_;
   DistributedSampler sampler_;
   LoaderOptions options_;
   Transforms transforms_;

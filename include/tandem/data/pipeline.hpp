@@ -25,16 +25,20 @@
 #include <utility>
 #include <vector>
 
+#include "tandem/autograd/grad_mode.hpp"
 #include "tandem/core/arg.hpp"
+#include "tandem/core/context.hpp"
 #include "tandem/core/error.hpp"
+#include "tandem/core/thread_pool.hpp"
 #include "tandem/ops/creation.hpp"
 #include "tandem/ops/elementwise.hpp"
 #include "tandem/ops/shape_ops.hpp"
 
 namespace tandem {
-/// c10::optional's name in libtorch code (`torch::optional<size_t> size() const override`).
+/// c10::optional's names in libtorch code (`torch::optional<size_t> size() const override`).
 template <typename T>
 using optional = std::optional<T>;
+using std::nullopt;
 }  // namespace tandem
 
 namespace tandem::data {
@@ -138,6 +142,10 @@ class MNIST : public Dataset<MNIST> {
 
 }  // namespace datasets
 
+// As libtorch's torch/data.h: `torch::data::Dataset<Self>` is the datasets' one.
+using datasets::BatchDataset;
+using datasets::Dataset;
+
 namespace transforms {
 
 /// Maps a whole batch.
@@ -200,6 +208,18 @@ class TensorTransform : public Transform<Example<Tensor, Target>, Example<Tensor
   }
 };
 
+/// A function of each example's data tensor.
+template <typename Target = Tensor>
+class TensorLambda : public TensorTransform<Target> {
+ public:
+  using FunctionType = std::function<Tensor(Tensor)>;
+  explicit TensorLambda(FunctionType function) : function_(std::move(function)) {}
+  Tensor operator()(Tensor input) override { return function_(std::move(input)); }
+
+ private:
+  FunctionType function_;
+};
+
 /// (data - mean[c]) / stddev[c] per channel of (C, ...) data; one number serves every channel.
 template <typename Target = Tensor>
 class Normalize : public TensorTransform<Target> {
@@ -249,18 +269,19 @@ struct Stack<Example<>> : public Collation<Example<>> {
 namespace samplers {
 
 /// Hands out the indices of each batch of an epoch.
+template <typename BatchRequest = std::vector<size_t>>
 class Sampler {
  public:
-  using BatchRequestType = std::vector<size_t>;
+  using BatchRequestType = BatchRequest;
   virtual ~Sampler() = default;
   /// Starts a new epoch (over `new_size` samples when given).
   virtual void reset(std::optional<size_t> new_size = std::nullopt) = 0;
   /// The next batch's indices (fewer at the end of the epoch), none once it is over.
-  virtual std::optional<std::vector<size_t>> next(size_t batch_size) = 0;
+  virtual std::optional<BatchRequest> next(size_t batch_size) = 0;
 };
 
 /// 0, 1, 2, ... in order.
-class SequentialSampler : public Sampler {
+class SequentialSampler : public Sampler<> {
  public:
   explicit SequentialSampler(size_t size) : size_(size) {}
   void reset(std::optional<size_t> new_size = std::nullopt) override;
@@ -273,7 +294,7 @@ class SequentialSampler : public Sampler {
 
 /// A new random permutation every epoch, drawn from the default generator (manual_seed makes
 /// it repeat).
-class RandomSampler : public Sampler {
+class RandomSampler : public Sampler<> {
  public:
   explicit RandomSampler(int64_t size);
   void reset(std::optional<size_t> new_size = std::nullopt) override;
@@ -303,8 +324,11 @@ struct DataLoaderOptions {
   TANDEM_ARG(bool, drop_last) = false;
 };
 
-/// Runs a dataset's batches through an epoch per begin(); with workers, they are built by
-/// threads of their own, at most max_jobs ahead, and an exception in one reaches the loop.
+/// Runs a dataset's batches through an epoch per begin(). With workers, each worker thread has
+/// its own copy of the dataset (as libtorch's), computes on a one-thread pool with no autograd
+/// history, and takes the next indices from the sampler in turn, at most max_jobs batches ahead
+/// of the loop; an exception in a worker (the sampler's or the dataset's) reaches the loop. A
+/// new begin() ends the epoch in progress: its workers stop and its iterators end.
 template <typename Dataset, typename Sampler>
 class StatelessDataLoader {
  public:
@@ -327,11 +351,12 @@ class StatelessDataLoader {
     using pointer = BatchType*;
     using reference = BatchType&;
     Iterator() = default;
-    explicit Iterator(StatelessDataLoader* loader) : loader_(loader), batch_(loader->next()) {}
+    Iterator(StatelessDataLoader* loader, size_t epoch)
+        : loader_(loader), epoch_(epoch), batch_(loader->next(epoch)) {}
     BatchType& operator*() { return *batch_; }
     BatchType* operator->() { return &*batch_; }
     Iterator& operator++() {
-      batch_ = loader_->next();
+      batch_ = loader_->next(epoch_);
       return *this;
     }
     /// Iterators are equal when both are past the end.
@@ -340,6 +365,7 @@ class StatelessDataLoader {
 
    private:
     StatelessDataLoader* loader_ = nullptr;
+    size_t epoch_ = 0;
     std::optional<BatchType> batch_;
   };
 
@@ -348,8 +374,11 @@ class StatelessDataLoader {
     stop();
     sampler_.reset();
     epoch_ = std::make_unique<Epoch>();
-    for (size_t w = 0; w < options_.workers(); ++w) workers_.emplace_back([this] { work(); });
-    return Iterator(this);
+    ++epochs_;
+    const Device device = current_context().device();
+    for (size_t w = 0; w < options_.workers(); ++w)
+      workers_.emplace_back([this, device, dataset = dataset_]() mutable { work(dataset, device); });
+    return Iterator(this, epochs_);
   }
   Iterator end() { return Iterator(); }
   const DataLoaderOptions& options() const noexcept { return options_; }
@@ -360,7 +389,7 @@ class StatelessDataLoader {
     std::mutex mu;
     std::condition_variable cv;
     size_t handed_out = 0, taken = 0;
-    std::optional<size_t> total;  // known once the sampler ran dry
+    std::optional<size_t> total;  // known once the sampler ran dry (or threw)
     std::map<size_t, std::pair<std::optional<BatchType>, std::exception_ptr>> ready;
     bool stopping = false;
   };
@@ -373,7 +402,10 @@ class StatelessDataLoader {
     return indices;
   }
 
-  void work() {
+  void work(Dataset& dataset, Device device) {
+    ExecutionContext context(device, std::make_shared<ThreadPool>(1));
+    context.set_grad_mode(false);
+    ContextGuard guard(context);
     Epoch& e = *epoch_;
     const size_t max_jobs = options_.max_jobs().value_or(2 * options_.workers());
     for (;;) {
@@ -383,19 +415,26 @@ class StatelessDataLoader {
         std::unique_lock<std::mutex> lock(e.mu);
         e.cv.wait(lock, [&] { return e.stopping || e.total || e.handed_out - e.taken < max_jobs; });
         if (e.stopping || e.total) return;
-        auto next = next_indices();
-        if (!next) {
-          e.total = e.handed_out;
+        job = e.handed_out++;
+        try {
+          auto next = next_indices();
+          if (!next) {
+            e.total = job;
+            e.cv.notify_all();
+            return;
+          }
+          indices = std::move(*next);
+        } catch (...) {  // the sampler's error ends the epoch, after the batches before it
+          e.ready.emplace(job, std::make_pair(std::nullopt, std::current_exception()));
+          e.total = job + 1;
           e.cv.notify_all();
           return;
         }
-        indices = std::move(*next);
-        job = e.handed_out++;
       }
       std::optional<BatchType> batch;
       std::exception_ptr error;
       try {
-        batch = dataset_.get_batch(std::move(indices));
+        batch = dataset.get_batch(std::move(indices));
       } catch (...) {
         error = std::current_exception();
       }
@@ -405,8 +444,8 @@ class StatelessDataLoader {
     }
   }
 
-  std::optional<BatchType> next() {
-    if (!epoch_) return {};
+  std::optional<BatchType> next(size_t epoch) {
+    if (!epoch_ || epoch != epochs_) return {};  // an iterator of an epoch that was ended
     if (workers_.empty()) {
       auto indices = next_indices();
       if (!indices) return {};
@@ -448,6 +487,7 @@ class StatelessDataLoader {
   Sampler sampler_;
   DataLoaderOptions options_;
   std::unique_ptr<Epoch> epoch_;
+  size_t epochs_ = 0;
   std::vector<std::thread> workers_;
 };
 
@@ -471,7 +511,7 @@ std::unique_ptr<StatelessDataLoader<Dataset, Sampler>> make_data_loader(Dataset 
 }
 
 template <typename Dataset, typename Sampler,
-          typename = std::enable_if_t<std::is_base_of_v<samplers::Sampler, Sampler>>>
+          typename = std::enable_if_t<std::is_base_of_v<samplers::Sampler<>, Sampler>>>
 std::unique_ptr<StatelessDataLoader<Dataset, Sampler>> make_data_loader(
     Dataset dataset, Sampler sampler, DataLoaderOptions options = {}) {
   return std::make_unique<StatelessDataLoader<Dataset, Sampler>>(

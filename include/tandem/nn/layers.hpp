@@ -255,6 +255,8 @@ struct EmbeddingOptions {
   TANDEM_ARG(int64_t, embedding_dim);
   /// This row starts at zero and gets no gradient; a negative one counts from the end.
   TANDEM_ARG(std::optional<int64_t>, padding_idx);
+  /// The weight itself, (num_embeddings, embedding_dim), instead of a new one (libtorch's name).
+  TANDEM_ARG(Tensor, _weight);
 };
 
 struct EmbeddingFromPretrainedOptions {
@@ -269,7 +271,8 @@ class Embedding : public Module {
   explicit Embedding(const EmbeddingOptions& options);
   Embedding(int64_t num_embeddings, int64_t embedding_dim)
       : Embedding(EmbeddingOptions(num_embeddings, embedding_dim)) {}
-  /// A table holding `embeddings` (copied), as libtorch's Embedding::from_pretrained.
+  /// A table whose weight is `embeddings` itself (not a copy: training it changes them), with
+  /// no gradient when frozen, as libtorch's Embedding::from_pretrained.
   static std::shared_ptr<Embedding> from_pretrained(
       const Tensor& embeddings, const EmbeddingFromPretrainedOptions& options = {});
   Tensor forward(const Tensor& indices) override;
