@@ -225,6 +225,17 @@ TEST_CASE("libtorch names: in-place sub_, div_, uniform_ and normal_", "[libtorc
 }
 
 TEST_CASE("libtorch names: tensor, eye, linspace and arange(start, end)", "[libtorch]") {
+  // Nested lists are matrices, as torch::tensor({{...}, {...}}).
+  auto m = torch::tensor({{1.5, 2.0, 3.0}, {4.0, 5.0, 6.0}});
+  CHECK(m.sizes() == Shape{2, 3});
+  CHECK(m.dtype() == torch::kFloat32);
+  CHECK(m.to_vector<float>() == std::vector<float>{1.5, 2, 3, 4, 5, 6});
+  auto mi = torch::tensor({{1, 2}, {3, 4}});
+  CHECK(mi.dtype() == torch::kLong);
+  CHECK(mi.select(1, 1).to_vector<int64_t>() == std::vector<int64_t>{2, 4});
+  CHECK(torch::tensor({{1, 2}}, torch::kFloat64).dtype() == torch::kFloat64);
+  CHECK_THROWS_WITH(torch::tensor({{1.0, 2.0}, {3.0}}),
+                    Catch::Contains("row 1 has 1 values, row 0 has 2"));
   auto f = torch::tensor({1.5, 2.0});
   CHECK((f.dtype() == torch::kFloat && f.sizes() == Shape{2}));
   CHECK(torch::tensor({7.0}).sizes() == Shape{1});  // a list of one is 1-D, as torch.tensor([7.])

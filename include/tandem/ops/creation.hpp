@@ -34,6 +34,11 @@ Tensor tensor(std::initializer_list<double> values, TensorOptions options = {});
 Tensor tensor(std::initializer_list<int> values, TensorOptions options = {});
 Tensor tensor(std::initializer_list<int64_t> values, TensorOptions options = {});
 Tensor tensor(std::initializer_list<bool> values, TensorOptions options = {});
+/// A nested list is a matrix (rows, cols): `tensor({{1.0, 2.0}, {3.0, 4.0}})` is f32,
+/// `tensor({{1, 2}, {3, 4}})` i64; every row must have the first one's length.
+Tensor tensor(std::initializer_list<std::initializer_list<double>> rows,
+              TensorOptions options = {});
+Tensor tensor(std::initializer_list<std::initializer_list<int>> rows, TensorOptions options = {});
 /// Uniform in [0, 1), from Philox: the same seed gives the same values at any thread count.
 Tensor rand(const Shape& shape, TensorOptions options = {}, Generator* gen = nullptr);
 /// Standard normal (Box-Muller over Philox pairs).
