@@ -89,11 +89,16 @@ void scatter_typed(const Tensor& out, const Tensor& src, const IndexView& ix, bo
   // Every task owns a part of out that no other writes, so the result does not depend on the
   // thread count, and runs j in order: duplicates add in index order, and the last one is what
   // an assignment leaves, as torch's CPU kernel.
-  if (ix.s2 == 0) {
-    // Whole rows (index_add, embedding's gradient, where inner is one row of a table): a task
-    // owns a range of out's rows and reads the whole index for them.
-    const int64_t parts = std::min<int64_t>(n_out, 4 * get_num_threads());
-    parallel_for(0, src.size(0) * parts, 1, [&](int64_t lo, int64_t hi) {
+  constexpr int64_t kBlock = 256;
+  const int64_t outer = src.size(0), tasks = 4 * get_num_threads();
+  // Whole rows (index_add, embedding's gradient, where inner is one row of a table): a task
+  // owns a range of out's rows of one plane and reads that plane's index for them, split only
+  // as far as the planes alone do not make enough tasks. Where rows cannot make enough tasks
+  // and are long, column blocks (below) do.
+  const int64_t parts =
+      std::clamp<int64_t>((tasks + outer - 1) / std::max<int64_t>(outer, 1), 1, std::max<int64_t>(n_out, 1));
+  if (ix.s2 == 0 && (outer * parts >= tasks / 4 || inner <= kBlock)) {
+    parallel_for(0, outer * parts, 1, [&](int64_t lo, int64_t hi) {
       for (int64_t t = lo; t < hi; ++t) {
         const int64_t o = t / parts, part = t % parts;
         const int64_t r0 = part * n_out / parts, r1 = (part + 1) * n_out / parts;
@@ -113,11 +118,11 @@ void scatter_typed(const Tensor& out, const Tensor& src, const IndexView& ix, bo
     });
     return;
   }
-  // Element-wise indices (scatter, scatter_add): a task owns a column block (o, [i0, i1)).
-  constexpr int64_t kBlock = 256;
+  // Element-wise indices (scatter, scatter_add), and long rows too few to split by rows: a task
+  // owns a column block (o, [i0, i1)).
   const int64_t blocks = (inner + kBlock - 1) / kBlock;
   const int64_t grain = std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(n_src * kBlock, 1));
-  parallel_for(0, src.size(0) * blocks, grain, [&](int64_t lo, int64_t hi) {
+  parallel_for(0, outer * blocks, grain, [&](int64_t lo, int64_t hi) {
     for (int64_t t = lo; t < hi; ++t) {
       const int64_t o = t / blocks, i0 = (t % blocks) * kBlock, i1 = std::min(inner, i0 + kBlock);
       T* plane = to + o * n_out * inner;

@@ -212,8 +212,8 @@ struct Selection {
   Shape shape;
 };
 
-Selection select_by(const Tensor& view, int64_t dim, const Tensor& index, const char* op) {
-  check_inputs({view, index}, op);
+Selection select_by(const Tensor& view, int64_t dim, const Tensor& index_in, const char* op) {
+  const Tensor index = index_in.to(view.device());  // a host mask indexes a GPU tensor too
   if (index.dtype() == DType::boolean) {
     TANDEM_CHECK(index.dim() >= 1, op, ": a 0-dim bool index is not supported");
     const Shape indexed(view.shape().begin() + dim, view.shape().begin() + dim + index.dim());
@@ -258,14 +258,24 @@ Tensor index_by_tensor(const Tensor& view, int64_t dim, const Tensor& index) {
 }
 
 void index_put_by_tensor(const Tensor& view, int64_t dim, const Tensor& index,
-                         const Tensor& values) {
+                         const Tensor& values_in) {
   const char* op = "index_put_";
   const Selection sel = select_by(view, dim, index, op);
+  // A number given as a host scalar is written on any device, as in libtorch.
+  const Tensor values =
+      values_in.dim() == 0 ? values_in.to(view.device()) : values_in;
   check_inputs({view, values}, op);
   const Shape selected = replace_dims(view.shape(), dim, sel.dims, sel.shape);
   check_broadcasts_to(values, selected, op, "value");
   kernels::scatter.at(view, op);
-  // The values as one dense block (outer, count, inner), in view's dtype.
+  // The indexed dims of view as one (outer, n, inner) block, and the values as one dense
+  // (outer, count, inner) block in view's dtype.
+  Shape flat_shape = view.shape();
+  if (sel.dims > 1) {
+    flat_shape = replace_dims(view.shape(), dim, sel.dims, {1});
+    for (int64_t d = dim; d < dim + sel.dims; ++d) flat_shape[dim] *= view.size(d);
+  }
+  check_list_bounds(sel.positions, flat_shape, dim, op);
   const Shape block = replace_dims(view.shape(), dim, sel.dims, {sel.positions.numel()});
   Tensor dense_values = make_tensor(selected, view.dtype(), view.device());
   kernels::copy(dense_values, broadcast_view(values, selected));
@@ -275,11 +285,6 @@ void index_put_by_tensor(const Tensor& view, int64_t dim, const Tensor& index,
   if (!view.is_contiguous()) {
     target = make_tensor(view.shape(), view.dtype(), view.device());
     kernels::copy(target, view);
-  }
-  Shape flat_shape = view.shape();
-  if (sel.dims > 1) {
-    flat_shape = replace_dims(view.shape(), dim, sel.dims, {1});
-    for (int64_t d = dim; d < dim + sel.dims; ++d) flat_shape[dim] *= view.size(d);
   }
   kernels::scatter(view3(target.detach().view(flat_shape), dim),
                    view3(dense_values.view(block), dim),

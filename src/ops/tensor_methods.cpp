@@ -132,6 +132,10 @@ struct BasicIndexed {
   int64_t tensor_dim = 0;
 };
 
+bool is_integer_scalar(const Tensor& t) {
+  return t.dim() == 0 && t.dtype() != DType::boolean && !t.is_floating_point();
+}
+
 BasicIndexed apply_basic(const Tensor& self, std::initializer_list<indexing::TensorIndex> indices,
                          const char* op) {
   using Kind = indexing::TensorIndex::Kind;
@@ -143,27 +147,28 @@ BasicIndexed apply_basic(const Tensor& self, std::initializer_list<indexing::Ten
     ellipses += i.kind() == Kind::ellipsis;
     if (i.kind() == Kind::tensor) {
       check_defined(i.tensor(), op, "tensor index");
-      ++tensors;
-      // A mask takes as many dims as it has, indices one.
+      // A mask takes as many dims as it has, indices one; a 0-dim integer tensor is an integer.
+      tensors += !is_integer_scalar(i.tensor());
       consumed += i.tensor().dtype() == DType::boolean ? i.tensor().dim() : 1;
     }
   }
   TANDEM_CHECK(ellipses <= 1, op, ": at most one ellipsis (\"...\"), got ", ellipses);
   TANDEM_CHECK(tensors <= 1, op, ": one tensor index at most, got ", tensors,
-               " (index them one after the other, or use gather)");
+               " (PyTorch broadcasts several together; gather or a flat index_select does it "
+               "here)");
   TANDEM_CHECK(consumed <= self.dim(), op, ": ", consumed, " indices for a tensor of ",
                self.dim(), " dims (shape ", shape_str(self.shape()), ")");
   BasicIndexed r{self};
   int64_t d = 0;  // the dim of the view the next index applies to
+  auto select = [&](int64_t index) {
+    const int64_t size = r.view.size(d);
+    TANDEM_CHECK_INDEX(index >= -size && index < size, op, ": ", index,
+                       " is out of range for dim ", d, " of size ", size);
+    r.view = r.view.select(d, index);
+  };
   for (const auto& i : indices) {
     switch (i.kind()) {
-      case Kind::integer: {
-        const int64_t size = r.view.size(d);
-        TANDEM_CHECK_INDEX(i.integer() >= -size && i.integer() < size, op, ": ", i.integer(),
-                           " is out of range for dim ", d, " of size ", size);
-        r.view = r.view.select(d, i.integer());
-        break;
-      }
+      case Kind::integer: select(i.integer()); break;
       case Kind::slice: {
         const auto& s = i.slice();
         r.view = r.view.slice(d, s.start.value_or(0), s.stop.value_or(r.view.size(d)),
@@ -174,6 +179,10 @@ BasicIndexed apply_basic(const Tensor& self, std::initializer_list<indexing::Ten
       case Kind::none: r.view = r.view.unsqueeze(d++); break;
       case Kind::ellipsis: d += self.dim() - consumed; break;
       case Kind::tensor:
+        if (is_integer_scalar(i.tensor())) {  // as libtorch: a select, a view
+          select(i.tensor().item<int64_t>());
+          break;
+        }
         r.tensor = &i.tensor();
         r.tensor_dim = d;
         d += i.tensor().dtype() == DType::boolean ? i.tensor().dim() : 1;

@@ -147,6 +147,10 @@ namespace {
 // copy of its own, as in libtorch, so workers never share one (ThreadSanitizer watches this).
 class Cursor : public data::Dataset<Cursor> {  // libtorch's torch::data::Dataset<Self> spelling
  public:
+  static std::atomic<int> copies;
+  Cursor() = default;
+  Cursor(const Cursor& other) : reads_(other.reads_) { ++copies; }
+  Cursor(Cursor&&) = default;
   data::Example<> get(size_t index) override {
     ++reads_;
     return {scalar_tensor(static_cast<double>(reads_)), scalar_tensor(index, DType::i64)};
@@ -156,25 +160,31 @@ class Cursor : public data::Dataset<Cursor> {  // libtorch's torch::data::Datase
  private:
   int64_t reads_ = 0;
 };
+std::atomic<int> Cursor::copies{0};
 }  // namespace
 
 TEST_CASE("each loader worker reads its own copy of the dataset, and TensorLambda maps the data",
           "[data][pipeline]") {
+  Cursor::copies = 0;
   auto loader = data::make_data_loader<data::samplers::SequentialSampler>(
       Cursor()
           .map(data::transforms::TensorLambda<>([](Tensor t) { return t * 10.0; }))
           .map(data::transforms::Stack<>()),
       data::DataLoaderOptions(4).workers(2));
-  int64_t total = 0, count = 0;
-  for (auto& batch : *loader) {
-    // Within a worker's copy, reads count up from that copy's start.
-    const auto reads = batch.data.to_vector<double>();
-    for (size_t k = 1; k < reads.size(); ++k) CHECK(reads[k] == reads[k - 1] + 10.0);
-    for (int64_t t : batch.target.to_vector<int64_t>()) total += t;
-    count += batch.target.numel();
+  CHECK(Cursor::copies == 2);  // one per worker, made with the loader
+  for (int epoch = 0; epoch < 2; ++epoch) {
+    int64_t total = 0, count = 0;
+    for (auto& batch : *loader) {
+      // Within a worker's copy, reads count up.
+      const auto reads = batch.data.to_vector<double>();
+      for (size_t k = 1; k < reads.size(); ++k) CHECK(reads[k] == reads[k - 1] + 10.0);
+      for (int64_t t : batch.target.to_vector<int64_t>()) total += t;
+      count += batch.target.numel();
+    }
+    CHECK(count == 24);
+    CHECK(total == 23 * 24 / 2);
   }
-  CHECK(count == 24);
-  CHECK(total == 23 * 24 / 2);
+  CHECK(Cursor::copies == 2);  // and kept: a worker's dataset keeps its state across epochs
 }
 
 TEST_CASE("a failing sample and a slow one reach the loop as errors, with and without workers",

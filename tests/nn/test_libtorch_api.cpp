@@ -592,6 +592,15 @@ TEST_CASE("libtorch names: indexing by a tensor of indices or a bool mask, and w
   CHECK(t.sum().item<float>() == 30);
   CHECK(t.index({3}).to_vector<float>() == std::vector<float>{5, 5, 5});
 
+  // A 0-dim integer tensor is an integer, as in libtorch: a select, so a view.
+  auto z = x.clone();
+  z.index({torch::scalar_tensor(1, torch::kLong)}).fill_(0);
+  CHECK(z.index({1}).abs().sum().item<float>() == 0);
+  CHECK(z.index({torch::scalar_tensor(0, torch::kLong), torch::tensor({2, 0})}).sizes() ==
+        Shape{2, 4});
+  // A bad index into an empty block is refused by index_put_ as by index.
+  CHECK_THROWS_AS(torch::zeros({0, 3}).index_put_({Slice(), torch::tensor({5})}, 1.0),
+                  tandem::IndexError);
   CHECK_THROWS_WITH(x.index({torch::tensor({0}), torch::tensor({1})}),
                     Catch::Contains("one tensor index at most"));
   CHECK_THROWS_WITH(x.index({torch::ones({3, 3}, torch::kBool)}),

@@ -142,6 +142,13 @@ TEST_CASE("index_add adds alpha * source slices, repeats summing, in every float
     CHECK(y.to_vector<double>() == std::vector<double>{0, 1 + 2 * (1 + 3), 2, 3 + 2 * 2,
                                                        4, 5 + 2 * (4 + 6), 6, 7 + 2 * 5});
   }
+  // Few long rows (split by columns, not rows) and many planes of short ones (split by planes)
+  // give the same sums as the closed form.
+  Tensor few = index_add(zeros({2, 5000}), 0, from_vector<int64_t>({0, 0, 1, 0}), ones({4, 5000}));
+  CHECK(few.select(0, 0).min().item<float>() == 3.0f);
+  CHECK(few.select(0, 1).max().item<float>() == 1.0f);
+  Tensor planes = index_add(zeros({64, 3, 2}), 1, from_vector<int64_t>({2, 2, 0}), ones({64, 3, 2}));
+  CHECK(planes.sum({0, 2}).to_vector<float>() == std::vector<float>{128, 0, 256});
   // In place, into a transposed (strided) tensor: the same numbers.
   Tensor t = iota({4, 2}).t().contiguous().t();  // (4, 2) with column-major strides
   REQUIRE(!t.is_contiguous());

@@ -325,7 +325,7 @@ struct DataLoaderOptions {
 };
 
 /// Runs a dataset's batches through an epoch per begin(). With workers, each worker thread has
-/// its own copy of the dataset (as libtorch's), computes on a one-thread pool with no autograd
+/// its own copy of the dataset, made once (as libtorch's), computes on a one-thread pool with no autograd
 /// history, and takes the next indices from the sampler in turn, at most max_jobs batches ahead
 /// of the loop; an exception in a worker (the sampler's or the dataset's) reaches the loop. A
 /// new begin() ends the epoch in progress: its workers stop and its iterators end.
@@ -338,6 +338,9 @@ class StatelessDataLoader {
       : dataset_(std::move(dataset)), sampler_(std::move(sampler)), options_(std::move(options)) {
     TANDEM_CHECK(options_.batch_size() > 0, "DataLoader: batch_size must be positive");
     TANDEM_CHECK(options_.max_jobs().value_or(1) > 0, "DataLoader: max_jobs must be positive");
+    // One copy per worker, made once: a dataset's state carries over from epoch to epoch.
+    worker_datasets_.reserve(options_.workers());
+    for (size_t w = 0; w < options_.workers(); ++w) worker_datasets_.push_back(dataset_);
   }
   ~StatelessDataLoader() { stop(); }
   StatelessDataLoader(const StatelessDataLoader&) = delete;
@@ -372,12 +375,13 @@ class StatelessDataLoader {
   /// Starts an epoch (ending one in progress).
   Iterator begin() {
     stop();
+    epoch_.reset();
+    ++epochs_;  // the last epoch's iterators end here, whatever follows
     sampler_.reset();
     epoch_ = std::make_unique<Epoch>();
-    ++epochs_;
     const Device device = current_context().device();
     for (size_t w = 0; w < options_.workers(); ++w)
-      workers_.emplace_back([this, device, dataset = dataset_]() mutable { work(dataset, device); });
+      workers_.emplace_back([this, w, device] { work(worker_datasets_[w], device); });
     return Iterator(this, epochs_);
   }
   Iterator end() { return Iterator(); }
@@ -391,6 +395,7 @@ class StatelessDataLoader {
     size_t handed_out = 0, taken = 0;
     std::optional<size_t> total;  // known once the sampler ran dry (or threw)
     std::map<size_t, std::pair<std::optional<BatchType>, std::exception_ptr>> ready;
+    std::exception_ptr broken;  // a worker failed outside its jobs: the epoch cannot go on
     bool stopping = false;
   };
 
@@ -403,10 +408,20 @@ class StatelessDataLoader {
   }
 
   void work(Dataset& dataset, Device device) {
-    ExecutionContext context(device, std::make_shared<ThreadPool>(1));
-    context.set_grad_mode(false);
-    ContextGuard guard(context);
     Epoch& e = *epoch_;
+    try {
+      ExecutionContext context(device, std::make_shared<ThreadPool>(1));
+      context.set_grad_mode(false);
+      ContextGuard guard(context);
+      work_loop(dataset, e);
+    } catch (...) {  // no thread for the pool, no memory for a result: the loop gets the error
+      std::lock_guard<std::mutex> lock(e.mu);
+      e.broken = std::current_exception();
+      e.cv.notify_all();
+    }
+  }
+
+  void work_loop(Dataset& dataset, Epoch& e) {
     const size_t max_jobs = options_.max_jobs().value_or(2 * options_.workers());
     for (;;) {
       std::vector<size_t> indices;
@@ -454,7 +469,7 @@ class StatelessDataLoader {
     Epoch& e = *epoch_;
     std::unique_lock<std::mutex> lock(e.mu);
     auto available = [&] {
-      if (e.total && e.taken == *e.total) return true;
+      if (e.broken || (e.total && e.taken == *e.total)) return true;
       if (e.ready.empty()) return false;
       return !options_.enforce_ordering() || e.ready.begin()->first == e.taken;
     };
@@ -464,6 +479,7 @@ class StatelessDataLoader {
     } else {
       e.cv.wait(lock, available);
     }
+    if (e.broken) std::rethrow_exception(e.broken);
     if (e.total && e.taken == *e.total) return {};
     auto node = e.ready.extract(e.ready.begin());
     ++e.taken;
@@ -486,6 +502,7 @@ class StatelessDataLoader {
   Dataset dataset_;
   Sampler sampler_;
   DataLoaderOptions options_;
+  std::vector<Dataset> worker_datasets_;
   std::unique_ptr<Epoch> epoch_;
   size_t epochs_ = 0;
   std::vector<std::thread> workers_;
