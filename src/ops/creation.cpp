@@ -87,29 +87,28 @@ Tensor list_tensor(const std::vector<T>& values, const TensorOptions& o) {
 }  // namespace
 
 namespace {
-// A (rows, cols) tensor of nested lists: every row as long as the first.
-template <typename T, typename Row>
-Tensor nested_list_tensor(std::initializer_list<Row> rows, const TensorOptions& o) {
-  std::vector<T> values;
-  const size_t cols = rows.size() ? rows.begin()->size() : 0;
-  size_t r = 0;
-  for (const auto& row : rows) {
-    TANDEM_CHECK(row.size() == cols, "tensor: the rows of a nested list must have one length; row ",
-                 r, " has ", row.size(), " values, row 0 has ", cols);
-    values.insert(values.end(), row.begin(), row.end());
-    ++r;
-  }
-  return list_tensor(values, o).reshape({static_cast<int64_t>(rows.size()),
+template <typename T>
+Tensor matrix_of(const std::vector<T>& values, const std::vector<size_t>& row_lengths,
+                 const TensorOptions& o) {
+  const size_t cols = row_lengths.empty() ? 0 : row_lengths[0];
+  for (size_t r = 0; r < row_lengths.size(); ++r)
+    TANDEM_CHECK(row_lengths[r] == cols, "tensor: the rows of a nested list must have one "
+                 "length; row ", r, " has ", row_lengths[r], " values, row 0 has ", cols);
+  return list_tensor(values, o).reshape({static_cast<int64_t>(row_lengths.size()),
                                          static_cast<int64_t>(cols)});
 }
 }  // namespace
 
-Tensor tensor(std::initializer_list<std::initializer_list<double>> rows, TensorOptions o) {
-  return nested_list_tensor<double>(rows, o);
+namespace detail {
+Tensor matrix_tensor(const std::vector<double>& values, const std::vector<size_t>& row_lengths,
+                     TensorOptions o) {
+  return matrix_of(values, row_lengths, o);
 }
-Tensor tensor(std::initializer_list<std::initializer_list<int>> rows, TensorOptions o) {
-  return nested_list_tensor<int64_t>(rows, o);
+Tensor matrix_tensor(const std::vector<int64_t>& values, const std::vector<size_t>& row_lengths,
+                     TensorOptions o) {
+  return matrix_of(values, row_lengths, o);
 }
+}  // namespace detail
 
 Tensor tensor(std::initializer_list<double> values, TensorOptions o) {
   return list_tensor(std::vector<double>(values), o);

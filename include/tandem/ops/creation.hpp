@@ -3,6 +3,7 @@
 
 #include <functional>
 #include <initializer_list>
+#include <type_traits>
 #include <vector>
 
 #include "tandem/core/generator.hpp"
@@ -34,11 +35,29 @@ Tensor tensor(std::initializer_list<double> values, TensorOptions options = {});
 Tensor tensor(std::initializer_list<int> values, TensorOptions options = {});
 Tensor tensor(std::initializer_list<int64_t> values, TensorOptions options = {});
 Tensor tensor(std::initializer_list<bool> values, TensorOptions options = {});
+namespace detail {
+/// A (row_lengths.size(), row_lengths[0]) tensor of `values`, row after row; throws for ragged
+/// rows. f32 for doubles, i64 for integers, unless the options name a dtype.
+Tensor matrix_tensor(const std::vector<double>& values, const std::vector<size_t>& row_lengths,
+                     TensorOptions options);
+Tensor matrix_tensor(const std::vector<int64_t>& values, const std::vector<size_t>& row_lengths,
+                     TensorOptions options);
+}  // namespace detail
+
 /// A nested list is a matrix (rows, cols): `tensor({{1.0, 2.0}, {3.0, 4.0}})` is f32,
-/// `tensor({{1, 2}, {3, 4}})` i64; every row must have the first one's length.
-Tensor tensor(std::initializer_list<std::initializer_list<double>> rows,
-              TensorOptions options = {});
-Tensor tensor(std::initializer_list<std::initializer_list<int>> rows, TensorOptions options = {});
+/// `tensor({{1, 2}, {3, 4}})` i64; every row must have the first one's length. (One template,
+/// not an overload per element type: clang finds nested-list overloads ambiguous.)
+template <typename T, typename = std::enable_if_t<std::is_arithmetic_v<T> && !std::is_same_v<T, bool>>>
+Tensor tensor(std::initializer_list<std::initializer_list<T>> rows, TensorOptions options = {}) {
+  using V = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
+  std::vector<V> values;
+  std::vector<size_t> row_lengths;
+  for (const auto& row : rows) {
+    row_lengths.push_back(row.size());
+    values.insert(values.end(), row.begin(), row.end());
+  }
+  return detail::matrix_tensor(values, row_lengths, options);
+}
 /// Uniform in [0, 1), from Philox: the same seed gives the same values at any thread count.
 Tensor rand(const Shape& shape, TensorOptions options = {}, Generator* gen = nullptr);
 /// Standard normal (Box-Muller over Philox pairs).
