@@ -92,9 +92,9 @@ void index_put_by_tensor(const Tensor& view, int64_t dim, const Tensor& index,
 /// no autograd): the scatter ops and Tensor::scatter_/scatter_add_ (src/ops/index_ops.cpp).
 void scatter_into(const Tensor& dst, int64_t dim, const Tensor& index, const Tensor& src,
                   bool accumulate, const char* op);
-/// Slice index[j] of dst along dim += source's slice j, in place: index_add and
-/// Tensor::index_add_.
+/// Slice index[j] of dst along dim += alpha * source's slice j, in place: index_add and
+/// Tensor::index_add_ (alpha a whole number for integer tensors).
 void index_add_into(const Tensor& dst, int64_t dim, const Tensor& index, const Tensor& source,
-                    const char* op);
+                    double alpha, const char* op);
 
 }  // namespace tandem::ops_detail

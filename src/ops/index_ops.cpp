@@ -84,16 +84,21 @@ void check_index_shape(const Tensor& self, int64_t dim, const Tensor& index, con
   }
 }
 
-// kernels::scatter into dst, any layout: straight in when dst is row-major, else through a
-// row-major copy (written back only when the kernel returned, so a bad index changes nothing).
+// A row-major copy of self's values, no history.
+Tensor clone_detached(const Tensor& self) {
+  Tensor out = make_tensor(self.shape(), self.dtype(), self.device());
+  kernels::copy(out, self);
+  return out;
+}
+
+// kernels::scatter into dst, any layout, seen as `shape` (dst's own by default; a mask's dims
+// flattened into one): straight in when dst is row-major, else through a row-major copy
+// (written back only when the kernel returned, so a bad index changes nothing).
 void scatter_dense(const Tensor& dst, int64_t dim, const Tensor& src, const Tensor& index3,
-                   bool accumulate, const char* op) {
-  Tensor target = dst;
-  if (!dst.is_contiguous()) {
-    target = make_tensor(dst.shape(), dst.dtype(), dst.device());
-    kernels::copy(target, dst);
-  }
-  kernels::scatter(view3(target, dim), view3(src, dim), index3, accumulate, dim, op);
+                   bool accumulate, const char* op, const Shape* shape = nullptr) {
+  const Tensor target = dst.is_contiguous() ? dst : clone_detached(dst);
+  kernels::scatter(view3(shape ? target.detach().view(*shape) : target, dim), view3(src, dim),
+                   index3, accumulate, dim, op);
   if (!target.is_same(dst)) kernels::copy(dst, target);
 }
 
@@ -120,16 +125,7 @@ Tensor list_index3(const Tensor& index, const Shape& shape, int64_t dim) {
 // t, or a copy of it when it shares memory with dst: a scatter reads its indices and values
 // while it writes dst, and an index rewritten halfway could send a write outside dst.
 Tensor apart_from(const Tensor& t, const Tensor& dst) {
-  if (!t.storage().is_same(dst.storage())) return t;
-  Tensor copy = make_tensor(t.shape(), t.dtype(), t.device());
-  kernels::copy(copy, t);
-  return copy;
-}
-
-Tensor clone_detached(const Tensor& self) {
-  Tensor out = make_tensor(self.shape(), self.dtype(), self.device());
-  kernels::copy(out, self);
-  return out;
+  return t.storage().is_same(dst.storage()) ? clone_detached(t) : t;
 }
 
 }  // namespace
@@ -155,9 +151,11 @@ void scatter_into(const Tensor& dst, int64_t dim, const Tensor& index, const Ten
 }
 
 void index_add_into(const Tensor& dst, int64_t dim, const Tensor& index, const Tensor& source,
-                    const char* op) {
+                    double alpha, const char* op) {
   check_defined(dst, op, "self");
   check_defined(source, op, "source");
+  TANDEM_CHECK(dst.is_floating_point() || alpha == std::trunc(alpha), op,
+               ": alpha must be a whole number for an integer tensor, got ", alpha);
   const Tensor self = lift(dst);
   dim = wrap_dim(dim, self.dim(), op);
   const Tensor idx = indices_of(index, dst, op);
@@ -173,8 +171,12 @@ void index_add_into(const Tensor& dst, int64_t dim, const Tensor& index, const T
   TANDEM_CHECK(dst.dtype() != DType::boolean, op, ": cannot add bool tensors");
   kernels::scatter.at(self, op);
   check_list_bounds(idx, self.shape(), dim, op);
-  scatter_dense(self, dim, apart_from(dense(src), dst),
-                list_index3(apart_from(idx, dst), expected, dim), true, op);
+  Tensor values = apart_from(dense(src), dst);
+  if (alpha != 1.0) {
+    NoGradGuard no_grad;
+    values = mul(values, alpha);
+  }
+  scatter_dense(self, dim, values, list_index3(apart_from(idx, dst), expected, dim), true, op);
 }
 
 Tensor index_select_as(const Tensor& self_in, int64_t dim, const Tensor& index, const char* op) {
@@ -279,17 +281,8 @@ void index_put_by_tensor(const Tensor& view, int64_t dim, const Tensor& index,
   const Shape block = replace_dims(view.shape(), dim, sel.dims, {sel.positions.numel()});
   Tensor dense_values = make_tensor(selected, view.dtype(), view.device());
   kernels::copy(dense_values, broadcast_view(values, selected));
-  // Written into a dense tensor whose indexed dims flatten into one: the view itself when it
-  // is one, else a copy written back afterwards.
-  Tensor target = view;
-  if (!view.is_contiguous()) {
-    target = make_tensor(view.shape(), view.dtype(), view.device());
-    kernels::copy(target, view);
-  }
-  kernels::scatter(view3(target.detach().view(flat_shape), dim),
-                   view3(dense_values.view(block), dim),
-                   list_index3(sel.positions, block, dim), false, dim, op);
-  if (!target.is_same(view)) kernels::copy(view, target);
+  scatter_dense(view, dim, dense_values.view(block), list_index3(sel.positions, block, dim),
+                false, op, &flat_shape);
 }
 
 }  // namespace ops_detail
@@ -356,17 +349,14 @@ Tensor scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const T
 Tensor index_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source,
                  double alpha) {
   check_defined(self, "index_add", "self");
-  check_defined(source, "index_add", "source");
-  TANDEM_CHECK(self.is_floating_point() || alpha == std::trunc(alpha),
-               "index_add: alpha must be a whole number for an integer tensor, got ", alpha);
-  const Tensor scaled = alpha == 1.0 ? source : mul(source, alpha);
   Tensor out = clone_detached(self);
-  index_add_into(out, dim, index, scaled, "index_add");
+  index_add_into(out, dim, index, source, alpha, "index_add");
   const Tensor idx = as_dtype(index, DType::i64);
   const Shape source_shape = source.shape();
-  autograd::record("index_add", {self, scaled}, out,
-                   [idx, dim, source_shape](const Tensor& g) -> std::vector<Tensor> {
-                     return {g, index_select(g, dim, idx).reshape(source_shape)};
+  autograd::record("index_add", {self, source}, out,
+                   [idx, dim, source_shape, alpha](const Tensor& g) -> std::vector<Tensor> {
+                     Tensor g_source = index_select(g, dim, idx).reshape(source_shape);
+                     return {g, alpha == 1.0 ? g_source : mul(g_source, alpha)};
                    });
   return out;
 }

@@ -412,10 +412,7 @@ Tensor& Tensor::scatter_add_(int64_t dim, const Tensor& index, const Tensor& src
 Tensor& Tensor::index_add_(int64_t dim, const Tensor& index, const Tensor& source, double alpha) {
   check_inplace(*this, "index_add_");
   check_no_overlap(*this, "index_add_");
-  TANDEM_CHECK(is_floating_point() || alpha == std::trunc(alpha),
-               "index_add_: alpha must be a whole number for an integer tensor, got ", alpha);
-  NoGradGuard no_grad;
-  index_add_into(*this, dim, index, alpha == 1.0 ? source : source * alpha, "index_add_");
+  index_add_into(*this, dim, index, source, alpha, "index_add_");
   return *this;
 }
 
