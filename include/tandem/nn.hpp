@@ -4,5 +4,6 @@
 #include "tandem/nn/functional.hpp"
 #include "tandem/nn/init.hpp"
 #include "tandem/nn/layers.hpp"
+#include "tandem/nn/loss.hpp"
 #include "tandem/nn/models/resnet.hpp"
 #include "tandem/nn/module.hpp"

@@ -1,5 +1,6 @@
 // The backward engine: dependency counts over the reachable graph, then a queue in topological
 // order (no recursion, so chains of any length work), and an iterative node teardown.
+#include <algorithm>
 #include <deque>
 #include <functional>
 #include <utility>
@@ -12,8 +13,9 @@
 
 namespace tandem {
 
-void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
-  autograd::run_backward({*this}, {gradient}, retain_graph);
+void Tensor::backward(const Tensor& gradient, std::optional<bool> retain_graph,
+                      bool create_graph) const {
+  autograd::run_backward({*this}, {gradient}, retain_graph.value_or(create_graph), create_graph);
 }
 
 namespace autograd {
@@ -23,17 +25,36 @@ namespace {
 // their operand's layout: a channels-last gradient summed or converted row-major would be read
 // across strides by every kernel and copied back by its consumer (a residual block's input has
 // two consumers, so on a channels-last network that was every block's input gradient).
+// Under create_graph (grad mode on in the engine) each records itself, so gradients summed or
+// converted here keep their history.
 Tensor converted(const Tensor& t, DType dtype) {
   if (t.dtype() == dtype) return t;
   Tensor out = make_tensor(t.shape(), dtype, t.device(), t.suggest_memory_format());
   kernels::copy(out, t);
+  const DType from = t.dtype();
+  record("to_dtype", {t}, out, [from](const Tensor& g) -> std::vector<Tensor> {
+    return {converted(g, from)};
+  }, BackwardKind::differentiable);
   return out;
 }
 Tensor sum_of(const Tensor& a, const Tensor& b) {
   TANDEM_CHECK(a.shape() == b.shape(), "backward: gradients of shapes ", shape_str(a.shape()),
                " and ", shape_str(b.shape()), " for one tensor");
   Tensor out = make_tensor(a.shape(), a.dtype(), a.device(), a.suggest_memory_format());
-  kernels::binary(out, kernels::BinaryOp::add, {1.0}, a, converted(b, a.dtype()));
+  Tensor b_as_a = converted(b, a.dtype());
+  kernels::binary(out, kernels::BinaryOp::add, {1.0}, a, b_as_a);
+  record("add", {a, b_as_a}, out, [](const Tensor& g) -> std::vector<Tensor> { return {g, g}; },
+         BackwardKind::differentiable);
+  return out;
+}
+// A copy of `g` laid out as `like`, recording itself under create_graph.
+Tensor copy_like(const Tensor& g, const Tensor& like) {
+  Tensor out = make_tensor(like.shape(), like.dtype(), like.device(), like.suggest_memory_format());
+  kernels::copy(out, g);
+  const DType from = g.dtype();
+  record("clone", {g}, out, [from](const Tensor& grad) -> std::vector<Tensor> {
+    return {converted(grad, from)};
+  }, BackwardKind::differentiable);
   return out;
 }
 // Whether `g` (held by the engine alone) could be `leaf`'s .grad as it is: no other tensor or
@@ -48,7 +69,27 @@ bool sole_dense_owner(const Tensor& g, const Tensor& leaf) {
 }
 // The callbacks of the backward pass running on this thread (null outside one).
 thread_local std::vector<std::function<void()>>* t_callbacks = nullptr;
+// The node whose closure the engine is running on this thread (saved_output re-attaches to it).
+thread_local Node* t_running = nullptr;
+
+// `detached` again, its gradient going to `node` (an op's node or a leaf's accumulator).
+Tensor with_history(const Tensor& detached, std::shared_ptr<Node> node) {
+  if (!node || !grad_mode_enabled()) return detached;
+  Tensor out = detached.detach();
+  out.impl()->grad_fn = std::move(node);
+  out.impl()->requires_grad = true;
+  return out;
+}
 }  // namespace
+
+Tensor saved_output(const Tensor& detached) {
+  return t_running ? with_history(detached, t_running->shared_from_this()) : detached;
+}
+
+Tensor saved_input(const Tensor& detached, size_t index) {
+  if (!t_running || index >= t_running->next().size()) return detached;
+  return with_history(detached, t_running->next()[index]);
+}
 
 void queue_callback(std::function<void()> callback) {
   TANDEM_CHECK(t_callbacks != nullptr,
@@ -61,6 +102,13 @@ std::vector<Tensor> Node::apply(const Tensor& grad_output) {
                name_, "); its saved tensors were freed after the first backward. Pass "
                "retain_graph = true to the first backward call to keep them");
   if (!grad_output.defined()) return std::vector<Tensor>(next_.size());
+  if (kind_ == BackwardKind::once && grad_mode_enabled())
+    TANDEM_THROW(NotImplementedError, "backward with create_graph: the backward of ", name_,
+                 " is not differentiable here, so the gradients it gives could not be "
+                 "differentiated again. Ops whose backward is: elementwise arithmetic, pow, exp, "
+                 "log, sqrt, abs, relu, leaky_relu, sigmoid, tanh, where, maximum, minimum, sum, "
+                 "mean, norm, max, min, matmul/linear, conv2d, views, slicing, cat, pad, casts, "
+                 "softmax, log_softmax, mse_loss, and custom autograd::Functions built of them");
   return fn_(grad_output);
 }
 
@@ -73,7 +121,13 @@ std::vector<Tensor> AccumulateGrad::apply(const Tensor& grad_output) {
   TANDEM_CHECK(grad_output.shape() == leaf.shape(), "backward: gradient of shape ",
                shape_str(grad_output.shape()), " for a leaf of shape ", shape_str(leaf.shape()));
   Tensor acc;
-  if (leaf_->grad_buffer) {
+  if (grad_mode_enabled()) {
+    // create_graph: .grad keeps the history of its gradient (a recorded copy, so it never
+    // aliases a tensor of the graph; later contributions are added out of place).
+    TANDEM_CHECK(!leaf_->grad_buffer, "backward with create_graph: this leaf's gradient goes "
+                 "into a buffer given in advance (data parallelism), which cannot hold history");
+    acc = leaf_->grad ? sum_of(Tensor(leaf_->grad), grad_output) : copy_like(grad_output, leaf);
+  } else if (leaf_->grad_buffer) {
     // A buffer given in advance: the first gradient is copied in, later ones added in place.
     acc = Tensor(leaf_->grad_buffer);
     if (leaf_->grad == leaf_->grad_buffer) {
@@ -105,7 +159,6 @@ bool needs_grad(const std::vector<Tensor>& inputs) {
   return false;
 }
 
-namespace {
 std::shared_ptr<Node> gradient_edge(const Tensor& t) {
   if (t.grad_fn()) return t.grad_fn();
   TensorImpl* impl = t.impl();
@@ -116,6 +169,8 @@ std::shared_ptr<Node> gradient_edge(const Tensor& t) {
   }
   return acc;
 }
+
+namespace {
 
 // Destroying a long chain of nodes would recurse node -> closure -> saved tensor -> node...;
 // nested destructors hand their members to the outermost one, which frees them in a loop.
@@ -140,20 +195,27 @@ Node::~Node() {
   --t_teardown_depth;
 }
 
-void record(const char* name, const std::vector<Tensor>& inputs, Tensor& output, BackwardFn fn) {
+void record(const char* name, const std::vector<Tensor>& inputs, Tensor& output, BackwardFn fn,
+            BackwardKind kind) {
   if (!needs_grad(inputs) || !is_floating(output.dtype())) return;
-  auto node = std::make_shared<Node>(name, std::move(fn));
+  auto node = std::make_shared<Node>(name, std::move(fn), kind);
   for (const auto& t : inputs)
     node->next().push_back(t.defined() && t.requires_grad() ? gradient_edge(t) : nullptr);
   output.impl()->grad_fn = std::move(node);
   output.impl()->requires_grad = true;
 }
 
-void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads,
-                  bool retain_graph) {
-  TANDEM_CHECK(roots.size() == grads.size(), "backward: ", roots.size(), " tensors but ",
+namespace {
+// One backward pass. With `inputs` (autograd::grad), only the nodes from which an input's node
+// can be reached run, the inputs' nodes themselves only when another input lies beyond them,
+// and the gradient arriving at each input's node is returned instead of accumulated.
+std::vector<Tensor> execute(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads,
+                            bool retain_graph, bool create_graph,
+                            const std::vector<Tensor>* inputs, bool allow_unused) {
+  const char* op = inputs ? "grad" : "backward";
+  TANDEM_CHECK(roots.size() == grads.size(), op, ": ", roots.size(), " tensors but ",
                grads.size(), " gradients");
-  NoGradGuard no_grad;
+  AutoGradMode grad_mode(create_graph);  // on exactly when the pass creates a graph
   // Backward runs in the dtypes forward chose: autocast does not apply to gradient ops.
   struct AutocastOff {
     ExecutionContext& context = current_context();
@@ -165,26 +227,30 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& g
   std::vector<std::function<void()>> callbacks;
   struct Restore {
     std::vector<std::function<void()>>* previous;
-    ~Restore() { t_callbacks = previous; }
-  } restore{std::exchange(t_callbacks, &callbacks)};
+    Node* running;
+    ~Restore() {
+      t_callbacks = previous;
+      t_running = running;
+    }
+  } restore{std::exchange(t_callbacks, &callbacks), t_running};
   std::unordered_map<Node*, Tensor> buffer;  // gradient summed so far for each node
   std::vector<std::shared_ptr<Node>> root_nodes;
   for (size_t i = 0; i < roots.size(); ++i) {
     const Tensor& root = roots[i];
-    TANDEM_CHECK(root.defined(), "backward: tensor ", i, " is undefined");
-    TANDEM_CHECK(root.requires_grad(), "backward: tensor ", i,
+    TANDEM_CHECK(root.defined(), op, ": tensor ", i, " is undefined");
+    TANDEM_CHECK(root.requires_grad(), op, ": tensor ", i,
                  " does not require grad and has no grad_fn");
     Tensor g = grads[i];
     if (!g.defined()) {
-      TANDEM_CHECK(root.numel() == 1, "backward: a gradient can be implied only for scalar "
+      TANDEM_CHECK(root.numel() == 1, op, ": a gradient can be implied only for scalar "
                    "outputs, got shape ", shape_str(root.shape()),
                    "; pass a gradient of that shape");
       g = make_tensor(root.shape(), root.dtype(), root.device());
       kernels::fill(g, 1.0);
     } else {
-      TANDEM_CHECK(g.shape() == root.shape(), "backward: gradient has shape ",
+      TANDEM_CHECK(g.shape() == root.shape(), op, ": gradient has shape ",
                    shape_str(g.shape()), " but the tensor has shape ", shape_str(root.shape()));
-      TANDEM_CHECK(g.device() == root.device(), "backward: gradient on ", g.device(),
+      TANDEM_CHECK(g.device() == root.device(), op, ": gradient on ", g.device(),
                    " for a tensor on ", root.device());
     }
     auto node = gradient_edge(root);
@@ -213,6 +279,42 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& g
     }
   }
 
+  // autograd::grad: the inputs' nodes, and the nodes that lead to one (in reverse topological
+  // order, a node after everything it points at).
+  std::unordered_map<Node*, std::vector<size_t>> captures;  // node -> the inputs it belongs to
+  std::unordered_set<Node*> leads_to_input;  // nodes with an input's node strictly below
+  std::vector<Tensor> captured;
+  std::vector<std::shared_ptr<Node>> input_nodes;  // kept alive: captures is keyed by address
+  if (inputs) {
+    captured.resize(inputs->size());
+    for (size_t i = 0; i < inputs->size(); ++i) {
+      const Tensor& t = (*inputs)[i];
+      TANDEM_CHECK(t.defined(), "grad: input ", i, " is undefined");
+      TANDEM_CHECK(t.requires_grad(), "grad: input ", i, " does not require grad");
+      input_nodes.push_back(gradient_edge(t));
+      captures[input_nodes.back().get()].push_back(i);
+    }
+    std::unordered_map<Node*, int> pending(deps);
+    std::vector<Node*> order;
+    std::vector<Node*> todo;
+    for (auto& n : root_nodes)
+      if (pending[n.get()] == 0 && std::find(todo.begin(), todo.end(), n.get()) == todo.end())
+        todo.push_back(n.get());
+    while (!todo.empty()) {
+      Node* n = todo.back();
+      todo.pop_back();
+      order.push_back(n);
+      for (auto& next : n->next())
+        if (next && --pending[next.get()] == 0) todo.push_back(next.get());
+    }
+    for (auto it = order.rbegin(); it != order.rend(); ++it)
+      for (auto& next : (*it)->next())
+        if (next && (captures.count(next.get()) || leads_to_input.count(next.get()))) {
+          leads_to_input.insert(*it);
+          break;
+        }
+  }
+
   std::deque<Node*> ready;
   std::unordered_set<Node*> queued;
   for (auto& n : root_nodes)
@@ -225,10 +327,19 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& g
       g = std::move(it->second);
       buffer.erase(it);
     }
+    if (inputs) {
+      if (auto it = captures.find(n); it != captures.end())
+        for (size_t i : it->second) captured[i] = g;
+      // Nothing below this node is asked for: it does not run (its leaves' .grad stay as
+      // they are), and neither does anything only it leads to.
+      if (!leads_to_input.count(n)) continue;
+    }
+    t_running = n;
     std::vector<Tensor> input_grads = n->apply(g);
+    t_running = nullptr;
     if (!retain_graph) n->release();
     auto& next = n->next();
-    TANDEM_CHECK(input_grads.size() == next.size() || next.empty(), "backward: ", n->name(),
+    TANDEM_CHECK(input_grads.size() == next.size() || next.empty(), op, ": ", n->name(),
                  " returned ", input_grads.size(), " gradients for ", next.size(), " inputs");
     for (size_t i = 0; i < next.size(); ++i) {
       Node* m = next[i].get();
@@ -244,6 +355,36 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& g
     auto callback = std::move(callbacks[i]);  // a callback may queue more (and grow the vector)
     callback();
   }
+  for (size_t i = 0; i < captured.size(); ++i) {
+    if (captured[i].defined()) continue;
+    const Tensor& t = (*inputs)[i];
+    const bool used = seen.count(input_nodes[i].get()) > 0;
+    TANDEM_CHECK(allow_unused || used, "grad: input ", i, " was not used to compute the "
+                 "outputs; pass allow_unused = true to get an undefined gradient for it");
+    if (used) {  // reached, but every path gave no gradient
+      captured[i] = make_tensor(t.shape(), t.dtype(), t.device(), t.suggest_memory_format());
+      kernels::fill(captured[i], 0.0);
+    }
+  }
+  return captured;
+}
+}  // namespace
+
+void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads,
+                  bool retain_graph, bool create_graph) {
+  execute(roots, grads, retain_graph, create_graph, nullptr, false);
+}
+
+std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                         const std::vector<Tensor>& grad_outputs,
+                         std::optional<bool> retain_graph, bool create_graph,
+                         bool allow_unused) {
+  TANDEM_CHECK(grad_outputs.empty() || grad_outputs.size() == outputs.size(), "grad: ",
+               outputs.size(), " outputs but ", grad_outputs.size(), " grad_outputs");
+  std::vector<Tensor> grads = grad_outputs;
+  grads.resize(outputs.size());
+  return execute(outputs, grads, retain_graph.value_or(create_graph), create_graph, &inputs,
+                 allow_unused);
 }
 
 }  // namespace autograd

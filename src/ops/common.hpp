@@ -13,6 +13,10 @@
 
 namespace tandem::ops_detail {
 
+/// What an op passes to autograd::record when its backward closure is built of recorded ops
+/// (so it can run under create_graph).
+inline constexpr autograd::BackwardKind kDifferentiable = autograd::BackwardKind::differentiable;
+
 inline void check_defined(const Tensor& t, const char* op, const char* name) {
   TANDEM_CHECK(t.defined(), op, ": ", name, " is an undefined tensor");
 }

@@ -56,7 +56,7 @@ Tensor add(const Tensor& a, const Tensor& b, double alpha) {
   autograd::record("add", {a, b}, out, [a, b, alpha](const Tensor& g) -> std::vector<Tensor> {
     return {a.requires_grad() ? reduce_grad(g, a) : Tensor(),
             b.requires_grad() ? reduce_grad(alpha == 1.0 ? g : mul(g, alpha), b) : Tensor()};
-  });
+  }, kDifferentiable);
   return out;
 }
 
@@ -67,7 +67,7 @@ Tensor mul(const Tensor& a, const Tensor& b) {
   autograd::record("mul", {a, b}, out, [a, b](const Tensor& g) -> std::vector<Tensor> {
     return {a.requires_grad() ? reduce_grad(mul(g, b), a) : Tensor(),
             b.requires_grad() ? reduce_grad(mul(g, a), b) : Tensor()};
-  });
+  }, kDifferentiable);
   return out;
 }
 
@@ -76,26 +76,31 @@ Tensor div(const Tensor& a, const Tensor& b) {
   autograd::record("div", {a, b}, out, [a, b](const Tensor& g) -> std::vector<Tensor> {
     return {a.requires_grad() ? reduce_grad(div(g, b), a) : Tensor(),
             b.requires_grad() ? reduce_grad(neg(div(mul(g, a), mul(b, b))), b) : Tensor()};
-  });
+  }, kDifferentiable);
   return out;
 }
 
 Tensor add(const Tensor& a, double b) {
   Tensor out = unary_forward(UnaryOp::add_scalar, {b}, a, "add");
-  autograd::record("add", {a}, out, [](const Tensor& g) -> std::vector<Tensor> { return {g}; });
+  autograd::record("add", {a}, out, [](const Tensor& g) -> std::vector<Tensor> {
+    return {g};
+  }, kDifferentiable);
   return out;
 }
 
 Tensor mul(const Tensor& a, double b) {
   Tensor out = unary_forward(UnaryOp::mul_scalar, {b}, a, "mul");
-  autograd::record("mul", {a}, out,
-                   [b](const Tensor& g) -> std::vector<Tensor> { return {mul(g, b)}; });
+  autograd::record("mul", {a}, out, [b](const Tensor& g) -> std::vector<Tensor> {
+    return {mul(g, b)};
+  }, kDifferentiable);
   return out;
 }
 
 Tensor neg(const Tensor& a) {
   Tensor out = unary_forward(UnaryOp::neg, {}, a, "neg");
-  autograd::record("neg", {a}, out, [](const Tensor& g) -> std::vector<Tensor> { return {neg(g)}; });
+  autograd::record("neg", {a}, out, [](const Tensor& g) -> std::vector<Tensor> {
+    return {neg(g)};
+  }, kDifferentiable);
   return out;
 }
 
@@ -104,7 +109,7 @@ Tensor pow(const Tensor& a, double exponent) {
   autograd::record("pow", {a}, out, [a, exponent](const Tensor& g) -> std::vector<Tensor> {
     if (exponent == 0.0) return {zeros_like(g)};
     return {mul(g, mul(pow(a, exponent - 1.0), exponent))};
-  });
+  }, kDifferentiable);
   return out;
 }
 
@@ -117,24 +122,28 @@ Tensor pow(const Tensor& a, const Tensor& exponent) {
     if (exponent.requires_grad()) {
       // d/db a^b = a^b log a; taken as 0 where a == 0 (the limit for b > 0), as torch.
       Tensor zero = zeros_like(y);
-      Tensor d = where(eq(a, zeros_like(a)), zero, mul(y, log(a)));
+      Tensor d = where(eq(a, zeros_like(a)), zero, mul(autograd::saved_output(y), log(a)));
       gb = reduce_grad(mul(g, d), exponent);
     }
     return {ga, gb};
-  });
+  }, kDifferentiable);
   return out;
 }
 
 Tensor exp(const Tensor& a) {
   Tensor out = unary_forward(UnaryOp::exp, {}, a, "exp");
   Tensor y = out.detach();
-  autograd::record("exp", {a}, out, [y](const Tensor& g) -> std::vector<Tensor> { return {mul(g, y)}; });
+  autograd::record("exp", {a}, out, [y](const Tensor& g) -> std::vector<Tensor> {
+    return {mul(g, autograd::saved_output(y))};
+  }, kDifferentiable);
   return out;
 }
 
 Tensor log(const Tensor& a) {
   Tensor out = unary_forward(UnaryOp::log, {}, a, "log");
-  autograd::record("log", {a}, out, [a](const Tensor& g) -> std::vector<Tensor> { return {div(g, a)}; });
+  autograd::record("log", {a}, out, [a](const Tensor& g) -> std::vector<Tensor> {
+    return {div(g, a)};
+  }, kDifferentiable);
   return out;
 }
 
@@ -142,8 +151,8 @@ Tensor sqrt(const Tensor& a) {
   Tensor out = unary_forward(UnaryOp::sqrt, {}, a, "sqrt");
   Tensor y = out.detach();
   autograd::record("sqrt", {a}, out, [y](const Tensor& g) -> std::vector<Tensor> {
-    return {div(g, mul(y, 2.0))};
-  });
+    return {div(g, mul(autograd::saved_output(y), 2.0))};
+  }, kDifferentiable);
   return out;
 }
 
@@ -151,7 +160,7 @@ Tensor abs(const Tensor& a) {
   Tensor out = unary_forward(UnaryOp::abs, {}, a, "abs");
   autograd::record("abs", {a}, out, [a](const Tensor& g) -> std::vector<Tensor> {
     return {mul(g, sign(a))};
-  });
+  }, kDifferentiable);
   return out;
 }
 
@@ -159,7 +168,7 @@ Tensor sign(const Tensor& a) {
   Tensor out = unary_forward(UnaryOp::sign, {}, a, "sign");
   autograd::record("sign", {a}, out, [](const Tensor& g) -> std::vector<Tensor> {
     return {zeros_like(g)};
-  });
+  }, kDifferentiable);
   return out;
 }
 
@@ -178,8 +187,12 @@ Tensor relu(const Tensor& a) {
   Tensor out = unary_forward(UnaryOp::relu, {}, a, "relu");
   Tensor y = out.detach();  // y > 0 exactly where x > 0; saving y lets x be freed
   autograd::record("relu", {a}, out, [y](const Tensor& g) -> std::vector<Tensor> {
+    if (grad_mode_enabled()) {  // create_graph: the same gradient, differentiable in g
+      Tensor zero = zeros({}, TensorOptions(g.dtype()).device(g.device()));
+      return {where(gt(y, zero), g, zero)};
+    }
     return {backward_functor(BinaryOp::relu_backward, g, y)};
-  });
+  }, kDifferentiable);
   return out;
 }
 
@@ -199,8 +212,12 @@ Tensor sigmoid(const Tensor& a) {
   Tensor out = unary_forward(UnaryOp::sigmoid, {}, a, "sigmoid");
   Tensor y = out.detach();
   autograd::record("sigmoid", {a}, out, [y](const Tensor& g) -> std::vector<Tensor> {
+    if (grad_mode_enabled()) {  // create_graph: g y (1 - y), differentiated through y too
+      Tensor s = autograd::saved_output(y);
+      return {mul(g, mul(s, sub(ones_like(s), s)))};
+    }
     return {backward_functor(BinaryOp::sigmoid_backward, g, y)};
-  });
+  }, kDifferentiable);
   return out;
 }
 
@@ -208,8 +225,12 @@ Tensor tanh(const Tensor& a) {
   Tensor out = unary_forward(UnaryOp::tanh, {}, a, "tanh");
   Tensor y = out.detach();
   autograd::record("tanh", {a}, out, [y](const Tensor& g) -> std::vector<Tensor> {
+    if (grad_mode_enabled()) {  // create_graph: g (1 - y^2), differentiated through y too
+      Tensor t = autograd::saved_output(y);
+      return {mul(g, sub(ones_like(t), mul(t, t)))};
+    }
     return {backward_functor(BinaryOp::tanh_backward, g, y)};
-  });
+  }, kDifferentiable);
   return out;
 }
 
@@ -231,7 +252,7 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
     Tensor zero = zeros({}, TensorOptions(g.dtype()).device(g.device()));
     return {a.requires_grad() ? reduce_grad(where(cond, g, zero), a) : Tensor(),
             b.requires_grad() ? reduce_grad(where(cond, zero, g), b) : Tensor()};
-  });
+  }, kDifferentiable);
   return out;
 }
 
@@ -247,7 +268,7 @@ Tensor extremum(BinaryOp op, const Tensor& a, const Tensor& b, const char* name)
     Tensor tie = eq(a, b);
     return {a.requires_grad() ? reduce_grad(where(a_wins, g, where(tie, half, zero)), a) : Tensor(),
             b.requires_grad() ? reduce_grad(where(b_wins, g, where(tie, half, zero)), b) : Tensor()};
-  });
+  }, kDifferentiable);
   return out;
 }
 }  // namespace

@@ -23,7 +23,7 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
   autograd::record("bmm", {a, b}, out, [a, b](const Tensor& g) -> std::vector<Tensor> {
     return {a.requires_grad() ? bmm(g, b.transpose(1, 2)) : Tensor(),
             b.requires_grad() ? bmm(a.transpose(1, 2), g) : Tensor()};
-  });
+  }, kDifferentiable);
   return out;
 }
 

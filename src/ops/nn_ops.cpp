@@ -72,6 +72,42 @@ MemoryFormat conv_format(const Tensor& input) {
 
 // --- convolution ----------------------------------------------------------------------------
 
+namespace {
+// conv2d's gradients under create_graph, from recorded ops (so they can be differentiated
+// again): the input's is the transposed convolution of g; the weight's a convolution of the
+// input by g with the roles of stride and dilation swapped (over the batch as the channel of
+// the sum), cropped to the kernel; the bias's a sum. x and w are the closure's detached input
+// and weight, given their history back.
+std::vector<Tensor> conv2d_backward_differentiable(const Tensor& g, const Tensor& x,
+                                                   const Tensor& w, const kernels::Conv2dParams& p,
+                                                   bool need_x, bool need_w, bool need_b) {
+  if (p.groups != 1)
+    TANDEM_THROW(NotImplementedError, "backward with create_graph: the backward of a grouped "
+                 "conv2d (groups = ", p.groups, ") is not differentiable here");
+  Tensor xi = autograd::saved_input(x, 0), wi = autograd::saved_input(w, 1);
+  const int64_t kh = w.size(2), kw = w.size(3);
+  Tensor gx, gw, gb;
+  if (need_x) {
+    // The output_padding that gives back x's size: what conv2d's floor division dropped.
+    const Int2 extra{x.size(2) - ((g.size(2) - 1) * p.stride_h - 2 * p.pad_h +
+                                  p.dil_h * (kh - 1) + 1),
+                     x.size(3) - ((g.size(3) - 1) * p.stride_w - 2 * p.pad_w +
+                                  p.dil_w * (kw - 1) + 1)};
+    gx = conv_transpose2d(g, wi, Tensor(), {p.stride_h, p.stride_w}, {p.pad_h, p.pad_w}, extra,
+                          1, {p.dil_h, p.dil_w});
+  }
+  if (need_w) {
+    // (C, N, H, W) by (C_out, N, H_out, W_out) -> (C, C_out, >= kH, >= kW).
+    Tensor full = conv2d(xi.transpose(0, 1), g.transpose(0, 1), Tensor(),
+                         {p.dil_h, p.dil_w}, {p.pad_h, p.pad_w},
+                         {p.stride_h, p.stride_w});
+    gw = full.narrow(2, 0, kh).narrow(3, 0, kw).transpose(0, 1);
+  }
+  if (need_b) gb = sum(g, {0, 2, 3});
+  return {gx, gw, gb};
+}
+}  // namespace
+
 Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Int2 stride,
               Int2 padding, Int2 dilation, int64_t groups) {
   if (autocast_changes("conv2d", {input, weight, bias}))
@@ -110,6 +146,8 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Int
   autograd::record("conv2d", {input, weight, bias}, out,
                    [x, w, p, format, need_x, need_w,
                     need_b](const Tensor& g) -> std::vector<Tensor> {
+                     if (x.size(0) > 0 && grad_mode_enabled())  // create_graph
+                       return conv2d_backward_differentiable(g, x, w, p, need_x, need_w, need_b);
                      Tensor gx = need_x ? empty_like(x) : Tensor();
                      Tensor gw = need_w ? empty_like(w) : Tensor();
                      Tensor gb = need_b ? empty({w.size(0)}, TensorOptions(w.dtype()).device(w.device()))
@@ -121,7 +159,7 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Int
                      }
                      kernels::conv2d_backward(g.contiguous(format), x, w, gx, gw, gb, p);
                      return {gx, gw, gb};
-                   });
+                   }, kDifferentiable);
   return in_format_of(input, out);
 }
 

@@ -1,6 +1,8 @@
 // Reductions: the reduced dims are moved last and made contiguous, so every kernel reduces the
 // rows of a (kept, reduced) matrix.
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <numeric>
 
 #include "common.hpp"
@@ -92,7 +94,7 @@ Tensor sum(const Tensor& t, const Shape& dims, bool keepdim) {
   Shape in_shape = t.shape(), keep_shape = p.keep_shape;
   autograd::record("sum", {t}, out, [in_shape, keep_shape](const Tensor& g) -> std::vector<Tensor> {
     return {expand(reshape(g, keep_shape), in_shape)};
-  });
+  }, kDifferentiable);
   return out;
 }
 
@@ -120,22 +122,70 @@ Tensor var(const Tensor& t, const Shape& dims, int64_t correction, bool keepdim)
              full({}, denom, TensorOptions(compute_dtype(t.dtype())).device(t.device())));
 }
 
-Tensor norm(const Tensor& t) {
-  if (autocast_changes("norm", {t})) return norm(autocast_input("norm", t));
+Tensor norm(const Tensor& t) { return norm(t, 2.0, {}, false); }
+
+Tensor norm(const Tensor& t, double p, const Shape& dims, bool keepdim) {
+  if (autocast_changes("norm", {t})) return norm(autocast_input("norm", t), p, dims, keepdim);
   check_defined(t, "norm", "input");
   check_floating(t, "norm");
+  TANDEM_CHECK(!std::isnan(p) && p != -std::numeric_limits<double>::infinity(),
+               "norm: p must be a number >= 0 or inf, got ", p);
+  TANDEM_CHECK(p >= 0, "norm: p must be >= 0 or inf, got ", p);
+  if (std::isinf(p)) return amax(abs(t), dims, keepdim);
+  if (p == 0) {  // the number of nonzero elements: no gradient
+    NoGradGuard no_grad;
+    return sum(ne(t, zeros({}, TensorOptions(t.dtype()).device(t.device()))), dims, keepdim)
+        .to(t.dtype());
+  }
+  if (p == 1) return sum(abs(t), dims, keepdim);
+  const Plan plan = plan_reduction(t, dims, keepdim, "norm");
   Tensor out;
   {
     NoGradGuard no_grad;
-    out = sqrt(sum(mul(t, t)));
+    out = p == 2 ? sqrt(sum(mul(t, t), dims, keepdim))
+                 : pow(sum(pow(abs(t), p), dims, keepdim), 1.0 / p);
   }
   Tensor y = out.detach();
-  autograd::record("norm", {t}, out, [t, y](const Tensor& g) -> std::vector<Tensor> {
-    // g t / y, and 0 for a zero norm (every element 0) instead of 0 / 0.
-    Tensor scale = where(eq(y, zeros_like(y)), zeros_like(y), div(g, y));
-    return {mul(t.detach(), scale)};
-  });
+  const Shape keep = plan.keep_shape;
+  autograd::record("norm", {t}, out, [t, y, p, keep](const Tensor& g) -> std::vector<Tensor> {
+    // g t |t|^(p-2) / y^(p-1), and 0 where the norm is 0 (every element 0) instead of 0 / 0.
+    Tensor yk = reshape(autograd::saved_output(y), keep);
+    Tensor zero = zeros({}, TensorOptions(yk.dtype()).device(yk.device()));
+    Tensor scale = where(eq(yk, zero), zero,
+                         div(reshape(g, keep), p == 2 ? yk : pow(yk, p - 1)));
+    Tensor direction = p == 2 ? t : mul(sign(t), pow(abs(t), p - 1));
+    return {mul(direction, scale)};
+  }, kDifferentiable);
   return out;
+}
+
+namespace {
+// all/any: how many elements are nonzero, against the count (NaN counts as nonzero, as torch).
+Tensor nonzero_count(const Tensor& t, const Shape& dims, bool keepdim, const char* name) {
+  check_defined(t, name, "input");
+  NoGradGuard no_grad;
+  return sum(ne(t, zeros({}, TensorOptions(t.dtype()).device(t.device()))), dims, keepdim);
+}
+}  // namespace
+
+Tensor all(const Tensor& t) {
+  return eq(nonzero_count(t, {}, false, "all"),
+            full({}, static_cast<double>(t.numel()), TensorOptions(DType::i64).device(t.device())));
+}
+Tensor all(const Tensor& t, int64_t dim, bool keepdim) {
+  const int64_t d = wrap_dim(dim, t.dim(), "all");
+  const int64_t n = t.dim() == 0 ? 1 : t.size(d);
+  return eq(nonzero_count(t, t.dim() == 0 ? Shape{} : Shape{d}, keepdim, "all"),
+            full({}, static_cast<double>(n), TensorOptions(DType::i64).device(t.device())));
+}
+Tensor any(const Tensor& t) {
+  return gt(nonzero_count(t, {}, false, "any"),
+            zeros({}, TensorOptions(DType::i64).device(t.device())));
+}
+Tensor any(const Tensor& t, int64_t dim, bool keepdim) {
+  const int64_t d = wrap_dim(dim, t.dim(), "any");
+  return gt(nonzero_count(t, t.dim() == 0 ? Shape{} : Shape{d}, keepdim, "any"),
+            zeros({}, TensorOptions(DType::i64).device(t.device())));
 }
 
 Tensor amax(const Tensor& t, const Shape& dims, bool keepdim) {
@@ -145,7 +195,7 @@ Tensor amax(const Tensor& t, const Shape& dims, bool keepdim) {
   Tensor y = out.detach();
   autograd::record("amax", {t}, out, [t, y, p](const Tensor& g) -> std::vector<Tensor> {
     return {extreme_backward(reshape(g, p.keep_shape), t, reshape(y, p.keep_shape), p)};
-  });
+  }, kDifferentiable);
   return out;
 }
 
@@ -158,7 +208,7 @@ Tensor min(const Tensor& t) {
   Tensor y = out.detach();
   autograd::record("min", {t}, out, [t, y, p](const Tensor& g) -> std::vector<Tensor> {
     return {extreme_backward(reshape(g, p.keep_shape), t, reshape(y, p.keep_shape), p)};
-  });
+  }, kDifferentiable);
   return out;
 }
 
@@ -183,7 +233,7 @@ std::pair<Tensor, Tensor> extreme_dim(bool is_max, const Tensor& t, int64_t dim,
     Tensor hit = eq(iota, reshape(indices, keep_shape));
     Tensor zero = zeros({}, TensorOptions(g.dtype()).device(g.device()));
     return {where(hit, reshape(g, keep_shape), zero)};
-  });
+  }, kDifferentiable);
   return {values, indices};
 }
 }  // namespace

@@ -73,15 +73,22 @@ Tensor reshape_view(const Tensor& t, const Shape& shape, const Shape& strides, c
   Shape in_shape = t.shape();
   autograd::record(op, {t}, out, [in_shape](const Tensor& g) -> std::vector<Tensor> {
     return {reshape(g, in_shape)};
-  });
+  }, kDifferentiable);
   return out;
 }
 
 // The gradient of a view that picks part of the input: zeros with g written where the view was.
+// Under create_graph it records itself; its own gradient is the same view of the incoming one.
 template <typename ViewFn>
 Tensor scatter_to_zeros(const Tensor& g, const Shape& shape, ViewFn view_of) {
   Tensor gi = zeros(shape, TensorOptions(g.dtype()).device(g.device()));
-  view_of(gi).copy_(g);
+  {
+    NoGradGuard no_grad;
+    view_of(gi).copy_(g);
+  }
+  autograd::record("view_backward", {g}, gi, [view_of](const Tensor& gg) -> std::vector<Tensor> {
+    return {view_of(gg)};
+  }, kDifferentiable);
   return gi;
 }
 
@@ -125,7 +132,7 @@ Tensor permute(const Tensor& t, const Shape& dims) {
   Tensor out = make_view(t, shape, strides, t.storage_offset());
   autograd::record("permute", {t}, out, [inverse](const Tensor& g) -> std::vector<Tensor> {
     return {permute(g, inverse)};
-  });
+  }, kDifferentiable);
   return out;
 }
 
@@ -158,8 +165,8 @@ Tensor slice(const Tensor& t, int64_t dim, int64_t start, int64_t end, int64_t s
   Shape in_shape = t.shape();
   autograd::record("slice", {t}, out, [=](const Tensor& g) -> std::vector<Tensor> {
     return {scatter_to_zeros(g, in_shape,
-                             [&](const Tensor& gi) { return slice(gi, d, start, end, step); })};
-  });
+                             [=](const Tensor& gi) { return slice(gi, d, start, end, step); })};
+  }, kDifferentiable);
   return out;
 }
 
@@ -192,8 +199,8 @@ Tensor select(const Tensor& t, int64_t dim, int64_t index) {
   Shape in_shape = t.shape();
   autograd::record("select", {t}, out, [=](const Tensor& g) -> std::vector<Tensor> {
     return {scatter_to_zeros(g, in_shape,
-                             [&](const Tensor& gi) { return select(gi, d, index); })};
-  });
+                             [=](const Tensor& gi) { return select(gi, d, index); })};
+  }, kDifferentiable);
   return out;
 }
 
@@ -259,7 +266,7 @@ Tensor expand(const Tensor& t, const Shape& shape) {
   Shape in_shape = t.shape();
   autograd::record("expand", {t}, out, [in_shape](const Tensor& g) -> std::vector<Tensor> {
     return {sum_to(g, in_shape)};
-  });
+  }, kDifferentiable);
   return out;
 }
 
@@ -345,7 +352,7 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
                           ? g.narrow(d, offsets[i], inputs[i].shape()[d]).to(inputs[i].dtype())
                           : Tensor());
     return grads;
-  });
+  }, kDifferentiable);
   return out;
 }
 
@@ -400,7 +407,7 @@ Tensor pad(const Tensor& t, const std::vector<int64_t>& pads, double value) {
   Shape in_shape = t.shape();
   autograd::record("pad", {t}, out, [=](const Tensor& g) -> std::vector<Tensor> {
     return {scatter_to_zeros(dst_region(g), in_shape, src_region)};
-  });
+  }, kDifferentiable);
   return out;
 }
 

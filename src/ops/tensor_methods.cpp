@@ -54,8 +54,9 @@ Tensor Tensor::to(DType dtype) const {
   kernels::copy(out, *this);
   if (is_floating(dtype) && is_floating(this->dtype())) {
     DType from = this->dtype();
-    autograd::record("to_dtype", {*this}, out,
-                     [from](const Tensor& g) -> std::vector<Tensor> { return {g.to(from)}; });
+    autograd::record("to_dtype", {*this}, out, [from](const Tensor& g) -> std::vector<Tensor> {
+      return {g.to(from)};
+    }, kDifferentiable);
   }
   return out;
 }
@@ -73,8 +74,9 @@ Tensor Tensor::to(Device device, bool non_blocking) const {
   else
     cuda::copy_bytes(out.raw_data(), device, src.raw_data(), src.device(), nbytes);
   Device from = this->device();
-  autograd::record("to_device", {*this}, out,
-                   [from](const Tensor& g) -> std::vector<Tensor> { return {g.to(from)}; });
+  autograd::record("to_device", {*this}, out, [from](const Tensor& g) -> std::vector<Tensor> {
+    return {g.to(from)};
+  }, kDifferentiable);
   return out;
 }
 
@@ -84,7 +86,7 @@ Tensor Tensor::clone() const {
   Tensor out = make_tensor(shape(), dtype(), device(), suggest_memory_format());
   kernels::copy(out, *this);
   autograd::record("clone", {*this}, out,
-                   [](const Tensor& g) -> std::vector<Tensor> { return {g}; });
+                   [](const Tensor& g) -> std::vector<Tensor> { return {g}; }, kDifferentiable);
   return out;
 }
 
@@ -96,7 +98,7 @@ Tensor Tensor::contiguous(MemoryFormat format) const {
   Tensor out = make_tensor(shape(), dtype(), device(), format);
   kernels::copy(out, *this);
   autograd::record("contiguous", {*this}, out,
-                   [](const Tensor& g) -> std::vector<Tensor> { return {g}; });
+                   [](const Tensor& g) -> std::vector<Tensor> { return {g}; }, kDifferentiable);
   return out;
 }
 
@@ -213,6 +215,14 @@ Tensor Tensor::std(const Shape& dims, bool unbiased, bool keepdim) const {
 Tensor Tensor::max() const { return tandem::max(*this); }
 Tensor Tensor::min() const { return tandem::min(*this); }
 Tensor Tensor::norm() const { return tandem::norm(*this); }
+Tensor Tensor::norm(double p) const { return tandem::norm(*this, p); }
+Tensor Tensor::norm(double p, const Shape& dims, bool keepdim) const {
+  return tandem::norm(*this, p, dims, keepdim);
+}
+Tensor Tensor::all() const { return tandem::all(*this); }
+Tensor Tensor::all(int64_t dim, bool keepdim) const { return tandem::all(*this, dim, keepdim); }
+Tensor Tensor::any() const { return tandem::any(*this); }
+Tensor Tensor::any(int64_t dim, bool keepdim) const { return tandem::any(*this, dim, keepdim); }
 std::pair<Tensor, Tensor> Tensor::max(int64_t dim, bool keepdim) const {
   return tandem::max(*this, dim, keepdim);
 }

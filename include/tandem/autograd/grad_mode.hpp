@@ -11,20 +11,27 @@ inline bool grad_mode_enabled() { return current_context().grad_mode(); }
 /// Sets the current context's grad mode.
 inline void set_grad_mode(bool enabled) { current_context().set_grad_mode(enabled); }
 
-/// Disables history recording in a scope, like torch::NoGradGuard. The context current at
-/// construction gets its mode back at destruction.
-class NoGradGuard {
+/// Sets grad mode for a scope, like torch::AutoGradMode. The context current at construction
+/// gets its mode back at destruction.
+class AutoGradMode {
  public:
-  NoGradGuard() : context_(current_context()), previous_(context_.grad_mode()) {
-    context_.set_grad_mode(false);
+  explicit AutoGradMode(bool enabled)
+      : context_(current_context()), previous_(context_.grad_mode()) {
+    context_.set_grad_mode(enabled);
   }
-  ~NoGradGuard() { context_.set_grad_mode(previous_); }
-  NoGradGuard(const NoGradGuard&) = delete;
-  NoGradGuard& operator=(const NoGradGuard&) = delete;
+  ~AutoGradMode() { context_.set_grad_mode(previous_); }
+  AutoGradMode(const AutoGradMode&) = delete;
+  AutoGradMode& operator=(const AutoGradMode&) = delete;
 
  private:
   ExecutionContext& context_;
   bool previous_;
+};
+
+/// Disables history recording in a scope, like torch::NoGradGuard.
+class NoGradGuard : public AutoGradMode {
+ public:
+  NoGradGuard() : AutoGradMode(false) {}
 };
 
 }  // namespace tandem

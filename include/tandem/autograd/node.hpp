@@ -4,6 +4,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,12 +16,20 @@ namespace tandem::autograd {
 /// undefined Tensor where an input gets none).
 using BackwardFn = std::function<std::vector<Tensor>(const Tensor& grad_output)>;
 
-class Node {
+/// Whether a node's backward closure can itself be differentiated: it computes its gradients
+/// with differentiable ops from the op's inputs (or from its output through saved_output), so
+/// with create_graph the gradients it returns carry history. A `once` node refuses to run
+/// under create_graph instead of returning gradients whose own gradients would be wrong.
+enum class BackwardKind { once, differentiable };
+
+class Node : public std::enable_shared_from_this<Node> {
  public:
-  Node(std::string name, BackwardFn fn) : name_(std::move(name)), fn_(std::move(fn)) {}
+  Node(std::string name, BackwardFn fn, BackwardKind kind = BackwardKind::once)
+      : name_(std::move(name)), fn_(std::move(fn)), kind_(kind) {}
   virtual ~Node();  // iterative: freeing a 10,000-node chain must not recurse
 
   const std::string& name() const { return name_; }
+  BackwardKind kind() const { return kind_; }
   /// Where each input's gradient goes (nullptr for inputs that do not require grad).
   std::vector<std::shared_ptr<Node>>& next() { return next_; }
 
@@ -36,6 +45,7 @@ class Node {
   std::string name_;
   BackwardFn fn_;
   std::vector<std::shared_ptr<Node>> next_;
+  BackwardKind kind_;
   bool released_ = false;
 };
 
@@ -56,7 +66,23 @@ bool needs_grad(const std::vector<Tensor>& inputs);
 
 /// Records an op: `output` gets a node named `name` whose closure maps its gradient to the
 /// gradients of `inputs`. Does nothing when no input requires grad or grad mode is off.
-void record(const char* name, const std::vector<Tensor>& inputs, Tensor& output, BackwardFn fn);
+void record(const char* name, const std::vector<Tensor>& inputs, Tensor& output, BackwardFn fn,
+            BackwardKind kind = BackwardKind::once);
+
+/// Where a tensor's gradient goes: its grad_fn, or (a leaf that requires grad) the node that
+/// accumulates its .grad, made on first use.
+std::shared_ptr<Node> gradient_edge(const Tensor& t);
+
+/// An op's output kept by its own backward closure: the closure holds `out.detach()` (holding
+/// `out` would be a reference cycle: out -> node -> closure -> out). Inside that closure, under
+/// create_graph, saved_output(y) is y again with the history of the node now running, so the
+/// gradient computed from it is differentiated through the op (tanh's 1 - y^2, say); otherwise
+/// it is `y` as given.
+Tensor saved_output(const Tensor& detached);
+/// The same for an input the closure keeps detached (a kernel's contiguous copy, say): under
+/// create_graph, `detached` with the history of the running node's input `index` (the edge
+/// its gradient goes to), so a gradient computed from it is differentiated into that input.
+Tensor saved_input(const Tensor& detached, size_t index);
 
 /// Queues `callback` to run on this thread once the backward pass now running has processed
 /// its whole graph, before `backward()` returns (PyTorch's Engine::queue_callback). Callbacks
@@ -67,6 +93,18 @@ void queue_callback(std::function<void()> callback);
 
 /// Runs backward from `roots` with `grads` (one per root). See Tensor::backward.
 void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads,
-                  bool retain_graph);
+                  bool retain_graph, bool create_graph = false);
+
+/// The gradients of `outputs` with respect to `inputs`, returned instead of accumulated into
+/// .grad (torch.autograd.grad): only the part of the graph between them runs, no leaf's .grad
+/// or gradient-ready hook is touched. `grad_outputs` as backward's `gradient` (one per output,
+/// or none for scalar outputs); retain_graph defaults to create_graph; with create_graph the
+/// returned gradients carry history, for gradient penalties and second derivatives. An input
+/// the outputs do not depend on is an error unless allow_unused (it then gets an undefined
+/// tensor).
+std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                         const std::vector<Tensor>& grad_outputs = {},
+                         std::optional<bool> retain_graph = std::nullopt,
+                         bool create_graph = false, bool allow_unused = false);
 
 }  // namespace tandem::autograd

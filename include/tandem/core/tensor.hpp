@@ -57,6 +57,14 @@ struct TensorOptions {
   std::optional<Device> device_;
 };
 
+/// libtorch's option factories: `zeros({2}, dtype(kF64).requires_grad(true))`,
+/// `ones({2, 2}, requires_grad())`, `randn({3}, device(kCUDA))`.
+inline TensorOptions dtype(DType t) { return TensorOptions(t); }
+inline TensorOptions device(Device d) { return TensorOptions(d); }
+inline TensorOptions requires_grad(bool requires_grad = true) {
+  return TensorOptions().requires_grad(requires_grad);
+}
+
 /// Called with a leaf's gradient once it is complete for the current backward pass.
 using GradReadyHook = std::function<void(const Tensor& grad)>;
 
@@ -168,6 +176,7 @@ class Tensor {
   Tensor squeeze() const;
   Tensor squeeze(int64_t dim) const;
   Tensor expand(const Shape& shape) const;
+  Tensor expand_as(const Tensor& other) const { return expand(other.shape()); }
   Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1) const;
   /// libtorch's indexing with integers, slices, None and "..." (core/indexing.hpp): a view,
   /// differentiable as the select/slice/unsqueeze it is made of.
@@ -199,6 +208,17 @@ class Tensor {
   Tensor min() const;
   /// The 2-norm of all elements.
   Tensor norm() const;
+  /// The p-norm of all elements, or along `dims` (p = 0: nonzero count, inf: largest |x|).
+  Tensor norm(double p) const;
+  Tensor norm(double p, const Shape& dims, bool keepdim = false) const;
+  Tensor norm(double p, int64_t dim, bool keepdim = false) const {
+    return norm(p, Shape{dim}, keepdim);
+  }
+  /// Whether every (any) element is nonzero, as a bool tensor; along dim.
+  Tensor all() const;
+  Tensor all(int64_t dim, bool keepdim = false) const;
+  Tensor any() const;
+  Tensor any(int64_t dim, bool keepdim = false) const;
   /// (values, indices) along dim.
   std::pair<Tensor, Tensor> max(int64_t dim, bool keepdim = false) const;
   std::pair<Tensor, Tensor> min(int64_t dim, bool keepdim = false) const;
@@ -268,6 +288,15 @@ class Tensor {
   Tensor& sub_(double value);
   Tensor& div_(double value);
   Tensor& div_(const Tensor& other);
+  // The same as operators, in place (libtorch's members).
+  Tensor& operator+=(const Tensor& other) { return add_(other); }
+  Tensor& operator+=(double value) { return add_(value); }
+  Tensor& operator-=(const Tensor& other) { return sub_(other); }
+  Tensor& operator-=(double value) { return sub_(value); }
+  Tensor& operator*=(const Tensor& other) { return mul_(other); }
+  Tensor& operator*=(double value) { return mul_(value); }
+  Tensor& operator/=(const Tensor& other) { return div_(other); }
+  Tensor& operator/=(double value) { return div_(value); }
   /// Fills with values uniform in [from, to), or normal (mean, std), from `gen` or the default
   /// generator (the same numbers rand/randn would give).
   Tensor& uniform_(double from = 0.0, double to = 1.0, Generator* gen = nullptr);
@@ -295,7 +324,11 @@ class Tensor {
   const std::shared_ptr<autograd::Node>& grad_fn() const { return checked()->grad_fn; }
   bool is_leaf() const { return !grad_fn(); }
   /// Backpropagates from this tensor. A non-scalar needs `gradient` of the same shape.
-  void backward(const Tensor& gradient = Tensor(), bool retain_graph = false) const;
+  /// retain_graph keeps the graph for another backward (by default: when create_graph);
+  /// create_graph records the backward pass itself, so the gradients it leaves in .grad can be
+  /// differentiated again (see autograd::grad).
+  void backward(const Tensor& gradient = Tensor(), std::optional<bool> retain_graph = std::nullopt,
+                bool create_graph = false) const;
   /// A tensor sharing this one's data with no history.
   Tensor detach() const;
   /// Adds a hook the autograd engine calls once this leaf's gradient is complete in a backward

@@ -66,6 +66,33 @@ Tensor randn(const Shape& shape, TensorOptions options = {}, Generator* gen = nu
 Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions options = {},
                Generator* gen = nullptr);
 
+/// A 1-d tensor of n elements, as libtorch's factories take a single size (`zeros(5)`,
+/// `empty(batch.size(0), device)`). Templates, so that `zeros({})` stays a 0-dim tensor.
+template <typename I, typename = std::enable_if_t<std::is_integral_v<I>>>
+Tensor empty(I n, TensorOptions options = {}) {
+  return empty(Shape{static_cast<int64_t>(n)}, options);
+}
+template <typename I, typename = std::enable_if_t<std::is_integral_v<I>>>
+Tensor zeros(I n, TensorOptions options = {}) {
+  return zeros(Shape{static_cast<int64_t>(n)}, options);
+}
+template <typename I, typename = std::enable_if_t<std::is_integral_v<I>>>
+Tensor ones(I n, TensorOptions options = {}) {
+  return ones(Shape{static_cast<int64_t>(n)}, options);
+}
+template <typename I, typename = std::enable_if_t<std::is_integral_v<I>>>
+Tensor full(I n, double value, TensorOptions options = {}) {
+  return full(Shape{static_cast<int64_t>(n)}, value, options);
+}
+template <typename I, typename = std::enable_if_t<std::is_integral_v<I>>>
+Tensor rand(I n, TensorOptions options = {}, Generator* gen = nullptr) {
+  return rand(Shape{static_cast<int64_t>(n)}, options, gen);
+}
+template <typename I, typename = std::enable_if_t<std::is_integral_v<I>>>
+Tensor randn(I n, TensorOptions options = {}, Generator* gen = nullptr) {
+  return randn(Shape{static_cast<int64_t>(n)}, options, gen);
+}
+
 /// t's shape, dtype and device, and its layout when t is channels-last (torch's
 /// preserve_format); uninitialized, or filled with zeros, ones or `value`.
 Tensor empty_like(const Tensor& t);

@@ -18,6 +18,15 @@ Tensor var(const Tensor& t, const Shape& dims = {}, int64_t correction = 1, bool
 /// The 2-norm of all elements, sqrt(sum(t^2)); its gradient t / norm is 0 where the norm is 0,
 /// as torch's.
 Tensor norm(const Tensor& t);
+/// The p-norm over dims (all dims when empty): (sum |t|^p)^(1/p); p = 1, 2, any p > 0, inf
+/// (largest |t|) or 0 (the number of nonzero elements, no gradient). Like the 2-norm, its
+/// gradient is 0 where the norm is 0.
+Tensor norm(const Tensor& t, double p, const Shape& dims = {}, bool keepdim = false);
+/// Whether every (any) element is nonzero, as a bool tensor: over all elements or along dim.
+Tensor all(const Tensor& t);
+Tensor all(const Tensor& t, int64_t dim, bool keepdim = false);
+Tensor any(const Tensor& t);
+Tensor any(const Tensor& t, int64_t dim, bool keepdim = false);
 /// Largest element (NaN if any element is NaN).
 Tensor max(const Tensor& t);
 Tensor min(const Tensor& t);

@@ -1,0 +1,49 @@
+// Losses as modules, as libtorch's torch::nn::MSELoss and friends: options as their functional
+// forms take them, forward(input, target) (and the call operator) forwarding to those.
+#pragma once
+
+#include "tandem/nn/functional.hpp"
+#include "tandem/nn/module.hpp"
+
+namespace tandem::nn {
+
+using MSELossOptions = functional::MSELossFuncOptions;
+using L1LossOptions = functional::L1LossFuncOptions;
+using SmoothL1LossOptions = functional::SmoothL1LossFuncOptions;
+using CrossEntropyLossOptions = functional::CrossEntropyFuncOptions;
+using NLLLossOptions = functional::NLLLossFuncOptions;
+using BCELossOptions = functional::BinaryCrossEntropyFuncOptions;
+using BCEWithLogitsLossOptions = functional::BinaryCrossEntropyWithLogitsFuncOptions;
+
+namespace detail {
+/// A loss module: its options and the functional form it forwards to. It has no parameters
+/// (class weights, pos_weight are options, as in libtorch, and are not trained).
+template <typename Options, Tensor (*Loss)(const Tensor&, const Tensor&, const Options&)>
+class LossModule : public Module {
+ public:
+  LossModule(const char* name, const Options& options) : Module(name), options(options) {}
+  Tensor forward(const Tensor& input, const Tensor& target) {
+    return Loss(input, target, options);
+  }
+  Tensor operator()(const Tensor& input, const Tensor& target) { return forward(input, target); }
+  Options options;
+};
+}  // namespace detail
+
+#define TANDEM_LOSS_MODULE(Name, Options, fn)                                     \
+  class Name : public detail::LossModule<Options, &functional::fn> {              \
+   public:                                                                        \
+    explicit Name(const Options& options = {}) : LossModule(#Name, options) {}    \
+  }
+
+TANDEM_LOSS_MODULE(MSELoss, MSELossOptions, mse_loss);
+TANDEM_LOSS_MODULE(L1Loss, L1LossOptions, l1_loss);
+TANDEM_LOSS_MODULE(SmoothL1Loss, SmoothL1LossOptions, smooth_l1_loss);
+TANDEM_LOSS_MODULE(CrossEntropyLoss, CrossEntropyLossOptions, cross_entropy);
+TANDEM_LOSS_MODULE(NLLLoss, NLLLossOptions, nll_loss);
+TANDEM_LOSS_MODULE(BCELoss, BCELossOptions, binary_cross_entropy);
+TANDEM_LOSS_MODULE(BCEWithLogitsLoss, BCEWithLogitsLossOptions, binary_cross_entropy_with_logits);
+
+#undef TANDEM_LOSS_MODULE
+
+}  // namespace tandem::nn

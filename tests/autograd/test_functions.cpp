@@ -1,0 +1,507 @@
+// Custom autograd functions (autograd::Function<T>), autograd::grad, and gradients of gradients
+// (create_graph): against the built-in ops, closed forms and finite differences.
+#include "../util.hpp"
+
+namespace torch = tandem;
+using namespace torch::autograd;
+using tandem::DType;
+using tandem::Tensor;
+using tandem::testing::error_of;
+using tandem::testing::require_close;
+
+namespace custom {
+
+// The two functions of libtorch's autograd example (pytorch/examples cpp/autograd), unchanged.
+class LinearFunction : public Function<LinearFunction> {
+ public:
+  static torch::Tensor forward(AutogradContext* ctx, torch::Tensor input, torch::Tensor weight,
+                               torch::Tensor bias = torch::Tensor()) {
+    ctx->save_for_backward({input, weight, bias});
+    auto output = input.mm(weight.t());
+    if (bias.defined()) {
+      output += bias.unsqueeze(0).expand_as(output);
+    }
+    return output;
+  }
+
+  static tensor_list backward(AutogradContext* ctx, tensor_list grad_outputs) {
+    auto saved = ctx->get_saved_variables();
+    auto input = saved[0];
+    auto weight = saved[1];
+    auto bias = saved[2];
+
+    auto grad_output = grad_outputs[0];
+    auto grad_input = grad_output.mm(weight);
+    auto grad_weight = grad_output.t().mm(input);
+    auto grad_bias = torch::Tensor();
+    if (bias.defined()) {
+      grad_bias = grad_output.sum(0);
+    }
+
+    return {grad_input, grad_weight, grad_bias};
+  }
+};
+
+class MulConstant : public Function<MulConstant> {
+ public:
+  static torch::Tensor forward(AutogradContext* ctx, torch::Tensor tensor, double constant) {
+    ctx->saved_data["constant"] = constant;
+    return tensor * constant;
+  }
+
+  static tensor_list backward(AutogradContext* ctx, tensor_list grad_outputs) {
+    return {grad_outputs[0] * ctx->saved_data["constant"].toDouble(), torch::Tensor()};
+  }
+};
+
+// exp saving its output: backward is g * out, differentiable through out under create_graph.
+struct Exp : Function<Exp> {
+  static Tensor forward(AutogradContext* ctx, const Tensor& x) {
+    Tensor out = torch::exp(x);
+    ctx->save_for_backward({out});
+    return out;
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list g) {
+    return {g[0] * ctx->get_saved_variables()[0]};
+  }
+};
+
+// Two outputs, 2x and x^2; backward sees both gradients (zeros, or undefined when the context
+// says so, for an output not used).
+struct TwoOutputs : Function<TwoOutputs> {
+  static variable_list forward(AutogradContext* ctx, const Tensor& x, bool materialize) {
+    ctx->set_materialize_grads(materialize);
+    ctx->save_for_backward({x});
+    return {x * 2.0, x * x};
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list g) {
+    Tensor x = ctx->get_saved_variables()[0];
+    ctx->saved_data["undefined"] =
+        static_cast<int64_t>(!g[0].defined()) + static_cast<int64_t>(!g[1].defined());
+    Tensor out = torch::zeros_like(x);
+    if (g[0].defined()) out = out + g[0] * 2.0;
+    if (g[1].defined()) out = out + g[1] * x * 2.0;
+    return {out, Tensor()};
+  }
+};
+
+// Returns its input unchanged, and a mask it marks as not differentiable.
+struct PassAndMask : Function<PassAndMask> {
+  static variable_list forward(AutogradContext* ctx, const Tensor& x) {
+    Tensor mask = (x > 0.0).to(x.dtype());
+    ctx->mark_non_differentiable({mask});
+    return {x, mask};
+  }
+  static variable_list backward(AutogradContext*, variable_list g) { return {g[0]}; }
+};
+
+// Doubles its input in place (mark_dirty).
+struct DoubleInPlace : Function<DoubleInPlace> {
+  static Tensor forward(AutogradContext* ctx, Tensor x) {
+    x.mul_(2.0);
+    ctx->mark_dirty({x});
+    return x;
+  }
+  static variable_list backward(AutogradContext*, variable_list g) { return {g[0] * 2.0}; }
+};
+
+// Records which tensor arguments need a gradient, and returns one only for those.
+struct Weighted : Function<Weighted> {
+  static Tensor forward(AutogradContext* ctx, const Tensor& a, const Tensor& b) {
+    ctx->saved_data["needs"] = std::vector<int64_t>{ctx->needs_input_grad(0),
+                                                    ctx->needs_input_grad(1)};
+    ctx->save_for_backward({a, b});
+    return a * b;
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list g) {
+    auto saved = ctx->get_saved_variables();
+    return {ctx->needs_input_grad(0) ? g[0] * saved[1] : Tensor(),
+            ctx->needs_input_grad(1) ? g[0] * saved[0] : Tensor()};
+  }
+};
+
+// Backward functions that break the rules.
+struct TooFewGradients : Function<TooFewGradients> {
+  static Tensor forward(AutogradContext*, const Tensor& a, const Tensor& b) { return a * b; }
+  static variable_list backward(AutogradContext*, variable_list g) { return {g[0]}; }
+};
+struct GradientForANumber : Function<GradientForANumber> {
+  static Tensor forward(AutogradContext*, const Tensor& a, double c) { return a * c; }
+  static variable_list backward(AutogradContext*, variable_list g) { return {g[0], g[0]}; }
+};
+struct WrongShape : Function<WrongShape> {
+  static Tensor forward(AutogradContext*, const Tensor& a) { return a.sum(); }
+  static variable_list backward(AutogradContext*, variable_list g) { return {g[0]}; }
+};
+
+}  // namespace custom
+
+namespace {
+
+Tensor f64(const Tensor& t) { return t.to(DType::f64); }
+
+// d loss / d t by central differences, t's elements perturbed in place (loss may itself run
+// backward passes: it is called with grad mode on).
+Tensor numeric_gradient(const std::function<double()>& loss, const Tensor& t,
+                        double eps = 1e-6) {
+  Tensor flat = t.detach().reshape({-1});
+  double* p = flat.data_ptr<double>();
+  std::vector<double> out(flat.numel());
+  for (int64_t i = 0; i < flat.numel(); ++i) {
+    const double orig = p[i];
+    p[i] = orig + eps;
+    const double up = loss();
+    p[i] = orig - eps;
+    const double down = loss();
+    p[i] = orig;
+    out[i] = (up - down) / (2 * eps);
+  }
+  return torch::from_vector(out, t.shape());
+}
+
+}  // namespace
+
+TEST_CASE("a custom function gives the built-in op's values and gradients", "[autograd]") {
+  torch::manual_seed(3);
+  for (bool with_bias : {true, false}) {
+    INFO("bias " << with_bias);
+    Tensor x = torch::randn({5, 3}, torch::dtype(torch::kFloat64).requires_grad(true));
+    Tensor w = torch::randn({4, 3}, torch::dtype(torch::kFloat64).requires_grad(true));
+    Tensor b = torch::randn({4}, torch::dtype(torch::kFloat64).requires_grad(true));
+    Tensor y = with_bias ? custom::LinearFunction::apply(x, w, b)
+                         : custom::LinearFunction::apply(x, w);
+    REQUIRE(y.grad_fn());
+    CHECK(y.grad_fn()->name().find("LinearFunction") != std::string::npos);
+    Tensor gy = torch::randn({5, 4}, torch::kFloat64);
+    y.backward(gy);
+    Tensor x2 = x.detach().requires_grad_(), w2 = w.detach().requires_grad_(),
+           b2 = b.detach().requires_grad_();
+    Tensor y2 = torch::linear(x2, w2, with_bias ? b2 : Tensor());
+    y2.backward(gy);
+    require_close(y, y2, 1e-12, 1e-12, "values");
+    require_close(x.grad(), x2.grad(), 1e-12, 1e-12, "input gradient");
+    require_close(w.grad(), w2.grad(), 1e-12, 1e-12, "weight gradient");
+    if (with_bias) {
+      require_close(b.grad(), b2.grad(), 1e-12, 1e-12, "bias gradient");
+    } else {
+      CHECK_FALSE(b.grad().defined());
+    }
+  }
+}
+
+TEST_CASE("a custom function keeps numbers in saved_data and gives them no gradient",
+          "[autograd]") {
+  Tensor x = torch::from_vector<double>({1.0, -2.0}).requires_grad_();
+  Tensor y = custom::MulConstant::apply(x, 5.5);
+  CHECK(y.to_vector<double>() == std::vector<double>{5.5, -11.0});
+  y.sum().backward();
+  CHECK(x.grad().to_vector<double>() == std::vector<double>{5.5, 5.5});
+
+  // What IValue holds, and what it refuses.
+  torch::IValue v = 2.5, n = int64_t{7}, s = "name", l = std::vector<int64_t>{1, 2};
+  CHECK(v.toDouble() == 2.5);
+  CHECK(n.toInt() == 7);
+  CHECK(s.toStringRef() == "name");
+  CHECK(l.toIntVector() == std::vector<int64_t>{1, 2});
+  CHECK(torch::IValue().isNone());
+  CHECK(error_of([&] { n.toDouble(); }).find("holds int") != std::string::npos);
+}
+
+TEST_CASE("a custom function's saved output and its second derivative", "[autograd]") {
+  Tensor x = torch::from_vector<double>({0.5, -1.0, 2.0}).requires_grad_();
+  Tensor y = custom::Exp::apply(x);
+  // dy/dx = exp(x); with create_graph, d/dx of that is exp(x) again (through the saved output).
+  Tensor g = grad({y}, {x}, {torch::ones_like(y)}, {}, /*create_graph=*/true)[0];
+  require_close(g, torch::exp(x.detach()), 1e-12, 0, "first derivative");
+  REQUIRE(g.requires_grad());
+  Tensor g2 = grad({g.sum()}, {x})[0];
+  require_close(g2, torch::exp(x.detach()), 1e-12, 0, "second derivative");
+  CHECK_FALSE(x.grad().defined());  // grad() leaves .grad alone
+}
+
+TEST_CASE("a custom function with two outputs gets both gradients", "[autograd]") {
+  Tensor x = torch::from_vector<double>({1.0, 3.0}).requires_grad_();
+  auto outs = custom::TwoOutputs::apply(x, true);
+  REQUIRE(outs.size() == 2);
+  (outs[0].sum() + outs[1].sum() * 3.0).backward();
+  // 2 + 3 * 2x
+  CHECK(x.grad().to_vector<double>() == std::vector<double>{8.0, 20.0});
+
+  // One output used: the other's gradient is zeros (materialized) ...
+  x.set_grad(Tensor());
+  custom::TwoOutputs::apply(x, true)[1].sum().backward();
+  CHECK(x.grad().to_vector<double>() == std::vector<double>{2.0, 6.0});
+  // ... or undefined when the function asked for that; either way the same gradient.
+  x.set_grad(Tensor());
+  custom::TwoOutputs::apply(x, false)[1].sum().backward();
+  CHECK(x.grad().to_vector<double>() == std::vector<double>{2.0, 6.0});
+}
+
+TEST_CASE("a custom function's outputs: inputs handed back, non-differentiable, dirty",
+          "[autograd]") {
+  Tensor x = torch::from_vector<double>({-1.0, 2.0}).requires_grad_();
+  auto outs = custom::PassAndMask::apply(x);
+  CHECK_FALSE(outs[0].is_same(x));  // a new handle: x stays a leaf
+  CHECK(x.is_leaf());
+  CHECK(outs[0].requires_grad());
+  CHECK_FALSE(outs[1].requires_grad());
+  CHECK(outs[1].to_vector<double>() == std::vector<double>{0.0, 1.0});
+  (outs[0] * 3.0).sum().backward();
+  CHECK(x.grad().to_vector<double>() == std::vector<double>{3.0, 3.0});
+
+  // In place on a non-leaf: the tensor keeps its identity and takes the function's history.
+  Tensor y = x * 1.0;
+  Tensor z = custom::DoubleInPlace::apply(y);
+  CHECK(z.is_same(y));
+  CHECK(y.to_vector<double>() == std::vector<double>{-2.0, 4.0});
+  x.set_grad(Tensor());
+  (y * y).sum().backward();  // d/dx (2x)^2 = 8x
+  CHECK(x.grad().to_vector<double>() == std::vector<double>{-8.0, 16.0});
+  // A leaf that requires grad may not be modified in place.
+  CHECK(error_of([&] { custom::DoubleInPlace::apply(x); }).find("leaf") != std::string::npos);
+}
+
+TEST_CASE("needs_input_grad and no history without grad", "[autograd]") {
+  Tensor a = torch::from_vector<double>({2.0}).requires_grad_();
+  Tensor b = torch::from_vector<double>({3.0});
+  Tensor y = custom::Weighted::apply(a, b);
+  y.sum().backward();
+  CHECK(a.grad().item<double>() == 3.0);
+  CHECK_FALSE(b.grad().defined());
+  {
+    torch::NoGradGuard no_grad;
+    Tensor z = custom::Weighted::apply(a, b);
+    CHECK_FALSE(z.requires_grad());
+    CHECK_FALSE(z.grad_fn());
+  }
+  Tensor z = custom::Weighted::apply(b, b);
+  CHECK_FALSE(z.requires_grad());
+}
+
+TEST_CASE("a custom backward that breaks the rules is named in the error", "[autograd]") {
+  Tensor a = torch::ones({2}, torch::requires_grad());
+  Tensor b = torch::ones({2}, torch::requires_grad());
+  CHECK(error_of([&] { custom::TooFewGradients::apply(a, b).sum().backward(); })
+            .find("incorrect number of gradients (expected 2, got 1)") != std::string::npos);
+  CHECK(error_of([&] { custom::GradientForANumber::apply(a, 2.0).sum().backward(); })
+            .find("argument 1 of forward is not a tensor") != std::string::npos);
+  CHECK(error_of([&] { custom::WrongShape::apply(a).backward(); })
+            .find("gradient of shape () for argument 0 of shape (2,)") != std::string::npos);
+  // The saved tensors are gone after a backward without retain_graph.
+  Tensor x = torch::from_vector<double>({1.0}).requires_grad_();
+  Tensor y = custom::Exp::apply(x);
+  y.backward();
+  CHECK(error_of([&] { y.backward(); }).find("retain_graph") != std::string::npos);
+  Tensor y2 = custom::Exp::apply(x);
+  y2.backward({}, /*retain_graph=*/true);
+  y2.backward();
+  CHECK(x.grad().item<double>() == Approx(3 * std::exp(1.0)));
+}
+
+TEST_CASE("autograd::grad returns gradients and touches no .grad", "[autograd]") {
+  Tensor x = torch::from_vector<double>({1.0, 2.0}).requires_grad_();
+  Tensor y = torch::from_vector<double>({3.0, -1.0}).requires_grad_();
+  Tensor unused = torch::ones({1}, torch::dtype(torch::kFloat64).requires_grad(true));
+  int hooks = 0;
+  x.register_grad_ready_hook([&](const Tensor&) { ++hooks; });
+  Tensor z = x * 2.0;
+  Tensor out = (z * z * y).sum();  // 4 x^2 y
+  auto g = grad({out}, {x, y, z}, {}, /*retain_graph=*/true);
+  CHECK(g[0].to_vector<double>() == std::vector<double>{24.0, -16.0});  // 8 x y
+  CHECK(g[1].to_vector<double>() == std::vector<double>{4.0, 16.0});    // 4 x^2
+  CHECK(g[2].to_vector<double>() == std::vector<double>{12.0, -8.0});   // 2 z y
+  CHECK_FALSE(x.grad().defined());
+  CHECK_FALSE(y.grad().defined());
+  CHECK(hooks == 0);
+
+  CHECK(error_of([&] { grad({out}, {unused}, {}, true); }).find("allow_unused") !=
+        std::string::npos);
+  auto g2 = grad({out}, {x, unused}, {}, true, false, /*allow_unused=*/true);
+  CHECK(g2[0].defined());
+  CHECK_FALSE(g2[1].defined());
+  // Non-scalar outputs take grad_outputs.
+  Tensor v = x * y;
+  auto g3 = grad({v}, {x}, {torch::from_vector<double>({1.0, 10.0})});
+  CHECK(g3[0].to_vector<double>() == std::vector<double>{3.0, -10.0});
+  CHECK(error_of([&] { grad({v}, {x}, {torch::ones_like(v)}); }).find("retain_graph") !=
+        std::string::npos);
+  CHECK(error_of([&] { grad({x * y}, {x}); }).find("only for scalar") != std::string::npos);
+}
+
+TEST_CASE("second derivatives of the elementwise ops against closed forms", "[autograd]") {
+  Tensor x = torch::from_vector<double>({0.3, -0.7, 1.4}).requires_grad_();
+  Tensor xd = x.detach();
+  struct Case {
+    const char* name;
+    std::function<Tensor(const Tensor&)> f;
+    std::function<Tensor(const Tensor&)> d2;
+  };
+  std::vector<Case> cases = {
+      {"pow 3", [](const Tensor& t) { return torch::pow(t, 3.0); },
+       [](const Tensor& t) { return t * 6.0; }},
+      {"tanh", [](const Tensor& t) { return torch::tanh(t); },
+       [](const Tensor& t) {
+         Tensor y = torch::tanh(t);
+         return y * (y * y - 1.0) * 2.0;
+       }},
+      {"sigmoid", [](const Tensor& t) { return torch::sigmoid(t); },
+       [](const Tensor& t) {
+         Tensor s = torch::sigmoid(t);
+         return s * (1.0 - s) * (1.0 - s * 2.0);
+       }},
+      {"exp", [](const Tensor& t) { return torch::exp(t); },
+       [](const Tensor& t) { return torch::exp(t); }},
+      {"log of a square", [](const Tensor& t) { return torch::log(t * t); },
+       [](const Tensor& t) { return -2.0 / (t * t); }},
+      {"sqrt of 1 + x^2", [](const Tensor& t) { return torch::sqrt(t * t + 1.0); },
+       [](const Tensor& t) { return torch::pow(t * t + 1.0, -1.5); }},
+      {"softmax", [](const Tensor& t) { return torch::softmax(t, 0).select(0, 0) * 3.0; },
+       nullptr},
+      {"relu times x", [](const Tensor& t) { return torch::relu(t) * t; },
+       [](const Tensor& t) { return (t > 0.0).to(DType::f64) * 2.0; }},
+  };
+  for (const auto& c : cases) {
+    INFO(c.name);
+    x.set_grad(Tensor());
+    Tensor y = c.f(x).sum();
+    Tensor g = grad({y}, {x}, {}, {}, /*create_graph=*/true)[0];
+    Tensor h = grad({g.sum()}, {x})[0];
+    if (c.d2) {
+      require_close(h, c.d2(xd), 1e-10, 1e-12);
+    } else {  // the sum of the first derivative, by differences
+      Tensor num = numeric_gradient([&] {
+        Tensor xi = x.detach().requires_grad_();
+        return grad({c.f(xi).sum()}, {xi})[0].sum().item<double>();
+      }, x);
+      require_close(h, num, 1e-5, 1e-7);
+    }
+  }
+}
+
+TEST_CASE("a gradient penalty trains through grad with create_graph", "[autograd]") {
+  // libtorch's example: the gradient of a linear layer's output with respect to its input,
+  // its row norms pulled towards 1, added to the loss; the combined loss's gradients against
+  // finite differences.
+  torch::manual_seed(11);
+  auto model = std::make_shared<torch::nn::Linear>(4, 3);
+  model->to(torch::kFloat64);
+  Tensor input = torch::randn({3, 4}, torch::kFloat64).requires_grad_(true);
+  Tensor target = torch::randn({3, 3}, torch::kFloat64);
+  auto combined = [&] {
+    Tensor output = torch::tanh((*model)(input));
+    Tensor loss = torch::nn::MSELoss()(output, target);
+    Tensor grad_output = torch::ones_like(output);
+    Tensor gradient = grad({output}, {input}, {grad_output}, {}, /*create_graph=*/true)[0];
+    Tensor gradient_penalty = torch::pow((gradient.norm(2, /*dim=*/1) - 1), 2).mean();
+    return loss + gradient_penalty;
+  };
+  combined().backward();
+  Tensor weight = model->weight;
+  Tensor analytic_w = weight.grad(), analytic_x = input.grad();
+  REQUIRE(analytic_w.defined());
+  REQUIRE(analytic_x.defined());
+  torch::NoGradGuard no_grad;  // perturbing the leaves in place, then a full forward for each
+  auto value = [&] {
+    torch::AutoGradMode enable(true);
+    return combined().item<double>();
+  };
+  require_close(analytic_w, numeric_gradient(value, weight), 1e-5, 1e-7, "weight");
+  require_close(analytic_x, numeric_gradient(value, input), 1e-5, 1e-7, "input");
+}
+
+TEST_CASE("backward with create_graph leaves differentiable gradients in .grad",
+          "[autograd]") {
+  // f = sum(x^2 y): .grad of x is 2 x y with history; the gradient of its sum: d/dx = 2 y,
+  // d/dy = 2 x (a Hessian-vector product with the vector of ones).
+  Tensor x = torch::from_vector<double>({1.0, 2.0}).requires_grad_();
+  Tensor y = torch::from_vector<double>({-3.0, 0.5}).requires_grad_();
+  (x * x * y).sum().backward({}, {}, /*create_graph=*/true);
+  Tensor gx = x.grad();
+  REQUIRE(gx.requires_grad());
+  auto h = grad({gx.sum()}, {x, y});
+  CHECK(h[0].to_vector<double>() == std::vector<double>{-6.0, 1.0});
+  CHECK(h[1].to_vector<double>() == std::vector<double>{2.0, 4.0});
+}
+
+TEST_CASE("create_graph through an op whose backward is not differentiable says so",
+          "[autograd]") {
+  Tensor x = torch::randn({1, 1, 4, 4}, torch::requires_grad());
+  Tensor y = torch::max_pool2d(x, 2).sum();
+  std::string e = error_of([&] { grad({y}, {x}, {}, /*retain_graph=*/true, true); });
+  CHECK(e.find("create_graph") != std::string::npos);
+  CHECK(e.find("max_pool2d") != std::string::npos);
+  // Without create_graph the same graph works.
+  CHECK(grad({y}, {x})[0].sizes() == x.sizes());
+}
+
+TEST_CASE("a gradient penalty through convolutions (WGAN-GP)", "[autograd]") {
+  // A small critic: conv, leaky_relu, conv, mean per sample. The penalty pulls each sample's
+  // input-gradient norm towards 1; the critic's weights and the input get the combined loss's
+  // gradient, against finite differences, over strides, padding, dilation and bias.
+  struct Case {
+    int64_t stride, padding, dilation;
+    bool bias;
+  };
+  for (Case c : {Case{1, 0, 1, true}, Case{2, 1, 1, false}, Case{1, 2, 2, true},
+                 Case{2, 0, 1, true}}) {
+    INFO("stride " << c.stride << ", padding " << c.padding << ", dilation " << c.dilation);
+    torch::manual_seed(5);
+    auto opts = torch::dtype(torch::kFloat64).requires_grad(true);
+    Tensor x = torch::randn({2, 2, 7, 6}, opts);
+    Tensor w1 = torch::randn({3, 2, 3, 3}, opts), w2 = torch::randn({1, 3, 2, 2}, opts);
+    Tensor b1 = c.bias ? torch::randn({3}, opts) : Tensor();
+    auto combined = [&] {
+      Tensor h = torch::leaky_relu(
+          torch::conv2d(x, w1, b1, c.stride, c.padding, c.dilation), 0.2);
+      Tensor critic = torch::conv2d(h, w2).mean({1, 2, 3});
+      Tensor g = grad({critic.sum()}, {x}, {}, {}, /*create_graph=*/true)[0];
+      Tensor penalty = torch::pow(g.reshape({2, -1}).norm(2, 1) - 1.0, 2).mean();
+      return critic.mean() + penalty * 10.0;
+    };
+    combined().backward();
+    std::vector<Tensor> params = {x, w1, w2};
+    if (c.bias) params.push_back(b1);
+    std::vector<Tensor> analytic;
+    for (const Tensor& p : params) analytic.push_back(p.grad());
+    torch::NoGradGuard no_grad;
+    auto value = [&] {
+      torch::AutoGradMode enable(true);
+      return combined().item<double>();
+    };
+    for (size_t i = 0; i < params.size(); ++i) {
+      REQUIRE(analytic[i].defined());
+      require_close(analytic[i], numeric_gradient(value, params[i]), 1e-5, 1e-7,
+                    "parameter " + std::to_string(i));
+    }
+  }
+}
+
+TEST_CASE("p-norms along dims, all and any", "[autograd][ops]") {
+  Tensor t = torch::tensor({{3.0, -4.0, 0.0}, {0.0, 0.0, 0.0}}, torch::kFloat64);
+  CHECK(t.norm(2, 1).to_vector<double>() == std::vector<double>{5.0, 0.0});
+  CHECK(t.norm(1, 1).to_vector<double>() == std::vector<double>{7.0, 0.0});
+  CHECK(t.norm(INFINITY, 1).to_vector<double>() == std::vector<double>{4.0, 0.0});
+  CHECK(t.norm(0, 1).to_vector<double>() == std::vector<double>{2.0, 0.0});
+  CHECK(t.norm(2, {0, 1}, true).sizes() == tandem::Shape{1, 1});
+  CHECK(t.norm(3).item<double>() == Approx(std::cbrt(27.0 + 64.0)));
+  // A zero row's gradient is 0, not NaN; the others against finite differences.
+  Tensor x = t.clone().requires_grad_();
+  x.norm(2, 1).sum().backward();
+  require_close(x.grad(), torch::tensor({{0.6, -0.8, 0.0}, {0.0, 0.0, 0.0}}, torch::kFloat64),
+                1e-15, 0);
+  for (double p : {1.5, 2.0, 3.0}) {
+    INFO("p " << p);
+    tandem::testing::gradcheck(
+        [p](const std::vector<Tensor>& in) { return in[0].norm(p, 0, true); },
+        {torch::tensor({{0.5, -1.0}, {2.0, 0.25}, {-0.75, 1.5}}, torch::kFloat64)});
+  }
+  CHECK(error_of([&] { t.norm(-1.0, 1); }).find("p must be") != std::string::npos);
+
+  Tensor b = torch::tensor({{1.0, 0.0}, {2.0, 3.0}});
+  CHECK_FALSE(b.all().item<bool>());
+  CHECK(b.any().item<bool>());
+  CHECK(b.all(1).to_vector<bool>() == std::vector<bool>{false, true});
+  CHECK(b.any(0, true).sizes() == tandem::Shape{1, 2});
+  CHECK(torch::zeros({0}).all().item<bool>());
+  CHECK_FALSE(torch::zeros({0}).any().item<bool>());
+}
