@@ -779,3 +779,74 @@ TEST_CASE("libtorch names: an Embedding model (gather, index_add) learns which t
   CHECK(correct >= 240);
   CHECK(model->embed->weight.select(0, 0).abs().sum().item<float>() == 0.0f);
 }
+
+TEST_CASE("libtorch names: loss modules forward to their functional forms", "[libtorch]") {
+  namespace F = torch::nn::functional;
+  torch::manual_seed(8);
+  torch::Tensor x = torch::randn({4, 3}), y = torch::randn({4, 3});
+  torch::Tensor p = torch::sigmoid(x), t = torch::rand({4, 3});
+  torch::Tensor labels = torch::tensor({0, 2, 1, 2});
+  auto same = [](const torch::Tensor& a, const torch::Tensor& b) {
+    CHECK(a.to_vector<float>() == b.to_vector<float>());
+  };
+  same(torch::nn::MSELoss()(x, y), torch::mse_loss(x, y));
+  same(torch::nn::MSELoss(torch::kSum)(x, y), torch::mse_loss(x, y, torch::kSum));
+  same(torch::nn::L1Loss(torch::nn::L1LossOptions(torch::kNone))(x, y),
+       torch::l1_loss(x, y, torch::kNone));
+  same(torch::nn::SmoothL1Loss(torch::nn::SmoothL1LossOptions().beta(0.5))(x, y),
+       torch::smooth_l1_loss(x, y, torch::kMean, 0.5));
+  same(torch::nn::CrossEntropyLoss(torch::nn::CrossEntropyLossOptions().label_smoothing(0.1))(
+           x, labels),
+       F::cross_entropy(x, labels, F::CrossEntropyFuncOptions().label_smoothing(0.1)));
+  torch::nn::NLLLoss nll(torch::nn::NLLLossOptions().ignore_index(1));
+  same(nll.forward(torch::log_softmax(x, 1), labels),
+       torch::nll_loss(torch::log_softmax(x, 1), labels, {}, torch::kMean, 1));
+  same(torch::nn::BCELoss()(p, t), torch::binary_cross_entropy(p, t));
+  torch::Tensor pos_weight = torch::full({3}, 2.0);
+  same(torch::nn::BCEWithLogitsLoss(torch::nn::BCEWithLogitsLossOptions().pos_weight(pos_weight))(
+           x, t),
+       torch::binary_cross_entropy_with_logits(x, t, {}, pos_weight));
+  CHECK(torch::nn::MSELoss().type_name() == "MSELoss");
+  CHECK(torch::nn::MSELoss().parameters().empty());
+}
+
+TEST_CASE("libtorch names: option factories, one-size factories, compound operators, expand_as",
+          "[libtorch]") {
+  torch::Tensor a = torch::ones({2, 2}, torch::requires_grad());
+  CHECK(a.requires_grad());
+  CHECK(a.dtype() == torch::kFloat32);
+  torch::Tensor b = torch::zeros({2}, torch::dtype(torch::kFloat64).requires_grad(true));
+  CHECK(b.dtype() == torch::kFloat64);
+  CHECK(b.requires_grad());
+  CHECK(torch::empty({3}, torch::device(torch::kCPU)).device().is_cpu());
+  // One size, as libtorch's IntArrayRef takes it; `{}` stays a 0-dim tensor.
+  CHECK(torch::zeros(5).sizes() == tandem::Shape{5});
+  CHECK(torch::ones(int64_t{3}, torch::kFloat64).sizes() == tandem::Shape{3});
+  CHECK(torch::randn(4).sizes() == tandem::Shape{4});
+  CHECK(torch::rand(2).sizes() == tandem::Shape{2});
+  CHECK(torch::empty(size_t{6}).sizes() == tandem::Shape{6});
+  CHECK(torch::full(2, 1.5).to_vector<float>() == std::vector<float>{1.5f, 1.5f});
+  CHECK(torch::zeros({}).dim() == 0);
+  CHECK(torch::zeros({5}).sizes() == tandem::Shape{5});
+
+  torch::Tensor x = torch::tensor({1.0, 2.0});
+  torch::Tensor x0 = x;  // the same tensor: += writes in place, as libtorch's
+  x += torch::tensor({10.0, 20.0});
+  CHECK(x0.to_vector<float>() == std::vector<float>{11.0f, 22.0f});
+  x -= 1.0;
+  x *= 2.0;
+  x /= torch::tensor({4.0, 2.0});
+  CHECK(x0.to_vector<float>() == std::vector<float>{5.0f, 21.0f});
+  x *= torch::tensor({2.0, 0.5});
+  x += 1.0;
+  x -= torch::tensor({1.0, 1.0});
+  x /= 2.0;
+  CHECK(x0.to_vector<float>() == std::vector<float>{5.0f, 5.25f});
+  // In place on a tensor that requires grad is refused, as every in-place op here.
+  CHECK_THROWS_AS(a += 1.0, tandem::ValueError);
+
+  torch::Tensor row = torch::tensor({1.0, 2.0, 3.0}).unsqueeze(0);
+  torch::Tensor m = torch::zeros({2, 3});
+  CHECK(row.expand_as(m).sizes() == m.sizes());
+  CHECK(row.expand_as(m).sum().item<float>() == 12.0f);
+}
