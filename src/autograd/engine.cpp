@@ -105,10 +105,8 @@ std::vector<Tensor> Node::apply(const Tensor& grad_output) {
   if (kind_ == BackwardKind::once && grad_mode_enabled())
     TANDEM_THROW(NotImplementedError, "backward with create_graph: the backward of ", name_,
                  " is not differentiable here, so the gradients it gives could not be "
-                 "differentiated again. Ops whose backward is: elementwise arithmetic, pow, exp, "
-                 "log, sqrt, abs, relu, leaky_relu, sigmoid, tanh, where, maximum, minimum, sum, "
-                 "mean, norm, max, min, matmul/linear, conv2d, views, slicing, cat, pad, casts, "
-                 "softmax, log_softmax, mse_loss, and custom autograd::Functions built of them");
+                 "differentiated again (every op's is but gelu's, a grouped convolution's "
+                 "and sync_batch_norm's)");
   return fn_(grad_output);
 }
 

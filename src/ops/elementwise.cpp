@@ -178,8 +178,13 @@ Tensor clamp(const Tensor& a, std::optional<double> min, std::optional<double> m
               max.value_or(std::numeric_limits<double>::infinity())};
   Tensor out = unary_forward(UnaryOp::clamp, args, a, "clamp");
   autograd::record("clamp", {a}, out, [a, args](const Tensor& g) -> std::vector<Tensor> {
+    if (grad_mode_enabled()) {  // create_graph: g where lo <= a <= hi, differentiable in g
+      const TensorOptions o = TensorOptions(a.dtype()).device(a.device());
+      Tensor zero = zeros({}, TensorOptions(g.dtype()).device(g.device()));
+      return {where(ge(a, full({}, args.a, o)), where(le(a, full({}, args.b, o)), g, zero), zero)};
+    }
     return {backward_functor(BinaryOp::clamp_backward, g, a, args)};
-  });
+  }, kDifferentiable);
   return out;
 }
 

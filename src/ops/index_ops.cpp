@@ -200,7 +200,7 @@ Tensor index_select_as(const Tensor& self_in, int64_t dim, const Tensor& index, 
                    [idx, dim, self_shape](const Tensor& g) -> std::vector<Tensor> {
                      Tensor zero = zeros(self_shape, TensorOptions(g.dtype()).device(g.device()));
                      return {index_add(zero, dim, idx, g)};
-                   });
+                   }, kDifferentiable);
   return out;
 }
 
@@ -307,7 +307,7 @@ Tensor gather(const Tensor& self_in, int64_t dim, const Tensor& index) {
                    [idx_in, dim, self_shape](const Tensor& g) -> std::vector<Tensor> {
                      Tensor zero = zeros(self_shape, TensorOptions(g.dtype()).device(g.device()));
                      return {scatter_add(zero, dim, idx_in, g)};
-                   });
+                   }, kDifferentiable);
   return out;
 }
 
@@ -326,7 +326,7 @@ Tensor scatter_copy(const Tensor& self, int64_t dim, const Tensor& index, const 
                      // the gradient of where it went (and 0 where index did not reach).
                      Tensor g_self = accumulate ? g : scatter(g, dim, idx, 0.0);
                      return {g_self, pad_to(gather(g, dim, idx), src_shape)};
-                   });
+                   }, kDifferentiable);
   return out;
 }
 }  // namespace
@@ -357,7 +357,7 @@ Tensor index_add(const Tensor& self, int64_t dim, const Tensor& index, const Ten
                    [idx, dim, source_shape, alpha](const Tensor& g) -> std::vector<Tensor> {
                      Tensor g_source = index_select(g, dim, idx).reshape(source_shape);
                      return {g, alpha == 1.0 ? g_source : mul(g_source, alpha)};
-                   });
+                   }, kDifferentiable);
   return out;
 }
 

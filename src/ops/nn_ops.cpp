@@ -35,6 +35,45 @@ Tensor with_batch_dim(const Tensor& input, const char* op, F&& f) {
   return f(input);
 }
 
+// A gradient a kernel computed linearly from g (pooling, class picks, embedding rows): under
+// create_graph it records itself, its own gradient being `adjoint` of the incoming one (the
+// forward op with the same geometry or indices). No cost otherwise: nothing is recorded.
+template <typename Adjoint>
+Tensor linear_in_grad(const Tensor& g, Tensor grad, const char* name, Adjoint adjoint) {
+  autograd::record(name, {g}, grad, [adjoint](const Tensor& gg) -> std::vector<Tensor> {
+    return {adjoint(gg)};
+  }, kDifferentiable);
+  return grad;
+}
+
+// Under create_graph, the gradients of an op whose backward kernels are not differentiable:
+// its forward recomputed by `composite` from recorded ops on its inputs (given back their
+// history: `detached[i]` is input i as the closure kept it, undefined where there is none),
+// then differentiated with create_graph. Each input goes through a view of its own, so this
+// inner pass stops there and never runs a node of the outer graph; the recomputed graph is
+// kept, as the gradients' own history runs through it.
+template <typename Composite>
+std::vector<Tensor> recomputed_gradients(const Tensor& g, const std::vector<Tensor>& detached,
+                                         Composite composite) {
+  std::vector<Tensor> inputs, targets;
+  std::vector<size_t> which;
+  for (size_t i = 0; i < detached.size(); ++i) {
+    Tensor t = detached[i].defined() ? autograd::saved_input(detached[i], i) : Tensor();
+    if (t.defined() && t.requires_grad()) {
+      t = t.view(t.shape());
+      which.push_back(i);
+      targets.push_back(t);
+    }
+    inputs.push_back(t);
+  }
+  std::vector<Tensor> grads(detached.size());
+  if (targets.empty()) return grads;
+  std::vector<Tensor> found = autograd::grad({composite(inputs)}, targets, {g}, true,
+                                             /*create_graph=*/true, /*allow_unused=*/true);
+  for (size_t k = 0; k < which.size(); ++k) grads[which[k]] = found[k];
+  return grads;
+}
+
 // f64 convolutions compute row-major; a channels-last input's result is handed back
 // channels-last (a differentiable copy), as PyTorch's ops keep the layout.
 Tensor in_format_of(const Tensor& input, const Tensor& out) {
@@ -73,17 +112,30 @@ MemoryFormat conv_format(const Tensor& input) {
 // --- convolution ----------------------------------------------------------------------------
 
 namespace {
+// conv2d's weight gradient from recorded ops, for input x and output gradient g: a convolution
+// of x by g with the roles of stride and dilation swapped, over the batch as the summed channel
+// ((C_in, N, H, W) by (C_out, N, H_out, W_out) -> (C_in, C_out, >= kH, >= kW)), cropped.
+Tensor conv2d_weight_gradient(const Tensor& x, const Tensor& g, const kernels::Conv2dParams& p,
+                              int64_t kh, int64_t kw) {
+  Tensor full = conv2d(x.transpose(0, 1), g.transpose(0, 1), Tensor(), {p.dil_h, p.dil_w},
+                       {p.pad_h, p.pad_w}, {p.stride_h, p.stride_w});
+  return full.narrow(2, 0, kh).narrow(3, 0, kw).transpose(0, 1);
+}
+
+void check_groups_for_create_graph(const kernels::Conv2dParams& p, const char* op) {
+  if (p.groups != 1)
+    TANDEM_THROW(NotImplementedError, "backward with create_graph: the backward of a grouped ",
+                 op, " (groups = ", p.groups, ") is not differentiable here");
+}
+
 // conv2d's gradients under create_graph, from recorded ops (so they can be differentiated
-// again): the input's is the transposed convolution of g; the weight's a convolution of the
-// input by g with the roles of stride and dilation swapped (over the batch as the channel of
-// the sum), cropped to the kernel; the bias's a sum. x and w are the closure's detached input
-// and weight, given their history back.
+// again): the input's is the transposed convolution of g, the weight's conv2d_weight_gradient,
+// the bias's a sum. x and w are the closure's detached input and weight, given their history
+// back.
 std::vector<Tensor> conv2d_backward_differentiable(const Tensor& g, const Tensor& x,
                                                    const Tensor& w, const kernels::Conv2dParams& p,
                                                    bool need_x, bool need_w, bool need_b) {
-  if (p.groups != 1)
-    TANDEM_THROW(NotImplementedError, "backward with create_graph: the backward of a grouped "
-                 "conv2d (groups = ", p.groups, ") is not differentiable here");
+  check_groups_for_create_graph(p, "conv2d");
   Tensor xi = autograd::saved_input(x, 0), wi = autograd::saved_input(w, 1);
   const int64_t kh = w.size(2), kw = w.size(3);
   Tensor gx, gw, gb;
@@ -96,13 +148,7 @@ std::vector<Tensor> conv2d_backward_differentiable(const Tensor& g, const Tensor
     gx = conv_transpose2d(g, wi, Tensor(), {p.stride_h, p.stride_w}, {p.pad_h, p.pad_w}, extra,
                           1, {p.dil_h, p.dil_w});
   }
-  if (need_w) {
-    // (C, N, H, W) by (C_out, N, H_out, W_out) -> (C, C_out, >= kH, >= kW).
-    Tensor full = conv2d(xi.transpose(0, 1), g.transpose(0, 1), Tensor(),
-                         {p.dil_h, p.dil_w}, {p.pad_h, p.pad_w},
-                         {p.stride_h, p.stride_w});
-    gw = full.narrow(2, 0, kh).narrow(3, 0, kw).transpose(0, 1);
-  }
+  if (need_w) gw = conv2d_weight_gradient(xi, g, p, kh, kw);
   if (need_b) gb = sum(g, {0, 2, 3});
   return {gx, gw, gb};
 }
@@ -213,6 +259,16 @@ Tensor conv_transpose2d(const Tensor& input, const Tensor& weight, const Tensor&
   const bool need_x = input.requires_grad(), need_w = weight.requires_grad();
   autograd::record(op, {input, weight}, out,
                    [x, w, p, format, need_x, need_w](const Tensor& g) -> std::vector<Tensor> {
+                     if (x.size(0) > 0 && grad_mode_enabled()) {
+                       // create_graph: conv2d's forward and weight gradient, as recorded ops
+                       check_groups_for_create_graph(p, "conv_transpose2d");
+                       Tensor xi = autograd::saved_input(x, 0), wi = autograd::saved_input(w, 1);
+                       return {need_x ? conv2d(g, wi, Tensor(), {p.stride_h, p.stride_w},
+                                               {p.pad_h, p.pad_w}, {p.dil_h, p.dil_w})
+                                      : Tensor(),
+                               need_w ? conv2d_weight_gradient(g, xi, p, w.size(2), w.size(3))
+                                      : Tensor()};
+                     }
                      Tensor gx = need_x ? empty_like(x) : Tensor();
                      Tensor gw = need_w ? empty_like(w) : Tensor();
                      if (x.size(0) == 0) {
@@ -223,7 +279,7 @@ Tensor conv_transpose2d(const Tensor& input, const Tensor& weight, const Tensor&
                      if (need_x) kernels::conv2d_forward(gx, gc, w, Tensor(), p);
                      if (need_w) kernels::conv2d_backward(x, gc, w, Tensor(), gw, Tensor(), p);
                      return {gx, gw};
-                   });
+                   }, kDifferentiable);
   Tensor result = in_format_of(input, out);
   return bias.defined() ? add(result, bias.reshape({1, co, 1, 1})) : result;
 }
@@ -313,6 +369,32 @@ double group_stats(const Tensor& x, int64_t c, const StatsAllreduce& allreduce, 
   return count;
 }
 
+// batch_norm_op's forward from recorded ops, for its backward under create_graph: in training
+// from x's own statistics (so they are differentiated too), else from the running ones given
+// as mean and invstd (constants).
+Tensor batch_norm_composite(const Tensor& input, const Tensor& weight, const Tensor& bias,
+                            const Tensor& residual, const Tensor& mean, const Tensor& invstd,
+                            bool training, double eps, bool relu) {
+  const DType pdt = compute_dtype(input.dtype());
+  Tensor x = input.to(pdt);
+  Shape reduced, per_channel(x.dim(), 1);
+  per_channel[1] = x.size(1);
+  for (int64_t d = 0; d < x.dim(); ++d)
+    if (d != 1) reduced.push_back(d);
+  Tensor y;
+  if (training) {
+    Tensor centered = sub(x, tandem::mean(x, reduced, true));
+    y = mul(centered, pow(add(tandem::mean(mul(centered, centered), reduced, true), eps), -0.5));
+  } else {
+    y = mul(sub(x, reshape(mean, per_channel)), reshape(invstd, per_channel));
+  }
+  if (weight.defined()) y = mul(y, reshape(weight, per_channel));
+  if (bias.defined()) y = add(y, reshape(bias, per_channel));
+  y = y.to(input.dtype());
+  if (residual.defined()) y = add(y, residual);
+  return relu ? tandem::relu(y) : y;
+}
+
 // batch_norm, then + residual (when defined), then relu (when `relu`), as one op; with a group
 // allreduce (sync_batch_norm) the statistics and the gradient's per-channel sums are the group's.
 Tensor batch_norm_op(const Tensor& input, const Tensor& running_mean, const Tensor& running_var,
@@ -380,6 +462,21 @@ Tensor batch_norm_op(const Tensor& input, const Tensor& running_mean, const Tens
   if (group) sync = kernels::BatchNormSync{*group, count};
   autograd::record(name, {input, weight, bias, residual}, out,
                    [=](const Tensor& g) -> std::vector<Tensor> {
+                     if (grad_mode_enabled()) {  // create_graph
+                       if (sync)
+                         TANDEM_THROW(NotImplementedError, "backward with create_graph: the "
+                                      "backward of ", name, " is not differentiable here");
+                       auto grads = recomputed_gradients(
+                           g, {ncs_unview(x, format, in_shape), w, b,
+                               r.defined() ? ncs_unview(r, format, in_shape) : Tensor()},
+                           [=](const std::vector<Tensor>& in) {
+                             return batch_norm_composite(in[0], in[1], in[2], in[3], mean, invstd,
+                                                         training, eps, relu);
+                           });
+                       if (grads[1].defined()) grads[1] = grads[1].to(wdt);
+                       if (grads[2].defined()) grads[2] = grads[2].to(bdt);
+                       return grads;
+                     }
                      const TensorOptions o = TensorOptions(pdt).device(x.device());
                      Tensor gx = need_x ? ncs_empty(format, n, c, s, dt, x.device()) : Tensor();
                      Tensor gw = need_w ? empty({c}, o) : Tensor();
@@ -392,7 +489,7 @@ Tensor batch_norm_op(const Tensor& input, const Tensor& running_mean, const Tens
                      return {need_x ? ncs_unview(gx, format, in_shape) : Tensor(),
                              need_w ? gw.to(wdt) : Tensor(), need_b ? gb.to(bdt) : Tensor(),
                              need_r ? ncs_unview(gr, format, in_shape) : Tensor()};
-                   });
+                   }, kDifferentiable);
   return out;
 }
 
@@ -461,8 +558,13 @@ Tensor max_pool2d(const Tensor& input, Int2 kernel_size, Int2 stride, Int2 paddi
     autograd::record("max_pool2d", {in}, out, [idx, in_shape, format, p](const Tensor& g) {
       Tensor gx = make_tensor(in_shape, g.dtype(), g.device(), format);
       kernels::max_pool2d_backward(gx, g.contiguous(format), idx, p);
-      return std::vector<Tensor>{gx};
-    });
+      // Its adjoint: each output's gradient read back from the input its index names.
+      return std::vector<Tensor>{linear_in_grad(g, gx, "max_pool2d_backward",
+                                                [idx](const Tensor& gg) {
+        const int64_t n = idx.size(0), c = idx.size(1);
+        return gather(gg.reshape({n, c, -1}), 2, idx.reshape({n, c, -1})).reshape(idx.shape());
+      })};
+    }, kDifferentiable);
     return out;
   });
 }
@@ -482,8 +584,11 @@ Tensor avg_pool2d(const Tensor& input, Int2 kernel_size, Int2 stride, Int2 paddi
     autograd::record("avg_pool2d", {in}, out, [in_shape, format, p](const Tensor& g) {
       Tensor gx = make_tensor(in_shape, g.dtype(), g.device(), format);
       kernels::avg_pool2d_backward(gx, g.contiguous(format), p);
-      return std::vector<Tensor>{gx};
-    });
+      return std::vector<Tensor>{linear_in_grad(g, gx, "avg_pool2d_backward",
+                                                [p](const Tensor& gg) {
+        return avg_pool2d(gg, {p.kh, p.kw}, {p.stride_h, p.stride_w}, {p.pad_h, p.pad_w});
+      })};
+    }, kDifferentiable);
     return out;
   });
 }
@@ -505,8 +610,12 @@ Tensor adaptive_avg_pool2d(const Tensor& input, Int2 output_size) {
     autograd::record("adaptive_avg_pool2d", {in}, out, [in_shape, format](const Tensor& g) {
       Tensor gx = make_tensor(in_shape, g.dtype(), g.device(), format);
       kernels::adaptive_avg_pool2d_backward(gx, g.contiguous(format));
-      return std::vector<Tensor>{gx};
-    });
+      const Int2 size{g.size(2), g.size(3)};
+      return std::vector<Tensor>{linear_in_grad(g, gx, "adaptive_avg_pool2d_backward",
+                                                [size](const Tensor& gg) {
+        return adaptive_avg_pool2d(gg, size);
+      })};
+    }, kDifferentiable);
     return out;
   });
 }
@@ -620,11 +729,14 @@ Tensor pick_classes(const Tensor& x, const Tensor& target, int64_t ignore_index,
   kernels::pick_classes.at(x, op);
   Tensor out = empty({rows}, TensorOptions(x.dtype()).device(x.device()));
   kernels::pick_classes(out, x.detach().contiguous(), tgt, ignore_index, op);
-  autograd::record("nll_pick", {x}, out, [tgt, rows, classes, ignore_index](const Tensor& g) -> std::vector<Tensor> {
+  autograd::record("nll_pick", {x}, out,
+                   [tgt, rows, classes, ignore_index, op](const Tensor& g) -> std::vector<Tensor> {
     Tensor gx = empty({rows, classes}, TensorOptions(g.dtype()).device(g.device()));
     kernels::pick_classes_backward(gx, g.contiguous(), tgt, ignore_index);
-    return {gx};
-  });
+    return {linear_in_grad(g, gx, "nll_pick_backward", [tgt, ignore_index, op](const Tensor& gg) {
+      return pick_classes(gg, tgt, ignore_index, op);
+    })};
+  }, kDifferentiable);
   return out;
 }
 
@@ -683,8 +795,19 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, int64_t padding_id
                      Tensor gw = zeros(weight_shape, TensorOptions(g.dtype()).device(g.device()));
                      index_add_into(gw, 0, flat, g.reshape({-1, weight_shape[1]}), 1.0, "embedding");
                      if (padding_idx >= 0) gw.narrow(0, padding_idx, 1).zero_();
-                     return {gw};
-                   });
+                     // Its adjoint: the rows read back, the padding row's as zeros.
+                     const Shape g_shape = g.shape();
+                     return {linear_in_grad(g, gw, "embedding_backward", [=](const Tensor& gg) {
+                       Tensor rows = gg;
+                       if (padding_idx >= 0) {
+                         Tensor keep = ones({weight_shape[0], 1},
+                                            TensorOptions(gg.dtype()).device(gg.device()));
+                         keep.narrow(0, padding_idx, 1).zero_();
+                         rows = mul(gg, keep);
+                       }
+                       return index_select(rows, 0, flat).reshape(g_shape);
+                     })};
+                   }, kDifferentiable);
   return out;
 }
 
@@ -824,14 +947,17 @@ Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, const Ten
   }
   const bool need_y = target.requires_grad();
   autograd::record("binary_cross_entropy", {input, target}, loss,
-                   [x, y, w, need_y](const Tensor& g) -> std::vector<Tensor> {
+                   [x_kept = x, y_kept = y, w, need_y](const Tensor& g) -> std::vector<Tensor> {
+                     // With their history under create_graph.
+                     const Tensor x = autograd::saved_input(x_kept, 0);
+                     const Tensor y = autograd::saved_input(y_kept, 1);
                      Tensor gw = w.defined() ? mul(g, w) : g;
                      Tensor one_minus_x = add(neg(x), 1.0);
                      Tensor denom = clamp(mul(x, one_minus_x), 1e-12, std::nullopt);
                      return {div(mul(gw, sub(x, y)), denom),
                              need_y ? mul(gw, sub(log(one_minus_x), log(x)))  // -logit(x)
                                     : Tensor()};
-                   });
+                   }, kDifferentiable);
   return reduce_loss(loss, reduction);
 }
 
