@@ -1,5 +1,6 @@
 #include "tandem/nn/layers.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 
@@ -259,6 +260,50 @@ std::string Embedding::extra_repr() const {
 Dropout::Dropout(const DropoutOptions& options) : Module("Dropout"), p(options.p()) {
   TANDEM_CHECK(p >= 0 && p <= 1, "Dropout: p must be in [0, 1], got ", p);
 }
+LayerNorm::LayerNorm(const LayerNormOptions& opts) : Module("LayerNorm"), options(opts) {
+  const Shape& shape = opts.normalized_shape_;
+  TANDEM_CHECK(!shape.empty() && std::all_of(shape.begin(), shape.end(),
+                                             [](int64_t d) { return d > 0; }),
+               "LayerNorm: normalized_shape must be positive sizes, got ", shape_str(shape));
+  TANDEM_CHECK(opts.eps_ > 0, "LayerNorm: eps must be positive, got ", opts.eps_);
+  if (opts.elementwise_affine_) {
+    weight = register_parameter("weight", ones(shape));
+    bias = register_parameter("bias", zeros(shape));
+  }
+}
+Tensor LayerNorm::forward(const Tensor& input) {
+  return layer_norm(input, options.normalized_shape_, weight, bias, options.eps_);
+}
+std::string LayerNorm::extra_repr() const {
+  std::ostringstream os;
+  os << shape_str(options.normalized_shape_) << ", eps=" << options.eps_
+     << ", elementwise_affine=" << (options.elementwise_affine_ ? "true" : "false");
+  return os.str();
+}
+
+GroupNorm::GroupNorm(const GroupNormOptions& opts) : Module("GroupNorm"), options(opts) {
+  TANDEM_CHECK(opts.num_groups_ > 0 && opts.num_channels_ > 0 &&
+                   opts.num_channels_ % opts.num_groups_ == 0,
+               "GroupNorm: num_channels (", opts.num_channels_, ") must split into num_groups (",
+               opts.num_groups_, ") equal groups");
+  TANDEM_CHECK(opts.eps_ > 0, "GroupNorm: eps must be positive, got ", opts.eps_);
+  if (opts.affine_) {
+    weight = register_parameter("weight", ones({opts.num_channels_}));
+    bias = register_parameter("bias", zeros({opts.num_channels_}));
+  }
+}
+Tensor GroupNorm::forward(const Tensor& input) {
+  TANDEM_CHECK(input.dim() >= 2 && input.size(1) == options.num_channels_, "GroupNorm: expected "
+               "input (N, ", options.num_channels_, ", ...), got ", shape_str(input.shape()));
+  return group_norm(input, options.num_groups_, weight, bias, options.eps_);
+}
+std::string GroupNorm::extra_repr() const {
+  std::ostringstream os;
+  os << options.num_groups_ << ", " << options.num_channels_ << ", eps=" << options.eps_
+     << ", affine=" << (options.affine_ ? "true" : "false");
+  return os.str();
+}
+
 Tensor Dropout::forward(const Tensor& input) { return dropout(input, p, is_training()); }
 std::string Dropout::extra_repr() const { return "p=" + std::to_string(p); }
 
@@ -284,6 +329,23 @@ std::shared_ptr<Module> Sequential::operator[](size_t index) const {
   TANDEM_CHECK_INDEX(index < size(), "Sequential: index ", index, " out of range for ", size(),
                      " modules");
   return named_children()[index].second;  // positional
+}
+
+void ModuleList::push_back(std::shared_ptr<Module> module) {
+  TANDEM_CHECK(module != nullptr, "ModuleList: push_back of a null module");
+  add_child(std::to_string(modules_.size()), module);
+  modules_.push_back(std::move(module));
+}
+
+void ModuleList::extend(const ModuleList& other) {
+  const std::vector<std::shared_ptr<Module>> modules = other.modules_;  // other may be *this
+  for (const auto& m : modules) push_back(m);
+}
+
+std::shared_ptr<Module> ModuleList::ptr(size_t index) const {
+  TANDEM_CHECK_INDEX(index < modules_.size(), "ModuleList: index ", index, " out of range for ",
+                     modules_.size(), " modules");
+  return modules_[index];
 }
 
 Tensor Sequential::forward(const Tensor& input) {

@@ -517,6 +517,61 @@ Tensor sync_batch_norm(const Tensor& input, const Tensor& running_mean, const Te
                        residual, relu, "sync_batch_norm", &allreduce_sum);
 }
 
+namespace {
+// (x - mean) / sqrt(var + eps) over `dims`, the biased variance, in x's compute dtype.
+Tensor normalized(const Tensor& x, const Shape& dims, double eps) {
+  Tensor centered = sub(x, mean(x, dims, true));
+  return mul(centered, pow(add(mean(mul(centered, centered), dims, true), eps), -0.5));
+}
+}  // namespace
+
+Tensor layer_norm(const Tensor& input, const Shape& normalized_shape, const Tensor& weight,
+                  const Tensor& bias, double eps) {
+  check_defined(input, "layer_norm", "input");
+  check_floating(input, "layer_norm");
+  check_inputs({input, weight, bias}, "layer_norm");
+  const int64_t k = static_cast<int64_t>(normalized_shape.size());
+  const Shape trailing(input.shape().end() - std::min<int64_t>(k, input.dim()),
+                       input.shape().end());
+  TANDEM_CHECK(k > 0 && k <= input.dim() && trailing == normalized_shape, "layer_norm: "
+               "normalized_shape ", shape_str(normalized_shape), " must be the input's last ",
+               "dims, got input ", shape_str(input.shape()));
+  for (const Tensor* t : {&weight, &bias})
+    TANDEM_CHECK(!t->defined() || t->shape() == normalized_shape, "layer_norm: weight and bias "
+                 "must have shape ", shape_str(normalized_shape), ", got ",
+                 shape_str(t->shape()));
+  TANDEM_CHECK(eps >= 0, "layer_norm: eps must be >= 0, got ", eps);
+  Shape dims;
+  for (int64_t d = input.dim() - k; d < input.dim(); ++d) dims.push_back(d);
+  Tensor y = normalized(input.to(compute_dtype(input.dtype())), dims, eps);
+  if (weight.defined()) y = mul(y, weight);
+  if (bias.defined()) y = add(y, bias);
+  return y.to(input.dtype());
+}
+
+Tensor group_norm(const Tensor& input, int64_t num_groups, const Tensor& weight,
+                  const Tensor& bias, double eps) {
+  check_defined(input, "group_norm", "input");
+  check_floating(input, "group_norm");
+  check_inputs({input, weight, bias}, "group_norm");
+  TANDEM_CHECK(input.dim() >= 2, "group_norm: input must be (N, C, ...), got ",
+               shape_str(input.shape()));
+  const int64_t n = input.size(0), c = input.size(1);
+  TANDEM_CHECK(num_groups > 0 && c % num_groups == 0, "group_norm: the ", c, " channels must "
+               "split into num_groups (", num_groups, ") equal groups");
+  for (const Tensor* t : {&weight, &bias})
+    TANDEM_CHECK(!t->defined() || t->shape() == Shape{c}, "group_norm: weight and bias must "
+                 "have shape (", c, "), got ", shape_str(t->shape()));
+  TANDEM_CHECK(eps >= 0, "group_norm: eps must be >= 0, got ", eps);
+  Tensor x = input.to(compute_dtype(input.dtype())).reshape({n, num_groups, -1});
+  Tensor y = normalized(x, {2}, eps).reshape(input.shape());
+  Shape per_channel(input.dim(), 1);
+  per_channel[1] = c;
+  if (weight.defined()) y = mul(y, weight.reshape(per_channel));
+  if (bias.defined()) y = add(y, bias.reshape(per_channel));
+  return y.to(input.dtype());
+}
+
 // --- pooling ------------------------------------------------------------------------------------
 
 namespace {

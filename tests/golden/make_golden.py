@@ -185,6 +185,28 @@ with torch.random.fork_rng():
     case("embedding_padding", lambda w, i: F.embedding(i, w, padding_idx=1), r(5, 3),
          torch.tensor([[1, 4, 1], [0, 2, 4]]))
 
+# Normalization layers, and gradients of gradients: each of the last three outputs is a
+# gradient taken with create_graph (so the recorded gradients are second derivatives).
+with torch.random.fork_rng():
+    torch.manual_seed(7777)
+    case("layer_norm", lambda x, w, b: F.layer_norm(x, (3, 4), w, b, eps=1e-5), r(2, 3, 4),
+         r(3, 4), r(3, 4))
+    case("layer_norm_plain", lambda x: F.layer_norm(x, (5,)), r(4, 5) * 3 + 1)
+    case("group_norm", lambda x, w, b: F.group_norm(x, 2, w, b), r(2, 4, 3, 3), r(4), r(4))
+    grad_of = lambda y, x: torch.autograd.grad(y, x, create_graph=True)[0]
+    case("grad_of_grad_mlp",
+         lambda x, w, b: grad_of(torch.tanh(F.linear(x, w, b)).pow(2).sum(), x) ** 2,
+         r(3, 4), r(5, 4), r(5))
+    case("grad_of_grad_conv_bn",
+         lambda x, w, g, b: grad_of(torch.sigmoid(F.batch_norm(
+             F.conv2d(x, w, padding=1, stride=2), None, None, g, b, training=True)).sum(), x) ** 2,
+         r(2, 2, 5, 5), r(3, 2, 3, 3), r(3), r(3))
+    ce_target = torch.tensor([1, 0, 2, 1])
+    case("grad_of_grad_pool_ce",
+         lambda x, w, t: grad_of(F.cross_entropy(
+             F.linear(F.max_pool2d(x, 2).flatten(1), w), t), x).abs().sum(),
+         r(4, 1, 4, 4), r(3, 4), ce_target)
+
 with open(os.path.join(HERE, "ops.json"), "w") as f:
     json.dump({"generator": "torch " + torch.__version__, "cases": cases}, f)
 

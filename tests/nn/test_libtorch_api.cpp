@@ -850,3 +850,78 @@ TEST_CASE("libtorch names: option factories, one-size factories, compound operat
   CHECK(row.expand_as(m).sizes() == m.sizes());
   CHECK(row.expand_as(m).sum().item<float>() == 12.0f);
 }
+
+TEST_CASE("libtorch names: LayerNorm and GroupNorm", "[libtorch]") {
+  torch::manual_seed(12);
+  torch::Tensor x = torch::randn({3, 2, 4}) * 3.0 + 1.0;
+  // Closed form: each normalized slice has mean 0 and biased variance 1.
+  auto ln = std::make_shared<torch::nn::LayerNorm>(torch::nn::LayerNormOptions({2, 4}));
+  torch::Tensor y = ln->forward(x);
+  require_close(y.mean({1, 2}), torch::zeros({3}), 0, 1e-6);
+  require_close(y.var({1, 2}, /*unbiased=*/false), torch::ones({3}), 0, 1e-4);
+  CHECK(ln->named_parameters().size() == 2);
+  CHECK(ln->weight.sizes() == tandem::Shape{2, 4});
+  // The affine part, through the functional form.
+  ln->weight.detach().uniform_(0.5, 1.5);
+  ln->bias.detach().uniform_(-1.0, 1.0);
+  require_close(ln->forward(x),
+                torch::nn::functional::layer_norm(
+                    x, torch::nn::functional::LayerNormFuncOptions({2, 4})
+                           .weight(ln->weight).bias(ln->bias)),
+                0, 0);
+  require_close(ln->forward(x), y * ln->weight + ln->bias, 1e-6, 1e-6);
+  auto plain = torch::nn::LayerNorm(torch::nn::LayerNormOptions({4}).elementwise_affine(false));
+  CHECK(plain.parameters().empty());
+  CHECK_THROWS_AS(plain.forward(torch::zeros({2, 3})), tandem::ValueError);
+
+  // GroupNorm: one group is a layer norm over (C, H, W); C groups normalize each channel.
+  torch::Tensor img = torch::randn({2, 4, 3, 3});
+  torch::nn::GroupNorm one(torch::nn::GroupNormOptions(1, 4));
+  require_close(one.forward(img), torch::layer_norm(img, {4, 3, 3}), 1e-5, 1e-6);
+  torch::nn::GroupNorm per_channel(torch::nn::GroupNormOptions(4, 4).affine(false));
+  torch::Tensor centered = img - img.mean({2, 3}, true);
+  require_close(per_channel.forward(img),
+                centered / torch::sqrt(centered.pow(2).mean({2, 3}, true) + 1e-5), 1e-5, 1e-6);
+  CHECK(per_channel.parameters().empty());
+  CHECK_THROWS_AS(torch::nn::GroupNorm(torch::nn::GroupNormOptions(3, 4)), tandem::ValueError);
+  // Gradients against finite differences, in f64.
+  tandem::testing::gradcheck(
+      [](const std::vector<torch::Tensor>& in) { return torch::group_norm(in[0], 2, in[1], in[2]); },
+      {torch::randn({2, 4, 2, 3}, torch::kFloat64), torch::randn({4}, torch::kFloat64),
+       torch::randn({4}, torch::kFloat64)});
+  tandem::testing::gradcheck(
+      [](const std::vector<torch::Tensor>& in) { return torch::layer_norm(in[0], {3}, in[1]); },
+      {torch::randn({4, 3}, torch::kFloat64), torch::randn({3}, torch::kFloat64)});
+}
+
+TEST_CASE("libtorch names: ModuleList and Functional", "[libtorch]") {
+  auto list = std::make_shared<torch::nn::ModuleList>(
+      std::make_shared<torch::nn::Linear>(4, 8), std::make_shared<torch::nn::Linear>(8, 8));
+  list->push_back(std::make_shared<torch::nn::Linear>(8, 2));
+  CHECK(list->size() == 3);
+  CHECK(list->parameters().size() == 6);  // registered: the list's parameters
+  CHECK(list->named_parameters()[0].key() == "0.weight");
+  CHECK(list->named_parameters()[5].key() == "2.bias");
+  torch::Tensor x = torch::randn({5, 4});
+  torch::Tensor h = x;
+  for (const auto& layer : *list) h = torch::relu(layer->forward(h));
+  CHECK(h.sizes() == tandem::Shape{5, 2});
+  CHECK(list->ptr<torch::nn::Linear>(2)->weight.sizes() == tandem::Shape{2, 8});
+  CHECK_THROWS_AS(list->ptr<torch::nn::Conv2d>(0), tandem::ValueError);
+  CHECK_THROWS_AS(list->ptr(3), tandem::IndexError);
+  torch::nn::ModuleList more;
+  more.extend(*list);
+  more.extend(more);
+  CHECK(more.size() == 6);
+  CHECK((*list)[1].get() == more[4].get());
+
+  auto seq = torch::nn::Sequential(
+      std::make_shared<torch::nn::Linear>(4, 3),
+      std::make_shared<torch::nn::Functional>([](const torch::Tensor& t) { return t * 2.0; }),
+      std::make_shared<torch::nn::Functional>(
+          static_cast<torch::Tensor (*)(const torch::Tensor&)>(torch::relu)));
+  auto first = std::dynamic_pointer_cast<torch::nn::Linear>(seq[0]);
+  CHECK(seq.forward(x).to_vector<float>() ==
+        torch::relu(first->forward(x) * 2.0).to_vector<float>());
+  CHECK(seq.parameters().size() == 2);
+}

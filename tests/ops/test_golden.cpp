@@ -144,6 +144,27 @@ const std::map<std::string, Fn>& ops() {
       {"scatter", [](V x) { return scatter(x[0], 0, x[1], x[2]); }},
       {"index_add", [](V x) { return index_add(x[0], 0, x[1], x[2], 0.5); }},
       {"embedding_padding", [](V x) { return embedding(x[0], x[1], 1); }},
+      {"layer_norm", [](V x) { return layer_norm(x[0], {3, 4}, x[1], x[2], 1e-5); }},
+      {"layer_norm_plain", [](V x) { return layer_norm(x[0], {5}); }},
+      {"group_norm", [](V x) { return group_norm(x[0], 2, x[1], x[2]); }},
+      // Gradients taken with create_graph: the recorded gradients are second derivatives.
+      {"grad_of_grad_mlp",
+       [](V x) {
+         Tensor g = autograd::grad({sum(pow(tanh(linear(x[0], x[1], x[2])), 2.0))}, {x[0]}, {},
+                                   {}, /*create_graph=*/true)[0];
+         return g * g;
+       }},
+      {"grad_of_grad_conv_bn",
+       [](V x) {
+         Tensor y = batch_norm(conv2d(x[0], x[1], {}, 2, 1), {}, {}, x[2], x[3], true);
+         Tensor g = autograd::grad({sum(sigmoid(y))}, {x[0]}, {}, {}, true)[0];
+         return g * g;
+       }},
+      {"grad_of_grad_pool_ce",
+       [](V x) {
+         Tensor logits = linear(max_pool2d(x[0], 2).flatten(1), x[1]);
+         return sum(abs(autograd::grad({cross_entropy(logits, x[2])}, {x[0]}, {}, {}, true)[0]));
+       }},
   };
   return table;
 }

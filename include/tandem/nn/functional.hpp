@@ -134,6 +134,30 @@ inline Tensor batch_norm(const Tensor& input, const Tensor& running_mean,
                             o.momentum(), o.eps());
 }
 
+struct LayerNormFuncOptions {
+  LayerNormFuncOptions(Shape normalized_shape)  // NOLINT(google-explicit-constructor)
+      : normalized_shape_(std::move(normalized_shape)) {}
+  TANDEM_ARG(Shape, normalized_shape);
+  TANDEM_ARG(Tensor, weight);
+  TANDEM_ARG(Tensor, bias);
+  TANDEM_ARG(double, eps) = 1e-5;
+};
+inline Tensor layer_norm(const Tensor& input, const LayerNormFuncOptions& o) {
+  return tandem::layer_norm(input, o.normalized_shape(), o.weight(), o.bias(), o.eps());
+}
+
+struct GroupNormFuncOptions {
+  GroupNormFuncOptions(int64_t num_groups)  // NOLINT(google-explicit-constructor)
+      : num_groups_(num_groups) {}
+  TANDEM_ARG(int64_t, num_groups);
+  TANDEM_ARG(Tensor, weight);
+  TANDEM_ARG(Tensor, bias);
+  TANDEM_ARG(double, eps) = 1e-5;
+};
+inline Tensor group_norm(const Tensor& input, const GroupNormFuncOptions& o) {
+  return tandem::group_norm(input, o.num_groups(), o.weight(), o.bias(), o.eps());
+}
+
 struct DropoutFuncOptions {
   TANDEM_ARG(double, p) = 0.5;
   TANDEM_ARG(bool, training) = true;

@@ -3,12 +3,14 @@
 // Conv2d(Conv2dOptions(3, 64, 3).stride(2).padding(1).bias(false)).
 #pragma once
 
+#include <functional>
 #include <initializer_list>
 #include <memory>
 #include <optional>
 #include <string>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "tandem/core/arg.hpp"
 #include "tandem/nn/module.hpp"
@@ -128,6 +130,46 @@ class BatchNorm2d : public Module {
  private:
   Tensor normalize(const Tensor& input, const Tensor& residual, bool relu);
   StatsAllreduce stats_allreduce_;
+};
+
+/// libtorch's LayerNormOptions({C}) / LayerNormOptions({H, W}).eps(1e-6).
+struct LayerNormOptions {
+  LayerNormOptions(Shape normalized_shape)  // NOLINT(google-explicit-constructor)
+      : normalized_shape_(std::move(normalized_shape)) {}
+  TANDEM_ARG(Shape, normalized_shape);
+  TANDEM_ARG(double, eps) = 1e-5;
+  TANDEM_ARG(bool, elementwise_affine) = true;
+};
+
+/// Layer normalization over the trailing normalized_shape dims; weight (ones) and bias (zeros)
+/// of that shape when elementwise_affine.
+class LayerNorm : public Module {
+ public:
+  explicit LayerNorm(const LayerNormOptions& options);
+  Tensor forward(const Tensor& input) override;
+  std::string extra_repr() const override;
+  Tensor weight, bias;
+  const LayerNormOptions options;
+};
+
+/// libtorch's GroupNormOptions(num_groups, num_channels).
+struct GroupNormOptions {
+  GroupNormOptions(int64_t num_groups, int64_t num_channels)
+      : num_groups_(num_groups), num_channels_(num_channels) {}
+  TANDEM_ARG(int64_t, num_groups);
+  TANDEM_ARG(int64_t, num_channels);
+  TANDEM_ARG(double, eps) = 1e-5;
+  TANDEM_ARG(bool, affine) = true;
+};
+
+/// Group normalization of (N, C, ...); weight (ones) and bias (zeros) of (C) when affine.
+class GroupNorm : public Module {
+ public:
+  explicit GroupNorm(const GroupNormOptions& options);
+  Tensor forward(const Tensor& input) override;
+  std::string extra_repr() const override;
+  Tensor weight, bias;
+  const GroupNormOptions options;
 };
 
 class ReLU : public Module {
@@ -314,6 +356,52 @@ class Sequential : public Module {
   size_t size() const { return named_children().size(); }
   /// The module at `index` (a handle of its own: it stays valid after push_back).
   std::shared_ptr<Module> operator[](size_t index) const;
+};
+
+/// Modules held in a list, registered by position ("0", "1", ...) so their parameters are the
+/// list's, as libtorch's ModuleList; no forward of its own (a loop over it is the caller's).
+class ModuleList : public Module {
+ public:
+  ModuleList() : Module("ModuleList") {}
+  template <typename... Modules,
+            typename = std::enable_if_t<
+                (sizeof...(Modules) > 0) &&
+                (std::is_convertible_v<Modules&&, std::shared_ptr<Module>> && ...)>>
+  explicit ModuleList(Modules&&... modules) : Module("ModuleList") {
+    (push_back(std::forward<Modules>(modules)), ...);
+  }
+  void push_back(std::shared_ptr<Module> module);
+  /// Appends every module of `other`.
+  void extend(const ModuleList& other);
+  size_t size() const { return modules_.size(); }
+  bool is_empty() const { return modules_.empty(); }
+  std::shared_ptr<Module> operator[](size_t index) const { return ptr(index); }
+  std::shared_ptr<Module> ptr(size_t index) const;
+  /// The module at `index` as a T (libtorch's list->ptr<Linear>(i)); throws if it is not one.
+  template <typename T>
+  std::shared_ptr<T> ptr(size_t index) const {
+    auto typed = std::dynamic_pointer_cast<T>(ptr(index));
+    TANDEM_CHECK(typed != nullptr, "ModuleList: module ", index, " (", ptr(index)->type_name(),
+                 ") is not of the type asked for");
+    return typed;
+  }
+  std::vector<std::shared_ptr<Module>>::const_iterator begin() const { return modules_.begin(); }
+  std::vector<std::shared_ptr<Module>>::const_iterator end() const { return modules_.end(); }
+
+ private:
+  std::vector<std::shared_ptr<Module>> modules_;
+};
+
+/// A function as a module, to put it in a Sequential: `Functional([](const Tensor& x) {
+/// return relu(x); })` or `Functional(tandem::relu)`, as libtorch's nn::Functional.
+class Functional : public Module {
+ public:
+  explicit Functional(std::function<Tensor(const Tensor&)> function)
+      : Module("Functional"), function_(std::move(function)) {}
+  Tensor forward(const Tensor& input) override { return function_(input); }
+
+ private:
+  std::function<Tensor(const Tensor&)> function_;
 };
 
 }  // namespace tandem::nn

@@ -44,6 +44,19 @@ Tensor batch_norm_relu(const Tensor& input, const Tensor& running_mean, const Te
                        double momentum = 0.1, double eps = 1e-5,
                        const Tensor& residual = Tensor());
 
+/// Layer normalization over the trailing dims `normalized_shape` of the input: each slice
+/// normalized to mean 0 and (biased) variance 1, then * weight + bias (both of
+/// normalized_shape, or undefined), as torch.nn.functional.layer_norm. Computed in f32 for
+/// f16/bf16 inputs, from differentiable ops.
+Tensor layer_norm(const Tensor& input, const Shape& normalized_shape,
+                  const Tensor& weight = Tensor(), const Tensor& bias = Tensor(),
+                  double eps = 1e-5);
+/// Group normalization of (N, C, ...): the C channels in num_groups groups, each group of each
+/// sample normalized over its channels and positions, then * weight + bias per channel (C), as
+/// torch.nn.functional.group_norm.
+Tensor group_norm(const Tensor& input, int64_t num_groups, const Tensor& weight = Tensor(),
+                  const Tensor& bias = Tensor(), double eps = 1e-5);
+
 /// Sums a tensor in place over a group of ranks (what synchronized batch norm needs of a
 /// communicator; parallel::convert_sync_batchnorm provides one).
 using StatsAllreduce = std::function<void(const Tensor&)>;
