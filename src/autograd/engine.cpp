@@ -1,6 +1,7 @@
 // The backward engine: dependency counts over the reachable graph, then a queue in topological
 // order (no recursion, so chains of any length work), and an iterative node teardown.
 #include <algorithm>
+#include <atomic>
 #include <deque>
 #include <functional>
 #include <utility>
@@ -71,6 +72,9 @@ bool sole_dense_owner(const Tensor& g, const Tensor& leaf) {
 thread_local std::vector<std::function<void()>>* t_callbacks = nullptr;
 // The node whose closure the engine is running on this thread (saved_output re-attaches to it).
 thread_local Node* t_running = nullptr;
+// The pass running on this thread, and the last number given to one on any thread.
+thread_local uint64_t t_pass = 0;
+std::atomic<uint64_t> g_passes{0};
 
 // `detached` again, its gradient going to `node` (an op's node or a leaf's accumulator).
 Tensor with_history(const Tensor& detached, std::shared_ptr<Node> node) {
@@ -81,6 +85,8 @@ Tensor with_history(const Tensor& detached, std::shared_ptr<Node> node) {
   return out;
 }
 }  // namespace
+
+uint64_t current_pass() { return t_pass; }
 
 Tensor saved_output(const Tensor& detached) {
   return t_running ? with_history(detached, t_running->shared_from_this()) : detached;
@@ -226,11 +232,14 @@ std::vector<Tensor> execute(const std::vector<Tensor>& roots, const std::vector<
   struct Restore {
     std::vector<std::function<void()>>* previous;
     Node* running;
+    uint64_t pass;
     ~Restore() {
       t_callbacks = previous;
       t_running = running;
+      t_pass = pass;
     }
-  } restore{std::exchange(t_callbacks, &callbacks), t_running};
+  } restore{std::exchange(t_callbacks, &callbacks), t_running,
+            std::exchange(t_pass, ++g_passes)};
   std::unordered_map<Node*, Tensor> buffer;  // gradient summed so far for each node
   std::vector<std::shared_ptr<Node>> root_nodes;
   for (size_t i = 0; i < roots.size(); ++i) {
@@ -353,17 +362,12 @@ std::vector<Tensor> execute(const std::vector<Tensor>& roots, const std::vector<
     auto callback = std::move(callbacks[i]);  // a callback may queue more (and grow the vector)
     callback();
   }
-  for (size_t i = 0; i < captured.size(); ++i) {
-    if (captured[i].defined()) continue;
-    const Tensor& t = (*inputs)[i];
-    const bool used = seen.count(input_nodes[i].get()) > 0;
-    TANDEM_CHECK(allow_unused || used, "grad: input ", i, " was not used to compute the "
-                 "outputs; pass allow_unused = true to get an undefined gradient for it");
-    if (used) {  // reached, but every path gave no gradient
-      captured[i] = make_tensor(t.shape(), t.dtype(), t.device(), t.suggest_memory_format());
-      kernels::fill(captured[i], 0.0);
-    }
-  }
+  // An input no gradient reached (not in the graph, or every path to it gave none) is an
+  // error unless allow_unused, as torch.autograd.grad.
+  for (size_t i = 0; i < captured.size(); ++i)
+    TANDEM_CHECK(allow_unused || captured[i].defined(), "grad: input ", i, " was not used to "
+                 "compute the outputs (no gradient reached it); pass allow_unused = true to get "
+                 "an undefined gradient for it");
   return captured;
 }
 }  // namespace

@@ -50,8 +50,10 @@ variable_list AutogradContext::get_saved_variables() const {
   for (const Saved& s : saved_) {
     // An output comes back with its own history under create_graph, so a gradient computed
     // from it is differentiated through this function.
-    std::shared_ptr<Node> node = s.output >= 0 ? output_nodes_[s.output].lock() : nullptr;
-    if (node && grad_mode_enabled()) {
+    auto fn = node_.lock();
+    std::shared_ptr<Node> node =
+        s.output >= 0 && fn && grad_mode_enabled() ? fn->output_node(s.output) : nullptr;
+    if (node) {
       Tensor t = s.tensor.detach();
       t.impl()->grad_fn = std::move(node);
       t.impl()->requires_grad = true;
@@ -130,23 +132,30 @@ void FunctionNode::prepare(const variable_list& inputs, std::vector<bool> is_ten
 variable_list FunctionNode::finish(const variable_list& inputs, variable_list outputs) {
   const bool recording = std::any_of(next_.begin(), next_.end(), [](auto& n) { return n; });
   std::vector<size_t> differentiable;
+  for (const TensorImpl* dirty : ctx_.dirty_) {
+    auto is = [dirty](const Tensor& t) { return t.impl() == dirty; };
+    TANDEM_CHECK(std::any_of(inputs.begin(), inputs.end(), is), name_,
+                 ": mark_dirty names a tensor that is not an input");
+    TANDEM_CHECK(std::any_of(outputs.begin(), outputs.end(), is), name_,
+                 ": an input marked dirty must be returned as an output");
+    const Tensor& t = *std::find_if(inputs.begin(), inputs.end(), is);
+    TANDEM_CHECK(!t.requires_grad(), name_, ": an input that requires grad was modified in "
+                 "place (mark_dirty); modify a copy of it (clone()) instead");
+  }
   for (size_t k = 0; k < outputs.size(); ++k) {
     Tensor& out = outputs[k];
     if (!out.defined()) continue;
+    const bool differentiable_output = recording && is_floating(out.dtype()) &&
+                                       !contains(ctx_.non_differentiable_, out);
     const bool is_input = std::any_of(inputs.begin(), inputs.end(),
                                       [&](const Tensor& t) { return t.is_same(out); });
-    if (contains(ctx_.dirty_, out)) {
-      TANDEM_CHECK(is_input, name_, ": mark_dirty names a tensor that is not an input");
-      TANDEM_CHECK(!(out.is_leaf() && out.requires_grad()), name_, ": a leaf tensor that "
-                   "requires grad was modified in place (mark_dirty); use a copy of it");
-    } else if (is_input) {
-      out = out.detach();  // an input handed back as it is: a new handle, the input untouched
-    }
-    if (recording && is_floating(out.dtype()) && !contains(ctx_.non_differentiable_, out))
-      differentiable.push_back(k);
+    // An input handed back as it is: a new handle, the input untouched.
+    if (is_input && !contains(ctx_.dirty_, out)) out = out.detach();
+    if (differentiable_output) differentiable.push_back(k);
   }
   ctx_.output_nodes_.resize(outputs.size());
   auto self = std::static_pointer_cast<FunctionNode>(shared_from_this());
+  ctx_.node_ = self;
   for (size_t k : differentiable) {
     Tensor& out = outputs[k];
     std::shared_ptr<Node> node = self;
@@ -159,7 +168,7 @@ variable_list FunctionNode::finish(const variable_list& inputs, variable_list ou
   for (const Tensor& out : outputs)
     outputs_.push_back(out.defined() ? OutputMeta{out.shape(), out.dtype(), out.device()}
                                      : OutputMeta{{}, DType::f32, Device(DeviceType::cpu)});
-  received_.assign(outputs.size(), Tensor());
+  received_.assign(outputs.size(), {0, Tensor()});
   for (const Tensor& t : ctx_.to_save_) {
     int output = -1;
     for (size_t k = 0; k < outputs.size() && t.defined(); ++k)
@@ -170,7 +179,20 @@ variable_list FunctionNode::finish(const variable_list& inputs, variable_list ou
   return outputs;
 }
 
-void FunctionNode::receive(size_t output, const Tensor& grad) { received_[output] = grad; }
+void FunctionNode::receive(size_t output, const Tensor& grad) {
+  received_[output] = {current_pass(), grad};
+}
+
+std::shared_ptr<Node> FunctionNode::output_node(size_t k) {
+  if (outputs_.size() == 1) return shared_from_this();
+  std::shared_ptr<Node> node = ctx_.output_nodes_[k].lock();
+  if (!node) {  // the output itself is gone: a node of its own again
+    node = std::make_shared<OutputNode>(
+        name_, std::static_pointer_cast<FunctionNode>(shared_from_this()), k);
+    ctx_.output_nodes_[k] = node;
+  }
+  return node;
+}
 
 std::vector<Tensor> FunctionNode::apply(const Tensor& grad_output) {
   TANDEM_CHECK(!released_, "backward: trying to backward through the graph a second time (at ",
@@ -180,8 +202,9 @@ std::vector<Tensor> FunctionNode::apply(const Tensor& grad_output) {
   if (outputs_.size() == 1) {
     grads.push_back(grad_output);
   } else {
-    grads.swap(received_);
-    received_.assign(outputs_.size(), Tensor());
+    // This pass's gradients only: a pass that failed part-way may have left others here.
+    for (auto& [pass, grad] : received_) grads.push_back(pass == current_pass() ? grad : Tensor());
+    received_.assign(outputs_.size(), {0, Tensor()});
   }
   for (size_t k = 0; k < grads.size(); ++k) {
     if (grads[k].defined() || !ctx_.materialize_grads_) continue;

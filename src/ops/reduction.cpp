@@ -132,10 +132,18 @@ Tensor norm(const Tensor& t, double p, const Shape& dims, bool keepdim) {
                "norm: p must be a number >= 0 or inf, got ", p);
   TANDEM_CHECK(p >= 0, "norm: p must be >= 0 or inf, got ", p);
   if (std::isinf(p)) return amax(abs(t), dims, keepdim);
-  if (p == 0) {  // the number of nonzero elements: no gradient
-    NoGradGuard no_grad;
-    return sum(ne(t, zeros({}, TensorOptions(t.dtype()).device(t.device()))), dims, keepdim)
-        .to(t.dtype());
+  if (p == 0) {  // the number of nonzero elements: a gradient of zeros, as torch
+    Tensor count;
+    {
+      NoGradGuard no_grad;
+      count = sum(ne(t, zeros({}, TensorOptions(t.dtype()).device(t.device()))), dims, keepdim)
+                  .to(t.dtype());
+    }
+    const Shape shape = t.shape();
+    autograd::record("norm", {t}, count, [shape](const Tensor& g) -> std::vector<Tensor> {
+      return {zeros(shape, TensorOptions(g.dtype()).device(g.device()))};
+    }, kDifferentiable);
+    return count;
   }
   if (p == 1) return sum(abs(t), dims, keepdim);
   const Plan plan = plan_reduction(t, dims, keepdim, "norm");
@@ -148,12 +156,14 @@ Tensor norm(const Tensor& t, double p, const Shape& dims, bool keepdim) {
   Tensor y = out.detach();
   const Shape keep = plan.keep_shape;
   autograd::record("norm", {t}, out, [t, y, p, keep](const Tensor& g) -> std::vector<Tensor> {
-    // g t |t|^(p-2) / y^(p-1), and 0 where the norm is 0 (every element 0) instead of 0 / 0.
+    // g t |t|^(p-2) / y^(p-1), and 0 where the norm is 0 (every element 0) instead of 0 / 0,
+    // and (p < 1, where |t|^(p-1) is infinite at 0) at zero elements, as torch.
     Tensor yk = reshape(autograd::saved_output(y), keep);
     Tensor zero = zeros({}, TensorOptions(yk.dtype()).device(yk.device()));
     Tensor scale = where(eq(yk, zero), zero,
                          div(reshape(g, keep), p == 2 ? yk : pow(yk, p - 1)));
     Tensor direction = p == 2 ? t : mul(sign(t), pow(abs(t), p - 1));
+    if (p < 1) direction = where(eq(t, zero), zero, direction);
     return {mul(direction, scale)};
   }, kDifferentiable);
   return out;

@@ -353,6 +353,14 @@ void check_inplace(const Tensor& t, const char* op) {
                "or use the out-of-place op");
 }
 
+// In-place ops record no history, so an operand that requires grad would lose its gradient
+// silently (libtorch records one; here it is refused).
+void check_inplace_operand(const Tensor& other, const char* op) {
+  TANDEM_CHECK(!grad_mode_enabled() || !other.defined() || !other.requires_grad(), op,
+               ": the operand requires grad, and in-place ops record no history here, so its "
+               "gradient would be lost; use the out-of-place op (a = a + b) or detach() it");
+}
+
 // A write through an expanded view would store several results in one location, the last one
 // winning: refused before anything is written, as torch refuses it.
 void check_no_overlap(const Tensor& t, const char* op) {
@@ -436,6 +444,7 @@ Tensor& Tensor::fill_(double value) {
 
 Tensor& Tensor::copy_(const Tensor& src) {
   check_inplace(*this, "copy_");
+  check_inplace_operand(src, "copy_");
   check_no_overlap(*this, "copy_");
   check_defined(src, "copy_", "source");
   check_broadcasts_to(src, shape(), "copy_", "source");
@@ -461,6 +470,7 @@ Tensor& tensor_inplace(Tensor& self, const Tensor& other, kernels::BinaryOp op,
                        const kernels::OpArgs& args, const char* name,
                        OutOfPlace out_of_place) {
   check_inplace(self, name);
+  check_inplace_operand(other, name);
   check_no_overlap(self, name);
   check_defined(other, name, "other");
   NoGradGuard guard;

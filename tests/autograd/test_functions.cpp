@@ -95,14 +95,68 @@ struct PassAndMask : Function<PassAndMask> {
   static variable_list backward(AutogradContext*, variable_list g) { return {g[0]}; }
 };
 
-// Doubles its input in place (mark_dirty).
-struct DoubleInPlace : Function<DoubleInPlace> {
-  static Tensor forward(AutogradContext* ctx, Tensor x) {
-    x.mul_(2.0);
-    ctx->mark_dirty({x});
-    return x;
+// Adds w into a buffer in place and returns the buffer (mark_dirty).
+struct AddInPlace : Function<AddInPlace> {
+  static Tensor forward(AutogradContext* ctx, Tensor buffer, const Tensor& w, bool give_back) {
+    buffer.add_(w);
+    ctx->mark_dirty({buffer});
+    return give_back ? buffer : w * 1.0;
+  }
+  static variable_list backward(AutogradContext*, variable_list g) {
+    return {Tensor(), g[0], Tensor()};
+  }
+};
+
+// Returns its input and marks it not differentiable.
+struct PassNonDifferentiable : Function<PassNonDifferentiable> {
+  static variable_list forward(AutogradContext* ctx, const Tensor& x) {
+    ctx->mark_non_differentiable({x});
+    return {x * 2.0, x};
   }
   static variable_list backward(AutogradContext*, variable_list g) { return {g[0] * 2.0}; }
+};
+
+// x^2 and x^3 (x > 0); backward from the saved outputs only: 2x = 2 x^3 / x^2, 3x^2.
+struct SquareAndCube : Function<SquareAndCube> {
+  static variable_list forward(AutogradContext* ctx, const Tensor& x) {
+    Tensor sq = x * x, cube = sq * x;
+    ctx->save_for_backward({sq, cube});
+    return {sq, cube};
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list g) {
+    auto saved = ctx->get_saved_variables();
+    return {g[0] * saved[1] / saved[0] * 2.0 + g[1] * saved[0] * 3.0};
+  }
+};
+
+// x and 3x.
+struct OneAndThree : Function<OneAndThree> {
+  static variable_list forward(AutogradContext*, const Tensor& x) { return {x * 1.0, x * 3.0}; }
+  static variable_list backward(AutogradContext*, variable_list g) {
+    return {g[0] + g[1] * 3.0};
+  }
+};
+
+// The identity, whose backward throws.
+struct ThrowsInBackward : Function<ThrowsInBackward> {
+  static Tensor forward(AutogradContext*, const Tensor& x) { return x * 1.0; }
+  static variable_list backward(AutogradContext*, variable_list) {
+    throw std::runtime_error("backward failed on purpose");
+  }
+};
+
+// c times the sum of a list of tensors: one gradient per tensor of the list.
+struct ScaledSum : Function<ScaledSum> {
+  static Tensor forward(AutogradContext* ctx, const std::vector<Tensor>& xs, double c) {
+    ctx->saved_data["c"] = c;
+    Tensor total = torch::zeros_like(xs[0]);
+    for (const Tensor& x : xs) total = total + x;
+    return total * c;
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list g) {
+    Tensor each = g[0] * ctx->saved_data["c"].toDouble();
+    return {each, each, Tensor()};
+  }
 };
 
 // Records which tensor arguments need a gradient, and returns one only for those.
@@ -249,16 +303,71 @@ TEST_CASE("a custom function's outputs: inputs handed back, non-differentiable, 
   (outs[0] * 3.0).sum().backward();
   CHECK(x.grad().to_vector<double>() == std::vector<double>{3.0, 3.0});
 
-  // In place on a non-leaf: the tensor keeps its identity and takes the function's history.
-  Tensor y = x * 1.0;
-  Tensor z = custom::DoubleInPlace::apply(y);
-  CHECK(z.is_same(y));
-  CHECK(y.to_vector<double>() == std::vector<double>{-2.0, 4.0});
-  x.set_grad(Tensor());
-  (y * y).sum().backward();  // d/dx (2x)^2 = 8x
-  CHECK(x.grad().to_vector<double>() == std::vector<double>{-8.0, 16.0});
-  // A leaf that requires grad may not be modified in place.
-  CHECK(error_of([&] { custom::DoubleInPlace::apply(x); }).find("leaf") != std::string::npos);
+  // An input handed back and marked non-differentiable: no history.
+  auto nd = custom::PassNonDifferentiable::apply(x);
+  CHECK(nd[0].requires_grad());
+  CHECK_FALSE(nd[1].requires_grad());
+
+  // In place into a buffer: the buffer keeps its identity and takes the function's history.
+  Tensor buffer = torch::zeros({2}, torch::kFloat64);
+  Tensor w = torch::from_vector<double>({1.0, 2.0}).requires_grad_();
+  Tensor z = custom::AddInPlace::apply(buffer, w, true);
+  CHECK(z.is_same(buffer));
+  CHECK(buffer.to_vector<double>() == std::vector<double>{1.0, 2.0});
+  CHECK(buffer.requires_grad());
+  (buffer * buffer).sum().backward();
+  CHECK(w.grad().to_vector<double>() == std::vector<double>{2.0, 4.0});
+  // What cannot be told apart without version counters is refused: a tensor that requires
+  // grad (a leaf, or one with history), and a dirty input that is not handed back.
+  CHECK(error_of([&] { custom::AddInPlace::apply(x, w, true); }).find("requires grad") !=
+        std::string::npos);
+  Tensor with_history = x * 1.0;
+  CHECK(error_of([&] { custom::AddInPlace::apply(with_history, w, true); })
+            .find("requires grad") != std::string::npos);
+  Tensor other = torch::zeros({2}, torch::kFloat64);
+  CHECK(error_of([&] { custom::AddInPlace::apply(other, w, false); })
+            .find("must be returned") != std::string::npos);
+}
+
+TEST_CASE("a custom function's saved outputs keep their history when the output is dropped",
+          "[autograd]") {
+  Tensor x = torch::from_vector<double>({0.5, 2.0}).requires_grad_();
+  Tensor sq = custom::SquareAndCube::apply(x)[0];  // the cube is dropped at once
+  Tensor g = grad({sq.sum()}, {x}, {}, {}, /*create_graph=*/true)[0];
+  CHECK(g.to_vector<double>() == std::vector<double>{1.0, 4.0});  // 2x
+  Tensor h = grad({g.sum()}, {x})[0];
+  require_close(h, torch::full({2}, 2.0, torch::kFloat64), 1e-12, 0);
+}
+
+TEST_CASE("a failed backward leaves no gradient behind in a function with two outputs",
+          "[autograd]") {
+  Tensor x = torch::from_vector<double>({1.0, 1.0}).requires_grad_();
+  auto o = custom::OneAndThree::apply(x);
+  // o[1]'s gradient reaches the function before the other branch throws.
+  Tensor loss = custom::ThrowsInBackward::apply(o[0] * 1.0 * 1.0 * 1.0).sum() + o[1].sum();
+  CHECK_THROWS(loss.backward({}, /*retain_graph=*/true));
+  CHECK(grad({o[1].sum()}, {x})[0].to_vector<double>() == std::vector<double>{3.0, 3.0});
+}
+
+TEST_CASE("a list of tensors is that many arguments of a custom function", "[autograd]") {
+  Tensor a = torch::from_vector<double>({1.0, 2.0}).requires_grad_();
+  Tensor b = torch::from_vector<double>({3.0, 4.0}).requires_grad_();
+  Tensor y = custom::ScaledSum::apply(std::vector<Tensor>{a, b}, 2.0);
+  CHECK(y.to_vector<double>() == std::vector<double>{8.0, 12.0});
+  y.sum().backward();
+  CHECK(a.grad().to_vector<double>() == std::vector<double>{2.0, 2.0});
+  CHECK(b.grad().to_vector<double>() == std::vector<double>{2.0, 2.0});
+}
+
+TEST_CASE("in place with an operand that requires grad is refused", "[autograd]") {
+  Tensor w = torch::ones({2}, torch::requires_grad());
+  Tensor acc = torch::zeros({2});
+  CHECK(error_of([&] { acc += w * 2.0; }).find("operand requires grad") != std::string::npos);
+  CHECK(error_of([&] { acc.copy_(w); }).find("operand requires grad") != std::string::npos);
+  CHECK(acc.to_vector<float>() == std::vector<float>{0.0f, 0.0f});  // nothing written
+  torch::NoGradGuard no_grad;
+  acc += w;  // no history wanted: fine
+  CHECK(acc.to_vector<float>() == std::vector<float>{1.0f, 1.0f});
 }
 
 TEST_CASE("needs_input_grad and no history without grad", "[autograd]") {
@@ -496,6 +605,14 @@ TEST_CASE("p-norms along dims, all and any", "[autograd][ops]") {
         {torch::tensor({{0.5, -1.0}, {2.0, 0.25}, {-0.75, 1.5}}, torch::kFloat64)});
   }
   CHECK(error_of([&] { t.norm(-1.0, 1); }).find("p must be") != std::string::npos);
+  CHECK(t.norm(2, {}).item<double>() == 5.0);  // {} is every dim, not dim 0
+  // p < 1: zero elements get a zero gradient, not NaN; p = 0 gives zeros.
+  Tensor z = torch::tensor({0.0, 1.0, 4.0}, torch::kFloat64).requires_grad_();
+  z.norm(0.5).backward();
+  require_close(z.grad(), torch::tensor({0.0, 3.0, 1.5}, torch::kFloat64), 1e-12, 0);
+  z.set_grad(Tensor());
+  z.norm(0).backward();
+  CHECK(z.grad().to_vector<double>() == std::vector<double>{0.0, 0.0, 0.0});
 
   Tensor b = torch::tensor({{1.0, 0.0}, {2.0, 3.0}});
   CHECK_FALSE(b.all().item<bool>());

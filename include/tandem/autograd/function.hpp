@@ -86,7 +86,9 @@ class AutogradContext {
   /// The tensors saved, in order. Throws after the graph was freed by a backward pass.
   variable_list get_saved_variables() const;
   /// Inputs forward modified in place and returns: they keep their identity and take this
-  /// function's history (a leaf that requires grad may not be modified in place).
+  /// function's history. Only tensors without history may be: a leaf that requires grad is
+  /// refused, as is a tensor with a grad_fn (there are no version counters here, so a tensor
+  /// some op saved for its backward could not be told apart from its modified self).
   void mark_dirty(const variable_list& inputs);
   /// Outputs that get no gradient (indices, masks): they do not require grad.
   void mark_non_differentiable(const variable_list& outputs);
@@ -107,6 +109,7 @@ class AutogradContext {
   std::vector<const TensorImpl*> dirty_, non_differentiable_;
   std::vector<bool> needs_input_grad_;
   std::vector<std::weak_ptr<Node>> output_nodes_;  // the node of each output's history
+  std::weak_ptr<detail::FunctionNode> node_;        // the function's own node
   bool materialize_grads_ = true;
   bool released_ = false;
 };
@@ -131,6 +134,8 @@ class FunctionNode : public Node {
   std::vector<Tensor> apply(const Tensor& grad_output) override;
   void release() override;
   void receive(size_t output, const Tensor& grad);  // from an OutputNode
+  /// The node of output k's history: its own OutputNode (made anew if the output was dropped).
+  std::shared_ptr<Node> output_node(size_t k);
 
  private:
   struct OutputMeta {
@@ -144,7 +149,8 @@ class FunctionNode : public Node {
   std::vector<Shape> input_shapes_;
   std::vector<DType> input_dtypes_;
   std::vector<OutputMeta> outputs_;
-  std::vector<Tensor> received_;  // several outputs: each one's gradient, until apply
+  // Several outputs: each one's gradient until apply, and the pass it came in.
+  std::vector<std::pair<uint64_t, Tensor>> received_;
 };
 
 std::string demangled(const char* name);
@@ -152,6 +158,12 @@ std::string demangled(const char* name);
 inline void collect(variable_list& inputs, std::vector<bool>& is_tensor, const Tensor& t) {
   inputs.push_back(t);
   is_tensor.push_back(true);
+}
+/// A list of tensors is that many tensor arguments, as libtorch's TensorList: backward returns
+/// one gradient for each.
+inline void collect(variable_list& inputs, std::vector<bool>& is_tensor,
+                    const std::vector<Tensor>& list) {
+  for (const Tensor& t : list) collect(inputs, is_tensor, t);
 }
 template <typename T>
 void collect(variable_list&, std::vector<bool>& is_tensor, const T&) {
@@ -174,9 +186,9 @@ void collect(variable_list&, std::vector<bool>& is_tensor, const T&) {
 ///   Tensor y = MulConstant::apply(x, 5.5);
 ///
 /// forward returns a Tensor or a variable_list and runs with grad mode off. backward gets one
-/// gradient per output and returns one per argument of forward (undefined for arguments that
-/// are not tensors or need none; trailing undefined ones may be left out); each defined one has
-/// its input's shape and dtype. With create_graph, backward runs with grad mode on, so a
+/// gradient per output and returns one per argument of forward, a list of tensors counting as
+/// that many arguments (undefined for arguments that are not tensors or need none; trailing
+/// undefined ones may be left out); each defined one has its input's shape and dtype. With create_graph, backward runs with grad mode on, so a
 /// backward written with differentiable ops can be differentiated again.
 template <class T>
 struct Function {

@@ -2,6 +2,7 @@
 // op uses to record itself.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -90,6 +91,11 @@ Tensor saved_input(const Tensor& detached, size_t index);
 /// gradient-ready hook, a node's closure): elsewhere it throws. If the pass fails, its queued
 /// callbacks are dropped. Data parallelism waits for its last allreduce here.
 void queue_callback(std::function<void()> callback);
+
+/// The backward pass running on this thread, as a number no other pass had (0 outside one): a
+/// node that keeps gradients between calls (a custom function's several outputs) tells its own
+/// pass's from those a failed pass left behind.
+uint64_t current_pass();
 
 /// Runs backward from `roots` with `grads` (one per root). See Tensor::backward.
 void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads,

@@ -211,8 +211,10 @@ class Tensor {
   /// The p-norm of all elements, or along `dims` (p = 0: nonzero count, inf: largest |x|).
   Tensor norm(double p) const;
   Tensor norm(double p, const Shape& dims, bool keepdim = false) const;
-  Tensor norm(double p, int64_t dim, bool keepdim = false) const {
-    return norm(p, Shape{dim}, keepdim);
+  /// (A template, so that `x.norm(2, {})`, all dims, never converts `{}` to dim 0.)
+  template <typename I, typename = std::enable_if_t<std::is_integral_v<I>>>
+  Tensor norm(double p, I dim, bool keepdim = false) const {
+    return norm(p, Shape{static_cast<int64_t>(dim)}, keepdim);
   }
   /// Whether every (any) element is nonzero, as a bool tensor; along dim.
   Tensor all() const;
