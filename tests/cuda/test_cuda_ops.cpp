@@ -872,3 +872,31 @@ TEST_CASE("the GPU data path: pinned staging reused, asynchronous copies, augmen
     CHECK(v.back() == static_cast<float>(round));
   }
 }
+
+TEST_CASE("CUDA gradients of gradients (create_graph) and layer/group norm match the CPU",
+          "[cuda]") {
+  if (!gpu_present("CUDA create_graph")) return;
+  // A WGAN-GP-style critic (conv, batch norm, leaky relu, max pool, group norm, linear): the
+  // input gradient taken with create_graph, its penalty, and the penalty's gradients of the
+  // input and the weights. In f64, so the devices' summation orders do not matter.
+  const std::vector<Tensor> inputs = {
+      randn_as({2, 3, 8, 8}, DType::f64, 1), randn_as({4, 3, 3, 3}, DType::f64, 2),
+      randn_as({4}, DType::f64, 3),          randn_as({4}, DType::f64, 4),
+      randn_as({2, 36}, DType::f64, 5)};
+  auto run = [](std::vector<Tensor> in) {
+    for (Tensor& t : in) t.set_requires_grad(true);
+    Tensor h = conv2d(in[0], in[1], Tensor(), 2, 1);
+    h = leaky_relu(batch_norm(h, {}, {}, in[2], in[3], true), 0.2);
+    h = group_norm(max_pool2d(h, 2, 1), 2);
+    Tensor critic = sum(linear(h.flatten(1), in[4]));
+    Tensor g = autograd::grad({critic}, {in[0]}, {}, {}, /*create_graph=*/true)[0];
+    Tensor penalty = sum(pow(g.reshape({2, -1}).norm(2, 1) - 1.0, 2.0));
+    auto second = autograd::grad({penalty}, in);
+    return cat({g.reshape({-1}), second[0].reshape({-1}), second[1].reshape({-1}),
+                second[2].reshape({-1}), second[3].reshape({-1}), second[4].reshape({-1})});
+  };
+  same_on_gpu("gradient penalty and its gradients", inputs, run, {1e-9, 1e-10});
+  same_on_gpu("layer_norm", {randn_as({3, 5, 6}, DType::f32, 6)},
+              [](const std::vector<Tensor>& x) { return layer_norm(x[0], {5, 6}); },
+              {1e-5, 1e-5});
+}
