@@ -139,8 +139,8 @@ variable_list FunctionNode::finish(const variable_list& inputs, variable_list ou
     TANDEM_CHECK(std::any_of(outputs.begin(), outputs.end(), is), name_,
                  ": an input marked dirty must be returned as an output");
     const Tensor& t = *std::find_if(inputs.begin(), inputs.end(), is);
-    TANDEM_CHECK(!t.requires_grad(), name_, ": an input that requires grad was modified in "
-                 "place (mark_dirty); modify a copy of it (clone()) instead");
+    TANDEM_CHECK(!grad_mode_enabled() || !t.requires_grad(), name_, ": an input that requires "
+                 "grad was modified in place (mark_dirty); modify a copy of it (clone()) instead");
   }
   for (size_t k = 0; k < outputs.size(); ++k) {
     Tensor& out = outputs[k];
