@@ -1,7 +1,9 @@
 // CPU elementwise kernels besides unary (unary.cpp) and binary (binary.cpp): where, copies and
 // casts between every pair of dtypes, fill, arange.
 #include <cmath>
+#include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "elementwise_loops.hpp"
 
@@ -11,6 +13,25 @@ namespace {
 
 using elementwise::unary_loop;
 
+// c ? x : y by bits, not by a branch: the conditions of a mask taken from data (x > 0) are as
+// good as random, and a mispredicted branch per element cost ~30 times an add. Exact for every
+// value (NaN payloads, infinities, -0.0); the loop vectorizes.
+template <typename T>
+inline T select_bits(bool c, T x, T y) {
+  using U = std::conditional_t<sizeof(T) == 1, uint8_t,
+            std::conditional_t<sizeof(T) == 2, uint16_t,
+            std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>>>;
+  static_assert(sizeof(U) == sizeof(T));
+  U xb, yb;
+  std::memcpy(&xb, &x, sizeof(T));
+  std::memcpy(&yb, &y, sizeof(T));
+  const U mask = static_cast<U>(U(0) - static_cast<U>(c));
+  const U r = static_cast<U>((xb & mask) | (yb & static_cast<U>(~mask)));
+  T out;
+  std::memcpy(&out, &r, sizeof(T));
+  return out;
+}
+
 void where(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b) {
   dispatch_dtype(out.dtype(), "where (cpu)", [&](auto t) {
     using T = decltype(t);
@@ -18,13 +39,33 @@ void where(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor&
     const bool* pc = ptr<const bool>(cond);
     const T* pa = ptr<const T>(a);
     const T* pb = ptr<const T>(b);
-    Where op;
     for_each_run<4>(out.shape(), {out.strides(), cond.strides(), a.strides(), b.strides()},
                     [&](const std::array<int64_t, 4>& off, int64_t n,
                         const std::array<int64_t, 4>& st) {
+                      T* o = po + off[0];
+                      const bool* c = pc + off[1];
+                      const T* x = pa + off[2];
+                      const T* y = pb + off[3];
+                      // Dense runs with each value dense or one number (a gradient masked
+                      // against a zero, leaky_relu's select): loops without strides.
+                      if (st[0] == 1 && st[1] == 1 && (st[2] == 0 || st[2] == 1) &&
+                          (st[3] == 0 || st[3] == 1)) {
+                        if (st[2] == 1 && st[3] == 1) {
+                          for (int64_t i = 0; i < n; ++i) o[i] = select_bits(c[i], x[i], y[i]);
+                        } else if (st[2] == 1) {
+                          const T yv = *y;
+                          for (int64_t i = 0; i < n; ++i) o[i] = select_bits(c[i], x[i], yv);
+                        } else if (st[3] == 1) {
+                          const T xv = *x;
+                          for (int64_t i = 0; i < n; ++i) o[i] = select_bits(c[i], xv, y[i]);
+                        } else {
+                          const T xv = *x, yv = *y;
+                          for (int64_t i = 0; i < n; ++i) o[i] = select_bits(c[i], xv, yv);
+                        }
+                        return;
+                      }
                       for (int64_t i = 0; i < n; ++i)
-                        po[off[0] + i * st[0]] = op(pc[off[1] + i * st[1]], pa[off[2] + i * st[2]],
-                                                    pb[off[3] + i * st[3]]);
+                        o[i * st[0]] = select_bits(c[i * st[1]], x[i * st[2]], y[i * st[3]]);
                     });
   });
 }

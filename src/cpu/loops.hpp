@@ -24,7 +24,8 @@ inline namespace TANDEM_CPU_NAMESPACE {
 constexpr int64_t kElementwiseGrain = 32768;
 
 /// Calls run(offsets, n, inner_strides) for runs of n elements along the innermost dim, where
-/// offsets[k] is operand k's element offset of the run's first element.
+/// offsets[k] is operand k's element offset of the run's first element. A single long run (a
+/// dense tensor) is cut into parts of kElementwiseGrain elements or more, run in parallel.
 template <size_t N, typename F>
 void for_each_run(const Shape& shape, const std::array<Shape, N>& strides, F&& run) {
   const CollapsedDims<N> c = collapse_dims(shape, strides);
@@ -37,6 +38,14 @@ void for_each_run(const Shape& shape, const std::array<Shape, N>& strides, F&& r
   const int64_t rows = numel / inner;
   std::array<int64_t, N> inner_st;
   for (size_t k = 0; k < N; ++k) inner_st[k] = st[k].back();
+  if (rows == 1) {  // one run (a dense tensor, collapsed whole): split it along its length
+    parallel_for(0, inner, kElementwiseGrain, [&](int64_t i0, int64_t i1) {
+      std::array<int64_t, N> off;
+      for (size_t k = 0; k < N; ++k) off[k] = i0 * inner_st[k];
+      run(off, i1 - i0, inner_st);
+    });
+    return;
+  }
   int64_t grain = std::max<int64_t>(1, kElementwiseGrain / inner);
   parallel_for(0, rows, grain, [&](int64_t r0, int64_t r1) {
     // Multi-index of row r0 over the outer dims, and each operand's offset there.

@@ -98,6 +98,24 @@ TEST_CASE("comparisons, where, argmax and extreme values", "[ops]") {
   CHECK(logical_not(eq(a, b)).to_vector<bool>() == std::vector<bool>{true, true, false, true});
   CHECK(argmax(a).item<int64_t>() == 1);  // first of the tied maxima
   CHECK(where(gt(a, b), a, b).to_vector<float>() == std::vector<float>{2, 5, 3, 9});
+  {
+    // Every way the values can lie (dense, one number, strided), against an element loop.
+    Generator gen(4);
+    Tensor c = gt(randn({5, 33}, {}, &gen), zeros({}));
+    Tensor x = randn({5, 33}, {}, &gen), y = randn({5, 33}, {}, &gen);
+    Tensor xt = randn({33, 5}, {}, &gen).t(), one = full({}, 7.0);
+    auto expected = [&](const Tensor& p, const Tensor& q) {
+      auto cv = c.to_vector<bool>();
+      auto pv = p.expand({5, 33}).contiguous().to_vector<float>();
+      auto qv = q.expand({5, 33}).contiguous().to_vector<float>();
+      for (size_t i = 0; i < cv.size(); ++i) pv[i] = cv[i] ? pv[i] : qv[i];
+      return pv;
+    };
+    for (const auto& [p, q] : std::vector<std::pair<Tensor, Tensor>>{
+             {x, y}, {x, one}, {one, y}, {one, full({}, -1.0)}, {xt, y}, {x, xt}}) {
+      CHECK(where(c, p, q).to_vector<float>() == expected(p, q));
+    }
+  }
   CHECK(std::isnan(max(from_vector<float>({1, NAN, 3})).item<float>()));
   CHECK(maximum(a, b).to_vector<float>() == std::vector<float>{2, 5, 3, 9});
   auto [v, i] = min(from_vector<float>({4, 1, 1, 7}).reshape({2, 2}), 1);
