@@ -12,9 +12,10 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
+
+from peers import run_side
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -53,12 +54,6 @@ def torch_worker(args):
     print(json.dumps(out))
 
 
-def run(cmd):
-    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
-    return json.loads(subprocess.run(cmd, env=env, check=True, capture_output=True,
-                                     text=True).stdout.strip().splitlines()[-1])
-
-
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--bin", default=os.path.join(ROOT, "build", "benchmarks"))
@@ -77,8 +72,8 @@ def main():
              str(args.table), "--dim", str(args.dim), "--tokens", str(args.tokens)]
     ours, theirs = [], []
     for r in range(args.repeats):
-        ours.append(run([os.path.join(args.bin, "bench_index")] + sizes))
-        theirs.append(run([sys.executable, os.path.abspath(__file__), "--torch-worker"] + sizes))
+        ours.append(run_side([os.path.join(args.bin, "bench_index")] + sizes))
+        theirs.append(run_side([sys.executable, os.path.abspath(__file__), "--torch-worker"] + sizes))
         print(f"repeat {r + 1}/{args.repeats}: " + ", ".join(
             f"{c[:-3]} {ours[-1][c]:.2f} vs {theirs[-1][c]:.2f} ms" for c in CASES), flush=True)
     result = {"threads": args.threads, "table": args.table, "dim": args.dim,

@@ -13,9 +13,10 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
+
+from peers import run_side
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -57,12 +58,6 @@ def torch_worker(args):
                       "step_ms": sorted(ms)[len(ms) // 2], "last_loss": loss}))
 
 
-def run(cmd):
-    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
-    return json.loads(subprocess.run(cmd, env=env, check=True, capture_output=True,
-                                     text=True).stdout.strip().splitlines()[-1])
-
-
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--bin", default=os.path.join(ROOT, "build", "benchmarks"))
@@ -80,8 +75,8 @@ def main():
     ours, theirs = [], []
     t0 = time.time()
     for r in range(args.repeats):
-        ours.append(run([os.path.join(args.bin, "bench_penalty")] + sizes))
-        theirs.append(run([sys.executable, os.path.abspath(__file__), "--torch-worker"] + sizes))
+        ours.append(run_side([os.path.join(args.bin, "bench_penalty")] + sizes))
+        theirs.append(run_side([sys.executable, os.path.abspath(__file__), "--torch-worker"] + sizes))
         done = r + 1
         eta = (time.time() - t0) / done * (args.repeats - done)
         print(f"repeat {done}/{args.repeats}: step {ours[-1]['step_ms']:.1f} vs "

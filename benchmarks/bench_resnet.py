@@ -14,9 +14,10 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
+
+from peers import run_side
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -57,11 +58,6 @@ def torch_worker(args):
                       "step_ms_median": median, "img_per_s": args.batch * 1000 / median}))
 
 
-def run(cmd, env):
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout
-    return json.loads(out.strip().splitlines()[-1])
-
-
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", default="resnet20", choices=["resnet20", "resnet32", "resnet44", "resnet56"])
@@ -80,18 +76,15 @@ def main():
     if args.torch_worker:
         return torch_worker(args)
 
-    # Each side runs in its own process at its own defaults: nothing here may slow the peer
-    # (OMP_WAIT_POLICY=PASSIVE, for one, costs PyTorch 10-15% on this path).
-    env = dict(os.environ)
-    env.pop("OMP_WAIT_POLICY", None)
+    # Each side runs in its own process at its own defaults (peers.run_side).
     common = ["--model", args.model, "--batch", str(args.batch), "--channels", str(args.channels),
               "--size", str(args.size), "--threads", str(args.threads), "--steps", str(args.steps),
               "--warmup", str(args.warmup)]
     runs = []
     start = time.time()
     for r in range(args.repeats):
-        t = run([args.binary] + common, env)
-        pt = run([sys.executable, os.path.abspath(__file__), "--torch-worker"] + common, env)
+        t = run_side([args.binary] + common)
+        pt = run_side([sys.executable, os.path.abspath(__file__), "--torch-worker"] + common)
         runs.append({"tandem": t, "pytorch": pt, "ratio": t["img_per_s"] / pt["img_per_s"]})
         elapsed = time.time() - start
         eta = elapsed / (r + 1) * (args.repeats - r - 1)

@@ -36,6 +36,25 @@ inline void require_close(const Tensor& a, const Tensor& b, double rtol, double 
   }
 }
 
+/// d loss / d t by central differences: t's elements (f64; t's own storage) perturbed in place
+/// one at a time. loss runs in the caller's grad mode (it may run backward passes itself).
+inline Tensor numeric_gradient(const std::function<double()>& loss, const Tensor& t,
+                               double eps = 1e-6) {
+  Tensor flat = t.detach().reshape({-1});  // shares storage: perturb in place
+  double* p = flat.data_ptr<double>();
+  std::vector<double> out(flat.numel());
+  for (int64_t i = 0; i < flat.numel(); ++i) {
+    const double orig = p[i];
+    p[i] = orig + eps;
+    const double up = loss();
+    p[i] = orig - eps;
+    const double down = loss();
+    p[i] = orig;
+    out[i] = (up - down) / (2 * eps);
+  }
+  return from_vector(out, t.shape());
+}
+
 /// Compares the analytic gradients of sum(f(inputs) * w) (w fixed random weights) with central
 /// finite differences, in f64. Every input must be f64 and require grad.
 inline void gradcheck(const std::function<Tensor(const std::vector<Tensor>&)>& f,
@@ -50,20 +69,9 @@ inline void gradcheck(const std::function<Tensor(const std::vector<Tensor>&)>& f
   for (size_t k = 0; k < inputs.size(); ++k) {
     Tensor analytic = inputs[k].grad();
     REQUIRE(analytic.defined());
-    Tensor numeric = zeros(inputs[k].shape(), DType::f64);
-    Tensor flat = inputs[k].detach().reshape({-1});  // shares storage: perturb in place
-    double* p = flat.data_ptr<double>();
-    double* num = numeric.data_ptr<double>();
     NoGradGuard guard;
-    for (int64_t i = 0; i < flat.numel(); ++i) {
-      double orig = p[i];
-      p[i] = orig + eps;
-      double up = sum(mul(f(inputs), w)).item<double>();
-      p[i] = orig - eps;
-      double down = sum(mul(f(inputs), w)).item<double>();
-      p[i] = orig;
-      num[i] = (up - down) / (2 * eps);
-    }
+    Tensor numeric = numeric_gradient(
+        [&] { return sum(mul(f(inputs), w)).item<double>(); }, inputs[k], eps);
     require_close(analytic, numeric, rtol, atol, "gradient of input " + std::to_string(k));
   }
 }

@@ -103,10 +103,14 @@ void queue_callback(std::function<void()> callback) {
   t_callbacks->push_back(std::move(callback));
 }
 
-std::vector<Tensor> Node::apply(const Tensor& grad_output) {
+void Node::check_not_released() const {
   TANDEM_CHECK(!released_, "backward: trying to backward through the graph a second time (at ",
                name_, "); its saved tensors were freed after the first backward. Pass "
                "retain_graph = true to the first backward call to keep them");
+}
+
+std::vector<Tensor> Node::apply(const Tensor& grad_output) {
+  check_not_released();
   if (!grad_output.defined()) return std::vector<Tensor>(next_.size());
   if (kind_ == BackwardKind::once && grad_mode_enabled())
     TANDEM_THROW(NotImplementedError, "backward with create_graph: the backward of ", name_,

@@ -153,22 +153,17 @@ variable_list FunctionNode::finish(const variable_list& inputs, variable_list ou
     if (is_input && !contains(ctx_.dirty_, out)) out = out.detach();
     if (differentiable_output) differentiable.push_back(k);
   }
-  ctx_.output_nodes_.resize(outputs.size());
-  auto self = std::static_pointer_cast<FunctionNode>(shared_from_this());
-  ctx_.node_ = self;
-  for (size_t k : differentiable) {
-    Tensor& out = outputs[k];
-    std::shared_ptr<Node> node = self;
-    if (outputs.size() > 1) node = std::make_shared<OutputNode>(name_, self, k);
-    out.impl()->grad_fn = node;
-    out.impl()->requires_grad = true;
-    ctx_.output_nodes_[k] = node;
-  }
   outputs_.clear();
   for (const Tensor& out : outputs)
     outputs_.push_back(out.defined() ? OutputMeta{out.shape(), out.dtype(), out.device()}
                                      : OutputMeta{{}, DType::f32, Device(DeviceType::cpu)});
   received_.assign(outputs.size(), {0, Tensor()});
+  ctx_.output_nodes_.resize(outputs.size());
+  ctx_.node_ = std::static_pointer_cast<FunctionNode>(shared_from_this());
+  for (size_t k : differentiable) {
+    outputs[k].impl()->grad_fn = output_node(k);
+    outputs[k].impl()->requires_grad = true;
+  }
   for (const Tensor& t : ctx_.to_save_) {
     int output = -1;
     for (size_t k = 0; k < outputs.size() && t.defined(); ++k)
@@ -186,7 +181,7 @@ void FunctionNode::receive(size_t output, const Tensor& grad) {
 std::shared_ptr<Node> FunctionNode::output_node(size_t k) {
   if (outputs_.size() == 1) return shared_from_this();
   std::shared_ptr<Node> node = ctx_.output_nodes_[k].lock();
-  if (!node) {  // the output itself is gone: a node of its own again
+  if (!node) {  // made for the output in finish(), or again when that output is gone
     node = std::make_shared<OutputNode>(
         name_, std::static_pointer_cast<FunctionNode>(shared_from_this()), k);
     ctx_.output_nodes_[k] = node;
@@ -195,9 +190,7 @@ std::shared_ptr<Node> FunctionNode::output_node(size_t k) {
 }
 
 std::vector<Tensor> FunctionNode::apply(const Tensor& grad_output) {
-  TANDEM_CHECK(!released_, "backward: trying to backward through the graph a second time (at ",
-               name_, "); its saved tensors were freed after the first backward. Pass "
-               "retain_graph = true to the first backward call to keep them");
+  check_not_released();
   variable_list grads;
   if (outputs_.size() == 1) {
     grads.push_back(grad_output);

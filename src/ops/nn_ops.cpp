@@ -369,6 +369,13 @@ double group_stats(const Tensor& x, int64_t c, const StatsAllreduce& allreduce, 
   return count;
 }
 
+// (x - mean) / sqrt(var + eps) over `dims`, the biased variance, from recorded ops: layer_norm
+// and group_norm, and batch norm's forward under create_graph.
+Tensor normalized(const Tensor& x, const Shape& dims, double eps) {
+  Tensor centered = sub(x, mean(x, dims, true));
+  return mul(centered, pow(add(mean(mul(centered, centered), dims, true), eps), -0.5));
+}
+
 // batch_norm_op's forward from recorded ops, for its backward under create_graph: in training
 // from x's own statistics (so they are differentiated too), else from the running ones given
 // as mean and invstd (constants).
@@ -381,13 +388,8 @@ Tensor batch_norm_composite(const Tensor& input, const Tensor& weight, const Ten
   per_channel[1] = x.size(1);
   for (int64_t d = 0; d < x.dim(); ++d)
     if (d != 1) reduced.push_back(d);
-  Tensor y;
-  if (training) {
-    Tensor centered = sub(x, tandem::mean(x, reduced, true));
-    y = mul(centered, pow(add(tandem::mean(mul(centered, centered), reduced, true), eps), -0.5));
-  } else {
-    y = mul(sub(x, reshape(mean, per_channel)), reshape(invstd, per_channel));
-  }
+  Tensor y = training ? normalized(x, reduced, eps)
+                      : mul(sub(x, reshape(mean, per_channel)), reshape(invstd, per_channel));
   if (weight.defined()) y = mul(y, reshape(weight, per_channel));
   if (bias.defined()) y = add(y, reshape(bias, per_channel));
   y = y.to(input.dtype());
@@ -516,14 +518,6 @@ Tensor sync_batch_norm(const Tensor& input, const Tensor& running_mean, const Te
   return batch_norm_op(input, running_mean, running_var, weight, bias, true, momentum, eps,
                        residual, relu, "sync_batch_norm", &allreduce_sum);
 }
-
-namespace {
-// (x - mean) / sqrt(var + eps) over `dims`, the biased variance, in x's compute dtype.
-Tensor normalized(const Tensor& x, const Shape& dims, double eps) {
-  Tensor centered = sub(x, mean(x, dims, true));
-  return mul(centered, pow(add(mean(mul(centered, centered), dims, true), eps), -0.5));
-}
-}  // namespace
 
 Tensor layer_norm(const Tensor& input, const Shape& normalized_shape, const Tensor& weight,
                   const Tensor& bias, double eps) {

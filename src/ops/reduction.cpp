@@ -2,7 +2,6 @@
 // rows of a (kept, reduced) matrix.
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <numeric>
 
 #include "common.hpp"
@@ -122,23 +121,26 @@ Tensor var(const Tensor& t, const Shape& dims, int64_t correction, bool keepdim)
              full({}, denom, TensorOptions(compute_dtype(t.dtype())).device(t.device())));
 }
 
+namespace {
+// How many elements are nonzero (NaN counts, as in torch), with no history: norm's p = 0, and
+// all/any against the count.
+Tensor nonzero_count(const Tensor& t, const Shape& dims, bool keepdim, const char* name) {
+  check_defined(t, name, "input");
+  NoGradGuard no_grad;
+  return sum(ne(t, zeros({}, TensorOptions(t.dtype()).device(t.device()))), dims, keepdim);
+}
+}  // namespace
+
 Tensor norm(const Tensor& t) { return norm(t, 2.0, {}, false); }
 
 Tensor norm(const Tensor& t, double p, const Shape& dims, bool keepdim) {
   if (autocast_changes("norm", {t})) return norm(autocast_input("norm", t), p, dims, keepdim);
   check_defined(t, "norm", "input");
   check_floating(t, "norm");
-  TANDEM_CHECK(!std::isnan(p) && p != -std::numeric_limits<double>::infinity(),
-               "norm: p must be a number >= 0 or inf, got ", p);
-  TANDEM_CHECK(p >= 0, "norm: p must be >= 0 or inf, got ", p);
+  TANDEM_CHECK(p >= 0, "norm: p must be a number >= 0 or inf, got ", p);  // NaN fails too
   if (std::isinf(p)) return amax(abs(t), dims, keepdim);
   if (p == 0) {  // the number of nonzero elements: a gradient of zeros, as torch
-    Tensor count;
-    {
-      NoGradGuard no_grad;
-      count = sum(ne(t, zeros({}, TensorOptions(t.dtype()).device(t.device()))), dims, keepdim)
-                  .to(t.dtype());
-    }
+    Tensor count = nonzero_count(t, dims, keepdim, "norm").to(t.dtype());
     const Shape shape = t.shape();
     autograd::record("norm", {t}, count, [shape](const Tensor& g) -> std::vector<Tensor> {
       return {zeros(shape, TensorOptions(g.dtype()).device(g.device()))};
@@ -168,15 +170,6 @@ Tensor norm(const Tensor& t, double p, const Shape& dims, bool keepdim) {
   }, kDifferentiable);
   return out;
 }
-
-namespace {
-// all/any: how many elements are nonzero, against the count (NaN counts as nonzero, as torch).
-Tensor nonzero_count(const Tensor& t, const Shape& dims, bool keepdim, const char* name) {
-  check_defined(t, name, "input");
-  NoGradGuard no_grad;
-  return sum(ne(t, zeros({}, TensorOptions(t.dtype()).device(t.device()))), dims, keepdim);
-}
-}  // namespace
 
 Tensor all(const Tensor& t) {
   return eq(nonzero_count(t, {}, false, "all"),

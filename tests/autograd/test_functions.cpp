@@ -7,6 +7,7 @@ using namespace torch::autograd;
 using tandem::DType;
 using tandem::Tensor;
 using tandem::testing::error_of;
+using tandem::testing::numeric_gradient;
 using tandem::testing::require_close;
 
 namespace custom {
@@ -189,31 +190,6 @@ struct WrongShape : Function<WrongShape> {
 };
 
 }  // namespace custom
-
-namespace {
-
-Tensor f64(const Tensor& t) { return t.to(DType::f64); }
-
-// d loss / d t by central differences, t's elements perturbed in place (loss may itself run
-// backward passes: it is called with grad mode on).
-Tensor numeric_gradient(const std::function<double()>& loss, const Tensor& t,
-                        double eps = 1e-6) {
-  Tensor flat = t.detach().reshape({-1});
-  double* p = flat.data_ptr<double>();
-  std::vector<double> out(flat.numel());
-  for (int64_t i = 0; i < flat.numel(); ++i) {
-    const double orig = p[i];
-    p[i] = orig + eps;
-    const double up = loss();
-    p[i] = orig - eps;
-    const double down = loss();
-    p[i] = orig;
-    out[i] = (up - down) / (2 * eps);
-  }
-  return torch::from_vector(out, t.shape());
-}
-
-}  // namespace
 
 TEST_CASE("a custom function gives the built-in op's values and gradients", "[autograd]") {
   torch::manual_seed(3);

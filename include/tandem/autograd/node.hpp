@@ -30,7 +30,6 @@ class Node : public std::enable_shared_from_this<Node> {
   virtual ~Node();  // iterative: freeing a 10,000-node chain must not recurse
 
   const std::string& name() const { return name_; }
-  BackwardKind kind() const { return kind_; }
   /// Where each input's gradient goes (nullptr for inputs that do not require grad).
   std::vector<std::shared_ptr<Node>>& next() { return next_; }
 
@@ -43,6 +42,9 @@ class Node : public std::enable_shared_from_this<Node> {
   }
 
  protected:
+  /// Throws the "backward through the graph a second time" error once release() ran.
+  void check_not_released() const;
+
   std::string name_;
   BackwardFn fn_;
   std::vector<std::shared_ptr<Node>> next_;
