@@ -1,9 +1,9 @@
 // CPU conv2d: im2col + GEMM per (group of samples, channel group) in general, and direct AVX-512
 // or AVX2 kernels for 3x3 f32 convolutions (forward for stride 1 and 2, the stride-1 input
-// gradient, and the weight gradient of any stride; on AVX2, the stride-1 forward and input
-// gradient go through Winograd F(2x2, 3x3)). Sample groups run in parallel; weight gradients are
-// summed over at most kWeightChunks fixed chunks of samples, combined in order, so the bits do not
-// depend on the thread count.
+// gradient, and the weight gradient of any stride; the stride-1 forward and input gradient go
+// through Winograd F(2x2, 3x3) instead where it is faster). Sample groups run in parallel;
+// weight gradients are summed over at most kWeightChunks fixed chunks of samples, combined in
+// order, so the bits do not depend on the thread count.
 #include <algorithm>
 #include <vector>
 
@@ -280,7 +280,8 @@ inline void vstore(float* p, VecF v) { _mm256_storeu_ps(p, v); }
 // 8 output channels x 32 positions in 16 zmm accumulators (AVX2: x 8 positions in 8 ymm) and,
 // for every (input channel, tap), loads the input vectors and broadcasts 8 weights. Each output
 // is a sum in the fixed order (channel, ki, kj), so results do not depend on the thread count.
-// On AVX2, stride 1 takes the Winograd kernel below instead, except for large maps.
+// Stride 1 takes the Winograd kernel below instead, except for large maps (and on AVX-512, for
+// fewer than 32 input channels).
 //
 // Outputs are computed on a grid of row width grid_w, position q = oh * grid_w + ow, 32
 // consecutive positions at a time, so that the input of tap t is simply src[q + tap_offset[t]]
@@ -449,25 +450,26 @@ void direct_conv(float* y, const float* x, const std::vector<float>& wpacked, in
   });
 }
 
-// --- Winograd F(2x2, 3x3): stride-1 3x3 convolutions on AVX2 -----------------------------------
+// --- Winograd F(2x2, 3x3): stride-1 3x3 convolutions --------------------------------------------
 // Each 2x2 block of outputs comes from a 4x4 input tile d as A^T [(G g G^T) . (B^T d B)] A, with
 // the sum over input channels taken inside the product: for each of the 16 transformed positions
 // xi, M_xi (co x tiles) = U_xi (co x ci) V_xi (ci x tiles), 16 multiplications per 2x2 outputs and
 // channel pair where the direct kernel does 36. Per sample: the padded input is transformed into
-// V[xi][ci][tile] (a tile row at a time: even and odd columns split by shuffles), each block of 8
-// output channels runs the 16 small GEMMs (4 channels x 16 tiles in registers) into
+// V[xi][ci][tile] (even and odd columns split by shuffles; WinogradGrid below), each block of 8
+// output channels runs the 16 small GEMMs (4 or 8 channels x 3 vectors of tiles in registers) into
 // M[xi][8][tile], and the output transform writes y. Every sum has a fixed
 // order, so the bits do not depend on the thread count; they differ from the direct kernel's (the
 // transforms add before multiplying: errors against the f64 path are in tests/ops/test_ops.cpp).
-// Used on AVX2 only, where it was measured (docs/PERFORMANCE.md); AVX-512 keeps the direct kernel,
-// whose FMAs broadcast their weight from memory for free.
-constexpr bool kWinograd = kLanes == 8;
+// On AVX-512 only from 32 input channels: with fewer, the transforms cost what the GEMM saves
+// (16 channels at 28x28: even; the 1-channel stem: 1.8x slower than the direct kernel, whose
+// FMAs take their broadcast weight from memory). docs/PERFORMANCE.md has the measurements.
+constexpr int64_t kWinogradMinChannels = kLanes == 16 ? 32 : 1;
 // A sample's V at most (L2-sized: larger maps take the direct kernel).
 constexpr int64_t kWinogradMaxBytes = int64_t{2} << 20;
-// The GEMM's register tile: kGemmCo output channels x up to kGemmNV vectors of tiles (12 of the
-// 16 ymm registers accumulate; the last one or two vectors of a row take a narrower tile, so a
-// row is padded to whole vectors only).
-constexpr int kGemmCo = 4, kGemmNV = 3;  // winograd_gemm takes the last 1 or 2 vectors narrower
+// The GEMM's register tile: kGemmCo output channels x up to kGemmNV vectors of tiles (AVX2: 12 of
+// the 16 ymm registers accumulate, AVX-512: 24 of the 32 zmm; the last one or two vectors of a row
+// take a narrower tile, so a row is padded to whole vectors only).
+constexpr int kGemmCo = kLanes == 16 ? 8 : 4, kGemmNV = 3;  // the last 1 or 2 vectors: narrower
 
 // Transformed weights [xi][block of 8 output channels][ci][8]; flip_transpose as
 // pack_direct_weights.
@@ -498,61 +500,123 @@ std::vector<float> pack_winograd_weights(const float* w, int64_t co, int64_t ci,
   return u;
 }
 
+// Tile (i, j) sits at position i * pitch + j of V and M. A map at least half a vector wide has
+// pitch = tw: a vector holds kLanes tiles of one tile row (its lanes past the row write junk into
+// the next row's places, which that row then overwrites). A narrower map has pitch 4 or 8 and a
+// vector holds `rows` = kLanes / pitch whole tile rows (lanes j >= tw are junk the output drops),
+// so 7x7 and 14x14 maps do not leave most lanes idle. Small maps put several samples' tiles side
+// by side (sample k's from position k * tiles), so that the GEMM has rows of at least
+// kGemmVectors vectors to tile.
 struct WinogradGrid {
   int64_t ho, wo;      // the output
   int64_t th, tw;      // 2x2 tiles down and across
-  int64_t tiles;       // th * tw
-  int64_t stride;      // floats between rows of V or M: tiles rounded up to whole vectors, + slack
+  int64_t pitch;       // positions from one tile row to the next
+  int64_t rows;        // tile rows per vector: 1, or kLanes / pitch
+  int64_t th_padded;   // th rounded up to whole vectors of rows
+  int64_t tiles;       // th_padded * pitch: positions per sample
+  int64_t samples;     // samples per V and M
+  int64_t stride;      // floats between rows of V or M: samples * tiles in whole vectors, + slack
 };
 
-WinogradGrid winograd_grid(int64_t ho, int64_t wo) {
-  WinogradGrid t{ho, wo, (ho + 1) / 2, (wo + 1) / 2, 0, 0};
-  t.tiles = t.th * t.tw;
-  t.stride = (t.tiles + kLanes - 1) / kLanes * kLanes + kLanes;
+constexpr int64_t kGemmVectors = 12;
+
+// The grid of an (ho, wo) output from in_ch channels.
+WinogradGrid winograd_grid(int64_t ho, int64_t wo, int64_t in_ch) {
+  WinogradGrid t{ho, wo, (ho + 1) / 2, (wo + 1) / 2, 0, 1, 0, 0, 1, 0};
+  t.pitch = t.tw;
+  for (int64_t p = 4; p <= kLanes / 2; p *= 2)
+    if (t.tw <= p) {
+      t.pitch = p;
+      t.rows = kLanes / p;
+      break;
+    }
+  t.th_padded = (t.th + t.rows - 1) / t.rows * t.rows;
+  t.tiles = t.th_padded * t.pitch;
+  auto stride = [&](int64_t samples) {
+    return (samples * t.tiles + kLanes - 1) / kLanes * kLanes + kLanes;
+  };
+  t.samples = std::max<int64_t>(1, kGemmVectors * kLanes / t.tiles);
+  while (t.samples > 1 && 16 * in_ch * stride(t.samples) * 4 > kWinogradMaxBytes) --t.samples;
+  t.stride = stride(t.samples);
   return t;
 }
 
 // Whether a stride-1 3x3 convolution with in_ch input channels and an (ho, wo) output takes the
 // Winograd kernel (else the direct one).
 bool use_winograd(int64_t in_ch, int64_t ho, int64_t wo) {
-  return kWinograd && 16 * in_ch * winograd_grid(ho, wo).stride * 4 <= kWinogradMaxBytes;
+  return in_ch >= kWinogradMinChannels &&
+         16 * in_ch * winograd_grid(ho, wo, in_ch).stride * 4 <= kWinogradMaxBytes;
 }
 
-// The even and odd elements of the 2 * kLanes floats at p: (p[0], p[2], ...), (p[1], p[3], ...).
-void load_deinterleaved(const float* p, VecF& even, VecF& odd) {
-#if defined(__AVX512F__)
-  const __m512 a = _mm512_loadu_ps(p), b = _mm512_loadu_ps(p + 16);
-  const __m512i ie = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-  even = _mm512_permutex2var_ps(a, ie, b);
-  odd = _mm512_permutex2var_ps(a, _mm512_add_epi32(ie, _mm512_set1_epi32(1)), b);
-#else
+// The even and odd elements of the 8 or 16 floats at p: (p[0], p[2], ...), (p[1], p[3], ...).
+void deinterleave4(const float* p, __m128& even, __m128& odd) {
+  const __m128 a = _mm_loadu_ps(p), b = _mm_loadu_ps(p + 4);
+  even = _mm_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0));
+  odd = _mm_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1));
+}
+
+void deinterleave8(const float* p, __m256& even, __m256& odd) {
   const __m256 a = _mm256_loadu_ps(p), b = _mm256_loadu_ps(p + 8);
   // [a0 a2 b0 b2 | a4 a6 b4 b6] -> [a0 a2 a4 a6 b0 b2 b4 b6] (64-bit lanes 0 2 1 3)
   even = _mm256_castpd_ps(_mm256_permute4x64_pd(
       _mm256_castps_pd(_mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0))), _MM_SHUFFLE(3, 1, 2, 0)));
   odd = _mm256_castpd_ps(_mm256_permute4x64_pd(
       _mm256_castps_pd(_mm256_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1))), _MM_SHUFFLE(3, 1, 2, 0)));
+}
+
+// The even and odd elements of the 2 * kLanes floats at p, or with rows > 1 of the 2 * pitch
+// floats at p + k * step for each of the rows k (lanes k * pitch ...).
+void load_deinterleaved(const float* p, VecF& even, VecF& odd, int64_t rows, int64_t step) {
+#if defined(__AVX512F__)
+  if (rows == 1) {
+    const __m512 a = _mm512_loadu_ps(p), b = _mm512_loadu_ps(p + 16);
+    const __m512i ie = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    even = _mm512_permutex2var_ps(a, ie, b);
+    odd = _mm512_permutex2var_ps(a, _mm512_add_epi32(ie, _mm512_set1_epi32(1)), b);
+  } else if (rows == 2) {
+    __m256 e0, o0, e1, o1;
+    deinterleave8(p, e0, o0);
+    deinterleave8(p + step, e1, o1);
+    even = _mm512_insertf32x8(_mm512_castps256_ps512(e0), e1, 1);
+    odd = _mm512_insertf32x8(_mm512_castps256_ps512(o0), o1, 1);
+  } else {
+    __m128 e[4], o[4];
+    for (int k = 0; k < 4; ++k) deinterleave4(p + k * step, e[k], o[k]);
+    even = _mm512_insertf32x4(_mm512_castps128_ps512(e[0]), e[1], 1);
+    even = _mm512_insertf32x4(_mm512_insertf32x4(even, e[2], 2), e[3], 3);
+    odd = _mm512_insertf32x4(_mm512_castps128_ps512(o[0]), o[1], 1);
+    odd = _mm512_insertf32x4(_mm512_insertf32x4(odd, o[2], 2), o[3], 3);
+  }
+#else
+  if (rows == 1) {
+    deinterleave8(p, even, odd);
+  } else {
+    __m128 e0, o0, e1, o1;
+    deinterleave4(p, e0, o0);
+    deinterleave4(p + step, e1, o1);
+    even = _mm256_insertf128_ps(_mm256_castps128_ps256(e0), e1, 1);
+    odd = _mm256_insertf128_ps(_mm256_castps128_ps256(o0), o1, 1);
+  }
 #endif
 }
 
 // V[xi][c][tile] = (B^T d B)[xi] of every 4x4 tile d of the padded input (planes of hp x wp),
-// one tile row at a time, kLanes tiles per vector. B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1].
-// A vector's lanes past the row's last tile write junk into the next row's places, which that
-// row then overwrites (the last row's into the slack at the end). With an odd output height or
-// width the last tiles read one row or column past the padded plane: that row and column only
-// reach the outputs that winograd_output drops.
+// kLanes tiles per vector (WinogradGrid). B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1].
+// Junk lanes, the tile rows past th, and with an odd output height or width the last tiles read
+// past the padded plane (into the next plane, or the slack after the last): they only reach the
+// outputs that winograd_output drops.
 void winograd_input(float* v, const float* src, int64_t in_ch, int64_t hp, int64_t wp,
                     const WinogradGrid& t) {
   const int64_t xi_stride = in_ch * t.stride;
   for (int64_t c = 0; c < in_ch; ++c)
-    for (int64_t i = 0; i < t.th; ++i)
+    for (int64_t i = 0; i < t.th_padded; i += t.rows)
       for (int64_t j0 = 0; j0 < t.tw; j0 += kLanes) {
-        // d[r][s] for kLanes tiles: row 2i + r, columns 2j + s.
+        // d[r][s] for kLanes tiles: row 2i + r, columns 2j + s (tile rows i .. i + rows - 1).
         VecF d[4][4], b[4][4];
         for (int r = 0; r < 4; ++r) {
           const float* row = src + (c * hp + 2 * i + r) * wp + 2 * j0;
-          load_deinterleaved(row, d[r][0], d[r][1]);
-          load_deinterleaved(row + 2, d[r][2], d[r][3]);
+          load_deinterleaved(row, d[r][0], d[r][1], t.rows, 2 * wp);
+          load_deinterleaved(row + 2, d[r][2], d[r][3], t.rows, 2 * wp);
         }
         for (int s = 0; s < 4; ++s) {
           b[0][s] = vsub(d[0][s], d[2][s]);
@@ -560,7 +624,7 @@ void winograd_input(float* v, const float* src, int64_t in_ch, int64_t hp, int64
           b[2][s] = vsub(d[2][s], d[1][s]);
           b[3][s] = vsub(d[1][s], d[3][s]);
         }
-        float* out = v + c * t.stride + i * t.tw + j0;
+        float* out = v + c * t.stride + i * t.pitch + j0;
         for (int a = 0; a < 4; ++a) {
           vstore(out + (a * 4 + 0) * xi_stride, vsub(b[a][0], b[a][2]));
           vstore(out + (a * 4 + 1) * xi_stride, vadd(b[a][1], b[a][2]));
@@ -593,8 +657,8 @@ void winograd_gemm_tile(float* mx, const float* vx, const float* ux, int64_t in_
 // M[xi][o][tile] = sum over c in order of U[xi][o][c] * V[xi][c][tile], for the 8 channels of
 // one block (ublock: that block's weights of xi = 0; xi's are u_stride apart).
 void winograd_gemm(float* m, const float* v, const float* ublock, int64_t u_stride,
-                   int64_t in_ch, const WinogradGrid& t) {
-  const int64_t vectors = (t.tiles + kLanes - 1) / kLanes;
+                   int64_t in_ch, const WinogradGrid& t, int64_t positions) {
+  const int64_t vectors = (positions + kLanes - 1) / kLanes;
   for (int xi = 0; xi < 16; ++xi) {
     const float* vx = v + xi * in_ch * t.stride;
     const float* ux = ublock + xi * u_stride;
@@ -610,68 +674,95 @@ void winograd_gemm(float* m, const float* v, const float* ublock, int64_t u_stri
   }
 }
 
-// Writes the first `count` (<= 2 * kLanes) floats of a and b interleaved, a0 b0 a1 b1 ..., and
-// nothing past them: with AVX2 in pieces of 8, 4, 2 and 1 (a masked store would be one
-// instruction, but AMD's vmaskmovps to memory is microcoded and was the output transform's hot
-// spot).
-void store_interleaved(float* dst, VecF a, VecF b, int64_t count) {
-#if !defined(__AVX512F__)
-  const __m256 lo = _mm256_unpacklo_ps(a, b), hi = _mm256_unpackhi_ps(a, b);
-  const __m256 first = _mm256_permute2f128_ps(lo, hi, 0x20);
-  const __m256 second = _mm256_permute2f128_ps(lo, hi, 0x31);
-  __m256 rest = first;
-  if (count >= 8) {
-    _mm256_storeu_ps(dst, first);
-    if (count == 16) {
-      _mm256_storeu_ps(dst + 8, second);
-      return;
-    }
-    dst += 8, count -= 8, rest = second;
+// Stores the first `count` (<= kLanes) floats of v at dst and nothing past them: AVX-512 with a
+// masked store; AVX2 in pieces of 8, 4, 2 and 1 (its masked store, vmaskmovps, is microcoded on
+// AMD and was the output transform's hot spot).
+void store_first(float* dst, VecF v, int64_t count) {
+#if defined(__AVX512F__)
+  _mm512_mask_storeu_ps(dst, static_cast<__mmask16>((1u << count) - 1), v);
+#else
+  if (count == 8) {
+    _mm256_storeu_ps(dst, v);
+    return;
   }
-  __m128 part = _mm256_castps256_ps128(rest);
+  __m128 part = _mm256_castps256_ps128(v);
   if (count >= 4) {
     _mm_storeu_ps(dst, part);
-    dst += 4, count -= 4, part = _mm256_extractf128_ps(rest, 1);
+    dst += 4, count -= 4, part = _mm256_extractf128_ps(v, 1);
   }
   if (count >= 2) {
     _mm_storel_pi(reinterpret_cast<__m64*>(dst), part);
     dst += 2, count -= 2, part = _mm_movehl_ps(part, part);
   }
   if (count == 1) _mm_store_ss(dst, part);
+#endif
+}
+
+// a and b interleaved, a0 b0 a1 b1 ...: the first kLanes floats in `first`, the rest in `second`.
+void interleave(VecF a, VecF b, VecF& first, VecF& second) {
+#if defined(__AVX512F__)
+  const __m512i lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+  first = _mm512_permutex2var_ps(a, lo, b);
+  second = _mm512_permutex2var_ps(a, _mm512_add_epi32(lo, _mm512_set1_epi32(8)), b);
 #else
-  alignas(64) float la[kLanes], lb[kLanes];
-  vstore(la, a);
-  vstore(lb, b);
-  for (int64_t k = 0; k < count; ++k) dst[k] = k % 2 ? lb[k / 2] : la[k / 2];
+  const __m256 l = _mm256_unpacklo_ps(a, b), h = _mm256_unpackhi_ps(a, b);
+  first = _mm256_permute2f128_ps(l, h, 0x20);
+  second = _mm256_permute2f128_ps(l, h, 0x31);
+#endif
+}
+
+// The kLanes floats from `offset` (0, 8, 16 or 24) of the 2 * kLanes in first, second.
+VecF window(VecF first, VecF second, int64_t offset) {
+  if (offset == 0) return first;
+  if (offset == kLanes) return second;
+#if defined(__AVX512F__)
+  const __m512i f = _mm512_castps_si512(first), s = _mm512_castps_si512(second);
+  return _mm512_castsi512_ps(offset == 8 ? _mm512_alignr_epi32(s, f, 8)
+                                         : _mm512_alignr_epi32(s, s, 8));
+#else
+  return first;  // AVX2 offsets are 0 and 8
 #endif
 }
 
 // y (n_out, ho, wo) = A^T M A per tile, A^T = [1 1 1 0; 0 1 -1 -1], both output rows of a tile
-// row from one pass over M, dropping the outputs of the last tile row and column that fall past
-// an odd ho or wo.
+// row from one pass over M (of each of a vector's `rows` tile rows), dropping the outputs of junk
+// lanes, of tile rows past th, and of the last tile row and column that fall past an odd ho or wo.
 void winograd_output(float* y, const float* m, int64_t n_out, const WinogradGrid& t) {
   const int64_t xi_row = 4 * kDirectCo * t.stride;  // from xi = 4a + k to 4(a + 1) + k
   for (int64_t o = 0; o < n_out; ++o)
-    for (int64_t i = 0; i < t.th; ++i)
+    for (int64_t i = 0; i < t.th_padded; i += t.rows)
       for (int64_t j0 = 0; j0 < t.tw; j0 += kLanes) {
         // Rows of A^T M, then their two columns: r0[k] = M[0][k] + M[1][k] + M[2][k],
         // r1[k] = M[1][k] - M[2][k] - M[3][k].
         VecF r0[4], r1[4];
         for (int k = 0; k < 4; ++k) {
-          const float* mk = m + (k * kDirectCo + o) * t.stride + i * t.tw + j0;
+          const float* mk = m + (k * kDirectCo + o) * t.stride + i * t.pitch + j0;
           const VecF m0 = vload(mk), m1 = vload(mk + xi_row), m2 = vload(mk + 2 * xi_row),
                      m3 = vload(mk + 3 * xi_row);
           r0[k] = vadd(vadd(m0, m1), m2);
           r1[k] = vsub(vsub(m1, m2), m3);
         }
+        // Output rows 2i and 2i + 1, even and odd columns interleaved.
+        VecF y0[2], y1[2];
+        interleave(vadd(vadd(r0[0], r0[1]), r0[2]), vsub(vsub(r0[1], r0[2]), r0[3]), y0[0], y0[1]);
+        interleave(vadd(vadd(r1[0], r1[1]), r1[2]), vsub(vsub(r1[1], r1[2]), r1[3]), y1[0], y1[1]);
         const int64_t n = std::min<int64_t>(kLanes, t.tw - j0);
         const int64_t count = 2 * n - (j0 + n == t.tw && t.wo % 2 == 1 ? 1 : 0);
-        float* dst = y + (o * t.ho + 2 * i) * t.wo + 2 * j0;
-        store_interleaved(dst, vadd(vadd(r0[0], r0[1]), r0[2]), vsub(vsub(r0[1], r0[2]), r0[3]),
-                          count);
-        if (2 * i + 1 < t.ho)
-          store_interleaved(dst + t.wo, vadd(vadd(r1[0], r1[1]), r1[2]),
-                            vsub(vsub(r1[1], r1[2]), r1[3]), count);
+        if (t.rows == 1) {
+          float* dst = y + (o * t.ho + 2 * i) * t.wo + 2 * j0;
+          store_first(dst, y0[0], std::min<int64_t>(count, kLanes));
+          if (count > kLanes) store_first(dst + kLanes, y0[1], count - kLanes);
+          if (2 * i + 1 == t.ho) continue;
+          store_first(dst + t.wo, y1[0], std::min<int64_t>(count, kLanes));
+          if (count > kLanes) store_first(dst + t.wo + kLanes, y1[1], count - kLanes);
+          continue;
+        }
+        for (int64_t q = 0; q < t.rows && i + q < t.th; ++q) {  // count <= 2 * pitch <= kLanes
+          float* dst = y + (o * t.ho + 2 * (i + q)) * t.wo;
+          store_first(dst, window(y0[0], y0[1], 2 * t.pitch * q), count);
+          if (2 * (i + q) + 1 < t.ho)
+            store_first(dst + t.wo, window(y1[0], y1[1], 2 * t.pitch * q), count);
+        }
       }
 }
 
@@ -680,26 +771,32 @@ void winograd_output(float* y, const float* m, int64_t n_out, const WinogradGrid
 void winograd_conv(float* y, const float* x, const std::vector<float>& u, int64_t n,
                    int64_t in_ch, int64_t h, int64_t w, int64_t out_ch, int64_t ph, int64_t pw) {
   const int64_t hp = h + 2 * ph, wp = w + 2 * pw;
-  const WinogradGrid t = winograd_grid(hp - 2, wp - 2);
+  const WinogradGrid t = winograd_grid(hp - 2, wp - 2, in_ch);
   const DirectLayout l = direct_layout(hp, wp, 1);
   const int64_t blocks = (out_ch + kDirectCo - 1) / kDirectCo;
-  // winograd_input reads up to a row and 2 * kLanes + 2 floats past the last plane
-  const int64_t src_size = in_ch * hp * wp + wp + 4 * kLanes, v_size = 16 * in_ch * t.stride;
+  // winograd_input reads the rows up to 2 * th_padded + 1 and then up to 2 * kLanes + 2 floats
+  const int64_t src_size = in_ch * hp * wp + (2 * t.th_padded + 2 - hp) * wp + 4 * kLanes;
+  const int64_t v_size = 16 * in_ch * t.stride;
   const int64_t u_stride = blocks * in_ch * kDirectCo;
   parallel_for(0, n, 1, [&](int64_t lo, int64_t hi) {
     float* src = scratch<float, 2>(src_size).data();
     std::fill(src, src + src_size, 0.0f);  // the padding stays zero from sample to sample
     float* v = scratch<float, 8>(v_size).data();
     std::fill(v, v + v_size, 0.0f);  // lanes past the last tile: finite, whatever they hold
-    for (int64_t s = lo; s < hi; ++s) {
-      prepare_direct_input(src, x + s * in_ch * h * w, in_ch, h, w, ph, pw, 1, l);
-      winograd_input(v, src, in_ch, hp, wp, t);
+    for (int64_t s0 = lo; s0 < hi; s0 += t.samples) {
+      const int64_t count = std::min(t.samples, hi - s0);
+      for (int64_t k = 0; k < count; ++k) {  // in order: junk lanes land in the next one's places
+        prepare_direct_input(src, x + (s0 + k) * in_ch * h * w, in_ch, h, w, ph, pw, 1, l);
+        winograd_input(v + k * t.tiles, src, in_ch, hp, wp, t);
+      }
       parallel_for(0, blocks, 1, [&](int64_t b0, int64_t b1) {
         float* m = scratch<float, 9>(16 * kDirectCo * t.stride).data();
         for (int64_t b = b0; b < b1; ++b) {
-          winograd_gemm(m, v, u.data() + b * in_ch * kDirectCo, u_stride, in_ch, t);
-          winograd_output(y + (s * out_ch + b * kDirectCo) * t.ho * t.wo, m,
-                          std::min(kDirectCo, out_ch - b * kDirectCo), t);
+          winograd_gemm(m, v, u.data() + b * in_ch * kDirectCo, u_stride, in_ch, t,
+                        count * t.tiles);
+          for (int64_t k = 0; k < count; ++k)
+            winograd_output(y + ((s0 + k) * out_ch + b * kDirectCo) * t.ho * t.wo,
+                            m + k * t.tiles, std::min(kDirectCo, out_ch - b * kDirectCo), t);
         }
       });
     }
