@@ -2,6 +2,8 @@
 // of src/kernels/pool.hpp, which the CUDA backend runs too, over the written tensor's elements in
 // parallel. Every backward gathers (each input sums the outputs it fed), in the order a scatter
 // over rising outputs would add them.
+#include <algorithm>
+
 #include "../kernels/pool.hpp"
 #include "kernels.hpp"
 #include "loops.hpp"
@@ -103,6 +105,28 @@ void adaptive_avg_pool2d_backward(const Tensor& grad_in, const Tensor& grad_out)
     const pool::Geometry g = pool::geometry(grad_in, grad_out);
     T* dx = ptr<T>(grad_in);
     const T* dy = ptr<const T>(grad_out);
+    if (g.ho == 1 && g.wo == 1) {
+      // Global pooling (ResNet's head): every input of a plane gets that plane's dy / (h w), the
+      // sum adaptive_avg_gradient takes (from 0) without its per-element index math. dy is
+      // (N, C) in memory in either layout.
+      const int64_t hw = g.h * g.w;
+      const T area = T(hw);
+      if (!g.channels_last) {
+        parallel_for(0, grad_out.numel(), std::max<int64_t>(1, kElementwiseGrain / hw),
+                     [&](int64_t lo, int64_t hi) {
+                       for (int64_t p = lo; p < hi; ++p)
+                         std::fill_n(dx + p * hw, hw, T(0) + dy[p] / area);
+                     });
+      } else {
+        parallel_for(0, grad_in.numel() / g.c, std::max<int64_t>(1, kElementwiseGrain / g.c),
+                     [&](int64_t lo, int64_t hi) {
+                       for (int64_t r = lo; r < hi; ++r)  // r = n * hw + position
+                         for (int64_t c = 0; c < g.c; ++c)
+                           dx[r * g.c + c] = T(0) + dy[r / hw * g.c + c] / area;
+                     });
+      }
+      return;
+    }
     for_each_element(g, grad_in.numel(), g.h, g.w, 4, [&](int64_t i, pool::Site s) {
       dx[i] = pool::adaptive_avg_gradient<T>(dy, g, s, Identity{});
     });

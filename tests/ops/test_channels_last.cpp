@@ -153,6 +153,7 @@ TEST_CASE("pooling a channels-last input: f16 and bf16, one channel, 1x1 maps", 
       {"max pool 2x2, padding 1", [](const Tensor& t) { return max_pool2d(t, 2, 1, 1); }},
       {"avg pool 2x2, padding 1", [](const Tensor& t) { return avg_pool2d(t, 2, 1, 1); }},
       {"adaptive avg pool", [](const Tensor& t) { return adaptive_avg_pool2d(t, {2, 3}); }},
+      {"global avg pool", [](const Tensor& t) { return adaptive_avg_pool2d(t, {1, 1}); }},
   };
   for (const Shape& shape : {Shape{2, 3, 7, 5}, Shape{2, 1, 5, 6}, Shape{3, 4, 1, 1}}) {
     for (DType dt : {DType::f32, DType::f16, DType::bf16}) {
