@@ -750,11 +750,12 @@ void winograd_output(float* y, const float* m, int64_t n_out, const WinogradGrid
         const int64_t count = 2 * n - (j0 + n == t.tw && t.wo % 2 == 1 ? 1 : 0);
         if (t.rows == 1) {
           float* dst = y + (o * t.ho + 2 * i) * t.wo + 2 * j0;
-          store_first(dst, y0[0], std::min<int64_t>(count, kLanes));
-          if (count > kLanes) store_first(dst + kLanes, y0[1], count - kLanes);
-          if (2 * i + 1 == t.ho) continue;
-          store_first(dst + t.wo, y1[0], std::min<int64_t>(count, kLanes));
-          if (count > kLanes) store_first(dst + t.wo + kLanes, y1[1], count - kLanes);
+          for (const VecF* row : {y0, y1}) {
+            store_first(dst, row[0], std::min<int64_t>(count, kLanes));
+            if (count > kLanes) store_first(dst + kLanes, row[1], count - kLanes);
+            if (2 * i + 1 == t.ho) break;
+            dst += t.wo;
+          }
           continue;
         }
         for (int64_t q = 0; q < t.rows && i + q < t.th; ++q) {  // count <= 2 * pitch <= kLanes

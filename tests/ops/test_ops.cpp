@@ -173,7 +173,9 @@ TEST_CASE("f32 convolution paths agree with the f64 reference path", "[ops]") {
   // 1 takes Winograd F(2x2, 3x3) unless the map is large, the 100x100 case, or on AVX-512 has
   // fewer than 32 input channels); f64 always takes
   // im2col + GEMM. Shapes cover narrow and wide maps (Winograd's 1, 2 or 4 tile rows per vector,
-  // with a last vector of tile rows partly past the map), partial vectors, channel counts that
+  // with a last vector of tile rows partly past the map, and several samples per GEMM with a
+  // last group of fewer: batches of 20 and 24, so that a thread's share of samples holds more
+  // than one), partial vectors, channel counts that
   // are not multiples of 8 or 16, odd input channel counts, every padding, both strides, odd
   // output sizes (Winograd's half tiles) and odd padded sizes (uneven parity planes).
   struct Case { int64_t n, ci, co, h, w, pad, stride; };
@@ -182,8 +184,8 @@ TEST_CASE("f32 convolution paths agree with the f64 reference path", "[ops]") {
                  Case{2, 16, 32, 28, 28, 1, 2}, Case{3, 5, 12, 14, 13, 0, 2}, Case{1, 3, 8, 9, 11, 2, 2},
                  Case{2, 4, 8, 7, 7, 1, 1}, Case{1, 16, 8, 100, 100, 1, 1}, Case{2, 3, 5, 5, 6, 1, 1},
                  Case{1, 4, 8, 11, 9, 1, 1}, Case{3, 8, 16, 13, 15, 1, 1}, Case{2, 32, 32, 5, 6, 1, 1},
-                 Case{1, 40, 36, 11, 9, 1, 1}, Case{2, 64, 64, 7, 7, 1, 1}, Case{2, 32, 40, 13, 15, 1, 1},
-                 Case{1, 32, 32, 28, 28, 1, 1}}) {
+                 Case{1, 40, 36, 11, 9, 1, 1}, Case{24, 64, 64, 7, 7, 1, 1}, Case{2, 32, 40, 13, 15, 1, 1},
+                 Case{1, 32, 32, 28, 28, 1, 1}, Case{20, 32, 16, 17, 19, 1, 1}}) {
     INFO("n " << c.n << " ci " << c.ci << " co " << c.co << " h " << c.h << " w " << c.w
               << " pad " << c.pad << " stride " << c.stride);
     Generator g(c.ci * 100 + c.w);
