@@ -20,7 +20,13 @@ std::vector<Tensor> workload() {
   Tensor big = sum(mul(randn({300000}, {}, &g), 1.0001));
   add(loss, mul(big, 1e-6)).backward();
   Tensor gemm = matmul(randn({300, 700}, {}, &g), randn({700, 520}, {}, &g));
-  return {loss.detach(), big, x.grad(), w.grad(), fc.grad(), gemm};
+  // 32 channels on 7x7 maps, 20 samples: Winograd on AVX-512 too, several samples per GEMM in
+  // groups that follow the threads' shares of the batch; forward and input gradient.
+  Tensor x2 = randn({20, 32, 7, 7}, {}, &g).set_requires_grad();
+  Tensor w2 = mul(randn({32, 32, 3, 3}, {}, &g), 0.1).detach().set_requires_grad();
+  Tensor y2 = conv2d(x2, w2, Tensor(), 1, 1);
+  sum(mul(y2, randn({20, 32, 7, 7}, {}, &g))).backward();
+  return {loss.detach(), big, x.grad(), w.grad(), fc.grad(), gemm, y2.detach(), x2.grad(), w2.grad()};
 }
 }  // namespace
 
