@@ -48,20 +48,19 @@ void where(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor&
                       const T* y = pb + off[3];
                       // Dense runs with each value dense or one number (a gradient masked
                       // against a zero, leaky_relu's select): loops without strides.
+                      // The strides as constants (0 or 1), so that each loop vectorizes.
+                      auto dense = [&](auto xs, auto ys) {
+                        for (int64_t i = 0; i < n; ++i)
+                          o[i] = select_bits(c[i], x[i * xs], y[i * ys]);
+                      };
+                      using Zero = std::integral_constant<int64_t, 0>;
+                      using One = std::integral_constant<int64_t, 1>;
                       if (st[0] == 1 && st[1] == 1 && (st[2] == 0 || st[2] == 1) &&
                           (st[3] == 0 || st[3] == 1)) {
-                        if (st[2] == 1 && st[3] == 1) {
-                          for (int64_t i = 0; i < n; ++i) o[i] = select_bits(c[i], x[i], y[i]);
-                        } else if (st[2] == 1) {
-                          const T yv = *y;
-                          for (int64_t i = 0; i < n; ++i) o[i] = select_bits(c[i], x[i], yv);
-                        } else if (st[3] == 1) {
-                          const T xv = *x;
-                          for (int64_t i = 0; i < n; ++i) o[i] = select_bits(c[i], xv, y[i]);
-                        } else {
-                          const T xv = *x, yv = *y;
-                          for (int64_t i = 0; i < n; ++i) o[i] = select_bits(c[i], xv, yv);
-                        }
+                        if (st[2] == 1 && st[3] == 1) dense(One{}, One{});
+                        else if (st[2] == 1) dense(One{}, Zero{});
+                        else if (st[3] == 1) dense(Zero{}, One{});
+                        else dense(Zero{}, Zero{});
                         return;
                       }
                       for (int64_t i = 0; i < n; ++i)

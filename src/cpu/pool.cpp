@@ -120,9 +120,10 @@ void adaptive_avg_pool2d_backward(const Tensor& grad_in, const Tensor& grad_out)
       } else {
         parallel_for(0, grad_in.numel() / g.c, std::max<int64_t>(1, kElementwiseGrain / g.c),
                      [&](int64_t lo, int64_t hi) {
-                       for (int64_t r = lo; r < hi; ++r)  // r = n * hw + position
-                         for (int64_t c = 0; c < g.c; ++c)
-                           dx[r * g.c + c] = T(0) + dy[r / hw * g.c + c] / area;
+                       for (int64_t r = lo; r < hi; ++r) {  // r = n * hw + position
+                         const T* dy_n = dy + r / hw * g.c;
+                         for (int64_t c = 0; c < g.c; ++c) dx[r * g.c + c] = T(0) + dy_n[c] / area;
+                       }
                      });
       }
       return;

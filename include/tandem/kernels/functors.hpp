@@ -185,11 +185,6 @@ struct ClampBackward {  // saved: x; gradient passes where lo <= x <= hi, as tor
   }
 };
 
-// --- ternary -------------------------------------------------------------------------------
-struct Where {
-  template <typename T> TANDEM_HD T operator()(bool c, T a, T b) const { return c ? a : b; }
-};
-
 /// Functors marked kIntegers also run on integer and bool tensors; the rest need f32/f64.
 template <typename F, typename = void>
 struct accepts_integers : std::false_type {};
