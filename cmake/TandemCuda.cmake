@@ -3,6 +3,31 @@
 # other installs; cuBLAS otherwise comes from the toolkit).
 # Sets TANDEM_HAS_CUDA and, when true, an interface target tandem::cuda_deps.
 set(TANDEM_HAS_CUDA OFF)
+if(TANDEM_CUDA_EMULATION)
+  # The toolkit's headers (types, cuBLAS's, cuDNN's and NCCL's declarations) and tests/cuda_emu's
+  # CPU stand-ins for the libraries behind them.
+  find_package(Python3 REQUIRED COMPONENTS Interpreter)
+  foreach(_header cuda_runtime.h cublas_v2.h cudnn.h nccl.h)
+    string(MAKE_C_IDENTIFIER ${_header} _var)
+    find_path(TANDEM_EMU_${_var}_DIR ${_header} HINTS ${CUDNN_ROOT} $ENV{CUDNN_ROOT} /usr/local/cuda
+              PATH_SUFFIXES include)
+    if(NOT TANDEM_EMU_${_var}_DIR)
+      message(FATAL_ERROR "TANDEM_CUDA_EMULATION needs the CUDA toolkit's headers: ${_header} not found")
+    endif()
+    list(APPEND _tandem_emu_includes ${TANDEM_EMU_${_var}_DIR})
+  endforeach()
+  list(REMOVE_DUPLICATES _tandem_emu_includes)
+  set(_emu ${CMAKE_CURRENT_SOURCE_DIR}/tests/cuda_emu)
+  add_library(tandem_cuda_emu STATIC ${_emu}/runtime.cpp ${_emu}/cublas.cpp ${_emu}/cudnn.cpp)
+  target_include_directories(tandem_cuda_emu SYSTEM PUBLIC ${_tandem_emu_includes})
+  set_target_properties(tandem_cuda_emu PROPERTIES POSITION_INDEPENDENT_CODE ON)
+  add_library(tandem_cuda_deps INTERFACE)
+  add_library(tandem::cuda_deps ALIAS tandem_cuda_deps)
+  target_link_libraries(tandem_cuda_deps INTERFACE tandem_cuda_emu)
+  set(TANDEM_HAS_CUDA ON)
+  message(STATUS "tandem: CUDA backend emulated on the CPU (tests/cuda_emu)")
+  return()
+endif()
 if(TANDEM_WITH_CUDA STREQUAL "OFF")
   return()
 endif()

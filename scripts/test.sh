@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Sets up, builds and runs the whole test suite twice: the Release build (gcc, with the CUDA
-# backend compiled when its toolkit is present), and an AddressSanitizer + UBSan build (clang) of
-# the CPU side; then fuzzes every file reader for a short, fixed time with that build, and runs the
-# tests of threaded code under ThreadSanitizer (docs/RELIABILITY.md).
+# backend compiled when its toolkit is present), and an AddressSanitizer + UBSan build (clang) with
+# the CUDA backend emulated on the CPU (its GPU tests run there); then fuzzes every file reader for
+# a short, fixed time with that build, and runs the tests of threaded code under ThreadSanitizer
+# (docs/RELIABILITY.md).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 jobs="$(nproc)"
@@ -25,15 +26,34 @@ if grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo && grep -qw f16c /p
 fi
 clang=(-DCMAKE_CXX_COMPILER=clang++-14 -DCMAKE_BUILD_TYPE=None "-DCMAKE_CXX_FLAGS=-O1 -g1"
        -DTANDEM_BUILD_BENCHMARKS=OFF)
+# With the CUDA backend emulated on the CPU where the toolkit's headers are (tests/cuda_emu): its
+# kernels, its cuBLAS and cuDNN calls and its allocator run in the [cuda] tests, under ASan.
+emulate=OFF
+[ -f /usr/local/cuda/include/cuda_runtime.h ] && [ -f /usr/local/cuda/include/cudnn.h ] && emulate=ON
 "$root/scripts/build.sh" "$root/build-asan" "${clang[@]}" -DTANDEM_SANITIZE=ON -DTANDEM_FUZZ=ON \
-  -DTANDEM_CPU_ISAS=$isa
+  -DTANDEM_CPU_ISAS=$isa -DTANDEM_CUDA_EMULATION=$emulate
 export ASAN_SYMBOLIZER_PATH="${ASAN_SYMBOLIZER_PATH:-$(command -v llvm-symbolizer-14 || true)}"
+# The emulated GPU hidden (TANDEM_CUDA_EMU_DEVICES=0): code that takes a GPU when there is one (the
+# examples, libtorch's MNIST) runs on the CPU as everywhere else here; the GPU tests come after.
 # Less what the sanitizers add nothing to: the header and downstream builds (compile checks) and
 # the Fashion-MNIST smoke run (3 minutes here under ASan; the synthetic example runs and the IDX
 # tests and fuzzing cover its code).
-ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1 \
-  ctest --test-dir "$root/build-asan" -j "$jobs" --output-on-failure \
-  -E '^(example_resnet_smoke|headers_standalone_.*|downstream_.*)$'
+asan=(env ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:allocator_may_return_null=1
+      UBSAN_OPTIONS=print_stacktrace=1)
+TANDEM_CUDA_EMU_DEVICES=0 "${asan[@]}" ctest --test-dir "$root/build-asan" -j "$jobs" \
+  --output-on-failure -E '^(example_resnet_smoke|headers_standalone_.*|downstream_.*)$'
+if [ "$emulate" = ON ]; then
+  stage "the GPU tests on the emulated GPU (TANDEM_REQUIRE_GPU=1: none may skip)"
+  gpu_tests() {
+    TANDEM_REQUIRE_GPU=1 "${asan[@]}" "$root/build-asan/tests/tandem_tests" --warn NoTests "$@"
+  }
+  # The longest (two minutes) beside the others, on the second core.
+  gpu_tests "*ResNet-20 trains the same on the GPU*" >"$root/build-asan/gpu_resnet.log" 2>&1 &
+  resnet=$!
+  gpu_tests "[cuda]~*ResNet-20*,[gpu],[nccl]"
+  wait "$resnet" || { cat "$root/build-asan/gpu_resnet.log"; exit 1; }
+  tail -n 2 "$root/build-asan/gpu_resnet.log"
+fi
 stage "fuzz every reader, ${TANDEM_FUZZ_SECONDS:-30} s each"
 "$root/scripts/fuzz.sh" "$root/build-asan" "${TANDEM_FUZZ_SECONDS:-30}"
 

@@ -88,6 +88,14 @@ inline bool gpu_present(const std::string& what) {
   return false;
 }
 
+/// gpu_present, and NCCL there too: the CUDA emulation (tests/cuda_emu) has GPUs but no NCCL.
+inline bool nccl_present(const std::string& what) {
+  if (!gpu_present(what)) return false;
+  if (comm::nccl_compiled()) return true;
+  WARN(what << ": skipped, this build has no NCCL (the CUDA emulation)");
+  return false;
+}
+
 /// A fresh folder under the system temp folder, removed with everything in it at scope exit.
 struct TempDir {
   std::filesystem::path path;

@@ -1,12 +1,13 @@
-// The nccl backend in a build without CUDA.
+// The nccl backend in a build without NCCL: without the CUDA backend, or with it emulated
+// (tests/cuda_emu).
 #include "tandem/comm/nccl.hpp"
 
 namespace tandem::comm {
 namespace {
 [[noreturn]] void no_nccl(const char* who) {
   TANDEM_THROW(NotImplementedError, who,
-               ": this tandem was built without its CUDA backend, so without NCCL (reconfigure "
-               "with -DTANDEM_WITH_CUDA=ON on a machine with the CUDA toolkit, cuDNN and NCCL)");
+               ": this tandem was built without NCCL (reconfigure with -DTANDEM_WITH_CUDA=ON on a "
+               "machine with the CUDA toolkit, cuDNN and NCCL)");
 }
 }  // namespace
 

@@ -28,7 +28,7 @@ Tensor gpu_ones(int64_t n, int device) { return ones({n}, Device(DeviceType::cud
 TEST_CASE("nccl refuses two ranks on one GPU, and says when it cannot run", "[comm][nccl]") {
   if (!nccl_compiled()) {
     CHECK_THAT(error_of([] { make_nccl_group({0}); }),
-               Catch::Contains("make_nccl_group: this tandem was built without its CUDA backend"));
+               Catch::Contains("make_nccl_group: this tandem was built without NCCL"));
     CHECK_THAT(error_of([] { make_nccl_communicator(); }),
                Catch::Contains("make_nccl_communicator: this tandem was built without"));
     return;
@@ -52,7 +52,7 @@ TEST_CASE("nccl refuses two ranks on one GPU, and says when it cannot run", "[co
 
 TEST_CASE("nccl collectives on every visible GPU match the one-thread reference",
           "[comm][nccl][gpu]") {
-  if (!tandem::testing::gpu_present("the nccl suite")) return;
+  if (!tandem::testing::nccl_present("the nccl suite")) return;
   const auto devices = all_gpus();
   // Any two ranks reduce in one order; more may reduce in NCCL's ring order.
   const bool exact = devices.size() <= 2;
@@ -65,7 +65,7 @@ TEST_CASE("nccl collectives on every visible GPU match the one-thread reference"
 }
 
 TEST_CASE("nccl Work handles, debug mode, bad arguments and abort", "[comm][nccl][gpu]") {
-  if (!tandem::testing::gpu_present("nccl Work handles")) return;
+  if (!tandem::testing::nccl_present("nccl Work handles")) return;
   auto comms = make_nccl_group({0}, NcclOptions().timeout(Duration(20000)).debug(true));
   Communicator& c = *comms[0];
   CHECK(c.backend() == "nccl");
@@ -112,8 +112,8 @@ TEST_CASE("nccl Work handles, debug mode, bad arguments and abort", "[comm][nccl
 }
 
 TEST_CASE("nccl faults: a rank that throws, stops calling or exits", "[comm][nccl][gpu][faults]") {
-  if (cuda::device_count() < 2) {
-    WARN("fewer than 2 GPUs: the nccl fault tests need two ranks");
+  if (!nccl_compiled() || cuda::device_count() < 2) {
+    WARN("fewer than 2 GPUs with NCCL: the nccl fault tests need two ranks");
     return;
   }
   tandem::testing::check_rank_throws(make_nccl_group({0, 1}, NcclOptions().timeout(Duration(20000))));

@@ -124,10 +124,16 @@ TEST_CASE("CUDA dense elementwise ops move 16-byte vectors and match the CPU at 
   struct Restore {
     ~Restore() { cuda::set_vectorized_elementwise(true); }
   } restore;
+#ifdef TANDEM_TEST_CUDA_EMULATION
+  const int64_t large = 40000;  // every code path of a million, at a twenty-fifth of the threads
+#else
+  const int64_t large = 1 << 20;
+#endif
   for (bool vectorized : {true, false}) {
     cuda::set_vectorized_elementwise(vectorized);
     for (DType dt : {DType::f32, DType::f16, DType::bf16})
-      for (int64_t n : {1, 3, 7, 8, 9, 17, 4099, 1 << 20})
+      for (int64_t n : {int64_t{1}, int64_t{3}, int64_t{7}, int64_t{8}, int64_t{9}, int64_t{17},
+                        int64_t{4099}, large})
         for (int64_t offset : {0, 1, 8}) {
           INFO((vectorized ? "vectors, " : "elements, ") << dt << ", n " << n << ", offset "
                                                          << offset);
@@ -603,7 +609,32 @@ TEST_CASE("CUDA transposed convolutions (cuDNN's backward data) match the CPU, b
                     bi.grad().reshape({-1})});
       };
       same_on_gpu("conv_transpose2d", {x, w, b, gy}, f, conv_tol(dt));
+      // An output_padding of a stride or more, allowed below the dilation: cuDNN refuses the
+      // output size it gives (the op pads the input instead).
+      same_on_gpu("output_padding >= stride", {x, w, b},
+                  with_gradients([](const std::vector<Tensor>& v) {
+                    return conv_transpose2d(v[0], v[1], v[2], Int2(1, 2), 1, Int2(1, 1), 2,
+                                            Int2(2, 1));
+                  }), conv_tol(dt));
     }
+  }
+}
+
+TEST_CASE("CUDA convolutions without input or output channels give the CPU's bias and zeros",
+          "[cuda]") {
+  if (!gpu_present("CUDA convolutions of zero channels")) return;
+  // cuDNN takes no descriptor with a zero size; the CPU convolves nothing.
+  for (DType dt : {DType::f32, DType::f64}) {
+    INFO("dtype " << dt);
+    same_on_gpu("C_in = 0", {randn_as({2, 0, 5, 5}, dt, 71), randn_as({3, 0, 3, 3}, dt, 72),
+                             randn_as({3}, dt, 70)},
+                with_gradients([](const std::vector<Tensor>& v) {
+                  return conv2d(v[0], v[1], v[2], 1, 1);
+                }), conv_tol(dt));
+    same_on_gpu("C_out = 0", {randn_as({2, 3, 5, 5}, dt, 73), randn_as({0, 3, 3, 3}, dt, 74)},
+                with_gradients([](const std::vector<Tensor>& v) {
+                  return conv2d(v[0], v[1], Tensor(), 1, 1);
+                }), conv_tol(dt));
   }
 }
 
@@ -854,7 +885,12 @@ TEST_CASE("the GPU data path: pinned staging reused, asynchronous copies, augmen
   // A pinned tensor copied without blocking, then freed at once: the copy still reads what it
   // held (its block is not reused before the copy is done). The stream is kept busy first, so
   // the copy cannot start before the host overwrites a block handed out too early.
-  Tensor busy = randn({4096, 4096}, DType::f32).to(kGpu);
+#ifdef TANDEM_TEST_CUDA_EMULATION
+  const int64_t busy_size = 64;  // streams run their work at once: nothing to keep busy
+#else
+  const int64_t busy_size = 4096;
+#endif
+  Tensor busy = randn({busy_size, busy_size}, DType::f32).to(kGpu);
   auto pinned_mib4 = [] {  // 1 Mi f32 in a block of the pinned allocator
     return from_blob(pinned_allocator().allocate(4 << 20), {1 << 20}, DType::f32, kCPU,
                      [](void* p) { pinned_allocator().deallocate(p, 4 << 20); });
@@ -884,7 +920,10 @@ TEST_CASE("CUDA gradients of gradients (create_graph) and layer/group norm match
       randn_as({4}, DType::f64, 3),          randn_as({4}, DType::f64, 4),
       randn_as({2, 36}, DType::f64, 5)};
   auto run = [](std::vector<Tensor> in) {
-    for (Tensor& t : in) t.set_requires_grad(true);
+    for (Tensor& t : in) {  // leaves of this run: the caller's tensors stay as they are
+      t = t.detach();
+      t.set_requires_grad(true);
+    }
     Tensor h = conv2d(in[0], in[1], Tensor(), 2, 1);
     h = leaky_relu(batch_norm(h, {}, {}, in[2], in[3], true), 0.2);
     h = group_norm(max_pool2d(h, 2, 1), 2);

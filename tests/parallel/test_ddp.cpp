@@ -133,7 +133,7 @@ TEST_CASE("DDP at world 1..4 trains like one rank with the whole batch", "[paral
 
 TEST_CASE("DDP on every GPU (nccl) trains like one rank with the whole batch",
           "[parallel][ddp][cuda]") {
-  if (!tandem::testing::gpu_present("DDP on every GPU")) return;
+  if (!tandem::testing::nccl_present("DDP on every GPU")) return;
   const int steps = 3;
   const int64_t per_rank = 6;
   const int world = cuda::device_count();

@@ -1,0 +1,559 @@
+// The CUDA emulation's runtime: the kernel scheduler behind emu.hpp, and the CUDA runtime API
+// calls tandem makes, on the CPU. Device memory is host memory (exact-size allocations, so
+// AddressSanitizer sees a kernel's out-of-bounds access), every stream runs its work at once
+// (so events are done when recorded), and TANDEM_CUDA_EMU_DEVICES (default 1) devices of
+// TANDEM_CUDA_EMU_MEMORY_MB (default 4096) MiB each are visible.
+//
+// A block runs on the launching OS thread, each of its threads on a fiber: a thread runs until
+// it reaches a barrier (__syncthreads, or a warp shuffle's exchange), then the next thread runs;
+// a barrier opens when every thread it waits for is there. A block whose thread 0 finishes
+// without reaching a barrier runs its other threads as plain calls, one after another (no
+// fibers: elementwise kernels run fast); one of them reaching a barrier is a divergent barrier.
+#include "emu.hpp"  // first: its definitions of __host__ and the like stand
+
+#include <nccl.h>
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TANDEM_EMU_ASAN 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__)
+#define TANDEM_EMU_ASAN 1
+#endif
+#ifdef TANDEM_EMU_ASAN
+#include <sanitizer/common_interface_defs.h>
+#endif
+
+#if !defined(__x86_64__)
+#error "the CUDA emulation switches fibers with x86-64 code (tandem_emu_switch)"
+#endif
+
+// Saves the callee-saved registers on the current stack and its pointer in *from, then resumes
+// the stack `to` (saved the same way, or prepared by start()). A function call, so the compiler
+// keeps every other register it needs across it. (ucontext's swapcontext, a system call each,
+// made the fibers ten times slower.)
+extern "C" void tandem_emu_switch(void** from, void* to);
+asm(R"(
+  .text
+  .globl tandem_emu_switch
+  .type tandem_emu_switch, @function
+tandem_emu_switch:
+  pushq %rbp
+  pushq %rbx
+  pushq %r12
+  pushq %r13
+  pushq %r14
+  pushq %r15
+  movq %rsp, (%rdi)
+  movq %rsi, %rsp
+  popq %r15
+  popq %r14
+  popq %r13
+  popq %r12
+  popq %rbx
+  popq %rbp
+  ret
+  .size tandem_emu_switch, .-tandem_emu_switch
+  .section .note.GNU-stack, "", @progbits
+  .text
+)");
+
+namespace tandem_emu {
+namespace {
+
+[[noreturn]] void kernel_bug(const char* fmt, ...) {
+  std::va_list args;
+  va_start(args, fmt);
+  std::fprintf(stderr, "cuda emulation: ");
+  std::vfprintf(stderr, fmt, args);
+  std::fprintf(stderr, "\n");
+  va_end(args);
+  std::abort();
+}
+
+constexpr size_t kStackBytes = size_t{256} << 10;
+constexpr unsigned kWarp = 32;
+
+enum class State { ready, at_block_barrier, at_warp_barrier, done };
+
+struct Fiber {
+  void* sp = nullptr;  // its saved stack pointer while it is not running
+  char* stack = nullptr;  // kStackBytes above a guard page
+  ThreadIds ids;
+  State state = State::done;
+  unsigned mask = 0;  // the lanes a warp barrier waits for
+  void* fake_stack = nullptr;
+};
+
+// The block running on this OS thread.
+struct Block {
+  std::vector<Fiber> fibers;  // grown to the largest block, stacks kept
+  void* scheduler_sp = nullptr;
+  const void* scheduler_bottom = nullptr;
+  size_t scheduler_size = 0;
+  int current = -1;            // the fiber running, or -1
+  bool plain = false;          // threads run as plain calls
+  bool saw_barrier = false;    // thread 0 reached one
+  ThreadIds plain_ids;
+  void (*body)(void*) = nullptr;
+  void* state = nullptr;
+  const char* name = "";
+  std::vector<uint64_t> slots[2];  // shuffle values by parity, per thread of the block
+  std::vector<unsigned> parity;    // per warp
+  ~Block() {  // a rank's thread that ends gives its stacks back
+    for (Fiber& f : fibers)
+      if (f.stack != nullptr) munmap(f.stack - 4096, kStackBytes + 4096);
+  }
+};
+thread_local Block g_block;
+
+Fiber& running() { return g_block.fibers[static_cast<size_t>(g_block.current)]; }
+
+void switch_to_scheduler(Fiber& f, bool finished) {
+#ifdef TANDEM_EMU_ASAN
+  __sanitizer_start_switch_fiber(finished ? nullptr : &f.fake_stack, g_block.scheduler_bottom,
+                                 g_block.scheduler_size);
+#else
+  (void)finished;
+#endif
+  tandem_emu_switch(&f.sp, g_block.scheduler_sp);
+#ifdef TANDEM_EMU_ASAN
+  __sanitizer_finish_switch_fiber(f.fake_stack, &g_block.scheduler_bottom,
+                                  &g_block.scheduler_size);
+#endif
+}
+
+[[noreturn]] void fiber_main() {
+  Fiber& f = running();
+#ifdef TANDEM_EMU_ASAN
+  __sanitizer_finish_switch_fiber(nullptr, &g_block.scheduler_bottom, &g_block.scheduler_size);
+#endif
+  g_block.body(g_block.state);
+  f.state = State::done;
+  switch_to_scheduler(f, true);
+  kernel_bug("a finished thread was resumed");
+}
+
+void resume(int index) {
+  g_block.current = index;
+  Fiber& f = running();
+#ifdef TANDEM_EMU_ASAN
+  void* fake = nullptr;
+  __sanitizer_start_switch_fiber(&fake, f.stack, kStackBytes);
+#endif
+  tandem_emu_switch(&g_block.scheduler_sp, f.sp);
+#ifdef TANDEM_EMU_ASAN
+  __sanitizer_finish_switch_fiber(fake, nullptr, nullptr);
+#endif
+  g_block.current = -1;
+}
+
+void start(int index, const ThreadIds& ids) {
+  Fiber& f = g_block.fibers[static_cast<size_t>(index)];
+  if (f.stack == nullptr) {
+    void* p = mmap(nullptr, kStackBytes + 4096, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) kernel_bug("no memory for a thread's stack");
+    mprotect(p, 4096, PROT_NONE);  // an overflow faults instead of corrupting
+    f.stack = static_cast<char*>(p) + 4096;
+  }
+  // A stack tandem_emu_switch resumes into fiber_main: six zeroed registers, then fiber_main as
+  // the return address, placed so that it starts with the alignment a call gives.
+  auto* top = reinterpret_cast<void**>(f.stack + kStackBytes);  // 16-byte aligned
+  void** sp = top - 2 - 6;
+  std::memset(sp, 0, 6 * sizeof(void*));
+  sp[6] = reinterpret_cast<void*>(&fiber_main);
+  f.sp = sp;
+  f.ids = ids;
+  f.state = State::ready;
+  resume(index);
+}
+
+// Opens the barriers every thread they wait for has reached; false when none could open.
+bool open_barriers(unsigned threads) {
+  auto& fibers = g_block.fibers;
+  bool opened = false;
+  for (unsigned w = 0; w * kWarp < threads; ++w) {
+    const unsigned first = w * kWarp, lanes = std::min(kWarp, threads - first);
+    unsigned waiting = 0, mask = 0;
+    for (unsigned l = 0; l < lanes; ++l) {
+      const Fiber& f = fibers[first + l];
+      if (f.state != State::at_warp_barrier) continue;
+      if (waiting != 0 && f.mask != mask)
+        kernel_bug("%s: lanes of warp %u shuffle with different masks (%#x, %#x)", g_block.name, w,
+                   mask, f.mask);
+      mask = f.mask;
+      waiting |= 1u << l;
+    }
+    if (waiting == 0) continue;
+    for (unsigned l = 0; l < kWarp; ++l) {
+      if (!(mask >> l & 1u)) continue;
+      if (l >= lanes)
+        kernel_bug("%s: a shuffle's mask %#x names lane %u of warp %u, past the block's %u threads",
+                   g_block.name, mask, l, w, threads);
+      const State s = fibers[first + l].state;
+      if (s == State::done)
+        kernel_bug("%s: a shuffle's mask %#x names lane %u of warp %u, which has exited",
+                   g_block.name, mask, l, w);
+      if (s == State::at_block_barrier)
+        kernel_bug("%s: lane %u of warp %u waits at __syncthreads while its warp shuffles",
+                   g_block.name, l, w);
+    }
+    if ((waiting & mask) != mask) continue;  // lanes of the mask still running
+    for (unsigned l = 0; l < lanes; ++l)
+      if (waiting >> l & 1u) fibers[first + l].state = State::ready;
+    g_block.parity[w] ^= 1u;
+    opened = true;
+  }
+  if (opened) return true;
+  unsigned at_barrier = 0, done = 0;
+  for (unsigned t = 0; t < threads; ++t) {
+    at_barrier += fibers[t].state == State::at_block_barrier;
+    done += fibers[t].state == State::done;
+  }
+  if (at_barrier == 0) return false;
+  if (done != 0)
+    kernel_bug("%s: block (%u, %u, %u): %u threads wait at __syncthreads, %u have exited "
+               "(a divergent barrier)", g_block.name, fibers[0].ids.block.x, fibers[0].ids.block.y,
+               fibers[0].ids.block.z, at_barrier, done);
+  for (unsigned t = 0; t < threads; ++t) fibers[t].state = State::ready;
+  return true;
+}
+
+void run_block(const ThreadIds& block_ids, unsigned threads) {
+  const dim3 bd = block_ids.block_dim;
+  auto ids_of = [&](unsigned t) {
+    ThreadIds ids = block_ids;
+    ids.thread = make_uint3(t % bd.x, t / bd.x % bd.y, t / (bd.x * bd.y));
+    return ids;
+  };
+  g_block.saw_barrier = false;
+  start(0, ids_of(0));
+  if (g_block.fibers[0].state == State::done && !g_block.saw_barrier) {
+    g_block.plain = true;
+    for (unsigned t = 1; t < threads; ++t) {
+      g_block.plain_ids = ids_of(t);
+      g_block.body(g_block.state);
+    }
+    g_block.plain = false;
+    return;
+  }
+  for (unsigned t = 1; t < threads; ++t) start(static_cast<int>(t), ids_of(t));
+  for (;;) {
+    for (unsigned t = 0; t < threads; ++t)
+      if (g_block.fibers[t].state == State::ready) resume(static_cast<int>(t));
+    if (!open_barriers(threads)) break;
+  }
+  for (unsigned t = 0; t < threads; ++t)
+    if (g_block.fibers[t].state != State::done)
+      kernel_bug("%s: thread %u never finished (a barrier that cannot open)", g_block.name, t);
+}
+
+}  // namespace
+
+const ThreadIds& ids() {
+  if (g_block.plain) return g_block.plain_ids;
+  if (g_block.current < 0) kernel_bug("threadIdx read outside a kernel");
+  return running().ids;
+}
+
+void sync_threads() {
+  if (g_block.plain)
+    kernel_bug("%s: thread (%u, %u, %u) reached __syncthreads, which thread 0 of its block did "
+               "not (a divergent barrier)", g_block.name, g_block.plain_ids.thread.x,
+               g_block.plain_ids.thread.y, g_block.plain_ids.thread.z);
+  g_block.saw_barrier = true;
+  Fiber& f = running();
+  f.state = State::at_block_barrier;
+  switch_to_scheduler(f, false);
+}
+
+uint64_t shuffle_down(unsigned mask, uint64_t bits, unsigned delta) {
+  if (g_block.plain)
+    kernel_bug("%s: thread %u shuffles, which thread 0 of its block did not (a divergent "
+               "shuffle)", g_block.name, g_block.plain_ids.thread.x);
+  g_block.saw_barrier = true;
+  Fiber& f = running();
+  const dim3 bd = f.ids.block_dim;
+  const unsigned t = f.ids.thread.x + bd.x * (f.ids.thread.y + bd.y * f.ids.thread.z);
+  const unsigned warp = t / kWarp, lane = t % kWarp;
+  if (!(mask >> lane & 1u))
+    kernel_bug("%s: lane %u shuffles with mask %#x, which does not name it", g_block.name, lane,
+               mask);
+  const unsigned parity = g_block.parity[warp];
+  g_block.slots[parity][t] = bits;
+  f.state = State::at_warp_barrier;
+  f.mask = mask;
+  switch_to_scheduler(f, false);
+  const unsigned source = lane + delta;
+  if (source >= kWarp) return bits;
+  if (!(mask >> source & 1u))
+    kernel_bug("%s: lane %u reads lane %u, outside the shuffle's mask %#x", g_block.name, lane,
+               source, mask);
+  return g_block.slots[parity][warp * kWarp + source];
+}
+
+void launch_failed(cudaError_t error);  // below, with the runtime's error state
+
+void run(dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t, const char* name,
+         void (*body)(void*), void* state) {
+  const uint64_t threads = uint64_t{block.x} * block.y * block.z;
+  if (grid.x == 0 || grid.y == 0 || grid.z == 0 || threads == 0 || threads > 1024 ||
+      block.x > 1024 || block.y > 1024 || block.z > 64 || grid.x > 0x7fffffffu ||
+      grid.y > 65535 || grid.z > 65535)
+    return launch_failed(cudaErrorInvalidConfiguration);
+  if (shared_bytes != 0) kernel_bug("%s: dynamic shared memory is not emulated", name);
+  if (g_block.current >= 0 || g_block.plain) kernel_bug("%s: launched from a kernel", name);
+  if (g_block.fibers.size() < threads) g_block.fibers.resize(threads);
+  for (auto& s : g_block.slots) s.assign(threads, 0);
+  g_block.parity.assign((threads + kWarp - 1) / kWarp, 0);
+  g_block.body = body;
+  g_block.state = state;
+  g_block.name = name;
+  ThreadIds ids{};
+  ids.block_dim = block;
+  ids.grid_dim = grid;
+  for (unsigned z = 0; z < grid.z; ++z)
+    for (unsigned y = 0; y < grid.y; ++y)
+      for (unsigned x = 0; x < grid.x; ++x) {
+        ids.block = make_uint3(x, y, z);
+        run_block(ids, static_cast<unsigned>(threads));
+      }
+}
+
+}  // namespace tandem_emu
+
+// --- the runtime API ---------------------------------------------------------------------------
+namespace {
+
+thread_local cudaError_t g_last_error = cudaSuccess;
+thread_local int g_device = 0;
+
+cudaError_t fail(cudaError_t error) {
+  g_last_error = error;
+  return error;
+}
+
+int device_count() {
+  static const int count = [] {
+    const char* v = std::getenv("TANDEM_CUDA_EMU_DEVICES");
+    return v ? std::atoi(v) : 1;
+  }();
+  return count;
+}
+
+size_t device_capacity() {
+  static const size_t bytes = [] {
+    const char* v = std::getenv("TANDEM_CUDA_EMU_MEMORY_MB");
+    return static_cast<size_t>(v ? std::atoll(v) : 4096) << 20;
+  }();
+  return bytes;
+}
+
+// Device allocations: pointer -> (device, bytes), and each device's bytes in use.
+struct Memory {
+  std::mutex mu;
+  std::unordered_map<void*, std::pair<int, size_t>> blocks;
+  std::unordered_map<int, size_t> used;
+};
+Memory& memory() {
+  static auto* m = new Memory;
+  return *m;
+}
+
+struct Event {
+  std::chrono::steady_clock::time_point when{};
+  bool timing = true;
+  bool recorded = false;
+};
+
+}  // namespace
+
+namespace tandem_emu {
+void launch_failed(cudaError_t error) { fail(error); }
+}  // namespace tandem_emu
+
+extern "C" {
+
+cudaError_t cudaGetLastError() {
+  const cudaError_t e = g_last_error;
+  g_last_error = cudaSuccess;
+  return e;
+}
+cudaError_t cudaPeekAtLastError() { return g_last_error; }
+const char* cudaGetErrorString(cudaError_t e) {
+  switch (e) {
+    case cudaSuccess: return "no error";
+    case cudaErrorInvalidValue: return "invalid argument";
+    case cudaErrorMemoryAllocation: return "out of memory";
+    case cudaErrorInvalidDevice: return "invalid device ordinal";
+    case cudaErrorInvalidConfiguration: return "invalid configuration argument";
+    case cudaErrorNotSupported: return "operation not supported";
+    default: return "unknown error";
+  }
+}
+const char* cudaGetErrorName(cudaError_t e) {
+  switch (e) {
+    case cudaSuccess: return "cudaSuccess";
+    case cudaErrorInvalidValue: return "cudaErrorInvalidValue";
+    case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
+    case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
+    case cudaErrorInvalidConfiguration: return "cudaErrorInvalidConfiguration";
+    case cudaErrorNotSupported: return "cudaErrorNotSupported";
+    default: return "cudaErrorUnknown";
+  }
+}
+
+cudaError_t cudaRuntimeGetVersion(int* v) {
+  if (!v) return fail(cudaErrorInvalidValue);
+  *v = CUDART_VERSION;
+  return cudaSuccess;
+}
+cudaError_t cudaGetDeviceCount(int* n) {
+  if (!n) return fail(cudaErrorInvalidValue);
+  *n = device_count();
+  return cudaSuccess;
+}
+cudaError_t cudaSetDevice(int d) {
+  if (d < 0 || d >= device_count()) return fail(cudaErrorInvalidDevice);
+  g_device = d;
+  return cudaSuccess;
+}
+cudaError_t cudaGetDevice(int* d) {
+  if (!d) return fail(cudaErrorInvalidValue);
+  *d = g_device;
+  return cudaSuccess;
+}
+cudaError_t cudaDeviceGetPCIBusId(char* id, int len, int d) {
+  if (!id || len <= 0) return fail(cudaErrorInvalidValue);
+  if (d < 0 || d >= device_count()) return fail(cudaErrorInvalidDevice);
+  std::snprintf(id, static_cast<size_t>(len), "0000:%02x:00.0", d + 1);
+  return cudaSuccess;
+}
+cudaError_t cudaGetDriverEntryPointByVersion(const char*, void** fn, unsigned int, unsigned long long,
+                                             cudaDriverEntryPointQueryResult* found) {
+  if (fn) *fn = nullptr;
+  if (found) *found = cudaDriverEntryPointSymbolNotFound;
+  return fail(cudaErrorNotSupported);  // no driver behind the emulation
+}
+cudaError_t cudaDeviceSynchronize() { return cudaSuccess; }
+
+cudaError_t cudaMalloc(void** p, size_t bytes) {
+  if (!p) return fail(cudaErrorInvalidValue);
+  *p = nullptr;
+  if (bytes == 0) return cudaSuccess;
+  Memory& m = memory();
+  std::lock_guard<std::mutex> lock(m.mu);
+  size_t& used = m.used[g_device];
+  if (bytes > device_capacity() - used) return fail(cudaErrorMemoryAllocation);
+  if (posix_memalign(p, 256, bytes) != 0) return fail(cudaErrorMemoryAllocation);
+  std::memset(*p, 0xa5, bytes);  // what the device holds is not zeros
+  m.blocks[*p] = {g_device, bytes};
+  used += bytes;
+  return cudaSuccess;
+}
+cudaError_t cudaFree(void* p) {
+  if (!p) return cudaSuccess;
+  Memory& m = memory();
+  std::lock_guard<std::mutex> lock(m.mu);
+  auto it = m.blocks.find(p);
+  if (it == m.blocks.end()) return fail(cudaErrorInvalidValue);
+  m.used[it->second.first] -= it->second.second;
+  m.blocks.erase(it);
+  std::free(p);
+  return cudaSuccess;
+}
+cudaError_t cudaHostAlloc(void** p, size_t bytes, unsigned int) {
+  if (!p) return fail(cudaErrorInvalidValue);
+  if (posix_memalign(p, 256, bytes ? bytes : 1) != 0) return fail(cudaErrorMemoryAllocation);
+  return cudaSuccess;
+}
+cudaError_t cudaFreeHost(void* p) {
+  std::free(p);
+  return cudaSuccess;
+}
+cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind) {
+  if (bytes && (!dst || !src)) return fail(cudaErrorInvalidValue);
+  if (bytes) std::memmove(dst, src, bytes);
+  return cudaSuccess;
+}
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind,
+                            cudaStream_t) {
+  return cudaMemcpy(dst, src, bytes, kind);
+}
+cudaError_t cudaMemset(void* p, int value, size_t bytes) {
+  if (bytes && !p) return fail(cudaErrorInvalidValue);
+  if (bytes) std::memset(p, value, bytes);
+  return cudaSuccess;
+}
+cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t) {
+  return cudaMemset(p, value, bytes);
+}
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned int) {
+  if (!s) return fail(cudaErrorInvalidValue);
+  *s = reinterpret_cast<cudaStream_t>(new int(g_device));
+  return cudaSuccess;
+}
+cudaError_t cudaStreamDestroy(cudaStream_t s) {
+  delete reinterpret_cast<int*>(s);
+  return cudaSuccess;
+}
+cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
+cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t e, unsigned int) {
+  return e ? cudaSuccess : fail(cudaErrorInvalidValue);
+}
+
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned int flags) {
+  if (!e) return fail(cudaErrorInvalidValue);
+  auto* ev = new Event;
+  ev->timing = !(flags & cudaEventDisableTiming);
+  *e = reinterpret_cast<cudaEvent_t>(ev);
+  return cudaSuccess;
+}
+cudaError_t cudaEventCreate(cudaEvent_t* e) { return cudaEventCreateWithFlags(e, 0); }
+cudaError_t cudaEventDestroy(cudaEvent_t e) {
+  delete reinterpret_cast<Event*>(e);
+  return cudaSuccess;
+}
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t) {
+  if (!e) return fail(cudaErrorInvalidValue);
+  auto* ev = reinterpret_cast<Event*>(e);
+  ev->when = std::chrono::steady_clock::now();
+  ev->recorded = true;
+  return cudaSuccess;
+}
+cudaError_t cudaEventQuery(cudaEvent_t e) { return e ? cudaSuccess : fail(cudaErrorInvalidValue); }
+cudaError_t cudaEventSynchronize(cudaEvent_t e) {
+  return e ? cudaSuccess : fail(cudaErrorInvalidValue);
+}
+cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
+  auto* a = reinterpret_cast<Event*>(start);
+  auto* b = reinterpret_cast<Event*>(end);
+  if (!ms || !a || !b || !a->timing || !b->timing) return fail(cudaErrorInvalidValue);
+  if (!a->recorded || !b->recorded) return fail(cudaErrorInvalidResourceHandle);
+  *ms = std::chrono::duration<float, std::milli>(b->when - a->when).count();
+  return cudaSuccess;
+}
+
+}  // extern "C"
+
+// NCCL: only the version query of build_info (the emulated build has no nccl backend).
+extern "C" ncclResult_t ncclGetVersion(int* version) {
+  if (!version) return ncclInvalidArgument;
+  *version = 0;
+  return ncclSuccess;
+}
