@@ -190,20 +190,21 @@ void CachingAllocator::release(Block* block) {
   pool_of(block).insert(block);
 }
 
+// Each block goes back as soon as its last event is done: collected first and released after,
+// two neighbours ready together would each look free to the other's merge, and the second
+// release would work on a block the first had merged and deleted.
 void CachingAllocator::process_events() {
-  std::vector<Block*> ready;
   for (auto it = pending_.begin(); it != pending_.end();) {
     if (!memory_->event_done(it->first)) {
       ++it;
       continue;
     }
     memory_->release_event(it->first);
-    if (--it->second->pending_events == 0) ready.push_back(it->second);
+    Block* block = it->second;
     it = pending_.erase(it);
-  }
-  for (Block* b : ready) {
+    if (--block->pending_events > 0) continue;
     --stats_.pending_blocks;
-    if (!b->lost) release(b);
+    if (!block->lost) release(block);
   }
 }
 

@@ -268,34 +268,41 @@ void conv2d_forward(const Tensor& out, const Tensor& in, const Tensor& weight_in
   if (out.numel() == 0) return;
   Setup s(in.device().index());
   const cudnnTensorFormat_t format = call_format(in);
-  const Tensor weight = weight_for(weight_in, format);
-  TensorDesc x(in, format), y(out, format);
-  FilterDesc w(weight, format);
-  ConvDesc conv(p, in.dtype());
+  TensorDesc y(out, format);
   const Scalars k(in.dtype());
-  run_ranked<cudnnConvolutionFwdAlgoPerf_t>(
-      key_of(Direction::forward, in, weight, p, format), in.device(), conv.d,
-      [&] {
-        std::vector<cudnnConvolutionFwdAlgoPerf_t> perf(kAlgos);
-        int n = 0;
-        if (g_benchmark) {
-          BenchmarkWorkspace ws(in.device());  // the trials write `out`: it is written next
-          TANDEM_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(
-              s.h, x.d, in.raw_data(), w.d, weight.raw_data(), conv.d, y.d, out.raw_data(),
-              kAlgos, &n, perf.data(), ws.data(), ws.bytes));
-        } else {
-          TANDEM_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(s.h, x.d, w.d, conv.d, y.d,
-                                                                    kAlgos, &n, perf.data()));
-        }
-        perf.resize(n);
-        return perf;
-      },
-      [&](int algo, void* ws, size_t bytes) {
-        TANDEM_CUDNN_CHECK(cudnnConvolutionForward(
-            s.h, k.one(), x.d, in.raw_data(), w.d, weight.raw_data(), conv.d,
-            static_cast<cudnnConvolutionFwdAlgo_t>(algo), ws, bytes, k.zero(), y.d,
-            out.raw_data()));
-      });
+  if (in.numel() == 0) {
+    // No input channels or no input pixels (only padding): nothing to convolve, and cuDNN takes
+    // no descriptor with a zero size.
+    kernels::fill(out, 0.0);
+  } else {
+    const Tensor weight = weight_for(weight_in, format);
+    TensorDesc x(in, format);
+    FilterDesc w(weight, format);
+    ConvDesc conv(p, in.dtype());
+    run_ranked<cudnnConvolutionFwdAlgoPerf_t>(
+        key_of(Direction::forward, in, weight, p, format), in.device(), conv.d,
+        [&] {
+          std::vector<cudnnConvolutionFwdAlgoPerf_t> perf(kAlgos);
+          int n = 0;
+          if (g_benchmark) {
+            BenchmarkWorkspace ws(in.device());  // the trials write `out`: it is written next
+            TANDEM_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(
+                s.h, x.d, in.raw_data(), w.d, weight.raw_data(), conv.d, y.d, out.raw_data(),
+                kAlgos, &n, perf.data(), ws.data(), ws.bytes));
+          } else {
+            TANDEM_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(s.h, x.d, w.d, conv.d, y.d,
+                                                                      kAlgos, &n, perf.data()));
+          }
+          perf.resize(n);
+          return perf;
+        },
+        [&](int algo, void* ws, size_t bytes) {
+          TANDEM_CUDNN_CHECK(cudnnConvolutionForward(
+              s.h, k.one(), x.d, in.raw_data(), w.d, weight.raw_data(), conv.d,
+              static_cast<cudnnConvolutionFwdAlgo_t>(algo), ws, bytes, k.zero(), y.d,
+              out.raw_data()));
+        });
+  }
   if (bias.defined() && bias.dtype() == DType::bf16) {
     // cuDNN's tensor addition is not documented for bf16: tandem's own broadcast add.
     const Tensor b = make_tensor(bias.storage(), out.shape(), {0, 1, 0, 0}, bias.storage_offset(),
@@ -322,11 +329,12 @@ void bias_grad_by_rows(const Tensor& grad_bias, const Tensor& grad_out) {
   kernels::copy(grad_bias, sums);
 }
 
-void conv2d_backward(const Tensor& grad_out, const Tensor& in, const Tensor& weight_in,
-                     const Tensor& grad_in, const Tensor& grad_weight_out, const Tensor& grad_bias,
-                     const kernels::Conv2dParams& p) {
-  Setup s(in.device().index());
-  const cudnnTensorFormat_t format = call_format(in);
+// The input's and the weight's gradients (each when defined and not empty), both sides of the
+// convolution non-empty.
+void input_and_weight_gradients(const Setup& s, cudnnTensorFormat_t format, const Scalars& k,
+                                const Tensor& grad_out, const Tensor& in,
+                                const Tensor& weight_in, const Tensor& grad_in,
+                                const Tensor& grad_weight_out, const kernels::Conv2dParams& p) {
   const Tensor weight = weight_for(weight_in, format);
   // The filter gradient in the call's layout, copied into the caller's at the end if that is
   // another one.
@@ -337,7 +345,6 @@ void conv2d_backward(const Tensor& grad_out, const Tensor& in, const Tensor& wei
   TensorDesc x(in, format), dy(grad_out, format);
   FilterDesc w(weight, format);
   ConvDesc conv(p, in.dtype());
-  const Scalars k(in.dtype());
   if (grad_in.defined() && grad_in.numel() > 0) {
     run_ranked<cudnnConvolutionBwdDataAlgoPerf_t>(
         key_of(Direction::backward_data, in, weight, p, format), in.device(), conv.d,
@@ -389,10 +396,29 @@ void conv2d_backward(const Tensor& grad_out, const Tensor& in, const Tensor& wei
         });
     if (!grad_weight.is_same(grad_weight_out)) kernels::copy(grad_weight_out, grad_weight);
   }
-  if (grad_bias.defined() && grad_bias.numel() > 0 && grad_bias.dtype() == DType::bf16) {
+}
+
+void conv2d_backward(const Tensor& grad_out, const Tensor& in, const Tensor& weight_in,
+                     const Tensor& grad_in, const Tensor& grad_weight_out, const Tensor& grad_bias,
+                     const kernels::Conv2dParams& p) {
+  Setup s(in.device().index());
+  const cudnnTensorFormat_t format = call_format(in);
+  const Scalars k(in.dtype());
+  if (in.numel() > 0 && grad_out.numel() > 0) {
+    input_and_weight_gradients(s, format, k, grad_out, in, weight_in, grad_in, grad_weight_out, p);
+  } else {
+    // A zero size on either side (no channels, no pixels; cuDNN takes no descriptor with one):
+    // nothing flows back to the input or the weight.
+    for (const Tensor& g : {grad_in, grad_weight_out})
+      if (g.defined()) kernels::fill(g, 0.0);
+  }
+  if (!grad_bias.defined() || grad_bias.numel() == 0) return;
+  if (grad_out.numel() == 0) {
+    kernels::fill(grad_bias, 0.0);
+  } else if (grad_bias.dtype() == DType::bf16) {
     bias_grad_by_rows(grad_bias, grad_out);
-  } else if (grad_bias.defined() && grad_bias.numel() > 0) {
-    TensorDesc db(grad_bias.dtype(), 1, grad_bias.size(0), 1, 1);
+  } else {
+    TensorDesc dy(grad_out, format), db(grad_bias.dtype(), 1, grad_bias.size(0), 1, 1);
     TANDEM_CUDNN_CHECK(cudnnConvolutionBackwardBias(s.h, k.one(), dy.d, grad_out.raw_data(),
                                                     k.zero(), db.d, grad_bias.raw_data()));
   }

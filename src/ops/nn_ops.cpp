@@ -234,6 +234,17 @@ Tensor conv_transpose2d(const Tensor& input, const Tensor& weight, const Tensor&
   if (bias.defined())
     TANDEM_CHECK(bias.dim() == 1 && bias.size(0) == co, op, ": bias must be (", co, "), got ",
                  shape_str(bias.shape()));
+  // An output_padding of a stride or more (allowed below the dilation) is the same convolution
+  // of the input with zero rows (columns) after its last, a stride of output_padding each: the
+  // kernels then always have output_padding < stride, the only case cuDNN's backward data (the
+  // GPU's transposed convolution) accepts, as its output must map back onto its input.
+  const Int2 extra(output_padding.h / stride.h, output_padding.w / stride.w);
+  if (extra.h > 0 || extra.w > 0)
+    return in_format_of(input, conv_transpose2d(pad(input, {0, extra.w, 0, extra.h}), weight,
+                                                bias, stride, padding,
+                                                Int2(output_padding.h % stride.h,
+                                                     output_padding.w % stride.w),
+                                                groups, dilation));
   auto size = [](int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, int64_t extra) {
     return (in - 1) * s - 2 * p + d * (k - 1) + extra + 1;
   };

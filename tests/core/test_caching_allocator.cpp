@@ -212,6 +212,28 @@ TEST_CASE("caching allocator as the pinned host cache: a staging buffer an async
   CHECK(f.alloc->stats().device_allocs == 1);
 }
 
+TEST_CASE("caching allocator: neighbours whose events finish together merge once", "[cuda_alloc]") {
+  // Found by the CUDA emulation (the loader's pinned staging): two blocks of one segment, each
+  // waiting for the same stream's event, both ready in one pass. Releasing the first merged the
+  // second before the second's own release, which then worked on a deleted block.
+  Fixture f;
+  const cuda::StreamId host = 0, gpu0 = 1;
+  void* a = f.alloc->allocate(400 * 1024, host);
+  void* b = f.alloc->allocate(400 * 1024, host);
+  void* c = f.alloc->allocate(400 * 1024, host);
+  REQUIRE(addr(b) == addr(a) + 400 * 1024);
+  for (void* p : {a, b, c}) f.alloc->record_stream(p, gpu0);
+  for (void* p : {c, a, b}) f.alloc->free(p);
+  CHECK(f.alloc->stats().pending_blocks == 3);
+  f.device->finish(gpu0);
+  // One pass over the events gives the whole segment back, as one block: two 1 MiB requests fit.
+  CHECK(f.alloc->allocate(kMiB, host) == a);
+  CHECK(f.alloc->stats().pending_blocks == 0);
+  CHECK(f.alloc->allocate(kMiB, host) == static_cast<char*>(a) + kMiB);
+  CHECK(f.alloc->stats().active_blocks == 2);
+  CHECK(f.alloc->stats().device_allocs == 1);
+}
+
 TEST_CASE("caching allocator: a free on a broken device does not throw, and the block whose "
           "other-stream use cannot be ordered is never handed out again",
           "[cuda_alloc]") {

@@ -89,6 +89,9 @@ TEST_CASE("gradcheck: transposed convolution", "[gradcheck]") {
             {r({2, 3, 3, 4}), r({3, 2, 3, 3}), r({2})});
   gradcheck([](V x) { return conv_transpose2d(x[0], x[1], {}, Int2(1, 2), 0, 0, 2, 2); },
             {r({1, 4, 3, 3}), r({4, 1, 2, 3})});
+  // output_padding >= stride (below the dilation): through the padded input.
+  gradcheck([](V x) { return conv_transpose2d(x[0], x[1], x[2], Int2(1, 2), 1, 1, 2, Int2(2, 1)); },
+            {r({1, 4, 3, 3}), r({4, 1, 3, 2}), r({2})});
 }
 
 TEST_CASE("gradcheck: batch norm and pooling", "[gradcheck]") {

@@ -207,3 +207,36 @@ TEST_CASE("f32 convolution paths agree with the f64 reference path", "[ops]") {
     require_close(b32.grad(), b.grad(), 1e-4, 1e-3, "bias gradient");
   }
 }
+
+TEST_CASE("conv_transpose2d with an output_padding of a stride or more matches its definition",
+          "[ops][conv]") {
+  // Allowed below the dilation; computed as the transposed convolution of the input with zero
+  // rows added. Against the definition: x[n, ci, i, j] * w[ci, co, a, b] lands on
+  // out[n, group(ci) * C_out/groups + co, i * s - p + a * d, j * s - p + b * d].
+  Generator gen(31);
+  const int64_t n = 2, ci = 4, h = 3, w = 4, groups = 2, cog = 3, kh = 3, kw = 2;
+  const Int2 s(1, 2), p(1, 0), op(1, 1), d(2, 1);
+  Tensor x = randn({n, ci, h, w}, DType::f64, &gen), wt = randn({ci, cog, kh, kw}, DType::f64, &gen);
+  Tensor y = conv_transpose2d(x, wt, Tensor(), s, p, op, groups, d);
+  const int64_t ho = (h - 1) * s.h - 2 * p.h + d.h * (kh - 1) + op.h + 1;
+  const int64_t wo = (w - 1) * s.w - 2 * p.w + d.w * (kw - 1) + op.w + 1;
+  REQUIRE(y.shape() == Shape{n, groups * cog, ho, wo});
+  std::vector<double> want(static_cast<size_t>(y.numel()), 0.0);
+  const auto xv = x.to_vector<double>(), wv = wt.to_vector<double>();
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t c = 0; c < ci; ++c)
+      for (int64_t i = 0; i < h; ++i)
+        for (int64_t j = 0; j < w; ++j)
+          for (int64_t o = 0; o < cog; ++o)
+            for (int64_t a = 0; a < kh; ++a)
+              for (int64_t e = 0; e < kw; ++e) {
+                const int64_t r = i * s.h - p.h + a * d.h, q = j * s.w - p.w + e * d.w;
+                if (r < 0 || r >= ho || q < 0 || q >= wo) continue;
+                const int64_t oc = c / (ci / groups) * cog + o;
+                want[static_cast<size_t>(((b * groups * cog + oc) * ho + r) * wo + q)] +=
+                    xv[static_cast<size_t>(((b * ci + c) * h + i) * w + j)] *
+                    wv[static_cast<size_t>(((c * cog + o) * kh + a) * kw + e)];
+              }
+  const auto got = y.to_vector<double>();
+  for (size_t k = 0; k < got.size(); ++k) REQUIRE(got[k] == Approx(want[k]).margin(1e-12));
+}
