@@ -1,8 +1,9 @@
 // Batched matrix products on the GPU through cuBLAS: out (B, M, N) = a (B, M, K) @ b (B, K, N)
-// in f32, f64, f16 and bf16, accumulating in f32 (f64 for f64). Row-major products are
-// column-major ones transposed: out^T = b^T a^T, so each operand whose rows or columns are
-// unit-strided goes in as it lies, transposed through cuBLAS's op flag where needed, and only
-// other layouts are copied first. TF32 for f32 products is off unless
+// in f32, f64, f16 and bf16, accumulating in f32 (f64 for f64; for f16 and bf16 cuBLAS may add
+// split-K partial sums in the narrow type, which PyTorch allows by default too). Row-major
+// products are column-major ones transposed: out^T = b^T a^T, so each operand whose rows or
+// columns are unit-strided goes in as it lies, transposed through cuBLAS's op flag where needed,
+// and only other layouts are copied first. TF32 for f32 products is off unless
 // cuda::set_allow_tf32_matmul(true) (PyTorch's default).
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -88,7 +89,9 @@ void bmm(const Tensor& out, const Tensor& a_in, const Tensor& b_in) {
     b = b.contiguous();
     lb = as_transposed(k, n, b.stride(1), b.stride(2));
   }
-  const bool out_direct = out.stride(2) == 1 && out.stride(1) >= n && (batch == 1 || out.stride(0) >= m * n);
+  // Written in place when its rows are unit-strided and neither rows nor matrices overlap.
+  const bool out_direct = out.stride(2) == 1 && (m == 1 || out.stride(1) >= n) &&
+                          (batch == 1 || out.stride(0) >= (m - 1) * out.stride(1) + n);
   Tensor c = out_direct ? out : make_tensor(out.shape(), out.dtype(), out.device());
   const int device = out.device().index();
   DeviceGuard guard(device);
@@ -112,7 +115,8 @@ void bmm(const Tensor& out, const Tensor& a_in, const Tensor& b_in) {
       h, lb.op, la.op, narrow(n, "n"), narrow(m, "m"), narrow(k, "k"), alpha, b.raw_data(), type,
       narrow(lb.ld, "leading dimension"), b.stride(0), a.raw_data(), type,
       narrow(la.ld, "leading dimension"), a.stride(0), beta, c.raw_data(), type,
-      narrow(c.stride(1), "leading dimension"), c.stride(0), narrow(batch, "batch"), compute,
+      narrow(m == 1 ? n : c.stride(1), "leading dimension"), c.stride(0), narrow(batch, "batch"),
+      compute,
       CUBLAS_GEMM_DEFAULT));
   if (!out_direct) kernels::copy(out, c);
 }

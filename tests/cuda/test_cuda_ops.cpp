@@ -278,6 +278,14 @@ TEST_CASE("CUDA matrix products through cuBLAS match the CPU in every float dtyp
     same_on_gpu("mm of narrowed and transposed views", {m}, [](auto& v) {
       return mm(v[0].narrow(1, 3, 10).t(), v[0].narrow(1, 0, 5));
     }, t);
+    // One output row (cuBLAS's leading dimension then free), a dot, a batch-broadcast operand.
+    same_on_gpu("row times matrix, and a dot", {m, w}, [](auto& v) {
+      return cat({mm(v[0].narrow(0, 0, 1), v[1].t()).reshape({-1}),
+                  mm(v[0].narrow(0, 1, 1), v[0].narrow(0, 2, 1).t()).reshape({-1})});
+    }, t);
+    same_on_gpu("bmm of an expanded operand", {a, b}, [](auto& v) {
+      return bmm(v[0], v[1].narrow(0, 0, 1).expand({3, 33, 9}));
+    }, t);
   }
 }
 

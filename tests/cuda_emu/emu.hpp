@@ -105,8 +105,8 @@ T atomicAdd(T* address, T v) {
 template <typename T>
 T atomicMin(T* address, T v) {
   T old = __atomic_load_n(address, __ATOMIC_RELAXED);
-  while (v < old &&
-         !__atomic_compare_exchange_n(address, &old, v, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+  while (v < old && !__atomic_compare_exchange_n(address, &old, v, false, __ATOMIC_RELAXED,
+                                                  __ATOMIC_RELAXED)) {
   }
   return old;
 }

@@ -443,7 +443,8 @@ cudaError_t cudaDeviceGetPCIBusId(char* id, int len, int d) {
   std::snprintf(id, static_cast<size_t>(len), "0000:%02x:00.0", d + 1);
   return cudaSuccess;
 }
-cudaError_t cudaGetDriverEntryPointByVersion(const char*, void** fn, unsigned int, unsigned long long,
+cudaError_t cudaGetDriverEntryPointByVersion(const char*, void** fn, unsigned int,
+                                             unsigned long long,
                                              cudaDriverEntryPointQueryResult* found) {
   if (fn) *fn = nullptr;
   if (found) *found = cudaDriverEntryPointSymbolNotFound;
