@@ -4,6 +4,9 @@
 # Sets TANDEM_HAS_CUDA and, when true, an interface target tandem::cuda_deps.
 set(TANDEM_HAS_CUDA OFF)
 if(TANDEM_CUDA_EMULATION)
+  if(TANDEM_SANITIZE_THREAD)
+    message(FATAL_ERROR "TANDEM_CUDA_EMULATION: its fibers are not annotated for ThreadSanitizer")
+  endif()
   # The toolkit's headers (types, cuBLAS's, cuDNN's and NCCL's declarations) and tests/cuda_emu's
   # CPU stand-ins for the libraries behind them.
   find_package(Python3 REQUIRED COMPONENTS Interpreter)
@@ -21,6 +24,8 @@ if(TANDEM_CUDA_EMULATION)
   add_library(tandem_cuda_emu STATIC ${_emu}/runtime.cpp ${_emu}/cublas.cpp ${_emu}/cudnn.cpp)
   target_include_directories(tandem_cuda_emu SYSTEM PUBLIC ${_tandem_emu_includes})
   set_target_properties(tandem_cuda_emu PROPERTIES POSITION_INDEPENDENT_CODE ON)
+  # Its fiber switch returns onto another stack, which a CET shadow stack would refuse.
+  set_property(SOURCE ${_emu}/runtime.cpp APPEND PROPERTY COMPILE_OPTIONS -fcf-protection=none)
   add_library(tandem_cuda_deps INTERFACE)
   add_library(tandem::cuda_deps ALIAS tandem_cuda_deps)
   target_link_libraries(tandem_cuda_deps INTERFACE tandem_cuda_emu)

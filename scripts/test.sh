@@ -28,8 +28,11 @@ clang=(-DCMAKE_CXX_COMPILER=clang++-14 -DCMAKE_BUILD_TYPE=None "-DCMAKE_CXX_FLAG
        -DTANDEM_BUILD_BENCHMARKS=OFF)
 # With the CUDA backend emulated on the CPU where the toolkit's headers are (tests/cuda_emu): its
 # kernels, its cuBLAS and cuDNN calls and its allocator run in the [cuda] tests, under ASan.
-emulate=OFF
-[ -f /usr/local/cuda/include/cuda_runtime.h ] && [ -f /usr/local/cuda/include/cudnn.h ] && emulate=ON
+emulate=ON
+for h in cuda_runtime.h cublas_v2.h cudnn.h nccl.h; do
+  [ -f "/usr/local/cuda/include/$h" ] || emulate=OFF
+done
+[ "$emulate" = OFF ] && echo "no CUDA toolkit headers in /usr/local/cuda: the GPU tests do not run"
 "$root/scripts/build.sh" "$root/build-asan" "${clang[@]}" -DTANDEM_SANITIZE=ON -DTANDEM_FUZZ=ON \
   -DTANDEM_CPU_ISAS=$isa -DTANDEM_CUDA_EMULATION=$emulate
 export ASAN_SYMBOLIZER_PATH="${ASAN_SYMBOLIZER_PATH:-$(command -v llvm-symbolizer-14 || true)}"
@@ -50,8 +53,10 @@ if [ "$emulate" = ON ]; then
   # The longest (two minutes) beside the others, on the second core.
   gpu_tests "*ResNet-20 trains the same on the GPU*" >"$root/build-asan/gpu_resnet.log" 2>&1 &
   resnet=$!
+  trap 'kill "$resnet" 2>/dev/null' EXIT
   gpu_tests "[cuda]~*ResNet-20*,[gpu],[nccl]"
   wait "$resnet" || { cat "$root/build-asan/gpu_resnet.log"; exit 1; }
+  trap - EXIT
   tail -n 2 "$root/build-asan/gpu_resnet.log"
 fi
 stage "fuzz every reader, ${TANDEM_FUZZ_SECONDS:-30} s each"

@@ -270,9 +270,9 @@ void conv2d_forward(const Tensor& out, const Tensor& in, const Tensor& weight_in
   const cudnnTensorFormat_t format = call_format(in);
   TensorDesc y(out, format);
   const Scalars k(in.dtype());
-  if (in.numel() == 0) {
-    // No input channels or no input pixels (only padding): nothing to convolve, and cuDNN takes
-    // no descriptor with a zero size.
+  if (in.numel() == 0 || weight_in.numel() == 0) {
+    // No input channels, no input pixels (only padding) or an empty kernel: nothing to convolve,
+    // and cuDNN takes no descriptor with a zero size.
     kernels::fill(out, 0.0);
   } else {
     const Tensor weight = weight_for(weight_in, format);
@@ -404,11 +404,11 @@ void conv2d_backward(const Tensor& grad_out, const Tensor& in, const Tensor& wei
   Setup s(in.device().index());
   const cudnnTensorFormat_t format = call_format(in);
   const Scalars k(in.dtype());
-  if (in.numel() > 0 && grad_out.numel() > 0) {
+  if (in.numel() > 0 && grad_out.numel() > 0 && weight_in.numel() > 0) {
     input_and_weight_gradients(s, format, k, grad_out, in, weight_in, grad_in, grad_weight_out, p);
   } else {
-    // A zero size on either side (no channels, no pixels; cuDNN takes no descriptor with one):
-    // nothing flows back to the input or the weight.
+    // A zero size on either side or in the kernel (cuDNN takes no descriptor with one): nothing
+    // flows back to the input or the weight.
     for (const Tensor& g : {grad_in, grad_weight_out})
       if (g.defined()) kernels::fill(g, 0.0);
   }

@@ -96,6 +96,10 @@ void check_conv_operands(const Tensor& input, const Tensor& weight, const Tensor
   TANDEM_CHECK(groups >= 1, op, ": groups must be positive, got ", groups);
   TANDEM_CHECK(weight.dim() == 4, op, ": weight must be ", weight_layout, ", got ",
                shape_str(weight.shape()));
+  // As PyTorch: an input without pixels (convolved into padding alone) is refused.
+  TANDEM_CHECK(input.dim() != 4 || (input.size(2) > 0 && input.size(3) > 0), op,
+               ": only zero batch or zero channel inputs are supported, but got input shape ",
+               shape_str(input.shape()));
 }
 
 // The layout a convolution runs in. A channels-last input convolves as it lies into a

@@ -335,6 +335,14 @@ cudnnStatus_t find(Dir dir, cudnnHandle_t handle, const Operands& o, int algo_co
   return CUDNN_STATUS_SUCCESS;
 }
 
+// A descriptor, as cuDNN allocates one.
+template <typename T>
+cudnnStatus_t create(T** out) {
+  if (out == nullptr) return CUDNN_STATUS_BAD_PARAM;
+  *out = new (std::nothrow) T;
+  return *out ? CUDNN_STATUS_SUCCESS : CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED;
+}
+
 }  // namespace
 
 extern "C" {
@@ -379,9 +387,7 @@ cudnnStatus_t cudnnSetStream(cudnnHandle_t handle, cudaStream_t streamId) {
 // --- descriptors ----------------------------------------------------------------------------
 
 cudnnStatus_t cudnnCreateTensorDescriptor(cudnnTensorDescriptor_t* tensorDesc) {
-  if (tensorDesc == nullptr) return CUDNN_STATUS_BAD_PARAM;
-  *tensorDesc = new (std::nothrow) cudnnTensorStruct;
-  return *tensorDesc ? CUDNN_STATUS_SUCCESS : CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED;
+  return create(tensorDesc);
 }
 
 cudnnStatus_t cudnnDestroyTensorDescriptor(cudnnTensorDescriptor_t tensorDesc) {
@@ -396,9 +402,7 @@ cudnnStatus_t cudnnSetTensor4dDescriptor(cudnnTensorDescriptor_t tensorDesc,
 }
 
 cudnnStatus_t cudnnCreateFilterDescriptor(cudnnFilterDescriptor_t* filterDesc) {
-  if (filterDesc == nullptr) return CUDNN_STATUS_BAD_PARAM;
-  *filterDesc = new (std::nothrow) cudnnFilterStruct;
-  return *filterDesc ? CUDNN_STATUS_SUCCESS : CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED;
+  return create(filterDesc);
 }
 
 cudnnStatus_t cudnnDestroyFilterDescriptor(cudnnFilterDescriptor_t filterDesc) {
@@ -414,9 +418,7 @@ cudnnStatus_t cudnnSetFilter4dDescriptor(cudnnFilterDescriptor_t filterDesc,
 }
 
 cudnnStatus_t cudnnCreateConvolutionDescriptor(cudnnConvolutionDescriptor_t* convDesc) {
-  if (convDesc == nullptr) return CUDNN_STATUS_BAD_PARAM;
-  *convDesc = new (std::nothrow) cudnnConvolutionStruct;
-  return *convDesc ? CUDNN_STATUS_SUCCESS : CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED;
+  return create(convDesc);
 }
 
 cudnnStatus_t cudnnDestroyConvolutionDescriptor(cudnnConvolutionDescriptor_t convDesc) {

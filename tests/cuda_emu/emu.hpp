@@ -2,10 +2,11 @@
 // compiled by the host compiler after rewrite_launches.py turned its launches into
 // tandem_emu::launch calls. Every thread of a block runs on a fiber of its own (runtime.cpp), so
 // __syncthreads and warp shuffles have their real meaning: a barrier waits for the whole block, a
-// shuffle for its warp. What CUDA leaves undefined and a GPU would run anyway (a barrier some
-// threads of the block skip, a shuffle naming lanes that are not there, dynamic shared memory)
-// stops the program with a message instead. Device memory is host memory (runtime.cpp), so
-// AddressSanitizer checks each kernel's accesses.
+// shuffle for its warp. A kernel bug a GPU might run through anyway (a barrier some threads of
+// the block exited before, a shuffle naming lanes that are not there; runtime.cpp lists them, a
+// few stricter than CUDA) stops the program with a message instead, as does dynamic shared
+// memory (not emulated). Device memory is host memory (runtime.cpp), so AddressSanitizer checks
+// each kernel's accesses to it; not to __shared__ arrays (thread-local statics).
 #pragma once
 
 #define __host__

@@ -77,10 +77,13 @@ def rewrite(src):
         close = balanced(src, paren, "(", ")")
         kernel = src[start:lt].strip()
         args = src[paren + 1:close - 1]
+        # The line breaks dropped with the kernel's and the argument list's leading whitespace
+        # go after the call: every later line keeps its number.
+        dropped = src[start:lt].count("\n") + src[gt + 3:paren].count("\n")
         out.append(src[pos:start])
         name = " ".join(kernel.split()).replace('"', '')
         out.append(f'::tandem_emu::launch("{name}", {config}, std::make_tuple({args}), '
-                   f"[](auto&... args_) {{ {kernel}(args_...); }})")
+                   f"[](auto&... args_) {{ {kernel}(args_...); }})" + "\n" * dropped)
         pos = close
     out.append(src[pos:])
     return "".join(out)

@@ -11,6 +11,13 @@ TEST_CASE("shape errors", "[errors]") {
         "conv2d: input of spatial size (2, 2) with padding (0, 0) is smaller than the dilated kernel (3, 3)");
   CHECK(error_of([] { conv2d(zeros({1, 4, 5, 5}), zeros({3, 2, 3, 3}), Tensor(), 1, 0, 1, 2); }) ==
         "conv2d: C_out (3) must be divisible by groups (2)");
+  // As PyTorch: no pixels is refused (a CPU crash and a cuDNN error before), no channels not.
+  CHECK(error_of([] { conv2d(zeros({2, 3, 0, 4}), zeros({3, 3, 3, 3}), Tensor(), 1, 2); }) ==
+        "conv2d: only zero batch or zero channel inputs are supported, but got input shape "
+        "(2, 3, 0, 4)");
+  CHECK(error_of([] { conv_transpose2d(zeros({2, 3, 4, 0}), zeros({3, 2, 3, 3})); }) ==
+        "conv_transpose2d: only zero batch or zero channel inputs are supported, but got input "
+        "shape (2, 3, 4, 0)");
   CHECK(error_of([] { add(zeros({2, 3}), zeros({4})); }) ==
         "add: shapes (2, 3) and (4,) cannot be broadcast together (dim 1: 3 vs 4)");
   CHECK(error_of([] { matmul(zeros({2, 3}), zeros({4, 5})); }) ==
