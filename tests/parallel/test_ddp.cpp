@@ -361,6 +361,7 @@ TEST_CASE("DDP broadcasts rank 0's buffers at every training forward", "[paralle
   // Packed by dtype into one broadcast each: running mean and variance (f32) and the batch count
   // (i64); each comes back where it was.
   std::vector<std::vector<float>> before_second(2), var(2), own_var(2);
+  std::vector<int64_t> batches(2);  // checked after: Catch's assertions are not thread-safe
   parallel::launch(2, [&](parallel::Rank& r) {
     auto bn = std::make_shared<nn::BatchNorm2d>(3);
     auto model = std::make_shared<nn::Sequential>(std::make_shared<nn::Conv2d>(2, 3, 3), bn);
@@ -373,8 +374,9 @@ TEST_CASE("DDP broadcasts rank 0's buffers at every training forward", "[paralle
     ddp.prepare_forward();
     before_second[r.rank()] = bn->running_mean.to_vector<float>();
     var[r.rank()] = bn->running_var.to_vector<float>();
-    CHECK(bn->num_batches_tracked.item<int64_t>() == 1);
+    batches[r.rank()] = bn->num_batches_tracked.item<int64_t>();
   });
+  CHECK(batches == std::vector<int64_t>{1, 1});
   REQUIRE(before_second[0] == before_second[1]);
   REQUIRE(before_second[0] != std::vector<float>(3, 0.0f));
   REQUIRE(own_var[0] != own_var[1]);
