@@ -5,8 +5,9 @@
 // shuffle for its warp. A kernel bug a GPU might run through anyway (a barrier some threads of
 // the block exited before, a shuffle naming lanes that are not there; runtime.cpp lists them, a
 // few stricter than CUDA) stops the program with a message instead, as does dynamic shared
-// memory (not emulated). Device memory is host memory (runtime.cpp), so AddressSanitizer checks
-// each kernel's accesses to it; not to __shared__ arrays (thread-local statics).
+// memory (not emulated). Device memory is host memory (runtime.cpp), so AddressSanitizer sees a
+// kernel's access past a cudaMalloc'd segment; not one inside a segment the caching allocator
+// carves into blocks, nor one past a __shared__ array (thread-local statics).
 #pragma once
 
 #define __host__

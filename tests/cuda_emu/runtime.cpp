@@ -1,6 +1,7 @@
 // The CUDA emulation's runtime: the kernel scheduler behind emu.hpp, and the CUDA runtime API
 // calls tandem makes, on the CPU. Device memory is host memory (exact-size allocations, so
-// AddressSanitizer sees a kernel's out-of-bounds access), every stream runs its work at once
+// AddressSanitizer sees a kernel's access past a cudaMalloc'd segment; not one inside a segment
+// the caching allocator carves into blocks), every stream runs its work at once
 // (so events are done when recorded), and TANDEM_CUDA_EMU_DEVICES (default 1) devices of
 // TANDEM_CUDA_EMU_MEMORY_MB (default 4096) MiB each are visible.
 //
