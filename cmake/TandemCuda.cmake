@@ -29,6 +29,18 @@ if(TANDEM_CUDA_EMULATION)
   add_library(tandem_cuda_deps INTERFACE)
   add_library(tandem::cuda_deps ALIAS tandem_cuda_deps)
   target_link_libraries(tandem_cuda_deps INTERFACE tandem_cuda_emu)
+  # tandem_emulated_source(OUT CU): the .cu file CU (absolute) with its launches rewritten into
+  # OUT, a C++ source compiled with emu.hpp force-included. Called in the folder of the target
+  # that compiles OUT (generated files and source properties belong to their folder).
+  function(tandem_emulated_source out cu)
+    set(emu ${PROJECT_SOURCE_DIR}/tests/cuda_emu)
+    add_custom_command(OUTPUT ${out}
+      COMMAND ${Python3_EXECUTABLE} ${emu}/rewrite_launches.py ${cu} ${out}
+      DEPENDS ${cu} ${emu}/rewrite_launches.py
+      COMMENT "Rewriting ${cu}'s launches for the CUDA emulation" VERBATIM)
+    set_property(SOURCE ${out} APPEND PROPERTY COMPILE_OPTIONS -include ${emu}/emu.hpp
+                 -Wno-unknown-pragmas)
+  endfunction()
   set(TANDEM_HAS_CUDA ON)
   message(STATUS "tandem: CUDA backend emulated on the CPU (tests/cuda_emu)")
   return()

@@ -866,8 +866,9 @@ void wgrad_rows(CacheLine* acc, const float* dyt, const float* xpad, const int64
 
 // wgrad_rows over every input channel: rows 0-1 of each, row 2 of two channels together. (The
 // AVX-512 build takes two channels at a time instead.)
-[[maybe_unused]] void wgrad_all_rows(CacheLine* acc, const float* dyt, const float* xpad, int64_t ci,
-                    int64_t plane, int64_t wp, int64_t ho, int64_t wo, int64_t sh, int64_t sw) {
+[[maybe_unused]] void wgrad_all_rows(CacheLine* acc, const float* dyt, const float* xpad,
+                                     int64_t ci, int64_t plane, int64_t wp, int64_t ho,
+                                     int64_t wo, int64_t sh, int64_t sw) {
   for (int64_t c = 0; c < ci; c += 2) {
     const int64_t x0 = c * plane, a0 = c * 9, x1 = x0 + plane, a1 = a0 + 9;
     wgrad_rows<2>(acc, dyt, xpad, {x0, x0 + wp}, {a0, a0 + 3}, wp, ho, wo, sh, sw);

@@ -116,8 +116,7 @@ void bmm(const Tensor& out, const Tensor& a_in, const Tensor& b_in) {
       narrow(lb.ld, "leading dimension"), b.stride(0), a.raw_data(), type,
       narrow(la.ld, "leading dimension"), a.stride(0), beta, c.raw_data(), type,
       narrow(m == 1 ? n : c.stride(1), "leading dimension"), c.stride(0), narrow(batch, "batch"),
-      compute,
-      CUBLAS_GEMM_DEFAULT));
+      compute, CUBLAS_GEMM_DEFAULT));
   if (!out_direct) kernels::copy(out, c);
 }
 

@@ -6,13 +6,13 @@
 // leading dimensions, operations, algorithms and type combinations answer INVALID_VALUE or
 // NOT_SUPPORTED, a null handle NOT_INITIALIZED.
 #include <cublas_v2.h>
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <new>
 #include <vector>
+
+#include "values.hpp"
 
 struct cublasContext {
   cudaStream_t stream = nullptr;
@@ -20,24 +20,19 @@ struct cublasContext {
 
 namespace {
 
-double load(const void* p, int64_t i, cudaDataType t) {
+// The types the callers pass (scale_type below refuses the others).
+tandem_emu::Real real(cudaDataType t) {
   switch (t) {
-    case CUDA_R_32F: return static_cast<const float*>(p)[i];
-    case CUDA_R_64F: return static_cast<const double*>(p)[i];
-    case CUDA_R_16F: return __half2float(static_cast<const __half*>(p)[i]);
-    default: return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
+    case CUDA_R_32F: return tandem_emu::Real::f32;
+    case CUDA_R_64F: return tandem_emu::Real::f64;
+    case CUDA_R_16F: return tandem_emu::Real::f16;
+    default: return tandem_emu::Real::bf16;
   }
 }
 
-// Rounds once, to nearest even.
-void store(void* p, int64_t i, cudaDataType t, double v) {
-  switch (t) {
-    case CUDA_R_32F: static_cast<float*>(p)[i] = static_cast<float>(v); break;
-    case CUDA_R_64F: static_cast<double*>(p)[i] = v; break;
-    case CUDA_R_16F: static_cast<__half*>(p)[i] = __double2half(v); break;
-    default: static_cast<__nv_bfloat16*>(p)[i] = __double2bfloat16(v); break;
-  }
-}
+double load(const void* p, int64_t i, cudaDataType t) { return tandem_emu::load(p, i, real(t)); }
+
+void store(void* p, int64_t i, cudaDataType t, double v) { tandem_emu::store(p, i, real(t), v); }
 
 // Whether cuBLAS's table for cublasGemmEx (its real f16, bf16, f32 and f64 rows) has the
 // combination, and the scale type (of alpha and beta) it gives.

@@ -10,8 +10,6 @@
 // BAD_PARAM or NOT_SUPPORTED. Of the algorithms, 0 runs without a workspace and 1 needs 1 MiB
 // (a smaller workspace is BAD_PARAM), so callers' workspace handling runs; the others report
 // NOT_SUPPORTED. Stricter than cuDNN: an output overlapping an input is BAD_PARAM.
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
 #include <cudnn.h>
 
 #include <algorithm>
@@ -19,6 +17,8 @@
 #include <cstring>
 #include <new>
 #include <vector>
+
+#include "values.hpp"
 
 struct cudnnContext {
   cudaStream_t stream = nullptr;
@@ -52,23 +52,22 @@ bool supported_type(cudnnDataType_t t) {
          t == CUDNN_DATA_BFLOAT16;
 }
 
-double load(const void* p, int64_t i, cudnnDataType_t t) {
+// The types supported_type accepts.
+tandem_emu::Real real(cudnnDataType_t t) {
   switch (t) {
-    case CUDNN_DATA_FLOAT: return static_cast<const float*>(p)[i];
-    case CUDNN_DATA_DOUBLE: return static_cast<const double*>(p)[i];
-    case CUDNN_DATA_HALF: return __half2float(static_cast<const __half*>(p)[i]);
-    default: return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
+    case CUDNN_DATA_FLOAT: return tandem_emu::Real::f32;
+    case CUDNN_DATA_DOUBLE: return tandem_emu::Real::f64;
+    case CUDNN_DATA_HALF: return tandem_emu::Real::f16;
+    default: return tandem_emu::Real::bf16;
   }
 }
 
-// Rounds once, to nearest even.
+double load(const void* p, int64_t i, cudnnDataType_t t) {
+  return tandem_emu::load(p, i, real(t));
+}
+
 void store(void* p, int64_t i, cudnnDataType_t t, double v) {
-  switch (t) {
-    case CUDNN_DATA_FLOAT: static_cast<float*>(p)[i] = static_cast<float>(v); break;
-    case CUDNN_DATA_DOUBLE: static_cast<double*>(p)[i] = v; break;
-    case CUDNN_DATA_HALF: static_cast<__half*>(p)[i] = __double2half(v); break;
-    default: static_cast<__nv_bfloat16*>(p)[i] = __double2bfloat16(v); break;
-  }
+  tandem_emu::store(p, i, real(t), v);
 }
 
 // alpha or beta: a double for f64 data, a float otherwise.

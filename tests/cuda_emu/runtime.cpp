@@ -76,6 +76,17 @@ tandem_emu_switch:
   .text
 )");
 
+// The runtime's error state, per thread as CUDA's: a failed call (or launch) sets it,
+// cudaGetLastError reads and clears it.
+namespace {
+thread_local cudaError_t g_last_error = cudaSuccess;
+
+cudaError_t fail(cudaError_t error) {
+  g_last_error = error;
+  return error;
+}
+}  // namespace
+
 namespace tandem_emu {
 namespace {
 
@@ -321,15 +332,15 @@ uint64_t shuffle_down(unsigned mask, uint64_t bits, unsigned delta) {
   return g_block.slots[parity][warp * kWarp + source];
 }
 
-void launch_failed(cudaError_t error);  // below, with the runtime's error state
-
 void run(dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t, const char* name,
          void (*body)(void*), void* state) {
   const uint64_t threads = uint64_t{block.x} * block.y * block.z;
   if (grid.x == 0 || grid.y == 0 || grid.z == 0 || threads == 0 || threads > 1024 ||
       block.x > 1024 || block.y > 1024 || block.z > 64 || grid.x > 0x7fffffffu ||
-      grid.y > 65535 || grid.z > 65535)
-    return launch_failed(cudaErrorInvalidConfiguration);
+      grid.y > 65535 || grid.z > 65535) {
+    fail(cudaErrorInvalidConfiguration);  // the launch's error, as a GPU's
+    return;
+  }
   if (shared_bytes != 0) kernel_bug("%s: dynamic shared memory is not emulated", name);
   if (g_block.current >= 0 || g_block.plain) kernel_bug("%s: launched from a kernel", name);
   if (g_block.fibers.size() < threads) g_block.fibers.resize(threads);
@@ -354,13 +365,7 @@ void run(dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t, const char* n
 // --- the runtime API ---------------------------------------------------------------------------
 namespace {
 
-thread_local cudaError_t g_last_error = cudaSuccess;
 thread_local int g_device = 0;
-
-cudaError_t fail(cudaError_t error) {
-  g_last_error = error;
-  return error;
-}
 
 int device_count() {
   static const int count = [] {
@@ -396,10 +401,6 @@ struct Event {
 };
 
 }  // namespace
-
-namespace tandem_emu {
-void launch_failed(cudaError_t error) { fail(error); }
-}  // namespace tandem_emu
 
 extern "C" {
 
