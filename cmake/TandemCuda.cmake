@@ -21,7 +21,8 @@ if(TANDEM_CUDA_EMULATION)
   endforeach()
   list(REMOVE_DUPLICATES _tandem_emu_includes)
   set(_emu ${CMAKE_CURRENT_SOURCE_DIR}/tests/cuda_emu)
-  add_library(tandem_cuda_emu STATIC ${_emu}/runtime.cpp ${_emu}/cublas.cpp ${_emu}/cudnn.cpp)
+  add_library(tandem_cuda_emu STATIC ${_emu}/runtime.cpp ${_emu}/cublas.cpp ${_emu}/cudnn.cpp
+              ${_emu}/nccl.cpp)
   target_include_directories(tandem_cuda_emu SYSTEM PUBLIC ${_tandem_emu_includes})
   set_target_properties(tandem_cuda_emu PROPERTIES POSITION_INDEPENDENT_CODE ON)
   # Its fiber switch returns onto another stack, which a CET shadow stack would refuse.

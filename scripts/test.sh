@@ -46,9 +46,11 @@ asan=(env ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:allocator_may_return_null
 TANDEM_CUDA_EMU_DEVICES=0 "${asan[@]}" ctest --test-dir "$root/build-asan" -j "$jobs" \
   --output-on-failure -E '^(example_resnet_smoke|headers_standalone_.*|downstream_.*)$'
 if [ "$emulate" = ON ]; then
-  stage "the GPU tests on the emulated GPU (TANDEM_REQUIRE_GPU=1: none may skip)"
+  # Two emulated GPUs: the nccl backend runs two ranks, with its fault tests, and DDP on both.
+  stage "the GPU tests on two emulated GPUs (TANDEM_REQUIRE_GPU=1: none may skip)"
   gpu_tests() {
-    TANDEM_REQUIRE_GPU=1 "${asan[@]}" "$root/build-asan/tests/tandem_tests" --warn NoTests "$@"
+    TANDEM_CUDA_EMU_DEVICES=2 TANDEM_REQUIRE_GPU=1 "${asan[@]}" \
+      "$root/build-asan/tests/tandem_tests" --warn NoTests "$@"
   }
   # The longest (two minutes) beside the others, on the second core.
   gpu_tests "*ResNet-20 trains the same on the GPU*" >"$root/build-asan/gpu_resnet.log" 2>&1 &

@@ -524,6 +524,11 @@ class NcclComm final : public Communicator {
     if (cudaStreamSynchronize(stream()) != cudaSuccess) cudaGetLastError();
   }
 
+  bool communicator_aborted() {
+    std::lock_guard<std::mutex> lock(comm_mu_);
+    return comm_ == nullptr;
+  }
+
   // Why this communicator must stop now, or "": the group aborted, an asynchronous NCCL error,
   // or the oldest pending collective past its deadline. Called with mu_ held.
   std::string failure() {
@@ -581,9 +586,10 @@ class NcclComm final : public Communicator {
         if (q != cudaSuccess) {
           group_->abort(p.state->what + ": " + cuda::error_text(q));
           p.state->complete(failure_of(p.state->what, group_->reason()));
-        } else if (group_->aborted()) {
-          // The abort may have ended its kernels (the event fires on the drained stream too):
-          // it cannot be called done.
+        } else if (group_->aborted() && communicator_aborted()) {
+          // This rank's abort may have ended its kernels (the event fires on the drained stream
+          // too): it cannot be called done. One whose event fired before this rank's abort did
+          // complete, though the group aborted meanwhile (another rank failed after it).
           p.state->complete(failure_of(p.state->what, group_->reason()));
         } else {
           p.state->complete();

@@ -1,5 +1,6 @@
 // A CPU stand-in for the cuBLAS functions tandem calls, for the CUDA emulation tests: device
-// memory is host memory and streams run synchronously, so each call does its work at once.
+// memory is host memory, and each call does its work on the handle's stream, after the work
+// queued there, before it returns (streams.hpp).
 // GEMMs follow cuBLAS's documented semantics (column-major operands, op N/T/C, strided batches,
 // alpha and beta in the compute type's scale type, C not read when beta is 0) and accumulate in
 // double, rounding once to the output type. Arguments are checked as cuBLAS checks them: sizes,
@@ -12,6 +13,7 @@
 #include <new>
 #include <vector>
 
+#include "streams.hpp"
 #include "values.hpp"
 
 struct cublasContext {
@@ -164,8 +166,11 @@ cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa,
                             cudaDataType Btype, int ldb, const void* beta, void* C,
                             cudaDataType Ctype, int ldc, cublasComputeType_t computeType,
                             cublasGemmAlgo_t algo) {
-  return gemm(handle, transa, transb, m, n, k, alpha, A, Atype, lda, 0, B, Btype, ldb, 0, beta, C,
-              Ctype, ldc, 0, 1, computeType, algo);
+  if (handle == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;
+  return tandem_emu::call_on_stream(handle->stream, [&] {
+    return gemm(handle, transa, transb, m, n, k, alpha, A, Atype, lda, 0, B, Btype, ldb, 0, beta,
+                C, Ctype, ldc, 0, 1, computeType, algo);
+  });
 }
 
 cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t handle, cublasOperation_t transa,
@@ -176,8 +181,11 @@ cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t handle, cublasOperation
                                           const void* beta, void* C, cudaDataType Ctype, int ldc,
                                           long long int strideC, int batchCount,
                                           cublasComputeType_t computeType, cublasGemmAlgo_t algo) {
-  return gemm(handle, transa, transb, m, n, k, alpha, A, Atype, lda, strideA, B, Btype, ldb,
-              strideB, beta, C, Ctype, ldc, strideC, batchCount, computeType, algo);
+  if (handle == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;
+  return tandem_emu::call_on_stream(handle->stream, [&] {
+    return gemm(handle, transa, transb, m, n, k, alpha, A, Atype, lda, strideA, B, Btype, ldb,
+                strideB, beta, C, Ctype, ldc, strideC, batchCount, computeType, algo);
+  });
 }
 
 }  // extern "C"

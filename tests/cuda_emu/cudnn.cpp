@@ -1,5 +1,6 @@
 // A CPU stand-in for the cuDNN functions tandem calls, for the CUDA emulation tests: device
-// memory is host memory and streams run synchronously, so each call does its work at once.
+// memory is host memory, and each call that touches it does its work on the handle's stream,
+// after the work queued there, before it returns (streams.hpp).
 // Handles and tensor, filter and convolution descriptors (4-d, NCHW or NHWC; f32, f64, f16,
 // bf16), 2-d convolutions forward, backward-data and backward-filter (padding, stride,
 // dilation, groups, cross-correlation or convolution), the bias gradient and cudnnAddTensor,
@@ -18,6 +19,7 @@
 #include <new>
 #include <vector>
 
+#include "streams.hpp"
 #include "values.hpp"
 
 struct cudnnContext {
@@ -259,8 +261,8 @@ size_t workspace_of(int algo) { return algo == 1 ? kAlgo1Workspace : 0; }
 
 // A convolution call: checks the arguments, the algorithm and the workspace, scribbles over the
 // workspace as a kernel would, and runs the convolution.
-cudnnStatus_t run(Dir dir, cudnnHandle_t handle, const Operands& o, const void* alpha,
-                  const void* beta, int algo, int algo_count, void* ws, size_t ws_bytes) {
+cudnnStatus_t run_now(Dir dir, cudnnHandle_t handle, const Operands& o, const void* alpha,
+                      const void* beta, int algo, int algo_count, void* ws, size_t ws_bytes) {
   Problem p{};
   if (!handle || !alpha || !beta || !o.x || !o.w || !o.y || algo < 0 || algo >= algo_count)
     return CUDNN_STATUS_BAD_PARAM;
@@ -271,6 +273,14 @@ cudnnStatus_t run(Dir dir, cudnnHandle_t handle, const Operands& o, const void* 
   if (need > 0) std::memset(ws, 0xA5, need);
   const cudnnDataType_t t = o.xd->type;
   return convolve(dir, p, o, scalar(alpha, t), scalar(beta, t));
+}
+
+cudnnStatus_t run(Dir dir, cudnnHandle_t handle, const Operands& o, const void* alpha,
+                  const void* beta, int algo, int algo_count, void* ws, size_t ws_bytes) {
+  if (!handle) return CUDNN_STATUS_BAD_PARAM;
+  return tandem_emu::call_on_stream(handle->stream, [&] {
+    return run_now(dir, handle, o, alpha, beta, algo, algo_count, ws, ws_bytes);
+  });
 }
 
 // Fills perf with the algorithms ranked: those that run, fastest first (1, then 0), then those
@@ -321,8 +331,8 @@ cudnnStatus_t heuristics(Dir dir, cudnnHandle_t handle, const Operands& o, int a
 // cudnnFind*AlgorithmEx: ranks the algorithms within the workspace given, and runs the
 // convolution into the output as the trials would.
 template <typename Perf, typename Algo>
-cudnnStatus_t find(Dir dir, cudnnHandle_t handle, const Operands& o, int algo_count, int requested,
-                   int* returned, Perf* perf, void* ws, size_t ws_bytes) {
+cudnnStatus_t find_now(Dir dir, cudnnHandle_t handle, const Operands& o, int algo_count,
+                       int requested, int* returned, Perf* perf, void* ws, size_t ws_bytes) {
   Problem p{};
   if (!handle || !o.x || !o.w || !o.y || requested < 1 || !returned || !perf ||
       (ws_bytes > 0 && ws == nullptr))
@@ -332,6 +342,16 @@ cudnnStatus_t find(Dir dir, cudnnHandle_t handle, const Operands& o, int algo_co
   if (const cudnnStatus_t s = convolve(dir, p, o, 1, 0)) return s;
   rank<Perf, Algo>(dir, *o.conv, algo_count, ws_bytes, requested, returned, perf);
   return CUDNN_STATUS_SUCCESS;
+}
+
+template <typename Perf, typename Algo>
+cudnnStatus_t find(Dir dir, cudnnHandle_t handle, const Operands& o, int algo_count, int requested,
+                   int* returned, Perf* perf, void* ws, size_t ws_bytes) {
+  if (!handle) return CUDNN_STATUS_BAD_PARAM;
+  return tandem_emu::call_on_stream(handle->stream, [&] {
+    return find_now<Perf, Algo>(dir, handle, o, algo_count, requested, returned, perf, ws,
+                                ws_bytes);
+  });
 }
 
 // A descriptor, as cuDNN allocates one.
@@ -483,7 +503,9 @@ cudnnStatus_t cudnnAddTensor(cudnnHandle_t handle, const void* alpha,
     if (a.size[i] == 1) a.stride[i] = 0;
     a.size[i] = cDesc->size[i];
   }
-  blend(*cDesc, C, gather(a, A), scalar(alpha, cDesc->type), scalar(beta, cDesc->type));
+  tandem_emu::run_on_stream(handle->stream, [&] {
+    blend(*cDesc, C, gather(a, A), scalar(alpha, cDesc->type), scalar(beta, cDesc->type));
+  });
   return CUDNN_STATUS_SUCCESS;
 }
 
@@ -497,12 +519,14 @@ cudnnStatus_t cudnnConvolutionBackwardBias(cudnnHandle_t handle, const void* alp
       dbDesc->size[1] != dyDesc->size[1] || dbDesc->size[2] != 1 || dbDesc->size[3] != 1 ||
       overlap(*dyDesc, dy, *dbDesc, db))
     return CUDNN_STATUS_BAD_PARAM;
-  const std::vector<double> g = gather(*dyDesc, dy);
-  const int64_t k = dyDesc->size[1], hw = dyDesc->size[2] * dyDesc->size[3];
-  std::vector<double> sum(static_cast<size_t>(k));
-  for (size_t i = 0; i < g.size(); ++i)
-    sum[static_cast<size_t>(static_cast<int64_t>(i) / hw % k)] += g[i];
-  blend(*dbDesc, db, sum, scalar(alpha, dbDesc->type), scalar(beta, dbDesc->type));
+  tandem_emu::run_on_stream(handle->stream, [&] {
+    const std::vector<double> g = gather(*dyDesc, dy);
+    const int64_t k = dyDesc->size[1], hw = dyDesc->size[2] * dyDesc->size[3];
+    std::vector<double> sum(static_cast<size_t>(k));
+    for (size_t i = 0; i < g.size(); ++i)
+      sum[static_cast<size_t>(static_cast<int64_t>(i) / hw % k)] += g[i];
+    blend(*dbDesc, db, sum, scalar(alpha, dbDesc->type), scalar(beta, dbDesc->type));
+  });
   return CUDNN_STATUS_SUCCESS;
 }
 

@@ -23,6 +23,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -45,24 +46,26 @@ void sync_threads();
 /// returns lane `lane + delta`'s (this lane's own when that is past the warp).
 uint64_t shuffle_down(unsigned mask, uint64_t bits, unsigned delta);
 
-/// Runs body(args...) as every thread of a grid x block launch on `stream`, one block after
-/// another on the calling thread; a bad configuration is the launch's error (cudaGetLastError).
-/// `name` (the kernel's, for messages) must outlive the call.
+/// Queues body(state) as every thread of a grid x block launch on `stream`, its blocks one after
+/// another on the thread that runs the stream's work (the calling one when the stream is idle);
+/// a bad configuration is the launch's error (cudaGetLastError). `name` (the kernel's, for
+/// messages) must outlive the program's kernels.
 void run(dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t stream, const char* name,
-         void (*body)(void*), void* state);
+         void (*body)(void*), std::shared_ptr<void> state);
 
 /// What `kernel<<<grid, block, shared_bytes, stream>>>(args...)` becomes (rewrite_launches.py):
-/// the arguments evaluated once, `call` applying the kernel to them in each thread.
+/// the arguments evaluated once (and kept until the kernel ran), `call` applying the kernel to
+/// them in each thread.
 template <typename Tuple, typename F>
 void launch(const char* name, dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t stream,
             Tuple args, F call) {
-  std::pair<Tuple, F> state{std::move(args), call};
+  auto state = std::make_shared<std::pair<Tuple, F>>(std::move(args), call);
   run(grid, block, shared_bytes, stream, name,
       [](void* p) {
         auto& s = *static_cast<std::pair<Tuple, F>*>(p);
         std::apply(s.second, s.first);
       },
-      &state);
+      std::move(state));
 }
 
 }  // namespace tandem_emu

@@ -1,31 +1,45 @@
-// The CUDA emulation's runtime: the kernel scheduler behind emu.hpp, and the CUDA runtime API
-// calls tandem makes, on the CPU. Device memory is host memory (exact-size allocations, so
-// AddressSanitizer sees a kernel's access past a cudaMalloc'd segment; not one inside a segment
-// the caching allocator carves into blocks), every stream runs its work at once
-// (so events are done when recorded), and TANDEM_CUDA_EMU_DEVICES (default 1) devices of
-// TANDEM_CUDA_EMU_MEMORY_MB (default 4096) MiB each are visible.
+// The CUDA emulation's runtime: the kernel scheduler behind emu.hpp, the streams, and the CUDA
+// runtime API calls tandem makes, on the CPU. Device memory is host memory (exact-size
+// allocations, so AddressSanitizer sees a kernel's access past a cudaMalloc'd segment; not one
+// inside a segment the caching allocator carves into blocks), and TANDEM_CUDA_EMU_DEVICES
+// (default 1) devices of TANDEM_CUDA_EMU_MEMORY_MB (default 4096) MiB each are visible.
 //
-// A block runs on the launching OS thread, each of its threads on a fiber: a thread runs until
-// it reaches a barrier (__syncthreads, or a warp shuffle's exchange), then the next thread runs;
-// a barrier opens when every thread it waits for is there. A block whose thread 0 finishes
+// A stream runs its work in issue order. Work given to an idle stream runs at once on the
+// calling thread (kernels, copies and events mostly do); work behind something still running or
+// waiting queues, and the stream's own thread runs it in order. What waits for another thread
+// (cudaStreamWaitEvent on an event not yet reached, an NCCL collective waiting for its peers)
+// always queues, so the host goes on while the stream's later work waits behind it, as on a GPU:
+// events are done when the stream reaches them, and a copy into pageable memory, a synchronous
+// cudaMemcpy, cudaStreamSynchronize and cudaFree wait for the stream(s) they must. Simpler than
+// CUDA: the legacy default stream does not wait for other streams (tandem creates non-blocking
+// ones only).
+//
+// A block runs on the thread that runs its launch, each of its threads on a fiber: a thread runs
+// until it reaches a barrier (__syncthreads, or a warp shuffle's exchange), then the next thread
+// runs; a barrier opens when every thread it waits for is there. A block whose thread 0 finishes
 // without reaching a barrier runs its other threads as plain calls, one after another (no
 // fibers: elementwise kernels run fast); one of them reaching a barrier is a divergent barrier.
 // Stricter than CUDA, which none of tandem's kernels needs: lanes of a warp shuffling with
 // different masks, a mask naming a lane that exited, a shuffle after thread 0 ended without one.
 #include "emu.hpp"  // first: its definitions of __host__ and the like stand
 
-#include <nccl.h>
 #include <sys/mman.h>
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
+#include <map>
 #include <mutex>
-#include <unordered_map>
+#include <set>
+#include <thread>
 #include <vector>
+
+#include "streams.hpp"
 
 
 #if defined(__has_feature)
@@ -86,6 +100,213 @@ cudaError_t fail(cudaError_t error) {
   return error;
 }
 }  // namespace
+
+// --- devices, memory, streams and events ------------------------------------------------------
+namespace {
+
+thread_local int g_device = 0;
+
+int device_count() {
+  static const int count = [] {
+    const char* v = std::getenv("TANDEM_CUDA_EMU_DEVICES");
+    return v ? std::atoi(v) : 1;
+  }();
+  return count;
+}
+
+size_t device_capacity() {
+  static const size_t bytes = [] {
+    const char* v = std::getenv("TANDEM_CUDA_EMU_MEMORY_MB");
+    return static_cast<size_t>(v ? std::atoll(v) : 4096) << 20;
+  }();
+  return bytes;
+}
+
+// Allocations by address: cudaMalloc'd ones (device >= 0) and cudaHostAlloc'd ones (kPinned),
+// and each device's bytes in use.
+constexpr int kPinned = -1;
+struct Allocation {
+  int device;
+  size_t bytes;
+};
+struct Memory {
+  std::mutex mu;
+  std::map<const char*, Allocation> blocks;
+  std::map<int, size_t> used;
+
+  // The allocation holding all of [p, p + bytes), or null. Called with mu held.
+  const Allocation* holding(const void* p, size_t bytes) const {
+    const char* c = static_cast<const char*>(p);
+    auto it = blocks.upper_bound(c);
+    if (it == blocks.begin()) return nullptr;
+    --it;
+    const size_t offset = static_cast<size_t>(c - it->first);
+    return offset + bytes <= it->second.bytes ? &it->second : nullptr;
+  }
+};
+Memory& memory() {
+  static auto* m = new Memory;
+  return *m;
+}
+
+// Host memory a copy may read or write after the call returns: a GPU's DMA engine reaches pinned
+// memory only, so copies from or to pageable memory are synchronous (as CUDA makes them).
+bool pageable(const void* p, size_t bytes) {
+  Memory& m = memory();
+  std::lock_guard<std::mutex> lock(m.mu);
+  return m.holding(p, bytes) == nullptr;
+}
+
+// A stream: its work in issue order (see the top of the file).
+class Queue {
+ public:
+  explicit Queue(int device) : device_(device) {}
+  ~Queue() {
+    wait_idle();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+  Queue(const Queue&) = delete;
+  Queue& operator=(const Queue&) = delete;
+
+  int device() const { return device_; }
+
+  // Runs `op` after the work submitted before it: at once on this thread when the stream is idle
+  // and `waits` is false, else on the stream's thread.
+  void submit(std::function<void()> op, bool waits) {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!waits && !busy_ && ops_.empty()) {
+      busy_ = true;
+      lock.unlock();
+      op();
+      lock.lock();
+      busy_ = false;
+      cv_.notify_all();
+      return;
+    }
+    ops_.push_back(std::move(op));
+    if (!thread_.joinable()) thread_ = std::thread([this] { work(); });
+    cv_.notify_all();
+  }
+
+  // Returns once everything submitted so far ran.
+  void wait_idle() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [this] { return !busy_ && ops_.empty(); });
+  }
+
+ private:
+  void work() {
+    g_device = device_;
+    std::unique_lock<std::mutex> lock(mu_);
+    for (;;) {
+      cv_.wait(lock, [this] { return (!busy_ && !ops_.empty()) || (stop_ && ops_.empty()); });
+      if (ops_.empty()) return;
+      std::function<void()> op = std::move(ops_.front());
+      ops_.pop_front();
+      busy_ = true;
+      lock.unlock();
+      op();
+      op = nullptr;  // what it holds goes before the stream counts as idle
+      lock.lock();
+      busy_ = false;
+      cv_.notify_all();
+    }
+  }
+
+  const int device_;
+  std::mutex mu_;
+  std::condition_variable cv_;  // new work, work done, stop
+  std::deque<std::function<void()>> ops_;
+  bool busy_ = false;  // an op is running
+  bool stop_ = false;
+  std::thread thread_;  // started when work first queues
+};
+
+// The streams cudaStreamCreateWithFlags made, for cudaDeviceSynchronize.
+struct Streams {
+  std::mutex mu;
+  std::set<Queue*> created;
+};
+Streams& streams() {
+  static auto* s = new Streams;
+  return *s;
+}
+
+// Each device's legacy default stream (never destroyed: a thread may use it during exit).
+Queue& legacy_stream(int device) {
+  static const auto* queues = [] {
+    auto* q = new std::vector<Queue*>;
+    for (int d = 0; d < device_count(); ++d) q->push_back(new Queue(d));
+    return q;
+  }();
+  return *queues->at(static_cast<size_t>(device));
+}
+
+Queue& queue_of(cudaStream_t s) {
+  if (s == nullptr || s == cudaStreamLegacy || s == cudaStreamPerThread)
+    return legacy_stream(g_device);
+  return *reinterpret_cast<Queue*>(s);
+}
+
+// Waits for every stream of `device`.
+void synchronize_device(int device) {
+  legacy_stream(device).wait_idle();
+  Streams& all = streams();
+  std::lock_guard<std::mutex> lock(all.mu);
+  for (Queue* q : all.created)
+    if (q->device() == device) q->wait_idle();
+}
+
+// An event: recorded (cudaEventRecord calls so far) and completed (those its stream reached).
+// Shared by the work that completes or waits for it, which may outlive cudaEventDestroy.
+struct EventState {
+  uint64_t recorded = 0, completed = 0;
+  std::chrono::steady_clock::time_point when{};
+  bool timing = true;
+};
+struct Event {
+  std::shared_ptr<EventState> state = std::make_shared<EventState>();
+};
+std::mutex g_events_mu;  // guards every EventState
+std::condition_variable g_events_cv;
+
+}  // namespace
+
+namespace tandem_emu {
+
+void run_on_stream(cudaStream_t stream, const std::function<void()>& op) {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  queue_of(stream).submit([&] {
+    op();
+    std::lock_guard<std::mutex> lock(mu);
+    done = true;
+    cv.notify_all();
+  }, false);
+  std::unique_lock<std::mutex> lock(mu);
+  cv.wait(lock, [&] { return done; });
+}
+
+void enqueue_waiting(cudaStream_t stream, std::function<void()> op) {
+  queue_of(stream).submit(std::move(op), true);
+}
+
+int device_of_stream(cudaStream_t stream) { return queue_of(stream).device(); }
+
+int device_of_memory(const void* p, size_t bytes) {
+  Memory& m = memory();
+  std::lock_guard<std::mutex> lock(m.mu);
+  const Allocation* a = m.holding(p, bytes);
+  return a != nullptr ? a->device : -1;
+}
+
+}  // namespace tandem_emu
 
 namespace tandem_emu {
 namespace {
@@ -332,8 +553,8 @@ uint64_t shuffle_down(unsigned mask, uint64_t bits, unsigned delta) {
   return g_block.slots[parity][warp * kWarp + source];
 }
 
-void run(dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t, const char* name,
-         void (*body)(void*), void* state) {
+void run(dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t stream, const char* name,
+         void (*body)(void*), std::shared_ptr<void> state) {
   const uint64_t threads = uint64_t{block.x} * block.y * block.z;
   if (grid.x == 0 || grid.y == 0 || grid.z == 0 || threads == 0 || threads > 1024 ||
       block.x > 1024 || block.y > 1024 || block.z > 64 || grid.x > 0x7fffffffu ||
@@ -343,65 +564,29 @@ void run(dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t, const char* n
   }
   if (shared_bytes != 0) kernel_bug("%s: dynamic shared memory is not emulated", name);
   if (g_block.current >= 0 || g_block.plain) kernel_bug("%s: launched from a kernel", name);
-  if (g_block.fibers.size() < threads) g_block.fibers.resize(threads);
-  for (auto& s : g_block.slots) s.assign(threads, 0);
-  g_block.parity.assign((threads + kWarp - 1) / kWarp, 0);
-  g_block.body = body;
-  g_block.state = state;
-  g_block.name = name;
-  ThreadIds ids{};
-  ids.block_dim = block;
-  ids.grid_dim = grid;
-  for (unsigned z = 0; z < grid.z; ++z)
-    for (unsigned y = 0; y < grid.y; ++y)
-      for (unsigned x = 0; x < grid.x; ++x) {
-        ids.block = make_uint3(x, y, z);
-        run_block(ids, static_cast<unsigned>(threads));
-      }
+  // On whichever thread runs the stream's work: g_block is that thread's.
+  queue_of(stream).submit([=] {
+    if (g_block.fibers.size() < threads) g_block.fibers.resize(threads);
+    for (auto& s : g_block.slots) s.assign(threads, 0);
+    g_block.parity.assign((threads + kWarp - 1) / kWarp, 0);
+    g_block.body = body;
+    g_block.state = state.get();
+    g_block.name = name;
+    ThreadIds ids{};
+    ids.block_dim = block;
+    ids.grid_dim = grid;
+    for (unsigned z = 0; z < grid.z; ++z)
+      for (unsigned y = 0; y < grid.y; ++y)
+        for (unsigned x = 0; x < grid.x; ++x) {
+          ids.block = make_uint3(x, y, z);
+          run_block(ids, static_cast<unsigned>(threads));
+        }
+  }, false);
 }
 
 }  // namespace tandem_emu
 
 // --- the runtime API ---------------------------------------------------------------------------
-namespace {
-
-thread_local int g_device = 0;
-
-int device_count() {
-  static const int count = [] {
-    const char* v = std::getenv("TANDEM_CUDA_EMU_DEVICES");
-    return v ? std::atoi(v) : 1;
-  }();
-  return count;
-}
-
-size_t device_capacity() {
-  static const size_t bytes = [] {
-    const char* v = std::getenv("TANDEM_CUDA_EMU_MEMORY_MB");
-    return static_cast<size_t>(v ? std::atoll(v) : 4096) << 20;
-  }();
-  return bytes;
-}
-
-// Device allocations: pointer -> (device, bytes), and each device's bytes in use.
-struct Memory {
-  std::mutex mu;
-  std::unordered_map<void*, std::pair<int, size_t>> blocks;
-  std::unordered_map<int, size_t> used;
-};
-Memory& memory() {
-  static auto* m = new Memory;
-  return *m;
-}
-
-struct Event {
-  std::chrono::steady_clock::time_point when{};
-  bool timing = true;
-  bool recorded = false;
-};
-
-}  // namespace
-
 extern "C" {
 
 cudaError_t cudaGetLastError() {
@@ -418,6 +603,8 @@ const char* cudaGetErrorString(cudaError_t e) {
     case cudaErrorInvalidDevice: return "invalid device ordinal";
     case cudaErrorInvalidConfiguration: return "invalid configuration argument";
     case cudaErrorNotSupported: return "operation not supported";
+    case cudaErrorNotReady: return "device not ready";
+    case cudaErrorInvalidResourceHandle: return "invalid resource handle";
     default: return "unknown error";
   }
 }
@@ -429,6 +616,8 @@ const char* cudaGetErrorName(cudaError_t e) {
     case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
     case cudaErrorInvalidConfiguration: return "cudaErrorInvalidConfiguration";
     case cudaErrorNotSupported: return "cudaErrorNotSupported";
+    case cudaErrorNotReady: return "cudaErrorNotReady";
+    case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
     default: return "cudaErrorUnknown";
   }
 }
@@ -466,7 +655,10 @@ cudaError_t cudaGetDriverEntryPointByVersion(const char*, void** fn, unsigned in
   if (found) *found = cudaDriverEntryPointSymbolNotFound;
   return fail(cudaErrorNotSupported);  // no driver behind the emulation
 }
-cudaError_t cudaDeviceSynchronize() { return cudaSuccess; }
+cudaError_t cudaDeviceSynchronize() {
+  synchronize_device(g_device);
+  return cudaSuccess;
+}
 
 cudaError_t cudaMalloc(void** p, size_t bytes) {
   if (!p) return fail(cudaErrorInvalidValue);
@@ -478,17 +670,26 @@ cudaError_t cudaMalloc(void** p, size_t bytes) {
   if (bytes > device_capacity() - used) return fail(cudaErrorMemoryAllocation);
   if (posix_memalign(p, 256, bytes) != 0) return fail(cudaErrorMemoryAllocation);
   std::memset(*p, 0xa5, bytes);  // what the device holds is not zeros
-  m.blocks[*p] = {g_device, bytes};
+  m.blocks[static_cast<const char*>(*p)] = {g_device, bytes};
   used += bytes;
   return cudaSuccess;
 }
+// Both frees wait for the device's work first, as CUDA's do.
 cudaError_t cudaFree(void* p) {
   if (!p) return cudaSuccess;
   Memory& m = memory();
+  int device = -1;
+  {
+    std::lock_guard<std::mutex> lock(m.mu);
+    auto it = m.blocks.find(static_cast<const char*>(p));
+    if (it == m.blocks.end() || it->second.device == kPinned) return fail(cudaErrorInvalidValue);
+    device = it->second.device;
+  }
+  synchronize_device(device);
   std::lock_guard<std::mutex> lock(m.mu);
-  auto it = m.blocks.find(p);
-  if (it == m.blocks.end()) return fail(cudaErrorInvalidValue);
-  m.used[it->second.first] -= it->second.second;
+  auto it = m.blocks.find(static_cast<const char*>(p));
+  if (it == m.blocks.end()) return fail(cudaErrorInvalidValue);  // freed meanwhile
+  m.used[device] -= it->second.bytes;
   m.blocks.erase(it);
   std::free(p);
   return cudaSuccess;
@@ -496,48 +697,102 @@ cudaError_t cudaFree(void* p) {
 cudaError_t cudaHostAlloc(void** p, size_t bytes, unsigned int) {
   if (!p) return fail(cudaErrorInvalidValue);
   if (posix_memalign(p, 256, bytes ? bytes : 1) != 0) return fail(cudaErrorMemoryAllocation);
+  Memory& m = memory();
+  std::lock_guard<std::mutex> lock(m.mu);
+  m.blocks[static_cast<const char*>(*p)] = {kPinned, bytes};
   return cudaSuccess;
 }
 cudaError_t cudaFreeHost(void* p) {
+  if (!p) return cudaSuccess;
+  Memory& m = memory();
+  {
+    std::lock_guard<std::mutex> lock(m.mu);
+    auto it = m.blocks.find(static_cast<const char*>(p));
+    if (it == m.blocks.end() || it->second.device != kPinned) return fail(cudaErrorInvalidValue);
+  }
+  synchronize_device(g_device);
+  std::lock_guard<std::mutex> lock(m.mu);
+  m.blocks.erase(static_cast<const char*>(p));
   std::free(p);
   return cudaSuccess;
 }
-cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind) {
-  if (bytes && (!dst || !src)) return fail(cudaErrorInvalidValue);
-  if (bytes) std::memmove(dst, src, bytes);
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind,
+                            cudaStream_t stream) {
+  if (bytes == 0) return cudaSuccess;
+  if (!dst || !src) return fail(cudaErrorInvalidValue);
+  auto copy = [=] { std::memmove(dst, src, bytes); };
+  if (pageable(dst, bytes) || pageable(src, bytes)) {
+    tandem_emu::run_on_stream(stream, copy);
+  } else {
+    queue_of(stream).submit(copy, false);
+  }
   return cudaSuccess;
 }
-cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind,
-                            cudaStream_t) {
-  return cudaMemcpy(dst, src, bytes, kind);
+cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind) {
+  if (bytes == 0) return cudaSuccess;
+  if (!dst || !src) return fail(cudaErrorInvalidValue);
+  tandem_emu::run_on_stream(cudaStreamLegacy, [=] { std::memmove(dst, src, bytes); });
+  return cudaSuccess;
+}
+cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t stream) {
+  if (bytes == 0) return cudaSuccess;
+  if (!p) return fail(cudaErrorInvalidValue);
+  queue_of(stream).submit([=] { std::memset(p, value, bytes); }, false);
+  return cudaSuccess;
 }
 cudaError_t cudaMemset(void* p, int value, size_t bytes) {
-  if (bytes && !p) return fail(cudaErrorInvalidValue);
-  if (bytes) std::memset(p, value, bytes);
+  if (bytes == 0) return cudaSuccess;
+  if (!p) return fail(cudaErrorInvalidValue);
+  tandem_emu::run_on_stream(cudaStreamLegacy, [=] { std::memset(p, value, bytes); });
   return cudaSuccess;
-}
-cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t) {
-  return cudaMemset(p, value, bytes);
 }
 
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned int) {
   if (!s) return fail(cudaErrorInvalidValue);
-  *s = reinterpret_cast<cudaStream_t>(new int(g_device));
+  auto* q = new Queue(g_device);
+  {
+    Streams& all = streams();
+    std::lock_guard<std::mutex> lock(all.mu);
+    all.created.insert(q);
+  }
+  *s = reinterpret_cast<cudaStream_t>(q);
   return cudaSuccess;
 }
+// Waits for the stream's work (CUDA would return at once and release it later).
 cudaError_t cudaStreamDestroy(cudaStream_t s) {
-  delete reinterpret_cast<int*>(s);
+  auto* q = reinterpret_cast<Queue*>(s);
+  {
+    Streams& all = streams();
+    std::lock_guard<std::mutex> lock(all.mu);
+    if (all.created.erase(q) == 0) return fail(cudaErrorInvalidResourceHandle);
+  }
+  delete q;
   return cudaSuccess;
 }
-cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
-cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t e, unsigned int) {
-  return e ? cudaSuccess : fail(cudaErrorInvalidValue);
+cudaError_t cudaStreamSynchronize(cudaStream_t s) {
+  queue_of(s).wait_idle();
+  return cudaSuccess;
+}
+cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned int) {
+  if (!e) return fail(cudaErrorInvalidValue);
+  std::shared_ptr<EventState> state = reinterpret_cast<Event*>(e)->state;
+  uint64_t until = 0;
+  {
+    std::lock_guard<std::mutex> lock(g_events_mu);
+    if (state->completed >= state->recorded) return cudaSuccess;  // nothing to wait for
+    until = state->recorded;
+  }
+  queue_of(s).submit([state, until] {
+    std::unique_lock<std::mutex> lock(g_events_mu);
+    g_events_cv.wait(lock, [&] { return state->completed >= until; });
+  }, true);
+  return cudaSuccess;
 }
 
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned int flags) {
   if (!e) return fail(cudaErrorInvalidValue);
   auto* ev = new Event;
-  ev->timing = !(flags & cudaEventDisableTiming);
+  ev->state->timing = !(flags & cudaEventDisableTiming);
   *e = reinterpret_cast<cudaEvent_t>(ev);
   return cudaSuccess;
 }
@@ -546,31 +801,48 @@ cudaError_t cudaEventDestroy(cudaEvent_t e) {
   delete reinterpret_cast<Event*>(e);
   return cudaSuccess;
 }
-cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t) {
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
   if (!e) return fail(cudaErrorInvalidValue);
-  auto* ev = reinterpret_cast<Event*>(e);
-  ev->when = std::chrono::steady_clock::now();
-  ev->recorded = true;
+  std::shared_ptr<EventState> state = reinterpret_cast<Event*>(e)->state;
+  uint64_t mark = 0;
+  {
+    std::lock_guard<std::mutex> lock(g_events_mu);
+    mark = ++state->recorded;
+  }
+  queue_of(s).submit([state, mark] {
+    std::lock_guard<std::mutex> lock(g_events_mu);
+    if (mark > state->completed) {
+      state->completed = mark;
+      state->when = std::chrono::steady_clock::now();
+    }
+    g_events_cv.notify_all();
+  }, false);
   return cudaSuccess;
 }
-cudaError_t cudaEventQuery(cudaEvent_t e) { return e ? cudaSuccess : fail(cudaErrorInvalidValue); }
+// Not ready is also this thread's last error, as with CUDA.
+cudaError_t cudaEventQuery(cudaEvent_t e) {
+  if (!e) return fail(cudaErrorInvalidValue);
+  const EventState& state = *reinterpret_cast<Event*>(e)->state;
+  std::lock_guard<std::mutex> lock(g_events_mu);
+  return state.completed >= state.recorded ? cudaSuccess : fail(cudaErrorNotReady);
+}
 cudaError_t cudaEventSynchronize(cudaEvent_t e) {
-  return e ? cudaSuccess : fail(cudaErrorInvalidValue);
+  if (!e) return fail(cudaErrorInvalidValue);
+  const EventState& state = *reinterpret_cast<Event*>(e)->state;
+  std::unique_lock<std::mutex> lock(g_events_mu);
+  g_events_cv.wait(lock, [&] { return state.completed >= state.recorded; });
+  return cudaSuccess;
 }
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
-  auto* a = reinterpret_cast<Event*>(start);
-  auto* b = reinterpret_cast<Event*>(end);
-  if (!ms || !a || !b || !a->timing || !b->timing) return fail(cudaErrorInvalidValue);
-  if (!a->recorded || !b->recorded) return fail(cudaErrorInvalidResourceHandle);
-  *ms = std::chrono::duration<float, std::milli>(b->when - a->when).count();
+  if (!ms || !start || !end) return fail(cudaErrorInvalidValue);
+  const EventState& a = *reinterpret_cast<Event*>(start)->state;
+  const EventState& b = *reinterpret_cast<Event*>(end)->state;
+  if (!a.timing || !b.timing) return fail(cudaErrorInvalidValue);
+  std::lock_guard<std::mutex> lock(g_events_mu);
+  if (a.recorded == 0 || b.recorded == 0) return fail(cudaErrorInvalidResourceHandle);
+  if (a.completed < a.recorded || b.completed < b.recorded) return fail(cudaErrorNotReady);
+  *ms = std::chrono::duration<float, std::milli>(b.when - a.when).count();
   return cudaSuccess;
 }
 
 }  // extern "C"
-
-// NCCL: only the version query of build_info (the emulated build has no nccl backend).
-extern "C" ncclResult_t ncclGetVersion(int* version) {
-  if (!version) return ncclInvalidArgument;
-  *version = 0;
-  return ncclSuccess;
-}

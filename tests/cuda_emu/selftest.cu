@@ -1,11 +1,16 @@
 // The CUDA emulation's own checks, built as the kernel files are (launches rewritten, emu.hpp
 // force-included): `selftest ok` reduces with warp shuffles, shared memory and __syncthreads and
-// must get the closed form; each other scenario is a kernel bug the emulation must stop with its
-// message (tests/CMakeLists.txt matches them).
+// must get the closed form; `selftest nccl` (two devices) checks streams, events and the NCCL
+// stand-in against closed forms; each other scenario is a kernel bug the emulation must stop
+// with its message (tests/CMakeLists.txt matches them).
 #include <cuda_runtime.h>
+#include <nccl.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <string>
+#include <thread>
 
 namespace {
 
@@ -45,10 +50,109 @@ __global__ void shuffle_past_block(int* out) {
   out[threadIdx.x] = __shfl_down_sync(0xffffffffu, static_cast<int>(threadIdx.x), 1);
 }
 
+__global__ void scale(float* x, int n, float factor) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) x[i] *= factor;
+}
+
+#define EXPECT(cond)                                                  \
+  do {                                                                \
+    if (!(cond)) {                                                    \
+      std::printf("%s:%d: failed: %s\n", __FILE__, __LINE__, #cond); \
+      return 1;                                                       \
+    }                                                                 \
+  } while (0)
+
+// Two ranks on cuda:0 and cuda:1. Rank 0's allreduce holds its stream until rank 1 calls, while
+// the host goes on: the kernel queued behind it has not run, its event is not ready (which is
+// also the thread's last error, as with CUDA), and the legacy stream that waits on that event
+// holds its copy back. Once rank 1 calls, both get the closed form. Then the ranks call
+// different collectives as the same one: both communicators report it, naming both calls, and
+// their aborts let the streams go on.
+int nccl_check() {
+  constexpr int n = 1000;
+  int devices = 0;
+  EXPECT(cudaGetDeviceCount(&devices) == cudaSuccess && devices >= 2);
+  ncclUniqueId id;
+  EXPECT(ncclGetUniqueId(&id) == ncclSuccess);
+  ncclComm_t comms[2];
+  cudaStream_t streams[2];
+  float* x[2];
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  ncclGroupStart();
+  for (int r = 0; r < 2; ++r) {
+    cudaSetDevice(r);
+    const ncclResult_t init = ncclCommInitRankConfig(&comms[r], 2, id, r, &config);
+    EXPECT(init == ncclSuccess || init == ncclInProgress);
+  }
+  EXPECT(ncclGroupEnd() == ncclSuccess);
+  for (int r = 0; r < 2; ++r) {
+    ncclResult_t state = ncclInProgress;
+    EXPECT(ncclCommGetAsyncError(comms[r], &state) == ncclSuccess && state == ncclSuccess);
+    cudaSetDevice(r);
+    EXPECT(cudaStreamCreateWithFlags(&streams[r], cudaStreamNonBlocking) == cudaSuccess);
+    EXPECT(cudaMalloc(reinterpret_cast<void**>(&x[r]), n * sizeof(float)) == cudaSuccess);
+    for (int i = 0; i < n; ++i) x[r][i] = static_cast<float>(i * (r + 1));  // host memory here
+  }
+  float* copy = nullptr;
+  cudaSetDevice(0);
+  EXPECT(cudaMalloc(reinterpret_cast<void**>(&copy), n * sizeof(float)) == cudaSuccess);
+  cudaEvent_t reduced;
+  EXPECT(cudaEventCreateWithFlags(&reduced, cudaEventDisableTiming) == cudaSuccess);
+  EXPECT(ncclAllReduce(x[0], x[0], n, ncclFloat32, ncclSum, comms[0], streams[0]) == ncclSuccess);
+  scale<<<(n + 127) / 128, 128, 0, streams[0]>>>(x[0], n, 2.0f);
+  EXPECT(cudaEventRecord(reduced, streams[0]) == cudaSuccess);
+  EXPECT(cudaStreamWaitEvent(cudaStreamLegacy, reduced, 0) == cudaSuccess);
+  EXPECT(cudaMemcpyAsync(copy, x[0], n * sizeof(float), cudaMemcpyDeviceToDevice,
+                         cudaStreamLegacy) == cudaSuccess);
+  EXPECT(cudaEventQuery(reduced) == cudaErrorNotReady);
+  EXPECT(cudaGetLastError() == cudaErrorNotReady);
+  EXPECT(cudaGetLastError() == cudaSuccess);
+  EXPECT(x[0][7] == 7.0f && copy[7] != 14.0f * 3);  // neither the kernel nor the copy ran
+  cudaSetDevice(1);
+  EXPECT(ncclAllReduce(x[1], x[1], n, ncclFloat32, ncclSum, comms[1], streams[1]) == ncclSuccess);
+  EXPECT(cudaStreamSynchronize(streams[1]) == cudaSuccess);
+  cudaSetDevice(0);
+  EXPECT(cudaDeviceSynchronize() == cudaSuccess);
+  EXPECT(cudaEventQuery(reduced) == cudaSuccess);
+  for (int i = 0; i < n; ++i) {
+    EXPECT(x[1][i] == static_cast<float>(3 * i));
+    EXPECT(x[0][i] == static_cast<float>(6 * i) && copy[i] == x[0][i]);
+  }
+
+  // Different collectives as the same number: NCCL would hang or corrupt.
+  EXPECT(ncclAllReduce(x[0], x[0], n, ncclFloat32, ncclSum, comms[0], streams[0]) == ncclSuccess);
+  cudaSetDevice(1);
+  EXPECT(ncclBroadcast(x[1], x[1], n, ncclFloat32, 0, comms[1], streams[1]) == ncclSuccess);
+  for (int r = 0; r < 2; ++r) {
+    ncclResult_t state = ncclSuccess;
+    for (int i = 0; i < 10000 && state == ncclSuccess; ++i) {  // until the streams got there
+      EXPECT(ncclCommGetAsyncError(comms[r], &state) == ncclSuccess);
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    EXPECT(state == ncclInvalidUsage);
+    const std::string why = ncclGetLastError(comms[r]);
+    EXPECT(why.find("collective #2: ranks called ") != std::string::npos);
+    EXPECT(why.find("ncclAllReduce(count 1000") != std::string::npos);
+    EXPECT(why.find("ncclBroadcast(count 1000") != std::string::npos);
+  }
+  for (int r = 0; r < 2; ++r) {
+    EXPECT(ncclCommAbort(comms[r]) == ncclSuccess);
+    EXPECT(cudaStreamSynchronize(streams[r]) == cudaSuccess);
+    EXPECT(cudaStreamDestroy(streams[r]) == cudaSuccess);
+    EXPECT(cudaFree(x[r]) == cudaSuccess);
+  }
+  EXPECT(cudaFree(copy) == cudaSuccess && cudaEventDestroy(reduced) == cudaSuccess);
+  std::printf("ok\n");
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const char* what = argc > 1 ? argv[1] : "ok";
+  if (std::strcmp(what, "nccl") == 0) return nccl_check();
   int* flags = nullptr;
   cudaMalloc(reinterpret_cast<void**>(&flags), 64 * sizeof(int));
   if (std::strcmp(what, "ok") == 0) {
