@@ -123,6 +123,32 @@ inline void check_rank_throws(const CommGroup& comms) {
   CHECK(seconds_since(t0) < comms[0]->timeout().count() / 2000.0);
 }
 
+/// Rank 1 broadcasts while the others allreduce: every rank fails, naming both calls (the local
+/// backend always checks; mpi and nccl in debug mode).
+inline void check_mismatched_calls(const CommGroup& comms) {
+  const int world = static_cast<int>(comms.size());
+  std::vector<std::string> errors(world);
+  CHECK_THROWS(comm::run_group(comms, [&](comm::Communicator& c) {
+    Tensor t = ones({10}, c.device());
+    try {
+      if (c.rank() == 1) {
+        c.broadcast(t, 0).wait();
+      } else {
+        c.allreduce(t).wait();
+      }
+    } catch (const comm::CommError& e) {
+      errors[c.rank()] = e.message();
+      throw;
+    }
+  }));
+  for (int r = 0; r < world; ++r) {
+    INFO("rank " << r);
+    CHECK_THAT(errors[r], Catch::Contains("mismatched collectives: rank 0 called allreduce(sum) #1 "
+                                          "(f32, 10 elements), rank 1 called broadcast(root 0) #1 "
+                                          "(f32, 10 elements)"));
+  }
+}
+
 /// The last rank never calls: the others fail once the (short) timeout expires, naming the op and
 /// its sequence number. Returns their messages for backend-specific checks.
 inline std::vector<std::string> check_rank_stops(const CommGroup& comms) {

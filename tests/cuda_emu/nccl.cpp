@@ -49,9 +49,14 @@ const char* kind_name(Kind k) {
 
 size_t type_size(ncclDataType_t t) {
   switch (t) {
-    case ncclInt8: case ncclUint8: return 1;
-    case ncclInt32: case ncclUint32: case ncclFloat32: return 4;
-    case ncclInt64: case ncclUint64: case ncclFloat64: return 8;
+    case ncclInt8:
+    case ncclUint8: return 1;
+    case ncclInt32:
+    case ncclUint32:
+    case ncclFloat32: return 4;
+    case ncclInt64:
+    case ncclUint64:
+    case ncclFloat64: return 8;
     default: return 0;  // f16, bf16, fp8: not emulated
   }
 }
@@ -239,15 +244,16 @@ ncclResult_t collective(ncclComm_t comm, cudaStream_t stream, Post post) {
   Comm& c = *reinterpret_cast<Comm*>(comm);
   const int n = c.clique->nranks;
   if (type_size(post.type) == 0)
-    return refuse(ncclInvalidArgument, std::string(kind_name(post.kind)) +
-                                           ": the CUDA emulation reduces 1, 4 and 8-byte types only");
+    return refuse(ncclInvalidArgument,
+                  std::string(kind_name(post.kind)) +
+                      ": the CUDA emulation reduces 1, 4 and 8-byte types only");
   if (post.kind == Kind::broadcast && (post.root < 0 || post.root >= n))
     return refuse(ncclInvalidArgument, "ncclBroadcast: root out of range");
   if (tandem_emu::device_of_stream(stream) != c.device)
-    return refuse(ncclInvalidUsage, std::string(kind_name(post.kind)) + ": the stream is on cuda:" +
-                                        std::to_string(tandem_emu::device_of_stream(stream)) +
-                                        ", the communicator's GPU is cuda:" +
-                                        std::to_string(c.device));
+    return refuse(ncclInvalidUsage,
+                  std::string(kind_name(post.kind)) + ": the stream is on cuda:" +
+                      std::to_string(tandem_emu::device_of_stream(stream)) +
+                      ", the communicator's GPU is cuda:" + std::to_string(c.device));
   if (post.count > 0) {
     const bool sends = post.kind != Kind::broadcast || post.root == c.rank;
     if ((sends && tandem_emu::device_of_memory(post.send, post.send_bytes(n)) != c.device) ||
