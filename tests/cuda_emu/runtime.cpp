@@ -2,7 +2,8 @@
 // runtime API calls tandem makes, on the CPU. Device memory is host memory (exact-size
 // allocations, so AddressSanitizer sees a kernel's access past a cudaMalloc'd segment; not one
 // inside a segment the caching allocator carves into blocks), and TANDEM_CUDA_EMU_DEVICES
-// (default 1) devices of TANDEM_CUDA_EMU_MEMORY_MB (default 4096) MiB each are visible.
+// (default 1) devices of TANDEM_CUDA_EMU_MEMORY_MB (default 4096) MiB each are visible (with 0,
+// every call that needs a device fails with cudaErrorNoDevice).
 //
 // A stream runs its work in issue order. Work given to an idle stream runs at once on the
 // calling thread (kernels, copies and events mostly do); work behind something still running or
@@ -562,6 +563,10 @@ void run(dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t stream, const 
     fail(cudaErrorInvalidConfiguration);  // the launch's error, as a GPU's
     return;
   }
+  if (device_count() == 0) {
+    fail(cudaErrorNoDevice);
+    return;
+  }
   if (shared_bytes != 0) kernel_bug("%s: dynamic shared memory is not emulated", name);
   if (g_block.current >= 0 || g_block.plain) kernel_bug("%s: launched from a kernel", name);
   // On whichever thread runs the stream's work: g_block is that thread's.
@@ -604,6 +609,7 @@ const char* cudaGetErrorString(cudaError_t e) {
     case cudaErrorInvalidConfiguration: return "invalid configuration argument";
     case cudaErrorNotSupported: return "operation not supported";
     case cudaErrorNotReady: return "device not ready";
+    case cudaErrorNoDevice: return "no CUDA-capable device is detected";
     case cudaErrorInvalidResourceHandle: return "invalid resource handle";
     default: return "unknown error";
   }
@@ -617,6 +623,7 @@ const char* cudaGetErrorName(cudaError_t e) {
     case cudaErrorInvalidConfiguration: return "cudaErrorInvalidConfiguration";
     case cudaErrorNotSupported: return "cudaErrorNotSupported";
     case cudaErrorNotReady: return "cudaErrorNotReady";
+    case cudaErrorNoDevice: return "cudaErrorNoDevice";
     case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
     default: return "cudaErrorUnknown";
   }
@@ -656,11 +663,13 @@ cudaError_t cudaGetDriverEntryPointByVersion(const char*, void** fn, unsigned in
   return fail(cudaErrorNotSupported);  // no driver behind the emulation
 }
 cudaError_t cudaDeviceSynchronize() {
+  if (device_count() == 0) return fail(cudaErrorNoDevice);
   synchronize_device(g_device);
   return cudaSuccess;
 }
 
 cudaError_t cudaMalloc(void** p, size_t bytes) {
+  if (device_count() == 0) return fail(cudaErrorNoDevice);
   if (!p) return fail(cudaErrorInvalidValue);
   *p = nullptr;
   if (bytes == 0) return cudaSuccess;
@@ -695,6 +704,7 @@ cudaError_t cudaFree(void* p) {
   return cudaSuccess;
 }
 cudaError_t cudaHostAlloc(void** p, size_t bytes, unsigned int) {
+  if (device_count() == 0) return fail(cudaErrorNoDevice);
   if (!p) return fail(cudaErrorInvalidValue);
   if (posix_memalign(p, 256, bytes ? bytes : 1) != 0) return fail(cudaErrorMemoryAllocation);
   Memory& m = memory();
@@ -718,6 +728,7 @@ cudaError_t cudaFreeHost(void* p) {
 }
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind,
                             cudaStream_t stream) {
+  if (device_count() == 0) return fail(cudaErrorNoDevice);
   if (bytes == 0) return cudaSuccess;
   if (!dst || !src) return fail(cudaErrorInvalidValue);
   auto copy = [=] { std::memmove(dst, src, bytes); };
@@ -729,18 +740,21 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpy
   return cudaSuccess;
 }
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind) {
+  if (device_count() == 0) return fail(cudaErrorNoDevice);
   if (bytes == 0) return cudaSuccess;
   if (!dst || !src) return fail(cudaErrorInvalidValue);
   tandem_emu::run_on_stream(cudaStreamLegacy, [=] { std::memmove(dst, src, bytes); });
   return cudaSuccess;
 }
 cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t stream) {
+  if (device_count() == 0) return fail(cudaErrorNoDevice);
   if (bytes == 0) return cudaSuccess;
   if (!p) return fail(cudaErrorInvalidValue);
   queue_of(stream).submit([=] { std::memset(p, value, bytes); }, false);
   return cudaSuccess;
 }
 cudaError_t cudaMemset(void* p, int value, size_t bytes) {
+  if (device_count() == 0) return fail(cudaErrorNoDevice);
   if (bytes == 0) return cudaSuccess;
   if (!p) return fail(cudaErrorInvalidValue);
   tandem_emu::run_on_stream(cudaStreamLegacy, [=] { std::memset(p, value, bytes); });
@@ -748,6 +762,7 @@ cudaError_t cudaMemset(void* p, int value, size_t bytes) {
 }
 
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned int) {
+  if (device_count() == 0) return fail(cudaErrorNoDevice);
   if (!s) return fail(cudaErrorInvalidValue);
   auto* q = new Queue(g_device);
   {
@@ -770,10 +785,12 @@ cudaError_t cudaStreamDestroy(cudaStream_t s) {
   return cudaSuccess;
 }
 cudaError_t cudaStreamSynchronize(cudaStream_t s) {
+  if (device_count() == 0) return fail(cudaErrorNoDevice);
   queue_of(s).wait_idle();
   return cudaSuccess;
 }
 cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned int) {
+  if (device_count() == 0) return fail(cudaErrorNoDevice);
   if (!e) return fail(cudaErrorInvalidValue);
   std::shared_ptr<EventState> state = reinterpret_cast<Event*>(e)->state;
   uint64_t until = 0;
@@ -802,6 +819,7 @@ cudaError_t cudaEventDestroy(cudaEvent_t e) {
   return cudaSuccess;
 }
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
+  if (device_count() == 0) return fail(cudaErrorNoDevice);
   if (!e) return fail(cudaErrorInvalidValue);
   std::shared_ptr<EventState> state = reinterpret_cast<Event*>(e)->state;
   uint64_t mark = 0;
