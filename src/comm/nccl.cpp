@@ -588,8 +588,10 @@ class NcclComm final : public Communicator {
           p.state->complete(failure_of(p.state->what, group_->reason()));
         } else if (group_->aborted() && communicator_aborted()) {
           // This rank's abort may have ended its kernels (the event fires on the drained stream
-          // too): it cannot be called done. One whose event fired before this rank's abort did
-          // complete, though the group aborted meanwhile (another rank failed after it).
+          // too): it cannot be called done, though it may have finished first. One seen done
+          // while this rank's communicator is alive did complete, though the group aborted
+          // meanwhile (another rank failed after it). Every path that aborts the communicator
+          // aborts the group first.
           p.state->complete(failure_of(p.state->what, group_->reason()));
         } else {
           p.state->complete();

@@ -102,11 +102,12 @@ struct Comm;
 
 // The ranks of one unique id.
 struct Clique {
-  explicit Clique(int n) : nranks(n), members(static_cast<size_t>(n)) {}
+  explicit Clique(int n) : nranks(n), members(static_cast<size_t>(n)), ever(members.size()) {}
   const int nranks;
   std::mutex mu;  // guards everything below and each member's state
   std::condition_variable cv;
   std::vector<Comm*> members;  // null until the rank joins (and once it is aborted)
+  std::vector<bool> ever;      // which ranks joined (a rank joins once)
   int joined = 0;              // ranks that ever joined: initialized at nranks
   std::map<uint64_t, Round> rounds;
 };
@@ -339,9 +340,10 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId i
     return refuse(ncclInvalidArgument, "ncclCommInitRankConfig: " + std::to_string(nranks) +
                                            " ranks, but the id's others said " +
                                            std::to_string(clique->nranks));
-  if (clique->members[rank] != nullptr)
+  if (clique->ever[rank])  // NCCL's ids are for one communicator each
     return refuse(ncclInvalidArgument,
                   "ncclCommInitRankConfig: rank " + std::to_string(rank) + " joined twice");
+  clique->ever[rank] = true;
   auto* c = new Comm;
   c->clique = clique;
   c->rank = rank;

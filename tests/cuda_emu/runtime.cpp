@@ -36,7 +36,6 @@
 #include <deque>
 #include <map>
 #include <mutex>
-#include <set>
 #include <thread>
 #include <vector>
 
@@ -228,10 +227,11 @@ class Queue {
   std::thread thread_;  // started when work first queues
 };
 
-// The streams cudaStreamCreateWithFlags made, for cudaDeviceSynchronize.
+// The streams cudaStreamCreateWithFlags made, for cudaDeviceSynchronize (shared: one being
+// waited for outlives its cudaStreamDestroy until the wait ends).
 struct Streams {
   std::mutex mu;
-  std::set<Queue*> created;
+  std::map<Queue*, std::shared_ptr<Queue>> created;
 };
 Streams& streams() {
   static auto* s = new Streams;
@@ -254,13 +254,18 @@ Queue& queue_of(cudaStream_t s) {
   return *reinterpret_cast<Queue*>(s);
 }
 
-// Waits for every stream of `device`.
+// Waits for every stream of `device` (not holding the registry's lock meanwhile: another device's
+// thread may create or destroy a stream while this one waits for a collective).
 void synchronize_device(int device) {
   legacy_stream(device).wait_idle();
-  Streams& all = streams();
-  std::lock_guard<std::mutex> lock(all.mu);
-  for (Queue* q : all.created)
-    if (q->device() == device) q->wait_idle();
+  std::vector<std::shared_ptr<Queue>> queues;
+  {
+    Streams& all = streams();
+    std::lock_guard<std::mutex> lock(all.mu);
+    for (const auto& entry : all.created)
+      if (entry.second->device() == device) queues.push_back(entry.second);
+  }
+  for (const auto& q : queues) q->wait_idle();
 }
 
 // An event: recorded (cudaEventRecord calls so far) and completed (those its stream reached).
@@ -720,7 +725,7 @@ cudaError_t cudaFreeHost(void* p) {
     auto it = m.blocks.find(static_cast<const char*>(p));
     if (it == m.blocks.end() || it->second.device != kPinned) return fail(cudaErrorInvalidValue);
   }
-  synchronize_device(g_device);
+  for (int d = 0; d < device_count(); ++d) synchronize_device(d);  // copies of any device
   std::lock_guard<std::mutex> lock(m.mu);
   m.blocks.erase(static_cast<const char*>(p));
   std::free(p);
@@ -764,24 +769,27 @@ cudaError_t cudaMemset(void* p, int value, size_t bytes) {
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned int) {
   if (device_count() == 0) return fail(cudaErrorNoDevice);
   if (!s) return fail(cudaErrorInvalidValue);
-  auto* q = new Queue(g_device);
+  auto q = std::make_shared<Queue>(g_device);
   {
     Streams& all = streams();
     std::lock_guard<std::mutex> lock(all.mu);
-    all.created.insert(q);
+    all.created[q.get()] = q;
   }
-  *s = reinterpret_cast<cudaStream_t>(q);
+  *s = reinterpret_cast<cudaStream_t>(q.get());
   return cudaSuccess;
 }
 // Waits for the stream's work (CUDA would return at once and release it later).
 cudaError_t cudaStreamDestroy(cudaStream_t s) {
-  auto* q = reinterpret_cast<Queue*>(s);
+  std::shared_ptr<Queue> q;
   {
     Streams& all = streams();
     std::lock_guard<std::mutex> lock(all.mu);
-    if (all.created.erase(q) == 0) return fail(cudaErrorInvalidResourceHandle);
+    auto it = all.created.find(reinterpret_cast<Queue*>(s));
+    if (it == all.created.end()) return fail(cudaErrorInvalidResourceHandle);
+    q = std::move(it->second);
+    all.created.erase(it);
   }
-  delete q;
+  q.reset();  // waits for its work, unless a synchronize still holds it
   return cudaSuccess;
 }
 cudaError_t cudaStreamSynchronize(cudaStream_t s) {
