@@ -36,6 +36,7 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -176,10 +177,14 @@ class Queue {
   int device() const { return device_; }
 
   // Runs `op` after the work submitted before it: at once on this thread when the stream is idle
-  // and `waits` is false, else on the stream's thread.
+  // and `waits` is false (unless TANDEM_CUDA_EMU_QUEUE_ALL=1), else on the stream's thread.
   void submit(std::function<void()> op, bool waits) {
+    static const bool queue_all = [] {
+      const char* v = std::getenv("TANDEM_CUDA_EMU_QUEUE_ALL");
+      return v != nullptr && std::string(v) == "1";
+    }();
     std::unique_lock<std::mutex> lock(mu_);
-    if (!waits && !busy_ && ops_.empty()) {
+    if (!waits && !queue_all && !busy_ && ops_.empty()) {
       busy_ = true;
       lock.unlock();
       op();

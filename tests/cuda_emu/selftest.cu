@@ -164,6 +164,7 @@ int main(int argc, char** argv) {
     for (int i = 0; i < n; ++i) in[i] = static_cast<unsigned>(i);  // device memory is host memory
     *sum = 0;
     block_sum<<<37, kThreads, 0, nullptr>>>(sum, in, n);
+    cudaDeviceSynchronize();  // before the host reads what the kernel wrote
     const unsigned long long want = static_cast<unsigned long long>(n) * (n - 1) / 2;
     if (cudaGetLastError() != cudaSuccess || *sum != want) {
       std::printf("block_sum: got %llu, want %llu\n", *sum, want);
@@ -180,6 +181,7 @@ int main(int argc, char** argv) {
   if (std::strcmp(what, "divergent") == 0) divergent_barrier<<<2, 64, 0, nullptr>>>(flags);
   if (std::strcmp(what, "thread0") == 0) barrier_thread0_skips<<<1, 64, 0, nullptr>>>(flags);
   if (std::strcmp(what, "shuffle") == 0) shuffle_past_block<<<1, 48, 0, nullptr>>>(flags);
+  cudaDeviceSynchronize();  // the kernel may run on the stream's thread
   std::printf("%s: the emulation did not stop the kernel\n", what);
   return 1;
 }
