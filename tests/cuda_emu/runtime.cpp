@@ -36,6 +36,7 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -273,18 +274,40 @@ void synchronize_device(int device) {
   for (const auto& q : queues) q->wait_idle();
 }
 
-// An event: recorded (cudaEventRecord calls so far) and completed (those its stream reached).
-// Shared by the work that completes or waits for it, which may outlive cudaEventDestroy.
+// An event: its records (cudaEventRecord calls, numbered from 1) and which of them their streams
+// reached, possibly out of order when it was recorded on several streams. A query looks at the
+// latest record, a wait at the latest when the wait was queued, as with CUDA. Shared by the work
+// that completes or waits for it, which may outlive cudaEventDestroy.
 struct EventState {
-  uint64_t recorded = 0, completed = 0;
+  uint64_t recorded = 0;
+  uint64_t done_below = 1;          // every record before this one is done
+  std::set<uint64_t> done_after;    // records done out of order, each >= done_below
+  uint64_t when_record = 0;         // the latest record done, and when
   std::chrono::steady_clock::time_point when{};
   bool timing = true;
+
+  bool done(uint64_t record) const { return record < done_below || done_after.count(record); }
+  void complete(uint64_t record) {
+    done_after.insert(record);
+    while (done_after.erase(done_below) != 0) ++done_below;
+    if (record > when_record) {
+      when_record = record;
+      when = std::chrono::steady_clock::now();
+    }
+  }
 };
 struct Event {
   std::shared_ptr<EventState> state = std::make_shared<EventState>();
 };
-std::mutex g_events_mu;  // guards every EventState
-std::condition_variable g_events_cv;
+// Guards every EventState (never destroyed: a stream's thread may wait on it during exit).
+std::mutex& events_mu() {
+  static auto* mu = new std::mutex;
+  return *mu;
+}
+std::condition_variable& events_cv() {
+  static auto* cv = new std::condition_variable;
+  return *cv;
+}
 
 }  // namespace
 
@@ -808,13 +831,13 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned int) {
   std::shared_ptr<EventState> state = reinterpret_cast<Event*>(e)->state;
   uint64_t until = 0;
   {
-    std::lock_guard<std::mutex> lock(g_events_mu);
-    if (state->completed >= state->recorded) return cudaSuccess;  // nothing to wait for
+    std::lock_guard<std::mutex> lock(events_mu());
+    if (state->done(state->recorded)) return cudaSuccess;  // nothing to wait for
     until = state->recorded;
   }
   queue_of(s).submit([state, until] {
-    std::unique_lock<std::mutex> lock(g_events_mu);
-    g_events_cv.wait(lock, [&] { return state->completed >= until; });
+    std::unique_lock<std::mutex> lock(events_mu());
+    events_cv().wait(lock, [&] { return state->done(until); });
   }, true);
   return cudaSuccess;
 }
@@ -837,16 +860,13 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
   std::shared_ptr<EventState> state = reinterpret_cast<Event*>(e)->state;
   uint64_t mark = 0;
   {
-    std::lock_guard<std::mutex> lock(g_events_mu);
+    std::lock_guard<std::mutex> lock(events_mu());
     mark = ++state->recorded;
   }
   queue_of(s).submit([state, mark] {
-    std::lock_guard<std::mutex> lock(g_events_mu);
-    if (mark > state->completed) {
-      state->completed = mark;
-      state->when = std::chrono::steady_clock::now();
-    }
-    g_events_cv.notify_all();
+    std::lock_guard<std::mutex> lock(events_mu());
+    state->complete(mark);
+    events_cv().notify_all();
   }, false);
   return cudaSuccess;
 }
@@ -854,14 +874,15 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
 cudaError_t cudaEventQuery(cudaEvent_t e) {
   if (!e) return fail(cudaErrorInvalidValue);
   const EventState& state = *reinterpret_cast<Event*>(e)->state;
-  std::lock_guard<std::mutex> lock(g_events_mu);
-  return state.completed >= state.recorded ? cudaSuccess : fail(cudaErrorNotReady);
+  std::lock_guard<std::mutex> lock(events_mu());
+  return state.done(state.recorded) ? cudaSuccess : fail(cudaErrorNotReady);
 }
 cudaError_t cudaEventSynchronize(cudaEvent_t e) {
   if (!e) return fail(cudaErrorInvalidValue);
   const EventState& state = *reinterpret_cast<Event*>(e)->state;
-  std::unique_lock<std::mutex> lock(g_events_mu);
-  g_events_cv.wait(lock, [&] { return state.completed >= state.recorded; });
+  std::unique_lock<std::mutex> lock(events_mu());
+  const uint64_t until = state.recorded;
+  events_cv().wait(lock, [&] { return state.done(until); });
   return cudaSuccess;
 }
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
@@ -869,9 +890,9 @@ cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) 
   const EventState& a = *reinterpret_cast<Event*>(start)->state;
   const EventState& b = *reinterpret_cast<Event*>(end)->state;
   if (!a.timing || !b.timing) return fail(cudaErrorInvalidValue);
-  std::lock_guard<std::mutex> lock(g_events_mu);
+  std::lock_guard<std::mutex> lock(events_mu());
   if (a.recorded == 0 || b.recorded == 0) return fail(cudaErrorInvalidResourceHandle);
-  if (a.completed < a.recorded || b.completed < b.recorded) return fail(cudaErrorNotReady);
+  if (!a.done(a.recorded) || !b.done(b.recorded)) return fail(cudaErrorNotReady);
   *ms = std::chrono::duration<float, std::milli>(b.when - a.when).count();
   return cudaSuccess;
 }

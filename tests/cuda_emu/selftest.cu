@@ -110,6 +110,19 @@ int nccl_check() {
   EXPECT(cudaGetLastError() == cudaErrorNotReady);
   EXPECT(cudaGetLastError() == cudaSuccess);
   EXPECT(x[0][7] == 7.0f && copy[7] != 14.0f * 3);  // neither the kernel nor the copy ran
+  // An event recorded again, on an idle stream: a query sees the new record, done; a stream that
+  // waited on the first record still waits.
+  cudaStream_t waiter, idle;
+  EXPECT(cudaStreamCreateWithFlags(&waiter, cudaStreamNonBlocking) == cudaSuccess);
+  EXPECT(cudaStreamCreateWithFlags(&idle, cudaStreamNonBlocking) == cudaSuccess);
+  EXPECT(cudaStreamWaitEvent(waiter, reduced, 0) == cudaSuccess);
+  int* flag = nullptr;
+  EXPECT(cudaMalloc(reinterpret_cast<void**>(&flag), sizeof(int)) == cudaSuccess);
+  *flag = 1;  // host memory here; nothing else uses it
+  EXPECT(cudaMemsetAsync(flag, 0, sizeof(int), waiter) == cudaSuccess);
+  EXPECT(cudaEventRecord(reduced, idle) == cudaSuccess);
+  EXPECT(cudaStreamSynchronize(idle) == cudaSuccess && cudaEventQuery(reduced) == cudaSuccess);
+  EXPECT(*flag == 1);  // the memset still waits for the allreduce
   cudaSetDevice(1);
   EXPECT(ncclAllReduce(x[1], x[1], n, ncclFloat32, ncclSum, comms[1], streams[1]) == ncclSuccess);
   EXPECT(cudaStreamSynchronize(streams[1]) == cudaSuccess);
@@ -120,6 +133,8 @@ int nccl_check() {
     EXPECT(x[1][i] == static_cast<float>(3 * i));
     EXPECT(x[0][i] == static_cast<float>(6 * i) && copy[i] == x[0][i]);
   }
+  EXPECT(*flag == 0 && cudaFree(flag) == cudaSuccess);
+  EXPECT(cudaStreamDestroy(waiter) == cudaSuccess && cudaStreamDestroy(idle) == cudaSuccess);
 
   // Different collectives as the same number: NCCL would hang or corrupt.
   EXPECT(ncclAllReduce(x[0], x[0], n, ncclFloat32, ncclSum, comms[0], streams[0]) == ncclSuccess);
