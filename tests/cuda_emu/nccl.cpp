@@ -115,8 +115,7 @@ struct Clique {
 struct Comm {
   std::shared_ptr<Clique> clique;
   int rank = 0, device = 0;
-  uint64_t issued = 0;  // collectives called (the caller's thread)
-  bool aborted = false;
+  uint64_t issued = 0;               // collectives called (the caller's thread)
   ncclResult_t error = ncclSuccess;  // the asynchronous error
   std::string error_text;
 };
@@ -202,11 +201,9 @@ void carry_out(const std::vector<const Post*>& posts) {
 
 // The stream's part of a collective (on the stream's thread): meets the other ranks at round
 // `number`, and returns once it is carried out or this rank is aborted.
-void meet(const std::shared_ptr<Clique>& clique, Comm* self_at_call, int rank, uint64_t number,
-          const Post& post) {
+void meet(const std::shared_ptr<Clique>& clique, int rank, uint64_t number, const Post& post) {
   std::unique_lock<std::mutex> lock(clique->mu);
-  Comm* self = clique->members[rank];
-  if (self == nullptr || self != self_at_call) return;  // aborted: the kernel does nothing
+  if (clique->members[rank] == nullptr) return;  // aborted (a rank joins once): nothing to do
   Round& round = clique->rounds[number];
   if (round.posts.empty()) round.posts.assign(static_cast<size_t>(clique->nranks), nullptr);
   round.posts[rank] = &post;
@@ -230,7 +227,7 @@ void meet(const std::shared_ptr<Clique>& clique, Comm* self_at_call, int rank, u
     round.done = true;
   }
   clique->cv.notify_all();
-  clique->cv.wait(lock, [&] { return round.done || clique->members[rank] != self; });
+  clique->cv.wait(lock, [&] { return round.done || clique->members[rank] == nullptr; });
   round.posts[rank] = nullptr;  // `post` goes with this call
   if (++round.left == clique->nranks) clique->rounds.erase(number);
 }
@@ -265,8 +262,8 @@ ncclResult_t collective(ncclComm_t comm, cudaStream_t stream, Post post) {
   }
   const uint64_t number = c.issued++;
   if (post.count == 0) return ncclSuccess;  // NCCL returns at once (every rank does the same)
-  tandem_emu::enqueue_waiting(stream, [clique = c.clique, self = &c, rank = c.rank, number, post] {
-    meet(clique, self, rank, number, post);
+  tandem_emu::enqueue_waiting(stream, [clique = c.clique, rank = c.rank, number, post] {
+    meet(clique, rank, number, post);
   });
   return ncclSuccess;
 }
