@@ -54,11 +54,14 @@ if [ "$emulate" = ON ]; then
   }
   # The longest (two minutes) beside the others, on the second core. The others with every
   # stream's work queued on the stream's own thread (TANDEM_CUDA_EMU_QUEUE_ALL=1, a slow GPU):
-  # a missing wait or synchronize shows there; ResNet-20 with idle streams running work at once.
+  # a missing wait or synchronize shows there; and with the threads of each block, and the
+  # blocks, in descending order (a kernel that counts on an order gets other results).
+  # ResNet-20 with idle streams running work at once, in ascending order.
   gpu_tests "*ResNet-20 trains the same on the GPU*" >"$root/build-asan/gpu_resnet.log" 2>&1 &
   resnet=$!
   trap 'kill "$resnet" 2>/dev/null' EXIT
-  TANDEM_CUDA_EMU_QUEUE_ALL=1 gpu_tests "[cuda]~*ResNet-20*,[gpu],[nccl]"
+  TANDEM_CUDA_EMU_QUEUE_ALL=1 TANDEM_CUDA_EMU_ORDER=descending \
+    gpu_tests "[cuda]~*ResNet-20*,[gpu],[nccl]"
   wait "$resnet" || { cat "$root/build-asan/gpu_resnet.log"; exit 1; }
   trap - EXIT
   tail -n 2 "$root/build-asan/gpu_resnet.log"

@@ -1,5 +1,6 @@
 // A CPU stand-in for the NCCL functions tandem calls, for the CUDA emulation tests: the ranks of
-// one process (make_nccl_group) joined by a unique id, non-blocking communicators only. A
+// one process (make_nccl_group) joined by a unique id, non-blocking communicators only (and
+// ncclCommInitAll's blocking ones, for the raw-NCCL benchmark). A
 // collective is queued on its stream (streams.hpp) as a kernel would be: when the stream reaches
 // it, it waits there until every rank's stream has reached its collective of the same number,
 // the last to arrive computes every rank's result, and each stream goes on. Reductions run in
@@ -109,6 +110,7 @@ struct Clique {
   std::vector<Comm*> members;  // null until the rank joins (and once it is aborted)
   std::vector<bool> ever;      // which ranks joined (a rank joins once)
   int joined = 0;              // ranks that ever joined: initialized at nranks
+  std::vector<uint64_t> met = std::vector<uint64_t>(members.size());  // collectives run, per rank
   std::map<uint64_t, Round> rounds;
 };
 
@@ -116,6 +118,7 @@ struct Comm {
   std::shared_ptr<Clique> clique;
   int rank = 0, device = 0;
   uint64_t issued = 0;               // collectives called (the caller's thread)
+  uint64_t queued = 0;               // of them, those queued (not of zero elements)
   ncclResult_t error = ncclSuccess;  // the asynchronous error
   std::string error_text;
 };
@@ -230,6 +233,8 @@ void meet(const std::shared_ptr<Clique>& clique, int rank, uint64_t number, cons
   clique->cv.wait(lock, [&] { return round.done || clique->members[rank] == nullptr; });
   round.posts[rank] = nullptr;  // `post` goes with this call
   if (++round.left == clique->nranks) clique->rounds.erase(number);
+  ++clique->met[rank];
+  clique->cv.notify_all();  // for ncclCommDestroy
 }
 
 ncclResult_t check_comm(ncclComm_t comm) {
@@ -262,9 +267,44 @@ ncclResult_t collective(ncclComm_t comm, cudaStream_t stream, Post post) {
   }
   const uint64_t number = c.issued++;
   if (post.count == 0) return ncclSuccess;  // NCCL returns at once (every rank does the same)
+  ++c.queued;
   tandem_emu::enqueue_waiting(stream, [clique = c.clique, rank = c.rank, number, post] {
     meet(clique, rank, number, post);
   });
+  return ncclSuccess;
+}
+
+// Rank `rank` of the clique of `key` joins, on `device`.
+ncclResult_t join(ncclComm_t* comm, int nranks, const std::string& key, int rank, int device) {
+  std::shared_ptr<Clique> clique;
+  {
+    std::lock_guard<std::mutex> lock(g_cliques_mu);
+    clique = g_cliques[key].lock();
+    if (!clique) g_cliques[key] = clique = std::make_shared<Clique>(nranks);
+  }
+  std::lock_guard<std::mutex> lock(clique->mu);
+  if (clique->nranks != nranks)
+    return refuse(ncclInvalidArgument, "ncclCommInitRankConfig: " + std::to_string(nranks) +
+                                           " ranks, but the id's others said " +
+                                           std::to_string(clique->nranks));
+  if (clique->ever[rank])  // NCCL's ids are for one communicator each
+    return refuse(ncclInvalidArgument,
+                  "ncclCommInitRankConfig: rank " + std::to_string(rank) + " joined twice");
+  clique->ever[rank] = true;
+  auto* c = new Comm;
+  c->clique = clique;
+  c->rank = rank;
+  c->device = device;
+  for (Comm* other : clique->members)
+    if (other != nullptr && other->device == device)
+      for (Comm* x : {c, other}) {  // NCCL's own check
+        x->error = ncclInvalidUsage;
+        x->error_text = "Duplicate GPU detected: ranks " + std::to_string(other->rank) + " and " +
+                        std::to_string(rank) + " both on cuda:" + std::to_string(device);
+      }
+  clique->members[rank] = c;
+  ++clique->joined;
+  *comm = reinterpret_cast<ncclComm_t>(c);
   return ncclSuccess;
 }
 
@@ -326,36 +366,22 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId i
                   "comes from another process)");
   int device = 0;
   cudaGetDevice(&device);
-  std::shared_ptr<Clique> clique;
-  {
-    std::lock_guard<std::mutex> lock(g_cliques_mu);
-    clique = g_cliques[key].lock();
-    if (!clique) g_cliques[key] = clique = std::make_shared<Clique>(nranks);
+  const ncclResult_t r = join(comm, nranks, key, rank, device);
+  return r != ncclSuccess ? r : ncclInProgress;  // non-blocking: ncclCommGetAsyncError says when
+}
+
+// One communicator per device in one call (what the raw-NCCL benchmark uses): the ranks of a
+// new id, blocking (all have joined when it returns).
+ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const int* devlist) {
+  if (!comms || ndev < 1) return refuse(ncclInvalidArgument, "ncclCommInitAll: no communicators");
+  ncclUniqueId id;
+  ncclGetUniqueId(&id);
+  const std::string key(id.internal, strnlen(id.internal, sizeof(id.internal)));
+  for (int d = 0; d < ndev; ++d) {
+    const ncclResult_t r = join(&comms[d], ndev, key, d, devlist != nullptr ? devlist[d] : d);
+    if (r != ncclSuccess) return r;
   }
-  std::lock_guard<std::mutex> lock(clique->mu);
-  if (clique->nranks != nranks)
-    return refuse(ncclInvalidArgument, "ncclCommInitRankConfig: " + std::to_string(nranks) +
-                                           " ranks, but the id's others said " +
-                                           std::to_string(clique->nranks));
-  if (clique->ever[rank])  // NCCL's ids are for one communicator each
-    return refuse(ncclInvalidArgument,
-                  "ncclCommInitRankConfig: rank " + std::to_string(rank) + " joined twice");
-  clique->ever[rank] = true;
-  auto* c = new Comm;
-  c->clique = clique;
-  c->rank = rank;
-  c->device = device;
-  for (Comm* other : clique->members)
-    if (other != nullptr && other->device == device)
-      for (Comm* x : {c, other}) {  // NCCL's own check
-        x->error = ncclInvalidUsage;
-        x->error_text = "Duplicate GPU detected: ranks " + std::to_string(other->rank) + " and " +
-                        std::to_string(rank) + " both on cuda:" + std::to_string(device);
-      }
-  clique->members[rank] = c;
-  ++clique->joined;
-  *comm = reinterpret_cast<ncclComm_t>(c);
-  return ncclInProgress;  // a non-blocking init: ncclCommGetAsyncError says when it is done
+  return ncclSuccess;
 }
 
 ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* state) {
@@ -384,6 +410,20 @@ ncclResult_t ncclCommAbort(ncclComm_t comm) {
       if (entry.second.posts[c->rank] != nullptr && !entry.second.done) entry.second.broken = true;
     clique->members[c->rank] = nullptr;
     clique->cv.notify_all();
+  }
+  delete c;
+  return ncclSuccess;
+}
+
+// Waits for this rank's collectives to run (as NCCL's, which finalizes first), then frees it.
+ncclResult_t ncclCommDestroy(ncclComm_t comm) {
+  if (comm == nullptr) return ncclSuccess;
+  Comm* c = reinterpret_cast<Comm*>(comm);
+  const std::shared_ptr<Clique> clique = c->clique;
+  {
+    std::unique_lock<std::mutex> lock(clique->mu);
+    clique->cv.wait(lock, [&] { return clique->met[c->rank] == c->queued; });
+    clique->members[c->rank] = nullptr;
   }
   delete c;
   return ncclSuccess;

@@ -17,16 +17,25 @@
 //
 // A block runs on the thread that runs its launch, each of its threads on a fiber: a thread runs
 // until it reaches a barrier (__syncthreads, or a warp shuffle's exchange), then the next thread
-// runs; a barrier opens when every thread it waits for is there. A block whose thread 0 finishes
-// without reaching a barrier runs its other threads as plain calls, one after another (no
-// fibers: elementwise kernels run fast); one of them reaching a barrier is a divergent barrier.
-// Stricter than CUDA, which none of tandem's kernels needs: lanes of a warp shuffling with
-// different masks, a mask naming a lane that exited, a shuffle after thread 0 ended without one.
+// runs; a barrier opens when every thread it waits for is there. A block whose first thread to
+// run finishes without reaching a barrier runs its other threads as plain calls, one after
+// another (no fibers: elementwise kernels run fast); one of them reaching a barrier is a
+// divergent barrier. Stricter than CUDA, which none of tandem's kernels needs: lanes of a warp
+// shuffling with different masks, a mask naming a lane that exited, a shuffle after the first
+// thread ended without one.
+//
+// The order the threads of a block, and the blocks of a grid, take their turns in is
+// TANDEM_CUDA_EMU_ORDER: ascending (the default), descending, or shuffled (the blocks in a
+// random order, the threads in a new one for every stretch between barriers; seeded by
+// TANDEM_CUDA_EMU_SEED, default 1). A GPU promises no order, so a kernel whose result depends on
+// it (a thread reading shared memory another wrote without a barrier between, a block counting
+// on the blocks before it) gives other results, or other bugs, in another order.
 #include "emu.hpp"  // first: its definitions of __host__ and the like stand
 
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdarg>
@@ -36,6 +45,8 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <numeric>
+#include <random>
 #include <set>
 #include <string>
 #include <thread>
@@ -360,6 +371,65 @@ constexpr unsigned kWarp = 32;
 
 enum class State { ready, at_block_barrier, at_warp_barrier, done };
 
+enum class Order { ascending, descending, shuffled };
+
+Order thread_order() {
+  static const Order order = [] {
+    const char* v = std::getenv("TANDEM_CUDA_EMU_ORDER");
+    const std::string s = v != nullptr ? v : "ascending";
+    if (s == "ascending") return Order::ascending;
+    if (s == "descending") return Order::descending;
+    if (s == "shuffled") return Order::shuffled;
+    std::fprintf(stderr, "TANDEM_CUDA_EMU_ORDER=%s: not ascending, descending or shuffled\n",
+                 s.c_str());
+    std::exit(2);
+  }();
+  return order;
+}
+
+// The random turns of TANDEM_CUDA_EMU_ORDER=shuffled, per OS thread (each runs its own blocks).
+std::mt19937_64& order_random() {
+  static const uint64_t seed = [] {
+    const char* v = std::getenv("TANDEM_CUDA_EMU_SEED");
+    return v != nullptr ? std::strtoull(v, nullptr, 10) : uint64_t{1};
+  }();
+  static std::atomic<uint64_t> streams{0};
+  thread_local std::mt19937_64 random(seed * 0x9e3779b97f4a7c15u + streams++);
+  return random;
+}
+
+// Puts a block's threads (ascending in `order`) in the order of their turns.
+void arrange(std::vector<unsigned>& order) {
+  if (thread_order() == Order::descending) {
+    std::reverse(order.begin(), order.end());
+  } else if (thread_order() == Order::shuffled) {
+    std::shuffle(order.begin(), order.end(), order_random());
+  }
+}
+
+// The k-th block of a grid to run, k -> (a k + c) mod blocks with a coprime to blocks: a
+// permutation that needs no table, however large the grid.
+class BlockOrder {
+ public:
+  explicit BlockOrder(uint64_t blocks) : blocks_(blocks) {
+    if (thread_order() == Order::descending) {
+      a_ = blocks - 1;  // -(k + 1) mod blocks
+      c_ = blocks - 1;
+    } else if (thread_order() == Order::shuffled && blocks > 1) {
+      auto& random = order_random();
+      do a_ = random() % blocks; while (std::gcd(a_, blocks) != 1);
+      c_ = random() % blocks;
+    }
+  }
+  uint64_t operator()(uint64_t k) const {
+    if (a_ == 1 && c_ == 0) return k;
+    return static_cast<uint64_t>((static_cast<unsigned __int128>(a_) * k + c_) % blocks_);
+  }
+
+ private:
+  uint64_t blocks_, a_ = 1, c_ = 0;
+};
+
 struct Fiber {
   void* sp = nullptr;  // its saved stack pointer while it is not running
   char* stack = nullptr;  // kStackBytes above a guard page
@@ -377,7 +447,9 @@ struct Block {
   size_t scheduler_size = 0;
   int current = -1;            // the fiber running, or -1
   bool plain = false;          // threads run as plain calls
-  bool saw_barrier = false;    // thread 0 reached one
+  bool saw_barrier = false;    // the first thread to run reached one
+  unsigned first = 0;          // that thread
+  std::vector<unsigned> order;  // the threads' turns, by index
   ThreadIds plain_ids;
   void (*body)(void*) = nullptr;
   void* state = nullptr;
@@ -515,13 +587,18 @@ void run_block(const ThreadIds& block_ids, unsigned threads) {
     ids.thread = make_uint3(t % bd.x, t / bd.x % bd.y, t / (bd.x * bd.y));
     return ids;
   };
+  std::vector<unsigned>& order = g_block.order;
+  order.resize(threads);
+  for (unsigned t = 0; t < threads; ++t) order[t] = t;
+  arrange(order);
   g_block.saw_barrier = false;
-  start(0, ids_of(0));
-  if (g_block.fibers[0].state == State::done && !g_block.saw_barrier) {
+  g_block.first = order[0];
+  start(static_cast<int>(order[0]), ids_of(order[0]));
+  if (g_block.fibers[order[0]].state == State::done && !g_block.saw_barrier) {
     g_block.plain = true;
     try {
-      for (unsigned t = 1; t < threads; ++t) {
-        g_block.plain_ids = ids_of(t);
+      for (unsigned k = 1; k < threads; ++k) {
+        g_block.plain_ids = ids_of(order[k]);
         g_block.body(g_block.state);
       }
     } catch (...) {
@@ -530,11 +607,12 @@ void run_block(const ThreadIds& block_ids, unsigned threads) {
     g_block.plain = false;
     return;
   }
-  for (unsigned t = 1; t < threads; ++t) start(static_cast<int>(t), ids_of(t));
+  for (unsigned k = 1; k < threads; ++k) start(static_cast<int>(order[k]), ids_of(order[k]));
   for (;;) {
-    for (unsigned t = 0; t < threads; ++t)
+    for (unsigned t : order)
       if (g_block.fibers[t].state == State::ready) resume(static_cast<int>(t));
     if (!open_barriers(threads)) break;
+    if (thread_order() == Order::shuffled) arrange(order);
   }
   for (unsigned t = 0; t < threads; ++t)
     if (g_block.fibers[t].state != State::done)
@@ -551,9 +629,10 @@ const ThreadIds& ids() {
 
 void sync_threads() {
   if (g_block.plain)
-    kernel_bug("%s: thread (%u, %u, %u) reached __syncthreads, which thread 0 of its block did "
-               "not (a divergent barrier)", g_block.name, g_block.plain_ids.thread.x,
-               g_block.plain_ids.thread.y, g_block.plain_ids.thread.z);
+    kernel_bug("%s: thread (%u, %u, %u) reached __syncthreads, which thread %u of its block, the "
+               "first to run, did not (a divergent barrier)", g_block.name,
+               g_block.plain_ids.thread.x, g_block.plain_ids.thread.y, g_block.plain_ids.thread.z,
+               g_block.first);
   g_block.saw_barrier = true;
   Fiber& f = running();
   f.state = State::at_block_barrier;
@@ -562,8 +641,8 @@ void sync_threads() {
 
 uint64_t shuffle_down(unsigned mask, uint64_t bits, unsigned delta) {
   if (g_block.plain)
-    kernel_bug("%s: thread %u shuffles, which thread 0 of its block did not (a divergent "
-               "shuffle)", g_block.name, g_block.plain_ids.thread.x);
+    kernel_bug("%s: thread %u shuffles, which thread %u of its block, the first to run, did not "
+               "(a divergent shuffle)", g_block.name, g_block.plain_ids.thread.x, g_block.first);
   g_block.saw_barrier = true;
   Fiber& f = running();
   const dim3 bd = f.ids.block_dim;
@@ -613,12 +692,15 @@ void run(dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t stream, const 
     ThreadIds ids{};
     ids.block_dim = block;
     ids.grid_dim = grid;
-    for (unsigned z = 0; z < grid.z; ++z)
-      for (unsigned y = 0; y < grid.y; ++y)
-        for (unsigned x = 0; x < grid.x; ++x) {
-          ids.block = make_uint3(x, y, z);
-          run_block(ids, static_cast<unsigned>(threads));
-        }
+    const uint64_t blocks = uint64_t{grid.x} * grid.y * grid.z;
+    const BlockOrder turns(blocks);
+    for (uint64_t k = 0; k < blocks; ++k) {
+      const uint64_t b = turns(k);
+      ids.block = make_uint3(static_cast<unsigned>(b % grid.x),
+                             static_cast<unsigned>(b / grid.x % grid.y),
+                             static_cast<unsigned>(b / grid.x / grid.y));
+      run_block(ids, static_cast<unsigned>(threads));
+    }
   }, false);
 }
 

@@ -1,16 +1,19 @@
 // The CUDA emulation's own checks, built as the kernel files are (launches rewritten, emu.hpp
 // force-included): `selftest ok` reduces with warp shuffles, shared memory and __syncthreads and
 // must get the closed form; `selftest nccl` (two devices) checks streams, events and the NCCL
-// stand-in against closed forms; each other scenario is a kernel bug the emulation must stop
+// stand-in against closed forms; `selftest order` that TANDEM_CUDA_EMU_ORDER sets the order of
+// the threads' and blocks' turns; each other scenario is a kernel bug the emulation must stop
 // with its message (tests/CMakeLists.txt matches them).
 #include <cuda_runtime.h>
 #include <nccl.h>
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace {
 
@@ -48,6 +51,20 @@ __global__ void barrier_thread0_skips(int* out) {
 // A full-warp shuffle in a block of 48 threads: lanes 16 to 31 of its second warp are not there.
 __global__ void shuffle_past_block(int* out) {
   out[threadIdx.x] = __shfl_down_sync(0xffffffffu, static_cast<int>(threadIdx.x), 1);
+}
+
+// A race on purpose: each thread writes its index into shared memory, then reads its
+// neighbour's without a barrier between, so what it sees is the order of the threads' turns
+// (-1 when the neighbour has not written yet). Each block also takes a ticket, the order of the
+// blocks' turns.
+constexpr int kRaceThreads = 64, kRaceBlocks = 1000;
+__global__ void neighbour_race(int* seen_out, unsigned* tickets, unsigned* counter) {
+  __shared__ int seen[kRaceThreads];
+  seen[threadIdx.x] = -1;
+  __syncthreads();
+  seen[threadIdx.x] = static_cast<int>(threadIdx.x);
+  seen_out[blockIdx.x * kRaceThreads + threadIdx.x] = seen[(threadIdx.x + 1) % kRaceThreads];
+  if (threadIdx.x == 0) tickets[blockIdx.x] = atomicAdd(counter, 1u);
 }
 
 __global__ void scale(float* x, int n, float factor) {
@@ -163,11 +180,51 @@ int nccl_check() {
   return 0;
 }
 
+// TANDEM_CUDA_EMU_ORDER takes effect: ascending, a thread reads its neighbour before it wrote
+// (all but the last, whose neighbour is thread 0) and blocks take tickets by index; descending,
+// the other way round; shuffled, neither (at random, but seeded: the same every run).
+int order_check() {
+  const char* v = std::getenv("TANDEM_CUDA_EMU_ORDER");
+  const std::string order = v != nullptr ? v : "ascending";
+  int* seen = nullptr;
+  unsigned *tickets = nullptr, *counter = nullptr;
+  EXPECT(cudaMalloc(reinterpret_cast<void**>(&seen), kRaceBlocks * kRaceThreads * sizeof(int)) ==
+         cudaSuccess);
+  EXPECT(cudaMalloc(reinterpret_cast<void**>(&tickets), kRaceBlocks * sizeof(unsigned)) ==
+         cudaSuccess);
+  EXPECT(cudaMalloc(reinterpret_cast<void**>(&counter), sizeof(unsigned)) == cudaSuccess);
+  *counter = 0;
+  neighbour_race<<<kRaceBlocks, kRaceThreads, 0, nullptr>>>(seen, tickets, counter);
+  EXPECT(cudaDeviceSynchronize() == cudaSuccess);
+  int stale = 0;  // in block 0
+  for (int t = 0; t < kRaceThreads; ++t) stale += seen[t] == -1;
+  bool ascending = true, descending = true;
+  std::vector<bool> taken(kRaceBlocks, false);
+  for (unsigned b = 0; b < kRaceBlocks; ++b) {
+    EXPECT(tickets[b] < kRaceBlocks && !taken[tickets[b]]);  // every block ran once
+    taken[tickets[b]] = true;
+    ascending = ascending && tickets[b] == b;
+    descending = descending && tickets[b] == kRaceBlocks - 1 - b;
+  }
+  std::printf("%s: %d of %d threads read their neighbour before it wrote; blocks %s\n",
+              order.c_str(), stale, kRaceThreads,
+              ascending ? "ascending" : descending ? "descending" : "in another order");
+  if (order == "ascending") EXPECT(stale == kRaceThreads - 1 && ascending);
+  if (order == "descending") EXPECT(stale == 1 && descending);
+  if (order == "shuffled")
+    EXPECT(stale > 1 && stale < kRaceThreads - 1 && !ascending && !descending);
+  EXPECT(cudaFree(seen) == cudaSuccess && cudaFree(tickets) == cudaSuccess &&
+         cudaFree(counter) == cudaSuccess);
+  std::printf("ok\n");
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const char* what = argc > 1 ? argv[1] : "ok";
   if (std::strcmp(what, "nccl") == 0) return nccl_check();
+  if (std::strcmp(what, "order") == 0) return order_check();
   int* flags = nullptr;
   cudaMalloc(reinterpret_cast<void**>(&flags), 64 * sizeof(int));
   if (std::strcmp(what, "ok") == 0) {
