@@ -31,8 +31,9 @@ CachingAllocator::Pool& CachingAllocator::pool_of(const Block* block) {
   return block->small ? small_ : large_;
 }
 
-CachingAllocator::CachingAllocator(std::unique_ptr<DeviceMemory> memory, std::string device)
-    : memory_(std::move(memory)), device_(std::move(device)) {}
+CachingAllocator::CachingAllocator(std::unique_ptr<DeviceMemory> memory, std::string device,
+                                   bool caching)
+    : memory_(std::move(memory)), device_(std::move(device)), caching_(caching) {}
 
 CachingAllocator::~CachingAllocator() {
   std::lock_guard<std::mutex> lock(mu_);
@@ -50,14 +51,16 @@ CachingAllocator::~CachingAllocator() {
 }
 
 void* CachingAllocator::allocate(size_t bytes, StreamId stream) {
-  const size_t size = std::max(kRound, (bytes + kRound - 1) / kRound * kRound);
+  const size_t size = caching_ ? std::max(kRound, (bytes + kRound - 1) / kRound * kRound)
+                               : std::max<size_t>(bytes, 1);
   std::lock_guard<std::mutex> lock(mu_);
   process_events();
-  Block* block = take_from_pool(size, stream);
+  Block* block = caching_ ? take_from_pool(size, stream) : nullptr;
   if (!block) {
     const bool small = size <= kSmallRequest;
-    const size_t segment =
-        small ? kSmallSegment : (size + kLargeRound - 1) / kLargeRound * kLargeRound;
+    const size_t segment = !caching_ ? size
+                           : small   ? kSmallSegment
+                                     : (size + kLargeRound - 1) / kLargeRound * kLargeRound;
     void* ptr = new_segment(segment, bytes);
     block = new Block;
     block->ptr = static_cast<char*>(ptr);
@@ -166,6 +169,13 @@ bool CachingAllocator::owns(const void* ptr) const {
 }
 
 void CachingAllocator::release(Block* block) {
+  if (!caching_) {  // a segment of its own: back to the device
+    memory_->free(block->ptr);
+    stats_.reserved_bytes -= static_cast<int64_t>(block->size);
+    ++stats_.device_frees;
+    delete block;
+    return;
+  }
   // A neighbour merges when it is free and in its pool: not in use, not waiting for events.
   auto mergeable = [](const Block* b) {
     return b && !b->allocated && b->pending_events == 0 && !b->lost;

@@ -13,6 +13,7 @@
 
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -85,13 +86,23 @@ class CudaMemory final : public EventMemory {
   int device_;
 };
 
+// False when TANDEM_NO_CUDA_MEMORY_CACHING is set (and not 0): every block is then a cudaMalloc
+// of its own (PyTorch's PYTORCH_NO_CUDA_MEMORY_CACHING), so compute-sanitizer (and, on the
+// emulation, AddressSanitizer) sees an access past any tensor.
+bool caching_from_env() {
+  const char* env = std::getenv("TANDEM_NO_CUDA_MEMORY_CACHING");
+  return env == nullptr || env[0] == '\0' || std::strcmp(env, "0") == 0;
+}
+
 // tandem's Allocator interface over a device's CachingAllocator. Storage is allocated for the
 // legacy default stream, where tandem's kernels run until each device's compute stream carries
 // them (docs/ARCHITECTURE.md); a block another stream reads is marked with record_stream.
 class DeviceAllocator final : public Allocator {
  public:
   explicit DeviceAllocator(int device)
-      : device_(device), cache_(std::make_unique<CudaMemory>(device), "cuda:" + std::to_string(device)) {}
+      : device_(device),
+        cache_(std::make_unique<CudaMemory>(device), "cuda:" + std::to_string(device),
+               caching_from_env()) {}
   void* allocate(size_t nbytes) override { return cache_.allocate(nbytes, 0); }
   void deallocate(void* ptr, size_t) override { cache_.free(ptr); }
   Device device() const override { return Device(DeviceType::cuda, device_); }

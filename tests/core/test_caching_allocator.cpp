@@ -56,10 +56,10 @@ struct Fixture {
   int frees = 0;
   FakeDevice* device;
   std::unique_ptr<CachingAllocator> alloc;
-  explicit Fixture(size_t capacity = 64 * kMiB) {
+  explicit Fixture(size_t capacity = 64 * kMiB, bool caching = true) {
     auto d = std::make_unique<FakeDevice>(capacity, &frees);
     device = d.get();
-    alloc = std::make_unique<CachingAllocator>(std::move(d), "cuda:0");
+    alloc = std::make_unique<CachingAllocator>(std::move(d), "cuda:0", caching);
   }
 };
 
@@ -250,4 +250,43 @@ TEST_CASE("caching allocator: a free on a broken device does not throw, and the 
   }
   CHECK(f.alloc->stats().pending_blocks == 0);
   CHECK(f.alloc->stats().active_blocks == 0);
+}
+
+TEST_CASE("caching allocator without caching (TANDEM_NO_CUDA_MEMORY_CACHING): each block its own "
+          "device allocation of the bytes asked for, given back when freed, after the events "
+          "of the streams that used it",
+          "[cuda_alloc]") {
+  Fixture f(64 * kMiB, /*caching=*/false);
+  const cuda::StreamId compute = 7, comm = 8;
+  void* a = f.alloc->allocate(1000, compute);
+  void* b = f.alloc->allocate(3 * kMiB + 1, compute);
+  CHECK(f.device->live.at(addr(a)) == 1000);  // not rounded: an access past it is past memory
+  CHECK(f.device->live.at(addr(b)) == 3 * kMiB + 1);
+  CHECK(f.alloc->allocate(0, compute) != nullptr);  // an empty tensor still gets an address
+  auto s = f.alloc->stats();
+  CHECK(s.device_allocs == 3);
+  CHECK(s.allocated_bytes == static_cast<int64_t>(1000 + 3 * kMiB + 1 + 1));
+  CHECK(s.reserved_bytes == s.allocated_bytes);
+  f.alloc->free(a);
+  CHECK(f.frees == 1);  // at once: no other stream used it
+  CHECK(f.device->live.count(addr(a)) == 0);
+  void* c = f.alloc->allocate(1000, compute);  // a new allocation, never the freed block's
+  CHECK(f.alloc->stats().device_allocs == 4);
+  (void)c;
+  f.alloc->record_stream(b, comm);  // the communication stream reads it
+  f.alloc->free(b);
+  CHECK(f.frees == 1);  // held until the communication stream is past it
+  CHECK(f.alloc->stats().pending_blocks == 1);
+  f.alloc->allocate(10, compute);  // events are looked at when a block is asked for
+  CHECK(f.frees == 1);
+  f.device->finish(comm);
+  f.alloc->allocate(10, compute);
+  CHECK(f.frees == 2);
+  CHECK(f.device->live.count(addr(b)) == 0);
+  s = f.alloc->stats();
+  CHECK(s.pending_blocks == 0);
+  CHECK(s.device_frees == 2);
+  CHECK(s.reserved_bytes == s.allocated_bytes);
+  f.alloc->empty_cache();  // nothing cached: nothing changes
+  CHECK(f.frees == 2);
 }

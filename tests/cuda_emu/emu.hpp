@@ -7,7 +7,8 @@
 // few stricter than CUDA) stops the program with a message instead, as does dynamic shared
 // memory (not emulated). Device memory is host memory (runtime.cpp), so AddressSanitizer sees a
 // kernel's access past a cudaMalloc'd segment; not one inside a segment the caching allocator
-// carves into blocks, nor one past a __shared__ array (thread-local statics).
+// carves into blocks (unless TANDEM_NO_CUDA_MEMORY_CACHING=1 makes every tensor a cudaMalloc of
+// its own), nor one past a __shared__ array (thread-local statics).
 #pragma once
 
 #define __host__

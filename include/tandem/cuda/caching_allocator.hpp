@@ -57,8 +57,12 @@ class CachingAllocator {
   static constexpr size_t kSmallSegment = 2 << 20;    // whose segments are 2 MiB
   static constexpr size_t kLargeRound = 2 << 20;      // large segments: multiples of 2 MiB
 
-  /// `device` names the device in errors ("cuda:0").
-  CachingAllocator(std::unique_ptr<DeviceMemory> memory, std::string device);
+  /// `device` names the device in errors ("cuda:0"). With `caching` false, every block is a
+  /// device allocation of its own, of exactly the bytes asked for, given back to the device when
+  /// freed (once the streams it was used on are done with it): PyTorch's
+  /// PYTORCH_NO_CUDA_MEMORY_CACHING, for compute-sanitizer and AddressSanitizer, which then see
+  /// an access past any block, not only past a segment. A cudaMalloc and a cudaFree per block.
+  CachingAllocator(std::unique_ptr<DeviceMemory> memory, std::string device, bool caching = true);
   /// Gives back every cached segment (blocks still in use are the process's to end with).
   ~CachingAllocator();
   CachingAllocator(const CachingAllocator&) = delete;
@@ -95,6 +99,7 @@ class CachingAllocator {
 
   std::unique_ptr<DeviceMemory> memory_;
   std::string device_;
+  bool caching_;
   mutable std::mutex mu_;
   Pool small_, large_;
   std::unordered_map<void*, Block*> active_;
