@@ -2,9 +2,9 @@
 // runtime API calls tandem makes, on the CPU. Device memory is host memory (exact-size
 // allocations, so AddressSanitizer sees a kernel's access past a cudaMalloc'd segment; not one
 // inside a segment the caching allocator carves into blocks, unless
-// TANDEM_NO_CUDA_MEMORY_CACHING=1 makes every tensor a cudaMalloc of its own), and TANDEM_CUDA_EMU_DEVICES
-// (default 1) devices of TANDEM_CUDA_EMU_MEMORY_MB (default 4096) MiB each are visible (with 0,
-// every call that needs a device fails with cudaErrorNoDevice).
+// TANDEM_NO_CUDA_MEMORY_CACHING=1 makes every tensor a cudaMalloc of its own), and
+// TANDEM_CUDA_EMU_DEVICES (default 1) devices of TANDEM_CUDA_EMU_MEMORY_MB (default 4096) MiB
+// each are visible (with 0, every call that needs a device fails with cudaErrorNoDevice).
 //
 // A stream runs its work in issue order. Work given to an idle stream runs at once on the
 // calling thread (kernels, copies and events mostly do); work behind something still running or

@@ -176,6 +176,25 @@ int nccl_check() {
     EXPECT(cudaFree(x[r]) == cudaSuccess);
   }
   EXPECT(cudaFree(copy) == cudaSuccess && cudaEventDestroy(reduced) == cudaSuccess);
+  // ncclCommInitAll's blocking communicators (the raw-NCCL benchmark's): one thread calls both
+  // ranks' allreduce in a group, and ncclCommDestroy waits for what is queued.
+  ncclComm_t all[2];
+  EXPECT(ncclCommInitAll(all, 2, nullptr) == ncclSuccess);
+  for (int r = 0; r < 2; ++r) {
+    cudaSetDevice(r);
+    EXPECT(cudaStreamCreateWithFlags(&streams[r], cudaStreamNonBlocking) == cudaSuccess);
+    EXPECT(cudaMalloc(reinterpret_cast<void**>(&x[r]), n * sizeof(float)) == cudaSuccess);
+    for (int i = 0; i < n; ++i) x[r][i] = static_cast<float>(i + r);
+  }
+  ncclGroupStart();
+  for (int r = 0; r < 2; ++r)
+    EXPECT(ncclAllReduce(x[r], x[r], n, ncclFloat32, ncclSum, all[r], streams[r]) == ncclSuccess);
+  EXPECT(ncclGroupEnd() == ncclSuccess);
+  for (int r = 0; r < 2; ++r) EXPECT(ncclCommDestroy(all[r]) == ncclSuccess);
+  for (int r = 0; r < 2; ++r) {
+    for (int i = 0; i < n; ++i) EXPECT(x[r][i] == static_cast<float>(2 * i + 1));
+    EXPECT(cudaStreamDestroy(streams[r]) == cudaSuccess && cudaFree(x[r]) == cudaSuccess);
+  }
   std::printf("ok\n");
   return 0;
 }
