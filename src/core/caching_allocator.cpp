@@ -51,8 +51,8 @@ CachingAllocator::~CachingAllocator() {
 }
 
 void* CachingAllocator::allocate(size_t bytes, StreamId stream) {
-  const size_t size = caching_ ? std::max(kRound, (bytes + kRound - 1) / kRound * kRound)
-                               : std::max<size_t>(bytes, 1);
+  const size_t round = caching_ ? kRound : kWord;
+  const size_t size = std::max(round, (bytes + round - 1) / round * round);
   std::lock_guard<std::mutex> lock(mu_);
   process_events();
   Block* block = caching_ ? take_from_pool(size, stream) : nullptr;

@@ -56,10 +56,13 @@ class CachingAllocator {
   static constexpr size_t kSmallRequest = 1 << 20;    // up to 1 MiB: from the small pool
   static constexpr size_t kSmallSegment = 2 << 20;    // whose segments are 2 MiB
   static constexpr size_t kLargeRound = 2 << 20;      // large segments: multiples of 2 MiB
+  /// Without caching, blocks are multiples of this: a byte-wide atomic (u8 index_add) works on
+  /// the aligned 32-bit word that holds its byte, which must lie inside the allocation.
+  static constexpr size_t kWord = 4;
 
   /// `device` names the device in errors ("cuda:0"). With `caching` false, every block is a
-  /// device allocation of its own, of exactly the bytes asked for, given back to the device when
-  /// freed (once the streams it was used on are done with it): PyTorch's
+  /// device allocation of its own, of the bytes asked for (rounded up to kWord), given back to
+  /// the device when freed (once the streams it was used on are done with it): PyTorch's
   /// PYTORCH_NO_CUDA_MEMORY_CACHING, for compute-sanitizer and AddressSanitizer, which then see
   /// an access past any block, not only past a segment. A cudaMalloc and a cudaFree per block.
   CachingAllocator(std::unique_ptr<DeviceMemory> memory, std::string device, bool caching = true);
