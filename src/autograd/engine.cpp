@@ -115,8 +115,7 @@ std::vector<Tensor> Node::apply(const Tensor& grad_output) {
   if (kind_ == BackwardKind::once && grad_mode_enabled())
     TANDEM_THROW(NotImplementedError, "backward with create_graph: the backward of ", name_,
                  " is not differentiable here, so the gradients it gives could not be "
-                 "differentiated again (every op's is but gelu's, a grouped convolution's "
-                 "and sync_batch_norm's)");
+                 "differentiated again (every built-in op's is but sync_batch_norm's)");
   return fn_(grad_output);
 }
 

@@ -201,15 +201,42 @@ Tensor relu(const Tensor& a) {
   return out;
 }
 
+namespace {
+
+// gelu'(x), recorded so that create_graph can differentiate it again. Exact form: Phi(x) +
+// x phi(x) from the backward kernel (there is no erf op to compose it of), its own derivative
+// phi(x) (2 - x^2) composed of recorded ops. Tanh form: with u = k (x + c x^3), t = tanh(u),
+// 0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3 c x^2), composed of recorded ops throughout.
+Tensor gelu_derivative(const Tensor& x, bool tanh_form) {
+  if (tanh_form) {
+    constexpr double k = 0.7978845608028654, c = 0.044715;  // sqrt(2 / pi)
+    Tensor x2 = mul(x, x);
+    Tensor t = tanh(mul(mul(x, add(mul(x2, c), 1.0)), k));
+    Tensor dt = mul(add(mul(mul(t, t), -1.0), 1.0), mul(add(mul(x2, 3.0 * c), 1.0), k));
+    return mul(add(add(t, 1.0), mul(x, dt)), 0.5);
+  }
+  Tensor d = backward_functor(BinaryOp::gelu_backward, ones_like(x), x.detach());
+  autograd::record("gelu_backward", {x}, d, [x](const Tensor& g) -> std::vector<Tensor> {
+    constexpr double inv_sqrt_2pi = 0.3989422804014327;
+    Tensor x2 = mul(x, x);
+    Tensor phi = mul(exp(mul(x2, -0.5)), inv_sqrt_2pi);
+    return {mul(g, mul(phi, add(mul(x2, -1.0), 2.0)))};
+  }, kDifferentiable);
+  return d;
+}
+
+}  // namespace
+
 Tensor gelu(const Tensor& a, const std::string& approximate) {
   TANDEM_CHECK(approximate == "none" || approximate == "tanh",
                "gelu: approximate must be \"none\" or \"tanh\", got \"", approximate, "\"");
   bool tanh_form = approximate == "tanh";
   Tensor out = unary_forward(tanh_form ? UnaryOp::gelu_tanh : UnaryOp::gelu, {}, a, "gelu");
   autograd::record("gelu", {a}, out, [a, tanh_form](const Tensor& g) -> std::vector<Tensor> {
+    if (grad_mode_enabled()) return {mul(g, gelu_derivative(a, tanh_form))};  // create_graph
     return {backward_functor(tanh_form ? BinaryOp::gelu_tanh_backward : BinaryOp::gelu_backward,
                              g, a)};
-  });
+  }, kDifferentiable);
   return out;
 }
 

@@ -126,10 +126,22 @@ Tensor conv2d_weight_gradient(const Tensor& x, const Tensor& g, const kernels::C
   return full.narrow(2, 0, kh).narrow(3, 0, kw).transpose(0, 1);
 }
 
-void check_groups_for_create_graph(const kernels::Conv2dParams& p, const char* op) {
-  if (p.groups != 1)
-    TANDEM_THROW(NotImplementedError, "backward with create_graph: the backward of a grouped ",
-                 op, " (groups = ", p.groups, ") is not differentiable here");
+// A grouped convolution (transposed or not) as `groups` plain ones on its channel slices,
+// concatenated: under create_graph, a grouped convolution's gradients are those of this
+// composite (recomputed_gradients), whose plain convolutions differentiate again.
+Tensor grouped_composite(const Tensor& x, const Tensor& w, const kernels::Conv2dParams& p,
+                         bool transposed, Int2 output_padding) {
+  const int64_t cin = x.size(1) / p.groups, wn = w.size(0) / p.groups;
+  std::vector<Tensor> parts;
+  for (int64_t k = 0; k < p.groups; ++k) {
+    Tensor xk = x.narrow(1, k * cin, cin), wk = w.narrow(0, k * wn, wn);
+    parts.push_back(transposed ? conv_transpose2d(xk, wk, Tensor(), {p.stride_h, p.stride_w},
+                                                  {p.pad_h, p.pad_w}, output_padding, 1,
+                                                  {p.dil_h, p.dil_w})
+                               : conv2d(xk, wk, Tensor(), {p.stride_h, p.stride_w},
+                                        {p.pad_h, p.pad_w}, {p.dil_h, p.dil_w}, 1));
+  }
+  return cat(parts, 1);
 }
 
 // conv2d's gradients under create_graph, from recorded ops (so they can be differentiated
@@ -139,7 +151,14 @@ void check_groups_for_create_graph(const kernels::Conv2dParams& p, const char* o
 std::vector<Tensor> conv2d_backward_differentiable(const Tensor& g, const Tensor& x,
                                                    const Tensor& w, const kernels::Conv2dParams& p,
                                                    bool need_x, bool need_w, bool need_b) {
-  check_groups_for_create_graph(p, "conv2d");
+  if (p.groups != 1) {
+    auto composite = [&](const std::vector<Tensor>& in) {
+      return grouped_composite(in[0], in[1], p, /*transposed=*/false, {0, 0});
+    };
+    std::vector<Tensor> grads = recomputed_gradients(g, {x, w}, composite);
+    return {need_x ? grads[0] : Tensor(), need_w ? grads[1] : Tensor(),
+            need_b ? sum(g, {0, 2, 3}) : Tensor()};
+  }
   Tensor xi = autograd::saved_input(x, 0), wi = autograd::saved_input(w, 1);
   const int64_t kh = w.size(2), kw = w.size(3);
   Tensor gx, gw, gb;
@@ -276,7 +295,20 @@ Tensor conv_transpose2d(const Tensor& input, const Tensor& weight, const Tensor&
                    [x, w, p, format, need_x, need_w](const Tensor& g) -> std::vector<Tensor> {
                      if (x.size(0) > 0 && grad_mode_enabled()) {
                        // create_graph: conv2d's forward and weight gradient, as recorded ops
-                       check_groups_for_create_graph(p, "conv_transpose2d");
+                       if (p.groups != 1) {
+                         // The output_padding that gave g's size.
+                         auto padding_of = [&](int d, int64_t s, int64_t pad, int64_t dil) {
+                           return g.size(d) - ((x.size(d) - 1) * s - 2 * pad +
+                                               dil * (w.size(d) - 1) + 1);
+                         };
+                         const Int2 op_pad{padding_of(2, p.stride_h, p.pad_h, p.dil_h),
+                                           padding_of(3, p.stride_w, p.pad_w, p.dil_w)};
+                         std::vector<Tensor> grads = recomputed_gradients(
+                             g, {x, w}, [&](const std::vector<Tensor>& in) {
+                               return grouped_composite(in[0], in[1], p, true, op_pad);
+                             });
+                         return {need_x ? grads[0] : Tensor(), need_w ? grads[1] : Tensor()};
+                       }
                        Tensor xi = autograd::saved_input(x, 0), wi = autograd::saved_input(w, 1);
                        return {need_x ? conv2d(g, wi, Tensor(), {p.stride_h, p.stride_w},
                                                {p.pad_h, p.pad_w}, {p.dil_h, p.dil_w})

@@ -943,6 +943,25 @@ TEST_CASE("CUDA gradients of gradients (create_graph) and layer/group norm match
                 second[2].reshape({-1}), second[3].reshape({-1}), second[4].reshape({-1})});
   };
   same_on_gpu("gradient penalty and its gradients", inputs, run, {1e-9, 1e-10});
+  // Grouped and depthwise convolutions and gelu (both forms): under create_graph, recomputed from
+  // plain convolutions and recorded ops.
+  const std::vector<Tensor> grouped = {randn_as({2, 4, 6, 6}, DType::f64, 7),
+                                       randn_as({4, 2, 3, 3}, DType::f64, 8),
+                                       randn_as({4, 1, 3, 3}, DType::f64, 9)};
+  auto run_grouped = [](std::vector<Tensor> in) {
+    for (Tensor& t : in) {
+      t = t.detach();
+      t.set_requires_grad(true);
+    }
+    Tensor h = gelu(conv2d(in[0], in[1], Tensor(), 1, 1, 1, /*groups=*/2));
+    h = gelu(conv2d(h, in[2], Tensor(), 2, 1, 1, /*groups=*/4), "tanh");
+    Tensor g = autograd::grad({sum(h * h)}, {in[0]}, {}, {}, /*create_graph=*/true)[0];
+    auto second = autograd::grad({sum(g * g)}, in);
+    return cat({g.reshape({-1}), second[0].reshape({-1}), second[1].reshape({-1}),
+                second[2].reshape({-1})});
+  };
+  same_on_gpu("grouped convolutions and gelu, gradients of gradients", grouped, run_grouped,
+              {1e-9, 1e-10});
   same_on_gpu("layer_norm", {randn_as({3, 5, 6}, DType::f32, 6)},
               [](const std::vector<Tensor>& x) { return layer_norm(x[0], {5, 6}); },
               {1e-5, 1e-5});
