@@ -71,7 +71,7 @@ try:
     tandem = json.load(open(os.path.join(work, "resnet50_gpu.json")))["tandem_img_per_s"]
 except (OSError, ValueError, KeyError):
     tandem = None
-if tandem is None:
+if tandem is None and any(s["name"] == "resnet50" for s in steps):
     bad.append("resnet50 (tandem's side)")
 print(f"rehearsal: {len(steps)} steps, " + (f"failed: {', '.join(bad)}" if bad else
       "all passed (the PyTorch side of ResNet-50 needs a GPU)"))

@@ -26,7 +26,9 @@
 # GPU_CHECK_CMAKE_ARGS adds CMake arguments; the build goes to TANDEM_GPU_CHECK_BUILD (default
 # build-gpu). TANDEM_GPU_CHECK_TINY=1 is for the rehearsal of this script on the CPU emulation of
 # CUDA (scripts/gpu-check-rehearsal.sh), never for a GPU: token workloads, every limit 20 times
-# longer, no memcheck. Usage: scripts/gpu-check.sh
+# longer, no memcheck. TANDEM_GPU_CHECK_STEPS="resnet50 allreduce" runs only the steps named
+# (configure and the builds always, incrementally): a second call on the same machine spends
+# its time on what the first did not finish. Usage: scripts/gpu-check.sh
 set -uo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
@@ -39,6 +41,7 @@ build="${TANDEM_GPU_CHECK_BUILD:-build-gpu}"
 tiny="${TANDEM_GPU_CHECK_TINY:-0}"
 stretch=1
 [ "$tiny" = 1 ] && stretch=20
+only="${TANDEM_GPU_CHECK_STEPS:-}"
 summary="$work/SUMMARY"
 json="$work/summary.json"
 : >"$summary"
@@ -104,6 +107,13 @@ failed=0
 step() {  # step NAME LIMIT_S COMMAND...: runs it under min(LIMIT, time left), logs, records
   local name=$1 limit=$(($2 * stretch)) t0=$SECONDS
   shift 2
+  case "$name" in
+    configure | build | build_benchmarks) ;;
+    *) if [ -n "$only" ] && [[ " ${only//,/ } " != *" $name "* ]]; then
+         echo "$name: not run, not in TANDEM_GPU_CHECK_STEPS" | tee -a "$summary"
+         return 0
+       fi ;;
+  esac
   local left=$((budget - SECONDS - 5))
   if [ "$left" -le 0 ]; then
     skip "$name" "the ${budget} s budget is spent"
