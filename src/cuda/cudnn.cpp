@@ -9,6 +9,7 @@
 // passes to the next); workspaces come from the caching allocator.
 #include <cudnn.h>
 
+#include <algorithm>
 #include <atomic>
 #include <exception>
 #include <map>
@@ -26,6 +27,20 @@ namespace tandem::cuda {
 namespace {
 
 std::atomic<bool> g_benchmark{false};
+std::atomic<int64_t> g_max_elements{0x7fffffff};  // 2^31 - 1: cuDNN's 32-bit indexing
+
+// The batch slice a call over (in, out) goes through in: the whole batch when both fit
+// g_max_elements, else as many samples as fit (PyTorch's split_batch_dim_to_32bit_out).
+int64_t batch_slice(const Tensor& in, const Tensor& out, const char* op) {
+  const int64_t n = in.size(0), limit = g_max_elements.load();
+  if (n == 0 || std::max(in.numel(), out.numel()) <= limit) return std::max<int64_t>(n, 1);
+  const int64_t per_sample = std::max(in.numel(), out.numel()) / n;
+  if (per_sample > limit)
+    TANDEM_THROW(NotImplementedError, op, " (cuda): one sample's input or output holds ",
+                 per_sample, " elements, more than cuDNN's 32-bit indexing allows (", limit,
+                 "); only a batch is split");
+  return limit / per_sample;
+}
 
 #define TANDEM_CUDNN_CHECK(expr)                                                              \
   do {                                                                                        \
@@ -266,6 +281,14 @@ struct Scalars {
 void conv2d_forward(const Tensor& out, const Tensor& in, const Tensor& weight_in,
                     const Tensor& bias, const kernels::Conv2dParams& p) {
   if (out.numel() == 0) return;
+  const int64_t n = in.size(0), slice = batch_slice(in, out, "conv2d");
+  if (slice < n) {
+    for (int64_t i = 0; i < n; i += slice) {
+      const int64_t m = std::min(slice, n - i);
+      conv2d_forward(out.narrow(0, i, m), in.narrow(0, i, m), weight_in, bias, p);
+    }
+    return;
+  }
   Setup s(in.device().index());
   const cudnnTensorFormat_t format = call_format(in);
   TensorDesc y(out, format);
@@ -401,6 +424,23 @@ void input_and_weight_gradients(const Setup& s, cudnnTensorFormat_t format, cons
 void conv2d_backward(const Tensor& grad_out, const Tensor& in, const Tensor& weight_in,
                      const Tensor& grad_in, const Tensor& grad_weight_out, const Tensor& grad_bias,
                      const kernels::Conv2dParams& p) {
+  const int64_t n = in.size(0), slice = batch_slice(in, grad_out, "conv2d backward");
+  if (slice < n) {  // slice by slice; the weight's and bias's gradients summed over them
+    auto scratch = [](const Tensor& t) {
+      return t.defined() ? make_tensor(t.shape(), t.dtype(), t.device()) : Tensor();
+    };
+    const Tensor gw = scratch(grad_weight_out), gb = scratch(grad_bias);  // a later slice's
+    for (int64_t i = 0; i < n; i += slice) {
+      const int64_t m = std::min(slice, n - i);
+      conv2d_backward(grad_out.narrow(0, i, m), in.narrow(0, i, m), weight_in,
+                      grad_in.defined() ? grad_in.narrow(0, i, m) : Tensor(),
+                      i == 0 ? grad_weight_out : gw, i == 0 ? grad_bias : gb, p);
+      for (const auto& [total, part] : {std::pair(grad_weight_out, gw), std::pair(grad_bias, gb)})
+        if (i > 0 && total.defined())
+          kernels::binary(total, kernels::BinaryOp::add, kernels::OpArgs{1.0}, total, part);
+    }
+    return;
+  }
   Setup s(in.device().index());
   const cudnnTensorFormat_t format = call_format(in);
   const Scalars k(in.dtype());
@@ -428,6 +468,11 @@ void conv2d_backward(const Tensor& grad_out, const Tensor& in, const Tensor& wei
 
 void set_cudnn_benchmark(bool on) { g_benchmark = on; }
 bool cudnn_benchmark() { return g_benchmark; }
+void set_cudnn_max_elements(int64_t elements) {
+  TANDEM_CHECK(elements > 0, "set_cudnn_max_elements: must be positive, got ", elements);
+  g_max_elements = elements;
+}
+int64_t cudnn_max_elements() { return g_max_elements; }
 
 }  // namespace tandem::cuda
 

@@ -28,6 +28,7 @@ void record_stream(void*, int, const Stream&) { unavailable("cuda record_stream"
 // Settings without a GPU to apply them to: kept, so code that sets them runs on any build.
 namespace {
 bool g_tf32_matmul = false, g_tf32_conv = true, g_cudnn_benchmark = false, g_vectorized = true;
+int64_t g_cudnn_max_elements = 0x7fffffff;
 }
 void set_allow_tf32_matmul(bool allow) { g_tf32_matmul = allow; }
 bool allow_tf32_matmul() { return g_tf32_matmul; }
@@ -35,6 +36,8 @@ void set_allow_tf32_conv(bool allow) { g_tf32_conv = allow; }
 bool allow_tf32_conv() { return g_tf32_conv; }
 void set_cudnn_benchmark(bool on) { g_cudnn_benchmark = on; }
 bool cudnn_benchmark() { return g_cudnn_benchmark; }
+void set_cudnn_max_elements(int64_t elements) { g_cudnn_max_elements = elements; }
+int64_t cudnn_max_elements() { return g_cudnn_max_elements; }
 void set_vectorized_elementwise(bool on) { g_vectorized = on; }
 bool vectorized_elementwise() { return g_vectorized; }
 

@@ -594,6 +594,42 @@ TEST_CASE("CUDA convolutions through cuDNN match the CPU, forward and backward",
   cuda::set_cudnn_benchmark(false);
 }
 
+TEST_CASE("CUDA convolutions past cuDNN's 32-bit indexing go in slices of the batch", "[cuda]") {
+  if (!gpu_present("CUDA convolutions in slices")) return;
+  NoTf32 no_tf32;
+  // The limit (2^31 - 1 elements per tensor of a call) lowered to 600: a (5, 4, 9, 8) output
+  // holds 288 per sample, so calls take two samples, two and one; the weight's and bias's
+  // gradients are summed over the slices.
+  struct Limit {
+    int64_t saved = cuda::cudnn_max_elements();
+    explicit Limit(int64_t n) { cuda::set_cudnn_max_elements(n); }
+    ~Limit() { cuda::set_cudnn_max_elements(saved); }
+  };
+  for (DType dt : {DType::f32, DType::bf16}) {
+    INFO(dt);
+    Tensor x = randn_as({5, 3, 9, 8}, dt, 90), w = randn_as({4, 3, 3, 3}, dt, 91);
+    Tensor b = randn_as({4}, dt, 92), wt = randn_as({3, 4, 3, 3}, dt, 93);
+    Limit limit(600);
+    same_on_gpu("conv2d in slices", {x, w, b}, with_gradients([](const std::vector<Tensor>& v) {
+      return conv2d(v[0], v[1], v[2], 1, 1);
+    }), conv_tol(dt));
+    same_on_gpu("channels-last conv2d in slices", {x.contiguous(MemoryFormat::ChannelsLast), w},
+                with_gradients([](const std::vector<Tensor>& v) {
+                  return conv2d(v[0], v[1], Tensor(), 2, 1);
+                }), conv_tol(dt));
+    same_on_gpu("conv_transpose2d in slices", {x, wt},
+                with_gradients([](const std::vector<Tensor>& v) {
+                  return conv_transpose2d(v[0], v[1], Tensor(), 1, 1);
+                }), conv_tol(dt));
+  }
+  Limit limit(100);  // one sample's output alone is past it
+  const Tensor x = randn_as({2, 3, 9, 8}, DType::f32, 94).to(kGpu);
+  const Tensor w = randn_as({4, 3, 3, 3}, DType::f32, 95).to(kGpu);
+  CHECK_THAT(error_of([&] { conv2d(x, w, Tensor(), 1, 1); }),
+             Catch::Contains("one sample's input or output holds 288 elements") &&
+                 Catch::Contains("32-bit indexing"));
+}
+
 TEST_CASE("CUDA transposed convolutions (cuDNN's backward data) match the CPU, both layouts",
           "[cuda]") {
   if (!gpu_present("CUDA transposed convolutions")) return;

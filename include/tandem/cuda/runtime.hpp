@@ -51,6 +51,12 @@ bool allow_tf32_conv();
 /// as PyTorch's torch.backends.cudnn.benchmark.
 void set_cudnn_benchmark(bool on);
 bool cudnn_benchmark();
+/// The most elements a cuDNN convolution call's input or output may hold (default 2^31 - 1:
+/// cuDNN indexes with 32 bits). A batch whose tensors hold more is convolved in slices of the
+/// batch, as PyTorch does; one sample that large is refused with NotImplementedError. Tests
+/// lower it to run the slicing on small tensors.
+void set_cudnn_max_elements(int64_t elements);
+int64_t cudnn_max_elements();
 /// Elementwise kernels over dense, aligned f32/f16/bf16 operands move 16-byte vectors (on by
 /// default); off, every element is loaded alone, as for strided operands (for comparisons).
 void set_vectorized_elementwise(bool on);
