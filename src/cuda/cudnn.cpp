@@ -33,8 +33,9 @@ std::atomic<int64_t> g_max_elements{0x7fffffff};  // 2^31 - 1: cuDNN's 32-bit in
 // g_max_elements, else as many samples as fit (PyTorch's split_batch_dim_to_32bit_out).
 int64_t batch_slice(const Tensor& in, const Tensor& out, const char* op) {
   const int64_t n = in.size(0), limit = g_max_elements.load();
-  if (n == 0 || std::max(in.numel(), out.numel()) <= limit) return std::max<int64_t>(n, 1);
-  const int64_t per_sample = std::max(in.numel(), out.numel()) / n;
+  const int64_t most = std::max(in.numel(), out.numel());
+  if (n == 0 || most <= limit) return std::max<int64_t>(n, 1);
+  const int64_t per_sample = most / n;
   if (per_sample > limit)
     TANDEM_THROW(NotImplementedError, op, " (cuda): one sample's input or output holds ",
                  per_sample, " elements, more than cuDNN's 32-bit indexing allows (", limit,
