@@ -80,6 +80,10 @@ inline To convert(From v) {
     return convert<To>(static_cast<float>(v));
   } else if constexpr (std::is_same_v<To, Eigen::half> || std::is_same_v<To, Eigen::bfloat16>) {
     return To(static_cast<float>(v));
+  } else if constexpr (std::is_same_v<To, uint8_t> && std::is_floating_point_v<From>) {
+    // Through int64, as PyTorch's c10::convert (-1.0 is 255): a negative float converted to an
+    // unsigned type directly is undefined, and CPUs and GPUs differ (a wrap, a clamp to 0).
+    return static_cast<To>(static_cast<int64_t>(v));
   } else {
     return static_cast<To>(v);
   }

@@ -67,6 +67,8 @@ __device__ __forceinline__ To convert(From v) {
     return __float2half_rn(static_cast<float>(v));
   } else if constexpr (std::is_same_v<To, __nv_bfloat16>) {
     return __float2bfloat16_rn(static_cast<float>(v));
+  } else if constexpr (std::is_same_v<To, uint8_t> && std::is_floating_point_v<From>) {
+    return static_cast<To>(static_cast<int64_t>(v));  // through int64, as the CPU's convert
   } else {
     return static_cast<To>(v);
   }

@@ -109,6 +109,12 @@ TEST_CASE("CUDA unary and binary ops match the CPU, with broadcasting and stride
     Tensor a = randint(0, 50, {5, 6}, dt, &g), b = randint(1, 50, {6}, dt, &g);
     same_on_gpu("add", {a, b}, [](auto& v) { return add(v[0], v[1]); }, {0, 0});
     same_on_gpu("mul", {a, b}, [](auto& v) { return mul(v[0], v[1]); }, {0, 0});
+    // Negative scalars and alphas: a u8 wraps (PyTorch's values; a GPU clamps a negative double
+    // converted to an unsigned type straight to 0).
+    same_on_gpu("sub", {a, b}, [](auto& v) { return sub(v[0], v[1]); }, {0, 0});
+    same_on_gpu("add, alpha -2", {a, b}, [](auto& v) { return add(v[0], v[1], -2); }, {0, 0});
+    same_on_gpu("add -3", {a}, [](auto& v) { return add(v[0], -3.0); }, {0, 0});
+    same_on_gpu("mul -1", {a}, [](auto& v) { return mul(v[0], -1.0); }, {0, 0});
     same_on_gpu("maximum", {a, b}, [](auto& v) { return maximum(v[0], v[1]); }, {0, 0});
     same_on_gpu("abs", {a}, [](auto& v) { return abs(v[0]); }, {0, 0});
     same_on_gpu("ne", {a, b}, [](auto& v) { return ne(v[0], v[1]); }, {0, 0});
@@ -179,9 +185,10 @@ TEST_CASE("CUDA copies and casts between every pair of dtypes, fills and arange 
   if (!gpu_present("CUDA copies")) return;
   const std::vector<DType> all{DType::f32, DType::f64, DType::f16, DType::bf16,
                                DType::i64, DType::i32, DType::u8,  DType::boolean};
-  // Fractions up to about 150: every integer dtype holds their truncations (no negatives: a
-  // negative float cast to u8 is undefined in C++), zeros among them for bool.
-  Tensor base = abs(mul(randn_as({4, 6}, DType::f64, 6), 40.0));
+  // Fractions between about -150 and 150: every integer dtype holds their truncations (u8 wraps
+  // the negative ones through int64, as PyTorch: a GPU would clamp a direct conversion to 0),
+  // zeros among them for bool.
+  Tensor base = mul(randn_as({4, 6}, DType::f64, 6), 40.0);
   base.narrow(1, 0, 1).fill_(0.0);
   for (DType from : all) {
     Tensor src = base.to(from);
@@ -192,20 +199,20 @@ TEST_CASE("CUDA copies and casts between every pair of dtypes, fills and arange 
                   [to](auto& v) { return v[0].t().narrow(0, 1, 4).contiguous().to(to); }, {0, 0});
     }
   }
-  for (DType dt : {DType::f32, DType::bf16, DType::i64, DType::boolean}) {
+  for (DType dt : {DType::f32, DType::bf16, DType::i64, DType::u8, DType::boolean}) {
     INFO("dtype " << dt);
     same_on_gpu("fill of a strided view", {zeros({5, 8}, dt)}, [](auto& v) {
       Tensor out = v[0].clone();
       out.t().narrow(0, 2, 3).fill_(2.7);
+      out.narrow(0, 0, 1).fill_(-3.2);
       return out;
     }, {0, 0});
   }
   for (DType dt : all) {
     if (dt == DType::boolean) continue;
     INFO("arange " << dt);
-    const double start = is_floating(dt) ? -3.0 : 0.0;  // no negatives cast to u8
-    require_close(arange(start, 40.0, 1.5, TensorOptions(dt).device(kGpu)).cpu(),
-                  arange(start, 40.0, 1.5, dt), 0, 0);
+    require_close(arange(-3.0, 40.0, 1.5, TensorOptions(dt).device(kGpu)).cpu(),
+                  arange(-3.0, 40.0, 1.5, dt), 0, 0);
   }
   // Steps not exact in binary: start + i * step rounded once (fma) on both devices, the same bits.
   require_close(arange(0.1, 100.0, 0.1, TensorOptions(DType::f64).device(kGpu)).cpu(),

@@ -131,6 +131,38 @@ TEST_CASE("reductions of empty and integer tensors", "[ops]") {
   CHECK(sum(zeros({3, 0}), {1}).shape() == Shape{3});
 }
 
+TEST_CASE("integer arithmetic with negative scalars and alphas wraps as PyTorch's", "[ops]") {
+  // PyTorch 1.13's values. A negative double converted to u8 directly is undefined (UBSan's
+  // float-cast-overflow in the sanitizer build; a GPU gives 0): the scalar goes through int64.
+  const Tensor a = from_vector<int64_t>({5, 1, 200}).to(DType::u8);
+  const Tensor b = from_vector<int64_t>({7, 3, 100}).to(DType::u8);
+  auto values = [](const Tensor& t) { return t.to(DType::i64).to_vector<int64_t>(); };
+  using V = std::vector<int64_t>;
+  CHECK(values(sub(a, b)) == V{254, 254, 100});
+  CHECK(values(add(a, -3.0)) == V{2, 254, 197});
+  CHECK(values(mul(a, -1.0)) == V{251, 255, 56});
+  CHECK(values(sub(a, b, 2)) == V{247, 251, 0});
+  CHECK(values(add(a, b, -2)) == V{247, 251, 0});
+  const Tensor i = from_vector<int64_t>({5, -1}).to(DType::i32);
+  CHECK(values(mul(i, -2.0)) == V{-10, 2});
+  CHECK(values(add(i, -3.0)) == V{2, -4});
+}
+
+TEST_CASE("floats cast to u8 wrap through int64 as PyTorch's casts do", "[ops]") {
+  // PyTorch 1.13's values (c10::convert goes through int64 for uint8: a negative float converted
+  // to an unsigned type directly is undefined, and a GPU clamps it to 0).
+  auto values = [](const Tensor& t) { return t.to(DType::i64).to_vector<int64_t>(); };
+  using V = std::vector<int64_t>;
+  const Tensor x = from_vector<double>({-1.0, -3.7, 300.0, 255.9, -0.5});
+  for (DType dt : {DType::f64, DType::f32, DType::f16}) {
+    INFO("from " << dt);
+    CHECK(values(x.to(dt).to(DType::u8)) == V{255, 253, 44, 255, 0});
+  }
+  CHECK(values(x.to(DType::bf16).to(DType::u8)) == V{255, 253, 44, 0, 0});  // 255.9 is 256 in bf16
+  CHECK(values(arange(-3.0, 3.0, 1.0, DType::u8)) == V{253, 254, 255, 0, 1, 2});
+  CHECK(values(full({2}, -2.0, DType::u8)) == V{254, 254});
+}
+
 TEST_CASE("big sums are exact to double accumulation", "[ops]") {
   // 2^24 + 1 ones cannot be counted in f32 one by one; the double accumulator can.
   Tensor x = ones({(1 << 24) + 1});

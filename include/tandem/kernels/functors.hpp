@@ -34,6 +34,18 @@ constexpr double kSqrt2OverPi = 0.79788456080286535588;
 constexpr double kInvSqrt2Pi = 0.39894228040143267794;
 constexpr double kGeluC = 0.044715;
 
+/// A double scalar as a T. Integers go through int64_t, so that a negative one wraps in an
+/// unsigned type as in PyTorch (5 - 7 is 254 in u8): a double converted to an unsigned type
+/// directly is undefined, and a GPU makes it 0 (cvt.rzi clamps) where the CPU wraps.
+template <typename T>
+TANDEM_HD T scalar_as(double s) {
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    return static_cast<T>(static_cast<int64_t>(s));
+  } else {
+    return T(s);
+  }
+}
+
 // --- unary ---------------------------------------------------------------------------------
 struct Neg {
   static constexpr bool kIntegers = true;
@@ -91,7 +103,7 @@ struct Clamp {  // bounds given as +/-inf when absent; NaN propagates
 struct AddScalar {
   static constexpr bool kIntegers = true;
   double s;
-  template <typename T> TANDEM_HD T operator()(T x) const { return x + T(s); }
+  template <typename T> TANDEM_HD T operator()(T x) const { return x + scalar_as<T>(s); }
 };
 struct MulScalar {
   static constexpr bool kIntegers = true;
@@ -100,7 +112,7 @@ struct MulScalar {
     if constexpr (std::is_same_v<T, bool>) {
       return x && s != 0.0;  // bool * bool is logical and, as torch
     } else {
-      return x * T(s);
+      return x * scalar_as<T>(s);
     }
   }
 };
@@ -113,7 +125,7 @@ struct Add {
   static constexpr bool kIntegers = true;
   double alpha;
   template <typename T> TANDEM_HD T operator()(T a, T b) const {
-    return alpha == 1.0 ? a + b : a + T(alpha) * b;
+    return alpha == 1.0 ? a + b : a + scalar_as<T>(alpha) * b;
   }
 };
 struct Mul {
