@@ -15,6 +15,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -43,13 +44,22 @@ int64_t batch_slice(const Tensor& in, const Tensor& out, const char* op) {
   return limit / per_sample;
 }
 
-#define TANDEM_CUDNN_CHECK(expr)                                                              \
-  do {                                                                                        \
-    const cudnnStatus_t status_ = (expr);                                                     \
-    if (status_ != CUDNN_STATUS_SUCCESS)                                                      \
-      throw ::tandem::CudaError(#expr, std::string("cuDNN error ") +                          \
-                                           cudnnGetErrorString(status_),                      \
-                                ::tandem::detail::base_name(__FILE__), __LINE__);             \
+// cuDNN's status, and its own words for why (cuDNN 9's last error message of this thread: what a
+// bare BAD_PARAM or NOT_SUPPORTED leaves out).
+std::string cudnn_error_text(cudnnStatus_t status) {
+  char why[1024] = {};
+  cudnnGetLastErrorString(why, sizeof why);
+  std::string text = std::string("cuDNN error ") + cudnnGetErrorString(status);
+  if (why[0] != '\0') text += std::string(": ") + why;
+  return text;
+}
+
+#define TANDEM_CUDNN_CHECK(expr)                                                  \
+  do {                                                                            \
+    const cudnnStatus_t status_ = (expr);                                         \
+    if (status_ != CUDNN_STATUS_SUCCESS)                                          \
+      throw ::tandem::CudaError(#expr, cudnn_error_text(status_),                 \
+                                ::tandem::detail::base_name(__FILE__), __LINE__); \
   } while (0)
 
 cudnnHandle_t create_handle() {
@@ -202,9 +212,16 @@ void run_ranked(const Key& key, Device device, cudnnConvolutionDescriptor_t conv
     TANDEM_CUDNN_CHECK(cudnnSetConvolutionMathType(conv, c.math));
     call(c.algo, ws.defined() ? ws.raw_data() : nullptr, c.workspace);
   };
-  // The descriptor's own math type, for the ranking: an attempt leaves its choice's set.
+  // The descriptor's own math type, for the ranking: an attempt leaves its choice's set, and is
+  // undone on the way out, since one descriptor serves backward-data and then backward-filter
+  // (whose ranking under a math type FMA left behind would exclude TF32's kernels).
   cudnnMathType_t own_math;
   TANDEM_CUDNN_CHECK(cudnnGetConvolutionMathType(conv, &own_math));
+  struct RestoreMath {
+    cudnnConvolutionDescriptor_t conv;
+    cudnnMathType_t math;
+    ~RestoreMath() { cudnnSetConvolutionMathType(conv, math); }
+  } restore{conv, own_math};
   std::exception_ptr failure;
   auto tried = [&](const Choice& c) {
     try {

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <cstring>
 #include <new>
+#include <string>
 #include <vector>
 
 #include "streams.hpp"
@@ -155,28 +156,42 @@ struct Problem {
 
 // Checks x, w, conv and y as cuDNN's convolution calls do (the codes of the call's
 // documentation), and describes the problem.
+// cuDNN 9 keeps, per thread, a message saying why the last call failed
+// (cudnnGetLastErrorString); this emulation says it for the problem checks.
+thread_local std::string g_last_error;
+
+cudnnStatus_t fail(cudnnStatus_t status, const char* why) {
+  g_last_error = why;
+  return status;
+}
+
 cudnnStatus_t check(Dir dir, const Desc* x, const cudnnFilterStruct* w,
                     const cudnnConvolutionStruct* conv, const Desc* y, Problem* p) {
   if (!x || !w || !conv || !y || !x->set || !w->set || !conv->set || !y->set)
-    return CUDNN_STATUS_BAD_PARAM;
-  if (x->type != w->type || x->type != y->type) return CUDNN_STATUS_BAD_PARAM;
+    return fail(CUDNN_STATUS_BAD_PARAM, "a descriptor is null or not set");
+  if (x->type != w->type || x->type != y->type)
+    return fail(CUDNN_STATUS_BAD_PARAM, "the tensors' and the filter's data types differ");
   // The data/compute type pairs of cuDNN's configurations: FLOAT, DOUBLE, TRUE_HALF,
   // PSEUDO_HALF, PSEUDO_BFLOAT16.
   const cudnnDataType_t t = x->type, ct = conv->compute;
   const bool config = t == CUDNN_DATA_HALF       ? (ct == CUDNN_DATA_HALF || ct == CUDNN_DATA_FLOAT)
                       : t == CUDNN_DATA_BFLOAT16 ? ct == CUDNN_DATA_FLOAT
                                                  : ct == t;
-  if (!config) return CUDNN_STATUS_NOT_SUPPORTED;
+  if (!config)
+    return fail(CUDNN_STATUS_NOT_SUPPORTED, "no configuration for this data and compute type");
   Problem& q = *p;
   q.n = x->size[0];
   q.c = x->size[1];
   q.k = w->size[0];
   q.groups = conv->groups;
   q.flip = conv->mode == CUDNN_CONVOLUTION;
-  if (w->size[1] * q.groups != q.c) return CUDNN_STATUS_BAD_PARAM;
+  if (w->size[1] * q.groups != q.c)
+    return fail(CUDNN_STATUS_BAD_PARAM, "filter channels times groups differ from input channels");
   if (q.k % q.groups != 0)
-    return dir == Dir::backward_data ? CUDNN_STATUS_NOT_SUPPORTED : CUDNN_STATUS_BAD_PARAM;
-  if (y->size[0] != q.n || y->size[1] != q.k) return CUDNN_STATUS_BAD_PARAM;
+    return fail(dir == Dir::backward_data ? CUDNN_STATUS_NOT_SUPPORTED : CUDNN_STATUS_BAD_PARAM,
+                "output channels are not a multiple of groups");
+  if (y->size[0] != q.n || y->size[1] != q.k)
+    return fail(CUDNN_STATUS_BAD_PARAM, "the output's batch or channels do not match");
   for (int i = 0; i < 2; ++i) {
     q.in[i] = x->size[2 + i];
     q.ks[i] = w->size[2 + i];
@@ -185,9 +200,10 @@ cudnnStatus_t check(Dir dir, const Desc* x, const cudnnFilterStruct* w,
     q.stride[i] = conv->stride[i];
     q.dil[i] = conv->dilation[i];
     const int64_t span = q.in[i] + 2 * q.pad[i] - q.dil[i] * (q.ks[i] - 1) - 1;
-    if (span < 0) return CUDNN_STATUS_BAD_PARAM;  // the filter outgrows the padded input
+    if (span < 0) return fail(CUDNN_STATUS_BAD_PARAM, "the filter outgrows the padded input");
     if (q.out[i] != 1 + span / q.stride[i])
-      return dir == Dir::forward ? CUDNN_STATUS_NOT_SUPPORTED : CUDNN_STATUS_BAD_PARAM;
+      return fail(dir == Dir::forward ? CUDNN_STATUS_NOT_SUPPORTED : CUDNN_STATUS_BAD_PARAM,
+                  "the output's size is not the convolution's");
   }
   return CUDNN_STATUS_SUCCESS;
 }
@@ -367,6 +383,14 @@ cudnnStatus_t create(T** out) {
 extern "C" {
 
 size_t cudnnGetVersion(void) { return CUDNN_VERSION; }
+
+void cudnnGetLastErrorString(char* message, size_t max_size) {  // read once, then cleared
+  if (message == nullptr || max_size == 0) return;
+  const size_t n = std::min(max_size - 1, g_last_error.size());
+  std::memcpy(message, g_last_error.data(), n);
+  message[n] = '\0';
+  g_last_error.clear();
+}
 
 const char* cudnnGetErrorString(cudnnStatus_t status) {
   switch (status) {  // what this emulation returns
