@@ -83,15 +83,22 @@ def torch_run(args):
             "img_per_s": args.batch * 1000 / step, "peak_allocated_bytes": torch.cuda.max_memory_allocated()}
 
 
-def run_json(cmd):
-    """Runs one side; its last stdout line is its JSON. When it fails, returns {"error": why}
-    (the tail of its stderr and stdout, which capturing would otherwise hide)."""
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    if proc.returncode != 0:
-        tail = "\n".join((proc.stderr.strip() + "\n" + proc.stdout.strip()).strip().splitlines()[-40:])
-        print(f"{' '.join(cmd)} failed with exit status {proc.returncode}:\n{tail}", file=sys.stderr)
-        return {"error": f"exit status {proc.returncode}: {tail[-2000:]}"}
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+def run_json(cmd, timeout):
+    """Runs one side for at most `timeout` seconds; its last stdout line is its JSON. When it
+    fails or runs out of time, returns {"error": why} (the tail of its stderr and stdout, which
+    capturing would otherwise hide), and the other side still runs."""
+    def text(b):
+        return b.decode(errors="replace") if isinstance(b, bytes) else (b or "")
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        status, out, err = f"exit status {proc.returncode}", proc.stdout, proc.stderr
+        if proc.returncode == 0:
+            return json.loads(out.strip().splitlines()[-1])
+    except subprocess.TimeoutExpired as e:
+        status, out, err = f"timed out after {timeout} s", text(e.stdout), text(e.stderr)
+    tail = "\n".join((err.strip() + "\n" + out.strip()).strip().splitlines()[-40:])
+    print(f"{' '.join(cmd)}: {status}:\n{tail}", file=sys.stderr)
+    return {"error": f"{status}: {tail[-2000:]}", "timed_out": status.startswith("timed out")}
 
 
 def tandem_run(args):
@@ -99,7 +106,7 @@ def tandem_run(args):
            "--batch", str(args.batch), "--channels", "3", "--size", str(args.size),
            "--steps", str(args.steps), "--warmup", str(args.warmup), "--precision", args.precision,
            "--threads", "4"] + (["--channels-last"] if args.tandem_layout == "nhwc" else [])
-    return run_json(cmd)
+    return run_json(cmd, args.side_timeout)
 
 
 def main():
@@ -113,6 +120,8 @@ def main():
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--repeats", type=int, default=2)
+    p.add_argument("--side-timeout", type=int, default=45,
+                   help="seconds one side of one repeat may take; a side that runs out is not rerun")
     p.add_argument("--out")
     args = p.parse_args()
     runs, start = [], time.time()
@@ -120,8 +129,13 @@ def main():
         # tandem first (a run cut short by a time limit keeps its figure), then PyTorch in a child
         # process, so each side has the GPU to itself and its own allocator. A side that fails
         # leaves its error in the JSON and the other side's figures stand.
-        run = {"tandem": tandem_run(args),
-               "pytorch": run_json([sys.executable, __file__, "--torch-child", json.dumps(vars(args))])}
+        # A side that ran out of time once is not run again: the repeats left go to the other.
+        def again(side):
+            return not any(old[side].get("timed_out") for old in runs)
+        skipped = {"error": "not run: it timed out in an earlier repeat"}
+        run = {"tandem": tandem_run(args) if again("tandem") else skipped,
+               "pytorch": run_json([sys.executable, __file__, "--torch-child", json.dumps(vars(args))],
+                                   args.side_timeout) if again("pytorch") else skipped}
         t, pt = run["tandem"], run["pytorch"]
         if "error" not in t and "error" not in pt:
             run["ratio"] = t["img_per_s"] / pt["img_per_s"]

@@ -67,6 +67,13 @@ import json, os, sys
 work = sys.argv[1]
 steps = json.load(open(os.path.join(work, "summary.json")))["steps"]
 bad = [s["name"] for s in steps if s["exit"] != 0 and s["name"] != "resnet50"]
+# Every step must have run: a script that stops early (a syntax error) leaves a summary of the
+# steps before it, all passed.
+expected = ["configure", "build", "build_benchmarks"] + (
+    os.environ.get("TANDEM_GPU_CHECK_STEPS", "").replace(",", " ").split() or
+    ["gpu_tests", "example", "gpu_ops", "resnet50", "allreduce", "all_tests"])
+ran = {s["name"] for s in steps}
+bad += [f"{name} (did not run)" for name in expected if name not in ran]
 try:
     tandem = json.load(open(os.path.join(work, "resnet50_gpu.json")))["tandem_img_per_s"]
 except (OSError, ValueError, KeyError):

@@ -188,10 +188,18 @@ bool primary_context_active(int device) {
 
 bool compiled_with_cuda() { return true; }
 
+namespace {
+// Why cudaGetDeviceCount failed (no driver, a driver older than the runtime...), for
+// build_info(): a GPU machine on which tandem sees none says why. Empty when it answered.
+std::string g_device_count_error;
+}  // namespace
+
 int device_count() {
   static const int count = [] {
     int n = 0;
-    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    const cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess) {
+      g_device_count_error = std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e);
       cudaGetLastError();  // clear the sticky "no driver" error
       return 0;
     }
@@ -239,8 +247,11 @@ std::string build_info() {
          std::to_string(runtime % 1000 / 10) + ", cuBLAS " + std::to_string(CUBLAS_VER_MAJOR) +
          "." + std::to_string(CUBLAS_VER_MINOR) + ", cuDNN " +
          dotted(static_cast<long>(cudnnGetVersion())) + " (built against " +
-         dotted(static_cast<long>(CUDNN_VERSION)) + "), NCCL " + dotted(nccl) +
-         " (built against " + dotted(static_cast<long>(NCCL_VERSION_CODE)) + ")";
+         dotted(static_cast<long>(CUDNN_VERSION)) + "), NCCL " + dotted(nccl) + " (built against " +
+         dotted(static_cast<long>(NCCL_VERSION_CODE)) + ")" +
+         (device_count() == 0 && !g_device_count_error.empty()
+              ? "; no GPU: cudaGetDeviceCount says " + g_device_count_error
+              : "");
 }
 
 namespace {
