@@ -43,10 +43,12 @@ def torch_worker(args):
     xs = [torch.randn(args.batch, args.channels, args.size, args.size) for _ in range(4)]
     ys = [torch.randint(0, 10, (args.batch,)) for _ in range(4)]
     ms = []
+    low = args.precision == "bf16"
     for s in range(args.warmup + args.steps):
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
-        loss = F.cross_entropy(model(xs[s % 4]), ys[s % 4])
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=low):
+            loss = F.cross_entropy(model(xs[s % 4]), ys[s % 4])
         loss.backward()
         opt.step()
         loss.item()
@@ -55,7 +57,7 @@ def torch_worker(args):
     median = statistics.median(ms)
     print(json.dumps({"framework": "pytorch", "version": torch.__version__, "model": args.model,
                       "batch": args.batch, "threads": args.threads, "steps": args.steps,
-                      "step_ms_median": median, "img_per_s": args.batch * 1000 / median}))
+                      "precision": args.precision, "step_ms_median": median, "img_per_s": args.batch * 1000 / median}))
 
 
 def main():
@@ -68,6 +70,8 @@ def main():
     p.add_argument("--steps", type=int, default=30)
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--precision", default="f32", choices=["f32", "bf16"],
+                   help="bf16: both sides under CPU autocast to bf16")
     p.add_argument("--binary", default=os.path.join(ROOT, "build", "benchmarks", "bench_resnet"))
     p.add_argument("--out", help="JSON file to write")
     p.add_argument("--plot", help="PNG of img/s per repeat (needs python3-matplotlib)")
@@ -79,7 +83,7 @@ def main():
     # Each side runs in its own process at its own defaults (peers.run_side).
     common = ["--model", args.model, "--batch", str(args.batch), "--channels", str(args.channels),
               "--size", str(args.size), "--threads", str(args.threads), "--steps", str(args.steps),
-              "--warmup", str(args.warmup)]
+              "--warmup", str(args.warmup), "--precision", args.precision]
     runs = []
     start = time.time()
     for r in range(args.repeats):
@@ -94,6 +98,7 @@ def main():
     summary = {
         "model": args.model, "batch": args.batch, "input": [args.channels, args.size, args.size],
         "threads": args.threads, "steps": args.steps, "repeats": args.repeats,
+        "precision": args.precision,
         "pytorch_version": runs[0]["pytorch"]["version"],
         "tandem_img_per_s_median": statistics.median(r["tandem"]["img_per_s"] for r in runs),
         "pytorch_img_per_s_median": statistics.median(r["pytorch"]["img_per_s"] for r in runs),
@@ -122,7 +127,7 @@ def plot(summary, path):
     ax.set_xlabel("repeat (runs alternate)")
     ax.set_ylabel("training img/s")
     ax.set_ylim(bottom=0)
-    ax.set_title(f"{summary['model']} training, batch {summary['batch']}, {summary['threads']} threads: "
+    ax.set_title(f"{summary['model']} {summary['precision']} training, batch {summary['batch']}, {summary['threads']} threads: "
                  f"ratio {summary['ratio_median']:.2f}")
     ax.legend(loc="lower right")
     fig.tight_layout()
