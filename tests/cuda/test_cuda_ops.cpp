@@ -601,6 +601,73 @@ TEST_CASE("CUDA convolutions through cuDNN match the CPU, forward and backward",
   cuda::set_cudnn_benchmark(false);
 }
 
+TEST_CASE(
+    "TF32: f32 convolutions take it by default, matrix products only when allowed, both "
+    "switchable",
+    "[cuda]") {
+  if (!gpu_present("CUDA TF32")) return;
+  // TF32 keeps 10 of f32's 23 mantissa bits: products of TF32-rounded operands err by about
+  // 2^-11 of their size, f32's by 2^-24. Errors against the f64 result, relative to its largest
+  // value, for the convolution's output and both its gradients, and for a matrix product.
+  auto error = [](const Tensor& got, const Tensor& exact) {
+    return amax(abs(sub(got.cpu().to(DType::f64), exact)), {}).item<double>() /
+           amax(abs(exact), {}).item<double>();
+  };
+  const Tensor x = randn_as({2, 32, 12, 12}, DType::f32, 40);
+  const Tensor w = randn_as({32, 32, 3, 3}, DType::f32, 41);
+  const Tensor r = randn_as({2, 32, 12, 12}, DType::f32, 42);  // weighs the outputs: dy = r
+  auto conv_and_grads = [&](Device device, DType dt) {
+    Tensor xd = x.to(device, dt), wd = w.to(device, dt);
+    xd.set_requires_grad(true);
+    wd.set_requires_grad(true);
+    Tensor y = conv2d(xd, wd, Tensor(), 1, 1);
+    auto g = autograd::grad({sum(mul(y, r.to(device, dt)))}, {xd, wd});
+    return std::vector<Tensor>{y.detach(), g[0], g[1]};
+  };
+  const auto exact = conv_and_grads(kCPU, DType::f64);
+  auto conv_errors = [&] {
+    const auto got = conv_and_grads(kGpu, DType::f32);
+    return std::vector<double>{error(got[0], exact[0]), error(got[1], exact[1]),
+                               error(got[2], exact[2])};
+  };
+  const Tensor a = randn_as({96, 200}, DType::f32, 43), b = randn_as({200, 80}, DType::f32, 44);
+  const Tensor product = mm(a.to(DType::f64), b.to(DType::f64));
+  auto mm_error = [&] { return error(mm(a.to(kGpu), b.to(kGpu)), product); };
+
+  REQUIRE(cuda::allow_tf32_conv());  // PyTorch's defaults
+  REQUIRE_FALSE(cuda::allow_tf32_matmul());
+  const auto on = conv_errors();
+  const double mm_off = mm_error();
+  std::vector<double> off;
+  double mm_on = 0;
+  {
+    NoTf32 no_tf32;
+    off = conv_errors();
+    cuda::set_allow_tf32_matmul(true);
+    mm_on = mm_error();
+    cuda::set_allow_tf32_matmul(false);
+  }
+  const char* names[] = {"output", "input gradient", "weight gradient"};
+  for (int i = 0; i < 3; ++i) {
+    INFO("convolution " << names[i] << ": TF32 " << on[i] << ", f32 " << off[i]);
+    CHECK(off[i] < 1e-5);
+    CHECK(on[i] < 5e-3);
+  }
+  INFO("matrix product: TF32 " << mm_on << ", f32 " << mm_off);
+  CHECK(mm_off < 1e-5);
+  CHECK(mm_on < 5e-3);
+  // TF32 in use shows as errors far above f32's. The emulation rounds the operands as tensor
+  // cores do, so it must show; on a GPU the libraries may pick a kernel without tensor cores
+  // for some problem, which is allowed, so there it is reported.
+  bool all_tf32 = mm_on > 2e-5;
+  for (int i = 0; i < 3; ++i) all_tf32 = all_tf32 && on[i] > 2e-5;
+#ifdef TANDEM_TEST_CUDA_EMULATION
+  CHECK(all_tf32);
+#else
+  if (!all_tf32) WARN("TF32 allowed, yet some product ran at f32's accuracy (no tensor cores)");
+#endif
+}
+
 TEST_CASE("CUDA convolutions past cuDNN's 32-bit indexing go in slices of the batch", "[cuda]") {
   if (!gpu_present("CUDA convolutions in slices")) return;
   NoTf32 no_tf32;

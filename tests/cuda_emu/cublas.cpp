@@ -107,6 +107,10 @@ cublasStatus_t gemm(cublasHandle_t handle, cublasOperation_t transa, cublasOpera
     if (k > 0) {
       gather(a, A, Atype, p * strideA, lda, transa != CUBLAS_OP_N, m, k);
       gather(bt, B, Btype, p * strideB, ldb, transb == CUBLAS_OP_N, n, k);
+      if (compute == CUBLAS_COMPUTE_32F_FAST_TF32) {  // the operands as tensor cores take them
+        tandem_emu::round_to_tf32(a);
+        tandem_emu::round_to_tf32(bt);
+      }
     }
     for (int64_t j = 0; j < n; ++j)
       for (int64_t i = 0; i < m; ++i) {

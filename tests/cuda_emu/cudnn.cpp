@@ -256,16 +256,23 @@ cudnnStatus_t convolve(Dir dir, const Problem& p, const Operands& o, double alph
     return CUDNN_STATUS_BAD_PARAM;
   std::vector<double> acc(static_cast<size_t>(numel(od)));
   auto at = [](std::vector<double>& v, int64_t i) -> double& { return v[static_cast<size_t>(i)]; };
+  // f32 under any math type but FMA may run on tensor cores, which take TF32 operands: rounded so.
+  const bool tf32 = o.xd->type == CUDNN_DATA_FLOAT && o.conv->math != CUDNN_FMA_MATH;
+  auto operand = [tf32](const Desc& d, const void* ptr) {
+    std::vector<double> values = gather(d, ptr);
+    if (tf32) tandem_emu::round_to_tf32(values);
+    return values;
+  };
   if (dir == Dir::forward) {
-    std::vector<double> x = gather(*o.xd, o.x), w = gather(*o.wd, o.w);
+    std::vector<double> x = operand(*o.xd, o.x), w = operand(*o.wd, o.w);
     for_each_tap(p,
                  [&](int64_t xi, int64_t wi, int64_t yi) { at(acc, yi) += at(x, xi) * at(w, wi); });
   } else if (dir == Dir::backward_data) {
-    std::vector<double> w = gather(*o.wd, o.w), dy = gather(*o.yd, o.y);
+    std::vector<double> w = operand(*o.wd, o.w), dy = operand(*o.yd, o.y);
     for_each_tap(
         p, [&](int64_t xi, int64_t wi, int64_t yi) { at(acc, xi) += at(dy, yi) * at(w, wi); });
   } else {
-    std::vector<double> x = gather(*o.xd, o.x), dy = gather(*o.yd, o.y);
+    std::vector<double> x = operand(*o.xd, o.x), dy = operand(*o.yd, o.y);
     for_each_tap(
         p, [&](int64_t xi, int64_t wi, int64_t yi) { at(acc, wi) += at(x, xi) * at(dy, yi); });
   }

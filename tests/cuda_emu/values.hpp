@@ -6,6 +6,8 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
+#include <cstring>
+#include <vector>
 
 namespace tandem_emu {
 
@@ -29,6 +31,22 @@ inline void store(void* p, int64_t i, Real t, double v) {
     case Real::bf16: break;
   }
   static_cast<__nv_bfloat16*>(p)[i] = __double2bfloat16(v);
+}
+
+// v (an f32 value) rounded to TF32, the 10 mantissa bits a tensor core takes of an f32 operand
+// (to nearest even): what cuBLAS's CUBLAS_COMPUTE_32F_FAST_TF32 and cuDNN's f32 convolutions
+// under any math type but FMA do to their inputs. Infinities and NaN pass as they are.
+inline double tf32(double v) {
+  float f = static_cast<float>(v);
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  if ((u & 0x7f800000u) != 0x7f800000u) u = (u + 0xfffu + ((u >> 13) & 1u)) & ~0x1fffu;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+inline void round_to_tf32(std::vector<double>& values) {
+  for (double& v : values) v = tf32(v);
 }
 
 }  // namespace tandem_emu
