@@ -53,3 +53,38 @@ TEST_CASE("GPU health warnings: thermal and power throttling, a falling clock, n
   slow.sm_clock_mhz = 1900;  // within 10%: boost clocks move that much
   CHECK(monitor::health_warnings({before}, {slow}).empty());
 }
+
+// With tests/monitor/fake_nvml.cpp as libnvidia-ml.so.1 (ctest gpu_health_nvml_stand_in puts its
+// folder on LD_LIBRARY_PATH): the NVML-present path without a driver. The stand-in's GPUs have
+// PCI buses 2, 3, 1 in NVML's order and a temperature of 50 + their bus.
+TEST_CASE("GPU health with NVML present: every GPU CUDA sees, numbered as CUDA numbers them",
+          "[.nvml_stand_in]") {
+  monitor::GpuHealth health;
+  INFO(health.why_unavailable());
+  REQUIRE(health.available());
+  const auto samples = health.sample();
+  std::vector<unsigned> temperatures;
+  for (const GpuSample& s : samples) {
+    temperatures.push_back(s.temperature_c);
+    CHECK(s.memory_total == 143771ull << 20);
+    CHECK(s.memory_used == (1000ull + s.temperature_c - 50) << 20);
+    CHECK(s.utilization_pct == 40 + s.temperature_c);
+    CHECK(s.sm_clock_mhz == 1980);
+    CHECK(s.sm_clock_max_mhz == 1980);
+    CHECK(s.throttle_reasons == 0x1);  // idle
+    CHECK_FALSE(s.throttled());
+  }
+  if (cuda::device_count() == 2) {
+    // The emulated GPUs (buses 1 and 2), found by their bus ids: CUDA's order, not NVML's.
+    REQUIRE(samples.size() == 2);
+    CHECK(samples[0].index == 0);
+    CHECK(samples[1].index == 1);
+    CHECK(temperatures == std::vector<unsigned>{51, 52});
+  } else {
+    // No GPU CUDA sees: every GPU NVML sees, in its order.
+    REQUIRE(cuda::device_count() == 0);
+    REQUIRE(samples.size() == 3);
+    for (int i = 0; i < 3; ++i) CHECK(samples[i].index == i);
+    CHECK(temperatures == std::vector<unsigned>{52, 53, 51});
+  }
+}
