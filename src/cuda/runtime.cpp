@@ -213,6 +213,13 @@ void set_device(int device) {
   TANDEM_CUDA_CHECK(cudaSetDevice(device));
 }
 
+int current_device() {
+  TANDEM_CHECK(is_available(), "cuda current_device: no CUDA device is available");
+  int device = 0;
+  TANDEM_CUDA_CHECK(cudaGetDevice(&device));
+  return device;
+}
+
 std::string pci_bus_id(int device) {
   char id[32] = {};
   if (device < 0 || device >= device_count() ||

@@ -17,6 +17,7 @@ bool is_available() { return false; }
 int device_count() { return 0; }
 std::string pci_bus_id(int) { return ""; }
 void set_device(int) { unavailable("cuda set_device"); }
+int current_device() { unavailable("cuda current_device"); }
 std::string build_info() { return "built without CUDA"; }
 Allocator& caching_allocator(int) { unavailable("cuda allocator"); }
 Allocator& pinned_host_allocator() { unavailable("pinned allocator"); }

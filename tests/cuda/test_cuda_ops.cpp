@@ -2,7 +2,9 @@
 // result compared with the CPU's per dtype with a per-dtype tolerance. Without a GPU each case
 // says it was skipped (and fails under TANDEM_REQUIRE_GPU=1, as scripts/gpu-check.sh runs it).
 #include <cmath>
+#include <exception>
 #include <functional>
+#include <thread>
 
 #include "../util.hpp"
 
@@ -963,6 +965,63 @@ TEST_CASE("ResNet-20 trains the same on the GPU as on the CPU", "[cuda]") {
   REQUIRE(gpu.size() == cpu.size());
   for (size_t i = 0; i < gpu.size(); ++i)
     require_close(gpu[i], cpu[i], 1e-8, 1e-10, "parameter or buffer " + std::to_string(i));
+}
+
+TEST_CASE(
+    "CUDA ops switch to their tensors' GPU and back: the thread's current GPU stays as it was",
+    "[cuda]") {
+  if (!gpu_present("CUDA current device")) return;
+  if (cuda::device_count() < 2) {
+    WARN("one GPU: no other GPU to be current while ops run on cuda:0");
+    return;
+  }
+  // On a thread of its own (the test thread's GPU stays as the other tests expect), with GPU 1
+  // current: every kind of op on cuda:0, and after each the thread's current GPU.
+  std::vector<std::pair<std::string, int>> after;
+  std::exception_ptr failure;
+  std::thread([&] {
+    try {
+      cuda::set_device(1);
+      auto note = [&](const char* what) { after.emplace_back(what, cuda::current_device()); };
+      note("set_device(1)");
+      Tensor x = randn_as({2, 3, 8, 8}, DType::f32, 50).to(kGpu);
+      Tensor w = randn_as({4, 3, 3, 3}, DType::f32, 51).to(kGpu);
+      note("copies to cuda:0");
+      Tensor r = relu(add(mul(x, 2.0), x));
+      note("elementwise");
+      sum(r).item<float>();
+      note("a reduction, its value read");
+      mm(x.reshape({6, 64}), x.reshape({6, 64}).t());
+      note("matmul (cuBLAS)");
+      x.set_requires_grad(true);
+      w.set_requires_grad(true);
+      Tensor h = conv2d(x, w, Tensor(), 1, 1);
+      h = batch_norm(h, Tensor(), Tensor(), Tensor(), Tensor(), true);
+      Tensor logits = max_pool2d(h, 2).flatten(1).narrow(1, 0, 10);
+      Tensor target = from_vector<int64_t>({3, 7}).to(kGpu);
+      Tensor loss = cross_entropy(logits, target);
+      note("conv (cuDNN), batch norm, pooling, cross entropy");
+      loss.backward();
+      note("backward");
+      optim::SGD opt({w}, optim::SGDOptions(0.1).momentum(0.9));
+      opt.step();
+      note("an SGD step");
+      index_select(x.detach(), 1, from_vector<int64_t>({2, 0}).to(kGpu));
+      note("index_select (its bounds read)");
+      randn({5}, TensorOptions().device(kGpu));
+      note("randn on cuda:0");
+      w.grad().cpu();
+      note("a copy to the CPU");
+    } catch (...) {
+      failure = std::current_exception();
+    }
+  }).join();
+  if (failure) std::rethrow_exception(failure);
+  REQUIRE(after.size() == 11);
+  for (const auto& [what, device] : after) {
+    INFO("after " << what);
+    CHECK(device == 1);
+  }
 }
 
 TEST_CASE("the GPU data path: pinned staging reused, asynchronous copies, augmentation on the GPU "

@@ -24,6 +24,9 @@ std::string pci_bus_id(int device);
 /// Makes `device` the calling thread's current GPU (cudaSetDevice). A rank's thread sets its
 /// GPU once, so that each op's device guard finds it current instead of switching to it and back.
 void set_device(int device);
+/// The calling thread's current GPU (cudaGetDevice; libtorch's c10::cuda::current_device()).
+/// tandem's ops switch to their tensors' GPU and back: they never leave it changed.
+int current_device();
 /// A one-line description of the CUDA build (runtime, cuBLAS, cuDNN and NCCL versions).
 std::string build_info();
 
