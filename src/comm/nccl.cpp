@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <thread>
@@ -37,8 +38,10 @@ using detail::CallDesc;
 
 std::string nccl_error(ncclResult_t r, ncclComm_t comm) {
   std::string s = ncclGetErrorString(r);
+  // One buffer for the whole process, never cleared, written by any thread's warning: NCCL's
+  // documentation says it may be unrelated to this call.
   const char* last = ncclGetLastError(comm);
-  if (last != nullptr && *last != '\0') s += std::string(": ") + last;
+  if (last != nullptr && *last != '\0') s += std::string(" (NCCL's last warning: ") + last + ")";
   return s;
 }
 
@@ -62,8 +65,14 @@ ncclRedOp_t nccl_op(ReduceOp op) {
   return ncclSum;
 }
 
-// The non-blocking configuration every communicator is created with.
+// The non-blocking configuration every communicator is created with. NCCL_COMM_BLOCKING=1 in
+// the environment would override it (NCCL's environment wins over the configuration) and make
+// every call blocking, which no deadline or abort could then end: refused.
 ncclConfig_t nonblocking_config() {
+  const char* blocking = std::getenv("NCCL_COMM_BLOCKING");
+  TANDEM_CHECK_T(CommError, blocking == nullptr || std::string(blocking) != "1",
+                 "nccl: NCCL_COMM_BLOCKING=1 makes NCCL's calls blocking, which tandem's timeouts "
+                 "and aborts cannot end: unset it");
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;
   return config;
@@ -198,7 +207,7 @@ class NcclComm final : public Communicator {
     }
     cv_.notify_all();
     watchdog_.join();  // returns once nothing is pending
-    abort_comm();      // ncclCommAbort frees it without waiting on peers (see ARCHITECTURE.md)
+    release_comm();
   }
 
   int rank() const override { return rank_; }
@@ -510,6 +519,29 @@ class NcclComm final : public Communicator {
                                     detail::describe_call(other)),
            what);
     }
+  }
+
+  // A communicator nothing failed on is finalized, then destroyed: finalize flushes what this
+  // rank issued (over a network, its proxy's last sends, which ncclCommAbort drops, so that a
+  // peer's last collective would never complete). It is non-blocking, so it is polled, for at
+  // most 10 s (or the timeout, if shorter). A failed or aborted one, or one whose finalize fails
+  // or does not settle in time, is aborted: freed without waiting on anyone.
+  void release_comm() {
+    {
+      std::lock_guard<std::mutex> lock(comm_mu_);
+      if (comm_ == nullptr) return;
+      if (!group_->aborted()) {
+        const ncclResult_t r = ncclCommFinalize(comm_);
+        const Clock::time_point deadline =
+            Clock::now() + std::min<Duration>(timeout(), std::chrono::seconds(10));
+        if ((r == ncclSuccess || r == ncclInProgress) && settle(comm_, deadline).empty() &&
+            ncclCommDestroy(comm_) == ncclSuccess) {
+          comm_ = nullptr;
+          return;
+        }
+      }
+    }
+    abort_comm();
   }
 
   // ncclCommAbort, once; comm_mu_ keeps the progress thread off the handle meanwhile. Then the

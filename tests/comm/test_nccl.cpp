@@ -3,6 +3,8 @@
 // suite on all visible GPUs (one GPU: world size 1), Work handles, debug mode, bad arguments,
 // abort; with two or more GPUs also the faults (a rank that throws, stops calling or exits).
 
+#include <cstdlib>
+
 #include "../util.hpp"
 #include "suite.hpp"
 #include "tandem/comm.hpp"
@@ -61,9 +63,11 @@ TEST_CASE("nccl collectives on every visible GPU match the one-thread reference"
 #else
   const int64_t large = (int64_t{1} << 20) + 3;
 #endif
+  // One group for every case: each NCCL communicator costs a setup (bootstrap, topology, proxy).
+  const auto comms = make_nccl_group(devices);
   for (DType dtype : comm_dtypes())
     for (int64_t n : {int64_t{0}, int64_t{1}, int64_t{7}, int64_t{1000}, large})
-      tandem::testing::check_all_ops(make_nccl_group(devices), dtype, n, exact);
+      tandem::testing::check_all_ops(comms, dtype, n, exact);
   // A smaller group too, when there are several GPUs.
   if (devices.size() > 2)
     tandem::testing::check_all_ops(make_nccl_group({0, 1}), DType::f32, 1000, true);
@@ -90,10 +94,11 @@ TEST_CASE("nccl Work handles, debug mode, bad arguments and abort", "[comm][nccl
     CHECK(ts[i].cpu().to_vector<float>()[12345] == static_cast<float>(i));
   }
 
-  // A stream-side wait: the host goes on, and the kernels queued after it see the reduced values
-  // (a 1-rank max leaves them as they were, so the check is that the copy comes after NCCL's).
-  Tensor big = full({1 << 22}, 3.0, Device("cuda:0"));
-  Work on_stream = c.allreduce(big, ReduceOp::max);
+  // A stream-side wait: the host goes on, and the kernels queued after it see what the collective
+  // wrote. An allgather into zeros (at one rank NCCL copies the input there; an in-place
+  // reduction would move nothing), so a kernel ordered before NCCL's copy reads zeros.
+  Tensor big = zeros({1 << 22}, TensorOptions().device(Device("cuda:0")));
+  Work on_stream = c.allgather(big, full({1 << 22}, 3.0, Device("cuda:0")));
   on_stream.wait_on_stream();
   Tensor doubled = big * 2.0;
   CHECK(doubled.cpu().to_vector<float>()[(1 << 22) - 1] == 6.0f);
@@ -111,6 +116,11 @@ TEST_CASE("nccl Work handles, debug mode, bad arguments and abort", "[comm][nccl
   fresh[0]->abort("stop");
   CHECK_THAT(error_of([&] { fresh[0]->allreduce(gpu_ones(4, 0)).wait(); }),
              Catch::Contains("rank 0: allreduce(sum) #1: communicator aborted: rank 0 aborted: stop"));
+  // NCCL_COMM_BLOCKING=1 would override the non-blocking configuration: refused, not obeyed.
+  setenv("NCCL_COMM_BLOCKING", "1", 1);
+  const std::string blocking = error_of([] { make_nccl_group({0}); });
+  unsetenv("NCCL_COMM_BLOCKING");
+  CHECK_THAT(blocking, Catch::Contains("NCCL_COMM_BLOCKING=1 makes NCCL's calls blocking"));
   auto avg = make_nccl_group({0});
   CHECK_THAT(error_of([&] { avg[0]->allreduce(ones({4}, TensorOptions(DType::i32).device(Device("cuda:0"))), ReduceOp::avg); }),
              Catch::Contains("avg needs a floating dtype"));

@@ -121,6 +121,7 @@ struct Comm {
   uint64_t queued = 0;               // of them, those queued (not of zero elements)
   ncclResult_t error = ncclSuccess;  // the asynchronous error
   std::string error_text;
+  bool finalizing = false;  // ncclCommFinalize was called: no more collectives
 };
 
 // Every clique alive, by unique id.
@@ -246,6 +247,9 @@ ncclResult_t collective(ncclComm_t comm, cudaStream_t stream, Post post) {
   if (const ncclResult_t r = check_comm(comm)) return r;
   Comm& c = *reinterpret_cast<Comm*>(comm);
   const int n = c.clique->nranks;
+  if (c.finalizing)
+    return refuse(ncclInvalidUsage,
+                  std::string(kind_name(post.kind)) + ": the communicator is being finalized");
   if (type_size(post.type) == 0)
     return refuse(ncclInvalidArgument,
                   std::string(kind_name(post.kind)) +
@@ -392,6 +396,8 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* state) {
   if (c.error != ncclSuccess) {
     g_last_error = c.error_text;
     *state = c.error;
+  } else if (c.finalizing) {  // until this rank's collectives have run
+    *state = c.clique->met[c.rank] == c.queued ? ncclSuccess : ncclInProgress;
   } else {
     *state = c.clique->joined < c.clique->nranks ? ncclInProgress : ncclSuccess;
   }
@@ -413,6 +419,17 @@ ncclResult_t ncclCommAbort(ncclComm_t comm) {
   }
   delete c;
   return ncclSuccess;
+}
+
+// Flushes this rank's collectives without waiting (a non-blocking communicator's finalize): its
+// state is ncclInProgress until they have run, then ncclSuccess; no collective may follow.
+ncclResult_t ncclCommFinalize(ncclComm_t comm) {
+  if (const ncclResult_t r = check_comm(comm)) return r;
+  Comm& c = *reinterpret_cast<Comm*>(comm);
+  std::lock_guard<std::mutex> lock(c.clique->mu);
+  if (c.finalizing) return refuse(ncclInvalidUsage, "ncclCommFinalize: called twice");
+  c.finalizing = true;
+  return c.clique->met[c.rank] == c.queued ? ncclSuccess : ncclInProgress;
 }
 
 // Waits for this rank's collectives to run (as NCCL's, which finalizes first), then frees it.
