@@ -9,18 +9,24 @@
 
 #include "tandem/cuda/runtime.hpp"
 
+// The few NVML declarations used, as nvml.h has them (the toolkit here ships no nvml.h), at
+// global scope as there: the structures' names are part of the functions' types, which a
+// sanitizer compares with the library's (UBSan's -fsanitize=function, against the stand-in NVML
+// of the tests). NVML's enums (return codes, sensors, clocks) are ints here and there.
+extern "C" {
+typedef struct nvmlDevice_st* nvmlDevice_t;
+typedef struct nvmlUtilization_st {
+  unsigned int gpu, memory;
+} nvmlUtilization_t;
+typedef struct nvmlMemory_st {
+  unsigned long long total, free, used;
+} nvmlMemory_t;
+}
+
 namespace tandem::monitor {
 namespace {
 
-// The few NVML declarations used, as nvml.h has them (the toolkit here ships no nvml.h).
 using nvmlReturn_t = int;
-using nvmlDevice_t = struct nvmlDevice_st*;
-struct nvmlUtilization_t {
-  unsigned gpu, memory;
-};
-struct nvmlMemory_t {
-  unsigned long long total, free, used;
-};
 constexpr int kNvmlSuccess = 0;
 constexpr int kNvmlTemperatureGpu = 0;
 constexpr int kNvmlClockSm = 1;

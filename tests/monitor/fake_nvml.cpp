@@ -12,15 +12,27 @@
 #include <cstdlib>
 #include <cstring>
 
+// NVML's types, named as nvml.h names them (a sanitizer compares the callers' function types
+// with these); a device handle points at one of the GPUs below.
+extern "C" {
+struct nvmlDevice_st {
+  unsigned bus;
+  int samples;  // calls of the clock query: the sample number
+};
+struct nvmlUtilization_st {
+  unsigned int gpu, memory;
+};
+struct nvmlMemory_st {
+  unsigned long long total, free, used;
+};
+}
+
 namespace {
 
 constexpr int kSuccess = 0, kUninitialized = 1, kInvalidArgument = 2, kNotFound = 6;
 constexpr int kTemperatureGpu = 0, kClockSm = 1;  // NVML_TEMPERATURE_GPU, NVML_CLOCK_SM
 
-struct Device {
-  unsigned bus;
-  int samples;  // calls of the clock query: the sample number
-};
+using Device = nvmlDevice_st;
 Device g_devices[3] = {{2, 0}, {3, 0}, {1, 0}};
 int g_initialized = 0;
 
@@ -34,13 +46,6 @@ bool known(const Device* d) { return d >= g_devices && d < g_devices + 3; }
 }  // namespace
 
 extern "C" {
-
-struct nvmlUtilization_st {
-  unsigned gpu, memory;
-};
-struct nvmlMemory_st {
-  unsigned long long total, free, used;
-};
 
 __attribute__((visibility("default"))) int nvmlInit_v2() {
   ++g_initialized;

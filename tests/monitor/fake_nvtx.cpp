@@ -10,17 +10,12 @@
 #include <mutex>
 #include <string>
 
-namespace {
+// NVTX's types and constants, without its implementation (the mode NVTX offers tools): the
+// functions NVTX calls are then of exactly the types it calls them through.
+#define NVTX_NO_IMPL
+#include <nvtx3/nvToolsExt.h>
 
-using FunctionPointer = void (*)();
-using FunctionTable = FunctionPointer**;
-struct ExportTableCallbacks {  // NvtxExportTableCallbacks
-  size_t struct_size;
-  int (*get_module_function_table)(int module, FunctionTable* table, unsigned* size);
-};
-constexpr uint32_t kExportTableCallbacks = 1;  // NVTX_ETID_CALLBACKS
-constexpr int kModuleCore = 1;                 // NVTX_CB_MODULE_CORE
-constexpr unsigned kRangePushA = 9, kRangePop = 11;  // NVTX_CBID_CORE_RangePushA, _RangePop
+namespace {
 
 struct Record {
   std::mutex mu;
@@ -64,15 +59,16 @@ int pop() {
 }  // namespace
 
 extern "C" __attribute__((visibility("default"))) int InitializeInjectionNvtx2(
-    const void* (*get_export_table)(uint32_t)) {
+    NvtxGetExportTableFunc_t get_export_table) {
   const auto* callbacks =
-      static_cast<const ExportTableCallbacks*>(get_export_table(kExportTableCallbacks));
-  FunctionTable table = nullptr;
+      static_cast<const NvtxExportTableCallbacks*>(get_export_table(NVTX_ETID_CALLBACKS));
+  NvtxFunctionTable table = nullptr;
   unsigned size = 0;
   if (callbacks == nullptr ||
-      !callbacks->get_module_function_table(kModuleCore, &table, &size) || size <= kRangePop)
+      !callbacks->GetModuleFunctionTable(NVTX_CB_MODULE_CORE, &table, &size) ||
+      size <= NVTX_CBID_CORE_RangePop)
     return 0;
-  *table[kRangePushA] = reinterpret_cast<FunctionPointer>(&push);
-  *table[kRangePop] = reinterpret_cast<FunctionPointer>(&pop);
+  *table[NVTX_CBID_CORE_RangePushA] = reinterpret_cast<NvtxFunctionPointer>(&push);
+  *table[NVTX_CBID_CORE_RangePop] = reinterpret_cast<NvtxFunctionPointer>(&pop);
   return 1;
 }
