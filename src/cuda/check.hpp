@@ -8,12 +8,16 @@
 #include "tandem/core/error.hpp"
 
 /// Throws CudaError naming the call, CUDA's error and file:line when `expr` is not cudaSuccess.
+/// The thread's last error is cleared first (when it is not sticky), so that the next launch
+/// check on this thread does not report this call's error as its own.
 #define TANDEM_CUDA_CHECK(expr)                                                   \
   do {                                                                            \
     const cudaError_t err_ = (expr);                                              \
-    if (err_ != cudaSuccess)                                                      \
+    if (err_ != cudaSuccess) {                                                    \
+      cudaGetLastError();                                                         \
       throw ::tandem::CudaError(#expr, ::tandem::cuda::error_text(err_),          \
                                 ::tandem::detail::base_name(__FILE__), __LINE__); \
+    }                                                                             \
   } while (0)
 
 namespace tandem::cuda {

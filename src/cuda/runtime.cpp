@@ -50,7 +50,9 @@ class EventMemory : public DeviceMemory {
     DeviceGuard guard(device);
     cudaEvent_t e = nullptr;
     TANDEM_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
-    TANDEM_CUDA_CHECK(cudaEventRecord(e, stream));
+    const cudaError_t recorded = cudaEventRecord(e, stream);
+    if (recorded != cudaSuccess) cudaEventDestroy(e);  // not left behind by the throw
+    TANDEM_CUDA_CHECK(recorded);
     return reinterpret_cast<uintptr_t>(e);
   }
 };
@@ -279,6 +281,10 @@ Allocator& caching_allocator(int index) { return device_allocator(index); }
 AllocatorStats memory_stats(int device) { return device_allocator(device).cache().stats(); }
 void empty_cache(int device) { device_allocator(device).cache().empty_cache(); }
 void record_stream(void* ptr, int device, const Stream& stream) {
+  // An event of the block's GPU cannot be recorded on another GPU's stream (cudaEventRecord
+  // refuses it when the block is freed, and the block would be lost).
+  TANDEM_CHECK(stream.device() == device, "record_stream: the memory is on cuda:", device,
+               ", the stream on cuda:", stream.device());
   device_allocator(device).cache().record_stream(ptr, reinterpret_cast<StreamId>(stream.handle()));
 }
 
@@ -294,6 +300,14 @@ void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device
   int device = dst_device.is_cuda() ? dst_device.index() : src_device.index();
   check_device(device);
   DeviceGuard guard(device);
+  if (src_device.is_cuda() && dst_device.is_cuda() && src_device != dst_device) {
+    // Between GPUs: cudaMemcpyPeer is ordered after the work queued on both of them, and before
+    // what is queued next (a cudaMemcpy goes on the destination's stream alone, and could read
+    // a source the other GPU has not finished writing).
+    check_device(src_device.index());
+    TANDEM_CUDA_CHECK(cudaMemcpyPeer(dst, dst_device.index(), src, src_device.index(), nbytes));
+    return;
+  }
   TANDEM_CUDA_CHECK(cudaMemcpy(dst, src, nbytes, cudaMemcpyDefault));
 }
 

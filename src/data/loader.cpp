@@ -7,6 +7,7 @@
 #include "tandem/core/philox.hpp"
 #include "tandem/core/storage.hpp"
 #include "tandem/core/thread_pool.hpp"
+#include "tandem/cuda/runtime.hpp"
 #include "tandem/ops/creation.hpp"
 
 namespace tandem::data {
@@ -103,6 +104,10 @@ void DataLoader::start_epoch(int64_t epoch, int64_t start_batch) {
       ExecutionContext context(options_.device_, std::make_shared<ThreadPool>(1));
       context.set_grad_mode(false);
       ContextGuard guard(context);
+      // The loader's GPU current on this thread, as PyTorch's pin-memory thread sets it: its
+      // CUDA calls that take no device (a pinned block's event queried) would otherwise make GPU
+      // 0 current and create a context there in every rank's process.
+      if (options_.device_.is_cuda()) cuda::set_device(options_.device_.index());
       worker_loop();
     });
 }

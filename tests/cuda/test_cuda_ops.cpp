@@ -1,6 +1,7 @@
 // The CUDA backend against the CPU backend: every op written once, run on both devices, the GPU
 // result compared with the CPU's per dtype with a per-dtype tolerance. Without a GPU each case
 // says it was skipped (and fails under TANDEM_REQUIRE_GPU=1, as scripts/gpu-check.sh runs it).
+#include <atomic>
 #include <cmath>
 #include <exception>
 #include <functional>
@@ -1024,6 +1025,31 @@ TEST_CASE(
   }
 }
 
+TEST_CASE("a copy between GPUs comes after the work that wrote its source", "[cuda]") {
+  if (!gpu_present("CUDA copies between GPUs")) return;
+  if (cuda::device_count() < 2) {
+    WARN("one GPU: no copy between GPUs");
+    return;
+  }
+  // Each source written by a chain of kernels on GPU 0 (still queued when the copy is asked for,
+  // where streams run their work on threads of their own), then copied to GPU 1 at once.
+  for (int round = 0; round < 5; ++round) {
+    Tensor x = full({1 << 16}, 1.0, Device("cuda:0"));
+    for (int k = 0; k < 20; ++k) x = x + 1.0;
+    const Tensor on_1 = x.to(Device("cuda:1"));
+    REQUIRE(on_1.device() == Device("cuda:1"));
+    const auto v = on_1.cpu().to_vector<float>();
+    CHECK(v.front() == 21.0f);
+    CHECK(v.back() == 21.0f);
+  }
+  // A block of GPU 0 marked as used on a stream of GPU 1: refused (its event could not be
+  // recorded on that stream when the block is freed).
+  const cuda::Stream on_gpu1(1);
+  const Tensor block = full({4}, 1.0, Device("cuda:0"));
+  CHECK_THAT(error_of([&] { cuda::record_stream(block.raw_data(), 0, on_gpu1); }),
+             Catch::Contains("record_stream: the memory is on cuda:0, the stream on cuda:1"));
+}
+
 TEST_CASE("the GPU data path: pinned staging reused, asynchronous copies, augmentation on the GPU "
           "equal to the CPU's",
           "[cuda]") {
@@ -1058,6 +1084,25 @@ TEST_CASE("the GPU data path: pinned staging reused, asynchronous copies, augmen
   }
   // 24 batches of three staging buffers each came from a handful of cudaHostAlloc'd segments.
   CHECK(cuda::pinned_memory_stats().device_allocs - host_allocs_before <= 3);
+
+  // A loader's workers make its GPU current (their CUDA calls without a device would otherwise
+  // create a context on GPU 0): a dataset that notes the current GPU of the thread reading it.
+  if (cuda::device_count() >= 2) {
+    struct Noting : data::TensorDataset {
+      using data::TensorDataset::TensorDataset;
+      std::shared_ptr<std::atomic<int>> seen = std::make_shared<std::atomic<int>>(-1);
+      int64_t get_bytes(int64_t index, uint8_t* out) const override {
+        seen->store(cuda::current_device());
+        return data::TensorDataset::get_bytes(index, out);
+      }
+    };
+    auto noting = std::make_shared<Noting>(images, labels, 10);
+    data::DataLoader on_gpu1(noting, data::DistributedSampler(n),
+                             data::LoaderOptions(options).device(Device("cuda:1")));
+    on_gpu1.start_epoch(0);
+    REQUIRE(on_gpu1.next().has_value());
+    CHECK(noting->seen->load() == 1);
+  }
 
   // A pinned tensor copied without blocking, then freed at once: the copy still reads what it
   // held (its block is not reused before the copy is done). The stream is kept busy first, so

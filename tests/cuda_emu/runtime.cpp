@@ -862,6 +862,20 @@ cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind)
   tandem_emu::run_on_stream(cudaStreamLegacy, [=] { std::memmove(dst, src, bytes); });
   return cudaSuccess;
 }
+// Ordered after everything queued on both GPUs (and before what comes next: it returns when done).
+cudaError_t cudaMemcpyPeer(void* dst, int dst_device, const void* src, int src_device,
+                           size_t bytes) {
+  if (device_count() == 0) return fail(cudaErrorNoDevice);
+  if (dst_device < 0 || dst_device >= device_count() || src_device < 0 ||
+      src_device >= device_count())
+    return fail(cudaErrorInvalidDevice);
+  if (bytes == 0) return cudaSuccess;
+  if (!dst || !src) return fail(cudaErrorInvalidValue);
+  synchronize_device(src_device);
+  synchronize_device(dst_device);
+  std::memmove(dst, src, bytes);
+  return cudaSuccess;
+}
 cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t stream) {
   if (device_count() == 0) return fail(cudaErrorNoDevice);
   if (bytes == 0) return cudaSuccess;
