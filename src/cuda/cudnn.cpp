@@ -344,15 +344,12 @@ void conv2d_forward(const Tensor& out, const Tensor& in, const Tensor& weight_in
               out.raw_data()));
         });
   }
-  if (bias.defined() && bias.dtype() == DType::bf16) {
-    // cuDNN's tensor addition is not documented for bf16: tandem's own broadcast add.
+  if (bias.defined()) {
+    // tandem's own broadcast add, for every dtype and layout: cuDNN's cudnnAddTensor is not
+    // documented for bf16 and has been reported very slow on NHWC outputs.
     const Tensor b = make_tensor(bias.storage(), out.shape(), {0, 1, 0, 0}, bias.storage_offset(),
                                  bias.dtype());
     kernels::binary(out, kernels::BinaryOp::add, kernels::OpArgs{1.0}, out, b);
-  } else if (bias.defined()) {
-    TensorDesc b(bias.dtype(), 1, bias.size(0), 1, 1);
-    TANDEM_CUDNN_CHECK(cudnnAddTensor(s.h, k.one(), b.d, bias.raw_data(), k.one(), y.d,
-                                      out.raw_data()));
   }
 }
 
