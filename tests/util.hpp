@@ -88,11 +88,12 @@ inline bool gpu_present(const std::string& what) {
   return false;
 }
 
-/// gpu_present, and NCCL there too: the CUDA emulation (tests/cuda_emu) has GPUs but no NCCL.
+/// gpu_present, and NCCL there too (every build with GPUs has it: the real one, or the CUDA
+/// emulation's stand-in, tests/cuda_emu/nccl.cpp).
 inline bool nccl_present(const std::string& what) {
   if (!gpu_present(what)) return false;
   if (comm::nccl_compiled()) return true;
-  WARN(what << ": skipped, this build has no NCCL (the CUDA emulation)");
+  WARN(what << ": skipped, this build has no NCCL");
   return false;
 }
 
