@@ -263,10 +263,8 @@ void fill(const Tensor& dst, double value) {
       v = __float2half_rn(static_cast<float>(value));
     } else if constexpr (std::is_same_v<D, __nv_bfloat16>) {
       v = __float2bfloat16_rn(static_cast<float>(value));
-    } else if constexpr (std::is_same_v<D, uint8_t>) {
-      v = static_cast<D>(static_cast<int64_t>(value));  // -1 is 255, as the CPU's convert
     } else {
-      v = static_cast<D>(value);
+      v = kernels::scalar_as<D>(value);  // integers through int64: -1 is 255 in u8, as on the CPU
     }
     fill_kernel<<<cuda::grid_for(n), cuda::kThreads, 0, cuda::current_stream()>>>(ptr<D>(dst),
                                                                                   v, n, oc);

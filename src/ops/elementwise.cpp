@@ -209,7 +209,7 @@ namespace {
 // 0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3 c x^2), composed of recorded ops throughout.
 Tensor gelu_derivative(const Tensor& x, bool tanh_form) {
   if (tanh_form) {
-    constexpr double k = 0.7978845608028654, c = 0.044715;  // sqrt(2 / pi)
+    constexpr double k = kernels::kSqrt2OverPi, c = kernels::kGeluC;
     Tensor x2 = mul(x, x);
     Tensor t = tanh(mul(mul(x, add(mul(x2, c), 1.0)), k));
     Tensor dt = mul(add(mul(mul(t, t), -1.0), 1.0), mul(add(mul(x2, 3.0 * c), 1.0), k));
@@ -217,9 +217,8 @@ Tensor gelu_derivative(const Tensor& x, bool tanh_form) {
   }
   Tensor d = backward_functor(BinaryOp::gelu_backward, ones_like(x), x.detach());
   autograd::record("gelu_backward", {x}, d, [x](const Tensor& g) -> std::vector<Tensor> {
-    constexpr double inv_sqrt_2pi = 0.3989422804014327;
     Tensor x2 = mul(x, x);
-    Tensor phi = mul(exp(mul(x2, -0.5)), inv_sqrt_2pi);
+    Tensor phi = mul(exp(mul(x2, -0.5)), kernels::kInvSqrt2Pi);
     return {mul(g, mul(phi, add(mul(x2, -1.0), 2.0)))};
   }, kDifferentiable);
   return d;

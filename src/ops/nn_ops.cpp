@@ -292,20 +292,14 @@ Tensor conv_transpose2d(const Tensor& input, const Tensor& weight, const Tensor&
   if (input.size(0) > 0) kernels::conv2d_backward(x, out, w, out, Tensor(), Tensor(), p);
   const bool need_x = input.requires_grad(), need_w = weight.requires_grad();
   autograd::record(op, {input, weight}, out,
-                   [x, w, p, format, need_x, need_w](const Tensor& g) -> std::vector<Tensor> {
+                   [x, w, p, format, need_x, need_w,
+                    output_padding](const Tensor& g) -> std::vector<Tensor> {
                      if (x.size(0) > 0 && grad_mode_enabled()) {
                        // create_graph: conv2d's forward and weight gradient, as recorded ops
                        if (p.groups != 1) {
-                         // The output_padding that gave g's size.
-                         auto padding_of = [&](int d, int64_t s, int64_t pad, int64_t dil) {
-                           return g.size(d) - ((x.size(d) - 1) * s - 2 * pad +
-                                               dil * (w.size(d) - 1) + 1);
-                         };
-                         const Int2 op_pad{padding_of(2, p.stride_h, p.pad_h, p.dil_h),
-                                           padding_of(3, p.stride_w, p.pad_w, p.dil_w)};
                          std::vector<Tensor> grads = recomputed_gradients(
                              g, {x, w}, [&](const std::vector<Tensor>& in) {
-                               return grouped_composite(in[0], in[1], p, true, op_pad);
+                               return grouped_composite(in[0], in[1], p, true, output_padding);
                              });
                          return {need_x ? grads[0] : Tensor(), need_w ? grads[1] : Tensor()};
                        }

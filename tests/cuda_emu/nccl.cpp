@@ -238,6 +238,9 @@ void meet(const std::shared_ptr<Clique>& clique, int rank, uint64_t number, cons
   clique->cv.notify_all();  // for ncclCommDestroy
 }
 
+// Whether this rank's queued collectives have all run (the clique's lock held).
+bool flushed(const Comm& c) { return c.clique->met[c.rank] == c.queued; }
+
 ncclResult_t check_comm(ncclComm_t comm) {
   return comm == nullptr ? refuse(ncclInvalidArgument, "the communicator is null") : ncclSuccess;
 }
@@ -396,8 +399,8 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* state) {
   if (c.error != ncclSuccess) {
     g_last_error = c.error_text;
     *state = c.error;
-  } else if (c.finalizing) {  // until this rank's collectives have run
-    *state = c.clique->met[c.rank] == c.queued ? ncclSuccess : ncclInProgress;
+  } else if (c.finalizing) {
+    *state = flushed(c) ? ncclSuccess : ncclInProgress;
   } else {
     *state = c.clique->joined < c.clique->nranks ? ncclInProgress : ncclSuccess;
   }
@@ -429,7 +432,7 @@ ncclResult_t ncclCommFinalize(ncclComm_t comm) {
   std::lock_guard<std::mutex> lock(c.clique->mu);
   if (c.finalizing) return refuse(ncclInvalidUsage, "ncclCommFinalize: called twice");
   c.finalizing = true;
-  return c.clique->met[c.rank] == c.queued ? ncclSuccess : ncclInProgress;
+  return flushed(c) ? ncclSuccess : ncclInProgress;
 }
 
 // Waits for this rank's collectives to run (as NCCL's, which finalizes first), then frees it.
@@ -439,7 +442,7 @@ ncclResult_t ncclCommDestroy(ncclComm_t comm) {
   const std::shared_ptr<Clique> clique = c->clique;
   {
     std::unique_lock<std::mutex> lock(clique->mu);
-    clique->cv.wait(lock, [&] { return clique->met[c->rank] == c->queued; });
+    clique->cv.wait(lock, [&] { return flushed(*c); });
     clique->members[c->rank] = nullptr;
   }
   delete c;
