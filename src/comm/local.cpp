@@ -215,8 +215,9 @@ class LocalComm final : public Communicator {
     group_->timeout_ms = timeout.count();
   }
 
-  Work allreduce_grouped(std::vector<Tensor> tensors, ReduceOp op) override {
-    const std::string name = std::string("allreduce(") + reduce_op_name(op) + ")";
+  // In memory there is no wire to narrow: f16/bf16 accumulate in f32 whatever `acc` asks.
+  Work reduce_all(std::vector<Tensor> tensors, ReduceOp op, Accumulate acc) override {
+    const std::string name = detail::allreduce_name(op, acc);
     Call call = prepare(name, tensors);
     check_reducible(call, op);
     return submit(std::move(call), [this, tensors, op](Clock::time_point deadline, const Call& c) {

@@ -144,10 +144,11 @@ class MpiComm final : public Communicator {
     timeout_ms_ = timeout.count();
   }
 
-  Work allreduce_grouped(std::vector<Tensor> tensors, ReduceOp op) override {
+  // f16/bf16 travel as f32 whatever `acc` asks (MPI has no 16-bit float reduction).
+  Work reduce_all(std::vector<Tensor> tensors, ReduceOp op, Accumulate acc) override {
     const uint64_t seq = ++seq_;
-    const std::string what = name(seq, std::string("allreduce(") + reduce_op_name(op) + ")");
-    const detail::CallDesc desc = checks_.allreduce(seq, tensors, op, rejecter(what));
+    const std::string what = name(seq, detail::allreduce_name(op, acc));
+    const detail::CallDesc desc = checks_.allreduce(seq, tensors, op, acc, rejecter(what));
     const DType dtype = static_cast<DType>(desc[3]);
     const int64_t total = desc[4];
     return submit(what, desc, [this, tensors, op, dtype, total, what](Clock::time_point deadline) {

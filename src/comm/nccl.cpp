@@ -51,6 +51,8 @@ ncclDataType_t nccl_type(DType d) {
     case DType::f64: return ncclFloat64;
     case DType::i32: return ncclInt32;
     case DType::i64: return ncclInt64;
+    case DType::f16: return ncclFloat16;
+    case DType::bf16: return ncclBfloat16;
     default: TANDEM_THROW(CommError, "nccl: cannot reduce ", dtype_name(d), " tensors");
   }
 }
@@ -226,13 +228,14 @@ class NcclComm final : public Communicator {
     group_->timeout_ms = timeout.count();
   }
 
-  Work allreduce_grouped(std::vector<Tensor> tensors, ReduceOp op) override {
+  Work reduce_all(std::vector<Tensor> tensors, ReduceOp op, Accumulate acc) override {
     const uint64_t seq = ++seq_;
-    const std::string what = name(seq, std::string("allreduce(") + reduce_op_name(op) + ")");
-    const CallDesc desc = checks_.allreduce(seq, tensors, op, rejecter(what));
+    const std::string what = name(seq, detail::allreduce_name(op, acc));
+    const CallDesc desc = checks_.allreduce(seq, tensors, op, acc, rejecter(what));
     const DType dtype = static_cast<DType>(desc[3]);
-    // f16/bf16 accumulate in f32: widened copies are reduced, then rounded back.
-    const bool widen = is_reduced_float(dtype);
+    // f16/bf16 accumulate in f32 (widened copies are reduced, then rounded back) unless the
+    // caller asked for NCCL's own 16-bit reduction.
+    const bool widen = is_reduced_float(dtype) && acc == Accumulate::f32;
     std::vector<Tensor> wire = tensors, held = tensors;
     for (size_t i = 0; widen && i < wire.size(); ++i) held.push_back(wire[i] = scratch_f32(tensors[i].numel()));
     return submit(what, desc, std::move(held), [this, tensors, wire, op, dtype, widen](

@@ -31,9 +31,16 @@ inline std::string mismatch_message(int rank, const std::string& first, int othe
          ", rank " + std::to_string(other) + " called " + call;
 }
 
-/// What debug mode compares across ranks before a collective: (sequence number, kind, reduce op or
-/// broadcast root, dtype, elements).
+/// "allreduce(sum)", or "allreduce(sum, native)" for 16-bit accumulation (Accumulate::native).
+inline std::string allreduce_name(ReduceOp op, Accumulate acc) {
+  return std::string("allreduce(") + reduce_op_name(op) +
+         (acc == Accumulate::native ? ", native)" : ")");
+}
+
+/// What debug mode compares across ranks before a collective: (sequence number, kind, reduce op
+/// (plus kNativeFlag for Accumulate::native) or broadcast root, dtype, elements).
 enum CallKind : int64_t { kAllreduce = 1, kBroadcast, kAllgather, kReduceScatter, kBarrier };
+constexpr int64_t kNativeFlag = 16;
 using CallDesc = std::array<int64_t, 5>;
 
 /// "allreduce(sum) #3 (f32, 10 elements)".
@@ -41,8 +48,10 @@ inline std::string describe_call(const CallDesc& d) {
   static const char* kNames[] = {"?",         "allreduce",      "broadcast",
                                  "allgather", "reduce_scatter", "barrier"};
   std::string s = kNames[d[1] >= 1 && d[1] <= 5 ? d[1] : 0];
-  if (d[1] == kAllreduce || d[1] == kReduceScatter)
-    s += std::string("(") + reduce_op_name(static_cast<ReduceOp>(d[2])) + ")";
+  const auto op = static_cast<ReduceOp>(d[2] & (kNativeFlag - 1));
+  if (d[1] == kAllreduce)
+    s = allreduce_name(op, d[2] & kNativeFlag ? Accumulate::native : Accumulate::f32);
+  if (d[1] == kReduceScatter) s += std::string("(") + reduce_op_name(op) + ")";
   if (d[1] == kBroadcast) s += "(root " + std::to_string(d[2]) + ")";
   return s + " #" + std::to_string(d[0]) + " (" + dtype_name(static_cast<DType>(d[3])) + ", " +
          std::to_string(d[4]) + " elements)";
@@ -58,7 +67,7 @@ class CallCheck {
   CallCheck(std::function<bool(const Tensor&)> placed, std::string placement)
       : placed_(std::move(placed)), placement_(std::move(placement)) {}
 
-  CallDesc allreduce(uint64_t seq, const std::vector<Tensor>& tensors, ReduceOp op,
+  CallDesc allreduce(uint64_t seq, const std::vector<Tensor>& tensors, ReduceOp op, Accumulate acc,
                      const Reject& reject) const {
     int64_t total = 0;
     for (const auto& t : tensors) {
@@ -68,7 +77,8 @@ class CallCheck {
     }
     const DType dtype = tensors.empty() ? DType::f32 : tensors[0].dtype();
     reducible(dtype, op, reject);
-    return {static_cast<int64_t>(seq), kAllreduce, static_cast<int64_t>(op),
+    return {static_cast<int64_t>(seq), kAllreduce,
+            static_cast<int64_t>(op) | (acc == Accumulate::native ? kNativeFlag : 0),
             static_cast<int64_t>(dtype), total};
   }
 

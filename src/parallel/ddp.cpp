@@ -234,15 +234,17 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
     while (next_launch_ < buckets_.size() && buckets_[next_launch_].pending == 0) {
       Bucket& b = buckets_[next_launch_];
       auto& t = times_.buckets[next_launch_];
-      t.bytes = b.buffer.numel() * element_size(b.buffer.dtype());
       t.launched = comm::Clock::now();
       if (options_.compression_ && *options_.compression_ != b.buffer.dtype()) {
+        // As PyTorch's compression hooks: 16 bits on the wire (on nccl; see comm::Accumulate).
         b.wire = (b.buffer / static_cast<double>(comm_.size())).to(*options_.compression_);
-        b.work = comm_.allreduce(b.wire, comm::ReduceOp::sum);
+        b.work = comm_.allreduce(b.wire, comm::ReduceOp::sum, comm::Accumulate::native);
       } else {
         b.wire = Tensor();
         b.work = comm_.allreduce(b.buffer, comm::ReduceOp::avg);
       }
+      const Tensor& sent = b.wire.defined() ? b.wire : b.buffer;
+      t.bytes = sent.numel() * element_size(sent.dtype());
       ++next_launch_;
     }
   }

@@ -48,15 +48,29 @@ inline void check_all_ops(const std::vector<std::shared_ptr<comm::Communicator>>
     auto fresh = [&](int64_t numel) {
       return empty({numel}, TensorOptions(dtype).device(c.device()));
     };
-    auto expect = [&](const Tensor& got, const Tensor& want, const std::string& what) {
+    auto expect_as = [&](const Tensor& got, const Tensor& want, const std::string& what,
+                         bool bitwise) {
       const Tensor host = got.cpu();
-      if (failures[r].empty() && !(exact ? same_bits(host, want) : close_bits(host, want)))
+      if (failures[r].empty() && !(bitwise ? same_bits(host, want) : close_bits(host, want)))
         failures[r] = what;
+    };
+    auto expect = [&](const Tensor& got, const Tensor& want, const std::string& what) {
+      expect_as(got, want, what, exact);
     };
     for (size_t i = 0; i < ops.size(); ++i) {
       Tensor t = on_device(ins[r]);
       c.allreduce(t, ops[i]).wait();
       expect(t, reduced[i], std::string("allreduce ") + comm::reduce_op_name(ops[i]));
+    }
+    // 16-bit accumulation: NCCL's native reduction on nccl, f32 on the other backends. At one
+    // or two ranks a sum, max or min rounds alike either way (one operation); an average in 16
+    // bits (NCCL scales each rank's value first) may not, for subnormal halves.
+    for (size_t i = 0; is_reduced_float(dtype) && i < ops.size(); ++i) {
+      Tensor t = on_device(ins[r]);
+      c.allreduce(t, ops[i], comm::Accumulate::native).wait();
+      expect_as(t, reduced[i],
+                std::string("allreduce ") + comm::reduce_op_name(ops[i]) + ", native",
+                exact && ops[i] != ReduceOp::avg);
     }
     Tensor a = on_device(ins[r]), b = on_device(small[r]);
     c.allreduce_grouped({a, b}, ReduceOp::sum).wait();
@@ -123,15 +137,19 @@ inline void check_rank_throws(const CommGroup& comms) {
   CHECK(seconds_since(t0) < comms[0]->timeout().count() / 2000.0);
 }
 
-/// Rank 1 broadcasts while the others allreduce: every rank fails, naming both calls (the local
-/// backend always checks; mpi and nccl in debug mode).
-inline void check_mismatched_calls(const CommGroup& comms) {
+/// Rank 1 broadcasts while the others allreduce (or, with `accumulation`, it asks for 16-bit
+/// accumulation while they ask for f32): every rank fails, naming both calls (the local backend
+/// always checks; mpi and nccl in debug mode).
+inline void check_mismatched_calls(const CommGroup& comms, bool accumulation = false) {
   const int world = static_cast<int>(comms.size());
   std::vector<std::string> errors(world);
   CHECK_THROWS(comm::run_group(comms, [&](comm::Communicator& c) {
-    Tensor t = ones({10}, c.device());
+    Tensor t =
+        ones({10}, TensorOptions(accumulation ? DType::bf16 : DType::f32).device(c.device()));
     try {
-      if (c.rank() == 1) {
+      if (c.rank() == 1 && accumulation) {
+        c.allreduce(t, comm::ReduceOp::sum, comm::Accumulate::native).wait();
+      } else if (c.rank() == 1) {
         c.broadcast(t, 0).wait();
       } else {
         c.allreduce(t).wait();
@@ -143,9 +161,13 @@ inline void check_mismatched_calls(const CommGroup& comms) {
   }));
   for (int r = 0; r < world; ++r) {
     INFO("rank " << r);
-    CHECK_THAT(errors[r], Catch::Contains("mismatched collectives: rank 0 called allreduce(sum) #1 "
-                                          "(f32, 10 elements), rank 1 called broadcast(root 0) #1 "
-                                          "(f32, 10 elements)"));
+    CHECK_THAT(errors[r], Catch::Contains(
+                              accumulation ? "mismatched collectives: rank 0 called allreduce(sum) "
+                                             "#1 (bf16, 10 elements), rank 1 called allreduce(sum, "
+                                             "native) #1 (bf16, 10 elements)"
+                                           : "mismatched collectives: rank 0 called allreduce(sum) "
+                                             "#1 (f32, 10 elements), rank 1 called broadcast(root "
+                                             "0) #1 (f32, 10 elements)"));
   }
 }
 

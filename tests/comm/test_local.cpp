@@ -114,6 +114,8 @@ TEST_CASE("mismatched collectives are an error on every rank, with both calls",
           "[comm][local][faults]") {
   tandem::testing::check_mismatched_calls(
       make_local_group(3, LocalOptions().timeout(Duration(20000))));
+  tandem::testing::check_mismatched_calls(
+      make_local_group(3, LocalOptions().timeout(Duration(20000))), true);
   // Same op, different sizes.
   CHECK_THROWS_WITH(
       run_local(2,

@@ -15,6 +15,11 @@ using namespace tandem::comm;
 using tandem::testing::comm_dtypes;
 using tandem::testing::error_of;
 
+#ifdef TANDEM_TEST_CUDA_EMULATION
+// The NCCL stand-in's count of the bytes this process's ranks passed to ncclAllReduce.
+extern "C" uint64_t tandem_emu_nccl_allreduce_bytes();
+#endif
+
 namespace {
 
 std::vector<int> all_gpus() {
@@ -71,6 +76,35 @@ TEST_CASE("nccl collectives on every visible GPU match the one-thread reference"
   // A smaller group too, when there are several GPUs.
   if (devices.size() > 2)
     tandem::testing::check_all_ops(make_nccl_group({0, 1}), DType::f32, 1000, true);
+}
+
+TEST_CASE("nccl: Accumulate::native reduces f16/bf16 in 16 bits on the wire, f32 widens",
+          "[comm][nccl][gpu]") {
+  if (!tandem::testing::nccl_present("nccl 16-bit accumulation")) return;
+  const auto comms = make_nccl_group(all_gpus());
+  const int world = static_cast<int>(comms.size());
+  const int64_t n = 1000;
+  for (DType dtype : {DType::bf16, DType::f16})
+    for (Accumulate acc : {Accumulate::native, Accumulate::f32}) {
+      INFO(dtype_name(dtype) << (acc == Accumulate::native ? ", native" : ", f32"));
+#ifdef TANDEM_TEST_CUDA_EMULATION
+      const uint64_t before = tandem_emu_nccl_allreduce_bytes();
+#endif
+      // Rank q holds q + 0.5: every partial sum is exact in 16 bits, so both ways give the sum
+      // of the ranks' values, world^2 / 2.
+      std::vector<float> got(world);
+      run_group(comms, [&](Communicator& c) {
+        Tensor t = full({n}, c.rank() + 0.5, TensorOptions(dtype).device(c.device()));
+        c.allreduce(t, ReduceOp::sum, acc).wait();
+        got[c.rank()] = t.cpu().to_vector<float>()[n - 1];
+      });
+      for (float v : got) CHECK(v == 0.5f * static_cast<float>(world * world));
+#ifdef TANDEM_TEST_CUDA_EMULATION
+      // What went to NCCL: the tensor's 2 bytes an element, or a widened f32 copy's 4.
+      const uint64_t element = acc == Accumulate::native ? 2 : 4;
+      CHECK(tandem_emu_nccl_allreduce_bytes() - before == element * n * world);
+#endif
+    }
 }
 
 TEST_CASE("nccl Work handles, debug mode, bad arguments and abort", "[comm][nccl][gpu]") {
@@ -146,4 +180,6 @@ TEST_CASE("nccl debug mode: ranks that call different collectives fail, naming b
   // rank gathers on its GPU before the collective differ, and every rank says how.
   tandem::testing::check_mismatched_calls(
       make_nccl_group({0, 1}, NcclOptions().timeout(Duration(20000)).debug(true)));
+  tandem::testing::check_mismatched_calls(
+      make_nccl_group({0, 1}, NcclOptions().timeout(Duration(20000)).debug(true)), true);
 }

@@ -4,12 +4,14 @@
 // collective is queued on its stream (streams.hpp) as a kernel would be: when the stream reaches
 // it, it waits there until every rank's stream has reached its collective of the same number,
 // the last to arrive computes every rank's result, and each stream goes on. Reductions run in
-// rank order (f16/bf16 are not reduced: tandem widens them). As with NCCL, a collective whose
-// peers never come holds its stream until its communicator is aborted; after ncclCommAbort the
-// handle is gone (AddressSanitizer sees a use after it). Stricter than NCCL, which would hang or
-// corrupt: ranks that call different collectives (kind, count, type, op or root) as the same
-// number fail with an asynchronous error naming both calls; a buffer that is not device memory
-// of the communicator's GPU, or a stream of another GPU, is refused when the call is made.
+// rank order; f16 and bf16 round to their 16 bits after every step, as NCCL's ring does (avg
+// premultiplies each rank's value by 1/nranks, NCCL's PreMulSum for floats). As with NCCL, a
+// collective whose peers never come holds its stream until its communicator is aborted; after
+// ncclCommAbort the handle is gone (AddressSanitizer sees a use after it). Stricter than NCCL,
+// which would hang or corrupt: ranks that call different collectives (kind, count, type, op or
+// root) as the same number fail with an asynchronous error naming both calls; a buffer that is not
+// device memory of the communicator's GPU, or a stream of another GPU, is refused when the call is
+// made.
 #include <nccl.h>
 #include <unistd.h>
 
@@ -26,6 +28,7 @@
 #include <vector>
 
 #include "streams.hpp"
+#include "values.hpp"
 
 namespace {
 
@@ -58,7 +61,9 @@ size_t type_size(ncclDataType_t t) {
     case ncclInt64:
     case ncclUint64:
     case ncclFloat64: return 8;
-    default: return 0;  // f16, bf16, fp8: not emulated
+    case ncclFloat16:
+    case ncclBfloat16: return 2;
+    default: return 0;  // fp8: not emulated
   }
 }
 
@@ -155,9 +160,32 @@ void reduce(std::vector<char>& out, const std::vector<const Post*>& posts, size_
   }
 }
 
+// reduce<T> for f16 and bf16: every step computed in f32 and rounded to `t`.
+void reduce16(std::vector<char>& out, const std::vector<const Post*>& posts, size_t offset,
+              size_t count, ncclRedOp_t op, tandem_emu::Real t) {
+  using tandem_emu::load, tandem_emu::store;
+  auto rounded = [t](float v) {
+    uint16_t bits;
+    store(&bits, 0, t, v);
+    return static_cast<float>(load(&bits, 0, t));
+  };
+  const float scale = op == ncclAvg ? rounded(1.0f / static_cast<float>(posts.size())) : 1.0f;
+  std::vector<float> acc(count);
+  for (size_t q = 0; q < posts.size(); ++q)
+    for (size_t i = 0; i < count; ++i) {
+      float v = static_cast<float>(load(posts[q]->send, static_cast<int64_t>(offset + i), t));
+      if (op == ncclAvg) v = rounded(v * scale);
+      acc[i] = q == 0 ? v : rounded(combine(acc[i], v, op == ncclAvg ? ncclSum : op));
+    }
+  out.resize(count * 2);
+  for (size_t i = 0; i < count; ++i) store(out.data(), static_cast<int64_t>(i), t, acc[i]);
+}
+
 void reduce_any(std::vector<char>& out, const std::vector<const Post*>& posts, size_t offset,
                 size_t count, ncclDataType_t type, ncclRedOp_t op) {
   switch (type) {
+    case ncclFloat16: return reduce16(out, posts, offset, count, op, tandem_emu::Real::f16);
+    case ncclBfloat16: return reduce16(out, posts, offset, count, op, tandem_emu::Real::bf16);
     case ncclInt8: return reduce<int8_t>(out, posts, offset, count, op);
     case ncclUint8: return reduce<uint8_t>(out, posts, offset, count, op);
     case ncclInt32: return reduce<int32_t>(out, posts, offset, count, op);
@@ -238,6 +266,9 @@ void meet(const std::shared_ptr<Clique>& clique, int rank, uint64_t number, cons
   clique->cv.notify_all();  // for ncclCommDestroy
 }
 
+// Bytes that ranks of this process passed to ncclAllReduce (tandem_emu_nccl_allreduce_bytes).
+std::atomic<uint64_t> g_allreduce_bytes{0};
+
 // Whether this rank's queued collectives have all run (the clique's lock held).
 bool flushed(const Comm& c) { return c.clique->met[c.rank] == c.queued; }
 
@@ -254,9 +285,8 @@ ncclResult_t collective(ncclComm_t comm, cudaStream_t stream, Post post) {
     return refuse(ncclInvalidUsage,
                   std::string(kind_name(post.kind)) + ": the communicator is being finalized");
   if (type_size(post.type) == 0)
-    return refuse(ncclInvalidArgument,
-                  std::string(kind_name(post.kind)) +
-                      ": the CUDA emulation reduces 1, 4 and 8-byte types only");
+    return refuse(ncclInvalidArgument, std::string(kind_name(post.kind)) +
+                                           ": the CUDA emulation does not reduce fp8 types");
   if (post.kind == Kind::broadcast && (post.root < 0 || post.root >= n))
     return refuse(ncclInvalidArgument, "ncclBroadcast: root out of range");
   if (tandem_emu::device_of_stream(stream) != c.device)
@@ -273,6 +303,7 @@ ncclResult_t collective(ncclComm_t comm, cudaStream_t stream, Post post) {
                         std::to_string(c.device) + " (of the size the call needs)");
   }
   const uint64_t number = c.issued++;
+  if (post.kind == Kind::allreduce) g_allreduce_bytes += post.send_bytes(n);
   if (post.count == 0) return ncclSuccess;  // NCCL returns at once (every rank does the same)
   ++c.queued;
   tandem_emu::enqueue_waiting(stream, [clique = c.clique, rank = c.rank, number, post] {
@@ -474,5 +505,8 @@ ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recv
   return collective(comm, stream,
                     {Kind::reduce_scatter, sendbuff, recvbuff, recvcount, datatype, op, 0});
 }
+
+// Not NCCL's: for the tests, what the ranks of this process have sent into allreduces, in bytes.
+uint64_t tandem_emu_nccl_allreduce_bytes() { return g_allreduce_bytes.load(); }
 
 }  // extern "C"

@@ -29,6 +29,16 @@ class CommError : public Error {
 enum class ReduceOp { sum, avg, max, min };
 const char* reduce_op_name(ReduceOp op);
 
+/// How an allreduce accumulates f16/bf16 tensors (other dtypes ignore it).
+enum class Accumulate {
+  /// Widened to f32, reduced, rounded once: the same bits on every backend (the default).
+  f32,
+  /// In the tensor's own 16 bits on a backend with a 16-bit wire (nccl): half the bytes of f32,
+  /// and NCCL rounds to 16 bits at every step of its reduction, as with PyTorch's f16/bf16
+  /// compression hooks. The local and mpi backends accumulate in f32 either way.
+  native,
+};
+
 using Clock = std::chrono::steady_clock;
 using Duration = std::chrono::milliseconds;
 
@@ -99,11 +109,14 @@ class Communicator {
   virtual std::string backend() const = 0;
 
   /// In place: every rank's `tensor` becomes the reduction over all ranks.
-  Work allreduce(Tensor tensor, ReduceOp op = ReduceOp::sum) {
-    return allreduce_grouped({std::move(tensor)}, op);
+  Work allreduce(Tensor tensor, ReduceOp op = ReduceOp::sum, Accumulate acc = Accumulate::f32) {
+    return reduce_all({std::move(tensor)}, op, acc);
   }
   /// Several tensors reduced as one collective (one rendezvous, one sequence number).
-  virtual Work allreduce_grouped(std::vector<Tensor> tensors, ReduceOp op = ReduceOp::sum) = 0;
+  Work allreduce_grouped(std::vector<Tensor> tensors, ReduceOp op = ReduceOp::sum,
+                         Accumulate acc = Accumulate::f32) {
+    return reduce_all(std::move(tensors), op, acc);
+  }
   /// Every rank's `tensor` becomes root's.
   virtual Work broadcast(Tensor tensor, int root = 0) = 0;
   /// `output` (size() x input's elements) gets every rank's `input`, in rank order.
@@ -117,6 +130,10 @@ class Communicator {
   virtual bool is_aborted() const = 0;
   virtual Duration timeout() const = 0;
   virtual void set_timeout(Duration timeout) = 0;
+
+ protected:
+  /// allreduce and allreduce_grouped: what each backend implements.
+  virtual Work reduce_all(std::vector<Tensor> tensors, ReduceOp op, Accumulate acc) = 0;
 };
 
 /// How run_group sets up each rank's thread.
