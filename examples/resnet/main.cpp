@@ -31,6 +31,7 @@ struct Config {
   int epochs = 5, threads = 0, workers = 1, ranks = 0, grad_accum = 1;
   int64_t report_every = 0;
   std::string bucket_mb = "25";  // MiB, or "auto"
+  std::string grad_compression = "none";  // or f16, bf16
   bool sync_bn = false;
   bool tta = false;
   bool channels_last = false;  // batches and conv weights NHWC (cuDNN's fast layout for f16/bf16)
@@ -168,7 +169,9 @@ void train_rank(Shared& sh, parallel::Rank& r) {
       c.channels_last ? MemoryFormat::ChannelsLast : MemoryFormat::Contiguous;
   model->to(format);  // before DDP and the optimizer: their buffers follow the parameters' layout
   if (c.sync_bn) parallel::convert_sync_batchnorm(*model, r.comm);
-  parallel::DistributedDataParallel ddp(model, r.comm, monitor::bucket_cap_options(c.bucket_mb));
+  parallel::DistributedDataParallel ddp(
+      model, r.comm,
+      monitor::bucket_cap_options(c.bucket_mb).compression(precision_dtype(c.grad_compression)));
   optim::SGD opt(optim::weight_decay_groups(*model, c.weight_decay),
                  optim::SGDOptions(c.lr).momentum(c.momentum).nesterov(true));
   CrossEntropyOptions loss_options;
@@ -221,11 +224,14 @@ void train_rank(Shared& sh, parallel::Rank& r) {
   }
   if (lead)
     std::printf("%lld train / %lld test images, %d epochs of %lld steps, batch %lld (%d rank(s) x "
-                "%lld), %d thread(s) per rank, %s%s\n",
+                "%lld), %d thread(s) per rank, %s%s%s\n",
                 static_cast<long long>(d.train->size()), static_cast<long long>(d.test->size()),
                 c.epochs, static_cast<long long>(per_epoch), static_cast<long long>(c.batch), world,
                 static_cast<long long>(per_rank), get_num_threads(), c.precision.c_str(),
-                c.channels_last ? ", channels-last" : "");
+                c.channels_last ? ", channels-last" : "",
+                c.grad_compression != "none" && world > 1
+                    ? (", gradients allreduced in " + c.grad_compression).c_str()
+                    : "");
 
   std::filesystem::create_directories(c.checkpoint_dir);
   const std::string ckpt = c.checkpoint_dir + "/" + c.model + "-" + c.dataset + ".safetensors";
@@ -520,6 +526,7 @@ int main(int argc, char** argv) {
           },
           "MiB|auto"))
       ->capture_default_str();
+  app.add_option("--grad-compression", c.grad_compression, "allreduce the gradients in 16 bits (bf16 or f16; half the bytes on the nccl backend), as PyTorch's compression hooks")->check(CLI::IsMember({"none", "f16", "bf16"}))->capture_default_str();
   app.add_option("--grad-accum", c.grad_accum, "micro-batches per step (gradients accumulated without allreduce)")->check(CLI::Range(1, 1024))->capture_default_str();
   app.add_flag("--tta", c.tta, "evaluate each test image and its mirror image, summing their logits (test-time augmentation)");
   app.add_flag("--sync-bn", c.sync_bn, "batch-norm statistics over all ranks (SyncBatchNorm)");

@@ -400,16 +400,20 @@ std::string describe(const std::string& kind, const std::string& name, const Ten
 }
 
 // The communicator's allreduce as the ring model sees it (2 (N - 1) latency + 2 (N - 1) / N x
-// bytes / bus bandwidth): the median of a few 4 KiB and 4 MiB allreduces, every rank.
-std::pair<double, double> measure_link(comm::Communicator& comm) {
+// bytes / bus bandwidth): the median of a few allreduces of 1 Ki and 1 Mi gradients, every
+// rank, sent as the buckets are (`compression`: 16 bits on the wire where the backend has one).
+// The bandwidth counts f32 gradient bytes, as the predictor does, whatever crossed the wire.
+std::pair<double, double> measure_link(comm::Communicator& comm,
+                                       std::optional<DType> compression) {
   const int n = comm.size();
+  const auto acc = compression ? comm::Accumulate::native : comm::Accumulate::f32;
   auto median_seconds = [&](int64_t elements) {
-    Tensor t = zeros({elements}, TensorOptions(DType::f32).device(comm.device()));
-    comm.allreduce(t).wait();  // warm-up
+    Tensor t = zeros({elements}, TensorOptions(compression.value_or(DType::f32)).device(comm.device()));
+    comm.allreduce(t, comm::ReduceOp::sum, acc).wait();  // warm-up
     std::vector<double> s;
     for (int k = 0; k < 5; ++k) {
       const auto t0 = comm::Clock::now();
-      comm.allreduce(t).wait();
+      comm.allreduce(t, comm::ReduceOp::sum, acc).wait();
       s.push_back(std::chrono::duration<double>(comm::Clock::now() - t0).count());
     }
     std::sort(s.begin(), s.end());
@@ -483,7 +487,7 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
   reducer_ = std::make_shared<detail::Reducer>(params, comm, options);
   reducer_->register_hooks();
   if (options.bucket_cap_chooser_ && comm.size() > 1) {
-    const auto [latency, bandwidth] = measure_link(comm);
+    const auto [latency, bandwidth] = measure_link(comm, options.compression_);
     reducer_->set_link(latency, bandwidth);
   }
 }
