@@ -1,7 +1,8 @@
 // Op benchmark: f32 GEMM 1024^3 against the machine's measured FMA peak, and the convolutions of
 // a ResNet (forward, forward + backward), each checked against and timed beside libtorch in the
-// same process; then f16/bf16 elementwise ops and a convolution, narrow tensors straight into the
-// kernels against the copy-widen-copy they replaced. Prints a table and writes JSON (--json FILE).
+// same process (f32, and bf16 1024^3); then f16/bf16 elementwise ops, a convolution and a matrix
+// product, narrow tensors straight into the kernels against the copy-widen-copy they replaced.
+// Prints a table and writes JSON (--json FILE).
 // Usage: bench_ops [--threads T] [--repeats R] [--json FILE] [--quick]
 #include <immintrin.h>
 
@@ -200,6 +201,27 @@ int main(int argc, char** argv) {
     rows.push_back(row);
   }
 
+  // --- bf16 GEMM: the CPU's bf16 dot products where it has them --------------------------------
+  {
+    int64_t n = quick ? 256 : 1024;
+    Row row{"gemm bf16 " + std::to_string(n) + "^3" +
+                (kernels::cpu_bf16_dot() ? " (vdpbf16ps)" : " (f32 GEMM)"),
+            2.0 * n * n * n};
+    Tensor a32 = randn({n, n}, {}, &gen), b32 = randn({n, n}, {}, &gen);
+    Tensor a = a32.to(DType::bf16), b = b32.to(DType::bf16), c;
+    std::function<void()> theirs;
+#ifdef TANDEM_BENCH_LIBTORCH
+    torch::Tensor ta = to_torch(a32).to(torch::kBFloat16), tb = to_torch(b32).to(torch::kBFloat16);
+    torch::Tensor tc;
+    theirs = [&] { tc = torch::mm(ta, tb); };
+    theirs();
+    row.max_rel_err = max_rel_err(matmul(a, b).to(DType::f32), tc.to(torch::kFloat32));
+#endif
+    time_pair(row, repeats, [&] { c = matmul(a, b); }, theirs);
+    print_row(row);
+    rows.push_back(row);
+  }
+
   // --- convolutions ---------------------------------------------------------------------------
   std::vector<ConvCase> convs = {
       {"conv3x3 64->64 (64,64,32,32)", 64, 64, 64, 32, 3, 1, 1},
@@ -267,9 +289,12 @@ int main(int argc, char** argv) {
     ConvCase cc = convs[1];
     Tensor x32 = randn({cc.n, cc.cin, cc.hw, cc.hw}, {}, &gen);
     Tensor w32 = mul(randn({cc.cout, cc.cin, cc.k, cc.k}, {}, &gen), 0.1).detach();
+    const int64_t mn = quick ? 128 : 1024;
+    Tensor m32 = randn({mn, mn}, {}, &gen), n32 = randn({mn, mn}, {}, &gen);
     for (DType dt : {DType::f16, DType::bf16}) {
       const std::string suffix = std::string(" ") + dtype_name(dt);
-      Tensor a = a32.to(dt), b = b32.to(dt), x = x32.to(dt), w = w32.to(dt);
+      Tensor a = a32.to(dt), b = b32.to(dt), x = x32.to(dt), w = w32.to(dt), ma = m32.to(dt),
+             mb = n32.to(dt);
       auto widened = [dt](const std::function<Tensor(const Tensor&, const Tensor&)>& op) {
         return [dt, op](const Tensor& u, const Tensor& v) {
           return op(u.to(DType::f32), v.to(DType::f32)).to(dt);
@@ -280,14 +305,19 @@ int main(int argc, char** argv) {
           {"gelu" + suffix + " (" + std::to_string(elems) + ")", [](const Tensor& u, const Tensor&) { return gelu(u); }},
           {"conv 16->16 28x28" + suffix + " fwd",
            [cc](const Tensor& u, const Tensor& v) { return conv2d(u, v, Tensor(), cc.stride, cc.pad); }},
+          {"matmul" + suffix + " " + std::to_string(mn) + "^3",
+           [](const Tensor& u, const Tensor& v) { return matmul(u, v); }},
       };
       for (auto& [name, op] : ops) {
-        bool conv = name.rfind("conv", 0) == 0;
-        const Tensor& u = conv ? x : a;
-        const Tensor& v = conv ? w : b;
+        const bool conv = name.rfind("conv", 0) == 0, mm = name.rfind("matmul", 0) == 0;
+        const Tensor& u = conv ? x : mm ? ma : a;
+        const Tensor& v = conv ? w : mm ? mb : b;
         auto wide = widened(op);
         Tensor r1 = op(u, v), r2 = wide(u, v);
-        if (!equal(r1, r2)) std::printf("%s: results differ from the widened computation\n", name.c_str());
+        // bf16 products on the CPU's bf16 dot products sum in another order.
+        const bool same_order = !(mm && dt == DType::bf16 && kernels::cpu_bf16_dot());
+        if (same_order && !equal(r1, r2))
+          std::printf("%s: results differ from the widened computation\n", name.c_str());
         Row row{name, 0};
         time_pair(row, repeats, [&] { r1 = op(u, v); }, [&] { r2 = wide(u, v); });
         std::printf("%-34s %9.3f ms narrow kernels | %9.3f ms copy-widen-copy | %.2fx\n",

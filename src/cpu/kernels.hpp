@@ -17,6 +17,13 @@ template <typename T>
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a,
           int64_t lda, const T* b, int64_t ldb, T beta, T* c, int64_t ldc);
 
+#if defined(__AVX512F__)
+/// Row-major C = op(A) op(B) of A and B in bf16 (given as their bits), products summed in f32
+/// (two k per vdpbf16ps), C in f32. Only where cpu_bf16_dot() (kernels/dispatch.hpp).
+void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const uint16_t* a,
+               int64_t lda, const uint16_t* b, int64_t ldb, float* c, int64_t ldc);
+#endif
+
 // --- copies inside a kernel (src/cpu/elementwise.cpp) ---------------------------------------
 void copy(const Tensor& dst, const Tensor& src);
 /// A contiguous copy of t in `dtype` (t itself when it already is one).

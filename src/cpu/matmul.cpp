@@ -2,6 +2,7 @@
 // their strides (a GEMM flag), not copied; other layouts are made contiguous first.
 #include "kernels.hpp"
 #include "loops.hpp"
+#include "tandem/kernels/cpu_isa.hpp"
 
 namespace tandem::kernels::cpu {
 inline namespace TANDEM_CPU_NAMESPACE {
@@ -23,8 +24,14 @@ MatLayout layout_of(const Tensor& t) {
   return {};
 }
 
-template <typename T>
-void bmm_typed(const Tensor& out, Tensor a, Tensor b) {
+// a and b (batch, rows, cols), each made contiguous unless GEMM can read it as it is, with
+// their layouts.
+struct Operands {
+  Tensor a, b;
+  MatLayout la, lb;
+};
+
+Operands gemm_operands(Tensor a, Tensor b) {
   MatLayout la = layout_of(a), lb = layout_of(b);
   if (!la.ok) {
     a = contiguous_as(a, a.dtype());
@@ -34,6 +41,14 @@ void bmm_typed(const Tensor& out, Tensor a, Tensor b) {
     b = contiguous_as(b, b.dtype());
     lb = layout_of(b);
   }
+  return {a, b, la, lb};
+}
+
+template <typename T>
+void bmm_typed(const Tensor& out, const Tensor& a_in, const Tensor& b_in) {
+  const Operands ops = gemm_operands(a_in, b_in);
+  const Tensor &a = ops.a, &b = ops.b;
+  const MatLayout la = ops.la, lb = ops.lb;
   const int64_t batch = out.shape()[0], m = out.shape()[1], n = out.shape()[2], k = a.shape()[2];
   const T* pa = ptr<const T>(a);
   const T* pb = ptr<const T>(b);
@@ -51,9 +66,37 @@ void bmm(const Tensor& out, const Tensor& a, const Tensor& b) {
                                  [&](auto t) { bmm_typed<decltype(t)>(out, a, b); });
 }
 
+// bf16 products on a CPU with AVX512_BF16 read the bf16 operands as they are (no f32 copies):
+// vdpbf16ps sums the products in f32, into scratch, rounded once into `out`. Elsewhere, and for
+// other dtypes, the f32 GEMM on widened copies.
+void bmm_entry(const Tensor& out, const Tensor& a_in, const Tensor& b_in) {
+#if defined(__AVX512F__)
+  if (out.dtype() == DType::bf16 && a_in.dtype() == DType::bf16 && b_in.dtype() == DType::bf16 &&
+      out.is_contiguous() && cpu_bf16_dot()) {
+    const Operands ops = gemm_operands(a_in, b_in);
+    const Tensor &a = ops.a, &b = ops.b;
+    const MatLayout la = ops.la, lb = ops.lb;
+    const int64_t batch = out.shape()[0], m = out.shape()[1], n = out.shape()[2], k = a.shape()[2];
+    const auto* pa = ptr<const uint16_t>(a);
+    const auto* pb = ptr<const uint16_t>(b);
+    Tensor sums = make_tensor(out.shape(), DType::f32, out.device());
+    float* pc = ptr<float>(sums);
+    const int64_t sa = a.strides()[0], sb = b.strides()[0];
+    parallel_for(0, batch, 1, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i)
+        gemm_bf16(la.trans, lb.trans, m, n, k, pa + i * sa, la.ld, pb + i * sb, lb.ld,
+                  pc + i * m * n, n);
+    });
+    copy(out, sums);
+    return;
+  }
+#endif
+  through_f32<&bmm, 0b1>(out, a_in, b_in);
+}
+
 }  // namespace
 
-TANDEM_REGISTER_CPU(bmm, (through_f32<&bmm, 0b1>));
+TANDEM_REGISTER_CPU(bmm, bmm_entry);
 
 }  // namespace TANDEM_CPU_NAMESPACE
 }  // namespace tandem::kernels::cpu

@@ -97,6 +97,20 @@ CpuIsa cpu_isa() {
   return isa;
 }
 
+bool cpu_bf16_dot() {
+  static const bool on = [] {
+#if defined(__x86_64__) || defined(__i386__)
+    // AVX512_BF16: cpuid leaf 7, sub-leaf 1, EAX bit 5.
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    return cpu_isa() == CpuIsa::avx512 && __get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) &&
+           (eax & (1u << 5)) != 0;
+#else
+    return false;
+#endif
+  }();
+  return on;
+}
+
 const char* cpu_isa_name() { return cpu_isa_name(cpu_isa()); }
 const char* cpu_isa_supported_name() { return cpu_isa_name(cpu_isa_supported()); }
 

@@ -2,13 +2,16 @@
 // f32 computation rounded to the narrow dtype gives (the kernels load narrow, compute f32, store
 // narrow), and keep the narrow dtype.
 #include "../util.hpp"
+#include "tandem/kernels/cpu_isa.hpp"
 
 using namespace tandem;
 
 namespace {
-// The reference: widen every input to f32, run the op, round the result back.
+// The reference: widen every input to f32, run the op, round the result back. Not `exact`: the
+// op sums in another order than the f32 op, so results may differ by one rounding.
 template <typename F>
-void check_matches_f32(DType dt, F&& op, std::vector<Tensor> inputs_f32, const char* what) {
+void check_matches_f32(DType dt, F&& op, std::vector<Tensor> inputs_f32, const char* what,
+                       bool exact = true) {
   INFO(what << " in " << dt);
   std::vector<Tensor> narrow, wide;
   for (auto& t : inputs_f32) {
@@ -18,7 +21,11 @@ void check_matches_f32(DType dt, F&& op, std::vector<Tensor> inputs_f32, const c
   Tensor got = op(narrow);
   Tensor want = op(wide).to(dt);
   REQUIRE(got.dtype() == dt);
-  CHECK(equal(got, want));
+  if (exact) {
+    CHECK(equal(got, want));
+  } else {
+    CHECK(allclose(got.to(DType::f32), want.to(DType::f32), 1.0 / 128, 1e-6));
+  }
 }
 }  // namespace
 
@@ -40,8 +47,10 @@ TEST_CASE("f16 and bf16 ops equal the f32 computation rounded", "[ops][lowp]") {
     check_matches_f32(dt, [](const V& v) { return max_pool2d(v[0], 2); }, {x}, "max_pool2d");
     check_matches_f32(dt, [](const V& v) { return adaptive_avg_pool2d(v[0], 1); }, {x},
                       "adaptive_avg_pool2d");
+    // bf16 products on the CPU's bf16 dot products add them two at a time, in another order.
+    const bool same_order = !(dt == DType::bf16 && kernels::cpu_bf16_dot());
     check_matches_f32(dt, [](const V& v) { return matmul(v[0].reshape({-1, 6}), v[1]); },
-                      {x, m}, "matmul");
+                      {x, m}, "matmul", same_order);
     check_matches_f32(dt, [](const V& v) { return batch_norm(v[0], Tensor(), Tensor(), Tensor(), Tensor(), true); },
                       {x}, "batch_norm");
     check_matches_f32(dt, [](const V& v) {
@@ -49,6 +58,42 @@ TEST_CASE("f16 and bf16 ops equal the f32 computation rounded", "[ops][lowp]") {
                                                0.1, 1e-5, v[1]);
                       },
                       {x, y}, "batch_norm_relu");
+  }
+}
+
+TEST_CASE("bf16 matmul: f32 sums of the exact products, rounded once", "[ops][lowp]") {
+  // On a CPU with AVX512_BF16 the packed bf16 GEMM (vdpbf16ps) runs; elsewhere the f32 GEMM on
+  // widened copies. Either must be within one bf16 rounding of the exact product, plus f32's
+  // summation error. Shapes: tile edges (rows not a multiple of 8, columns not of 48), odd depths
+  // (a zero-padded last pair), depths over one packed slice (2048), transposed views, a batch.
+  if (!kernels::cpu_bf16_dot()) WARN("this CPU has no AVX512_BF16: the f32 GEMM path runs");
+  struct Case {
+    int64_t batch, m, k, n;
+    bool ta, tb;
+  };
+  Generator gen(11);
+  for (Case c : {Case{1, 8, 2, 48, false, false}, Case{1, 37, 301, 290, false, false},
+                 Case{1, 37, 301, 290, true, false}, Case{1, 37, 301, 290, false, true},
+                 Case{1, 37, 301, 290, true, true}, Case{3, 19, 7, 50, false, false},
+                 Case{1, 70, 2501, 130, false, true}, Case{1, 1, 1, 1, false, false},
+                 Case{2, 5, 0, 9, false, false}}) {
+    INFO("batch " << c.batch << ", " << c.m << "x" << c.k << " @ " << c.k << "x" << c.n
+                  << (c.ta ? ", A transposed" : "") << (c.tb ? ", B transposed" : ""));
+    Tensor a = randn(c.ta ? Shape{c.batch, c.k, c.m} : Shape{c.batch, c.m, c.k}, DType::f32, &gen)
+                   .to(DType::bf16);
+    Tensor b = randn(c.tb ? Shape{c.batch, c.n, c.k} : Shape{c.batch, c.k, c.n}, DType::f32, &gen)
+                   .to(DType::bf16);
+    if (c.ta) a = a.transpose(1, 2);
+    if (c.tb) b = b.transpose(1, 2);
+    const Tensor got = matmul(a, b);
+    REQUIRE(got.dtype() == DType::bf16);
+    REQUIRE(got.shape() == Shape{c.batch, c.m, c.n});
+    const Tensor a64 = a.to(DType::f64), b64 = b.to(DType::f64);
+    const Tensor exact = matmul(a64, b64), magnitude = matmul(abs(a64), abs(b64));
+    // One bf16 rounding of the result (half an ulp: 2^-9 relative), and f32 sums of k products.
+    const Tensor bound = add(mul(abs(exact), std::ldexp(1.0, -8)),
+                             mul(magnitude, static_cast<double>(c.k) * std::ldexp(1.0, -23)));
+    CHECK(all(le(abs(sub(got.to(DType::f64), exact)), bound)).item<bool>());
   }
 }
 

@@ -11,5 +11,9 @@ const char* cpu_isa_name();
 /// The best instruction set this CPU supports among those the build has kernels for (the CMake
 /// option TANDEM_CPU_ISAS; all three on x86-64 by default), whatever TANDEM_CPU_ISA says.
 const char* cpu_isa_supported_name();
+/// Whether bf16 matrix products on the CPU use its bf16 dot products (vdpbf16ps: f32 sums of
+/// exact products, two at a time): the AVX-512 kernels run and the CPU has AVX512_BF16.
+/// Otherwise they run the f32 GEMM on widened copies. Either way the result is rounded once.
+bool cpu_bf16_dot();
 
 }  // namespace tandem::kernels
