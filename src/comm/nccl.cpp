@@ -232,32 +232,25 @@ class NcclComm final : public Communicator {
     const uint64_t seq = ++seq_;
     const std::string what = name(seq, detail::allreduce_name(op, acc));
     const CallDesc desc = checks_.allreduce(seq, tensors, op, acc, rejecter(what));
-    const DType dtype = static_cast<DType>(desc[3]);
-    // f16/bf16 accumulate in f32 (widened copies are reduced, then rounded back) unless the
-    // caller asked for NCCL's own 16-bit reduction.
-    const bool widen = is_reduced_float(dtype) && acc == Accumulate::f32;
-    std::vector<Tensor> wire = tensors, held = tensors;
-    for (size_t i = 0; widen && i < wire.size(); ++i) held.push_back(wire[i] = scratch_f32(tensors[i].numel()));
-    return submit(what, desc, std::move(held), [this, tensors, wire, op, dtype, widen](
+    const Wire w = wire_for(static_cast<DType>(desc[3]), op, acc);
+    std::vector<Tensor> wire = tensors, held = tensors;  // the tensors themselves, or f32 scratch
+    for (size_t i = 0; w.widen && i < wire.size(); ++i)
+      held.push_back(wire[i] = scratch(w.dtype, tensors[i].numel()));
+    return submit(what, desc, std::move(held), [this, tensors, wire, op, w](
                                                    std::function<void()>& after) {
-      for (size_t i = 0; widen && i < wire.size(); ++i)
-        cuda::widen_to_f32(wire[i].data_ptr<float>(), tensors[i].raw_data(), dtype == DType::bf16,
-                           tensors[i].numel(), stream());
+      for (size_t i = 0; i < wire.size(); ++i) to_wire(w, wire[i], tensors[i]);
       // One NCCL group: the first failure is reported after the group is closed.
-      const ncclDataType_t type = nccl_type(wire.empty() ? DType::f32 : wire[0].dtype());
       ncclResult_t r = ncclGroupStart();
       for (auto& t : wire)
         if (t.numel() > 0 && (r == ncclSuccess || r == ncclInProgress))
-          r = ncclAllReduce(t.raw_data(), t.raw_data(), t.numel(), type, nccl_op(op), comm_,
+          r = ncclAllReduce(t.raw_data(), t.raw_data(), t.numel(), w.type, nccl_op(op), comm_,
                             stream());
       const ncclResult_t end = ncclGroupEnd();
       nccl_call("ncclAllReduce", r);
       nccl_call("ncclGroupEnd", end);
-      if (widen)
-        after = [this, tensors, wire, dtype] {
-          for (size_t i = 0; i < wire.size(); ++i)
-            cuda::narrow_from_f32(tensors[i].raw_data(), dtype == DType::bf16,
-                                  wire[i].data_ptr<float>(), wire[i].numel(), stream());
+      if (w.widen || w.ordered)
+        after = [this, tensors, wire, w] {
+          for (size_t i = 0; i < wire.size(); ++i) from_wire(w, wire[i], tensors[i]);
         };
     });
   }
@@ -289,27 +282,17 @@ class NcclComm final : public Communicator {
     const uint64_t seq = ++seq_;
     const std::string what = name(seq, std::string("reduce_scatter(") + reduce_op_name(op) + ")");
     const CallDesc desc = checks_.reduce_scatter(seq, output, input, op, size_, rejecter(what));
-    const DType dtype = input.dtype();
-    const bool widen = is_reduced_float(dtype) && output.numel() > 0;
-    Tensor in = input, out = output;
-    if (widen) {
-      in = scratch_f32(input.numel());
-      out = scratch_f32(output.numel());
-    }
-    return submit(what, desc, {output, input, in, out}, [this, output, input, in, out, op, dtype,
-                                                         widen](std::function<void()>& after) {
+    const Wire w = wire_for(input.dtype(), op, Accumulate::f32);
+    Tensor in = input, out = output;  // scratch where the wire needs other bits than the tensors
+    if (output.numel() > 0 && (w.widen || w.ordered)) in = scratch(w.dtype, input.numel());
+    if (output.numel() > 0 && w.widen) out = scratch(w.dtype, output.numel());
+    return submit(what, desc, {output, input, in, out}, [this, output, input, in, out, op,
+                                                         w](std::function<void()>& after) {
       if (output.numel() == 0) return;
-      if (widen)
-        cuda::widen_to_f32(in.data_ptr<float>(), input.raw_data(), dtype == DType::bf16,
-                           input.numel(), stream());
-      nccl_call("ncclReduceScatter",
-                ncclReduceScatter(in.raw_data(), out.raw_data(), out.numel(),
-                                  nccl_type(in.dtype()), nccl_op(op), comm_, stream()));
-      if (widen)
-        after = [this, output, out, dtype] {
-          cuda::narrow_from_f32(output.raw_data(), dtype == DType::bf16, out.data_ptr<float>(),
-                                out.numel(), stream());
-        };
+      to_wire(w, in, input);
+      nccl_call("ncclReduceScatter", ncclReduceScatter(in.raw_data(), out.raw_data(), out.numel(),
+                                                       w.type, nccl_op(op), comm_, stream()));
+      if (w.widen || w.ordered) after = [this, output, out, w] { from_wire(w, out, output); };
     });
   }
 
@@ -352,7 +335,47 @@ class NcclComm final : public Communicator {
   // f32 scratch for widened f16/bf16 data, taken on the caller's thread before submit records
   // its event: the allocator may hand out a block the caller's stream still reads, and that
   // event orders the communication stream after every such use.
-  Tensor scratch_f32(int64_t n) const { return empty({n}, TensorOptions(DType::f32).device(device())); }
+  Tensor scratch(DType dtype, int64_t n) const {
+    return empty({n}, TensorOptions(dtype).device(device()));
+  }
+
+  // How a reduction's data goes to NCCL. f16/bf16 are widened to f32 (accumulation in f32, as on
+  // the other backends) unless Accumulate::native asks for NCCL's 16-bit sum. The floats of a
+  // max or min go as integers ordered as they are (cuda::ordered_bits), since NCCL's float
+  // max/min (fmaxf/fminf) drop a NaN that the other backends keep: exact, and a NaN wins.
+  struct Wire {
+    bool widen = false, ordered = false, nan_is_max = false;
+    DType dtype = DType::f32;  // of the data NCCL reduces: f32 when widened
+    ncclDataType_t type = ncclFloat32;
+  };
+  static Wire wire_for(DType dtype, ReduceOp op, Accumulate acc) {
+    Wire w;
+    w.ordered = is_floating(dtype) && (op == ReduceOp::max || op == ReduceOp::min);
+    w.nan_is_max = op == ReduceOp::max;
+    w.widen = is_reduced_float(dtype) && (acc == Accumulate::f32 || w.ordered);
+    w.dtype = w.widen ? DType::f32 : dtype;
+    w.type = !w.ordered ? nccl_type(w.dtype) : w.dtype == DType::f64 ? ncclInt64 : ncclInt32;
+    return w;
+  }
+  // Before the NCCL call, on the stream: `src` widened and/or encoded into `wire` (which may be
+  // `src` itself).
+  void to_wire(const Wire& w, const Tensor& wire, const Tensor& src) const {
+    if (w.widen)
+      cuda::widen_to_f32(wire.data_ptr<float>(), src.raw_data(), src.dtype() == DType::bf16,
+                         src.numel(), stream());
+    if (w.ordered)
+      cuda::ordered_bits(wire.raw_data(), (w.widen ? wire : src).raw_data(),
+                         w.dtype == DType::f64, wire.numel(), w.nan_is_max, false, stream());
+  }
+  // After it: `wire` decoded in place and/or rounded back into `dst`.
+  void from_wire(const Wire& w, const Tensor& wire, const Tensor& dst) const {
+    if (w.ordered)
+      cuda::ordered_bits(wire.raw_data(), wire.raw_data(), w.dtype == DType::f64, wire.numel(),
+                         w.nan_is_max, true, stream());
+    if (w.widen)
+      cuda::narrow_from_f32(dst.raw_data(), dst.dtype() == DType::bf16, wire.data_ptr<float>(),
+                            wire.numel(), stream());
+  }
 
   // On the progress thread: runs `launch` (NCCL calls, kernels on the communication stream)
   // with comm_mu_ held, as an abort (which then drains the stream) takes it, so the

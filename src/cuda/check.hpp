@@ -68,5 +68,12 @@ void widen_to_f32(float* dst, const void* src, bool src_is_bf16, size_t count, c
 /// Rounds `count` f32 values at `src` to f16 or bf16 at `dst` (nearest, ties to even), on `stream`.
 void narrow_from_f32(void* dst, bool dst_is_bf16, const float* src, size_t count,
                      cudaStream_t stream);
+/// On `stream`: the `count` f32 (f64 with `is_f64`) values at `src` as integers of the same
+/// width at `dst` (which may be `src`), ordered as the floats are (-0 below +0), every NaN the
+/// largest integer when `nan_is_max`, else the smallest, so that NCCL's integer max/min keep a
+/// NaN (its float ones drop it, as fmaxf does); with `decode`, such integers back to the floats
+/// (a NaN comes back as the canonical quiet NaN).
+void ordered_bits(void* dst, const void* src, bool is_f64, size_t count, bool nan_is_max,
+                  bool decode, cudaStream_t stream);
 
 }  // namespace tandem::cuda

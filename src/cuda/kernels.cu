@@ -1,5 +1,8 @@
 // The kernels the communicators call directly, on their own stream: f16/bf16 <-> f32 for
-// reductions that accumulate in f32. The conversions are the CUDA backend's (loops.cuh).
+// reductions that accumulate in f32 (the conversions are the CUDA backend's, loops.cuh), and
+// floats as ordered integers for max/min that keep NaN.
+#include <limits>
+
 #include "loops.cuh"
 
 namespace tandem::cuda {
@@ -18,7 +21,43 @@ void launch_convert(To* dst, const From* src, size_t count, cudaStream_t stream,
   check_launch(what);
 }
 
+// The integer of f's bits (I: int32_t or int64_t) ordered as the floats: non-negative floats as
+// they are, negative ones with their magnitude bits flipped; NaN is `nan_key`. decode: back.
+template <typename I>
+__global__ void ordered_bits_kernel(I* dst, const I* src, int64_t count, I nan_key, bool decode) {
+  constexpr I kMagnitude = ~(I(1) << (sizeof(I) * 8 - 1));  // every bit but the sign
+  constexpr I kInf = sizeof(I) == 4 ? I(0x7f800000) : I(0x7ff0000000000000);
+  constexpr I kQuietNan = sizeof(I) == 4 ? I(0x7fc00000) : I(0x7ff8000000000000);
+  TANDEM_CUDA_LOOP(i, count) {
+    const I b = src[i];
+    if (decode) {
+      dst[i] = b == nan_key ? kQuietNan : b >= 0 ? b : b ^ kMagnitude;
+    } else {
+      dst[i] = (b & kMagnitude) > kInf ? nan_key : b >= 0 ? b : b ^ kMagnitude;
+    }
+  }
+}
+
+template <typename I>
+void launch_ordered(void* dst, const void* src, size_t count, bool nan_is_max, bool decode,
+                    cudaStream_t stream) {
+  if (count == 0) return;
+  const int64_t n = static_cast<int64_t>(count);
+  const I nan_key = nan_is_max ? std::numeric_limits<I>::max() : std::numeric_limits<I>::min();
+  ordered_bits_kernel<<<grid_for(n), kThreads, 0, stream>>>(
+      static_cast<I*>(dst), static_cast<const I*>(src), n, nan_key, decode);
+  check_launch("ordered_bits");
+}
+
 }  // namespace
+
+void ordered_bits(void* dst, const void* src, bool is_f64, size_t count, bool nan_is_max,
+                  bool decode, cudaStream_t stream) {
+  if (is_f64)
+    launch_ordered<int64_t>(dst, src, count, nan_is_max, decode, stream);
+  else
+    launch_ordered<int32_t>(dst, src, count, nan_is_max, decode, stream);
+}
 
 void widen_to_f32(float* dst, const void* src, bool src_is_bf16, size_t count,
                   cudaStream_t stream) {

@@ -72,6 +72,20 @@ inline void check_all_ops(const std::vector<std::shared_ptr<comm::Communicator>>
                 std::string("allreduce ") + comm::reduce_op_name(ops[i]) + ", native",
                 exact && ops[i] != ReduceOp::avg);
     }
+    // A NaN in the last rank's first element: max and min keep it on every backend (NCCL's float
+    // max/min alone would drop it), and the other elements are reduced as without it.
+    for (size_t i = 1; is_floating(dtype) && n >= 2 && i <= 2; ++i) {
+      Tensor x = ins[r].clone();
+      if (r == world - 1) x.narrow(0, 0, 1).fill_(std::nan(""));
+      Tensor t = x.to(c.device());
+      c.allreduce(t, ops[i]).wait();
+      const std::string what = std::string("allreduce ") + comm::reduce_op_name(ops[i]) +
+                               " with a NaN";
+      if (failures[r].empty() && !std::isnan(t.narrow(0, 0, 1).cpu().to(DType::f64).item<double>()))
+        failures[r] = what + ": the NaN was dropped";
+      expect(t.narrow(0, 1, n - 1).contiguous(), reduced[i].narrow(0, 1, n - 1).contiguous(),
+             what + ", the other elements");
+    }
     Tensor a = on_device(ins[r]), b = on_device(small[r]);
     c.allreduce_grouped({a, b}, ReduceOp::sum).wait();
     expect(a, reduced[0], "grouped allreduce, tensor 0");
@@ -88,6 +102,18 @@ inline void check_all_ops(const std::vector<std::shared_ptr<comm::Communicator>>
     Tensor mine = fresh(slice);
     c.reduce_scatter(mine, on_device(scatter_ins[r]), ReduceOp::sum).wait();
     expect(mine, scattered.narrow(0, slice * r, slice), "reduce_scatter");
+    if (is_floating(dtype) && slice > 0) {
+      // A max with the NaN in the last rank's first element: rank 0's slice keeps it, and the
+      // input is left as it was.
+      Tensor x = scatter_ins[r].clone();
+      if (r == world - 1) x.narrow(0, 0, 1).fill_(std::nan(""));
+      Tensor in = x.to(c.device());
+      c.reduce_scatter(mine, in, ReduceOp::max).wait();
+      if (failures[r].empty() && r == 0 &&
+          !std::isnan(mine.narrow(0, 0, 1).cpu().to(DType::f64).item<double>()))
+        failures[r] = "reduce_scatter max with a NaN: the NaN was dropped";
+      expect_as(in, x, "reduce_scatter max with a NaN: its input", true);
+    }
     c.barrier().wait();
   });
   for (int r = 0; r < world; ++r) {

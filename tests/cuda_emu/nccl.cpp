@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -25,6 +26,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "streams.hpp"
@@ -136,11 +138,16 @@ std::map<std::string, std::weak_ptr<Clique>> g_cliques;
 // The unique ids of this process: a tag, the process id and a counter.
 constexpr char kTag[] = "tandem cuda emulation";
 
+// As NCCL: floats' max and min are fmax and fmin, which drop a NaN.
 template <typename T>
 T combine(T a, T b, ncclRedOp_t op) {
   switch (op) {
-    case ncclMax: return std::max(a, b);
-    case ncclMin: return std::min(a, b);
+    case ncclMax:
+      if constexpr (std::is_floating_point_v<T>) return std::fmax(a, b);
+      return std::max(a, b);
+    case ncclMin:
+      if constexpr (std::is_floating_point_v<T>) return std::fmin(a, b);
+      return std::min(a, b);
     default: return static_cast<T>(a + b);  // sum, avg (divided at the end)
   }
 }
