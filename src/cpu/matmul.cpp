@@ -24,14 +24,11 @@ MatLayout layout_of(const Tensor& t) {
   return {};
 }
 
-// a and b (batch, rows, cols), each made contiguous unless GEMM can read it as it is, with
-// their layouts.
-struct Operands {
-  Tensor a, b;
-  MatLayout la, lb;
-};
-
-Operands gemm_operands(Tensor a, Tensor b) {
+// c[i] = a[i] @ b[i] for every batch index i (all (batch, rows, cols)), through
+// product(trans_a, trans_b, m, n, k, a, lda, b, ldb, c, ldc); a and b are read through their
+// strides, or made contiguous first where GEMM cannot.
+template <typename In, typename Out, typename Product>
+void batched(const Tensor& c, Tensor a, Tensor b, Product product) {
   MatLayout la = layout_of(a), lb = layout_of(b);
   if (!la.ok) {
     a = contiguous_as(a, a.dtype());
@@ -41,57 +38,43 @@ Operands gemm_operands(Tensor a, Tensor b) {
     b = contiguous_as(b, b.dtype());
     lb = layout_of(b);
   }
-  return {a, b, la, lb};
-}
-
-template <typename T>
-void bmm_typed(const Tensor& out, const Tensor& a_in, const Tensor& b_in) {
-  const Operands ops = gemm_operands(a_in, b_in);
-  const Tensor &a = ops.a, &b = ops.b;
-  const MatLayout la = ops.la, lb = ops.lb;
-  const int64_t batch = out.shape()[0], m = out.shape()[1], n = out.shape()[2], k = a.shape()[2];
-  const T* pa = ptr<const T>(a);
-  const T* pb = ptr<const T>(b);
-  T* pc = ptr<T>(out);
+  const int64_t batch = c.shape()[0], m = c.shape()[1], n = c.shape()[2], k = a.shape()[2];
+  const In* pa = ptr<const In>(a);
+  const In* pb = ptr<const In>(b);
+  Out* pc = ptr<Out>(c);
   const int64_t sa = a.strides()[0], sb = b.strides()[0];
   parallel_for(0, batch, 1, [&](int64_t lo, int64_t hi) {
     for (int64_t i = lo; i < hi; ++i)
-      gemm<T>(la.trans, lb.trans, m, n, k, T(1), pa + i * sa, la.ld, pb + i * sb, lb.ld, T(0),
-              pc + i * m * n, n);
+      product(la.trans, lb.trans, m, n, k, pa + i * sa, la.ld, pb + i * sb, lb.ld, pc + i * m * n,
+              n);
   });
 }
 
 void bmm(const Tensor& out, const Tensor& a, const Tensor& b) {
-  dispatch_dtype<DTypeSet::wide>(out.dtype(), "bmm (cpu)",
-                                 [&](auto t) { bmm_typed<decltype(t)>(out, a, b); });
+  dispatch_dtype<DTypeSet::wide>(out.dtype(), "bmm (cpu)", [&](auto t) {
+    using T = decltype(t);
+    batched<T, T>(out, a, b,
+                  [](bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* pa, int64_t lda,
+                     const T* pb, int64_t ldb, T* pc, int64_t ldc) {
+                    gemm<T>(ta, tb, m, n, k, T(1), pa, lda, pb, ldb, T(0), pc, ldc);
+                  });
+  });
 }
 
 // bf16 products on a CPU with AVX512_BF16 read the bf16 operands as they are (no f32 copies):
 // vdpbf16ps sums the products in f32, into scratch, rounded once into `out`. Elsewhere, and for
 // other dtypes, the f32 GEMM on widened copies.
-void bmm_entry(const Tensor& out, const Tensor& a_in, const Tensor& b_in) {
+void bmm_entry(const Tensor& out, const Tensor& a, const Tensor& b) {
 #if defined(__AVX512F__)
-  if (out.dtype() == DType::bf16 && a_in.dtype() == DType::bf16 && b_in.dtype() == DType::bf16 &&
+  if (out.dtype() == DType::bf16 && a.dtype() == DType::bf16 && b.dtype() == DType::bf16 &&
       out.is_contiguous() && cpu_bf16_dot()) {
-    const Operands ops = gemm_operands(a_in, b_in);
-    const Tensor &a = ops.a, &b = ops.b;
-    const MatLayout la = ops.la, lb = ops.lb;
-    const int64_t batch = out.shape()[0], m = out.shape()[1], n = out.shape()[2], k = a.shape()[2];
-    const auto* pa = ptr<const uint16_t>(a);
-    const auto* pb = ptr<const uint16_t>(b);
     Tensor sums = make_tensor(out.shape(), DType::f32, out.device());
-    float* pc = ptr<float>(sums);
-    const int64_t sa = a.strides()[0], sb = b.strides()[0];
-    parallel_for(0, batch, 1, [&](int64_t lo, int64_t hi) {
-      for (int64_t i = lo; i < hi; ++i)
-        gemm_bf16(la.trans, lb.trans, m, n, k, pa + i * sa, la.ld, pb + i * sb, lb.ld,
-                  pc + i * m * n, n);
-    });
+    batched<uint16_t, float>(sums, a, b, gemm_bf16);
     copy(out, sums);
     return;
   }
 #endif
-  through_f32<&bmm, 0b1>(out, a_in, b_in);
+  through_f32<&bmm, 0b1>(out, a, b);
 }
 
 }  // namespace
