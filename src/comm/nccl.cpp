@@ -233,8 +233,10 @@ class NcclComm final : public Communicator {
     const std::string what = name(seq, detail::allreduce_name(op, acc));
     const CallDesc desc = checks_.allreduce(seq, tensors, op, acc, rejecter(what));
     const Wire w = wire_for(static_cast<DType>(desc[3]), op, acc);
-    std::vector<Tensor> wire = tensors, held = tensors;  // the tensors themselves, or f32 scratch
-    for (size_t i = 0; w.widen && i < wire.size(); ++i)
+    // The tensors themselves, or scratch: widened, or encoded (so that a failed call leaves the
+    // caller's values as they were).
+    std::vector<Tensor> wire = tensors, held = tensors;
+    for (size_t i = 0; (w.widen || w.ordered) && i < wire.size(); ++i)
       held.push_back(wire[i] = scratch(w.dtype, tensors[i].numel()));
     return submit(what, desc, std::move(held), [this, tensors, wire, op, w](
                                                    std::function<void()>& after) {
@@ -332,8 +334,8 @@ class NcclComm final : public Communicator {
     };
   }
 
-  // f32 scratch for widened f16/bf16 data, taken on the caller's thread before submit records
-  // its event: the allocator may hand out a block the caller's stream still reads, and that
+  // Scratch for widened or encoded data (cuda::ordered_bits), taken on the caller's thread
+  // before submit records its event: the allocator may hand out a block the caller's stream still reads, and that
   // event orders the communication stream after every such use.
   Tensor scratch(DType dtype, int64_t n) const {
     return empty({n}, TensorOptions(dtype).device(device()));
@@ -367,11 +369,12 @@ class NcclComm final : public Communicator {
       cuda::ordered_bits(wire.raw_data(), (w.widen ? wire : src).raw_data(),
                          w.dtype == DType::f64, wire.numel(), w.nan_is_max, false, stream());
   }
-  // After it: `wire` decoded in place and/or rounded back into `dst`.
+  // After it: `wire` decoded (into `dst` unless it is to be narrowed) and/or rounded back into
+  // `dst`.
   void from_wire(const Wire& w, const Tensor& wire, const Tensor& dst) const {
     if (w.ordered)
-      cuda::ordered_bits(wire.raw_data(), wire.raw_data(), w.dtype == DType::f64, wire.numel(),
-                         w.nan_is_max, true, stream());
+      cuda::ordered_bits((w.widen ? wire : dst).raw_data(), wire.raw_data(),
+                         w.dtype == DType::f64, wire.numel(), w.nan_is_max, true, stream());
     if (w.widen)
       cuda::narrow_from_f32(dst.raw_data(), dst.dtype() == DType::bf16, wire.data_ptr<float>(),
                             wire.numel(), stream());

@@ -107,7 +107,6 @@ template <typename T>
 struct Operand {
   const T* data;
   int64_t row_stride, col_stride;
-  T at(int64_t r, int64_t col) const { return data[r * row_stride + col * col_stride]; }
 };
 
 // The f32 kind: C[0:MR, 0:NR] (row stride ldc) = or += Ap (kc x MR) * Bp (kc x NR), both packed

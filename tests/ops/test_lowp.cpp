@@ -75,7 +75,8 @@ TEST_CASE("bf16 matmul: f32 sums of the exact products, rounded once", "[ops][lo
   for (Case c : {Case{1, 8, 2, 48, false, false}, Case{1, 37, 301, 290, false, false},
                  Case{1, 37, 301, 290, true, false}, Case{1, 37, 301, 290, false, true},
                  Case{1, 37, 301, 290, true, true}, Case{3, 19, 7, 50, false, false},
-                 Case{1, 70, 2501, 130, false, true}, Case{1, 1, 1, 1, false, false},
+                 Case{1, 70, 2501, 130, false, true}, Case{1, 70, 2501, 130, false, false},
+                 Case{1, 70, 2501, 130, true, false}, Case{1, 1, 1, 1, false, false},
                  Case{2, 5, 0, 9, false, false}}) {
     INFO("batch " << c.batch << ", " << c.m << "x" << c.k << " @ " << c.k << "x" << c.n
                   << (c.ta ? ", A transposed" : "") << (c.tb ? ", B transposed" : ""));

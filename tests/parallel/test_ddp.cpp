@@ -384,6 +384,11 @@ TEST_CASE("DDP broadcasts rank 0's buffers at every training forward", "[paralle
   CHECK(var[1] == own_var[0]);
 }
 
+#ifdef TANDEM_TEST_CUDA_EMULATION
+// The NCCL stand-in's count of the bytes this process's ranks passed to ncclAllReduce.
+extern "C" uint64_t tandem_emu_nccl_allreduce_bytes();
+#endif
+
 namespace {
 
 // Each rank's gradients after one backward of DDP on `devices`, 4 samples a rank, with bf16
@@ -430,7 +435,18 @@ TEST_CASE("DDP with bf16 compression tracks the uncompressed gradients", "[paral
 TEST_CASE("DDP with bf16 compression on every GPU (nccl) tracks the uncompressed gradients",
           "[parallel][ddp][cuda]") {
   if (!tandem::testing::nccl_present("DDP compression on every GPU")) return;
+#ifdef TANDEM_TEST_CUDA_EMULATION
+  const uint64_t before = tandem_emu_nccl_allreduce_bytes();
+#endif
   check_compression(parallel::Devices::all());
+#ifdef TANDEM_TEST_CUDA_EMULATION
+  // At most 4 bytes a gradient element and rank for the uncompressed run plus 2 for the
+  // compressed one (and a few for DDP's setup): with f32 on the wire both would take 4.
+  int64_t grads = 0;
+  for (const Tensor& p : mlp()->parameters()) grads += p.numel();
+  const uint64_t world = static_cast<uint64_t>(cuda::device_count());
+  CHECK(tandem_emu_nccl_allreduce_bytes() - before < (4 + 2 + 1) * grads * world);
+#endif
 }
 
 TEST_CASE("launch: a rank that throws is rethrown naming it, nothing hangs", "[parallel][launch]") {

@@ -31,9 +31,10 @@ const char* reduce_op_name(ReduceOp op);
 
 /// How an allreduce accumulates f16/bf16 tensors (other dtypes ignore it).
 enum class Accumulate {
-  /// Widened to f32, reduced, rounded once: the same bits on every backend (the default).
+  /// Widened to f32, reduced, rounded once (the default).
   f32,
-  /// In the tensor's own 16 bits on a backend with a 16-bit wire (nccl): half the bytes of f32,
+  /// A sum or avg in the tensor's own 16 bits on a backend with a 16-bit wire (nccl): half the
+  /// bytes of f32,
   /// and NCCL rounds to 16 bits at every step of its reduction, as with PyTorch's f16/bf16
   /// compression hooks. The local and mpi backends accumulate in f32 either way.
   native,
@@ -110,11 +111,16 @@ class Communicator {
 
   /// In place: every rank's `tensor` becomes the reduction over all ranks.
   Work allreduce(Tensor tensor, ReduceOp op = ReduceOp::sum, Accumulate acc = Accumulate::f32) {
-    return reduce_all({std::move(tensor)}, op, acc);
+    return allreduce_grouped({std::move(tensor)}, op, acc);
   }
   /// Several tensors reduced as one collective (one rendezvous, one sequence number).
   Work allreduce_grouped(std::vector<Tensor> tensors, ReduceOp op = ReduceOp::sum,
                          Accumulate acc = Accumulate::f32) {
+    // native only where it changes anything (an f16/bf16 sum or avg): ranks that differ only
+    // where it does not make the same call.
+    const DType dtype = tensors.empty() ? DType::f32 : tensors[0].dtype();
+    if (!is_reduced_float(dtype) || op == ReduceOp::max || op == ReduceOp::min)
+      acc = Accumulate::f32;
     return reduce_all(std::move(tensors), op, acc);
   }
   /// Every rank's `tensor` becomes root's.
