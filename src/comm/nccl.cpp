@@ -236,7 +236,7 @@ class NcclComm final : public Communicator {
     // The tensors themselves, or scratch: widened, or encoded (so that a failed call leaves the
     // caller's values as they were).
     std::vector<Tensor> wire = tensors, held = tensors;
-    for (size_t i = 0; (w.widen || w.ordered) && i < wire.size(); ++i)
+    for (size_t i = 0; w.converts() && i < wire.size(); ++i)
       held.push_back(wire[i] = scratch(w.dtype, tensors[i].numel()));
     return submit(what, desc, std::move(held), [this, tensors, wire, op, w](
                                                    std::function<void()>& after) {
@@ -250,7 +250,7 @@ class NcclComm final : public Communicator {
       const ncclResult_t end = ncclGroupEnd();
       nccl_call("ncclAllReduce", r);
       nccl_call("ncclGroupEnd", end);
-      if (w.widen || w.ordered)
+      if (w.converts())
         after = [this, tensors, wire, w] {
           for (size_t i = 0; i < wire.size(); ++i) from_wire(w, wire[i], tensors[i]);
         };
@@ -286,7 +286,7 @@ class NcclComm final : public Communicator {
     const CallDesc desc = checks_.reduce_scatter(seq, output, input, op, size_, rejecter(what));
     const Wire w = wire_for(input.dtype(), op, Accumulate::f32);
     Tensor in = input, out = output;  // scratch where the wire needs other bits than the tensors
-    if (output.numel() > 0 && (w.widen || w.ordered)) in = scratch(w.dtype, input.numel());
+    if (output.numel() > 0 && w.converts()) in = scratch(w.dtype, input.numel());
     if (output.numel() > 0 && w.widen) out = scratch(w.dtype, output.numel());
     return submit(what, desc, {output, input, in, out}, [this, output, input, in, out, op,
                                                          w](std::function<void()>& after) {
@@ -294,7 +294,7 @@ class NcclComm final : public Communicator {
       to_wire(w, in, input);
       nccl_call("ncclReduceScatter", ncclReduceScatter(in.raw_data(), out.raw_data(), out.numel(),
                                                        w.type, nccl_op(op), comm_, stream()));
-      if (w.widen || w.ordered) after = [this, output, out, w] { from_wire(w, out, output); };
+      if (w.converts()) after = [this, output, out, w] { from_wire(w, out, output); };
     });
   }
 
@@ -335,8 +335,8 @@ class NcclComm final : public Communicator {
   }
 
   // Scratch for widened or encoded data (cuda::ordered_bits), taken on the caller's thread
-  // before submit records its event: the allocator may hand out a block the caller's stream still reads, and that
-  // event orders the communication stream after every such use.
+  // before submit records its event: the allocator may hand out a block the caller's stream
+  // still reads, and that event orders the communication stream after every such use.
   Tensor scratch(DType dtype, int64_t n) const {
     return empty({n}, TensorOptions(dtype).device(device()));
   }
@@ -349,6 +349,8 @@ class NcclComm final : public Communicator {
     bool widen = false, ordered = false, nan_is_max = false;
     DType dtype = DType::f32;  // of the data NCCL reduces: f32 when widened
     ncclDataType_t type = ncclFloat32;
+    // Whether NCCL needs other bits than the caller's tensors hold (scratch, and work after).
+    bool converts() const { return widen || ordered; }
   };
   static Wire wire_for(DType dtype, ReduceOp op, Accumulate acc) {
     Wire w;
