@@ -350,27 +350,47 @@ DirectLayout direct_layout(int64_t hp, int64_t wp, int64_t stride) {
   return l;
 }
 
-// Writes sample x (in_ch, h, w), padded by (ph, pw), into src in the layout of `stride`. Only the
-// interior is written: the padding must already be zero.
-void prepare_direct_input(float* src, const float* x, int64_t in_ch, int64_t h, int64_t w,
-                          int64_t ph, int64_t pw, int64_t stride, const DirectLayout& l) {
+// Writes sample x (in_ch, h, w), padded by (ph, pw), into src in the layout of `stride`, an f16 or
+// bf16 x widened on the way (the copy is made anyway). Only the interior is written: the padding
+// must already be zero.
+template <typename T>
+void prepare_direct_input(float* src, const T* x, int64_t in_ch, int64_t h, int64_t w, int64_t ph,
+                          int64_t pw, int64_t stride, const DirectLayout& l) {
   const int64_t wp = w + 2 * pw;
   for (int64_t c = 0; c < in_ch; ++c) {
     float* dst = src + c * l.channel_size;
     for (int64_t r = 0; r < h; ++r) {
-      const float* row = x + (c * h + r) * w;
+      const T* row = x + (c * h + r) * w;
       if (stride == 1) {
-        std::copy_n(row, w, dst + (r + ph) * wp + pw);
+        widen_block(dst + (r + ph) * wp + pw, row, 1, w);
         continue;
       }
       // Padded column cp = col + pw goes to the even or odd plane at cp / 2.
       const int64_t rp = r + ph, wq = l.grid_w, plane = l.channel_size / 4;
       float* even = dst + (rp % 2) * 2 * plane + (rp / 2) * wq;
       float* odd = even + plane;
-      for (int64_t col = pw % 2, i = (col + pw) / 2; col < w; col += 2, ++i) even[i] = row[col];
-      for (int64_t col = 1 - pw % 2, i = (col + pw) / 2; col < w; col += 2, ++i) odd[i] = row[col];
+      const int64_t first_even = pw % 2, first_odd = 1 - pw % 2;
+      widen_block(even + (first_even + pw) / 2, row + first_even, 2, (w - first_even + 1) / 2);
+      widen_block(odd + (first_odd + pw) / 2, row + first_odd, 2, (w - first_odd + 1) / 2);
     }
   }
+}
+
+// Runs compute(dst) to write the n_out planes of hw f32 outputs of one block, adds each plane's
+// bias (when given) and stores the block at y: in place for f32; else in per-thread scratch,
+// rounded into y while it is in cache (no pass of its own over the output).
+template <typename Out, typename Compute>
+void output_block(Out* y, int64_t n_out, int64_t hw, const float* bias, const Compute& compute) {
+  float* dst = nullptr;
+  if constexpr (std::is_same_v<Out, float>)
+    dst = y;
+  else
+    dst = scratch<float, 10>(n_out * hw).data();
+  compute(dst);
+  if (bias)
+    for (int64_t o = 0; o < n_out; ++o)
+      for (int64_t k = 0; k < hw; ++k) dst[o * hw + k] += bias[o];
+  if constexpr (!std::is_same_v<Out, float>) narrow_block(y, 1, dst, n_out * hw);
 }
 
 // One sample, one block of up to 8 output channels: y (n_out, ho, wo).
@@ -422,9 +442,10 @@ void direct_block(float* y, const float* src, const float* wblock, int64_t in_ch
   }
 }
 
-// y (N, out_ch, ho, wo) = conv(x (N, in_ch, h, w) padded by (ph, pw), packed weights) with
-// stride 1 or 2.
-void direct_conv(float* y, const float* x, const std::vector<float>& wpacked, int64_t n,
+// y (N, out_ch, ho, wo) = conv(x (N, in_ch, h, w) padded by (ph, pw), packed weights) + bias
+// (when given) with stride 1 or 2; x and y in f32 or both in f16/bf16 (summed in f32).
+template <typename T>
+void direct_conv(T* y, const T* x, const std::vector<float>& wpacked, const float* bias, int64_t n,
                  int64_t in_ch, int64_t h, int64_t w, int64_t out_ch, int64_t ph, int64_t pw,
                  int64_t stride) {
   const int64_t hp = h + 2 * ph, wp = w + 2 * pw;
@@ -441,9 +462,10 @@ void direct_conv(float* y, const float* x, const std::vector<float>& wpacked, in
       parallel_for(0, blocks, 1, [&](int64_t b0, int64_t b1) {
         for (int64_t b = b0; b < b1; ++b) {
           const int64_t n_out = std::min(kDirectCo, out_ch - b * kDirectCo);
-          float* yb = y + (s * out_ch + b * kDirectCo) * ho * wo;
           const float* wb = wpacked.data() + b * in_ch * 9 * kDirectCo;
-          direct_block(yb, src, wb, in_ch, l, ho, wo, n_out);
+          output_block(y + (s * out_ch + b * kDirectCo) * ho * wo, n_out, ho * wo,
+                       bias ? bias + b * kDirectCo : nullptr,
+                       [&](float* yb) { direct_block(yb, src, wb, in_ch, l, ho, wo, n_out); });
         }
       });
     }
@@ -768,8 +790,9 @@ void winograd_output(float* y, const float* m, int64_t n_out, const WinogradGrid
 }
 
 // y (N, out_ch, ho, wo) = stride-1 conv of x (N, in_ch, h, w) padded by (ph, pw), with weights
-// from pack_winograd_weights.
-void winograd_conv(float* y, const float* x, const std::vector<float>& u, int64_t n,
+// from pack_winograd_weights, + bias (when given); types as direct_conv.
+template <typename T>
+void winograd_conv(T* y, const T* x, const std::vector<float>& u, const float* bias, int64_t n,
                    int64_t in_ch, int64_t h, int64_t w, int64_t out_ch, int64_t ph, int64_t pw) {
   const int64_t hp = h + 2 * ph, wp = w + 2 * pw;
   const WinogradGrid t = winograd_grid(hp - 2, wp - 2, in_ch);
@@ -795,9 +818,11 @@ void winograd_conv(float* y, const float* x, const std::vector<float>& u, int64_
         for (int64_t b = b0; b < b1; ++b) {
           winograd_gemm(m, v, u.data() + b * in_ch * kDirectCo, u_stride, in_ch, t,
                         count * t.tiles);
+          const int64_t n_out = std::min(kDirectCo, out_ch - b * kDirectCo);
           for (int64_t k = 0; k < count; ++k)
-            winograd_output(y + ((s0 + k) * out_ch + b * kDirectCo) * t.ho * t.wo,
-                            m + k * t.tiles, std::min(kDirectCo, out_ch - b * kDirectCo), t);
+            output_block(y + ((s0 + k) * out_ch + b * kDirectCo) * t.ho * t.wo, n_out, t.ho * t.wo,
+                         bias ? bias + b * kDirectCo : nullptr,
+                         [&](float* yb) { winograd_output(yb, m + k * t.tiles, n_out, t); });
         }
       });
     }
@@ -914,7 +939,9 @@ void transpose_block(float* dst, const float* src, int64_t nco, int64_t hw) {
     for (int64_t o = 0; o < kWgradCo; ++o) dst[q * kWgradCo + o] = o < nco ? src[o * hw + q] : 0.0f;
 }
 
-void direct_weight_grad(float* dw, const float* x, const float* dy, const Geometry& g,
+// dw (f32) of x and dy in f32, or both in f16/bf16 (widened as they are copied).
+template <typename T>
+void direct_weight_grad(float* dw, const T* x, const T* dy, const Geometry& g,
                         const Conv2dParams& p) {
   const int64_t hp = g.h + 2 * p.pad_h, wp = g.w + 2 * p.pad_w, plane = hp * wp;
   const int64_t hw = g.ho * g.wo, blocks = (g.co + kWgradCo - 1) / kWgradCo;
@@ -946,7 +973,14 @@ void direct_weight_grad(float* dw, const float* x, const float* dy, const Geomet
           const int64_t co0 = b * kWgradCo, nco = std::min(kWgradCo, g.co - co0);
           CacheLine* acc = partial + (chunk * blocks + b) * g.ci * 9;
           // dy (co0..co0+16, positions) -> dyt (positions, 16), zero for channels past co
-          transpose_block(dyt, dy + (s * g.co + co0) * hw, nco, hw);
+          const T* dys = dy + (s * g.co + co0) * hw;
+          if constexpr (std::is_same_v<T, float>) {
+            transpose_block(dyt, dys, nco, hw);
+          } else {
+            float* wide = scratch<float, 11>(nco * hw).data();
+            widen_block(wide, dys, 1, nco * hw);
+            transpose_block(dyt, wide, nco, hw);
+          }
           if constexpr (kLanes == 8) {
             wgrad_all_rows(acc, dyt, xpad, g.ci, plane, wp, g.ho, g.wo, p.stride_h, p.stride_w);
           } else {  // two input channels at a time: 18 of the 32 zmm registers
@@ -978,30 +1012,87 @@ void direct_weight_grad(float* dw, const float* x, const float* dy, const Geomet
 
 }  // namespace
 
+#if defined(TANDEM_DIRECT_CONV)
+namespace {
+
+// The direct kernels' weights (and bias) in f32, whatever the tensors' dtype: they are small.
+const float* f32_data(const Tensor& t, Tensor& keep) {
+  if (!t.defined()) return nullptr;
+  keep = contiguous_as(t, DType::f32);
+  return ptr<const float>(keep);
+}
+
+// The direct kernels over tensors of T: f32, or f16/bf16 read as they are (each kernel widens
+// the input it copies anyway and rounds its output block by block while it is in cache).
+template <typename T>
+void direct_forward(const Tensor& out, const Tensor& in, const Tensor& weight, const Tensor& bias,
+                    const Geometry& g, const Conv2dParams& p) {
+  Tensor w32, b32;
+  const float* w = f32_data(weight, w32);
+  const float* b = f32_data(bias, b32);
+  if (p.stride_h == 1 && use_winograd(g.ci, g.ho, g.wo)) {
+    auto u = pack_winograd_weights(w, g.co, g.ci, false);
+    winograd_conv(ptr<T>(out), ptr<const T>(in), u, b, g.n, g.ci, g.h, g.w, g.co, p.pad_h, p.pad_w);
+  } else {
+    auto wp = pack_direct_weights(w, g.co, g.ci, false);
+    direct_conv(ptr<T>(out), ptr<const T>(in), wp, b, g.n, g.ci, g.h, g.w, g.co, p.pad_h, p.pad_w,
+                p.stride_h);
+  }
+}
+
+// The weight gradient and, for stride 1, the input gradient of a 3x3 convolution; returns
+// whether grad_in was computed (else the caller's col2im path does it).
+template <typename T>
+bool direct_backward(const Tensor& grad_out, const Tensor& in, const Tensor& weight,
+                     const Tensor& grad_in, const Tensor& grad_weight, const Geometry& g,
+                     const Conv2dParams& p) {
+  // The input gradient of a stride-1 3x3 convolution is a convolution of the output gradient
+  // with the flipped, transposed weights and padding 2 - pad: the direct kernel runs it. For
+  // stride 2 it is a transposed convolution: col2im in backward_impl.
+  const Geometry gt{g.n, g.co, g.ho, g.wo, g.ci, 3, 3, g.h, g.w, 1};
+  const Conv2dParams pt{1, 1, 2 - p.pad_h, 2 - p.pad_w, 1, 1, 1};
+  const bool direct_input =
+      grad_in.defined() && p.stride_h == 1 && use_direct(g, p) && use_direct(gt, pt);
+  if (direct_input) {
+    Tensor w32;
+    const float* w = f32_data(weight, w32);
+    if (use_winograd(g.co, g.h, g.w)) {
+      auto u = pack_winograd_weights(w, g.co, g.ci, true);
+      winograd_conv(ptr<T>(grad_in), ptr<const T>(grad_out), u, nullptr, g.n, g.co, g.ho, g.wo,
+                    g.ci, pt.pad_h, pt.pad_w);
+    } else {
+      auto wp = pack_direct_weights(w, g.co, g.ci, true);
+      direct_conv(ptr<T>(grad_in), ptr<const T>(grad_out), wp, nullptr, g.n, g.co, g.ho, g.wo, g.ci,
+                  pt.pad_h, pt.pad_w, 1);
+    }
+  }
+  if (grad_weight.defined()) {
+    const Tensor dw = grad_weight.dtype() == DType::f32
+                          ? grad_weight
+                          : make_tensor(grad_weight.shape(), DType::f32, grad_weight.device());
+    direct_weight_grad(ptr<float>(dw), ptr<const T>(in), ptr<const T>(grad_out), g, p);
+    if (!dw.is_same(grad_weight)) copy(grad_weight, dw);
+  }
+  return direct_input;
+}
+
+template <typename F>
+void with_narrow_type(DType dtype, const F& f) {
+  if (dtype == DType::bf16)
+    f(Eigen::bfloat16{});
+  else
+    f(Eigen::half{});
+}
+
+}  // namespace
+#endif
+
 void conv2d_forward(const Tensor& out, const Tensor& in, const Tensor& weight, const Tensor& bias,
                     const Conv2dParams& p) {
 #if defined(TANDEM_DIRECT_CONV)
-  Geometry g = geometry(in, weight, out, p.groups);
-  if (in.dtype() == DType::f32 && use_direct(g, p)) {
-    float* y = ptr<float>(out);
-    if (p.stride_h == 1 && use_winograd(g.ci, g.ho, g.wo)) {
-      auto u = pack_winograd_weights(ptr<const float>(weight), g.co, g.ci, false);
-      winograd_conv(y, ptr<const float>(in), u, g.n, g.ci, g.h, g.w, g.co, p.pad_h, p.pad_w);
-    } else {
-      auto wp = pack_direct_weights(ptr<const float>(weight), g.co, g.ci, false);
-      direct_conv(y, ptr<const float>(in), wp, g.n, g.ci, g.h, g.w, g.co, p.pad_h, p.pad_w,
-                  p.stride_h);
-    }
-    if (bias.defined()) {
-      const float* b = ptr<const float>(bias);
-      const int64_t hw = g.col_cols();
-      parallel_for(0, g.n * g.co, 16, [&](int64_t lo, int64_t hi) {
-        for (int64_t i = lo; i < hi; ++i)
-          for (int64_t k = 0; k < hw; ++k) y[i * hw + k] += b[i % g.co];
-      });
-    }
-    return;
-  }
+  const Geometry g = geometry(in, weight, out, p.groups);
+  if (in.dtype() == DType::f32 && use_direct(g, p))
+    return direct_forward<float>(out, in, weight, bias, g, p);
 #endif
   dispatch_dtype<DTypeSet::wide>(in.dtype(), "conv2d (cpu)",
                     [&](auto t) { forward_impl<decltype(t)>(out, in, weight, bias, p); });
@@ -1013,25 +1104,8 @@ void conv2d_backward(const Tensor& grad_out, const Tensor& in, const Tensor& wei
 #if defined(TANDEM_DIRECT_CONV)
   const Geometry g = geometry(in, weight, grad_out, p.groups);
   if (in.dtype() == DType::f32 && use_direct_weight_grad(g, p)) {
-    // The input gradient of a stride-1 3x3 convolution is a convolution of the output gradient
-    // with the flipped, transposed weights and padding 2 - pad: the direct kernel runs it. For
-    // stride 2 it is a transposed convolution: col2im in backward_impl.
-    const Geometry gt{g.n, g.co, g.ho, g.wo, g.ci, 3, 3, g.h, g.w, 1};
-    const Conv2dParams pt{1, 1, 2 - p.pad_h, 2 - p.pad_w, 1, 1, 1};
     const bool direct_input =
-        grad_in.defined() && p.stride_h == 1 && use_direct(g, p) && use_direct(gt, pt);
-    if (direct_input && use_winograd(g.co, g.h, g.w)) {
-      auto u = pack_winograd_weights(ptr<const float>(weight), g.co, g.ci, true);
-      winograd_conv(ptr<float>(grad_in), ptr<const float>(grad_out), u, g.n, g.co, g.ho, g.wo,
-                    g.ci, pt.pad_h, pt.pad_w);
-    } else if (direct_input) {
-      auto wp = pack_direct_weights(ptr<const float>(weight), g.co, g.ci, true);
-      direct_conv(ptr<float>(grad_in), ptr<const float>(grad_out), wp, g.n, g.co, g.ho, g.wo, g.ci,
-                  pt.pad_h, pt.pad_w, 1);
-    }
-    if (grad_weight.defined())
-      direct_weight_grad(ptr<float>(grad_weight), ptr<const float>(in), ptr<const float>(grad_out),
-                         g, p);
+        direct_backward<float>(grad_out, in, weight, grad_in, grad_weight, g, p);
     backward_impl<float>(grad_out, in, weight, direct_input ? Tensor() : grad_in, Tensor(),
                          grad_bias, p);
     return;
@@ -1042,8 +1116,41 @@ void conv2d_backward(const Tensor& grad_out, const Tensor& in, const Tensor& wei
   });
 }
 
-TANDEM_REGISTER_CPU(conv2d_forward, (through_f32_row_major<&conv2d_forward, 0b1>));
-TANDEM_REGISTER_CPU(conv2d_backward, (through_f32_row_major<&conv2d_backward, 0b111000>));
+// The registered entries. f16/bf16 in row-major order reach the direct kernels as they are where
+// those apply; the rest goes through f32 row-major copies (through_f32_row_major).
+void conv2d_forward_entry(const Tensor& out, const Tensor& in, const Tensor& weight,
+                          const Tensor& bias, const Conv2dParams& p) {
+#if defined(TANDEM_DIRECT_CONV)
+  const Geometry g = geometry(in, weight, out, p.groups);
+  if (reads_narrow({&in, &out, &weight, &bias}) && use_direct(g, p))
+    return with_narrow_type(
+        in.dtype(), [&](auto t) { direct_forward<decltype(t)>(out, in, weight, bias, g, p); });
+#endif
+  through_f32_row_major<&conv2d_forward, 0b1>(out, in, weight, bias, p);
+}
+
+void conv2d_backward_entry(const Tensor& grad_out, const Tensor& in, const Tensor& weight,
+                           const Tensor& grad_in, const Tensor& grad_weight,
+                           const Tensor& grad_bias, const Conv2dParams& p) {
+  Tensor rest_in = grad_in, rest_weight = grad_weight;
+#if defined(TANDEM_DIRECT_CONV)
+  const Geometry g = geometry(in, weight, grad_out, p.groups);
+  if (reads_narrow({&in, &grad_out, &weight, &grad_in, &grad_weight, &grad_bias}) &&
+      use_direct_weight_grad(g, p)) {
+    with_narrow_type(in.dtype(), [&](auto t) {
+      if (direct_backward<decltype(t)>(grad_out, in, weight, grad_in, grad_weight, g, p))
+        rest_in = Tensor();
+    });
+    rest_weight = Tensor();
+    if (!rest_in.defined() && !grad_bias.defined()) return;
+  }
+#endif
+  through_f32_row_major<&conv2d_backward, 0b111000>(grad_out, in, weight, rest_in, rest_weight,
+                                                    grad_bias, p);
+}
+
+TANDEM_REGISTER_CPU(conv2d_forward, conv2d_forward_entry);
+TANDEM_REGISTER_CPU(conv2d_backward, conv2d_backward_entry);
 
 }  // namespace TANDEM_CPU_NAMESPACE
 }  // namespace tandem::kernels::cpu

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <tuple>
 #include <utility>
 
@@ -82,6 +83,20 @@ struct ThroughF32<kKernel, kOutputs, kRowMajor> {
     (narrow_back(args, std::get<I>(wide), (kOutputs >> I) & 1u), ...);
   }
 };
+
+/// Whether a kernel may read f16/bf16 tensors as they are: every defined tensor of `narrow` (the
+/// activations) of one f16/bf16 dtype in row-major order, every defined one of `wide` (statistics,
+/// parameters) f32. Entries that answer no go through_f32.
+inline bool reads_narrow(std::initializer_list<const Tensor*> narrow,
+                         std::initializer_list<const Tensor*> wide = {}) {
+  const DType dtype = (*narrow.begin())->dtype();
+  if (!is_reduced_float(dtype)) return false;
+  for (const Tensor* t : narrow)
+    if (t->defined() && (t->dtype() != dtype || !t->is_contiguous())) return false;
+  for (const Tensor* t : wide)
+    if (t->defined() && t->dtype() != DType::f32) return false;
+  return true;
+}
 
 /// The f16/bf16-capable entry for an f32/f64 kernel whose arguments in `kOutputs` are written.
 template <auto kKernel, uint32_t kOutputs>

@@ -8,14 +8,15 @@
 #endif
 #include <array>
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 #include <vector>
 
+#include "../kernels/collapse.hpp"
+#include "isa.hpp"
 #include "tandem/core/dtype_dispatch.hpp"
 #include "tandem/core/tensor.hpp"
 #include "tandem/core/thread_pool.hpp"
-#include "../kernels/collapse.hpp"
-#include "isa.hpp"
 
 namespace tandem::kernels::cpu {
 inline namespace TANDEM_CPU_NAMESPACE {
@@ -89,6 +90,36 @@ inline To convert(From v) {
   }
 }
 
+/// One element in the type it is computed in (acc_type): a bf16 by shifting its bits up (a bf16
+/// is the top half of an f32), which the compiler vectorizes in a loop; others by their cast.
+template <typename T>
+inline acc_type<T> widen_one(T v) {
+  if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
+    uint32_t bits = static_cast<uint32_t>(Eigen::numext::bit_cast<uint16_t>(v)) << 16;
+    float f;
+    std::memcpy(&f, &bits, sizeof f);
+    return f;
+  } else {
+    return static_cast<acc_type<T>>(v);
+  }
+}
+
+/// v rounded to T; for bf16 to nearest even on the bits, as Eigen's conversion does (NaN keeps
+/// its sign, quiet), in a form the compiler vectorizes.
+template <typename T>
+inline T narrow_one(acc_type<T> v) {
+  if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
+    uint32_t u;
+    std::memcpy(&u, &v, sizeof u);
+    const bool nan = (u & 0x7fffffffu) > 0x7f800000u;
+    const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+    return Eigen::numext::bit_cast<Eigen::bfloat16>(
+        static_cast<uint16_t>(nan ? ((u >> 16) & 0x8000u) | 0x7fc0u : rounded));
+  } else {
+    return static_cast<T>(v);
+  }
+}
+
 /// Widens n elements of src (every `stride`-th) into f32 dst. f16 with F16C converts eight at a
 /// time; the loops below vectorize otherwise.
 template <typename T>
@@ -103,12 +134,8 @@ inline void widen_block(float* dst, const T* src, int64_t stride, int64_t n) {
   }
 #endif
   if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
-    // bf16 is the top half of an f32: shift the bits up (a loop the compiler vectorizes).
-    if (stride == 1) {
-      const uint16_t* bits = reinterpret_cast<const uint16_t*>(src);
-      uint32_t* out = reinterpret_cast<uint32_t*>(dst);
-      for (; i < n; ++i) out[i] = static_cast<uint32_t>(bits[i]) << 16;
-    }
+    if (stride == 1)
+      for (; i < n; ++i) dst[i] = widen_one(src[i]);
   }
   for (; i < n; ++i) dst[i] = static_cast<float>(src[i * stride]);
 }
@@ -126,17 +153,8 @@ inline void narrow_block(T* dst, int64_t stride, const float* src, int64_t n) {
   }
 #endif
   if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
-    // Round to nearest even on the bits, as Eigen's conversion does; NaN keeps its sign, quiet.
-    if (stride == 1) {
-      const uint32_t* in = reinterpret_cast<const uint32_t*>(src);
-      uint16_t* out = reinterpret_cast<uint16_t*>(dst);
-      for (; i < n; ++i) {
-        const uint32_t u = in[i];
-        const bool nan = (u & 0x7fffffffu) > 0x7f800000u;
-        const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-        out[i] = static_cast<uint16_t>(nan ? ((u >> 16) & 0x8000u) | 0x7fc0u : rounded);
-      }
-    }
+    if (stride == 1)
+      for (; i < n; ++i) dst[i] = narrow_one<T>(src[i]);
   }
   for (; i < n; ++i) dst[i * stride] = T(src[i]);
 }

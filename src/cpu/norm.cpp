@@ -65,24 +65,28 @@ std::pair<double, double> lane_sum2(int64_t s, F&& f, G&& g) {
 
 }  // namespace
 
+// The kernels below read activations of S (f32, f64, or f16/bf16 as they are, widened element by
+// element) and compute in T = acc_type<S>, the type of the statistics and parameters.
+
 void batch_norm_stats(const Tensor& mean, const Tensor& var, const Tensor& in) {
-  dispatch_dtype<DTypeSet::wide>(in.dtype(), "batch_norm (cpu)", [&](auto t) {
-    using T = decltype(t);
+  dispatch_dtype<DTypeSet::floating>(in.dtype(), "batch_norm (cpu)", [&](auto s) {
+    using S = decltype(s);
+    using T = acc_type<S>;
     Dims d = dims_of(in);
-    const T* x = ptr<const T>(in);
+    const S* x = ptr<const S>(in);
     const double count = static_cast<double>(d.n * d.s);
     parallel_for(0, d.c, 1, [&](int64_t lo, int64_t hi) {
       for (int64_t c = lo; c < hi; ++c) {
         double sum = 0;
         for_planes(d, c, [&](int64_t o) {
-          sum += lane_sum<T>(d.s, [&](int64_t i) { return x[o + i]; });
+          sum += lane_sum<T>(d.s, [&](int64_t i) { return widen_one(x[o + i]); });
         });
         const double mu = sum / count;
         const T mu_t = static_cast<T>(mu);
         double sq = 0;
         for_planes(d, c, [&](int64_t o) {
           sq += lane_sum<T>(d.s, [&](int64_t i) {
-            T v = x[o + i] - mu_t;
+            T v = widen_one(x[o + i]) - mu_t;
             return v * v;
           });
         });
@@ -96,12 +100,13 @@ void batch_norm_stats(const Tensor& mean, const Tensor& var, const Tensor& in) {
 void batch_norm_forward(const Tensor& out, const Tensor& in, const Tensor& mean,
                         const Tensor& invstd, const Tensor& weight, const Tensor& bias,
                         const Tensor& residual, bool relu) {
-  dispatch_dtype<DTypeSet::wide>(in.dtype(), "batch_norm (cpu)", [&](auto t) {
-    using T = decltype(t);
+  dispatch_dtype<DTypeSet::floating>(in.dtype(), "batch_norm (cpu)", [&](auto s) {
+    using S = decltype(s);
+    using T = acc_type<S>;
     Dims d = dims_of(in);
-    const T* x = ptr<const T>(in);
-    const T* r = residual.defined() ? ptr<const T>(residual) : nullptr;
-    T* y = ptr<T>(out);
+    const S* x = ptr<const S>(in);
+    const S* r = residual.defined() ? ptr<const S>(residual) : nullptr;
+    S* y = ptr<S>(out);
     // One loop per (residual, relu) pair, each vectorized on its own. The sum is rounded as the
     // separate ops round it: bn = x * scale + shift, then bn + residual, then relu.
     auto planes = [&](auto with_residual, auto with_relu, int64_t lo, int64_t hi) {
@@ -109,13 +114,13 @@ void batch_norm_forward(const Tensor& out, const Tensor& in, const Tensor& mean,
         const int64_t c = plane % d.c;
         const T scale = ptr<const T>(invstd)[c] * param_or<T>(weight, c, T(1));
         const T shift = param_or<T>(bias, c, T(0)) - ptr<const T>(mean)[c] * scale;
-        const T* xp = x + plane * d.s;
-        T* yp = y + plane * d.s;
+        const S* xp = x + plane * d.s;
+        S* yp = y + plane * d.s;
         for (int64_t i = 0; i < d.s; ++i) {
-          T v = xp[i] * scale + shift;
-          if constexpr (decltype(with_residual)::value) v = v + r[plane * d.s + i];
+          T v = widen_one(xp[i]) * scale + shift;
+          if constexpr (decltype(with_residual)::value) v = v + widen_one(r[plane * d.s + i]);
           if constexpr (decltype(with_relu)::value) v = Relu{}(v);
-          yp[i] = v;
+          yp[i] = narrow_one<S>(v);
         }
       }
     };
@@ -136,17 +141,18 @@ void batch_norm_backward(const Tensor& grad_in, const Tensor& grad_weight,
                          const Tensor& grad_out, const Tensor& in, const Tensor& out,
                          const Tensor& mean, const Tensor& invstd, const Tensor& weight,
                          bool training, const BatchNormSync* sync) {
-  dispatch_dtype<DTypeSet::wide>(in.dtype(), "batch_norm_backward (cpu)", [&](auto t) {
-    using T = decltype(t);
+  dispatch_dtype<DTypeSet::floating>(in.dtype(), "batch_norm_backward (cpu)", [&](auto s) {
+    using S = decltype(s);
+    using T = acc_type<S>;
     Dims d = dims_of(in);
-    const T* x = ptr<const T>(in);
-    const T* dy = ptr<const T>(grad_out);
-    const T* y = out.defined() ? ptr<const T>(out) : nullptr;  // relu: its mask
-    T* dr = grad_residual.defined() ? ptr<T>(grad_residual) : nullptr;
+    const S* x = ptr<const S>(in);
+    const S* dy = ptr<const S>(grad_out);
+    const S* y = out.defined() ? ptr<const S>(out) : nullptr;  // relu: its mask
+    S* dr = grad_residual.defined() ? ptr<S>(grad_residual) : nullptr;
     const double count = sync ? sync->count : static_cast<double>(d.n * d.s);
     // Synchronized: the sums of every channel first, into `sums` for the group's allreduce; else
     // each channel's input gradient right after its sums.
-    Tensor sums = sync ? make_tensor({2, d.c}, in.dtype(), in.device()) : Tensor();
+    Tensor sums = sync ? make_tensor({2, d.c}, mean.dtype(), in.device()) : Tensor();
     auto channels = [&](auto with_relu, bool reduce, bool input, int64_t lo, int64_t hi) {
       constexpr bool kRelu = decltype(with_relu)::value;
       // The gradient reaching the batch norm's output: dy, through relu where out > 0 only
@@ -154,9 +160,9 @@ void batch_norm_backward(const Tensor& grad_in, const Tensor& grad_weight,
       // Both loads unconditional: a select the compiler vectorizes (a load under the condition
       // would not be).
       auto dz = [&](int64_t j) {
-        const T g = dy[j];
+        const T g = widen_one(dy[j]);
         if constexpr (kRelu) {
-          const T out_j = y[j];
+          const T out_j = widen_one(y[j]);
           return out_j > T(0) ? g : T(0);
         } else {
           return g;
@@ -169,11 +175,11 @@ void batch_norm_backward(const Tensor& grad_in, const Tensor& grad_weight,
           for_planes(d, c, [&](int64_t o) {
             auto [a, b] = lane_sum2<T>(
                 d.s, [&](int64_t i) { return dz(o + i); },
-                [&](int64_t i) { return dz(o + i) * (x[o + i] - mu); });
+                [&](int64_t i) { return dz(o + i) * (widen_one(x[o + i]) - mu); });
             sum_dy += a;
             sum_dy_xmu += b;
             if (dr)  // the residual's gradient is dz itself
-              for (int64_t i = 0; i < d.s; ++i) dr[o + i] = dz(o + i);
+              for (int64_t i = 0; i < d.s; ++i) dr[o + i] = narrow_one<S>(dz(o + i));
           });
           if (grad_weight.defined()) ptr<T>(grad_weight)[c] = static_cast<T>(sum_dy_xmu * is);
           if (grad_bias.defined()) ptr<T>(grad_bias)[c] = static_cast<T>(sum_dy);
@@ -186,7 +192,7 @@ void batch_norm_backward(const Tensor& grad_in, const Tensor& grad_weight,
           sum_dy_xmu = ptr<const T>(sums)[d.c + c];
         }
         if (!input || !grad_in.defined()) continue;
-        T* dx = ptr<T>(grad_in);
+        S* dx = ptr<S>(grad_in);
         // Training: dx = w * is * (dy - mean(dy) - xhat * mean(dy * xhat)); eval: dx = w * is * dy.
         const double w = param_or<T>(weight, c, T(1));
         const T k = static_cast<T>(w * is);
@@ -195,7 +201,8 @@ void batch_norm_backward(const Tensor& grad_in, const Tensor& grad_weight,
         const T slope = static_cast<T>(training ? is * (sum_dy_xmu * is) / count : 0.0);
         for_planes(d, c, [&](int64_t o) {
           for (int64_t i = 0; i < d.s; ++i)
-            dx[o + i] = k * (dz(o + i) - mean_dy - (x[o + i] - mu) * slope);
+            dx[o + i] =
+                narrow_one<S>(k * (dz(o + i) - mean_dy - (widen_one(x[o + i]) - mu) * slope));
         });
       }
     };
@@ -212,9 +219,40 @@ void batch_norm_backward(const Tensor& grad_in, const Tensor& grad_weight,
   });
 }
 
-TANDEM_REGISTER_CPU(batch_norm_stats, (through_f32_row_major<&batch_norm_stats, 0b11>));
-TANDEM_REGISTER_CPU(batch_norm_forward, (through_f32_row_major<&batch_norm_forward, 0b1>));
-TANDEM_REGISTER_CPU(batch_norm_backward, (through_f32_row_major<&batch_norm_backward, 0b1111>));
+// The registered entries: f16/bf16 activations in row-major order with f32 statistics and
+// parameters (autocast's batch norm) reach the kernels above as they are; anything else
+// through f32 row-major copies.
+void batch_norm_stats_entry(const Tensor& mean, const Tensor& var, const Tensor& in) {
+  if (reads_narrow({&in}, {&mean, &var})) return batch_norm_stats(mean, var, in);
+  through_f32_row_major<&batch_norm_stats, 0b11>(mean, var, in);
+}
+
+void batch_norm_forward_entry(const Tensor& out, const Tensor& in, const Tensor& mean,
+                              const Tensor& invstd, const Tensor& weight, const Tensor& bias,
+                              const Tensor& residual, bool relu) {
+  if (reads_narrow({&in, &out, &residual}, {&mean, &invstd, &weight, &bias}))
+    return batch_norm_forward(out, in, mean, invstd, weight, bias, residual, relu);
+  through_f32_row_major<&batch_norm_forward, 0b1>(out, in, mean, invstd, weight, bias, residual,
+                                                  relu);
+}
+
+void batch_norm_backward_entry(const Tensor& grad_in, const Tensor& grad_weight,
+                               const Tensor& grad_bias, const Tensor& grad_residual,
+                               const Tensor& grad_out, const Tensor& in, const Tensor& out,
+                               const Tensor& mean, const Tensor& invstd, const Tensor& weight,
+                               bool training, const BatchNormSync* sync) {
+  if (reads_narrow({&in, &grad_in, &grad_residual, &grad_out, &out},
+                   {&grad_weight, &grad_bias, &mean, &invstd, &weight}))
+    return batch_norm_backward(grad_in, grad_weight, grad_bias, grad_residual, grad_out, in, out,
+                               mean, invstd, weight, training, sync);
+  through_f32_row_major<&batch_norm_backward, 0b1111>(grad_in, grad_weight, grad_bias,
+                                                      grad_residual, grad_out, in, out, mean,
+                                                      invstd, weight, training, sync);
+}
+
+TANDEM_REGISTER_CPU(batch_norm_stats, batch_norm_stats_entry);
+TANDEM_REGISTER_CPU(batch_norm_forward, batch_norm_forward_entry);
+TANDEM_REGISTER_CPU(batch_norm_backward, batch_norm_backward_entry);
 
 }  // namespace TANDEM_CPU_NAMESPACE
 }  // namespace tandem::kernels::cpu

@@ -115,6 +115,52 @@ TEST_CASE("gradients flow through narrow ops in the narrow dtype", "[ops][lowp]"
   }
 }
 
+TEST_CASE("narrow convolutions: forward and gradients equal the f32 kernels' results rounded",
+          "[ops][lowp]") {
+  // The direct and Winograd kernels read f16/bf16 tensors as they are (widening what they copy,
+  // rounding each output block): every result must be bit for bit the f32 computation on the
+  // same values, rounded once. Shapes reach each path: few channels (direct), 32 or more at
+  // stride 1 (Winograd on AVX-512), stride 2 (direct forward, col2im input gradient), a bias, a
+  // 1x1 convolution (im2col) and channels-last tensors (through f32 copies).
+  struct Case {
+    int64_t n, ci, co, size, k, stride, pad;
+    bool bias, channels_last;
+  };
+  Generator gen(5);
+  for (Case c : {Case{3, 3, 10, 9, 3, 1, 1, false, false}, Case{2, 32, 9, 8, 3, 1, 1, true, false},
+                 Case{2, 5, 17, 11, 3, 2, 1, true, false}, Case{2, 40, 8, 7, 3, 1, 0, false, false},
+                 Case{2, 6, 4, 5, 1, 1, 0, true, false}, Case{2, 16, 8, 6, 3, 1, 1, true, true}}) {
+    for (DType dt : {DType::f16, DType::bf16}) {
+      INFO(dt << ": " << c.n << "x" << c.ci << "x" << c.size << "x" << c.size << " -> " << c.co
+              << ", " << c.k << "x" << c.k << " stride " << c.stride << " pad " << c.pad
+              << (c.bias ? ", bias" : "") << (c.channels_last ? ", channels-last" : ""));
+      auto draw = [&](Shape s) { return randn(s, DType::f32, &gen).to(dt).detach(); };
+      Tensor x = draw({c.n, c.ci, c.size, c.size}), w = draw({c.co, c.ci, c.k, c.k});
+      Tensor b = c.bias ? draw({c.co}) : Tensor();
+      if (c.channels_last) x = x.contiguous(MemoryFormat::ChannelsLast);
+      const int64_t out = (c.size + 2 * c.pad - c.k) / c.stride + 1;
+      Tensor dy = draw({c.n, c.co, out, out});
+      auto run = [&](DType as) {
+        std::vector<Tensor> leaves{x.to(as).detach().set_requires_grad(),
+                                   w.to(as).detach().set_requires_grad()};
+        if (c.bias) leaves.push_back(b.to(as).detach().set_requires_grad());
+        Tensor y = conv2d(leaves[0], leaves[1], c.bias ? leaves[2] : Tensor(), c.stride, c.pad);
+        sum(mul(y, dy.to(as))).backward();
+        std::vector<Tensor> results{y.detach()};
+        for (auto& l : leaves) results.push_back(l.grad());
+        return results;
+      };
+      const std::vector<Tensor> got = run(dt), want = run(DType::f32);
+      const char* names[] = {"output", "input grad", "weight grad", "bias grad"};
+      for (size_t i = 0; i < got.size(); ++i) {
+        INFO(names[i]);
+        REQUIRE(got[i].dtype() == dt);
+        CHECK(equal(got[i], want[i].to(dt)));
+      }
+    }
+  }
+}
+
 TEST_CASE("rand and randn in f16 round the f32 draws", "[ops][lowp]") {
   for (DType dt : {DType::f16, DType::bf16}) {
     Generator a(11), b(11);
