@@ -7,8 +7,9 @@
 #include <algorithm>
 #include <vector>
 
-#include "loops.hpp"
 #include "kernels.hpp"
+#include "loops.hpp"
+#include "tandem/kernels/cpu_isa.hpp"
 
 namespace tandem::kernels::cpu {
 inline namespace TANDEM_CPU_NAMESPACE {
@@ -309,18 +310,30 @@ float kernel_tap(const float* w, int64_t ci, int64_t o, int64_t i, int t, bool f
   return flip_transpose ? w[(i * ci + o) * 9 + (8 - t)] : w[(o * ci + i) * 9 + t];
 }
 
-// Weights (Co, Ci, 3, 3) -> blocks of 8 output channels: [block][ci][tap][8], zero padded
-// (flip_transpose: of W').
-std::vector<float> pack_direct_weights(const float* w, int64_t co, int64_t ci,
-                                       bool flip_transpose) {
+// Input channels per element of the direct kernels' packed weights and prepared source: one for
+// f32 (W = float), a pair for the bf16 kernel (W = uint32_t: two bf16, channel 2k in the low half).
+template <typename W>
+constexpr int64_t kChannelsPer = std::is_same_v<W, float> ? 1 : 2;
+
+// Weights (Co, Ci, 3, 3) -> blocks of 8 output channels: [block][ci / kChannelsPer][tap][8], zero
+// padded (flip_transpose: of W'); for the bf16 kernel rounded to bf16.
+template <typename W>
+std::vector<W> pack_direct_weights(const float* w, int64_t co, int64_t ci, bool flip_transpose) {
+  constexpr int64_t kPer = kChannelsPer<W>;
   const int64_t out_ch = flip_transpose ? ci : co, in_ch = flip_transpose ? co : ci;
-  const int64_t blocks = (out_ch + kDirectCo - 1) / kDirectCo;
-  std::vector<float> packed(blocks * in_ch * 9 * kDirectCo, 0.0f);
+  const int64_t blocks = (out_ch + kDirectCo - 1) / kDirectCo, planes = (in_ch + kPer - 1) / kPer;
+  std::vector<W> packed(blocks * planes * 9 * kDirectCo, W(0));
   for (int64_t o = 0; o < out_ch; ++o)
     for (int64_t i = 0; i < in_ch; ++i)
       for (int64_t t = 0; t < 9; ++t) {
         const float v = kernel_tap(w, ci, o, i, static_cast<int>(t), flip_transpose);
-        packed[((o / kDirectCo * in_ch + i) * 9 + t) * kDirectCo + o % kDirectCo] = v;
+        W& dst = packed[((o / kDirectCo * planes + i / kPer) * 9 + t) * kDirectCo + o % kDirectCo];
+        if constexpr (kPer == 1) {
+          dst = v;
+        } else {
+          const auto bits = Eigen::numext::bit_cast<uint16_t>(narrow_one<Eigen::bfloat16>(v));
+          dst |= static_cast<uint32_t>(bits) << (16 * (i % 2));
+        }
       }
   return packed;
 }
@@ -350,28 +363,42 @@ DirectLayout direct_layout(int64_t hp, int64_t wp, int64_t stride) {
   return l;
 }
 
-// Writes sample x (in_ch, h, w), padded by (ph, pw), into src in the layout of `stride`, an f16 or
-// bf16 x widened on the way (the copy is made anyway). Only the interior is written: the padding
-// must already be zero.
-template <typename T>
-void prepare_direct_input(float* src, const T* x, int64_t in_ch, int64_t h, int64_t w, int64_t ph,
+// Writes sample x (in_ch, h, w), padded by (ph, pw), into src in the layout of `stride`: for f32
+// (D = float) channel c's plane at c * channel_size, an f16 or bf16 x widened on the way (the copy
+// is made anyway); for the bf16 kernel (D = bf16 = T) channels 2k and 2k + 1 interleaved in plane
+// k, element by element. Only the interior is written: the padding must already be zero.
+template <typename D, typename T>
+void prepare_direct_input(D* src, const T* x, int64_t in_ch, int64_t h, int64_t w, int64_t ph,
                           int64_t pw, int64_t stride, const DirectLayout& l) {
+  constexpr int64_t kPer = std::is_same_v<D, float> ? 1 : 2;
+  auto put = [](D* dst, const T* from, int64_t from_stride, int64_t n) {
+    if constexpr (kPer == 1) {
+      widen_block(dst, from, from_stride, n);
+    } else {
+      for (int64_t i = 0; i < n; ++i) {
+        if constexpr (std::is_same_v<D, T>)
+          dst[i * kPer] = from[i * from_stride];
+        else
+          dst[i * kPer] = narrow_one<D>(widen_one(from[i * from_stride]));  // not taken
+      }
+    }
+  };
   const int64_t wp = w + 2 * pw;
   for (int64_t c = 0; c < in_ch; ++c) {
-    float* dst = src + c * l.channel_size;
+    D* dst = src + c / kPer * kPer * l.channel_size + c % kPer;
     for (int64_t r = 0; r < h; ++r) {
       const T* row = x + (c * h + r) * w;
       if (stride == 1) {
-        widen_block(dst + (r + ph) * wp + pw, row, 1, w);
+        put(dst + ((r + ph) * wp + pw) * kPer, row, 1, w);
         continue;
       }
       // Padded column cp = col + pw goes to the even or odd plane at cp / 2.
       const int64_t rp = r + ph, wq = l.grid_w, plane = l.channel_size / 4;
-      float* even = dst + (rp % 2) * 2 * plane + (rp / 2) * wq;
-      float* odd = even + plane;
+      D* even = dst + ((rp % 2) * 2 * plane + (rp / 2) * wq) * kPer;
+      D* odd = even + plane * kPer;
       const int64_t first_even = pw % 2, first_odd = 1 - pw % 2;
-      widen_block(even + (first_even + pw) / 2, row + first_even, 2, (w - first_even + 1) / 2);
-      widen_block(odd + (first_odd + pw) / 2, row + first_odd, 2, (w - first_odd + 1) / 2);
+      put(even + (first_even + pw) / 2 * kPer, row + first_even, 2, (w - first_even + 1) / 2);
+      put(odd + (first_odd + pw) / 2 * kPer, row + first_odd, 2, (w - first_odd + 1) / 2);
     }
   }
 }
@@ -391,6 +418,39 @@ void output_block(Out* y, int64_t n_out, int64_t hw, const float* bias, const Co
     for (int64_t o = 0; o < n_out; ++o)
       for (int64_t k = 0; k < hw; ++k) dst[o * hw + k] += bias[o];
   if constexpr (!std::is_same_v<Out, float>) narrow_block(y, 1, dst, n_out * hw);
+}
+
+// Stores the outputs of acc[o][v] (positions q0 + kLanes * v ... on the grid of width gw) into y
+// (n_out, ho, wo), dropping the junk grid columns ow >= wo and the positions past the last.
+template <int kNV>
+void store_direct(float* y, const VecF (&acc)[kDirectCo][kNV], int64_t q0, int64_t gw, int64_t ho,
+                  int64_t wo, int64_t n_out) {
+  const int64_t q_end = (ho - 1) * gw + wo;
+  for (int v = 0; v < kNV; ++v) {
+    const int64_t q = q0 + kLanes * v;
+    if (q >= q_end) break;
+    uint32_t mask = 0;
+    for (int lane = 0; lane < kLanes; ++lane)
+      if (q + lane < q_end && (q + lane) % gw < wo) mask |= 1u << lane;
+    // Outputs before q in row-major (ho, wo) order: whole rows, then the valid part of q's row.
+    const int64_t first = (q / gw) * wo + std::min(q % gw, wo);
+    for (int64_t o = 0; o < n_out; ++o) {
+#if defined(__AVX512F__)
+      _mm512_mask_compressstoreu_ps(y + o * ho * wo + first, static_cast<__mmask16>(mask),
+                                    acc[o][v]);
+#else
+      float* dst = y + o * ho * wo + first;
+      if (mask == (1u << kLanes) - 1) {
+        vstore(dst, acc[o][v]);
+        continue;
+      }
+      alignas(32) float lanes[kLanes];
+      vstore(lanes, acc[o][v]);
+      for (int lane = 0; lane < kLanes; ++lane)
+        if (mask >> lane & 1) *dst++ = lanes[lane];
+#endif
+    }
+  }
 }
 
 // One sample, one block of up to 8 output channels: y (n_out, ho, wo).
@@ -414,58 +474,79 @@ void direct_block(float* y, const float* src, const float* wblock, int64_t in_ch
         }
       }
     }
-    for (int v = 0; v < kNV; ++v) {
-      const int64_t q = q0 + kLanes * v;
-      if (q >= q_end) break;
-      uint32_t mask = 0;
-      for (int lane = 0; lane < kLanes; ++lane)
-        if (q + lane < q_end && (q + lane) % gw < wo) mask |= 1u << lane;
-      // Outputs before q in row-major (ho, wo) order: whole rows, then the valid part of q's row.
-      const int64_t first = (q / gw) * wo + std::min(q % gw, wo);
-      for (int64_t o = 0; o < n_out; ++o) {
-#if defined(__AVX512F__)
-        _mm512_mask_compressstoreu_ps(y + o * ho * wo + first, static_cast<__mmask16>(mask),
-                                      acc[o][v]);
-#else
-        float* dst = y + o * ho * wo + first;
-        if (mask == (1u << kLanes) - 1) {
-          vstore(dst, acc[o][v]);
-          continue;
-        }
-        alignas(32) float lanes[kLanes];
-        vstore(lanes, acc[o][v]);
-        for (int lane = 0; lane < kLanes; ++lane)
-          if (mask >> lane & 1) *dst++ = lanes[lane];
-#endif
-      }
-    }
+    store_direct(y, acc, q0, gw, ho, wo, n_out);
   }
 }
 
+#if defined(__AVX512F__)
+// The bf16 kernel on the CPU's bf16 dot products (AVX512_BF16): the grid and taps of direct_block
+// with the input channels in pairs. Each 32-bit word of the source holds a position of two
+// channels and each weight word the same two channels' taps, so one vdpbf16ps adds the exact
+// products of both channels for 16 positions into f32: twice an f32 FMA's channels. Each output
+// is an f32 sum in the fixed order (channel pair, ki, kj).
+__attribute__((target("avx512bf16"))) void direct_block_bf16(float* y, const Eigen::bfloat16* src,
+                                                             const uint32_t* wblock, int64_t planes,
+                                                             const DirectLayout& l, int64_t ho,
+                                                             int64_t wo, int64_t n_out) {
+  constexpr int kNV = 2;
+  const uint32_t* words = reinterpret_cast<const uint32_t*>(src);
+  const int64_t gw = l.grid_w, q_end = (ho - 1) * gw + wo;
+  for (int64_t q0 = 0; q0 < q_end; q0 += kLanes * kNV) {
+    VecF acc[kDirectCo][kNV];
+    for (int o = 0; o < kDirectCo; ++o)
+      for (int v = 0; v < kNV; ++v) acc[o][v] = vzero();
+    const uint32_t* wc = wblock;
+    for (int64_t c = 0; c < planes; ++c) {
+      const uint32_t* xc = words + c * l.channel_size + q0;
+      for (int t = 0; t < 9; ++t, wc += kDirectCo) {
+        __m512bh xv[kNV];
+        for (int v = 0; v < kNV; ++v)
+          xv[v] = (__m512bh)_mm512_loadu_si512(xc + l.tap_offset[t] + kLanes * v);
+        for (int o = 0; o < kDirectCo; ++o) {
+          const __m512bh wv = (__m512bh)_mm512_set1_epi32(static_cast<int>(wc[o]));
+          for (int v = 0; v < kNV; ++v) acc[o][v] = _mm512_dpbf16_ps(acc[o][v], wv, xv[v]);
+        }
+      }
+    }
+    store_direct(y, acc, q0, gw, ho, wo, n_out);
+  }
+}
+#endif
+
 // y (N, out_ch, ho, wo) = conv(x (N, in_ch, h, w) padded by (ph, pw), packed weights) + bias
-// (when given) with stride 1 or 2; x and y in f32 or both in f16/bf16 (summed in f32).
-template <typename T>
-void direct_conv(T* y, const T* x, const std::vector<float>& wpacked, const float* bias, int64_t n,
+// (when given) with stride 1 or 2; x and y in f32 or both in f16/bf16, summed in f32: by the f32
+// kernel (W = float) or, for bf16, by the bf16 kernel (W = uint32_t, AVX-512 only).
+template <typename T, typename W>
+void direct_conv(T* y, const T* x, const std::vector<W>& wpacked, const float* bias, int64_t n,
                  int64_t in_ch, int64_t h, int64_t w, int64_t out_ch, int64_t ph, int64_t pw,
                  int64_t stride) {
+  constexpr int64_t kPer = kChannelsPer<W>;
+  using Src = std::conditional_t<kPer == 1, float, Eigen::bfloat16>;
   const int64_t hp = h + 2 * ph, wp = w + 2 * pw;
   const int64_t ho = (hp - 3) / stride + 1, wo = (wp - 3) / stride + 1;
   const DirectLayout l = direct_layout(hp, wp, stride);
-  const int64_t blocks = (out_ch + kDirectCo - 1) / kDirectCo;
-  const int64_t src_size = in_ch * l.channel_size + kDirectSlack;
+  const int64_t blocks = (out_ch + kDirectCo - 1) / kDirectCo, planes = (in_ch + kPer - 1) / kPer;
+  const int64_t src_size = (planes * l.channel_size + kDirectSlack) * kPer;
   parallel_for(0, n, 1, [&](int64_t lo, int64_t hi) {
-    float* src = scratch<float, 2>(src_size).data();
-    std::fill(src, src + src_size, 0.0f);  // the padding stays zero from sample to sample
+    Src* src = scratch<Src, 2>(src_size).data();
+    std::fill(src, src + src_size, Src(0));  // the padding stays zero from sample to sample
     for (int64_t s = lo; s < hi; ++s) {
       prepare_direct_input(src, x + s * in_ch * h * w, in_ch, h, w, ph, pw, stride, l);
       // The blocks of one sample run in parallel when there are fewer samples than threads.
       parallel_for(0, blocks, 1, [&](int64_t b0, int64_t b1) {
         for (int64_t b = b0; b < b1; ++b) {
           const int64_t n_out = std::min(kDirectCo, out_ch - b * kDirectCo);
-          const float* wb = wpacked.data() + b * in_ch * 9 * kDirectCo;
+          const W* wb = wpacked.data() + b * planes * 9 * kDirectCo;
           output_block(y + (s * out_ch + b * kDirectCo) * ho * wo, n_out, ho * wo,
-                       bias ? bias + b * kDirectCo : nullptr,
-                       [&](float* yb) { direct_block(yb, src, wb, in_ch, l, ho, wo, n_out); });
+                       bias ? bias + b * kDirectCo : nullptr, [&](float* yb) {
+                         if constexpr (kPer == 1) {
+                           direct_block(yb, src, wb, in_ch, l, ho, wo, n_out);
+                         } else {
+#if defined(__AVX512F__)
+                           direct_block_bf16(yb, src, wb, planes, l, ho, wo, n_out);
+#endif
+                         }
+                       });
         }
       });
     }
@@ -1022,6 +1103,17 @@ const float* f32_data(const Tensor& t, Tensor& keep) {
   return ptr<const float>(keep);
 }
 
+// Whether tensors of T take the bf16 kernel: bf16 on a CPU with bf16 dot products, which then
+// replaces Winograd too (twice the f32 direct kernel's rate, exact products).
+template <typename T>
+bool bf16_dot() {
+#if defined(__AVX512F__)
+  return std::is_same_v<T, Eigen::bfloat16> && cpu_bf16_dot();
+#else
+  return false;
+#endif
+}
+
 // The direct kernels over tensors of T: f32, or f16/bf16 read as they are (each kernel widens
 // the input it copies anyway and rounds its output block by block while it is in cache).
 template <typename T>
@@ -1030,11 +1122,17 @@ void direct_forward(const Tensor& out, const Tensor& in, const Tensor& weight, c
   Tensor w32, b32;
   const float* w = f32_data(weight, w32);
   const float* b = f32_data(bias, b32);
-  if (p.stride_h == 1 && use_winograd(g.ci, g.ho, g.wo)) {
+  if (bf16_dot<T>()) {
+#if defined(__AVX512F__)
+    auto wp = pack_direct_weights<uint32_t>(w, g.co, g.ci, false);
+    direct_conv(ptr<T>(out), ptr<const T>(in), wp, b, g.n, g.ci, g.h, g.w, g.co, p.pad_h, p.pad_w,
+                p.stride_h);
+#endif
+  } else if (p.stride_h == 1 && use_winograd(g.ci, g.ho, g.wo)) {
     auto u = pack_winograd_weights(w, g.co, g.ci, false);
     winograd_conv(ptr<T>(out), ptr<const T>(in), u, b, g.n, g.ci, g.h, g.w, g.co, p.pad_h, p.pad_w);
   } else {
-    auto wp = pack_direct_weights(w, g.co, g.ci, false);
+    auto wp = pack_direct_weights<float>(w, g.co, g.ci, false);
     direct_conv(ptr<T>(out), ptr<const T>(in), wp, b, g.n, g.ci, g.h, g.w, g.co, p.pad_h, p.pad_w,
                 p.stride_h);
   }
@@ -1056,12 +1154,18 @@ bool direct_backward(const Tensor& grad_out, const Tensor& in, const Tensor& wei
   if (direct_input) {
     Tensor w32;
     const float* w = f32_data(weight, w32);
-    if (use_winograd(g.co, g.h, g.w)) {
+    if (bf16_dot<T>()) {
+#if defined(__AVX512F__)
+      auto wp = pack_direct_weights<uint32_t>(w, g.co, g.ci, true);
+      direct_conv(ptr<T>(grad_in), ptr<const T>(grad_out), wp, nullptr, g.n, g.co, g.ho, g.wo, g.ci,
+                  pt.pad_h, pt.pad_w, 1);
+#endif
+    } else if (use_winograd(g.co, g.h, g.w)) {
       auto u = pack_winograd_weights(w, g.co, g.ci, true);
       winograd_conv(ptr<T>(grad_in), ptr<const T>(grad_out), u, nullptr, g.n, g.co, g.ho, g.wo,
                     g.ci, pt.pad_h, pt.pad_w);
     } else {
-      auto wp = pack_direct_weights(w, g.co, g.ci, true);
+      auto wp = pack_direct_weights<float>(w, g.co, g.ci, true);
       direct_conv(ptr<T>(grad_in), ptr<const T>(grad_out), wp, nullptr, g.n, g.co, g.ho, g.wo, g.ci,
                   pt.pad_h, pt.pad_w, 1);
     }
