@@ -310,6 +310,17 @@ float kernel_tap(const float* w, int64_t ci, int64_t o, int64_t i, int t, bool f
   return flip_transpose ? w[(i * ci + o) * 9 + (8 - t)] : w[(o * ci + i) * 9 + t];
 }
 
+// Whether tensors of T take the bf16 kernels (vdpbf16ps): bf16 on a CPU with bf16 dot products.
+// They then replace Winograd too (twice the f32 direct kernel's rate, exact products).
+template <typename T>
+bool bf16_dot() {
+#if defined(__AVX512F__)
+  return std::is_same_v<T, Eigen::bfloat16> && cpu_bf16_dot();
+#else
+  return false;
+#endif
+}
+
 // Input channels per element of the direct kernels' packed weights and prepared source: one for
 // f32 (W = float), a pair for the bf16 kernel (W = uint32_t: two bf16, channel 2k in the low half).
 template <typename W>
@@ -363,33 +374,39 @@ DirectLayout direct_layout(int64_t hp, int64_t wp, int64_t stride) {
   return l;
 }
 
-// Writes sample x (in_ch, h, w), padded by (ph, pw), into src in the layout of `stride`: for f32
-// (D = float) channel c's plane at c * channel_size, an f16 or bf16 x widened on the way (the copy
-// is made anyway); for the bf16 kernel (D = bf16 = T) channels 2k and 2k + 1 interleaved in plane
-// k, element by element. Only the interior is written: the padding must already be zero.
-template <typename D, typename T>
+// Writes sample x (in_ch, h, w), padded by (ph, pw), into src in the layout of `stride`, with kPer
+// channels per plane: channel c's plane at c * channel_size (kPer 1), or channels 2k and 2k + 1
+// interleaved element by element in plane k (kPer 2, the bf16 kernel's pairs: one 32-bit word per
+// position, channel 2k in the low half). For an f32 src (D = float) an f16 or bf16 x is widened
+// on the way (the copy is made anyway); a bf16 src takes bf16 as it is. Only the interior is
+// written: the padding must already be zero.
+template <int64_t kPer, typename D, typename T>
 void prepare_direct_input(D* src, const T* x, int64_t in_ch, int64_t h, int64_t w, int64_t ph,
                           int64_t pw, int64_t stride, const DirectLayout& l) {
-  constexpr int64_t kPer = std::is_same_v<D, float> ? 1 : 2;
-  auto put = [](D* dst, const T* from, int64_t from_stride, int64_t n) {
-    if constexpr (kPer == 1) {
-      widen_block(dst, from, from_stride, n);
-    } else {
-      for (int64_t i = 0; i < n; ++i) {
-        if constexpr (std::is_same_v<D, T>)
-          dst[i * kPer] = from[i * from_stride];
-        else
-          dst[i * kPer] = narrow_one<D>(widen_one(from[i * from_stride]));  // not taken
-      }
-    }
-  };
+  static_assert(std::is_same_v<D, float> ? kPer == 1 : std::is_same_v<D, T>);
   const int64_t wp = w + 2 * pw;
-  for (int64_t c = 0; c < in_ch; ++c) {
-    D* dst = src + c / kPer * kPer * l.channel_size + c % kPer;
+  for (int64_t c = 0; c < in_ch; c += kPer) {
+    D* dst = src + c * l.channel_size;
     for (int64_t r = 0; r < h; ++r) {
       const T* row = x + (c * h + r) * w;
+      const T* next = c + 1 < in_ch ? row + h * w : nullptr;  // the pair's second channel
+      // Elements first, first + step, ... (n of them) of the row to d[0], d[kPer], ...
+      auto put = [&](D* d, int64_t first, int64_t step, int64_t n) {
+        if constexpr (std::is_same_v<D, float>) {
+          widen_block(d, row + first, step, n);
+        } else if constexpr (kPer == 1) {
+          for (int64_t i = 0; i < n; ++i) d[i] = row[first + i * step];
+        } else {  // whole 32-bit words: a loop the compiler vectorizes
+          auto bits = [](T v) { return uint32_t{Eigen::numext::bit_cast<uint16_t>(v)}; };
+          for (int64_t i = 0; i < n; ++i) {
+            const int64_t k = first + i * step;
+            const uint32_t word = bits(row[k]) | (next ? bits(next[k]) << 16 : 0u);
+            std::memcpy(d + 2 * i, &word, sizeof word);
+          }
+        }
+      };
       if (stride == 1) {
-        put(dst + ((r + ph) * wp + pw) * kPer, row, 1, w);
+        put(dst + ((r + ph) * wp + pw) * kPer, 0, 1, w);
         continue;
       }
       // Padded column cp = col + pw goes to the even or odd plane at cp / 2.
@@ -397,8 +414,8 @@ void prepare_direct_input(D* src, const T* x, int64_t in_ch, int64_t h, int64_t 
       D* even = dst + ((rp % 2) * 2 * plane + (rp / 2) * wq) * kPer;
       D* odd = even + plane * kPer;
       const int64_t first_even = pw % 2, first_odd = 1 - pw % 2;
-      put(even + (first_even + pw) / 2 * kPer, row + first_even, 2, (w - first_even + 1) / 2);
-      put(odd + (first_odd + pw) / 2 * kPer, row + first_odd, 2, (w - first_odd + 1) / 2);
+      put(even + (first_even + pw) / 2 * kPer, first_even, 2, (w - first_even + 1) / 2);
+      put(odd + (first_odd + pw) / 2 * kPer, first_odd, 2, (w - first_odd + 1) / 2);
     }
   }
 }
@@ -422,9 +439,11 @@ void output_block(Out* y, int64_t n_out, int64_t hw, const float* bias, const Co
 
 // Stores the outputs of acc[o][v] (positions q0 + kLanes * v ... on the grid of width gw) into y
 // (n_out, ho, wo), dropping the junk grid columns ow >= wo and the positions past the last.
+// Inlined into both kernels (the bf16 one's target attribute would otherwise keep it a call).
 template <int kNV>
-void store_direct(float* y, const VecF (&acc)[kDirectCo][kNV], int64_t q0, int64_t gw, int64_t ho,
-                  int64_t wo, int64_t n_out) {
+inline __attribute__((always_inline)) void store_direct(float* y, const VecF (&acc)[kDirectCo][kNV],
+                                                        int64_t q0, int64_t gw, int64_t ho,
+                                                        int64_t wo, int64_t n_out) {
   const int64_t q_end = (ho - 1) * gw + wo;
   for (int v = 0; v < kNV; ++v) {
     const int64_t q = q0 + kLanes * v;
@@ -531,7 +550,7 @@ void direct_conv(T* y, const T* x, const std::vector<W>& wpacked, const float* b
     Src* src = scratch<Src, 2>(src_size).data();
     std::fill(src, src + src_size, Src(0));  // the padding stays zero from sample to sample
     for (int64_t s = lo; s < hi; ++s) {
-      prepare_direct_input(src, x + s * in_ch * h * w, in_ch, h, w, ph, pw, stride, l);
+      prepare_direct_input<kPer>(src, x + s * in_ch * h * w, in_ch, h, w, ph, pw, stride, l);
       // The blocks of one sample run in parallel when there are fewer samples than threads.
       parallel_for(0, blocks, 1, [&](int64_t b0, int64_t b1) {
         for (int64_t b = b0; b < b1; ++b) {
@@ -891,7 +910,7 @@ void winograd_conv(T* y, const T* x, const std::vector<float>& u, const float* b
     for (int64_t s0 = lo; s0 < hi; s0 += t.samples) {
       const int64_t count = std::min(t.samples, hi - s0);
       for (int64_t k = 0; k < count; ++k) {  // in order: junk lanes land in the next one's places
-        prepare_direct_input(src, x + (s0 + k) * in_ch * h * w, in_ch, h, w, ph, pw, 1, l);
+        prepare_direct_input<1>(src, x + (s0 + k) * in_ch * h * w, in_ch, h, w, ph, pw, 1, l);
         winograd_input(v + k * t.tiles, src, in_ch, hp, wp, t);
       }
       parallel_for(0, blocks, 1, [&](int64_t b0, int64_t b1) {
@@ -1020,7 +1039,56 @@ void transpose_block(float* dst, const float* src, int64_t nco, int64_t hw) {
     for (int64_t o = 0; o < kWgradCo; ++o) dst[q * kWgradCo + o] = o < nco ? src[o * hw + q] : 0.0f;
 }
 
-// dw (f32) of x and dy in f32, or both in f16/bf16 (widened as they are copied).
+#if defined(__AVX512F__)
+// The bf16 weight gradient (AVX512_BF16): output positions q on the direct kernels' grid (width
+// grid_w, so that consecutive positions read consecutive inputs at every tap, for stride 1 and
+// 2), two at a time. dy goes to [q / 2][16 channels][q % 2] (pair_grads) and each vdpbf16ps adds
+// the products of both positions of a channel pair's tap for 16 output channels into f32: twice
+// the positions of an f32 FMA. Junk grid columns (ow >= wo) and the position past an odd last
+// one carry dy = 0; the inputs they meet are finite unless the input holds an inf or NaN, whose
+// gradient is not finite anyway.
+// Each channel's dy goes to `grid` in grid order first (zero at junk positions), then as whole
+// 32-bit words (two positions) to its place in every pair.
+void pair_grads(Eigen::bfloat16* dst, const Eigen::bfloat16* dy, int64_t nco, int64_t ho,
+                int64_t wo, int64_t gw, int64_t pairs) {
+  Eigen::bfloat16* grid = scratch<Eigen::bfloat16, 13>(2 * pairs + gw).data();
+  std::fill(grid, grid + 2 * pairs + gw, Eigen::bfloat16(0));
+  for (int64_t o = 0; o < kWgradCo; ++o) {
+    if (o < nco)
+      for (int64_t oh = 0; oh < ho; ++oh) std::copy_n(dy + (o * ho + oh) * wo, wo, grid + oh * gw);
+    else
+      std::fill(grid, grid + 2 * pairs, Eigen::bfloat16(0));
+    for (int64_t k = 0; k < pairs; ++k) std::memcpy(dst + (k * kWgradCo + o) * 2, grid + 2 * k, 4);
+  }
+}
+
+// acc[c][tap] (16 output channels) += sum over position pairs of dy x for kCi input channels of
+// src (planes channel_size apart, as prepare_direct_input<1> lays them out).
+template <int kCi>
+__attribute__((target("avx512bf16"))) void wgrad_channels_bf16(CacheLine* acc,
+                                                               const Eigen::bfloat16* dyp,
+                                                               const Eigen::bfloat16* xc,
+                                                               const DirectLayout& l,
+                                                               int64_t pairs) {
+  __m512 a[kCi][9];
+  for (int c = 0; c < kCi; ++c)
+    for (int t = 0; t < 9; ++t) a[c][t] = _mm512_load_ps(acc[c * 9 + t].v);
+  for (int64_t k = 0; k < pairs; ++k) {
+    const __m512bh d = (__m512bh)_mm512_loadu_si512(dyp + k * 2 * kWgradCo);
+    for (int c = 0; c < kCi; ++c)
+      for (int t = 0; t < 9; ++t) {
+        uint32_t word;  // the inputs of positions 2k and 2k + 1 at tap t
+        std::memcpy(&word, xc + c * l.channel_size + 2 * k + l.tap_offset[t], sizeof word);
+        a[c][t] = _mm512_dpbf16_ps(a[c][t], (__m512bh)_mm512_set1_epi32(static_cast<int>(word)), d);
+      }
+  }
+  for (int c = 0; c < kCi; ++c)
+    for (int t = 0; t < 9; ++t) _mm512_store_ps(acc[c * 9 + t].v, a[c][t]);
+}
+#endif
+
+// dw (f32) of x and dy in f32, or both in f16/bf16 (widened as they are copied; bf16 on a CPU
+// with bf16 dot products at stride 1 or 2 through wgrad_channels_bf16 as it is).
 template <typename T>
 void direct_weight_grad(float* dw, const T* x, const T* dy, const Geometry& g,
                         const Conv2dParams& p) {
@@ -1030,7 +1098,10 @@ void direct_weight_grad(float* dw, const T* x, const T* dy, const Geometry& g,
   // Per (chunk, block of 16 output channels): [ci][tap] vectors of 16 channels.
   // (each task zeroes its own part)
   CacheLine* partial = scratch<CacheLine, 3>(chunks * blocks * g.ci * 9).data();
-  const DirectLayout layout = direct_layout(hp, wp, 1);
+  const bool pairs_of_positions =
+      bf16_dot<T>() && p.stride_h == p.stride_w && (p.stride_h == 1 || p.stride_h == 2);
+  const DirectLayout layout = direct_layout(hp, wp, pairs_of_positions ? p.stride_h : 1);
+  const int64_t pairs = ((g.ho - 1) * layout.grid_w + g.wo + 1) / 2;
   // A task is one chunk of samples and a range of blocks: each sample's padded copy serves every
   // block of its task. With few chunks (small batches) each block is a task of its own, so the
   // threads still have work. Either way a (chunk, block) accumulator sums its samples in order.
@@ -1048,8 +1119,33 @@ void direct_weight_grad(float* dw, const T* x, const T* dy, const Geometry& g,
         std::fill(acc, acc + g.ci * 9, CacheLine{});
       }
       for (int64_t s = g.n * chunk / chunks; s < g.n * (chunk + 1) / chunks; ++s) {
-        prepare_direct_input(xpad, x + s * g.ci * g.h * g.w, g.ci, g.h, g.w, p.pad_h, p.pad_w, 1,
-                             layout);
+#if defined(__AVX512F__)
+        if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
+          if (pairs_of_positions) {
+            const int64_t src_size = g.ci * layout.channel_size + kDirectSlack;
+            T* src = scratch<T, 2>(src_size).data();
+            if (s == g.n * chunk / chunks) std::fill(src, src + src_size, T(0));  // padding: zero
+            prepare_direct_input<1>(src, x + s * g.ci * g.h * g.w, g.ci, g.h, g.w, p.pad_h, p.pad_w,
+                                    p.stride_h, layout);
+            T* dyp = scratch<T, 12>(pairs * 2 * kWgradCo).data();
+            for (int64_t b = b0; b < b1; ++b) {
+              const int64_t co0 = b * kWgradCo, nco = std::min(kWgradCo, g.co - co0);
+              CacheLine* acc = partial + (chunk * blocks + b) * g.ci * 9;
+              pair_grads(dyp, dy + (s * g.co + co0) * hw, nco, g.ho, g.wo, layout.grid_w, pairs);
+              int64_t c = 0;
+              for (; c + 2 <= g.ci; c += 2)
+                wgrad_channels_bf16<2>(acc + c * 9, dyp, src + c * layout.channel_size, layout,
+                                       pairs);
+              for (; c < g.ci; ++c)
+                wgrad_channels_bf16<1>(acc + c * 9, dyp, src + c * layout.channel_size, layout,
+                                       pairs);
+            }
+            continue;
+          }
+        }
+#endif
+        prepare_direct_input<1>(xpad, x + s * g.ci * g.h * g.w, g.ci, g.h, g.w, p.pad_h, p.pad_w, 1,
+                                layout);
         for (int64_t b = b0; b < b1; ++b) {
           const int64_t co0 = b * kWgradCo, nco = std::min(kWgradCo, g.co - co0);
           CacheLine* acc = partial + (chunk * blocks + b) * g.ci * 9;
@@ -1103,17 +1199,6 @@ const float* f32_data(const Tensor& t, Tensor& keep) {
   return ptr<const float>(keep);
 }
 
-// Whether tensors of T take the bf16 kernel: bf16 on a CPU with bf16 dot products, which then
-// replaces Winograd too (twice the f32 direct kernel's rate, exact products).
-template <typename T>
-bool bf16_dot() {
-#if defined(__AVX512F__)
-  return std::is_same_v<T, Eigen::bfloat16> && cpu_bf16_dot();
-#else
-  return false;
-#endif
-}
-
 // The direct kernels over tensors of T: f32, or f16/bf16 read as they are (each kernel widens
 // the input it copies anyway and rounds its output block by block while it is in cache).
 template <typename T>
@@ -1122,13 +1207,16 @@ void direct_forward(const Tensor& out, const Tensor& in, const Tensor& weight, c
   Tensor w32, b32;
   const float* w = f32_data(weight, w32);
   const float* b = f32_data(bias, b32);
-  if (bf16_dot<T>()) {
 #if defined(__AVX512F__)
-    auto wp = pack_direct_weights<uint32_t>(w, g.co, g.ci, false);
-    direct_conv(ptr<T>(out), ptr<const T>(in), wp, b, g.n, g.ci, g.h, g.w, g.co, p.pad_h, p.pad_w,
-                p.stride_h);
+  if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
+    if (bf16_dot<T>()) {
+      auto wp = pack_direct_weights<uint32_t>(w, g.co, g.ci, false);
+      return direct_conv(ptr<T>(out), ptr<const T>(in), wp, b, g.n, g.ci, g.h, g.w, g.co, p.pad_h,
+                         p.pad_w, p.stride_h);
+    }
+  }
 #endif
-  } else if (p.stride_h == 1 && use_winograd(g.ci, g.ho, g.wo)) {
+  if (p.stride_h == 1 && use_winograd(g.ci, g.ho, g.wo)) {
     auto u = pack_winograd_weights(w, g.co, g.ci, false);
     winograd_conv(ptr<T>(out), ptr<const T>(in), u, b, g.n, g.ci, g.h, g.w, g.co, p.pad_h, p.pad_w);
   } else {
@@ -1154,17 +1242,21 @@ bool direct_backward(const Tensor& grad_out, const Tensor& in, const Tensor& wei
   if (direct_input) {
     Tensor w32;
     const float* w = f32_data(weight, w32);
-    if (bf16_dot<T>()) {
+    bool done = false;
 #if defined(__AVX512F__)
-      auto wp = pack_direct_weights<uint32_t>(w, g.co, g.ci, true);
-      direct_conv(ptr<T>(grad_in), ptr<const T>(grad_out), wp, nullptr, g.n, g.co, g.ho, g.wo, g.ci,
-                  pt.pad_h, pt.pad_w, 1);
+    if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
+      if ((done = bf16_dot<T>())) {
+        auto wp = pack_direct_weights<uint32_t>(w, g.co, g.ci, true);
+        direct_conv(ptr<T>(grad_in), ptr<const T>(grad_out), wp, nullptr, g.n, g.co, g.ho, g.wo,
+                    g.ci, pt.pad_h, pt.pad_w, 1);
+      }
+    }
 #endif
-    } else if (use_winograd(g.co, g.h, g.w)) {
+    if (!done && use_winograd(g.co, g.h, g.w)) {
       auto u = pack_winograd_weights(w, g.co, g.ci, true);
       winograd_conv(ptr<T>(grad_in), ptr<const T>(grad_out), u, nullptr, g.n, g.co, g.ho, g.wo,
                     g.ci, pt.pad_h, pt.pad_w);
-    } else {
+    } else if (!done) {
       auto wp = pack_direct_weights<float>(w, g.co, g.ci, true);
       direct_conv(ptr<T>(grad_in), ptr<const T>(grad_out), wp, nullptr, g.n, g.co, g.ho, g.wo, g.ci,
                   pt.pad_h, pt.pad_w, 1);
