@@ -61,6 +61,29 @@ int collectives(Communicator& c) {
         expect(close_bits(t.cpu(), comm_reference(ins, op)),
                std::string("allreduce ") + reduce_op_name(op) + " " + tag);
       }
+      // 16-bit sums and averages asked for natively: NCCL's own reduction on nccl (rounded at
+      // each step), f32 on mpi; within the 16-bit tolerance of the reference either way.
+      for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg}) {
+        if (!is_reduced_float(dtype)) break;
+        Tensor t = on_device(ins[r]);
+        c.allreduce(t, op, Accumulate::native).wait();
+        expect(close_bits(t.cpu(), comm_reference(ins, op)),
+               std::string("allreduce ") + reduce_op_name(op) + ", native " + tag);
+      }
+      // A NaN in the last rank's first element: max and min keep it, as the local backend does
+      // (NCCL's float max/min alone would drop it), and reduce the other elements as without it.
+      for (ReduceOp op : {ReduceOp::max, ReduceOp::min}) {
+        if (!is_floating(dtype) || n < 2) break;
+        Tensor x = ins[r].clone();
+        if (r == w - 1) x.narrow(0, 0, 1).fill_(std::nan(""));
+        Tensor t = on_device(x);
+        c.allreduce(t, op).wait();
+        const Tensor host = t.cpu();
+        expect(std::isnan(host.narrow(0, 0, 1).to(DType::f64).item<double>()) &&
+                   close_bits(host.narrow(0, 1, n - 1).contiguous(),
+                              comm_reference(ins, op).narrow(0, 1, n - 1).contiguous()),
+               std::string("allreduce ") + reduce_op_name(op) + " with a NaN " + tag);
+      }
       std::vector<Tensor> bs;
       for (int q = 0; q < w; ++q) bs.push_back(comm_input(q, 5, dtype, 3));
       Tensor a = on_device(ins[r]), b = on_device(bs[r]);
