@@ -115,9 +115,32 @@ const T* group_cols(std::vector<T>& buf, const T* x, int64_t s0, int64_t s1, int
   return buf.data();
 }
 
+// c (ldc apart) = op(a) op(b), or += op(a) op(b) with `accumulate`, in T's accumulation type:
+// the GEMM of f32/f64, or for bf16 the bf16 GEMM (vdpbf16ps; only where cpu_bf16_dot()).
+template <typename T>
+void gemm_acc(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda,
+              const T* b, int64_t ldb, acc_type<T>* c, int64_t ldc, bool accumulate) {
+  if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
+#if defined(__AVX512F__)
+    auto bits = [](const T* v) { return reinterpret_cast<const uint16_t*>(v); };
+    if (!accumulate)
+      return gemm_bf16(trans_a, trans_b, m, n, k, bits(a), lda, bits(b), ldb, c, ldc);
+    float* product = scratch<float, 14>(m * n).data();
+    gemm_bf16(trans_a, trans_b, m, n, k, bits(a), lda, bits(b), ldb, product, n);
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) c[i * ldc + j] += product[i * n + j];
+#endif
+  } else {
+    gemm<T>(trans_a, trans_b, m, n, k, T(1), a, lda, b, ldb, accumulate ? T(1) : T(0), c, ldc);
+  }
+}
+
+// im2col + GEMM over tensors of T (f32, f64, or bf16 on the bf16 GEMM), sums in acc_type<T>.
 template <typename T>
 void forward_impl(const Tensor& out, const Tensor& in, const Tensor& weight, const Tensor& bias,
                   const Conv2dParams& p) {
+  using A = acc_type<T>;
+  constexpr bool kWide = std::is_same_v<A, T>;
   Geometry g = geometry(in, weight, out, p.groups);
   const T* x = ptr<const T>(in);
   const T* w = ptr<const T>(weight);
@@ -126,28 +149,31 @@ void forward_impl(const Tensor& out, const Tensor& in, const Tensor& weight, con
   const int64_t hw = g.col_cols(), per = samples_per_group(g), groups = (g.n + per - 1) / per;
   parallel_for(0, groups, 1, [&](int64_t lo, int64_t hi) {
     auto& col = scratch<T, 0>(0);
-    auto& ybuf = scratch<T, 1>(0);
+    auto& ybuf = scratch<A, 1>(0);
     for (int64_t grp = lo; grp < hi; ++grp) {
       const int64_t s0 = grp * per, s1 = std::min(g.n, s0 + per), ld = (s1 - s0) * hw;
       for (int64_t gr = 0; gr < g.groups; ++gr) {
         const T* cols = group_cols(col, x, s0, s1, gr, g, p);
-        // One sample writes straight into the output; several go through (Cog, S * HoWo).
-        T* dst = y + (s0 * g.co + gr * g.cog()) * hw;
-        if (s1 - s0 > 1) {
+        // One wide sample writes straight into the output; several, or narrow ones, go through
+        // (Cog, S * HoWo) in A.
+        A* dst = nullptr;
+        if constexpr (kWide) dst = y + (s0 * g.co + gr * g.cog()) * hw;
+        if (!kWide || s1 - s0 > 1) {
           ybuf.resize(g.cog() * ld);
           dst = ybuf.data();
         }
-        gemm<T>(false, false, g.cog(), ld, g.col_rows(), T(1), w + gr * g.cog() * g.col_rows(),
-                g.col_rows(), cols, ld, T(0), dst, ld);
+        gemm_acc(false, false, g.cog(), ld, g.col_rows(), w + gr * g.cog() * g.col_rows(),
+                 g.col_rows(), cols, ld, dst, ld, false);
         for (int64_t s = s0; s < s1; ++s)
           for (int64_t c = 0; c < g.cog(); ++c) {
-            const T* src = dst + c * ld + (s - s0) * hw;
+            const A* src = dst + c * ld + (s - s0) * hw;
             T* o = y + (s * g.co + gr * g.cog() + c) * hw;
-            const T bc = b ? b[gr * g.cog() + c] : T(0);
-            if (src != o) {
-              for (int64_t i = 0; i < hw; ++i) o[i] = src[i] + bc;
+            const A bc = b ? widen_one(b[gr * g.cog() + c]) : A(0);
+            if (static_cast<const void*>(src) != o) {
+              for (int64_t i = 0; i < hw; ++i) o[i] = narrow_one<T>(src[i] + bc);
             } else if (b) {
-              for (int64_t i = 0; i < hw; ++i) o[i] += bc;
+              if constexpr (kWide)
+                for (int64_t i = 0; i < hw; ++i) o[i] += bc;
             }
           }
       }
@@ -172,6 +198,8 @@ template <typename T>
 void backward_impl(const Tensor& grad_out, const Tensor& in, const Tensor& weight,
                    const Tensor& grad_in, const Tensor& grad_weight, const Tensor& grad_bias,
                    const Conv2dParams& p) {
+  using A = acc_type<T>;
+  constexpr bool kWide = std::is_same_v<A, T>;
   Geometry g = geometry(in, weight, grad_out, p.groups);
   const T* x = ptr<const T>(in);
   const T* w = ptr<const T>(weight);
@@ -184,8 +212,8 @@ void backward_impl(const Tensor& grad_out, const Tensor& in, const Tensor& weigh
       for (int64_t c = lo; c < hi; ++c) {
         double s = 0;
         for (int64_t n = 0; n < g.n; ++n)
-          for (int64_t i = 0; i < hw; ++i) s += dy[(n * g.co + c) * hw + i];
-        db[c] = static_cast<T>(s);
+          for (int64_t i = 0; i < hw; ++i) s += widen_one(dy[(n * g.co + c) * hw + i]);
+        db[c] = narrow_one<T>(static_cast<A>(s));
       }
     });
   }
@@ -193,25 +221,37 @@ void backward_impl(const Tensor& grad_out, const Tensor& in, const Tensor& weigh
   if (grad_in.defined()) {
     T* dx = ptr<T>(grad_in);
     parallel_for(0, groups, 1, [&](int64_t lo, int64_t hi) {
-      auto& dcol = scratch<T, 0>(0);
+      auto& dcol = scratch<A, 0>(0);
       auto& dybuf = scratch<T, 1>(0);
+      auto& dxbuf = scratch<A, 15>(0);
       for (int64_t grp = lo; grp < hi; ++grp) {
         const int64_t s0 = grp * per, s1 = std::min(g.n, s0 + per), ld = (s1 - s0) * hw;
         for (int64_t gr = 0; gr < g.groups; ++gr) {
           const T* dys = group_grads(dybuf, dy, s0, s1, gr, g);
           const T* wg = w + gr * g.cog() * g.col_rows();
-          if (g.pointwise(p) && s1 - s0 == 1) {  // dx = W^T dy directly
-            gemm<T>(true, false, g.col_rows(), hw, g.cog(), T(1), wg, g.col_rows(), dys, hw, T(0),
-                    dx + (s0 * g.ci + gr * g.cig()) * g.h * g.w, hw);
-            continue;
+          if constexpr (kWide) {
+            if (g.pointwise(p) && s1 - s0 == 1) {  // dx = W^T dy directly
+              gemm<T>(true, false, g.col_rows(), hw, g.cog(), T(1), wg, g.col_rows(), dys, hw, T(0),
+                      dx + (s0 * g.ci + gr * g.cig()) * g.h * g.w, hw);
+              continue;
+            }
           }
           dcol.resize(g.col_rows() * ld);
-          gemm<T>(true, false, g.col_rows(), ld, g.cog(), T(1), wg, g.col_rows(), dys, ld, T(0),
-                  dcol.data(), ld);
+          gemm_acc(true, false, g.col_rows(), ld, g.cog(), wg, g.col_rows(), dys, ld, dcol.data(),
+                   ld, false);
+          const int64_t sample = g.cig() * g.h * g.w;
           for (int64_t s = s0; s < s1; ++s) {
             T* dxs = dx + (s * g.ci + gr * g.cig()) * g.h * g.w;
-            std::fill(dxs, dxs + g.cig() * g.h * g.w, T(0));
-            col2im(dxs, dcol.data() + (s - s0) * hw, ld, g, p);
+            A* sum = nullptr;  // narrow: summed in A, rounded once
+            if constexpr (kWide) {
+              sum = dxs;
+            } else {
+              dxbuf.resize(sample);
+              sum = dxbuf.data();
+            }
+            std::fill(sum, sum + sample, A(0));
+            col2im(sum, dcol.data() + (s - s0) * hw, ld, g, p);
+            if constexpr (!kWide) narrow_block(dxs, 1, sum, sample);
           }
         }
       }
@@ -221,30 +261,30 @@ void backward_impl(const Tensor& grad_out, const Tensor& in, const Tensor& weigh
   if (grad_weight.defined()) {
     const int64_t wsize = weight.numel();
     const int64_t chunks = std::min(kWeightChunks, groups);
-    T* partial = scratch<T, 5>(chunks * wsize).data();
-    std::fill(partial, partial + chunks * wsize, T(0));
+    A* partial = scratch<A, 5>(chunks * wsize).data();
+    std::fill(partial, partial + chunks * wsize, A(0));
     parallel_for(0, chunks, 1, [&](int64_t lo, int64_t hi) {
       auto& col = scratch<T, 0>(0);
       auto& dybuf = scratch<T, 1>(0);
       for (int64_t c = lo; c < hi; ++c) {
-        T* acc = partial + c * wsize;
+        A* acc = partial + c * wsize;
         for (int64_t grp = groups * c / chunks; grp < groups * (c + 1) / chunks; ++grp) {
           const int64_t s0 = grp * per, s1 = std::min(g.n, s0 + per), ld = (s1 - s0) * hw;
           for (int64_t gr = 0; gr < g.groups; ++gr) {
             const T* cols = group_cols(col, x, s0, s1, gr, g, p);
             const T* dys = group_grads(dybuf, dy, s0, s1, gr, g);
             // dW_g (Cog, Cig*kh*kw) += dy_g (Cog, S*HoWo) x col^T (S*HoWo, Cig*kh*kw)
-            gemm<T>(false, true, g.cog(), g.col_rows(), ld, T(1), dys, ld, cols, ld, T(1),
-                    acc + gr * g.cog() * g.col_rows(), g.col_rows());
+            gemm_acc(false, true, g.cog(), g.col_rows(), ld, dys, ld, cols, ld,
+                     acc + gr * g.cog() * g.col_rows(), g.col_rows(), true);
           }
         }
       }
     });
     T* dw = ptr<T>(grad_weight);
     for (int64_t i = 0; i < wsize; ++i) {
-      T s = partial[i];
+      A s = partial[i];
       for (int64_t c = 1; c < chunks; ++c) s += partial[c * wsize + i];
-      dw[i] = s;
+      dw[i] = narrow_one<T>(s);
     }
   }
 }
@@ -401,7 +441,7 @@ void prepare_direct_input(D* src, const T* x, int64_t in_ch, int64_t h, int64_t 
           for (int64_t i = 0; i < n; ++i) {
             const int64_t k = first + i * step;
             const uint32_t word = bits(row[k]) | (next ? bits(next[k]) << 16 : 0u);
-            std::memcpy(d + 2 * i, &word, sizeof word);
+            std::memcpy(static_cast<void*>(d + 2 * i), &word, sizeof word);
           }
         }
       };
@@ -1058,7 +1098,8 @@ void pair_grads(Eigen::bfloat16* dst, const Eigen::bfloat16* dy, int64_t nco, in
       for (int64_t oh = 0; oh < ho; ++oh) std::copy_n(dy + (o * ho + oh) * wo, wo, grid + oh * gw);
     else
       std::fill(grid, grid + 2 * pairs, Eigen::bfloat16(0));
-    for (int64_t k = 0; k < pairs; ++k) std::memcpy(dst + (k * kWgradCo + o) * 2, grid + 2 * k, 4);
+    for (int64_t k = 0; k < pairs; ++k)
+      std::memcpy(static_cast<void*>(dst + (k * kWgradCo + o) * 2), grid + 2 * k, 4);
   }
 }
 
@@ -1101,7 +1142,7 @@ void direct_weight_grad(float* dw, const T* x, const T* dy, const Geometry& g,
   const bool pairs_of_positions =
       bf16_dot<T>() && p.stride_h == p.stride_w && (p.stride_h == 1 || p.stride_h == 2);
   const DirectLayout layout = direct_layout(hp, wp, pairs_of_positions ? p.stride_h : 1);
-  const int64_t pairs = ((g.ho - 1) * layout.grid_w + g.wo + 1) / 2;
+  [[maybe_unused]] const int64_t pairs = ((g.ho - 1) * layout.grid_w + g.wo + 1) / 2;
   // A task is one chunk of samples and a range of blocks: each sample's padded copy serves every
   // block of its task. With few chunks (small batches) each block is a task of its own, so the
   // threads still have work. Either way a (chunk, block) accumulator sums its samples in order.
@@ -1312,8 +1353,19 @@ void conv2d_backward(const Tensor& grad_out, const Tensor& in, const Tensor& wei
   });
 }
 
+#if defined(__AVX512F__)
+namespace {
+// Whether the im2col path takes these tensors as they are: bf16 in row-major order on a CPU with
+// bf16 dot products (the bf16 GEMM).
+bool im2col_bf16(std::initializer_list<const Tensor*> tensors) {
+  return (*tensors.begin())->dtype() == DType::bf16 && cpu_bf16_dot() && reads_narrow(tensors);
+}
+}  // namespace
+#endif
+
 // The registered entries. f16/bf16 in row-major order reach the direct kernels as they are where
-// those apply; the rest goes through f32 row-major copies (through_f32_row_major).
+// those apply, and bf16 the im2col path on the bf16 GEMM where the CPU has one; the rest goes
+// through f32 row-major copies (through_f32_row_major).
 void conv2d_forward_entry(const Tensor& out, const Tensor& in, const Tensor& weight,
                           const Tensor& bias, const Conv2dParams& p) {
 #if defined(TANDEM_DIRECT_CONV)
@@ -1321,6 +1373,10 @@ void conv2d_forward_entry(const Tensor& out, const Tensor& in, const Tensor& wei
   if (reads_narrow({&in, &out, &weight, &bias}) && use_direct(g, p))
     return with_narrow_type(
         in.dtype(), [&](auto t) { direct_forward<decltype(t)>(out, in, weight, bias, g, p); });
+#endif
+#if defined(__AVX512F__)
+  if (im2col_bf16({&in, &out, &weight, &bias}))
+    return forward_impl<Eigen::bfloat16>(out, in, weight, bias, p);
 #endif
   through_f32_row_major<&conv2d_forward, 0b1>(out, in, weight, bias, p);
 }
@@ -1340,6 +1396,10 @@ void conv2d_backward_entry(const Tensor& grad_out, const Tensor& in, const Tenso
     rest_weight = Tensor();
     if (!rest_in.defined() && !grad_bias.defined()) return;
   }
+#endif
+#if defined(__AVX512F__)
+  if (im2col_bf16({&in, &grad_out, &weight, &grad_in, &grad_weight, &grad_bias}))
+    return backward_impl<Eigen::bfloat16>(grad_out, in, weight, rest_in, rest_weight, grad_bias, p);
 #endif
   through_f32_row_major<&conv2d_backward, 0b111000>(grad_out, in, weight, rest_in, rest_weight,
                                                     grad_bias, p);
