@@ -25,7 +25,7 @@ ROOT = os.path.dirname(HERE)
 
 def torch_worker(args):
     """The PyTorch side: the CIFAR ResNet of tests/golden/make_model_golden.py (the model the
-    golden test checks tandem's against)."""
+    golden test checks tandem's against), or torchvision's ResNet-50 layout (bench_resnet_gpu.py)."""
     import torch
     import torch.nn.functional as F
     sys.path.insert(0, os.path.join(ROOT, "tests", "golden"))
@@ -33,8 +33,11 @@ def torch_worker(args):
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    depth = int(args.model.replace("resnet", ""))
-    model = CifarResNet(depth, in_channels=args.channels)
+    if args.model == "resnet50":
+        from bench_resnet_gpu import torch_resnet50
+        model = torch_resnet50()
+    else:
+        model = CifarResNet(int(args.model.replace("resnet", "")), in_channels=args.channels)
     decay = [p for p in model.parameters() if p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
     opt = torch.optim.SGD([{"params": decay, "weight_decay": 5e-4},
@@ -62,7 +65,9 @@ def torch_worker(args):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--model", default="resnet20", choices=["resnet20", "resnet32", "resnet44", "resnet56"])
+    p.add_argument("--model", default="resnet20",
+                   choices=["resnet20", "resnet32", "resnet44", "resnet56", "resnet50"],
+                   help="resnet50: ImageNet's layout, 3 input channels (use --channels 3)")
     p.add_argument("--batch", type=int, default=128)
     p.add_argument("--channels", type=int, default=1)
     p.add_argument("--size", type=int, default=28)
@@ -77,6 +82,8 @@ def main():
     p.add_argument("--plot", help="PNG of img/s per repeat (needs python3-matplotlib)")
     p.add_argument("--torch-worker", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
+    if args.model == "resnet50" and args.channels != 3:
+        p.error("resnet50 takes 3 input channels: add --channels 3")
     if args.torch_worker:
         return torch_worker(args)
 

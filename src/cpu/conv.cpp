@@ -280,12 +280,12 @@ void backward_impl(const Tensor& grad_out, const Tensor& in, const Tensor& weigh
         }
       }
     });
+    // The chunks' sums in order, chunk 0 + 1 + ..., added a whole chunk at a time (sequential,
+    // vectorized) into chunk 0's.
+    for (int64_t c = 1; c < chunks; ++c)
+      for (int64_t i = 0; i < wsize; ++i) partial[i] += partial[c * wsize + i];
     T* dw = ptr<T>(grad_weight);
-    for (int64_t i = 0; i < wsize; ++i) {
-      A s = partial[i];
-      for (int64_t c = 1; c < chunks; ++c) s += partial[c * wsize + i];
-      dw[i] = narrow_one<T>(s);
-    }
+    for (int64_t i = 0; i < wsize; ++i) dw[i] = narrow_one<T>(partial[i]);
   }
 }
 
@@ -1214,17 +1214,17 @@ void direct_weight_grad(float* dw, const T* x, const T* dy, const Geometry& g,
       }
     }
   });
+  // The chunks' sums in order, chunk 0 + 1 + ..., added a whole chunk at a time (sequential:
+  // a chunk of a wide layer's accumulators is megabytes) into chunk 0's.
+  const int64_t per_chunk = blocks * g.ci * 9;
+  for (int64_t ch = 1; ch < chunks; ++ch)
+    for (int64_t i = 0; i < per_chunk; ++i)
+      for (int64_t o = 0; o < kWgradCo; ++o) partial[i].v[o] += partial[ch * per_chunk + i].v[o];
   for (int64_t b = 0; b < blocks; ++b)
     for (int64_t c = 0; c < g.ci; ++c)
-      for (int64_t t = 0; t < 9; ++t) {
-        CacheLine sum = partial[b * g.ci * 9 + c * 9 + t];
-        for (int64_t ch = 1; ch < chunks; ++ch) {
-          const CacheLine& more = partial[(ch * blocks + b) * g.ci * 9 + c * 9 + t];
-          for (int64_t o = 0; o < kWgradCo; ++o) sum.v[o] += more.v[o];
-        }
+      for (int64_t t = 0; t < 9; ++t)
         for (int64_t o = 0; o < std::min(kWgradCo, g.co - b * kWgradCo); ++o)
-          dw[((b * kWgradCo + o) * g.ci + c) * 9 + t] = sum.v[o];
-      }
+          dw[((b * kWgradCo + o) * g.ci + c) * 9 + t] = partial[(b * g.ci + c) * 9 + t].v[o];
 }
 #endif
 
