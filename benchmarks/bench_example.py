@@ -75,7 +75,8 @@ def measure(cmd, env):
 
 
 def run_tandem(args, env, workdir):
-    cmd = [args.binary, "--epochs", str(args.epochs), "--checkpoint-dir", workdir]
+    cmd = [args.binary, "--epochs", str(args.epochs), "--checkpoint-dir", workdir,
+           "--precision", args.precision]
     if args.max_steps:
         cmd += ["--max-steps", str(args.max_steps)]
     if args.threads:
@@ -90,7 +91,8 @@ def run_tandem(args, env, workdir):
 
 
 def run_torch(args, env):
-    cmd = [sys.executable, os.path.join(HERE, "train_resnet_torch.py"), "--epochs", str(args.epochs)]
+    cmd = [sys.executable, os.path.join(HERE, "train_resnet_torch.py"), "--epochs", str(args.epochs),
+           "--precision", args.precision]
     if args.max_steps:
         cmd += ["--max-steps", str(args.max_steps)]
     if args.threads:
@@ -110,6 +112,8 @@ def main():
     p.add_argument("--threads", type=int, default=os.cpu_count(),
                    help="compute threads for both (default: every core; 0: each its own default)")
     p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--precision", default="f32", choices=["f32", "bf16"],
+                   help="bf16: autocast on both sides")
     p.add_argument("--binary", default=os.path.join(ROOT, "build", "examples", "tandem-resnet"))
     p.add_argument("--out", help="JSON file to write")
     args = p.parse_args()
@@ -137,7 +141,7 @@ def main():
                   f"{elapsed:.0f} s, ETA {eta:.0f} s", file=sys.stderr, flush=True)
     med = lambda key, side=None: statistics.median(r[side][key] if side else r[key] for r in runs)
     summary = {
-        "epochs": args.epochs, "max_steps": args.max_steps, "threads": args.threads or "defaults",
+        "epochs": args.epochs, "max_steps": args.max_steps, "precision": args.precision, "threads": args.threads or "defaults",
         "repeats": args.repeats, "pytorch_version": runs[0]["pytorch"]["version"],
         "tandem_wall_s_median": med("wall_seconds", "tandem"),
         "pytorch_wall_s_median": med("wall_seconds", "pytorch"),

@@ -52,10 +52,10 @@ class Images(torch.utils.data.Dataset):
         return self.transform(x), int(self.labels[i])
 
 
-def evaluate(model, loader):
+def evaluate(model, loader, bf16):
     model.eval()
     correct = total = 0
-    with torch.no_grad():
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
         for x, y in loader:
             correct += (model(x).argmax(1) == y).sum().item()
             total += len(y)
@@ -71,11 +71,14 @@ def main():
     p.add_argument("--batch-size", type=int, default=128)
     p.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (0: PyTorch's default)")
     p.add_argument("--workers", type=int, default=1)
+    p.add_argument("--precision", default="f32", choices=["f32", "bf16"],
+                   help="bf16: torch.autocast on the CPU, as tandem-resnet --precision bf16")
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args()
     if args.threads > 0:
         torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
+    bf16 = args.precision == "bf16"
     start = time.perf_counter()
 
     d = args.data_dir
@@ -108,7 +111,8 @@ def main():
         loss_sum, count, images = 0.0, 0, 0
         for x, y in train:
             opt.zero_grad()
-            loss = F.cross_entropy(model(x), y)
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+                loss = F.cross_entropy(model(x), y)
             loss.backward()
             opt.step()
             sched.step()
@@ -121,7 +125,7 @@ def main():
         seconds = time.perf_counter() - t0
         train_seconds += seconds
         images_seen += images
-        acc = evaluate(model, test)
+        acc = evaluate(model, test, bf16)
         print(f"epoch {epoch + 1}: train loss {loss_sum / count:.4f}, test accuracy {100 * acc:.2f}%, "
               f"{images / seconds:.0f} img/s, {seconds:.1f} s", flush=True)
     print(json.dumps({"framework": "pytorch", "version": torch.__version__, "steps": step,
