@@ -122,7 +122,9 @@ TEST_CASE("narrow convolutions: forward and gradients equal the f32 kernels' res
   // rounding each output block): every result must be bit for bit the f32 computation on the
   // same values, rounded once. Shapes reach each path: few channels (direct), 32 or more at
   // stride 1 (Winograd on AVX-512), stride 2 (direct forward, col2im input gradient), a bias, a
-  // 1x1 convolution (im2col) and channels-last tensors (through f32 copies).
+  // 1x1 convolution (im2col) and channels-last tensors (through f32 copies); stride 2 without
+  // padding on an odd width, 17 samples (the weight gradient's 16 chunks of samples combined),
+  // a 7x7 stride-2 stem (im2col).
   // On a CPU with bf16 dot products, a row-major bf16 convolution's output and gradients (but the
   // bias's, a sum in f64) come from the bf16 kernels and the bf16 GEMM (vdpbf16ps), which add
   // products two at a time in another order: those are checked against the f64 result, within
@@ -136,7 +138,9 @@ TEST_CASE("narrow convolutions: forward and gradients equal the f32 kernels' res
   Generator gen(5);
   for (Case c : {Case{3, 3, 10, 9, 3, 1, 1, false, false}, Case{2, 32, 9, 8, 3, 1, 1, true, false},
                  Case{2, 5, 17, 11, 3, 2, 1, true, false}, Case{2, 40, 8, 7, 3, 1, 0, false, false},
-                 Case{2, 6, 4, 5, 1, 1, 0, true, false}, Case{2, 16, 8, 6, 3, 1, 1, true, true}}) {
+                 Case{2, 6, 4, 5, 1, 1, 0, true, false}, Case{2, 16, 8, 6, 3, 1, 1, true, true},
+                 Case{2, 4, 8, 9, 3, 2, 0, false, false}, Case{17, 3, 5, 6, 3, 1, 2, false, false},
+                 Case{2, 3, 4, 7, 7, 2, 3, false, false}}) {
     for (DType dt : {DType::f16, DType::bf16}) {
       INFO(dt << ": " << c.n << "x" << c.ci << "x" << c.size << "x" << c.size << " -> " << c.co
               << ", " << c.k << "x" << c.k << " stride " << c.stride << " pad " << c.pad
