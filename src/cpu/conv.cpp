@@ -351,7 +351,8 @@ float kernel_tap(const float* w, int64_t ci, int64_t o, int64_t i, int t, bool f
 }
 
 // Whether tensors of T take the bf16 kernels (vdpbf16ps): bf16 on a CPU with bf16 dot products.
-// They then replace Winograd too (twice the f32 direct kernel's rate, exact products).
+// They then replace Winograd too (twice the f32 direct kernel's rate; the products are exact,
+// but vdpbf16ps flushes subnormal inputs and results to zero, as oneDNN's bf16 kernels do).
 template <typename T>
 bool bf16_dot() {
 #if defined(__AVX512F__)
@@ -1149,9 +1150,13 @@ void direct_weight_grad(float* dw, const T* x, const T* dy, const Geometry& g,
   const int64_t per_task = chunks >= 8 ? blocks : 1;
   const int64_t ranges = (blocks + per_task - 1) / per_task;
   parallel_for(0, chunks * ranges, 1, [&](int64_t lo, int64_t hi) {
-    float* xpad = scratch<float, 2>(g.ci * plane + kDirectSlack).data();
-    std::fill(xpad, xpad + g.ci * plane + kDirectSlack, 0.0f);  // the padding stays zero
-    float* dyt = scratch<CacheLine, 4>(hw).data()->v;
+    float* xpad = nullptr;  // the f32 kernels' padded sample and transposed gradients
+    float* dyt = nullptr;
+    if (!pairs_of_positions) {
+      xpad = scratch<float, 2>(g.ci * plane + kDirectSlack).data();
+      std::fill(xpad, xpad + g.ci * plane + kDirectSlack, 0.0f);  // the padding stays zero
+      dyt = scratch<CacheLine, 4>(hw).data()->v;
+    }
     for (int64_t task = lo; task < hi; ++task) {
       const int64_t chunk = task / ranges, b0 = task % ranges * per_task;
       const int64_t b1 = std::min(blocks, b0 + per_task);

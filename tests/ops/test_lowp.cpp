@@ -120,37 +120,46 @@ TEST_CASE("narrow convolutions: forward and gradients equal the f32 kernels' res
           "[ops][lowp]") {
   // The direct and Winograd kernels read f16/bf16 tensors as they are (widening what they copy,
   // rounding each output block): every result must be bit for bit the f32 computation on the
-  // same values, rounded once. Shapes reach each path: few channels (direct), 32 or more at
-  // stride 1 (Winograd on AVX-512), stride 2 (direct forward, col2im input gradient), a bias, a
-  // 1x1 convolution (im2col) and channels-last tensors (through f32 copies); stride 2 without
-  // padding on an odd width, 17 samples (the weight gradient's 16 chunks of samples combined),
-  // a 7x7 stride-2 stem (im2col).
+  // same values, rounded once. The shapes reach each path: few channels (direct), 32 or more at
+  // stride 1 (Winograd on AVX-512, forward and input gradient), stride 2 (direct forward, col2im
+  // input gradient), odd widths without padding, non-square maps with unequal pads, maps too
+  // small for the direct forward, a bias, 1x1 and 7x7 convolutions, groups and dilation
+  // (im2col), 9 and 17 samples (the weight gradient's chunks of samples, each serving several
+  // blocks of output channels) and channels-last tensors (through f32 copies).
   // On a CPU with bf16 dot products, a row-major bf16 convolution's output and gradients (but the
   // bias's, a sum in f64) come from the bf16 kernels and the bf16 GEMM (vdpbf16ps), which add
   // products two at a time in another order: those are checked against the f64 result, within
   // one bf16 rounding plus the f32 summation error of their terms.
   const bool dot = kernels::cpu_bf16_dot();
-  if (!dot) WARN("this CPU has no AVX512_BF16: the bf16 convolution kernel does not run");
+  if (!dot) WARN("this CPU has no AVX512_BF16: the bf16 kernels and the bf16 GEMM do not run");
   struct Case {
-    int64_t n, ci, co, size, k, stride, pad;
-    bool bias, channels_last;
+    int64_t n, ci, co, h, w, k, stride, pad_h, pad_w;
+    bool bias = false, channels_last = false;
+    int64_t groups = 1, dilation = 1;
   };
   Generator gen(5);
-  for (Case c : {Case{3, 3, 10, 9, 3, 1, 1, false, false}, Case{2, 32, 9, 8, 3, 1, 1, true, false},
-                 Case{2, 5, 17, 11, 3, 2, 1, true, false}, Case{2, 40, 8, 7, 3, 1, 0, false, false},
-                 Case{2, 6, 4, 5, 1, 1, 0, true, false}, Case{2, 16, 8, 6, 3, 1, 1, true, true},
-                 Case{2, 4, 8, 9, 3, 2, 0, false, false}, Case{17, 3, 5, 6, 3, 1, 2, false, false},
-                 Case{2, 3, 4, 7, 7, 2, 3, false, false}}) {
+  for (Case c : {Case{3, 3, 10, 9, 9, 3, 1, 1, 1}, Case{2, 32, 9, 8, 8, 3, 1, 1, 1, true},
+                 Case{2, 5, 17, 11, 11, 3, 2, 1, 1, true}, Case{2, 40, 8, 7, 7, 3, 1, 0, 0},
+                 Case{2, 6, 4, 5, 5, 1, 1, 0, 0, true},
+                 Case{2, 16, 8, 6, 6, 3, 1, 1, 1, true, true}, Case{2, 4, 8, 9, 9, 3, 2, 0, 0},
+                 Case{17, 3, 5, 6, 6, 3, 1, 2, 2}, Case{2, 3, 4, 7, 7, 7, 2, 3, 3},
+                 Case{9, 3, 20, 6, 6, 3, 2, 1, 1}, Case{3, 6, 4, 24, 24, 1, 1, 0, 0, true},
+                 Case{2, 8, 32, 8, 8, 3, 1, 1, 1}, Case{2, 5, 6, 7, 12, 3, 2, 2, 1},
+                 Case{2, 4, 6, 5, 9, 3, 1, 1, 2}, Case{2, 3, 4, 1, 1, 3, 1, 1, 1},
+                 Case{2, 3, 4, 3, 3, 3, 2, 1, 1}, Case{2, 4, 6, 8, 8, 3, 1, 1, 1, false, false, 2},
+                 Case{2, 3, 4, 9, 9, 3, 1, 2, 2, false, false, 1, 2}}) {
+    const int64_t oh = (c.h + 2 * c.pad_h - c.dilation * (c.k - 1) - 1) / c.stride + 1;
+    const int64_t ow = (c.w + 2 * c.pad_w - c.dilation * (c.k - 1) - 1) / c.stride + 1;
     for (DType dt : {DType::f16, DType::bf16}) {
-      INFO(dt << ": " << c.n << "x" << c.ci << "x" << c.size << "x" << c.size << " -> " << c.co
-              << ", " << c.k << "x" << c.k << " stride " << c.stride << " pad " << c.pad
-              << (c.bias ? ", bias" : "") << (c.channels_last ? ", channels-last" : ""));
+      INFO(dt << ": " << c.n << "x" << c.ci << "x" << c.h << "x" << c.w << " -> " << c.co << ", "
+              << c.k << "x" << c.k << " stride " << c.stride << " pad " << c.pad_h << "," << c.pad_w
+              << (c.bias ? ", bias" : "") << (c.channels_last ? ", channels-last" : "")
+              << ", groups " << c.groups << ", dilation " << c.dilation);
       auto draw = [&](Shape s) { return randn(s, DType::f32, &gen).to(dt).detach(); };
-      Tensor x = draw({c.n, c.ci, c.size, c.size}), w = draw({c.co, c.ci, c.k, c.k});
+      Tensor x = draw({c.n, c.ci, c.h, c.w}), w = draw({c.co, c.ci / c.groups, c.k, c.k});
       Tensor b = c.bias ? draw({c.co}) : Tensor();
       if (c.channels_last) x = x.contiguous(MemoryFormat::ChannelsLast);
-      const int64_t out = (c.size + 2 * c.pad - c.k) / c.stride + 1;
-      Tensor dy = draw({c.n, c.co, out, out});
+      Tensor dy = draw({c.n, c.co, oh, ow});
       // The results in `as`; with `magnitude`, of the absolute values (bounds on the sums' terms).
       auto run = [&](DType as, bool magnitude = false) {
         auto leaf = [&](const Tensor& t) {
@@ -158,7 +167,8 @@ TEST_CASE("narrow convolutions: forward and gradients equal the f32 kernels' res
         };
         std::vector<Tensor> leaves{leaf(x), leaf(w)};
         if (c.bias) leaves.push_back(leaf(b));
-        Tensor y = conv2d(leaves[0], leaves[1], c.bias ? leaves[2] : Tensor(), c.stride, c.pad);
+        Tensor y = conv2d(leaves[0], leaves[1], c.bias ? leaves[2] : Tensor(), c.stride,
+                          Int2(c.pad_h, c.pad_w), c.dilation, c.groups);
         sum(mul(y, magnitude ? abs(dy.to(as)) : dy.to(as))).backward();
         std::vector<Tensor> results{y.detach()};
         for (auto& l : leaves) results.push_back(l.grad());
@@ -175,9 +185,9 @@ TEST_CASE("narrow convolutions: forward and gradients equal the f32 kernels' res
           CHECK(equal(got[i], want[i].to(dt)));
           continue;
         }
-        const double terms = static_cast<double>(i == 0   ? c.k * c.k * c.ci
-                                                 : i == 1 ? c.k * c.k * c.co
-                                                          : c.n * out * out);
+        const double terms = static_cast<double>(i == 0   ? c.k * c.k * c.ci / c.groups
+                                                 : i == 1 ? c.k * c.k * c.co / c.groups
+                                                          : c.n * oh * ow);
         const Tensor bound = add(mul(abs(exact[i]), std::ldexp(1.0, -8)),
                                  mul(magnitude[i], terms * std::ldexp(1.0, -23)));
         CHECK(all(le(abs(sub(got[i].to(DType::f64), exact[i])), bound)).item<bool>());
