@@ -262,7 +262,7 @@ class LocalComm final : public Communicator {
   }
 
   Work reduce_scatter(Tensor output, Tensor input, ReduceOp op) override {
-    Call call = prepare(std::string("reduce_scatter(") + reduce_op_name(op) + ")", {input});
+    Call call = prepare(detail::reduce_scatter_name(op), {input});
     check(input.numel() % size() == 0, call, "input elements not divisible by size()");
     check_reducible(call, op);
     check_output(call, output, input.numel() / size(), "input's elements / size()");

@@ -202,7 +202,7 @@ class MpiComm final : public Communicator {
 
   Work reduce_scatter(Tensor output, Tensor input, ReduceOp op) override {
     const uint64_t seq = ++seq_;
-    const std::string what = name(seq, std::string("reduce_scatter(") + reduce_op_name(op) + ")");
+    const std::string what = name(seq, detail::reduce_scatter_name(op));
     const detail::CallDesc desc =
         checks_.reduce_scatter(seq, output, input, op, size_, rejecter(what));
     return submit(what, desc, [this, output, input, op, what](Clock::time_point deadline) {

@@ -282,7 +282,7 @@ class NcclComm final : public Communicator {
 
   Work reduce_scatter(Tensor output, Tensor input, ReduceOp op) override {
     const uint64_t seq = ++seq_;
-    const std::string what = name(seq, std::string("reduce_scatter(") + reduce_op_name(op) + ")");
+    const std::string what = name(seq, detail::reduce_scatter_name(op));
     const CallDesc desc = checks_.reduce_scatter(seq, output, input, op, size_, rejecter(what));
     const Wire w = wire_for(input.dtype(), op, Accumulate::f32);
     Tensor in = input, out = output;  // scratch where the wire needs other bits than the tensors

@@ -37,6 +37,11 @@ inline std::string allreduce_name(ReduceOp op, Accumulate acc) {
          (acc == Accumulate::native ? ", native)" : ")");
 }
 
+/// "reduce_scatter(sum)".
+inline std::string reduce_scatter_name(ReduceOp op) {
+  return std::string("reduce_scatter(") + reduce_op_name(op) + ")";
+}
+
 /// What debug mode compares across ranks before a collective: (sequence number, kind, reduce op
 /// (plus kNativeFlag for Accumulate::native) or broadcast root, dtype, elements).
 enum CallKind : int64_t { kAllreduce = 1, kBroadcast, kAllgather, kReduceScatter, kBarrier };
@@ -51,7 +56,7 @@ inline std::string describe_call(const CallDesc& d) {
   const auto op = static_cast<ReduceOp>(d[2] & (kNativeFlag - 1));
   if (d[1] == kAllreduce)
     s = allreduce_name(op, d[2] & kNativeFlag ? Accumulate::native : Accumulate::f32);
-  if (d[1] == kReduceScatter) s += std::string("(") + reduce_op_name(op) + ")";
+  if (d[1] == kReduceScatter) s = reduce_scatter_name(op);
   if (d[1] == kBroadcast) s += "(root " + std::to_string(d[2]) + ")";
   return s + " #" + std::to_string(d[0]) + " (" + dtype_name(static_cast<DType>(d[3])) + ", " +
          std::to_string(d[4]) + " elements)";

@@ -222,6 +222,11 @@ struct Bf16Kind {
     return w;
   }
 
+  // Element i of rows p0 (low half) and p1 (high half; none at an odd depth's end) as one word.
+  static uint32_t word(const uint16_t* p0, const uint16_t* p1, int64_t i) {
+    return p0[i] | (p1 ? static_cast<uint32_t>(p1[i]) << 16 : 0u);
+  }
+
   // 16 words of rows p0 (low halves) and p1 (high halves; none at an odd depth's end).
   static __m512i interleave16(const uint16_t* p0, const uint16_t* p1) {
     const __m512i lo =
@@ -250,8 +255,7 @@ struct Bf16Kind {
     for (int64_t w = 0; w < words; ++w) {
       const uint16_t* p0 = A.data + (k0 + 2 * w) * A.col_stride + r0;
       const uint16_t* p1 = 2 * w + 1 < kc ? p0 + A.col_stride : nullptr;
-      for (int64_t r = 0; r < rows; ++r)
-        dst[w * kMR + r] = p0[r] | (p1 ? static_cast<uint32_t>(p1[r]) << 16 : 0u);
+      for (int64_t r = 0; r < rows; ++r) dst[w * kMR + r] = word(p0, p1, r);
     }
   }
 
@@ -268,8 +272,7 @@ struct Bf16Kind {
           for (int v = 0; v < kNV; ++v)
             _mm512_store_si512(out + 16 * v, interleave16(p0 + 16 * v, p1 ? p1 + 16 * v : nullptr));
         } else {
-          for (int64_t j = 0; j < cols; ++j)
-            out[j] = p0[j] | (p1 ? static_cast<uint32_t>(p1[j]) << 16 : 0u);
+          for (int64_t j = 0; j < cols; ++j) out[j] = word(p0, p1, j);
         }
       }
       return;
