@@ -1245,31 +1245,38 @@ const float* f32_data(const Tensor& t, Tensor& keep) {
   return ptr<const float>(keep);
 }
 
-// The direct kernels over tensors of T: f32, or f16/bf16 read as they are (each kernel widens
-// the input it copies anyway and rounds its output block by block while it is in cache).
+// y = the 3x3 convolution of x that g and p describe (stride 1 or 2) with f32 weights w, + bias
+// when given. `transposed`: w is (g.ci, g.co, 3, 3) and is flipped and transposed (the input
+// gradient's case). x and y are of T: f32, or f16/bf16 read as they are (each kernel widens the
+// input it copies anyway and rounds its output block by block while it is in cache). bf16 runs
+// on vdpbf16ps where the CPU has it; otherwise Winograd (stride 1, where it pays) or the f32
+// direct kernel.
 template <typename T>
-void direct_forward(const Tensor& out, const Tensor& in, const Tensor& weight, const Tensor& bias,
-                    const Geometry& g, const Conv2dParams& p) {
-  Tensor w32, b32;
-  const float* w = f32_data(weight, w32);
-  const float* b = f32_data(bias, b32);
+void conv3x3(T* y, const T* x, const float* w, bool transposed, const float* bias,
+             const Geometry& g, const Conv2dParams& p) {
+  const int64_t wco = transposed ? g.ci : g.co, wci = transposed ? g.co : g.ci;  // w's shape
 #if defined(__AVX512F__)
   if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
     if (bf16_dot<T>()) {
-      auto wp = pack_direct_weights<uint32_t>(w, g.co, g.ci, false);
-      return direct_conv(ptr<T>(out), ptr<const T>(in), wp, b, g.n, g.ci, g.h, g.w, g.co, p.pad_h,
-                         p.pad_w, p.stride_h);
+      auto wp = pack_direct_weights<uint32_t>(w, wco, wci, transposed);
+      return direct_conv(y, x, wp, bias, g.n, g.ci, g.h, g.w, g.co, p.pad_h, p.pad_w, p.stride_h);
     }
   }
 #endif
   if (p.stride_h == 1 && use_winograd(g.ci, g.ho, g.wo)) {
-    auto u = pack_winograd_weights(w, g.co, g.ci, false);
-    winograd_conv(ptr<T>(out), ptr<const T>(in), u, b, g.n, g.ci, g.h, g.w, g.co, p.pad_h, p.pad_w);
+    auto u = pack_winograd_weights(w, wco, wci, transposed);
+    winograd_conv(y, x, u, bias, g.n, g.ci, g.h, g.w, g.co, p.pad_h, p.pad_w);
   } else {
-    auto wp = pack_direct_weights<float>(w, g.co, g.ci, false);
-    direct_conv(ptr<T>(out), ptr<const T>(in), wp, b, g.n, g.ci, g.h, g.w, g.co, p.pad_h, p.pad_w,
-                p.stride_h);
+    auto wp = pack_direct_weights<float>(w, wco, wci, transposed);
+    direct_conv(y, x, wp, bias, g.n, g.ci, g.h, g.w, g.co, p.pad_h, p.pad_w, p.stride_h);
   }
+}
+
+template <typename T>
+void direct_forward(const Tensor& out, const Tensor& in, const Tensor& weight, const Tensor& bias,
+                    const Geometry& g, const Conv2dParams& p) {
+  Tensor w32, b32;
+  conv3x3(ptr<T>(out), ptr<const T>(in), f32_data(weight, w32), false, f32_data(bias, b32), g, p);
 }
 
 // The weight gradient and, for stride 1, the input gradient of a 3x3 convolution; returns
@@ -1279,7 +1286,7 @@ bool direct_backward(const Tensor& grad_out, const Tensor& in, const Tensor& wei
                      const Tensor& grad_in, const Tensor& grad_weight, const Geometry& g,
                      const Conv2dParams& p) {
   // The input gradient of a stride-1 3x3 convolution is a convolution of the output gradient
-  // with the flipped, transposed weights and padding 2 - pad: the direct kernel runs it. For
+  // with the flipped, transposed weights and padding 2 - pad: the direct kernels run it. For
   // stride 2 it is a transposed convolution: col2im in backward_impl.
   const Geometry gt{g.n, g.co, g.ho, g.wo, g.ci, 3, 3, g.h, g.w, 1};
   const Conv2dParams pt{1, 1, 2 - p.pad_h, 2 - p.pad_w, 1, 1, 1};
@@ -1287,26 +1294,7 @@ bool direct_backward(const Tensor& grad_out, const Tensor& in, const Tensor& wei
       grad_in.defined() && p.stride_h == 1 && use_direct(g, p) && use_direct(gt, pt);
   if (direct_input) {
     Tensor w32;
-    const float* w = f32_data(weight, w32);
-    bool done = false;
-#if defined(__AVX512F__)
-    if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
-      if ((done = bf16_dot<T>())) {
-        auto wp = pack_direct_weights<uint32_t>(w, g.co, g.ci, true);
-        direct_conv(ptr<T>(grad_in), ptr<const T>(grad_out), wp, nullptr, g.n, g.co, g.ho, g.wo,
-                    g.ci, pt.pad_h, pt.pad_w, 1);
-      }
-    }
-#endif
-    if (!done && use_winograd(g.co, g.h, g.w)) {
-      auto u = pack_winograd_weights(w, g.co, g.ci, true);
-      winograd_conv(ptr<T>(grad_in), ptr<const T>(grad_out), u, nullptr, g.n, g.co, g.ho, g.wo,
-                    g.ci, pt.pad_h, pt.pad_w);
-    } else if (!done) {
-      auto wp = pack_direct_weights<float>(w, g.co, g.ci, true);
-      direct_conv(ptr<T>(grad_in), ptr<const T>(grad_out), wp, nullptr, g.n, g.co, g.ho, g.wo, g.ci,
-                  pt.pad_h, pt.pad_w, 1);
-    }
+    conv3x3(ptr<T>(grad_in), ptr<const T>(grad_out), f32_data(weight, w32), true, nullptr, gt, pt);
   }
   if (grad_weight.defined()) {
     const Tensor dw = grad_weight.dtype() == DType::f32
