@@ -3,7 +3,9 @@
 // same process (f32, and bf16 1024^3); then f16/bf16 elementwise ops, a convolution and a matrix
 // product, narrow tensors straight into the kernels against the copy-widen-copy they replaced.
 // Prints a table and writes JSON (--json FILE).
-// Usage: bench_ops [--threads T] [--repeats R] [--json FILE] [--quick]
+// With --convs resnet50: only the convolutions, every distinct one of ResNet-50's, and the sum of
+// their forward + backward times as a step runs them.
+// Usage: bench_ops [--threads T] [--repeats R] [--json FILE] [--quick] [--convs resnet20|resnet50]
 #include <immintrin.h>
 
 #include <CLI/CLI.hpp>
@@ -132,7 +134,35 @@ void time_pair(Row& row, int repeats, const std::function<void()>& ours,
 struct ConvCase {
   std::string name;
   int64_t n, cin, cout, hw, k, stride, pad;
+  int count = 1;  // how many times a step of the model runs this shape
 };
+
+// The convolutions of torchvision's ResNet-50 on 64x64 images, batch 32 (bench_resnet.py
+// --model resnet50 --channels 3 --size 64 --batch 32), one case per distinct shape.
+std::vector<ConvCase> resnet50_convs() {
+  std::vector<ConvCase> v = {{"r50 stem 3->64 7x7 s2 64x64", 32, 3, 64, 64, 7, 2, 3, 1}};
+  const int64_t widths[] = {64, 128, 256, 512}, blocks[] = {3, 4, 6, 3};
+  int64_t in = 64, hw = 16;
+  for (int s = 0; s < 4; ++s) {
+    const int64_t w = widths[s], out = 4 * w, stride = s == 0 ? 1 : 2, ho = hw / stride;
+    auto add = [&](int64_t ci, int64_t co, int64_t k, int64_t st, int64_t size, int count) {
+      v.push_back({"r50 " + std::to_string(ci) + "->" + std::to_string(co) + " " +
+                       std::to_string(k) + "x" + std::to_string(k) + (st == 2 ? " s2 " : " ") +
+                       std::to_string(size) + "x" + std::to_string(size) +
+                       (count > 1 ? " (x" + std::to_string(count) + ")" : ""),
+                   32, ci, co, size, k, st, k / 2, count});
+    };
+    add(in, w, 1, 1, hw, 1);                                // first block: reduce
+    add(w, w, 3, stride, hw, stride == 1 ? blocks[s] : 1);  // 3x3 (strided from stage 2 on)
+    add(w, out, 1, 1, ho, blocks[s]);                       // expand (every block)
+    add(in, out, 1, stride, hw, 1);                         // downsample
+    add(out, w, 1, 1, ho, blocks[s] - 1);                   // other blocks: reduce
+    if (stride == 2) add(w, w, 3, 1, ho, blocks[s] - 1);    // and their 3x3
+    in = out;
+    hw = ho;
+  }
+  return v;
+}
 
 }  // namespace
 
@@ -151,10 +181,15 @@ int main(int argc, char** argv) {
   int repeats = 7;
   std::string json_path;
   bool quick = false;
+  std::string conv_set = "resnet20";
   app.add_option("--threads", threads, "CPU threads for tandem and libtorch")->check(CLI::PositiveNumber);
   app.add_option("--repeats", repeats, "timed repetitions per case (median reported)")->check(CLI::PositiveNumber);
   app.add_option("--json", json_path, "write the results to this JSON file");
   app.add_flag("--quick", quick, "small sizes (a smoke run)");
+  app.add_option("--convs", conv_set,
+                 "whose convolutions: resnet20's (28x28, batch 128), or every distinct one of "
+                 "resnet50's on 64x64 at batch 32 with a step's total (and nothing else)")
+      ->check(CLI::IsMember({"resnet20", "resnet50"}));
   CLI11_PARSE(app, argc, argv);
 
   set_num_threads(threads);
@@ -174,8 +209,9 @@ int main(int argc, char** argv) {
   std::vector<Row> rows;
   Generator gen(1);
 
+  const bool r50 = conv_set == "resnet50";
   // --- GEMM -------------------------------------------------------------------------------
-  {
+  if (!r50) {
     int64_t n = quick ? 256 : 1024;
     Row row{"gemm f32 " + std::to_string(n) + "^3", 2.0 * n * n * n};
     Tensor a = randn({n, n}, {}, &gen), b = randn({n, n}, {}, &gen);
@@ -202,7 +238,7 @@ int main(int argc, char** argv) {
   }
 
   // --- bf16 GEMM: the CPU's bf16 dot products where it has them --------------------------------
-  {
+  if (!r50) {
     int64_t n = quick ? 256 : 1024;
     Row row{"gemm bf16 " + std::to_string(n) + "^3" +
                 (kernels::cpu_bf16_dot() ? " (vdpbf16ps)" : " (f32 GEMM)"),
@@ -223,15 +259,18 @@ int main(int argc, char** argv) {
   }
 
   // --- convolutions ---------------------------------------------------------------------------
-  std::vector<ConvCase> convs = {
-      {"conv3x3 64->64 (64,64,32,32)", 64, 64, 64, 32, 3, 1, 1},
-      {"resnet20 conv 16->16 28x28", 128, 16, 16, 28, 3, 1, 1},
-      {"resnet20 conv 16->32 s2 28x28", 128, 16, 32, 28, 3, 2, 1},
-      {"resnet20 conv 32->32 14x14", 128, 32, 32, 14, 3, 1, 1},
-      {"resnet20 conv 32->64 s2 14x14", 128, 32, 64, 14, 3, 2, 1},
-      {"resnet20 conv 64->64 7x7", 128, 64, 64, 7, 3, 1, 1},
-  };
+  std::vector<ConvCase> convs =
+      r50 ? resnet50_convs()
+          : std::vector<ConvCase>{
+                {"conv3x3 64->64 (64,64,32,32)", 64, 64, 64, 32, 3, 1, 1},
+                {"resnet20 conv 16->16 28x28", 128, 16, 16, 28, 3, 1, 1},
+                {"resnet20 conv 16->32 s2 28x28", 128, 16, 32, 28, 3, 2, 1},
+                {"resnet20 conv 32->32 14x14", 128, 32, 32, 14, 3, 1, 1},
+                {"resnet20 conv 32->64 s2 14x14", 128, 32, 64, 14, 3, 2, 1},
+                {"resnet20 conv 64->64 7x7", 128, 64, 64, 7, 3, 1, 1},
+            };
   if (quick) convs.resize(2);
+  double step_s[2] = {0, 0};  // tandem, libtorch: fwd+bwd times the shape's count
   for (auto& cc : convs) {
     if (quick) cc.n = 4;
     int64_t ho = (cc.hw + 2 * cc.pad - cc.k) / cc.stride + 1;
@@ -273,7 +312,14 @@ int main(int argc, char** argv) {
       time_pair(row, repeats, ours, theirs);
       print_row(row);
       rows.push_back(row);
+      if (backward) step_s[0] += cc.count * row.tandem_s, step_s[1] += cc.count * row.torch_s;
     }
+  }
+  if (r50) {
+    std::printf("%-34s %9.3f ms", "a step's convolutions, fwd+bwd", 1e3 * step_s[0]);
+    if (step_s[1] > 0)
+      std::printf(" | libtorch %9.3f ms | ratio %.2f", 1e3 * step_s[1], step_s[0] / step_s[1]);
+    std::printf("\n");
   }
 
   // --- f16/bf16: narrow tensors straight into the kernels, against what ops did before (copy
@@ -283,7 +329,7 @@ int main(int argc, char** argv) {
     double narrow_s, widen_s;
   };
   std::vector<NarrowRow> narrow_rows;
-  {
+  if (!r50) {
     const int64_t elems = quick ? (1 << 16) : (1 << 22);
     Tensor a32 = randn({elems}, {}, &gen), b32 = randn({elems}, {}, &gen);
     ConvCase cc = convs[1];

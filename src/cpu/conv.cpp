@@ -41,17 +41,42 @@ std::pair<int64_t, int64_t> valid_columns(int64_t shift, const Geometry& g, cons
   return {lo, hi};
 }
 
+constexpr int64_t kShortRow = 8;  // output rows shorter than this: im2col gathers through a table
+
 // x (C, H, W) -> col (C * kh * kw, Ho * Wo), rows `ld` apart (several samples share a col
-// matrix side by side).
+// matrix side by side). Channels innermost: a tap's valid columns are found once.
 template <typename T>
 void im2col(T* col, int64_t ld, const T* x, const Geometry& g, const Conv2dParams& p) {
-  for (int64_t c = 0; c < g.cig(); ++c)
-    for (int64_t ki = 0; ki < g.kh; ++ki)
-      for (int64_t kj = 0; kj < g.kw; ++kj) {
+  if (g.wo < kShortRow) {
+    // Rows too short for copies: a table of each tap's source offsets in a plane (-1: padding),
+    // gathered channel by channel.
+    const int64_t hw = g.ho * g.wo, taps = g.kh * g.kw;
+    int32_t* from = scratch<int32_t, 16>(taps * hw).data();
+    for (int64_t t = 0; t < taps; ++t)
+      for (int64_t oh = 0; oh < g.ho; ++oh)
+        for (int64_t ow = 0; ow < g.wo; ++ow) {
+          const int64_t ih = oh * p.stride_h - p.pad_h + (t / g.kw) * p.dil_h;
+          const int64_t iw = ow * p.stride_w - p.pad_w + (t % g.kw) * p.dil_w;
+          const bool inside = ih >= 0 && ih < g.h && iw >= 0 && iw < g.w;
+          from[t * hw + oh * g.wo + ow] = inside ? static_cast<int32_t>(ih * g.w + iw) : -1;
+        }
+    for (int64_t c = 0; c < g.cig(); ++c) {
+      const T* plane = x + c * g.h * g.w;
+      for (int64_t t = 0; t < taps; ++t) {
+        T* dst = col + (c * taps + t) * ld;
+        const int32_t* f = from + t * hw;
+        for (int64_t i = 0; i < hw; ++i) dst[i] = f[i] >= 0 ? plane[f[i]] : T(0);
+      }
+    }
+    return;
+  }
+  for (int64_t ki = 0; ki < g.kh; ++ki)
+    for (int64_t kj = 0; kj < g.kw; ++kj) {
+      const int64_t shift = kj * p.dil_w - p.pad_w;
+      const auto [lo, hi] = valid_columns(shift, g, p);
+      for (int64_t c = 0; c < g.cig(); ++c) {
         T* row = col + ((c * g.kh + ki) * g.kw + kj) * ld;
         const T* plane = x + c * g.h * g.w;
-        const int64_t shift = kj * p.dil_w - p.pad_w;
-        const auto [lo, hi] = valid_columns(shift, g, p);
         for (int64_t oh = 0; oh < g.ho; ++oh) {
           int64_t ih = oh * p.stride_h - p.pad_h + ki * p.dil_h;
           T* dst = row + oh * g.wo;
@@ -69,18 +94,20 @@ void im2col(T* col, int64_t ld, const T* x, const Geometry& g, const Conv2dParam
           for (int64_t ow = hi; ow < g.wo; ++ow) dst[ow] = T(0);
         }
       }
+    }
 }
 
-// dx (C, H, W) += col2im(dcol (C * kh * kw, Ho * Wo), rows `ld` apart)
+// dx (C, H, W) += col2im(dcol (C * kh * kw, Ho * Wo), rows `ld` apart). Channels innermost, as
+// im2col; each input element still adds its taps in (ki, kj) order.
 template <typename T>
 void col2im(T* dx, const T* col, int64_t ld, const Geometry& g, const Conv2dParams& p) {
-  for (int64_t c = 0; c < g.cig(); ++c)
-    for (int64_t ki = 0; ki < g.kh; ++ki)
-      for (int64_t kj = 0; kj < g.kw; ++kj) {
+  for (int64_t ki = 0; ki < g.kh; ++ki)
+    for (int64_t kj = 0; kj < g.kw; ++kj) {
+      const int64_t shift = kj * p.dil_w - p.pad_w;
+      const auto [lo, hi] = valid_columns(shift, g, p);
+      for (int64_t c = 0; c < g.cig(); ++c) {
         const T* row = col + ((c * g.kh + ki) * g.kw + kj) * ld;
         T* plane = dx + c * g.h * g.w;
-        const int64_t shift = kj * p.dil_w - p.pad_w;
-        const auto [lo, hi] = valid_columns(shift, g, p);
         for (int64_t oh = 0; oh < g.ho; ++oh) {
           int64_t ih = oh * p.stride_h - p.pad_h + ki * p.dil_h;
           if (ih < 0 || ih >= g.h) continue;
@@ -93,6 +120,7 @@ void col2im(T* dx, const T* col, int64_t ld, const Geometry& g, const Conv2dPara
           }
         }
       }
+    }
 }
 
 // Samples are processed in groups of `group` side by side in one col matrix, so each GEMM has
@@ -110,9 +138,13 @@ const T* group_cols(std::vector<T>& buf, const T* x, int64_t s0, int64_t s1, int
   const int64_t hw = g.col_cols(), ld = (s1 - s0) * hw;
   if (g.pointwise(p) && s1 - s0 == 1) return x + (s0 * g.ci + gr * g.cig()) * g.h * g.w;
   buf.resize(g.col_rows() * ld);
-  for (int64_t s = s0; s < s1; ++s)
-    im2col(buf.data() + (s - s0) * hw, ld, x + (s * g.ci + gr * g.cig()) * g.h * g.w, g, p);
-  return buf.data();
+  T* col = buf.data();
+  // Samples side by side in parallel where the caller is not itself one of several chunks.
+  parallel_for(s0, s1, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t s = lo; s < hi; ++s)
+      im2col(col + (s - s0) * hw, ld, x + (s * g.ci + gr * g.cig()) * g.h * g.w, g, p);
+  });
+  return col;
 }
 
 // c (ldc apart) = op(a) op(b), or += op(a) op(b) with `accumulate`, in T's accumulation type:
@@ -337,11 +369,16 @@ inline void vstore(float* p, VecF v) { _mm256_storeu_ps(p, v); }
 constexpr int64_t kDirectCo = 8;      // output channels per block
 constexpr int64_t kDirectSlack = 64;  // floats readable past the end of a sample's source
 
+// Output maps of fewer positions go through im2col + GEMM: the direct kernels run whole vectors
+// of grid positions (a 4x4 map pads to a 6-wide grid and 16-position tails) and Winograd tiles of
+// 2x2, so on ResNet-50's 4x4 and 2x2 maps they ran at a third of the GEMM's rate.
+constexpr int64_t kDirectMinPositions = 32;
+
 bool use_direct(const Geometry& g, const Conv2dParams& p) {
   const bool stride_ok =
       (p.stride_h == 1 && p.stride_w == 1) || (p.stride_h == 2 && p.stride_w == 2);
   return g.kh == 3 && g.kw == 3 && stride_ok && p.dil_h == 1 && p.dil_w == 1 && p.groups == 1 &&
-         p.pad_h <= 2 && p.pad_w <= 2 && g.wo >= 4;
+         p.pad_h <= 2 && p.pad_w <= 2 && g.wo >= 4 && g.ho * g.wo >= kDirectMinPositions;
 }
 
 // Tap t = 3 ki + kj of kernel (o, i) of the weights W (Co, Ci, 3, 3), or with flip_transpose
@@ -979,7 +1016,12 @@ void winograd_conv(T* y, const T* x, const std::vector<float>& u, const float* b
 constexpr int64_t kWgradCo = 16;  // one CacheLine of output channels
 
 bool use_direct_weight_grad(const Geometry& g, const Conv2dParams& p) {
-  return g.kh == 3 && g.kw == 3 && p.dil_h == 1 && p.dil_w == 1 && p.groups == 1;
+  // Each chunk of samples zeroes and combines a whole weight-sized partial sum: with fewer than
+  // 64 output positions a chunk (ResNet-50's last stages: 512x512x9 weights, 4 or 16 positions
+  // a sample) that costs more than the GEMM's im2col.
+  const int64_t chunks = std::min(kWeightChunks, g.n);
+  return g.kh == 3 && g.kw == 3 && p.dil_h == 1 && p.dil_w == 1 && p.groups == 1 &&
+         g.n * g.ho * g.wo >= 64 * chunks;
 }
 
 // AVX-512: the 16 channels of `acc` and `dyt` in one vector, kCi input channels at a time.
