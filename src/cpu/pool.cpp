@@ -1,7 +1,8 @@
 // CPU pooling over (N, C, H, W) tensors, row-major or channels-last: the index math and the sums
 // of src/kernels/pool.hpp, which the CUDA backend runs too, over the written tensor's elements in
 // parallel. Every backward gathers (each input sums the outputs it fed), in the order a scatter
-// over rising outputs would add them.
+// over rising outputs would add them; max pooling's on row-major maps is that scatter, plane by
+// plane.
 #include <algorithm>
 
 #include "../kernels/pool.hpp"
@@ -18,15 +19,27 @@ struct Identity {
 };
 
 // f(i, site of i) for every element i of a tensor of rows x cols maps, `cost` loads each.
+// Row-major maps run plane by plane, their sites counted; channels-last ones divide (SiteOf).
 template <typename F>
 void for_each_element(const pool::Geometry& g, int64_t count, int64_t rows, int64_t cols,
                       int64_t cost, F&& f) {
   if (count == 0) return;
+  const int64_t grain = std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(cost, 1));
+  if (!g.channels_last) {
+    const int64_t area = rows * cols;
+    parallel_for(0, count / area, std::max<int64_t>(1, grain / area), [&](int64_t lo, int64_t hi) {
+      for (int64_t plane = lo; plane < hi; ++plane) {
+        int64_t i = plane * area;
+        for (int64_t y = 0; y < rows; ++y)
+          for (int64_t x = 0; x < cols; ++x) f(i++, pool::Site{plane / g.c, plane % g.c, y, x});
+      }
+    });
+    return;
+  }
   const pool::SiteOf site(g, rows, cols, count);
-  parallel_for(0, count, std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(cost, 1)),
-               [&](int64_t lo, int64_t hi) {
-                 for (int64_t i = lo; i < hi; ++i) f(i, site(i));
-               });
+  parallel_for(0, count, grain, [&](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i) f(i, site(i));
+  });
 }
 
 }  // namespace
@@ -55,6 +68,22 @@ void max_pool2d_backward(const Tensor& grad_in, const Tensor& grad_out, const Te
     T* dx = ptr<T>(grad_in);
     const T* dy = ptr<const T>(grad_out);
     const int64_t* idx = ptr<const int64_t>(indices);
+    if (!g.channels_last) {
+      // Plane by plane, each output's gradient added to the input its index names, outputs
+      // rising: the sums max_gradient gathers, in its order, without searching the windows.
+      const int64_t in_area = g.h * g.w, out_area = g.ho * g.wo;
+      parallel_for(0, grad_in.numel() / in_area,
+                   std::max<int64_t>(1, kElementwiseGrain / (in_area + out_area)),
+                   [&](int64_t lo, int64_t hi) {
+                     for (int64_t plane = lo; plane < hi; ++plane) {
+                       T* dx_p = dx + plane * in_area;
+                       std::fill_n(dx_p, in_area, T(0));
+                       for (int64_t o = plane * out_area; o < (plane + 1) * out_area; ++o)
+                         if (idx[o] >= 0) dx_p[idx[o]] += dy[o];
+                     }
+                   });
+      return;
+    }
     for_each_element(g, grad_in.numel(), g.h, g.w, p.kh * p.kw, [&](int64_t i, pool::Site s) {
       dx[i] = pool::max_gradient<T>(dy, idx, g, p, s, Identity{});
     });
