@@ -16,10 +16,24 @@ struct Dims {
 };
 Dims dims_of(const Tensor& t) { return {t.size(0), t.size(1), t.size(2)}; }
 
-// Calls f(plane pointer offset) for each of the N planes of channel c.
+// Channels [lo, hi) in blocks whose planes fit in L2 together: f(c0, c1) per block.
+// A pass over a block reads it sample by sample (`for_planes`), so small planes (ResNet-50's
+// 2x2 maps: 16 bytes each, a sample's 2048 channels 32 KB apart) are read in memory order,
+// and a block's second pass finds it in cache. The blocks depend on the shapes only.
+template <typename S, typename F>
+void for_blocks(const Dims& d, int64_t lo, int64_t hi, F&& f) {
+  constexpr int64_t kBlockBytes = 256 * 1024;
+  const int64_t per_channel = std::max<int64_t>(1, d.n * d.s * int64_t{sizeof(S)});
+  const int64_t block = std::max<int64_t>(1, kBlockBytes / per_channel);
+  for (int64_t c0 = lo; c0 < hi; c0 += block) f(c0, std::min(hi, c0 + block));
+}
+
+// f(c, plane offset) for the planes of channels [c0, c1), sample by sample: each channel still
+// sees its planes in sample order.
 template <typename F>
-void for_planes(const Dims& d, int64_t c, F&& f) {
-  for (int64_t n = 0; n < d.n; ++n) f((n * d.c + c) * d.s);
+void for_planes(const Dims& d, int64_t c0, int64_t c1, F&& f) {
+  for (int64_t n = 0; n < d.n; ++n)
+    for (int64_t c = c0; c < c1; ++c) f(c, (n * d.c + c) * d.s);
 }
 
 template <typename T>
@@ -32,6 +46,9 @@ T param_or(const Tensor& t, int64_t c, T fallback) {
 // channel's planes are always summed by one thread in plane order.
 constexpr int64_t kLanes = 16;
 
+// A plane shorter than kLanes puts one term in each lane, so its sum is the terms' in order in
+// double: the same bits without folding 16 lanes (ResNet-50's 2x2 maps took 10x the time per
+// element of larger ones).
 template <typename T, typename F>
 double lane_sum(int64_t s, F&& term) {
   T acc[kLanes] = {};
@@ -76,22 +93,24 @@ void batch_norm_stats(const Tensor& mean, const Tensor& var, const Tensor& in) {
     const S* x = ptr<const S>(in);
     const double count = static_cast<double>(d.n * d.s);
     parallel_for(0, d.c, 1, [&](int64_t lo, int64_t hi) {
-      for (int64_t c = lo; c < hi; ++c) {
-        double sum = 0;
-        for_planes(d, c, [&](int64_t o) {
-          sum += lane_sum<T>(d.s, [&](int64_t i) { return widen_one(x[o + i]); });
+      std::vector<double> sum(static_cast<size_t>(hi - lo)), sq(sum.size());
+      std::vector<T> mu(sum.size());
+      for_blocks<S>(d, lo, hi, [&](int64_t c0, int64_t c1) {
+        for_planes(d, c0, c1, [&](int64_t c, int64_t o) {
+          sum[c - lo] += lane_sum<T>(d.s, [&](int64_t i) { return widen_one(x[o + i]); });
         });
-        const double mu = sum / count;
-        const T mu_t = static_cast<T>(mu);
-        double sq = 0;
-        for_planes(d, c, [&](int64_t o) {
-          sq += lane_sum<T>(d.s, [&](int64_t i) {
-            T v = widen_one(x[o + i]) - mu_t;
+        for (int64_t c = c0; c < c1; ++c) mu[c - lo] = static_cast<T>(sum[c - lo] / count);
+        for_planes(d, c0, c1, [&](int64_t c, int64_t o) {
+          const T mu_c = mu[c - lo];
+          sq[c - lo] += lane_sum<T>(d.s, [&](int64_t i) {
+            T v = widen_one(x[o + i]) - mu_c;
             return v * v;
           });
         });
-        ptr<T>(mean)[c] = static_cast<T>(mu);
-        ptr<T>(var)[c] = static_cast<T>(sq / count);
+      });
+      for (int64_t c = lo; c < hi; ++c) {
+        ptr<T>(mean)[c] = static_cast<T>(sum[c - lo] / count);
+        ptr<T>(var)[c] = static_cast<T>(sq[c - lo] / count);
       }
     });
   });
@@ -109,11 +128,16 @@ void batch_norm_forward(const Tensor& out, const Tensor& in, const Tensor& mean,
     S* y = ptr<S>(out);
     // One loop per (residual, relu) pair, each vectorized on its own. The sum is rounded as the
     // separate ops round it: bn = x * scale + shift, then bn + residual, then relu.
+    // Parameters read through raw pointers: small maps (2x2) have a plane every 4 elements.
+    const T* is = ptr<const T>(invstd);
+    const T* mu = ptr<const T>(mean);
+    const T* w = weight.defined() ? ptr<const T>(weight) : nullptr;
+    const T* b = bias.defined() ? ptr<const T>(bias) : nullptr;
     auto planes = [&](auto with_residual, auto with_relu, int64_t lo, int64_t hi) {
       for (int64_t plane = lo; plane < hi; ++plane) {
         const int64_t c = plane % d.c;
-        const T scale = ptr<const T>(invstd)[c] * param_or<T>(weight, c, T(1));
-        const T shift = param_or<T>(bias, c, T(0)) - ptr<const T>(mean)[c] * scale;
+        const T scale = is[c] * (w ? w[c] : T(1));
+        const T shift = (b ? b[c] : T(0)) - mu[c] * scale;
         const S* xp = x + plane * d.s;
         S* yp = y + plane * d.s;
         for (int64_t i = 0; i < d.s; ++i) {
@@ -151,7 +175,7 @@ void batch_norm_backward(const Tensor& grad_in, const Tensor& grad_weight,
     S* dr = grad_residual.defined() ? ptr<S>(grad_residual) : nullptr;
     const double count = sync ? sync->count : static_cast<double>(d.n * d.s);
     // Synchronized: the sums of every channel first, into `sums` for the group's allreduce; else
-    // each channel's input gradient right after its sums.
+    // each block of channels' input gradient right after its sums.
     Tensor sums = sync ? make_tensor({2, d.c}, mean.dtype(), in.device()) : Tensor();
     auto channels = [&](auto with_relu, bool reduce, bool input, int64_t lo, int64_t hi) {
       constexpr bool kRelu = decltype(with_relu)::value;
@@ -168,43 +192,58 @@ void batch_norm_backward(const Tensor& grad_in, const Tensor& grad_weight,
           return g;
         }
       };
-      for (int64_t c = lo; c < hi; ++c) {
-        const T mu = ptr<const T>(mean)[c], is = ptr<const T>(invstd)[c];
-        double sum_dy = 0, sum_dy_xmu = 0;
+      const T* mean_p = ptr<const T>(mean);
+      const T* invstd_p = ptr<const T>(invstd);
+      const size_t nc = static_cast<size_t>(hi - lo);
+      std::vector<double> sum_dy(nc), sum_dy_xmu(nc);
+      std::vector<T> k(nc), mean_dy(nc), slope(nc);
+      for_blocks<S>(d, lo, hi, [&](int64_t c0, int64_t c1) {
         if (reduce) {
-          for_planes(d, c, [&](int64_t o) {
+          for_planes(d, c0, c1, [&](int64_t c, int64_t o) {
+            const T mu = mean_p[c];
             auto [a, b] = lane_sum2<T>(
                 d.s, [&](int64_t i) { return dz(o + i); },
                 [&](int64_t i) { return dz(o + i) * (widen_one(x[o + i]) - mu); });
-            sum_dy += a;
-            sum_dy_xmu += b;
+            sum_dy[c - lo] += a;
+            sum_dy_xmu[c - lo] += b;
             if (dr)  // the residual's gradient is dz itself
               for (int64_t i = 0; i < d.s; ++i) dr[o + i] = narrow_one<S>(dz(o + i));
           });
-          if (grad_weight.defined()) ptr<T>(grad_weight)[c] = static_cast<T>(sum_dy_xmu * is);
-          if (grad_bias.defined()) ptr<T>(grad_bias)[c] = static_cast<T>(sum_dy);
-          if (sync) {
-            ptr<T>(sums)[c] = static_cast<T>(sum_dy);
-            ptr<T>(sums)[d.c + c] = static_cast<T>(sum_dy_xmu);
+          for (int64_t c = c0; c < c1; ++c) {
+            const T is = invstd_p[c];
+            if (grad_weight.defined())
+              ptr<T>(grad_weight)[c] = static_cast<T>(sum_dy_xmu[c - lo] * is);
+            if (grad_bias.defined()) ptr<T>(grad_bias)[c] = static_cast<T>(sum_dy[c - lo]);
+            if (sync) {
+              ptr<T>(sums)[c] = static_cast<T>(sum_dy[c - lo]);
+              ptr<T>(sums)[d.c + c] = static_cast<T>(sum_dy_xmu[c - lo]);
+            }
           }
         } else {  // the group's sums
-          sum_dy = ptr<const T>(sums)[c];
-          sum_dy_xmu = ptr<const T>(sums)[d.c + c];
+          for (int64_t c = c0; c < c1; ++c) {
+            sum_dy[c - lo] = ptr<const T>(sums)[c];
+            sum_dy_xmu[c - lo] = ptr<const T>(sums)[d.c + c];
+          }
         }
-        if (!input || !grad_in.defined()) continue;
-        S* dx = ptr<S>(grad_in);
+        if (!input || !grad_in.defined()) return;
         // Training: dx = w * is * (dy - mean(dy) - xhat * mean(dy * xhat)); eval: dx = w * is * dy.
-        const double w = param_or<T>(weight, c, T(1));
-        const T k = static_cast<T>(w * is);
-        const T mean_dy = static_cast<T>(training ? sum_dy / count : 0.0);
-        // xhat * mean(dy * xhat) = (x - mu) * is * mean(dy * xhat)
-        const T slope = static_cast<T>(training ? is * (sum_dy_xmu * is) / count : 0.0);
-        for_planes(d, c, [&](int64_t o) {
+        for (int64_t c = c0; c < c1; ++c) {
+          const T is = invstd_p[c];
+          const double w = param_or<T>(weight, c, T(1));
+          k[c - lo] = static_cast<T>(w * is);
+          mean_dy[c - lo] = static_cast<T>(training ? sum_dy[c - lo] / count : 0.0);
+          // xhat * mean(dy * xhat) = (x - mu) * is * mean(dy * xhat)
+          slope[c - lo] = static_cast<T>(training ? is * (sum_dy_xmu[c - lo] * is) / count : 0.0);
+        }
+        S* dx = ptr<S>(grad_in);
+        for_planes(d, c0, c1, [&](int64_t c, int64_t o) {
+          const T mu = mean_p[c], k_c = k[c - lo], mean_dy_c = mean_dy[c - lo],
+                  slope_c = slope[c - lo];
           for (int64_t i = 0; i < d.s; ++i)
             dx[o + i] =
-                narrow_one<S>(k * (dz(o + i) - mean_dy - (widen_one(x[o + i]) - mu) * slope));
+                narrow_one<S>(k_c * (dz(o + i) - mean_dy_c - (widen_one(x[o + i]) - mu) * slope_c));
         });
-      }
+      });
     };
     auto pass = [&](bool reduce, bool input) {
       parallel_for(0, d.c, 1, [&](int64_t lo, int64_t hi) {
