@@ -5,6 +5,7 @@
 // weight gradients are summed over at most kWeightChunks fixed chunks of samples, combined in
 // order, so the bits do not depend on the thread count.
 #include <algorithm>
+#include <cstdint>
 #include <vector>
 
 #include "kernels.hpp"
@@ -47,7 +48,7 @@ constexpr int64_t kShortRow = 8;  // output rows shorter than this: im2col gathe
 // matrix side by side). Channels innermost: a tap's valid columns are found once.
 template <typename T>
 void im2col(T* col, int64_t ld, const T* x, const Geometry& g, const Conv2dParams& p) {
-  if (g.wo < kShortRow) {
+  if (g.wo < kShortRow && g.h * g.w <= INT32_MAX) {
     // Rows too short for copies: a table of each tap's source offsets in a plane (-1: padding),
     // gathered channel by channel.
     const int64_t hw = g.ho * g.wo, taps = g.kh * g.kw;
@@ -1016,9 +1017,9 @@ void winograd_conv(T* y, const T* x, const std::vector<float>& u, const float* b
 constexpr int64_t kWgradCo = 16;  // one CacheLine of output channels
 
 bool use_direct_weight_grad(const Geometry& g, const Conv2dParams& p) {
-  // Each chunk of samples zeroes and combines a whole weight-sized partial sum: with fewer than
-  // 64 output positions a chunk (ResNet-50's last stages: 512x512x9 weights, 4 or 16 positions
-  // a sample) that costs more than the GEMM's im2col.
+  // Each chunk of samples zeroes and combines a weight-sized partial sum: below 64 output
+  // positions per chunk (ResNet-50's last stages: 512x512x9 weights, 4 or 16 positions a
+  // sample) that costs more than im2col + GEMM.
   const int64_t chunks = std::min(kWeightChunks, g.n);
   return g.kh == 3 && g.kw == 3 && p.dil_h == 1 && p.dil_w == 1 && p.groups == 1 &&
          g.n * g.ho * g.wo >= 64 * chunks;
