@@ -227,6 +227,23 @@ const T* group_grads(std::vector<T>& buf, const T* dy, int64_t s0, int64_t s1, i
   return buf.data();
 }
 
+// grad_bias (Co) = grad_out (N, Co, Ho, Wo) summed over all but channels, in f64, in order.
+template <typename T>
+void bias_grad(const Tensor& grad_bias, const Tensor& grad_out) {
+  const int64_t n = grad_out.size(0), co = grad_out.size(1),
+                hw = grad_out.size(2) * grad_out.size(3);
+  const T* dy = ptr<const T>(grad_out);
+  T* db = ptr<T>(grad_bias);
+  parallel_for(0, co, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t c = lo; c < hi; ++c) {
+      double s = 0;
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t j = 0; j < hw; ++j) s += widen_one(dy[(i * co + c) * hw + j]);
+      db[c] = narrow_one<T>(static_cast<acc_type<T>>(s));
+    }
+  });
+}
+
 template <typename T>
 void backward_impl(const Tensor& grad_out, const Tensor& in, const Tensor& weight,
                    const Tensor& grad_in, const Tensor& grad_weight, const Tensor& grad_bias,
@@ -239,17 +256,7 @@ void backward_impl(const Tensor& grad_out, const Tensor& in, const Tensor& weigh
   const T* dy = ptr<const T>(grad_out);
   const int64_t hw = g.col_cols(), per = samples_per_group(g), groups = (g.n + per - 1) / per;
 
-  if (grad_bias.defined()) {
-    T* db = ptr<T>(grad_bias);
-    parallel_for(0, g.co, 1, [&](int64_t lo, int64_t hi) {
-      for (int64_t c = lo; c < hi; ++c) {
-        double s = 0;
-        for (int64_t n = 0; n < g.n; ++n)
-          for (int64_t i = 0; i < hw; ++i) s += widen_one(dy[(n * g.co + c) * hw + i]);
-        db[c] = narrow_one<T>(static_cast<A>(s));
-      }
-    });
-  }
+  if (grad_bias.defined()) bias_grad<T>(grad_bias, grad_out);
 
   if (grad_in.defined()) {
     T* dx = ptr<T>(grad_in);
@@ -1430,7 +1437,11 @@ void conv2d_backward_entry(const Tensor& grad_out, const Tensor& in, const Tenso
         rest_in = Tensor();
     });
     rest_weight = Tensor();
-    if (!rest_in.defined() && !grad_bias.defined()) return;
+    if (!rest_in.defined()) {  // the bias's gradient needs only grad_out, as it is
+      if (grad_bias.defined())
+        with_narrow_type(in.dtype(), [&](auto t) { bias_grad<decltype(t)>(grad_bias, grad_out); });
+      return;
+    }
   }
 #endif
 #if defined(__AVX512F__)
