@@ -1,6 +1,7 @@
-// CPU batch norm over (N, C, S) tensors, parallel over channels; each channel's sums run in a
-// fixed order with double accumulators. The forward may add a residual and apply relu in the same
-// pass, and the backward then takes relu's mask from the output.
+// CPU batch norm over (N, C, S) tensors, parallel over planes in memory order; each channel's
+// sums run in a fixed order with double accumulators (per plane, then planes in sample order). The
+// forward may add a residual and apply relu in the same pass, and the backward then takes relu's
+// mask from the output.
 #include <cmath>
 
 #include "loops.hpp"
@@ -16,24 +17,23 @@ struct Dims {
 };
 Dims dims_of(const Tensor& t) { return {t.size(0), t.size(1), t.size(2)}; }
 
-// Channels [lo, hi) in blocks whose planes fit in L2 together: f(c0, c1) per block.
-// A pass over a block reads it sample by sample (`for_planes`), so small planes (ResNet-50's
-// 2x2 maps: 16 bytes each, a sample's 2048 channels 32 KB apart) are read in memory order,
-// and a block's second pass finds it in cache. The blocks depend on the shapes only.
-template <typename S, typename F>
-void for_blocks(const Dims& d, int64_t lo, int64_t hi, F&& f) {
-  constexpr int64_t kBlockBytes = 256 * 1024;
-  const int64_t per_channel = std::max<int64_t>(1, d.n * d.s * int64_t{sizeof(S)});
-  const int64_t block = std::max<int64_t>(1, kBlockBytes / per_channel);
-  for (int64_t c0 = lo; c0 < hi; c0 += block) f(c0, std::min(hi, c0 + block));
+// f(plane) for the N * C planes, in parallel, in memory order: each task streams a contiguous
+// run of planes (whole samples' worth), which the hardware prefetches; reading a channel's
+// planes one sample apart each (what a loop over channels does) stalled on every plane.
+template <typename F>
+void for_each_plane(const Dims& d, F&& f) {
+  parallel_for(0, d.n * d.c, std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(d.s, 1)),
+               [&](int64_t lo, int64_t hi) {
+                 for (int64_t plane = lo; plane < hi; ++plane) f(plane);
+               });
 }
 
-// f(c, plane offset) for the planes of channels [c0, c1), sample by sample: each channel still
-// sees its planes in sample order.
-template <typename F>
-void for_planes(const Dims& d, int64_t c0, int64_t c1, F&& f) {
-  for (int64_t n = 0; n < d.n; ++n)
-    for (int64_t c = c0; c < c1; ++c) f(c, (n * d.c + c) * d.s);
+// Channel c's total of per-plane values: its planes added in sample order (so the thread count
+// never changes it).
+double channel_total(const double* per_plane, const Dims& d, int64_t c) {
+  double total = 0;
+  for (int64_t n = 0; n < d.n; ++n) total += per_plane[n * d.c + c];
+  return total;
 }
 
 template <typename T>
@@ -42,8 +42,8 @@ T param_or(const Tensor& t, int64_t c, T fallback) {
 }
 
 // Per-plane sums in kLanes independent accumulators (a loop the compiler vectorizes), folded
-// into a double in a fixed order: fast, and still independent of the thread count because a
-// channel's planes are always summed by one thread in plane order.
+// into a double in a fixed order: fast, and still independent of the thread count because each
+// plane is summed by one task and a channel's planes are added in sample order.
 constexpr int64_t kLanes = 16;
 
 template <typename T, typename F>
@@ -89,27 +89,25 @@ void batch_norm_stats(const Tensor& mean, const Tensor& var, const Tensor& in) {
     Dims d = dims_of(in);
     const S* x = ptr<const S>(in);
     const double count = static_cast<double>(d.n * d.s);
-    parallel_for(0, d.c, 1, [&](int64_t lo, int64_t hi) {
-      std::vector<double> sum(static_cast<size_t>(hi - lo)), sq(sum.size());
-      std::vector<T> mu(sum.size());
-      for_blocks<S>(d, lo, hi, [&](int64_t c0, int64_t c1) {
-        for_planes(d, c0, c1, [&](int64_t c, int64_t o) {
-          sum[c - lo] += lane_sum<T>(d.s, [&](int64_t i) { return widen_one(x[o + i]); });
-        });
-        for (int64_t c = c0; c < c1; ++c) mu[c - lo] = static_cast<T>(sum[c - lo] / count);
-        for_planes(d, c0, c1, [&](int64_t c, int64_t o) {
-          const T mu_c = mu[c - lo];
-          sq[c - lo] += lane_sum<T>(d.s, [&](int64_t i) {
-            T v = widen_one(x[o + i]) - mu_c;
-            return v * v;
-          });
-        });
-      });
-      for (int64_t c = lo; c < hi; ++c) {
-        ptr<T>(mean)[c] = static_cast<T>(sum[c - lo] / count);
-        ptr<T>(var)[c] = static_cast<T>(sq[c - lo] / count);
-      }
+    double* part = scratch<double, 0>(d.n * d.c).data();  // per plane
+    for_each_plane(d, [&](int64_t plane) {
+      const S* xp = x + plane * d.s;
+      part[plane] = lane_sum<T>(d.s, [&](int64_t i) { return widen_one(xp[i]); });
     });
+    std::vector<double> mu(d.c);
+    for (int64_t c = 0; c < d.c; ++c) mu[c] = channel_total(part, d, c) / count;
+    for_each_plane(d, [&](int64_t plane) {
+      const S* xp = x + plane * d.s;
+      const T mu_c = static_cast<T>(mu[plane % d.c]);
+      part[plane] = lane_sum<T>(d.s, [&](int64_t i) {
+        T v = widen_one(xp[i]) - mu_c;
+        return v * v;
+      });
+    });
+    for (int64_t c = 0; c < d.c; ++c) {
+      ptr<T>(mean)[c] = static_cast<T>(mu[c]);
+      ptr<T>(var)[c] = static_cast<T>(channel_total(part, d, c) / count);
+    }
   });
 }
 
@@ -171,10 +169,13 @@ void batch_norm_backward(const Tensor& grad_in, const Tensor& grad_weight,
     const S* y = out.defined() ? ptr<const S>(out) : nullptr;  // relu: its mask
     S* dr = grad_residual.defined() ? ptr<S>(grad_residual) : nullptr;
     const double count = sync ? sync->count : static_cast<double>(d.n * d.s);
-    // Synchronized: the sums of every channel first, into `sums` for the group's allreduce; else
-    // each block of channels' input gradient right after its sums.
+    // Two passes over the planes in memory order: the sums (and the residual's gradient), then,
+    // with every channel's sums known (synchronized: the group's, allreduced in `sums` between
+    // the passes), the input gradient.
     Tensor sums = sync ? make_tensor({2, d.c}, mean.dtype(), in.device()) : Tensor();
-    auto channels = [&](auto with_relu, bool reduce, bool input, int64_t lo, int64_t hi) {
+    const T* mean_p = ptr<const T>(mean);
+    const T* invstd_p = ptr<const T>(invstd);
+    auto run = [&](auto with_relu) {
       constexpr bool kRelu = decltype(with_relu)::value;
       // The gradient reaching the batch norm's output: dy, through relu where out > 0 only
       // (NaN outputs pass none, as relu's own backward).
@@ -189,69 +190,62 @@ void batch_norm_backward(const Tensor& grad_in, const Tensor& grad_weight,
           return g;
         }
       };
-      const T* mean_p = ptr<const T>(mean);
-      const T* invstd_p = ptr<const T>(invstd);
-      const size_t nc = static_cast<size_t>(hi - lo);
-      std::vector<double> sum_dy(nc), sum_dy_xmu(nc);
-      std::vector<T> k(nc), mean_dy(nc), slope(nc);
-      for_blocks<S>(d, lo, hi, [&](int64_t c0, int64_t c1) {
-        if (reduce) {
-          for_planes(d, c0, c1, [&](int64_t c, int64_t o) {
-            const T mu = mean_p[c];
-            auto [a, b] = lane_sum2<T>(
-                d.s, [&](int64_t i) { return dz(o + i); },
-                [&](int64_t i) { return dz(o + i) * (widen_one(x[o + i]) - mu); });
-            sum_dy[c - lo] += a;
-            sum_dy_xmu[c - lo] += b;
-            if (dr)  // the residual's gradient is dz itself
-              for (int64_t i = 0; i < d.s; ++i) dr[o + i] = narrow_one<S>(dz(o + i));
-          });
-          for (int64_t c = c0; c < c1; ++c) {
-            const T is = invstd_p[c];
-            if (grad_weight.defined())
-              ptr<T>(grad_weight)[c] = static_cast<T>(sum_dy_xmu[c - lo] * is);
-            if (grad_bias.defined()) ptr<T>(grad_bias)[c] = static_cast<T>(sum_dy[c - lo]);
-            if (sync) {
-              ptr<T>(sums)[c] = static_cast<T>(sum_dy[c - lo]);
-              ptr<T>(sums)[d.c + c] = static_cast<T>(sum_dy_xmu[c - lo]);
-            }
-          }
-        } else {  // the group's sums
-          for (int64_t c = c0; c < c1; ++c) {
-            sum_dy[c - lo] = ptr<const T>(sums)[c];
-            sum_dy_xmu[c - lo] = ptr<const T>(sums)[d.c + c];
-          }
+      double* part_dy = scratch<double, 0>(d.n * d.c).data();  // per plane
+      double* part_dy_xmu = scratch<double, 1>(d.n * d.c).data();
+      for_each_plane(d, [&](int64_t plane) {
+        const int64_t o = plane * d.s;
+        const T mu = mean_p[plane % d.c];
+        auto [a, b] = lane_sum2<T>(
+            d.s, [&](int64_t i) { return dz(o + i); },
+            [&](int64_t i) { return dz(o + i) * (widen_one(x[o + i]) - mu); });
+        part_dy[plane] = a;
+        part_dy_xmu[plane] = b;
+        if (dr)  // the residual's gradient is dz itself
+          for (int64_t i = 0; i < d.s; ++i) dr[o + i] = narrow_one<S>(dz(o + i));
+      });
+      std::vector<double> sum_dy(d.c), sum_dy_xmu(d.c);
+      for (int64_t c = 0; c < d.c; ++c) {
+        sum_dy[c] = channel_total(part_dy, d, c);
+        sum_dy_xmu[c] = channel_total(part_dy_xmu, d, c);
+        if (grad_weight.defined())
+          ptr<T>(grad_weight)[c] = static_cast<T>(sum_dy_xmu[c] * invstd_p[c]);
+        if (grad_bias.defined()) ptr<T>(grad_bias)[c] = static_cast<T>(sum_dy[c]);
+        if (sync) {
+          ptr<T>(sums)[c] = static_cast<T>(sum_dy[c]);
+          ptr<T>(sums)[d.c + c] = static_cast<T>(sum_dy_xmu[c]);
         }
-        if (!input || !grad_in.defined()) return;
-        // Training: dx = w * is * (dy - mean(dy) - xhat * mean(dy * xhat)); eval: dx = w * is * dy.
-        for (int64_t c = c0; c < c1; ++c) {
-          const T is = invstd_p[c];
-          const double w = param_or<T>(weight, c, T(1));
-          k[c - lo] = static_cast<T>(w * is);
-          mean_dy[c - lo] = static_cast<T>(training ? sum_dy[c - lo] / count : 0.0);
-          // xhat * mean(dy * xhat) = (x - mu) * is * mean(dy * xhat)
-          slope[c - lo] = static_cast<T>(training ? is * (sum_dy_xmu[c - lo] * is) / count : 0.0);
+      }
+      if (sync) {  // the group's sums
+        sync->allreduce(sums);
+        for (int64_t c = 0; c < d.c; ++c) {
+          sum_dy[c] = ptr<const T>(sums)[c];
+          sum_dy_xmu[c] = ptr<const T>(sums)[d.c + c];
         }
-        S* dx = ptr<S>(grad_in);
-        for_planes(d, c0, c1, [&](int64_t c, int64_t o) {
-          const T mu = mean_p[c], k_c = k[c - lo], mean_dy_c = mean_dy[c - lo],
-                  slope_c = slope[c - lo];
-          for (int64_t i = 0; i < d.s; ++i)
-            dx[o + i] =
-                narrow_one<S>(k_c * (dz(o + i) - mean_dy_c - (widen_one(x[o + i]) - mu) * slope_c));
-        });
+      }
+      if (!grad_in.defined()) return;
+      // Training: dx = w * is * (dy - mean(dy) - xhat * mean(dy * xhat)); eval: dx = w * is * dy.
+      std::vector<T> k(d.c), mean_dy(d.c), slope(d.c);
+      for (int64_t c = 0; c < d.c; ++c) {
+        const T is = invstd_p[c];
+        const double w = param_or<T>(weight, c, T(1));
+        k[c] = static_cast<T>(w * is);
+        mean_dy[c] = static_cast<T>(training ? sum_dy[c] / count : 0.0);
+        // xhat * mean(dy * xhat) = (x - mu) * is * mean(dy * xhat)
+        slope[c] = static_cast<T>(training ? is * (sum_dy_xmu[c] * is) / count : 0.0);
+      }
+      S* dx = ptr<S>(grad_in);
+      for_each_plane(d, [&](int64_t plane) {
+        const int64_t o = plane * d.s, c = plane % d.c;
+        const T mu = mean_p[c], k_c = k[c], mean_dy_c = mean_dy[c], slope_c = slope[c];
+        for (int64_t i = 0; i < d.s; ++i)
+          dx[o + i] =
+              narrow_one<S>(k_c * (dz(o + i) - mean_dy_c - (widen_one(x[o + i]) - mu) * slope_c));
       });
     };
-    auto pass = [&](bool reduce, bool input) {
-      parallel_for(0, d.c, 1, [&](int64_t lo, int64_t hi) {
-        if (y) channels(std::true_type{}, reduce, input, lo, hi);
-        else channels(std::false_type{}, reduce, input, lo, hi);
-      });
-    };
-    if (!sync) return pass(true, true);
-    pass(true, false);
-    sync->allreduce(sums);
-    pass(false, true);
+    if (y)
+      run(std::true_type{});
+    else
+      run(std::false_type{});
   });
 }
 
