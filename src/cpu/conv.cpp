@@ -43,15 +43,16 @@ std::pair<int64_t, int64_t> valid_columns(int64_t shift, const Geometry& g, cons
 }
 
 constexpr int64_t kShortRow = 8;  // output rows shorter than this: im2col gathers through a table
+constexpr int64_t kShortRowTable = 1 << 16;  // of at most this many offsets (tall narrow maps copy)
 
 // x (C, H, W) -> col (C * kh * kw, Ho * Wo), rows `ld` apart (several samples share a col
 // matrix side by side). Channels innermost: a tap's valid columns are found once.
 template <typename T>
 void im2col(T* col, int64_t ld, const T* x, const Geometry& g, const Conv2dParams& p) {
-  if (g.wo < kShortRow && g.h * g.w <= INT32_MAX) {
+  const int64_t hw = g.ho * g.wo, taps = g.kh * g.kw;
+  if (g.wo < kShortRow && taps * hw <= kShortRowTable && g.h * g.w <= INT32_MAX) {
     // Rows too short for copies: a table of each tap's source offsets in a plane (-1: padding),
     // gathered channel by channel.
-    const int64_t hw = g.ho * g.wo, taps = g.kh * g.kw;
     int32_t* from = scratch<int32_t, 16>(taps * hw).data();
     for (int64_t t = 0; t < taps; ++t)
       for (int64_t oh = 0; oh < g.ho; ++oh)

@@ -245,6 +245,63 @@ TEST_CASE("f32 convolution paths agree with the f64 reference path", "[ops]") {
   }
 }
 
+TEST_CASE("conv2d on small maps (im2col through its table of offsets) matches its definition",
+          "[ops][conv]") {
+  // Output rows shorter than 8 take im2col's table of source offsets, in f64 (always im2col) as in
+  // f32 below 32 output positions: the forward and both gradients against the sums written out,
+  // with strides, dilation, unequal pads, groups, non-square maps and a 1x1 map.
+  struct Case {
+    int64_t n, ci, co, h, w, kh, kw, groups;
+    Int2 s, p, d;
+  };
+  for (Case c : {Case{2, 4, 6, 5, 6, 3, 3, 1, Int2(2, 1), Int2(1, 2), Int2(1, 2)},
+                 Case{3, 4, 4, 7, 4, 3, 2, 2, Int2(1, 2), Int2(2, 0), Int2(2, 1)},
+                 Case{2, 3, 5, 1, 1, 3, 3, 1, Int2(1, 1), Int2(1, 1), Int2(1, 1)},
+                 Case{1, 2, 3, 4, 4, 3, 3, 1, Int2(1, 1), Int2(0, 0), Int2(1, 1)}}) {
+    INFO(c.n << "x" << c.ci << "x" << c.h << "x" << c.w << " -> " << c.co << ", " << c.kh << "x"
+             << c.kw << ", groups " << c.groups);
+    Generator gen(c.h * 10 + c.w);
+    const int64_t cig = c.ci / c.groups, cog = c.co / c.groups;
+    Tensor x = randn({c.n, c.ci, c.h, c.w}, DType::f64, &gen).set_requires_grad();
+    Tensor w = randn({c.co, cig, c.kh, c.kw}, DType::f64, &gen).set_requires_grad();
+    Tensor y = conv2d(x, w, Tensor(), c.s, c.p, c.d, c.groups);
+    const int64_t ho = y.size(2), wo = y.size(3);
+    REQUIRE(ho == (c.h + 2 * c.p.h - c.d.h * (c.kh - 1) - 1) / c.s.h + 1);
+    REQUIRE(wo == (c.w + 2 * c.p.w - c.d.w * (c.kw - 1) - 1) / c.s.w + 1);
+    Tensor gy = randn(y.shape(), DType::f64, &gen);
+    y.backward(gy);
+    const auto xv = x.to_vector<double>(), wv = w.to_vector<double>(), gv = gy.to_vector<double>();
+    std::vector<double> want_y(gv.size(), 0.0), want_dx(xv.size(), 0.0), want_dw(wv.size(), 0.0);
+    for (int64_t b = 0; b < c.n; ++b)
+      for (int64_t o = 0; o < c.co; ++o)
+        for (int64_t i = 0; i < cig; ++i)
+          for (int64_t r = 0; r < ho; ++r)
+            for (int64_t q = 0; q < wo; ++q)
+              for (int64_t a = 0; a < c.kh; ++a)
+                for (int64_t e = 0; e < c.kw; ++e) {
+                  const int64_t ih = r * c.s.h - c.p.h + a * c.d.h,
+                                iw = q * c.s.w - c.p.w + e * c.d.w;
+                  if (ih < 0 || ih >= c.h || iw < 0 || iw >= c.w) continue;
+                  const auto xi =
+                      static_cast<size_t>(((b * c.ci + o / cog * cig + i) * c.h + ih) * c.w + iw);
+                  const auto wi = static_cast<size_t>(((o * cig + i) * c.kh + a) * c.kw + e);
+                  const auto yi = static_cast<size_t>(((b * c.co + o) * ho + r) * wo + q);
+                  want_y[yi] += xv[xi] * wv[wi];
+                  want_dx[xi] += gv[yi] * wv[wi];
+                  want_dw[wi] += gv[yi] * xv[xi];
+                }
+    auto check = [](const Tensor& got, const std::vector<double>& want, const char* what) {
+      INFO(what);
+      const auto g = got.to_vector<double>();
+      REQUIRE(g.size() == want.size());
+      for (size_t k = 0; k < g.size(); ++k) REQUIRE(g[k] == Approx(want[k]).margin(1e-12));
+    };
+    check(y, want_y, "output");
+    check(x.grad(), want_dx, "input gradient");
+    check(w.grad(), want_dw, "weight gradient");
+  }
+}
+
 TEST_CASE("conv_transpose2d with an output_padding of a stride or more matches its definition",
           "[ops][conv]") {
   // Allowed below the dilation; computed as the transposed convolution of the input with zero
