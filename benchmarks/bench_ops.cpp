@@ -5,7 +5,10 @@
 // Prints a table and writes JSON (--json FILE).
 // With --convs resnet50: only the convolutions, every distinct one of ResNet-50's, and the sum of
 // their forward + backward times as a step runs them.
+// With --ops: only a sweep of common layers (activations, pooling, linear, softmax and losses,
+// normalization, dropout, reductions, copies, embedding, bmm), forward + backward.
 // Usage: bench_ops [--threads T] [--repeats R] [--json FILE] [--quick] [--convs resnet20|resnet50]
+//                  [--ops]
 #include <immintrin.h>
 
 #include <CLI/CLI.hpp>
@@ -164,6 +167,111 @@ std::vector<ConvCase> resnet50_convs() {
   return v;
 }
 
+#ifdef TANDEM_BENCH_LIBTORCH
+// A layer's forward + backward in both libraries: f32 leaves of the given shapes (randn, the same
+// values on both sides), the output's gradient randn too.
+struct OpCase {
+  std::string name;
+  std::vector<Shape> inputs;
+  std::function<Tensor(const std::vector<Tensor>&)> ours;
+  std::function<torch::Tensor(const std::vector<torch::Tensor>&)> theirs;
+};
+
+// Common layers at the sizes of a small CNN or MLP step, forward + backward beside libtorch;
+// rows at 2x libtorch's time or more are marked (such a row was max pooling's backward, 50x).
+void op_sweep(int repeats, Generator& gen, std::vector<Row>& rows) {
+  using TV = std::vector<torch::Tensor>;
+  using V = std::vector<Tensor>;
+  const Shape act{128, 64, 28, 28};
+  Tensor target = randint(0, 1000, {128}, DType::i64, &gen);
+  Tensor ids = randint(0, 10000, {128, 64}, DType::i64, &gen);
+  torch::Tensor ttarget = torch::from_blob(target.to_vector<int64_t>().data(), {128}, torch::kInt64).clone();
+  torch::Tensor tids =
+      torch::from_blob(ids.to_vector<int64_t>().data(), {128, 64}, torch::kInt64).clone();
+  namespace F = torch::nn::functional;
+  const std::vector<OpCase> cases = {
+      {"relu (128,64,28,28)", {act}, [](const V& v) { return relu(v[0]); },
+       [](const TV& v) { return torch::relu(v[0]); }},
+      {"add (128,64,28,28)", {act, act}, [](const V& v) { return add(v[0], v[1]); },
+       [](const TV& v) { return v[0] + v[1]; }},
+      {"mul (128,64,28,28)", {act, act}, [](const V& v) { return mul(v[0], v[1]); },
+       [](const TV& v) { return v[0] * v[1]; }},
+      {"sigmoid (128,4096)", {{128, 4096}}, [](const V& v) { return sigmoid(v[0]); },
+       [](const TV& v) { return torch::sigmoid(v[0]); }},
+      {"tanh (128,4096)", {{128, 4096}}, [](const V& v) { return tanh(v[0]); },
+       [](const TV& v) { return torch::tanh(v[0]); }},
+      {"gelu (128,4096)", {{128, 4096}}, [](const V& v) { return gelu(v[0]); },
+       [](const TV& v) { return F::gelu(v[0]); }},
+      {"max_pool2d 2/2 (128,64,28,28)", {act}, [](const V& v) { return max_pool2d(v[0], 2, 2); },
+       [](const TV& v) { return torch::max_pool2d(v[0], 2, 2); }},
+      {"max_pool2d 3/2 pad 1 (128,64,28,28)", {act},
+       [](const V& v) { return max_pool2d(v[0], 3, 2, 1); },
+       [](const TV& v) { return torch::max_pool2d(v[0], 3, 2, 1); }},
+      {"avg_pool2d 2/2 (128,64,28,28)", {act}, [](const V& v) { return avg_pool2d(v[0], 2, 2); },
+       [](const TV& v) { return torch::avg_pool2d(v[0], 2, 2); }},
+      {"adaptive_avg_pool2d 1 (128,512,7,7)", {{128, 512, 7, 7}},
+       [](const V& v) { return adaptive_avg_pool2d(v[0], 1); },
+       [](const TV& v) { return torch::adaptive_avg_pool2d(v[0], {1, 1}); }},
+      {"linear 512->1000 (128)", {{128, 512}, {1000, 512}, {1000}},
+       [](const V& v) { return linear(v[0], v[1], v[2]); },
+       [](const TV& v) { return torch::linear(v[0], v[1], v[2]); }},
+      {"log_softmax (128,1000)", {{128, 1000}}, [](const V& v) { return log_softmax(v[0], 1); },
+       [](const TV& v) { return torch::log_softmax(v[0], 1); }},
+      {"softmax (128,1000)", {{128, 1000}}, [](const V& v) { return softmax(v[0], 1); },
+       [](const TV& v) { return torch::softmax(v[0], 1); }},
+      {"cross_entropy (128,1000)", {{128, 1000}},
+       [&](const V& v) { return cross_entropy(v[0], target); },
+       [&](const TV& v) { return F::cross_entropy(v[0], ttarget); }},
+      {"layer_norm 512 (4096,512)", {{4096, 512}, {512}, {512}},
+       [](const V& v) { return layer_norm(v[0], {512}, v[1], v[2]); },
+       [](const TV& v) { return torch::layer_norm(v[0], {512}, v[1], v[2]); }},
+      {"dropout 0.5 (128,4096)", {{128, 4096}}, [](const V& v) { return dropout(v[0], 0.5); },
+       [](const TV& v) { return torch::dropout(v[0], 0.5, true); }},
+      {"sum over h,w (128,64,28,28)", {act}, [](const V& v) { return sum(v[0], {2, 3}); },
+       [](const TV& v) { return v[0].sum({2, 3}); }},
+      {"transpose + contiguous (128,64,784)", {{128, 64, 784}},
+       [](const V& v) { return transpose(v[0], 1, 2).contiguous(); },
+       [](const TV& v) { return v[0].transpose(1, 2).contiguous(); }},
+      {"cat dim 1 (128,64,28,28) x2", {act, act}, [](const V& v) { return cat({v[0], v[1]}, 1); },
+       [](const TV& v) { return torch::cat({v[0], v[1]}, 1); }},
+      {"embedding 10000x256 (128,64)", {{10000, 256}},
+       [&](const V& v) { return embedding(v[0], ids); },
+       [&](const TV& v) { return torch::embedding(v[0], tids); }},
+      {"bmm (64,128,64)x(64,64,128)", {{64, 128, 64}, {64, 64, 128}},
+       [](const V& v) { return bmm(v[0], v[1]); },
+       [](const TV& v) { return torch::bmm(v[0], v[1]); }},
+  };
+  std::printf("\nop sweep, f32 forward + backward (tandem / libtorch time; <== at 2x or more):\n");
+  for (const OpCase& oc : cases) {
+    V leaves;
+    TV tleaves;
+    for (const Shape& shape : oc.inputs) {
+      Tensor t = randn(shape, {}, &gen);
+      tleaves.push_back(to_torch(t).set_requires_grad(true));
+      leaves.push_back(t.detach().set_requires_grad(true));
+    }
+    Tensor gy = randn(oc.ours(leaves).shape(), {}, &gen);
+    torch::Tensor tgy = to_torch(gy);
+    Row row{oc.name, 0};
+    auto ours = [&] {
+      for (Tensor& t : leaves) t.set_grad(Tensor());
+      oc.ours(leaves).backward(gy);
+    };
+    auto theirs = [&] {
+      torch::AutoGradMode mode(true);
+      for (torch::Tensor& t : tleaves) t.mutable_grad() = torch::Tensor();
+      oc.theirs(tleaves).backward(tgy);
+    };
+    time_pair(row, repeats, ours, theirs);
+    const double ratio = row.tandem_s / row.torch_s;
+    std::printf("%-40s %9.3f ms | libtorch %9.3f ms | ratio %.2f%s\n", row.name.c_str(),
+                1e3 * row.tandem_s, 1e3 * row.torch_s, ratio, ratio >= 2 ? "  <==" : "");
+    std::fflush(stdout);
+    rows.push_back(row);
+  }
+}
+#endif
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -182,6 +290,7 @@ int main(int argc, char** argv) {
   std::string json_path;
   bool quick = false;
   std::string conv_set = "resnet20";
+  bool ops = false;
   app.add_option("--threads", threads, "CPU threads for tandem and libtorch")->check(CLI::PositiveNumber);
   app.add_option("--repeats", repeats, "timed repetitions per case (median reported)")->check(CLI::PositiveNumber);
   app.add_option("--json", json_path, "write the results to this JSON file");
@@ -190,6 +299,9 @@ int main(int argc, char** argv) {
                  "whose convolutions: resnet20's (28x28, batch 128), or every distinct one of "
                  "resnet50's on 64x64 at batch 32 with a step's total (and nothing else)")
       ->check(CLI::IsMember({"resnet20", "resnet50"}));
+  app.add_flag("--ops", ops,
+               "only the op sweep: common layers' forward + backward beside libtorch, rows at 2x "
+               "libtorch's time or more marked");
   CLI11_PARSE(app, argc, argv);
 
   set_num_threads(threads);
@@ -208,6 +320,15 @@ int main(int argc, char** argv) {
 
   std::vector<Row> rows;
   Generator gen(1);
+  if (ops) {
+#ifdef TANDEM_BENCH_LIBTORCH
+    op_sweep(repeats, gen, rows);
+    return 0;
+#else
+    std::fprintf(stderr, "--ops compares with libtorch: install libtorch-dev and rebuild\n");
+    return 1;
+#endif
+  }
 
   const bool r50 = conv_set == "resnet50";
   // --- GEMM -------------------------------------------------------------------------------
