@@ -162,6 +162,33 @@ void avg_pool2d_backward(const Tensor& grad_in, const Tensor& grad_out, const Po
     const pool::Geometry g = pool::geometry(grad_in, grad_out);
     T* dx = ptr<T>(grad_in);
     const T* dy = ptr<const T>(grad_out);
+    if (!g.channels_last) {
+      // Plane by plane, each output's share added to the inputs of its window (clipped to the
+      // map), outputs rising: avg_gradient's sums in its order, without searching the windows.
+      const T inv = T(1) / T(p.kh * p.kw);
+      const int64_t in_area = g.h * g.w, out_area = g.ho * g.wo;
+      parallel_for(0, grad_in.numel() / std::max<int64_t>(in_area, 1),
+                   std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(
+                                            in_area + out_area * p.kh * p.kw, 1)),
+                   [&](int64_t lo, int64_t hi) {
+        for (int64_t plane = lo; plane < hi; ++plane) {
+          T* dx_p = dx + plane * in_area;
+          const T* dy_p = dy + plane * out_area;
+          std::fill_n(dx_p, in_area, T(0));
+          for (int64_t oh = 0; oh < g.ho; ++oh) {
+            const Taps r = taps(oh, p.kh, p.stride_h, p.pad_h, 1, g.h);
+            for (int64_t ow = 0; ow < g.wo; ++ow) {
+              const Taps c = taps(ow, p.kw, p.stride_w, p.pad_w, 1, g.w);
+              const T d = dy_p[oh * g.wo + ow];
+              for (int64_t ki = r.lo; ki < r.hi; ++ki)
+                for (int64_t kj = c.lo; kj < c.hi; ++kj)
+                  dx_p[(r.first + ki) * g.w + c.first + kj] += d * inv;
+            }
+          }
+        }
+      });
+      return;
+    }
     for_each_element(g, grad_in.numel(), g.h, g.w, p.kh * p.kw, [&](int64_t i, pool::Site s) {
       dx[i] = pool::avg_gradient<T>(dy, g, p, s, Identity{});
     });
