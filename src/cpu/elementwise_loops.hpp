@@ -10,6 +10,7 @@
 #include "kernels.hpp"
 #include "loops.hpp"
 #include "tandem/core/dtype_dispatch.hpp"
+#include "vec_math.hpp"
 
 namespace tandem::kernels::cpu {
 inline namespace TANDEM_CPU_NAMESPACE {
@@ -47,10 +48,18 @@ void unary_loop(const Tensor& out, const Tensor& in, Op op) {
                       for (int64_t b = 0; b < n; b += kNarrowBlock) {
                         const int64_t m = std::min(kNarrowBlock, n - b);
                         widen_block(xa, x + b * st[1], st[1], m);
-                        for (int64_t i = 0; i < m; ++i) ra[i] = op(xa[i]);
+                        if constexpr (vec::kUnary<Op, A>) {
+                          vec::unary<Op>(ra, xa, m);
+                        } else {
+                          for (int64_t i = 0; i < m; ++i) ra[i] = op(xa[i]);
+                        }
                         store_block(o + b * st[0], st[0], ra, m);
                       }
                     } else if (st[0] == 1 && st[1] == 1) {
+                      if constexpr (vec::kUnary<Op, A> && std::is_same_v<R, float>) {
+                        vec::unary<Op>(o, x, n);
+                        return;
+                      }
                       for (int64_t i = 0; i < n; ++i) o[i] = R(op(A(x[i])));
                     } else {
                       for (int64_t i = 0; i < n; ++i) o[i * st[0]] = R(op(A(x[i * st[1]])));
@@ -78,10 +87,18 @@ void binary_loop(const Tensor& out, const Tensor& a, const Tensor& b, Op op) {
             const int64_t m = std::min(kNarrowBlock, n - blk);
             widen_block(xa, x + blk * st[1], st[1], m);
             widen_block(ya, y + blk * st[2], st[2], m);
-            for (int64_t i = 0; i < m; ++i) ra[i] = op(xa[i], ya[i]);
+            if constexpr (vec::kBinary<Op, A>) {
+              vec::binary<Op>(ra, xa, ya, m);
+            } else {
+              for (int64_t i = 0; i < m; ++i) ra[i] = op(xa[i], ya[i]);
+            }
             store_block(o + blk * st[0], st[0], ra, m);
           }
         } else if (st[0] == 1 && st[1] == 1 && st[2] == 1) {
+          if constexpr (vec::kBinary<Op, A> && std::is_same_v<R, float>) {
+            vec::binary<Op>(o, x, y, n);
+            return;
+          }
           for (int64_t i = 0; i < n; ++i) o[i] = R(op(A(x[i]), A(y[i])));
         } else if (st[0] == 1 && st[1] == 1 && st[2] == 0) {  // tensor op scalar, bias rows
           const A yv = A(*y);
