@@ -86,6 +86,39 @@ void extreme_rows(R* out, const T* in, int64_t rows, int64_t cols) {
                });
 }
 
+// out[j] = the sum over rows i of in[i * cols + j] (the reduced dims lead: broadcasting ops'
+// gradients, bias and norm weights): the rows streamed in order into a block of per-column
+// accumulators (f64, or i64), instead of a transposed copy summed row by row. Blocks of columns
+// run in parallel; each column's sum runs over the rows in order, whatever the thread count.
+template <typename T, typename R>
+void sum_columns_of(R* out, const T* in, int64_t rows, int64_t cols) {
+  constexpr int64_t kCols = 256;
+  using A = acc_type<T>;
+  parallel_for(0, (cols + kCols - 1) / kCols,
+               std::max<int64_t>(1, kBlock / std::max<int64_t>(rows * kCols, 1)),
+               [&](int64_t lo, int64_t hi) {
+                 Acc<T> acc[kCols];
+                 for (int64_t b = lo; b < hi; ++b) {
+                   const int64_t j0 = b * kCols, n = std::min(kCols, cols - j0);
+                   std::fill_n(acc, n, Acc<T>(0));
+                   for (int64_t i = 0; i < rows; ++i) {
+                     const T* p = in + i * cols + j0;
+                     for (int64_t j = 0; j < n; ++j) acc[j] += A(p[j]);
+                   }
+                   for (int64_t j = 0; j < n; ++j) out[j0 + j] = store<R>(acc[j]);
+                 }
+               });
+}
+
+void sum_columns(const Tensor& out, const Tensor& in, int64_t rows, int64_t cols) {
+  dispatch_dtype(in.dtype(), "sum_columns (cpu)", [&](auto t) {
+    using T = decltype(t);
+    dispatch_dtype(out.dtype(), "sum (cpu)", [&](auto r) {
+      sum_columns_of<T>(ptr<decltype(r)>(out), ptr<const T>(in), rows, cols);
+    });
+  });
+}
+
 void reduce_rows(const Tensor& out, ReduceOp op, const Tensor& in, int64_t rows, int64_t cols) {
   dispatch_dtype(in.dtype(), "reduce_rows (cpu)", [&](auto t) {
     using T = decltype(t);
@@ -107,6 +140,7 @@ void reduce_rows(const Tensor& out, ReduceOp op, const Tensor& in, int64_t rows,
 }  // namespace
 
 TANDEM_REGISTER_CPU(reduce_rows, reduce_rows);
+TANDEM_REGISTER_CPU(sum_columns, sum_columns);
 
 }  // namespace TANDEM_CPU_NAMESPACE
 }  // namespace tandem::kernels::cpu

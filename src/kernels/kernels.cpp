@@ -136,6 +136,7 @@ TANDEM_STUB(uniform);
 TANDEM_STUB(normal);
 TANDEM_STUB(randint);
 TANDEM_STUB(reduce_rows);
+TANDEM_STUB(sum_columns);
 TANDEM_STUB(bmm);
 TANDEM_STUB(conv2d_forward);
 TANDEM_STUB(conv2d_backward);

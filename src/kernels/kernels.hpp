@@ -42,6 +42,9 @@ enum class ReduceOp { sum, max, min, argmax, argmin };
 extern Stub<void (*)(const Tensor& out, ReduceOp op, const Tensor& in, int64_t rows,
                      int64_t cols)>
     reduce_rows;
+/// out (cols) = the sums of in's columns, in contiguous (rows, cols): a reduction over leading
+/// dims without transposing them last. CPU only (the op takes reduce_rows elsewhere).
+extern Stub<void (*)(const Tensor& out, const Tensor& in, int64_t rows, int64_t cols)> sum_columns;
 
 // --- GEMM ------------------------------------------------------------------------------------
 /// out (B, M, N) = a (B, M, K) @ b (B, K, N); any strides; a, b, out share a dtype.

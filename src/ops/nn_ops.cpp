@@ -576,9 +576,23 @@ Tensor layer_norm(const Tensor& input, const Shape& normalized_shape, const Tens
                  "must have shape ", shape_str(normalized_shape), ", got ",
                  shape_str(t->shape()));
   TANDEM_CHECK(eps >= 0, "layer_norm: eps must be >= 0, got ", eps);
-  Shape dims;
-  for (int64_t d = input.dim() - k; d < input.dim(); ++d) dims.push_back(d);
-  Tensor y = normalized(input.to(compute_dtype(input.dtype())), dims, eps);
+  Tensor x = input.to(compute_dtype(input.dtype()));
+  const int64_t features = numel_of(normalized_shape);
+  Tensor y;
+  if (features > 1 && x.numel() > 0) {
+    // Batch norm's op over (1, rows, features): its per-channel statistics are layer norm's per
+    // row (f64 accumulators), its backward the normalization's gradient in two passes over
+    // memory, on every backend and under create_graph. Composed of mean, sub, mul, pow and the
+    // rest it took ten passes and 9x libtorch's time (bench_ops --ops).
+    const Tensor none;
+    y = batch_norm(x.reshape({1, x.numel() / features, features}), none, none, none, none,
+                   /*training=*/true, 0.0, eps)
+            .reshape(x.shape());
+  } else {  // one feature (batch norm refuses a single value per channel) or nothing
+    Shape dims;
+    for (int64_t d = input.dim() - k; d < input.dim(); ++d) dims.push_back(d);
+    y = normalized(x, dims, eps);
+  }
   if (weight.defined()) y = mul(y, weight);
   if (bias.defined()) y = add(y, bias);
   return y.to(input.dtype());

@@ -54,19 +54,32 @@ Tensor as_rows(const Tensor& t, const Plan& p, DType dt) {
   return as_dtype(t, dt).permute(order).contiguous();
 }
 
+// Whether t is row-major contiguous and the reduced dims are its leading ones, some kept.
+bool leading(const Tensor& t, const Plan& p) {
+  if (!t.is_contiguous() || p.rows <= 1 || p.cols <= 1) return false;
+  int64_t d = 0;
+  while (d < t.dim() && p.reduced[d]) ++d;
+  for (int64_t e = d; e < t.dim(); ++e)
+    if (p.reduced[e]) return false;
+  return d > 0 && d < t.dim();
+}
+
 Tensor reduce(ReduceOp op, const Tensor& t, const Plan& p, DType out_dtype, const char* name) {
   check_defined(t, name, "input");
   if (op != ReduceOp::sum)
     TANDEM_CHECK(p.cols > 0, name, ": cannot reduce over a zero-size dim (no identity), input ",
                  "shape ", shape_str(t.shape()));
   kernels::reduce_rows.at(t, name);
-  Tensor rows = as_rows(t, p, t.dtype());
   bool index = op == ReduceOp::argmax || op == ReduceOp::argmin;
   // Floats reduce into their own dtype (f16/bf16 accumulate wider inside the kernel); integer
   // sums into i64.
   DType kernel_out = index ? DType::i64 : (is_floating(t.dtype()) ? t.dtype() : out_dtype);
   Tensor out = empty(p.out_shape, TensorOptions(kernel_out).device(t.device()));
-  kernels::reduce_rows(out, op, rows, p.rows, p.cols);
+  if (op == ReduceOp::sum && t.is_cpu() && leading(t, p)) {
+    kernels::sum_columns(out, t, p.cols, p.rows);  // no transposed copy
+  } else {
+    kernels::reduce_rows(out, op, as_rows(t, p, t.dtype()), p.rows, p.cols);
+  }
   return index ? out : as_dtype(out, out_dtype);
 }
 

@@ -247,6 +247,51 @@ TEST_CASE("f32 convolution paths agree with the f64 reference path", "[ops]") {
   }
 }
 
+TEST_CASE("sums over leading dims (no transposed copy on the CPU) match the sums written out",
+          "[ops]") {
+  // Reduced dims that lead a contiguous tensor take the column sums (sum_columns); others the
+  // row sums of a transposed copy. Both against a loop in f64 (i64 exactly), with keepdim,
+  // several leading dims, a column count past one block (256) and a narrow dtype.
+  Generator gen(3);
+  struct Case {
+    Shape shape;
+    Shape dims;
+  };
+  for (const Case& c : {Case{{7, 300}, {0}}, Case{{3, 5, 600}, {0, 1}}, Case{{4, 3, 2}, {0}},
+                        Case{{2, 513}, {-2}}, Case{{300, 7}, {1}}}) {
+    INFO(shape_str(c.shape) << " over " << shape_str(c.dims));
+    Tensor x = randn(c.shape, DType::f64, &gen);
+    const auto xv = x.to_vector<double>();
+    // x as (lead, rest): the reduced dims are the first ones (leading) or the last ones
+    const bool leading = c.dims[0] == 0 || c.dims[0] == -static_cast<int64_t>(c.shape.size());
+    const size_t split = leading ? c.dims.size() : c.shape.size() - c.dims.size();
+    int64_t lead = 1, rest = 1;
+    for (size_t d = 0; d < c.shape.size(); ++d) (d < split ? lead : rest) *= c.shape[d];
+    std::vector<double> want(static_cast<size_t>(leading ? rest : lead), 0.0);
+    for (int64_t i = 0; i < lead; ++i)
+      for (int64_t j = 0; j < rest; ++j)
+        want[static_cast<size_t>(leading ? j : i)] += xv[static_cast<size_t>(i * rest + j)];
+    for (bool keepdim : {false, true}) {
+      const auto got = sum(x.to(DType::f32), c.dims, keepdim).to_vector<float>();
+      REQUIRE(got.size() == want.size());
+      for (size_t k = 0; k < got.size(); ++k)
+        REQUIRE(got[k] == Approx(want[k]).epsilon(1e-6).margin(1e-5));
+    }
+    const auto got64 = sum(x, c.dims).to_vector<double>();
+    for (size_t k = 0; k < got64.size(); ++k) REQUIRE(got64[k] == Approx(want[k]).epsilon(1e-12));
+    Tensor xi = mul(x, 100.0).to(DType::i64);
+    const auto iv = xi.to_vector<int64_t>();
+    std::vector<int64_t> want_i(want.size(), 0);
+    for (int64_t i = 0; i < lead; ++i)
+      for (int64_t j = 0; j < rest; ++j)
+        want_i[static_cast<size_t>(leading ? j : i)] += iv[static_cast<size_t>(i * rest + j)];
+    CHECK(sum(xi, c.dims).to_vector<int64_t>() == want_i);
+    // bf16 sums in f64 and rounds once: the f32 sum of the same values, rounded
+    Tensor xb = x.to(DType::bf16);
+    CHECK(equal(sum(xb, c.dims), sum(xb.to(DType::f64), c.dims).to(DType::f32).to(DType::bf16)));
+  }
+}
+
 TEST_CASE("f32 exp, sigmoid, tanh and gelu (vectorized on AVX2 and AVX-512) against libm in f64",
           "[ops]") {
   // A dense sweep over [-110, 110] and [-3, 3] plus special values, forward, and gelu's two
