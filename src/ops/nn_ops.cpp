@@ -417,6 +417,23 @@ Tensor normalized(const Tensor& x, const Shape& dims, double eps) {
   return mul(centered, pow(add(mean(mul(centered, centered), dims, true), eps), -0.5));
 }
 
+// Each run of `features` consecutive values of x (contiguous: (rows, features)) normalized to
+// mean 0 and variance 1 (layer and group norm): batch norm's op over (1, rows, features), whose
+// per-channel statistics are the rows' (f64 accumulators) and whose backward takes two passes
+// over memory, on every backend and under create_graph. Composed of mean, sub, mul and pow it
+// took about ten passes and 9x libtorch's time (bench_ops --ops); that remains only where batch
+// norm refuses: one feature (a single value per channel), or nothing.
+Tensor normalized_rows(const Tensor& x, int64_t features, double eps) {
+  const int64_t rows = features > 0 ? x.numel() / features : 0;
+  if (features > 1 && rows > 0) {
+    const Tensor none;
+    return batch_norm(x.reshape({1, rows, features}), none, none, none, none, /*training=*/true,
+                      0.0, eps)
+        .reshape(x.shape());
+  }
+  return normalized(x.reshape({rows, features}), {1}, eps).reshape(x.shape());
+}
+
 // batch_norm_op's forward from recorded ops, for its backward under create_graph: in training
 // from x's own statistics (so they are differentiated too), else from the running ones given
 // as mean and invstd (constants).
@@ -576,23 +593,8 @@ Tensor layer_norm(const Tensor& input, const Shape& normalized_shape, const Tens
                  "must have shape ", shape_str(normalized_shape), ", got ",
                  shape_str(t->shape()));
   TANDEM_CHECK(eps >= 0, "layer_norm: eps must be >= 0, got ", eps);
-  Tensor x = input.to(compute_dtype(input.dtype()));
-  const int64_t features = numel_of(normalized_shape);
-  Tensor y;
-  if (features > 1 && x.numel() > 0) {
-    // Batch norm's op over (1, rows, features): its per-channel statistics are layer norm's per
-    // row (f64 accumulators), its backward the normalization's gradient in two passes over
-    // memory, on every backend and under create_graph. Composed of mean, sub, mul, pow and the
-    // rest it took ten passes and 9x libtorch's time (bench_ops --ops).
-    const Tensor none;
-    y = batch_norm(x.reshape({1, x.numel() / features, features}), none, none, none, none,
-                   /*training=*/true, 0.0, eps)
-            .reshape(x.shape());
-  } else {  // one feature (batch norm refuses a single value per channel) or nothing
-    Shape dims;
-    for (int64_t d = input.dim() - k; d < input.dim(); ++d) dims.push_back(d);
-    y = normalized(x, dims, eps);
-  }
+  Tensor y = normalized_rows(input.to(compute_dtype(input.dtype())), numel_of(normalized_shape),
+                             eps);
   if (weight.defined()) y = mul(y, weight);
   if (bias.defined()) y = add(y, bias);
   return y.to(input.dtype());
@@ -612,8 +614,8 @@ Tensor group_norm(const Tensor& input, int64_t num_groups, const Tensor& weight,
     TANDEM_CHECK(!t->defined() || t->shape() == Shape{c}, "group_norm: weight and bias must "
                  "have shape (", c, "), got ", shape_str(t->shape()));
   TANDEM_CHECK(eps >= 0, "group_norm: eps must be >= 0, got ", eps);
-  Tensor x = input.to(compute_dtype(input.dtype())).reshape({n, num_groups, -1});
-  Tensor y = normalized(x, {2}, eps).reshape(input.shape());
+  Tensor y = normalized_rows(input.to(compute_dtype(input.dtype())),
+                             n > 0 ? input.numel() / (n * num_groups) : 0, eps);
   Shape per_channel(input.dim(), 1);
   per_channel[1] = c;
   if (weight.defined()) y = mul(y, weight.reshape(per_channel));
