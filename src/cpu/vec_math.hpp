@@ -40,6 +40,7 @@ inline VF keep_nan(VF x, VF r) { return select(x != x, x, r); }
 inline VF exp(VF x) {
   VF xc = select(x < -104.0f, splat(-104.0f), x);  // below: 0; above 89: inf
   xc = select(xc > 89.0f, splat(89.0f), xc);
+  xc = select(x != x, splat(0.0f), xc);  // NaN lanes (their result is x) convert no NaN to int
   const VF magic = splat(12582912.0f);  // 1.5 * 2^23: adding it rounds to an integer
   const VF n = (xc * 1.44269504088896341f + magic) - magic;
   VF r = xc - n * 0.693359375f;
@@ -52,7 +53,7 @@ inline VF exp(VF x) {
   p = p * r + 5.0000001201e-1f;
   const VF y = p * (r * r) + r + 1.0f;
   const VI ni = __builtin_convertvector(n, VI);  // in [-150, 129]
-  const VI half = ni >> 1;
+  const VI half = ni >> 1;  // both halves' biased exponents lie in [52, 192]: positive shifts
   const VF s1 = (VF)((half + 127) << 23), s2 = (VF)((ni - half + 127) << 23);
   return keep_nan(x, y * s1 * s2);
 }
