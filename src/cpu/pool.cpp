@@ -1,8 +1,8 @@
 // CPU pooling over (N, C, H, W) tensors, row-major or channels-last: the index math and the sums
 // of src/kernels/pool.hpp, which the CUDA backend runs too, over the written tensor's elements in
 // parallel. Every backward gathers (each input sums the outputs it fed), in the order a scatter
-// over rising outputs would add them; max pooling's on row-major maps is that scatter, plane by
-// plane.
+// over rising outputs would add them; max and average pooling's on row-major maps are that
+// scatter, plane by plane.
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -20,28 +20,35 @@ struct Identity {
   T operator()(T v) const { return v; }
 };
 
+// f(plane) for `planes` row-major planes in parallel, `cost` loads or stores each.
+template <typename F>
+void for_each_plane(int64_t planes, int64_t cost, F&& f) {
+  parallel_for(0, planes, std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(cost, 1)),
+               [&](int64_t lo, int64_t hi) {
+                 for (int64_t plane = lo; plane < hi; ++plane) f(plane);
+               });
+}
+
 // f(i, site of i) for every element i of a tensor of rows x cols maps, `cost` loads each.
 // Row-major maps run plane by plane, their sites counted; channels-last ones divide (SiteOf).
 template <typename F>
 void for_each_element(const pool::Geometry& g, int64_t count, int64_t rows, int64_t cols,
                       int64_t cost, F&& f) {
   if (count == 0) return;
-  const int64_t grain = std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(cost, 1));
   if (!g.channels_last) {
     const int64_t area = rows * cols;
-    parallel_for(0, count / area, std::max<int64_t>(1, grain / area), [&](int64_t lo, int64_t hi) {
-      for (int64_t plane = lo; plane < hi; ++plane) {
-        int64_t i = plane * area;
-        for (int64_t y = 0; y < rows; ++y)
-          for (int64_t x = 0; x < cols; ++x) f(i++, pool::Site{plane / g.c, plane % g.c, y, x});
-      }
+    for_each_plane(count / area, area * cost, [&](int64_t plane) {
+      int64_t i = plane * area;
+      for (int64_t y = 0; y < rows; ++y)
+        for (int64_t x = 0; x < cols; ++x) f(i++, pool::Site{plane / g.c, plane % g.c, y, x});
     });
     return;
   }
   const pool::SiteOf site(g, rows, cols, count);
-  parallel_for(0, count, grain, [&](int64_t lo, int64_t hi) {
-    for (int64_t i = lo; i < hi; ++i) f(i, site(i));
-  });
+  parallel_for(0, count, std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(cost, 1)),
+               [&](int64_t lo, int64_t hi) {
+                 for (int64_t i = lo; i < hi; ++i) f(i, site(i));
+               });
 }
 
 // The kernel offsets [lo, hi) whose input o * stride - pad + k * dil lies in [0, size).
@@ -74,33 +81,30 @@ void max_pool2d_forward(const Tensor& out, const Tensor& indices, const Tensor& 
       for (int64_t ow = 0; ow < g.wo; ++ow)
         cols[ow] = taps(ow, p.kw, p.stride_w, p.pad_w, p.dil_w, g.w);
       const int64_t in_area = g.h * g.w, out_area = g.ho * g.wo;
-      parallel_for(0, out.numel() / std::max<int64_t>(out_area, 1),
-                   std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(out_area * p.kh * p.kw, 1)),
-                   [&](int64_t lo, int64_t hi) {
-        for (int64_t plane = lo; plane < hi; ++plane) {
-          const T* xp = x + plane * in_area;
-          T* yp = y + plane * out_area;
-          int64_t* ip = idx + plane * out_area;
-          for (int64_t oh = 0; oh < g.ho; ++oh) {
-            const Taps r = taps(oh, p.kh, p.stride_h, p.pad_h, p.dil_h, g.h);
-            for (int64_t ow = 0; ow < g.wo; ++ow) {
-              const Taps& c = cols[ow];
-              T best = T(0);
-              int64_t index = -1;
-              for (int64_t ki = r.lo; ki < r.hi; ++ki) {
-                const int64_t row = (r.first + ki * p.dil_h) * g.w;
-                for (int64_t kj = c.lo; kj < c.hi; ++kj) {
-                  const int64_t at = row + c.first + kj * p.dil_w;
-                  const T v = xp[at];
-                  if (index < 0 || v > best || v != v) {
-                    best = v;
-                    index = at;
-                  }
+      const int64_t planes = out.numel() / std::max<int64_t>(out_area, 1);
+      for_each_plane(planes, out_area * p.kh * p.kw, [&](int64_t plane) {
+        const T* xp = x + plane * in_area;
+        T* yp = y + plane * out_area;
+        int64_t* ip = idx + plane * out_area;
+        for (int64_t oh = 0; oh < g.ho; ++oh) {
+          const Taps r = taps(oh, p.kh, p.stride_h, p.pad_h, p.dil_h, g.h);
+          for (int64_t ow = 0; ow < g.wo; ++ow) {
+            const Taps& c = cols[ow];
+            T best = T(0);
+            int64_t index = -1;
+            for (int64_t ki = r.lo; ki < r.hi; ++ki) {
+              const int64_t row = (r.first + ki * p.dil_h) * g.w;
+              for (int64_t kj = c.lo; kj < c.hi; ++kj) {
+                const int64_t at = row + c.first + kj * p.dil_w;
+                const T v = xp[at];
+                if (index < 0 || v > best || v != v) {
+                  best = v;
+                  index = at;
                 }
               }
-              yp[oh * g.wo + ow] = index < 0 ? -T(INFINITY) : best;
-              ip[oh * g.wo + ow] = index;
             }
+            yp[oh * g.wo + ow] = index < 0 ? -T(INFINITY) : best;
+            ip[oh * g.wo + ow] = index;
           }
         }
       });
@@ -126,16 +130,12 @@ void max_pool2d_backward(const Tensor& grad_in, const Tensor& grad_out, const Te
       // Plane by plane, each output's gradient added to the input its index names, outputs
       // rising: the sums max_gradient gathers, in its order, without searching the windows.
       const int64_t in_area = g.h * g.w, out_area = g.ho * g.wo;
-      parallel_for(0, grad_in.numel() / in_area,
-                   std::max<int64_t>(1, kElementwiseGrain / (in_area + out_area)),
-                   [&](int64_t lo, int64_t hi) {
-                     for (int64_t plane = lo; plane < hi; ++plane) {
-                       T* dx_p = dx + plane * in_area;
-                       std::fill_n(dx_p, in_area, T(0));
-                       for (int64_t o = plane * out_area; o < (plane + 1) * out_area; ++o)
-                         if (idx[o] >= 0) dx_p[idx[o]] += dy[o];
-                     }
-                   });
+      for_each_plane(grad_in.numel() / in_area, in_area + out_area, [&](int64_t plane) {
+        T* dx_p = dx + plane * in_area;
+        std::fill_n(dx_p, in_area, T(0));
+        for (int64_t o = plane * out_area; o < (plane + 1) * out_area; ++o)
+          if (idx[o] >= 0) dx_p[idx[o]] += dy[o];
+      });
       return;
     }
     for_each_element(g, grad_in.numel(), g.h, g.w, p.kh * p.kw, [&](int64_t i, pool::Site s) {
@@ -167,23 +167,19 @@ void avg_pool2d_backward(const Tensor& grad_in, const Tensor& grad_out, const Po
       // map), outputs rising: avg_gradient's sums in its order, without searching the windows.
       const T inv = T(1) / T(p.kh * p.kw);
       const int64_t in_area = g.h * g.w, out_area = g.ho * g.wo;
-      parallel_for(0, grad_in.numel() / std::max<int64_t>(in_area, 1),
-                   std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(
-                                            in_area + out_area * p.kh * p.kw, 1)),
-                   [&](int64_t lo, int64_t hi) {
-        for (int64_t plane = lo; plane < hi; ++plane) {
-          T* dx_p = dx + plane * in_area;
-          const T* dy_p = dy + plane * out_area;
-          std::fill_n(dx_p, in_area, T(0));
-          for (int64_t oh = 0; oh < g.ho; ++oh) {
-            const Taps r = taps(oh, p.kh, p.stride_h, p.pad_h, 1, g.h);
-            for (int64_t ow = 0; ow < g.wo; ++ow) {
-              const Taps c = taps(ow, p.kw, p.stride_w, p.pad_w, 1, g.w);
-              const T d = dy_p[oh * g.wo + ow];
-              for (int64_t ki = r.lo; ki < r.hi; ++ki)
-                for (int64_t kj = c.lo; kj < c.hi; ++kj)
-                  dx_p[(r.first + ki) * g.w + c.first + kj] += d * inv;
-            }
+      const int64_t planes = grad_in.numel() / std::max<int64_t>(in_area, 1);
+      for_each_plane(planes, in_area + out_area * p.kh * p.kw, [&](int64_t plane) {
+        T* dx_p = dx + plane * in_area;
+        const T* dy_p = dy + plane * out_area;
+        std::fill_n(dx_p, in_area, T(0));
+        for (int64_t oh = 0; oh < g.ho; ++oh) {
+          const Taps r = taps(oh, p.kh, p.stride_h, p.pad_h, 1, g.h);
+          for (int64_t ow = 0; ow < g.wo; ++ow) {
+            const Taps c = taps(ow, p.kw, p.stride_w, p.pad_w, 1, g.w);
+            const T d = dy_p[oh * g.wo + ow];
+            for (int64_t ki = r.lo; ki < r.hi; ++ki)
+              for (int64_t kj = c.lo; kj < c.hi; ++kj)
+                dx_p[(r.first + ki) * g.w + c.first + kj] += d * inv;
           }
         }
       });
