@@ -24,6 +24,17 @@ inline namespace TANDEM_CPU_NAMESPACE {
 /// Elements per parallel chunk: big enough that scheduling costs nothing next to the work.
 constexpr int64_t kElementwiseGrain = 32768;
 
+/// f(plane) for `planes` consecutive planes of `cost` loads or stores each, in parallel, in
+/// memory order: each task streams a contiguous run of planes, which the hardware prefetches
+/// (batch norm and pooling; reading a channel's planes one sample apart each stalled on every one).
+template <typename F>
+void for_each_plane(int64_t planes, int64_t cost, F&& f) {
+  parallel_for(0, planes, std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(cost, 1)),
+               [&](int64_t lo, int64_t hi) {
+                 for (int64_t plane = lo; plane < hi; ++plane) f(plane);
+               });
+}
+
 /// Calls run(offsets, n, inner_strides) for runs of n elements along the innermost dim, where
 /// offsets[k] is operand k's element offset of the run's first element. A single long run (a
 /// dense tensor) is cut into parts of kElementwiseGrain elements or more, run in parallel.

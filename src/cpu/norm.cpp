@@ -17,17 +17,6 @@ struct Dims {
 };
 Dims dims_of(const Tensor& t) { return {t.size(0), t.size(1), t.size(2)}; }
 
-// f(plane) for the N * C planes, in parallel, in memory order: each task streams a contiguous
-// run of planes (whole samples' worth), which the hardware prefetches; reading a channel's
-// planes one sample apart each (what a loop over channels does) stalled on every plane.
-template <typename F>
-void for_each_plane(const Dims& d, F&& f) {
-  parallel_for(0, d.n * d.c, std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(d.s, 1)),
-               [&](int64_t lo, int64_t hi) {
-                 for (int64_t plane = lo; plane < hi; ++plane) f(plane);
-               });
-}
-
 // Channel c's total of per-plane values: its planes added in sample order (so the thread count
 // never changes it).
 double channel_total(const double* per_plane, const Dims& d, int64_t c) {
@@ -90,13 +79,13 @@ void batch_norm_stats(const Tensor& mean, const Tensor& var, const Tensor& in) {
     const S* x = ptr<const S>(in);
     const double count = static_cast<double>(d.n * d.s);
     double* part = scratch<double, 0>(d.n * d.c).data();  // per plane
-    for_each_plane(d, [&](int64_t plane) {
+    for_each_plane(d.n * d.c, d.s, [&](int64_t plane) {
       const S* xp = x + plane * d.s;
       part[plane] = lane_sum<T>(d.s, [&](int64_t i) { return widen_one(xp[i]); });
     });
     std::vector<double> mu(d.c);
     for (int64_t c = 0; c < d.c; ++c) mu[c] = channel_total(part, d, c) / count;
-    for_each_plane(d, [&](int64_t plane) {
+    for_each_plane(d.n * d.c, d.s, [&](int64_t plane) {
       const S* xp = x + plane * d.s;
       const T mu_c = static_cast<T>(mu[plane % d.c]);
       part[plane] = lane_sum<T>(d.s, [&](int64_t i) {
@@ -192,7 +181,7 @@ void batch_norm_backward(const Tensor& grad_in, const Tensor& grad_weight,
       };
       double* part_dy = scratch<double, 0>(d.n * d.c).data();  // per plane
       double* part_dy_xmu = scratch<double, 1>(d.n * d.c).data();
-      for_each_plane(d, [&](int64_t plane) {
+      for_each_plane(d.n * d.c, d.s, [&](int64_t plane) {
         const int64_t o = plane * d.s;
         const T mu = mean_p[plane % d.c];
         auto [a, b] = lane_sum2<T>(
@@ -234,7 +223,7 @@ void batch_norm_backward(const Tensor& grad_in, const Tensor& grad_weight,
         slope[c] = static_cast<T>(training ? is * (sum_dy_xmu[c] * is) / count : 0.0);
       }
       S* dx = ptr<S>(grad_in);
-      for_each_plane(d, [&](int64_t plane) {
+      for_each_plane(d.n * d.c, d.s, [&](int64_t plane) {
         const int64_t o = plane * d.s, c = plane % d.c;
         const T mu = mean_p[c], k_c = k[c], mean_dy_c = mean_dy[c], slope_c = slope[c];
         for (int64_t i = 0; i < d.s; ++i)

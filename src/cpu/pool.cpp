@@ -20,15 +20,6 @@ struct Identity {
   T operator()(T v) const { return v; }
 };
 
-// f(plane) for `planes` row-major planes in parallel, `cost` loads or stores each.
-template <typename F>
-void for_each_plane(int64_t planes, int64_t cost, F&& f) {
-  parallel_for(0, planes, std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(cost, 1)),
-               [&](int64_t lo, int64_t hi) {
-                 for (int64_t plane = lo; plane < hi; ++plane) f(plane);
-               });
-}
-
 // f(i, site of i) for every element i of a tensor of rows x cols maps, `cost` loads each.
 // Row-major maps run plane by plane, their sites counted; channels-last ones divide (SiteOf).
 template <typename F>
