@@ -1,7 +1,7 @@
 // CPU batch norm over (N, C, S) tensors, parallel over planes in memory order; each channel's
 // sums run in a fixed order with double accumulators (per plane, then planes in sample order). The
 // forward may add a residual and apply relu in the same pass, and the backward then takes relu's
-// mask from the output.
+// mask from the output. Layer norm over (rows, features), a row at a time.
 #include <cmath>
 
 #include "loops.hpp"
@@ -238,6 +238,106 @@ void batch_norm_backward(const Tensor& grad_in, const Tensor& grad_weight,
   });
 }
 
+// Layer norm: each row normalized by one task while it sits in the cache (the statistics in
+// two passes over it, then the output); the weight and bias gradients, sums over rows, are
+// summed per chunk of rows (chunks the shape alone decides) and the chunks added in order.
+void layer_norm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& in,
+                        const Tensor& weight, const Tensor& bias, double eps) {
+  dispatch_dtype<DTypeSet::floating>(in.dtype(), "layer_norm (cpu)", [&](auto s) {
+    using S = decltype(s);
+    using T = acc_type<S>;
+    const int64_t rows = in.size(0), f = in.size(1);
+    std::vector<T> ones(weight.defined() ? 0 : f, T(1)), zeros(bias.defined() ? 0 : f, T(0));
+    const T* w = weight.defined() ? ptr<const T>(weight) : ones.data();
+    const T* b = bias.defined() ? ptr<const T>(bias) : zeros.data();
+    const S* x = ptr<const S>(in);
+    S* y = ptr<S>(out);
+    T* mean_p = ptr<T>(mean);
+    T* rstd_p = ptr<T>(rstd);
+    for_each_plane(rows, f, [&](int64_t r) {
+      const S* xr = x + r * f;
+      const T mu = static_cast<T>(lane_sum<T>(f, [&](int64_t i) { return widen_one(xr[i]); }) / f);
+      const double var = lane_sum<T>(f,
+                                     [&](int64_t i) {
+                                       const T v = widen_one(xr[i]) - mu;
+                                       return v * v;
+                                     }) /
+                         f;
+      const T rs = static_cast<T>(1.0 / std::sqrt(var + eps));
+      mean_p[r] = mu;
+      rstd_p[r] = rs;
+      S* yr = y + r * f;
+      for (int64_t i = 0; i < f; ++i)
+        yr[i] = narrow_one<S>((widen_one(xr[i]) - mu) * rs * w[i] + b[i]);
+    });
+  });
+}
+
+void layer_norm_backward(const Tensor& grad_in, const Tensor& grad_weight, const Tensor& grad_bias,
+                         const Tensor& grad_out, const Tensor& in, const Tensor& mean,
+                         const Tensor& rstd, const Tensor& weight) {
+  dispatch_dtype<DTypeSet::floating>(in.dtype(), "layer_norm_backward (cpu)", [&](auto s) {
+    using S = decltype(s);
+    using T = acc_type<S>;
+    const int64_t rows = in.size(0), f = in.size(1);
+    if (rows == 0 || f == 0) return;
+    std::vector<T> ones(weight.defined() ? 0 : f, T(1));
+    const T* w = weight.defined() ? ptr<const T>(weight) : ones.data();
+    const S* x = ptr<const S>(in);
+    const S* dy = ptr<const S>(grad_out);
+    const T* mean_p = ptr<const T>(mean);
+    const T* rstd_p = ptr<const T>(rstd);
+    S* dx = grad_in.defined() ? ptr<S>(grad_in) : nullptr;
+    const bool sums = grad_weight.defined() || grad_bias.defined();
+    // Per chunk of rows: the sums of dy * xhat (the weight's gradient) and of dy (the bias's).
+    const int64_t chunk = std::max<int64_t>(1, kElementwiseGrain / f);
+    const int64_t chunks = (rows + chunk - 1) / chunk;
+    std::vector<T> part(sums ? chunks * 2 * f : 0, T(0));
+    parallel_for(0, chunks, 1, [&](int64_t lo, int64_t hi) {
+      for (int64_t k = lo; k < hi; ++k) {
+        T* part_w = sums ? part.data() + k * 2 * f : nullptr;
+        T* part_b = sums ? part_w + f : nullptr;
+        for (int64_t r = k * chunk; r < std::min(rows, (k + 1) * chunk); ++r) {
+          const S* xr = x + r * f;
+          const S* gr = dy + r * f;
+          const T mu = mean_p[r], rs = rstd_p[r];
+          if (dx) {
+            // dx = rs * (g * w - mean(g * w) - xhat * mean(g * w * xhat))
+            auto [a, c] = lane_sum2<T>(
+                f, [&](int64_t i) { return widen_one(gr[i]) * w[i]; },
+                [&](int64_t i) { return widen_one(gr[i]) * w[i] * (widen_one(xr[i]) - mu); });
+            const T mean_gw = static_cast<T>(a / f);
+            const T slope = static_cast<T>(c * rs * rs / f);
+            S* dxr = dx + r * f;
+            for (int64_t i = 0; i < f; ++i)
+              dxr[i] = narrow_one<S>(
+                  rs * (widen_one(gr[i]) * w[i] - mean_gw - (widen_one(xr[i]) - mu) * slope));
+          }
+          if (sums)
+            for (int64_t i = 0; i < f; ++i) {
+              const T g = widen_one(gr[i]);
+              part_w[i] += g * ((widen_one(xr[i]) - mu) * rs);
+              part_b[i] += g;
+            }
+        }
+      }
+    });
+    if (!sums) return;
+    T* gw = grad_weight.defined() ? ptr<T>(grad_weight) : nullptr;
+    T* gb = grad_bias.defined() ? ptr<T>(grad_bias) : nullptr;
+    std::vector<double> tw(f, 0.0), tb(f, 0.0);
+    for (int64_t k = 0; k < chunks; ++k)
+      for (int64_t i = 0; i < f; ++i) {
+        tw[i] += part[k * 2 * f + i];
+        tb[i] += part[k * 2 * f + f + i];
+      }
+    for (int64_t i = 0; i < f; ++i) {
+      if (gw) gw[i] = static_cast<T>(tw[i]);
+      if (gb) gb[i] = static_cast<T>(tb[i]);
+    }
+  });
+}
+
 // The registered entries: f16/bf16 activations in row-major order with f32 statistics and
 // parameters (autocast's batch norm) reach the kernels above as they are; anything else
 // through f32 row-major copies.
@@ -272,6 +372,8 @@ void batch_norm_backward_entry(const Tensor& grad_in, const Tensor& grad_weight,
 TANDEM_REGISTER_CPU(batch_norm_stats, batch_norm_stats_entry);
 TANDEM_REGISTER_CPU(batch_norm_forward, batch_norm_forward_entry);
 TANDEM_REGISTER_CPU(batch_norm_backward, batch_norm_backward_entry);
+TANDEM_REGISTER_CPU(layer_norm_forward, layer_norm_forward);
+TANDEM_REGISTER_CPU(layer_norm_backward, layer_norm_backward);
 
 }  // namespace TANDEM_CPU_NAMESPACE
 }  // namespace tandem::kernels::cpu

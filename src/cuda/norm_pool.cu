@@ -1,11 +1,11 @@
-// CUDA batch norm over (N, C, S) and 2-d pooling over (N, C, H, W), the CPU backend's
-// semantics (src/cpu/norm.cpp; pooling's index math and sums are src/kernels/pool.hpp, which the
-// CPU runs too): f16/bf16 load and compute in f32 with f32 statistics and parameters, f64 in
-// f64. Per-channel sums are cut into slices the shape alone decides, then added in order; every
-// backward gathers (each input element sums the outputs it fed), so no atomics and one order
-// per run. Batch norm's tensors are row-major (N, C, S) or all channels-last, (N, S, C) in
-// memory; the latter's per-channel sums are coalesced: a warp reads 32 neighbouring channels of
-// a row.
+// CUDA batch norm over (N, C, S), layer norm over (rows, features) and 2-d pooling over
+// (N, C, H, W), the CPU backend's semantics (src/cpu/norm.cpp; pooling's index math and sums
+// are src/kernels/pool.hpp, which the CPU runs too): f16/bf16 load and compute in f32 with f32
+// statistics and parameters, f64 in f64. Per-channel sums are cut into slices the shape alone
+// decides, then added in order; every backward gathers (each input element sums the outputs it
+// fed), so no atomics and one order per run. Batch norm's tensors are row-major (N, C, S) or
+// all channels-last, (N, S, C) in memory; the latter's per-channel sums are coalesced: a warp
+// reads 32 neighbouring channels of a row.
 #include <algorithm>
 #include <cmath>
 
@@ -367,6 +367,160 @@ void batch_norm_backward(const Tensor& grad_in, const Tensor& grad_weight,
   });
 }
 
+// --- layer norm: a block per row (rows in a grid-stride loop), the CPU's semantics ------------
+template <typename T, typename P>
+__device__ __forceinline__ P load(const T* x, int64_t j) {
+  return static_cast<P>(convert<compute_t<T>>(x[j]));
+}
+
+unsigned row_blocks(int64_t rows) {
+  return static_cast<unsigned>(std::min<int64_t>(std::max<int64_t>(rows, 1), 65536));
+}
+
+// Each row's mean and rstd (two passes over the row, which the caches hold), then its output.
+template <typename T, typename P>
+__global__ void ln_forward_kernel(T* y, P* mean, P* rstd, const T* x, const P* w, const P* b,
+                                  int64_t rows, int64_t f, double eps) {
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const T* xr = x + r * f;
+    P s = 0;
+    for (int64_t i = threadIdx.x; i < f; i += blockDim.x) s += load<T, P>(xr, i);
+    const P mu = block_sum(s) / static_cast<P>(f);
+    P v = 0;
+    for (int64_t i = threadIdx.x; i < f; i += blockDim.x) {
+      const P d = load<T, P>(xr, i) - mu;
+      v += d * d;
+    }
+    const double var = static_cast<double>(block_sum(v) / static_cast<P>(f));
+    const P rs = static_cast<P>(1.0 / sqrt(var + eps));
+    if (threadIdx.x == 0) {
+      mean[r] = mu;
+      rstd[r] = rs;
+    }
+    T* yr = y + r * f;
+    for (int64_t i = threadIdx.x; i < f; i += blockDim.x)
+      yr[i] = convert<T>((load<T, P>(xr, i) - mu) * rs * (w ? w[i] : P(1)) + (b ? b[i] : P(0)));
+  }
+}
+
+// dx = rstd * (g * w - mean(g * w) - xhat * mean(g * w * xhat)), a row per block.
+template <typename T, typename P>
+__global__ void ln_backward_input_kernel(T* dx, const T* dy, const T* x, const P* mean,
+                                         const P* rstd, const P* w, int64_t rows, int64_t f) {
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const T* xr = x + r * f;
+    const T* gr = dy + r * f;
+    const P mu = mean[r], rs = rstd[r];
+    P a = 0, c = 0;
+    for (int64_t i = threadIdx.x; i < f; i += blockDim.x) {
+      const P gw = load<T, P>(gr, i) * (w ? w[i] : P(1));
+      a += gw;
+      c += gw * (load<T, P>(xr, i) - mu);
+    }
+    const P mean_gw = block_sum(a) / static_cast<P>(f);
+    const P slope = block_sum(c) * rs * rs / static_cast<P>(f);
+    for (int64_t i = threadIdx.x; i < f; i += blockDim.x)
+      dx[r * f + i] = convert<T>(rs * (load<T, P>(gr, i) * (w ? w[i] : P(1)) - mean_gw -
+                                       (load<T, P>(xr, i) - mu) * slope));
+  }
+}
+
+// The weight's and bias's gradients, column sums of dy * xhat and dy: block (x, k) sums 32
+// columns over chunk k of the rows, kThreads / 32 rows at a time (a warp reads 32 neighbouring
+// columns of a row), then its row lanes in order, into partial (chunks, 2, f).
+template <typename T, typename P>
+__global__ void ln_backward_params_kernel(P* partial, const T* dy, const T* x, const P* mean,
+                                          const P* rstd, int64_t rows, int64_t f, int64_t chunk) {
+  constexpr int kLanes = cuda::kThreads / 32;
+  __shared__ P sums[2][kLanes][32];
+  const int64_t col = blockIdx.x * int64_t{32} + threadIdx.x % 32;
+  const int lane = threadIdx.x / 32;
+  const int64_t k = blockIdx.y, r1 = (k + 1) * chunk < rows ? (k + 1) * chunk : rows;
+  P aw = 0, ab = 0;
+  if (col < f)
+    for (int64_t r = k * chunk + lane; r < r1; r += kLanes) {
+      const P g = load<T, P>(dy, r * f + col);
+      aw += g * ((load<T, P>(x, r * f + col) - mean[r]) * rstd[r]);
+      ab += g;
+    }
+  sums[0][lane][threadIdx.x % 32] = aw;
+  sums[1][lane][threadIdx.x % 32] = ab;
+  __syncthreads();
+  if (lane == 0 && col < f) {
+    P tw = 0, tb = 0;
+    for (int l = 0; l < kLanes; ++l) {
+      tw += sums[0][l][threadIdx.x];
+      tb += sums[1][l][threadIdx.x];
+    }
+    partial[k * 2 * f + col] = tw;
+    partial[k * 2 * f + f + col] = tb;
+  }
+}
+
+// The chunks' column sums added in order.
+template <typename P>
+__global__ void ln_backward_params_finish_kernel(P* grad_weight, P* grad_bias, const P* partial,
+                                                 int64_t f, int64_t chunks) {
+  TANDEM_CUDA_LOOP(i, f) {
+    P tw = 0, tb = 0;
+    for (int64_t k = 0; k < chunks; ++k) {
+      tw += partial[k * 2 * f + i];
+      tb += partial[k * 2 * f + f + i];
+    }
+    if (grad_weight) grad_weight[i] = tw;
+    if (grad_bias) grad_bias[i] = tb;
+  }
+}
+
+void layer_norm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& in,
+                        const Tensor& weight, const Tensor& bias, double eps) {
+  const int64_t rows = in.size(0), f = in.size(1);
+  if (rows == 0 || f == 0) return;
+  cuda::TensorDeviceGuard guard(in);
+  dispatch_bn(in.dtype(), "layer_norm (cuda)", [&](auto t, auto p) {
+    using T = decltype(t);
+    using P = decltype(p);
+    ln_forward_kernel<T, P><<<row_blocks(rows), cuda::kThreads, 0, cuda::current_stream()>>>(
+        ptr<T>(out), ptr<P>(mean), ptr<P>(rstd), ptr<const T>(in), maybe<P>(weight), maybe<P>(bias),
+        rows, f, eps);
+    cuda::check_launch("layer_norm_forward");
+  });
+}
+
+void layer_norm_backward(const Tensor& grad_in, const Tensor& grad_weight, const Tensor& grad_bias,
+                         const Tensor& grad_out, const Tensor& in, const Tensor& mean,
+                         const Tensor& rstd, const Tensor& weight) {
+  const int64_t rows = in.size(0), f = in.size(1);
+  if (rows == 0 || f == 0) return;
+  cuda::TensorDeviceGuard guard(in);
+  dispatch_bn(in.dtype(), "layer_norm_backward (cuda)", [&](auto t, auto p) {
+    using T = decltype(t);
+    using P = decltype(p);
+    cudaStream_t stream = cuda::current_stream();
+    if (grad_in.defined()) {
+      ln_backward_input_kernel<T, P><<<row_blocks(rows), cuda::kThreads, 0, stream>>>(
+          ptr<T>(grad_in), ptr<const T>(grad_out), ptr<const T>(in), ptr<const P>(mean),
+          ptr<const P>(rstd), maybe<P>(weight), rows, f);
+      cuda::check_launch("layer_norm_backward (input)");
+    }
+    if (!grad_weight.defined() && !grad_bias.defined()) return;
+    // Chunks of 32 rows or more, at most 256 of them and 16 MiB of partial sums.
+    const int64_t most = std::max<int64_t>(1, std::min<int64_t>(256, (int64_t{1} << 21) / f));
+    const int64_t chunk = std::max<int64_t>(32, (rows + most - 1) / most);
+    const int64_t chunks = (rows + chunk - 1) / chunk;
+    Tensor partial = make_tensor({chunks * 2 * f}, mean.dtype(), in.device());
+    ln_backward_params_kernel<T, P>
+        <<<dim3(static_cast<unsigned>((f + 31) / 32), static_cast<unsigned>(chunks)),
+           cuda::kThreads, 0, stream>>>(ptr<P>(partial), ptr<const T>(grad_out), ptr<const T>(in),
+                                        ptr<const P>(mean), ptr<const P>(rstd), rows, f, chunk);
+    cuda::check_launch("layer_norm_backward (parameters)");
+    ln_backward_params_finish_kernel<P><<<cuda::grid_for(f), cuda::kThreads, 0, stream>>>(
+        grad_weight.defined() ? ptr<P>(grad_weight) : nullptr,
+        grad_bias.defined() ? ptr<P>(grad_bias) : nullptr, ptr<const P>(partial), f, chunks);
+    cuda::check_launch("layer_norm_backward (parameter sums)");
+  });
+}
+
 // --- pooling: src/kernels/pool.hpp's math, one thread per element written ---------------------
 template <typename C>
 struct Load {
@@ -515,6 +669,8 @@ void adaptive_avg_pool2d_backward(const Tensor& grad_in, const Tensor& grad_out)
 TANDEM_REGISTER_CUDA(batch_norm_stats, batch_norm_stats);
 TANDEM_REGISTER_CUDA(batch_norm_forward, batch_norm_forward);
 TANDEM_REGISTER_CUDA(batch_norm_backward, batch_norm_backward);
+TANDEM_REGISTER_CUDA(layer_norm_forward, layer_norm_forward);
+TANDEM_REGISTER_CUDA(layer_norm_backward, layer_norm_backward);
 TANDEM_REGISTER_CUDA(max_pool2d_forward, max_pool2d_forward);
 TANDEM_REGISTER_CUDA(max_pool2d_backward, max_pool2d_backward);
 TANDEM_REGISTER_CUDA(avg_pool2d_forward, avg_pool2d_forward);

@@ -143,6 +143,8 @@ TANDEM_STUB(conv2d_backward);
 TANDEM_STUB(batch_norm_stats);
 TANDEM_STUB(batch_norm_forward);
 TANDEM_STUB(batch_norm_backward);
+TANDEM_STUB(layer_norm_forward);
+TANDEM_STUB(layer_norm_backward);
 TANDEM_STUB(max_pool2d_forward);
 TANDEM_STUB(max_pool2d_backward);
 TANDEM_STUB(avg_pool2d_forward);

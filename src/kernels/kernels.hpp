@@ -96,6 +96,21 @@ extern Stub<void (*)(const Tensor& grad_in, const Tensor& grad_weight, const Ten
                      const Tensor& weight, bool training, const BatchNormSync* sync)>
     batch_norm_backward;
 
+// --- layer norm: in (rows, features) row-major, f32/f64 or f16/bf16 as they are; mean, rstd,
+// weight, bias and their gradients in the compute dtype (f32, or f64 for f64) ---------------
+/// out = (in - mean) * rstd * weight + bias over each row, with the row's mean and
+/// rstd = 1 / sqrt(biased variance + eps) written to mean and rstd (rows); weight and bias
+/// (features) may be undefined.
+extern Stub<void (*)(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& in,
+                     const Tensor& weight, const Tensor& bias, double eps)>
+    layer_norm_forward;
+/// Any of grad_in, grad_weight, grad_bias may be undefined (not wanted); weight may be
+/// undefined (ones). The sums over rows run in an order the shape alone decides.
+extern Stub<void (*)(const Tensor& grad_in, const Tensor& grad_weight, const Tensor& grad_bias,
+                     const Tensor& grad_out, const Tensor& in, const Tensor& mean,
+                     const Tensor& rstd, const Tensor& weight)>
+    layer_norm_backward;
+
 // --- pooling: (N, C, H, W) tensors, all of a call's row-major or all channels-last (the
 // layout the first argument's suggest_memory_format() names); indices are plane-local ih * W + iw,
 // laid out as the output -----------------------------------------------------------------------

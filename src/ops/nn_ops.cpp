@@ -593,11 +593,59 @@ Tensor layer_norm(const Tensor& input, const Shape& normalized_shape, const Tens
                  "must have shape ", shape_str(normalized_shape), ", got ",
                  shape_str(t->shape()));
   TANDEM_CHECK(eps >= 0, "layer_norm: eps must be >= 0, got ", eps);
-  Tensor y = normalized_rows(input.to(compute_dtype(input.dtype())), numel_of(normalized_shape),
-                             eps);
-  if (weight.defined()) y = mul(y, weight);
-  if (bias.defined()) y = add(y, bias);
-  return y.to(input.dtype());
+  const DType dt = input.dtype(), pdt = compute_dtype(dt);
+  const Shape in_shape = input.shape();
+  const int64_t features = numel_of(normalized_shape);
+  const int64_t rows = features > 0 ? input.numel() / features : 0;
+  // The affine part from recorded ops: alone for an empty input, and under create_graph with
+  // the statistics' ops before it.
+  auto affine = [=](Tensor y, const Tensor& w, const Tensor& b) {
+    if (w.defined()) y = mul(y, w);
+    if (b.defined()) y = add(y, b);
+    return y.to(dt);
+  };
+  if (rows == 0) return affine(normalized_rows(input.to(pdt), features, eps), weight, bias);
+  kernels::layer_norm_forward.at(input, "layer_norm");
+  // f16/bf16 inputs reach the kernels as they are; statistics and parameters are f32.
+  Tensor x = input.contiguous().detach().reshape({rows, features});
+  auto param = [&](const Tensor& t) {
+    return t.defined() ? as_dtype(t.detach(), pdt).contiguous() : Tensor();
+  };
+  Tensor w = param(weight), b = param(bias);
+  const TensorOptions stats = TensorOptions(pdt).device(input.device());
+  Tensor mean = empty({rows}, stats), rstd = empty({rows}, stats);
+  Tensor out = empty({rows, features}, TensorOptions(dt).device(input.device()));
+  kernels::layer_norm_forward(out, mean, rstd, x, w, b, eps);
+  out = out.reshape(in_shape);
+  const bool need_x = input.requires_grad();
+  const bool need_w = weight.defined() && weight.requires_grad();
+  const bool need_b = bias.defined() && bias.requires_grad();
+  const DType wdt = weight.defined() ? weight.dtype() : pdt;
+  const DType bdt = bias.defined() ? bias.dtype() : pdt;
+  autograd::record(
+      "layer_norm", {input, weight, bias}, out,
+      [=](const Tensor& g) -> std::vector<Tensor> {
+        std::vector<Tensor> grads(3);
+        if (grad_mode_enabled()) {  // create_graph
+          grads = recomputed_gradients(
+              g, {x.reshape(in_shape), w, b}, [=](const std::vector<Tensor>& in) {
+                Tensor y = normalized(in[0].to(pdt).reshape({rows, features}), {1}, eps);
+                return affine(y.reshape(in_shape), in[1], in[2]);
+              });
+        } else {
+          if (need_x) grads[0] = empty({rows, features}, TensorOptions(dt).device(x.device()));
+          if (need_w) grads[1] = empty(w.shape(), stats);
+          if (need_b) grads[2] = empty(b.shape(), stats);
+          kernels::layer_norm_backward(grads[0], grads[1], grads[2], as_dtype(g, dt).contiguous(),
+                                       x, mean, rstd, w);
+          if (need_x) grads[0] = grads[0].reshape(in_shape);
+        }
+        if (grads[1].defined()) grads[1] = grads[1].to(wdt);
+        if (grads[2].defined()) grads[2] = grads[2].to(bdt);
+        return grads;
+      },
+      kDifferentiable);
+  return out;
 }
 
 Tensor group_norm(const Tensor& input, int64_t num_groups, const Tensor& weight,

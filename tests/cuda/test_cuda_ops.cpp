@@ -1176,7 +1176,38 @@ TEST_CASE("CUDA gradients of gradients (create_graph) and layer/group norm match
   };
   same_on_gpu("grouped convolutions and gelu, gradients of gradients", grouped, run_grouped,
               {1e-9, 1e-10});
-  same_on_gpu("layer_norm", {randn_as({3, 5, 6}, DType::f32, 6)},
-              [](const std::vector<Tensor>& x) { return layer_norm(x[0], {5, 6}); },
-              {1e-5, 1e-5});
+  // Layer norm's own kernels: a row per block, and the weight's and bias's gradients summed in
+  // chunks of rows (300 rows: ten chunks), per dtype; without the affine part, and without the
+  // input's gradient.
+  for (DType dt : kFloats) {
+    INFO("layer_norm " << dt);
+    const Tol t = tol(dt);
+    for (const bool affine : {true, false}) {
+      for (const bool input_grad : {true, false}) {
+        if (!affine && !input_grad) continue;
+        for (const Shape& shape : std::vector<Shape>{{300, 2, 20}, {7, 515}, {5, 1}}) {
+          const Shape normalized(shape.end() - (shape.size() == 3 ? 2 : 1), shape.end());
+          same_on_gpu("layer_norm " + shape_str(shape) + (affine ? "" : ", no affine") +
+                          (input_grad ? "" : ", no input gradient"),
+                      {randn_as(shape, dt, 20), randn_as(normalized, dt, 21),
+                       randn_as(normalized, dt, 22), randn_as(shape, dt, 23)},
+                      [&](std::vector<Tensor> in) {
+                        for (Tensor& leaf : in) leaf = leaf.detach();
+                        in[0].set_requires_grad(input_grad);
+                        in[1].set_requires_grad(true);
+                        in[2].set_requires_grad(true);
+                        Tensor w = affine ? in[1] : Tensor(), b = affine ? in[2] : Tensor();
+                        Tensor y = layer_norm(in[0], normalized, w, b);
+                        std::vector<Tensor> wanted, parts{y.reshape({-1})};
+                        for (const Tensor& leaf : {in[0], w, b})
+                          if (leaf.defined() && leaf.requires_grad()) wanted.push_back(leaf);
+                        for (const Tensor& g : autograd::grad({y}, wanted, {in[3]}))
+                          parts.push_back(g.reshape({-1}));
+                        return cat(parts);
+                      },
+                      {t.rtol * 10, t.atol * 10});
+        }
+      }
+    }
+  }
 }

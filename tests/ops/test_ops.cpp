@@ -82,6 +82,71 @@ TEST_CASE("batch_norm_relu equals relu(batch_norm(x) + residual), values and gra
               "f32), got (2, 3, 5), f32");
 }
 
+TEST_CASE("layer norm's kernels match the formula in recorded f64 ops: values and gradients",
+          "[ops]") {
+  // Against mean, sub, pow and mul in f64 and their autograd: rows with a vector tail (515),
+  // more rows than one chunk of the weight gradient's row sums (11000 rows of 3 features: two
+  // chunks), one feature (each output is the bias), two normalized dims; without weight and
+  // bias, and with an input that wants no gradient (only the weight's and bias's run).
+  struct Case {
+    Shape shape, normalized;
+    bool affine, input_grad;
+  };
+  const std::vector<Case> cases = {
+      {{37, 515}, {515}, true, true}, {{11000, 3}, {3}, true, true},
+      {{6, 1}, {1}, true, true},      {{4, 3, 5, 6}, {5, 6}, true, true},
+      {{9, 40}, {40}, false, true},   {{9, 40}, {40}, true, false}};
+  Generator gen(11);
+  for (const DType dt : {DType::f64, DType::f32, DType::bf16}) {
+    for (const Case& c : cases) {
+      INFO(dt << " " << shape_str(c.shape) << " over " << shape_str(c.normalized)
+              << (c.affine ? "" : ", no affine") << (c.input_grad ? "" : ", no input gradient"));
+      // Values dt holds exactly, so both sides start from the same numbers.
+      auto in_dt = [&](const Tensor& t) { return t.to(dt).to(DType::f64); };
+      const Tensor x64 = in_dt(add(mul(randn(c.shape, DType::f64, &gen), 3.0), 1.5));
+      const Tensor w64 = in_dt(randn(c.normalized, DType::f64, &gen));
+      const Tensor b64 = in_dt(randn(c.normalized, DType::f64, &gen));
+      const Tensor g64 = in_dt(randn(c.shape, DType::f64, &gen));
+      auto run = [&](bool reference) {
+        const DType t = reference ? DType::f64 : dt;
+        Tensor x = x64.to(t), w = w64.to(t), b = b64.to(t);
+        x.set_requires_grad(c.input_grad);
+        w.set_requires_grad(true);
+        b.set_requires_grad(true);
+        if (!c.affine) w = b = Tensor();
+        Tensor y;
+        if (reference) {
+          Shape dims;
+          for (size_t k = 0; k < c.normalized.size(); ++k)
+            dims.push_back(static_cast<int64_t>(c.shape.size() - 1 - k));
+          Tensor centered = sub(x, mean(x, dims, true));
+          y = mul(centered, pow(add(mean(mul(centered, centered), dims, true), 1e-5), -0.5));
+          if (c.affine) y = add(mul(y, w), b);
+        } else {
+          y = layer_norm(x, c.normalized, w, b, 1e-5);
+        }
+        std::vector<Tensor> wanted;
+        for (const Tensor& leaf : {x, w, b})
+          if (leaf.defined() && leaf.requires_grad()) wanted.push_back(leaf);
+        std::vector<Tensor> out{y};
+        for (const Tensor& grad : autograd::grad({y}, wanted, {g64.to(t)})) out.push_back(grad);
+        return out;
+      };
+      const std::vector<Tensor> got = run(false), expected = run(true);
+      REQUIRE(got.size() == expected.size());
+      const double tol = dt == DType::bf16 ? 1e-2 : dt == DType::f32 ? 1e-4 : 1e-11;
+      for (size_t k = 0; k < got.size(); ++k) {
+        INFO("output " << k << " (0: the result, then the gradients)");
+        REQUIRE(got[k].dtype() == dt);
+        // The result and input gradient rounded once (in f32, rows of 3 features lose about
+        // 1e-4 to cancellation in the input gradient); the parameters' gradients are sums of
+        // thousands of products, allowed more.
+        require_close(got[k].to(DType::f64), expected[k], tol, tol * (k >= 2 ? 10 : 1));
+      }
+    }
+  }
+}
+
 TEST_CASE("dropout keeps about 1 - p and rescales", "[ops]") {
   Generator g(3);
   Tensor x = ones({100000});

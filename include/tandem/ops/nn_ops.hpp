@@ -47,7 +47,8 @@ Tensor batch_norm_relu(const Tensor& input, const Tensor& running_mean, const Te
 /// Layer normalization over the trailing dims `normalized_shape` of the input: each slice
 /// normalized to mean 0 and (biased) variance 1, then * weight + bias (both of
 /// normalized_shape, or undefined), as torch.nn.functional.layer_norm. Computed in f32 for
-/// f16/bf16 inputs, on batch norm's kernels (statistics in f64); differentiable twice.
+/// f16/bf16 inputs (the result rounded once to the input's dtype), each row's statistics and
+/// affine part in one kernel; differentiable twice.
 Tensor layer_norm(const Tensor& input, const Shape& normalized_shape,
                   const Tensor& weight = Tensor(), const Tensor& bias = Tensor(),
                   double eps = 1e-5);
