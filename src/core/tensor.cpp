@@ -4,7 +4,34 @@
 
 namespace tandem {
 
+namespace {
+// That every element of a view lies in its storage: views made here and by user code alike.
+void check_in_storage(const Storage& storage, const Shape& shape, const Shape& strides,
+                      int64_t offset, DType dtype) {
+  TANDEM_CHECK(shape.size() == strides.size(), "make_tensor: shape ", shape_str(shape), " and ",
+               "strides ", shape_str(strides), " differ in length");
+  const int64_t esize = static_cast<int64_t>(element_size(dtype));
+  if (checked_numel(shape, "make_tensor", esize) == 0) return;
+  int64_t lo = offset, hi = offset;  // the first and last element reached
+  bool overflow = false;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    int64_t reach = 0;
+    overflow = overflow || __builtin_mul_overflow(shape[i] - 1, strides[i], &reach);
+    overflow =
+        overflow || __builtin_add_overflow(reach < 0 ? lo : hi, reach, reach < 0 ? &lo : &hi);
+  }
+  int64_t end = 0;
+  overflow =
+      overflow || __builtin_add_overflow(hi, 1, &end) || __builtin_mul_overflow(end, esize, &end);
+  TANDEM_CHECK_INDEX(!overflow && lo >= 0 && static_cast<uint64_t>(end) <= storage.nbytes(),
+                     "make_tensor: a view of shape ", shape_str(shape), ", strides ",
+                     shape_str(strides), " and offset ", offset, " reaches past its storage of ",
+                     storage.nbytes(), " bytes (", esize, " bytes an element)");
+}
+}  // namespace
+
 Tensor make_tensor(Storage storage, Shape shape, Shape strides, int64_t offset, DType dtype) {
+  check_in_storage(storage, shape, strides, offset, dtype);
   auto impl = std::make_shared<TensorImpl>();
   impl->storage = std::move(storage);
   impl->shape = std::move(shape);
@@ -18,7 +45,8 @@ Tensor make_tensor(const Shape& shape, DType dtype, Device device) {
   for (size_t i = 0; i < shape.size(); ++i)
     TANDEM_CHECK(shape[i] >= 0, "empty: negative size ", shape[i], " at dim ", i, " of shape ",
                  shape_str(shape));
-  Storage storage(static_cast<size_t>(numel_of(shape) * element_size(dtype)), device);
+  const int64_t esize = static_cast<int64_t>(element_size(dtype));
+  Storage storage(static_cast<size_t>(checked_numel(shape, "empty", esize) * esize), device);
   return make_tensor(std::move(storage), shape, contiguous_strides(shape), 0, dtype);
 }
 
@@ -40,8 +68,12 @@ Tensor make_tensor(const Shape& shape, DType dtype, Device device, MemoryFormat 
   return make_tensor(t.storage(), shape, strides_of(shape, format), 0, dtype);
 }
 
-int64_t Tensor::size(int64_t dim) const { return shape()[wrap_dim(dim, this->dim(), "size")]; }
+int64_t Tensor::size(int64_t dim) const {
+  TANDEM_CHECK_INDEX(this->dim() > 0, "size: dim ", dim, " of a 0-dim tensor, which has none");
+  return shape()[wrap_dim(dim, this->dim(), "size")];
+}
 int64_t Tensor::stride(int64_t dim) const {
+  TANDEM_CHECK_INDEX(this->dim() > 0, "stride: dim ", dim, " of a 0-dim tensor, which has none");
   return strides()[wrap_dim(dim, this->dim(), "stride")];
 }
 
@@ -108,6 +140,10 @@ void Tensor::set_grad_buffer(const Tensor& buffer) {
                  "set_grad_buffer: the buffer must match the tensor: expected shape ",
                  shape_str(shape()), ", ", dtype(), " on ", device(), ", got shape ",
                  shape_str(buffer.shape()), ", ", buffer.dtype(), " on ", buffer.device());
+    TANDEM_CHECK(!buffer.has_internal_overlap(),
+                 "set_grad_buffer: more than one element of the "
+                 "buffer shares a memory location (an expanded view), so gradients would be "
+                 "added into one place several times");
   }
   i->grad_buffer = buffer.defined() ? buffer.impl_ptr() : nullptr;
   // A gradient held elsewhere is dropped: the next backward writes into the buffer.

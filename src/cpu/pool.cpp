@@ -42,17 +42,19 @@ void for_each_element(const pool::Geometry& g, int64_t count, int64_t rows, int6
                });
 }
 
+// The loads of a window: its taps inside the map (a kernel larger than the map reads no more).
+int64_t window_cost(const Pool2dParams& p, const pool::Geometry& g) {
+  return std::min(p.kh, g.h) * std::min(p.kw, g.w);
+}
+
 // The kernel offsets [lo, hi) whose input o * stride - pad + k * dil lies in [0, size).
 struct Taps {
   int64_t first, lo, hi;  // first: the input at offset 0
 };
 Taps taps(int64_t o, int64_t k, int64_t stride, int64_t pad, int64_t dil, int64_t size) {
   const int64_t first = o * stride - pad;
-  int64_t lo = 0;
-  while (lo < k && first + lo * dil < 0) ++lo;
-  int64_t hi = k;
-  while (hi > lo && first + (hi - 1) * dil >= size) --hi;
-  return {first, lo, hi};
+  const pool::TapRange r = pool::tap_range(first, k, dil, size);
+  return {first, r.lo, r.hi};
 }
 
 }  // namespace
@@ -73,7 +75,7 @@ void max_pool2d_forward(const Tensor& out, const Tensor& indices, const Tensor& 
         cols[ow] = taps(ow, p.kw, p.stride_w, p.pad_w, p.dil_w, g.w);
       const int64_t in_area = g.h * g.w, out_area = g.ho * g.wo;
       const int64_t planes = out.numel() / std::max<int64_t>(out_area, 1);
-      for_each_plane(planes, out_area * p.kh * p.kw, [&](int64_t plane) {
+      for_each_plane(planes, out_area * window_cost(p, g), [&](int64_t plane) {
         const T* xp = x + plane * in_area;
         T* yp = y + plane * out_area;
         int64_t* ip = idx + plane * out_area;
@@ -101,7 +103,7 @@ void max_pool2d_forward(const Tensor& out, const Tensor& indices, const Tensor& 
       });
       return;
     }
-    for_each_element(g, out.numel(), g.ho, g.wo, p.kh * p.kw, [&](int64_t o, pool::Site s) {
+    for_each_element(g, out.numel(), g.ho, g.wo, window_cost(p, g), [&](int64_t o, pool::Site s) {
       int64_t index;
       y[o] = pool::max_window<T>(x, g, p, s, index, Identity{});
       idx[o] = index;
@@ -129,7 +131,7 @@ void max_pool2d_backward(const Tensor& grad_in, const Tensor& grad_out, const Te
       });
       return;
     }
-    for_each_element(g, grad_in.numel(), g.h, g.w, p.kh * p.kw, [&](int64_t i, pool::Site s) {
+    for_each_element(g, grad_in.numel(), g.h, g.w, window_cost(p, g), [&](int64_t i, pool::Site s) {
       dx[i] = pool::max_gradient<T>(dy, idx, g, p, s, Identity{});
     });
   });
@@ -141,7 +143,7 @@ void avg_pool2d_forward(const Tensor& out, const Tensor& in, const Pool2dParams&
     const pool::Geometry g = pool::geometry(in, out);
     const T* x = ptr<const T>(in);
     T* y = ptr<T>(out);
-    for_each_element(g, out.numel(), g.ho, g.wo, p.kh * p.kw, [&](int64_t o, pool::Site s) {
+    for_each_element(g, out.numel(), g.ho, g.wo, window_cost(p, g), [&](int64_t o, pool::Site s) {
       y[o] = pool::avg_window<T>(x, g, p, s, Identity{});
     });
   });
@@ -156,10 +158,10 @@ void avg_pool2d_backward(const Tensor& grad_in, const Tensor& grad_out, const Po
     if (!g.channels_last) {
       // Plane by plane, each output's share added to the inputs of its window (clipped to the
       // map), outputs rising: avg_gradient's sums in its order, without searching the windows.
-      const T inv = T(1) / T(p.kh * p.kw);
+      const T inv = T(1) / (T(p.kh) * T(p.kw));
       const int64_t in_area = g.h * g.w, out_area = g.ho * g.wo;
       const int64_t planes = grad_in.numel() / std::max<int64_t>(in_area, 1);
-      for_each_plane(planes, in_area + out_area * p.kh * p.kw, [&](int64_t plane) {
+      for_each_plane(planes, in_area + out_area * window_cost(p, g), [&](int64_t plane) {
         T* dx_p = dx + plane * in_area;
         const T* dy_p = dy + plane * out_area;
         std::fill_n(dx_p, in_area, T(0));
@@ -176,7 +178,7 @@ void avg_pool2d_backward(const Tensor& grad_in, const Tensor& grad_out, const Po
       });
       return;
     }
-    for_each_element(g, grad_in.numel(), g.h, g.w, p.kh * p.kw, [&](int64_t i, pool::Site s) {
+    for_each_element(g, grad_in.numel(), g.h, g.w, window_cost(p, g), [&](int64_t i, pool::Site s) {
       dx[i] = pool::avg_gradient<T>(dy, g, p, s, Identity{});
     });
   });

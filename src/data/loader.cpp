@@ -18,7 +18,8 @@ DistributedSampler::DistributedSampler(int64_t dataset_size, int64_t rank, int64
   TANDEM_CHECK(world > 0 && rank >= 0 && rank < world, "DistributedSampler: rank ", rank,
                " is not in [0, world = ", world, ")");
   TANDEM_CHECK(dataset_size >= 0, "DistributedSampler: negative dataset size ", dataset_size);
-  num_samples_ = drop_last ? dataset_size / world : (dataset_size + world - 1) / world;
+  // Rounded up without n + d - 1, which overflows for sizes near int64's limit.
+  num_samples_ = dataset_size / world + (!drop_last && dataset_size % world != 0);
 }
 
 std::vector<int64_t> DistributedSampler::indices() const {
@@ -72,7 +73,7 @@ DataLoader::~DataLoader() { stop_workers(); }
 
 int64_t DataLoader::num_batches() const {
   const int64_t n = sampler_.num_samples(), b = options_.batch_size_;
-  return options_.drop_last_ ? n / b : (n + b - 1) / b;
+  return n / b + (!options_.drop_last_ && n % b != 0);
 }
 
 void DataLoader::stop_workers() {

@@ -114,6 +114,7 @@ Tensor crop_flip_normalize(const Tensor& images, const Tensor& params, const Ten
   TANDEM_CHECK(stats_ok, "crop_flip_normalize: need one mean and one std per channel (", channels,
                "), got ", mean.numel(), " and ", inv_std.numel());
   Tensor out = empty(images.shape(), TensorOptions(DType::f32).device(device));
+  if (out.numel() == 0) return out;  // no plane to cut (the kernels divide by its size)
   kernels::crop_flip_normalize(out, images.contiguous(), params.contiguous(), mean.contiguous(),
                                inv_std.contiguous());
   return out;

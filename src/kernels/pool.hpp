@@ -81,6 +81,20 @@ TANDEM_HD int64_t adaptive_end(int64_t i, int64_t in, int64_t out) {
   return ((i + 1) * in + out - 1) / out;
 }
 
+/// The kernel offsets [lo, hi) of a window starting at input `start` whose input
+/// start + k * dil lies in [0, size): in constant time, however large the kernel (a loop over
+/// its offsets would take as long as the kernel is wide, and hang for a huge one).
+struct TapRange {
+  int64_t lo, hi;
+};
+TANDEM_HD TapRange tap_range(int64_t start, int64_t k_size, int64_t dil, int64_t size) {
+  const int64_t lo = start >= 0 ? 0 : (-start + dil - 1) / dil;
+  const int64_t last = size - 1 - start;  // k * dil <= last
+  int64_t hi = last < 0 ? 0 : last / dil + 1;
+  if (hi > k_size) hi = k_size;
+  return {lo < hi ? lo : hi, hi};
+}
+
 /// The outputs o (rising) whose window, at kernel offset k, covers input i:
 /// o * stride - pad + k * dil == i.
 template <typename F>
@@ -94,7 +108,11 @@ TANDEM_HD void covering(int64_t i, int64_t k_size, int64_t stride, int64_t pad, 
     for (int64_t o = lo <= 0 ? 0 : (lo + stride - 1) / stride; o <= last; ++o) f(o);
     return;
   }
-  for (int64_t k = k_size - 1; k >= 0; --k) {
+  // Only the offsets k with 0 <= i + pad - k * dil < outputs * stride can name an output.
+  const int64_t reach = i + pad - outputs * stride;
+  const int64_t k_lo = reach < 0 ? 0 : reach / dil + 1;
+  const int64_t k_top = (i + pad) / dil;
+  for (int64_t k = (k_top < k_size - 1 ? k_top : k_size - 1); k >= k_lo; --k) {
     const int64_t t = i + pad - k * dil;
     if (t < 0 || t % stride != 0) continue;
     const int64_t o = t / stride;
@@ -113,12 +131,12 @@ TANDEM_HD C max_window(const T* x, const Geometry& g, const Pool2dParams& p, Sit
   const Plane in = plane_of(g, o, g.h, g.w);
   C best = C(0);
   index = -1;
-  for (int64_t ki = 0; ki < p.kh; ++ki) {
-    const int64_t ih = o.y * p.stride_h - p.pad_h + ki * p.dil_h;
-    if (ih < 0 || ih >= g.h) continue;
-    for (int64_t kj = 0; kj < p.kw; ++kj) {
-      const int64_t iw = o.x * p.stride_w - p.pad_w + kj * p.dil_w;
-      if (iw < 0 || iw >= g.w) continue;
+  const int64_t y0 = o.y * p.stride_h - p.pad_h, x0 = o.x * p.stride_w - p.pad_w;
+  const TapRange rows = tap_range(y0, p.kh, p.dil_h, g.h), cols = tap_range(x0, p.kw, p.dil_w, g.w);
+  for (int64_t ki = rows.lo; ki < rows.hi; ++ki) {
+    const int64_t ih = y0 + ki * p.dil_h;
+    for (int64_t kj = cols.lo; kj < cols.hi; ++kj) {
+      const int64_t iw = x0 + kj * p.dil_w;
       const C v = load(x[in.base + (ih * g.w + iw) * in.step]);
       if (index < 0 || v > best || v != v) {
         best = v;
@@ -150,21 +168,18 @@ template <typename C, typename T, typename Load>
 TANDEM_HD C avg_window(const T* x, const Geometry& g, const Pool2dParams& p, Site o, Load load) {
   const Plane in = plane_of(g, o, g.h, g.w);
   C s = C(0);
-  for (int64_t ki = 0; ki < p.kh; ++ki) {
-    const int64_t ih = o.y * p.stride_h - p.pad_h + ki;
-    if (ih < 0 || ih >= g.h) continue;
-    for (int64_t kj = 0; kj < p.kw; ++kj) {
-      const int64_t iw = o.x * p.stride_w - p.pad_w + kj;
-      if (iw >= 0 && iw < g.w) s += load(x[in.base + (ih * g.w + iw) * in.step]);
-    }
-  }
-  return s * (C(1) / C(p.kh * p.kw));
+  const int64_t y0 = o.y * p.stride_h - p.pad_h, x0 = o.x * p.stride_w - p.pad_w;
+  const TapRange rows = tap_range(y0, p.kh, 1, g.h), cols = tap_range(x0, p.kw, 1, g.w);
+  for (int64_t ih = y0 + rows.lo; ih < y0 + rows.hi; ++ih)
+    for (int64_t iw = x0 + cols.lo; iw < x0 + cols.hi; ++iw)
+      s += load(x[in.base + (ih * g.w + iw) * in.step]);
+  return s * (C(1) / (C(p.kh) * C(p.kw)));
 }
 
 template <typename C, typename T, typename Load>
 TANDEM_HD C avg_gradient(const T* dy, const Geometry& g, const Pool2dParams& p, Site i,
                          Load load) {
-  const C inv = C(1) / C(p.kh * p.kw);
+  const C inv = C(1) / (C(p.kh) * C(p.kw));
   const Plane out = plane_of(g, i, g.ho, g.wo);
   C s = C(0);
   covering(i.y, p.kh, p.stride_h, p.pad_h, 1, g.ho, [&](int64_t oh) {

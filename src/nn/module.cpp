@@ -54,9 +54,22 @@ Tensor Module::register_buffer(const std::string& name, Tensor tensor) {
   return tensor;
 }
 
+namespace {
+// Whether `target` is m or lies below it (the tree holds no cycle yet, so the walk ends).
+bool reaches(const Module& m, const Module* target) {
+  if (&m == target) return true;
+  for (const auto& child : m.children())
+    if (reaches(*child, target)) return true;
+  return false;
+}
+}  // namespace
+
 void Module::add_child(const std::string& name, std::shared_ptr<Module> module) {
   check_new_name(name);
   TANDEM_CHECK(module != nullptr, type_name_, ": module '", name, "' is null");
+  // A module below itself would make every walk (parameters, printing) endless.
+  TANDEM_CHECK(!reaches(*module, this), type_name_, ": module '", name, "' (", module->type_name(),
+               ") is this module or holds it, which would make a cycle");
   children_.emplace(name, std::move(module));
 }
 

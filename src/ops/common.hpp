@@ -2,13 +2,14 @@
 // compute dtype, and broadcast views for kernels.
 #pragma once
 
+#include <cmath>
 #include <initializer_list>
 #include <vector>
 
+#include "../kernels/kernels.hpp"
 #include "tandem/autograd/grad_mode.hpp"
 #include "tandem/autograd/node.hpp"
 #include "tandem/core/thread_pool.hpp"
-#include "../kernels/kernels.hpp"
 #include "tandem/ops.hpp"
 
 namespace tandem::ops_detail {
@@ -24,6 +25,17 @@ inline void check_defined(const Tensor& t, const char* op, const char* name) {
 inline void check_same_device(const Tensor& a, const Tensor& b, const char* op) {
   TANDEM_CHECK(a.device() == b.device(), op, ": expected all tensors on one device, got ",
                a.device(), " and ", b.device());
+}
+
+/// Whether an integer tensor's arithmetic holds scalar s exactly: a whole number in int64's
+/// range. Any other (0.5, inf, NaN) makes an integer tensor's result f32, as torch's with a
+/// Python float does; converting it to the integer type would truncate it.
+inline bool whole_scalar(double s) { return std::trunc(s) == s && std::fabs(s) < 9.2e18; }
+
+/// a as it meets scalar s in add, mul or pow: an integer or bool tensor in f32 where s is not
+/// whole (whole ones keep its dtype, as libtorch's `t * 2`).
+inline Tensor with_scalar(const Tensor& a, double s) {
+  return a.defined() && !a.is_floating_point() && !whole_scalar(s) ? a.to(DType::f32) : a;
 }
 
 inline void check_floating(const Tensor& t, const char* op, const char* name = "input") {

@@ -177,8 +177,10 @@ Tensor from_blob(void* data, const Shape& shape, DType dtype, Device device,
                  std::function<void(void*)> deleter) {
   for (size_t i = 0; i < shape.size(); ++i)
     TANDEM_CHECK(shape[i] >= 0, "from_blob: negative size ", shape[i], " at dim ", i);
-  TANDEM_CHECK(data != nullptr || numel_of(shape) == 0, "from_blob: null data pointer");
-  size_t nbytes = static_cast<size_t>(numel_of(shape) * element_size(dtype));
+  const int64_t esize = static_cast<int64_t>(element_size(dtype));
+  const int64_t numel = checked_numel(shape, "from_blob", esize);
+  TANDEM_CHECK(data != nullptr || numel == 0, "from_blob: null data pointer");
+  size_t nbytes = static_cast<size_t>(numel * esize);
   return make_tensor(Storage::from_blob(data, nbytes, device, std::move(deleter)), shape,
                      contiguous_strides(shape), 0, dtype);
 }

@@ -81,7 +81,7 @@ Tensor div(const Tensor& a, const Tensor& b) {
 }
 
 Tensor add(const Tensor& a, double b) {
-  Tensor out = unary_forward(UnaryOp::add_scalar, {b}, a, "add");
+  Tensor out = unary_forward(UnaryOp::add_scalar, {b}, with_scalar(a, b), "add");
   autograd::record("add", {a}, out, [](const Tensor& g) -> std::vector<Tensor> {
     return {g};
   }, kDifferentiable);
@@ -89,7 +89,7 @@ Tensor add(const Tensor& a, double b) {
 }
 
 Tensor mul(const Tensor& a, double b) {
-  Tensor out = unary_forward(UnaryOp::mul_scalar, {b}, a, "mul");
+  Tensor out = unary_forward(UnaryOp::mul_scalar, {b}, with_scalar(a, b), "mul");
   autograd::record("mul", {a}, out, [b](const Tensor& g) -> std::vector<Tensor> {
     return {mul(g, b)};
   }, kDifferentiable);
@@ -105,7 +105,7 @@ Tensor neg(const Tensor& a) {
 }
 
 Tensor pow(const Tensor& a, double exponent) {
-  Tensor out = unary_forward(UnaryOp::pow_scalar, {exponent}, a, "pow");
+  Tensor out = unary_forward(UnaryOp::pow_scalar, {exponent}, with_scalar(a, exponent), "pow");
   autograd::record("pow", {a}, out, [a, exponent](const Tensor& g) -> std::vector<Tensor> {
     if (exponent == 0.0) return {zeros_like(g)};
     return {mul(g, mul(pow(a, exponent - 1.0), exponent))};

@@ -822,7 +822,8 @@ Tensor softmax(const Tensor& input, int64_t dim) {
   check_defined(input, "softmax", "input");
   check_floating(input, "softmax");
   int64_t d = wrap_dim(dim, input.dim(), "softmax");
-  if (input.dim() == 0) return exp(sub(input, input.detach()));
+  // A 0-dim input is its own row; an empty one has no rows (and amax no identity to start from).
+  if (input.dim() == 0 || input.numel() == 0) return exp(sub(input, input.detach()));
   // Subtracting the (constant) row max keeps exp finite; it cancels in the ratio.
   Tensor e = exp(sub(input, amax(input.detach(), {d}, true)));
   return div(e, sum(e, {d}, true));
@@ -834,7 +835,7 @@ Tensor log_softmax(const Tensor& input, int64_t dim) {
   check_defined(input, "log_softmax", "input");
   check_floating(input, "log_softmax");
   int64_t d = wrap_dim(dim, input.dim(), "log_softmax");
-  if (input.dim() == 0) return sub(input, input);
+  if (input.dim() == 0 || input.numel() == 0) return sub(input, input);
   Tensor z = sub(input, amax(input.detach(), {d}, true));
   return sub(z, log(sum(exp(z), {d}, true)));
 }

@@ -113,10 +113,15 @@ struct Printer {
 
 std::ostream& operator<<(std::ostream& os, const Tensor& t) {
   if (!t.defined()) return os << "tensor(undefined)";
-  std::vector<double> values = t.to_vector<double>();
-  Formatter fmt = make_formatter(values, t.dtype());
   os << "tensor(";
-  if (t.dim() == 0) {
+  // The nesting recurses once per dim: past 64 dims (more than any kernel's loops take), the
+  // values are left out rather than the stack overflowed.
+  constexpr int64_t kMostDims = 64;
+  std::vector<double> values = t.dim() <= kMostDims ? t.to_vector<double>() : std::vector<double>();
+  Formatter fmt = make_formatter(values, t.dtype());
+  if (t.dim() > kMostDims) {
+    os << "[...]";
+  } else if (t.dim() == 0) {
     os << fmt.format(values[0]);
   } else {
     Printer{values, t.shape(), fmt, t.numel() > 1000, os}.print(0, 0, 7);

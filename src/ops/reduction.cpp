@@ -25,6 +25,7 @@ Plan plan_reduction(const Tensor& t, const Shape& dims, bool keepdim, const char
   p.reduced.assign(nd, dims.empty());  // no dims: reduce everything, as torch's sum(dim=[])
   for (int64_t d : dims) {
     int64_t w = wrap_dim(d, nd, op);
+    if (nd == 0) continue;  // a 0-dim tensor's dim 0 (or -1) is itself, as torch takes it
     TANDEM_CHECK(!p.reduced[w] || dims.empty(), op, ": dim ", w, " appears more than once");
     p.reduced[w] = true;
   }

@@ -253,6 +253,8 @@ Tensor expand(const Tensor& t, const Shape& shape) {
       strides[i] = 0;
       continue;
     }
+    TANDEM_CHECK(shape[i] >= -1, "expand: invalid size ", shape[i], " at dim ", i, " of ",
+                 shape_str(shape), " (sizes are >= 0, or -1 to keep the tensor's)");
     int64_t old = t.shape()[j];
     int64_t want = shape[i] == -1 ? old : shape[i];
     TANDEM_CHECK(old == want || old == 1, "expand: the expanded size of the tensor (", want,
@@ -262,6 +264,7 @@ Tensor expand(const Tensor& t, const Shape& shape) {
     strides[i] = old == want ? t.strides()[j] : 0;
   }
   if (out_shape == t.shape()) return t;
+  checked_numel(out_shape, "expand");
   Tensor out = make_view(t, out_shape, strides, t.storage_offset());
   Shape in_shape = t.shape();
   autograd::record("expand", {t}, out, [in_shape](const Tensor& g) -> std::vector<Tensor> {

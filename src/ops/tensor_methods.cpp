@@ -323,7 +323,10 @@ Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
 Tensor operator+(const Tensor& a, double b) { return add(a, b); }
 Tensor operator-(const Tensor& a, double b) { return add(a, -b); }
 Tensor operator*(const Tensor& a, double b) { return mul(a, b); }
-Tensor operator/(const Tensor& a, double b) { return mul(a, 1.0 / b); }
+Tensor operator/(const Tensor& a, double b) {  // true division: an integer tensor's is f32
+  check_defined(a, "div", "first operand");
+  return mul(a.is_floating_point() ? a : a.to(DType::f32), 1.0 / b);
+}
 Tensor operator+(double a, const Tensor& b) { return add(b, a); }
 Tensor operator-(double a, const Tensor& b) { return add(neg(b), a); }
 Tensor operator*(double a, const Tensor& b) { return mul(b, a); }
@@ -455,7 +458,16 @@ Tensor& Tensor::copy_(const Tensor& src) {
 
 namespace {
 // this = op(this, value), one kernel.
+// An in-place op whose result would be floating cannot write it into an integer tensor.
+void check_integer_result(const Tensor& self, bool floating_result, const char* name,
+                          const char* why) {
+  TANDEM_CHECK(self.is_floating_point() || !floating_result, name, ": the result is f32 (", why,
+               ") and cannot be written into a ", self.dtype(), " tensor in place");
+}
+
 Tensor& scalar_inplace(Tensor& self, kernels::UnaryOp op, double value, const char* name) {
+  check_defined(self, name, "self");
+  check_integer_result(self, !whole_scalar(value), name, "the scalar is not a whole number");
   check_inplace(self, name);
   check_no_overlap(self, name);
   kernels::unary.at(self, name);
@@ -503,9 +515,15 @@ Tensor& Tensor::sub_(const Tensor& other, double alpha) { return add_(other, -al
 
 Tensor& Tensor::sub_(double value) { return add_(-value); }
 
-Tensor& Tensor::div_(double value) { return mul_(1.0 / value); }
+Tensor& Tensor::div_(double value) {
+  check_defined(*this, "div_", "self");
+  check_integer_result(*this, true, "div_", "true division");
+  return mul_(1.0 / value);
+}
 
 Tensor& Tensor::div_(const Tensor& other) {
+  check_defined(*this, "div_", "self");
+  check_integer_result(*this, true, "div_", "true division");
   return tensor_inplace(*this, other, kernels::BinaryOp::div, {}, "div_",
                         [&](const Tensor& o) { return tandem::div(*this, o); });
 }

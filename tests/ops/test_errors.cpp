@@ -155,3 +155,85 @@ TEST_CASE("in-place writes refuse an expanded destination before writing, unexpa
   Tensor(wide).fill_(0.0);  // one value for every element: allowed, as torch allows it
   CHECK(base.reshape({3}).to_vector<double>() == std::vector<double>{0, 0, 0});
 }
+
+TEST_CASE("edge input an API probe found: errors, not crashes, hangs or wrong values", "[errors]") {
+  // A 0-dim tensor has no dim 0 to measure (a read past its empty shape before); reducing over
+  // its dim 0 or -1 is the tensor itself, as torch's.
+  const Tensor s = scalar_tensor(3.0);
+  CHECK_THROWS_AS(s.size(0), IndexError);
+  CHECK_THROWS_AS(s.stride(-1), IndexError);
+  for (const Tensor& r : {sum(s, {0}), sum(s, {-1}, true), mean(s, {0}), amax(s, {0})}) {
+    CHECK(r.dim() == 0);
+    CHECK(r.item<double>() == 3.0);
+  }
+  // Element counts past int64 wrapped (to 0 here: a 0-byte storage indexed after it).
+  CHECK(error_of([] {
+          zeros({int64_t{1} << 32, int64_t{1} << 32});
+        }) == "empty: shape (4294967296, 4294967296) has more elements than a tensor can address");
+  CHECK_THROWS_AS(ones({int64_t{1} << 61}, DType::f64), ValueError);  // bytes past int64
+  CHECK_THROWS_AS(ones({1}).expand({int64_t{1} << 62, 4}), ValueError);
+  CHECK(zeros({0, int64_t{1} << 62, int64_t{1} << 62}).numel() == 0);  // empty is fine
+  CHECK(error_of([] { ones({1}).expand({-2}); }) ==
+        "expand: invalid size -2 at dim 0 of (-2,) (sizes are >= 0, or -1 to keep the tensor's)");
+  // A view must lie inside its storage.
+  const Tensor base = ones({4});
+  CHECK_THROWS_AS(make_tensor(base.storage(), {4}, {1}, 100, DType::f32), IndexError);
+  CHECK_THROWS_AS(make_tensor(base.storage(), {1 << 20}, {1}, 0, DType::f32), IndexError);
+  CHECK_THROWS_AS(make_tensor(base.storage(), {2}, {-1}, 0, DType::f32), IndexError);
+  CHECK(make_tensor(base.storage(), {2, 2}, {1, 2}, 0, DType::f32).sum().item<float>() == 4);
+  // A pooling window far larger than the map: its taps clipped at once (it looped over all 2^40
+  // before), the values those of the taps inside.
+  const Tensor img = arange(0, 16, 1, DType::f32).reshape({1, 1, 4, 4});
+  const int64_t huge = int64_t{1} << 40;
+  Tensor big = max_pool2d(img, Int2(huge), Int2(1), Int2(huge / 2));
+  CHECK(big.shape() == Shape{1, 1, 5, 5});
+  CHECK(big.max().item<float>() == 15);
+  CHECK(avg_pool2d(img, Int2(huge), Int2(1), Int2(huge / 2)).shape() == Shape{1, 1, 5, 5});
+  // Augmenting maps without pixels (a division by their size before).
+  CHECK(data::crop_flip_normalize(zeros({1, 3, 0, 4}, DType::u8), zeros({1, 3}, DType::i32),
+                                  std::vector<float>{0.5f, 0.5f, 0.5f},
+                                  std::vector<float>{1.f, 1.f, 1.f})
+            .numel() == 0);
+  // A module below itself: every walk over the tree would recurse forever.
+  auto seq = std::make_shared<nn::Sequential>();
+  CHECK_THROWS_AS(seq->push_back(seq), ValueError);
+  auto outer = std::make_shared<nn::Sequential>(), inner = std::make_shared<nn::Sequential>();
+  outer->push_back(inner);
+  CHECK_THROWS_AS(inner->push_back(outer), ValueError);
+  CHECK(outer->children().size() == 1);
+  // Printing past 64 dims leaves the values out (the nesting overflowed the stack).
+  std::ostringstream deep;
+  deep << ones(Shape(100000, 1));
+  CHECK(deep.str().rfind("tensor([...]", 0) == 0);
+  // Integer tensors with a scalar that is not whole compute in f32, and / is true division
+  // (the scalar was truncated: 4 / 2.0 was 0, 4 * 0.5 was 0).
+  const Tensor i = from_vector<int64_t>({4, 6}, {2});
+  CHECK(equal(i / 2.0, from_vector<float>({2, 3}, {2})));
+  CHECK(equal(i * 0.5, from_vector<float>({2, 3}, {2})));
+  CHECK(equal(i - 0.5, from_vector<float>({3.5, 5.5}, {2})));
+  CHECK(equal(i / 0.0, full({2}, INFINITY)));
+  CHECK(equal(pow(i, 0.5), sqrt(i.to(DType::f32))));
+  CHECK((i * 2.0).dtype() == DType::i64);  // a whole scalar keeps the dtype (libtorch's t * 2)
+  Tensor w = i.clone();
+  CHECK_THROWS_AS(w.mul_(0.5), ValueError);
+  CHECK_THROWS_AS(w.div_(2.0), ValueError);
+  CHECK_THROWS_AS(w.div_(i), ValueError);
+  CHECK(equal(w, i));  // nothing written
+  // clamp with min above max: max wins, as torch's min(max(x, min), max).
+  CHECK(equal(ones({3}).clamp(2.0, 1.0), ones({3})));
+  CHECK(equal(from_vector<float>({0, 5}, {2}).clamp(3.0, 1.0), full({2}, 1.0)));
+  // Softmax over an empty dim is empty.
+  CHECK(softmax(ones({3, 0}), 1).shape() == Shape{3, 0});
+  CHECK(log_softmax(ones({3, 0}), 1).shape() == Shape{3, 0});
+  // Batch counts near int64's limit (n + b - 1 overflowed to none).
+  CHECK(data::DistributedSampler(INT64_MAX, 0, 2).num_samples() == INT64_MAX / 2 + 1);
+  auto images =
+      std::make_shared<data::TensorDataset>(zeros({4, 1, 2, 2}), zeros({4}, DType::i64), 10);
+  CHECK(data::DataLoader(images, data::DistributedSampler(4),
+                         data::LoaderOptions().batch_size(INT64_MAX))
+            .num_batches() == 1);
+  // A gradient buffer whose elements alias would add into one place several times.
+  Tensor leaf = ones({2});
+  leaf.set_requires_grad(true);
+  CHECK_THROWS_AS(leaf.set_grad_buffer(zeros({1}).expand({2})), ValueError);
+}

@@ -28,6 +28,22 @@ inline int64_t numel_of(const Shape& s) {
   return n;
 }
 
+/// The element count of `s` (sizes >= 0), or a ValueError naming `op` when the count, or its
+/// size in bytes at `element_size` bytes an element, does not fit in int64 (a count that wrapped
+/// would allocate too little and index past it).
+inline int64_t checked_numel(const Shape& s, const char* op, int64_t element_size = 1) {
+  int64_t n = 1;
+  bool overflow = false;
+  for (int64_t d : s) {
+    if (d == 0) return 0;
+    overflow = overflow || __builtin_mul_overflow(n, d, &n);
+  }
+  int64_t bytes = 0;
+  TANDEM_CHECK(!overflow && !__builtin_mul_overflow(n, element_size, &bytes), op, ": shape ",
+               shape_str(s), " has more elements than a tensor can address");
+  return n;
+}
+
 inline Shape contiguous_strides(const Shape& s) {
   Shape st(s.size());
   int64_t acc = 1;

@@ -93,11 +93,13 @@ struct PowScalar {
     return pow(x, T(e));
   }
 };
-struct Clamp {  // bounds given as +/-inf when absent; NaN propagates
+struct Clamp {  // bounds given as +/-inf when absent; NaN propagates; min(max(x, lo), hi), as
+                // torch: where lo > hi, hi wins
   double lo, hi;
   template <typename T> TANDEM_HD T operator()(T x) const {
     if (x != x) return x;
-    return x < T(lo) ? T(lo) : (x > T(hi) ? T(hi) : x);
+    const T y = x < T(lo) ? T(lo) : x;
+    return y > T(hi) ? T(hi) : y;
   }
 };
 struct AddScalar {
