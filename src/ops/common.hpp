@@ -38,6 +38,15 @@ inline Tensor with_scalar(const Tensor& a, double s) {
   return a.defined() && !a.is_floating_point() && !whole_scalar(s) ? a.to(DType::f32) : a;
 }
 
+/// That `value` can fill a tensor of dtype dt: an integer dtype takes finite values within
+/// int64's range (they convert through int64; NaN, inf or 1e30 would be undefined there), as
+/// torch refuses a value it cannot convert.
+inline void check_fill_value(double value, DType dt, const char* op) {
+  TANDEM_CHECK(is_floating(dt) || dt == DType::boolean ||
+                   (std::isfinite(value) && std::fabs(value) < 9.2e18),
+               op, ": the value ", value, " cannot be converted to ", dt, " without overflow");
+}
+
 inline void check_floating(const Tensor& t, const char* op, const char* name = "input") {
   TANDEM_CHECK(t.is_floating_point(), op, ": expected a floating-point ", name,
                " (f32, f64, f16 or bf16), got dtype ", t.dtype());

@@ -19,6 +19,7 @@ Tensor empty(const Shape& shape, TensorOptions o) {
 }
 
 Tensor full(const Shape& shape, double value, TensorOptions o) {
+  check_fill_value(value, o.dtype(), "full");
   Tensor t = make_tensor(shape, o.dtype(), o.device());
   kernels::fill(t, value);
   return finish(t, o);
@@ -166,6 +167,8 @@ Tensor empty_like(const Tensor& t) {
   return make_tensor(t.shape(), t.dtype(), t.device(), t.suggest_memory_format());
 }
 Tensor full_like(const Tensor& t, double value) {
+  check_defined(t, "full_like", "input");
+  check_fill_value(value, t.dtype(), "full_like");
   Tensor out = empty_like(t);
   kernels::fill(out, value);
   return out;

@@ -418,11 +418,12 @@ Tensor normalized(const Tensor& x, const Shape& dims, double eps) {
 }
 
 // Each run of `features` consecutive values of x (contiguous: (rows, features)) normalized to
-// mean 0 and variance 1 (layer and group norm): batch norm's op over (1, rows, features), whose
-// per-channel statistics are the rows' (f64 accumulators) and whose backward takes two passes
-// over memory, on every backend and under create_graph. Composed of mean, sub, mul and pow it
-// took about ten passes and 9x libtorch's time (bench_ops --ops); that remains only where batch
-// norm refuses: one feature (a single value per channel), or nothing.
+// mean 0 and variance 1 (group norm; layer norm has kernels of its own): batch norm's op over
+// (1, rows, features), whose per-channel statistics are the rows' (f64 accumulators) and whose
+// backward takes two passes over memory, on every backend and under create_graph. Composed of
+// mean, sub, mul and pow it took about ten passes and 9x libtorch's time (bench_ops --ops);
+// that remains only where batch norm refuses: one feature (a single value per channel), or
+// nothing.
 Tensor normalized_rows(const Tensor& x, int64_t features, double eps) {
   const int64_t rows = features > 0 ? x.numel() / features : 0;
   if (features > 1 && rows > 0) {

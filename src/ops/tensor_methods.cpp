@@ -441,6 +441,7 @@ Tensor& Tensor::zero_() { return fill_(0.0); }
 
 Tensor& Tensor::fill_(double value) {
   check_inplace(*this, "fill_");
+  check_fill_value(value, dtype(), "fill_");
   kernels::fill(*this, value);
   return *this;
 }

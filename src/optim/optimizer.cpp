@@ -34,6 +34,11 @@ Optimizer::Optimizer(const char* name, std::vector<ParamGroup> groups, double lr
     for (const auto& p : g.params) {
       TANDEM_CHECK(p.defined() && p.is_floating_point() && p.requires_grad(), name_,
                    ": every parameter must be a floating tensor that requires grad");
+      // A computed tensor never receives a .grad (backward fills leaves only), as torch's
+      // "can't optimize a non-leaf Tensor".
+      TANDEM_CHECK(p.is_leaf(), name_,
+                   ": can't optimize a non-leaf tensor (one computed from "
+                   "others); pass the leaf parameters");
     }
     count += g.params.size();
     groups_.push_back({std::move(g.params), group_lr, group_wd, momentum, group_lr});

@@ -232,6 +232,19 @@ TEST_CASE("edge input an API probe found: errors, not crashes, hangs or wrong va
   CHECK(data::DataLoader(images, data::DistributedSampler(4),
                          data::LoaderOptions().batch_size(INT64_MAX))
             .num_batches() == 1);
+  // A value an integer dtype cannot hold (its conversion through int64 was undefined).
+  CHECK(error_of([] { full({3}, NAN, TensorOptions(DType::i32)); }) ==
+        "full: the value nan cannot be converted to i32 without overflow");
+  CHECK_THROWS_AS(full({3}, 1e30, TensorOptions(DType::i64)), ValueError);
+  CHECK_THROWS_AS(i.masked_fill(full({2}, true, TensorOptions(DType::boolean)), INFINITY),
+                  ValueError);
+  CHECK_THROWS_AS(w.fill_(NAN), ValueError);
+  CHECK(equal(full({2}, 2.5, TensorOptions(DType::i64)), full({2}, 2, TensorOptions(DType::i64))));
+  // An optimizer given a computed tensor (it would never receive a gradient).
+  Tensor param = ones({2});
+  param.set_requires_grad(true);
+  CHECK_THROWS_AS(optim::SGD(std::vector<Tensor>{mul(param, 2.0)}, optim::SGDOptions(0.1)),
+                  ValueError);
   // A gradient buffer whose elements alias would add into one place several times.
   Tensor leaf = ones({2});
   leaf.set_requires_grad(true);

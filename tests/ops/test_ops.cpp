@@ -87,7 +87,8 @@ TEST_CASE("layer norm's kernels match the formula in recorded f64 ops: values an
   // Against mean, sub, pow and mul in f64 and their autograd: rows with a vector tail (515),
   // more rows than one chunk of the weight gradient's row sums (11000 rows of 3 features: two
   // chunks), one feature (each output is the bias), two normalized dims; without weight and
-  // bias, and with an input that wants no gradient (only the weight's and bias's run).
+  // bias, and with an input that wants no gradient (only the weight's and bias's run); in f64
+  // also the second derivatives (create_graph).
   struct Case {
     Shape shape, normalized;
     bool affine, input_grad;
@@ -96,6 +97,15 @@ TEST_CASE("layer norm's kernels match the formula in recorded f64 ops: values an
       {{37, 515}, {515}, true, true}, {{11000, 3}, {3}, true, true},
       {{6, 1}, {1}, true, true},      {{4, 3, 5, 6}, {5, 6}, true, true},
       {{9, 40}, {40}, false, true},   {{9, 40}, {40}, true, false}};
+  auto run_reference = [](const Tensor& x, const Tensor& w, const Tensor& b,
+                          const Shape& normalized) {
+    Shape dims;
+    for (size_t k = 0; k < normalized.size(); ++k)
+      dims.push_back(static_cast<int64_t>(x.dim() - 1 - static_cast<int64_t>(k)));
+    Tensor centered = sub(x, mean(x, dims, true));
+    Tensor y = mul(centered, pow(add(mean(mul(centered, centered), dims, true), 1e-5), -0.5));
+    return w.defined() ? add(mul(y, w), b) : y;
+  };
   Generator gen(11);
   for (const DType dt : {DType::f64, DType::f32, DType::bf16}) {
     for (const Case& c : cases) {
@@ -114,17 +124,8 @@ TEST_CASE("layer norm's kernels match the formula in recorded f64 ops: values an
         w.set_requires_grad(true);
         b.set_requires_grad(true);
         if (!c.affine) w = b = Tensor();
-        Tensor y;
-        if (reference) {
-          Shape dims;
-          for (size_t k = 0; k < c.normalized.size(); ++k)
-            dims.push_back(static_cast<int64_t>(c.shape.size() - 1 - k));
-          Tensor centered = sub(x, mean(x, dims, true));
-          y = mul(centered, pow(add(mean(mul(centered, centered), dims, true), 1e-5), -0.5));
-          if (c.affine) y = add(mul(y, w), b);
-        } else {
-          y = layer_norm(x, c.normalized, w, b, 1e-5);
-        }
+        Tensor y = reference ? run_reference(x, w, b, c.normalized)
+                             : layer_norm(x, c.normalized, w, b, 1e-5);
         std::vector<Tensor> wanted;
         for (const Tensor& leaf : {x, w, b})
           if (leaf.defined() && leaf.requires_grad()) wanted.push_back(leaf);
@@ -133,6 +134,19 @@ TEST_CASE("layer norm's kernels match the formula in recorded f64 ops: values an
         return out;
       };
       const std::vector<Tensor> got = run(false), expected = run(true);
+      if (dt == DType::f64 && c.affine && c.input_grad) {
+        // Under create_graph the backward is recorded ops: second derivatives as the formula's.
+        auto second = [&](bool reference) {
+          Tensor x = x64.detach(), w = w64.detach(), b = b64.detach();
+          for (Tensor* t : {&x, &w, &b}) t->set_requires_grad(true);
+          Tensor y = reference ? run_reference(x, w, b, c.normalized)
+                               : layer_norm(x, c.normalized, w, b, 1e-5);
+          auto g = autograd::grad({y}, {x, w}, {g64}, true, /*create_graph=*/true);
+          return autograd::grad({add(sum(mul(g[0], g[0])), sum(mul(g[1], g[1])))}, {x, w});
+        };
+        const auto got2 = second(false), expected2 = second(true);
+        for (size_t k = 0; k < got2.size(); ++k) require_close(got2[k], expected2[k], 1e-9, 1e-9);
+      }
       REQUIRE(got.size() == expected.size());
       const double tol = dt == DType::bf16 ? 1e-2 : dt == DType::f32 ? 1e-4 : 1e-11;
       for (size_t k = 0; k < got.size(); ++k) {
