@@ -10,6 +10,9 @@ void check_in_storage(const Storage& storage, const Shape& shape, const Shape& s
                       int64_t offset, DType dtype) {
   TANDEM_CHECK(shape.size() == strides.size(), "make_tensor: shape ", shape_str(shape), " and ",
                "strides ", shape_str(strides), " differ in length");
+  for (size_t i = 0; i < shape.size(); ++i)
+    TANDEM_CHECK(shape[i] >= 0, "make_tensor: negative size ", shape[i], " at dim ", i,
+                 " of shape ", shape_str(shape));
   const int64_t esize = static_cast<int64_t>(element_size(dtype));
   if (checked_numel(shape, "make_tensor", esize) == 0) return;
   int64_t lo = offset, hi = offset;  // the first and last element reached

@@ -75,7 +75,12 @@ std::string to_safetensors(const nn::StateDict& tensors, const Metadata& metadat
     offset += nbytes;
     data.push_back(cpu);
   }
-  std::string head = header.dump();
+  std::string head;
+  try {
+    head = header.dump();
+  } catch (const json::type_error&) {  // the one dump() throws: a string that is not UTF-8
+    TANDEM_THROW(ValueError, "safetensors: tensor names and metadata must be valid UTF-8");
+  }
   head.resize((head.size() + 7) / 8 * 8, ' ');  // the data starts 8-byte aligned
   std::string out(8, '\0');
   uint64_t n = head.size();
@@ -252,11 +257,18 @@ void atomic_write(const std::string& path, const std::string& bytes) {
 }
 
 std::string read_file(const std::string& path) {
+  struct stat st {};
+  TANDEM_CHECK_T(IoError, ::stat(path.c_str(), &st) == 0, "cannot read ", path, ": ", errno_str());
+  TANDEM_CHECK_T(IoError, !S_ISDIR(st.st_mode), "cannot read ", path, ": it is a directory");
   std::ifstream in(path, std::ios::binary);
   TANDEM_CHECK_T(IoError, in.good(), "cannot read ", path, ": ", errno_str());
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  TANDEM_CHECK_T(IoError, !in.bad(), "cannot read ", path, ": read error");
-  return bytes;
+  try {
+    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    TANDEM_CHECK_T(IoError, !in.bad(), "cannot read ", path, ": read error");
+    return bytes;
+  } catch (const std::ios_base::failure& e) {  // the stream buffer's own read errors
+    TANDEM_THROW(IoError, "cannot read ", path, ": ", e.what());
+  }
 }
 
 }  // namespace tandem::io

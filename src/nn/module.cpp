@@ -207,6 +207,9 @@ void Module::load_state_dict(const StateDict& state, bool strict) {
     auto it = state.find(name);
     if (it == state.end()) {
       missing.push_back(name);
+    } else if (!it->second.defined()) {
+      wrong_shape.push_back(name + ": expected " + shape_str(t.shape()) +
+                            ", got an undefined tensor");
     } else if (it->second.shape() != t.shape()) {
       wrong_shape.push_back(name + ": expected " + shape_str(t.shape()) + ", got " +
                             shape_str(it->second.shape()));

@@ -76,10 +76,12 @@ Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
                   autocast_input("linear", bias));
   check_defined(input, "linear", "input");
   check_defined(weight, "linear", "weight");
-  TANDEM_CHECK(weight.dim() == 2 && input.dim() >= 1 && input.size(-1) == weight.size(1),
-               "linear: input (*, in_features) with in_features == weight.size(1) == ",
-               weight.dim() == 2 ? weight.size(1) : -1, " expected, got input ",
-               shape_str(input.shape()), " and weight ", shape_str(weight.shape()));
+  TANDEM_CHECK(weight.dim() == 2, "linear: weight must be 2-d (out_features, in_features), got ",
+               shape_str(weight.shape()));
+  TANDEM_CHECK(
+      input.dim() >= 1 && input.size(-1) == weight.size(1),
+      "linear: input (*, in_features) with in_features == weight.size(1) == ", weight.size(1),
+      " expected, got input ", shape_str(input.shape()), " and weight ", shape_str(weight.shape()));
   Tensor out = matmul(input, weight.t());
   if (!bias.defined()) return out;
   TANDEM_CHECK(bias.dim() == 1 && bias.size(0) == weight.size(0), "linear: bias must be (",

@@ -864,6 +864,8 @@ std::pair<Tensor, Tensor> flatten_classes(const Tensor& input, const Tensor& tar
                ": target must hold class indices (i64 or i32), got dtype ", target.dtype());
   TANDEM_CHECK(input.dim() >= 2, op, ": input must be (N, C) or (N, C, d1, ...), got ",
                shape_str(input.shape()));
+  TANDEM_CHECK(input.size(1) > 0, op, ": input has no classes (C == 0), got shape ",
+               shape_str(input.shape()));
   Shape expected = input.shape();
   expected.erase(expected.begin() + 1);
   TANDEM_CHECK(target.shape() == expected, op, ": target must be ", shape_str(expected),

@@ -216,10 +216,15 @@ Tensor amax(const Tensor& t, const Shape& dims, bool keepdim) {
   return out;
 }
 
-Tensor max(const Tensor& t) { return amax(t, {}, false); }
+Tensor max(const Tensor& t) {
+  check_defined(t, "max", "input");
+  TANDEM_CHECK(t.numel() > 0, "max: an empty tensor has no largest value (give a dim to reduce)");
+  return amax(t, {}, false);
+}
 
 Tensor min(const Tensor& t) {
   check_defined(t, "min", "input");
+  TANDEM_CHECK(t.numel() > 0, "min: an empty tensor has no smallest value (give a dim to reduce)");
   Plan p = plan_reduction(t, {}, false, "min");
   Tensor out = reduce(ReduceOp::min, t, p, t.dtype(), "min");
   Tensor y = out.detach();

@@ -235,9 +235,10 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm, double
   // Each gradient's max |g| or sum of squares (f32 at least) joins an f64 scalar on its device;
   // the host reads each device's once: on a GPU one wait per call, not one per gradient.
   std::vector<Tensor> grads, partials;
-  for (const auto& p : params) {
-    Tensor g = p.grad();
-    if (!g.defined()) continue;
+  for (size_t i = 0; i < params.size(); ++i) {
+    TANDEM_CHECK(params[i].defined(), "clip_grad_norm: parameter ", i, " is undefined");
+    Tensor g = params[i].grad();
+    if (!g.defined() || g.numel() == 0) continue;  // an empty gradient adds nothing to the norm
     grads.push_back(g);
     Tensor w = g.dtype() == DType::f16 || g.dtype() == DType::bf16 ? g.to(DType::f32) : g;
     Tensor term = (inf_norm ? max(abs(w)) : sum(mul(w, w))).to(DType::f64);

@@ -180,6 +180,7 @@ TEST_CASE("edge input an API probe found: errors, not crashes, hangs or wrong va
   CHECK_THROWS_AS(make_tensor(base.storage(), {4}, {1}, 100, DType::f32), IndexError);
   CHECK_THROWS_AS(make_tensor(base.storage(), {1 << 20}, {1}, 0, DType::f32), IndexError);
   CHECK_THROWS_AS(make_tensor(base.storage(), {2}, {-1}, 0, DType::f32), IndexError);
+  CHECK_THROWS_AS(make_tensor(base.storage(), {-2, 0}, {1, 1}, 0, DType::f32), ValueError);
   CHECK(make_tensor(base.storage(), {2, 2}, {1, 2}, 0, DType::f32).sum().item<float>() == 4);
   // A pooling window far larger than the map: its taps clipped at once (it looped over all 2^40
   // before), the values those of the taps inside.
@@ -245,6 +246,33 @@ TEST_CASE("edge input an API probe found: errors, not crashes, hangs or wrong va
   param.set_requires_grad(true);
   CHECK_THROWS_AS(optim::SGD(std::vector<Tensor>{mul(param, 2.0)}, optim::SGDOptions(0.1)),
                   ValueError);
+  // Messages that named an internal op or a value that meant nothing to the caller.
+  CHECK(error_of([] {
+          linear(zeros({2, 3}), zeros({3}));
+        }) == "linear: weight must be 2-d (out_features, in_features), got (3,)");
+  CHECK(error_of([] { arange(0, INFINITY, 1); }) == "arange: unsupported range 0 -> inf (step 1)");
+  CHECK_THROWS_AS(arange(0, 1e30, 1), ValueError);
+  CHECK(error_of([] {
+          cross_entropy(zeros({2, 0}), zeros({2}, DType::i64));
+        }) == "cross_entropy: input has no classes (C == 0), got shape (2, 0)");
+  CHECK(error_of([] { zeros({0}).max(); }) ==
+        "max: an empty tensor has no largest value (give a dim to reduce)");
+  CHECK(error_of([] { zeros({0}).min(); }) ==
+        "min: an empty tensor has no smallest value (give a dim to reduce)");
+  CHECK(error_of([] { optim::clip_grad_norm({Tensor()}, 1.0); }) ==
+        "clip_grad_norm: parameter 0 is undefined");
+  nn::Linear lin(2, 3);
+  nn::StateDict state = lin.state_dict();
+  state.at("weight") = Tensor();
+  CHECK(error_of([&] { lin.load_state_dict(state); })
+            .find("weight: expected (3, 2), got an "
+                  "undefined tensor") != std::string::npos);
+  CHECK(error_of([] {
+          io::load_safetensors(std::filesystem::temp_directory_path().string());
+        }).find("it is a directory") != std::string::npos);
+  CHECK(error_of([] {
+          io::to_safetensors({{"bad\xff", zeros({1})}});
+        }) == "safetensors: tensor names and metadata must be valid UTF-8");
   // A gradient buffer whose elements alias would add into one place several times.
   Tensor leaf = ones({2});
   leaf.set_requires_grad(true);
