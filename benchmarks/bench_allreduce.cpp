@@ -15,9 +15,10 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "guarded_main.hpp"
+#include "median.hpp"
 #include "tandem/comm.hpp"
 #include "tandem/tandem.hpp"
-#include "median.hpp"
 
 using namespace tandem;
 using Clock = std::chrono::steady_clock;
@@ -48,7 +49,7 @@ struct Options {
 
 int run(Options o);
 
-int main(int argc, char** argv) {
+static int run(int argc, char** argv) {
   CLI::App app{"Allreduce (or reduce-scatter) sweep of a tandem backend"};
   Options o;
   app.add_option("--backend", o.backend,
@@ -58,7 +59,7 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"allreduce", "reduce_scatter"}));
   auto* world_opt = app.add_option("--world", o.world, "ranks (threads; nccl: GPUs, default all)")
                         ->check(CLI::Range(1, 64));
-  app.add_option("--max-mib", o.max_mib, "largest message in MiB")->check(CLI::PositiveNumber);
+  app.add_option("--max-mib", o.max_mib, "largest message in MiB")->check(CLI::Range(1, 1 << 20));
   app.add_option("--iters", o.iters, "timed iterations per size")->check(CLI::PositiveNumber);
   app.add_option("--json", o.json_path, "write the results here");
   CLI11_PARSE(app, argc, argv);
@@ -133,13 +134,17 @@ int run(Options o) {
         {{"bytes", bytes}, {"time_us", t * 1e6}, {"algbw_gbps", algbw}, {"busbw_gbps", busbw}});
   }
   if (printer && !o.json_path.empty()) {
-    std::ofstream(o.json_path) << nlohmann::json{
-        {"backend", backend},
-        {"op", o.op},
-        {"world", world},
-        {"dtype", "f32"},
-        {"memcpy_gbps", copy},
-        {"sizes", rows}}.dump(1);
+    std::ofstream f(o.json_path);
+    f << nlohmann::json{{"backend", backend}, {"op", o.op},          {"world", world},
+                        {"dtype", "f32"},     {"memcpy_gbps", copy}, {"sizes", rows}}
+             .dump(1);
+    f.close();
+    if (f.fail()) {  // the figures are the run's point: losing them is a failure
+      std::fprintf(stderr, "bench_allreduce: error: cannot write %s\n", o.json_path.c_str());
+      return 1;
+    }
   }
   return 0;
 }
+
+int main(int argc, char** argv) { return bench::guarded_main("bench_allreduce", argc, argv, run); }

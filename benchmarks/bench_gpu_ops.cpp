@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "guarded_main.hpp"
 #include "tandem/tandem.hpp"
 
 using namespace tandem;
@@ -58,7 +59,7 @@ cudaDataType_t cuda_type(DType t) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+static int run(int argc, char** argv) {
   CLI::App app("GPU ops: tandem against cuBLAS and a device-to-device copy");
   int64_t size = 8192;
   int repeats = 5, iters = 10;
@@ -155,3 +156,5 @@ int main(int argc, char** argv) {
   std::cout << out.dump() << std::endl;
   return 0;
 }
+
+int main(int argc, char** argv) { return bench::guarded_main("bench_gpu_ops", argc, argv, run); }

@@ -10,12 +10,13 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "tandem/tandem.hpp"
+#include "guarded_main.hpp"
 #include "median.hpp"
+#include "tandem/tandem.hpp"
 
 using namespace tandem;
 
-int main(int argc, char** argv) {
+static int run(int argc, char** argv) {
   CLI::App app{"tandem indexing benchmark (embedding, index_add)"};
   int threads = static_cast<int>(std::thread::hardware_concurrency()), steps = 30;
   int64_t table = 50000, dim = 128, tokens = 16384;
@@ -57,3 +58,5 @@ int main(int argc, char** argv) {
   std::printf("%s\n", out.dump().c_str());
   return 0;
 }
+
+int main(int argc, char** argv) { return bench::guarded_main("bench_index", argc, argv, run); }

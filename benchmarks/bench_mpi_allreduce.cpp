@@ -8,9 +8,10 @@
 #include <string>
 #include <vector>
 
+#include "guarded_main.hpp"
 #include "peer_sweep.hpp"
 
-int main(int argc, char** argv) {
+static int run(int argc, char** argv) {
   MPI_Init(&argc, &argv);
   int rank = 0, world = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -31,4 +32,8 @@ int main(int argc, char** argv) {
                 rows.c_str());
   MPI_Finalize();
   return 0;
+}
+
+int main(int argc, char** argv) {
+  return bench::guarded_main("bench_mpi_allreduce", argc, argv, run);
 }

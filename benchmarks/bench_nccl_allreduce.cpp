@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "guarded_main.hpp"
 #include "peer_sweep.hpp"
 
 #define CHECK(expr, what)                                              \
@@ -21,7 +22,7 @@
     }                                                                  \
   } while (0)
 
-int main(int argc, char** argv) {
+static int run(int argc, char** argv) {
   const long long max_bytes = (argc > 1 ? std::atoll(argv[1]) : 256) << 20;
   const int iters = argc > 2 ? std::atoi(argv[2]) : 20;
   int n = 0;
@@ -57,4 +58,8 @@ int main(int argc, char** argv) {
   std::printf("{\"backend\": \"nccl-raw\", \"world\": %d, \"sizes\": [%s]}\n", n, rows.c_str());
   std::fflush(stdout);
   return 0;
+}
+
+int main(int argc, char** argv) {
+  return bench::guarded_main("bench_nccl_allreduce", argc, argv, run);
 }

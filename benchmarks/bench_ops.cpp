@@ -10,6 +10,7 @@
 // Usage: bench_ops [--threads T] [--repeats R] [--json FILE] [--quick] [--convs resnet20|resnet50]
 //                  [--ops]
 #include <immintrin.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -20,11 +21,11 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <thread>
-#include <unistd.h>
 
+#include "guarded_main.hpp"
+#include "median.hpp"
 #include "tandem/kernels/cpu_isa.hpp"
 #include "tandem/tandem.hpp"
-#include "median.hpp"
 
 #ifdef TANDEM_BENCH_LIBTORCH
 #include <torch/torch.h>
@@ -274,7 +275,7 @@ void op_sweep(int repeats, Generator& gen, std::vector<Row>& rows) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+static int run(int argc, char** argv) {
 #ifdef TANDEM_BENCH_LIBTORCH
   // libtorch's OpenMP threads spin after each parallel region and would steal the cores from
   // the tandem run that follows; passive waiting keeps the alternating timings independent.
@@ -527,3 +528,5 @@ int main(int argc, char** argv) {
   }
   return 0;
 }
+
+int main(int argc, char** argv) { return bench::guarded_main("bench_ops", argc, argv, run); }

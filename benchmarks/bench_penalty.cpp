@@ -10,12 +10,13 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "tandem/tandem.hpp"
+#include "guarded_main.hpp"
 #include "median.hpp"
+#include "tandem/tandem.hpp"
 
 using namespace tandem;
 
-int main(int argc, char** argv) {
+static int run(int argc, char** argv) {
   CLI::App app{"tandem gradient-penalty (WGAN-GP) critic step"};
   int threads = static_cast<int>(std::thread::hardware_concurrency()), steps = 20;
   int64_t batch = 64;
@@ -65,3 +66,5 @@ int main(int argc, char** argv) {
   std::printf("%s\n", out.dump().c_str());
   return 0;
 }
+
+int main(int argc, char** argv) { return bench::guarded_main("bench_penalty", argc, argv, run); }

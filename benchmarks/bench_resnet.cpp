@@ -12,11 +12,12 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "guarded_main.hpp"
 #include "tandem/tandem.hpp"
 
 using namespace tandem;
 
-int main(int argc, char** argv) {
+static int run(int argc, char** argv) {
   CLI::App app{"Time ResNet training steps in tandem"};
   std::string model_name = "resnet20";
   int64_t batch = 128, channels = 1, size = 28, steps = 30, warmup = 5;
@@ -80,3 +81,5 @@ int main(int argc, char** argv) {
   std::printf("%s\n", out.dump().c_str());
   return 0;
 }
+
+int main(int argc, char** argv) { return bench::guarded_main("bench_resnet", argc, argv, run); }

@@ -14,9 +14,10 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 
+#include "guarded_main.hpp"
+#include "median.hpp"
 #include "tandem/monitor/predictor.hpp"
 #include "tandem/tandem.hpp"
-#include "median.hpp"
 
 using namespace tandem;
 
@@ -24,7 +25,7 @@ namespace {
 using Ms = std::chrono::duration<double, std::milli>;
 }  // namespace
 
-int main(int argc, char** argv) {
+static int run(int argc, char** argv) {
   CLI::App app{"Time data-parallel ResNet training on CPU ranks"};
   std::string model_name = "resnet20";
   int64_t batch = 64, channels = 1, size = 28, steps = 20, warmup = 3;
@@ -102,3 +103,5 @@ int main(int argc, char** argv) {
   std::printf("%s\n", out.dump().c_str());
   return 0;
 }
+
+int main(int argc, char** argv) { return bench::guarded_main("bench_scaling", argc, argv, run); }

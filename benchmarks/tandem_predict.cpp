@@ -9,15 +9,36 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
 
+#include "median.hpp"
 #include "tandem/monitor/predictor.hpp"
 #include "tandem/tandem.hpp"
-#include "median.hpp"
 
 using namespace tandem;
 using Clock = std::chrono::steady_clock;
+
+namespace {
+// A number that is finite and >= lo (> lo when `strict`): NaN passes CLI11's range checks.
+CLI::Validator finite_at_least(double lo, bool strict) {
+  return CLI::Validator(
+      [=](std::string& v) -> std::string {
+        char* end = nullptr;
+        const double x = std::strtod(v.c_str(), &end);
+        if (!v.empty() && *end == '\0' && std::isfinite(x) && (strict ? x > lo : x >= lo))
+          return "";
+        char bound[32];
+        std::snprintf(bound, sizeof(bound), "%s %g", strict ? ">" : ">=", lo);
+        return "must be a finite number " + std::string(bound) + ", got " + v;
+      },
+      strict ? "POSITIVE" : "NONNEGATIVE");
+}
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app("tandem-predict: scaling efficiency of data parallelism at N ranks, from a one-rank profile");
@@ -34,20 +55,36 @@ int main(int argc, char** argv) {
   app.add_option("--channels", channels)->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--ranks", ranks, "predict for 1..N ranks")->check(CLI::Range(1, 100000))->capture_default_str();
   app.add_option("--interconnect", ic_name, "preset: " + presets)->capture_default_str();
-  app.add_option("--latency-us", latency_us, "instead of the preset: latency per ring step, us");
-  app.add_option("--bandwidth-gbs", bandwidth_gbs, "instead of the preset: allreduce bus bandwidth, GB/s");
+  app.add_option("--latency-us", latency_us, "instead of the preset: latency per ring step, us")
+      ->check(finite_at_least(0, false));
+  app.add_option("--bandwidth-gbs", bandwidth_gbs,
+                 "instead of the preset: allreduce bus bandwidth, GB/s")
+      ->check(finite_at_least(0, true));
   app.add_option("--bucket-mb", bucket, "bucket cap, MiB, or auto (the predicted best)")->capture_default_str();
-  app.add_option("--compute-ms", compute_ms, "forward + backward time per step on the target device (default: as profiled here)");
+  app.add_option(
+         "--compute-ms", compute_ms,
+         "forward + backward time per step on the target device (default: as profiled here)")
+      ->check(finite_at_least(0, true));
   app.add_option("--device", device_name, "where to profile: auto, cpu or cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}))->capture_default_str();
   app.add_option("--steps", steps, "profiled steps (after one warm-up)")->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--threads", threads, "CPU threads for a CPU profile (0: all cores)");
-  app.add_option("--cpu-cores", cores, "predict CPU ranks of --threads threads each sharing this many cores (compute slows once they are oversubscribed)");
+  app.add_option("--threads", threads, "CPU threads for a CPU profile (0: all cores)")
+      ->check(CLI::Range(0, 1 << 16));
+  app.add_option("--cpu-cores", cores,
+                 "predict CPU ranks of --threads threads each sharing this many cores (compute "
+                 "slows once they are oversubscribed)")
+      ->check(CLI::Range(0, 1 << 20));
   std::vector<double> scales;
-  app.add_option("--compute-scale", scales, "measured slowdown of the slowest rank's step at 1, 2, ... ranks sharing this machine (e.g. N independent copies at once: the median over steps of the slowest copy's step, over one copy alone); the last covers larger counts; replaces --cpu-cores' model")
-      ->delimiter(',')->check(CLI::PositiveNumber);
+  app.add_option(
+         "--compute-scale", scales,
+         "measured slowdown of the slowest rank's step at 1, 2, ... ranks sharing this machine "
+         "(e.g. N independent copies at once: the median over steps of the slowest copy's step, "
+         "over one copy alone); the last covers larger counts; replaces --cpu-cores' model")
+      ->delimiter(',')
+      ->check(finite_at_least(0, true));
   app.add_flag("--json", json, "print one JSON object instead of the table");
   CLI11_PARSE(app, argc, argv);
   try {
+    const std::optional<double> bucket_mb = monitor::parse_bucket_mb(bucket);  // before profiling
     monitor::Interconnect ic = latency_us >= 0 || bandwidth_gbs > 0
                                    ? monitor::Interconnect{"custom", std::max(0.0, latency_us) * 1e-6,
                                                            bandwidth_gbs * 1e9, "given"}
@@ -98,9 +135,8 @@ int main(int argc, char** argv) {
       profile.optimizer_s *= k;
       profile.compute_s = compute_ms / 1000.0;
     }
-    const bool auto_bucket = bucket == "auto";
-    const double cap_mb = auto_bucket ? 25.0 : std::stod(bucket);
-    TANDEM_CHECK_T(ValueError, cap_mb > 0, "--bucket-mb must be positive or auto, got ", bucket);
+    const bool auto_bucket = !bucket_mb;
+    const double cap_mb = bucket_mb.value_or(25.0);
     // How much slower each rank computes at n ranks: measured, or CPU ranks oversubscribing the
     // cores, or (GPUs) not at all.
     auto scale_at = [&](int n) {

@@ -1,6 +1,6 @@
 # Bad input to tandem-resnet that needs files prepared first, one CASE per ctest entry: damaged
-# datasets, a checkpoint from another model, a damaged checkpoint. Each must exit non-zero with
-# one clear line and leave an existing checkpoint untouched.
+# datasets, a checkpoint from another model, a damaged checkpoint, a trace it cannot write. Each
+# must exit non-zero with one clear line and leave an existing checkpoint untouched.
 # cmake -DEXE=... -DWORK_DIR=... -DCASE=... [-DFASHION_DIR=...] [-DARGS=... -DPATTERN=...]
 #       -P example_cases.cmake
 file(REMOVE_RECURSE ${WORK_DIR})
@@ -118,6 +118,14 @@ elseif(CASE STREQUAL "emulated_gpus_match_cpu")
     message(FATAL_ERROR "epoch loss on the GPUs ${gpu_loss}e-4, on the CPU ${cpu_loss}e-4")
   endif()
   message(STATUS "epoch loss on the GPUs ${gpu_loss}e-4, on the CPU ${cpu_loss}e-4")
+elseif(CASE STREQUAL "trace_unwritable")
+  # A --trace path it cannot write fails before training (it trained, then lost the trace).
+  expect_failure("cannot write --trace file ${WORK_DIR}/none/trace.json" ${small} --max-steps 4
+                 --trace ${WORK_DIR}/none/trace.json)
+  file(GLOB written ${WORK_DIR}/ckpt/*)
+  if(written)
+    message(FATAL_ERROR "it trained before failing: ${written}")
+  endif()
 else()
   message(FATAL_ERROR "unknown CASE ${CASE}")
 endif()

@@ -4,6 +4,7 @@
 // checkpoint after every epoch and can resume from it bit-exactly.
 // Usage: tandem-resnet [--model resnet20] [--dataset fashion-mnist] [--epochs N] ... (--help)
 #include <CLI/CLI.hpp>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -14,9 +15,10 @@
 #include <optional>
 
 #include "tandem/kernels/cpu_isa.hpp"
-#include "tandem/monitor/progress.hpp"
 #include "tandem/monitor/gpu_health.hpp"
+#include "tandem/monitor/json.hpp"
 #include "tandem/monitor/predictor.hpp"
+#include "tandem/monitor/progress.hpp"
 #include "tandem/monitor/step_report.hpp"
 #include "tandem/monitor/timeline.hpp"
 #include "tandem/tandem.hpp"
@@ -388,11 +390,14 @@ void train_rank(Shared& sh, parallel::Rank& r) {
     io::save_checkpoint(ckpt, st);
     if (metrics) {
       *metrics << "{\"epoch\": " << epoch + 1 << ", \"step\": " << step
-               << ", \"train_loss\": " << train_loss << ", \"test_acc\": " << acc
-               << ", \"img_per_s\": " << images / seconds << ", \"img_per_s_per_rank\": "
-               << images / seconds / world << ", \"world_size\": " << world
-               << ", \"seconds\": " << seconds << ", \"lr\": " << opt.groups()[0].lr
-               << ", \"loss_scale\": " << (scaler.is_enabled() ? scaler.get_scale() : 1.0)
+               << ", \"train_loss\": " << monitor::json_number(train_loss)
+               << ", \"test_acc\": " << monitor::json_number(acc)
+               << ", \"img_per_s\": " << monitor::json_number(images / seconds)
+               << ", \"img_per_s_per_rank\": " << monitor::json_number(images / seconds / world)
+               << ", \"world_size\": " << world
+               << ", \"seconds\": " << monitor::json_number(seconds)
+               << ", \"lr\": " << monitor::json_number(opt.groups()[0].lr) << ", \"loss_scale\": "
+               << monitor::json_number(scaler.is_enabled() ? scaler.get_scale() : 1.0)
                << ", \"skipped_steps\": " << skipped << "}\n";
       metrics->flush();
     }
@@ -464,7 +469,15 @@ int run(const Config& c) {
   }
   const auto options = parallel::LaunchOptions().threads(c.threads).seed(c.seed);
   auto fn = [&](parallel::Rank& r) { train_rank(sh, r); };
-  if (!c.trace.empty()) sh.timeline = std::make_unique<monitor::Timeline>();
+  // Under a launcher each process writes its own ranks: FILE.rank<N>.
+  const std::string trace_path =
+      env && !c.trace.empty() ? c.trace + ".rank" + std::to_string(env->rank) : c.trace;
+  if (!c.trace.empty()) {
+    // Opened now, so that a path it cannot write fails before training, not after it.
+    TANDEM_CHECK(std::ofstream(trace_path, std::ios::trunc).good(), "cannot write --trace file ",
+                 trace_path);
+    sh.timeline = std::make_unique<monitor::Timeline>();
+  }
   if (env) {
     parallel::launch_env(fn, options);
   } else if (gpu) {
@@ -475,11 +488,9 @@ int run(const Config& c) {
     parallel::launch(ranks, fn, options);
   }
   if (sh.timeline) {
-    // Under a launcher each process writes its own ranks: FILE.rank<N>.
-    const std::string path = env ? c.trace + ".rank" + std::to_string(env->rank) : c.trace;
-    sh.timeline->write_chrome_trace(path);
+    sh.timeline->write_chrome_trace(trace_path);
     std::printf("trace: %s (%zu spans; open in chrome://tracing or ui.perfetto.dev)\n",
-                path.c_str(), sh.timeline->events().size());
+                trace_path.c_str(), sh.timeline->events().size());
   }
   return 0;
 }
@@ -504,7 +515,20 @@ int main(int argc, char** argv) {
   app.add_option("--momentum", c.momentum, "SGD (Nesterov) momentum")->check(CLI::Range(0.0, 1.0))->capture_default_str();
   app.add_option("--weight-decay", c.weight_decay, "L2 penalty on conv and linear weights")->check(CLI::NonNegativeNumber)->capture_default_str();
   app.add_option("--label-smoothing", c.label_smoothing, "weight of the uniform target in the cross-entropy loss")->check(CLI::Range(0.0, 1.0))->capture_default_str();
-  app.add_option("--seed", c.seed, "seed for weights, data order and augmentation")->capture_default_str();
+  app.add_option("--seed", c.seed, "seed for weights, data order and augmentation")
+      ->check(CLI::Validator(
+          [](std::string& v) -> std::string {  // CLI11 wraps -1 into an unsigned seed
+            char* end = nullptr;
+            errno = 0;
+            std::strtoull(v.c_str(), &end, 10);
+            const bool digits =
+                !v.empty() && v.find_first_not_of("0123456789") == std::string::npos;
+            return digits && *end == '\0' && errno == 0
+                       ? ""
+                       : "must be a whole number in [0, 2^64), got " + v;
+          },
+          "UINT64"))
+      ->capture_default_str();
   app.add_option("--threads", c.threads, "CPU threads of all ranks together (0: all cores)")->check(CLI::Range(0, 4096))->capture_default_str();
   app.add_option("--workers", c.workers, "data loader threads")->check(CLI::Range(0, 64))->capture_default_str();
   app.add_option("--checkpoint-dir", c.checkpoint_dir, "where the checkpoint is written after every epoch")->capture_default_str();
@@ -516,13 +540,17 @@ int main(int argc, char** argv) {
   app.add_option("--device", c.device, "auto: every visible GPU, else the CPU")->check(CLI::IsMember({"auto", "cpu", "cuda"}))->capture_default_str();
   app.add_option("--ranks", c.ranks, "data-parallel ranks in this process: CPU ranks, or GPUs (0: every GPU, else 1 CPU rank; under mpirun: one per process)")->check(CLI::Range(0, 256))->capture_default_str();
   app.add_option("--precision", c.precision, "f32, or autocast to f16 (with loss scaling) or bf16")->check(CLI::IsMember({"f32", "f16", "bf16"}))->capture_default_str();
-  app.add_option("--bucket-mb", c.bucket_mb, "gradient bucket size of the allreduce, MiB, or auto (chosen by the scaling predictor from the first step)")
+  app.add_option("--bucket-mb", c.bucket_mb,
+                 "gradient bucket size of the allreduce, MiB, or auto (chosen by the scaling "
+                 "predictor from the first step)")
       ->check(CLI::Validator(
           [](std::string& v) -> std::string {
-            char* end = nullptr;
-            const double mb = std::strtod(v.c_str(), &end);
-            if (v == "auto" || (end != v.c_str() && *end == '\0' && mb > 0)) return "";
-            return "must be a positive number of MiB or auto, got " + v;
+            try {
+              monitor::parse_bucket_mb(v);
+              return "";
+            } catch (const Error& e) {
+              return e.message();
+            }
           },
           "MiB|auto"))
       ->capture_default_str();
@@ -531,7 +559,11 @@ int main(int argc, char** argv) {
   app.add_flag("--tta", c.tta, "evaluate each test image and its mirror image, summing their logits (test-time augmentation)");
   app.add_flag("--sync-bn", c.sync_bn, "batch-norm statistics over all ranks (SyncBatchNorm)");
   app.add_flag("--channels-last", c.channels_last, "batches and convolution weights laid out channels-last (NHWC): cuDNN's fast layout for f16/bf16 on tensor cores; on the CPU it only adds copies");
-  app.add_option("--synthetic-size", c.synthetic_size, "training images of --dataset synthetic (test images: as many, at most 1000)")->check(positive())->capture_default_str();
+  app.add_option("--synthetic-size", c.synthetic_size,
+                 "training images of --dataset synthetic, at most 2^24 (test images: as many, at "
+                 "most 1000)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 24))
+      ->capture_default_str();
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

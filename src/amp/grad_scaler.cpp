@@ -2,19 +2,20 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
+#include "../kernels/kernels.hpp"
 #include "tandem/autograd/grad_mode.hpp"
 #include "tandem/ops/creation.hpp"
 #include "tandem/ops/shape_ops.hpp"
-#include "../kernels/kernels.hpp"
 
 namespace tandem::amp {
 
 GradScaler::GradScaler(GradScalerOptions options) : options_(options), scale_(options.init_scale_) {
   TANDEM_CHECK_T(ValueError, options.init_scale_ > 0 && std::isfinite(options.init_scale_),
                  "GradScaler: init_scale must be positive and finite, got ", options.init_scale_);
-  TANDEM_CHECK_T(ValueError, options.growth_factor_ > 1.0,
-                 "GradScaler: growth_factor must be > 1, got ", options.growth_factor_);
+  TANDEM_CHECK_T(ValueError, options.growth_factor_ > 1.0 && std::isfinite(options.growth_factor_),
+                 "GradScaler: growth_factor must be finite and > 1, got ", options.growth_factor_);
   TANDEM_CHECK_T(ValueError, options.backoff_factor_ > 0.0 && options.backoff_factor_ < 1.0,
                  "GradScaler: backoff_factor must be in (0, 1), got ", options.backoff_factor_);
   TANDEM_CHECK_T(ValueError, options.growth_interval_ >= 1,
@@ -73,7 +74,10 @@ void GradScaler::update() {
     scale_ *= options_.backoff_factor_;
     growth_tracker_ = 0;
   } else if (++growth_tracker_ >= options_.growth_interval_) {
-    scale_ *= options_.growth_factor_;
+    // Never past f32's range: an infinite scale makes every gradient inf, so every later
+    // step would be skipped and the backoff could not bring it back.
+    if (scale_ * options_.growth_factor_ <= std::numeric_limits<float>::max())
+      scale_ *= options_.growth_factor_;
     growth_tracker_ = 0;
   }
   found_inf_ = false;
@@ -103,9 +107,14 @@ void GradScaler::load_state_dict(const nn::StateDict& state) {
   const double scale = value("scale"), tracker = value("growth_tracker");
   const double growth = value("growth_factor"), backoff = value("backoff_factor");
   const double interval = value("growth_interval");
-  TANDEM_CHECK_T(ValueError, scale > 0 && std::isfinite(scale) && tracker >= 0 && growth > 1 &&
-                                 backoff > 0 && backoff < 1 && interval >= 1,
-                 "GradScaler.load_state_dict: values out of range (scale ", scale, ")");
+  // Counts are whole numbers an int64 holds (1e300 or inf converted to INT64_MIN).
+  auto count = [](double v, double lo) { return v >= lo && v <= 9.2e18 && v == std::trunc(v); };
+  TANDEM_CHECK_T(ValueError,
+                 scale > 0 && std::isfinite(scale) && count(tracker, 0) && growth > 1 &&
+                     std::isfinite(growth) && backoff > 0 && backoff < 1 && count(interval, 1),
+                 "GradScaler.load_state_dict: values out of range (scale ", scale,
+                 ", growth_tracker ", tracker, ", growth_factor ", growth, ", backoff_factor ",
+                 backoff, ", growth_interval ", interval, ")");
   scale_ = scale;
   growth_tracker_ = static_cast<int64_t>(tracker);
   options_.growth_factor_ = growth;

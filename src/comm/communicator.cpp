@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <system_error>
 #include <thread>
 
 #include "tandem/core/context.hpp"
+#include "tandem/core/env.hpp"
 #include "tandem/core/thread_pool.hpp"
 #include "tandem/cuda/runtime.hpp"
 
@@ -22,10 +24,7 @@ const char* reduce_op_name(ReduceOp op) {
 }
 
 Duration default_timeout() {
-  if (const char* env = std::getenv("TANDEM_COMM_TIMEOUT_MS")) {
-    long ms = std::atol(env);
-    if (ms > 0) return Duration(ms);
-  }
+  if (auto ms = positive_env("TANDEM_COMM_TIMEOUT_MS")) return clamp_timeout(Duration(*ms));
   return std::chrono::minutes(5);
 }
 
@@ -53,6 +52,7 @@ void WorkState::complete(std::exception_ptr e) {
 
 void Work::wait(Duration timeout) const {
   TANDEM_CHECK_T(CommError, state_ != nullptr, "Work.wait: an empty Work handle");
+  timeout = clamp_timeout(timeout);
   // Small collectives finish within microseconds: look for a moment before sleeping, which
   // costs a wake-up of tens of microseconds.
   const auto spin_until = Clock::now() + std::min<Clock::duration>(timeout, kSpin);
@@ -96,26 +96,46 @@ void run_group(const std::vector<std::shared_ptr<Communicator>>& comms,
   const int pool_threads = options.threads_per_rank_ > 0
                                ? options.threads_per_rank_
                                : std::max(1, default_num_threads() / world);
+  for (size_t i = 0; i < comms.size(); ++i)
+    TANDEM_CHECK(comms[i] != nullptr, "run_group: communicator ", i, " is null");
   std::mutex mu;
   std::exception_ptr first;
   std::vector<std::thread> threads;
-  for (const auto& comm : comms)
-    threads.emplace_back([&, comm] {
-      try {
-        ExecutionContext context(comm->device(), std::make_shared<ThreadPool>(pool_threads));
-        ContextGuard guard(context);
-        // A GPU rank's thread: its GPU current once, not switched to and back by every op.
-        if (comm->device().is_cuda() && cuda::device_count() > 0)
-          cuda::set_device(comm->device().index());
-        fn(*comm);
-      } catch (const std::exception& e) {
-        {
-          std::lock_guard<std::mutex> lock(mu);
-          if (!first) first = std::current_exception();
+  // A rank's failure, whatever it threw, ends the group: its communicator aborts, so the
+  // others fail at their next collective instead of waiting for it.
+  auto fail = [&](Communicator& comm, const std::string& why) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (!first) first = std::current_exception();
+    }
+    if (!comm.is_aborted()) comm.abort("failed: " + why);
+  };
+  for (const auto& comm : comms) {
+    try {
+      threads.emplace_back([&, comm] {
+        try {
+          ExecutionContext context(comm->device(), std::make_shared<ThreadPool>(pool_threads));
+          ContextGuard guard(context);
+          // A GPU rank's thread: its GPU current once, not switched to and back by every op.
+          if (comm->device().is_cuda() && cuda::device_count() > 0)
+            cuda::set_device(comm->device().index());
+          fn(*comm);
+        } catch (const std::exception& e) {
+          fail(*comm, e.what());
+        } catch (...) {
+          fail(*comm, "an exception that is not a std::exception");
         }
-        if (!comm->is_aborted()) comm->abort(std::string("failed: ") + e.what());
-      }
-    });
+      });
+    } catch (const std::system_error& e) {  // the system's thread limit: the started ranks
+      const std::string why = std::string("cannot start the thread of rank ") +
+                              std::to_string(threads.size()) + " of " +
+                              std::to_string(comms.size()) + " (" + e.what() + ")";
+      for (const auto& c : comms)
+        if (!c->is_aborted()) c->abort(why);  // fail, not wait, in their collectives
+      for (auto& t : threads) t.join();
+      TANDEM_THROW(Error, "run_group: ", why);
+    }
+  }
   for (auto& t : threads) t.join();
   if (first) std::rethrow_exception(first);
 }

@@ -41,7 +41,7 @@ struct Call {
 class LocalGroup {
  public:
   LocalGroup(int world, Duration timeout)
-      : world(world), calls(world), timeout_ms(timeout.count()), passed_(world, 0) {}
+      : world(world), calls(world), timeout_ms(clamp_timeout(timeout).count()), passed_(world, 0) {}
 
   // Waits for every rank. Throws CommError when the group is aborted, or at `deadline` (and then
   // aborts the group, naming the ranks that did not arrive). The barrier that `opens` a
@@ -212,7 +212,7 @@ class LocalComm final : public Communicator {
   Duration timeout() const override { return Duration(group_->timeout_ms.load()); }
   void set_timeout(Duration timeout) override {
     TANDEM_CHECK(timeout.count() > 0, "set_timeout: the timeout must be positive");
-    group_->timeout_ms = timeout.count();
+    group_->timeout_ms = clamp_timeout(timeout).count();
   }
 
   // In memory there is no wire to narrow: f16/bf16 accumulate in f32 whatever `acc` asks.

@@ -67,7 +67,8 @@ std::atomic<int> g_live_comms{0};
 
 class MpiComm final : public Communicator {
  public:
-  explicit MpiComm(MpiOptions o) : timeout_ms_(o.timeout_.count()), debug_(o.debug_) {
+  explicit MpiComm(MpiOptions o)
+      : timeout_ms_(clamp_timeout(o.timeout_).count()), debug_(o.debug_) {
     int initialized = 0;
     MPI_Initialized(&initialized);
     if (!initialized) {
@@ -141,7 +142,7 @@ class MpiComm final : public Communicator {
   Duration timeout() const override { return Duration(timeout_ms_.load()); }
   void set_timeout(Duration timeout) override {
     TANDEM_CHECK(timeout.count() > 0, "set_timeout: the timeout must be positive");
-    timeout_ms_ = timeout.count();
+    timeout_ms_ = clamp_timeout(timeout).count();
   }
 
   // f16/bf16 travel as f32 whatever `acc` asks (MPI has no 16-bit float reduction).

@@ -113,7 +113,7 @@ std::string settle(ncclComm_t comm, Clock::time_point deadline) {
 // abort flag every watchdog watches, and the timeout.
 struct GroupState {
   explicit GroupState(int ranks_here, Duration timeout)
-      : ranks_in_process(ranks_here), timeout_ms(timeout.count()) {}
+      : ranks_in_process(ranks_here), timeout_ms(clamp_timeout(timeout).count()) {}
   const int ranks_in_process;
   std::atomic<int64_t> timeout_ms;
 
@@ -225,7 +225,7 @@ class NcclComm final : public Communicator {
   Duration timeout() const override { return Duration(group_->timeout_ms.load()); }
   void set_timeout(Duration timeout) override {
     TANDEM_CHECK(timeout.count() > 0, "set_timeout: the timeout must be positive");
-    group_->timeout_ms = timeout.count();
+    group_->timeout_ms = clamp_timeout(timeout).count();
   }
 
   Work reduce_all(std::vector<Tensor> tensors, ReduceOp op, Accumulate acc) override {

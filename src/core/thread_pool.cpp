@@ -11,10 +11,12 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <system_error>
 #include <thread>
 #include <vector>
 
 #include "tandem/core/context.hpp"
+#include "tandem/core/env.hpp"
 #include "tandem/core/error.hpp"
 
 namespace tandem {
@@ -90,7 +92,16 @@ struct ThreadPool::Impl {
       queued = queue.size();
     }
     threads = n;
-    for (int i = 0; i + 1 < n; ++i) workers.emplace_back([this] { run(); });
+    for (int i = 0; i + 1 < n; ++i) {
+      try {
+        workers.emplace_back([this] { run(); });
+      } catch (const std::system_error& e) {  // the system's thread limit: none left behind
+        stop();
+        threads = 1;
+        TANDEM_THROW(Error, "ThreadPool: cannot start worker ", i + 1, " of ", n - 1, " (",
+                     e.what(), "); ask for fewer threads");
+      }
+    }
   }
   // Workers drain the queue before they exit; a task queued after that finds its job done,
   // because the caller works on its own chunks until none is left.
@@ -188,10 +199,7 @@ void ThreadPool::parallel_for(int64_t begin, int64_t end, int64_t grain,
 }
 
 int default_num_threads() {
-  if (const char* env = std::getenv("TANDEM_NUM_THREADS")) {
-    int n = std::atoi(env);
-    if (n > 0) return n;
-  }
+  if (auto n = positive_env("TANDEM_NUM_THREADS", 1 << 16)) return static_cast<int>(*n);
   unsigned hw = std::thread::hardware_concurrency();
   return hw == 0 ? 1 : static_cast<int>(hw);
 }

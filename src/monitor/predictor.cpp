@@ -1,8 +1,9 @@
 #include "tandem/monitor/predictor.hpp"
 
 #include <algorithm>
-#include <cmath>
 #include <chrono>
+#include <cmath>
+#include <cstdlib>
 
 #include "tandem/core/error.hpp"
 
@@ -59,6 +60,28 @@ Prediction predict(const Profile& profile, const Interconnect& ic, int ranks,
   TANDEM_CHECK_T(ValueError, ranks >= 1, "predict: ranks must be >= 1, got ", ranks);
   TANDEM_CHECK_T(ValueError, ic.bus_bandwidth > 0 && ic.latency_s >= 0, "predict: interconnect '",
                  ic.name, "' needs a positive bandwidth and a latency >= 0");
+  TANDEM_CHECK_T(ValueError, std::isfinite(ic.bus_bandwidth) && std::isfinite(ic.latency_s),
+                 "predict: interconnect '", ic.name, "' needs finite bandwidth and latency");
+  // NaN passes no comparison: each must be finite, positive where it divides or scales.
+  auto finite_at_least = [](double v, double lo) { return std::isfinite(v) && v >= lo; };
+  TANDEM_CHECK_T(
+      ValueError, finite_at_least(options.compute_scale_, 0) && options.compute_scale_ > 0,
+      "predict: compute_scale must be finite and positive, got ", options.compute_scale_);
+  TANDEM_CHECK_T(ValueError,
+                 finite_at_least(options.bucket_cap_mb_, 0) && options.bucket_cap_mb_ > 0 &&
+                     finite_at_least(options.first_bucket_mb_, 0) && options.first_bucket_mb_ > 0,
+                 "predict: bucket caps must be finite and positive, got ", options.bucket_cap_mb_,
+                 " and ", options.first_bucket_mb_, " MiB (first bucket)");
+  TANDEM_CHECK_T(ValueError,
+                 finite_at_least(profile.data_s, 0) && finite_at_least(profile.compute_s, 0) &&
+                     finite_at_least(profile.optimizer_s, 0),
+                 "predict: the profile's data, compute and optimizer times must be finite and "
+                 ">= 0, got ",
+                 profile.data_s, ", ", profile.compute_s, " and ", profile.optimizer_s, " s");
+  for (const Profile::Gradient& g : profile.gradients)
+    TANDEM_CHECK_T(ValueError, g.bytes >= 0 && finite_at_least(g.slack_s, 0),
+                   "predict: a gradient of ", g.bytes, " bytes ready ", g.slack_s,
+                   " s before backward's end (sizes and times must be finite and >= 0)");
   const double scale = options.compute_scale_;
   const double first_cap = options.first_bucket_mb_ * 1024 * 1024;
   const double cap = options.bucket_cap_mb_ * 1024 * 1024;
@@ -121,9 +144,22 @@ parallel::BucketCapChooser auto_bucket_cap(std::vector<double> caps_mb) {
   };
 }
 
+std::optional<double> parse_bucket_mb(const std::string& mib_or_auto) {
+  if (mib_or_auto == "auto") return std::nullopt;
+  char* end = nullptr;
+  const double mb = std::strtod(mib_or_auto.c_str(), &end);
+  TANDEM_CHECK_T(ValueError,
+                 !mib_or_auto.empty() && *end == '\0' && std::isfinite(mb) && mb > 0 &&
+                     mb * 1024 * 1024 >= 1 && mb <= parallel::kMaxBucketMb,
+                 "bucket size '", mib_or_auto, "' is not a number of MiB in (0, ",
+                 static_cast<int64_t>(parallel::kMaxBucketMb), "] or auto");
+  return mb;
+}
+
 parallel::DDPOptions bucket_cap_options(const std::string& mib_or_auto) {
-  if (mib_or_auto == "auto") return parallel::DDPOptions().bucket_cap_chooser(auto_bucket_cap());
-  return parallel::DDPOptions().bucket_cap_mb(std::stod(mib_or_auto));
+  const std::optional<double> mb = parse_bucket_mb(mib_or_auto);
+  if (!mb) return parallel::DDPOptions().bucket_cap_chooser(auto_bucket_cap());
+  return parallel::DDPOptions().bucket_cap_mb(*mb);
 }
 
 }  // namespace tandem::monitor

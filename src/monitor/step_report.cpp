@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cstdio>
 #include <sstream>
+#include <string>
 
+#include "tandem/monitor/json.hpp"
 #include "tandem/ops/creation.hpp"
 
 namespace tandem::monitor {
@@ -139,13 +141,17 @@ std::string StepReport::json() const {
     for (int p = 0; p < kPhases; ++p) {
       static const char* keys[kPhases] = {"data_ms", "compute_ms", "exposed_comm_ms",
                                           "optimizer_ms"};
-      os << ", \"" << keys[p] << "\": " << ms_per_step(r, static_cast<Phase>(p));
+      os << ", \"" << keys[p] << "\": " << json_number(ms_per_step(r, static_cast<Phase>(p)));
     }
-    os << ", \"step_ms\": " << ms_per_step(r) << ", \"img_per_s\": "
-       << (secs > 0 ? static_cast<double>(ranks[r].images()) / secs : 0.0) << "}";
+    os << ", \"step_ms\": " << json_number(ms_per_step(r)) << ", \"img_per_s\": "
+       << json_number(secs > 0 ? static_cast<double>(ranks[r].images()) / secs : 0.0) << "}";
   }
-  os << "], \"slowest\": " << slowest() << ", \"spread\": " << spread()
-     << ", \"straggler_phase\": \"" << phase_name(straggler_phase()) << "\", \"starved\": [";
+  // No ranks (a report gathered from none): no slowest rank and no straggler to name.
+  const bool any = !ranks.empty();
+  os << "], \"slowest\": " << (any ? std::to_string(slowest()) : "null")
+     << ", \"spread\": " << json_number(any ? spread() : 0.0)
+     << ", \"straggler_phase\": " << (any ? json_string(phase_name(straggler_phase())) : "null")
+     << ", \"starved\": [";
   const auto s = starved();
   for (size_t i = 0; i < s.size(); ++i) os << (i ? ", " : "") << s[i];
   os << "]}";

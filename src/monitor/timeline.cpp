@@ -5,6 +5,7 @@
 #include <set>
 
 #include "tandem/io/safetensors.hpp"
+#include "tandem/monitor/json.hpp"
 
 // NVTX 3 is header-only (no library to link); a toolkit put together from wheels may lack it,
 // and then the ranges are not marked (the Chrome trace has them all the same).
@@ -56,17 +57,6 @@ std::vector<Timeline::Event> Timeline::events() const {
   return events_;
 }
 
-namespace {
-std::string quoted(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    out += c;
-  }
-  return out + "\"";
-}
-}  // namespace
-
 void Timeline::write_chrome_trace(const std::string& path) const {
   const auto events = this->events();
   std::ofstream f(path, std::ios::trunc);
@@ -81,8 +71,8 @@ void Timeline::write_chrome_trace(const std::string& path) const {
   };
   for (int r : ranks) {
     sep();
-    f << "{\"ph\": \"M\", \"name\": \"process_name\", \"pid\": " << r << ", \"args\": {\"name\": "
-      << quoted("rank " + std::to_string(r)) << "}}";
+    f << "{\"ph\": \"M\", \"name\": \"process_name\", \"pid\": " << r
+      << ", \"args\": {\"name\": " << json_string("rank " + std::to_string(r)) << "}}";
     const char* rows[] = {"compute", "communication"};
     for (int t = 0; t < 2; ++t) {
       sep();
@@ -92,7 +82,7 @@ void Timeline::write_chrome_trace(const std::string& path) const {
   }
   for (const Event& e : events) {
     sep();
-    f << "{\"ph\": \"X\", \"name\": " << quoted(e.name) << ", \"cat\": \""
+    f << "{\"ph\": \"X\", \"name\": " << json_string(e.name) << ", \"cat\": \""
       << (e.row == compute ? "compute" : "communication") << "\", \"pid\": " << e.rank
       << ", \"tid\": " << static_cast<int>(e.row) << ", \"ts\": " << e.start_us
       << ", \"dur\": " << e.duration_us << ", \"args\": {" << e.args << "}}";

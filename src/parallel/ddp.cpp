@@ -16,6 +16,11 @@
 
 namespace tandem::parallel {
 
+namespace {
+// A bucket cap, MiB: positive and finite (NaN and inf fail), at most kMaxBucketMb.
+bool valid_cap(double mb) { return mb > 0 && mb <= kMaxBucketMb; }
+}  // namespace
+
 std::vector<std::vector<size_t>> assign_buckets(const std::vector<Tensor>& params,
                                                 const std::vector<size_t>& order,
                                                 int64_t first_cap_bytes, int64_t cap_bytes) {
@@ -306,8 +311,10 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
     if (options_.bucket_cap_chooser_ && comm_.rank() == 0) {
       const double mb = options_.bucket_cap_chooser_(times(), comm_.size(), link_latency_s_,
                                                      link_bandwidth_);
-      TANDEM_CHECK_T(ValueError, mb > 0, "DistributedDataParallel: the bucket cap chooser gave ",
-                     mb, " MiB");
+      TANDEM_CHECK_T(ValueError, valid_cap(mb),
+                     "DistributedDataParallel: the bucket cap chooser "
+                     "gave ",
+                     mb, " MiB (a cap is in (0, ", static_cast<int64_t>(kMaxBucketMb), "] MiB)");
       order.back() = static_cast<int64_t>(mb * 1024 * 1024);
     }
     Tensor t = from_vector(order).to(comm_.device());
@@ -459,9 +466,10 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
     : nn::Module("DistributedDataParallel"), module_(std::move(module)), comm_(comm),
       options_(options) {
   TANDEM_CHECK_T(ValueError, module_ != nullptr, "DistributedDataParallel: no module");
-  TANDEM_CHECK_T(ValueError, options.bucket_cap_mb_ > 0 && options.first_bucket_mb_ > 0,
-                 "DistributedDataParallel: bucket caps must be positive, got ",
-                 options.bucket_cap_mb_, " and ", options.first_bucket_mb_, " MiB");
+  TANDEM_CHECK_T(
+      ValueError, valid_cap(options.bucket_cap_mb_) && valid_cap(options.first_bucket_mb_),
+      "DistributedDataParallel: bucket caps must be in (0, ", static_cast<int64_t>(kMaxBucketMb),
+      "] MiB, got ", options.bucket_cap_mb_, " and ", options.first_bucket_mb_, " MiB");
   if (options.compression_)
     TANDEM_CHECK_T(ValueError,
                    *options.compression_ == DType::f16 || *options.compression_ == DType::bf16,

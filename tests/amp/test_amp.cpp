@@ -228,6 +228,26 @@ TEST_CASE("GradScaler: scales, unscales, skips inf/NaN steps, backs off and grow
   CHECK_THROWS_AS(other.load_state_dict(bad), ValueError);
   CHECK(other.get_scale() == 32768.0);
   CHECK_THROWS_AS(amp::GradScaler(amp::GradScalerOptions().backoff_factor(2.0)), ValueError);
+  // Settings that are not finite counts or factors (an inf growth made the scale inf, and every
+  // later step skipped for good; 1e300 loaded as INT64_MIN).
+  CHECK_THROWS_AS(amp::GradScaler(amp::GradScalerOptions().growth_factor(INFINITY)), ValueError);
+  for (const auto& [key, value] :
+       std::vector<std::pair<const char*, double>>{{"growth_factor", INFINITY},
+                                                   {"growth_tracker", 1e300},
+                                                   {"growth_interval", INFINITY},
+                                                   {"growth_interval", 2.5},
+                                                   {"backoff_factor", NAN}}) {
+    INFO(key << " = " << value);
+    nn::StateDict odd = s.state_dict();
+    odd.at(key) = scalar_tensor(value, DType::f64);
+    CHECK_THROWS_AS(other.load_state_dict(odd), ValueError);
+  }
+  CHECK(other.get_scale() == 32768.0);
+  // Growth stops below f32's largest value (an inf scale could never come back).
+  amp::GradScaler near_max(
+      amp::GradScalerOptions().init_scale(1e38).growth_factor(10.0).growth_interval(1));
+  near_max.update();
+  CHECK(near_max.get_scale() == 1e38);
 }
 
 TEST_CASE("GradScaler.unscale: every float dtype and strided gradients, rounded as mul_, "

@@ -286,3 +286,55 @@ TEST_CASE("max and min propagate a NaN whichever rank holds it", "[comm][local]"
         CHECK(scattered[1][0] == (is_max ? 4.f : 3.f));
       }
 }
+
+TEST_CASE(
+    "edge input a second probe found: null communicators, non-std throws, huge timeouts, "
+    "malformed environment",
+    "[comm][local][faults]") {
+  // A null communicator was dereferenced; a rank throwing what is not a std::exception ended
+  // the process (terminate); both are errors now, and the other ranks fail instead of waiting.
+  CHECK(error_of([] { run_group({nullptr}, [](Communicator&) {}); }) ==
+        "run_group: communicator 0 is null");
+  bool threw = false;
+  try {
+    parallel::launch(2, [](parallel::Rank& r) {
+      if (r.rank() == 1) throw 42;
+      r.comm.barrier().wait();
+    });
+  } catch (...) {
+    threw = true;
+  }
+  CHECK(threw);
+  // A timeout of Duration::max() means never: its deadline overflowed, and every collective
+  // failed at once.
+  parallel::launch(
+      2,
+      [](parallel::Rank& r) {
+        Tensor t = full({4}, static_cast<double>(r.rank() + 1));
+        r.comm.allreduce(t).wait();
+        CHECK(equal(t, full({4}, 3.0)));
+      },
+      parallel::LaunchOptions().timeout(Duration::max()));
+  CHECK(clamp_timeout(Duration::max()) == kMaxTimeout);
+  // Settings in the environment parse strictly (atol took "1s" as 1 ms, "abc" as unset).
+  struct Env {
+    const char* name;
+    explicit Env(const char* n, const char* v) : name(n) { setenv(n, v, 1); }
+    ~Env() { unsetenv(name); }
+  };
+  for (const char* bad : {"1s", "abc", "0", "-5", "99999999999999999999"}) {
+    Env env("TANDEM_COMM_TIMEOUT_MS", bad);
+    CHECK(error_of([] { default_timeout(); }) == std::string("TANDEM_COMM_TIMEOUT_MS='") + bad +
+                                                     "' is not a whole number in [1, " +
+                                                     std::to_string(INT64_MAX) + "]");
+  }
+  {
+    Env env("TANDEM_COMM_TIMEOUT_MS", "2500");
+    CHECK(default_timeout() == Duration(2500));
+  }
+  CHECK(default_timeout() == std::chrono::minutes(5));
+  {
+    Env env("TANDEM_NUM_THREADS", "0");
+    CHECK_THROWS_AS(default_num_threads(), ValueError);
+  }
+}

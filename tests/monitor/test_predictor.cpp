@@ -4,7 +4,9 @@
 #include <mutex>
 
 #include "../util.hpp"
+#include "tandem/monitor/json.hpp"
 #include "tandem/monitor/predictor.hpp"
+#include "tandem/monitor/step_report.hpp"
 
 using namespace tandem;
 using monitor::Interconnect;
@@ -161,4 +163,37 @@ TEST_CASE("DDP bucket cap chooser: rank 0 chooses from the first backward, every
   const bool candidate = std::abs(auto_caps[0] - 0.01) < 1e-4 || std::abs(auto_caps[0] - 0.1) < 1e-4 ||
                          std::abs(auto_caps[0] - 25) < 1e-4;
   CHECK(candidate);
+}
+
+TEST_CASE("predictor and reports refuse values that are not numbers, write JSON that parses",
+          "[monitor][predictor]") {
+  // Bucket sizes: std::stod threw a bare "stod", took "5abc" as 5 and 1e999 past the limits.
+  CHECK(!monitor::parse_bucket_mb("auto"));
+  CHECK(*monitor::parse_bucket_mb("25") == 25.0);
+  for (const char* bad : {"abc", "5abc", "", "1e999", "-3", "0", "nan", "1e-320", "inf"})
+    CHECK(error_of([&] { monitor::parse_bucket_mb(bad); }) ==
+          std::string("bucket size '") + bad + "' is not a number of MiB in (0, 1048576] or auto");
+  // The predictor: NaN passed every comparison (efficiency 1 for a NaN compute time), a zero or
+  // negative compute scale gave negative step times, a -1 MiB cap was chosen.
+  Profile p;
+  p.compute_s = 0.1;
+  p.gradients = {{1 << 20, 0.05}};
+  Profile nan_compute = p;
+  nan_compute.compute_s = NAN;
+  CHECK_THROWS_AS(monitor::predict(nan_compute, kIc, 4), ValueError);
+  for (double scale : {0.0, -1.0, double(NAN), double(INFINITY)})
+    CHECK_THROWS_AS(monitor::predict(p, kIc, 4, monitor::PredictOptions().compute_scale(scale)),
+                    ValueError);
+  for (double cap : {0.0, -1.0, double(NAN)})
+    CHECK_THROWS_AS(monitor::best_bucket_cap(p, kIc, 4, {}, {cap}), ValueError);
+  CHECK_THROWS_AS(monitor::predict(p, Interconnect{"nan", NAN, 1e9, ""}, 4), ValueError);
+  CHECK(monitor::predict(p, kIc, 4).efficiency > 0);
+  // A report from no ranks threw from json(); NaN times wrote nan, which no parser takes.
+  CHECK(monitor::StepReport{}.json() ==
+        "{\"ranks\": [], \"slowest\": null, \"spread\": 0, \"straggler_phase\": null, "
+        "\"starved\": []}");
+  CHECK(monitor::json_number(NAN) == "null");
+  CHECK(monitor::json_number(-INFINITY) == "null");
+  CHECK(monitor::json_number(2.5) == "2.5");
+  CHECK(monitor::json_string("a\"b\\c\nd\te\x01") == "\"a\\\"b\\\\c\\u000ad\\u0009e\\u0001\"");
 }

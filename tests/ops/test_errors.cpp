@@ -172,7 +172,8 @@ TEST_CASE("edge input an API probe found: errors, not crashes, hangs or wrong va
         }) == "empty: shape (4294967296, 4294967296) has more elements than a tensor can address");
   CHECK_THROWS_AS(ones({int64_t{1} << 61}, DType::f64), ValueError);  // bytes past int64
   CHECK_THROWS_AS(ones({1}).expand({int64_t{1} << 62, 4}), ValueError);
-  CHECK(zeros({0, int64_t{1} << 62, int64_t{1} << 62}).numel() == 0);  // empty is fine
+  CHECK(zeros({0, int64_t{1} << 62}).numel() == 0);  // empty, with strides that fit
+  CHECK_THROWS_AS(zeros({0, int64_t{1} << 62, int64_t{1} << 62}), ValueError);  // strides past
   CHECK(error_of([] { ones({1}).expand({-2}); }) ==
         "expand: invalid size -2 at dim 0 of (-2,) (sizes are >= 0, or -1 to keep the tensor's)");
   // A view must lie inside its storage.

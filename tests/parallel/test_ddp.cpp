@@ -684,3 +684,19 @@ TEST_CASE("DDP lays a channels-last parameter's bucket slot out as the parameter
   CHECK(message.find("'conv1.weight'") != std::string::npos);
   CHECK(message.find("layouts") != std::string::npos);
 }
+
+TEST_CASE("DDP refuses bucket caps that are not finite", "[parallel][ddp]") {
+  // An infinite cap became a count of bytes through an undefined conversion (two buckets where
+  // one was meant); a chooser's inf was ignored.
+  auto comm = comm::make_local_group(1)[0];
+  auto model = std::make_shared<nn::Linear>(4, 2);
+  for (double cap : {double(INFINITY), 1e30, double(NAN), 0.0}) {
+    INFO("cap " << cap);
+    CHECK_THROWS_AS(parallel::DistributedDataParallel(model, *comm,
+                                                      parallel::DDPOptions().first_bucket_mb(cap)),
+                    ValueError);
+    CHECK_THROWS_AS(
+        parallel::DistributedDataParallel(model, *comm, parallel::DDPOptions().bucket_cap_mb(cap)),
+        ValueError);
+  }
+}

@@ -43,7 +43,13 @@ enum class Accumulate {
 using Clock = std::chrono::steady_clock;
 using Duration = std::chrono::milliseconds;
 
-/// The default timeout: 5 minutes (PyTorch's NCCL default is 10), or TANDEM_COMM_TIMEOUT_MS.
+/// The longest timeout kept: longer ones, up to Duration::max(), mean "never" and are cut to it
+/// (100 years), since a deadline of now + Duration::max() overflows the clock and expires at once.
+inline constexpr Duration kMaxTimeout = std::chrono::hours(24 * 365 * 100);
+inline Duration clamp_timeout(Duration t) { return t < kMaxTimeout ? t : kMaxTimeout; }
+
+/// The default timeout: 5 minutes (PyTorch's NCCL default is 10), or TANDEM_COMM_TIMEOUT_MS (a
+/// positive whole number of milliseconds; anything else is a ValueError).
 Duration default_timeout();
 /// True when TANDEM_COMM_DEBUG=1: every collective first checks that all ranks are calling the
 /// same collective (sequence number, op, dtype, element count).
@@ -73,7 +79,7 @@ class Work {
  public:
   Work() = default;
   Work(std::shared_ptr<detail::WorkState> state, Duration timeout)
-      : state_(std::move(state)), timeout_(timeout) {}
+      : state_(std::move(state)), timeout_(clamp_timeout(timeout)) {}
   /// Waits for the collective, which the backend completes or fails within the communicator's
   /// timeout (the wait gives up a second after that, as a safety net); rethrows its error.
   void wait() const { wait(timeout_ + std::chrono::seconds(1)); }

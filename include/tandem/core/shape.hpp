@@ -28,20 +28,23 @@ inline int64_t numel_of(const Shape& s) {
   return n;
 }
 
-/// The element count of `s` (sizes >= 0), or a ValueError naming `op` when the count, or its
-/// size in bytes at `element_size` bytes an element, does not fit in int64 (a count that wrapped
-/// would allocate too little and index past it).
+/// The element count of `s` (sizes >= 0), or a ValueError naming `op` when the count (its sizes
+/// of 0 taken as 1, as the strides count them), or its size in bytes at `element_size` bytes an
+/// element, does not fit in int64 (a count that wrapped would allocate too little and index past
+/// it).
 inline int64_t checked_numel(const Shape& s, const char* op, int64_t element_size = 1) {
+  // The product of the sizes, a size 0 taken as 1: an empty tensor's strides are those products
+  // too, so they must fit as well.
   int64_t n = 1;
-  bool overflow = false;
+  bool overflow = false, empty = false;
   for (int64_t d : s) {
-    if (d == 0) return 0;
-    overflow = overflow || __builtin_mul_overflow(n, d, &n);
+    empty = empty || d == 0;
+    overflow = overflow || __builtin_mul_overflow(n, d > 1 ? d : 1, &n);
   }
   int64_t bytes = 0;
-  TANDEM_CHECK(!overflow && !__builtin_mul_overflow(n, element_size, &bytes), op, ": shape ",
-               shape_str(s), " has more elements than a tensor can address");
-  return n;
+  TANDEM_CHECK(!overflow && (empty || !__builtin_mul_overflow(n, element_size, &bytes)), op,
+               ": shape ", shape_str(s), " has more elements than a tensor can address");
+  return empty ? 0 : n;
 }
 
 inline Shape contiguous_strides(const Shape& s) {

@@ -25,6 +25,10 @@ struct ReductionTimes;
 using BucketCapChooser = std::function<double(const ReductionTimes& first_backward, int world,
                                               double latency_s, double bus_bandwidth)>;
 
+/// The largest bucket cap taken, MiB: 1 TiB, past every model's gradients (one bucket); a cap
+/// must be finite, as it becomes a count of bytes.
+inline constexpr double kMaxBucketMb = 1 << 20;
+
 struct DDPOptions {
   /// Buckets close once they hold this many MiB of gradients (PyTorch's bucket_cap_mb).
   TANDEM_ARG(double, bucket_cap_mb) = 25.0;
