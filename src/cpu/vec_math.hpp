@@ -72,8 +72,9 @@ inline VF tanh(VF x) {
   return keep_nan(x, select(a < 0.625f, small, large));
 }
 
-inline VF erf(VF u) {
-  // Below 1: Cephes' odd polynomial (a few ulp); above: A&S 7.1.26.
+// erf(u) given e = exp(-u^2) (gelu's derivative has it already: exp(-x^2 / 2) for u = x / sqrt 2).
+// Below 1: Cephes' odd polynomial (a few ulp); above: A&S 7.1.26, 1 - poly(t) * e.
+inline VF erf_given(VF u, VF e) {
   const VF z = u * u;
   VF q = splat(7.853861353153693e-5f);
   q = q * z - 8.010193625184903e-4f;
@@ -89,8 +90,13 @@ inline VF erf(VF u) {
   p = p * t + 1.421413741f;
   p = p * t - 0.284496736f;
   p = p * t + 0.254829592f;
-  const VF large = copysign(1.0f - p * t * exp(-(a * a)), u);
+  const VF large = copysign(1.0f - p * t * e, u);
   return keep_nan(u, select(abs(u) < 1.0f, u * q, large));
+}
+
+inline VF erf(VF u) {
+  const VF a = select(abs(u) > 4.0f, splat(4.0f), abs(u));  // erf(4) is 1 in f32
+  return erf_given(u, exp(-(a * a)));
 }
 
 // The vector form of a functor, where it has one: unary F(x) or binary F(g, x).
@@ -130,9 +136,9 @@ template <>
 struct Form<GeluBackward> {
   static constexpr bool kUnary = false, kBinary = true;
   static VF apply(VF g, VF x) {
-    const VF cdf = 0.5f * (1.0f + erf(x * float(kSqrt1_2)));
-    const VF pdf = float(kInvSqrt2Pi) * exp(-0.5f * x * x);
-    return g * (cdf + x * pdf);
+    const VF e = exp(-0.5f * x * x);  // the pdf's, and erf's at x / sqrt 2: one exp for both
+    const VF cdf = 0.5f * (1.0f + erf_given(x * float(kSqrt1_2), e));
+    return g * (cdf + x * (float(kInvSqrt2Pi) * e));
   }
 };
 template <>
