@@ -119,9 +119,11 @@ elseif(CASE STREQUAL "emulated_gpus_match_cpu")
   endif()
   message(STATUS "epoch loss on the GPUs ${gpu_loss}e-4, on the CPU ${cpu_loss}e-4")
 elseif(CASE STREQUAL "trace_unwritable")
-  # A --trace path it cannot write fails before training (it trained, then lost the trace).
-  expect_failure("cannot write --trace file ${WORK_DIR}/none/trace.json" ${small} --max-steps 4
-                 --trace ${WORK_DIR}/none/trace.json)
+  # A --trace path it cannot write (below a file) fails before training (it trained, then lost
+  # the trace).
+  file(WRITE ${WORK_DIR}/file "")
+  expect_failure("cannot write --trace file ${WORK_DIR}/file/trace.json" ${small} --max-steps 4
+                 --trace ${WORK_DIR}/file/trace.json)
   file(GLOB written ${WORK_DIR}/ckpt/*)
   if(written)
     message(FATAL_ERROR "it trained before failing: ${written}")

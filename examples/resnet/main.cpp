@@ -473,7 +473,11 @@ int run(const Config& c) {
   const std::string trace_path =
       env && !c.trace.empty() ? c.trace + ".rank" + std::to_string(env->rank) : c.trace;
   if (!c.trace.empty()) {
-    // Opened now, so that a path it cannot write fails before training, not after it.
+    // Opened now (its folder made, as the checkpoints' is), so that a path it cannot write
+    // fails before training, not after it.
+    const std::filesystem::path parent = std::filesystem::path(trace_path).parent_path();
+    std::error_code ignored;  // a folder it cannot make fails the open below
+    if (!parent.empty()) std::filesystem::create_directories(parent, ignored);
     TANDEM_CHECK(std::ofstream(trace_path, std::ios::trunc).good(), "cannot write --trace file ",
                  trace_path);
     sh.timeline = std::make_unique<monitor::Timeline>();
