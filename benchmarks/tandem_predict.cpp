@@ -68,7 +68,7 @@ int main(int argc, char** argv) {
   app.add_option("--device", device_name, "where to profile: auto, cpu or cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}))->capture_default_str();
   app.add_option("--steps", steps, "profiled steps (after one warm-up)")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--threads", threads, "CPU threads for a CPU profile (0: all cores)")
-      ->check(CLI::Range(0, 1 << 16));
+      ->check(CLI::Range(0, kMaxThreads));
   app.add_option("--cpu-cores", cores,
                  "predict CPU ranks of --threads threads each sharing this many cores (compute "
                  "slows once they are oversubscribed)")

@@ -142,7 +142,8 @@ struct ThreadPool::Impl {
 };
 
 ThreadPool::ThreadPool(int threads) : impl_(std::make_unique<Impl>()) {
-  TANDEM_CHECK(threads >= 1, "ThreadPool: expected at least 1 thread, got ", threads);
+  TANDEM_CHECK(threads >= 1 && threads <= kMaxThreads, "ThreadPool: expected 1 to ", kMaxThreads,
+               " threads, got ", threads);
   impl_->start(threads);
 }
 
@@ -151,7 +152,8 @@ ThreadPool::~ThreadPool() { impl_->stop(); }
 int ThreadPool::num_threads() const { return impl_->threads.load(std::memory_order_relaxed); }
 
 void ThreadPool::resize(int threads) {
-  TANDEM_CHECK(threads >= 1, "set_num_threads: expected at least 1 thread, got ", threads);
+  TANDEM_CHECK(threads >= 1 && threads <= kMaxThreads, "set_num_threads: expected 1 to ",
+               kMaxThreads, " threads, got ", threads);
   TANDEM_CHECK(!t_in_pool, "set_num_threads: called from inside a parallel_for chunk");
   std::lock_guard<std::mutex> lock(impl_->resize_mu);
   if (num_threads() == threads) return;
@@ -199,7 +201,7 @@ void ThreadPool::parallel_for(int64_t begin, int64_t end, int64_t grain,
 }
 
 int default_num_threads() {
-  if (auto n = positive_env("TANDEM_NUM_THREADS", 1 << 16)) return static_cast<int>(*n);
+  if (auto n = positive_env("TANDEM_NUM_THREADS", kMaxThreads)) return static_cast<int>(*n);
   unsigned hw = std::thread::hardware_concurrency();
   return hw == 0 ? 1 : static_cast<int>(hw);
 }

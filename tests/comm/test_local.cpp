@@ -337,4 +337,6 @@ TEST_CASE(
     Env env("TANDEM_NUM_THREADS", "0");
     CHECK_THROWS_AS(default_num_threads(), ValueError);
   }
+  // A pool past any machine's cores (100000 threads exhausted the system's for everyone).
+  CHECK_THROWS_AS(ThreadPool(kMaxThreads + 1), ValueError);
 }

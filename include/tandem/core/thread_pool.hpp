@@ -9,18 +9,22 @@
 
 namespace tandem {
 
+/// The most threads a pool takes: past any machine's cores, and far below where asking the
+/// system for threads would exhaust it for every other process.
+inline constexpr int kMaxThreads = 4096;
+
 /// A work-sharing pool of `num_threads()` threads: the calling thread plus num_threads() - 1
 /// workers. Several threads may call parallel_for on one pool at once.
 class ThreadPool {
  public:
-  /// A pool of `threads` >= 1 threads (threads - 1 workers).
+  /// A pool of `threads` in [1, kMaxThreads] threads (threads - 1 workers).
   explicit ThreadPool(int threads);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
 
   int num_threads() const;
-  /// Changes the thread count (>= 1); not from inside one of this pool's chunks.
+  /// Changes the thread count (in [1, kMaxThreads]); not from inside one of this pool's chunks.
   void resize(int threads);
 
   /// Runs fn(chunk_begin, chunk_end) over [begin, end) split into min(4 * num_threads(),
