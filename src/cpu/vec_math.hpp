@@ -167,20 +167,28 @@ inline void store(float* p, VF v, int64_t n) {
   std::memcpy(p, &v, static_cast<size_t>(n) * sizeof(float));
 }
 
+// Whole vectors: a copy of constant size, one unaligned load or store (the variable-size copies
+// above stay calls to memcpy, which cost more than the function itself: exp ran at 2.3x
+// PyTorch's time).
+inline VF load(const float* p) {
+  VF v;
+  std::memcpy(&v, p, sizeof(VF));
+  return v;
+}
+inline void store(float* p, VF v) { std::memcpy(p, &v, sizeof(VF)); }
+
 // o[0, n) = F(x[0, n)), contiguous f32; the tail through a zero-padded vector.
 template <typename F>
 void unary(float* o, const float* x, int64_t n) {
-  for (int64_t i = 0; i < n; i += kWidth) {
-    const int64_t m = n - i < kWidth ? n - i : kWidth;
-    store(o + i, Form<F>::apply(load(x + i, m)), m);
-  }
+  int64_t i = 0;
+  for (; i + kWidth <= n; i += kWidth) store(o + i, Form<F>::apply(load(x + i)));
+  if (i < n) store(o + i, Form<F>::apply(load(x + i, n - i)), n - i);
 }
 template <typename F>
 void binary(float* o, const float* a, const float* b, int64_t n) {
-  for (int64_t i = 0; i < n; i += kWidth) {
-    const int64_t m = n - i < kWidth ? n - i : kWidth;
-    store(o + i, Form<F>::apply(load(a + i, m), load(b + i, m)), m);
-  }
+  int64_t i = 0;
+  for (; i + kWidth <= n; i += kWidth) store(o + i, Form<F>::apply(load(a + i), load(b + i)));
+  if (i < n) store(o + i, Form<F>::apply(load(a + i, n - i), load(b + i, n - i)), n - i);
 }
 #else
 template <typename F, typename A>
