@@ -32,8 +32,10 @@ Optimizer::Optimizer(const char* name, std::vector<ParamGroup> groups, double lr
     TANDEM_CHECK(group_wd >= 0 && std::isfinite(group_wd), name_,
                  ": weight decay must be finite and >= 0, got ", group_wd);
     for (const auto& p : g.params) {
-      TANDEM_CHECK(p.defined() && p.is_floating_point() && p.requires_grad(), name_,
-                   ": every parameter must be a floating tensor that requires grad");
+      // A frozen parameter (requires_grad false, as model->parameters() hands over) is taken
+      // and skipped while it has no gradient, as torch's optimizers do.
+      TANDEM_CHECK(p.defined() && p.is_floating_point(), name_,
+                   ": every parameter must be a floating tensor");
       // A computed tensor never receives a .grad (backward fills leaves only), as torch's
       // "can't optimize a non-leaf Tensor".
       TANDEM_CHECK(p.is_leaf(), name_,

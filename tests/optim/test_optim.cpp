@@ -203,8 +203,17 @@ TEST_CASE("bad optimizer and schedule settings are clear errors", "[optim][error
              Catch::Contains("Nesterov momentum requires a momentum > 0"));
   CHECK_THAT(error_of([&] { AdamW(both, AdamWOptions().betas(0.9, 1.0)); }),
              Catch::Contains("betas must be in [0, 1)"));
-  CHECK_THAT(error_of([&] { SGD({ParamGroup({zeros({2})})}, SGDOptions()); }),
-             Catch::Contains("must be a floating tensor that requires grad"));
+  CHECK_THAT(error_of([&] { SGD({ParamGroup({zeros({2}, DType::i64)})}, SGDOptions()); }),
+             Catch::Contains("must be a floating tensor"));
+  {  // A frozen parameter is taken and left as it is (torch's optimizers skip it too).
+    Tensor live = ones({2}), frozen = ones({2});
+    live.set_requires_grad(true);
+    SGD frozen_opt({ParamGroup({live, frozen})}, SGDOptions().lr(0.5).momentum(0.9));
+    sum(mul(live, frozen)).backward();
+    frozen_opt.step();
+    CHECK(equal(live, full({2}, 0.5)));
+    CHECK(equal(frozen, ones({2})));
+  }
   SGD opt(both, SGDOptions());
   OneCycleLR sched(opt, 0.1, 3);
   for (int i = 0; i < 3; ++i) sched.step();
