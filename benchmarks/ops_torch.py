@@ -1,0 +1,88 @@
+#!/usr/bin/python3
+"""The op sweep's peer in a process of its own, at PyTorch's defaults.
+
+`bench_ops --ops` times each common layer's forward + backward in tandem and in libtorch in one
+process, where libtorch's OpenMP threads wait passively (OMP_WAIT_POLICY=PASSIVE, or they would
+spin and steal the cores from tandem's turns). Passive waiting slows PyTorch, so those libtorch
+figures flatter tandem. This script times the same layers, shapes and backward (a randn output
+gradient, fresh gradients each time; median of --repeats after a warm-up) in PyTorch alone, at
+its own defaults (an OMP_WAIT_POLICY in the caller's environment is removed by restarting), for
+the tandem column of `bench_ops --ops` to be read against:
+
+  build/benchmarks/bench_ops --threads 2 --repeats 7 --ops
+  /usr/bin/python3 benchmarks/ops_torch.py --threads 2 --repeats 7
+"""
+import argparse
+import os
+import statistics
+import sys
+import time
+
+if "OMP_WAIT_POLICY" in os.environ:  # read when libgomp loads: restart without it
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    os.execve(sys.executable, [sys.executable] + sys.argv, env)
+
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--threads", type=int, default=os.cpu_count())
+    ap.add_argument("--repeats", type=int, default=7)
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    act = (128, 64, 28, 28)
+    target = torch.randint(0, 1000, (128,))
+    ids = torch.randint(0, 10000, (128, 64))
+    cases = [
+        ("relu (128,64,28,28)", [act], lambda v: torch.relu(v[0])),
+        ("add (128,64,28,28)", [act, act], lambda v: v[0] + v[1]),
+        ("mul (128,64,28,28)", [act, act], lambda v: v[0] * v[1]),
+        ("sigmoid (128,4096)", [(128, 4096)], lambda v: torch.sigmoid(v[0])),
+        ("tanh (128,4096)", [(128, 4096)], lambda v: torch.tanh(v[0])),
+        ("gelu (128,4096)", [(128, 4096)], lambda v: F.gelu(v[0])),
+        ("max_pool2d 2/2 (128,64,28,28)", [act], lambda v: F.max_pool2d(v[0], 2, 2)),
+        ("max_pool2d 3/2 pad 1 (128,64,28,28)", [act], lambda v: F.max_pool2d(v[0], 3, 2, 1)),
+        ("avg_pool2d 2/2 (128,64,28,28)", [act], lambda v: F.avg_pool2d(v[0], 2, 2)),
+        ("adaptive_avg_pool2d 1 (128,512,7,7)", [(128, 512, 7, 7)],
+         lambda v: F.adaptive_avg_pool2d(v[0], 1)),
+        ("linear 512->1000 (128)", [(128, 512), (1000, 512), (1000,)],
+         lambda v: F.linear(v[0], v[1], v[2])),
+        ("log_softmax (128,1000)", [(128, 1000)], lambda v: torch.log_softmax(v[0], 1)),
+        ("softmax (128,1000)", [(128, 1000)], lambda v: torch.softmax(v[0], 1)),
+        ("cross_entropy (128,1000)", [(128, 1000)], lambda v: F.cross_entropy(v[0], target)),
+        ("layer_norm 512 (4096,512)", [(4096, 512), (512,), (512,)],
+         lambda v: F.layer_norm(v[0], (512,), v[1], v[2])),
+        ("dropout 0.5 (128,4096)", [(128, 4096)], lambda v: F.dropout(v[0], 0.5, True)),
+        ("sum over h,w (128,64,28,28)", [act], lambda v: v[0].sum((2, 3))),
+        ("transpose + contiguous (128,64,784)", [(128, 64, 784)],
+         lambda v: v[0].transpose(1, 2).contiguous()),
+        ("cat dim 1 (128,64,28,28) x2", [act, act], lambda v: torch.cat([v[0], v[1]], 1)),
+        ("embedding 10000x256 (128,64)", [(10000, 256)], lambda v: F.embedding(ids, v[0])),
+        ("bmm (64,128,64)x(64,64,128)", [(64, 128, 64), (64, 64, 128)],
+         lambda v: torch.bmm(v[0], v[1])),
+    ]
+    print(f"PyTorch {torch.__version__}, own process, {args.threads} threads, "
+          f"median of {args.repeats}: forward + backward")
+    for name, shapes, fn in cases:
+        leaves = [torch.randn(s, requires_grad=True) for s in shapes]
+        gy = torch.randn(fn(leaves).shape)
+
+        def step():
+            for t in leaves:
+                t.grad = None
+            fn(leaves).backward(gy)
+
+        step()
+        times = []
+        for _ in range(args.repeats):
+            t0 = time.perf_counter()
+            step()
+            times.append(time.perf_counter() - t0)
+        print(f"{name:40s} {1e3 * statistics.median(times):9.3f} ms", flush=True)
+
+
+if __name__ == "__main__":
+    main()
