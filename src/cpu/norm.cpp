@@ -4,9 +4,10 @@
 // mask from the output. Layer norm over (rows, features), a row at a time.
 #include <cmath>
 
-#include "loops.hpp"
 #include "kernels.hpp"
+#include "loops.hpp"
 #include "tandem/kernels/functors.hpp"
+#include "vec_math.hpp"
 
 namespace tandem::kernels::cpu {
 inline namespace TANDEM_CPU_NAMESPACE {
@@ -338,6 +339,88 @@ void layer_norm_backward(const Tensor& grad_in, const Tensor& grad_weight, const
   });
 }
 
+// Softmax a row at a time, the row in the cache: its max, the shifted exps (vectorized f32 exp
+// where the ISA has it), their sum, the scaling; the backward's one dot product, then the row.
+template <typename T>
+void exp_row(T* y, int64_t n) {  // y = exp(y)
+  if constexpr (vec::kUnary<Exp, T>) {
+    vec::unary<Exp>(y, y, n);
+  } else {
+    for (int64_t i = 0; i < n; ++i) y[i] = std::exp(y[i]);
+  }
+}
+
+void softmax_rows(const Tensor& out, const Tensor& in, bool log) {
+  dispatch_dtype<DTypeSet::floating>(in.dtype(), "softmax (cpu)", [&](auto s) {
+    using T = decltype(s);
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+      const int64_t cols = in.size(-1), rows = cols > 0 ? in.numel() / cols : 0;
+      const T* x = ptr<const T>(in);
+      T* y = ptr<T>(out);
+      for_each_plane(rows, cols, [&](int64_t r) {
+        const T* xr = x + r * cols;
+        T* yr = y + r * cols;
+        // The max in kLanes independent lanes (one chain of compares ran 4 cycles an element);
+        // a NaN wins.
+        auto pick = [](T a, T b) { return b > a || b != b ? b : a; };
+        T lanes[kLanes];
+        for (int64_t l = 0; l < kLanes; ++l) lanes[l] = xr[0];
+        int64_t i = 0;
+        for (; i + kLanes <= cols; i += kLanes)
+          for (int64_t l = 0; l < kLanes; ++l) lanes[l] = pick(lanes[l], xr[i + l]);
+        for (int64_t l = 0; i < cols; ++i, ++l) lanes[l] = pick(lanes[l], xr[i]);
+        T m = lanes[0];
+        for (int64_t l = 1; l < kLanes; ++l) m = pick(m, lanes[l]);
+        if (std::isinf(m) && m < 0) m = 0;  // a row of -inf: exp(-inf - 0) = 0, as PyTorch's
+        for (int64_t i = 0; i < cols; ++i) yr[i] = xr[i] - m;
+        if (log) {
+          std::vector<T> e(yr, yr + cols);
+          exp_row(e.data(), cols);
+          const T lse =
+              static_cast<T>(std::log(lane_sum<T>(cols, [&](int64_t i) { return e[i]; })));
+          for (int64_t i = 0; i < cols; ++i) yr[i] -= lse;
+        } else {
+          exp_row(yr, cols);
+          const T inv = static_cast<T>(1.0 / lane_sum<T>(cols, [&](int64_t i) { return yr[i]; }));
+          for (int64_t i = 0; i < cols; ++i) yr[i] *= inv;
+        }
+      });
+    } else {
+      TANDEM_THROW(NotImplementedError, "softmax (cpu): f32 and f64 only, got ", in.dtype());
+    }
+  });
+}
+
+void softmax_rows_backward(const Tensor& grad_in, const Tensor& grad_out, const Tensor& out,
+                           bool log) {
+  dispatch_dtype<DTypeSet::floating>(out.dtype(), "softmax_backward (cpu)", [&](auto s) {
+    using T = decltype(s);
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+      const int64_t cols = out.size(-1), rows = cols > 0 ? out.numel() / cols : 0;
+      const T* g = ptr<const T>(grad_out);
+      const T* y = ptr<const T>(out);
+      T* dx = ptr<T>(grad_in);
+      for_each_plane(rows, cols, [&](int64_t r) {
+        const T* gr = g + r * cols;
+        const T* yr = y + r * cols;
+        T* dr = dx + r * cols;
+        if (log) {  // dx = g - exp(y) * sum(g)
+          const T total = static_cast<T>(lane_sum<T>(cols, [&](int64_t i) { return gr[i]; }));
+          for (int64_t i = 0; i < cols; ++i) dr[i] = yr[i];
+          exp_row(dr, cols);
+          for (int64_t i = 0; i < cols; ++i) dr[i] = gr[i] - dr[i] * total;
+        } else {  // dx = y * (g - sum(g * y))
+          const T dot = static_cast<T>(lane_sum<T>(cols, [&](int64_t i) { return gr[i] * yr[i]; }));
+          for (int64_t i = 0; i < cols; ++i) dr[i] = yr[i] * (gr[i] - dot);
+        }
+      });
+    } else {
+      TANDEM_THROW(NotImplementedError, "softmax_backward (cpu): f32 and f64 only, got ",
+                   out.dtype());
+    }
+  });
+}
+
 // The registered entries: f16/bf16 activations in row-major order with f32 statistics and
 // parameters (autocast's batch norm) reach the kernels above as they are; anything else
 // through f32 row-major copies.
@@ -374,6 +457,8 @@ TANDEM_REGISTER_CPU(batch_norm_forward, batch_norm_forward_entry);
 TANDEM_REGISTER_CPU(batch_norm_backward, batch_norm_backward_entry);
 TANDEM_REGISTER_CPU(layer_norm_forward, layer_norm_forward);
 TANDEM_REGISTER_CPU(layer_norm_backward, layer_norm_backward);
+TANDEM_REGISTER_CPU(softmax_rows, softmax_rows);
+TANDEM_REGISTER_CPU(softmax_rows_backward, softmax_rows_backward);
 
 }  // namespace TANDEM_CPU_NAMESPACE
 }  // namespace tandem::kernels::cpu

@@ -521,6 +521,97 @@ void layer_norm_backward(const Tensor& grad_in, const Tensor& grad_weight, const
   });
 }
 
+// --- softmax: a block per row (rows in a grid-stride loop), the CPU's semantics ---------------
+// The max of `v` over the block, in every thread; a NaN wins.
+template <typename P>
+__device__ P block_max(P v) {
+  __shared__ P warps[cuda::kThreads / 32];
+#pragma unroll
+  for (int d = 16; d > 0; d /= 2) {
+    const P o = __shfl_down_sync(0xffffffffu, v, d);
+    v = o > v || o != o ? o : v;
+  }
+  if (threadIdx.x % 32 == 0) warps[threadIdx.x / 32] = v;
+  __syncthreads();
+  P best = warps[0];
+#pragma unroll
+  for (int w = 1; w < cuda::kThreads / 32; ++w)
+    best = warps[w] > best || warps[w] != warps[w] ? warps[w] : best;
+  __syncthreads();
+  return best;
+}
+
+template <typename T>
+__global__ void softmax_rows_kernel(T* y, const T* x, int64_t rows, int64_t cols, bool log) {
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const T* xr = x + r * cols;
+    T* yr = y + r * cols;
+    T m = -INFINITY;
+    for (int64_t i = threadIdx.x; i < cols; i += blockDim.x)
+      m = xr[i] > m || xr[i] != xr[i] ? xr[i] : m;
+    m = block_max(m);
+    if (m == -T(INFINITY)) m = 0;  // a row of -inf: exp(-inf - 0) = 0
+    T s = 0;
+    for (int64_t i = threadIdx.x; i < cols; i += blockDim.x) s += exp(xr[i] - m);
+    s = block_sum(s);
+    if (log) {
+      const T lse = ::log(s);
+      for (int64_t i = threadIdx.x; i < cols; i += blockDim.x) yr[i] = xr[i] - m - lse;
+    } else {
+      const T inv = T(1) / s;
+      for (int64_t i = threadIdx.x; i < cols; i += blockDim.x) yr[i] = exp(xr[i] - m) * inv;
+    }
+  }
+}
+
+template <typename T>
+__global__ void softmax_rows_backward_kernel(T* dx, const T* g, const T* y, int64_t rows,
+                                             int64_t cols, bool log) {
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const T* gr = g + r * cols;
+    const T* yr = y + r * cols;
+    T acc = 0;
+    for (int64_t i = threadIdx.x; i < cols; i += blockDim.x) acc += log ? gr[i] : gr[i] * yr[i];
+    acc = block_sum(acc);
+    for (int64_t i = threadIdx.x; i < cols; i += blockDim.x)
+      dx[r * cols + i] = log ? gr[i] - exp(yr[i]) * acc : yr[i] * (gr[i] - acc);
+  }
+}
+
+// f32 and f64 only: the op takes f16/bf16 through f32.
+template <typename F>
+void dispatch_softmax(DType dtype, const char* what, F&& f) {
+  if (dtype == DType::f32) return f(float{});
+  if (dtype == DType::f64) return f(double{});
+  TANDEM_THROW(NotImplementedError, what, ": f32 and f64 only, got ", dtype);
+}
+
+void softmax_rows(const Tensor& out, const Tensor& in, bool log) {
+  const int64_t cols = in.size(-1), rows = cols > 0 ? in.numel() / cols : 0;
+  if (rows == 0) return;
+  cuda::TensorDeviceGuard guard(in);
+  dispatch_softmax(in.dtype(), "softmax (cuda)", [&](auto t) {
+    using T = decltype(t);
+    softmax_rows_kernel<T><<<row_blocks(rows), cuda::kThreads, 0, cuda::current_stream()>>>(
+        ptr<T>(out), ptr<const T>(in), rows, cols, log);
+    cuda::check_launch("softmax_rows");
+  });
+}
+
+void softmax_rows_backward(const Tensor& grad_in, const Tensor& grad_out, const Tensor& out,
+                           bool log) {
+  const int64_t cols = out.size(-1), rows = cols > 0 ? out.numel() / cols : 0;
+  if (rows == 0) return;
+  cuda::TensorDeviceGuard guard(out);
+  dispatch_softmax(out.dtype(), "softmax_backward (cuda)", [&](auto t) {
+    using T = decltype(t);
+    softmax_rows_backward_kernel<T>
+        <<<row_blocks(rows), cuda::kThreads, 0, cuda::current_stream()>>>(
+            ptr<T>(grad_in), ptr<const T>(grad_out), ptr<const T>(out), rows, cols, log);
+    cuda::check_launch("softmax_rows_backward");
+  });
+}
+
 // --- pooling: src/kernels/pool.hpp's math, one thread per element written ---------------------
 template <typename C>
 struct Load {
@@ -671,6 +762,8 @@ TANDEM_REGISTER_CUDA(batch_norm_forward, batch_norm_forward);
 TANDEM_REGISTER_CUDA(batch_norm_backward, batch_norm_backward);
 TANDEM_REGISTER_CUDA(layer_norm_forward, layer_norm_forward);
 TANDEM_REGISTER_CUDA(layer_norm_backward, layer_norm_backward);
+TANDEM_REGISTER_CUDA(softmax_rows, softmax_rows);
+TANDEM_REGISTER_CUDA(softmax_rows_backward, softmax_rows_backward);
 TANDEM_REGISTER_CUDA(max_pool2d_forward, max_pool2d_forward);
 TANDEM_REGISTER_CUDA(max_pool2d_backward, max_pool2d_backward);
 TANDEM_REGISTER_CUDA(avg_pool2d_forward, avg_pool2d_forward);

@@ -145,6 +145,8 @@ TANDEM_STUB(batch_norm_forward);
 TANDEM_STUB(batch_norm_backward);
 TANDEM_STUB(layer_norm_forward);
 TANDEM_STUB(layer_norm_backward);
+TANDEM_STUB(softmax_rows);
+TANDEM_STUB(softmax_rows_backward);
 TANDEM_STUB(max_pool2d_forward);
 TANDEM_STUB(max_pool2d_backward);
 TANDEM_STUB(avg_pool2d_forward);

@@ -111,6 +111,14 @@ extern Stub<void (*)(const Tensor& grad_in, const Tensor& grad_weight, const Ten
                      const Tensor& rstd, const Tensor& weight)>
     layer_norm_backward;
 
+// --- softmax over the rows of a contiguous (rows, cols) f32/f64 tensor -----------------------
+/// out = softmax(in) along each row, or log_softmax where `log`.
+extern Stub<void (*)(const Tensor& out, const Tensor& in, bool log)> softmax_rows;
+/// grad_in from grad_out and the forward's out: out * (g - sum(g * out)) for softmax,
+/// g - exp(out) * sum(g) for log_softmax.
+extern Stub<void (*)(const Tensor& grad_in, const Tensor& grad_out, const Tensor& out, bool log)>
+    softmax_rows_backward;
+
 // --- pooling: (N, C, H, W) tensors, all of a call's row-major or all channels-last (the
 // layout the first argument's suggest_memory_format() names); indices are plane-local ih * W + iw,
 // laid out as the output -----------------------------------------------------------------------
