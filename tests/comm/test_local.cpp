@@ -307,14 +307,16 @@ TEST_CASE(
   CHECK(threw);
   // A timeout of Duration::max() means never: its deadline overflowed, and every collective
   // failed at once.
+  std::vector<char> summed(2, 0);  // one element per rank; checked here (Catch is not thread-safe)
   parallel::launch(
       2,
-      [](parallel::Rank& r) {
+      [&](parallel::Rank& r) {
         Tensor t = full({4}, static_cast<double>(r.rank() + 1));
         r.comm.allreduce(t).wait();
-        CHECK(equal(t, full({4}, 3.0)));
+        summed[r.rank()] = equal(t, full({4}, 3.0));
       },
       parallel::LaunchOptions().timeout(Duration::max()));
+  CHECK(summed == std::vector<char>{1, 1});
   CHECK(clamp_timeout(Duration::max()) == kMaxTimeout);
   // Settings in the environment parse strictly (atol took "1s" as 1 ms, "abc" as unset).
   struct Env {
