@@ -108,7 +108,7 @@ void GradScaler::load_state_dict(const nn::StateDict& state) {
   const double growth = value("growth_factor"), backoff = value("backoff_factor");
   const double interval = value("growth_interval");
   // Counts are whole numbers an int64 holds (1e300 or inf converted to INT64_MIN).
-  auto count = [](double v, double lo) { return v >= lo && v <= 9.2e18 && v == std::trunc(v); };
+  auto count = [](double v, double lo) { return v >= lo && fits_int64(v) && v == std::trunc(v); };
   TANDEM_CHECK_T(ValueError,
                  scale > 0 && std::isfinite(scale) && count(tracker, 0) && growth > 1 &&
                      std::isfinite(growth) && backoff > 0 && backoff < 1 && count(interval, 1),

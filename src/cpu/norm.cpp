@@ -351,73 +351,63 @@ void exp_row(T* y, int64_t n) {  // y = exp(y)
 }
 
 void softmax_rows(const Tensor& out, const Tensor& in, bool log) {
-  dispatch_dtype<DTypeSet::floating>(in.dtype(), "softmax (cpu)", [&](auto s) {
+  dispatch_dtype<DTypeSet::wide>(in.dtype(), "softmax (cpu)", [&](auto s) {
     using T = decltype(s);
-    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
-      const int64_t cols = in.size(-1), rows = cols > 0 ? in.numel() / cols : 0;
-      const T* x = ptr<const T>(in);
-      T* y = ptr<T>(out);
-      for_each_plane(rows, cols, [&](int64_t r) {
-        const T* xr = x + r * cols;
-        T* yr = y + r * cols;
-        // The max in kLanes independent lanes (one chain of compares ran 4 cycles an element);
-        // a NaN wins.
-        auto pick = [](T a, T b) { return b > a || b != b ? b : a; };
-        T lanes[kLanes];
-        for (int64_t l = 0; l < kLanes; ++l) lanes[l] = xr[0];
-        int64_t i = 0;
-        for (; i + kLanes <= cols; i += kLanes)
-          for (int64_t l = 0; l < kLanes; ++l) lanes[l] = pick(lanes[l], xr[i + l]);
-        for (int64_t l = 0; i < cols; ++i, ++l) lanes[l] = pick(lanes[l], xr[i]);
-        T m = lanes[0];
-        for (int64_t l = 1; l < kLanes; ++l) m = pick(m, lanes[l]);
-        if (std::isinf(m) && m < 0) m = 0;  // a row of -inf: exp(-inf - 0) = 0, as PyTorch's
-        for (int64_t i = 0; i < cols; ++i) yr[i] = xr[i] - m;
-        if (log) {
-          std::vector<T> e(yr, yr + cols);
-          exp_row(e.data(), cols);
-          const T lse =
-              static_cast<T>(std::log(lane_sum<T>(cols, [&](int64_t i) { return e[i]; })));
-          for (int64_t i = 0; i < cols; ++i) yr[i] -= lse;
-        } else {
-          exp_row(yr, cols);
-          const T inv = static_cast<T>(1.0 / lane_sum<T>(cols, [&](int64_t i) { return yr[i]; }));
-          for (int64_t i = 0; i < cols; ++i) yr[i] *= inv;
-        }
-      });
-    } else {
-      TANDEM_THROW(NotImplementedError, "softmax (cpu): f32 and f64 only, got ", in.dtype());
-    }
+    const int64_t cols = in.size(-1), rows = cols > 0 ? in.numel() / cols : 0;
+    const T* x = ptr<const T>(in);
+    T* y = ptr<T>(out);
+    for_each_plane(rows, cols, [&](int64_t r) {
+      const T* xr = x + r * cols;
+      T* yr = y + r * cols;
+      // The max in kLanes independent lanes (one chain of compares ran 4 cycles an element);
+      // a NaN wins.
+      auto pick = [](T a, T b) { return b > a || b != b ? b : a; };
+      T lanes[kLanes];
+      for (int64_t l = 0; l < kLanes; ++l) lanes[l] = xr[0];
+      int64_t i = 0;
+      for (; i + kLanes <= cols; i += kLanes)
+        for (int64_t l = 0; l < kLanes; ++l) lanes[l] = pick(lanes[l], xr[i + l]);
+      for (int64_t l = 0; i < cols; ++i, ++l) lanes[l] = pick(lanes[l], xr[i]);
+      T m = lanes[0];
+      for (int64_t l = 1; l < kLanes; ++l) m = pick(m, lanes[l]);
+      if (std::isinf(m) && m < 0) m = 0;  // a row of -inf: exp(-inf - 0) = 0, as PyTorch's
+      // The shifted exps and their sum; log_softmax then writes x - m - log(sum) over them.
+      for (int64_t i = 0; i < cols; ++i) yr[i] = xr[i] - m;
+      exp_row(yr, cols);
+      const double total = lane_sum<T>(cols, [&](int64_t i) { return yr[i]; });
+      if (log) {
+        const T lse = static_cast<T>(std::log(total));
+        for (int64_t i = 0; i < cols; ++i) yr[i] = (xr[i] - m) - lse;
+      } else {
+        const T inv = static_cast<T>(1.0 / total);
+        for (int64_t i = 0; i < cols; ++i) yr[i] *= inv;
+      }
+    });
   });
 }
 
 void softmax_rows_backward(const Tensor& grad_in, const Tensor& grad_out, const Tensor& out,
                            bool log) {
-  dispatch_dtype<DTypeSet::floating>(out.dtype(), "softmax_backward (cpu)", [&](auto s) {
+  dispatch_dtype<DTypeSet::wide>(out.dtype(), "softmax_backward (cpu)", [&](auto s) {
     using T = decltype(s);
-    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
-      const int64_t cols = out.size(-1), rows = cols > 0 ? out.numel() / cols : 0;
-      const T* g = ptr<const T>(grad_out);
-      const T* y = ptr<const T>(out);
-      T* dx = ptr<T>(grad_in);
-      for_each_plane(rows, cols, [&](int64_t r) {
-        const T* gr = g + r * cols;
-        const T* yr = y + r * cols;
-        T* dr = dx + r * cols;
-        if (log) {  // dx = g - exp(y) * sum(g)
-          const T total = static_cast<T>(lane_sum<T>(cols, [&](int64_t i) { return gr[i]; }));
-          for (int64_t i = 0; i < cols; ++i) dr[i] = yr[i];
-          exp_row(dr, cols);
-          for (int64_t i = 0; i < cols; ++i) dr[i] = gr[i] - dr[i] * total;
-        } else {  // dx = y * (g - sum(g * y))
-          const T dot = static_cast<T>(lane_sum<T>(cols, [&](int64_t i) { return gr[i] * yr[i]; }));
-          for (int64_t i = 0; i < cols; ++i) dr[i] = yr[i] * (gr[i] - dot);
-        }
-      });
-    } else {
-      TANDEM_THROW(NotImplementedError, "softmax_backward (cpu): f32 and f64 only, got ",
-                   out.dtype());
-    }
+    const int64_t cols = out.size(-1), rows = cols > 0 ? out.numel() / cols : 0;
+    const T* g = ptr<const T>(grad_out);
+    const T* y = ptr<const T>(out);
+    T* dx = ptr<T>(grad_in);
+    for_each_plane(rows, cols, [&](int64_t r) {
+      const T* gr = g + r * cols;
+      const T* yr = y + r * cols;
+      T* dr = dx + r * cols;
+      if (log) {  // dx = g - exp(y) * sum(g)
+        const T total = static_cast<T>(lane_sum<T>(cols, [&](int64_t i) { return gr[i]; }));
+        for (int64_t i = 0; i < cols; ++i) dr[i] = yr[i];
+        exp_row(dr, cols);
+        for (int64_t i = 0; i < cols; ++i) dr[i] = gr[i] - dr[i] * total;
+      } else {  // dx = y * (g - sum(g * y))
+        const T dot = static_cast<T>(lane_sum<T>(cols, [&](int64_t i) { return gr[i] * yr[i]; }));
+        for (int64_t i = 0; i < cols; ++i) dr[i] = yr[i] * (gr[i] - dot);
+      }
+    });
   });
 }
 

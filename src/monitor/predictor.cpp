@@ -63,24 +63,23 @@ Prediction predict(const Profile& profile, const Interconnect& ic, int ranks,
   TANDEM_CHECK_T(ValueError, std::isfinite(ic.bus_bandwidth) && std::isfinite(ic.latency_s),
                  "predict: interconnect '", ic.name, "' needs finite bandwidth and latency");
   // NaN passes no comparison: each must be finite, positive where it divides or scales.
-  auto finite_at_least = [](double v, double lo) { return std::isfinite(v) && v >= lo; };
-  TANDEM_CHECK_T(
-      ValueError, finite_at_least(options.compute_scale_, 0) && options.compute_scale_ > 0,
-      "predict: compute_scale must be finite and positive, got ", options.compute_scale_);
-  TANDEM_CHECK_T(ValueError,
-                 finite_at_least(options.bucket_cap_mb_, 0) && options.bucket_cap_mb_ > 0 &&
-                     finite_at_least(options.first_bucket_mb_, 0) && options.first_bucket_mb_ > 0,
+  auto non_negative = [](double v) { return std::isfinite(v) && v >= 0; };
+  auto positive = [](double v) { return std::isfinite(v) && v > 0; };
+  TANDEM_CHECK_T(ValueError, positive(options.compute_scale_),
+                 "predict: compute_scale must be finite and positive, got ",
+                 options.compute_scale_);
+  TANDEM_CHECK_T(ValueError, positive(options.bucket_cap_mb_) && positive(options.first_bucket_mb_),
                  "predict: bucket caps must be finite and positive, got ", options.bucket_cap_mb_,
                  " and ", options.first_bucket_mb_, " MiB (first bucket)");
   TANDEM_CHECK_T(ValueError,
-                 finite_at_least(profile.data_s, 0) && finite_at_least(profile.compute_s, 0) &&
-                     finite_at_least(profile.optimizer_s, 0),
+                 non_negative(profile.data_s) && non_negative(profile.compute_s) &&
+                     non_negative(profile.optimizer_s),
                  "predict: the profile's data, compute and optimizer times must be finite and "
                  ">= 0, got ",
                  profile.data_s, ", ", profile.compute_s, " and ", profile.optimizer_s, " s");
   for (const Profile::Gradient& g : profile.gradients)
-    TANDEM_CHECK_T(ValueError, g.bytes >= 0 && finite_at_least(g.slack_s, 0),
-                   "predict: a gradient of ", g.bytes, " bytes ready ", g.slack_s,
+    TANDEM_CHECK_T(ValueError, g.bytes >= 0 && non_negative(g.slack_s), "predict: a gradient of ",
+                   g.bytes, " bytes ready ", g.slack_s,
                    " s before backward's end (sizes and times must be finite and >= 0)");
   const double scale = options.compute_scale_;
   const double first_cap = options.first_bucket_mb_ * 1024 * 1024;

@@ -30,7 +30,7 @@ inline void check_same_device(const Tensor& a, const Tensor& b, const char* op) 
 /// Whether an integer tensor's arithmetic holds scalar s exactly: a whole number in int64's
 /// range. Any other (0.5, inf, NaN) makes an integer tensor's result f32, as torch's with a
 /// Python float does; converting it to the integer type would truncate it.
-inline bool whole_scalar(double s) { return std::trunc(s) == s && std::fabs(s) < 9.2e18; }
+inline bool whole_scalar(double s) { return fits_int64(s) && std::trunc(s) == s; }
 
 /// a as it meets scalar s in add, mul or pow: an integer or bool tensor in f32 where s is not
 /// whole (whole ones keep its dtype, as libtorch's `t * 2`).
@@ -42,9 +42,8 @@ inline Tensor with_scalar(const Tensor& a, double s) {
 /// int64's range (they convert through int64; NaN, inf or 1e30 would be undefined there), as
 /// torch refuses a value it cannot convert.
 inline void check_fill_value(double value, DType dt, const char* op) {
-  TANDEM_CHECK(is_floating(dt) || dt == DType::boolean ||
-                   (std::isfinite(value) && std::fabs(value) < 9.2e18),
-               op, ": the value ", value, " cannot be converted to ", dt, " without overflow");
+  TANDEM_CHECK(is_floating(dt) || dt == DType::boolean || fits_int64(value), op, ": the value ",
+               value, " cannot be converted to ", dt, " without overflow");
 }
 
 inline void check_floating(const Tensor& t, const char* op, const char* name = "input") {

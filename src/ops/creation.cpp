@@ -35,8 +35,8 @@ Tensor arange(double start, double end, double step, TensorOptions o) {
   TANDEM_CHECK(step != 0, "arange: step must be nonzero");
   TANDEM_CHECK(std::isfinite(start) && std::isfinite(end) && std::isfinite(step),
                "arange: unsupported range ", start, " -> ", end, " (step ", step, ")");
-  TANDEM_CHECK(std::fabs((end - start) / step) < 9.2e18, "arange: ", start, " -> ", end,
-               " in steps of ", step, " has more elements than a tensor can address");
+  TANDEM_CHECK(fits_int64((end - start) / step), "arange: ", start, " -> ", end, " in steps of ",
+               step, " has more elements than a tensor can address");
   TANDEM_CHECK((end - start) / step >= 0, "arange: upper bound and step are inconsistent (start ",
                start, ", end ", end, ", step ", step, ")");
   auto n = static_cast<int64_t>(std::ceil((end - start) / step));

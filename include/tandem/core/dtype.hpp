@@ -56,6 +56,10 @@ inline int64_t element_size(DType t) {
   return 0;
 }
 
+/// Whether a double lies inside int64's range (NaN and inf do not), so that converting it, or
+/// a count it stands for, is defined: 2^63 is about 9.22e18.
+inline bool fits_int64(double v) { return v > -9.2e18 && v < 9.2e18; }
+
 inline bool is_floating(DType t) {
   return t == DType::f32 || t == DType::f64 || t == DType::f16 || t == DType::bf16;
 }

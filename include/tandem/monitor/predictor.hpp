@@ -85,8 +85,7 @@ Prediction best_bucket_cap(const Profile& profile, const Interconnect& ic, int r
 parallel::BucketCapChooser auto_bucket_cap(std::vector<double> caps_mb = {});
 
 /// A `--bucket-mb` value: a number of MiB in (0, parallel::kMaxBucketMb] (at least a byte), or
-/// nullopt for
-/// "auto"; anything else ("abc", "5abc", "1e999", "-3") is a ValueError naming it.
+/// nullopt for "auto"; anything else ("abc", "5abc", "1e999", "-3") is a ValueError naming it.
 std::optional<double> parse_bucket_mb(const std::string& mib_or_auto);
 
 /// DDPOptions for a `--bucket-mb` value: a number of MiB, or "auto" (auto_bucket_cap()).
