@@ -7,8 +7,10 @@
 // their forward + backward times as a step runs them.
 // With --ops: only a sweep of common layers (activations, pooling, linear, softmax and losses,
 // normalization, dropout, reductions, copies, embedding, bmm), forward + backward.
+// --peer none times tandem alone (benchmarks/ops_compare.py runs the sweep so, beside PyTorch in
+// a process of its own).
 // Usage: bench_ops [--threads T] [--repeats R] [--json FILE] [--quick] [--convs resnet20|resnet50]
-//                  [--ops]
+//                  [--ops] [--peer libtorch|none]
 #include <immintrin.h>
 #include <unistd.h>
 
@@ -168,110 +170,169 @@ std::vector<ConvCase> resnet50_convs() {
   return v;
 }
 
-#ifdef TANDEM_BENCH_LIBTORCH
 // A layer's forward + backward in both libraries: f32 leaves of the given shapes (randn, the same
 // values on both sides), the output's gradient randn too.
+// Without libtorch (or with --peer none) only tandem's side is built and timed.
+#ifdef TANDEM_BENCH_LIBTORCH
+using TV = std::vector<torch::Tensor>;
+using PeerOp = std::function<torch::Tensor(const TV&)>;
+#define TORCH_SIDE(...) __VA_ARGS__
+#else
+using PeerOp = std::nullptr_t;
+#define TORCH_SIDE(...) nullptr
+#endif
 struct OpCase {
   std::string name;
   std::vector<Shape> inputs;
   std::function<Tensor(const std::vector<Tensor>&)> ours;
-  std::function<torch::Tensor(const std::vector<torch::Tensor>&)> theirs;
+  PeerOp theirs;
 };
 
 // Common layers at the sizes of a small CNN or MLP step, forward + backward beside libtorch;
 // rows at 2x libtorch's time or more are marked (such a row was max pooling's backward, 50x).
-void op_sweep(int repeats, Generator& gen, std::vector<Row>& rows) {
-  using TV = std::vector<torch::Tensor>;
+void op_sweep(int repeats, bool peer, Generator& gen, std::vector<Row>& rows) {
   using V = std::vector<Tensor>;
   const Shape act{128, 64, 28, 28};
   Tensor target = randint(0, 1000, {128}, DType::i64, &gen);
   Tensor ids = randint(0, 10000, {128, 64}, DType::i64, &gen);
+#ifdef TANDEM_BENCH_LIBTORCH
   torch::Tensor ttarget = torch::from_blob(target.to_vector<int64_t>().data(), {128}, torch::kInt64).clone();
   torch::Tensor tids =
       torch::from_blob(ids.to_vector<int64_t>().data(), {128, 64}, torch::kInt64).clone();
   namespace F = torch::nn::functional;
+#endif
   const std::vector<OpCase> cases = {
-      {"relu (128,64,28,28)", {act}, [](const V& v) { return relu(v[0]); },
-       [](const TV& v) { return torch::relu(v[0]); }},
-      {"add (128,64,28,28)", {act, act}, [](const V& v) { return add(v[0], v[1]); },
-       [](const TV& v) { return v[0] + v[1]; }},
-      {"mul (128,64,28,28)", {act, act}, [](const V& v) { return mul(v[0], v[1]); },
-       [](const TV& v) { return v[0] * v[1]; }},
-      {"sigmoid (128,4096)", {{128, 4096}}, [](const V& v) { return sigmoid(v[0]); },
-       [](const TV& v) { return torch::sigmoid(v[0]); }},
-      {"tanh (128,4096)", {{128, 4096}}, [](const V& v) { return tanh(v[0]); },
-       [](const TV& v) { return torch::tanh(v[0]); }},
-      {"gelu (128,4096)", {{128, 4096}}, [](const V& v) { return gelu(v[0]); },
-       [](const TV& v) { return F::gelu(v[0]); }},
-      {"max_pool2d 2/2 (128,64,28,28)", {act}, [](const V& v) { return max_pool2d(v[0], 2, 2); },
-       [](const TV& v) { return torch::max_pool2d(v[0], 2, 2); }},
-      {"max_pool2d 3/2 pad 1 (128,64,28,28)", {act},
+      {"relu (128,64,28,28)",
+       {act},
+       [](const V& v) { return relu(v[0]); },
+       TORCH_SIDE([](const TV& v) { return torch::relu(v[0]); })},
+      {"add (128,64,28,28)",
+       {act, act},
+       [](const V& v) { return add(v[0], v[1]); },
+       TORCH_SIDE([](const TV& v) { return v[0] + v[1]; })},
+      {"mul (128,64,28,28)",
+       {act, act},
+       [](const V& v) { return mul(v[0], v[1]); },
+       TORCH_SIDE([](const TV& v) { return v[0] * v[1]; })},
+      {"sigmoid (128,4096)",
+       {{128, 4096}},
+       [](const V& v) { return sigmoid(v[0]); },
+       TORCH_SIDE([](const TV& v) { return torch::sigmoid(v[0]); })},
+      {"tanh (128,4096)",
+       {{128, 4096}},
+       [](const V& v) { return tanh(v[0]); },
+       TORCH_SIDE([](const TV& v) { return torch::tanh(v[0]); })},
+      {"gelu (128,4096)",
+       {{128, 4096}},
+       [](const V& v) { return gelu(v[0]); },
+       TORCH_SIDE([](const TV& v) { return F::gelu(v[0]); })},
+      {"max_pool2d 2/2 (128,64,28,28)",
+       {act},
+       [](const V& v) { return max_pool2d(v[0], 2, 2); },
+       TORCH_SIDE([](const TV& v) { return torch::max_pool2d(v[0], 2, 2); })},
+      {"max_pool2d 3/2 pad 1 (128,64,28,28)",
+       {act},
        [](const V& v) { return max_pool2d(v[0], 3, 2, 1); },
-       [](const TV& v) { return torch::max_pool2d(v[0], 3, 2, 1); }},
-      {"avg_pool2d 2/2 (128,64,28,28)", {act}, [](const V& v) { return avg_pool2d(v[0], 2, 2); },
-       [](const TV& v) { return torch::avg_pool2d(v[0], 2, 2); }},
-      {"adaptive_avg_pool2d 1 (128,512,7,7)", {{128, 512, 7, 7}},
+       TORCH_SIDE([](const TV& v) { return torch::max_pool2d(v[0], 3, 2, 1); })},
+      {"avg_pool2d 2/2 (128,64,28,28)",
+       {act},
+       [](const V& v) { return avg_pool2d(v[0], 2, 2); },
+       TORCH_SIDE([](const TV& v) { return torch::avg_pool2d(v[0], 2, 2); })},
+      {"adaptive_avg_pool2d 1 (128,512,7,7)",
+       {{128, 512, 7, 7}},
        [](const V& v) { return adaptive_avg_pool2d(v[0], 1); },
-       [](const TV& v) { return torch::adaptive_avg_pool2d(v[0], {1, 1}); }},
-      {"linear 512->1000 (128)", {{128, 512}, {1000, 512}, {1000}},
+       TORCH_SIDE([](const TV& v) {
+         return torch::adaptive_avg_pool2d(v[0], {1, 1});
+       })},
+      {"linear 512->1000 (128)",
+       {{128, 512}, {1000, 512}, {1000}},
        [](const V& v) { return linear(v[0], v[1], v[2]); },
-       [](const TV& v) { return torch::linear(v[0], v[1], v[2]); }},
-      {"log_softmax (128,1000)", {{128, 1000}}, [](const V& v) { return log_softmax(v[0], 1); },
-       [](const TV& v) { return torch::log_softmax(v[0], 1); }},
-      {"softmax (128,1000)", {{128, 1000}}, [](const V& v) { return softmax(v[0], 1); },
-       [](const TV& v) { return torch::softmax(v[0], 1); }},
-      {"cross_entropy (128,1000)", {{128, 1000}},
+       TORCH_SIDE([](const TV& v) { return torch::linear(v[0], v[1], v[2]); })},
+      {"log_softmax (128,1000)",
+       {{128, 1000}},
+       [](const V& v) { return log_softmax(v[0], 1); },
+       TORCH_SIDE([](const TV& v) { return torch::log_softmax(v[0], 1); })},
+      {"softmax (128,1000)",
+       {{128, 1000}},
+       [](const V& v) { return softmax(v[0], 1); },
+       TORCH_SIDE([](const TV& v) { return torch::softmax(v[0], 1); })},
+      {"cross_entropy (128,1000)",
+       {{128, 1000}},
        [&](const V& v) { return cross_entropy(v[0], target); },
-       [&](const TV& v) { return F::cross_entropy(v[0], ttarget); }},
-      {"layer_norm 512 (4096,512)", {{4096, 512}, {512}, {512}},
+       TORCH_SIDE([&](const TV& v) { return F::cross_entropy(v[0], ttarget); })},
+      {"layer_norm 512 (4096,512)",
+       {{4096, 512}, {512}, {512}},
        [](const V& v) { return layer_norm(v[0], {512}, v[1], v[2]); },
-       [](const TV& v) { return torch::layer_norm(v[0], {512}, v[1], v[2]); }},
-      {"dropout 0.5 (128,4096)", {{128, 4096}}, [](const V& v) { return dropout(v[0], 0.5); },
-       [](const TV& v) { return torch::dropout(v[0], 0.5, true); }},
-      {"sum over h,w (128,64,28,28)", {act}, [](const V& v) { return sum(v[0], {2, 3}); },
-       [](const TV& v) { return v[0].sum({2, 3}); }},
-      {"transpose + contiguous (128,64,784)", {{128, 64, 784}},
+       TORCH_SIDE([](const TV& v) { return torch::layer_norm(v[0], {512}, v[1], v[2]); })},
+      {"dropout 0.5 (128,4096)",
+       {{128, 4096}},
+       [](const V& v) { return dropout(v[0], 0.5); },
+       TORCH_SIDE([](const TV& v) { return torch::dropout(v[0], 0.5, true); })},
+      {"sum over h,w (128,64,28,28)",
+       {act},
+       [](const V& v) {
+         return sum(v[0], {2, 3});
+       },
+       TORCH_SIDE([](const TV& v) {
+         return v[0].sum({2, 3});
+       })},
+      {"transpose + contiguous (128,64,784)",
+       {{128, 64, 784}},
        [](const V& v) { return transpose(v[0], 1, 2).contiguous(); },
-       [](const TV& v) { return v[0].transpose(1, 2).contiguous(); }},
-      {"cat dim 1 (128,64,28,28) x2", {act, act}, [](const V& v) { return cat({v[0], v[1]}, 1); },
-       [](const TV& v) { return torch::cat({v[0], v[1]}, 1); }},
-      {"embedding 10000x256 (128,64)", {{10000, 256}},
+       TORCH_SIDE([](const TV& v) { return v[0].transpose(1, 2).contiguous(); })},
+      {"cat dim 1 (128,64,28,28) x2",
+       {act, act},
+       [](const V& v) {
+         return cat({v[0], v[1]}, 1);
+       },
+       TORCH_SIDE([](const TV& v) {
+         return torch::cat({v[0], v[1]}, 1);
+       })},
+      {"embedding 10000x256 (128,64)",
+       {{10000, 256}},
        [&](const V& v) { return embedding(v[0], ids); },
-       [&](const TV& v) { return torch::embedding(v[0], tids); }},
-      {"bmm (64,128,64)x(64,64,128)", {{64, 128, 64}, {64, 64, 128}},
+       TORCH_SIDE([&](const TV& v) { return torch::embedding(v[0], tids); })},
+      {"bmm (64,128,64)x(64,64,128)",
+       {{64, 128, 64}, {64, 64, 128}},
        [](const V& v) { return bmm(v[0], v[1]); },
-       [](const TV& v) { return torch::bmm(v[0], v[1]); }},
+       TORCH_SIDE([](const TV& v) { return torch::bmm(v[0], v[1]); })},
   };
-  std::printf("\nop sweep, f32 forward + backward (tandem / libtorch time; <== at 2x or more):\n");
+  std::printf("\nop sweep, f32 forward + backward%s:\n",
+              peer ? " (tandem / libtorch time; <== at 2x or more)" : "");
   for (const OpCase& oc : cases) {
     V leaves;
-    TV tleaves;
-    for (const Shape& shape : oc.inputs) {
-      Tensor t = randn(shape, {}, &gen);
-      tleaves.push_back(to_torch(t).set_requires_grad(true));
-      leaves.push_back(t.detach().set_requires_grad(true));
-    }
+    for (const Shape& shape : oc.inputs)
+      leaves.push_back(randn(shape, {}, &gen).set_requires_grad(true));
     Tensor gy = randn(oc.ours(leaves).shape(), {}, &gen);
-    torch::Tensor tgy = to_torch(gy);
     Row row{oc.name, 0};
     auto ours = [&] {
       for (Tensor& t : leaves) t.set_grad(Tensor());
       oc.ours(leaves).backward(gy);
     };
-    auto theirs = [&] {
-      torch::AutoGradMode mode(true);
-      for (torch::Tensor& t : tleaves) t.mutable_grad() = torch::Tensor();
-      oc.theirs(tleaves).backward(tgy);
-    };
+    std::function<void()> theirs;
+#ifdef TANDEM_BENCH_LIBTORCH
+    TV tleaves;
+    for (const Tensor& t : leaves) tleaves.push_back(to_torch(t).set_requires_grad(true));
+    torch::Tensor tgy = to_torch(gy);
+    if (peer)
+      theirs = [&] {
+        torch::AutoGradMode mode(true);
+        for (torch::Tensor& t : tleaves) t.mutable_grad() = torch::Tensor();
+        oc.theirs(tleaves).backward(tgy);
+      };
+#endif
     time_pair(row, repeats, ours, theirs);
-    const double ratio = row.tandem_s / row.torch_s;
-    std::printf("%-40s %9.3f ms | libtorch %9.3f ms | ratio %.2f%s\n", row.name.c_str(),
-                1e3 * row.tandem_s, 1e3 * row.torch_s, ratio, ratio >= 2 ? "  <==" : "");
+    std::printf("%-40s %9.3f ms", row.name.c_str(), 1e3 * row.tandem_s);
+    if (theirs) {
+      const double ratio = row.tandem_s / row.torch_s;
+      std::printf(" | libtorch %9.3f ms | ratio %.2f%s", 1e3 * row.torch_s, ratio,
+                  ratio >= 2 ? "  <==" : "");
+    }
+    std::printf("\n");
     std::fflush(stdout);
     rows.push_back(row);
   }
 }
-#endif
 
 }  // namespace
 
@@ -280,7 +341,11 @@ static int run(int argc, char** argv) {
   // libtorch's OpenMP threads spin after each parallel region and would steal the cores from
   // the tandem run that follows; passive waiting keeps the alternating timings independent.
   // libgomp reads the variable when it loads, so the process restarts itself once with it set.
-  if (!std::getenv("OMP_WAIT_POLICY")) {
+  bool no_peer = false;  // nothing of libtorch runs: no restart
+  for (int i = 1; i < argc; ++i)
+    no_peer |= std::string(argv[i]) == "--peer=none" ||
+               (std::string(argv[i]) == "none" && std::string(argv[i - 1]) == "--peer");
+  if (!std::getenv("OMP_WAIT_POLICY") && !no_peer) {
     setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
     execv("/proc/self/exe", argv);
   }
@@ -292,6 +357,11 @@ static int run(int argc, char** argv) {
   bool quick = false;
   std::string conv_set = "resnet20";
   bool ops = false;
+#ifdef TANDEM_BENCH_LIBTORCH
+  std::string peer_name = "libtorch";
+#else
+  std::string peer_name = "none";
+#endif
   app.add_option("--threads", threads, "CPU threads for tandem and libtorch")->check(CLI::PositiveNumber);
   app.add_option("--repeats", repeats, "timed repetitions per case (median reported)")->check(CLI::PositiveNumber);
   app.add_option("--json", json_path, "write the results to this JSON file");
@@ -303,34 +373,78 @@ static int run(int argc, char** argv) {
   app.add_flag("--ops", ops,
                "only the op sweep: common layers' forward + backward beside libtorch, rows at 2x "
                "libtorch's time or more marked");
+  app.add_option("--peer", peer_name,
+                 "libtorch in this process (its OpenMP threads waiting passively, which slows it), "
+                 "or none: tandem alone, as benchmarks/ops_compare.py runs it beside PyTorch in a "
+                 "process of its own")
+      ->check(CLI::IsMember({"libtorch", "none"}));
   CLI11_PARSE(app, argc, argv);
 
   set_num_threads(threads);
+  const bool peer = peer_name == "libtorch";
 #ifdef TANDEM_BENCH_LIBTORCH
-  torch::set_num_threads(threads);
+  if (peer) torch::set_num_threads(threads);
   torch::NoGradGuard torch_no_grad_default;  // re-enabled per case where gradients are timed
-  const bool peer = true;
 #else
-  const bool peer = false;
+  if (peer) {
+    std::fprintf(stderr, "bench_ops: built without libtorch (install libtorch-dev and rebuild)\n");
+    return 1;
+  }
 #endif
   std::printf("bench_ops: %d threads, %d repeats, peer: %s\n", threads, repeats,
-              peer ? "libtorch (same process)" : "none (libtorch-dev not installed)");
+              peer ? "libtorch (same process)" : "none");
   double peak = measure_peak_flops(threads);
   std::printf("CPU kernels: %s (TANDEM_CPU_ISA caps it); measured f32 FMA peak at that width: "
               "%.1f GFLOP/s\n", kernels::cpu_isa_name(), peak / 1e9);
 
   std::vector<Row> rows;
   Generator gen(1);
+  struct NarrowRow {
+    std::string name;
+    double narrow_s, widen_s;
+  };
+  std::vector<NarrowRow> narrow_rows;
+  auto write_json = [&] {
+    if (json_path.empty()) return;
+    nlohmann::json j;
+    j["threads"] = threads;
+    j["repeats"] = repeats;
+    j["peak_gflops"] = peak / 1e9;
+    j["cpu_isa"] = kernels::cpu_isa_name();
+    j["peer"] = peer ? "libtorch" : "none";
+    for (const auto& r : rows) {
+      nlohmann::json e = {{"name", r.name},
+                          {"gflop", r.flops / 1e9},
+                          {"tandem_ms", 1e3 * r.tandem_s},
+                          {"tandem_gflops", r.flops / r.tandem_s / 1e9}};
+      if (r.torch_s > 0) {
+        e["libtorch_ms"] = 1e3 * r.torch_s;
+        e["ratio_tandem_over_libtorch"] = r.tandem_s / r.torch_s;
+        e["max_rel_err"] = r.max_rel_err;
+      }
+      if (r.steady_s > 0 && peak > 0) {
+        e["steady_ms"] = 1e3 * r.steady_s;
+        e["steady_gflops"] = r.flops / r.steady_s / 1e9;
+        e["steady_fraction_of_peak"] = r.flops / r.steady_s / peak;
+        e["alternating_fraction_of_peak"] = r.flops / r.tandem_s / peak;
+      }
+      j["results"].push_back(e);
+    }
+    for (const auto& r : narrow_rows)
+      j["narrow"].push_back({{"name", r.name},
+                             {"narrow_ms", 1e3 * r.narrow_s},
+                             {"widen_copy_ms", 1e3 * r.widen_s},
+                             {"speedup", r.widen_s / r.narrow_s}});
+    std::ofstream out(json_path);
+    out << j.dump(2) << "\n";
+    TANDEM_CHECK(out.good(), "bench_ops: could not write ", json_path);
+    std::printf("wrote %s\n", json_path.c_str());
+  };
   if (ops) {
-#ifdef TANDEM_BENCH_LIBTORCH
-    op_sweep(repeats, gen, rows);
+    op_sweep(repeats, peer, gen, rows);
+    write_json();
     return 0;
-#else
-    std::fprintf(stderr, "--ops compares with libtorch: install libtorch-dev and rebuild\n");
-    return 1;
-#endif
   }
-
   const bool r50 = conv_set == "resnet50";
   // --- GEMM -------------------------------------------------------------------------------
   if (!r50) {
@@ -341,9 +455,11 @@ static int run(int argc, char** argv) {
     std::function<void()> theirs;
 #ifdef TANDEM_BENCH_LIBTORCH
     torch::Tensor ta = to_torch(a), tb = to_torch(b), tc;
-    theirs = [&] { tc = torch::mm(ta, tb); };
-    theirs();
-    row.max_rel_err = max_rel_err(matmul(a, b), tc);
+    if (peer) {
+      theirs = [&] { tc = torch::mm(ta, tb); };
+      theirs();
+      row.max_rel_err = max_rel_err(matmul(a, b), tc);
+    }
 #endif
     time_pair(row, repeats, [&] { c = matmul(a, b); }, theirs);
     print_row(row);
@@ -371,9 +487,11 @@ static int run(int argc, char** argv) {
 #ifdef TANDEM_BENCH_LIBTORCH
     torch::Tensor ta = to_torch(a32).to(torch::kBFloat16), tb = to_torch(b32).to(torch::kBFloat16);
     torch::Tensor tc;
-    theirs = [&] { tc = torch::mm(ta, tb); };
-    theirs();
-    row.max_rel_err = max_rel_err(matmul(a, b).to(DType::f32), tc.to(torch::kFloat32));
+    if (peer) {
+      theirs = [&] { tc = torch::mm(ta, tb); };
+      theirs();
+      row.max_rel_err = max_rel_err(matmul(a, b).to(DType::f32), tc.to(torch::kFloat32));
+    }
 #endif
     time_pair(row, repeats, [&] { c = matmul(a, b); }, theirs);
     print_row(row);
@@ -417,19 +535,22 @@ static int run(int argc, char** argv) {
       torch::Tensor tx = to_torch(x).set_requires_grad(backward);
       torch::Tensor tw = to_torch(w).set_requires_grad(backward);
       torch::Tensor tgy = to_torch(gy), ty;
-      theirs = [&] {
-        torch::AutoGradMode mode(backward);
-        ty = torch::conv2d(tx, tw, {}, cc.stride, cc.pad);
-        if (backward) {
-          tx.mutable_grad() = torch::Tensor();
-          tw.mutable_grad() = torch::Tensor();
-          ty.backward(tgy);
-        }
-      };
-      ours();
-      theirs();
-      row.max_rel_err = backward ? std::max(max_rel_err(xg.grad(), tx.grad()), max_rel_err(wg.grad(), tw.grad()))
-                                 : max_rel_err(y, ty);
+      if (peer) {
+        theirs = [&] {
+          torch::AutoGradMode mode(backward);
+          ty = torch::conv2d(tx, tw, {}, cc.stride, cc.pad);
+          if (backward) {
+            tx.mutable_grad() = torch::Tensor();
+            tw.mutable_grad() = torch::Tensor();
+            ty.backward(tgy);
+          }
+        };
+        ours();
+        theirs();
+        row.max_rel_err = backward ? std::max(max_rel_err(xg.grad(), tx.grad()),
+                                              max_rel_err(wg.grad(), tw.grad()))
+                                   : max_rel_err(y, ty);
+      }
 #endif
       time_pair(row, repeats, ours, theirs);
       print_row(row);
@@ -446,11 +567,6 @@ static int run(int argc, char** argv) {
 
   // --- f16/bf16: narrow tensors straight into the kernels, against what ops did before (copy
   // the whole tensor to f32, run the f32 op, copy the result back). Same inputs, alternating.
-  struct NarrowRow {
-    std::string name;
-    double narrow_s, widen_s;
-  };
-  std::vector<NarrowRow> narrow_rows;
   if (!r50) {
     const int64_t elems = quick ? (1 << 16) : (1 << 22);
     Tensor a32 = randn({elems}, {}, &gen), b32 = randn({elems}, {}, &gen);
@@ -496,36 +612,7 @@ static int run(int argc, char** argv) {
     }
   }
 
-  if (!json_path.empty()) {
-    nlohmann::json j;
-    j["threads"] = threads;
-    j["repeats"] = repeats;
-    j["peak_gflops"] = peak / 1e9;
-    j["cpu_isa"] = kernels::cpu_isa_name();
-    j["peer"] = peer ? "libtorch" : "none";
-    for (const auto& r : rows) {
-      nlohmann::json e = {{"name", r.name}, {"gflop", r.flops / 1e9}, {"tandem_ms", 1e3 * r.tandem_s},
-                          {"tandem_gflops", r.flops / r.tandem_s / 1e9}};
-      if (r.torch_s > 0) {
-        e["libtorch_ms"] = 1e3 * r.torch_s;
-        e["ratio_tandem_over_libtorch"] = r.tandem_s / r.torch_s;
-        e["max_rel_err"] = r.max_rel_err;
-      }
-      if (r.steady_s > 0 && peak > 0) {
-        e["steady_ms"] = 1e3 * r.steady_s;
-        e["steady_gflops"] = r.flops / r.steady_s / 1e9;
-        e["steady_fraction_of_peak"] = r.flops / r.steady_s / peak;
-        e["alternating_fraction_of_peak"] = r.flops / r.tandem_s / peak;
-      }
-      j["results"].push_back(e);
-    }
-    for (const auto& r : narrow_rows)
-      j["narrow"].push_back({{"name", r.name}, {"narrow_ms", 1e3 * r.narrow_s},
-                             {"widen_copy_ms", 1e3 * r.widen_s},
-                             {"speedup", r.widen_s / r.narrow_s}});
-    std::ofstream(json_path) << j.dump(2) << "\n";
-    std::printf("wrote %s\n", json_path.c_str());
-  }
+  write_json();
   return 0;
 }
 

@@ -7,12 +7,11 @@ spin and steal the cores from tandem's turns). Passive waiting slows PyTorch, so
 figures flatter tandem. This script times the same layers, shapes and backward (a randn output
 gradient, fresh gradients each time; median of --repeats after a warm-up) in PyTorch alone, at
 its own defaults (an OMP_WAIT_POLICY in the caller's environment is removed by restarting), for
-the tandem column of `bench_ops --ops` to be read against:
-
-  build/benchmarks/bench_ops --threads 2 --repeats 7 --ops
-  /usr/bin/python3 benchmarks/ops_torch.py --threads 2 --repeats 7
+the tandem column of `bench_ops --ops --peer none` to be read against; benchmarks/ops_compare.py
+runs the two alternately and tabulates the ratios.
 """
 import argparse
+import json
 import os
 import statistics
 import sys
@@ -30,6 +29,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--repeats", type=int, default=7)
+    ap.add_argument("--json", help="write the medians to this JSON file")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
@@ -66,6 +66,7 @@ def main():
     ]
     print(f"PyTorch {torch.__version__}, own process, {args.threads} threads, "
           f"median of {args.repeats}: forward + backward")
+    results = []
     for name, shapes, fn in cases:
         leaves = [torch.randn(s, requires_grad=True) for s in shapes]
         gy = torch.randn(fn(leaves).shape)
@@ -81,7 +82,13 @@ def main():
             t0 = time.perf_counter()
             step()
             times.append(time.perf_counter() - t0)
-        print(f"{name:40s} {1e3 * statistics.median(times):9.3f} ms", flush=True)
+        ms = 1e3 * statistics.median(times)
+        results.append({"name": name, "ms": ms})
+        print(f"{name:40s} {ms:9.3f} ms", flush=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"torch": torch.__version__, "threads": args.threads,
+                       "repeats": args.repeats, "results": results}, f, indent=2)
 
 
 if __name__ == "__main__":

@@ -7,8 +7,12 @@ import os
 import subprocess
 
 
+def peer_env():
+    """The caller's environment without OMP_WAIT_POLICY."""
+    return {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+
+
 def run_side(cmd):
     """Runs cmd; returns the JSON object its last line of output prints."""
-    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
-    out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout
+    out = subprocess.run(cmd, env=peer_env(), check=True, capture_output=True, text=True).stdout
     return json.loads(out.strip().splitlines()[-1])
