@@ -119,6 +119,26 @@ std::vector<Tensor> Node::apply(const Tensor& grad_output) {
   return fn_(grad_output);
 }
 
+Tensor Node::run_hooks(Tensor grad) {
+  for (const auto& [handle, hook] : hooks().hooks) {
+    Tensor replaced = hook(grad);
+    if (!replaced.defined()) continue;
+    TANDEM_CHECK(replaced.shape() == grad.shape(),
+                 "backward: a register_hook hook returned a "
+                 "gradient of shape ",
+                 shape_str(replaced.shape()), " for one of shape ", shape_str(grad.shape()),
+                 " (at ", name_, ")");
+    grad = std::move(replaced);
+  }
+  if (auto tensor = retain_.lock()) {
+    Tensor t(tensor);
+    // A copy first, then sums out of place: .grad never aliases a tensor of the graph.
+    tensor->grad =
+        (tensor->grad ? sum_of(Tensor(tensor->grad), grad) : copy_like(grad, t)).impl_ptr();
+  }
+  return grad;
+}
+
 AccumulateGrad::AccumulateGrad(std::shared_ptr<TensorImpl> leaf)
     : Node("AccumulateGrad", nullptr), leaf_(std::move(leaf)) {}
 
@@ -337,6 +357,7 @@ std::vector<Tensor> execute(const std::vector<Tensor>& roots, const std::vector<
       g = std::move(it->second);
       buffer.erase(it);
     }
+    if (g.defined()) g = n->run_hooks(std::move(g));
     if (inputs) {
       if (auto it = captures.find(n); it != captures.end())
         for (size_t i : it->second) captured[i] = g;

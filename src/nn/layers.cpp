@@ -116,13 +116,19 @@ std::string ConvTranspose2d::extra_repr() const {
   return os.str();
 }
 
-BatchNorm2d::BatchNorm2d(const BatchNormOptions& opts)
-    : Module("BatchNorm2d"), num_features(opts.num_features_), options(opts) {
+BatchNorm::BatchNorm(const char* type_name, const BatchNormOptions& opts, int min_dim, int max_dim,
+                     const char* layout)
+    : Module(type_name),
+      num_features(opts.num_features_),
+      options(opts),
+      min_dim_(min_dim),
+      max_dim_(max_dim),
+      layout_(layout) {
   const int64_t features = opts.num_features_;
-  TANDEM_CHECK(features > 0, "BatchNorm2d: num_features must be positive, got ", features);
-  TANDEM_CHECK(opts.eps_ > 0 && opts.momentum_ >= 0 && opts.momentum_ <= 1,
-               "BatchNorm2d: need eps > 0 and momentum in [0, 1], got eps ", opts.eps_,
-               ", momentum ", opts.momentum_);
+  TANDEM_CHECK(features > 0, type_name, ": num_features must be positive, got ", features);
+  TANDEM_CHECK(opts.eps_ > 0 && opts.momentum_ >= 0 && opts.momentum_ <= 1, type_name,
+               ": need eps > 0 and momentum in [0, 1], got eps ", opts.eps_, ", momentum ",
+               opts.momentum_);
   if (opts.affine_) {
     weight = register_parameter("weight", ones({features}));
     bias = register_parameter("bias", zeros({features}));
@@ -134,15 +140,22 @@ BatchNorm2d::BatchNorm2d(const BatchNormOptions& opts)
   }
 }
 
-Tensor BatchNorm2d::forward(const Tensor& input) { return normalize(input, Tensor(), false); }
+BatchNorm1d::BatchNorm1d(const BatchNormOptions& opts)
+    : BatchNorm("BatchNorm1d", opts, 2, 3, "L") {}
+BatchNorm2d::BatchNorm2d(const BatchNormOptions& opts)
+    : BatchNorm("BatchNorm2d", opts, 4, 4, "H, W") {}
 
-Tensor BatchNorm2d::forward_relu(const Tensor& input, const Tensor& residual) {
+Tensor BatchNorm::forward(const Tensor& input) { return normalize(input, Tensor(), false); }
+
+Tensor BatchNorm::forward_relu(const Tensor& input, const Tensor& residual) {
   return normalize(input, residual, true);
 }
 
-Tensor BatchNorm2d::normalize(const Tensor& input, const Tensor& residual, bool relu) {
-  TANDEM_CHECK(input.dim() == 4 && input.size(1) == num_features, "BatchNorm2d(", num_features,
-               "): expected input (N, ", num_features, ", H, W), got ", shape_str(input.shape()));
+Tensor BatchNorm::normalize(const Tensor& input, const Tensor& residual, bool relu) {
+  TANDEM_CHECK(input.dim() >= min_dim_ && input.dim() <= max_dim_ && input.size(1) == num_features,
+               type_name(), "(", num_features, "): expected input (N, ", num_features,
+               min_dim_ == 2 ? ") or (N, " : "", min_dim_ == 2 ? std::to_string(num_features) : "",
+               ", ", layout_, "), got ", shape_str(input.shape()));
   // Without running statistics, evaluation also normalizes with the batch statistics.
   const bool use_batch_stats = is_training() || !running_mean.defined();
   if (is_training() && num_batches_tracked.defined()) {
@@ -159,7 +172,7 @@ Tensor BatchNorm2d::normalize(const Tensor& input, const Tensor& residual, bool 
                     options.momentum_, options.eps_);
 }
 
-std::string BatchNorm2d::extra_repr() const {
+std::string BatchNorm::extra_repr() const {
   std::ostringstream os;
   if (stats_allreduce_) os << "synchronized, ";
   os << num_features << ", eps=" << options.eps_ << ", momentum=" << options.momentum_
@@ -195,8 +208,11 @@ GELU::GELU(std::string approx) : Module("GELU"), approximate(std::move(approx)) 
 Tensor GELU::forward(const Tensor& input) { return gelu(input, approximate); }
 std::string GELU::extra_repr() const { return "approximate='" + approximate + "'"; }
 
-Pool2d::Pool2d(const char* type_name, Int2 k, Int2 s, Int2 p)
-    : Module(type_name), kernel_size(k), stride(s.h == 0 && s.w == 0 ? k : s), padding(p) {}
+Pool2d::Pool2d(const char* type_name, const Pool2dOptions& o)
+    : Module(type_name),
+      kernel_size(o.kernel_size()),
+      stride(o.stride().h == 0 && o.stride().w == 0 ? o.kernel_size() : o.stride()),
+      padding(o.padding()) {}
 std::string Pool2d::extra_repr() const {
   return "kernel_size=" + int2_str(kernel_size) + ", stride=" + int2_str(stride) +
          ", padding=" + int2_str(padding);

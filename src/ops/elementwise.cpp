@@ -174,6 +174,13 @@ Tensor sign(const Tensor& a) {
 
 Tensor clamp(const Tensor& a, std::optional<double> min, std::optional<double> max) {
   TANDEM_CHECK(min || max, "clamp: at least one of min and max must be given");
+  // An integer tensor is clamped as it is by whole bounds; a fractional bound makes the result
+  // f32, as a scalar does in arithmetic; bool is clamped as i64, as torch promotes it.
+  if (a.defined() && !a.is_floating_point()) {
+    if ((min && !whole_scalar(*min)) || (max && !whole_scalar(*max)))
+      return clamp(a.to(DType::f32), min, max);
+    if (a.dtype() == DType::boolean) return clamp(a.to(DType::i64), min, max);
+  }
   OpArgs args{min.value_or(-std::numeric_limits<double>::infinity()),
               max.value_or(std::numeric_limits<double>::infinity())};
   Tensor out = unary_forward(UnaryOp::clamp, args, a, "clamp");

@@ -507,6 +507,24 @@ Tensor& Tensor::mul_(double value) {
   return scalar_inplace(*this, kernels::UnaryOp::mul_scalar, value, "mul_");
 }
 
+Tensor& Tensor::clamp_(std::optional<double> min, std::optional<double> max) {
+  TANDEM_CHECK(min || max, "clamp_: at least one of min and max must be given");
+  check_defined(*this, "clamp_", "self");
+  check_integer_result(*this, (min && !whole_scalar(*min)) || (max && !whole_scalar(*max)),
+                       "clamp_", "a bound is not a whole number within int64's range");
+  TANDEM_CHECK(dtype() != DType::boolean,
+               "clamp_: the result of clamping bool is i64 (as "
+               "torch promotes it) and cannot be written into a bool tensor in place");
+  check_inplace(*this, "clamp_");
+  check_no_overlap(*this, "clamp_");
+  kernels::unary.at(*this, "clamp_");
+  kernels::unary(*this, kernels::UnaryOp::clamp,
+                 {min.value_or(-std::numeric_limits<double>::infinity()),
+                  max.value_or(std::numeric_limits<double>::infinity())},
+                 *this);
+  return *this;
+}
+
 Tensor& Tensor::mul_(const Tensor& other) {
   return tensor_inplace(*this, other, kernels::BinaryOp::mul, {}, "mul_",
                         [&](const Tensor& o) { return tandem::mul(*this, o); });

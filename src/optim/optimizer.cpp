@@ -263,4 +263,15 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm, double
   return total;
 }
 
+void clip_grad_value(const std::vector<Tensor>& params, double clip_value) {
+  TANDEM_CHECK(clip_value >= 0 && !std::isnan(clip_value),
+               "clip_grad_value: clip_value must be >= 0, got ", clip_value);
+  NoGradGuard no_grad;
+  for (size_t i = 0; i < params.size(); ++i) {
+    TANDEM_CHECK(params[i].defined(), "clip_grad_value: parameter ", i, " is undefined");
+    if (Tensor g = params[i].grad(); g.defined() && g.numel() > 0)
+      unexpand(g).clamp_(-clip_value, clip_value);  // an expanded gradient's locations once
+  }
+}
+
 }  // namespace tandem::optim

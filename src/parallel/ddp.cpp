@@ -60,7 +60,7 @@ std::function<bool(bool)> any_rank(comm::Communicator& comm) {
 int convert_sync_batchnorm(nn::Module& module, comm::Communicator& comm) {
   int converted = 0;
   module.apply([&](nn::Module& m) {
-    if (auto* bn = dynamic_cast<nn::BatchNorm2d*>(&m)) {
+    if (auto* bn = dynamic_cast<nn::BatchNorm*>(&m)) {
       bn->set_stats_allreduce([&comm](const Tensor& t) {
         comm.allreduce(t, comm::ReduceOp::sum).wait();
       });

@@ -241,3 +241,84 @@ TEST_CASE(".grad takes over a gradient nothing else holds and copies one that is
   }
   CHECK(x.grad().to_vector<float>() == std::vector<float>(12, 2.0f));
 }
+
+// PyTorch 2 for the same program: y.grad [40, 80, 120] (its retain_grad runs after the tensor's
+// hooks), x.grad [80, 160, 240]; after the second backward both doubled.
+TEST_CASE("register_hook replaces or observes a gradient; retain_grad keeps a non-leaf's",
+          "[autograd]") {
+  Tensor x = from_vector<double>({1, 2, 3}).set_requires_grad();
+  Tensor y = mul(x, 2.0);
+  y.retain_grad();
+  CHECK(y.retains_grad());
+  std::vector<std::vector<double>> seen;
+  y.register_hook(
+      [&](const Tensor& g) { seen.push_back(g.to_vector<double>()); });  // void: observes
+  const unsigned times_ten = y.register_hook([](const Tensor& g) { return mul(g, 10.0); });
+  Tensor z = sum(mul(y, y));  // dz/dy = 2 y = [4, 8, 12]
+  z.backward(Tensor(), true);
+  CHECK(seen == std::vector<std::vector<double>>{{4, 8, 12}});
+  CHECK(y.grad().to_vector<double>() == std::vector<double>{40, 80, 120});
+  CHECK(x.grad().to_vector<double>() == std::vector<double>{80, 160, 240});
+  z.backward();  // both accumulate
+  CHECK(y.grad().to_vector<double>() == std::vector<double>{80, 160, 240});
+  CHECK(x.grad().to_vector<double>() == std::vector<double>{160, 320, 480});
+
+  // Removed, a hook no longer runs; a handle removed twice is an error.
+  Tensor y2 = mul(x, 2.0);
+  const unsigned h = y2.register_hook([](const Tensor& g) { return mul(g, 10.0); });
+  y2.remove_hook(h);
+  x.set_grad(Tensor());
+  sum(y2).backward();
+  CHECK(x.grad().to_vector<double>() == std::vector<double>{2, 2, 2});
+  CHECK(error_of([&] { y2.remove_hook(h); }).find("no hook with handle") != std::string::npos);
+  y.remove_hook(times_ten);
+}
+
+TEST_CASE("a leaf's hooks run in order before .grad accumulates, and in autograd::grad",
+          "[autograd]") {
+  Tensor x = from_vector<float>({1, 2}).set_requires_grad();
+  x.register_hook([](const Tensor& g) { return add(g, 1.0); });
+  x.register_hook([](const Tensor& g) { return mul(g, 2.0); });
+  std::vector<float> ready;
+  x.register_grad_ready_hook([&](const Tensor& g) { ready = g.to_vector<float>(); });
+  sum(mul(x, 3.0)).backward();  // (3 + 1) * 2
+  CHECK(x.grad().to_vector<float>() == std::vector<float>{8, 8});
+  CHECK(ready == std::vector<float>{8, 8});  // the ready hook sees the hooked gradient
+  sum(mul(x, 3.0)).backward();
+  CHECK(x.grad().to_vector<float>() == std::vector<float>{16, 16});
+
+  // autograd::grad returns the hooked gradient and leaves .grad; a retaining non-leaf on the
+  // way keeps its gradient, as in PyTorch.
+  Tensor y = mul(x, 2.0);
+  y.retain_grad();
+  auto g = autograd::grad({sum(mul(y, y))}, {x});
+  CHECK(g[0].to_vector<float>() == std::vector<float>{((4 * 2) + 1) * 2, ((8 * 2) + 1) * 2});
+  CHECK(x.grad().to_vector<float>() == std::vector<float>{16, 16});
+  CHECK(y.grad().to_vector<float>() == std::vector<float>{4, 8});
+}
+
+TEST_CASE("hooks on a non-leaf outlive its handle; misuse is a clear error", "[autograd]") {
+  Tensor x = from_vector<float>({1, 2}).set_requires_grad();
+  Tensor z;
+  {
+    Tensor y = mul(x, 1.0);
+    y.register_hook([](const Tensor& g) { return mul(g, 5.0); });
+    z = sum(y);
+  }
+  z.backward();
+  CHECK(x.grad().to_vector<float>() == std::vector<float>{5, 5});
+
+  Tensor w = from_vector<float>({1, 2}).set_requires_grad();
+  Tensor v = mul(w, 1.0);
+  v.register_hook([](const Tensor&) { return ones({3}); });
+  CHECK(error_of([&] {
+          sum(v).backward();
+        }).find("returned a gradient of shape (3,) for one of shape (2,)") != std::string::npos);
+  Tensor plain = ones({2});
+  CHECK(error_of([&] {
+          plain.register_hook([](const Tensor& g) { return g; });
+        }).find("does not require grad") != std::string::npos);
+  CHECK(error_of([&] { plain.retain_grad(); }).find("does not require grad") != std::string::npos);
+  w.retain_grad();  // a leaf keeps its gradient anyway
+  CHECK_FALSE(w.retains_grad());
+}

@@ -121,6 +121,9 @@ TEST_CASE("CUDA unary and binary ops match the CPU, with broadcasting and stride
     same_on_gpu("maximum", {a, b}, [](auto& v) { return maximum(v[0], v[1]); }, {0, 0});
     same_on_gpu("abs", {a}, [](auto& v) { return abs(v[0]); }, {0, 0});
     same_on_gpu("ne", {a, b}, [](auto& v) { return ne(v[0], v[1]); }, {0, 0});
+    same_on_gpu("clamp 10..40", {a}, [](auto& v) { return clamp(v[0], 10, 40); }, {0, 0});
+    same_on_gpu("clamp past the range", {a},
+                [](auto& v) { return clamp(v[0], std::nullopt, 1e12); }, {0, 0});
   }
 }
 

@@ -925,3 +925,94 @@ TEST_CASE("libtorch names: ModuleList and Functional", "[libtorch]") {
         torch::relu(first->forward(x) * 2.0).to_vector<float>());
   CHECK(seq.parameters().size() == 2);
 }
+
+TEST_CASE(
+    "libtorch names: BatchNorm1d, pooling options, InferenceMode, clamp_, "
+    "clip_grad_value_, get_last_lr",
+    "[libtorch]") {
+  // BatchNorm1d normalizes each channel over the batch (and L): the closed form, biased
+  // variance; torch's state_dict keys; 2-d and 3-d input only.
+  torch::nn::BatchNorm1d bn(torch::nn::BatchNormOptions(2).eps(1e-14).affine(false));
+  auto x = torch::tensor({{1.0, 10.0}, {3.0, 30.0}}, torch::kFloat64);
+  // (v - mean) / sqrt(biased var): -1 and 1 for two values
+  require_close(bn.forward(x), torch::tensor({{-1.0, -1.0}, {1.0, 1.0}}, torch::kFloat64), 0,
+                1e-12);
+  auto x3 = torch::randn({4, 2, 5}).to(torch::kFloat64);
+  torch::nn::BatchNorm1d bn3(2);
+  auto y3 = bn3.forward(x3);
+  auto mean = x3.mean({0, 2}, true), var = (x3 - mean).pow(2).mean({0, 2}, true);
+  require_close(y3, (x3 - mean) / (var + 1e-5).sqrt(), 1e-12, 1e-12);
+  std::vector<std::string> keys;
+  for (const auto& item : bn3.named_parameters()) keys.push_back(item.key());
+  for (const auto& item : bn3.named_buffers()) keys.push_back(item.key());
+  CHECK(keys == std::vector<std::string>{"weight", "bias", "running_mean", "running_var",
+                                         "num_batches_tracked"});
+  CHECK_THROWS_WITH(bn3.forward(torch::ones({2, 2, 3, 3})),
+                    Catch::Contains("BatchNorm1d(2): expected input (N, 2) or (N, 2, L), got "
+                                    "(2, 2, 3, 3)"));
+  CHECK_THROWS_WITH(torch::nn::BatchNorm2d(3).forward(torch::ones({2, 3})),
+                    Catch::Contains("BatchNorm2d(3): expected input (N, 3, H, W)"));
+  std::ostringstream os;
+  os << bn3;
+  CHECK(os.str() ==
+        "BatchNorm1d(2, eps=1e-05, momentum=0.1, affine=true, track_running_stats=true)");
+
+  // Pooling layers from libtorch's options; the stride defaults to the window.
+  auto img = torch::randn({2, 3, 9, 9});
+  torch::nn::MaxPool2d pool(torch::nn::MaxPool2dOptions(3).stride(2).padding(1));
+  CHECK(torch::equal(pool.forward(img), torch::max_pool2d(img, 3, 2, 1)));
+  torch::nn::AvgPool2d avg(torch::nn::AvgPool2dOptions({2, 3}));
+  CHECK(torch::equal(avg.forward(img), torch::avg_pool2d(img, {2, 3}, {2, 3})));
+  torch::nn::AdaptiveAvgPool2d gap(torch::nn::AdaptiveAvgPool2dOptions({1, 1}));
+  CHECK(gap.forward(img).sizes() == Shape{2, 3, 1, 1});
+
+  // InferenceMode records nothing; InferenceMode(false) records again.
+  auto w = torch::ones({2}, torch::requires_grad());
+  {
+    torch::InferenceMode guard;
+    CHECK_FALSE((w * 2).requires_grad());
+    torch::InferenceMode on(false);
+    CHECK((w * 2).requires_grad());
+  }
+  CHECK((w * 2).requires_grad());
+
+  // clamp_ in place (WGAN's weight clipping), refused where it would lose something.
+  auto c = torch::tensor({-2.0, 0.5, 3.0});
+  c.clamp_(-1, 1);
+  CHECK(c.to_vector<float>() == std::vector<float>{-1.0f, 0.5f, 1.0f});
+  auto ci = torch::tensor({-5, 5});
+  ci.clamp_(0);
+  CHECK(ci.to_vector<int64_t>() == std::vector<int64_t>{0, 5});
+  CHECK_THROWS_WITH(ci.clamp_(0.5), Catch::Contains("not a whole number"));
+  // Out of place, as PyTorch: integers stay integers under whole bounds (indices clamped into
+  // range), a fractional bound gives f32, bool is clamped as i64; a bound past the dtype's
+  // range saturates (PyTorch would give f32 for a Python float bound there).
+  auto idx = torch::tensor({-5, 1, 7});
+  CHECK(idx.clamp(0, 3).to_vector<int64_t>() == std::vector<int64_t>{0, 1, 3});
+  CHECK(idx.clamp(0.5).to_vector<float>() == std::vector<float>{0.5f, 1.0f, 7.0f});
+  auto flags = torch::tensor({true, false}).clamp(0, 1);
+  CHECK(flags.dtype() == torch::kInt64);
+  CHECK(flags.to_vector<int64_t>() == std::vector<int64_t>{1, 0});
+  auto narrow = idx.to(torch::kInt32).clamp(3e9);
+  CHECK(narrow.dtype() == torch::kInt32);
+  CHECK(narrow.to_vector<int32_t>() == std::vector<int32_t>(3, 2147483647));
+  CHECK(idx.to(torch::kUInt8).clamp(std::nullopt, 2).to_vector<uint8_t>() ==
+        std::vector<uint8_t>{2, 1, 2});  // -5 wrapped to 251 by the cast, then clamped
+  CHECK_THROWS_WITH(w.clamp_(0, 1), Catch::Contains("clamp_"));
+  {
+    torch::NoGradGuard no_grad;
+    w.clamp_(0, 0.5);  // as WGAN clips its critic's weights
+  }
+  CHECK(w.to_vector<float>() == std::vector<float>{0.5f, 0.5f});
+
+  // clip_grad_value_ clamps each gradient element; get_last_lr is last_lr.
+  auto p = torch::zeros({3}, torch::requires_grad());
+  (p * torch::tensor({-3.0, 0.2, 7.0})).sum().backward();
+  torch::nn::utils::clip_grad_value_({p}, 1.0);
+  CHECK(p.grad().to_vector<float>() == std::vector<float>{-1.0f, 0.2f, 1.0f});
+  CHECK_THROWS_WITH(torch::nn::utils::clip_grad_value_({p}, -1), Catch::Contains(">= 0"));
+  torch::optim::SGD sgd({p}, torch::optim::SGDOptions(0.1));
+  torch::optim::StepLR schedule(sgd, 1, 0.5);
+  schedule.step();
+  CHECK(schedule.get_last_lr() == std::vector<double>{0.05});
+}

@@ -34,4 +34,12 @@ class NoGradGuard : public AutoGradMode {
   NoGradGuard() : AutoGradMode(false) {}
 };
 
+/// libtorch's c10::InferenceMode: grad mode off in the scope (on again with `false`). Tensors
+/// made in it are ordinary tensors without history (libtorch's are "inference tensors", which
+/// later autograd refuses; here they can be used anywhere).
+class InferenceMode : public AutoGradMode {
+ public:
+  explicit InferenceMode(bool enabled = true) : AutoGradMode(!enabled) {}
+};
+
 }  // namespace tandem

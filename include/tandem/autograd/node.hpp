@@ -35,6 +35,13 @@ class Node : public std::enable_shared_from_this<Node> {
 
   /// Runs the backward closure. Throws if the graph was already freed by a backward pass.
   virtual std::vector<Tensor> apply(const Tensor& grad_output);
+  /// The register_hook hooks of the tensor this node made, and that tensor if it retains its
+  /// gradient (weak: the tensor holds this node).
+  virtual GradHooks& hooks() { return hooks_; }
+  void retain_into(std::weak_ptr<TensorImpl> tensor) { retain_ = std::move(tensor); }
+  /// The gradient arriving here after the hooks, kept in the retaining tensor's .grad too (last,
+  /// as PyTorch 2's). The engine calls it before apply; autograd::grad captures its result.
+  Tensor run_hooks(Tensor grad);
   /// Drops the closure and what it saved (after a backward pass without retain_graph).
   virtual void release() {
     fn_ = nullptr;
@@ -50,6 +57,8 @@ class Node : public std::enable_shared_from_this<Node> {
   std::vector<std::shared_ptr<Node>> next_;
   BackwardKind kind_;
   bool released_ = false;
+  GradHooks hooks_;
+  std::weak_ptr<TensorImpl> retain_;
 };
 
 /// The node at a leaf: adds the incoming gradient into the leaf's .grad, then calls the leaf's
@@ -58,6 +67,7 @@ class AccumulateGrad : public Node {
  public:
   explicit AccumulateGrad(std::shared_ptr<TensorImpl> leaf);
   std::vector<Tensor> apply(const Tensor& grad_output) override;
+  GradHooks& hooks() override { return leaf_->grad_hooks; }
   void release() override {}  // the leaf outlives any one backward pass
 
  private:

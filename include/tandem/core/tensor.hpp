@@ -68,6 +68,15 @@ inline TensorOptions requires_grad(bool requires_grad = true) {
 /// Called with a leaf's gradient once it is complete for the current backward pass.
 using GradReadyHook = std::function<void(const Tensor& grad)>;
 
+/// Called with the gradient arriving at a tensor (Tensor::register_hook); returns the gradient
+/// to go on with, or an undefined tensor to keep it.
+using GradHook = std::function<Tensor(const Tensor& grad)>;
+/// A tensor's register_hook hooks, in the order registered, each with its handle.
+struct GradHooks {
+  std::vector<std::pair<unsigned, GradHook>> hooks;
+  unsigned next_handle = 0;
+};
+
 /// What a Tensor handle points to. Users go through Tensor; ops and autograd read this.
 struct TensorImpl {
   Storage storage;
@@ -83,6 +92,8 @@ struct TensorImpl {
   std::shared_ptr<autograd::Node> grad_fn;         // set on non-leaf results of recorded ops
   std::weak_ptr<autograd::Node> grad_accumulator;  // leaves: the node that accumulates .grad
   std::vector<GradReadyHook> ready_hooks;
+  GradHooks grad_hooks;  // leaves: run before .grad accumulates (a non-leaf's are its grad_fn's)
+  bool retains_grad = false;
 };
 
 /// How the elements of a 4-d (N, C, H, W) tensor lie in memory: row-major (Contiguous), or
@@ -285,6 +296,8 @@ class Tensor {
   Tensor& add_(double value);
   Tensor& mul_(double value);
   Tensor& mul_(const Tensor& other);
+  /// Clamps in place (WGAN's weight clipping: `p.clamp_(-0.01, 0.01)` under NoGradGuard).
+  Tensor& clamp_(std::optional<double> min, std::optional<double> max = std::nullopt);
   /// this -= alpha * other
   Tensor& sub_(const Tensor& other, double alpha = 1.0);
   Tensor& sub_(double value);
@@ -336,12 +349,33 @@ class Tensor {
   /// Adds a hook the autograd engine calls once this leaf's gradient is complete in a backward
   /// pass (data parallelism starts the gradient allreduce there).
   void register_grad_ready_hook(GradReadyHook hook) const;
+  /// libtorch's register_hook: `hook(grad)` is called with the gradient computed for this
+  /// tensor (complete: every contribution summed), before it goes on (into a leaf's .grad, or
+  /// into the op that made this tensor); a hook returning a Tensor replaces the gradient with
+  /// it (same shape), one returning void or an undefined Tensor leaves it. Hooks run in the
+  /// order registered, in backward and autograd::grad. Returns a handle for remove_hook.
+  template <typename Hook>
+  unsigned register_hook(Hook&& hook) const {
+    if constexpr (std::is_void_v<std::invoke_result_t<Hook&, const Tensor&>>)
+      return add_grad_hook([h = std::forward<Hook>(hook)](const Tensor& g) mutable {
+        h(g);
+        return Tensor();
+      });
+    else
+      return add_grad_hook(GradHook(std::forward<Hook>(hook)));
+  }
+  void remove_hook(unsigned handle) const;
+  /// Makes backward (and autograd::grad) keep this non-leaf tensor's gradient in .grad,
+  /// accumulating as a leaf's does, after its hooks ran; nothing to do on a leaf.
+  void retain_grad() const;
+  bool retains_grad() const { return checked()->retains_grad; }
 
  private:
   TensorImpl* checked() const {
     TANDEM_CHECK(impl_ != nullptr, "Tensor: operation on an undefined tensor");
     return impl_.get();
   }
+  unsigned add_grad_hook(GradHook hook) const;
   std::shared_ptr<TensorImpl> impl_;
 };
 

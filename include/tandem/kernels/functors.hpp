@@ -93,13 +93,32 @@ struct PowScalar {
     return pow(x, T(e));
   }
 };
+/// v as the integer type T, saturating at T's range (v is finite).
+template <typename T>
+TANDEM_HD T saturated(double v) {
+  using U = std::make_unsigned_t<T>;
+  constexpr T top = static_cast<T>(static_cast<U>(~U(0)) >> (std::is_signed_v<T> ? 1 : 0));
+  constexpr T bottom = std::is_signed_v<T> ? static_cast<T>(-top - 1) : T(0);
+  return v >= static_cast<double>(top) ? top : v <= static_cast<double>(bottom) ? bottom : T(v);
+}
 struct Clamp {  // bounds given as +/-inf when absent; NaN propagates; min(max(x, lo), hi), as
-                // torch: where lo > hi, hi wins
+                // torch: where lo > hi, hi wins. Integers compare as doubles, and a bound past
+                // their range saturates (the op makes bool i64, and f32 for a fractional bound).
+  static constexpr bool kIntegers = true;
   double lo, hi;
   template <typename T> TANDEM_HD T operator()(T x) const {
-    if (x != x) return x;
-    const T y = x < T(lo) ? T(lo) : x;
-    return y > T(hi) ? T(hi) : y;
+    if constexpr (std::is_same_v<T, bool>) {
+      return x;  // not reached: the op promotes bool
+    } else if constexpr (std::is_integral_v<T>) {
+      const double v = static_cast<double>(x);
+      const double y = v < lo ? lo : v;
+      const double z = y > hi ? hi : y;
+      return z == v ? x : saturated<T>(z);
+    } else {
+      if (x != x) return x;
+      const T y = x < T(lo) ? T(lo) : x;
+      return y > T(hi) ? T(hi) : y;
+    }
   }
 };
 struct AddScalar {

@@ -94,7 +94,7 @@ class ConvTranspose2d : public Module {
 };
 
 /// num_features comes first, as libtorch's BatchNormOptions(num_features); the default
-/// constructor leaves it to BatchNorm2d(num_features, options).
+/// constructor leaves it to BatchNorm2d(num_features, options) (or BatchNorm1d's).
 struct BatchNormOptions {
   BatchNormOptions() = default;
   explicit BatchNormOptions(int64_t num_features) : num_features_(num_features) {}
@@ -104,15 +104,14 @@ struct BatchNormOptions {
   TANDEM_ARG(bool, affine) = true;
   TANDEM_ARG(bool, track_running_stats) = true;
 };
+using BatchNorm1dOptions = BatchNormOptions;
 using BatchNorm2dOptions = BatchNormOptions;
 
-/// Batch normalization of (N, C, H, W); buffers running_mean, running_var, num_batches_tracked.
-class BatchNorm2d : public Module {
+/// Batch normalization per channel (dim 1) over every other dim, what BatchNorm1d and
+/// BatchNorm2d share (torch's _BatchNorm); parameters weight, bias; buffers running_mean,
+/// running_var, num_batches_tracked.
+class BatchNorm : public Module {
  public:
-  explicit BatchNorm2d(const BatchNormOptions& options);
-  /// num_features given here replaces the one in `options`.
-  explicit BatchNorm2d(int64_t num_features, BatchNormOptions options = {})
-      : BatchNorm2d(options.num_features(num_features)) {}
   Tensor forward(const Tensor& input) override;
   /// relu(forward(input) + residual), or relu(forward(input)) without a residual, as one op
   /// (batch_norm_relu): the same values and gradients, in less time and memory.
@@ -120,16 +119,41 @@ class BatchNorm2d : public Module {
   std::string extra_repr() const override;
   /// Makes training-mode statistics span a group of ranks (SyncBatchNorm): `allreduce_sum` sums
   /// a tensor in place over the ranks (see sync_batch_norm). parallel::convert_sync_batchnorm
-  /// sets it on every BatchNorm2d of a model; an empty function goes back to local statistics.
+  /// sets it on every batch norm of a model; an empty function goes back to local statistics.
   void set_stats_allreduce(StatsAllreduce allreduce_sum) { stats_allreduce_ = std::move(allreduce_sum); }
   bool is_synchronized() const { return stats_allreduce_ != nullptr; }
   Tensor weight, bias, running_mean, running_var, num_batches_tracked;
   const int64_t num_features;
   const BatchNormOptions options;
 
+ protected:
+  /// `layout` names the input's dims after N and C for errors ("H, W"; "" and "L" for 1d).
+  BatchNorm(const char* type_name, const BatchNormOptions& options, int min_dim, int max_dim,
+            const char* layout);
+
  private:
   Tensor normalize(const Tensor& input, const Tensor& residual, bool relu);
   StatsAllreduce stats_allreduce_;
+  const int min_dim_, max_dim_;
+  const char* layout_;
+};
+
+/// Batch normalization of (N, C) or (N, C, L), as torch.nn.BatchNorm1d.
+class BatchNorm1d : public BatchNorm {
+ public:
+  explicit BatchNorm1d(const BatchNormOptions& options);
+  /// num_features given here replaces the one in `options`.
+  explicit BatchNorm1d(int64_t num_features, BatchNormOptions options = {})
+      : BatchNorm1d(options.num_features(num_features)) {}
+};
+
+/// Batch normalization of (N, C, H, W).
+class BatchNorm2d : public BatchNorm {
+ public:
+  explicit BatchNorm2d(const BatchNormOptions& options);
+  /// num_features given here replaces the one in `options`.
+  explicit BatchNorm2d(int64_t num_features, BatchNormOptions options = {})
+      : BatchNorm2d(options.num_features(num_features)) {}
 };
 
 /// libtorch's LayerNormOptions({C}) / LayerNormOptions({H, W}).eps(1e-6).
@@ -234,28 +258,45 @@ class GELU : public Module {
   const std::string approximate;
 };
 
-/// The window of a pooling layer; stride 0 means stride = kernel_size, as torch's default.
+/// A pooling window, as libtorch's MaxPool2dOptions(3).stride(2).padding(1): stride 0 (the
+/// default) means stride = kernel_size, as torch's.
+struct Pool2dOptions {
+  Pool2dOptions(Int2 kernel_size)
+      : kernel_size_(kernel_size) {}  // NOLINT(google-explicit-constructor)
+  TANDEM_ARG(Int2, kernel_size);
+  TANDEM_ARG(Int2, stride) = 0;
+  TANDEM_ARG(Int2, padding) = 0;
+};
+using MaxPool2dOptions = Pool2dOptions;
+using AvgPool2dOptions = Pool2dOptions;
+
+/// The window of a pooling layer.
 class Pool2d : public Module {
  public:
-  Pool2d(const char* type_name, Int2 kernel_size, Int2 stride, Int2 padding);
+  Pool2d(const char* type_name, const Pool2dOptions& options);
   std::string extra_repr() const override;
   const Int2 kernel_size, stride, padding;
 };
 
 class MaxPool2d : public Pool2d {
  public:
+  explicit MaxPool2d(const MaxPool2dOptions& options) : Pool2d("MaxPool2d", options) {}
   explicit MaxPool2d(Int2 kernel_size, Int2 stride = 0, Int2 padding = 0)
-      : Pool2d("MaxPool2d", kernel_size, stride, padding) {}
+      : MaxPool2d(MaxPool2dOptions(kernel_size).stride(stride).padding(padding)) {}
   Tensor forward(const Tensor& input) override;
 };
 
 /// count_include_pad, as torch's default.
 class AvgPool2d : public Pool2d {
  public:
+  explicit AvgPool2d(const AvgPool2dOptions& options) : Pool2d("AvgPool2d", options) {}
   explicit AvgPool2d(Int2 kernel_size, Int2 stride = 0, Int2 padding = 0)
-      : Pool2d("AvgPool2d", kernel_size, stride, padding) {}
+      : AvgPool2d(AvgPool2dOptions(kernel_size).stride(stride).padding(padding)) {}
   Tensor forward(const Tensor& input) override;
 };
+
+/// libtorch's AdaptiveAvgPool2dOptions({1, 1}) or (1): the output size.
+using AdaptiveAvgPool2dOptions = Int2;
 
 class AdaptiveAvgPool2d : public Module {
  public:

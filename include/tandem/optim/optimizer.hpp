@@ -157,6 +157,10 @@ class AdamW : public AdamBase {
 /// `max_norm`, as torch.nn.utils.clip_grad_norm_. Returns the norm before clipping.
 double clip_grad_norm(const std::vector<Tensor>& params, double max_norm, double norm_type = 2.0);
 
+/// Clamps every gradient's elements to [-clip_value, clip_value] in place, as
+/// torch.nn.utils.clip_grad_value_.
+void clip_grad_value(const std::vector<Tensor>& params, double clip_value);
+
 }  // namespace tandem::optim
 
 namespace tandem::nn::utils {
@@ -164,5 +168,9 @@ namespace tandem::nn::utils {
 inline double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm,
                               double norm_type = 2.0) {
   return optim::clip_grad_norm(params, max_norm, norm_type);
+}
+/// libtorch's name for optim::clip_grad_value.
+inline void clip_grad_value_(const std::vector<Tensor>& params, double clip_value) {
+  optim::clip_grad_value(params, clip_value);
 }
 }  // namespace tandem::nn::utils

@@ -20,6 +20,7 @@ class LRScheduler {
   int64_t last_step() const { return last_step_; }
   /// The rates the last step() (or construction) set, one per group.
   std::vector<double> last_lr() const;
+  std::vector<double> get_last_lr() const { return last_lr(); }  // libtorch's name
   /// {"last_step"}; loading sets the rates for that step.
   nn::StateDict state_dict() const;
   void load_state_dict(const nn::StateDict& state);
