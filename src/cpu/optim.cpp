@@ -38,26 +38,29 @@ void sgd_step(const Tensor& param, const Tensor& momentum_buffer, const Tensor& 
 
 template <typename T>
 void adam_typed(const Tensor& param, const Tensor& exp_avg, const Tensor& exp_avg_sq,
-                const Tensor& grad, const AdamArgs& a) {
+                const Tensor& max_exp_avg_sq, const Tensor& grad, const AdamArgs& a) {
   T* p = ptr<T>(param);
   T* m = ptr<T>(exp_avg);
   T* v = ptr<T>(exp_avg_sq);
+  T* vmax = max_exp_avg_sq.defined() ? ptr<T>(max_exp_avg_sq) : nullptr;
   const T* g = ptr<const T>(grad);
   const AdamConstants<T> c(a);
-  for_each_run<4>(param.shape(),
-                  {param.strides(), exp_avg.strides(), exp_avg_sq.strides(), grad.strides()},
-                  [&](const std::array<int64_t, 4>& off, int64_t n,
-                      const std::array<int64_t, 4>& st) {
-                    for (int64_t i = 0; i < n; ++i)
-                      adam_update(p[off[0] + i * st[0]], m[off[1] + i * st[1]],
-                                  v[off[2] + i * st[2]], g[off[3] + i * st[3]], a, c);
-                  });
+  // Without AMSGrad the fifth operand's offsets are exp_avg_sq's, never used.
+  for_each_run<5>(
+      param.shape(),
+      {param.strides(), exp_avg.strides(), exp_avg_sq.strides(),
+       (vmax ? max_exp_avg_sq : exp_avg_sq).strides(), grad.strides()},
+      [&](const std::array<int64_t, 5>& off, int64_t n, const std::array<int64_t, 5>& st) {
+        for (int64_t i = 0; i < n; ++i)
+          adam_update(p[off[0] + i * st[0]], m[off[1] + i * st[1]], v[off[2] + i * st[2]],
+                      vmax ? vmax + off[3] + i * st[3] : nullptr, g[off[4] + i * st[4]], a, c);
+      });
 }
 
 void adam_step(const Tensor& param, const Tensor& exp_avg, const Tensor& exp_avg_sq,
-               const Tensor& grad, const AdamArgs& args) {
+               const Tensor& max_exp_avg_sq, const Tensor& grad, const AdamArgs& args) {
   dispatch_dtype<DTypeSet::wide>(param.dtype(), "adam_step (cpu)", [&](auto t) {
-    adam_typed<decltype(t)>(param, exp_avg, exp_avg_sq, grad, args);
+    adam_typed<decltype(t)>(param, exp_avg, exp_avg_sq, max_exp_avg_sq, grad, args);
   });
 }
 

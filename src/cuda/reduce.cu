@@ -336,27 +336,30 @@ void sgd_step(const Tensor& param, const Tensor& momentum_buffer, const Tensor& 
 }
 
 template <typename T>
-__global__ void adam_kernel(T* p, T* m, T* v, const T* g, int64_t n, cuda::OffsetCalc<4> oc,
-                            AdamArgs a, AdamConstants<T> c) {
+__global__ void adam_kernel(T* p, T* m, T* v, T* vmax, const T* g, int64_t n,
+                            cuda::OffsetCalc<5> oc, AdamArgs a, AdamConstants<T> c) {
   TANDEM_CUDA_LOOP(i, n) {
-    int64_t off[4];
+    int64_t off[5];
     oc.get(i, off);
-    adam_update(p[off[0]], m[off[1]], v[off[2]], g[off[3]], a, c);
+    adam_update(p[off[0]], m[off[1]], v[off[2]], vmax ? vmax + off[3] : nullptr, g[off[4]], a, c);
   }
 }
 
 void adam_step(const Tensor& param, const Tensor& exp_avg, const Tensor& exp_avg_sq,
-               const Tensor& grad, const AdamArgs& args) {
+               const Tensor& max_exp_avg_sq, const Tensor& grad, const AdamArgs& args) {
   const int64_t n = param.numel();
   if (n == 0) return;
-  auto oc = cuda::offsets<4>(param.shape(), {param.strides(), exp_avg.strides(),
-                                             exp_avg_sq.strides(), grad.strides()});
+  const bool amsgrad = max_exp_avg_sq.defined();  // else the fifth offsets are never used
+  auto oc = cuda::offsets<5>(param.shape(),
+                             {param.strides(), exp_avg.strides(), exp_avg_sq.strides(),
+                              (amsgrad ? max_exp_avg_sq : exp_avg_sq).strides(), grad.strides()});
   cuda::TensorDeviceGuard guard(param);
   cuda::dispatch<true>(param.dtype(), "adam_step (cuda)", [&](auto t) {
     using T = decltype(t);
     if constexpr (std::is_same_v<T, compute_t<T>>) {
       adam_kernel<<<cuda::grid_for(n), cuda::kThreads, 0, cuda::current_stream()>>>(
-          ptr<T>(param), ptr<T>(exp_avg), ptr<T>(exp_avg_sq), ptr<const T>(grad), n, oc, args,
+          ptr<T>(param), ptr<T>(exp_avg), ptr<T>(exp_avg_sq),
+          amsgrad ? ptr<T>(max_exp_avg_sq) : nullptr, ptr<const T>(grad), n, oc, args,
           AdamConstants<T>(args));
       cuda::check_launch("adam_step");
     } else {

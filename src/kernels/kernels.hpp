@@ -181,9 +181,10 @@ struct AdamArgs {
   double lr, weight_decay, beta1, beta2, eps, bias_correction1, bias_correction2;
   bool decoupled;  // AdamW's weight decay (the parameter shrinks), else Adam's (added to g)
 };
-/// torch.optim.Adam or AdamW for one parameter (bias-corrected moments).
+/// torch.optim.Adam or AdamW for one parameter (bias-corrected moments); with max_exp_avg_sq
+/// defined, AMSGrad (the denominator from the running maximum of exp_avg_sq).
 extern Stub<void (*)(const Tensor& param, const Tensor& exp_avg, const Tensor& exp_avg_sq,
-                     const Tensor& grad, const AdamArgs& args)>
+                     const Tensor& max_exp_avg_sq, const Tensor& grad, const AdamArgs& args)>
     adam_step;
 /// GradScaler's unscale of one gradient, any strides, in place: grad *= inv_scale (rounded as
 /// mul_ rounds it), and found_inf (an f32 scalar on grad's device) set to 1 when an element of

@@ -45,15 +45,17 @@ struct AdamConstants {
 };
 
 /// torch.optim.Adam (weight decay added to the gradient) or AdamW (decoupled: the parameter
-/// shrinks first) on one element, with bias-corrected moments.
+/// shrinks first) on one element, with bias-corrected moments; with `vmax` (AMSGrad), the
+/// denominator takes the running maximum of v (NaN propagating, as torch.maximum).
 template <typename T>
-TANDEM_HD void adam_update(T& p, T& m, T& v, T g, const AdamArgs& a,
-                                  const AdamConstants<T>& c) {
+TANDEM_HD void adam_update(T& p, T& m, T& v, T* vmax, T g, const AdamArgs& a,
+                           const AdamConstants<T>& c) {
   if (!a.decoupled && a.weight_decay != 0) g = axpy(g, a.weight_decay, p);
   p = p * c.decay;
   m = axpy(T(m * T(a.beta1)), 1.0 - a.beta1, g);
   v = axpy(T(v * T(a.beta2)), 1.0 - a.beta2, T(g * g));
-  const T denom = T(T(sqrt(v)) / c.root_bias2) + T(a.eps);
+  if (vmax && !(*vmax >= v)) *vmax = v;
+  const T denom = T(T(sqrt(vmax ? *vmax : v)) / c.root_bias2) + T(a.eps);
   p = axpy(p, c.step, T(m / denom));
 }
 

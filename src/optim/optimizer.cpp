@@ -175,11 +175,12 @@ void SGD::step() {
   }
 }
 
-AdamBase::AdamBase(const char* name, std::vector<ParamGroup> groups, double lr,
-                   double weight_decay, double beta1, double beta2, double eps, bool decoupled)
+AdamBase::AdamBase(const char* name, std::vector<ParamGroup> groups, double lr, double weight_decay,
+                   double beta1, double beta2, double eps, bool amsgrad, bool decoupled)
     : Optimizer(name, std::move(groups), lr, weight_decay, beta1),
       beta2_(beta2),
       eps_(eps),
+      amsgrad_(amsgrad),
       decoupled_(decoupled) {
   TANDEM_CHECK(beta1 >= 0 && beta1 < 1 && beta2 >= 0 && beta2 < 1, name,
                ": betas must be in [0, 1), got (", beta1, ", ", beta2, ")");
@@ -200,12 +201,15 @@ void AdamBase::step() {
         st["exp_avg"] = zeros_like(p);
         st["exp_avg_sq"] = zeros_like(p);
       }
+      // Also where a state saved without AMSGrad was loaded: the maximum starts at 0.
+      if (amsgrad_ && !st.count("max_exp_avg_sq")) st["max_exp_avg_sq"] = zeros_like(p);
       const int64_t step = st["step"].item<int64_t>() + 1;
       st["step"].fill_(static_cast<double>(step));
       TANDEM_CHECK(grad.device() == p.device() && grad.dtype() == p.dtype(), name_,
                    ": gradient (", grad.dtype(), " on ", grad.device(), ") does not match its "
                    "parameter (", p.dtype(), " on ", p.device(), ")");
-      kernels::adam_step(p, st["exp_avg"], st["exp_avg_sq"], grad,
+      kernels::adam_step(p, st["exp_avg"], st["exp_avg_sq"],
+                         amsgrad_ ? st["max_exp_avg_sq"] : Tensor(), grad,
                          {g.lr, g.weight_decay, beta1, beta2_, eps_, 1.0 - std::pow(beta1, step),
                           1.0 - std::pow(beta2_, step), decoupled_});
     }
@@ -214,7 +218,7 @@ void AdamBase::step() {
 
 Adam::Adam(std::vector<ParamGroup> groups, AdamOptions o)
     : AdamBase("Adam", std::move(groups), o.lr_, o.weight_decay_, o.beta1_, o.beta2_, o.eps_,
-               /*decoupled=*/false),
+               o.amsgrad_, /*decoupled=*/false),
       options(o) {}
 
 Adam::Adam(std::vector<Tensor> params, AdamOptions o)
@@ -222,7 +226,7 @@ Adam::Adam(std::vector<Tensor> params, AdamOptions o)
 
 AdamW::AdamW(std::vector<ParamGroup> groups, AdamWOptions o)
     : AdamBase("AdamW", std::move(groups), o.lr_, o.weight_decay_, o.beta1_, o.beta2_, o.eps_,
-               /*decoupled=*/true),
+               o.amsgrad_, /*decoupled=*/true),
       options(o) {}
 
 AdamW::AdamW(std::vector<Tensor> params, AdamWOptions o)

@@ -379,7 +379,7 @@ TEST_CASE("CUDA index_select, gather, scatter, index_add and embedding match the
              Catch::Contains("embedding: index 3 is out of bounds for dimension 0 with size 3"));
 }
 
-TEST_CASE("CUDA SGD, Adam and AdamW steps match the CPU's", "[cuda]") {
+TEST_CASE("CUDA SGD, Adam, AMSGrad and AdamW steps match the CPU's", "[cuda]") {
   if (!gpu_present("CUDA optimizer steps")) return;
   auto train = [](Device device, const std::string& which) {
     Tensor p = randn_as({33, 7}, DType::f32, 40).to(device);
@@ -390,17 +390,20 @@ TEST_CASE("CUDA SGD, Adam and AdamW steps match the CPU's", "[cuda]") {
       opt = std::make_unique<optim::AdamW>(params, optim::AdamWOptions(0.01).weight_decay(0.1));
     else if (which == "Adam")
       opt = std::make_unique<optim::Adam>(params, optim::AdamOptions(0.01).weight_decay(0.1));
+    else if (which == "AMSGrad")
+      opt = std::make_unique<optim::AdamW>(params, optim::AdamWOptions(0.01).amsgrad(true));
     else
       opt = std::make_unique<optim::SGD>(
           params, optim::SGDOptions(0.1).momentum(0.9).nesterov(true).weight_decay(1e-3));
     for (int k = 0; k < 4; ++k) {
       opt->zero_grad();
-      sum(mul(p, add(mul(p.detach(), 0.5), 0.1 * k))).backward();
+      // Gradients shrinking from step to step, so AMSGrad's maximum differs from exp_avg_sq.
+      mul(sum(mul(p, add(mul(p.detach(), 0.5), 0.1 * k))), 1.0 / (1 + 4 * k)).backward();
       opt->step();
     }
     return p.detach().cpu();
   };
-  for (const char* which : {"SGD", "Adam", "AdamW"}) {
+  for (const char* which : {"SGD", "Adam", "AMSGrad", "AdamW"}) {
     INFO(which);
     require_close(train(kGpu, which), train(kCPU, which), 1e-5, 1e-6);
   }

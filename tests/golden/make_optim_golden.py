@@ -83,7 +83,15 @@ cases += [
     run("adam", lambda W, b: (S.Adam([W, b], lr=1e-2, betas=(0.9, 0.99), weight_decay=0.05), None)),
     run("adam_groups", lambda W, b: (S.Adam([{"params": [W], "weight_decay": 0.1}, {"params": [b]}],
                                             lr=2e-2), None)),
+    run("adam_amsgrad", lambda W, b: (S.Adam([W, b], lr=5e-2, betas=(0.9, 0.9), weight_decay=0.05,
+                                             amsgrad=True), None)),
+    run("adamw_amsgrad", lambda W, b: (S.AdamW([W, b], lr=5e-2, betas=(0.9, 0.9), amsgrad=True),
+                                       None)),
 ]
+# AMSGrad's maximum must matter on this problem, or its cases would prove nothing.
+plain = run("adam_plain", lambda W, b: (S.Adam([W, b], lr=5e-2, betas=(0.9, 0.9),
+                                               weight_decay=0.05), None))
+assert max(abs(x - y) for x, y in zip(plain["W"], cases[-2]["W"])) > 1e-3
 
 out = {"steps": STEPS, "X": X.reshape(-1).tolist(), "Y": Y.reshape(-1).tolist(),
        "W0": W0.reshape(-1).tolist(), "b0": B0.tolist(), "cases": cases}

@@ -93,6 +93,11 @@ Setup make_case(const std::string& name, Problem& p) {
     s.opt = std::make_shared<Adam>(
         std::vector<ParamGroup>{ParamGroup({p.W}, std::nullopt, 0.1), ParamGroup({p.b})},
         AdamOptions(2e-2));
+  } else if (name == "adam_amsgrad") {
+    s.opt = std::make_shared<Adam>(
+        both, AdamOptions(5e-2).betas({0.9, 0.9}).weight_decay(0.05).amsgrad(true));
+  } else if (name == "adamw_amsgrad") {
+    s.opt = std::make_shared<AdamW>(both, AdamWOptions(5e-2).betas(0.9, 0.9).amsgrad(true));
   } else {
     FAIL("no construction for golden case " << name);
   }

@@ -110,6 +110,7 @@ struct AdamOptions : AdamBetas<AdamOptions> {
   TANDEM_ARG(double, lr);
   TANDEM_ARG(double, eps) = 1e-8;
   TANDEM_ARG(double, weight_decay) = 0.0;
+  TANDEM_ARG(bool, amsgrad) = false;
 };
 
 /// AdamW's hyper-parameters; the rate comes first, as libtorch's AdamWOptions(lr).
@@ -118,21 +119,23 @@ struct AdamWOptions : AdamBetas<AdamWOptions> {
   TANDEM_ARG(double, lr);
   TANDEM_ARG(double, eps) = 1e-8;
   TANDEM_ARG(double, weight_decay) = 1e-2;
+  TANDEM_ARG(bool, amsgrad) = false;
 };
 
-/// What Adam and AdamW share: the moments, their bias correction, one fused update per
-/// parameter. The two differ only in how weight decay enters.
+/// What Adam and AdamW share: the moments, their bias correction, AMSGrad's running maximum of
+/// the second moment (state "max_exp_avg_sq", as torch's), one fused update per parameter. The
+/// two differ only in how weight decay enters.
 class AdamBase : public Optimizer {
  public:
   void step() override;
 
  protected:
   AdamBase(const char* name, std::vector<ParamGroup> groups, double lr, double weight_decay,
-           double beta1, double beta2, double eps, bool decoupled);
+           double beta1, double beta2, double eps, bool amsgrad, bool decoupled);
 
  private:
   double beta2_, eps_;
-  bool decoupled_;
+  bool amsgrad_, decoupled_;
 };
 
 /// torch.optim.Adam: weight decay as an L2 term added to the gradient (g + wd p), then the
