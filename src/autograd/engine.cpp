@@ -19,6 +19,34 @@ void Tensor::backward(const Tensor& gradient, std::optional<bool> retain_graph,
   autograd::run_backward({*this}, {gradient}, retain_graph.value_or(create_graph), create_graph);
 }
 
+unsigned Tensor::add_grad_hook(GradHook hook) const {
+  TANDEM_CHECK(hook != nullptr, "register_hook: the hook is empty");
+  TANDEM_CHECK(requires_grad(),
+               "register_hook: this tensor does not require grad, so no "
+               "gradient will reach it");
+  GradHooks& hooks = is_leaf() ? checked()->grad_hooks : grad_fn()->hooks();
+  hooks.hooks.emplace_back(hooks.next_handle, std::move(hook));
+  return hooks.next_handle++;
+}
+
+void Tensor::remove_hook(unsigned handle) const {
+  GradHooks& hooks = is_leaf() ? checked()->grad_hooks : grad_fn()->hooks();
+  auto it = std::find_if(hooks.hooks.begin(), hooks.hooks.end(),
+                         [&](const auto& entry) { return entry.first == handle; });
+  TANDEM_CHECK(it != hooks.hooks.end(), "remove_hook: no hook with handle ", handle,
+               " on this tensor");
+  hooks.hooks.erase(it);
+}
+
+void Tensor::retain_grad() const {
+  TANDEM_CHECK(requires_grad(),
+               "retain_grad: this tensor does not require grad, so no "
+               "gradient will reach it");
+  if (is_leaf()) return;
+  checked()->retains_grad = true;
+  grad_fn()->retain_into(impl_);
+}
+
 namespace autograd {
 
 namespace {

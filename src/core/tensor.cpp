@@ -2,10 +2,6 @@
 // methods) lives with the ops (src/ops/tensor_methods.cpp); backward() with the engine.
 #include "tandem/core/tensor.hpp"
 
-#include <algorithm>
-
-#include "tandem/autograd/node.hpp"
-
 namespace tandem {
 
 namespace {
@@ -160,34 +156,6 @@ void Tensor::set_grad_buffer(const Tensor& buffer) {
 Tensor Tensor::detach() const {
   const TensorImpl* i = checked();
   return make_tensor(i->storage, i->shape, i->strides, i->offset, i->dtype);
-}
-
-unsigned Tensor::add_grad_hook(GradHook hook) const {
-  TANDEM_CHECK(hook != nullptr, "register_hook: the hook is empty");
-  TANDEM_CHECK(requires_grad(),
-               "register_hook: this tensor does not require grad, so no "
-               "gradient will reach it");
-  GradHooks& hooks = is_leaf() ? checked()->grad_hooks : grad_fn()->hooks();
-  hooks.hooks.emplace_back(hooks.next_handle, std::move(hook));
-  return hooks.next_handle++;
-}
-
-void Tensor::remove_hook(unsigned handle) const {
-  GradHooks& hooks = is_leaf() ? checked()->grad_hooks : grad_fn()->hooks();
-  auto it = std::find_if(hooks.hooks.begin(), hooks.hooks.end(),
-                         [&](const auto& entry) { return entry.first == handle; });
-  TANDEM_CHECK(it != hooks.hooks.end(), "remove_hook: no hook with handle ", handle,
-               " on this tensor");
-  hooks.hooks.erase(it);
-}
-
-void Tensor::retain_grad() const {
-  TANDEM_CHECK(requires_grad(),
-               "retain_grad: this tensor does not require grad, so no "
-               "gradient will reach it");
-  if (is_leaf()) return;
-  checked()->retains_grad = true;
-  grad_fn()->retain_into(impl_);
 }
 
 void Tensor::register_grad_ready_hook(GradReadyHook hook) const {

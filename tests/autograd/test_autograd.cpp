@@ -244,7 +244,7 @@ TEST_CASE(".grad takes over a gradient nothing else holds and copies one that is
 
 // PyTorch 2 for the same program: y.grad [40, 80, 120] (its retain_grad runs after the tensor's
 // hooks), x.grad [80, 160, 240]; after the second backward both doubled.
-TEST_CASE("register_hook replaces or observes a gradient; retain_grad keeps a non-leaf's",
+TEST_CASE("register_hook replaces or observes a gradient, retain_grad keeps a non-leaf's",
           "[autograd]") {
   Tensor x = from_vector<double>({1, 2, 3}).set_requires_grad();
   Tensor y = mul(x, 2.0);
@@ -297,7 +297,7 @@ TEST_CASE("a leaf's hooks run in order before .grad accumulates, and in autograd
   CHECK(y.grad().to_vector<float>() == std::vector<float>{4, 8});
 }
 
-TEST_CASE("hooks on a non-leaf outlive its handle; misuse is a clear error", "[autograd]") {
+TEST_CASE("hooks on a non-leaf outlive its handle, misuse is a clear error", "[autograd]") {
   Tensor x = from_vector<float>({1, 2}).set_requires_grad();
   Tensor z;
   {
