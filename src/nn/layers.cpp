@@ -63,6 +63,34 @@ std::string Linear::extra_repr() const {
   return os.str();
 }
 
+Conv1d::Conv1d(const Conv1dOptions& o) : Module("Conv1d"), options(o) {
+  check_conv_sizes("Conv1d", o.in_channels_, o.out_channels_, o.groups_, {1, o.kernel_size_});
+  TANDEM_CHECK(o.stride_ > 0 && o.dilation_ > 0 && o.padding_ >= 0,
+               "Conv1d: need stride > 0, "
+               "dilation > 0 and padding >= 0, got ",
+               o.stride_, ", ", o.dilation_, ", ", o.padding_);
+  weight = register_parameter("weight",
+                              empty({o.out_channels_, o.in_channels_ / o.groups_, o.kernel_size_}));
+  if (o.bias_) bias = register_parameter("bias", empty({o.out_channels_}));
+  torch_default_init(weight, bias);
+}
+
+Tensor Conv1d::forward(const Tensor& input) {
+  return conv1d(input, weight, bias, options.stride_, options.padding_, options.dilation_,
+                options.groups_);
+}
+
+std::string Conv1d::extra_repr() const {
+  std::ostringstream os;
+  os << options.in_channels_ << ", " << options.out_channels_ << ", kernel_size=("
+     << options.kernel_size_ << ",), stride=(" << options.stride_ << ",)";
+  if (options.padding_) os << ", padding=(" << options.padding_ << ",)";
+  if (options.dilation_ != 1) os << ", dilation=(" << options.dilation_ << ",)";
+  if (options.groups_ != 1) os << ", groups=" << options.groups_;
+  if (!bias.defined()) os << ", bias=false";
+  return os.str();
+}
+
 Conv2d::Conv2d(const Conv2dOptions& opts) : Module("Conv2d"), options(opts) {
   const int64_t in_channels = opts.in_channels_, out_channels = opts.out_channels_;
   const Int2 kernel_size = opts.kernel_size_;

@@ -177,6 +177,24 @@ std::vector<Tensor> conv2d_backward_differentiable(const Tensor& g, const Tensor
 }
 }  // namespace
 
+Tensor conv1d(const Tensor& input, const Tensor& weight, const Tensor& bias, int64_t stride,
+              int64_t padding, int64_t dilation, int64_t groups) {
+  check_defined(input, "conv1d", "input");
+  check_defined(weight, "conv1d", "weight");
+  TANDEM_CHECK((input.dim() == 2 || input.dim() == 3) && weight.dim() == 3,
+               "conv1d: expected input (N, C_in, L) or (C_in, L) and weight (C_out, C_in / groups, "
+               "k), got ",
+               shape_str(input.shape()), " and ", shape_str(weight.shape()));
+  TANDEM_CHECK(groups > 0 && input.size(-2) == weight.size(1) * groups, "conv1d: input has ",
+               input.size(-2), " channels, weight ", shape_str(weight.shape()), " with groups ",
+               groups, " expects ", weight.size(1) * groups);
+  const bool batched = input.dim() == 3;
+  Tensor x = unsqueeze(batched ? input : unsqueeze(input, 0), 2);  // (N, C_in, 1, L)
+  Tensor y =
+      conv2d(x, unsqueeze(weight, 2), bias, {1, stride}, {0, padding}, {1, dilation}, groups);
+  return batched ? squeeze(y, 2) : squeeze(squeeze(y, 2), 0);
+}
+
 Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Int2 stride,
               Int2 padding, Int2 dilation, int64_t groups) {
   if (autocast_changes("conv2d", {input, weight, bias}))

@@ -1016,3 +1016,61 @@ TEST_CASE(
   schedule.step();
   CHECK(schedule.get_last_lr() == std::vector<double>{0.05});
 }
+
+TEST_CASE(
+    "libtorch names: conv1d against its sum, its gradients against finite differences, "
+    "and Conv1d",
+    "[libtorch]") {
+  // y[n, o, l] = b[o] + sum over c in o's group and j of x[n, c, l s - p + j d] w[o, c', j]
+  const int64_t N = 2, C = 4, O = 6, L = 9, K = 3, s = 2, p = 1, d = 2, groups = 2;
+  torch::Generator gen(3);
+  auto x = torch::randn({N, C, L}, torch::kFloat64, &gen);
+  auto w = torch::randn({O, C / groups, K}, torch::kFloat64, &gen);
+  auto b = torch::randn({O}, torch::kFloat64, &gen);
+  auto y = torch::conv1d(x, w, b, s, p, d, groups);
+  const int64_t lo = (L + 2 * p - d * (K - 1) - 1) / s + 1;
+  REQUIRE(y.sizes() == Shape{N, O, lo});
+  auto xv = x.to_vector<double>(), wv = w.to_vector<double>(), bv = b.to_vector<double>();
+  std::vector<double> expect;
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t o = 0; o < O; ++o)
+      for (int64_t l = 0; l < lo; ++l) {
+        double acc = bv[o];
+        const int64_t g = o / (O / groups);
+        for (int64_t c = 0; c < C / groups; ++c)
+          for (int64_t j = 0; j < K; ++j) {
+            const int64_t at = l * s - p + j * d;
+            if (at >= 0 && at < L)
+              acc +=
+                  xv[(n * C + g * (C / groups) + c) * L + at] * wv[(o * (C / groups) + c) * K + j];
+          }
+        expect.push_back(acc);
+      }
+  require_close(y, torch::from_vector(expect, {N, O, lo}), 1e-12, 1e-12);
+  // Unbatched input, and the functional options form.
+  namespace F = torch::nn::functional;
+  require_close(
+      F::conv1d(x[0], w,
+                F::Conv1dFuncOptions().bias(b).stride(s).padding(p).dilation(d).groups(groups)),
+      y[0], 1e-12, 1e-12);
+  tandem::testing::gradcheck(
+      [&](const std::vector<torch::Tensor>& v) {
+        return torch::conv1d(v[0], v[1], v[2], s, p, d, groups);
+      },
+      {x.clone(), w.clone(), b.clone()});
+
+  torch::nn::Conv1d conv(
+      torch::nn::Conv1dOptions(4, 6, 3).stride(2).padding(1).dilation(2).groups(2).bias(false));
+  std::ostringstream os;
+  os << conv;
+  CHECK(os.str() ==
+        "Conv1d(4, 6, kernel_size=(3,), stride=(2,), padding=(1,), dilation=(2,), "
+        "groups=2, bias=false)");  // PyTorch prints bias=False
+  CHECK(conv.weight.sizes() == Shape{6, 2, 3});
+  CHECK(conv.forward(torch::ones({5, 4, 9})).sizes() == Shape{5, 6, 4});
+  CHECK_THROWS_WITH(conv.forward(torch::ones({5, 3, 9})),
+                    Catch::Contains("conv1d: input has 3 channels"));
+  CHECK_THROWS_WITH(conv.forward(torch::ones({5, 4, 9, 9})), Catch::Contains("(N, C_in, L)"));
+  CHECK_THROWS_WITH(torch::nn::Conv1d(torch::nn::Conv1dOptions(4, 6, 3).stride(0)),
+                    Catch::Contains("stride > 0"));
+}

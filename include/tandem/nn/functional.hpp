@@ -28,6 +28,7 @@ using tandem::avg_pool2d;
 using tandem::batch_norm;
 using tandem::binary_cross_entropy;
 using tandem::binary_cross_entropy_with_logits;
+using tandem::conv1d;
 using tandem::conv2d;
 using tandem::conv_transpose2d;
 using tandem::cross_entropy;
@@ -72,6 +73,17 @@ inline Tensor log_softmax(const Tensor& input, const LogSoftmaxFuncOptions& o) {
 }
 
 // --- convolution, pooling, normalization, dropout, padding ---------------------------------
+
+struct Conv1dFuncOptions {
+  TANDEM_ARG(Tensor, bias);
+  TANDEM_ARG(int64_t, stride) = 1;
+  TANDEM_ARG(int64_t, padding) = 0;
+  TANDEM_ARG(int64_t, dilation) = 1;
+  TANDEM_ARG(int64_t, groups) = 1;
+};
+inline Tensor conv1d(const Tensor& input, const Tensor& weight, const Conv1dFuncOptions& o) {
+  return tandem::conv1d(input, weight, o.bias(), o.stride(), o.padding(), o.dilation(), o.groups());
+}
 
 struct Conv2dFuncOptions {
   TANDEM_ARG(Tensor, bias);

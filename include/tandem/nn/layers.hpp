@@ -38,6 +38,30 @@ class Linear : public Module {
   const LinearOptions options;
 };
 
+/// The sizes come first, as libtorch's Conv1dOptions(in, out, kernel_size).
+struct Conv1dOptions {
+  Conv1dOptions(int64_t in_channels, int64_t out_channels, int64_t kernel_size)
+      : in_channels_(in_channels), out_channels_(out_channels), kernel_size_(kernel_size) {}
+  TANDEM_ARG(int64_t, in_channels);
+  TANDEM_ARG(int64_t, out_channels);
+  TANDEM_ARG(int64_t, kernel_size);
+  TANDEM_ARG(int64_t, stride) = 1;
+  TANDEM_ARG(int64_t, padding) = 0;
+  TANDEM_ARG(int64_t, dilation) = 1;
+  TANDEM_ARG(int64_t, groups) = 1;
+  TANDEM_ARG(bool, bias) = true;
+};
+
+/// 1-D convolution of (N, C, L) or (C, L); weight (out, in / groups, k) initialized as torch's.
+class Conv1d : public Module {
+ public:
+  explicit Conv1d(const Conv1dOptions& options);
+  Tensor forward(const Tensor& input) override;
+  std::string extra_repr() const override;
+  Tensor weight, bias;
+  const Conv1dOptions options;
+};
+
 /// The sizes come first, as libtorch's Conv2dOptions(in, out, kernel_size); the default
 /// constructor leaves them to Conv2d(in, out, kernel_size, options).
 struct Conv2dOptions {

@@ -22,6 +22,11 @@ struct Int2 {
 Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias = Tensor(),
               Int2 stride = 1, Int2 padding = 0, Int2 dilation = 1, int64_t groups = 1);
 
+/// 1-D convolution, as torch.nn.functional.conv1d: input (N, C_in, L) or unbatched (C_in, L),
+/// weight (C_out, C_in / groups, k), bias (C_out) or undefined; conv2d over a height of 1.
+Tensor conv1d(const Tensor& input, const Tensor& weight, const Tensor& bias = Tensor(),
+              int64_t stride = 1, int64_t padding = 0, int64_t dilation = 1, int64_t groups = 1);
+
 /// The transposed convolution (the input gradient of conv2d): input (N, C_in, H, W), weight
 /// (C_in, C_out / groups, kH, kW), bias (C_out); the output is (N, C_out, (H - 1) stride -
 /// 2 padding + dilation (kH - 1) + output_padding + 1, ...). libtorch's argument order.
