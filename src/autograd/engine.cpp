@@ -131,14 +131,33 @@ void queue_callback(std::function<void()> callback) {
   t_callbacks->push_back(std::move(callback));
 }
 
-void Node::check_not_released() const {
+void Node::check_runnable() const {
   TANDEM_CHECK(!released_, "backward: trying to backward through the graph a second time (at ",
                name_, "); its saved tensors were freed after the first backward. Pass "
                "retain_graph = true to the first backward call to keep them");
+  for (const auto& [storage, version] : saved_versions_)
+    TANDEM_CHECK(storage.version() == version, "backward: a tensor that ", name_,
+                 " saved for "
+                 "its gradient was changed in place after the forward pass (its version is ",
+                 storage.version(), ", it was ", version, " when ", name_,
+                 " ran): by an "
+                 "optimizer step, copy_ or an in-place op under NoGradGuard between forward and "
+                 "backward. Its gradient would be wrong. Run the forward pass again after the "
+                 "change, or change a clone() instead");
+}
+
+void Node::save_version(const Tensor& t) {
+  saved_versions_.emplace_back(t.storage(), t.storage().version());
+}
+
+void save_for_backward(const Tensor& output, std::initializer_list<Tensor> saved) {
+  if (!output.defined() || !output.grad_fn()) return;
+  for (const Tensor& t : saved)
+    if (t.defined()) output.grad_fn()->save_version(t);
 }
 
 std::vector<Tensor> Node::apply(const Tensor& grad_output) {
-  check_not_released();
+  check_runnable();
   if (!grad_output.defined()) return std::vector<Tensor>(next_.size());
   if (kind_ == BackwardKind::once && grad_mode_enabled())
     TANDEM_THROW(NotImplementedError, "backward with create_graph: the backward of ", name_,

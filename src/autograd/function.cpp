@@ -169,6 +169,7 @@ variable_list FunctionNode::finish(const variable_list& inputs, variable_list ou
     for (size_t k = 0; k < outputs.size() && t.defined(); ++k)
       if (outputs[k].is_same(t)) output = static_cast<int>(k);
     ctx_.saved_.push_back({output >= 0 ? t.detach() : t, output});
+    if (t.defined()) save_version(t);
   }
   ctx_.to_save_.clear();
   return outputs;
@@ -190,7 +191,7 @@ std::shared_ptr<Node> FunctionNode::output_node(size_t k) {
 }
 
 std::vector<Tensor> FunctionNode::apply(const Tensor& grad_output) {
-  check_not_released();
+  check_runnable();
   variable_list grads;
   if (outputs_.size() == 1) {
     grads.push_back(grad_output);

@@ -68,6 +68,8 @@ Tensor mul(const Tensor& a, const Tensor& b) {
     return {a.requires_grad() ? reduce_grad(mul(g, b), a) : Tensor(),
             b.requires_grad() ? reduce_grad(mul(g, a), b) : Tensor()};
   }, kDifferentiable);
+  autograd::save_for_backward(out,
+                              {b.requires_grad() ? a : Tensor(), a.requires_grad() ? b : Tensor()});
   return out;
 }
 
@@ -77,6 +79,7 @@ Tensor div(const Tensor& a, const Tensor& b) {
     return {a.requires_grad() ? reduce_grad(div(g, b), a) : Tensor(),
             b.requires_grad() ? reduce_grad(neg(div(mul(g, a), mul(b, b))), b) : Tensor()};
   }, kDifferentiable);
+  autograd::save_for_backward(out, {b.requires_grad() ? a : Tensor(), b});
   return out;
 }
 
@@ -110,6 +113,7 @@ Tensor pow(const Tensor& a, double exponent) {
     if (exponent == 0.0) return {zeros_like(g)};
     return {mul(g, mul(pow(a, exponent - 1.0), exponent))};
   }, kDifferentiable);
+  autograd::save_for_backward(out, {a});
   return out;
 }
 
@@ -127,6 +131,7 @@ Tensor pow(const Tensor& a, const Tensor& exponent) {
     }
     return {ga, gb};
   }, kDifferentiable);
+  autograd::save_for_backward(out, {a, exponent, exponent.requires_grad() ? out : Tensor()});
   return out;
 }
 
@@ -136,6 +141,7 @@ Tensor exp(const Tensor& a) {
   autograd::record("exp", {a}, out, [y](const Tensor& g) -> std::vector<Tensor> {
     return {mul(g, autograd::saved_output(y))};
   }, kDifferentiable);
+  autograd::save_for_backward(out, {out});
   return out;
 }
 
@@ -144,6 +150,7 @@ Tensor log(const Tensor& a) {
   autograd::record("log", {a}, out, [a](const Tensor& g) -> std::vector<Tensor> {
     return {div(g, a)};
   }, kDifferentiable);
+  autograd::save_for_backward(out, {a});
   return out;
 }
 
@@ -153,6 +160,7 @@ Tensor sqrt(const Tensor& a) {
   autograd::record("sqrt", {a}, out, [y](const Tensor& g) -> std::vector<Tensor> {
     return {div(g, mul(autograd::saved_output(y), 2.0))};
   }, kDifferentiable);
+  autograd::save_for_backward(out, {out});
   return out;
 }
 
@@ -161,6 +169,7 @@ Tensor abs(const Tensor& a) {
   autograd::record("abs", {a}, out, [a](const Tensor& g) -> std::vector<Tensor> {
     return {mul(g, sign(a))};
   }, kDifferentiable);
+  autograd::save_for_backward(out, {a});
   return out;
 }
 
@@ -192,6 +201,7 @@ Tensor clamp(const Tensor& a, std::optional<double> min, std::optional<double> m
     }
     return {backward_functor(BinaryOp::clamp_backward, g, a, args)};
   }, kDifferentiable);
+  autograd::save_for_backward(out, {a});
   return out;
 }
 
@@ -205,6 +215,7 @@ Tensor relu(const Tensor& a) {
     }
     return {backward_functor(BinaryOp::relu_backward, g, y)};
   }, kDifferentiable);
+  autograd::save_for_backward(out, {out});
   return out;
 }
 
@@ -228,6 +239,7 @@ Tensor gelu_derivative(const Tensor& x, bool tanh_form) {
     Tensor phi = mul(exp(mul(x2, -0.5)), kernels::kInvSqrt2Pi);
     return {mul(g, mul(phi, add(mul(x2, -1.0), 2.0)))};
   }, kDifferentiable);
+  autograd::save_for_backward(d, {x});
   return d;
 }
 
@@ -243,6 +255,7 @@ Tensor gelu(const Tensor& a, const std::string& approximate) {
     return {backward_functor(tanh_form ? BinaryOp::gelu_tanh_backward : BinaryOp::gelu_backward,
                              g, a)};
   }, kDifferentiable);
+  autograd::save_for_backward(out, {a});
   return out;
 }
 
@@ -256,6 +269,7 @@ Tensor sigmoid(const Tensor& a) {
     }
     return {backward_functor(BinaryOp::sigmoid_backward, g, y)};
   }, kDifferentiable);
+  autograd::save_for_backward(out, {out});
   return out;
 }
 
@@ -269,6 +283,7 @@ Tensor tanh(const Tensor& a) {
     }
     return {backward_functor(BinaryOp::tanh_backward, g, y)};
   }, kDifferentiable);
+  autograd::save_for_backward(out, {out});
   return out;
 }
 
@@ -291,6 +306,7 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
     return {a.requires_grad() ? reduce_grad(where(cond, g, zero), a) : Tensor(),
             b.requires_grad() ? reduce_grad(where(cond, zero, g), b) : Tensor()};
   }, kDifferentiable);
+  autograd::save_for_backward(out, {cond});
   return out;
 }
 
@@ -307,6 +323,7 @@ Tensor extremum(BinaryOp op, const Tensor& a, const Tensor& b, const char* name)
     return {a.requires_grad() ? reduce_grad(where(a_wins, g, where(tie, half, zero)), a) : Tensor(),
             b.requires_grad() ? reduce_grad(where(b_wins, g, where(tie, half, zero)), b) : Tensor()};
   }, kDifferentiable);
+  autograd::save_for_backward(out, {a, b});
   return out;
 }
 }  // namespace

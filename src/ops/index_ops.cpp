@@ -201,6 +201,7 @@ Tensor index_select_as(const Tensor& self_in, int64_t dim, const Tensor& index, 
                      Tensor zero = zeros(self_shape, TensorOptions(g.dtype()).device(g.device()));
                      return {index_add(zero, dim, idx, g)};
                    }, kDifferentiable);
+  autograd::save_for_backward(out, {idx});
   return out;
 }
 
@@ -308,6 +309,7 @@ Tensor gather(const Tensor& self_in, int64_t dim, const Tensor& index) {
                      Tensor zero = zeros(self_shape, TensorOptions(g.dtype()).device(g.device()));
                      return {scatter_add(zero, dim, idx_in, g)};
                    }, kDifferentiable);
+  autograd::save_for_backward(out, {idx_in});
   return out;
 }
 
@@ -327,6 +329,7 @@ Tensor scatter_copy(const Tensor& self, int64_t dim, const Tensor& index, const 
                      Tensor g_self = accumulate ? g : scatter(g, dim, idx, 0.0);
                      return {g_self, pad_to(gather(g, dim, idx), src_shape)};
                    }, kDifferentiable);
+  autograd::save_for_backward(out, {idx});
   return out;
 }
 }  // namespace
@@ -358,6 +361,7 @@ Tensor index_add(const Tensor& self, int64_t dim, const Tensor& index, const Ten
                      Tensor g_source = index_select(g, dim, idx).reshape(source_shape);
                      return {g, alpha == 1.0 ? g_source : mul(g_source, alpha)};
                    }, kDifferentiable);
+  autograd::save_for_backward(out, {idx});
   return out;
 }
 

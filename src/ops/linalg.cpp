@@ -24,6 +24,8 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
     return {a.requires_grad() ? bmm(g, b.transpose(1, 2)) : Tensor(),
             b.requires_grad() ? bmm(a.transpose(1, 2), g) : Tensor()};
   }, kDifferentiable);
+  autograd::save_for_backward(out,
+                              {b.requires_grad() ? a : Tensor(), a.requires_grad() ? b : Tensor()});
   return out;
 }
 

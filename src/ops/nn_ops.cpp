@@ -247,6 +247,7 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, Int
                      kernels::conv2d_backward(g.contiguous(format), x, w, gx, gw, gb, p);
                      return {gx, gw, gb};
                    }, kDifferentiable);
+  autograd::save_for_backward(out, {x, w});
   return in_format_of(input, out);
 }
 
@@ -339,6 +340,7 @@ Tensor conv_transpose2d(const Tensor& input, const Tensor& weight, const Tensor&
                      if (need_w) kernels::conv2d_backward(x, gc, w, Tensor(), gw, Tensor(), p);
                      return {gx, gw};
                    }, kDifferentiable);
+  autograd::save_for_backward(out, {x, w});
   Tensor result = in_format_of(input, out);
   return bias.defined() ? add(result, bias.reshape({1, co, 1, 1})) : result;
 }
@@ -569,6 +571,7 @@ Tensor batch_norm_op(const Tensor& input, const Tensor& running_mean, const Tens
                              need_w ? gw.to(wdt) : Tensor(), need_b ? gb.to(bdt) : Tensor(),
                              need_r ? ncs_unview(gr, format, in_shape) : Tensor()};
                    }, kDifferentiable);
+  autograd::save_for_backward(out, {x, w, y, mean});
   return out;
 }
 
@@ -664,6 +667,7 @@ Tensor layer_norm(const Tensor& input, const Shape& normalized_shape, const Tens
         return grads;
       },
       kDifferentiable);
+  autograd::save_for_backward(out, {x, w});
   return out;
 }
 
@@ -877,6 +881,7 @@ Tensor softmax_op(const Tensor& input, int64_t dim, bool log_form, const char* n
         return {gx};
       },
       kDifferentiable);
+  autograd::save_for_backward(out, {out});
   return out;
 }
 }  // namespace
@@ -946,6 +951,7 @@ Tensor pick_classes(const Tensor& x, const Tensor& target, int64_t ignore_index,
       return pick_classes(gg, tgt, ignore_index, op);
     })};
   }, kDifferentiable);
+  autograd::save_for_backward(out, {tgt});
   return out;
 }
 
@@ -1017,6 +1023,7 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, int64_t padding_id
                        return index_select(rows, 0, flat).reshape(g_shape);
                      })};
                    }, kDifferentiable);
+  autograd::save_for_backward(out, {flat});
   return out;
 }
 
@@ -1167,6 +1174,7 @@ Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, const Ten
                              need_y ? mul(gw, sub(log(one_minus_x), log(x)))  // -logit(x)
                                     : Tensor()};
                    }, kDifferentiable);
+  autograd::save_for_backward(loss, {x, y, w});
   return reduce_loss(loss, reduction);
 }
 

@@ -182,6 +182,7 @@ Tensor norm(const Tensor& t, double p, const Shape& dims, bool keepdim) {
     if (p < 1) direction = where(eq(t, zero), zero, direction);
     return {mul(direction, scale)};
   }, kDifferentiable);
+  autograd::save_for_backward(out, {t, out});
   return out;
 }
 
@@ -213,6 +214,7 @@ Tensor amax(const Tensor& t, const Shape& dims, bool keepdim) {
   autograd::record("amax", {t}, out, [t, y, p](const Tensor& g) -> std::vector<Tensor> {
     return {extreme_backward(reshape(g, p.keep_shape), t, reshape(y, p.keep_shape), p)};
   }, kDifferentiable);
+  autograd::save_for_backward(out, {t, out});
   return out;
 }
 
@@ -231,6 +233,7 @@ Tensor min(const Tensor& t) {
   autograd::record("min", {t}, out, [t, y, p](const Tensor& g) -> std::vector<Tensor> {
     return {extreme_backward(reshape(g, p.keep_shape), t, reshape(y, p.keep_shape), p)};
   }, kDifferentiable);
+  autograd::save_for_backward(out, {t, out});
   return out;
 }
 
@@ -256,6 +259,7 @@ std::pair<Tensor, Tensor> extreme_dim(bool is_max, const Tensor& t, int64_t dim,
     Tensor zero = zeros({}, TensorOptions(g.dtype()).device(g.device()));
     return {where(hit, reshape(g, keep_shape), zero)};
   }, kDifferentiable);
+  autograd::save_for_backward(values, {indices});
   return {values, indices};
 }
 }  // namespace

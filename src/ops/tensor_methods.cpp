@@ -354,6 +354,7 @@ void check_inplace(const Tensor& t, const char* op) {
   TANDEM_CHECK(!grad_mode_enabled() || !t.requires_grad(), op,
                ": in-place operation on a tensor that requires grad; wrap it in a NoGradGuard "
                "or use the out-of-place op");
+  t.storage().bump_version();  // a node that saved this tensor refuses to run (node.hpp)
 }
 
 // In-place ops record no history, so an operand that requires grad would lose its gradient

@@ -171,6 +171,7 @@ void SGD::step() {
       kernels::sgd_step(p, buffer, grad,
                         {g.lr, g.weight_decay, g.momentum, options.dampening_, options.nesterov_,
                          first});
+      p.storage().bump_version();  // graphs that saved p refuse to backward (node.hpp)
     }
   }
 }
@@ -212,6 +213,7 @@ void AdamBase::step() {
                          amsgrad_ ? st["max_exp_avg_sq"] : Tensor(), grad,
                          {g.lr, g.weight_decay, beta1, beta2_, eps_, 1.0 - std::pow(beta1, step),
                           1.0 - std::pow(beta2_, step), decoupled_});
+      p.storage().bump_version();
     }
   }
 }

@@ -322,3 +322,58 @@ TEST_CASE("hooks on a non-leaf outlive its handle, misuse is a clear error", "[a
   w.retain_grad();  // a leaf keeps its gradient anyway
   CHECK_FALSE(w.retains_grad());
 }
+
+// PyTorch raises "one of the variables needed for gradient computation has been modified by an
+// inplace operation" in each refused case below, and in none of the accepted ones.
+TEST_CASE("backward refuses a saved tensor changed in place since its op ran", "[autograd]") {
+  auto changed_in_place = [](const std::function<void()>& f) {
+    return error_of(f).find("was changed in place after the forward pass") != std::string::npos;
+  };
+  // A GAN's classic slip: the discriminator's step between the generator's forward and
+  // backward. The second layer's weight carries the gradient to the first; one layer alone
+  // saves only its input (the weight's gradient needs x, not the weight), as in PyTorch.
+  Tensor x = from_vector<float>({1, 2, 3, 4}, {2, 2});
+  auto fc1 = std::make_shared<nn::Linear>(2, 2), fc2 = std::make_shared<nn::Linear>(2, 2);
+  optim::SGD opt1(fc1->parameters(), optim::SGDOptions(0.1));
+  Tensor one = sum(fc1->forward(x));
+  one.backward(Tensor(), true);
+  opt1.step();
+  one.backward();  // nothing saved changed
+  optim::SGD opt2(fc2->parameters(), optim::SGDOptions(0.1));
+  Tensor loss = sum(fc2->forward(relu(fc1->forward(x))));
+  loss.backward(Tensor(), true);
+  opt2.step();  // fc2.weight changes in place
+  CHECK(changed_in_place([&] { loss.backward(); }));
+  sum(fc2->forward(relu(fc1->forward(x)))).backward();  // a fresh forward is fine
+
+  // A saved input that does not require grad, changed under NoGradGuard (its version moves
+  // through a view too).
+  Tensor w = from_vector<double>({1, 2}).set_requires_grad();
+  Tensor c = from_vector<double>({3, 4});
+  Tensor y = sum(mul(w, c));
+  {
+    NoGradGuard no_grad;
+    c.narrow(0, 1, 1).mul_(2.0);
+  }
+  CHECK(changed_in_place([&] { y.backward(); }));
+
+  // A saved output (relu keeps its result).
+  Tensor r = relu(mul(w, 1.0));
+  Tensor z = sum(r);
+  {
+    NoGradGuard no_grad;
+    r.fill_(5.0);
+  }
+  CHECK(changed_in_place([&] { z.backward(); }));
+
+  // Not saved, so nothing to refuse: add keeps no values, and mul keeps w only for c's gradient.
+  Tensor c2 = from_vector<double>({3, 4});
+  Tensor s = sum(add(mul(w, c2), c2));
+  {
+    NoGradGuard no_grad;
+    w.add_(10.0);
+  }
+  w.set_grad(Tensor());
+  s.backward();
+  CHECK(w.grad().to_vector<double>() == std::vector<double>{3, 4});
+}

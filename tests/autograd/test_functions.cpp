@@ -735,4 +735,15 @@ TEST_CASE("Hessian-vector products through the kernel-backed ops", "[autograd]")
   }
 }
 
-
+TEST_CASE("a custom function's saved tensors changed in place refuse backward", "[autograd]") {
+  Tensor x = torch::ones({2, 3});
+  Tensor w = torch::ones({4, 3}, torch::requires_grad());
+  Tensor y = custom::LinearFunction::apply(x, w).sum();
+  {
+    torch::NoGradGuard no_grad;
+    x.add_(1.0);  // saved by save_for_backward
+  }
+  const std::string error = error_of([&] { y.backward(); });
+  CHECK(error.find("LinearFunction saved") != std::string::npos);
+  CHECK(error.find("changed in place") != std::string::npos);
+}

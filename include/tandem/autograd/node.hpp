@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <optional>
 #include <string>
@@ -42,15 +43,19 @@ class Node : public std::enable_shared_from_this<Node> {
   /// The gradient arriving here after the hooks, kept in the retaining tensor's .grad too (last,
   /// as PyTorch 2's). The engine calls it before apply; autograd::grad captures its result.
   Tensor run_hooks(Tensor grad);
+  /// Notes `t`'s storage version (save_for_backward).
+  void save_version(const Tensor& t);
   /// Drops the closure and what it saved (after a backward pass without retain_graph).
   virtual void release() {
     fn_ = nullptr;
+    saved_versions_.clear();
     released_ = true;
   }
 
  protected:
-  /// Throws the "backward through the graph a second time" error once release() ran.
-  void check_not_released() const;
+  /// Throws the "backward through the graph a second time" error once release() ran, and the
+  /// "changed in place" error where a saved tensor's version moved.
+  void check_runnable() const;
 
   std::string name_;
   BackwardFn fn_;
@@ -59,6 +64,7 @@ class Node : public std::enable_shared_from_this<Node> {
   bool released_ = false;
   GradHooks hooks_;
   std::weak_ptr<TensorImpl> retain_;
+  std::vector<std::pair<Storage, uint32_t>> saved_versions_;
 };
 
 /// The node at a leaf: adds the incoming gradient into the leaf's .grad, then calls the leaf's
@@ -81,6 +87,13 @@ bool needs_grad(const std::vector<Tensor>& inputs);
 /// gradients of `inputs`. Does nothing when no input requires grad or grad mode is off.
 void record(const char* name, const std::vector<Tensor>& inputs, Tensor& output, BackwardFn fn,
             BackwardKind kind = BackwardKind::once);
+
+/// Marks the tensors whose values the backward of the op that made `output` reads (inputs it
+/// kept, or the output itself): each one's storage version is noted, and the node refuses to
+/// run if one changed by then (an in-place op under NoGradGuard, copy_, an optimizer step
+/// between forward and backward), where its gradient would be silently wrong, as PyTorch's
+/// "modified by an inplace operation" check. Nothing to do where `output` has no grad_fn.
+void save_for_backward(const Tensor& output, std::initializer_list<Tensor> saved);
 
 /// Where a tensor's gradient goes: its grad_fn, or (a leaf that requires grad) the node that
 /// accumulates its .grad, made on first use.

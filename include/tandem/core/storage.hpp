@@ -2,7 +2,9 @@
 // (CPU 64-byte aligned, CPU pinned, CUDA caching).
 #pragma once
 
+#include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 
@@ -44,6 +46,13 @@ class Storage {
   bool is_same(const Storage& other) const { return impl_ == other.impl_; }
   /// How many tensors (views) share this buffer.
   long use_count() const { return impl_.use_count(); }
+  /// How many in-place writes through the Tensor API (and optimizer steps) this buffer has
+  /// seen, as PyTorch's version counter: autograd compares it with the count a saved tensor
+  /// had when its op ran.
+  uint32_t version() const { return impl_ ? impl_->version.load(std::memory_order_relaxed) : 0; }
+  void bump_version() const {
+    if (impl_) impl_->version.fetch_add(1, std::memory_order_relaxed);
+  }
 
  private:
   struct Impl {
@@ -51,6 +60,7 @@ class Storage {
     size_t nbytes = 0;
     Device device;
     std::function<void(void*)> deleter;
+    std::atomic<uint32_t> version{0};
     ~Impl() {
       if (deleter) deleter(data);
     }
