@@ -1074,3 +1074,25 @@ TEST_CASE(
   CHECK_THROWS_WITH(torch::nn::Conv1d(torch::nn::Conv1dOptions(4, 6, 3).stride(0)),
                     Catch::Contains("stride > 0"));
 }
+
+TEST_CASE("libtorch names: accessor reads and writes elements through the strides", "[libtorch]") {
+  auto t = torch::arange(6, torch::kFloat32).reshape({2, 3});
+  auto a = t.accessor<float, 2>();
+  CHECK(a.size(0) == 2);
+  CHECK(a.size(1) == 3);
+  CHECK(a[1][2] == 5.0f);
+  a[0][1] = 10.0f;
+  CHECK(t.to_vector<float>() == std::vector<float>{0, 10, 2, 3, 4, 5});
+  auto tt = t.t();  // a transposed view: element (i, j) of tt is (j, i) of t
+  auto b = tt.accessor<float, 2>();
+  CHECK(b.size(0) == 3);
+  CHECK(b[1][0] == 10.0f);
+  CHECK(b[2][1] == 5.0f);
+  auto v = torch::arange(4, torch::kInt64);
+  auto c = v.accessor<int64_t, 1>();
+  int64_t total = 0;
+  for (int64_t i = 0; i < c.size(0); ++i) total += c[i];
+  CHECK(total == 6);
+  CHECK_THROWS_WITH((t.accessor<float, 3>()), Catch::Contains("has 2 dims, accessor<T, 3>"));
+  CHECK_THROWS_WITH((t.accessor<double, 2>()), Catch::Contains("data_ptr"));
+}

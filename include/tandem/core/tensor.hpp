@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "tandem/core/accessor.hpp"
 #include "tandem/core/arg.hpp"
 #include "tandem/core/device.hpp"
 #include "tandem/core/dtype.hpp"
@@ -152,6 +153,20 @@ class Tensor {
     return static_cast<T*>(raw_data());
   }
   void* raw_data() const;
+  /// libtorch's `t.accessor<float, 2>()`: `a[i][j]` reads and writes element (i, j) of this
+  /// CPU tensor through its strides. Checks the device, dtype and number of dims.
+  template <typename T, size_t N>
+  TensorAccessor<T, N> accessor() const& {
+    static_assert(N > 0, "accessor: a 0-dim tensor has no dims to index; use item()");
+    TANDEM_CHECK(is_cpu(), "accessor: the tensor is on ", device(),
+                 "; accessors read host "
+                 "memory (use .cpu() first)");
+    TANDEM_CHECK(dim() == static_cast<int64_t>(N), "accessor: the tensor has ", dim(),
+                 " dims, accessor<T, ", N, "> expects ", N);
+    return TensorAccessor<T, N>(data_ptr<T>(), checked()->shape.data(), checked()->strides.data());
+  }
+  template <typename T, size_t N>
+  TensorAccessor<T, N> accessor() && = delete;  // would point into a tensor about to go
   /// The single element of a one-element tensor, converted to T (CPU or CUDA).
   template <typename T>
   T item() const;
