@@ -22,8 +22,7 @@ void Tensor::backward(const Tensor& gradient, std::optional<bool> retain_graph,
 unsigned Tensor::add_grad_hook(GradHook hook) const {
   TANDEM_CHECK(hook != nullptr, "register_hook: the hook is empty");
   TANDEM_CHECK(requires_grad(),
-               "register_hook: this tensor does not require grad, so no "
-               "gradient will reach it");
+               "register_hook: this tensor does not require grad, so no gradient will reach it");
   GradHooks& hooks = is_leaf() ? checked()->grad_hooks : grad_fn()->hooks();
   hooks.hooks.emplace_back(hooks.next_handle, std::move(hook));
   return hooks.next_handle++;
@@ -40,8 +39,7 @@ void Tensor::remove_hook(unsigned handle) const {
 
 void Tensor::retain_grad() const {
   TANDEM_CHECK(requires_grad(),
-               "retain_grad: this tensor does not require grad, so no "
-               "gradient will reach it");
+               "retain_grad: this tensor does not require grad, so no gradient will reach it");
   if (is_leaf()) return;
   checked()->retains_grad = true;
   grad_fn()->retain_into(impl_);
@@ -137,13 +135,11 @@ void Node::check_runnable() const {
                "retain_graph = true to the first backward call to keep them");
   for (const auto& [storage, version] : saved_versions_)
     TANDEM_CHECK(storage.version() == version, "backward: a tensor that ", name_,
-                 " saved for "
-                 "its gradient was changed in place after the forward pass (its version is ",
-                 storage.version(), ", it was ", version, " when ", name_,
-                 " ran): by an "
+                 " saved for its gradient was changed in place after the forward pass: by an "
                  "optimizer step, copy_ or an in-place op under NoGradGuard between forward and "
                  "backward. Its gradient would be wrong. Run the forward pass again after the "
-                 "change, or change a clone() instead");
+                 "change, or change a clone() instead (its version was ",
+                 version, " when ", name_, " ran, ", storage.version(), " now)");
 }
 
 void Node::save_version(const Tensor& t) {

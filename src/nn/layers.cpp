@@ -66,9 +66,8 @@ std::string Linear::extra_repr() const {
 Conv1d::Conv1d(const Conv1dOptions& o) : Module("Conv1d"), options(o) {
   check_conv_sizes("Conv1d", o.in_channels_, o.out_channels_, o.groups_, {1, o.kernel_size_});
   TANDEM_CHECK(o.stride_ > 0 && o.dilation_ > 0 && o.padding_ >= 0,
-               "Conv1d: need stride > 0, "
-               "dilation > 0 and padding >= 0, got ",
-               o.stride_, ", ", o.dilation_, ", ", o.padding_);
+               "Conv1d: need stride > 0, dilation > 0 and padding >= 0, got ", o.stride_, ", ",
+               o.dilation_, ", ", o.padding_);
   weight = register_parameter("weight",
                               empty({o.out_channels_, o.in_channels_ / o.groups_, o.kernel_size_}));
   if (o.bias_) bias = register_parameter("bias", empty({o.out_channels_}));
@@ -169,9 +168,9 @@ BatchNorm::BatchNorm(const char* type_name, const BatchNormOptions& opts, int mi
 }
 
 BatchNorm1d::BatchNorm1d(const BatchNormOptions& opts)
-    : BatchNorm("BatchNorm1d", opts, 2, 3, "L") {}
+    : BatchNorm("BatchNorm1d", opts, 2, 3, "(N, C) or (N, C, L)") {}
 BatchNorm2d::BatchNorm2d(const BatchNormOptions& opts)
-    : BatchNorm("BatchNorm2d", opts, 4, 4, "H, W") {}
+    : BatchNorm("BatchNorm2d", opts, 4, 4, "(N, C, H, W)") {}
 
 Tensor BatchNorm::forward(const Tensor& input) { return normalize(input, Tensor(), false); }
 
@@ -181,9 +180,8 @@ Tensor BatchNorm::forward_relu(const Tensor& input, const Tensor& residual) {
 
 Tensor BatchNorm::normalize(const Tensor& input, const Tensor& residual, bool relu) {
   TANDEM_CHECK(input.dim() >= min_dim_ && input.dim() <= max_dim_ && input.size(1) == num_features,
-               type_name(), "(", num_features, "): expected input (N, ", num_features,
-               min_dim_ == 2 ? ") or (N, " : "", min_dim_ == 2 ? std::to_string(num_features) : "",
-               ", ", layout_, "), got ", shape_str(input.shape()));
+               type_name(), "(", num_features, "): expected input ", layout_,
+               " with C = ", num_features, ", got ", shape_str(input.shape()));
   // Without running statistics, evaluation also normalizes with the batch statistics.
   const bool use_batch_stats = is_training() || !running_mean.defined();
   if (is_training() && num_batches_tracked.defined()) {

@@ -514,8 +514,8 @@ Tensor& Tensor::clamp_(std::optional<double> min, std::optional<double> max) {
   check_integer_result(*this, (min && !whole_scalar(*min)) || (max && !whole_scalar(*max)),
                        "clamp_", "a bound is not a whole number within int64's range");
   TANDEM_CHECK(dtype() != DType::boolean,
-               "clamp_: the result of clamping bool is i64 (as "
-               "torch promotes it) and cannot be written into a bool tensor in place");
+               "clamp_: the result of clamping bool is i64 (as torch promotes it) and cannot be "
+               "written into a bool tensor in place");
   check_inplace(*this, "clamp_");
   check_no_overlap(*this, "clamp_");
   kernels::unary.at(*this, "clamp_");

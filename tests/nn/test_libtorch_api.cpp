@@ -947,11 +947,12 @@ TEST_CASE(
   for (const auto& item : bn3.named_buffers()) keys.push_back(item.key());
   CHECK(keys == std::vector<std::string>{"weight", "bias", "running_mean", "running_var",
                                          "num_batches_tracked"});
-  CHECK_THROWS_WITH(bn3.forward(torch::ones({2, 2, 3, 3})),
-                    Catch::Contains("BatchNorm1d(2): expected input (N, 2) or (N, 2, L), got "
-                                    "(2, 2, 3, 3)"));
+  CHECK_THROWS_WITH(
+      bn3.forward(torch::ones({2, 2, 3, 3})),
+      Catch::Contains("BatchNorm1d(2): expected input (N, C) or (N, C, L) with C = 2, got "
+                      "(2, 2, 3, 3)"));
   CHECK_THROWS_WITH(torch::nn::BatchNorm2d(3).forward(torch::ones({2, 3})),
-                    Catch::Contains("BatchNorm2d(3): expected input (N, 3, H, W)"));
+                    Catch::Contains("BatchNorm2d(3): expected input (N, C, H, W) with C = 3"));
   std::ostringstream os;
   os << bn3;
   CHECK(os.str() ==

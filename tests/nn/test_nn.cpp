@@ -131,8 +131,11 @@ TEST_CASE("layers compute what their functional ops compute", "[nn]") {
   bn.forward(x);
   bn.forward(x);
   CHECK(bn.num_batches_tracked.item<int64_t>() == 2);
-  CHECK_THAT(error_of([&] { bn.forward(randn({2, 4, 3, 3})); }),
-             Catch::Contains("BatchNorm2d(3): expected input (N, 3, H, W), got (2, 4, 3, 3)"));
+  CHECK_THAT(
+      error_of([&] {
+        bn.forward(randn({2, 4, 3, 3}));
+      }),
+      Catch::Contains("BatchNorm2d(3): expected input (N, C, H, W) with C = 3, got (2, 4, 3, 3)"));
 }
 
 TEST_CASE("initializations have their closed-form spread", "[nn][init]") {

@@ -159,8 +159,7 @@ class Tensor {
   TensorAccessor<T, N> accessor() const& {
     static_assert(N > 0, "accessor: a 0-dim tensor has no dims to index; use item()");
     TANDEM_CHECK(is_cpu(), "accessor: the tensor is on ", device(),
-                 "; accessors read host "
-                 "memory (use .cpu() first)");
+                 "; accessors read host memory (use .cpu() first)");
     TANDEM_CHECK(dim() == static_cast<int64_t>(N), "accessor: the tensor has ", dim(),
                  " dims, accessor<T, ", N, "> expects ", N);
     return TensorAccessor<T, N>(data_ptr<T>(), checked()->shape.data(), checked()->strides.data());

@@ -151,7 +151,7 @@ class BatchNorm : public Module {
   const BatchNormOptions options;
 
  protected:
-  /// `layout` names the input's dims after N and C for errors ("H, W"; "" and "L" for 1d).
+  /// The input has min_dim..max_dim dims, which `layout` names for errors ("(N, C, H, W)").
   BatchNorm(const char* type_name, const BatchNormOptions& options, int min_dim, int max_dim,
             const char* layout);
 
