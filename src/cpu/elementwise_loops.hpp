@@ -61,6 +61,9 @@ void unary_loop(const Tensor& out, const Tensor& in, Op op) {
                         return;
                       }
                       for (int64_t i = 0; i < n; ++i) o[i] = R(op(A(x[i])));
+                    } else if (st[0] == 1 && st[1] == 0) {
+                      // A broadcast input (an expanded gradient made dense): one value a run.
+                      std::fill(o, o + n, R(op(A(x[0]))));
                     } else {
                       for (int64_t i = 0; i < n; ++i) o[i * st[0]] = R(op(A(x[i * st[1]])));
                     }

@@ -1,11 +1,13 @@
 // CPU row reductions. Sums run over fixed blocks of kBlock elements with a double (or int64)
 // accumulator and combine the block partials in order, so neither the thread count nor the
 // scheduling changes a single bit of the result.
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
-#include "loops.hpp"
 #include "kernels.hpp"
+#include "loops.hpp"
 
 namespace tandem::kernels::cpu {
 inline namespace TANDEM_CPU_NAMESPACE {
@@ -27,6 +29,60 @@ R store(S s) {
   }
 }
 
+// The sum of p[0..n): element i goes to lane i % kLanes, the lanes are added pairwise at the
+// end. Each lane is an independent chain, so the compiler runs the lanes as vectors (a widening
+// convert and an add per vector) with no reassociation: the order is fixed by n alone.
+constexpr int kLanes = 32;
+template <typename T>
+Acc<T> lane_sum(const T* p, int64_t n) {
+  using A = acc_type<T>;
+  Acc<T> acc[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int j = 0; j < kLanes; ++j) acc[j] += A(p[i + j]);
+  for (int j = 0; i + j < n; ++j) acc[j] += A(p[i + j]);
+  for (int width = kLanes / 2; width > 0; width /= 2)
+    for (int j = 0; j < width; ++j) acc[j] += acc[j + width];
+  return acc[0];
+}
+
+// f32, the common case, in the same lanes and order, written with vectors of 8 doubles: the
+// compiler keeps the loop above's lane array in memory, which cost a store and a load per add.
+template <>
+double lane_sum<float>(const float* p, int64_t n) {
+  typedef float F8 __attribute__((vector_size(32)));
+  typedef double D8 __attribute__((vector_size(64)));
+  auto add = [](D8& acc, const float* q) {
+    F8 x;
+    std::memcpy(&x, q, sizeof x);
+    acc += __builtin_convertvector(x, D8);
+  };
+  D8 a0 = {}, a1 = {}, a2 = {}, a3 = {};  // lanes 0-7, 8-15, 16-23, 24-31
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    add(a0, p + i);
+    add(a1, p + i + 8);
+    add(a2, p + i + 16);
+    add(a3, p + i + 24);
+  }
+  if (i < n) {  // the tail as a zero-padded block: each element still goes to lane i % 32
+    float tail[kLanes] = {};
+    std::copy(p + i, p + n, tail);
+    add(a0, tail);
+    add(a1, tail + 8);
+    add(a2, tail + 16);
+    add(a3, tail + 24);
+  }
+  a0 += a2;  // width 16
+  a1 += a3;
+  a0 += a1;  // width 8
+  double l[8];
+  std::memcpy(l, &a0, sizeof l);
+  for (int width = 4; width > 0; width /= 2)
+    for (int j = 0; j < width; ++j) l[j] += l[j + width];
+  return l[0];
+}
+
 template <typename T, typename R>
 void sum_rows(R* out, const T* in, int64_t rows, int64_t cols) {
   const int64_t blocks = std::max<int64_t>(1, (cols + kBlock - 1) / kBlock);
@@ -37,18 +93,7 @@ void sum_rows(R* out, const T* in, int64_t rows, int64_t cols) {
                    int64_t r = task / blocks, b = task % blocks;
                    const T* p = in + r * cols + b * kBlock;
                    int64_t n = std::min(kBlock, cols - b * kBlock);
-                   // Four independent accumulators: the adds pipeline, the order stays fixed.
-                   Acc<T> s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-                   int64_t i = 0;
-                   using A = acc_type<T>;
-                   for (; i + 4 <= n; i += 4) {
-                     s0 += A(p[i]);
-                     s1 += A(p[i + 1]);
-                     s2 += A(p[i + 2]);
-                     s3 += A(p[i + 3]);
-                   }
-                   for (; i < n; ++i) s0 += A(p[i]);
-                   partial[task] = (s0 + s1) + (s2 + s3);
+                   partial[task] = lane_sum(p, n);
                  }
                });
   for (int64_t r = 0; r < rows; ++r) {
