@@ -19,17 +19,24 @@ void Tensor::backward(const Tensor& gradient, std::optional<bool> retain_graph,
   autograd::run_backward({*this}, {gradient}, retain_graph.value_or(create_graph), create_graph);
 }
 
+namespace {
+// Where a tensor's register_hook hooks live: on a leaf, or on a non-leaf's grad_fn.
+GradHooks& hooks_of(const Tensor& t) {
+  return t.is_leaf() ? t.impl()->grad_hooks : t.grad_fn()->hooks();
+}
+}  // namespace
+
 unsigned Tensor::add_grad_hook(GradHook hook) const {
   TANDEM_CHECK(hook != nullptr, "register_hook: the hook is empty");
   TANDEM_CHECK(requires_grad(),
                "register_hook: this tensor does not require grad, so no gradient will reach it");
-  GradHooks& hooks = is_leaf() ? checked()->grad_hooks : grad_fn()->hooks();
+  GradHooks& hooks = hooks_of(*this);
   hooks.hooks.emplace_back(hooks.next_handle, std::move(hook));
   return hooks.next_handle++;
 }
 
 void Tensor::remove_hook(unsigned handle) const {
-  GradHooks& hooks = is_leaf() ? checked()->grad_hooks : grad_fn()->hooks();
+  GradHooks& hooks = hooks_of(*this);
   auto it = std::find_if(hooks.hooks.begin(), hooks.hooks.end(),
                          [&](const auto& entry) { return entry.first == handle; });
   TANDEM_CHECK(it != hooks.hooks.end(), "remove_hook: no hook with handle ", handle,
@@ -167,8 +174,7 @@ Tensor Node::run_hooks(Tensor grad) {
     Tensor replaced = hook(grad);
     if (!replaced.defined()) continue;
     TANDEM_CHECK(replaced.shape() == grad.shape(),
-                 "backward: a register_hook hook returned a "
-                 "gradient of shape ",
+                 "backward: a register_hook hook returned a gradient of shape ",
                  shape_str(replaced.shape()), " for one of shape ", shape_str(grad.shape()),
                  " (at ", name_, ")");
     grad = std::move(replaced);

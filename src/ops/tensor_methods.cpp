@@ -459,7 +459,6 @@ Tensor& Tensor::copy_(const Tensor& src) {
 }
 
 namespace {
-// this = op(this, value), one kernel.
 // An in-place op whose result would be floating cannot write it into an integer tensor.
 void check_integer_result(const Tensor& self, bool floating_result, const char* name,
                           const char* why) {
@@ -467,14 +466,22 @@ void check_integer_result(const Tensor& self, bool floating_result, const char* 
                ") and cannot be written into a ", self.dtype(), " tensor in place");
 }
 
-Tensor& scalar_inplace(Tensor& self, kernels::UnaryOp op, double value, const char* name) {
+// this = op(this, args), one kernel; `floating_result` (for `why`) is refused on an integer
+// tensor.
+Tensor& unary_inplace(Tensor& self, kernels::UnaryOp op, const kernels::OpArgs& args,
+                      bool floating_result, const char* name, const char* why) {
   check_defined(self, name, "self");
-  check_integer_result(self, !whole_scalar(value), name, "the scalar is not a whole number");
+  check_integer_result(self, floating_result, name, why);
   check_inplace(self, name);
   check_no_overlap(self, name);
   kernels::unary.at(self, name);
-  kernels::unary(self, op, {value}, self);
+  kernels::unary(self, op, args, self);
   return self;
+}
+
+Tensor& scalar_inplace(Tensor& self, kernels::UnaryOp op, double value, const char* name) {
+  return unary_inplace(self, op, {value}, !whole_scalar(value), name,
+                       "the scalar is not a whole number");
 }
 
 // this = op(this, other): one kernel writing into this where writes_in_place allows, else the
@@ -510,20 +517,15 @@ Tensor& Tensor::mul_(double value) {
 
 Tensor& Tensor::clamp_(std::optional<double> min, std::optional<double> max) {
   TANDEM_CHECK(min || max, "clamp_: at least one of min and max must be given");
-  check_defined(*this, "clamp_", "self");
-  check_integer_result(*this, (min && !whole_scalar(*min)) || (max && !whole_scalar(*max)),
-                       "clamp_", "a bound is not a whole number within int64's range");
-  TANDEM_CHECK(dtype() != DType::boolean,
+  const bool fractional = (min && !whole_scalar(*min)) || (max && !whole_scalar(*max));
+  // A fractional bound on bool is refused by unary_inplace's integer check, as on any integer.
+  TANDEM_CHECK(fractional || !defined() || dtype() != DType::boolean,
                "clamp_: the result of clamping bool is i64 (as torch promotes it) and cannot be "
                "written into a bool tensor in place");
-  check_inplace(*this, "clamp_");
-  check_no_overlap(*this, "clamp_");
-  kernels::unary.at(*this, "clamp_");
-  kernels::unary(*this, kernels::UnaryOp::clamp,
-                 {min.value_or(-std::numeric_limits<double>::infinity()),
-                  max.value_or(std::numeric_limits<double>::infinity())},
-                 *this);
-  return *this;
+  return unary_inplace(*this, kernels::UnaryOp::clamp,
+                       {min.value_or(-std::numeric_limits<double>::infinity()),
+                        max.value_or(std::numeric_limits<double>::infinity())},
+                       fractional, "clamp_", "a bound is not a whole number within int64's range");
 }
 
 Tensor& Tensor::mul_(const Tensor& other) {

@@ -985,6 +985,9 @@ TEST_CASE(
   ci.clamp_(0);
   CHECK(ci.to_vector<int64_t>() == std::vector<int64_t>{0, 5});
   CHECK_THROWS_WITH(ci.clamp_(0.5), Catch::Contains("not a whole number"));
+  auto bits = torch::tensor({true, false});
+  CHECK_THROWS_WITH(bits.clamp_(0, 1), Catch::Contains("clamping bool is i64"));
+  CHECK_THROWS_WITH(bits.clamp_(0.5), Catch::Contains("not a whole number"));
   // Out of place, as PyTorch: integers stay integers under whole bounds (indices clamped into
   // range), a fractional bound gives f32, bool is clamped as i64; a bound past the dtype's
   // range saturates (PyTorch would give f32 for a Python float bound there).
