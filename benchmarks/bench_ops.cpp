@@ -296,6 +296,17 @@ void op_sweep(int repeats, bool peer, Generator& gen, std::vector<Row>& rows) {
        {{64, 128, 64}, {64, 64, 128}},
        [](const V& v) { return bmm(v[0], v[1]); },
        TORCH_SIDE([](const TV& v) { return torch::bmm(v[0], v[1]); })},
+      {"lstm 128->256 (T 32, N 64)",
+       {{32, 64, 128}, {1024, 128}, {1024, 256}, {1024}, {1024}},
+       [](const V& v) {
+         return std::get<0>(
+             lstm(v[0], {}, {v.begin() + 1, v.end()}, true, 1, 0.0, true, false, false));
+       },
+       TORCH_SIDE([](const TV& v) {
+         torch::Tensor zero = torch::zeros({1, 64, 256});
+         return std::get<0>(torch::lstm(v[0], {zero, zero}, torch::TensorList(v).slice(1), true, 1,
+                                        0.0, true, false, false));
+       })},
   };
   std::printf("\nop sweep, f32 forward + backward%s:\n",
               peer ? " (tandem / libtorch time; <== at 2x or more)" : "");

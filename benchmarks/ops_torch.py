@@ -63,6 +63,9 @@ def main():
         ("embedding 10000x256 (128,64)", [(10000, 256)], lambda v: F.embedding(ids, v[0])),
         ("bmm (64,128,64)x(64,64,128)", [(64, 128, 64), (64, 64, 128)],
          lambda v: torch.bmm(v[0], v[1])),
+        ("lstm 128->256 (T 32, N 64)", [(32, 64, 128), (1024, 128), (1024, 256), (1024,), (1024,)],
+         lambda v: torch._VF.lstm(v[0], (torch.zeros(1, 64, 256),) * 2, v[1:], True, 1, 0.0,
+                                  True, False, False)[0]),
     ]
     print(f"PyTorch {torch.__version__}, own process, {args.threads} threads, "
           f"median of {args.repeats}: forward + backward")

@@ -118,7 +118,7 @@ int main(int argc, char** argv) {
         loss.item<float>();  // the GPU's work done
         const auto t1 = Clock::now();
         opt.step();
-        opt.groups()[0].params[0].sum().item<float>();
+        opt.param_groups()[0].params()[0].sum().item<float>();
         const auto t2 = Clock::now();
         if (s == 0) continue;  // warm-up
         compute.push_back(std::chrono::duration<double>(t1 - t0).count());

@@ -396,7 +396,8 @@ void train_rank(Shared& sh, parallel::Rank& r) {
                << ", \"img_per_s_per_rank\": " << monitor::json_number(images / seconds / world)
                << ", \"world_size\": " << world
                << ", \"seconds\": " << monitor::json_number(seconds)
-               << ", \"lr\": " << monitor::json_number(opt.groups()[0].lr) << ", \"loss_scale\": "
+               << ", \"lr\": " << monitor::json_number(opt.param_groups()[0].options().get_lr())
+               << ", \"loss_scale\": "
                << monitor::json_number(scaler.is_enabled() ? scaler.get_scale() : 1.0)
                << ", \"skipped_steps\": " << skipped << "}\n";
       metrics->flush();

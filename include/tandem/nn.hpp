@@ -7,3 +7,4 @@
 #include "tandem/nn/loss.hpp"
 #include "tandem/nn/models/resnet.hpp"
 #include "tandem/nn/module.hpp"
+#include "tandem/nn/rnn.hpp"

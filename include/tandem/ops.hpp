@@ -8,4 +8,5 @@
 #include "tandem/ops/linalg.hpp"
 #include "tandem/ops/nn_ops.hpp"
 #include "tandem/ops/reduction.hpp"
+#include "tandem/ops/rnn.hpp"
 #include "tandem/ops/shape_ops.hpp"

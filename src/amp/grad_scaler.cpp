@@ -37,8 +37,8 @@ void GradScaler::unscale(optim::Optimizer& optimizer) {
   // One found-inf flag per device the gradients lie on, read once at the end: on a GPU the host
   // waits once per unscale, not once per gradient.
   std::vector<Tensor> flags;
-  for (const auto& group : optimizer.groups())
-    for (const Tensor& p : group.params) {
+  for (const auto& group : optimizer.param_groups())
+    for (const Tensor& p : group.params()) {
       Tensor g = p.grad();
       if (!g.defined()) continue;
       auto flag = std::find_if(flags.begin(), flags.end(),

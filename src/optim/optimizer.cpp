@@ -20,38 +20,82 @@ std::vector<ParamGroup> weight_decay_groups(const nn::Module& module, double wei
   return {ParamGroup(decay, std::nullopt, weight_decay), ParamGroup(no_decay, std::nullopt, 0.0)};
 }
 
-Optimizer::Optimizer(const char* name, std::vector<ParamGroup> groups, double lr,
-                     double weight_decay, double momentum)
-    : name_(name) {
+OptimizerParamGroup::OptimizerParamGroup(const OptimizerParamGroup& other)
+    : params_(other.params_),
+      options_(other.options_ ? other.options_->clone() : nullptr),
+      initial_lr_(other.initial_lr_) {}
+
+OptimizerParamGroup& OptimizerParamGroup::operator=(const OptimizerParamGroup& other) {
+  if (this != &other) *this = OptimizerParamGroup(other);
+  return *this;
+}
+
+OptimizerOptions& OptimizerParamGroup::options() {
+  TANDEM_CHECK(options_ != nullptr,
+               "OptimizerParamGroup: this group has no options (it takes "
+               "the optimizer's defaults once an optimizer holds it)");
+  return *options_;
+}
+
+const OptimizerOptions& OptimizerParamGroup::options() const {
+  return const_cast<OptimizerParamGroup&>(*this).options();
+}
+
+Optimizer::Optimizer(const char* name, std::unique_ptr<OptimizerOptions> defaults)
+    : name_(name), defaults_(std::move(defaults)) {}
+
+void Optimizer::add_param_groups(std::vector<OptimizerParamGroup> groups) {
   TANDEM_CHECK(!groups.empty(), name_, ": no parameter groups");
-  size_t count = 0;
+  for (const auto& g : groups) add_param_group(g);
+  TANDEM_CHECK(!state_.empty(), name_, ": got an empty parameter list");
+}
+
+void Optimizer::add_param_groups(std::vector<ParamGroup> groups) {
+  std::vector<OptimizerParamGroup> full;
   for (auto& g : groups) {
-    double group_lr = g.lr.value_or(lr), group_wd = g.weight_decay.value_or(weight_decay);
-    TANDEM_CHECK(group_lr >= 0 && std::isfinite(group_lr), name_,
-                 ": learning rate must be finite and >= 0, got ", group_lr);
-    TANDEM_CHECK(group_wd >= 0 && std::isfinite(group_wd), name_,
-                 ": weight decay must be finite and >= 0, got ", group_wd);
-    for (const auto& p : g.params) {
-      // A frozen parameter (requires_grad false, as model->parameters() hands over) is taken
-      // and skipped while it has no gradient, as torch's optimizers do.
-      TANDEM_CHECK(p.defined() && p.is_floating_point(), name_,
-                   ": every parameter must be a floating tensor");
-      // A computed tensor never receives a .grad (backward fills leaves only), as torch's
-      // "can't optimize a non-leaf Tensor".
-      TANDEM_CHECK(p.is_leaf(), name_,
-                   ": can't optimize a non-leaf tensor (one computed from "
-                   "others); pass the leaf parameters");
-    }
-    count += g.params.size();
-    groups_.push_back({std::move(g.params), group_lr, group_wd, momentum, group_lr});
+    auto options = defaults_->clone();
+    if (g.lr) options->set_lr(*g.lr);
+    if (g.weight_decay) options->set_weight_decay(*g.weight_decay);
+    full.emplace_back(std::move(g.params), std::move(options));
   }
-  TANDEM_CHECK(count > 0, name_, ": got an empty parameter list");
-  state_.resize(count);
+  add_param_groups(std::move(full));
+}
+
+void Optimizer::add_param_group(const OptimizerParamGroup& group) {
+  const OptimizerOptions& options = group.has_options() ? group.options() : *defaults_;
+  check_options(options);
+  const double lr = options.get_lr(), wd = options.get_weight_decay();
+  TANDEM_CHECK(lr >= 0 && std::isfinite(lr), name_, ": learning rate must be finite and >= 0, got ",
+               lr);
+  TANDEM_CHECK(wd >= 0 && std::isfinite(wd), name_, ": weight decay must be finite and >= 0, got ",
+               wd);
+  const auto& params = group.params();
+  for (size_t i = 0; i < params.size(); ++i) {
+    const Tensor& p = params[i];
+    // A frozen parameter (requires_grad false, as model->parameters() hands over) is taken
+    // and skipped while it has no gradient, as torch's optimizers do.
+    TANDEM_CHECK(p.defined() && p.is_floating_point(), name_,
+                 ": every parameter must be a floating tensor");
+    // A computed tensor never receives a .grad (backward fills leaves only), as torch's
+    // "can't optimize a non-leaf Tensor".
+    TANDEM_CHECK(p.is_leaf(), name_,
+                 ": can't optimize a non-leaf tensor (one computed from "
+                 "others); pass the leaf parameters");
+    auto same = [&](const Tensor& q) { return q.is_same(p); };
+    bool seen = std::any_of(params.begin(), params.begin() + static_cast<std::ptrdiff_t>(i), same);
+    for (const auto& g : groups_)
+      seen = seen || std::any_of(g.params().begin(), g.params().end(), same);
+    TANDEM_CHECK(!seen, name_, ": some parameters appear in more than one parameter group");
+  }
+  OptimizerParamGroup adopted(params, options.clone());
+  adopted.set_initial_lr(lr);
+  groups_.push_back(std::move(adopted));
+  state_.resize(state_.size() + params.size());
 }
 
 void Optimizer::zero_grad(bool set_to_none) {
   for (auto& g : groups_)
-    for (auto& p : g.params) {
+    for (auto& p : g.params()) {
       if (set_to_none) {
         p.set_grad(Tensor());
       } else if (p.grad().defined()) {
@@ -66,11 +110,12 @@ nn::StateDict Optimizer::state_dict() const {
     std::string prefix = "group." + std::to_string(g) + ".";
     // Hyper-parameters are host values, kept on the CPU whatever the current device.
     const TensorOptions f64 = TensorOptions(DType::f64).device(kCPU);
-    out[prefix + "lr"] = scalar_tensor(groups_[g].lr, f64);
-    out[prefix + "weight_decay"] = scalar_tensor(groups_[g].weight_decay, f64);
-    out[prefix + "momentum"] = scalar_tensor(groups_[g].momentum, f64);
-    out[prefix + "initial_lr"] = scalar_tensor(groups_[g].initial_lr, f64);
-    out[prefix + "size"] = scalar_tensor(static_cast<double>(groups_[g].params.size()),
+    const OptimizerOptions& o = groups_[g].options();
+    out[prefix + "lr"] = scalar_tensor(o.get_lr(), f64);
+    out[prefix + "weight_decay"] = scalar_tensor(o.get_weight_decay(), f64);
+    out[prefix + "momentum"] = scalar_tensor(o.get_momentum(), f64);
+    out[prefix + "initial_lr"] = scalar_tensor(groups_[g].initial_lr(), f64);
+    out[prefix + "size"] = scalar_tensor(static_cast<double>(groups_[g].params().size()),
                                          TensorOptions(DType::i64).device(kCPU));
   }
   for (size_t k = 0; k < state_.size(); ++k)
@@ -82,7 +127,7 @@ void Optimizer::load_state_dict(const nn::StateDict& state) {
   // Validate everything first: a bad dict leaves the optimizer untouched.
   std::vector<const Tensor*> params;
   for (const auto& g : groups_)
-    for (const auto& p : g.params) params.push_back(&p);
+    for (const auto& p : g.params()) params.push_back(&p);
   auto scalar = [&](const std::string& key) {
     auto it = state.find(key);
     TANDEM_CHECK(it != state.end() && it->second.numel() == 1, name_,
@@ -97,9 +142,9 @@ void Optimizer::load_state_dict(const nn::StateDict& state) {
                group_entries / 5, " parameter groups, the optimizer ", groups_.size());
   for (size_t g = 0; g < groups_.size(); ++g) {
     std::string prefix = "group." + std::to_string(g) + ".";
-    TANDEM_CHECK(scalar(prefix + "size") == static_cast<double>(groups_[g].params.size()), name_,
+    TANDEM_CHECK(scalar(prefix + "size") == static_cast<double>(groups_[g].params().size()), name_,
                  ".load_state_dict: group ", g, " holds ", scalar(prefix + "size"),
-                 " parameters in the state but ", groups_[g].params.size(), " here");
+                 " parameters in the state but ", groups_[g].params().size(), " here");
     for (const char* key : {"lr", "weight_decay", "momentum", "initial_lr"}) scalar(prefix + key);
   }
   for (const auto& [key, t] : state) {
@@ -130,71 +175,99 @@ void Optimizer::load_state_dict(const nn::StateDict& state) {
   }
   for (size_t g = 0; g < groups_.size(); ++g) {
     std::string prefix = "group." + std::to_string(g) + ".";
-    groups_[g].lr = scalar(prefix + "lr");
-    groups_[g].weight_decay = scalar(prefix + "weight_decay");
-    groups_[g].momentum = scalar(prefix + "momentum");
-    groups_[g].initial_lr = scalar(prefix + "initial_lr");
+    OptimizerOptions& o = groups_[g].options();
+    o.set_lr(scalar(prefix + "lr"));
+    o.set_weight_decay(scalar(prefix + "weight_decay"));
+    o.set_momentum(scalar(prefix + "momentum"));
+    groups_[g].set_initial_lr(scalar(prefix + "initial_lr"));
   }
   state_ = std::move(new_state);
 }
 
-SGD::SGD(std::vector<ParamGroup> groups, SGDOptions o)
-    : Optimizer("SGD", std::move(groups), o.lr_, o.weight_decay_, o.momentum_), options(o) {
+namespace {
+
+// The options of a group as the optimizer's type, or a clear refusal.
+template <typename Options>
+const Options& options_as(const char* name, const char* type, const OptimizerOptions& o) {
+  const auto* typed = dynamic_cast<const Options*>(&o);
+  TANDEM_CHECK(typed != nullptr, name, ": a parameter group's options must be ", type);
+  return *typed;
+}
+
+void check_grad(const char* name, const Tensor& p, const Tensor& grad) {
+  TANDEM_CHECK(grad.device() == p.device() && grad.dtype() == p.dtype(), name, ": gradient (",
+               grad.dtype(), " on ", grad.device(), ") does not match its parameter (", p.dtype(),
+               " on ", p.device(), ")");
+}
+
+}  // namespace
+
+SGD::SGD(std::vector<OptimizerParamGroup> groups, SGDOptions defaults)
+    : Optimizer("SGD", defaults.clone()) {
+  add_param_groups(std::move(groups));
+}
+
+SGD::SGD(std::vector<ParamGroup> groups, SGDOptions defaults) : Optimizer("SGD", defaults.clone()) {
+  add_param_groups(std::move(groups));
+}
+
+SGD::SGD(std::vector<Tensor> params, SGDOptions defaults)
+    : SGD(std::vector<OptimizerParamGroup>{OptimizerParamGroup(std::move(params))}, defaults) {}
+
+void SGD::check_options(const OptimizerOptions& options) const {
+  const auto& o = options_as<SGDOptions>(name_, "SGDOptions", options);
   TANDEM_CHECK(o.momentum_ >= 0 && o.dampening_ >= 0, "SGD: momentum and dampening must be >= 0, got ",
                o.momentum_, " and ", o.dampening_);
   TANDEM_CHECK(!o.nesterov_ || (o.momentum_ > 0 && o.dampening_ == 0),
                "SGD: Nesterov momentum requires a momentum > 0 and zero dampening");
 }
 
-SGD::SGD(std::vector<Tensor> params, SGDOptions o)
-    : SGD(std::vector<ParamGroup>{ParamGroup(std::move(params))}, o) {}
-
 void SGD::step() {
   NoGradGuard no_grad;
   size_t k = 0;
   for (auto& g : groups_) {
-    for (auto& p : g.params) {
+    const auto& o = static_cast<const SGDOptions&>(g.options());  // checked when adopted
+    for (auto& p : g.params()) {
       auto& st = state(k++);
       Tensor grad = p.grad();
       if (!grad.defined()) continue;
-      TANDEM_CHECK(grad.device() == p.device() && grad.dtype() == p.dtype(), name_,
-                   ": gradient (", grad.dtype(), " on ", grad.device(), ") does not match its "
-                   "parameter (", p.dtype(), " on ", p.device(), ")");
+      check_grad(name_, p, grad);
       Tensor buffer;
       bool first = false;
-      if (g.momentum != 0) {
+      if (o.momentum_ != 0) {
         auto it = st.find("momentum_buffer");
         first = it == st.end();
         if (first) it = st.emplace("momentum_buffer", empty_like(p)).first;
         buffer = it->second;
       }
       kernels::sgd_step(p, buffer, grad,
-                        {g.lr, g.weight_decay, g.momentum, options.dampening_, options.nesterov_,
-                         first});
+                        {o.lr_, o.weight_decay_, o.momentum_, o.dampening_, o.nesterov_, first});
       p.storage().bump_version();  // graphs that saved p refuse to backward (node.hpp)
     }
   }
 }
 
-AdamBase::AdamBase(const char* name, std::vector<ParamGroup> groups, double lr, double weight_decay,
-                   double beta1, double beta2, double eps, bool amsgrad, bool decoupled)
-    : Optimizer(name, std::move(groups), lr, weight_decay, beta1),
-      beta2_(beta2),
-      eps_(eps),
-      amsgrad_(amsgrad),
-      decoupled_(decoupled) {
-  TANDEM_CHECK(beta1 >= 0 && beta1 < 1 && beta2 >= 0 && beta2 < 1, name,
-               ": betas must be in [0, 1), got (", beta1, ", ", beta2, ")");
-  TANDEM_CHECK(eps >= 0, name, ": eps must be >= 0, got ", eps);
+namespace {
+
+// What Adam and AdamW share: the moments, their bias correction, AMSGrad's running maximum,
+// one fused update per parameter. They differ only in how weight decay enters (`decoupled`).
+template <typename Options>
+void check_adam(const char* name, const char* type, const OptimizerOptions& options) {
+  const auto& o = options_as<Options>(name, type, options);
+  TANDEM_CHECK(o.beta1_ >= 0 && o.beta1_ < 1 && o.beta2_ >= 0 && o.beta2_ < 1, name,
+               ": betas must be in [0, 1), got (", o.beta1_, ", ", o.beta2_, ")");
+  TANDEM_CHECK(o.eps_ >= 0, name, ": eps must be >= 0, got ", o.eps_);
 }
 
-void AdamBase::step() {
+template <typename Options, typename State>
+void adam_update(const char* name, std::vector<OptimizerParamGroup>& groups, State&& state,
+                 bool decoupled) {
   NoGradGuard no_grad;
   size_t k = 0;
-  for (auto& g : groups_) {
-    const double beta1 = g.momentum;
-    for (auto& p : g.params) {
-      auto& st = state(k++);
+  for (auto& g : groups) {
+    const auto& o = static_cast<const Options&>(g.options());  // checked when adopted
+    for (auto& p : g.params()) {
+      std::map<std::string, Tensor>& st = state(k++);
       Tensor grad = p.grad();
       if (!grad.defined()) continue;
       if (!st.count("step")) {
@@ -203,36 +276,66 @@ void AdamBase::step() {
         st["exp_avg_sq"] = zeros_like(p);
       }
       // Also where a state saved without AMSGrad was loaded: the maximum starts at 0.
-      if (amsgrad_ && !st.count("max_exp_avg_sq")) st["max_exp_avg_sq"] = zeros_like(p);
-      const int64_t step = st["step"].item<int64_t>() + 1;
+      if (o.amsgrad_ && !st.count("max_exp_avg_sq")) st["max_exp_avg_sq"] = zeros_like(p);
+      const int64_t step = st["step"].template item<int64_t>() + 1;
       st["step"].fill_(static_cast<double>(step));
-      TANDEM_CHECK(grad.device() == p.device() && grad.dtype() == p.dtype(), name_,
-                   ": gradient (", grad.dtype(), " on ", grad.device(), ") does not match its "
-                   "parameter (", p.dtype(), " on ", p.device(), ")");
-      kernels::adam_step(p, st["exp_avg"], st["exp_avg_sq"],
-                         amsgrad_ ? st["max_exp_avg_sq"] : Tensor(), grad,
-                         {g.lr, g.weight_decay, beta1, beta2_, eps_, 1.0 - std::pow(beta1, step),
-                          1.0 - std::pow(beta2_, step), decoupled_});
+      check_grad(name, p, grad);
+      kernels::adam_step(
+          p, st["exp_avg"], st["exp_avg_sq"], o.amsgrad_ ? st["max_exp_avg_sq"] : Tensor(), grad,
+          {o.lr_, o.weight_decay_, o.beta1_, o.beta2_, o.eps_, 1.0 - std::pow(o.beta1_, step),
+           1.0 - std::pow(o.beta2_, step), decoupled});
       p.storage().bump_version();
     }
   }
 }
 
-Adam::Adam(std::vector<ParamGroup> groups, AdamOptions o)
-    : AdamBase("Adam", std::move(groups), o.lr_, o.weight_decay_, o.beta1_, o.beta2_, o.eps_,
-               o.amsgrad_, /*decoupled=*/false),
-      options(o) {}
+}  // namespace
 
-Adam::Adam(std::vector<Tensor> params, AdamOptions o)
-    : Adam(std::vector<ParamGroup>{ParamGroup(std::move(params))}, o) {}
+Adam::Adam(std::vector<OptimizerParamGroup> groups, AdamOptions defaults)
+    : Optimizer("Adam", defaults.clone()) {
+  add_param_groups(std::move(groups));
+}
 
-AdamW::AdamW(std::vector<ParamGroup> groups, AdamWOptions o)
-    : AdamBase("AdamW", std::move(groups), o.lr_, o.weight_decay_, o.beta1_, o.beta2_, o.eps_,
-               o.amsgrad_, /*decoupled=*/true),
-      options(o) {}
+Adam::Adam(std::vector<ParamGroup> groups, AdamOptions defaults)
+    : Optimizer("Adam", defaults.clone()) {
+  add_param_groups(std::move(groups));
+}
 
-AdamW::AdamW(std::vector<Tensor> params, AdamWOptions o)
-    : AdamW(std::vector<ParamGroup>{ParamGroup(std::move(params))}, o) {}
+Adam::Adam(std::vector<Tensor> params, AdamOptions defaults)
+    : Adam(std::vector<OptimizerParamGroup>{OptimizerParamGroup(std::move(params))}, defaults) {}
+
+void Adam::check_options(const OptimizerOptions& options) const {
+  check_adam<AdamOptions>(name_, "AdamOptions", options);
+}
+
+void Adam::step() {
+  adam_update<AdamOptions>(
+      name_, groups_, [this](size_t k) -> auto& { return state(k); },
+      /*decoupled=*/false);
+}
+
+AdamW::AdamW(std::vector<OptimizerParamGroup> groups, AdamWOptions defaults)
+    : Optimizer("AdamW", defaults.clone()) {
+  add_param_groups(std::move(groups));
+}
+
+AdamW::AdamW(std::vector<ParamGroup> groups, AdamWOptions defaults)
+    : Optimizer("AdamW", defaults.clone()) {
+  add_param_groups(std::move(groups));
+}
+
+AdamW::AdamW(std::vector<Tensor> params, AdamWOptions defaults)
+    : AdamW(std::vector<OptimizerParamGroup>{OptimizerParamGroup(std::move(params))}, defaults) {}
+
+void AdamW::check_options(const OptimizerOptions& options) const {
+  check_adam<AdamWOptions>(name_, "AdamWOptions", options);
+}
+
+void AdamW::step() {
+  adam_update<AdamWOptions>(
+      name_, groups_, [this](size_t k) -> auto& { return state(k); },
+      /*decoupled=*/true);
+}
 
 double clip_grad_norm(const std::vector<Tensor>& params, double max_norm, double norm_type) {
   TANDEM_CHECK(norm_type == 2.0 || std::isinf(norm_type),

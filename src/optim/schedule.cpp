@@ -19,10 +19,10 @@ double cosine(double start, double end, double pct) {
 LRScheduler::LRScheduler(Optimizer& optimizer) : optimizer_(optimizer) {}
 
 void LRScheduler::apply() {
-  auto& groups = optimizer_.groups();
+  auto& groups = optimizer_.param_groups();
   for (size_t g = 0; g < groups.size(); ++g) {
-    groups[g].lr = lr_at(g, last_step_);
-    if (auto m = momentum_at(g, last_step_)) groups[g].momentum = *m;
+    groups[g].options().set_lr(lr_at(g, last_step_));
+    if (auto m = momentum_at(g, last_step_)) groups[g].options().set_momentum(*m);
   }
 }
 
@@ -33,7 +33,7 @@ void LRScheduler::step() {
 
 std::vector<double> LRScheduler::last_lr() const {
   std::vector<double> out;
-  for (const auto& g : optimizer_.groups()) out.push_back(g.lr);
+  for (const auto& g : optimizer_.param_groups()) out.push_back(g.options().get_lr());
   return out;
 }
 
@@ -114,7 +114,7 @@ OneCycleLR::OneCycleLR(Optimizer& optimizer, double max_lr_, int64_t total, OneC
                "OneCycleLR: need total_steps > 1, max_lr > 0, pct_start in (0, 1) and positive "
                "div factors; got total_steps ", total, ", max_lr ", max_lr, ", pct_start ",
                o.pct_start_);
-  for (auto& g : optimizer_.groups()) g.initial_lr = max_lr / o.div_factor_;
+  for (auto& g : optimizer_.param_groups()) g.set_initial_lr(max_lr / o.div_factor_);
   apply();
 }
 

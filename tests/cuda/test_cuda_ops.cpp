@@ -575,6 +575,52 @@ struct NoTf32 {
 
 }  // namespace
 
+TEST_CASE(
+    "CUDA LSTM, GRU and RNN (composed ops: matmuls, gates, stack) match the CPU, forward "
+    "and backward",
+    "[cuda]") {
+  if (!gpu_present("CUDA recurrent layers")) return;
+  for (DType t : {DType::f32, DType::f64}) {
+    INFO(dtype_name(t));
+    uint64_t seed = 900;
+    auto weights = [&](int64_t gates, int64_t hidden, std::vector<int64_t> sizes, int directions) {
+      std::vector<Tensor> w;
+      for (int64_t in : sizes)
+        for (int d = 0; d < directions; ++d)
+          for (const Shape& s : {Shape{gates * hidden, in}, Shape{gates * hidden, hidden},
+                                 Shape{gates * hidden}, Shape{gates * hidden}})
+            w.push_back(randn_as(s, t, seed++) * 0.4);
+      return w;
+    };
+    // Two layers, both directions, batch_first; states given.
+    std::vector<Tensor> in{randn_as({3, 5, 4}, t, 1), randn_as({4, 3, 6}, t, 2),
+                           randn_as({4, 3, 6}, t, 3)};
+    for (Tensor& w : weights(4, 6, {4, 12}, 2)) in.push_back(w);
+    same_on_gpu("lstm", in, with_gradients([](const std::vector<Tensor>& v) {
+                  auto [out, h, c] = lstm(v[0], {v[1], v[2]}, {v.begin() + 3, v.end()}, true, 2,
+                                          0.0, false, true, true);
+                  return cat({out.flatten(), h.flatten(), c.flatten()});
+                }),
+                conv_tol(t));
+    std::vector<Tensor> gin{randn_as({7, 2, 3}, t, 4), randn_as({1, 2, 5}, t, 5)};
+    for (Tensor& w : weights(3, 5, {3}, 1)) gin.push_back(w);
+    same_on_gpu("gru", gin, with_gradients([](const std::vector<Tensor>& v) {
+                  auto [out, h] =
+                      gru(v[0], v[1], {v.begin() + 2, v.end()}, true, 1, 0.0, false, false, false);
+                  return cat({out.flatten(), h.flatten()});
+                }),
+                conv_tol(t));
+    gin.resize(2);
+    for (Tensor& w : weights(1, 5, {3}, 1)) gin.push_back(w);
+    same_on_gpu("rnn_tanh", gin, with_gradients([](const std::vector<Tensor>& v) {
+                  auto [out, h] = rnn_tanh(v[0], v[1], {v.begin() + 2, v.end()}, true, 1, 0.0,
+                                           false, false, false);
+                  return cat({out.flatten(), h.flatten()});
+                }),
+                conv_tol(t));
+  }
+}
+
 TEST_CASE("CUDA convolutions through cuDNN match the CPU, forward and backward", "[cuda]") {
   if (!gpu_present("CUDA conv2d")) return;
   NoTf32 no_tf32;

@@ -207,6 +207,40 @@ with torch.random.fork_rng():
              F.linear(F.max_pool2d(x, 2).flatten(1), w), t), x).abs().sum(),
          r(4, 1, 4, 4), r(3, 4), ce_target)
 
+# Recurrent layers through torch's functional forms (the weights as inputs, so their gradients
+# are recorded); each case's output is the sequence output, then h_n (and c_n), flattened.
+with torch.random.fork_rng():
+    torch.manual_seed(8888)
+    flat = lambda *ts: torch.cat([t.reshape(-1) for t in ts])
+
+    def weights(gates, hidden, sizes, bias=True, directions=1):
+        out = []
+        for size in sizes:
+            for _ in range(directions):
+                out += [r(gates * hidden, size) * 0.4, r(gates * hidden, hidden) * 0.4]
+                if bias:
+                    out += [r(gates * hidden) * 0.2, r(gates * hidden) * 0.2]
+        return out
+
+    case("lstm", lambda x, h, c, *w: flat(*torch._VF.lstm(x, (h, c), w, True, 1, 0.0, False,
+                                                          False, False)),
+         r(5, 3, 4), r(1, 3, 6), r(1, 3, 6), *weights(4, 6, [4]))
+    case("lstm_2layer_bidirectional_batch_first_nobias",
+         lambda x, *w: flat(*torch._VF.lstm(x, (torch.zeros(4, 3, 5), torch.zeros(4, 3, 5)), w,
+                                            False, 2, 0.0, False, True, True)),
+         r(3, 4, 2), *weights(4, 5, [2, 10], bias=False, directions=2))
+    case("gru_bidirectional", lambda x, h, *w: flat(*torch._VF.gru(x, h, w, True, 1, 0.0, False,
+                                                                   True, False)),
+         r(4, 2, 3), r(2, 2, 5), *weights(3, 5, [3], directions=2))
+    # Unbatched (T, in), as torch.nn.RNN runs it: a batch of one in the middle.
+    case("rnn_tanh_2layer_unbatched",
+         lambda x, h, *w: flat(*[t.squeeze(1) for t in torch._VF.rnn_tanh(
+             x.unsqueeze(1), h.unsqueeze(1), w, True, 2, 0.0, False, False, False)]),
+         r(6, 3), r(2, 4), *weights(1, 4, [3, 4]))
+    case("rnn_relu", lambda x, h, *w: flat(*torch._VF.rnn_relu(x, h, w, True, 1, 0.0, False,
+                                                               False, False)),
+         r(4, 2, 3), r(1, 2, 5), *weights(1, 5, [3]))
+
 with open(os.path.join(HERE, "ops.json"), "w") as f:
     json.dump({"generator": "torch " + torch.__version__, "cases": cases}, f)
 

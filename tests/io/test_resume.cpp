@@ -103,8 +103,9 @@ TEST_CASE("a run resumed from a checkpoint continues bit-exactly", "[io][resume]
     INFO(name);
     CHECK(equal(t, sb.at(name)));
   }
-  CHECK(a.opt->groups()[0].lr == b.opt->groups()[0].lr);
-  CHECK(a.opt->groups()[0].momentum == b.opt->groups()[0].momentum);
+  CHECK(a.opt->param_groups()[0].options().get_lr() == b.opt->param_groups()[0].options().get_lr());
+  CHECK(a.opt->param_groups()[0].options().get_momentum() ==
+        b.opt->param_groups()[0].options().get_momentum());
 
   // A checkpoint of another model is refused with the keys that differ; nothing is changed.
   auto other = nn::resnet20();

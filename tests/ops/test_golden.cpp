@@ -50,7 +50,10 @@ const std::map<std::string, Fn>& ops() {
       {"tanh", [](V x) { return tanh(x[0]); }},
       {"where", [](V x) { return where(x[0], x[1], x[2]); }},
       {"sum_all", [](V x) { return sum(x[0]); }},
-      {"sum_dims", [](V x) { return sum(x[0], {0, 2}); }},
+      {"sum_dims",
+       [](V x) {
+         return sum(x[0], {0, 2});
+       }},
       {"sum_keepdim", [](V x) { return sum(x[0], {1}, true); }},
       {"mean_dims", [](V x) { return mean(x[0], {1}); }},
       {"max_all", [](V x) { return max(x[0]); }},
@@ -68,8 +71,7 @@ const std::map<std::string, Fn>& ops() {
       {"linear", [](V x) { return linear(x[0], x[1], x[2]); }},
       {"conv2d", [](V x) { return conv2d(x[0], x[1], x[2], 1, 1); }},
       {"conv2d_stride_dilation", [](V x) { return conv2d(x[0], x[1], Tensor(), 2, 2, 2); }},
-      {"conv2d_groups",
-       [](V x) { return conv2d(x[0], x[1], x[2], Int2(2, 1), Int2(1, 0), 1, 2); }},
+      {"conv2d_groups", [](V x) { return conv2d(x[0], x[1], x[2], Int2(2, 1), Int2(1, 0), 1, 2); }},
       {"conv2d_1x1", [](V x) { return conv2d(x[0], x[1]); }},
       {"conv2d_wide", [](V x) { return conv2d(x[0], x[1], x[2], 1, 1); }},
       {"batch_norm_train",
@@ -93,24 +95,48 @@ const std::map<std::string, Fn>& ops() {
       {"cross_entropy_none", [](V x) { return cross_entropy(x[0], x[1], {Reduction::none}); }},
       {"cross_entropy_ignore", [](V x) { return cross_entropy(x[0], x[1]); }},
       {"cross_entropy_smoothing",
-       [](V x) { return cross_entropy(x[0], x[1], {Reduction::mean, -100, 0.1}); }},
+       [](V x) {
+         return cross_entropy(x[0], x[1], {Reduction::mean, -100, 0.1});
+       }},
       {"cross_entropy_smoothing_ignore",
-       [](V x) { return cross_entropy(x[0], x[1], {Reduction::mean, -100, 0.2}); }},
+       [](V x) {
+         return cross_entropy(x[0], x[1], {Reduction::mean, -100, 0.2});
+       }},
       {"cross_entropy_smoothing_sum",
-       [](V x) { return cross_entropy(x[0], x[1], {Reduction::sum, -100, 0.2}); }},
+       [](V x) {
+         return cross_entropy(x[0], x[1], {Reduction::sum, -100, 0.2});
+       }},
       {"cross_entropy_spatial", [](V x) { return cross_entropy(x[0], x[1]); }},
       {"nll_loss", [](V x) { return nll_loss(x[0], x[1]); }},
       {"mse_loss", [](V x) { return mse_loss(x[0], x[1]); }},
       {"mse_loss_sum", [](V x) { return mse_loss(x[0], x[1], Reduction::sum); }},
-      {"cat", [](V x) { return cat({x[0], x[1]}, 1); }},
-      {"stack", [](V x) { return stack({x[0], x[1]}, 0); }},
-      {"pad", [](V x) { return pad(x[0], {1, 2, 0, 1}, 0.5); }},
-      {"pad_negative", [](V x) { return pad(x[0], {-1, 1}); }},
+      {"cat",
+       [](V x) {
+         return cat({x[0], x[1]}, 1);
+       }},
+      {"stack",
+       [](V x) {
+         return stack({x[0], x[1]}, 0);
+       }},
+      {"pad",
+       [](V x) {
+         return pad(x[0], {1, 2, 0, 1}, 0.5);
+       }},
+      {"pad_negative",
+       [](V x) {
+         return pad(x[0], {-1, 1});
+       }},
       {"flatten", [](V x) { return flatten(x[0], 1); }},
-      {"permute_contiguous", [](V x) { return x[0].permute({2, 0, 1}).contiguous() * 2.0; }},
+      {"permute_contiguous",
+       [](V x) {
+         return x[0].permute({2, 0, 1}).contiguous() * 2.0;
+       }},
       {"slice_step", [](V x) { return x[0].slice(1, 1, 5, 2) * 3.0; }},
       {"select", [](V x) { return x[0].select(1, 2) * 2.0; }},
-      {"expand", [](V x) { return x[0].expand({3, 4, 5}) * 1.5; }},
+      {"expand",
+       [](V x) {
+         return x[0].expand({3, 4, 5}) * 1.5;
+       }},
       {"transpose_matmul", [](V x) { return matmul(x[0].transpose(0, 1), x[1]); }},
       // The ops under libtorch's names, written as a libtorch user writes them.
       {"l1_loss", [](V x) { return l1_loss(x[0], x[1]); }},
@@ -144,9 +170,43 @@ const std::map<std::string, Fn>& ops() {
       {"scatter", [](V x) { return scatter(x[0], 0, x[1], x[2]); }},
       {"index_add", [](V x) { return index_add(x[0], 0, x[1], x[2], 0.5); }},
       {"embedding_padding", [](V x) { return embedding(x[0], x[1], 1); }},
-      {"layer_norm", [](V x) { return layer_norm(x[0], {3, 4}, x[1], x[2], 1e-5); }},
+      {"layer_norm",
+       [](V x) {
+         return layer_norm(x[0], {3, 4}, x[1], x[2], 1e-5);
+       }},
       {"layer_norm_plain", [](V x) { return layer_norm(x[0], {5}); }},
       {"group_norm", [](V x) { return group_norm(x[0], 2, x[1], x[2]); }},
+      // Recurrent layers, weights as inputs: the output, then h_n (and c_n), flattened.
+      {"lstm",
+       [](V x) {
+         auto [out, h, c] =
+             lstm(x[0], {x[1], x[2]}, {x.begin() + 3, x.end()}, true, 1, 0.0, false, false, false);
+         return cat({out.flatten(), h.flatten(), c.flatten()});
+       }},
+      {"lstm_2layer_bidirectional_batch_first_nobias",
+       [](V x) {
+         auto [out, h, c] =
+             lstm(x[0], {}, {x.begin() + 1, x.end()}, false, 2, 0.0, false, true, true);
+         return cat({out.flatten(), h.flatten(), c.flatten()});
+       }},
+      {"gru_bidirectional",
+       [](V x) {
+         auto [out, h] =
+             gru(x[0], x[1], {x.begin() + 2, x.end()}, true, 1, 0.0, false, true, false);
+         return cat({out.flatten(), h.flatten()});
+       }},
+      {"rnn_tanh_2layer_unbatched",
+       [](V x) {
+         auto [out, h] =
+             rnn_tanh(x[0], x[1], {x.begin() + 2, x.end()}, true, 2, 0.0, false, false, false);
+         return cat({out.flatten(), h.flatten()});
+       }},
+      {"rnn_relu",
+       [](V x) {
+         auto [out, h] =
+             rnn_relu(x[0], x[1], {x.begin() + 2, x.end()}, true, 1, 0.0, false, false, false);
+         return cat({out.flatten(), h.flatten()});
+       }},
       // Gradients taken with create_graph: the recorded gradients are second derivatives.
       {"grad_of_grad_mlp",
        [](V x) {

@@ -127,15 +127,17 @@ TEST_CASE("optimizers and schedules match torch.optim over 20 steps", "[optim][g
       auto norms = c["norms"].get<std::vector<double>>();
       for (int step = 0; step < golden()["steps"].get<int>(); ++step) {
         INFO("step " << step);
-        REQUIRE(s.opt->groups()[0].lr == Approx(lrs[step]).epsilon(1e-12).margin(1e-15));
+        REQUIRE(s.opt->param_groups()[0].options().get_lr() ==
+                Approx(lrs[step]).epsilon(1e-12).margin(1e-15));
         // The closed-form schedules round as torch's Python does, to the bit (no FMA contraction
         // outside the kernels, whatever the build's instruction set); torch's warmup and cosine
         // run its recursive ("chainable") form, which differs in the last bits.
         if (name != "sgd_warmup_cosine") {
-          CHECK(s.opt->groups()[0].lr == lrs[step]);
-          CHECK(s.opt->groups()[0].momentum == momenta[step]);
+          CHECK(s.opt->param_groups()[0].options().get_lr() == lrs[step]);
+          CHECK(s.opt->param_groups()[0].options().get_momentum() == momenta[step]);
         }
-        REQUIRE(s.opt->groups()[0].momentum == Approx(momenta[step]).epsilon(1e-12));
+        REQUIRE(s.opt->param_groups()[0].options().get_momentum() ==
+                Approx(momenta[step]).epsilon(1e-12));
         double norm = train_step(p, s);
         if (!norms.empty()) REQUIRE(norm == Approx(norms[step]).epsilon(1e-5));
       }
@@ -170,7 +172,8 @@ TEST_CASE("optimizer and schedule state dicts resume bit-exactly", "[optim]") {
       for (int i = 0; i < 7; ++i) train_step(c, sc);
       REQUIRE(equal(a.W, c.W));
       REQUIRE(equal(a.b, c.b));
-      REQUIRE(sa.opt->groups()[0].lr == sc.opt->groups()[0].lr);
+      REQUIRE(sa.opt->param_groups()[0].options().get_lr() ==
+              sc.opt->param_groups()[0].options().get_lr());
     }
   }
 }
@@ -233,10 +236,10 @@ TEST_CASE("OneCycleLR with a warm-up of one step starts the cycle, with no NaN",
   w.set_requires_grad(true);
   SGD opt({w}, SGDOptions(0.1).momentum(0.9));
   OneCycleLR sched(opt, 0.2, 4, OneCycleOptions().pct_start(0.25));
-  std::vector<double> lrs{opt.groups()[0].lr};
+  std::vector<double> lrs{opt.param_groups()[0].options().get_lr()};
   for (int i = 0; i < 3; ++i) {
     sched.step();
-    lrs.push_back(opt.groups()[0].lr);
+    lrs.push_back(opt.param_groups()[0].options().get_lr());
   }
   CHECK(lrs[0] == Approx(0.2 / 25));  // the cycle's start
   for (double lr : lrs) CHECK(std::isfinite(lr));
@@ -300,15 +303,15 @@ TEST_CASE("libtorch's optimizer forms: a parameter list and options that take th
   optim::SGD sgd(model->parameters(), optim::SGDOptions(0.1).momentum(0.9));
   optim::AdamW adamw(model->parameters(), optim::AdamWOptions(1e-3).weight_decay(0.01));
   optim::SGD plain(model->parameters(), /*lr=*/0.01);
-  REQUIRE(sgd.groups().size() == 1);
-  CHECK(sgd.groups()[0].params.size() == 2);
-  CHECK(sgd.groups()[0].lr == 0.1);
-  CHECK(sgd.groups()[0].momentum == 0.9);
-  CHECK(adamw.groups()[0].lr == 1e-3);
-  CHECK(adamw.groups()[0].weight_decay == 0.01);
-  CHECK(adamw.options.betas() == std::make_tuple(0.9, 0.999));
-  CHECK(plain.groups()[0].lr == 0.01);
-  CHECK(plain.options.momentum() == 0.0);
+  REQUIRE(sgd.param_groups().size() == 1);
+  CHECK(sgd.param_groups()[0].params().size() == 2);
+  CHECK(sgd.param_groups()[0].options().get_lr() == 0.1);
+  CHECK(sgd.param_groups()[0].options().get_momentum() == 0.9);
+  CHECK(adamw.param_groups()[0].options().get_lr() == 1e-3);
+  CHECK(adamw.param_groups()[0].options().get_weight_decay() == 0.01);
+  CHECK(static_cast<const AdamWOptions&>(adamw.defaults()).betas() == std::make_tuple(0.9, 0.999));
+  CHECK(plain.param_groups()[0].options().get_lr() == 0.01);
+  CHECK(static_cast<const SGDOptions&>(plain.defaults()).momentum() == 0.0);
 
   // A named options object is changed in place (as TORCH_ARG); a temporary's chain is a value,
   // so a reference to it does not dangle.

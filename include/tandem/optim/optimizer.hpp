@@ -3,6 +3,7 @@
 #pragma once
 
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -13,7 +14,81 @@
 
 namespace tandem::optim {
 
-/// Parameters sharing hyper-parameters; unset fields take the optimizer's defaults.
+/// The hyper-parameters of one parameter group, as libtorch's OptimizerOptions: each optimizer's
+/// options (SGDOptions, AdamOptions, AdamWOptions) derive from it, a group holds its own copy, and
+/// user code changes a group's rate through `static_cast<SGDOptions&>(group.options()).lr(x)` or
+/// `group.options().set_lr(x)`. The weight decay and momentum accessors are tandem's: they let
+/// schedules and weight_decay_groups work on any optimizer.
+class OptimizerOptions {
+ public:
+  virtual ~OptimizerOptions() = default;
+  virtual std::unique_ptr<OptimizerOptions> clone() const = 0;
+  virtual double get_lr() const = 0;
+  virtual void set_lr(double lr) = 0;
+  virtual double get_weight_decay() const = 0;
+  virtual void set_weight_decay(double weight_decay) = 0;
+  /// SGD's momentum or Adam's beta1: what a one-cycle schedule cycles.
+  virtual double get_momentum() const = 0;
+  virtual void set_momentum(double momentum) = 0;
+
+ protected:
+  OptimizerOptions() = default;
+  OptimizerOptions(const OptimizerOptions&) = default;
+  OptimizerOptions& operator=(const OptimizerOptions&) = default;
+};
+
+/// clone() and the rate and weight-decay accessors of Derived, from its lr_ and weight_decay_
+/// fields, as libtorch's OptimizerCloneableOptions.
+template <typename Derived>
+class OptimizerCloneableOptions : public OptimizerOptions {
+ public:
+  std::unique_ptr<OptimizerOptions> clone() const override {
+    return std::make_unique<Derived>(self());
+  }
+  double get_lr() const override { return self().lr_; }
+  void set_lr(double lr) override { self().lr_ = lr; }
+  double get_weight_decay() const override { return self().weight_decay_; }
+  void set_weight_decay(double weight_decay) override { self().weight_decay_ = weight_decay; }
+
+ private:
+  const Derived& self() const { return static_cast<const Derived&>(*this); }
+  Derived& self() { return static_cast<Derived&>(*this); }
+};
+
+/// Parameters and the options they are updated with, as libtorch's OptimizerParamGroup. A group
+/// made without options takes the optimizer's defaults when the optimizer adopts it.
+class OptimizerParamGroup {
+ public:
+  OptimizerParamGroup(std::vector<Tensor> params)  // NOLINT(google-explicit-constructor)
+      : params_(std::move(params)) {}
+  OptimizerParamGroup(std::vector<Tensor> params, std::unique_ptr<OptimizerOptions> options)
+      : params_(std::move(params)), options_(std::move(options)) {}
+  OptimizerParamGroup(const OptimizerParamGroup& other);
+  OptimizerParamGroup& operator=(const OptimizerParamGroup& other);
+  OptimizerParamGroup(OptimizerParamGroup&&) noexcept = default;
+  OptimizerParamGroup& operator=(OptimizerParamGroup&&) noexcept = default;
+
+  std::vector<Tensor>& params() { return params_; }
+  const std::vector<Tensor>& params() const { return params_; }
+  bool has_options() const { return options_ != nullptr; }
+  /// Throws where the group has none (a group the optimizer holds always has them).
+  OptimizerOptions& options();
+  const OptimizerOptions& options() const;
+  void set_options(std::unique_ptr<OptimizerOptions> options) { options_ = std::move(options); }
+
+  /// The rate schedules start from (tandem's; torch keeps it as the group's "initial_lr"): the
+  /// group's rate when the optimizer adopted it, or what a one-cycle schedule set.
+  double initial_lr() const { return initial_lr_; }
+  void set_initial_lr(double lr) { initial_lr_ = lr; }
+
+ private:
+  std::vector<Tensor> params_;
+  std::unique_ptr<OptimizerOptions> options_;
+  double initial_lr_ = 0;
+};
+
+/// Parameters whose rate or weight decay differ from the optimizer's defaults, the rest of their
+/// options being the defaults (tandem's shorter form of an OptimizerParamGroup).
 struct ParamGroup {
   std::vector<Tensor> params;
   std::optional<double> lr, weight_decay;
@@ -28,21 +103,23 @@ std::vector<ParamGroup> weight_decay_groups(const nn::Module& module, double wei
 
 class Optimizer {
  public:
-  /// A group as the optimizer holds it. `momentum` is SGD's momentum or AdamW's beta1 (what a
-  /// one-cycle schedule cycles); `initial_lr` is the rate schedules start from.
-  struct Group {
-    std::vector<Tensor> params;
-    double lr, weight_decay, momentum, initial_lr;
-  };
-
+  Optimizer(const Optimizer&) = delete;
+  Optimizer& operator=(const Optimizer&) = delete;
   virtual ~Optimizer() = default;
   /// One update of every parameter that has a gradient.
   virtual void step() = 0;
   /// Drops (or zeroes) every parameter's gradient.
   void zero_grad(bool set_to_none = true);
 
-  std::vector<Group>& groups() { return groups_; }
-  const std::vector<Group>& groups() const { return groups_; }
+  /// The groups, each with its own options, as libtorch's param_groups().
+  std::vector<OptimizerParamGroup>& param_groups() { return groups_; }
+  const std::vector<OptimizerParamGroup>& param_groups() const { return groups_; }
+  /// Adds a group (with the defaults where it has no options) after checking its options and
+  /// that none of its parameters is in another group; its state starts empty.
+  void add_param_group(const OptimizerParamGroup& group);
+  /// The options groups without their own take.
+  OptimizerOptions& defaults() { return *defaults_; }
+  const OptimizerOptions& defaults() const { return *defaults_; }
 
   /// Hyper-parameters per group and the per-parameter state (momentum buffers, Adam moments,
   /// step counts) as tensors: "group.G.lr", "state.K.exp_avg", ... (K = parameter index across
@@ -51,43 +128,53 @@ class Optimizer {
   void load_state_dict(const nn::StateDict& state);
 
  protected:
-  Optimizer(const char* name, std::vector<ParamGroup> groups, double lr, double weight_decay,
-            double momentum);
+  Optimizer(const char* name, std::unique_ptr<OptimizerOptions> defaults);
+  /// Adopts the constructor's groups (after the derived class can check their options).
+  void add_param_groups(std::vector<OptimizerParamGroup> groups);
+  void add_param_groups(std::vector<ParamGroup> groups);
+  /// Refuses options of another optimizer or out of range (each optimizer's own rules).
+  virtual void check_options(const OptimizerOptions& options) const = 0;
   /// Per-parameter state by name, created on first use.
   std::map<std::string, Tensor>& state(size_t param_index) { return state_[param_index]; }
 
   const char* name_;
-  std::vector<Group> groups_;
+  std::unique_ptr<OptimizerOptions> defaults_;
+  std::vector<OptimizerParamGroup> groups_;
 
  private:
   std::vector<std::map<std::string, Tensor>> state_;
 };
 
 /// SGD's hyper-parameters; the rate comes first, as libtorch's SGDOptions(lr).
-struct SGDOptions {
+struct SGDOptions : OptimizerCloneableOptions<SGDOptions> {
   SGDOptions(double lr = 0.1) : lr_(lr) {}  // NOLINT(google-explicit-constructor)
   TANDEM_ARG(double, lr);
   TANDEM_ARG(double, momentum) = 0.0;
   TANDEM_ARG(double, dampening) = 0.0;
   TANDEM_ARG(double, weight_decay) = 0.0;
   TANDEM_ARG(bool, nesterov) = false;
+  double get_momentum() const override { return momentum_; }
+  void set_momentum(double momentum) override { momentum_ = momentum; }
 };
 
 /// torch.optim.SGD: d = g + wd p; b = m b + (1 - dampening) d (b = d at the first step);
-/// d = d + m b (Nesterov) or b; p -= lr d.
+/// d = d + m b (Nesterov) or b; p -= lr d. Each group with its own SGDOptions.
 class SGD : public Optimizer {
  public:
-  SGD(std::vector<ParamGroup> groups, SGDOptions options);
+  SGD(std::vector<OptimizerParamGroup> groups, SGDOptions defaults);
+  SGD(std::vector<ParamGroup> groups, SGDOptions defaults);
   /// One group of every parameter: `SGD(model->parameters(), SGDOptions(0.1).momentum(0.9))`.
-  SGD(std::vector<Tensor> params, SGDOptions options);
+  SGD(std::vector<Tensor> params, SGDOptions defaults);
   void step() override;
-  const SGDOptions options;
+
+ private:
+  void check_options(const OptimizerOptions& options) const override;
 };
 
-/// The betas setters of AdamOptions and AdamWOptions (Derived: the struct they return), in both
-/// forms: betas(0.9, 0.999) and libtorch's betas({0.9, 0.999}).
+/// The betas of AdamOptions and AdamWOptions (Derived: the struct they return), set in both
+/// forms, betas(0.9, 0.999) and libtorch's betas({0.9, 0.999}); beta1 is their momentum.
 template <typename Derived>
-struct AdamBetas {
+struct AdamBetas : OptimizerCloneableOptions<Derived> {
   double beta1_ = 0.9, beta2_ = 0.999;
   Derived& betas(double beta1, double beta2) & {
     beta1_ = beta1;
@@ -102,6 +189,8 @@ struct AdamBetas {
     return std::move(betas(std::get<0>(b), std::get<1>(b)));
   }
   std::tuple<double, double> betas() const { return {beta1_, beta2_}; }
+  double get_momentum() const override { return beta1_; }
+  void set_momentum(double momentum) override { beta1_ = momentum; }
 };
 
 /// Adam's hyper-parameters; the rate comes first, as libtorch's AdamOptions(lr).
@@ -122,38 +211,31 @@ struct AdamWOptions : AdamBetas<AdamWOptions> {
   TANDEM_ARG(bool, amsgrad) = false;
 };
 
-/// What Adam and AdamW share: the moments, their bias correction, AMSGrad's running maximum of
-/// the second moment (state "max_exp_avg_sq", as torch's), one fused update per parameter. The
-/// two differ only in how weight decay enters.
-class AdamBase : public Optimizer {
+/// torch.optim.Adam: weight decay as an L2 term added to the gradient (g + wd p), then the
+/// bias-corrected moments; AMSGrad keeps the running maximum of the second moment (state
+/// "max_exp_avg_sq", as torch's). Each group with its own AdamOptions.
+class Adam : public Optimizer {
  public:
+  Adam(std::vector<OptimizerParamGroup> groups, AdamOptions defaults);
+  Adam(std::vector<ParamGroup> groups, AdamOptions defaults);
+  Adam(std::vector<Tensor> params, AdamOptions defaults = {});
   void step() override;
 
- protected:
-  AdamBase(const char* name, std::vector<ParamGroup> groups, double lr, double weight_decay,
-           double beta1, double beta2, double eps, bool amsgrad, bool decoupled);
-
  private:
-  double beta2_, eps_;
-  bool amsgrad_, decoupled_;
-};
-
-/// torch.optim.Adam: weight decay as an L2 term added to the gradient (g + wd p), then the
-/// bias-corrected moments.
-class Adam : public AdamBase {
- public:
-  Adam(std::vector<ParamGroup> groups, AdamOptions options);
-  Adam(std::vector<Tensor> params, AdamOptions options = {});
-  const AdamOptions options;
+  void check_options(const OptimizerOptions& options) const override;
 };
 
 /// torch.optim.AdamW (Loshchilov & Hutter): decoupled weight decay p *= 1 - lr wd, then Adam
-/// with bias correction.
-class AdamW : public AdamBase {
+/// with bias correction. Each group with its own AdamWOptions.
+class AdamW : public Optimizer {
  public:
-  AdamW(std::vector<ParamGroup> groups, AdamWOptions options);
-  AdamW(std::vector<Tensor> params, AdamWOptions options = {});
-  const AdamWOptions options;
+  AdamW(std::vector<OptimizerParamGroup> groups, AdamWOptions defaults);
+  AdamW(std::vector<ParamGroup> groups, AdamWOptions defaults);
+  AdamW(std::vector<Tensor> params, AdamWOptions defaults = {});
+  void step() override;
+
+ private:
+  void check_options(const OptimizerOptions& options) const override;
 };
 
 /// Scales every gradient so that their global `norm_type` norm (2, or infinity) is at most

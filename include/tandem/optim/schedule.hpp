@@ -34,7 +34,7 @@ class LRScheduler {
   explicit LRScheduler(Optimizer& optimizer);
   /// Sets the rates for last_step_ (derived constructors call it once they are ready).
   void apply();
-  double base_lr(size_t g) const { return optimizer_.groups()[g].initial_lr; }
+  double base_lr(size_t g) const { return optimizer_.param_groups()[g].initial_lr(); }
 
   Optimizer& optimizer_;
   int64_t last_step_ = 0;

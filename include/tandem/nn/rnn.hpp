@@ -1,0 +1,115 @@
+// Recurrent layers as libtorch's: LSTM, GRU and RNN (tanh or relu), with their options, their
+// parameters named and ordered as torch's (weight_ih_l0, weight_hh_l0, bias_ih_l0, bias_hh_l0,
+// then _reverse, then the next layer), so state dicts move between the two.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "tandem/core/arg.hpp"
+#include "tandem/nn/module.hpp"
+
+namespace tandem::nn {
+
+/// The sizes come first, as libtorch's LSTMOptions(input_size, hidden_size).
+struct LSTMOptions {
+  LSTMOptions(int64_t input_size, int64_t hidden_size)
+      : input_size_(input_size), hidden_size_(hidden_size) {}
+  TANDEM_ARG(int64_t, input_size);
+  TANDEM_ARG(int64_t, hidden_size);
+  TANDEM_ARG(int64_t, num_layers) = 1;
+  TANDEM_ARG(bool, bias) = true;
+  /// Input and output (N, T, features) instead of (T, N, features); the states keep N second.
+  TANDEM_ARG(bool, batch_first) = false;
+  /// Dropout on each layer's output but the last's, when training.
+  TANDEM_ARG(double, dropout) = 0.0;
+  TANDEM_ARG(bool, bidirectional) = false;
+};
+
+struct GRUOptions {
+  GRUOptions(int64_t input_size, int64_t hidden_size)
+      : input_size_(input_size), hidden_size_(hidden_size) {}
+  TANDEM_ARG(int64_t, input_size);
+  TANDEM_ARG(int64_t, hidden_size);
+  TANDEM_ARG(int64_t, num_layers) = 1;
+  TANDEM_ARG(bool, bias) = true;
+  TANDEM_ARG(bool, batch_first) = false;
+  TANDEM_ARG(double, dropout) = 0.0;
+  TANDEM_ARG(bool, bidirectional) = false;
+};
+
+struct RNNOptions {
+  RNNOptions(int64_t input_size, int64_t hidden_size)
+      : input_size_(input_size), hidden_size_(hidden_size) {}
+  TANDEM_ARG(int64_t, input_size);
+  TANDEM_ARG(int64_t, hidden_size);
+  TANDEM_ARG(int64_t, num_layers) = 1;
+  /// "tanh" or "relu" (libtorch's torch::kTanh, torch::kReLU).
+  TANDEM_ARG(std::string, nonlinearity) = "tanh";
+  TANDEM_ARG(bool, bias) = true;
+  TANDEM_ARG(bool, batch_first) = false;
+  TANDEM_ARG(double, dropout) = 0.0;
+  TANDEM_ARG(bool, bidirectional) = false;
+};
+
+/// What the three share: the weights, registered in torch's order and initialized as torch's,
+/// uniform in +-1/sqrt(hidden_size).
+class RNNBase : public Module {
+ public:
+  /// The weights in the order the functional forms take them: per layer and direction w_ih,
+  /// w_hh, then b_ih, b_hh (with bias), as libtorch's all_weights().
+  const std::vector<Tensor>& all_weights() const { return weights_; }
+  std::string extra_repr() const override;
+
+ protected:
+  struct Config {
+    int64_t input_size, hidden_size, num_layers;
+    bool bias, batch_first;
+    double dropout;
+    bool bidirectional;
+  };
+  /// The fields of LSTMOptions, GRUOptions or RNNOptions the base uses.
+  template <typename Options>
+  static Config config_of(const Options& o) {
+    return {o.input_size_,  o.hidden_size_, o.num_layers_,   o.bias_,
+            o.batch_first_, o.dropout_,     o.bidirectional_};
+  }
+  RNNBase(const std::string& type_name, int64_t gates, const Config& config);
+  const Config config_;
+
+ private:
+  std::vector<Tensor> weights_;
+};
+
+/// torch.nn.LSTM. forward(input, {h0, c0}) gives (output, (h_n, c_n)); the states are zeros
+/// when not given.
+class LSTM : public RNNBase {
+ public:
+  explicit LSTM(const LSTMOptions& options);
+  LSTM(int64_t input_size, int64_t hidden_size) : LSTM(LSTMOptions(input_size, hidden_size)) {}
+  std::tuple<Tensor, std::tuple<Tensor, Tensor>> forward(
+      const Tensor& input, std::optional<std::tuple<Tensor, Tensor>> hx = std::nullopt);
+  const LSTMOptions options;
+};
+
+/// torch.nn.GRU. forward(input, h0) gives (output, h_n).
+class GRU : public RNNBase {
+ public:
+  explicit GRU(const GRUOptions& options);
+  GRU(int64_t input_size, int64_t hidden_size) : GRU(GRUOptions(input_size, hidden_size)) {}
+  std::tuple<Tensor, Tensor> forward(const Tensor& input, const Tensor& hx = {});
+  const GRUOptions options;
+};
+
+/// torch.nn.RNN (Elman): h' = tanh or relu of W_ih x + b_ih + W_hh h + b_hh.
+class RNN : public RNNBase {
+ public:
+  explicit RNN(const RNNOptions& options);
+  RNN(int64_t input_size, int64_t hidden_size) : RNN(RNNOptions(input_size, hidden_size)) {}
+  std::tuple<Tensor, Tensor> forward(const Tensor& input, const Tensor& hx = {});
+  const RNNOptions options;
+};
+
+}  // namespace tandem::nn
