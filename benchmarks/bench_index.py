@@ -15,7 +15,7 @@ import statistics
 import sys
 import time
 
-from peers import run_side
+from peers import require_optimized_blas, run_side
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -25,6 +25,7 @@ CASES = ["embedding_fwd_ms", "embedding_fwd_bwd_ms", "index_add_ms"]
 def torch_worker(args):
     import torch
     import torch.nn.functional as F
+    require_optimized_blas()
     torch.set_num_threads(args.threads)
     torch.manual_seed(1)
     weight = torch.randn(args.table, args.dim, requires_grad=True)

@@ -296,6 +296,10 @@ void op_sweep(int repeats, bool peer, Generator& gen, std::vector<Row>& rows) {
        {{64, 128, 64}, {64, 64, 128}},
        [](const V& v) { return bmm(v[0], v[1]); },
        TORCH_SIDE([](const TV& v) { return torch::bmm(v[0], v[1]); })},
+      {"matmul 1024^3",
+       {{1024, 1024}, {1024, 1024}},
+       [](const V& v) { return matmul(v[0], v[1]); },
+       TORCH_SIDE([](const TV& v) { return torch::matmul(v[0], v[1]); })},
       {"lstm 128->256 (T 32, N 64)",
        {{32, 64, 128}, {1024, 128}, {1024, 256}, {1024}, {1024}},
        [](const V& v) {

@@ -16,7 +16,7 @@ import statistics
 import sys
 import time
 
-from peers import run_side
+from peers import require_optimized_blas, run_side
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -25,6 +25,7 @@ ROOT = os.path.dirname(HERE)
 def torch_worker(args):
     import torch
     import torch.nn as nn
+    require_optimized_blas()
     torch.set_num_threads(args.threads)
     torch.manual_seed(1)
     critic = nn.Sequential(

@@ -17,7 +17,7 @@ import statistics
 import sys
 import time
 
-from peers import run_side
+from peers import require_optimized_blas, run_side
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -31,6 +31,7 @@ def torch_worker(args):
     sys.path.insert(0, os.path.join(ROOT, "tests", "golden"))
     from make_model_golden import CifarResNet
 
+    require_optimized_blas()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     if args.model == "resnet50":

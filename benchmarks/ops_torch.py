@@ -24,6 +24,8 @@ if "OMP_WAIT_POLICY" in os.environ:  # read when libgomp loads: restart without 
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
+from peers import require_optimized_blas  # noqa: E402
+
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -31,6 +33,7 @@ def main():
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--json", help="write the medians to this JSON file")
     args = ap.parse_args()
+    require_optimized_blas()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     act = (128, 64, 28, 28)
@@ -63,6 +66,7 @@ def main():
         ("embedding 10000x256 (128,64)", [(10000, 256)], lambda v: F.embedding(ids, v[0])),
         ("bmm (64,128,64)x(64,64,128)", [(64, 128, 64), (64, 64, 128)],
          lambda v: torch.bmm(v[0], v[1])),
+        ("matmul 1024^3", [(1024, 1024), (1024, 1024)], lambda v: torch.matmul(v[0], v[1])),
         ("lstm 128->256 (T 32, N 64)", [(32, 64, 128), (1024, 128), (1024, 256), (1024,), (1024,)],
          lambda v: torch._VF.lstm(v[0], (torch.zeros(1, 64, 256),) * 2, v[1:], True, 1, 0.0,
                                   True, False, False)[0]),

@@ -28,6 +28,7 @@ import torchvision.transforms as T
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests", "golden"))
 from make_model_golden import CifarResNet  # noqa: E402
+from peers import require_optimized_blas  # noqa: E402
 
 
 def read_idx(path):
@@ -75,6 +76,7 @@ def main():
                    help="bf16: torch.autocast on the CPU, as tandem-resnet --precision bf16")
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args()
+    require_optimized_blas()
     if args.threads > 0:
         torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)

@@ -10,7 +10,9 @@ packages=(cmake ninja-build g++ libeigen3-dev catch2 zlib1g-dev nlohmann-json3-d
           dataset-fashion-mnist ccache libopenmpi-dev openmpi-bin
           clang-14 libclang-rt-14-dev llvm-14)
 if [ "${1:-}" = "--bench" ]; then
-  packages+=(python3-torch python3-torchvision python3-matplotlib)
+  # libopenblas0: the BLAS libtorch1.13 recommends (apt installs recommends by default; without it
+  # the peer's matmuls run on the reference BLAS, at 6 GFLOP/s, which would flatter tandem).
+  packages+=(python3-torch python3-torchvision python3-matplotlib libopenblas0)
 fi
 missing=()
 for p in "${packages[@]}"; do
