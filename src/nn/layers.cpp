@@ -355,6 +355,27 @@ Dropout2d::Dropout2d(const DropoutOptions& options) : Module("Dropout2d"), p(opt
 Tensor Dropout2d::forward(const Tensor& input) { return dropout2d(input, p, is_training()); }
 std::string Dropout2d::extra_repr() const { return "p=" + std::to_string(p); }
 
+Upsample::Upsample(const UpsampleOptions& o) : Module("Upsample"), options(o) {
+  TANDEM_CHECK(o.size_.has_value() != o.scale_factor_.has_value(),
+               "Upsample: give exactly one of size and scale_factor");
+}
+Tensor Upsample::forward(const Tensor& input) {
+  return interpolate(input, options.size_, options.scale_factor_, options.mode_,
+                     options.align_corners_);
+}
+std::string Upsample::extra_repr() const {
+  std::ostringstream os;
+  if (options.size_) os << "size=" << shape_str(*options.size_);
+  if (options.scale_factor_) {
+    os << "scale_factor=(";
+    for (size_t i = 0; i < options.scale_factor_->size(); ++i)
+      os << (i ? ", " : "") << (*options.scale_factor_)[i];
+    os << ")";
+  }
+  os << ", mode=" << options.mode_;
+  return os.str();
+}
+
 Flatten::Flatten(int64_t start, int64_t end) : Module("Flatten"), start_dim(start), end_dim(end) {}
 Tensor Flatten::forward(const Tensor& input) { return flatten(input, start_dim, end_dim); }
 

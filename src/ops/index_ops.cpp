@@ -292,6 +292,25 @@ Tensor index_select(const Tensor& self, int64_t dim, const Tensor& index) {
   return index_select_as(self, dim, index, "index_select");
 }
 
+Tensor flip(const Tensor& self, const Shape& dims) {
+  check_defined(self, "flip", "input");
+  std::vector<bool> seen(static_cast<size_t>(std::max<int64_t>(self.dim(), 1)), false);
+  Tensor out = self;
+  for (int64_t dim : dims) {
+    const int64_t d = wrap_dim(dim, std::max<int64_t>(self.dim(), 1), "flip");
+    TANDEM_CHECK(!seen[static_cast<size_t>(d)], "flip: dim ", d, " appears more than once in ",
+                 shape_str(dims));
+    seen[static_cast<size_t>(d)] = true;
+    if (self.dim() == 0) continue;
+    // n-1, n-2, ..., 0 on the tensor's device: the gather and its gradient (index_add).
+    const int64_t n = self.size(d);
+    const Tensor reversed = arange(static_cast<double>(n - 1), -1.0, -1.0,
+                                   TensorOptions(DType::i64).device(self.device()));
+    out = index_select_as(out, d, reversed, "flip");
+  }
+  return out.is_same(self) ? self.clone() : out;  // a copy whatever the dims
+}
+
 Tensor gather(const Tensor& self_in, int64_t dim, const Tensor& index) {
   check_defined(self_in, "gather", "self");
   const Tensor self = lift(self_in);

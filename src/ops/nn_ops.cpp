@@ -818,6 +818,111 @@ void check_dropout(const Tensor& input, double p, const char* op) {
 }
 }  // namespace
 
+namespace {
+
+// One axis of a resize, in PyTorch's arithmetic (float for the float dtypes, double for f64):
+// the scale is 1 / scale_factor where one is used, else in / out (align_corners: (in - 1) /
+// (out - 1)).
+template <typename S>
+S resize_scale(int64_t in, int64_t out, bool align_corners, std::optional<double> factor) {
+  if (align_corners) return out > 1 ? static_cast<S>(in - 1) / static_cast<S>(out - 1) : S(0);
+  return factor && *factor > 0 ? static_cast<S>(1.0 / *factor)
+                               : static_cast<S>(in) / static_cast<S>(out);
+}
+
+// Output index d's nearest source, as torch's nearest_idx.
+Tensor nearest_indices(int64_t in, int64_t out, std::optional<double> factor, Device device) {
+  std::vector<int64_t> idx(static_cast<size_t>(out));
+  const float scale = resize_scale<float>(in, out, false, factor);
+  for (int64_t d = 0; d < out; ++d)
+    idx[static_cast<size_t>(d)] =
+        out == in ? d
+        : out == 2 * in
+            ? d >> 1
+            : std::min(static_cast<int64_t>(std::floor(static_cast<float>(d) * scale)), in - 1);
+  return from_vector(idx, {out}).to(device);
+}
+
+// Linear interpolation along `dim` of x: out[d] = l0[d] x[i0[d]] + l1[d] x[i1[d]], with the
+// source index of torch's area_pixel_compute_source_index.
+template <typename S>
+Tensor lerp_axis(const Tensor& x, int64_t dim, int64_t out, bool align_corners,
+                 std::optional<double> factor) {
+  const int64_t in = x.size(dim);
+  const S scale = resize_scale<S>(in, out, align_corners, factor);
+  std::vector<int64_t> i0(static_cast<size_t>(out)), i1(i0.size());
+  std::vector<double> l0(i0.size()), l1(i0.size());
+  for (int64_t d = 0; d < out; ++d) {
+    S src =
+        align_corners ? scale * static_cast<S>(d) : scale * (static_cast<S>(d) + S(0.5)) - S(0.5);
+    if (src < 0) src = 0;
+    const auto k = static_cast<size_t>(d);
+    i0[k] = std::min(static_cast<int64_t>(src), in - 1);
+    i1[k] = i0[k] + (i0[k] < in - 1 ? 1 : 0);
+    const S lambda = src - static_cast<S>(i0[k]);
+    l1[k] = static_cast<double>(lambda);
+    l0[k] = static_cast<double>(S(1) - lambda);
+  }
+  Shape along(static_cast<size_t>(x.dim()), 1);
+  along[static_cast<size_t>(dim)] = out;
+  auto weights = [&](const std::vector<double>& l) {
+    return from_vector(l, {out}).to(x.dtype()).reshape(along).to(x.device());
+  };
+  auto at = [&](const std::vector<int64_t>& i) {
+    return index_select(x, dim, from_vector(i, {out}).to(x.device()));
+  };
+  return add(mul(weights(l0), at(i0)), mul(weights(l1), at(i1)));
+}
+
+}  // namespace
+
+Tensor interpolate(const Tensor& input, const std::optional<Shape>& size,
+                   const std::optional<std::vector<double>>& scale_factor, const std::string& mode,
+                   std::optional<bool> align_corners, std::optional<bool> recompute_scale_factor) {
+  check_defined(input, "interpolate", "input");
+  TANDEM_CHECK(input.dim() == 4, "interpolate: expected (N, C, H, W) input, got shape ",
+               shape_str(input.shape()));
+  check_floating(input, "interpolate", "input");
+  TANDEM_CHECK(mode == "nearest" || mode == "bilinear", "interpolate: mode '", mode,
+               "' is not supported here (nearest and bilinear are)");
+  TANDEM_CHECK(!align_corners || mode == "bilinear",
+               "interpolate: align_corners can only be set with an interpolating mode "
+               "(bilinear), not ",
+               mode);
+  TANDEM_CHECK(size.has_value() != scale_factor.has_value(),
+               "interpolate: give exactly one of size and scale_factor");
+  const int64_t h = input.size(2), w = input.size(3);
+  int64_t oh = 0, ow = 0;
+  std::optional<double> fh, fw;  // the scales the source positions use, where given
+  if (size) {
+    TANDEM_CHECK(size->size() == 1 || size->size() == 2,
+                 "interpolate: size must have 1 or 2 entries for a 4-d input, got ", size->size());
+    oh = size->front();
+    ow = size->back();
+  } else {
+    TANDEM_CHECK(scale_factor->size() == 1 || scale_factor->size() == 2,
+                 "interpolate: scale_factor must have 1 or 2 entries for a 4-d input, got ",
+                 scale_factor->size());
+    fh = scale_factor->front();
+    fw = scale_factor->back();
+    TANDEM_CHECK(std::isfinite(*fh) && std::isfinite(*fw) && *fh > 0 && *fw > 0,
+                 "interpolate: scale factors must be positive and finite, got ", *fh, " and ", *fw);
+    oh = static_cast<int64_t>(std::floor(static_cast<double>(h) * *fh));
+    ow = static_cast<int64_t>(std::floor(static_cast<double>(w) * *fw));
+    if (recompute_scale_factor.value_or(false)) fh = fw = std::nullopt;
+  }
+  TANDEM_CHECK(h > 0 && w > 0 && oh > 0 && ow > 0,
+               "interpolate: input and output sizes must be greater than 0, got input (H: ", h,
+               ", W: ", w, ") and output (H: ", oh, ", W: ", ow, ")");
+  if (mode == "nearest")
+    return index_select(index_select(input, 2, nearest_indices(h, oh, fh, input.device())), 3,
+                        nearest_indices(w, ow, fw, input.device()));
+  const bool corners = align_corners.value_or(false);
+  if (input.dtype() == DType::f64)
+    return lerp_axis<double>(lerp_axis<double>(input, 3, ow, corners, fw), 2, oh, corners, fh);
+  return lerp_axis<float>(lerp_axis<float>(input, 3, ow, corners, fw), 2, oh, corners, fh);
+}
+
 Tensor dropout(const Tensor& input, double p, bool training, Generator* gen) {
   check_dropout(input, p, "dropout");
   return dropout_masked(input, p, training, gen, input.shape());

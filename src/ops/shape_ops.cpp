@@ -359,6 +359,75 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
   return out;
 }
 
+std::vector<Tensor> split_with_sizes(const Tensor& t, const std::vector<int64_t>& split_sizes,
+                                     int64_t dim) {
+  check_defined(t, "split_with_sizes", "input");
+  TANDEM_CHECK(t.dim() > 0, "split_with_sizes: cannot split a 0-dim tensor");
+  const int64_t d = wrap_dim(dim, t.dim(), "split_with_sizes"), size = t.size(d);
+  int64_t total = 0;
+  for (int64_t s : split_sizes) {
+    TANDEM_CHECK(s >= 0, "split_with_sizes: split sizes must be non-negative, got ", s);
+    total += s;
+  }
+  TANDEM_CHECK(total == size, "split_with_sizes: split sizes must sum to ", size,
+               " (the input's size at dim ", d, "), got ", shape_str(split_sizes));
+  std::vector<Tensor> out;
+  int64_t start = 0;
+  for (int64_t s : split_sizes) {
+    out.push_back(narrow(t, d, start, s));
+    start += s;
+  }
+  return out;
+}
+
+std::vector<Tensor> split(const Tensor& t, int64_t split_size, int64_t dim) {
+  check_defined(t, "split", "input");
+  TANDEM_CHECK(t.dim() > 0, "split: cannot split a 0-dim tensor");
+  const int64_t d = wrap_dim(dim, t.dim(), "split"), size = t.size(d);
+  TANDEM_CHECK(split_size > 0 || (split_size == 0 && size == 0),
+               "split: split_size must be positive (0 only for an empty dim), got ", split_size);
+  std::vector<int64_t> sizes;
+  for (int64_t start = 0; start < size; start += split_size)
+    sizes.push_back(std::min(split_size, size - start));
+  if (sizes.empty()) sizes.push_back(0);  // an empty dim splits into one empty piece, as torch
+  return split_with_sizes(t, sizes, d);
+}
+
+std::vector<Tensor> chunk(const Tensor& t, int64_t chunks, int64_t dim) {
+  check_defined(t, "chunk", "input");
+  TANDEM_CHECK(chunks > 0, "chunk: chunks must be greater than 0, got ", chunks);
+  TANDEM_CHECK(t.dim() > 0, "chunk: cannot chunk a 0-dim tensor");
+  const int64_t size = t.size(wrap_dim(dim, t.dim(), "chunk"));
+  return split(t, std::max<int64_t>((size + chunks - 1) / chunks, size == 0 ? 0 : 1), dim);
+}
+
+std::vector<Tensor> unbind(const Tensor& t, int64_t dim) {
+  check_defined(t, "unbind", "input");
+  TANDEM_CHECK(t.dim() > 0, "unbind: cannot unbind a 0-dim tensor");
+  const int64_t d = wrap_dim(dim, t.dim(), "unbind");
+  std::vector<Tensor> out;
+  for (int64_t i = 0; i < t.size(d); ++i) out.push_back(select(t, d, i));
+  return out;
+}
+
+Tensor repeat(const Tensor& t, const Shape& repeats) {
+  check_defined(t, "repeat", "input");
+  TANDEM_CHECK(static_cast<int64_t>(repeats.size()) >= t.dim(), "repeat: ", repeats.size(),
+               " repeats for a tensor of ", t.dim(), " dims (give at least one per dim)");
+  for (int64_t r : repeats) TANDEM_CHECK(r >= 0, "repeat: repeats must be >= 0, got ", r);
+  // (1, s0, 1, s1, ...) expanded to (r0, s0, r1, s1, ...), then merged pairwise: a copy of the
+  // broadcast, differentiable through expand (its backward sums the copies).
+  const size_t lead = repeats.size() - static_cast<size_t>(t.dim());
+  Shape pairs, expanded, result;
+  for (size_t i = 0; i < repeats.size(); ++i) {
+    const int64_t s = i < lead ? 1 : t.size(static_cast<int64_t>(i - lead));
+    pairs.insert(pairs.end(), {1, s});
+    expanded.insert(expanded.end(), {repeats[i], s});
+    result.push_back(repeats[i] * s);
+  }
+  return reshape(expand(reshape(t, pairs), expanded), result);
+}
+
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
   TANDEM_CHECK(!tensors.empty(), "stack: expected a non-empty list of tensors");
   std::vector<Tensor> parts;

@@ -120,6 +120,18 @@ Tensor Tensor::squeeze() const { return tandem::squeeze(*this); }
 Tensor Tensor::squeeze(int64_t dim) const { return tandem::squeeze(*this, dim); }
 Tensor Tensor::expand(const Shape& s) const { return tandem::expand(*this, s); }
 Tensor Tensor::flatten(int64_t start, int64_t end) const { return tandem::flatten(*this, start, end); }
+std::vector<Tensor> Tensor::split(int64_t split_size, int64_t dim) const {
+  return tandem::split(*this, split_size, dim);
+}
+std::vector<Tensor> Tensor::split_with_sizes(const std::vector<int64_t>& sizes, int64_t dim) const {
+  return tandem::split_with_sizes(*this, sizes, dim);
+}
+std::vector<Tensor> Tensor::chunk(int64_t chunks, int64_t dim) const {
+  return tandem::chunk(*this, chunks, dim);
+}
+std::vector<Tensor> Tensor::unbind(int64_t dim) const { return tandem::unbind(*this, dim); }
+Tensor Tensor::repeat(const Shape& repeats) const { return tandem::repeat(*this, repeats); }
+Tensor Tensor::flip(const Shape& dims) const { return tandem::flip(*this, dims); }
 namespace indexing {
 TensorIndex::TensorIndex(const Tensor& t)
     : kind_(Kind::tensor), tensor_(std::make_shared<const Tensor>(t)) {}

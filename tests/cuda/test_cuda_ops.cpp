@@ -621,6 +621,30 @@ TEST_CASE(
   }
 }
 
+TEST_CASE("CUDA interpolate, flip, repeat and chunk match the CPU, forward and backward",
+          "[cuda]") {
+  if (!gpu_present("CUDA resizing")) return;
+  for (DType t : {DType::f32, DType::f64}) {
+    INFO(dtype_name(t));
+    const std::vector<Tensor> in{randn_as({2, 3, 5, 4}, t, 31)};
+    same_on_gpu("nearest", in, with_gradients([](const std::vector<Tensor>& v) {
+                  return interpolate(v[0], Shape{7, 9}, {});
+                }),
+                tol(t));
+    same_on_gpu("bilinear", in, with_gradients([](const std::vector<Tensor>& v) {
+                  return interpolate(v[0], {}, std::vector<double>{1.5, 2.0}, "bilinear");
+                }),
+                tol(t));
+    same_on_gpu("flip, repeat, chunk", in, with_gradients([](const std::vector<Tensor>& v) {
+                  // 6 channels in chunks of ceil(6 / 4) = 2: three pieces, as torch's.
+                  std::vector<Tensor> parts = v[0].flip({1, 3}).repeat({1, 2, 1, 1}).chunk(4, 1);
+                  REQUIRE(parts.size() == 3);
+                  return cat({parts[0] * 2.0, parts[2]}, 1);
+                }),
+                tol(t));
+  }
+}
+
 TEST_CASE("CUDA convolutions through cuDNN match the CPU, forward and backward", "[cuda]") {
   if (!gpu_present("CUDA conv2d")) return;
   NoTf32 no_tf32;

@@ -4,7 +4,9 @@ python3-torch, 1.13, CPU). Run from anywhere: /usr/bin/python3 tests/golden/make
 
 Each case records its inputs, the output, a gradient for the output and the gradients of the
 inputs that require them. The C++ test (tests/ops/test_golden.cpp) runs the same op, by the
-case's name, on the same inputs."""
+case's name, on the same inputs. The matmul-based cases' last bits depend on PyTorch's BLAS (the
+committed values up to "rnn_relu" came from the reference BLAS, the rest from OpenBLAS); the
+test's tolerances cover either."""
 import json
 import os
 import struct
@@ -240,6 +242,26 @@ with torch.random.fork_rng():
     case("rnn_relu", lambda x, h, *w: flat(*torch._VF.rnn_relu(x, h, w, True, 1, 0.0, False,
                                                                False, False)),
          r(4, 2, 3), r(1, 2, 5), *weights(1, 5, [3]))
+
+# Pieces, tiles and flips; resizing. Pieces are weighted apart so each gradient finds its way.
+with torch.random.fork_rng():
+    torch.manual_seed(9999)
+    weighted = lambda parts: torch.cat([p.flatten() * (k + 1) for k, p in enumerate(parts)])
+    case("chunk", lambda a: weighted(a.chunk(3, 1)), r(2, 7))
+    case("split_with_sizes", lambda a: weighted(a.split([1, 3, 2], 0)), r(6, 2))
+    case("split", lambda a: weighted(a.split(2, -1)), r(3, 5))
+    case("unbind", lambda a: weighted(a.unbind(1)), r(2, 3, 2))
+    case("repeat", lambda a: a.repeat(2, 1, 3), r(3, 2))
+    case("flip", lambda a: a.flip([0, 2]), r(2, 3, 4))
+    case("interpolate_nearest_size", lambda x: F.interpolate(x, size=(5, 7)), r(2, 3, 3, 4))
+    case("interpolate_nearest_scale", lambda x: F.interpolate(x, scale_factor=2.0), r(1, 2, 3, 3))
+    case("interpolate_bilinear", lambda x: F.interpolate(x, size=(7, 5), mode="bilinear"),
+         r(1, 2, 4, 3))
+    case("interpolate_bilinear_corners_scale",
+         lambda x: F.interpolate(x, scale_factor=(1.5, 2.5), mode="bilinear", align_corners=True),
+         r(2, 1, 4, 3))
+    case("interpolate_bilinear_down", lambda x: F.interpolate(x, size=(2, 3), mode="bilinear"),
+         r(1, 2, 5, 7))
 
 with open(os.path.join(HERE, "ops.json"), "w") as f:
     json.dump({"generator": "torch " + torch.__version__, "cases": cases}, f)

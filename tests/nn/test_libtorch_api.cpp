@@ -591,6 +591,56 @@ TEST_CASE("libtorch names: LSTM, GRU and RNN modules", "[libtorch]") {
   CHECK(after < 0.1 * before);
 }
 
+TEST_CASE("libtorch names: chunk, split, unbind, repeat, flip, interpolate and Upsample",
+          "[libtorch]") {
+  namespace F = torch::nn::functional;
+  auto x = torch::arange(12).reshape({3, 4}).to(torch::kFloat);
+  auto pieces = x.chunk(3, 1);  // ceil(4 / 3) = 2 columns a piece: two pieces, as torch
+  REQUIRE(pieces.size() == 2);
+  CHECK(pieces[1].shape() == Shape{3, 2});
+  CHECK(pieces[1].storage().is_same(x.storage()));  // views
+  CHECK(x.split(3, 1).size() == 2);
+  CHECK(x.split(3, 1)[1].shape() == Shape{3, 1});
+  CHECK(x.unbind(0)[2].to_vector<float>() == std::vector<float>{8, 9, 10, 11});
+  CHECK(x.repeat({2, 1, 2}).shape() == Shape{2, 3, 8});
+  CHECK(x.flip({1})[0].to_vector<float>() == std::vector<float>{3, 2, 1, 0});
+  CHECK(x.view_as(torch::zeros({4, 3})).shape() == Shape{4, 3});
+  CHECK(torch::zeros({0, 2}).chunk(3).size() == 1);  // an empty dim: one empty piece
+  CHECK_THROWS_WITH(x.chunk(0), Catch::Contains("chunk: chunks must be greater than 0, got 0"));
+  CHECK_THROWS_WITH(
+      x.split_with_sizes({1, 1}, 0),
+      Catch::Contains("split sizes must sum to 3 (the input's size at dim 0), got (1, 1)"));
+  CHECK_THROWS_WITH(x.repeat({2}), Catch::Contains("repeat: 1 repeats for a tensor of 2 dims"));
+  CHECK_THROWS_WITH(x.flip({1, -1}), Catch::Contains("flip: dim 1 appears more than once"));
+
+  // Nearest by 2 repeats each pixel in a 2x2 block; bilinear with align_corners keeps the
+  // corners and puts the midpoints between them.
+  auto img = torch::arange(4).reshape({1, 1, 2, 2}).to(torch::kFloat);
+  auto up = torch::nn::Upsample(
+      torch::nn::UpsampleOptions().scale_factor(std::vector<double>({2, 2})).mode(torch::kNearest));
+  CHECK(up.forward(img).flatten().to_vector<float>() ==
+        std::vector<float>{0, 0, 1, 1, 0, 0, 1, 1, 2, 2, 3, 3, 2, 2, 3, 3});
+  auto lin = F::interpolate(img, F::InterpolateFuncOptions()
+                                     .size(std::vector<int64_t>{3, 3})
+                                     .mode(torch::kBilinear)
+                                     .align_corners(true));
+  require_close(lin.flatten(), torch::tensor({0.0, 0.5, 1.0, 1.0, 1.5, 2.0, 2.0, 2.5, 3.0}), 1e-6,
+                0, "bilinear, corners aligned");
+  CHECK_THROWS_WITH(
+      F::interpolate(
+          img,
+          F::InterpolateFuncOptions().scale_factor(std::vector<double>({2})).align_corners(true)),
+      Catch::Contains("align_corners can only be set with an interpolating mode"));
+  CHECK_THROWS_WITH(F::interpolate(img, F::InterpolateFuncOptions().mode("bicubic").size(
+                                            std::vector<int64_t>{4, 4})),
+                    Catch::Contains("mode 'bicubic' is not supported here"));
+  CHECK_THROWS_WITH(F::interpolate(img),
+                    Catch::Contains("give exactly one of size and scale_factor"));
+  CHECK_THROWS_WITH(F::interpolate(img.flatten(), F::InterpolateFuncOptions().scale_factor(
+                                                      std::vector<double>({2}))),
+                    Catch::Contains("expected (N, C, H, W) input"));
+}
+
 TEST_CASE("libtorch's MNIST example, with one namespace change, trains", "[libtorch]") {
   torch::manual_seed(1);
   torch::Device device = torch::kCPU;

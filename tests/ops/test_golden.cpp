@@ -27,6 +27,14 @@ Tensor decode(const json& j) {
   return dt == "f32" ? t.to(DType::f32) : t;
 }
 
+// The pieces flattened, each times its position + 1, end to end (as make_golden.py's weighted).
+Tensor weighted(const std::vector<Tensor>& parts) {
+  std::vector<Tensor> flat;
+  for (size_t k = 0; k < parts.size(); ++k)
+    flat.push_back(parts[k].flatten() * static_cast<double>(k + 1));
+  return cat(flat);
+}
+
 const std::map<std::string, Fn>& ops() {
   using V = const std::vector<Tensor>&;
   static const std::map<std::string, Fn> table = {
@@ -207,6 +215,22 @@ const std::map<std::string, Fn>& ops() {
              rnn_relu(x[0], x[1], {x.begin() + 2, x.end()}, true, 1, 0.0, false, false, false);
          return cat({out.flatten(), h.flatten()});
        }},
+      // Pieces (weighted apart), tiles, flips and resizing.
+      {"chunk", [](V x) { return weighted(x[0].chunk(3, 1)); }},
+      {"split_with_sizes", [](V x) { return weighted(x[0].split_with_sizes({1, 3, 2}, 0)); }},
+      {"split", [](V x) { return weighted(x[0].split(2, -1)); }},
+      {"unbind", [](V x) { return weighted(x[0].unbind(1)); }},
+      {"repeat", [](V x) { return x[0].repeat({2, 1, 3}); }},
+      {"flip", [](V x) { return x[0].flip({0, 2}); }},
+      {"interpolate_nearest_size", [](V x) { return interpolate(x[0], Shape{5, 7}, {}); }},
+      {"interpolate_nearest_scale",
+       [](V x) { return interpolate(x[0], {}, std::vector<double>{2.0}); }},
+      {"interpolate_bilinear",
+       [](V x) { return interpolate(x[0], Shape{7, 5}, {}, "bilinear"); }},
+      {"interpolate_bilinear_corners_scale",
+       [](V x) { return interpolate(x[0], {}, std::vector<double>{1.5, 2.5}, "bilinear", true); }},
+      {"interpolate_bilinear_down",
+       [](V x) { return interpolate(x[0], Shape{2, 3}, {}, "bilinear"); }},
       // Gradients taken with create_graph: the recorded gradients are second derivatives.
       {"grad_of_grad_mlp",
        [](V x) {

@@ -205,6 +205,17 @@ class Tensor {
   Tensor expand(const Shape& shape) const;
   Tensor expand_as(const Tensor& other) const { return expand(other.shape()); }
   Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1) const;
+  Tensor view_as(const Tensor& other) const { return view(other.shape()); }
+  Tensor reshape_as(const Tensor& other) const { return reshape(other.shape()); }
+  /// Pieces along dim (ops/shape_ops.hpp): views.
+  std::vector<Tensor> split(int64_t split_size, int64_t dim = 0) const;
+  std::vector<Tensor> split_with_sizes(const std::vector<int64_t>& split_sizes,
+                                       int64_t dim = 0) const;
+  std::vector<Tensor> chunk(int64_t chunks, int64_t dim = 0) const;
+  std::vector<Tensor> unbind(int64_t dim = 0) const;
+  /// Copies: tiled `repeats` times, or reversed along dims.
+  Tensor repeat(const Shape& repeats) const;
+  Tensor flip(const Shape& dims) const;
   /// libtorch's indexing with integers, slices, None and "..." (core/indexing.hpp): a view,
   /// differentiable as the select/slice/unsqueeze it is made of.
   Tensor index(std::initializer_list<indexing::TensorIndex> indices) const;

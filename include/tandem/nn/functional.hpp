@@ -170,6 +170,20 @@ inline Tensor group_norm(const Tensor& input, const GroupNormFuncOptions& o) {
   return tandem::group_norm(input, o.num_groups(), o.weight(), o.bias(), o.eps());
 }
 
+/// F::interpolate(x, F::InterpolateFuncOptions().scale_factor(std::vector<double>({2, 2}))
+///                      .mode(torch::kBilinear)), as libtorch spells it.
+struct InterpolateFuncOptions {
+  TANDEM_ARG(std::optional<std::vector<int64_t>>, size) = std::nullopt;
+  TANDEM_ARG(std::optional<std::vector<double>>, scale_factor) = std::nullopt;
+  TANDEM_ARG(std::string, mode) = "nearest";
+  TANDEM_ARG(std::optional<bool>, align_corners) = std::nullopt;
+  TANDEM_ARG(std::optional<bool>, recompute_scale_factor) = std::nullopt;
+};
+inline Tensor interpolate(const Tensor& input, const InterpolateFuncOptions& o = {}) {
+  return tandem::interpolate(input, o.size_, o.scale_factor_, o.mode_, o.align_corners_,
+                             o.recompute_scale_factor_);
+}
+
 struct DropoutFuncOptions {
   TANDEM_ARG(double, p) = 0.5;
   TANDEM_ARG(bool, training) = true;

@@ -388,6 +388,24 @@ class Embedding : public Module {
   const int64_t padding_idx;  // -1: none
 };
 
+/// The output size or the scale factors, and the mode, as libtorch's UpsampleOptions.
+struct UpsampleOptions {
+  TANDEM_ARG(std::optional<std::vector<int64_t>>, size) = std::nullopt;
+  TANDEM_ARG(std::optional<std::vector<double>>, scale_factor) = std::nullopt;
+  /// "nearest" or "bilinear" (torch::kNearest, torch::kBilinear).
+  TANDEM_ARG(std::string, mode) = "nearest";
+  TANDEM_ARG(std::optional<bool>, align_corners) = std::nullopt;
+};
+
+/// torch.nn.Upsample: interpolate (ops/nn_ops.hpp) with fixed options.
+class Upsample : public Module {
+ public:
+  explicit Upsample(const UpsampleOptions& options = {});
+  Tensor forward(const Tensor& input) override;
+  std::string extra_repr() const override;
+  const UpsampleOptions options;
+};
+
 class Flatten : public Module {
  public:
   explicit Flatten(int64_t start_dim = 1, int64_t end_dim = -1);

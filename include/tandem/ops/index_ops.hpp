@@ -11,6 +11,8 @@ namespace tandem {
 /// The slices index[0], index[1], ... of `self` along dim: self's shape with that dim's size
 /// index.numel(). index is 1-d (or a scalar).
 Tensor index_select(const Tensor& self, int64_t dim, const Tensor& index);
+/// self with the order of its elements reversed along each of `dims`, as torch.flip (a copy).
+Tensor flip(const Tensor& self, const Shape& dims);
 /// out[...][j][...] = self[...][index[...][j][...]][...] along dim: out has index's shape;
 /// index has self's rank and no larger sizes than self's in the other dims.
 Tensor gather(const Tensor& self, int64_t dim, const Tensor& index);

@@ -2,9 +2,10 @@
 // losses, as torch.nn.functional.
 #pragma once
 
-#include <functional>
-
 #include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
 
 #include "tandem/core/generator.hpp"
 #include "tandem/core/tensor.hpp"
@@ -81,6 +82,19 @@ Tensor max_pool2d(const Tensor& input, Int2 kernel_size, Int2 stride = 0, Int2 p
 /// count_include_pad as torch's default (padding counts in the divisor).
 Tensor avg_pool2d(const Tensor& input, Int2 kernel_size, Int2 stride = 0, Int2 padding = 0);
 Tensor adaptive_avg_pool2d(const Tensor& input, Int2 output_size);
+
+/// torch.nn.functional.interpolate on (N, C, H, W): to `size` (H', W'), or to
+/// floor(H * scale_factor[0]) x floor(W * scale_factor[1]) (one factor serves both); mode
+/// "nearest" or "bilinear" (align_corners: bilinear only, false by default). Source positions as
+/// PyTorch's: with a scale factor and no recompute_scale_factor, the scale is 1 / scale_factor,
+/// else in / out. Built of index_select and elementwise ops: differentiable, every device.
+Tensor interpolate(const Tensor& input, const std::optional<Shape>& size,
+                   const std::optional<std::vector<double>>& scale_factor,
+                   const std::string& mode = "nearest", std::optional<bool> align_corners = {},
+                   std::optional<bool> recompute_scale_factor = {});
+/// libtorch's mode names: `F::InterpolateFuncOptions().mode(torch::kBilinear)`.
+inline constexpr const char* kNearest = "nearest";
+inline constexpr const char* kBilinear = "bilinear";
 
 /// Zeroes elements with probability p and scales the rest by 1 / (1 - p) when training.
 Tensor dropout(const Tensor& input, double p = 0.5, bool training = true,

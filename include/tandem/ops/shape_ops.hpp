@@ -32,6 +32,17 @@ Tensor contiguous(const Tensor& t);
 /// Sums `t` down to `shape` (the reverse of broadcasting; used by backward passes).
 Tensor sum_to(const Tensor& t, const Shape& shape);
 
+/// Views of consecutive pieces along dim, as torch's: split by a size (the last piece may be
+/// smaller), by the sizes given (they sum to the dim's size), into `chunks` pieces of
+/// ceil(size / chunks) (fewer when the size runs out), or into its slices (unbind).
+std::vector<Tensor> split(const Tensor& t, int64_t split_size, int64_t dim = 0);
+std::vector<Tensor> split_with_sizes(const Tensor& t, const std::vector<int64_t>& split_sizes,
+                                     int64_t dim = 0);
+std::vector<Tensor> chunk(const Tensor& t, int64_t chunks, int64_t dim = 0);
+std::vector<Tensor> unbind(const Tensor& t, int64_t dim = 0);
+/// t tiled `repeats[i]` times along each dim (leading repeats add dims), as Tensor.repeat.
+Tensor repeat(const Tensor& t, const Shape& repeats);
+
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0);
 /// Constant padding, as torch.nn.functional.pad: `pads` holds (left, right) pairs starting with
