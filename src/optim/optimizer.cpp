@@ -337,6 +337,129 @@ void AdamW::step() {
       /*decoupled=*/true);
 }
 
+RMSprop::RMSprop(std::vector<OptimizerParamGroup> groups, RMSpropOptions defaults)
+    : Optimizer("RMSprop", defaults.clone()) {
+  add_param_groups(std::move(groups));
+}
+
+RMSprop::RMSprop(std::vector<ParamGroup> groups, RMSpropOptions defaults)
+    : Optimizer("RMSprop", defaults.clone()) {
+  add_param_groups(std::move(groups));
+}
+
+RMSprop::RMSprop(std::vector<Tensor> params, RMSpropOptions defaults)
+    : RMSprop(std::vector<OptimizerParamGroup>{OptimizerParamGroup(std::move(params))}, defaults) {}
+
+void RMSprop::check_options(const OptimizerOptions& options) const {
+  const auto& o = options_as<RMSpropOptions>(name_, "RMSpropOptions", options);
+  TANDEM_CHECK(o.alpha_ >= 0 && o.eps_ >= 0 && o.momentum_ >= 0, name_,
+               ": alpha, eps and momentum must be >= 0, got ", o.alpha_, ", ", o.eps_, " and ",
+               o.momentum_);
+}
+
+namespace {
+
+// The state tensor `name`, made as `init` on first use.
+template <typename Init>
+Tensor& state_entry(std::map<std::string, Tensor>& st, const char* name, Init init) {
+  auto it = st.find(name);
+  if (it == st.end()) it = st.emplace(name, init()).first;
+  return it->second;
+}
+
+// The step counter (a host scalar, as Adam's), advanced; returns the new count.
+int64_t advance_step(std::map<std::string, Tensor>& st) {
+  Tensor& count =
+      state_entry(st, "step", [] { return zeros({}, TensorOptions(DType::i64).device(kCPU)); });
+  const int64_t step = count.item<int64_t>() + 1;
+  count.fill_(static_cast<double>(step));
+  return step;
+}
+
+}  // namespace
+
+// The RMSprop and Adagrad updates are made of tensor ops (in place, no history), so they run
+// on every backend as they are.
+void RMSprop::step() {
+  NoGradGuard no_grad;
+  size_t k = 0;
+  for (auto& g : groups_) {
+    const auto& o = static_cast<const RMSpropOptions&>(g.options());
+    for (auto& p : g.params()) {
+      auto& st = state(k++);
+      Tensor grad = p.grad();
+      if (!grad.defined()) continue;
+      check_grad(name_, p, grad);
+      advance_step(st);
+      const Tensor d = o.weight_decay_ != 0 ? add(grad, p, o.weight_decay_) : grad;
+      Tensor& square_avg = state_entry(st, "square_avg", [&] { return zeros_like(p); });
+      square_avg.mul_(o.alpha_).add_(mul(d, d), 1.0 - o.alpha_);
+      Tensor avg;
+      if (o.centered_) {
+        Tensor& grad_avg = state_entry(st, "grad_avg", [&] { return zeros_like(p); });
+        grad_avg.mul_(o.alpha_).add_(d, 1.0 - o.alpha_);
+        avg = sqrt(sub(square_avg, mul(grad_avg, grad_avg))).add_(o.eps_);
+      } else {
+        avg = sqrt(square_avg).add_(o.eps_);
+      }
+      if (o.momentum_ > 0) {
+        Tensor& buffer = state_entry(st, "momentum_buffer", [&] { return zeros_like(p); });
+        buffer.mul_(o.momentum_).add_(div(d, avg));
+        p.add_(buffer, -o.lr_);
+      } else {
+        p.add_(div(d, avg), -o.lr_);
+      }
+    }
+  }
+}
+
+void AdagradOptions::set_momentum(double) {
+  TANDEM_THROW(ValueError,
+               "Adagrad has no momentum to set (a one-cycle schedule on it needs "
+               "cycle_momentum(false))");
+}
+
+Adagrad::Adagrad(std::vector<OptimizerParamGroup> groups, AdagradOptions defaults)
+    : Optimizer("Adagrad", defaults.clone()) {
+  add_param_groups(std::move(groups));
+}
+
+Adagrad::Adagrad(std::vector<ParamGroup> groups, AdagradOptions defaults)
+    : Optimizer("Adagrad", defaults.clone()) {
+  add_param_groups(std::move(groups));
+}
+
+Adagrad::Adagrad(std::vector<Tensor> params, AdagradOptions defaults)
+    : Adagrad(std::vector<OptimizerParamGroup>{OptimizerParamGroup(std::move(params))}, defaults) {}
+
+void Adagrad::check_options(const OptimizerOptions& options) const {
+  const auto& o = options_as<AdagradOptions>(name_, "AdagradOptions", options);
+  TANDEM_CHECK(o.lr_decay_ >= 0 && o.initial_accumulator_value_ >= 0 && o.eps_ >= 0, name_,
+               ": lr_decay, initial_accumulator_value and eps must be >= 0, got ", o.lr_decay_,
+               ", ", o.initial_accumulator_value_, " and ", o.eps_);
+}
+
+void Adagrad::step() {
+  NoGradGuard no_grad;
+  size_t k = 0;
+  for (auto& g : groups_) {
+    const auto& o = static_cast<const AdagradOptions&>(g.options());
+    for (auto& p : g.params()) {
+      auto& st = state(k++);
+      Tensor grad = p.grad();
+      if (!grad.defined()) continue;
+      check_grad(name_, p, grad);
+      const int64_t step = advance_step(st);
+      const Tensor d = o.weight_decay_ != 0 ? add(grad, p, o.weight_decay_) : grad;
+      Tensor& sum =
+          state_entry(st, "sum", [&] { return zeros_like(p).fill_(o.initial_accumulator_value_); });
+      sum.add_(mul(d, d));
+      const double clr = o.lr_ / (1.0 + static_cast<double>(step - 1) * o.lr_decay_);
+      p.add_(div(d, sqrt(sum).add_(o.eps_)), -clr);
+    }
+  }
+}
+
 double clip_grad_norm(const std::vector<Tensor>& params, double max_norm, double norm_type) {
   TANDEM_CHECK(norm_type == 2.0 || std::isinf(norm_type),
                "clip_grad_norm: norm_type must be 2 or infinity, got ", norm_type);

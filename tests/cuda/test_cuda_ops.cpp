@@ -379,7 +379,7 @@ TEST_CASE("CUDA index_select, gather, scatter, index_add and embedding match the
              Catch::Contains("embedding: index 3 is out of bounds for dimension 0 with size 3"));
 }
 
-TEST_CASE("CUDA SGD, Adam, AMSGrad and AdamW steps match the CPU's", "[cuda]") {
+TEST_CASE("CUDA SGD, Adam, AMSGrad, AdamW, RMSprop and Adagrad steps match the CPU's", "[cuda]") {
   if (!gpu_present("CUDA optimizer steps")) return;
   auto train = [](Device device, const std::string& which) {
     Tensor p = randn_as({33, 7}, DType::f32, 40).to(device);
@@ -392,6 +392,12 @@ TEST_CASE("CUDA SGD, Adam, AMSGrad and AdamW steps match the CPU's", "[cuda]") {
       opt = std::make_unique<optim::Adam>(params, optim::AdamOptions(0.01).weight_decay(0.1));
     else if (which == "AMSGrad")
       opt = std::make_unique<optim::AdamW>(params, optim::AdamWOptions(0.01).amsgrad(true));
+    else if (which == "RMSprop")
+      opt = std::make_unique<optim::RMSprop>(
+          params, optim::RMSpropOptions(0.01).momentum(0.5).centered(true).weight_decay(0.1));
+    else if (which == "Adagrad")
+      opt = std::make_unique<optim::Adagrad>(
+          params, optim::AdagradOptions(0.1).lr_decay(0.1).initial_accumulator_value(0.1));
     else
       opt = std::make_unique<optim::SGD>(
           params, optim::SGDOptions(0.1).momentum(0.9).nesterov(true).weight_decay(1e-3));
@@ -403,7 +409,7 @@ TEST_CASE("CUDA SGD, Adam, AMSGrad and AdamW steps match the CPU's", "[cuda]") {
     }
     return p.detach().cpu();
   };
-  for (const char* which : {"SGD", "Adam", "AMSGrad", "AdamW"}) {
+  for (const char* which : {"SGD", "Adam", "AMSGrad", "AdamW", "RMSprop", "Adagrad"}) {
     INFO(which);
     require_close(train(kGpu, which), train(kCPU, which), 1e-5, 1e-6);
   }

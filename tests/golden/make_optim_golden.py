@@ -33,7 +33,7 @@ def run(name, make, clip=None):
         loss.backward()
         lrs.append(opt.param_groups[0]["lr"])
         g = opt.param_groups[0]
-        momenta.append(g["betas"][0] if "betas" in g else g["momentum"])
+        momenta.append(g["betas"][0] if "betas" in g else g.get("momentum", 0.0))
         if clip is not None:
             norms.append(float(torch.nn.utils.clip_grad_norm_([W, b], clip[0], clip[1])))
         opt.step()
@@ -87,11 +87,23 @@ cases += [
                                              amsgrad=True), None)),
     run("adamw_amsgrad", lambda W, b: (S.AdamW([W, b], lr=5e-2, betas=(0.9, 0.9), amsgrad=True),
                                        None)),
+    run("rmsprop", lambda W, b: (S.RMSprop([W, b], lr=1e-2), None)),
+    run("rmsprop_centered_momentum_wd",
+        lambda W, b: (S.RMSprop([W, b], lr=5e-3, alpha=0.9, eps=1e-6, weight_decay=0.05,
+                                momentum=0.8, centered=True), None)),
+    run("rmsprop_groups_onecycle", lambda W, b: with_sched(
+        S.RMSprop([{"params": [W]}, {"params": [b], "lr": 3e-3}], lr=1e-2, momentum=0.9),
+        lambda o: L.OneCycleLR(o, max_lr=2e-2, total_steps=STEPS))),
+    run("adagrad", lambda W, b: (S.Adagrad([W, b], lr=0.1), None)),
+    run("adagrad_decay_wd_initial",
+        lambda W, b: (S.Adagrad([W, b], lr=0.2, lr_decay=0.05, weight_decay=0.02,
+                                initial_accumulator_value=0.5, eps=1e-6), None)),
 ]
 # AMSGrad's maximum must matter on this problem, or its cases would prove nothing.
+names = [c["name"] for c in cases]
 plain = run("adam_plain", lambda W, b: (S.Adam([W, b], lr=5e-2, betas=(0.9, 0.9),
                                                weight_decay=0.05), None))
-assert max(abs(x - y) for x, y in zip(plain["W"], cases[-2]["W"])) > 1e-3
+assert max(abs(x - y) for x, y in zip(plain["W"], cases[names.index("adam_amsgrad")]["W"])) > 1e-3
 
 out = {"steps": STEPS, "X": X.reshape(-1).tolist(), "Y": Y.reshape(-1).tolist(),
        "W0": W0.reshape(-1).tolist(), "b0": B0.tolist(), "cases": cases}

@@ -98,6 +98,24 @@ Setup make_case(const std::string& name, Problem& p) {
         both, AdamOptions(5e-2).betas({0.9, 0.9}).weight_decay(0.05).amsgrad(true));
   } else if (name == "adamw_amsgrad") {
     s.opt = std::make_shared<AdamW>(both, AdamWOptions(5e-2).betas(0.9, 0.9).amsgrad(true));
+  } else if (name == "rmsprop") {
+    s.opt = std::make_shared<RMSprop>(both, RMSpropOptions(1e-2));
+  } else if (name == "rmsprop_centered_momentum_wd") {
+    s.opt = std::make_shared<RMSprop>(
+        both,
+        RMSpropOptions(5e-3).alpha(0.9).eps(1e-6).weight_decay(0.05).momentum(0.8).centered(true));
+  } else if (name == "rmsprop_groups_onecycle") {
+    s.opt = std::make_shared<RMSprop>(
+        std::vector<ParamGroup>{ParamGroup({p.W}), ParamGroup({p.b}, 3e-3, std::nullopt)},
+        RMSpropOptions(1e-2).momentum(0.9));
+    s.sched = std::make_shared<OneCycleLR>(*s.opt, 2e-2, 20);
+  } else if (name == "adagrad") {
+    s.opt = std::make_shared<Adagrad>(both, AdagradOptions(0.1));
+  } else if (name == "adagrad_decay_wd_initial") {
+    s.opt = std::make_shared<Adagrad>(
+        both,
+        AdagradOptions(0.2).lr_decay(0.05).weight_decay(0.02).initial_accumulator_value(0.5).eps(
+            1e-6));
   } else {
     FAIL("no construction for golden case " << name);
   }
@@ -148,7 +166,8 @@ TEST_CASE("optimizers and schedules match torch.optim over 20 steps", "[optim][g
 }
 
 TEST_CASE("optimizer and schedule state dicts resume bit-exactly", "[optim]") {
-  for (const char* name : {"sgd_onecycle", "adamw_onecycle", "sgd_warmup_cosine"}) {
+  for (const char* name :
+       {"sgd_onecycle", "adamw_onecycle", "sgd_warmup_cosine", "rmsprop_groups_onecycle"}) {
     SECTION(name) {
       // Reference: 12 uninterrupted steps.
       Problem a = make_problem();
@@ -221,6 +240,19 @@ TEST_CASE("bad optimizer and schedule settings are clear errors", "[optim][error
     frozen_opt.step();
     CHECK(equal(live, full({2}, 0.5)));
     CHECK(equal(frozen, ones({2})));
+  }
+  CHECK_THAT(error_of([&] { RMSprop(both, RMSpropOptions().alpha(-0.5)); }),
+             Catch::Contains("RMSprop: alpha, eps and momentum must be >= 0, got -0.5"));
+  CHECK_THAT(error_of([&] { Adagrad(both, AdagradOptions().lr_decay(-1)); }),
+             Catch::Contains("Adagrad: lr_decay, initial_accumulator_value and eps must be >= 0"));
+  {  // One-cycle cycles momentum by default; Adagrad has none, so it says so.
+    Adagrad adagrad(both, AdagradOptions(0.1));
+    CHECK_THAT(error_of([&] { OneCycleLR(adagrad, 0.1, 10); }),
+               Catch::Contains("Adagrad has no momentum to set"));
+    CHECK(adagrad.param_groups()[0].options().get_lr() == 0.1);  // refused untouched
+    CHECK(adagrad.param_groups()[0].initial_lr() == 0.1);
+    OneCycleLR without(adagrad, 0.1, 10, OneCycleOptions().cycle_momentum(false));
+    CHECK(adagrad.param_groups()[0].options().get_lr() == Approx(0.1 / 25));
   }
   SGD opt(both, SGDOptions());
   OneCycleLR sched(opt, 0.1, 3);

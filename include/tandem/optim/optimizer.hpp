@@ -238,6 +238,59 @@ class AdamW : public Optimizer {
   void check_options(const OptimizerOptions& options) const override;
 };
 
+/// RMSprop's hyper-parameters, as libtorch's RMSpropOptions(lr).
+struct RMSpropOptions : OptimizerCloneableOptions<RMSpropOptions> {
+  RMSpropOptions(double lr = 1e-2) : lr_(lr) {}  // NOLINT(google-explicit-constructor)
+  TANDEM_ARG(double, lr);
+  TANDEM_ARG(double, alpha) = 0.99;
+  TANDEM_ARG(double, eps) = 1e-8;
+  TANDEM_ARG(double, weight_decay) = 0.0;
+  TANDEM_ARG(double, momentum) = 0.0;
+  TANDEM_ARG(bool, centered) = false;
+  double get_momentum() const override { return momentum_; }
+  void set_momentum(double momentum) override { momentum_ = momentum; }
+};
+
+/// torch.optim.RMSprop: d = g + wd p; v = alpha v + (1 - alpha) d^2 (state "square_avg");
+/// centered: m = alpha m + (1 - alpha) d ("grad_avg") and v - m^2 in v's place; with momentum,
+/// b = momentum b + d / (sqrt(v) + eps) and p -= lr b, else p -= lr d / (sqrt(v) + eps).
+class RMSprop : public Optimizer {
+ public:
+  RMSprop(std::vector<OptimizerParamGroup> groups, RMSpropOptions defaults);
+  RMSprop(std::vector<ParamGroup> groups, RMSpropOptions defaults);
+  RMSprop(std::vector<Tensor> params, RMSpropOptions defaults = {});
+  void step() override;
+
+ private:
+  void check_options(const OptimizerOptions& options) const override;
+};
+
+/// Adagrad's hyper-parameters, as libtorch's AdagradOptions(lr). It has no momentum: a
+/// one-cycle schedule that cycles momentum refuses it.
+struct AdagradOptions : OptimizerCloneableOptions<AdagradOptions> {
+  AdagradOptions(double lr = 1e-2) : lr_(lr) {}  // NOLINT(google-explicit-constructor)
+  TANDEM_ARG(double, lr);
+  TANDEM_ARG(double, lr_decay) = 0.0;
+  TANDEM_ARG(double, weight_decay) = 0.0;
+  TANDEM_ARG(double, initial_accumulator_value) = 0.0;
+  TANDEM_ARG(double, eps) = 1e-10;
+  double get_momentum() const override { return 0.0; }
+  void set_momentum(double momentum) override;
+};
+
+/// torch.optim.Adagrad: d = g + wd p; s += d^2 (state "sum", from initial_accumulator_value);
+/// p -= lr / (1 + (step - 1) lr_decay) d / (sqrt(s) + eps).
+class Adagrad : public Optimizer {
+ public:
+  Adagrad(std::vector<OptimizerParamGroup> groups, AdagradOptions defaults);
+  Adagrad(std::vector<ParamGroup> groups, AdagradOptions defaults);
+  Adagrad(std::vector<Tensor> params, AdagradOptions defaults = {});
+  void step() override;
+
+ private:
+  void check_options(const OptimizerOptions& options) const override;
+};
+
 /// Scales every gradient so that their global `norm_type` norm (2, or infinity) is at most
 /// `max_norm`, as torch.nn.utils.clip_grad_norm_. Returns the norm before clipping.
 double clip_grad_norm(const std::vector<Tensor>& params, double max_norm, double norm_type = 2.0);
