@@ -100,6 +100,9 @@ Sequence run_layers(Cell cell, const Tensor& input, const Tensor& h0, const Tens
     if (!s.defined()) return zeros({states, N, H}, TensorOptions(x.dtype()).device(x.device()));
     TANDEM_CHECK(s.shape() == state_shape, name, ": expected ", what, " of shape ",
                  shape_str(state_shape), ", got ", shape_str(s.shape()));
+    TANDEM_CHECK(s.dtype() == x.dtype() && s.device() == x.device(), name, ": expected ", what,
+                 " in the input's dtype and device (", x.dtype(), " on ", x.device(), "), got ",
+                 s.dtype(), " on ", s.device());
     return batched ? s : unsqueeze(s, 1);
   };
   const Tensor h = state(h0, "hidden state h0");

@@ -555,6 +555,9 @@ TEST_CASE("libtorch names: LSTM, GRU and RNN modules", "[libtorch]") {
   CHECK_THROWS_WITH(
       gru->forward(seq, torch::zeros({2, 2, 4})),
       Catch::Contains("gru: expected hidden state h0 of shape (1, 2, 4), got (2, 2, 4)"));
+  CHECK_THROWS_WITH(gru->forward(seq, torch::zeros({1, 2, 4}, torch::kFloat64)),
+                    Catch::Contains("gru: expected hidden state h0 in the input's dtype and device "
+                                    "(f32 on cpu), got f64 on cpu"));
   CHECK_THROWS_WITH(torch::nn::RNN(torch::nn::RNNOptions(3, 4).nonlinearity("sigmoid")),
                     Catch::Contains("nonlinearity must be \"tanh\" or \"relu\""));
   CHECK_THROWS_WITH(torch::nn::LSTM(torch::nn::LSTMOptions(3, 0)),
