@@ -249,6 +249,23 @@ void SGD::step() {
 
 namespace {
 
+// The state tensor `name`, made as `init` on first use.
+template <typename Init>
+Tensor& state_entry(std::map<std::string, Tensor>& st, const char* name, Init init) {
+  auto it = st.find(name);
+  if (it == st.end()) it = st.emplace(name, init()).first;
+  return it->second;
+}
+
+// The step counter (a host scalar, as Adam's), advanced; returns the new count.
+int64_t advance_step(std::map<std::string, Tensor>& st) {
+  Tensor& count =
+      state_entry(st, "step", [] { return zeros({}, TensorOptions(DType::i64).device(kCPU)); });
+  const int64_t step = count.item<int64_t>() + 1;
+  count.fill_(static_cast<double>(step));
+  return step;
+}
+
 // What Adam and AdamW share: the moments, their bias correction, AMSGrad's running maximum,
 // one fused update per parameter. They differ only in how weight decay enters (`decoupled`).
 template <typename Options>
@@ -270,18 +287,16 @@ void adam_update(const char* name, std::vector<OptimizerParamGroup>& groups, Sta
       std::map<std::string, Tensor>& st = state(k++);
       Tensor grad = p.grad();
       if (!grad.defined()) continue;
-      if (!st.count("step")) {
-        st["step"] = zeros({}, TensorOptions(DType::i64).device(kCPU));  // a host counter
-        st["exp_avg"] = zeros_like(p);
-        st["exp_avg_sq"] = zeros_like(p);
-      }
+      auto zeros_like_p = [&] { return zeros_like(p); };
+      Tensor& exp_avg = state_entry(st, "exp_avg", zeros_like_p);
+      Tensor& exp_avg_sq = state_entry(st, "exp_avg_sq", zeros_like_p);
       // Also where a state saved without AMSGrad was loaded: the maximum starts at 0.
-      if (o.amsgrad_ && !st.count("max_exp_avg_sq")) st["max_exp_avg_sq"] = zeros_like(p);
-      const int64_t step = st["step"].template item<int64_t>() + 1;
-      st["step"].fill_(static_cast<double>(step));
+      const Tensor max_exp_avg_sq =
+          o.amsgrad_ ? state_entry(st, "max_exp_avg_sq", zeros_like_p) : Tensor();
+      const int64_t step = advance_step(st);
       check_grad(name, p, grad);
       kernels::adam_step(
-          p, st["exp_avg"], st["exp_avg_sq"], o.amsgrad_ ? st["max_exp_avg_sq"] : Tensor(), grad,
+          p, exp_avg, exp_avg_sq, max_exp_avg_sq, grad,
           {o.lr_, o.weight_decay_, o.beta1_, o.beta2_, o.eps_, 1.0 - std::pow(o.beta1_, step),
            1.0 - std::pow(o.beta2_, step), decoupled});
       p.storage().bump_version();
@@ -356,27 +371,6 @@ void RMSprop::check_options(const OptimizerOptions& options) const {
                ": alpha, eps and momentum must be >= 0, got ", o.alpha_, ", ", o.eps_, " and ",
                o.momentum_);
 }
-
-namespace {
-
-// The state tensor `name`, made as `init` on first use.
-template <typename Init>
-Tensor& state_entry(std::map<std::string, Tensor>& st, const char* name, Init init) {
-  auto it = st.find(name);
-  if (it == st.end()) it = st.emplace(name, init()).first;
-  return it->second;
-}
-
-// The step counter (a host scalar, as Adam's), advanced; returns the new count.
-int64_t advance_step(std::map<std::string, Tensor>& st) {
-  Tensor& count =
-      state_entry(st, "step", [] { return zeros({}, TensorOptions(DType::i64).device(kCPU)); });
-  const int64_t step = count.item<int64_t>() + 1;
-  count.fill_(static_cast<double>(step));
-  return step;
-}
-
-}  // namespace
 
 // The RMSprop and Adagrad updates are made of tensor ops (in place, no history), so they run
 // on every backend as they are.
