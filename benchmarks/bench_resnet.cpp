@@ -3,7 +3,7 @@
 // same loop in PyTorch and writes the comparison.
 // Usage: bench_resnet [--model resnet20] [--batch 128] [--channels 1] [--size 28] [--threads 2]
 //                     [--steps 30] [--warmup 5] [--device cpu|cuda] [--precision f32|bf16|f16]
-//                     [--channels-last]
+//                     [--channels-last] [--cudnn-benchmark] [--profile-last-step]
 // On a GPU it also reports the caching allocator's peak (bench_resnet_gpu.py compares it with
 // PyTorch's max_memory_allocated).
 #include <CLI/CLI.hpp>
@@ -36,9 +36,15 @@ static int run(int argc, char** argv) {
   bool channels_last = false;
   app.add_flag("--channels-last", channels_last,
                "batches and convolution weights laid out channels-last (NHWC), as PyTorch's fast path on tensor cores");
+  bool benchmark = false, profile_last = false;
+  app.add_flag("--cudnn-benchmark", benchmark,
+               "cuDNN algorithms chosen by timing each (torch.backends.cudnn.benchmark), not by heuristics");
+  app.add_flag("--profile-last-step", profile_last,
+               "an attached profiler (ncu --profile-from-start off) collects the last step alone");
   CLI11_PARSE(app, argc, argv);
 
   set_num_threads(threads);
+  cuda::set_cudnn_benchmark(benchmark);
   manual_seed(0);
   const Device device = device_name == "cuda" ? Device("cuda:0") : kCPU;
   const bool low = precision != "f32";
@@ -58,6 +64,8 @@ static int run(int argc, char** argv) {
   }
   std::vector<double> ms;
   for (int64_t s = 0; s < warmup + steps; ++s) {
+    const bool profiled = profile_last && s + 1 == warmup + steps;
+    if (profiled) cuda::profiler_start();
     auto t0 = std::chrono::steady_clock::now();
     opt.zero_grad();
     Tensor loss;
@@ -69,6 +77,7 @@ static int run(int argc, char** argv) {
     opt.step();
     loss.item<float>();
     auto t1 = std::chrono::steady_clock::now();
+    if (profiled) cuda::profiler_stop();
     if (s >= warmup) ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
   }
   std::sort(ms.begin(), ms.end());
@@ -76,7 +85,8 @@ static int run(int argc, char** argv) {
   nlohmann::json out = {{"framework", "tandem"}, {"model", model_name}, {"batch", batch},
                         {"threads", threads},    {"steps", steps},      {"step_ms_median", median},
                         {"img_per_s", batch * 1000.0 / median}, {"device", device_name},
-                        {"precision", precision}, {"channels_last", channels_last}};
+                        {"precision", precision}, {"channels_last", channels_last},
+                        {"cudnn_benchmark", benchmark}};
   if (device.is_cuda()) out["peak_allocated_bytes"] = cuda::memory_stats(0).peak_allocated_bytes;
   std::printf("%s\n", out.dump().c_str());
   return 0;

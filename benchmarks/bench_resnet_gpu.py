@@ -57,6 +57,7 @@ def torch_run(args):
     import torch
     import torch.nn.functional as F
     torch.manual_seed(0)
+    torch.backends.cudnn.benchmark = args.cudnn_benchmark
     dev = torch.device("cuda")
     model = torch_resnet50().to(dev).to(memory_format=torch.channels_last)
     decay = [p for p in model.parameters() if p.dim() >= 2]
@@ -69,6 +70,9 @@ def torch_run(args):
     torch.cuda.reset_peak_memory_stats()
     ms = []
     for s in range(args.warmup + args.steps):
+        profiled = getattr(args, "profile_last_step", False) and s + 1 == args.warmup + args.steps
+        if profiled:
+            torch.cuda.profiler.start()
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
         with torch.autocast("cuda", dtype=torch.bfloat16, enabled=args.precision == "bf16"):
@@ -76,6 +80,8 @@ def torch_run(args):
         loss.backward()
         opt.step()
         loss.item()
+        if profiled:
+            torch.cuda.profiler.stop()
         if s >= args.warmup:
             ms.append((time.perf_counter() - t0) * 1000)
     step = statistics.median(ms)
@@ -101,15 +107,24 @@ def run_json(cmd, timeout):
     return {"error": f"{status}: {tail[-2000:]}", "timed_out": status.startswith("timed out")}
 
 
-def tandem_run(args):
-    cmd = [os.path.join(args.bin, "bench_resnet"), "--device", "cuda", "--model", "resnet50",
+def tandem_command(args):
+    return [os.path.join(args.bin, "bench_resnet"), "--device", "cuda", "--model", "resnet50",
            "--batch", str(args.batch), "--channels", "3", "--size", str(args.size),
            "--steps", str(args.steps), "--warmup", str(args.warmup), "--precision", args.precision,
-           "--threads", "4"] + (["--channels-last"] if args.tandem_layout == "nhwc" else [])
-    return run_json(cmd, args.side_timeout)
+           "--threads", "4"] + (["--channels-last"] if args.tandem_layout == "nhwc" else []) \
+        + (["--cudnn-benchmark"] if args.cudnn_benchmark else []) \
+        + (["--profile-last-step"] if getattr(args, "profile_last_step", False) else [])
 
 
-def main():
+def torch_command(args):
+    return [sys.executable, os.path.abspath(__file__), "--torch-child", json.dumps(vars(args))]
+
+
+def tandem_run(args):
+    return run_json(tandem_command(args), args.side_timeout)
+
+
+def parser():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--bin", default="build-gpu/benchmarks")
     p.add_argument("--batch", type=int, default=256)
@@ -117,13 +132,19 @@ def main():
     p.add_argument("--precision", default="bf16", choices=["bf16", "f32"])
     p.add_argument("--tandem-layout", default="nhwc", choices=["nhwc", "nchw"],
                    help="tandem's batches and model channels-last (as PyTorch's here) or row-major")
+    p.add_argument("--cudnn-benchmark", action="store_true",
+                   help="both sides choose cuDNN's algorithms by timing them (torch.backends.cudnn.benchmark)")
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--repeats", type=int, default=2)
     p.add_argument("--side-timeout", type=int, default=45,
                    help="seconds one side of one repeat may take; a side that runs out is not rerun")
     p.add_argument("--out")
-    args = p.parse_args()
+    return p
+
+
+def main():
+    args = parser().parse_args()
     runs, start = [], time.time()
     for r in range(args.repeats):
         # tandem first (a run cut short by a time limit keeps its figure), then PyTorch in a child
@@ -134,8 +155,7 @@ def main():
             return not any(old[side].get("timed_out") for old in runs)
         skipped = {"error": "not run: it timed out in an earlier repeat"}
         run = {"tandem": tandem_run(args) if again("tandem") else skipped,
-               "pytorch": run_json([sys.executable, __file__, "--torch-child", json.dumps(vars(args))],
-                                   args.side_timeout) if again("pytorch") else skipped}
+               "pytorch": run_json(torch_command(args), args.side_timeout) if again("pytorch") else skipped}
         t, pt = run["tandem"], run["pytorch"]
         if "error" not in t and "error" not in pt:
             run["ratio"] = t["img_per_s"] / pt["img_per_s"]
@@ -157,7 +177,7 @@ def write_summary(args, runs):
 
     versions = [run["pytorch"]["version"] for run in runs if "version" in run["pytorch"]]
     summary = {"model": "resnet50", "batch": args.batch, "size": args.size, "precision": args.precision,
-               "cudnn_benchmark": False,  # neither side: cuDNN's heuristics on both
+               "cudnn_benchmark": args.cudnn_benchmark,  # off: cuDNN's heuristics on both sides
                "pytorch_version": versions[0] if versions else None,
                "tandem_img_per_s": median("tandem", "img_per_s"),
                "pytorch_img_per_s": median("pytorch", "img_per_s"),

@@ -1,12 +1,14 @@
-// Times data-parallel ResNet training on CPU ranks (threads of this process, the local backend):
-// each rank trains its own batch of random images held in memory through
-// DistributedDataParallel, one thread per rank by default. Prints one JSON object with the
+// Times data-parallel ResNet training on CPU ranks (threads of this process, the local backend),
+// or with --device cuda on GPUs 0..ranks-1 (nccl; each step ends when its GPU work has): each
+// rank trains its own batch of random images held in memory through DistributedDataParallel,
+// one thread per rank by default. Prints one JSON object with the
 // median step time and its split into compute (forward and backward up to their last op) and
 // exposed communication (the wait for the allreduce after backward's last op), and img/s.
 // bench_scaling.py runs it at several world sizes next to PyTorch's DDP and writes the plot.
 // Usage: bench_scaling [--ranks 2] [--batch 64 (per rank)] [--threads 1 (per rank)]
 //                      [--steps 20] [--warmup 3] [--no-ddp (no wrapper: independent ranks)]
 //                      [--bucket-mb 25|auto (the scaling predictor's choice after the first step)]
+//                      [--device cpu|cuda] [--size 28] [--channels 1]
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -26,12 +28,13 @@ using Ms = std::chrono::duration<double, std::milli>;
 }  // namespace
 
 static int run(int argc, char** argv) {
-  CLI::App app{"Time data-parallel ResNet training on CPU ranks"};
+  CLI::App app{"Time data-parallel ResNet training on CPU ranks or GPUs"};
   std::string model_name = "resnet20";
   int64_t batch = 64, channels = 1, size = 28, steps = 20, warmup = 3;
   int ranks = 2, threads = 1;
   std::string bucket_mb = "25";
   bool no_ddp = false;
+  std::string device_name = "cpu";
   app.add_option("--model", model_name)->check(CLI::IsMember(nn::resnet_names()));
   app.add_option("--ranks", ranks)->check(CLI::Range(1, 64));
   app.add_option("--batch", batch, "images per rank per step")->check(CLI::PositiveNumber);
@@ -44,7 +47,15 @@ static int run(int argc, char** argv) {
       ->check(CLI::PositiveNumber | CLI::IsMember({"auto"}));
   app.add_flag("--no-ddp", no_ddp,
                "train without the DDP wrapper (with --ranks N: N independent models in this process)");
+  app.add_option("--device", device_name, "cpu ranks, or one rank per GPU")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
   CLI11_PARSE(app, argc, argv);
+  const bool gpu = device_name == "cuda";
+  TANDEM_CHECK_T(ValueError, !gpu || ranks <= cuda::device_count(), "--ranks ", ranks, " on ",
+                 cuda::device_count(), " visible GPU(s)");
+  std::vector<Device> devices;
+  if (gpu)
+    for (int r = 0; r < ranks; ++r) devices.push_back(Device(DeviceType::cuda, r));
 
   std::vector<std::shared_ptr<nn::Module>> models;
   manual_seed(0);
@@ -53,8 +64,9 @@ static int run(int argc, char** argv) {
   std::vector<double> step_ms, compute_ms, exposed_ms;  // rank 0's
   std::vector<std::vector<double>> rank_step_ms(ranks);  // every rank's, per step
   double cap_mb = 0;  // the cap in use at the end (auto: the one chosen)
-  parallel::launch(ranks, [&](parallel::Rank& r) {
+  parallel::launch(gpu ? parallel::Devices(devices) : parallel::Devices::cpu(ranks), [&](parallel::Rank& r) {
     auto model = models[r.rank()];
+    model->to(r.device());
     std::unique_ptr<parallel::DistributedDataParallel> ddp;
     if (!no_ddp)
       ddp = std::make_unique<parallel::DistributedDataParallel>(
@@ -63,16 +75,17 @@ static int run(int argc, char** argv) {
                    optim::SGDOptions().lr(0.05).momentum(0.9).nesterov(true));
     std::vector<Tensor> xs, ys;
     for (int i = 0; i < 4; ++i) {
-      xs.push_back(randn({batch, channels, size, size}, DType::f32, &r.generator));
-      ys.push_back(randint(0, 10, {batch}, DType::i64, &r.generator));
+      xs.push_back(randn({batch, channels, size, size}, DType::f32, &r.generator).to(r.device()));
+      ys.push_back(randint(0, 10, {batch}, DType::i64, &r.generator).to(r.device()));
     }
     for (int64_t s = 0; s < warmup + steps; ++s) {
       const auto t0 = std::chrono::steady_clock::now();
       opt.zero_grad();
       Tensor out = ddp ? ddp->forward(xs[s % 4]) : model->forward(xs[s % 4]);
-      cross_entropy(out, ys[s % 4]).backward();
-      const auto t1 = std::chrono::steady_clock::now();
+      Tensor loss = cross_entropy(out, ys[s % 4]);
+      loss.backward();
       opt.step();
+      if (gpu) loss.item<float>();  // the step's GPU work done (queued after it on one stream)
       const auto t2 = std::chrono::steady_clock::now();
       if (s >= warmup) rank_step_ms[r.rank()].push_back(Ms(t2 - t0).count());
       if (r.rank() != 0 || s < warmup) continue;
@@ -90,7 +103,7 @@ static int run(int argc, char** argv) {
     if (ddp && r.rank() == 0) cap_mb = ddp->bucket_cap_mb();
   }, parallel::LaunchOptions().threads(threads * ranks));
   const double step = median(step_ms);
-  nlohmann::json out = {{"framework", "tandem"},  {"model", model_name},
+  nlohmann::json out = {{"framework", "tandem"},  {"model", model_name}, {"device", device_name},
                         {"world", ranks},         {"ddp", !no_ddp},
                         {"batch_per_rank", batch}, {"threads_per_rank", threads},
                         {"steps", steps},          {"step_ms_median", step},

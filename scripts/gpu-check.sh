@@ -11,10 +11,13 @@
 #   3. tandem's GPU ops against cuBLAS called directly and a device-to-device copy,
 #   4. ResNet-50 training (bf16 autocast, batch 256, 224x224) against the PyTorch on the machine,
 #   5. the allreduce sweep, tandem's nccl backend vs raw NCCL,
-#   6. compute-sanitizer's memcheck over the GPU tests with the most index math (when present),
-#   7. the whole test program (the CPU backend on a machine where CUDA is present).
+#   6. the scaling predictor against DDP measured on this machine's GPUs (validate_predictor.py),
+#   7. ResNet-50 again with cuDNN's benchmark mode on both sides,
+#   8. where ResNet-50's GPU time goes, kernel by kernel, on both sides (Nsight Compute),
+#   9. compute-sanitizer's memcheck over the GPU tests with the most index math (when present),
+#  10. the whole test program (the CPU backend on a machine where CUDA is present).
 # The whole script ends within TANDEM_GPU_CHECK_SECONDS (default 480): each step runs under its
-# own limit, cut to what is left (step 6 only when 90 s are left, step 7 when 150 s are: the CPU
+# own limit, cut to what is left (step 9 only when 90 s are left, step 10 when 150 s are: the CPU
 # suite runs in CI too).
 # Logs and results are written to tandem-gpu-check/ under TANDEM_GPU_CHECK_WORK (default /tmp);
 # however the script ends, $OUT (default gpu-out/) receives at most six files, as the device
@@ -179,7 +182,7 @@ step build 300 cmake --build "$build" --target tandem_tests tandem-resnet || exi
 # The benchmarks: one that does not build skips its own step only (-k 0: ninja goes on; a target
 # the configuration lacks is left out, as ninja would stop at once on it).
 benchmarks=()
-for t in bench_resnet bench_allreduce bench_nccl_allreduce bench_gpu_ops; do
+for t in bench_resnet bench_allreduce bench_nccl_allreduce bench_gpu_ops bench_scaling tandem-predict; do
   if ninja -C "$build" -t query "$t" >/dev/null 2>&1; then benchmarks+=("$t"); else
     echo "build_benchmarks: $t is not a target of this configuration" | tee -a "$summary"; fi
 done
@@ -222,6 +225,19 @@ built bench_resnet resnet50 &&
 built bench_allreduce allreduce && built bench_nccl_allreduce allreduce &&
   step allreduce 90 python3 benchmarks/bench_allreduce.py --gpu "${allreduce_args[@]}" \
     --bin "$build"/benchmarks --out "$work/allreduce_nccl.json" --plot "$work/allreduce_nccl.png"
+if [ "$tiny" = 1 ]; then  # ResNet-50 at 224x224 and a profiler: neither is for the emulation
+  echo "predictor, resnet50_cudnn_benchmark, profile: not run in a rehearsal" | tee -a "$summary"
+else
+  built tandem-predict predictor && built bench_scaling predictor &&
+    step predictor 90 python3 benchmarks/validate_predictor.py --device cuda --repeats 2 \
+      --bin "$build"/benchmarks --out "$work/predictor_gpu.json"
+  built bench_resnet resnet50_cudnn_benchmark &&
+    step resnet50_cudnn_benchmark 120 python3 benchmarks/bench_resnet_gpu.py --cudnn-benchmark \
+      --bin "$build"/benchmarks "${resnet_args[@]}" --out "$work/resnet50_cudnn_benchmark.json"
+  built bench_resnet profile &&
+    step profile 240 python3 benchmarks/profile_resnet_gpu.py --bin "$build"/benchmarks \
+      --out "$work/profile_resnet50.json"
+fi
 # Out-of-bounds and misaligned accesses the comparisons might not notice, in the kernels with
 # the most index math (batch norm, pooling, channels-last), when the toolkit has the sanitizer;
 # every tensor its own cudaMalloc, so that an access past any of them is past memory.

@@ -7,6 +7,7 @@
 
 #include <cublas_v2.h>
 #include <cuda.h>  // driver types only: the driver is reached through cudaGetDriverEntryPoint
+#include <cuda_profiler_api.h>
 #include <cuda_runtime.h>
 #include <cudnn.h>
 #include <nccl.h>
@@ -290,6 +291,13 @@ void record_stream(void* ptr, int device, const Stream& stream) {
 
 Allocator& pinned_host_allocator() { return pinned(); }
 AllocatorStats pinned_memory_stats() { return pinned().cache().stats(); }
+
+void profiler_start() {
+  if (is_available()) TANDEM_CUDA_CHECK(cudaProfilerStart());
+}
+void profiler_stop() {
+  if (is_available()) TANDEM_CUDA_CHECK(cudaProfilerStop());
+}
 
 void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t nbytes) {
   if (nbytes == 0) return;

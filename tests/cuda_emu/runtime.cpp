@@ -32,6 +32,7 @@
 // it (a thread reading shared memory another wrote without a barrier between, a block counting
 // on the blocks before it) gives other results, or other bugs, in another order.
 #include "emu.hpp"  // first: its definitions of __host__ and the like stand
+#include <cuda_profiler_api.h>
 
 #include <sys/mman.h>
 
@@ -778,6 +779,9 @@ cudaError_t cudaGetDriverEntryPointByVersion(const char*, void** fn, unsigned in
   if (found) *found = cudaDriverEntryPointSymbolNotFound;
   return fail(cudaErrorNotSupported);  // no driver behind the emulation
 }
+// No profiler attaches to the emulation: collecting nothing is what cudaProfilerStart does then.
+cudaError_t cudaProfilerStart() { return cudaSuccess; }
+cudaError_t cudaProfilerStop() { return cudaSuccess; }
 cudaError_t cudaDeviceSynchronize() {
   if (device_count() == 0) return fail(cudaErrorNoDevice);
   synchronize_device(g_device);

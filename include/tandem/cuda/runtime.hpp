@@ -65,6 +65,12 @@ int64_t cudnn_max_elements();
 void set_vectorized_elementwise(bool on);
 bool vectorized_elementwise();
 
+/// Starts and stops the collection of an attached CUDA profiler (cudaProfilerStart/Stop; ncu
+/// --profile-from-start off, as torch.cuda.profiler.start/stop): profile a chosen step of a
+/// program, not its warm-up. No-ops without a GPU.
+void profiler_start();
+void profiler_stop();
+
 /// Copies bytes between any two devices (host-host included); synchronous.
 void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t nbytes);
 /// Copies `nbytes` from host memory `src` to `dst` on GPU `dst_device`. When `src` lies in a
