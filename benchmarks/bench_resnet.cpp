@@ -37,8 +37,9 @@ static int run(int argc, char** argv) {
   app.add_flag("--channels-last", channels_last,
                "batches and convolution weights laid out channels-last (NHWC), as PyTorch's fast path on tensor cores");
   bool benchmark = false, profile_last = false;
-  app.add_flag("--cudnn-benchmark", benchmark,
-               "cuDNN algorithms chosen by timing each (torch.backends.cudnn.benchmark), not by heuristics");
+  app.add_flag(
+      "--cudnn-benchmark", benchmark,
+      "cuDNN algorithms chosen by timing each (torch.backends.cudnn.benchmark), not by heuristics");
   app.add_flag("--profile-last-step", profile_last,
                "an attached profiler (ncu --profile-from-start off) collects the last step alone");
   CLI11_PARSE(app, argc, argv);
@@ -82,10 +83,16 @@ static int run(int argc, char** argv) {
   }
   std::sort(ms.begin(), ms.end());
   const double median = ms[ms.size() / 2];
-  nlohmann::json out = {{"framework", "tandem"}, {"model", model_name}, {"batch", batch},
-                        {"threads", threads},    {"steps", steps},      {"step_ms_median", median},
-                        {"img_per_s", batch * 1000.0 / median}, {"device", device_name},
-                        {"precision", precision}, {"channels_last", channels_last},
+  nlohmann::json out = {{"framework", "tandem"},
+                        {"model", model_name},
+                        {"batch", batch},
+                        {"threads", threads},
+                        {"steps", steps},
+                        {"step_ms_median", median},
+                        {"img_per_s", batch * 1000.0 / median},
+                        {"device", device_name},
+                        {"precision", precision},
+                        {"channels_last", channels_last},
                         {"cudnn_benchmark", benchmark}};
   if (device.is_cuda()) out["peak_allocated_bytes"] = cuda::memory_stats(0).peak_allocated_bytes;
   std::printf("%s\n", out.dump().c_str());

@@ -64,49 +64,58 @@ static int run(int argc, char** argv) {
   std::vector<double> step_ms, compute_ms, exposed_ms;  // rank 0's
   std::vector<std::vector<double>> rank_step_ms(ranks);  // every rank's, per step
   double cap_mb = 0;  // the cap in use at the end (auto: the one chosen)
-  parallel::launch(gpu ? parallel::Devices(devices) : parallel::Devices::cpu(ranks), [&](parallel::Rank& r) {
-    auto model = models[r.rank()];
-    model->to(r.device());
-    std::unique_ptr<parallel::DistributedDataParallel> ddp;
-    if (!no_ddp)
-      ddp = std::make_unique<parallel::DistributedDataParallel>(
-          model, r.comm, monitor::bucket_cap_options(bucket_mb));
-    optim::SGD opt(optim::weight_decay_groups(*model, 5e-4),
-                   optim::SGDOptions().lr(0.05).momentum(0.9).nesterov(true));
-    std::vector<Tensor> xs, ys;
-    for (int i = 0; i < 4; ++i) {
-      xs.push_back(randn({batch, channels, size, size}, DType::f32, &r.generator).to(r.device()));
-      ys.push_back(randint(0, 10, {batch}, DType::i64, &r.generator).to(r.device()));
-    }
-    for (int64_t s = 0; s < warmup + steps; ++s) {
-      const auto t0 = std::chrono::steady_clock::now();
-      opt.zero_grad();
-      Tensor out = ddp ? ddp->forward(xs[s % 4]) : model->forward(xs[s % 4]);
-      Tensor loss = cross_entropy(out, ys[s % 4]);
-      loss.backward();
-      opt.step();
-      if (gpu) loss.item<float>();  // the step's GPU work done (queued after it on one stream)
-      const auto t2 = std::chrono::steady_clock::now();
-      if (s >= warmup) rank_step_ms[r.rank()].push_back(Ms(t2 - t0).count());
-      if (r.rank() != 0 || s < warmup) continue;
-      double exposed = 0;
-      if (ddp) {
-        const auto& red = ddp->last_reduction();
-        auto done = red.backward_end;
-        for (const auto& b : red.buckets) done = std::max(done, b.done);
-        exposed = Ms(done - red.backward_end).count();
-      }
-      step_ms.push_back(Ms(t2 - t0).count());
-      exposed_ms.push_back(exposed);
-      compute_ms.push_back(Ms(t2 - t0).count() - exposed);
-    }
-    if (ddp && r.rank() == 0) cap_mb = ddp->bucket_cap_mb();
-  }, parallel::LaunchOptions().threads(threads * ranks));
+  parallel::launch(
+      gpu ? parallel::Devices(devices) : parallel::Devices::cpu(ranks),
+      [&](parallel::Rank& r) {
+        auto model = models[r.rank()];
+        model->to(r.device());
+        std::unique_ptr<parallel::DistributedDataParallel> ddp;
+        if (!no_ddp)
+          ddp = std::make_unique<parallel::DistributedDataParallel>(
+              model, r.comm, monitor::bucket_cap_options(bucket_mb));
+        optim::SGD opt(optim::weight_decay_groups(*model, 5e-4),
+                       optim::SGDOptions().lr(0.05).momentum(0.9).nesterov(true));
+        std::vector<Tensor> xs, ys;
+        for (int i = 0; i < 4; ++i) {
+          xs.push_back(
+              randn({batch, channels, size, size}, DType::f32, &r.generator).to(r.device()));
+          ys.push_back(randint(0, 10, {batch}, DType::i64, &r.generator).to(r.device()));
+        }
+        for (int64_t s = 0; s < warmup + steps; ++s) {
+          const auto t0 = std::chrono::steady_clock::now();
+          opt.zero_grad();
+          Tensor out = ddp ? ddp->forward(xs[s % 4]) : model->forward(xs[s % 4]);
+          Tensor loss = cross_entropy(out, ys[s % 4]);
+          loss.backward();
+          opt.step();
+          if (gpu) loss.item<float>();  // the step's GPU work done (queued after it on one stream)
+          const auto t2 = std::chrono::steady_clock::now();
+          if (s >= warmup) rank_step_ms[r.rank()].push_back(Ms(t2 - t0).count());
+          if (r.rank() != 0 || s < warmup) continue;
+          double exposed = 0;
+          if (ddp) {
+            const auto& red = ddp->last_reduction();
+            auto done = red.backward_end;
+            for (const auto& b : red.buckets) done = std::max(done, b.done);
+            exposed = Ms(done - red.backward_end).count();
+          }
+          step_ms.push_back(Ms(t2 - t0).count());
+          exposed_ms.push_back(exposed);
+          compute_ms.push_back(Ms(t2 - t0).count() - exposed);
+        }
+        if (ddp && r.rank() == 0) cap_mb = ddp->bucket_cap_mb();
+      },
+      parallel::LaunchOptions().threads(threads * ranks));
   const double step = median(step_ms);
-  nlohmann::json out = {{"framework", "tandem"},  {"model", model_name}, {"device", device_name},
-                        {"world", ranks},         {"ddp", !no_ddp},
-                        {"batch_per_rank", batch}, {"threads_per_rank", threads},
-                        {"steps", steps},          {"step_ms_median", step},
+  nlohmann::json out = {{"framework", "tandem"},
+                        {"model", model_name},
+                        {"device", device_name},
+                        {"world", ranks},
+                        {"ddp", !no_ddp},
+                        {"batch_per_rank", batch},
+                        {"threads_per_rank", threads},
+                        {"steps", steps},
+                        {"step_ms_median", step},
                         {"compute_ms_median", median(compute_ms)},
                         {"exposed_comm_ms_median", median(exposed_ms)},
                         {"data_wait_ms_median", 0.0},  // batches are in memory

@@ -3,8 +3,6 @@
 // build starts on machines without a GPU.
 #include "tandem/cuda/runtime.hpp"
 
-#include "tandem/cuda/caching_allocator.hpp"
-
 #include <cublas_v2.h>
 #include <cuda.h>  // driver types only: the driver is reached through cudaGetDriverEntryPoint
 #include <cuda_profiler_api.h>
@@ -25,6 +23,7 @@
 
 #include "check.hpp"
 #include "tandem/core/context.hpp"
+#include "tandem/cuda/caching_allocator.hpp"
 
 namespace tandem::cuda {
 namespace {
