@@ -31,7 +31,10 @@
 // TANDEM_CUDA_EMU_SEED, default 1). A GPU promises no order, so a kernel whose result depends on
 // it (a thread reading shared memory another wrote without a barrier between, a block counting
 // on the blocks before it) gives other results, or other bugs, in another order.
+#include "emu.hpp"  // first: its definitions of __host__ and the like stand
+
 #include <cuda_profiler_api.h>
+
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -52,7 +55,6 @@
 #include <thread>
 #include <vector>
 
-#include "emu.hpp"  // first: its definitions of __host__ and the like stand
 #include "streams.hpp"
 
 #if defined(__has_feature)
