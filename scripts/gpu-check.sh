@@ -31,6 +31,7 @@
 # longer, no memcheck. TANDEM_GPU_CHECK_STEPS="resnet50 allreduce" runs only the steps named
 # (configure and the builds always, incrementally): a second call spends its time on what the
 # first did not finish (a machine still warm keeps the build; a fresh one builds again).
+# TANDEM_GPU_CHECK_RESNET_REPEATS (default 2): ResNet-50's paired repeats.
 # Usage: scripts/gpu-check.sh
 set -uo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -203,7 +204,8 @@ data_args=(--data-dir "$carry/fashion-mnist")
 [ -d "$carry/fashion-mnist" ] || data_args=(--dataset synthetic --synthetic-size 38400)
 data_args+=(--batch-size 128 --max-steps 300)
 # The workloads; a rehearsal's are token ones (the emulation evaluates 10,000 images for minutes).
-ops_args=(--size 8192 --repeats 5) resnet_args=(--repeats 2) allreduce_args=(--repeats 3)
+ops_args=(--size 8192 --repeats 5) allreduce_args=(--repeats 3)
+resnet_args=(--repeats "${TANDEM_GPU_CHECK_RESNET_REPEATS:-2}")
 if [ "$tiny" = 1 ]; then
   data_args=(--dataset synthetic --synthetic-size 64 --batch-size 16 --max-steps 2)
   ops_args=(--size 128 --add-mib 1 --repeats 1 --iters 1)

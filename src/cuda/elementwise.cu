@@ -51,23 +51,10 @@ __global__ void binary_kernel(O* out, const T* a, const T* b, int64_t n, OffsetC
 // activations and gradients): the kernel count, and so the build, stays small.
 std::atomic<bool> g_vectorized{true};
 
-template <typename T, int V>
-struct alignas(sizeof(T) * V) Vec {
-  T v[V];
-};
-
-template <typename T>
-constexpr bool kVectorizable = std::is_same_v<T, float> || std::is_same_v<T, __half> ||
-                               std::is_same_v<T, __nv_bfloat16>;
-
-// Elements per vector for an output O and inputs T: 16 bytes of the wider.
-template <typename O, typename T>
-constexpr int kVec = 16 / static_cast<int>(sizeof(T) > sizeof(O) ? sizeof(T) : sizeof(O));
-
-template <typename X, int V>
-bool aligned_for(const Tensor& t) {
-  return reinterpret_cast<uintptr_t>(t.raw_data()) % alignof(Vec<X, V>) == 0;
-}
+using cuda::aligned_for;
+using cuda::kVec;
+using cuda::kVectorizable;
+using cuda::Vec;
 
 template <int V, typename O, typename T, typename F>
 __global__ void unary_vec_kernel(O* out, const T* in, int64_t n, F f) {

@@ -79,6 +79,30 @@ T* ptr(const Tensor& t) {
   return static_cast<T*>(t.raw_data());
 }
 
+// --- 16-byte vectors -------------------------------------------------------------------------
+/// V elements loaded or stored at once. A kernel that keeps one 2- or 4-byte load per operand in
+/// flight per thread reaches a fraction of what a GPU's memory needs in flight to stream at full
+/// bandwidth (a device copy moves 16-byte vectors).
+template <typename T, int V>
+struct alignas(sizeof(T) * V) Vec {
+  T v[V];
+};
+
+/// The element types vector kernels are built for (a training step's activations and
+/// gradients): the kernel count, and so the build, stays small.
+template <typename T>
+constexpr bool kVectorizable = std::is_same_v<T, float> || std::is_same_v<T, __half> ||
+                               std::is_same_v<T, __nv_bfloat16>;
+
+/// Elements per vector for an output O and inputs T: 16 bytes of the wider.
+template <typename O, typename T>
+constexpr int kVec = 16 / static_cast<int>(sizeof(T) > sizeof(O) ? sizeof(T) : sizeof(O));
+
+template <typename X, int V>
+bool aligned_for(const Tensor& t) {
+  return reinterpret_cast<uintptr_t>(t.raw_data()) % alignof(Vec<X, V>) == 0;
+}
+
 // --- strided operands ----------------------------------------------------------------------
 /// Dims an elementwise kernel takes after merging; more are refused (NotImplementedError).
 constexpr int kMaxDims = 10;

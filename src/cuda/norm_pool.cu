@@ -5,7 +5,8 @@
 // decides, then added in order; every backward gathers (each input element sums the outputs it
 // fed), so no atomics and one order per run. Batch norm's tensors are row-major (N, C, S) or
 // all channels-last, (N, S, C) in memory; the latter's per-channel sums are coalesced: a warp
-// reads 32 neighbouring channels of a row.
+// reads 32 neighbouring channels of a row. The elementwise passes (normalize, the input's
+// gradient) and max pooling over channels-last maps move 16-byte vectors where they can.
 #include <algorithm>
 #include <cmath>
 
@@ -13,6 +14,7 @@
 #include "../kernels/kernels.hpp"
 #include "../kernels/pool.hpp"
 #include "loops.cuh"
+#include "tandem/cuda/runtime.hpp"
 #include "tandem/kernels/functors.hpp"
 
 namespace tandem::kernels::cuda_backend {
@@ -204,28 +206,55 @@ __global__ void bn_moments_finish_kernel(P* mean, P* var, const double* partial,
   });
 }
 
-template <typename T, typename P>
+// The elementwise kernels below take V elements per thread: one 16-byte vector of each operand
+// (vectorizable()), or V = 1. A vector holds one channel's neighbouring values (row-major, S a
+// multiple of V) or V neighbouring channels (channels-last, C a multiple of V).
+template <typename P, typename T>
+__device__ __forceinline__ P to_p(T v) {
+  return static_cast<P>(convert<compute_t<T>>(v));
+}
+
+__device__ __forceinline__ int64_t vec_channel(const NcsLayout& l, int64_t first, int k) {
+  return l.nhwc ? first + k : first;
+}
+template <int V, typename T>
+__device__ __forceinline__ cuda::Vec<T, V> load_vec(const T* p, int64_t i) {
+  return reinterpret_cast<const cuda::Vec<T, V>*>(p)[i];
+}
+template <int V, typename T>
+__device__ __forceinline__ void store_vec(T* p, int64_t i, const cuda::Vec<T, V>& v) {
+  reinterpret_cast<cuda::Vec<T, V>*>(p)[i] = v;
+}
+
+template <int V, typename T, typename P>
 __global__ void bn_forward_kernel(T* y, const T* x, const T* residual, const P* mean,
-                                  const P* invstd, const P* weight, const P* bias, int64_t total,
+                                  const P* invstd, const P* weight, const P* bias, int64_t vecs,
                                   NcsLayout l, bool relu) {
-  TANDEM_CUDA_LOOP(j, total) {
-    const int64_t c = l.channel(j);
-    const P scale = invstd[c] * (weight ? weight[c] : P(1));
-    const P shift = (bias ? bias[c] : P(0)) - mean[c] * scale;
-    P v = static_cast<P>(convert<compute_t<T>>(x[j])) * scale + shift;
-    if (residual) v = v + static_cast<P>(convert<compute_t<T>>(residual[j]));
-    if (relu) v = Relu{}(v);
-    y[j] = convert<T>(v);
+  TANDEM_CUDA_LOOP(i, vecs) {
+    const int64_t first = l.channel(i * V);
+    const cuda::Vec<T, V> xv = load_vec<V>(x, i);
+    cuda::Vec<T, V> rv = {}, out;
+    if (residual) rv = load_vec<V>(residual, i);
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      const int64_t c = vec_channel(l, first, k);
+      const P scale = invstd[c] * (weight ? weight[c] : P(1));
+      const P shift = (bias ? bias[c] : P(0)) - mean[c] * scale;
+      P v = to_p<P>(xv.v[k]) * scale + shift;
+      if (residual) v = v + to_p<P>(rv.v[k]);
+      if (relu) v = Relu{}(v);
+      out.v[k] = convert<T>(v);
+    }
+    store_vec<V>(y, i, out);
   }
 }
 
 // The gradient reaching the batch norm's output: dy, through relu's mask (out > 0) when the
-// forward applied relu.
-template <typename T, typename P>
-__device__ __forceinline__ P bn_dz(const T* dy, const T* out, int64_t j) {
-  const P g = static_cast<P>(convert<compute_t<T>>(dy[j]));
-  if (!out) return g;
-  return static_cast<P>(convert<compute_t<T>>(out[j])) > P(0) ? g : P(0);
+// forward applied relu (`relu`: out is its output).
+template <typename P, typename T>
+__device__ __forceinline__ P bn_dz(T dy, T out, bool relu) {
+  const P g = to_p<P>(dy);
+  return !relu || to_p<P>(out) > P(0) ? g : P(0);
 }
 
 // Slice sums of dz and dz * (x - mean).
@@ -234,9 +263,9 @@ __global__ void bn_backward_sums_kernel(P* partial, const T* dy, const T* x, con
                                         const P* mean, int64_t rows, NcsLayout l,
                                         int64_t slices) {
   slice_sums<2, P>(partial, rows, l, slices, [&](int64_t o, int64_t c, P* acc) {
-    const P dz = bn_dz<T, P>(dy, out, o);
+    const P dz = bn_dz<P>(dy[o], out ? out[o] : T{}, out != nullptr);
     acc[0] += dz;
-    acc[1] += dz * (static_cast<P>(convert<compute_t<T>>(x[o])) - mean[c]);
+    acc[1] += dz * (to_p<P>(x[o]) - mean[c]);
   });
 }
 
@@ -256,28 +285,52 @@ __global__ void bn_backward_finish_kernel(P* sum_dy, P* sum_dy_xmu, P* grad_weig
 
 // dx = w * invstd * (dz - mean(dz) - (x - mean) * invstd * mean(dz * xhat)) when training,
 // w * invstd * dz otherwise; grad_residual = dz.
-template <typename T, typename P>
+template <int V, typename T, typename P>
 __global__ void bn_backward_input_kernel(T* dx, T* dr, const T* dy, const T* x, const T* out,
                                          const P* mean, const P* invstd, const P* weight,
-                                         const P* sum_dy, const P* sum_dy_xmu, int64_t total,
+                                         const P* sum_dy, const P* sum_dy_xmu, int64_t vecs,
                                          NcsLayout l, P count, bool training) {
-  TANDEM_CUDA_LOOP(j, total) {
-    const int64_t c = l.channel(j);
-    const P dz = bn_dz<T, P>(dy, out, j);
-    if (dr) dr[j] = convert<T>(dz);
-    if (!dx) continue;
-    const P is = invstd[c];
-    const P k = (weight ? weight[c] : P(1)) * is;
-    const P mean_dy = training ? sum_dy[c] / count : P(0);
-    const P slope = training ? is * (sum_dy_xmu[c] * is) / count : P(0);
-    dx[j] = convert<T>(k * (dz - mean_dy -
-                            (static_cast<P>(convert<compute_t<T>>(x[j])) - mean[c]) * slope));
+  TANDEM_CUDA_LOOP(i, vecs) {
+    const int64_t first = l.channel(i * V);
+    const cuda::Vec<T, V> dyv = load_vec<V>(dy, i);
+    cuda::Vec<T, V> outv = {}, xv = {}, dzv, dxv;
+    if (out) outv = load_vec<V>(out, i);
+    if (dx) xv = load_vec<V>(x, i);
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      const P dz = bn_dz<P>(dyv.v[k], outv.v[k], out != nullptr);
+      dzv.v[k] = convert<T>(dz);
+      if (!dx) continue;
+      const int64_t c = vec_channel(l, first, k);
+      const P is = invstd[c];
+      const P scale = (weight ? weight[c] : P(1)) * is;
+      const P mean_dy = training ? sum_dy[c] / count : P(0);
+      const P slope = training ? is * (sum_dy_xmu[c] * is) / count : P(0);
+      dxv.v[k] = convert<T>(scale * (dz - mean_dy - (to_p<P>(xv.v[k]) - mean[c]) * slope));
+    }
+    if (dr) store_vec<V>(dr, i, dzv);
+    if (dx) store_vec<V>(dx, i, dxv);
   }
 }
 
 template <typename T>
 const T* maybe(const Tensor& t) {
   return t.defined() ? ptr<const T>(t) : nullptr;
+}
+
+// Launches kernel<V>(vecs, ...) over an (N, C, S) tensor of `total` elements: V = 16-byte
+// vectors where the dtype has them, a vector holds whole channels' values (vec_channel) and
+// every tensor given is aligned (undefined ones are skipped); else V = 1.
+template <typename T, typename Launch>
+void launch_bn_elementwise(const NcsLayout& l, int64_t total,
+                           std::initializer_list<const Tensor*> tensors, Launch launch) {
+  if constexpr (cuda::kVectorizable<T>) {
+    constexpr int V = cuda::kVec<T, T>;
+    bool ok = cuda::vectorized_elementwise() && (l.nhwc ? l.channels : l.s) % V == 0;
+    for (const Tensor* t : tensors) ok = ok && (!t->defined() || cuda::aligned_for<T, V>(*t));
+    if (ok) return launch(std::integral_constant<int, V>{}, total / V);
+  }
+  launch(std::integral_constant<int, 1>{}, total);
 }
 
 // Calls f(T{}, P{}) for the input dtype T and its statistics type P.
@@ -319,9 +372,13 @@ void batch_norm_forward(const Tensor& out, const Tensor& in, const Tensor& mean,
   dispatch_bn(in.dtype(), "batch_norm (cuda)", [&](auto t, auto p) {
     using T = decltype(t);
     using P = decltype(p);
-    bn_forward_kernel<<<cuda::grid_for(total), cuda::kThreads, 0, cuda::current_stream()>>>(
-        ptr<T>(out), ptr<const T>(in), maybe<T>(residual), ptr<const P>(mean),
-        ptr<const P>(invstd), maybe<P>(weight), maybe<P>(bias), total, ncs_layout(in), relu);
+    const NcsLayout l = ncs_layout(in);
+    launch_bn_elementwise<T>(l, total, {&out, &in, &residual}, [&](auto v, int64_t vecs) {
+      bn_forward_kernel<decltype(v)::value>
+          <<<cuda::grid_for(vecs), cuda::kThreads, 0, cuda::current_stream()>>>(
+              ptr<T>(out), ptr<const T>(in), maybe<T>(residual), ptr<const P>(mean),
+              ptr<const P>(invstd), maybe<P>(weight), maybe<P>(bias), vecs, l, relu);
+    });
     cuda::check_launch("batch_norm_forward");
   });
 }
@@ -358,11 +415,16 @@ void batch_norm_backward(const Tensor& grad_in, const Tensor& grad_weight,
     if (sync) sync->allreduce(sums);
     const P count = static_cast<P>(sync ? sync->count : static_cast<double>(n * s));
     if (!grad_in.defined() && !grad_residual.defined()) return;
-    bn_backward_input_kernel<<<cuda::grid_for(total), cuda::kThreads, 0, stream>>>(
-        grad_in.defined() ? ptr<T>(grad_in) : nullptr,
-        grad_residual.defined() ? ptr<T>(grad_residual) : nullptr, ptr<const T>(grad_out),
-        ptr<const T>(in), maybe<T>(out), ptr<const P>(mean), ptr<const P>(invstd),
-        maybe<P>(weight), sum_dy, sum_dy_xmu, total, l, count, training);
+    launch_bn_elementwise<T>(
+        l, total, {&grad_in, &grad_residual, &grad_out, &in, &out}, [&](auto v, int64_t vecs) {
+          bn_backward_input_kernel<decltype(v)::value>
+              <<<cuda::grid_for(vecs), cuda::kThreads, 0, stream>>>(
+                  grad_in.defined() ? ptr<T>(grad_in) : nullptr,
+                  grad_residual.defined() ? ptr<T>(grad_residual) : nullptr,
+                  ptr<const T>(grad_out), ptr<const T>(in), maybe<T>(out), ptr<const P>(mean),
+                  ptr<const P>(invstd), maybe<P>(weight), sum_dy, sum_dy_xmu, vecs, l, count,
+                  training);
+        });
     cuda::check_launch("batch_norm_backward (input)");
   });
 }
@@ -370,7 +432,7 @@ void batch_norm_backward(const Tensor& grad_in, const Tensor& grad_weight,
 // --- layer norm: a block per row (rows in a grid-stride loop), the CPU's semantics ------------
 template <typename T, typename P>
 __device__ __forceinline__ P load(const T* x, int64_t j) {
-  return static_cast<P>(convert<compute_t<T>>(x[j]));
+  return to_p<P>(x[j]);
 }
 
 unsigned row_blocks(int64_t rows) {
@@ -612,31 +674,57 @@ void softmax_rows_backward(const Tensor& grad_in, const Tensor& grad_out, const 
   });
 }
 
-// --- pooling: src/kernels/pool.hpp's math, one thread per element written ---------------------
+// --- pooling: src/kernels/pool.hpp's math, one thread per element written (max pooling over
+// channels-last maps: per V neighbouring channels, one 16-byte vector of each) ---------------
 template <typename C>
 struct Load {
   template <typename T>
   __device__ __forceinline__ C operator()(T v) const { return convert<C>(v); }
 };
 
-template <typename T>
+// V lanes of neighbouring channels of a channels-last map from one 16-byte vector (V = 1: one
+// element), for max_windows and max_gradients.
+template <typename C>
+struct LoadLanes {
+  template <typename T, int V>
+  __device__ __forceinline__ void operator()(const T* x, int64_t offset, C (&v)[V]) const {
+    const cuda::Vec<T, V> w = *reinterpret_cast<const cuda::Vec<T, V>*>(x + offset);
+#pragma unroll
+    for (int k = 0; k < V; ++k) v[k] = convert<C>(w.v[k]);
+  }
+};
+
+// Max pooling V channels per thread (channels-last, C a multiple of V) or one element.
+template <int V, typename T>
 __global__ void max_pool_kernel(T* y, int64_t* indices, const T* x, pool::Geometry g,
-                                pool::SiteOf site, Pool2dParams p, int64_t count) {
+                                pool::SiteOf site, Pool2dParams p, int64_t vecs) {
   using C = compute_t<T>;
-  TANDEM_CUDA_LOOP(o, count) {
-    int64_t index;
-    y[o] = convert<T>(pool::max_window<C>(x, g, p, site(o), index, Load<C>{}));
-    indices[o] = index;
+  TANDEM_CUDA_LOOP(i, vecs) {
+    C best[V];
+    int64_t index[V];
+    pool::max_windows<V, C>(x, g, p, site(i * V), best, index, LoadLanes<C>{});
+    cuda::Vec<T, V> out;
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      out.v[k] = convert<T>(best[k]);
+      indices[i * V + k] = index[k];
+    }
+    store_vec<V>(y, i, out);
   }
 }
 
-template <typename T>
+template <int V, typename T>
 __global__ void max_pool_backward_kernel(T* dx, const T* dy, const int64_t* indices,
                                          pool::Geometry g, pool::SiteOf site, Pool2dParams p,
-                                         int64_t count) {
+                                         int64_t vecs) {
   using C = compute_t<T>;
-  TANDEM_CUDA_LOOP(i, count) {
-    dx[i] = convert<T>(pool::max_gradient<C>(dy, indices, g, p, site(i), Load<C>{}));
+  TANDEM_CUDA_LOOP(i, vecs) {
+    C s[V];
+    pool::max_gradients<V, C>(dy, indices, g, p, site(i * V), s, LoadLanes<C>{});
+    cuda::Vec<T, V> out;
+#pragma unroll
+    for (int k = 0; k < V; ++k) out.v[k] = convert<T>(s[k]);
+    store_vec<V>(dx, i, out);
   }
 }
 
@@ -691,15 +779,30 @@ void launch_pool(const Tensor& like, const Tensor& written, const pool::Geometry
   });
 }
 
+// launch(V, vecs) over the channels-last maps of `tensors` in V-channel vectors where the dtype
+// has them, C is a multiple of V and every tensor is aligned; else V = 1 over `count` elements.
+template <typename T, typename Launch>
+void launch_pool_lanes(const pool::Geometry& g, int64_t count,
+                       std::initializer_list<const Tensor*> tensors, Launch launch) {
+  if constexpr (cuda::kVectorizable<T>) {
+    constexpr int V = cuda::kVec<T, T>;
+    bool ok = cuda::vectorized_elementwise() && g.channels_last && g.c % V == 0;
+    for (const Tensor* t : tensors) ok = ok && cuda::aligned_for<T, V>(*t);
+    if (ok) return launch(std::integral_constant<int, V>{}, count / V);
+  }
+  launch(std::integral_constant<int, 1>{}, count);
+}
+
 void max_pool2d_forward(const Tensor& out, const Tensor& indices, const Tensor& in,
                         const Pool2dParams& p) {
   const pool::Geometry g = pool::geometry(in, out);
   launch_pool(in, out, g, g.ho, g.wo, "max_pool2d (cuda)",
-              [&](auto t, unsigned blocks, cudaStream_t s, const pool::SiteOf& sites) {
+              [&](auto t, unsigned, cudaStream_t s, const pool::SiteOf& sites) {
                 using T = decltype(t);
-                max_pool_kernel<<<blocks, cuda::kThreads, 0, s>>>(
-                    ptr<T>(out), ptr<int64_t>(indices), ptr<const T>(in), g, sites, p,
-                    out.numel());
+                launch_pool_lanes<T>(g, out.numel(), {&out, &in}, [&](auto v, int64_t vecs) {
+                  max_pool_kernel<decltype(v)::value><<<cuda::grid_for(vecs), cuda::kThreads, 0, s>>>(
+                      ptr<T>(out), ptr<int64_t>(indices), ptr<const T>(in), g, sites, p, vecs);
+                });
               });
 }
 
@@ -707,11 +810,15 @@ void max_pool2d_backward(const Tensor& grad_in, const Tensor& grad_out, const Te
                          const Pool2dParams& p) {
   const pool::Geometry g = pool::geometry(grad_in, grad_out);
   launch_pool(grad_in, grad_in, g, g.h, g.w, "max_pool2d_backward (cuda)",
-              [&](auto t, unsigned blocks, cudaStream_t s, const pool::SiteOf& sites) {
+              [&](auto t, unsigned, cudaStream_t s, const pool::SiteOf& sites) {
                 using T = decltype(t);
-                max_pool_backward_kernel<<<blocks, cuda::kThreads, 0, s>>>(
-                    ptr<T>(grad_in), ptr<const T>(grad_out), ptr<const int64_t>(indices), g,
-                    sites, p, grad_in.numel());
+                launch_pool_lanes<T>(g, grad_in.numel(), {&grad_in, &grad_out},
+                                     [&](auto v, int64_t vecs) {
+                  max_pool_backward_kernel<decltype(v)::value>
+                      <<<cuda::grid_for(vecs), cuda::kThreads, 0, s>>>(
+                          ptr<T>(grad_in), ptr<const T>(grad_out), ptr<const int64_t>(indices),
+                          g, sites, p, vecs);
+                });
               });
 }
 

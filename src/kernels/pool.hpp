@@ -87,10 +87,18 @@ TANDEM_HD int64_t adaptive_end(int64_t i, int64_t in, int64_t out) {
 struct TapRange {
   int64_t lo, hi;
 };
+/// a / b for 0 <= a and 0 < b: in 32 bits where both fit (a GPU divides 64-bit integers in
+/// software, a hundred instructions; pooling's indices fit in all but huge maps).
+TANDEM_HD int64_t div_nonneg(int64_t a, int64_t b) {
+  if ((a | b) < (int64_t{1} << 31))
+    return static_cast<int64_t>(static_cast<uint32_t>(a) / static_cast<uint32_t>(b));
+  return a / b;
+}
+
 TANDEM_HD TapRange tap_range(int64_t start, int64_t k_size, int64_t dil, int64_t size) {
-  const int64_t lo = start >= 0 ? 0 : (-start + dil - 1) / dil;
+  const int64_t lo = start >= 0 ? 0 : (dil == 1 ? -start : div_nonneg(-start + dil - 1, dil));
   const int64_t last = size - 1 - start;  // k * dil <= last
-  int64_t hi = last < 0 ? 0 : last / dil + 1;
+  int64_t hi = last < 0 ? 0 : (dil == 1 ? last : div_nonneg(last, dil)) + 1;
   if (hi > k_size) hi = k_size;
   return {lo < hi ? lo : hi, hi};
 }
@@ -103,9 +111,9 @@ TANDEM_HD void covering(int64_t i, int64_t k_size, int64_t stride, int64_t pad, 
   if (dil == 1) {
     // The multiples o * stride in [i + pad - (k_size - 1), i + pad]: two divisions, not two per
     // kernel offset (a GPU divides 64-bit integers in software). The same outputs, in order.
-    const int64_t hi = i + pad, lo = hi - (k_size - 1);
-    const int64_t last = hi / stride < outputs - 1 ? hi / stride : outputs - 1;
-    for (int64_t o = lo <= 0 ? 0 : (lo + stride - 1) / stride; o <= last; ++o) f(o);
+    const int64_t hi = i + pad, lo = hi - (k_size - 1), top = div_nonneg(hi, stride);
+    const int64_t last = top < outputs - 1 ? top : outputs - 1;
+    for (int64_t o = lo <= 0 ? 0 : div_nonneg(lo + stride - 1, stride); o <= last; ++o) f(o);
     return;
   }
   // Only the offsets k with 0 <= i + pad - k * dil < outputs * stride can name an output.
@@ -124,43 +132,74 @@ TANDEM_HD void covering(int64_t i, int64_t k_size, int64_t stride, int64_t pad, 
 
 /// The max of output (plane, oh, ow)'s window and, in `index`, its plane-local input index
 /// ih * w + iw: the first max in scan order, a NaN wins (the last one), as PyTorch's; -inf and
-/// index -1 for a window over padding only.
-template <typename C, typename T, typename Load>
-TANDEM_HD C max_window(const T* x, const Geometry& g, const Pool2dParams& p, Site o,
-                       int64_t& index, Load load) {
+/// index -1 for a window over padding only. For V lanes at once: the windows of V neighbouring
+/// channels of a channels-last map (o names the first; V = 1: one map of either layout), read
+/// by load(x, offset, values), which loads x[offset + k] for k < V into values[k].
+template <int V, typename C, typename T, typename LoadV>
+TANDEM_HD void max_windows(const T* x, const Geometry& g, const Pool2dParams& p, Site o,
+                           C (&best)[V], int64_t (&index)[V], LoadV load) {
   const Plane in = plane_of(g, o, g.h, g.w);
-  C best = C(0);
-  index = -1;
+  for (int k = 0; k < V; ++k) {
+    best[k] = C(0);
+    index[k] = -1;
+  }
   const int64_t y0 = o.y * p.stride_h - p.pad_h, x0 = o.x * p.stride_w - p.pad_w;
   const TapRange rows = tap_range(y0, p.kh, p.dil_h, g.h), cols = tap_range(x0, p.kw, p.dil_w, g.w);
   for (int64_t ki = rows.lo; ki < rows.hi; ++ki) {
     const int64_t ih = y0 + ki * p.dil_h;
     for (int64_t kj = cols.lo; kj < cols.hi; ++kj) {
       const int64_t iw = x0 + kj * p.dil_w;
-      const C v = load(x[in.base + (ih * g.w + iw) * in.step]);
-      if (index < 0 || v > best || v != v) {
-        best = v;
-        index = ih * g.w + iw;
-      }
+      C v[V];
+      load(x, in.base + (ih * g.w + iw) * in.step, v);
+      for (int k = 0; k < V; ++k)
+        if (index[k] < 0 || v[k] > best[k] || v[k] != v[k]) {
+          best[k] = v[k];
+          index[k] = ih * g.w + iw;
+        }
     }
   }
-  return index < 0 ? -C(INFINITY) : best;
+  for (int k = 0; k < V; ++k)
+    if (index[k] < 0) best[k] = -C(INFINITY);
 }
 
-/// Input (plane, ih, iw)'s gradient: the outputs' gradients whose index names it.
+/// One lane of max_windows, through load(value), which converts one T to C.
 template <typename C, typename T, typename Load>
-TANDEM_HD C max_gradient(const T* dy, const int64_t* indices, const Geometry& g,
-                         const Pool2dParams& p, Site i, Load load) {
+TANDEM_HD C max_window(const T* x, const Geometry& g, const Pool2dParams& p, Site o,
+                       int64_t& index, Load load) {
+  C best[1];
+  int64_t at[1];
+  max_windows<1, C>(x, g, p, o, best, at,
+                    [&](const T* px, int64_t offset, C(&v)[1]) { v[0] = load(px[offset]); });
+  index = at[0];
+  return best[0];
+}
+
+/// Input (plane, ih, iw)'s gradient: the outputs' gradients whose index names it; for V lanes
+/// at once as max_windows (load reads dy).
+template <int V, typename C, typename T, typename LoadV>
+TANDEM_HD void max_gradients(const T* dy, const int64_t* indices, const Geometry& g,
+                             const Pool2dParams& p, Site i, C (&s)[V], LoadV load) {
   const int64_t here = i.y * g.w + i.x;
   const Plane out = plane_of(g, i, g.ho, g.wo);
-  C s = C(0);
+  for (int k = 0; k < V; ++k) s[k] = C(0);
   covering(i.y, p.kh, p.stride_h, p.pad_h, p.dil_h, g.ho, [&](int64_t oh) {
     covering(i.x, p.kw, p.stride_w, p.pad_w, p.dil_w, g.wo, [&](int64_t ow) {
       const int64_t o = out.base + (oh * g.wo + ow) * out.step;
-      if (indices[o] == here) s += load(dy[o]);
+      C v[V];
+      load(dy, o, v);
+      for (int k = 0; k < V; ++k)
+        if (indices[o + k] == here) s[k] += v[k];
     });
   });
-  return s;
+}
+
+template <typename C, typename T, typename Load>
+TANDEM_HD C max_gradient(const T* dy, const int64_t* indices, const Geometry& g,
+                         const Pool2dParams& p, Site i, Load load) {
+  C s[1];
+  max_gradients<1, C>(dy, indices, g, p, i, s,
+                      [&](const T* pd, int64_t offset, C(&v)[1]) { v[0] = load(pd[offset]); });
+  return s[0];
 }
 
 /// The mean of output (plane, oh, ow)'s window, padding counted (count_include_pad).

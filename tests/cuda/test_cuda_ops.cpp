@@ -957,20 +957,37 @@ TEST_CASE("CUDA batch norm (with residual and relu) and pooling match the CPU", 
     INFO("dtype " << dt);
     const Tol t = conv_tol(dt);
     const DType pdt = dt == DType::f64 ? DType::f64 : DType::f32;  // parameters and statistics
-    Tensor x = randn_as({4, 3, 5, 6}, dt, 90), r = randn_as({4, 3, 5, 6}, dt, 91);
     Tensor gamma = randn_as({3}, pdt, 92), beta = randn_as({3}, pdt, 93);
-    for (bool training : {true, false}) {
-      INFO((training ? "training" : "evaluation"));
+    // 5x6 planes one element at a time, 4x8 ones in 16-byte vectors of a channel's values, and
+    // these one element further into memory (where no vector is aligned).
+    Tensor x = randn_as({4, 3, 5, 6}, dt, 90), r = randn_as({4, 3, 5, 6}, dt, 91);
+    Tensor x8 = randn_as({4, 3, 4, 8}, dt, 97), r8 = randn_as({4, 3, 4, 8}, dt, 98);
+    auto maybe_shifted = [](const Tensor& t, bool shift) {
+      if (!shift) return t;
+      Tensor flat = cat({zeros({1}, TensorOptions(t.dtype()).device(t.device())), t.reshape({-1})});
+      return flat.slice(0, 1, t.numel() + 1).view(t.shape());
+    };
+    struct Case {
+      bool training;
+      Tensor x, r;
+      bool shift;
+    };
+    for (const Case& k : {Case{true, x, r, false}, Case{false, x, r, false}, Case{true, x8, r8, false},
+                          Case{false, x8, r8, false}, Case{true, x8, r8, true}}) {
+      const bool training = k.training, shift = k.shift;
+      INFO((training ? "training" : "evaluation") << " on " << shape_str(k.x.shape())
+           << (shift ? ", one element into memory" : ""));
       Tensor mean = randn_as({3}, pdt, 94), var = add(abs(randn_as({3}, pdt, 95)), 0.5);
-      same_on_gpu("batch_norm", {x, gamma, beta, mean, var},
-                  with_gradients([training](const std::vector<Tensor>& v) {
+      same_on_gpu("batch_norm", {k.x, gamma, beta, mean, var},
+                  with_gradients([=](const std::vector<Tensor>& v) {
                     Tensor rm = v[3].detach().clone(), rv = v[4].detach().clone();
-                    return batch_norm(v[0], rm, rv, v[1], v[2], training);
+                    return batch_norm(maybe_shifted(v[0], shift), rm, rv, v[1], v[2], training);
                   }), t);
-      same_on_gpu("batch_norm_relu + residual", {x, gamma, beta, mean, var, r},
-                  with_gradients([training](const std::vector<Tensor>& v) {
+      same_on_gpu("batch_norm_relu + residual", {k.x, gamma, beta, mean, var, k.r},
+                  with_gradients([=](const std::vector<Tensor>& v) {
                     Tensor rm = v[3].detach().clone(), rv = v[4].detach().clone();
-                    return batch_norm_relu(v[0], rm, rv, v[1], v[2], training, 0.1, 1e-5, v[5]);
+                    return batch_norm_relu(maybe_shifted(v[0], shift), rm, rv, v[1], v[2],
+                                           training, 0.1, 1e-5, maybe_shifted(v[5], shift));
                   }), t);
     }
     // Running statistics move the same way.
