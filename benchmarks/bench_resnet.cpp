@@ -64,6 +64,7 @@ static int run(int argc, char** argv) {
     ys.push_back(randint(0, 10, {batch}).to(device));
   }
   std::vector<double> ms;
+  int64_t after_forward = 0;
   for (int64_t s = 0; s < warmup + steps; ++s) {
     const bool profiled = profile_last && s + 1 == warmup + steps;
     if (profiled) cuda::profiler_start();
@@ -74,6 +75,8 @@ static int run(int argc, char** argv) {
       amp::autocast guard(low_dtype, low);
       loss = cross_entropy(model->forward(xs[s % 4]), ys[s % 4]);
     }
+    // What the forward keeps for backward (and the model, gradients and optimizer state).
+    if (device.is_cuda()) after_forward = cuda::memory_stats(0).allocated_bytes;
     loss.backward();
     opt.step();
     loss.item<float>();
@@ -94,7 +97,10 @@ static int run(int argc, char** argv) {
                         {"precision", precision},
                         {"channels_last", channels_last},
                         {"cudnn_benchmark", benchmark}};
-  if (device.is_cuda()) out["peak_allocated_bytes"] = cuda::memory_stats(0).peak_allocated_bytes;
+  if (device.is_cuda()) {
+    out["peak_allocated_bytes"] = cuda::memory_stats(0).peak_allocated_bytes;
+    out["after_forward_bytes"] = after_forward;
+  }
   std::printf("%s\n", out.dump().c_str());
   return 0;
 }

@@ -77,6 +77,7 @@ def torch_run(args):
         opt.zero_grad(set_to_none=True)
         with torch.autocast("cuda", dtype=torch.bfloat16, enabled=args.precision == "bf16"):
             loss = F.cross_entropy(model(xs[s % 4]), ys[s % 4])
+        after_forward = torch.cuda.memory_allocated()  # what backward will need, and the rest
         loss.backward()
         opt.step()
         loss.item()
@@ -86,7 +87,8 @@ def torch_run(args):
             ms.append((time.perf_counter() - t0) * 1000)
     step = statistics.median(ms)
     return {"framework": "pytorch", "version": torch.__version__, "step_ms_median": step,
-            "img_per_s": args.batch * 1000 / step, "peak_allocated_bytes": torch.cuda.max_memory_allocated()}
+            "img_per_s": args.batch * 1000 / step, "peak_allocated_bytes": torch.cuda.max_memory_allocated(),
+            "after_forward_bytes": after_forward}
 
 
 def run_json(cmd, timeout):
@@ -160,6 +162,8 @@ def main():
         if "error" not in t and "error" not in pt:
             run["ratio"] = t["img_per_s"] / pt["img_per_s"]
             run["memory_ratio"] = t["peak_allocated_bytes"] / pt["peak_allocated_bytes"]
+            if "after_forward_bytes" in t and "after_forward_bytes" in pt:
+                run["after_forward_ratio"] = t["after_forward_bytes"] / pt["after_forward_bytes"]
         runs.append(run)
         fmt = lambda side: "failed" if "error" in side else f"{side['img_per_s']:.0f} img/s"
         print(f"[{r + 1}/{args.repeats}] tandem {fmt(t)}, PyTorch {fmt(pt)} | {time.time() - start:.0f} s",
@@ -183,6 +187,7 @@ def write_summary(args, runs):
                "pytorch_img_per_s": median("pytorch", "img_per_s"),
                "tandem_vs_pytorch": median(None, "ratio"),
                "memory_tandem_vs_pytorch": median(None, "memory_ratio"),
+               "after_forward_tandem_vs_pytorch": median(None, "after_forward_ratio"),
                "repeats_done": len(runs), "runs": runs}
     print(json.dumps(summary, indent=1))
     if args.out:
