@@ -32,6 +32,40 @@ TEST_CASE("batch norm updates running statistics with momentum and unbiased vari
                                     full({}, std::sqrt(0.9 + 0.1 * v0 + 1e-5))), 1e-5, 1e-5);
 }
 
+TEST_CASE("batch_norm_relu's backward keeps no residual; its second derivatives are the separate ops'",
+          "[ops]") {
+  Generator gen(6);
+  auto leaf = [&](Shape shape) {
+    Tensor t = randn(shape, DType::f64, &gen);
+    t.set_requires_grad(true);
+    return t;
+  };
+  Tensor x = leaf({3, 4, 5, 6}), w = leaf({4}), b = leaf({4}), s = leaf({3, 4, 5, 6});
+  Tensor g = randn({3, 4, 5, 6}, DType::f64, &gen);
+  // A shortcut's output (mul saves its other operand, not its result): the fused op reads it in
+  // the forward and keeps no handle to it for the backward.
+  Tensor r = mul(s, 2.0);
+  const long handles = r.storage().use_count();
+  Tensor fused = batch_norm_relu(x, Tensor(), Tensor(), w, b, true, 0.1, 1e-5, r);
+  CHECK(r.storage().use_count() == handles);
+  Tensor separate = relu(add(batch_norm(x, Tensor(), Tensor(), w, b, true), r));
+  // First derivatives with create_graph, then the gradient of their squares: recorded ops on
+  // both sides (the fused op's from relu's mask, the residual's value unused).
+  std::vector<std::vector<Tensor>> second;
+  for (const Tensor& y : {fused, separate}) {
+    auto first = autograd::grad({y}, {x, w, s}, {g}, true, /*create_graph=*/true);
+    Tensor penalty = add(add(sum(mul(first[0], first[0])), sum(mul(first[1], first[1]))),
+                         sum(mul(first[2], first[2])));
+    auto grads = autograd::grad({penalty}, {x, w});
+    grads.insert(grads.end(), first.begin(), first.end());
+    second.push_back(grads);
+  }
+  for (size_t k = 0; k < second[0].size(); ++k) {
+    INFO("gradient " << k << " (x, w of the squares, then the first ones of x, w, s)");
+    require_close(second[0][k], second[1][k], 1e-10, 1e-10);
+  }
+}
+
 TEST_CASE("batch_norm_relu equals relu(batch_norm(x) + residual), values and gradients, bit for bit",
           "[ops]") {
   // The fused op against the three separate ops (f32; the kernels round alike), with and
