@@ -75,18 +75,6 @@ TANDEM_HD Plane plane_of(const Geometry& g, const Site& s, int64_t rows, int64_t
   return {s.n * rows * cols * g.c + s.channel, g.c};
 }
 
-// torch's adaptive windows: [floor(i * in / out), ceil((i + 1) * in / out)).
-TANDEM_HD int64_t adaptive_start(int64_t i, int64_t in, int64_t out) { return i * in / out; }
-TANDEM_HD int64_t adaptive_end(int64_t i, int64_t in, int64_t out) {
-  return ((i + 1) * in + out - 1) / out;
-}
-
-/// The kernel offsets [lo, hi) of a window starting at input `start` whose input
-/// start + k * dil lies in [0, size): in constant time, however large the kernel (a loop over
-/// its offsets would take as long as the kernel is wide, and hang for a huge one).
-struct TapRange {
-  int64_t lo, hi;
-};
 /// a / b for 0 <= a and 0 < b: in 32 bits where both fit (a GPU divides 64-bit integers in
 /// software, a hundred instructions; pooling's indices fit in all but huge maps).
 TANDEM_HD int64_t div_nonneg(int64_t a, int64_t b) {
@@ -95,6 +83,20 @@ TANDEM_HD int64_t div_nonneg(int64_t a, int64_t b) {
   return a / b;
 }
 
+// torch's adaptive windows: [floor(i * in / out), ceil((i + 1) * in / out)).
+TANDEM_HD int64_t adaptive_start(int64_t i, int64_t in, int64_t out) {
+  return div_nonneg(i * in, out);
+}
+TANDEM_HD int64_t adaptive_end(int64_t i, int64_t in, int64_t out) {
+  return div_nonneg((i + 1) * in + out - 1, out);
+}
+
+/// The kernel offsets [lo, hi) of a window starting at input `start` whose input
+/// start + k * dil lies in [0, size): in constant time, however large the kernel (a loop over
+/// its offsets would take as long as the kernel is wide, and hang for a huge one).
+struct TapRange {
+  int64_t lo, hi;
+};
 TANDEM_HD TapRange tap_range(int64_t start, int64_t k_size, int64_t dil, int64_t size) {
   const int64_t lo = start >= 0 ? 0 : (dil == 1 ? -start : div_nonneg(-start + dil - 1, dil));
   const int64_t last = size - 1 - start;  // k * dil <= last
