@@ -958,8 +958,8 @@ TEST_CASE("CUDA batch norm (with residual and relu) and pooling match the CPU", 
     const Tol t = conv_tol(dt);
     const DType pdt = dt == DType::f64 ? DType::f64 : DType::f32;  // parameters and statistics
     Tensor gamma = randn_as({3}, pdt, 92), beta = randn_as({3}, pdt, 93);
-    // 5x6 planes one element at a time, 4x8 ones in 16-byte vectors of a channel's values, and
-    // these one element further into memory (where no vector is aligned).
+    // Planes of 5x6 and of 4x8 (a multiple of any vector width), the latter also as a view one
+    // element into its storage (no 16-byte alignment).
     Tensor x = randn_as({4, 3, 5, 6}, dt, 90), r = randn_as({4, 3, 5, 6}, dt, 91);
     Tensor x8 = randn_as({4, 3, 4, 8}, dt, 97), r8 = randn_as({4, 3, 4, 8}, dt, 98);
     auto maybe_shifted = [](const Tensor& t, bool shift) {

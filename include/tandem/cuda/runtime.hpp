@@ -60,9 +60,9 @@ bool cudnn_benchmark();
 /// lower it to run the slicing on small tensors.
 void set_cudnn_max_elements(int64_t elements);
 int64_t cudnn_max_elements();
-/// Elementwise kernels over dense, aligned f32/f16/bf16 operands (batch norm's elementwise passes
-/// and max pooling over channels-last maps too) move 16-byte vectors (on by default); off, every
-/// element is loaded alone, as for strided operands (for comparisons).
+/// Elementwise kernels over dense, aligned f32/f16/bf16 operands (and max pooling over
+/// channels-last maps) move 16-byte vectors (on by default); off, every element is loaded alone,
+/// as for strided operands (for comparisons).
 void set_vectorized_elementwise(bool on);
 bool vectorized_elementwise();
 
