@@ -36,6 +36,14 @@ void sgd_step(const Tensor& param, const Tensor& momentum_buffer, const Tensor& 
   });
 }
 
+void sgd_steps(const Tensor&, const std::vector<SgdEntry>& entries, const SgdArgs& args) {
+  for (const SgdEntry& e : entries) {
+    SgdArgs a = args;
+    a.first = e.first;
+    sgd_step(e.param, e.buffer, e.grad, a);
+  }
+}
+
 template <typename T>
 void adam_typed(const Tensor& param, const Tensor& exp_avg, const Tensor& exp_avg_sq,
                 const Tensor& max_exp_avg_sq, const Tensor& grad, const AdamArgs& a) {
@@ -89,6 +97,7 @@ void unscale_grad(const Tensor& grad, const Tensor& found_inf, double inv_scale)
 }  // namespace
 
 TANDEM_REGISTER_CPU(sgd_step, sgd_step);
+TANDEM_REGISTER_CPU(sgd_steps, sgd_steps);
 TANDEM_REGISTER_CPU(adam_step, adam_step);
 TANDEM_REGISTER_CPU(unscale_grad, unscale_grad);
 

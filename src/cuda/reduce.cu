@@ -335,6 +335,95 @@ void sgd_step(const Tensor& param, const Tensor& momentum_buffer, const Tensor& 
   });
 }
 
+// Many dense parameters in one launch: a table of up to kBatchTensors tensors and of the blocks,
+// each one chunk of kChunk elements of one tensor (PyTorch's multi_tensor_apply shape). The
+// table travels as the kernel's argument (under 4 KB).
+constexpr int kBatchTensors = 48, kBatchBlocks = 320;
+constexpr int64_t kChunk = 65536;
+
+template <typename T>
+struct SgdBatch {
+  T* p[kBatchTensors];
+  T* buf[kBatchTensors];
+  const T* g[kBatchTensors];
+  int64_t n[kBatchTensors];
+  bool first[kBatchTensors];
+  uint8_t tensor_of[kBatchBlocks];
+  int32_t chunk_of[kBatchBlocks];
+};
+
+static_assert(sizeof(SgdBatch<double>) + sizeof(SgdArgs) <= 4096, "a kernel argument of 4 KB at most");
+
+template <typename T>
+__global__ void sgd_batch_kernel(SgdBatch<T> b, SgdArgs a) {
+  const int t = b.tensor_of[blockIdx.x];
+  a.first = b.first[t];
+  const int64_t begin = b.chunk_of[blockIdx.x] * kChunk;
+  const int64_t end = begin + kChunk < b.n[t] ? begin + kChunk : b.n[t];
+  T* p = b.p[t];
+  T* buf = b.buf[t];
+  const T* g = b.g[t];
+  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x)
+    sgd_update(p[i], buf ? &buf[i] : nullptr, g[i], a);
+}
+
+// Parameter, buffer and gradient dense and laid out alike: element i is at offset i in each.
+bool dense_alike(const SgdEntry& e) {
+  const MemoryFormat f = e.param.suggest_memory_format();
+  return e.param.is_contiguous(f) && e.grad.strides() == e.param.strides() &&
+         (!e.buffer.defined() || e.buffer.strides() == e.param.strides());
+}
+
+void sgd_steps(const Tensor& key, const std::vector<SgdEntry>& entries, const SgdArgs& args) {
+  cuda::TensorDeviceGuard guard(key);
+  cuda::dispatch<true>(key.dtype(), "sgd_steps (cuda)", [&](auto t) {
+    using T = decltype(t);
+    if constexpr (std::is_same_v<T, compute_t<T>>) {
+      SgdBatch<T> b{};
+      int tensors = 0, blocks = 0;
+      auto launch = [&] {
+        if (blocks > 0) {
+          sgd_batch_kernel<<<blocks, 512, 0, cuda::current_stream()>>>(b, args);
+          cuda::check_launch("sgd_steps");
+        }
+        b = SgdBatch<T>{};
+        tensors = blocks = 0;
+      };
+      for (const SgdEntry& e : entries) {
+        const int64_t n = e.param.numel();
+        if (n == 0) continue;
+        TANDEM_CHECK(e.param.device() == key.device(), "sgd_steps: a parameter on ",
+                     e.param.device(), " in a step on ", key.device());
+        if (e.param.dtype() != key.dtype() || !dense_alike(e)) {
+          SgdArgs a = args;
+          a.first = e.first;
+          sgd_step(e.param, e.buffer, e.grad, a);  // the strided kernel, one launch
+          continue;
+        }
+        const int64_t chunks = (n + kChunk - 1) / kChunk;
+        for (int64_t c = 0; c < chunks; ++c) {
+          if (tensors == kBatchTensors || blocks == kBatchBlocks) launch();
+          if (c == 0 || tensors == 0 || b.p[tensors - 1] != ptr<T>(e.param)) {
+            b.p[tensors] = ptr<T>(e.param);
+            b.buf[tensors] = e.buffer.defined() ? ptr<T>(e.buffer) : nullptr;
+            b.g[tensors] = ptr<const T>(e.grad);
+            b.n[tensors] = n;
+            b.first[tensors] = e.first;
+            ++tensors;
+          }
+          b.tensor_of[blocks] = static_cast<uint8_t>(tensors - 1);
+          b.chunk_of[blocks] = static_cast<int32_t>(c);
+          ++blocks;
+        }
+      }
+      launch();
+    } else {
+      TANDEM_THROW(NotImplementedError, "sgd_steps (cuda): parameters are f32 or f64, got ",
+                   key.dtype());
+    }
+  });
+}
+
 template <typename T>
 __global__ void adam_kernel(T* p, T* m, T* v, T* vmax, const T* g, int64_t n,
                             cuda::OffsetCalc<5> oc, AdamArgs a, AdamConstants<T> c) {
@@ -401,6 +490,7 @@ TANDEM_REGISTER_CUDA(reduce_rows, reduce_rows);
 TANDEM_REGISTER_CUDA(pick_classes, pick_classes);
 TANDEM_REGISTER_CUDA(pick_classes_backward, pick_classes_backward);
 TANDEM_REGISTER_CUDA(sgd_step, sgd_step);
+TANDEM_REGISTER_CUDA(sgd_steps, sgd_steps);
 TANDEM_REGISTER_CUDA(adam_step, adam_step);
 TANDEM_REGISTER_CUDA(unscale_grad, unscale_grad);
 

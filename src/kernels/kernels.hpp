@@ -177,6 +177,17 @@ struct SgdArgs {
 extern Stub<void (*)(const Tensor& param, const Tensor& momentum_buffer, const Tensor& grad,
                      const SgdArgs& args)>
     sgd_step;
+/// One parameter of sgd_steps: its buffer (undefined without momentum) and gradient, and whether
+/// the buffer is created at this step (SgdArgs::first, for this parameter).
+struct SgdEntry {
+  Tensor param, buffer, grad;
+  bool first;
+};
+/// sgd_step for many parameters of key's device, `args` for all but `first`. On a GPU a step's
+/// hundreds of small updates cost a launch each: there the dense ones (parameter, buffer and
+/// gradient laid out alike) go in few launches, as PyTorch's foreach path; the CPU's loop.
+extern Stub<void (*)(const Tensor& key, const std::vector<SgdEntry>& entries, const SgdArgs& args)>
+    sgd_steps;
 struct AdamArgs {
   double lr, weight_decay, beta1, beta2, eps, bias_correction1, bias_correction2;
   bool decoupled;  // AdamW's weight decay (the parameter shrinks), else Adam's (added to g)

@@ -225,13 +225,26 @@ void SGD::check_options(const OptimizerOptions& options) const {
 void SGD::step() {
   NoGradGuard no_grad;
   size_t k = 0;
+  // Every gradient checked before any state changes: a refused one leaves no parameter stepped
+  // and no buffer made but not filled.
+  for (auto& g : groups_)
+    for (auto& p : g.params())
+      if (p.grad().defined()) check_grad(name_, p, p.grad());
+  std::vector<kernels::SgdEntry> batch;  // a group's parameters on one device: one call
   for (auto& g : groups_) {
     const auto& o = static_cast<const SGDOptions&>(g.options());  // checked when adopted
+    const kernels::SgdArgs args{o.lr_, o.weight_decay_, o.momentum_, o.dampening_, o.nesterov_,
+                                false};
+    auto flush = [&] {
+      if (batch.empty()) return;
+      kernels::sgd_steps(batch.front().param, batch, args);
+      for (auto& e : batch) e.param.storage().bump_version();  // graphs that saved p refuse
+      batch.clear();                                           // to backward (node.hpp)
+    };
     for (auto& p : g.params()) {
       auto& st = state(k++);
       Tensor grad = p.grad();
       if (!grad.defined()) continue;
-      check_grad(name_, p, grad);
       Tensor buffer;
       bool first = false;
       if (o.momentum_ != 0) {
@@ -240,10 +253,10 @@ void SGD::step() {
         if (first) it = st.emplace("momentum_buffer", empty_like(p)).first;
         buffer = it->second;
       }
-      kernels::sgd_step(p, buffer, grad,
-                        {o.lr_, o.weight_decay_, o.momentum_, o.dampening_, o.nesterov_, first});
-      p.storage().bump_version();  // graphs that saved p refuse to backward (node.hpp)
+      if (!batch.empty() && batch.front().param.device() != p.device()) flush();
+      batch.push_back({p, buffer, grad, first});
     }
+    flush();
   }
 }
 

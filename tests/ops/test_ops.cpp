@@ -32,7 +32,7 @@ TEST_CASE("batch norm updates running statistics with momentum and unbiased vari
                                     full({}, std::sqrt(0.9 + 0.1 * v0 + 1e-5))), 1e-5, 1e-5);
 }
 
-TEST_CASE("batch_norm_relu's backward keeps no residual; its second derivatives are the separate ops'",
+TEST_CASE("batch_norm_relu's backward keeps no residual, and its second derivatives are the separate ops'",
           "[ops]") {
   Generator gen(6);
   auto leaf = [&](Shape shape) {
