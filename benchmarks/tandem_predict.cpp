@@ -104,7 +104,8 @@ int main(int argc, char** argv) {
                  static_cast<long long>(batch), static_cast<long long>(size),
                  static_cast<long long>(size), gpu ? "cuda:0" : "the CPU");
     parallel::launch(parallel::Devices({device}), [&](parallel::Rank& r) {
-      parallel::DistributedDataParallel ddp(model, r.comm);
+      // On a GPU, gradients' ready times from the device's clock.
+      parallel::DistributedDataParallel ddp(model, r.comm, parallel::DDPOptions().time_on_device(true));
       optim::SGD opt(ddp.parameters(), optim::SGDOptions(0.01).momentum(0.9));
       Tensor x = randn({batch, channels, size, size}).to(device);
       Tensor y = randint(0, 10, {batch}).to(device);

@@ -356,4 +356,39 @@ void Stream::synchronize() const {
   TANDEM_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(handle_)));
 }
 
+Event::Event(int device) : device_(device) {
+  check_device(device);
+  DeviceGuard guard(device);
+  cudaEvent_t e = nullptr;
+  TANDEM_CUDA_CHECK(cudaEventCreate(&e));
+  handle_ = e;
+}
+
+Event::~Event() {
+  if (handle_) cudaEventDestroy(static_cast<cudaEvent_t>(handle_));
+}
+
+Event::Event(Event&& other) noexcept : handle_(other.handle_), device_(other.device_) {
+  other.handle_ = nullptr;
+}
+
+Event& Event::operator=(Event&& other) noexcept {
+  std::swap(handle_, other.handle_);
+  std::swap(device_, other.device_);
+  return *this;
+}
+
+void Event::record() {
+  DeviceGuard guard(device_);
+  TANDEM_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(handle_), current_stream()));
+}
+
+double Event::seconds_since(const Event& earlier) const {
+  TANDEM_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(handle_)));
+  float ms = 0;
+  TANDEM_CUDA_CHECK(cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(earlier.handle_),
+                                         static_cast<cudaEvent_t>(handle_)));
+  return ms * 1e-3;
+}
+
 }  // namespace tandem::cuda

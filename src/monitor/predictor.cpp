@@ -43,9 +43,12 @@ Profile Profile::from(const parallel::ReductionTimes& times, double data_s, doub
                       double optimizer_s) {
   Profile p;
   p.data_s = data_s, p.compute_s = compute_s, p.optimizer_s = optimizer_s;
+  // The device's times where the GPU was timed (the host queues kernels ahead of it).
   for (const auto& r : times.ready)
     p.gradients.push_back(
-        {r.bytes, std::max(0.0, std::chrono::duration<double>(times.backward_end - r.at).count())});
+        {r.bytes, r.device_slack_s >= 0
+                      ? r.device_slack_s
+                      : std::max(0.0, std::chrono::duration<double>(times.backward_end - r.at).count())});
   return p;
 }
 

@@ -6,9 +6,11 @@
 #include <chrono>
 #include <map>
 #include <numeric>
+#include <optional>
 #include <sstream>
 
 #include "tandem/autograd/grad_mode.hpp"
+#include "tandem/cuda/runtime.hpp"
 #include "tandem/autograd/node.hpp"
 #include "tandem/nn/layers.hpp"
 #include "tandem/ops/creation.hpp"
@@ -115,6 +117,11 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
       times_.buckets[b].done = pass_works_[b].completed_at();
     }
     pass_works_.clear();
+    if (device_times_pending_) {  // the events, waited for once the backward's work is done
+      device_times_pending_ = false;
+      for (size_t k = 0; k < times_.ready.size(); ++k)
+        times_.ready[k].device_slack_s = std::max(0.0, end_event_->seconds_since(ready_events_[k]));
+    }
     return times_;
   }
   double cap_mb() const { return options_.bucket_cap_mb_; }
@@ -177,6 +184,11 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
     ready_[i] = true;
     times_.ready.push_back({i, params_[i].numel() * static_cast<int64_t>(element_size(params_[i].dtype())),
                             comm::Clock::now()});
+    if (timing_on_device_) {
+      const size_t k = times_.ready.size() - 1;
+      if (k == ready_events_.size()) ready_events_.emplace_back(comm_.device().index());
+      ready_events_[k].record();
+    }
     if (!rebuilt_) ready_order_.push_back(i);
     if (--buckets_[bucket_of_[i]].pending == 0) launch_ready();
   }
@@ -192,6 +204,11 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
     for (Bucket& b : buckets_) b.pending = static_cast<int>(b.params.size());
     next_launch_ = 0;
     times_ = ReductionTimes();
+    // Events on the device's compute stream: when a gradient is ready there, not when the host
+    // queued its kernels (a GPU profile's overlap; the auto cap's first backward).
+    timing_on_device_ = comm_.device().is_cuda() &&
+                        (options_.time_on_device_ || (options_.bucket_cap_chooser_ && !rebuilt_));
+    device_times_pending_ = false;
     times_.buckets.resize(buckets_.size());
     times_.ready.reserve(params_.size());
     // A failed pass drops its callbacks unrun: its allreduces in flight are waited for at once
@@ -258,6 +275,11 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
   void finish_backward() {
     in_backward_ = false;
     times_.backward_end = comm::Clock::now();
+    if (timing_on_device_) {
+      if (!end_event_) end_event_.emplace(comm_.device().index());
+      end_event_->record();
+      device_times_pending_ = true;
+    }
     std::vector<size_t> unused;
     for (size_t i = 0; i < params_.size(); ++i)
       if (!ready_[i]) unused.push_back(i);
@@ -342,6 +364,10 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
   std::vector<size_t> ready_order_;
   mutable ReductionTimes times_;
   mutable std::vector<comm::Work> pass_works_;  // the last pass's, until times() reads them
+  bool timing_on_device_ = false;
+  std::vector<cuda::Event> ready_events_;  // the k-th ready gradient's, reused pass to pass
+  std::optional<cuda::Event> end_event_;
+  mutable bool device_times_pending_ = false;  // recorded, not yet read into times_
 };
 
 }  // namespace detail

@@ -100,6 +100,20 @@ TEST_CASE("predictor: a DDP backward gives a profile of every gradient", "[monit
   CHECK(prof.step_s() == Approx(0.012));
 }
 
+TEST_CASE("predictor: a profile takes the device's ready times where the GPU was timed",
+          "[monitor][predictor]") {
+  // Host times say 3 ms and 1 ms before the backward's end; the device said 8 ms for the first
+  // (its kernels ran after the host queued them), and nothing for the second.
+  parallel::ReductionTimes t;
+  t.backward_end = comm::Clock::now();
+  t.ready.push_back({0, 400, t.backward_end - std::chrono::milliseconds(3), 0.008});
+  t.ready.push_back({1, 100, t.backward_end - std::chrono::milliseconds(1)});
+  const Profile prof = Profile::from(t, 0, 0.02, 0.001);
+  REQUIRE(prof.gradients.size() == 2);
+  CHECK(prof.gradients[0].slack_s == 0.008);
+  CHECK(prof.gradients[1].slack_s == Approx(0.001).margin(1e-9));
+}
+
 TEST_CASE("DDP bucket cap chooser: rank 0 chooses from the first backward, every rank follows",
           "[monitor][predictor][ddp]") {
   auto make = [] {

@@ -144,6 +144,42 @@ TEST_CASE("DDP on every GPU (nccl) trains like one rank with the whole batch",
       require_close(run.params[r][i], expected[i], 1e-4, 1e-5, "parameter " + std::to_string(i));
 }
 
+TEST_CASE("DDP times each gradient's readiness on the GPU when asked", "[parallel][ddp][cuda]") {
+  if (!tandem::testing::nccl_present("DDP device times")) return;
+  for (const bool on : {false, true}) {
+    INFO("time_on_device " << on);
+    std::vector<parallel::ReductionTimes> got(cuda::device_count());
+    parallel::launch(parallel::Devices::all(), [&](parallel::Rank& r) {
+      auto model = std::make_shared<nn::Sequential>(std::make_shared<nn::Linear>(16, 32),
+                                                    std::make_shared<nn::ReLU>(),
+                                                    std::make_shared<nn::Linear>(32, 32),
+                                                    std::make_shared<nn::ReLU>(),
+                                                    std::make_shared<nn::Linear>(32, 4));
+      model->to(r.device());
+      parallel::DistributedDataParallel ddp(model, r.comm,
+                                            parallel::DDPOptions().time_on_device(on));
+      Tensor x = randn({8, 16}, DType::f32, &r.generator).to(r.device());
+      for (int step = 0; step < 2; ++step) {  // the second pass reuses the first's events
+        ddp.forward(x).sum().backward();
+        got[r.rank()] = ddp.last_reduction();
+      }
+    });
+    for (const auto& t : got) {
+      REQUIRE(t.ready.size() == 6);
+      for (size_t k = 0; k < t.ready.size(); ++k) {
+        if (!on) {
+          CHECK(t.ready[k].device_slack_s == -1);
+          continue;
+        }
+        // Events on one stream pass in the order they were recorded: the gradients ready
+        // first (the last layer's) have the most time left to the backward's end.
+        CHECK(t.ready[k].device_slack_s >= 0);
+        if (k > 0) CHECK(t.ready[k].device_slack_s <= t.ready[k - 1].device_slack_s);
+      }
+    }
+  }
+}
+
 TEST_CASE("DDP gradients are views of the bucket buffers, buckets follow the ready order",
           "[parallel][ddp]") {
   // Registered b then a, run a then b: reverse registration order is not the ready order.

@@ -99,6 +99,27 @@ class Stream {
   int device_ = 0;
 };
 
+/// A CUDA event of GPU `device` for timing its work (torch.cuda.Event(enable_timing=True)).
+/// Movable, not copyable.
+class Event {
+ public:
+  explicit Event(int device);
+  ~Event();
+  Event(Event&& other) noexcept;
+  Event& operator=(Event&& other) noexcept;
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+  /// Marks the point the compute stream has reached: what tandem queued there so far.
+  void record();
+  /// Seconds of the device's time from `earlier` to this event, once both are recorded; waits
+  /// until this one has passed (cudaEventSynchronize, then cudaEventElapsedTime).
+  double seconds_since(const Event& earlier) const;
+
+ private:
+  void* handle_ = nullptr;  // a cudaEvent_t
+  int device_ = 0;
+};
+
 /// Marks the caching-allocator block at `ptr` (GPU `device`) as used on `stream` too: when it
 /// is freed, it is not reused until the work queued on `stream` by then has finished.
 void record_stream(void* ptr, int device, const Stream& stream);

@@ -45,6 +45,11 @@ struct DDPOptions {
   /// Set: the bucket cap is chosen after the first backward, when the buckets are rebuilt in
   /// ready order (rank 0 chooses, every rank takes its answer), instead of bucket_cap_mb.
   TANDEM_ARG(BucketCapChooser, bucket_cap_chooser) = nullptr;
+  /// On a GPU, also time when each gradient is ready on the device (a CUDA event per parameter
+  /// per backward on the compute stream): ReductionTimes::Ready::device_slack_s, what a GPU
+  /// profile's overlap needs (the host queues a backward's kernels ahead of the device). Always
+  /// on for the first backward when a bucket_cap_chooser is set.
+  TANDEM_ARG(bool, time_on_device) = false;
 };
 
 /// Which parameters go in which bucket: `order` lists parameter indices in the order their
@@ -67,6 +72,9 @@ struct ReductionTimes {
     size_t param = 0;
     int64_t bytes = 0;
     comm::Clock::time_point at;
+    /// On a GPU timed there (DDPOptions::time_on_device): seconds from this gradient being ready
+    /// on the device to the backward's last kernel; else -1.
+    double device_slack_s = -1;
   };
   comm::Clock::time_point backward_end;
   std::vector<Bucket> buckets;
