@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "guarded_main.hpp"
+#include "median.hpp"
 #include "tandem/tandem.hpp"
 
 using namespace tandem;
@@ -63,8 +64,11 @@ static int run(int argc, char** argv) {
     xs.push_back(channels_last ? x.contiguous(MemoryFormat::ChannelsLast) : x);
     ys.push_back(randint(0, 10, {batch}).to(device));
   }
-  std::vector<double> ms;
+  // ms per step; and until each phase had been queued (on a GPU the host runs ahead of the
+  // device: a step whose queueing takes as long as the step is bound by the host).
+  std::vector<double> ms, queued_forward, queued_backward, queued_step;
   int64_t after_forward = 0;
+  using Ms = std::chrono::duration<double, std::milli>;
   for (int64_t s = 0; s < warmup + steps; ++s) {
     const bool profiled = profile_last && s + 1 == warmup + steps;
     if (profiled) cuda::profiler_start();
@@ -75,28 +79,37 @@ static int run(int argc, char** argv) {
       amp::autocast guard(low_dtype, low);
       loss = cross_entropy(model->forward(xs[s % 4]), ys[s % 4]);
     }
+    const auto forward_queued = std::chrono::steady_clock::now();
     // What the forward keeps for backward (and the model, gradients and optimizer state).
     if (device.is_cuda()) after_forward = cuda::memory_stats(0).allocated_bytes;
     loss.backward();
+    const auto backward_queued = std::chrono::steady_clock::now();
     opt.step();
+    const auto step_queued = std::chrono::steady_clock::now();
     loss.item<float>();
     auto t1 = std::chrono::steady_clock::now();
     if (profiled) cuda::profiler_stop();
-    if (s >= warmup) ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+    if (s < warmup) continue;
+    ms.push_back(Ms(t1 - t0).count());
+    queued_forward.push_back(Ms(forward_queued - t0).count());
+    queued_backward.push_back(Ms(backward_queued - forward_queued).count());
+    queued_step.push_back(Ms(step_queued - backward_queued).count());
   }
-  std::sort(ms.begin(), ms.end());
-  const double median = ms[ms.size() / 2];
+  const double step_ms = median(ms);
   nlohmann::json out = {{"framework", "tandem"},
                         {"model", model_name},
                         {"batch", batch},
                         {"threads", threads},
                         {"steps", steps},
-                        {"step_ms_median", median},
-                        {"img_per_s", batch * 1000.0 / median},
+                        {"step_ms_median", step_ms},
+                        {"img_per_s", batch * 1000.0 / step_ms},
                         {"device", device_name},
                         {"precision", precision},
                         {"channels_last", channels_last},
-                        {"cudnn_benchmark", benchmark}};
+                        {"cudnn_benchmark", benchmark},
+                        {"host_forward_ms_median", median(queued_forward)},
+                        {"host_backward_ms_median", median(queued_backward)},
+                        {"host_optimizer_ms_median", median(queued_step)}};
   if (device.is_cuda()) {
     out["peak_allocated_bytes"] = cuda::memory_stats(0).peak_allocated_bytes;
     out["after_forward_bytes"] = after_forward;

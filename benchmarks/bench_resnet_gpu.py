@@ -68,7 +68,7 @@ def torch_run(args):
           for _ in range(4)]
     ys = [torch.randint(0, 10, (args.batch,), device=dev) for _ in range(4)]
     torch.cuda.reset_peak_memory_stats()
-    ms = []
+    ms, queued = [], {"forward": [], "backward": [], "optimizer": []}
     for s in range(args.warmup + args.steps):
         profiled = getattr(args, "profile_last_step", False) and s + 1 == args.warmup + args.steps
         if profiled:
@@ -77,18 +77,26 @@ def torch_run(args):
         opt.zero_grad(set_to_none=True)
         with torch.autocast("cuda", dtype=torch.bfloat16, enabled=args.precision == "bf16"):
             loss = F.cross_entropy(model(xs[s % 4]), ys[s % 4])
+        t_forward = time.perf_counter()
         after_forward = torch.cuda.memory_allocated()  # what backward will need, and the rest
         loss.backward()
+        t_backward = time.perf_counter()
         opt.step()
+        t_step = time.perf_counter()
         loss.item()
         if profiled:
             torch.cuda.profiler.stop()
         if s >= args.warmup:
             ms.append((time.perf_counter() - t0) * 1000)
+            # Until each phase had been queued (the host runs ahead of the GPU), as bench_resnet.
+            for phase, (a, b) in {"forward": (t0, t_forward), "backward": (t_forward, t_backward),
+                                  "optimizer": (t_backward, t_step)}.items():
+                queued[phase].append((b - a) * 1000)
     step = statistics.median(ms)
     return {"framework": "pytorch", "version": torch.__version__, "step_ms_median": step,
             "img_per_s": args.batch * 1000 / step, "peak_allocated_bytes": torch.cuda.max_memory_allocated(),
-            "after_forward_bytes": after_forward}
+            "after_forward_bytes": after_forward,
+            **{f"host_{phase}_ms_median": statistics.median(v) for phase, v in queued.items()}}
 
 
 def run_json(cmd, timeout):

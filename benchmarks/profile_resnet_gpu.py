@@ -5,7 +5,8 @@ kernel alone (gpu__time_duration). Per side it writes: the step's kernel count a
 their times (the GPU work of a step, kernels run one at a time), the wall step time of a run
 without the profiler (its excess over the kernel sum is time the GPU waited for the host, or
 kernels that ran concurrently), the time per kind of kernel (convolution, batch norm, ...) and
-the kernels that took longest.
+the kernels that took longest, and how long the host took to queue each phase (forward,
+backward, optimizer: a step whose queueing takes as long as its wall time is bound by the host).
 
   python3 benchmarks/profile_resnet_gpu.py --bin build-gpu/benchmarks --out gpu-out/profile.json
 """
@@ -104,6 +105,10 @@ def main():
         try:
             rows = profile(ncu, command(profiled), f"/tmp/tandem-profile-{side}.csv", args.timeout)
             out["sides"][side] = summarize(rows, wall, args.top)
+            for phase in ("forward", "backward", "optimizer"):  # the host's queueing, plain run
+                key = f"host_{phase}_ms_median"
+                if key in walls[side]:
+                    out["sides"][side][key] = walls[side][key]
         except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as e:
             err = getattr(e, "stderr", b"") or b""
             out["sides"][side] = {"error": f"{e}: {err.decode(errors='replace')[-1500:]}", "wall_step_ms": wall}
@@ -121,8 +126,10 @@ def main():
     kinds = sorted({k for s in done.values() for k in s["ms_by_kind"]},
                    key=lambda k: -max(s["ms_by_kind"].get(k, 0) for s in done.values()))
     print(f"{'ms of one step':<20}" + "".join(f"{side:>10}" for side in done))
-    for k in ["wall_step_ms", "kernel_ms"] + kinds:
-        print(f"{k:<20}" + "".join(f"{(s.get(k) or s['ms_by_kind'].get(k, 0)):>10.2f}" for s in done.values()))
+    hosts = [f"host_{phase}_ms_median" for phase in ("forward", "backward", "optimizer")]
+    for k in ["wall_step_ms", "kernel_ms"] + hosts + kinds:
+        print(f"{k.replace('_median', ''):<20}"
+              + "".join(f"{(s.get(k) or s['ms_by_kind'].get(k, 0)):>10.2f}" for s in done.values()))
 
 
 
