@@ -211,9 +211,8 @@ __device__ __forceinline__ P to_p(T v) {
   return static_cast<P>(convert<compute_t<T>>(v));
 }
 
-// One element per thread. 16-byte vectors of 8 neighbouring channels were slower on the H200
-// (ResNet-50 bf16: 9.95 ms against 7.75 a step): each lane's per-channel parameters became a
-// load spread over 8 cache lines per warp, where a warp of neighbouring channels reads one.
+// One element per thread: row-major maps, and the channels-last ones the channel tiles below do
+// not take.
 template <typename T, typename P>
 __global__ void bn_forward_kernel(T* y, const T* x, const T* residual, const P* mean,
                                   const P* invstd, const P* weight, const P* bias, int64_t total,
@@ -283,6 +282,105 @@ __global__ void bn_backward_input_kernel(T* dx, T* dr, const T* dy, const T* x, 
   }
 }
 
+// Channels-last maps whose C is a multiple of V (16-byte vectors): thread t keeps the V
+// neighbouring channels of group t % G (G = C / V) and walks the rows t / G, t / G + passes, ...,
+// so its channels' parameters are read once and every load and store moves 16 bytes; neighbouring
+// threads read neighbouring vectors. The same arithmetic as the kernels above, so the same bits.
+// (One element per thread reads 4-5 parameters per element; vectors whose lanes each read their
+// channel's were slower still on the H200.)
+struct ChannelTiles {
+  int64_t groups = 0, rows = 0, rows_per_pass = 0;
+  unsigned blocks = 0;
+  ChannelTiles(int64_t channels, int vec, int64_t rows_) : groups(channels / vec), rows(rows_) {
+    blocks = cuda::grid_for(rows * groups);
+    rows_per_pass = std::max<int64_t>(1, static_cast<int64_t>(blocks) * cuda::kThreads / groups);
+  }
+};
+
+template <int V, typename T, typename P>
+__global__ void bn_forward_tiled_kernel(T* y, const T* x, const T* residual, const P* mean,
+                                        const P* invstd, const P* weight, const P* bias,
+                                        ChannelTiles t, bool relu) {
+  const int64_t tid = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (tid >= t.rows_per_pass * t.groups) return;
+  const int64_t g = tid % t.groups;
+  P scale[V], shift[V];
+#pragma unroll
+  for (int k = 0; k < V; ++k) {
+    const int64_t c = g * V + k;
+    scale[k] = invstd[c] * (weight ? weight[c] : P(1));
+    shift[k] = (bias ? bias[c] : P(0)) - mean[c] * scale[k];
+  }
+  for (int64_t r = tid / t.groups; r < t.rows; r += t.rows_per_pass) {
+    const int64_t i = r * t.groups + g;  // the vector's index
+    const cuda::Vec<T, V> xv = reinterpret_cast<const cuda::Vec<T, V>*>(x)[i];
+    cuda::Vec<T, V> rv = {}, yv;
+    if (residual) rv = reinterpret_cast<const cuda::Vec<T, V>*>(residual)[i];
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      P v = to_p<P>(xv.v[k]) * scale[k] + shift[k];
+      if (residual) v = v + to_p<P>(rv.v[k]);
+      if (relu) v = Relu{}(v);
+      yv.v[k] = convert<T>(v);
+    }
+    reinterpret_cast<cuda::Vec<T, V>*>(y)[i] = yv;
+  }
+}
+
+template <int V, typename T, typename P>
+__global__ void bn_backward_input_tiled_kernel(T* dx, T* dr, const T* dy, const T* x,
+                                               const T* out, const P* mean, const P* invstd,
+                                               const P* weight, const P* sum_dy,
+                                               const P* sum_dy_xmu, ChannelTiles t, P count,
+                                               bool training) {
+  const int64_t tid = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (tid >= t.rows_per_pass * t.groups) return;
+  const int64_t g = tid % t.groups;
+  P scale[V], mean_dy[V], slope[V], mu[V];
+#pragma unroll
+  for (int k = 0; k < V; ++k) {
+    const int64_t c = g * V + k;
+    const P is = invstd[c];
+    scale[k] = (weight ? weight[c] : P(1)) * is;
+    mean_dy[k] = training ? sum_dy[c] / count : P(0);
+    slope[k] = training ? is * (sum_dy_xmu[c] * is) / count : P(0);
+    mu[k] = mean[c];
+  }
+  using VT = cuda::Vec<T, V>;
+  for (int64_t r = tid / t.groups; r < t.rows; r += t.rows_per_pass) {
+    const int64_t i = r * t.groups + g;
+    const VT dyv = reinterpret_cast<const VT*>(dy)[i];
+    VT outv = {}, xv = {}, dzv, dxv;
+    if (out) outv = reinterpret_cast<const VT*>(out)[i];
+    if (dx) xv = reinterpret_cast<const VT*>(x)[i];
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      const P dz = bn_dz<P>(dyv.v[k], outv.v[k], out != nullptr);
+      dzv.v[k] = convert<T>(dz);
+      dxv.v[k] = convert<T>(scale[k] * (dz - mean_dy[k] - (to_p<P>(xv.v[k]) - mu[k]) * slope[k]));
+    }
+    if (dr) reinterpret_cast<VT*>(dr)[i] = dzv;
+    if (dx) reinterpret_cast<VT*>(dx)[i] = dxv;
+  }
+}
+
+// Starts tiled(V, tiles) when the channel tiles apply to this (N, C, S) layout and every
+// tensor given (undefined ones skipped) is 16-byte aligned; returns whether it did.
+template <typename T, typename Tiled>
+bool launch_channel_tiles(const NcsLayout& l, int64_t rows,
+                          std::initializer_list<const Tensor*> tensors, Tiled tiled) {
+  if constexpr (cuda::kVectorizable<T>) {
+    constexpr int V = cuda::kVec<T, T>;
+    if (!l.nhwc || l.channels % V != 0 || !cuda::vectorized_elementwise()) return false;
+    for (const Tensor* t : tensors)
+      if (t->defined() && !cuda::aligned_for<T, V>(*t)) return false;
+    tiled(std::integral_constant<int, V>{}, ChannelTiles(l.channels, V, rows));
+    return true;
+  } else {
+    return false;
+  }
+}
+
 template <typename T>
 const T* maybe(const Tensor& t) {
   return t.defined() ? ptr<const T>(t) : nullptr;
@@ -327,9 +425,18 @@ void batch_norm_forward(const Tensor& out, const Tensor& in, const Tensor& mean,
   dispatch_bn(in.dtype(), "batch_norm (cuda)", [&](auto t, auto p) {
     using T = decltype(t);
     using P = decltype(p);
-    bn_forward_kernel<<<cuda::grid_for(total), cuda::kThreads, 0, cuda::current_stream()>>>(
-        ptr<T>(out), ptr<const T>(in), maybe<T>(residual), ptr<const P>(mean),
-        ptr<const P>(invstd), maybe<P>(weight), maybe<P>(bias), total, ncs_layout(in), relu);
+    const NcsLayout l = ncs_layout(in);
+    const bool tiled = launch_channel_tiles<T>(
+        l, in.size(0) * l.s, {&out, &in, &residual}, [&](auto v, const ChannelTiles& tiles) {
+          bn_forward_tiled_kernel<decltype(v)::value>
+              <<<tiles.blocks, cuda::kThreads, 0, cuda::current_stream()>>>(
+                  ptr<T>(out), ptr<const T>(in), maybe<T>(residual), ptr<const P>(mean),
+                  ptr<const P>(invstd), maybe<P>(weight), maybe<P>(bias), tiles, relu);
+        });
+    if (!tiled)
+      bn_forward_kernel<<<cuda::grid_for(total), cuda::kThreads, 0, cuda::current_stream()>>>(
+          ptr<T>(out), ptr<const T>(in), maybe<T>(residual), ptr<const P>(mean),
+          ptr<const P>(invstd), maybe<P>(weight), maybe<P>(bias), total, l, relu);
     cuda::check_launch("batch_norm_forward");
   });
 }
@@ -366,11 +473,21 @@ void batch_norm_backward(const Tensor& grad_in, const Tensor& grad_weight,
     if (sync) sync->allreduce(sums);
     const P count = static_cast<P>(sync ? sync->count : static_cast<double>(n * s));
     if (!grad_in.defined() && !grad_residual.defined()) return;
-    bn_backward_input_kernel<<<cuda::grid_for(total), cuda::kThreads, 0, stream>>>(
-        grad_in.defined() ? ptr<T>(grad_in) : nullptr,
-        grad_residual.defined() ? ptr<T>(grad_residual) : nullptr, ptr<const T>(grad_out),
-        ptr<const T>(in), maybe<T>(out), ptr<const P>(mean), ptr<const P>(invstd),
-        maybe<P>(weight), sum_dy, sum_dy_xmu, total, l, count, training);
+    T* dx = grad_in.defined() ? ptr<T>(grad_in) : nullptr;
+    T* dr = grad_residual.defined() ? ptr<T>(grad_residual) : nullptr;
+    const bool tiled = launch_channel_tiles<T>(
+        l, sl.rows, {&grad_in, &grad_residual, &grad_out, &in, &out},
+        [&](auto v, const ChannelTiles& tiles) {
+          bn_backward_input_tiled_kernel<decltype(v)::value>
+              <<<tiles.blocks, cuda::kThreads, 0, stream>>>(
+                  dx, dr, ptr<const T>(grad_out), ptr<const T>(in), maybe<T>(out),
+                  ptr<const P>(mean), ptr<const P>(invstd), maybe<P>(weight), sum_dy, sum_dy_xmu,
+                  tiles, count, training);
+        });
+    if (!tiled)
+      bn_backward_input_kernel<<<cuda::grid_for(total), cuda::kThreads, 0, stream>>>(
+          dx, dr, ptr<const T>(grad_out), ptr<const T>(in), maybe<T>(out), ptr<const P>(mean),
+          ptr<const P>(invstd), maybe<P>(weight), sum_dy, sum_dy_xmu, total, l, count, training);
     cuda::check_launch("batch_norm_backward (input)");
   });
 }

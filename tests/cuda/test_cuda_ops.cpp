@@ -917,6 +917,26 @@ TEST_CASE("CUDA channels-last convolutions (cuDNN's NHWC) match the CPU's row-ma
                                                        training, 0.1, 1e-5, v[5].contiguous(cl)));
                   }), conv_tol(dt));
     }
+    // 24 channels: 3 or 6 groups of 16-byte vectors per row (a count that does not divide a
+    // warp), each thread keeping its channels across rows; and one element into memory, where
+    // no vector is aligned (one element per thread).
+    Tensor x24 = randn_as({3, 24, 5, 7}, dt, 151), r24 = randn_as({3, 24, 5, 7}, dt, 152);
+    Tensor g24 = randn_as({24}, pdt, 153), b24 = randn_as({24}, pdt, 154);
+    for (const bool shift : {false, true}) {
+      INFO("24 channels" << (shift ? ", one element into memory" : ""));
+      auto laid = [&](const Tensor& t) {
+        Tensor c = t.contiguous(cl);
+        if (!shift) return c;
+        Tensor flat = cat({zeros({1}, TensorOptions(c.dtype()).device(c.device())),
+                           c.permute({0, 2, 3, 1}).reshape({-1})});
+        return flat.slice(0, 1, c.numel() + 1).view({3, 5, 7, 24}).permute({0, 3, 1, 2});
+      };
+      same_on_gpu("batch_norm_relu + residual, 24 channels", {x24, g24, b24, r24},
+                  with_gradients([&](const std::vector<Tensor>& v) {
+                    return layout_kept(batch_norm_relu(laid(v[0]), Tensor(), Tensor(), v[1], v[2],
+                                                       true, 0.1, 1e-5, laid(v[3])));
+                  }), conv_tol(dt));
+    }
     same_on_gpu("one input channel, then bn + relu, max pool", {x1, ws},
                 with_gradients([&](const std::vector<Tensor>& v) {
                   Tensor h = layout_kept(conv2d(v[0].contiguous(cl), v[1], Tensor(), 1, 1));
