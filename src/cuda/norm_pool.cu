@@ -211,6 +211,27 @@ __device__ __forceinline__ P to_p(T v) {
   return static_cast<P>(convert<compute_t<T>>(v));
 }
 
+// Channel c's affine map, y = x * scale + shift, and an output from it: what every forward
+// kernel computes, written once so that they round alike.
+template <typename P>
+struct BnAffine {
+  P scale, shift;
+};
+template <typename P>
+__device__ __forceinline__ BnAffine<P> bn_affine(int64_t c, const P* mean, const P* invstd,
+                                                 const P* weight, const P* bias) {
+  const P scale = invstd[c] * (weight ? weight[c] : P(1));
+  return {scale, (bias ? bias[c] : P(0)) - mean[c] * scale};
+}
+template <typename P, typename T>
+__device__ __forceinline__ T bn_output(const BnAffine<P>& a, T x, const T* residual, T r,
+                                       bool relu) {
+  P v = to_p<P>(x) * a.scale + a.shift;
+  if (residual) v = v + to_p<P>(r);
+  if (relu) v = Relu{}(v);
+  return convert<T>(v);
+}
+
 // One element per thread: row-major maps, and the channels-last ones the channel tiles below do
 // not take.
 template <typename T, typename P>
@@ -218,13 +239,8 @@ __global__ void bn_forward_kernel(T* y, const T* x, const T* residual, const P* 
                                   const P* invstd, const P* weight, const P* bias, int64_t total,
                                   NcsLayout l, bool relu) {
   TANDEM_CUDA_LOOP(j, total) {
-    const int64_t c = l.channel(j);
-    const P scale = invstd[c] * (weight ? weight[c] : P(1));
-    const P shift = (bias ? bias[c] : P(0)) - mean[c] * scale;
-    P v = to_p<P>(x[j]) * scale + shift;
-    if (residual) v = v + to_p<P>(residual[j]);
-    if (relu) v = Relu{}(v);
-    y[j] = convert<T>(v);
+    const BnAffine<P> a = bn_affine(l.channel(j), mean, invstd, weight, bias);
+    y[j] = bn_output(a, x[j], residual, residual ? residual[j] : T{}, relu);
   }
 }
 
@@ -262,8 +278,27 @@ __global__ void bn_backward_finish_kernel(P* sum_dy, P* sum_dy_xmu, P* grad_weig
   });
 }
 
-// dx = w * invstd * (dz - mean(dz) - (x - mean) * invstd * mean(dz * xhat)) when training,
-// w * invstd * dz otherwise; grad_residual = dz.
+// Channel c's coefficients of the input's gradient, dx = scale (dz - mean_dy - (x - mean) slope)
+// (scale = w invstd, mean_dy = mean(dz), slope = invstd mean(dz xhat) when training, else 0):
+// what both backward kernels compute, written once so that they round alike.
+template <typename P>
+struct BnInputGrad {
+  P scale, mean_dy, slope, mean;
+  __device__ __forceinline__ P operator()(P dz, P x) const {
+    return scale * (dz - mean_dy - (x - mean) * slope);
+  }
+};
+template <typename P>
+__device__ __forceinline__ BnInputGrad<P> bn_input_grad(int64_t c, const P* mean, const P* invstd,
+                                                        const P* weight, const P* sum_dy,
+                                                        const P* sum_dy_xmu, P count,
+                                                        bool training) {
+  const P is = invstd[c];
+  return {(weight ? weight[c] : P(1)) * is, training ? sum_dy[c] / count : P(0),
+          training ? is * (sum_dy_xmu[c] * is) / count : P(0), mean[c]};
+}
+
+// dx from bn_input_grad's coefficients (w invstd dz when evaluating); grad_residual = dz.
 template <typename T, typename P>
 __global__ void bn_backward_input_kernel(T* dx, T* dr, const T* dy, const T* x, const T* out,
                                          const P* mean, const P* invstd, const P* weight,
@@ -274,11 +309,9 @@ __global__ void bn_backward_input_kernel(T* dx, T* dr, const T* dy, const T* x, 
     const P dz = bn_dz<P>(dy[j], out ? out[j] : T{}, out != nullptr);
     if (dr) dr[j] = convert<T>(dz);
     if (!dx) continue;
-    const P is = invstd[c];
-    const P scale = (weight ? weight[c] : P(1)) * is;
-    const P mean_dy = training ? sum_dy[c] / count : P(0);
-    const P slope = training ? is * (sum_dy_xmu[c] * is) / count : P(0);
-    dx[j] = convert<T>(scale * (dz - mean_dy - (to_p<P>(x[j]) - mean[c]) * slope));
+    const BnInputGrad<P> k =
+        bn_input_grad(c, mean, invstd, weight, sum_dy, sum_dy_xmu, count, training);
+    dx[j] = convert<T>(k(dz, to_p<P>(x[j])));
   }
 }
 
@@ -304,26 +337,18 @@ __global__ void bn_forward_tiled_kernel(T* y, const T* x, const T* residual, con
   const int64_t tid = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (tid >= t.rows_per_pass * t.groups) return;
   const int64_t g = tid % t.groups;
-  P scale[V], shift[V];
+  BnAffine<P> a[V];
 #pragma unroll
-  for (int k = 0; k < V; ++k) {
-    const int64_t c = g * V + k;
-    scale[k] = invstd[c] * (weight ? weight[c] : P(1));
-    shift[k] = (bias ? bias[c] : P(0)) - mean[c] * scale[k];
-  }
+  for (int k = 0; k < V; ++k) a[k] = bn_affine(g * V + k, mean, invstd, weight, bias);
+  using VT = cuda::Vec<T, V>;
   for (int64_t r = tid / t.groups; r < t.rows; r += t.rows_per_pass) {
     const int64_t i = r * t.groups + g;  // the vector's index
-    const cuda::Vec<T, V> xv = reinterpret_cast<const cuda::Vec<T, V>*>(x)[i];
-    cuda::Vec<T, V> rv = {}, yv;
-    if (residual) rv = reinterpret_cast<const cuda::Vec<T, V>*>(residual)[i];
+    const VT xv = reinterpret_cast<const VT*>(x)[i];
+    VT rv = {}, yv;
+    if (residual) rv = reinterpret_cast<const VT*>(residual)[i];
 #pragma unroll
-    for (int k = 0; k < V; ++k) {
-      P v = to_p<P>(xv.v[k]) * scale[k] + shift[k];
-      if (residual) v = v + to_p<P>(rv.v[k]);
-      if (relu) v = Relu{}(v);
-      yv.v[k] = convert<T>(v);
-    }
-    reinterpret_cast<cuda::Vec<T, V>*>(y)[i] = yv;
+    for (int k = 0; k < V; ++k) yv.v[k] = bn_output(a[k], xv.v[k], residual, rv.v[k], relu);
+    reinterpret_cast<VT*>(y)[i] = yv;
   }
 }
 
@@ -336,16 +361,10 @@ __global__ void bn_backward_input_tiled_kernel(T* dx, T* dr, const T* dy, const 
   const int64_t tid = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (tid >= t.rows_per_pass * t.groups) return;
   const int64_t g = tid % t.groups;
-  P scale[V], mean_dy[V], slope[V], mu[V];
+  BnInputGrad<P> coef[V];
 #pragma unroll
-  for (int k = 0; k < V; ++k) {
-    const int64_t c = g * V + k;
-    const P is = invstd[c];
-    scale[k] = (weight ? weight[c] : P(1)) * is;
-    mean_dy[k] = training ? sum_dy[c] / count : P(0);
-    slope[k] = training ? is * (sum_dy_xmu[c] * is) / count : P(0);
-    mu[k] = mean[c];
-  }
+  for (int k = 0; k < V; ++k)
+    coef[k] = bn_input_grad(g * V + k, mean, invstd, weight, sum_dy, sum_dy_xmu, count, training);
   using VT = cuda::Vec<T, V>;
   for (int64_t r = tid / t.groups; r < t.rows; r += t.rows_per_pass) {
     const int64_t i = r * t.groups + g;
@@ -357,23 +376,32 @@ __global__ void bn_backward_input_tiled_kernel(T* dx, T* dr, const T* dy, const 
     for (int k = 0; k < V; ++k) {
       const P dz = bn_dz<P>(dyv.v[k], outv.v[k], out != nullptr);
       dzv.v[k] = convert<T>(dz);
-      dxv.v[k] = convert<T>(scale[k] * (dz - mean_dy[k] - (to_p<P>(xv.v[k]) - mu[k]) * slope[k]));
+      dxv.v[k] = convert<T>(coef[k](dz, to_p<P>(xv.v[k])));
     }
     if (dr) reinterpret_cast<VT*>(dr)[i] = dzv;
     if (dx) reinterpret_cast<VT*>(dx)[i] = dxv;
   }
 }
 
-// Starts tiled(V, tiles) when the channel tiles apply to this (N, C, S) layout and every
-// tensor given (undefined ones skipped) is 16-byte aligned; returns whether it did.
+// Whether V-element vectors of T serve a call over a map of `channels`: V neighbouring channels
+// of a channels-last map (C a multiple of V), every tensor given 16-byte aligned (undefined ones
+// skipped), vectors not turned off (cuda::set_vectorized_elementwise). Batch norm's channel tiles
+// and max pooling's lanes.
+template <typename T, int V>
+bool lanes_fit(bool channels_last, int64_t channels, std::initializer_list<const Tensor*> tensors) {
+  if (!channels_last || channels % V != 0 || !cuda::vectorized_elementwise()) return false;
+  for (const Tensor* t : tensors)
+    if (t->defined() && !cuda::aligned_for<T, V>(*t)) return false;
+  return true;
+}
+
+// Starts tiled(V, tiles) when the channel tiles apply (lanes_fit); returns whether it did.
 template <typename T, typename Tiled>
 bool launch_channel_tiles(const NcsLayout& l, int64_t rows,
                           std::initializer_list<const Tensor*> tensors, Tiled tiled) {
   if constexpr (cuda::kVectorizable<T>) {
     constexpr int V = cuda::kVec<T, T>;
-    if (!l.nhwc || l.channels % V != 0 || !cuda::vectorized_elementwise()) return false;
-    for (const Tensor* t : tensors)
-      if (t->defined() && !cuda::aligned_for<T, V>(*t)) return false;
+    if (!lanes_fit<T, V>(l.nhwc, l.channels, tensors)) return false;
     tiled(std::integral_constant<int, V>{}, ChannelTiles(l.channels, V, rows));
     return true;
   } else {
@@ -848,15 +876,14 @@ void launch_pool(const Tensor& like, const Tensor& written, const pool::Geometry
 }
 
 // launch(V, vecs) over the channels-last maps of `tensors` in V-channel vectors where the dtype
-// has them, C is a multiple of V and every tensor is aligned; else V = 1 over `count` elements.
+// has them and lanes_fit; else V = 1 over `count` elements.
 template <typename T, typename Launch>
 void launch_pool_lanes(const pool::Geometry& g, int64_t count,
                        std::initializer_list<const Tensor*> tensors, Launch launch) {
   if constexpr (cuda::kVectorizable<T>) {
     constexpr int V = cuda::kVec<T, T>;
-    bool ok = cuda::vectorized_elementwise() && g.channels_last && g.c % V == 0;
-    for (const Tensor* t : tensors) ok = ok && cuda::aligned_for<T, V>(*t);
-    if (ok) return launch(std::integral_constant<int, V>{}, count / V);
+    if (lanes_fit<T, V>(g.channels_last, g.c, tensors))
+      return launch(std::integral_constant<int, V>{}, count / V);
   }
   launch(std::integral_constant<int, 1>{}, count);
 }

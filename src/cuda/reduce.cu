@@ -403,7 +403,7 @@ void sgd_steps(const Tensor& key, const std::vector<SgdEntry>& entries, const Sg
         const int64_t chunks = (n + kChunk - 1) / kChunk;
         for (int64_t c = 0; c < chunks; ++c) {
           if (tensors == kBatchTensors || blocks == kBatchBlocks) launch();
-          if (c == 0 || tensors == 0 || b.p[tensors - 1] != ptr<T>(e.param)) {
+          if (c == 0 || tensors == 0) {  // a new tensor, or this one again after a launch
             b.p[tensors] = ptr<T>(e.param);
             b.buf[tensors] = e.buffer.defined() ? ptr<T>(e.buffer) : nullptr;
             b.g[tensors] = ptr<const T>(e.grad);

@@ -10,8 +10,8 @@
 #include <sstream>
 
 #include "tandem/autograd/grad_mode.hpp"
-#include "tandem/cuda/runtime.hpp"
 #include "tandem/autograd/node.hpp"
+#include "tandem/cuda/runtime.hpp"
 #include "tandem/nn/layers.hpp"
 #include "tandem/ops/creation.hpp"
 #include "tandem/ops/shape_ops.hpp"
