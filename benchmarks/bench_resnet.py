@@ -47,21 +47,29 @@ def torch_worker(args):
     xs = [torch.randn(args.batch, args.channels, args.size, args.size) for _ in range(4)]
     ys = [torch.randint(0, 10, (args.batch,)) for _ in range(4)]
     ms = []
+    phases = {"forward": [], "backward": [], "optimizer": []}  # as bench_resnet's host_*_ms
     low = args.precision == "bf16"
     for s in range(args.warmup + args.steps):
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=low):
             loss = F.cross_entropy(model(xs[s % 4]), ys[s % 4])
+        t_forward = time.perf_counter()
         loss.backward()
+        t_backward = time.perf_counter()
         opt.step()
+        t_step = time.perf_counter()
         loss.item()
         if s >= args.warmup:
             ms.append((time.perf_counter() - t0) * 1000)
+            for phase, (a, b) in {"forward": (t0, t_forward), "backward": (t_forward, t_backward),
+                                  "optimizer": (t_backward, t_step)}.items():
+                phases[phase].append((b - a) * 1000)
     median = statistics.median(ms)
     print(json.dumps({"framework": "pytorch", "version": torch.__version__, "model": args.model,
                       "batch": args.batch, "threads": args.threads, "steps": args.steps,
-                      "precision": args.precision, "step_ms_median": median, "img_per_s": args.batch * 1000 / median}))
+                      "precision": args.precision, "step_ms_median": median, "img_per_s": args.batch * 1000 / median,
+                      **{f"host_{p}_ms_median": statistics.median(v) for p, v in phases.items()}}))
 
 
 def main():
@@ -111,6 +119,10 @@ def main():
         "tandem_img_per_s_median": statistics.median(r["tandem"]["img_per_s"] for r in runs),
         "pytorch_img_per_s_median": statistics.median(r["pytorch"]["img_per_s"] for r in runs),
         "ratio_median": statistics.median(r["ratio"] for r in runs),
+        # On the CPU each phase's time is its work: tandem's time / PyTorch's, per phase.
+        **{f"{p}_time_ratio_median": statistics.median(
+            r["tandem"][f"host_{p}_ms_median"] / r["pytorch"][f"host_{p}_ms_median"] for r in runs)
+           for p in ("forward", "backward", "optimizer")},
         "runs": runs,
     }
     print(json.dumps({k: v for k, v in summary.items() if k != "runs"}, indent=1))

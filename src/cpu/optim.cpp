@@ -13,20 +13,30 @@ inline namespace TANDEM_CPU_NAMESPACE {
 namespace {
 
 template <typename T>
-void sgd_typed(const Tensor& param, const Tensor& buffer, const Tensor& grad, const SgdArgs& a) {
+void sgd_typed(const Tensor& param, const Tensor& buffer, const Tensor& grad, const SgdArgs& args) {
   T* p = ptr<T>(param);
   const T* g = ptr<const T>(grad);
   const bool has_buffer = buffer.defined();
   T* b = has_buffer ? ptr<T>(buffer) : p;  // unused without momentum
   const Shape& zero_strides = has_buffer ? buffer.strides() : param.strides();
-  for_each_run<3>(param.shape(), {param.strides(), zero_strides, grad.strides()},
-                  [&](const std::array<int64_t, 3>& off, int64_t n,
-                      const std::array<int64_t, 3>& st) {
-                    for (int64_t i = 0; i < n; ++i)
-                      sgd_update(p[off[0] + i * st[0]],
-                                 has_buffer ? &b[off[1] + i * st[1]] : nullptr,
-                                 g[off[2] + i * st[2]], a);
-                  });
+  const SgdConstants<T> constants(args);
+  for_each_run<3>(
+      param.shape(), {param.strides(), zero_strides, grad.strides()},
+      [&](const std::array<int64_t, 3>& off, int64_t n, const std::array<int64_t, 3>& st) {
+        const SgdConstants<T> c = constants;  // a local: its tests leave the loops
+        T* pr = p + off[0];
+        T* br = b + off[1];
+        const T* gr = g + off[2];
+        if (st[0] == 1 && st[1] == 1 && st[2] == 1) {  // dense: loops that vectorize
+          if (has_buffer)
+            for (int64_t i = 0; i < n; ++i) sgd_update(pr[i], &br[i], gr[i], c);
+          else
+            for (int64_t i = 0; i < n; ++i) sgd_update(pr[i], static_cast<T*>(nullptr), gr[i], c);
+          return;
+        }
+        for (int64_t i = 0; i < n; ++i)
+          sgd_update(pr[i * st[0]], has_buffer ? &br[i * st[1]] : nullptr, gr[i * st[2]], c);
+      });
 }
 
 void sgd_step(const Tensor& param, const Tensor& momentum_buffer, const Tensor& grad,
@@ -46,22 +56,36 @@ void sgd_steps(const Tensor&, const std::vector<SgdEntry>& entries, const SgdArg
 
 template <typename T>
 void adam_typed(const Tensor& param, const Tensor& exp_avg, const Tensor& exp_avg_sq,
-                const Tensor& max_exp_avg_sq, const Tensor& grad, const AdamArgs& a) {
+                const Tensor& max_exp_avg_sq, const Tensor& grad, const AdamArgs& args) {
   T* p = ptr<T>(param);
   T* m = ptr<T>(exp_avg);
   T* v = ptr<T>(exp_avg_sq);
   T* vmax = max_exp_avg_sq.defined() ? ptr<T>(max_exp_avg_sq) : nullptr;
   const T* g = ptr<const T>(grad);
-  const AdamConstants<T> c(a);
+  const AdamConstants<T> constants(args);
   // Without AMSGrad the fifth operand's offsets are exp_avg_sq's, never used.
   for_each_run<5>(
       param.shape(),
       {param.strides(), exp_avg.strides(), exp_avg_sq.strides(),
        (vmax ? max_exp_avg_sq : exp_avg_sq).strides(), grad.strides()},
       [&](const std::array<int64_t, 5>& off, int64_t n, const std::array<int64_t, 5>& st) {
+        const AdamConstants<T> c = constants;  // a local: its tests leave the loops
+        T* pr = p + off[0];
+        T* mr = m + off[1];
+        T* vr = v + off[2];
+        T* xr = vmax ? vmax + off[3] : nullptr;
+        const T* gr = g + off[4];
+        if (st == std::array<int64_t, 5>{1, 1, 1, 1, 1}) {  // dense: loops that vectorize
+          if (xr)
+            for (int64_t i = 0; i < n; ++i) adam_update(pr[i], mr[i], vr[i], &xr[i], gr[i], c);
+          else
+            for (int64_t i = 0; i < n; ++i)
+              adam_update(pr[i], mr[i], vr[i], static_cast<T*>(nullptr), gr[i], c);
+          return;
+        }
         for (int64_t i = 0; i < n; ++i)
-          adam_update(p[off[0] + i * st[0]], m[off[1] + i * st[1]], v[off[2] + i * st[2]],
-                      vmax ? vmax + off[3] + i * st[3] : nullptr, g[off[4] + i * st[4]], a, c);
+          adam_update(pr[i * st[0]], mr[i * st[1]], vr[i * st[2]], xr ? xr + i * st[3] : nullptr,
+                      gr[i * st[4]], c);
       });
 }
 

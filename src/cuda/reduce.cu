@@ -304,11 +304,11 @@ void pick_classes_backward(const Tensor& grad_x, const Tensor& grad, const Tenso
 // --- optimizer updates: the CPU's, element for element (kernels/optim_update.hpp) ----------
 template <typename T>
 __global__ void sgd_kernel(T* p, T* buf, const T* g, int64_t n, cuda::OffsetCalc<3> oc,
-                           SgdArgs a) {
+                           SgdConstants<T> c) {
   TANDEM_CUDA_LOOP(i, n) {
     int64_t off[3];
     oc.get(i, off);
-    sgd_update(p[off[0]], buf ? &buf[off[1]] : nullptr, g[off[2]], a);
+    sgd_update(p[off[0]], buf ? &buf[off[1]] : nullptr, g[off[2]], c);
   }
 }
 
@@ -325,8 +325,8 @@ void sgd_step(const Tensor& param, const Tensor& momentum_buffer, const Tensor& 
     using T = decltype(t);
     if constexpr (std::is_same_v<T, compute_t<T>>) {
       sgd_kernel<<<cuda::grid_for(n), cuda::kThreads, 0, cuda::current_stream()>>>(
-          ptr<T>(param), has_buffer ? ptr<T>(momentum_buffer) : nullptr, ptr<const T>(grad), n,
-          oc, args);
+          ptr<T>(param), has_buffer ? ptr<T>(momentum_buffer) : nullptr, ptr<const T>(grad), n, oc,
+          SgdConstants<T>(args));
       cuda::check_launch("sgd_step");
     } else {
       TANDEM_THROW(NotImplementedError, "sgd_step (cuda): parameters are f32 or f64, got ",
@@ -352,19 +352,20 @@ struct SgdBatch {
   int32_t chunk_of[kBatchBlocks];
 };
 
-static_assert(sizeof(SgdBatch<double>) + sizeof(SgdArgs) <= 4096, "a kernel argument of 4 KB at most");
+static_assert(sizeof(SgdBatch<double>) + sizeof(SgdConstants<double>) <= 4096,
+              "a kernel argument of 4 KB at most");
 
 template <typename T>
-__global__ void sgd_batch_kernel(SgdBatch<T> b, SgdArgs a) {
+__global__ void sgd_batch_kernel(SgdBatch<T> b, SgdConstants<T> c) {
   const int t = b.tensor_of[blockIdx.x];
-  a.first = b.first[t];
+  c.first = b.first[t];
   const int64_t begin = b.chunk_of[blockIdx.x] * kChunk;
   const int64_t end = begin + kChunk < b.n[t] ? begin + kChunk : b.n[t];
   T* p = b.p[t];
   T* buf = b.buf[t];
   const T* g = b.g[t];
   for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x)
-    sgd_update(p[i], buf ? &buf[i] : nullptr, g[i], a);
+    sgd_update(p[i], buf ? &buf[i] : nullptr, g[i], c);
 }
 
 // Parameter, buffer and gradient dense and laid out alike: element i is at offset i in each.
@@ -383,7 +384,7 @@ void sgd_steps(const Tensor& key, const std::vector<SgdEntry>& entries, const Sg
       int tensors = 0, blocks = 0;
       auto launch = [&] {
         if (blocks > 0) {
-          sgd_batch_kernel<<<blocks, 512, 0, cuda::current_stream()>>>(b, args);
+          sgd_batch_kernel<<<blocks, 512, 0, cuda::current_stream()>>>(b, SgdConstants<T>(args));
           cuda::check_launch("sgd_steps");
         }
         b = SgdBatch<T>{};
@@ -426,11 +427,11 @@ void sgd_steps(const Tensor& key, const std::vector<SgdEntry>& entries, const Sg
 
 template <typename T>
 __global__ void adam_kernel(T* p, T* m, T* v, T* vmax, const T* g, int64_t n,
-                            cuda::OffsetCalc<5> oc, AdamArgs a, AdamConstants<T> c) {
+                            cuda::OffsetCalc<5> oc, AdamConstants<T> c) {
   TANDEM_CUDA_LOOP(i, n) {
     int64_t off[5];
     oc.get(i, off);
-    adam_update(p[off[0]], m[off[1]], v[off[2]], vmax ? vmax + off[3] : nullptr, g[off[4]], a, c);
+    adam_update(p[off[0]], m[off[1]], v[off[2]], vmax ? vmax + off[3] : nullptr, g[off[4]], c);
   }
 }
 
@@ -448,7 +449,7 @@ void adam_step(const Tensor& param, const Tensor& exp_avg, const Tensor& exp_avg
     if constexpr (std::is_same_v<T, compute_t<T>>) {
       adam_kernel<<<cuda::grid_for(n), cuda::kThreads, 0, cuda::current_stream()>>>(
           ptr<T>(param), ptr<T>(exp_avg), ptr<T>(exp_avg_sq),
-          amsgrad ? ptr<T>(max_exp_avg_sq) : nullptr, ptr<const T>(grad), n, oc, args,
+          amsgrad ? ptr<T>(max_exp_avg_sq) : nullptr, ptr<const T>(grad), n, oc,
           AdamConstants<T>(args));
       cuda::check_launch("adam_step");
     } else {

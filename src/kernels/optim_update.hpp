@@ -13,50 +13,67 @@
 
 namespace tandem::kernels {
 
-/// a + alpha * b, as the add functor computes it.
+/// SGD's per-call constants in the parameter's dtype, computed once on the host (converted in
+/// the loop, they kept the CPU's from vectorizing); `first` is the parameter's own.
 template <typename T>
-TANDEM_HD T axpy(T a, double alpha, T b) {
-  return alpha == 1.0 ? a + b : a + T(alpha) * b;
-}
+struct SgdConstants {
+  T weight_decay, momentum, dampened, neg_lr;  // dampened: 1 - dampening
+  bool decay, nesterov, first;
+  explicit SgdConstants(const SgdArgs& a)
+      : weight_decay(T(a.weight_decay)),
+        momentum(T(a.momentum)),
+        dampened(T(1.0 - a.dampening)),
+        neg_lr(T(-a.lr)),
+        decay(a.weight_decay != 0),
+        nesterov(a.nesterov),
+        first(a.first) {}
+};
 
 /// torch.optim.SGD on one element; `buf` is null without momentum.
 template <typename T>
-TANDEM_HD void sgd_update(T& p, T* buf, T g, const SgdArgs& a) {
+TANDEM_HD void sgd_update(T& p, T* buf, T g, const SgdConstants<T>& c) {
   T d = g;
-  if (a.weight_decay != 0) d = axpy(d, a.weight_decay, p);
+  if (c.decay) d = d + c.weight_decay * p;
   if (buf) {
     T& b = *buf;
-    b = a.first ? d : axpy(T(b * T(a.momentum)), 1.0 - a.dampening, d);
-    d = a.nesterov ? axpy(d, a.momentum, b) : b;
+    b = c.first ? d : T(T(b * c.momentum) + c.dampened * d);
+    d = c.nesterov ? T(d + c.momentum * b) : b;
   }
-  p = axpy(p, -a.lr, d);
+  p = p + c.neg_lr * d;
 }
 
-/// Adam's per-call constants, computed once on the host: the parameter's decay factor
-/// (1 - lr wd for AdamW, 1 for Adam), sqrt of the second bias correction, -lr / the first.
+/// Adam's per-call constants in the parameter's dtype, computed once on the host: the
+/// parameter's decay factor (1 - lr wd for AdamW, 1 for Adam), the moments' factors, sqrt of the
+/// second bias correction and -lr / the first.
 template <typename T>
 struct AdamConstants {
-  T decay, root_bias2;
-  double step;
+  T weight_decay, decay, beta1, rest1, beta2, rest2, root_bias2, eps, step;  // rest: 1 - beta
+  bool coupled_decay;  // Adam's weight decay (added to g)
   explicit AdamConstants(const AdamArgs& a)
-      : decay(T(a.decoupled ? 1.0 - a.lr * a.weight_decay : 1.0)),
+      : weight_decay(T(a.weight_decay)),
+        decay(T(a.decoupled ? 1.0 - a.lr * a.weight_decay : 1.0)),
+        beta1(T(a.beta1)),
+        rest1(T(1.0 - a.beta1)),
+        beta2(T(a.beta2)),
+        rest2(T(1.0 - a.beta2)),
         root_bias2(T(std::sqrt(a.bias_correction2))),
-        step(-a.lr / a.bias_correction1) {}
+        eps(T(a.eps)),
+        step(T(-a.lr / a.bias_correction1)),
+        coupled_decay(!a.decoupled && a.weight_decay != 0) {}
 };
 
 /// torch.optim.Adam (weight decay added to the gradient) or AdamW (decoupled: the parameter
 /// shrinks first) on one element, with bias-corrected moments; with `vmax` (AMSGrad), the
 /// denominator takes the running maximum of v (NaN propagating, as torch.maximum).
 template <typename T>
-TANDEM_HD void adam_update(T& p, T& m, T& v, T* vmax, T g, const AdamArgs& a,
-                           const AdamConstants<T>& c) {
-  if (!a.decoupled && a.weight_decay != 0) g = axpy(g, a.weight_decay, p);
+TANDEM_HD void adam_update(T& p, T& m, T& v, T* vmax, T g, const AdamConstants<T>& c) {
+  if (c.coupled_decay) g = g + c.weight_decay * p;
   p = p * c.decay;
-  m = axpy(T(m * T(a.beta1)), 1.0 - a.beta1, g);
-  v = axpy(T(v * T(a.beta2)), 1.0 - a.beta2, T(g * g));
+  m = T(m * c.beta1) + c.rest1 * g;
+  v = T(v * c.beta2) + c.rest2 * T(g * g);
   if (vmax && !(*vmax >= v)) *vmax = v;
-  const T denom = T(T(sqrt(vmax ? *vmax : v)) / c.root_bias2) + T(a.eps);
-  p = axpy(p, c.step, T(m / denom));
+  const T denom = T(T(sqrt(vmax ? *vmax : v)) / c.root_bias2) + c.eps;
+  p = p + c.step * T(m / denom);
 }
 
 }  // namespace tandem::kernels
