@@ -292,6 +292,21 @@ void op_sweep(int repeats, bool peer, Generator& gen, std::vector<Row>& rows) {
        {{10000, 256}},
        [&](const V& v) { return embedding(v[0], ids); },
        TORCH_SIDE([&](const TV& v) { return torch::embedding(v[0], tids); })},
+      // Per-op cost: 96 ops on 8 elements, where dispatch, autograd and allocation are the
+      // time (on a GPU, the host's share of each kernel launch). In-process libtorch is its peer;
+      // ops_torch.py leaves it out, as its time would be the Python interpreter's.
+      {"96 ops on (8): per-op overhead",
+       {{8}, {8}, {8}},
+       [](const V& v) {
+         Tensor x = v[0];
+         for (int i = 0; i < 32; ++i) x = relu(add(mul(x, v[1]), v[2]));
+         return x;
+       },
+       TORCH_SIDE([](const TV& v) {
+         torch::Tensor x = v[0];
+         for (int i = 0; i < 32; ++i) x = torch::relu(x * v[1] + v[2]);
+         return x;
+       })},
       {"bmm (64,128,64)x(64,64,128)",
        {{64, 128, 64}, {64, 64, 128}},
        [](const V& v) { return bmm(v[0], v[1]); },
