@@ -69,7 +69,11 @@ static int run(int argc, char** argv) {
   std::vector<double> ms, queued_forward, queued_backward, queued_step;
   int64_t after_forward = 0;
   using Ms = std::chrono::duration<double, std::milli>;
+  // cudaMalloc and cudaFree calls during the timed steps: either one stalls the host until the
+  // GPU is idle, so a steady state should make none.
+  cuda::AllocatorStats before_timed;
   for (int64_t s = 0; s < warmup + steps; ++s) {
+    if (s == warmup && device.is_cuda()) before_timed = cuda::memory_stats(0);
     const bool profiled = profile_last && s + 1 == warmup + steps;
     if (profiled) cuda::profiler_start();
     auto t0 = std::chrono::steady_clock::now();
@@ -113,6 +117,9 @@ static int run(int argc, char** argv) {
   if (device.is_cuda()) {
     out["peak_allocated_bytes"] = cuda::memory_stats(0).peak_allocated_bytes;
     out["after_forward_bytes"] = after_forward;
+    const cuda::AllocatorStats after = cuda::memory_stats(0);
+    out["timed_device_allocs"] = after.device_allocs - before_timed.device_allocs;
+    out["timed_device_frees"] = after.device_frees - before_timed.device_frees;
   }
   std::printf("%s\n", out.dump().c_str());
   return 0;

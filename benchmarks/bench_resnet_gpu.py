@@ -187,6 +187,12 @@ def write_summary(args, runs):
                  [run[key] for run in runs if key in run]
         return statistics.median(values) if values else None
 
+    for run in runs:
+        for side in ("tandem", "pytorch"):
+            r = run[side]
+            phases = [r.get(f"host_{p}_ms_median") for p in ("forward", "backward", "optimizer")]
+            if None not in phases and r.get("step_ms_median"):
+                r["host_share"] = sum(phases) / r["step_ms_median"]
     versions = [run["pytorch"]["version"] for run in runs if "version" in run["pytorch"]]
     summary = {"model": "resnet50", "batch": args.batch, "size": args.size, "precision": args.precision,
                "cudnn_benchmark": args.cudnn_benchmark,  # off: cuDNN's heuristics on both sides
@@ -196,6 +202,10 @@ def write_summary(args, runs):
                "tandem_vs_pytorch": median(None, "ratio"),
                "memory_tandem_vs_pytorch": median(None, "memory_ratio"),
                "after_forward_tandem_vs_pytorch": median(None, "after_forward_ratio"),
+               # Host time queueing a step against the step: near 1, the host bounds the step.
+               **{f"{side}_host_share": median(side, "host_share") for side in ("tandem", "pytorch")},
+               # cudaMalloc calls in tandem's timed steps (each waits for the GPU): 0 expected.
+               "tandem_timed_device_allocs": median("tandem", "timed_device_allocs"),
                "repeats_done": len(runs), "runs": runs}
     print(json.dumps(summary, indent=1))
     if args.out:

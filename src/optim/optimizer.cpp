@@ -194,10 +194,17 @@ const Options& options_as(const char* name, const char* type, const OptimizerOpt
   return *typed;
 }
 
-void check_grad(const char* name, const Tensor& p, const Tensor& grad) {
-  TANDEM_CHECK(grad.device() == p.device() && grad.dtype() == p.dtype(), name, ": gradient (",
-               grad.dtype(), " on ", grad.device(), ") does not match its parameter (", p.dtype(),
-               " on ", p.device(), ")");
+// Every gradient checked before a step changes anything: a refused one leaves no parameter
+// stepped and no state made or advanced.
+void check_grads(const char* name, const std::vector<OptimizerParamGroup>& groups) {
+  for (const auto& g : groups)
+    for (const auto& p : g.params()) {
+      const Tensor grad = p.grad();
+      if (!grad.defined()) continue;
+      TANDEM_CHECK(grad.device() == p.device() && grad.dtype() == p.dtype(), name, ": gradient (",
+                   grad.dtype(), " on ", grad.device(), ") does not match its parameter (",
+                   p.dtype(), " on ", p.device(), ")");
+    }
 }
 
 }  // namespace
@@ -225,11 +232,7 @@ void SGD::check_options(const OptimizerOptions& options) const {
 void SGD::step() {
   NoGradGuard no_grad;
   size_t k = 0;
-  // Every gradient checked before any state changes: a refused one leaves no parameter stepped
-  // and no buffer made but not filled.
-  for (auto& g : groups_)
-    for (auto& p : g.params())
-      if (p.grad().defined()) check_grad(name_, p, p.grad());
+  check_grads(name_, groups_);
   std::vector<kernels::SgdEntry> batch;  // a group's parameters on one device: one call
   for (auto& g : groups_) {
     const auto& o = static_cast<const SGDOptions&>(g.options());  // checked when adopted
@@ -293,6 +296,7 @@ template <typename Options, typename State>
 void adam_update(const char* name, std::vector<OptimizerParamGroup>& groups, State&& state,
                  bool decoupled) {
   NoGradGuard no_grad;
+  check_grads(name, groups);
   size_t k = 0;
   for (auto& g : groups) {
     const auto& o = static_cast<const Options&>(g.options());  // checked when adopted
@@ -307,7 +311,6 @@ void adam_update(const char* name, std::vector<OptimizerParamGroup>& groups, Sta
       const Tensor max_exp_avg_sq =
           o.amsgrad_ ? state_entry(st, "max_exp_avg_sq", zeros_like_p) : Tensor();
       const int64_t step = advance_step(st);
-      check_grad(name, p, grad);
       kernels::adam_step(
           p, exp_avg, exp_avg_sq, max_exp_avg_sq, grad,
           {o.lr_, o.weight_decay_, o.beta1_, o.beta2_, o.eps_, 1.0 - std::pow(o.beta1_, step),
@@ -389,6 +392,7 @@ void RMSprop::check_options(const OptimizerOptions& options) const {
 // on every backend as they are.
 void RMSprop::step() {
   NoGradGuard no_grad;
+  check_grads(name_, groups_);
   size_t k = 0;
   for (auto& g : groups_) {
     const auto& o = static_cast<const RMSpropOptions&>(g.options());
@@ -396,7 +400,6 @@ void RMSprop::step() {
       auto& st = state(k++);
       Tensor grad = p.grad();
       if (!grad.defined()) continue;
-      check_grad(name_, p, grad);
       advance_step(st);
       const Tensor d = o.weight_decay_ != 0 ? add(grad, p, o.weight_decay_) : grad;
       Tensor& square_avg = state_entry(st, "square_avg", [&] { return zeros_like(p); });
@@ -448,6 +451,7 @@ void Adagrad::check_options(const OptimizerOptions& options) const {
 
 void Adagrad::step() {
   NoGradGuard no_grad;
+  check_grads(name_, groups_);
   size_t k = 0;
   for (auto& g : groups_) {
     const auto& o = static_cast<const AdagradOptions&>(g.options());
@@ -455,7 +459,6 @@ void Adagrad::step() {
       auto& st = state(k++);
       Tensor grad = p.grad();
       if (!grad.defined()) continue;
-      check_grad(name_, p, grad);
       const int64_t step = advance_step(st);
       const Tensor d = o.weight_decay_ != 0 ? add(grad, p, o.weight_decay_) : grad;
       Tensor& sum =

@@ -413,3 +413,46 @@ TEST_CASE("optimizer updates over dense parameters equal the strided loop's, bit
     }
   }
 }
+
+TEST_CASE("a gradient that does not match its parameter is refused before anything steps",
+          "[optim][errors]") {
+  // The second parameter's gradient is f64 on an f32 parameter: every optimizer refuses the
+  // step with no parameter moved and no state made, so the step can be retried once fixed.
+  using Make = std::function<std::unique_ptr<Optimizer>(std::vector<Tensor>)>;
+  const std::vector<std::pair<const char*, Make>> cases = {
+      {"SGD",
+       [](std::vector<Tensor> p) {
+         return std::make_unique<SGD>(p, SGDOptions(0.1).momentum(0.9));
+       }},
+      {"Adam", [](std::vector<Tensor> p) { return std::make_unique<Adam>(p, AdamOptions(0.1)); }},
+      {"AdamW",
+       [](std::vector<Tensor> p) { return std::make_unique<AdamW>(p, AdamWOptions(0.1)); }},
+      {"RMSprop",
+       [](std::vector<Tensor> p) { return std::make_unique<RMSprop>(p, RMSpropOptions(0.1)); }},
+      {"Adagrad",
+       [](std::vector<Tensor> p) { return std::make_unique<Adagrad>(p, AdagradOptions(0.1)); }}};
+  for (const auto& [name, make] : cases) {
+    SECTION(name) {
+      Tensor a = full({3}, 1.0).set_requires_grad(true), b = full({2}, 2.0).set_requires_grad(true);
+      auto opt = make({a, b});
+      a.set_grad(full({3}, 0.5));
+      b.set_grad(full({2}, 0.5, DType::f64));
+      CHECK_THAT(
+          error_of([&] { opt->step(); }),
+          Catch::Contains("gradient (f64 on cpu) does not match its parameter (f32 on cpu)"));
+      CHECK(equal(a, full({3}, 1.0)));
+      CHECK(equal(b, full({2}, 2.0)));
+      auto keys = [](const nn::StateDict& d) {
+        std::vector<std::string> k;
+        for (const auto& entry : d) k.push_back(entry.first);
+        return k;
+      };
+      CHECK(keys(opt->state_dict()) == keys(make({a, b})->state_dict()));  // no state made
+      // Fixed, the same optimizer steps both.
+      b.set_grad(full({2}, 0.5));
+      opt->step();
+      CHECK(!equal(a, full({3}, 1.0)));
+      CHECK(!equal(b, full({2}, 2.0)));
+    }
+  }
+}
