@@ -96,6 +96,11 @@ void adam_step(const Tensor& param, const Tensor& exp_avg, const Tensor& exp_avg
   });
 }
 
+void adam_steps(const Tensor&, const std::vector<AdamEntry>& entries, const AdamArgs& args) {
+  for (const AdamEntry& e : entries)
+    adam_step(e.param, e.exp_avg, e.exp_avg_sq, e.max_exp_avg_sq, e.grad, e.args(args));
+}
+
 void unscale_grad(const Tensor& grad, const Tensor& found_inf, double inv_scale) {
   std::atomic<bool> nonfinite{false};  // for_each_run's runs go to several threads
   dispatch_dtype<DTypeSet::floating>(grad.dtype(), "unscale_grad (cpu)", [&](auto t) {
@@ -122,6 +127,7 @@ void unscale_grad(const Tensor& grad, const Tensor& found_inf, double inv_scale)
 
 TANDEM_REGISTER_CPU(sgd_step, sgd_step);
 TANDEM_REGISTER_CPU(sgd_steps, sgd_steps);
+TANDEM_REGISTER_CPU(adam_steps, adam_steps);
 TANDEM_REGISTER_CPU(adam_step, adam_step);
 TANDEM_REGISTER_CPU(unscale_grad, unscale_grad);
 

@@ -335,21 +335,69 @@ void sgd_step(const Tensor& param, const Tensor& momentum_buffer, const Tensor& 
   });
 }
 
-// Many dense parameters in one launch: a table of up to kBatchTensors tensors and of the blocks,
-// each one chunk of kChunk elements of one tensor (PyTorch's multi_tensor_apply shape). The
-// table travels as the kernel's argument (under 4 KB).
-constexpr int kBatchTensors = 48, kBatchBlocks = 320;
+// Many dense parameters in one launch (PyTorch's multi_tensor_apply shape): a table of up to
+// kTensors tensors, each given by kLists pointers (parameter, state, gradient), and of up to
+// kBatchBlocks blocks, each one chunk of kChunk elements of one tensor. The table travels as the
+// kernel's argument, under 4 KB with the update's constants.
+constexpr int kBatchBlocks = 320;
 constexpr int64_t kChunk = 65536;
 
-template <typename T>
-struct SgdBatch {
-  T* p[kBatchTensors];
-  T* buf[kBatchTensors];
-  const T* g[kBatchTensors];
-  int64_t n[kBatchTensors];
-  bool first[kBatchTensors];
+template <typename T, int kLists, int kTensors>
+struct ChunkTable {
+  static constexpr int kMaxTensors = kTensors;
+  T* ptr[kLists][kTensors];
+  int64_t n[kTensors];
   uint8_t tensor_of[kBatchBlocks];
   int32_t chunk_of[kBatchBlocks];
+  // The block's tensor and its element range [begin, end).
+  __device__ int block_range(int64_t& begin, int64_t& end) const {
+    const int t = tensor_of[blockIdx.x];
+    begin = chunk_of[blockIdx.x] * kChunk;
+    end = begin + kChunk < n[t] ? begin + kChunk : n[t];
+    return t;
+  }
+};
+
+// Packs `count` dense tensors into tables: set(table, slot, i) fills slot `slot` with tensor i
+// (its pointers, n and whatever else the table holds per tensor), launch(table, blocks) runs
+// a full table. A tensor of many chunks may span tables; it takes a slot in each.
+template <typename Table, typename Set, typename Launch>
+void launch_chunks(const std::vector<int64_t>& numels, Set set, Launch launch) {
+  Table table{};
+  int tensors = 0, blocks = 0;
+  auto flush = [&] {
+    if (blocks > 0) launch(table, blocks);
+    table = Table{};
+    tensors = blocks = 0;
+  };
+  for (size_t i = 0; i < numels.size(); ++i) {
+    const int64_t chunks = (numels[i] + kChunk - 1) / kChunk;
+    for (int64_t c = 0; c < chunks; ++c) {
+      if (tensors == Table::kMaxTensors || blocks == kBatchBlocks) flush();
+      if (c == 0 || tensors == 0) {  // a new tensor, or this one again after a launch
+        table.n[tensors] = numels[i];
+        set(table, tensors, i);
+        ++tensors;
+      }
+      table.tensor_of[blocks] = static_cast<uint8_t>(tensors - 1);
+      table.chunk_of[blocks] = static_cast<int32_t>(c);
+      ++blocks;
+    }
+  }
+  flush();
+}
+
+// Parameter, state and gradient dense and laid out alike: element i is at offset i in each.
+bool dense_alike(const Tensor& param, std::initializer_list<const Tensor*> others) {
+  if (!param.is_contiguous(param.suggest_memory_format())) return false;
+  for (const Tensor* t : others)
+    if (t->defined() && t->strides() != param.strides()) return false;
+  return true;
+}
+
+template <typename T>
+struct SgdBatch : ChunkTable<T, 3, 48> {  // parameter, momentum buffer (or null), gradient
+  bool first[48];
 };
 
 static_assert(sizeof(SgdBatch<double>) + sizeof(SgdConstants<double>) <= 4096,
@@ -357,22 +405,14 @@ static_assert(sizeof(SgdBatch<double>) + sizeof(SgdConstants<double>) <= 4096,
 
 template <typename T>
 __global__ void sgd_batch_kernel(SgdBatch<T> b, SgdConstants<T> c) {
-  const int t = b.tensor_of[blockIdx.x];
+  int64_t begin, end;
+  const int t = b.block_range(begin, end);
   c.first = b.first[t];
-  const int64_t begin = b.chunk_of[blockIdx.x] * kChunk;
-  const int64_t end = begin + kChunk < b.n[t] ? begin + kChunk : b.n[t];
-  T* p = b.p[t];
-  T* buf = b.buf[t];
-  const T* g = b.g[t];
+  T* p = b.ptr[0][t];
+  T* buf = b.ptr[1][t];
+  const T* g = b.ptr[2][t];
   for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x)
     sgd_update(p[i], buf ? &buf[i] : nullptr, g[i], c);
-}
-
-// Parameter, buffer and gradient dense and laid out alike: element i is at offset i in each.
-bool dense_alike(const SgdEntry& e) {
-  const MemoryFormat f = e.param.suggest_memory_format();
-  return e.param.is_contiguous(f) && e.grad.strides() == e.param.strides() &&
-         (!e.buffer.defined() || e.buffer.strides() == e.param.strides());
 }
 
 void sgd_steps(const Tensor& key, const std::vector<SgdEntry>& entries, const SgdArgs& args) {
@@ -380,44 +420,34 @@ void sgd_steps(const Tensor& key, const std::vector<SgdEntry>& entries, const Sg
   cuda::dispatch<true>(key.dtype(), "sgd_steps (cuda)", [&](auto t) {
     using T = decltype(t);
     if constexpr (std::is_same_v<T, compute_t<T>>) {
-      SgdBatch<T> b{};
-      int tensors = 0, blocks = 0;
-      auto launch = [&] {
-        if (blocks > 0) {
-          sgd_batch_kernel<<<blocks, 512, 0, cuda::current_stream()>>>(b, SgdConstants<T>(args));
-          cuda::check_launch("sgd_steps");
-        }
-        b = SgdBatch<T>{};
-        tensors = blocks = 0;
-      };
+      std::vector<const SgdEntry*> dense;
+      std::vector<int64_t> numels;
       for (const SgdEntry& e : entries) {
-        const int64_t n = e.param.numel();
-        if (n == 0) continue;
+        if (e.param.numel() == 0) continue;
         TANDEM_CHECK(e.param.device() == key.device(), "sgd_steps: a parameter on ",
                      e.param.device(), " in a step on ", key.device());
-        if (e.param.dtype() != key.dtype() || !dense_alike(e)) {
+        if (e.param.dtype() != key.dtype() || !dense_alike(e.param, {&e.buffer, &e.grad})) {
           SgdArgs a = args;
           a.first = e.first;
           sgd_step(e.param, e.buffer, e.grad, a);  // the strided kernel, one launch
           continue;
         }
-        const int64_t chunks = (n + kChunk - 1) / kChunk;
-        for (int64_t c = 0; c < chunks; ++c) {
-          if (tensors == kBatchTensors || blocks == kBatchBlocks) launch();
-          if (c == 0 || tensors == 0) {  // a new tensor, or this one again after a launch
-            b.p[tensors] = ptr<T>(e.param);
-            b.buf[tensors] = e.buffer.defined() ? ptr<T>(e.buffer) : nullptr;
-            b.g[tensors] = ptr<const T>(e.grad);
-            b.n[tensors] = n;
-            b.first[tensors] = e.first;
-            ++tensors;
-          }
-          b.tensor_of[blocks] = static_cast<uint8_t>(tensors - 1);
-          b.chunk_of[blocks] = static_cast<int32_t>(c);
-          ++blocks;
-        }
+        dense.push_back(&e);
+        numels.push_back(e.param.numel());
       }
-      launch();
+      launch_chunks<SgdBatch<T>>(
+          numels,
+          [&](SgdBatch<T>& b, int slot, size_t i) {
+            const SgdEntry& e = *dense[i];
+            b.ptr[0][slot] = ptr<T>(e.param);
+            b.ptr[1][slot] = e.buffer.defined() ? ptr<T>(e.buffer) : nullptr;
+            b.ptr[2][slot] = const_cast<T*>(ptr<const T>(e.grad));
+            b.first[slot] = e.first;
+          },
+          [&](const SgdBatch<T>& b, int blocks) {
+            sgd_batch_kernel<<<blocks, 512, 0, cuda::current_stream()>>>(b, SgdConstants<T>(args));
+            cuda::check_launch("sgd_steps");
+          });
     } else {
       TANDEM_THROW(NotImplementedError, "sgd_steps (cuda): parameters are f32 or f64, got ",
                    key.dtype());
@@ -459,6 +489,73 @@ void adam_step(const Tensor& param, const Tensor& exp_avg, const Tensor& exp_avg
   });
 }
 
+template <typename T>
+struct AdamBatch : ChunkTable<T, 5, 32> {  // parameter, exp_avg, exp_avg_sq, its max (or null),
+  T root_bias2[32], step[32];              // gradient; each tensor's bias-correction constants
+};
+
+static_assert(sizeof(AdamBatch<double>) + sizeof(AdamConstants<double>) <= 4096,
+              "a kernel argument of 4 KB at most");
+
+template <typename T>
+__global__ void adam_batch_kernel(AdamBatch<T> b, AdamConstants<T> c) {
+  int64_t begin, end;
+  const int t = b.block_range(begin, end);
+  c.root_bias2 = b.root_bias2[t];
+  c.step = b.step[t];
+  T* p = b.ptr[0][t];
+  T* m = b.ptr[1][t];
+  T* v = b.ptr[2][t];
+  T* vmax = b.ptr[3][t];
+  const T* g = b.ptr[4][t];
+  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x)
+    adam_update(p[i], m[i], v[i], vmax ? vmax + i : nullptr, g[i], c);
+}
+
+void adam_steps(const Tensor& key, const std::vector<AdamEntry>& entries, const AdamArgs& args) {
+  cuda::TensorDeviceGuard guard(key);
+  cuda::dispatch<true>(key.dtype(), "adam_steps (cuda)", [&](auto t) {
+    using T = decltype(t);
+    if constexpr (std::is_same_v<T, compute_t<T>>) {
+      std::vector<const AdamEntry*> dense;
+      std::vector<int64_t> numels;
+      for (const AdamEntry& e : entries) {
+        if (e.param.numel() == 0) continue;
+        TANDEM_CHECK(e.param.device() == key.device(), "adam_steps: a parameter on ",
+                     e.param.device(), " in a step on ", key.device());
+        if (e.param.dtype() != key.dtype() ||
+            !dense_alike(e.param, {&e.exp_avg, &e.exp_avg_sq, &e.max_exp_avg_sq, &e.grad})) {
+          adam_step(e.param, e.exp_avg, e.exp_avg_sq, e.max_exp_avg_sq, e.grad, e.args(args));
+          continue;
+        }
+        dense.push_back(&e);
+        numels.push_back(e.param.numel());
+      }
+      launch_chunks<AdamBatch<T>>(
+          numels,
+          [&](AdamBatch<T>& b, int slot, size_t i) {
+            const AdamEntry& e = *dense[i];
+            b.ptr[0][slot] = ptr<T>(e.param);
+            b.ptr[1][slot] = ptr<T>(e.exp_avg);
+            b.ptr[2][slot] = ptr<T>(e.exp_avg_sq);
+            b.ptr[3][slot] = e.max_exp_avg_sq.defined() ? ptr<T>(e.max_exp_avg_sq) : nullptr;
+            b.ptr[4][slot] = const_cast<T*>(ptr<const T>(e.grad));
+            const AdamConstants<T> own(e.args(args));
+            b.root_bias2[slot] = own.root_bias2;
+            b.step[slot] = own.step;
+          },
+          [&](const AdamBatch<T>& b, int blocks) {
+            adam_batch_kernel<<<blocks, 512, 0, cuda::current_stream()>>>(b,
+                                                                          AdamConstants<T>(args));
+            cuda::check_launch("adam_steps");
+          });
+    } else {
+      TANDEM_THROW(NotImplementedError, "adam_steps (cuda): parameters are f32 or f64, got ",
+                   key.dtype());
+    }
+  });
+}
+
 // GradScaler's unscale: every thread that meets an inf or NaN stores the same 1 (no atomics).
 template <typename T>
 __global__ void unscale_kernel(T* g, int64_t n, cuda::OffsetCalc<1> oc, float* found,
@@ -493,6 +590,7 @@ TANDEM_REGISTER_CUDA(pick_classes_backward, pick_classes_backward);
 TANDEM_REGISTER_CUDA(sgd_step, sgd_step);
 TANDEM_REGISTER_CUDA(sgd_steps, sgd_steps);
 TANDEM_REGISTER_CUDA(adam_step, adam_step);
+TANDEM_REGISTER_CUDA(adam_steps, adam_steps);
 TANDEM_REGISTER_CUDA(unscale_grad, unscale_grad);
 
 }  // namespace tandem::kernels::cuda_backend

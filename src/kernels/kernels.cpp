@@ -161,6 +161,7 @@ TANDEM_STUB(pick_classes_backward);
 TANDEM_STUB(sgd_step);
 TANDEM_STUB(sgd_steps);
 TANDEM_STUB(adam_step);
+TANDEM_STUB(adam_steps);
 TANDEM_STUB(unscale_grad);
 #undef TANDEM_STUB
 

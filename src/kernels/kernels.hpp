@@ -197,6 +197,23 @@ struct AdamArgs {
 extern Stub<void (*)(const Tensor& param, const Tensor& exp_avg, const Tensor& exp_avg_sq,
                      const Tensor& max_exp_avg_sq, const Tensor& grad, const AdamArgs& args)>
     adam_step;
+/// One parameter of adam_steps: its moments (max_exp_avg_sq undefined without AMSGrad),
+/// gradient and bias corrections (each parameter counts its own steps).
+struct AdamEntry {
+  Tensor param, exp_avg, exp_avg_sq, max_exp_avg_sq, grad;
+  double bias_correction1, bias_correction2;
+  /// `shared` with this parameter's bias corrections.
+  AdamArgs args(AdamArgs shared) const {
+    shared.bias_correction1 = bias_correction1;
+    shared.bias_correction2 = bias_correction2;
+    return shared;
+  }
+};
+/// adam_step for many parameters of key's device, `args` for all but the bias corrections: on a
+/// GPU the dense ones go in few launches, as sgd_steps; the CPU's loop.
+extern Stub<void (*)(const Tensor& key, const std::vector<AdamEntry>& entries,
+                     const AdamArgs& args)>
+    adam_steps;
 /// GradScaler's unscale of one gradient, any strides, in place: grad *= inv_scale (rounded as
 /// mul_ rounds it), and found_inf (an f32 scalar on grad's device) set to 1 when an element of
 /// the result is inf or NaN. Never cleared here: one flag collects every gradient of a device,

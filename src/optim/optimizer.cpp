@@ -298,8 +298,18 @@ void adam_update(const char* name, std::vector<OptimizerParamGroup>& groups, Sta
   NoGradGuard no_grad;
   check_grads(name, groups);
   size_t k = 0;
+  std::vector<kernels::AdamEntry> batch;  // a group's parameters on one device: one call
   for (auto& g : groups) {
     const auto& o = static_cast<const Options&>(g.options());  // checked when adopted
+    // The bias corrections are each parameter's (its AdamEntry's).
+    const kernels::AdamArgs args{o.lr_, o.weight_decay_, o.beta1_, o.beta2_, o.eps_, 1.0,
+                                 1.0,   decoupled};
+    auto flush = [&] {
+      if (batch.empty()) return;
+      kernels::adam_steps(batch.front().param, batch, args);
+      for (auto& e : batch) e.param.storage().bump_version();
+      batch.clear();
+    };
     for (auto& p : g.params()) {
       std::map<std::string, Tensor>& st = state(k++);
       Tensor grad = p.grad();
@@ -311,12 +321,11 @@ void adam_update(const char* name, std::vector<OptimizerParamGroup>& groups, Sta
       const Tensor max_exp_avg_sq =
           o.amsgrad_ ? state_entry(st, "max_exp_avg_sq", zeros_like_p) : Tensor();
       const int64_t step = advance_step(st);
-      kernels::adam_step(
-          p, exp_avg, exp_avg_sq, max_exp_avg_sq, grad,
-          {o.lr_, o.weight_decay_, o.beta1_, o.beta2_, o.eps_, 1.0 - std::pow(o.beta1_, step),
-           1.0 - std::pow(o.beta2_, step), decoupled});
-      p.storage().bump_version();
+      if (!batch.empty() && batch.front().param.device() != p.device()) flush();
+      batch.push_back({p, exp_avg, exp_avg_sq, max_exp_avg_sq, grad, 1.0 - std::pow(o.beta1_, step),
+                       1.0 - std::pow(o.beta2_, step)});
     }
+    flush();
   }
 }
 
