@@ -395,6 +395,27 @@ bool dense_alike(const Tensor& param, std::initializer_list<const Tensor*> other
   return true;
 }
 
+// The entries of a batched step that go in chunk tables (their sizes in `numels`): those of
+// key's dtype whose tensors are is_dense. The others are stepped alone, one launch each.
+template <typename Entry, typename IsDense, typename Alone>
+std::vector<const Entry*> dense_entries(const Tensor& key, const std::vector<Entry>& entries,
+                                        const char* name, IsDense is_dense, Alone alone,
+                                        std::vector<int64_t>& numels) {
+  std::vector<const Entry*> dense;
+  for (const Entry& e : entries) {
+    if (e.param.numel() == 0) continue;
+    TANDEM_CHECK(e.param.device() == key.device(), name, ": a parameter on ", e.param.device(),
+                 " in a step on ", key.device());
+    if (e.param.dtype() != key.dtype() || !is_dense(e)) {
+      alone(e);
+      continue;
+    }
+    dense.push_back(&e);
+    numels.push_back(e.param.numel());
+  }
+  return dense;
+}
+
 template <typename T>
 struct SgdBatch : ChunkTable<T, 3, 48> {  // parameter, momentum buffer (or null), gradient
   bool first[48];
@@ -420,21 +441,18 @@ void sgd_steps(const Tensor& key, const std::vector<SgdEntry>& entries, const Sg
   cuda::dispatch<true>(key.dtype(), "sgd_steps (cuda)", [&](auto t) {
     using T = decltype(t);
     if constexpr (std::is_same_v<T, compute_t<T>>) {
-      std::vector<const SgdEntry*> dense;
       std::vector<int64_t> numels;
-      for (const SgdEntry& e : entries) {
-        if (e.param.numel() == 0) continue;
-        TANDEM_CHECK(e.param.device() == key.device(), "sgd_steps: a parameter on ",
-                     e.param.device(), " in a step on ", key.device());
-        if (e.param.dtype() != key.dtype() || !dense_alike(e.param, {&e.buffer, &e.grad})) {
-          SgdArgs a = args;
-          a.first = e.first;
-          sgd_step(e.param, e.buffer, e.grad, a);  // the strided kernel, one launch
-          continue;
-        }
-        dense.push_back(&e);
-        numels.push_back(e.param.numel());
-      }
+      const std::vector<const SgdEntry*> dense = dense_entries(
+          key, entries, "sgd_steps",
+          [](const SgdEntry& e) {
+            return dense_alike(e.param, {&e.buffer, &e.grad});
+          },
+          [&](const SgdEntry& e) {
+            SgdArgs a = args;
+            a.first = e.first;
+            sgd_step(e.param, e.buffer, e.grad, a);
+          },
+          numels);
       launch_chunks<SgdBatch<T>>(
           numels,
           [&](SgdBatch<T>& b, int slot, size_t i) {
@@ -517,20 +535,16 @@ void adam_steps(const Tensor& key, const std::vector<AdamEntry>& entries, const 
   cuda::dispatch<true>(key.dtype(), "adam_steps (cuda)", [&](auto t) {
     using T = decltype(t);
     if constexpr (std::is_same_v<T, compute_t<T>>) {
-      std::vector<const AdamEntry*> dense;
       std::vector<int64_t> numels;
-      for (const AdamEntry& e : entries) {
-        if (e.param.numel() == 0) continue;
-        TANDEM_CHECK(e.param.device() == key.device(), "adam_steps: a parameter on ",
-                     e.param.device(), " in a step on ", key.device());
-        if (e.param.dtype() != key.dtype() ||
-            !dense_alike(e.param, {&e.exp_avg, &e.exp_avg_sq, &e.max_exp_avg_sq, &e.grad})) {
-          adam_step(e.param, e.exp_avg, e.exp_avg_sq, e.max_exp_avg_sq, e.grad, e.args(args));
-          continue;
-        }
-        dense.push_back(&e);
-        numels.push_back(e.param.numel());
-      }
+      const std::vector<const AdamEntry*> dense = dense_entries(
+          key, entries, "adam_steps",
+          [](const AdamEntry& e) {
+            return dense_alike(e.param, {&e.exp_avg, &e.exp_avg_sq, &e.max_exp_avg_sq, &e.grad});
+          },
+          [&](const AdamEntry& e) {
+            adam_step(e.param, e.exp_avg, e.exp_avg_sq, e.max_exp_avg_sq, e.grad, e.args(args));
+          },
+          numels);
       launch_chunks<AdamBatch<T>>(
           numels,
           [&](AdamBatch<T>& b, int slot, size_t i) {

@@ -114,10 +114,11 @@ OneCycleLR::OneCycleLR(Optimizer& optimizer, double max_lr_, int64_t total, OneC
                "OneCycleLR: need total_steps > 1, max_lr > 0, pct_start in (0, 1) and positive "
                "div factors; got total_steps ", total, ", max_lr ", max_lr, ", pct_start ",
                o.pct_start_);
-  // An optimizer without momentum (Adagrad) refuses here, before any rate is changed: setting
-  // each group's momentum to what it is changes nothing where it succeeds.
+  // An optimizer without momentum (Adagrad) is refused before any rate is changed.
   if (o.cycle_momentum_)
-    for (auto& g : optimizer_.param_groups()) g.options().set_momentum(g.options().get_momentum());
+    for (const auto& g : optimizer_.param_groups())
+      TANDEM_CHECK(g.options().has_momentum(), "OneCycleLR: ", optimizer_.name(),
+                   " has no momentum to cycle; construct the schedule with cycle_momentum(false)");
   for (auto& g : optimizer_.param_groups()) g.set_initial_lr(max_lr / o.div_factor_);
   apply();
 }

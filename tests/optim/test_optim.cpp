@@ -248,6 +248,9 @@ TEST_CASE("bad optimizer and schedule settings are clear errors", "[optim][error
   {  // One-cycle cycles momentum by default; Adagrad has none, so it says so.
     Adagrad adagrad(both, AdagradOptions(0.1));
     CHECK_THAT(error_of([&] { OneCycleLR(adagrad, 0.1, 10); }),
+               Catch::Contains("OneCycleLR: Adagrad has no momentum to cycle; construct the "
+                               "schedule with cycle_momentum(false)"));
+    CHECK_THAT(error_of([&] { adagrad.param_groups()[0].options().set_momentum(0.9); }),
                Catch::Contains("Adagrad has no momentum to set"));
     CHECK(adagrad.param_groups()[0].options().get_lr() == 0.1);  // refused untouched
     CHECK(adagrad.param_groups()[0].initial_lr() == 0.1);

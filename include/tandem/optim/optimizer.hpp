@@ -30,6 +30,8 @@ class OptimizerOptions {
   /// SGD's momentum or Adam's beta1: what a one-cycle schedule cycles.
   virtual double get_momentum() const = 0;
   virtual void set_momentum(double momentum) = 0;
+  /// Whether there is one to cycle (Adagrad has none).
+  virtual bool has_momentum() const { return true; }
 
  protected:
   OptimizerOptions() = default;
@@ -110,6 +112,8 @@ class Optimizer {
   virtual void step() = 0;
   /// Drops (or zeroes) every parameter's gradient.
   void zero_grad(bool set_to_none = true);
+  /// "SGD", "Adam", ...: what its errors begin with.
+  const char* name() const { return name_; }
 
   /// The groups, each with its own options, as libtorch's param_groups().
   std::vector<OptimizerParamGroup>& param_groups() { return groups_; }
@@ -276,6 +280,7 @@ struct AdagradOptions : OptimizerCloneableOptions<AdagradOptions> {
   TANDEM_ARG(double, eps) = 1e-10;
   double get_momentum() const override { return 0.0; }
   void set_momentum(double momentum) override;
+  bool has_momentum() const override { return false; }
 };
 
 /// torch.optim.Adagrad: d = g + wd p; s += d^2 (state "sum", from initial_accumulator_value);
