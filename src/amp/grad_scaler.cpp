@@ -31,26 +31,33 @@ void GradScaler::unscale(optim::Optimizer& optimizer) {
   if (!options_.enabled_) return;
   TANDEM_CHECK(std::find(unscaled_.begin(), unscaled_.end(), &optimizer) == unscaled_.end(),
                "GradScaler.unscale: already called for this optimizer since the last update()");
-  unscaled_.push_back(&optimizer);
   NoGradGuard no_grad;
+  // Every gradient checked before any is unscaled: a refused one leaves all of them as they
+  // were, and the optimizer not marked unscaled (step() would otherwise take the rest scaled).
+  // Each memory location once: an expanded gradient (set by hand) would be unscaled once per
+  // repeated element otherwise.
+  std::vector<Tensor> grads;
+  for (const auto& group : optimizer.param_groups())
+    for (const Tensor& p : group.params()) {
+      const Tensor g = p.grad();
+      if (!g.defined()) continue;
+      TANDEM_CHECK(is_floating(g.dtype()), "GradScaler.unscale: gradients are floating point, got ",
+                   g.dtype(), " for a parameter of ", p.dtype());
+      grads.push_back(unexpand(g));
+      kernels::unscale_grad.at(grads.back(), "GradScaler.unscale");
+    }
+  unscaled_.push_back(&optimizer);
   const double inv = 1.0 / scale_;
   // One found-inf flag per device the gradients lie on, read once at the end: on a GPU the host
   // waits once per unscale, not once per gradient.
   std::vector<Tensor> flags;
-  for (const auto& group : optimizer.param_groups())
-    for (const Tensor& p : group.params()) {
-      Tensor g = p.grad();
-      if (!g.defined()) continue;
-      auto flag = std::find_if(flags.begin(), flags.end(),
-                               [&](const Tensor& f) { return f.device() == g.device(); });
-      if (flag == flags.end())
-        flag = flags.insert(flags.end(), zeros({}, TensorOptions(DType::f32).device(g.device())));
-      // Each memory location once: an expanded gradient (set by hand) would be unscaled once
-      // per repeated element otherwise.
-      const Tensor distinct = unexpand(g);
-      kernels::unscale_grad.at(distinct, "GradScaler.unscale");
-      kernels::unscale_grad(distinct, *flag, inv);
-    }
+  for (const Tensor& g : grads) {
+    auto flag = std::find_if(flags.begin(), flags.end(),
+                             [&](const Tensor& f) { return f.device() == g.device(); });
+    if (flag == flags.end())
+      flag = flags.insert(flags.end(), zeros({}, TensorOptions(DType::f32).device(g.device())));
+    kernels::unscale_grad(g, *flag, inv);
+  }
   for (const Tensor& flag : flags)
     if (flag.item<float>() != 0.0f) found_inf_ = true;
 }

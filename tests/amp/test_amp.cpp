@@ -354,3 +354,20 @@ TEST_CASE("GradScaler.unscale and clip_grad_norm change an expanded gradient's v
   for (size_t i = 0; i < 3; ++i)
     CHECK(clipped[i] == Approx(std::vector<double>{2, 4, -1}[i] / (norm + 1e-6)).epsilon(1e-6));
 }
+
+TEST_CASE("GradScaler.unscale refuses a bad gradient before it unscales any", "[amp][errors]") {
+  // The second gradient is an integer tensor: unscale says so, leaves the first as it was and
+  // the optimizer unmarked, so a fixed step unscales every gradient once.
+  Tensor a = zeros({2}).set_requires_grad(), b = zeros({2}).set_requires_grad();
+  optim::SGD opt({a, b}, optim::SGDOptions(1.0));
+  amp::GradScaler s(amp::GradScalerOptions().init_scale(4.0));
+  a.set_grad(full({2}, 8.0));
+  b.set_grad(full({2}, 8.0, DType::i64));
+  CHECK_THAT(tandem::testing::error_of([&] { s.unscale(opt); }),
+             Catch::Contains("GradScaler.unscale: gradients are floating point, got i64"));
+  CHECK(a.grad().to_vector<float>() == std::vector<float>{8, 8});
+  b.set_grad(full({2}, 8.0));
+  CHECK(s.step(opt));  // unscales both (the first time), then steps
+  CHECK(a.detach().to_vector<float>() == std::vector<float>{-2, -2});
+  CHECK(b.detach().to_vector<float>() == std::vector<float>{-2, -2});
+}
