@@ -492,6 +492,9 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm, double
     TANDEM_CHECK(params[i].defined(), "clip_grad_norm: parameter ", i, " is undefined");
     Tensor g = params[i].grad();
     if (!g.defined() || g.numel() == 0) continue;  // an empty gradient adds nothing to the norm
+    // Refused here, before any gradient is scaled.
+    TANDEM_CHECK(is_floating(g.dtype()), "clip_grad_norm: gradient ", i, " is not floating point (",
+                 g.dtype(), ")");
     grads.push_back(g);
     Tensor w = g.dtype() == DType::f16 || g.dtype() == DType::bf16 ? g.to(DType::f32) : g;
     Tensor term = (inf_norm ? max(abs(w)) : sum(mul(w, w))).to(DType::f64);
@@ -518,11 +521,11 @@ void clip_grad_value(const std::vector<Tensor>& params, double clip_value) {
   TANDEM_CHECK(clip_value >= 0 && !std::isnan(clip_value),
                "clip_grad_value: clip_value must be >= 0, got ", clip_value);
   NoGradGuard no_grad;
-  for (size_t i = 0; i < params.size(); ++i) {
+  for (size_t i = 0; i < params.size(); ++i)  // all checked before any gradient is clamped
     TANDEM_CHECK(params[i].defined(), "clip_grad_value: parameter ", i, " is undefined");
-    if (Tensor g = params[i].grad(); g.defined() && g.numel() > 0)
+  for (const Tensor& p : params)
+    if (Tensor g = p.grad(); g.defined() && g.numel() > 0)
       unexpand(g).clamp_(-clip_value, clip_value);  // an expanded gradient's locations once
-  }
 }
 
 }  // namespace tandem::optim

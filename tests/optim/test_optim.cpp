@@ -459,3 +459,23 @@ TEST_CASE("a gradient that does not match its parameter is refused before anythi
     }
   }
 }
+
+TEST_CASE("gradient clipping refuses bad input before it changes any gradient", "[optim][errors]") {
+  Tensor a = zeros({2}).set_requires_grad(), b = zeros({2}).set_requires_grad();
+  a.set_grad(full({2}, 30.0));
+  b.set_grad(full({2}, 40, DType::i64));  // set by hand: not floating point
+  CHECK_THAT(error_of([&] {
+               clip_grad_norm({a, b}, 1.0);
+             }),
+             Catch::Contains("clip_grad_norm: gradient 1 is not floating point (i64)"));
+  CHECK(equal(a.grad(), full({2}, 30.0)));
+  CHECK_THAT(error_of([&] {
+               clip_grad_value({a, Tensor()}, 1.0);
+             }),
+             Catch::Contains("clip_grad_value: parameter 1 is undefined"));
+  CHECK(equal(a.grad(), full({2}, 30.0)));
+  // Fixed: a's gradient (norm 50 with b's) is scaled to norm 1 together with b's.
+  b.set_grad(full({2}, 40.0));
+  CHECK(clip_grad_norm({a, b}, 1.0) == Approx(std::sqrt(2.0 * 2500)));
+  CHECK(a.grad().to_vector<float>()[0] == Approx(30.0 / std::sqrt(5000.0)).epsilon(1e-5));
+}
