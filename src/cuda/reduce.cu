@@ -358,9 +358,9 @@ struct ChunkTable {
   }
 };
 
-// Packs `count` dense tensors into tables: set(table, slot, i) fills slot `slot` with tensor i
-// (its pointers, n and whatever else the table holds per tensor), launch(table, blocks) runs
-// a full table. A tensor of many chunks may span tables; it takes a slot in each.
+// Packs dense tensors of numels[i] elements into tables: set(table, slot, i) fills slot `slot`
+// with tensor i's pointers and whatever else the table holds per tensor, launch(table, blocks)
+// runs a full table. A tensor of many chunks may span tables; it takes a slot in each.
 template <typename Table, typename Set, typename Launch>
 void launch_chunks(const std::vector<int64_t>& numels, Set set, Launch launch) {
   Table table{};

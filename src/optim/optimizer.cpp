@@ -301,9 +301,8 @@ void adam_update(const char* name, std::vector<OptimizerParamGroup>& groups, Sta
   std::vector<kernels::AdamEntry> batch;  // a group's parameters on one device: one call
   for (auto& g : groups) {
     const auto& o = static_cast<const Options&>(g.options());  // checked when adopted
-    // The bias corrections are each parameter's (its AdamEntry's).
-    const kernels::AdamArgs args{o.lr_, o.weight_decay_, o.beta1_, o.beta2_, o.eps_, 1.0,
-                                 1.0,   decoupled};
+    // The bias corrections (1 here) are each parameter's: its AdamEntry's.
+    kernels::AdamArgs args{o.lr_, o.weight_decay_, o.beta1_, o.beta2_, o.eps_, 1, 1, decoupled};
     auto flush = [&] {
       if (batch.empty()) return;
       kernels::adam_steps(batch.front().param, batch, args);
