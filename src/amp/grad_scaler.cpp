@@ -6,6 +6,7 @@
 
 #include "../kernels/kernels.hpp"
 #include "tandem/autograd/grad_mode.hpp"
+#include "tandem/cuda/runtime.hpp"
 #include "tandem/ops/creation.hpp"
 #include "tandem/ops/shape_ops.hpp"
 
@@ -32,6 +33,7 @@ void GradScaler::unscale(optim::Optimizer& optimizer) {
   TANDEM_CHECK(std::find(unscaled_.begin(), unscaled_.end(), &optimizer) == unscaled_.end(),
                "GradScaler.unscale: already called for this optimizer since the last update()");
   NoGradGuard no_grad;
+  cuda::check_deferred();  // a bad input's error before any gradient changes
   // Every gradient checked before any is unscaled: a refused one leaves all of them as they
   // were, and the optimizer not marked unscaled (step() would otherwise take the rest scaled).
   // Each memory location once: an expanded gradient (set by hand) would be unscaled once per

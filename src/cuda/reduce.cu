@@ -9,6 +9,7 @@
 #include "../kernels/kernels.hpp"
 #include "../kernels/optim_update.hpp"
 #include "loops.cuh"
+#include "tandem/cuda/runtime.hpp"
 
 namespace tandem::kernels::cuda_backend {
 namespace {
@@ -268,12 +269,16 @@ void pick_classes(const Tensor& out, const Tensor& x, const Tensor& target, int6
         ptr<unsigned long long>(bad));
     cuda::check_launch("pick_classes");
   });
-  const int64_t position = bad.item<int64_t>();
-  if (position >= 0) {
-    const int64_t value = target.narrow(0, position, 1).item<int64_t>();
-    TANDEM_THROW(IndexError, op, ": target ", value, " is out of bounds for ", classes,
-                 " classes (at position ", position, ")");
-  }
+  // Read later (cuda::defer_check), not here: reading it would stop the host until the forward
+  // is done on the GPU, in every training step. A bad target picks 0 meanwhile, and the error
+  // comes before an optimizer step or with the next value the host reads.
+  cuda::defer_check(bad.raw_data(), x.device().index(),
+                    [target, classes, op = std::string(op)](int64_t position) {
+                      if (position < 0) return;
+                      const int64_t value = target.narrow(0, position, 1).item<int64_t>();
+                      TANDEM_THROW(IndexError, op, ": target ", value, " is out of bounds for ",
+                                   classes, " classes (at position ", position, ")");
+                    });
 }
 
 template <typename T>

@@ -14,6 +14,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -298,6 +300,93 @@ void profiler_stop() {
   if (is_available()) TANDEM_CUDA_CHECK(cudaProfilerStop());
 }
 
+namespace {
+
+// The calling thread's deferred checks (each thread its own: ranks on threads report their
+// own inputs' errors). Ones never checked are dropped with the thread, unreported.
+struct DeferredCheck {
+  void* host = nullptr;  // 8 page-locked bytes the verdict is copied to
+  cudaEvent_t copied = nullptr;
+  std::function<void(int64_t)> report;
+};
+
+struct DeferredChecks {
+  std::vector<DeferredCheck> pending;
+  ~DeferredChecks() {
+    for (DeferredCheck& d : pending) release(d);
+  }
+  static void release(DeferredCheck& d) {
+    if (cudaEventQuery(d.copied) == cudaErrorNotReady) {
+      cudaGetLastError();
+      cudaEventSynchronize(d.copied);  // the copy is done with the bytes
+    }
+    cudaEventDestroy(d.copied);
+    pinned().deallocate(d.host, sizeof(int64_t));
+  }
+};
+
+DeferredChecks& deferred_checks() {
+  thread_local DeferredChecks checks;
+  return checks;
+}
+
+// Past this many, a check waits at once: a loop that never reads a GPU value keeps no growing
+// list of page-locked bytes and events.
+constexpr size_t kMaxDeferred = 64;
+
+}  // namespace
+
+void defer_check(const void* verdict, int device, std::function<void(int64_t)> report) {
+  check_device(device);
+  DeviceGuard guard(device);
+  DeferredCheck d;
+  d.report = std::move(report);
+  d.host = pinned().allocate(sizeof(int64_t));
+  const cudaError_t copy =
+      cudaMemcpyAsync(d.host, verdict, sizeof(int64_t), cudaMemcpyDeviceToHost, current_stream());
+  const cudaError_t event =
+      copy == cudaSuccess ? cudaEventCreateWithFlags(&d.copied, cudaEventDisableTiming) : copy;
+  const cudaError_t record =
+      event == cudaSuccess ? cudaEventRecord(d.copied, current_stream()) : event;
+  if (record != cudaSuccess) {
+    if (d.copied) cudaEventDestroy(d.copied);
+    if (copy == cudaSuccess) cudaStreamSynchronize(current_stream());  // the copy is done
+    pinned().deallocate(d.host, sizeof(int64_t));
+    TANDEM_CUDA_CHECK(record);
+  }
+  DeferredChecks& checks = deferred_checks();
+  checks.pending.push_back(std::move(d));
+  if (checks.pending.size() > kMaxDeferred) check_deferred();
+}
+
+void check_deferred() {
+  DeferredChecks& checks = deferred_checks();
+  if (checks.pending.empty()) return;
+  // Taken off first: a report that reads the GPU (the bad value) comes back here to nothing.
+  std::vector<DeferredCheck> due;
+  due.swap(checks.pending);
+  std::exception_ptr first;
+  for (DeferredCheck& d : due) {
+    // Asked first: a copy long done (the usual case) costs no call that waits.
+    cudaError_t err = cudaEventQuery(d.copied);
+    if (err == cudaErrorNotReady) {
+      cudaGetLastError();  // not ready is this thread's last error too
+      err = cudaEventSynchronize(d.copied);
+    }
+    int64_t value = 0;
+    std::memcpy(&value, d.host, sizeof value);
+    DeferredChecks::release(d);
+    if (first) continue;
+    try {
+      TANDEM_CUDA_CHECK(err);
+      d.report(value);
+    } catch (...) {
+      first = std::current_exception();
+    }
+  }
+  if (first) std::rethrow_exception(first);
+}
+
 void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t nbytes) {
   if (nbytes == 0) return;
   if (dst_device.is_cpu() && src_device.is_cpu()) {
@@ -316,6 +405,7 @@ void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device
     return;
   }
   TANDEM_CUDA_CHECK(cudaMemcpy(dst, src, nbytes, cudaMemcpyDefault));
+  if (dst_device.is_cpu()) check_deferred();  // the host read the GPU: the checks' copies are done
 }
 
 void copy_to_device_async(void* dst, Device dst_device, const void* src, const void* src_block,
@@ -354,6 +444,7 @@ Stream& Stream::operator=(Stream&& other) noexcept {
 
 void Stream::synchronize() const {
   TANDEM_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(handle_)));
+  check_deferred();
 }
 
 Event::Event(int device) : device_(device) {

@@ -4,13 +4,14 @@
 #include <cmath>
 #include <limits>
 
+#include "../kernels/kernels.hpp"
 #include "tandem/autograd/grad_mode.hpp"
 #include "tandem/core/error.hpp"
+#include "tandem/cuda/runtime.hpp"
 #include "tandem/ops/creation.hpp"
 #include "tandem/ops/elementwise.hpp"
 #include "tandem/ops/reduction.hpp"
 #include "tandem/ops/shape_ops.hpp"
-#include "../kernels/kernels.hpp"
 
 namespace tandem::optim {
 
@@ -195,8 +196,10 @@ const Options& options_as(const char* name, const char* type, const OptimizerOpt
 }
 
 // Every gradient checked before a step changes anything: a refused one leaves no parameter
-// stepped and no state made or advanced.
+// stepped and no state made or advanced. So are the GPU's deferred checks of the inputs that
+// made them (a target out of range).
 void check_grads(const char* name, const std::vector<OptimizerParamGroup>& groups) {
+  cuda::check_deferred();
   for (const auto& g : groups)
     for (const auto& p : g.params()) {
       const Tensor grad = p.grad();

@@ -708,6 +708,30 @@ void run(dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t stream, const 
 
 }  // namespace tandem_emu
 
+// --- calls that make the host wait for a GPU, counted for the tests -----------------------------
+// Counted by what they do on a GPU, not by how long the emulation took: a synchronize, a
+// synchronous copy that touches host memory, a copy into pageable memory, a free. And
+// cudaMalloc calls (slow on a GPU, and a caching allocator's steady state makes none).
+namespace {
+std::atomic<long> g_host_waits{0}, g_device_mallocs{0};
+void host_waits() { g_host_waits.fetch_add(1, std::memory_order_relaxed); }
+bool device_memory(const void* p, size_t bytes) {
+  Memory& m = memory();
+  std::lock_guard<std::mutex> lock(m.mu);
+  const Allocation* a = m.holding(p, bytes);
+  return a != nullptr && a->device != kPinned;
+}
+}  // namespace
+
+extern "C" {
+long tandem_emu_host_waits() { return g_host_waits.load(); }
+long tandem_emu_device_mallocs() { return g_device_mallocs.load(); }
+void tandem_emu_reset_counts() {
+  g_host_waits = 0;
+  g_device_mallocs = 0;
+}
+}
+
 // --- the runtime API ---------------------------------------------------------------------------
 extern "C" {
 
@@ -784,6 +808,7 @@ cudaError_t cudaProfilerStart() { return cudaSuccess; }
 cudaError_t cudaProfilerStop() { return cudaSuccess; }
 cudaError_t cudaDeviceSynchronize() {
   if (device_count() == 0) return fail(cudaErrorNoDevice);
+  host_waits();
   synchronize_device(g_device);
   return cudaSuccess;
 }
@@ -799,6 +824,7 @@ cudaError_t cudaMalloc(void** p, size_t bytes) {
   if (bytes > device_capacity() - used) return fail(cudaErrorMemoryAllocation);
   if (posix_memalign(p, 256, bytes) != 0) return fail(cudaErrorMemoryAllocation);
   std::memset(*p, 0xa5, bytes);  // what the device holds is not zeros
+  g_device_mallocs.fetch_add(1, std::memory_order_relaxed);
   m.blocks[static_cast<const char*>(*p)] = {g_device, bytes};
   used += bytes;
   return cudaSuccess;
@@ -814,6 +840,7 @@ cudaError_t cudaFree(void* p) {
     if (it == m.blocks.end() || it->second.device == kPinned) return fail(cudaErrorInvalidValue);
     device = it->second.device;
   }
+  host_waits();
   synchronize_device(device);
   std::lock_guard<std::mutex> lock(m.mu);
   auto it = m.blocks.find(static_cast<const char*>(p));
@@ -840,6 +867,7 @@ cudaError_t cudaFreeHost(void* p) {
     auto it = m.blocks.find(static_cast<const char*>(p));
     if (it == m.blocks.end() || it->second.device != kPinned) return fail(cudaErrorInvalidValue);
   }
+  host_waits();
   for (int d = 0; d < device_count(); ++d) synchronize_device(d);  // copies of any device
   std::lock_guard<std::mutex> lock(m.mu);
   m.blocks.erase(static_cast<const char*>(p));
@@ -853,6 +881,7 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpy
   if (!dst || !src) return fail(cudaErrorInvalidValue);
   auto copy = [=] { std::memmove(dst, src, bytes); };
   if (pageable(dst, bytes) || pageable(src, bytes)) {
+    if (pageable(dst, bytes)) host_waits();  // into pageable memory: synchronous on a GPU
     tandem_emu::run_on_stream(stream, copy);
   } else {
     queue_of(stream).submit(copy, false);
@@ -863,6 +892,7 @@ cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind)
   if (device_count() == 0) return fail(cudaErrorNoDevice);
   if (bytes == 0) return cudaSuccess;
   if (!dst || !src) return fail(cudaErrorInvalidValue);
+  if (!device_memory(dst, bytes) || !device_memory(src, bytes)) host_waits();  // not device-device
   tandem_emu::run_on_stream(cudaStreamLegacy, [=] { std::memmove(dst, src, bytes); });
   return cudaSuccess;
 }
@@ -875,6 +905,7 @@ cudaError_t cudaMemcpyPeer(void* dst, int dst_device, const void* src, int src_d
     return fail(cudaErrorInvalidDevice);
   if (bytes == 0) return cudaSuccess;
   if (!dst || !src) return fail(cudaErrorInvalidValue);
+  host_waits();
   synchronize_device(src_device);
   synchronize_device(dst_device);
   std::memmove(dst, src, bytes);
@@ -923,6 +954,7 @@ cudaError_t cudaStreamDestroy(cudaStream_t s) {
 }
 cudaError_t cudaStreamSynchronize(cudaStream_t s) {
   if (device_count() == 0) return fail(cudaErrorNoDevice);
+  host_waits();
   queue_of(s).wait_idle();
   return cudaSuccess;
 }
@@ -980,6 +1012,7 @@ cudaError_t cudaEventQuery(cudaEvent_t e) {
 }
 cudaError_t cudaEventSynchronize(cudaEvent_t e) {
   if (!e) return fail(cudaErrorInvalidValue);
+  host_waits();
   const EventState& state = *reinterpret_cast<Event*>(e)->state;
   std::unique_lock<std::mutex> lock(events_mu());
   const uint64_t until = state.recorded;

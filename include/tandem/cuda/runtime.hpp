@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "tandem/core/storage.hpp"
@@ -71,6 +72,20 @@ bool vectorized_elementwise();
 /// program, not its warm-up. No-ops without a GPU.
 void profiler_start();
 void profiler_stop();
+
+/// A check of values a kernel computed (cross_entropy's targets against the class count) that
+/// does not stop the host: `verdict`, an int64 on GPU `device` that the kernel wrote, is copied
+/// to page-locked memory behind the calling thread's queued work, and `report(value)`, which
+/// throws when the value says the input was bad, runs at this thread's next check_deferred().
+/// A check read at once would make the host wait for the GPU mid-step (cross_entropy's, between
+/// the forward and the backward of every training step).
+void defer_check(const void* verdict, int device, std::function<void(int64_t)> report);
+/// Runs the calling thread's deferred reports, oldest first, each once its copy is done (long
+/// done, in a training step). tandem calls it before an optimizer changes any parameter, after
+/// each read of GPU data by the host (item(), cpu()) and in Stream::synchronize(), so a bad
+/// input stops the step before it changes anything. The first failing report is rethrown once
+/// every report has run. No-op without a GPU.
+void check_deferred();
 
 /// Copies bytes between any two devices (host-host included); synchronous.
 void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t nbytes);
