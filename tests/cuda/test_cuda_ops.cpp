@@ -354,37 +354,48 @@ extern "C" long tandem_emu_host_waits();
 extern "C" long tandem_emu_device_mallocs();
 extern "C" void tandem_emu_reset_counts();
 
-TEST_CASE("CUDA: a training step makes the host wait for the GPU once, to read the loss",
-          "[cuda]") {
+TEST_CASE(
+    "CUDA: a training step makes the host wait for the GPU only to read the loss (and "
+    "the loss scaler's verdict)",
+    "[cuda]") {
   if (!gpu_present("CUDA host waits of a training step")) return;
   // The emulation counts the calls that make the host wait for a GPU (synchronizes, copies to
   // host memory, frees) and cudaMalloc calls. A ResNet step as bench_resnet times ResNet-50's:
   // bf16 autocast, channels-last, SGD with Nesterov momentum and weight decay groups; after
-  // warm-up, one wait a step (loss.item()) and no cudaMalloc. (A check read at once, as
+  // warm-up, one wait a step (loss.item()) and no cudaMalloc. With f16, a loss scaler and Adam,
+  // one more: the scaler reads whether a gradient overflowed. (A check read at once, as
   // cross_entropy's target check was, makes the host wait mid-step for the forward.)
+  const bool scaled = GENERATE(false, true);
+  INFO((scaled ? "f16, loss scaler, AdamW" : "bf16, SGD"));
   nn::CifarResNet model(8, nn::ResNetOptions().in_channels(3));
   model.to(kGpu);
   model.to(MemoryFormat::ChannelsLast);
-  optim::SGD opt(optim::weight_decay_groups(model, 5e-4),
-                 optim::SGDOptions(0.05).momentum(0.9).nesterov(true));
+  std::unique_ptr<optim::Optimizer> opt;
+  if (scaled)
+    opt = std::make_unique<optim::AdamW>(model.parameters(), optim::AdamWOptions(1e-3));
+  else
+    opt = std::make_unique<optim::SGD>(optim::weight_decay_groups(model, 5e-4),
+                                       optim::SGDOptions(0.05).momentum(0.9).nesterov(true));
+  amp::GradScaler scaler(amp::GradScalerOptions().enabled(scaled));
   const Tensor x =
       randn_as({4, 3, 16, 16}, DType::f32, 41).to(kGpu).contiguous(MemoryFormat::ChannelsLast);
   const Tensor y = from_vector<int64_t>({3, 7, 0, 9}).to(kGpu);
   auto step = [&] {
-    opt.zero_grad();
+    opt->zero_grad();
     Tensor loss;
     {
-      amp::autocast guard(DType::bf16, true);
+      amp::autocast guard(scaled ? DType::f16 : DType::bf16, true);
       loss = cross_entropy(model.forward(x), y);
     }
-    loss.backward();
-    opt.step();
+    scaler.scale(loss).backward();
+    scaler.step(*opt);
+    scaler.update();
     return loss.item<float>();
   };
   for (int i = 0; i < 3; ++i) step();  // warm-up: cuDNN's choices, buffers, the allocator's blocks
   tandem_emu_reset_counts();
   for (int i = 0; i < 3; ++i) CHECK(std::isfinite(step()));
-  CHECK(tandem_emu_host_waits() == 3);
+  CHECK(tandem_emu_host_waits() == (scaled ? 6 : 3));
   CHECK(tandem_emu_device_mallocs() == 0);
 }
 #endif
