@@ -2,9 +2,11 @@
 // backward kernels), and dropout, softmax and the losses (composed from differentiable ops).
 #include <array>
 #include <cmath>
+#include <cstring>
 #include <optional>
 
 #include "common.hpp"
+#include "tandem/cuda/runtime.hpp"
 
 namespace tandem {
 using namespace ops_detail;
@@ -1256,10 +1258,24 @@ Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, const Ten
         weight.defined() ? autocast_input("binary_cross_entropy", weight) : weight, reduction);
   check_pointwise_loss(input, target, "binary_cross_entropy");
   if (input.numel() > 0) {
-    // |x - 1/2| <= 1/2 for every x in [0, 1]; false for NaN too.
-    const double far = amax(abs(add(input.detach(), -0.5)), {}, false).item<double>();
-    TANDEM_CHECK(far <= 0.5, "binary_cross_entropy: every input must be a probability in "
-                 "[0, 1], got one at distance ", far, " from 0.5");
+    // |x - 1/2| <= 1/2 for every x in [0, 1]; false for NaN too. On a GPU the distance is read
+    // later (cuda::defer_check): read here, the host would wait mid-step for the forward.
+    const Tensor far = amax(abs(add(input.detach(), -0.5)), {}, false).to(DType::f64);
+    auto check = [](double d) {
+      TANDEM_CHECK(d <= 0.5,
+                   "binary_cross_entropy: every input must be a probability in "
+                   "[0, 1], got one at distance ",
+                   d, " from 0.5");
+    };
+    if (far.device().is_cuda()) {
+      cuda::defer_check(far.raw_data(), far.device().index(), [check](int64_t bits) {
+        double d;
+        std::memcpy(&d, &bits, sizeof d);
+        check(d);
+      });
+    } else {
+      check(far.item<double>());
+    }
   }
   if (weight.defined()) check_loss_weight(weight, input, "binary_cross_entropy");
   // The value with each log clamped at -100, and torch's gradients, whose input gradient

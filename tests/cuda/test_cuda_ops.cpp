@@ -327,6 +327,13 @@ TEST_CASE("CUDA cross entropy and its gradient match the CPU, a bad target is an
              Catch::Contains("target 12 is out of bounds for 10 classes (at position 1)"));
   CHECK(cross_entropy(zeros({3, 10}, kGpu), zeros({3}, TensorOptions(DType::i64).device(kGpu)))
             .item<float>() == Approx(std::log(10.0)));  // reported once, not again
+  // binary_cross_entropy's inputs must be probabilities: checked the same way.
+  const Tensor half = full({2}, 0.5, TensorOptions(DType::f32).device(kGpu));
+  CHECK_THAT(error_of([&] {
+               binary_cross_entropy(from_vector<float>({0.5f, 1.5f}).to(kGpu), half).item<float>();
+             }),
+             Catch::Contains("every input must be a probability in [0, 1], got one at distance 1"));
+  CHECK(binary_cross_entropy(half, half).item<float>() == Approx(std::log(2.0)));
 }
 
 TEST_CASE("CUDA: a bad target stops the optimizer step before it changes anything", "[cuda]") {

@@ -74,9 +74,10 @@ void profiler_start();
 void profiler_stop();
 
 /// A check of values a kernel computed (cross_entropy's targets against the class count) that
-/// does not stop the host: `verdict`, an int64 on GPU `device` that the kernel wrote, is copied
-/// to page-locked memory behind the calling thread's queued work, and `report(value)`, which
-/// throws when the value says the input was bad, runs at this thread's next check_deferred().
+/// does not stop the host: `verdict`, 8 bytes on GPU `device` that a kernel wrote (an int64, or
+/// a double's bits), is copied to page-locked memory behind the calling thread's queued work,
+/// and `report(bytes)`, which throws when they say the input was bad, runs at this thread's
+/// next check_deferred().
 /// A check read at once would make the host wait for the GPU mid-step (cross_entropy's, between
 /// the forward and the backward of every training step).
 void defer_check(const void* verdict, int device, std::function<void(int64_t)> report);
