@@ -1,13 +1,15 @@
 // CUDA kernels of indexing along one dim (src/kernels/kernels.hpp): gather (index_select,
 // gather, embedding) and scatter (index_add, scatter_add, scatter, the gathers' gradients).
-// Bounds are checked first by a kernel of their own, whose flag the host reads before anything
-// is written: a bad index throws and leaves the destination as it was, as on the CPU. That read
-// waits for the device once per call.
+// Bounds are checked first by a kernel of their own. Where an in-place op must change nothing on
+// a bad index, the host reads its flag before anything is written (a wait for the device); into
+// an output of the op's own, the flag is read later (cuda::defer_check) and the kernels skip a
+// bad index meanwhile (kernels::BoundsCheck).
 #include <algorithm>
 #include <cstdint>
 
 #include "../kernels/kernels.hpp"
 #include "loops.cuh"
+#include "tandem/cuda/runtime.hpp"
 
 namespace tandem::kernels::cuda_backend {
 namespace {
@@ -60,9 +62,11 @@ __global__ void check_bounds_kernel(IndexArg index, Split3 split, int64_t total,
   }
 }
 
-// Throws IndexError, as the CPU's check does, for the first index outside [0, bound); reads each
-// stored index once (one element of an expanded dim).
-void check_bounds(const Tensor& index, int64_t bound, int64_t dim, const char* op) {
+// Throws IndexError, as the CPU's check does, for the first index outside [0, bound): now, or
+// at the next cuda::check_deferred(); reads each stored index once (one element of an expanded
+// dim).
+void check_bounds(const Tensor& index, int64_t bound, int64_t dim, const char* op,
+                  BoundsCheck when) {
   const int64_t no = index.stride(0) ? index.size(0) : std::min<int64_t>(index.size(0), 1);
   const int64_t nj = index.stride(1) ? index.size(1) : std::min<int64_t>(index.size(1), 1);
   const int64_t ni = index.stride(2) ? index.size(2) : std::min<int64_t>(index.size(2), 1);
@@ -74,12 +78,17 @@ void check_bounds(const Tensor& index, int64_t bound, int64_t dim, const char* o
   check_bounds_kernel<<<cuda::grid_for(total), cuda::kThreads, 0, cuda::current_stream()>>>(
       IndexArg(index), Split3(nj, ni, total), total, bound, ptr<unsigned long long>(bad));
   cuda::check_launch("index bounds check");
-  const int64_t position = bad.item<int64_t>();
-  if (position < 0) return;
-  const int64_t o = position / (nj * ni), j = position / ni % nj, i = position % ni;
-  const int64_t value = index.narrow(0, o, 1).narrow(1, j, 1).narrow(2, i, 1).item<int64_t>();
-  TANDEM_THROW(IndexError, op, ": index ", value, " is out of bounds for dimension ", dim,
-               " with size ", bound);
+  auto report = [index, bound, dim, nj, ni, op = std::string(op)](int64_t position) {
+    if (position < 0) return;
+    const int64_t o = position / (nj * ni), j = position / ni % nj, i = position % ni;
+    const int64_t value = index.narrow(0, o, 1).narrow(1, j, 1).narrow(2, i, 1).item<int64_t>();
+    TANDEM_THROW(IndexError, op, ": index ", value, " is out of bounds for dimension ", dim,
+                 " with size ", bound);
+  };
+  if (when == BoundsCheck::deferred)
+    cuda::defer_check(bad.raw_data(), index.device().index(), report);
+  else
+    report(bad.item<int64_t>());
 }
 
 // A gather moves elements without looking at them: one instance per element size.
@@ -89,12 +98,14 @@ __global__ void gather_kernel(T* out, const T* in, IndexArg index, Split3 split,
   TANDEM_CUDA_LOOP(p, total) {
     int64_t o, j, i;
     split(p, o, j, i);
-    out[p] = in[(o * n_in + index.at(o, j, i)) * split.inner + i];
+    const int64_t k = index.at(o, j, i);
+    out[p] = k >= 0 && k < n_in ? in[(o * n_in + k) * split.inner + i] : T{};  // bad: checked
   }
 }
 
-void gather(const Tensor& out, const Tensor& in, const Tensor& index, int64_t dim, const char* op) {
-  check_bounds(index, in.size(1), dim, op);
+void gather(const Tensor& out, const Tensor& in, const Tensor& index, int64_t dim, const char* op,
+            BoundsCheck when) {
+  check_bounds(index, in.size(1), dim, op, when);
   const int64_t total = out.numel();
   if (total == 0) return;
   const Split3 split(out.size(1), out.size(2), total);
@@ -142,7 +153,9 @@ __global__ void scatter_kernel(T* out, const T* src, IndexArg index, Split3 spli
   TANDEM_CUDA_LOOP(p, total) {
     int64_t o, j, i;
     split(p, o, j, i);
-    T* to = out + (o * n_out + index.at(o, j, i)) * split.inner + i;
+    const int64_t k = index.at(o, j, i);
+    if (k < 0 || k >= n_out) continue;  // a bad index (its error deferred): nothing written
+    T* to = out + (o * n_out + k) * split.inner + i;
     if (accumulate) {
       atomic_add(to, src[p]);
     } else {
@@ -152,8 +165,8 @@ __global__ void scatter_kernel(T* out, const T* src, IndexArg index, Split3 spli
 }
 
 void scatter(const Tensor& out, const Tensor& src, const Tensor& index, bool accumulate,
-             int64_t dim, const char* op) {
-  check_bounds(index, out.size(1), dim, op);
+             int64_t dim, const char* op, BoundsCheck when) {
+  check_bounds(index, out.size(1), dim, op, when);
   const int64_t total = src.numel();
   if (total == 0) return;
   TANDEM_CHECK_T(NotImplementedError, !(accumulate && out.dtype() == DType::boolean), op,

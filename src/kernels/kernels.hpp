@@ -155,16 +155,22 @@ extern Stub<void (*)(const Tensor& grad_x, const Tensor& grad, const Tensor& tar
 // --- indexing along one dim: out, in and src are dense (outer, n, inner) blocks, `dim` their
 // middle dim (named in messages only); index is i64 (outer, n_index, inner) with any strides
 // (stride 0 where expanded: index_select's one list serves every o and i) ------------------------
-/// out[o, j, i] = in[o, index[o, j, i], i]; any dtype. An index outside [0, n_in) throws
-/// IndexError naming `op` before anything is written (on CUDA after one wait for a check kernel).
+/// When an index outside its bounds throws IndexError naming the op. `now`: before anything is
+/// written, so an in-place op's bad index changes nothing (on CUDA the host waits for a check
+/// kernel). `deferred`, for an output no one else holds yet: on CUDA the check kernel's verdict
+/// is read at the next cuda::check_deferred() (before an optimizer step, at the next host read),
+/// so the host does not wait mid-step, and meanwhile a bad index reads zeros and writes nothing.
+/// The CPU checks now either way.
+enum class BoundsCheck { now, deferred };
+/// out[o, j, i] = in[o, index[o, j, i], i]; any dtype; an index outside [0, n_in) throws.
 extern Stub<void (*)(const Tensor& out, const Tensor& in, const Tensor& index, int64_t dim,
-                     const char* op)>
+                     const char* op, BoundsCheck when)>
     gather;
 /// out[o, index[o, j, i], i] += src[o, j, i] when `accumulate` (duplicates add up; every dtype
 /// but bool), else = src[o, j, i] (one of the duplicates wins); bounds [0, n_out), checked as
 /// gather's.
 extern Stub<void (*)(const Tensor& out, const Tensor& src, const Tensor& index, bool accumulate,
-                     int64_t dim, const char* op)>
+                     int64_t dim, const char* op, BoundsCheck when)>
     scatter;
 
 // --- optimizer updates: one pass over each parameter, any strides -------------------------------

@@ -114,11 +114,14 @@ void index_put_by_tensor(const Tensor& view, int64_t dim, const Tensor& index,
                          const Tensor& values);
 /// dst[.., index[..][j][..], ..] (+)= src[..][j][..] along dim, in place into dst (any layout;
 /// no autograd): the scatter ops and Tensor::scatter_/scatter_add_ (src/ops/index_ops.cpp).
+/// `when`: deferred only where dst is an output no one else holds yet (kernels::BoundsCheck).
 void scatter_into(const Tensor& dst, int64_t dim, const Tensor& index, const Tensor& src,
-                  bool accumulate, const char* op);
+                  bool accumulate, const char* op,
+                  kernels::BoundsCheck when = kernels::BoundsCheck::now);
 /// Slice index[j] of dst along dim += alpha * source's slice j, in place: index_add and
 /// Tensor::index_add_ (alpha a whole number for integer tensors).
 void index_add_into(const Tensor& dst, int64_t dim, const Tensor& index, const Tensor& source,
-                    double alpha, const char* op);
+                    double alpha, const char* op,
+                    kernels::BoundsCheck when = kernels::BoundsCheck::now);
 
 }  // namespace tandem::ops_detail

@@ -95,10 +95,11 @@ Tensor clone_detached(const Tensor& self) {
 // flattened into one): straight in when dst is row-major, else through a row-major copy
 // (written back only when the kernel returned, so a bad index changes nothing).
 void scatter_dense(const Tensor& dst, int64_t dim, const Tensor& src, const Tensor& index3,
-                   bool accumulate, const char* op, const Shape* shape = nullptr) {
+                   bool accumulate, const char* op, kernels::BoundsCheck when,
+                   const Shape* shape = nullptr) {
   const Tensor target = dst.is_contiguous() ? dst : clone_detached(dst);
   kernels::scatter(view3(shape ? target.detach().view(*shape) : target, dim), view3(src, dim),
-                   index3, accumulate, dim, op);
+                   index3, accumulate, dim, op, when);
   if (!target.is_same(dst)) kernels::copy(dst, target);
 }
 
@@ -133,7 +134,7 @@ Tensor apart_from(const Tensor& t, const Tensor& dst) {
 namespace ops_detail {
 
 void scatter_into(const Tensor& dst, int64_t dim, const Tensor& index, const Tensor& src,
-                  bool accumulate, const char* op) {
+                  bool accumulate, const char* op, kernels::BoundsCheck when) {
   check_defined(dst, op, "self");
   check_defined(src, op, "src");
   const Tensor self = lift(dst);
@@ -147,11 +148,11 @@ void scatter_into(const Tensor& dst, int64_t dim, const Tensor& index, const Ten
   kernels::scatter.at(self, op);
   const Tensor values = apart_from(dense(narrow_to(source, idx.shape(), -1)), dst);
   scatter_dense(narrow_to(self, idx.shape(), dim), dim, values,
-                view3(apart_from(dense(idx), dst), dim), accumulate, op);
+                view3(apart_from(dense(idx), dst), dim), accumulate, op, when);
 }
 
 void index_add_into(const Tensor& dst, int64_t dim, const Tensor& index, const Tensor& source,
-                    double alpha, const char* op) {
+                    double alpha, const char* op, kernels::BoundsCheck when) {
   check_defined(dst, op, "self");
   check_defined(source, op, "source");
   TANDEM_CHECK(dst.is_floating_point() || alpha == std::trunc(alpha), op,
@@ -176,7 +177,8 @@ void index_add_into(const Tensor& dst, int64_t dim, const Tensor& index, const T
     NoGradGuard no_grad;
     values = mul(values, alpha);
   }
-  scatter_dense(self, dim, values, list_index3(apart_from(idx, dst), expected, dim), true, op);
+  scatter_dense(self, dim, values, list_index3(apart_from(idx, dst), expected, dim), true, op,
+                when);
 }
 
 Tensor index_select_as(const Tensor& self_in, int64_t dim, const Tensor& index, const char* op) {
@@ -192,8 +194,8 @@ Tensor index_select_as(const Tensor& self_in, int64_t dim, const Tensor& index, 
   Shape shape = self.shape();
   shape[dim] = idx.numel();
   Tensor out = make_tensor(shape, self.dtype(), self.device());
-  kernels::gather(view3(out, dim), view3(dense(self), dim), list_index3(idx, shape, dim), dim,
-                  op);
+  kernels::gather(view3(out, dim), view3(dense(self), dim), list_index3(idx, shape, dim), dim, op,
+                  kernels::BoundsCheck::deferred);  // out is this op's own
   if (self_in.dim() == 0) out = out.reshape({});  // as torch: a scalar's selection is one
   const Shape self_shape = self_in.shape();
   autograd::record("index_select", {self_in}, out,
@@ -282,8 +284,8 @@ void index_put_by_tensor(const Tensor& view, int64_t dim, const Tensor& index,
   const Shape block = replace_dims(view.shape(), dim, sel.dims, {sel.positions.numel()});
   Tensor dense_values = make_tensor(selected, view.dtype(), view.device());
   kernels::copy(dense_values, broadcast_view(values, selected));
-  scatter_dense(view, dim, dense_values.view(block), list_index3(sel.positions, block, dim),
-                false, op, &flat_shape);
+  scatter_dense(view, dim, dense_values.view(block), list_index3(sel.positions, block, dim), false,
+                op, kernels::BoundsCheck::now, &flat_shape);
 }
 
 }  // namespace ops_detail
@@ -321,7 +323,7 @@ Tensor gather(const Tensor& self_in, int64_t dim, const Tensor& index) {
   kernels::gather.at(self, "gather");
   Tensor out = make_tensor(idx_in.shape(), self.dtype(), self.device());
   kernels::gather(view3(lift(out), dim), view3(dense(narrow_to(self, idx.shape(), dim)), dim),
-                  view3(dense(idx), dim), dim, "gather");
+                  view3(dense(idx), dim), dim, "gather", kernels::BoundsCheck::deferred);
   const Shape self_shape = self_in.shape();
   autograd::record("gather", {self_in}, out,
                    [idx_in, dim, self_shape](const Tensor& g) -> std::vector<Tensor> {
@@ -338,7 +340,7 @@ Tensor scatter_copy(const Tensor& self, int64_t dim, const Tensor& index, const 
                     bool accumulate, const char* op) {
   check_defined(self, op, "self");
   Tensor out = clone_detached(self);
-  scatter_into(out, dim, index, src, accumulate, op);
+  scatter_into(out, dim, index, src, accumulate, op, kernels::BoundsCheck::deferred);
   const Tensor idx = as_dtype(index, DType::i64);
   const Shape src_shape = src.shape();
   autograd::record(op, {self, src}, out,
@@ -372,7 +374,7 @@ Tensor index_add(const Tensor& self, int64_t dim, const Tensor& index, const Ten
                  double alpha) {
   check_defined(self, "index_add", "self");
   Tensor out = clone_detached(self);
-  index_add_into(out, dim, index, source, alpha, "index_add");
+  index_add_into(out, dim, index, source, alpha, "index_add", kernels::BoundsCheck::deferred);
   const Tensor idx = as_dtype(index, DType::i64);
   const Shape source_shape = source.shape();
   autograd::record("index_add", {self, source}, out,

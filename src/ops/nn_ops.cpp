@@ -1124,7 +1124,8 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, int64_t padding_id
   autograd::record("embedding", {weight}, out,
                    [flat, padding_idx, weight_shape](const Tensor& g) -> std::vector<Tensor> {
                      Tensor gw = zeros(weight_shape, TensorOptions(g.dtype()).device(g.device()));
-                     index_add_into(gw, 0, flat, g.reshape({-1, weight_shape[1]}), 1.0, "embedding");
+                     index_add_into(gw, 0, flat, g.reshape({-1, weight_shape[1]}), 1.0, "embedding",
+                                    kernels::BoundsCheck::deferred);
                      if (padding_idx >= 0) gw.narrow(0, padding_idx, 1).zero_();
                      // Its adjoint: the rows read back, the padding row's as zeros.
                      const Shape g_shape = g.shape();

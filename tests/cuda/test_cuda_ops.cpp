@@ -458,8 +458,23 @@ TEST_CASE("CUDA index_select, gather, scatter, index_add and embedding match the
   CHECK_THAT(error_of([&] { y.scatter_(1, from_vector<int64_t>({0, -2}, {1, 2}).to(kGpu), 1.0); }),
              Catch::Contains("scatter_: index -2 is out of bounds for dimension 1 with size 3"));
   CHECK(y.abs().sum().item<float>() == 0.0f);
-  CHECK_THAT(error_of([&] { embedding(ones({3, 2}, kGpu), from_vector<int64_t>({0, 3}).to(kGpu)); }),
+  // Into an output of the op's own, the check is read later: the error comes with the next
+  // read of a GPU value, or before an optimizer step (the host does not wait mid-step).
+  CHECK_THAT(error_of([&] {
+               embedding(ones({3, 2}, kGpu), from_vector<int64_t>({0, 3}).to(kGpu)).cpu();
+             }),
              Catch::Contains("embedding: index 3 is out of bounds for dimension 0 with size 3"));
+  CHECK_THAT(error_of([&] {
+               index_add(y, 0, from_vector<int64_t>({1, 2, 8}).to(kGpu), ones({3, 3}, kGpu))
+                   .sum()
+                   .item<float>();
+             }),
+             Catch::Contains("index_add: index 8 is out of bounds for dimension 0 with size 4"));
+  CHECK_THAT(error_of([&] {
+               gather(y, 1, from_vector<int64_t>({0, 5}, {1, 2}).to(kGpu)).cpu();
+             }),
+             Catch::Contains("gather: index 5 is out of bounds for dimension 1 with size 3"));
+  CHECK(y.abs().sum().item<float>() == 0.0f);  // no error left over, y untouched
 }
 
 TEST_CASE("CUDA SGD, Adam, AMSGrad, AdamW, RMSprop and Adagrad steps match the CPU's", "[cuda]") {
