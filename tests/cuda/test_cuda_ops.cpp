@@ -405,6 +405,32 @@ TEST_CASE(
   CHECK(tandem_emu_host_waits() == (scaled ? 6 : 3));
   CHECK(tandem_emu_device_mallocs() == 0);
 }
+
+TEST_CASE("CUDA: an embedding model's training step makes the host wait only to read the loss",
+          "[cuda]") {
+  if (!gpu_present("CUDA host waits of an embedding step")) return;
+  // The lookup and its gradient (index_select, index_add into a fresh table) check their
+  // indices on the GPU and read the verdict later, so the step waits once.
+  auto model = std::make_shared<nn::Sequential>(std::make_shared<nn::Embedding>(50, 8),
+                                                std::make_shared<nn::Flatten>(),
+                                                std::make_shared<nn::Linear>(24, 5));
+  model->to(kGpu);
+  optim::Adam opt(model->parameters(), optim::AdamOptions(1e-2));
+  const Tensor tokens = from_vector<int64_t>({1, 7, 49, 3, 0, 12}, {2, 3}).to(kGpu);
+  const Tensor y = from_vector<int64_t>({4, 0}).to(kGpu);
+  auto step = [&] {
+    opt.zero_grad();
+    Tensor loss = cross_entropy(model->forward(tokens), y);
+    loss.backward();
+    opt.step();
+    return loss.item<float>();
+  };
+  for (int i = 0; i < 2; ++i) step();
+  tandem_emu_reset_counts();
+  for (int i = 0; i < 3; ++i) CHECK(std::isfinite(step()));
+  CHECK(tandem_emu_host_waits() == 3);
+  CHECK(tandem_emu_device_mallocs() == 0);
+}
 #endif
 
 TEST_CASE("CUDA index_select, gather, scatter, index_add and embedding match the CPU, a bad "
