@@ -99,7 +99,7 @@ __global__ void gather_kernel(T* out, const T* in, IndexArg index, Split3 split,
     int64_t o, j, i;
     split(p, o, j, i);
     const int64_t k = index.at(o, j, i);
-    out[p] = k >= 0 && k < n_in ? in[(o * n_in + k) * split.inner + i] : T{};  // bad: checked
+    out[p] = k >= 0 && k < n_in ? in[(o * n_in + k) * split.inner + i] : T{};  // bad: zero
   }
 }
 
