@@ -425,25 +425,11 @@ Stream::Stream(int device) : device_(device) {
   DeviceGuard guard(device);
   cudaStream_t s = nullptr;
   TANDEM_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  handle_ = s;
-}
-
-Stream::~Stream() {
-  if (handle_) cudaStreamDestroy(static_cast<cudaStream_t>(handle_));
-}
-
-Stream::Stream(Stream&& other) noexcept : handle_(other.handle_), device_(other.device_) {
-  other.handle_ = nullptr;
-}
-
-Stream& Stream::operator=(Stream&& other) noexcept {
-  std::swap(handle_, other.handle_);
-  std::swap(device_, other.device_);
-  return *this;
+  handle_ = {s, [](void* p) { cudaStreamDestroy(static_cast<cudaStream_t>(p)); }};
 }
 
 void Stream::synchronize() const {
-  TANDEM_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(handle_)));
+  TANDEM_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(handle())));
   check_deferred();
 }
 
@@ -452,33 +438,19 @@ Event::Event(int device) : device_(device) {
   DeviceGuard guard(device);
   cudaEvent_t e = nullptr;
   TANDEM_CUDA_CHECK(cudaEventCreate(&e));
-  handle_ = e;
-}
-
-Event::~Event() {
-  if (handle_) cudaEventDestroy(static_cast<cudaEvent_t>(handle_));
-}
-
-Event::Event(Event&& other) noexcept : handle_(other.handle_), device_(other.device_) {
-  other.handle_ = nullptr;
-}
-
-Event& Event::operator=(Event&& other) noexcept {
-  std::swap(handle_, other.handle_);
-  std::swap(device_, other.device_);
-  return *this;
+  handle_ = {e, [](void* p) { cudaEventDestroy(static_cast<cudaEvent_t>(p)); }};
 }
 
 void Event::record() {
   DeviceGuard guard(device_);
-  TANDEM_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(handle_), current_stream()));
+  TANDEM_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(handle_.get()), current_stream()));
 }
 
 double Event::seconds_since(const Event& earlier) const {
-  TANDEM_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(handle_)));
+  TANDEM_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(handle_.get())));
   float ms = 0;
-  TANDEM_CUDA_CHECK(cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(earlier.handle_),
-                                         static_cast<cudaEvent_t>(handle_)));
+  TANDEM_CUDA_CHECK(cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(earlier.handle_.get()),
+                                         static_cast<cudaEvent_t>(handle_.get())));
   return ms * 1e-3;
 }
 

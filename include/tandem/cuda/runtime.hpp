@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 
 #include "tandem/core/storage.hpp"
@@ -97,21 +98,20 @@ void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device
 void copy_to_device_async(void* dst, Device dst_device, const void* src, const void* src_block,
                           size_t nbytes);
 
+/// A CUDA handle (a cudaStream_t, a cudaEvent_t) and the call that releases it when its owner
+/// goes: what makes Stream and Event movable, not copyable.
+using CudaHandle = std::unique_ptr<void, void (*)(void*)>;
+
 /// A CUDA stream owned by tandem (compute or communication). Movable, not copyable.
 class Stream {
  public:
   explicit Stream(int device);
-  ~Stream();
-  Stream(Stream&& other) noexcept;
-  Stream& operator=(Stream&& other) noexcept;
-  Stream(const Stream&) = delete;
-  Stream& operator=(const Stream&) = delete;
-  void* handle() const { return handle_; }  // a cudaStream_t
+  void* handle() const { return handle_.get(); }  // a cudaStream_t
   int device() const { return device_; }
   void synchronize() const;
 
  private:
-  void* handle_ = nullptr;
+  CudaHandle handle_{nullptr, nullptr};
   int device_ = 0;
 };
 
@@ -120,11 +120,6 @@ class Stream {
 class Event {
  public:
   explicit Event(int device);
-  ~Event();
-  Event(Event&& other) noexcept;
-  Event& operator=(Event&& other) noexcept;
-  Event(const Event&) = delete;
-  Event& operator=(const Event&) = delete;
   /// Marks the point the compute stream has reached: what tandem queued there so far.
   void record();
   /// Seconds of the device's time from `earlier` to this event, once both are recorded; waits
@@ -132,7 +127,7 @@ class Event {
   double seconds_since(const Event& earlier) const;
 
  private:
-  void* handle_ = nullptr;  // a cudaEvent_t
+  CudaHandle handle_{nullptr, nullptr};  // a cudaEvent_t
   int device_ = 0;
 };
 
