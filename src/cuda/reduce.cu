@@ -307,6 +307,20 @@ void pick_classes_backward(const Tensor& grad_x, const Tensor& grad, const Tenso
 }
 
 // --- optimizer updates: the CPU's, element for element (kernels/optim_update.hpp) ----------
+// Calls f(T{}) for parameters of f32 or f64, the dtypes of the optimizer updates on the GPU;
+// refuses the others, naming `what`.
+template <typename F>
+void dispatch_params(DType dtype, const char* what, F&& f) {
+  cuda::dispatch<true>(dtype, what, [&](auto t) {
+    using T = decltype(t);
+    if constexpr (std::is_same_v<T, compute_t<T>>) {
+      f(t);
+    } else {
+      TANDEM_THROW(NotImplementedError, what, ": parameters are f32 or f64, got ", dtype);
+    }
+  });
+}
+
 template <typename T>
 __global__ void sgd_kernel(T* p, T* buf, const T* g, int64_t n, cuda::OffsetCalc<3> oc,
                            SgdConstants<T> c) {
@@ -326,17 +340,12 @@ void sgd_step(const Tensor& param, const Tensor& momentum_buffer, const Tensor& 
                              {param.strides(), has_buffer ? momentum_buffer.strides() : param.strides(),
                               grad.strides()});
   cuda::TensorDeviceGuard guard(param);
-  cuda::dispatch<true>(param.dtype(), "sgd_step (cuda)", [&](auto t) {
+  dispatch_params(param.dtype(), "sgd_step (cuda)", [&](auto t) {
     using T = decltype(t);
-    if constexpr (std::is_same_v<T, compute_t<T>>) {
-      sgd_kernel<<<cuda::grid_for(n), cuda::kThreads, 0, cuda::current_stream()>>>(
-          ptr<T>(param), has_buffer ? ptr<T>(momentum_buffer) : nullptr, ptr<const T>(grad), n, oc,
-          SgdConstants<T>(args));
-      cuda::check_launch("sgd_step");
-    } else {
-      TANDEM_THROW(NotImplementedError, "sgd_step (cuda): parameters are f32 or f64, got ",
-                   param.dtype());
-    }
+    sgd_kernel<<<cuda::grid_for(n), cuda::kThreads, 0, cuda::current_stream()>>>(
+        ptr<T>(param), has_buffer ? ptr<T>(momentum_buffer) : nullptr, ptr<const T>(grad), n, oc,
+        SgdConstants<T>(args));
+    cuda::check_launch("sgd_step");
   });
 }
 
@@ -443,38 +452,33 @@ __global__ void sgd_batch_kernel(SgdBatch<T> b, SgdConstants<T> c) {
 
 void sgd_steps(const Tensor& key, const std::vector<SgdEntry>& entries, const SgdArgs& args) {
   cuda::TensorDeviceGuard guard(key);
-  cuda::dispatch<true>(key.dtype(), "sgd_steps (cuda)", [&](auto t) {
+  dispatch_params(key.dtype(), "sgd_steps (cuda)", [&](auto t) {
     using T = decltype(t);
-    if constexpr (std::is_same_v<T, compute_t<T>>) {
-      std::vector<int64_t> numels;
-      const std::vector<const SgdEntry*> dense = dense_entries(
-          key, entries, "sgd_steps",
-          [](const SgdEntry& e) {
-            return dense_alike(e.param, {&e.buffer, &e.grad});
-          },
-          [&](const SgdEntry& e) {
-            SgdArgs a = args;
-            a.first = e.first;
-            sgd_step(e.param, e.buffer, e.grad, a);
-          },
-          numels);
-      launch_chunks<SgdBatch<T>>(
-          numels,
-          [&](SgdBatch<T>& b, int slot, size_t i) {
-            const SgdEntry& e = *dense[i];
-            b.ptr[0][slot] = ptr<T>(e.param);
-            b.ptr[1][slot] = e.buffer.defined() ? ptr<T>(e.buffer) : nullptr;
-            b.ptr[2][slot] = const_cast<T*>(ptr<const T>(e.grad));
-            b.first[slot] = e.first;
-          },
-          [&](const SgdBatch<T>& b, int blocks) {
-            sgd_batch_kernel<<<blocks, 512, 0, cuda::current_stream()>>>(b, SgdConstants<T>(args));
-            cuda::check_launch("sgd_steps");
-          });
-    } else {
-      TANDEM_THROW(NotImplementedError, "sgd_steps (cuda): parameters are f32 or f64, got ",
-                   key.dtype());
-    }
+    std::vector<int64_t> numels;
+    const std::vector<const SgdEntry*> dense = dense_entries(
+        key, entries, "sgd_steps",
+        [](const SgdEntry& e) {
+          return dense_alike(e.param, {&e.buffer, &e.grad});
+        },
+        [&](const SgdEntry& e) {
+          SgdArgs a = args;
+          a.first = e.first;
+          sgd_step(e.param, e.buffer, e.grad, a);
+        },
+        numels);
+    launch_chunks<SgdBatch<T>>(
+        numels,
+        [&](SgdBatch<T>& b, int slot, size_t i) {
+          const SgdEntry& e = *dense[i];
+          b.ptr[0][slot] = ptr<T>(e.param);
+          b.ptr[1][slot] = e.buffer.defined() ? ptr<T>(e.buffer) : nullptr;
+          b.ptr[2][slot] = const_cast<T*>(ptr<const T>(e.grad));
+          b.first[slot] = e.first;
+        },
+        [&](const SgdBatch<T>& b, int blocks) {
+          sgd_batch_kernel<<<blocks, 512, 0, cuda::current_stream()>>>(b, SgdConstants<T>(args));
+          cuda::check_launch("sgd_steps");
+        });
   });
 }
 
@@ -497,18 +501,13 @@ void adam_step(const Tensor& param, const Tensor& exp_avg, const Tensor& exp_avg
                              {param.strides(), exp_avg.strides(), exp_avg_sq.strides(),
                               (amsgrad ? max_exp_avg_sq : exp_avg_sq).strides(), grad.strides()});
   cuda::TensorDeviceGuard guard(param);
-  cuda::dispatch<true>(param.dtype(), "adam_step (cuda)", [&](auto t) {
+  dispatch_params(param.dtype(), "adam_step (cuda)", [&](auto t) {
     using T = decltype(t);
-    if constexpr (std::is_same_v<T, compute_t<T>>) {
-      adam_kernel<<<cuda::grid_for(n), cuda::kThreads, 0, cuda::current_stream()>>>(
-          ptr<T>(param), ptr<T>(exp_avg), ptr<T>(exp_avg_sq),
-          amsgrad ? ptr<T>(max_exp_avg_sq) : nullptr, ptr<const T>(grad), n, oc,
-          AdamConstants<T>(args));
-      cuda::check_launch("adam_step");
-    } else {
-      TANDEM_THROW(NotImplementedError, "adam_step (cuda): parameters are f32 or f64, got ",
-                   param.dtype());
-    }
+    adam_kernel<<<cuda::grid_for(n), cuda::kThreads, 0, cuda::current_stream()>>>(
+        ptr<T>(param), ptr<T>(exp_avg), ptr<T>(exp_avg_sq),
+        amsgrad ? ptr<T>(max_exp_avg_sq) : nullptr, ptr<const T>(grad), n, oc,
+        AdamConstants<T>(args));
+    cuda::check_launch("adam_step");
   });
 }
 
@@ -537,41 +536,35 @@ __global__ void adam_batch_kernel(AdamBatch<T> b, AdamConstants<T> c) {
 
 void adam_steps(const Tensor& key, const std::vector<AdamEntry>& entries, const AdamArgs& args) {
   cuda::TensorDeviceGuard guard(key);
-  cuda::dispatch<true>(key.dtype(), "adam_steps (cuda)", [&](auto t) {
+  dispatch_params(key.dtype(), "adam_steps (cuda)", [&](auto t) {
     using T = decltype(t);
-    if constexpr (std::is_same_v<T, compute_t<T>>) {
-      std::vector<int64_t> numels;
-      const std::vector<const AdamEntry*> dense = dense_entries(
-          key, entries, "adam_steps",
-          [](const AdamEntry& e) {
-            return dense_alike(e.param, {&e.exp_avg, &e.exp_avg_sq, &e.max_exp_avg_sq, &e.grad});
-          },
-          [&](const AdamEntry& e) {
-            adam_step(e.param, e.exp_avg, e.exp_avg_sq, e.max_exp_avg_sq, e.grad, e.args(args));
-          },
-          numels);
-      launch_chunks<AdamBatch<T>>(
-          numels,
-          [&](AdamBatch<T>& b, int slot, size_t i) {
-            const AdamEntry& e = *dense[i];
-            b.ptr[0][slot] = ptr<T>(e.param);
-            b.ptr[1][slot] = ptr<T>(e.exp_avg);
-            b.ptr[2][slot] = ptr<T>(e.exp_avg_sq);
-            b.ptr[3][slot] = e.max_exp_avg_sq.defined() ? ptr<T>(e.max_exp_avg_sq) : nullptr;
-            b.ptr[4][slot] = const_cast<T*>(ptr<const T>(e.grad));
-            const AdamConstants<T> own(e.args(args));
-            b.root_bias2[slot] = own.root_bias2;
-            b.step[slot] = own.step;
-          },
-          [&](const AdamBatch<T>& b, int blocks) {
-            adam_batch_kernel<<<blocks, 512, 0, cuda::current_stream()>>>(b,
-                                                                          AdamConstants<T>(args));
-            cuda::check_launch("adam_steps");
-          });
-    } else {
-      TANDEM_THROW(NotImplementedError, "adam_steps (cuda): parameters are f32 or f64, got ",
-                   key.dtype());
-    }
+    std::vector<int64_t> numels;
+    const std::vector<const AdamEntry*> dense = dense_entries(
+        key, entries, "adam_steps",
+        [](const AdamEntry& e) {
+          return dense_alike(e.param, {&e.exp_avg, &e.exp_avg_sq, &e.max_exp_avg_sq, &e.grad});
+        },
+        [&](const AdamEntry& e) {
+          adam_step(e.param, e.exp_avg, e.exp_avg_sq, e.max_exp_avg_sq, e.grad, e.args(args));
+        },
+        numels);
+    launch_chunks<AdamBatch<T>>(
+        numels,
+        [&](AdamBatch<T>& b, int slot, size_t i) {
+          const AdamEntry& e = *dense[i];
+          b.ptr[0][slot] = ptr<T>(e.param);
+          b.ptr[1][slot] = ptr<T>(e.exp_avg);
+          b.ptr[2][slot] = ptr<T>(e.exp_avg_sq);
+          b.ptr[3][slot] = e.max_exp_avg_sq.defined() ? ptr<T>(e.max_exp_avg_sq) : nullptr;
+          b.ptr[4][slot] = const_cast<T*>(ptr<const T>(e.grad));
+          const AdamConstants<T> own(e.args(args));
+          b.root_bias2[slot] = own.root_bias2;
+          b.step[slot] = own.step;
+        },
+        [&](const AdamBatch<T>& b, int blocks) {
+          adam_batch_kernel<<<blocks, 512, 0, cuda::current_stream()>>>(b, AdamConstants<T>(args));
+          cuda::check_launch("adam_steps");
+        });
   });
 }
 
