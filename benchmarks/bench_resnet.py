@@ -17,7 +17,7 @@ import statistics
 import sys
 import time
 
-from peers import require_optimized_blas, run_side
+from peers import PhaseTimes, require_optimized_blas, run_side
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -47,7 +47,7 @@ def torch_worker(args):
     xs = [torch.randn(args.batch, args.channels, args.size, args.size) for _ in range(4)]
     ys = [torch.randint(0, 10, (args.batch,)) for _ in range(4)]
     ms = []
-    phases = {"forward": [], "backward": [], "optimizer": []}  # as bench_resnet's host_*_ms
+    phases = PhaseTimes()
     low = args.precision == "bf16"
     for s in range(args.warmup + args.steps):
         t0 = time.perf_counter()
@@ -62,14 +62,12 @@ def torch_worker(args):
         loss.item()
         if s >= args.warmup:
             ms.append((time.perf_counter() - t0) * 1000)
-            for phase, (a, b) in {"forward": (t0, t_forward), "backward": (t_forward, t_backward),
-                                  "optimizer": (t_backward, t_step)}.items():
-                phases[phase].append((b - a) * 1000)
+            phases.add(t0, t_forward, t_backward, t_step)
     median = statistics.median(ms)
     print(json.dumps({"framework": "pytorch", "version": torch.__version__, "model": args.model,
                       "batch": args.batch, "threads": args.threads, "steps": args.steps,
                       "precision": args.precision, "step_ms_median": median, "img_per_s": args.batch * 1000 / median,
-                      **{f"host_{p}_ms_median": statistics.median(v) for p, v in phases.items()}}))
+                      **phases.medians()}))
 
 
 def main():
@@ -122,7 +120,7 @@ def main():
         # On the CPU each phase's time is its work: tandem's time / PyTorch's, per phase.
         **{f"{p}_time_ratio_median": statistics.median(
             r["tandem"][f"host_{p}_ms_median"] / r["pytorch"][f"host_{p}_ms_median"] for r in runs)
-           for p in ("forward", "backward", "optimizer")},
+           for p in PhaseTimes.PHASES},
         "runs": runs,
     }
     print(json.dumps({k: v for k, v in summary.items() if k != "runs"}, indent=1))

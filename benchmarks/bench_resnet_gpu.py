@@ -18,6 +18,8 @@ import subprocess
 import sys
 import time
 
+from peers import PhaseTimes
+
 
 def torch_resnet50(num_classes=10):
     import torch.nn as nn
@@ -68,7 +70,7 @@ def torch_run(args):
           for _ in range(4)]
     ys = [torch.randint(0, 10, (args.batch,), device=dev) for _ in range(4)]
     torch.cuda.reset_peak_memory_stats()
-    ms, queued = [], {"forward": [], "backward": [], "optimizer": []}
+    ms, queued = [], PhaseTimes()  # until each phase had been queued (the host runs ahead)
     for s in range(args.warmup + args.steps):
         profiled = getattr(args, "profile_last_step", False) and s + 1 == args.warmup + args.steps
         if profiled:
@@ -88,15 +90,12 @@ def torch_run(args):
             torch.cuda.profiler.stop()
         if s >= args.warmup:
             ms.append((time.perf_counter() - t0) * 1000)
-            # Until each phase had been queued (the host runs ahead of the GPU), as bench_resnet.
-            for phase, (a, b) in {"forward": (t0, t_forward), "backward": (t_forward, t_backward),
-                                  "optimizer": (t_backward, t_step)}.items():
-                queued[phase].append((b - a) * 1000)
+            queued.add(t0, t_forward, t_backward, t_step)
     step = statistics.median(ms)
     return {"framework": "pytorch", "version": torch.__version__, "step_ms_median": step,
             "img_per_s": args.batch * 1000 / step, "peak_allocated_bytes": torch.cuda.max_memory_allocated(),
             "after_forward_bytes": after_forward,
-            **{f"host_{phase}_ms_median": statistics.median(v) for phase, v in queued.items()}}
+            **queued.medians()}
 
 
 def run_json(cmd, timeout):
@@ -190,7 +189,7 @@ def write_summary(args, runs):
     for run in runs:
         for side in ("tandem", "pytorch"):
             r = run[side]
-            phases = [r.get(f"host_{p}_ms_median") for p in ("forward", "backward", "optimizer")]
+            phases = [r.get(f"host_{p}_ms_median") for p in PhaseTimes.PHASES]
             if None not in phases and r.get("step_ms_median"):
                 r["host_share"] = sum(phases) / r["step_ms_median"]
     versions = [run["pytorch"]["version"] for run in runs if "version" in run["pytorch"]]

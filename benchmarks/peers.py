@@ -5,6 +5,7 @@ ResNet path). Nor may the peer run on a BLAS slower than the one its package bri
 require_optimized_blas refuses Debian's reference BLAS."""
 import json
 import os
+import statistics
 import subprocess
 
 
@@ -28,3 +29,21 @@ def require_optimized_blas():
     if reference:
         raise SystemExit(f"PyTorch's BLAS is the reference implementation ({reference[0]}), which "
                          "would make a false peer; install libopenblas0 (scripts/setup.sh --bench)")
+
+
+class PhaseTimes:
+    """How long the host took over each phase of a training step, as bench_resnet reports it
+    (host_*_ms_median): forward, backward and optimizer, each from the end of the one before. On
+    a GPU the time to queue it (the host runs ahead), on the CPU its work."""
+    PHASES = ("forward", "backward", "optimizer")
+
+    def __init__(self):
+        self.ms = {p: [] for p in self.PHASES}
+
+    def add(self, start, *ends):
+        """One step: its start and the end of each phase, in order (time.perf_counter())."""
+        for phase, a, b in zip(self.PHASES, (start,) + ends, ends):
+            self.ms[phase].append((b - a) * 1000)
+
+    def medians(self):
+        return {f"host_{p}_ms_median": statistics.median(v) for p, v in self.ms.items()}

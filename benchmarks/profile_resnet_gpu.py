@@ -105,7 +105,7 @@ def main():
         try:
             rows = profile(ncu, command(profiled), f"/tmp/tandem-profile-{side}.csv", args.timeout)
             out["sides"][side] = summarize(rows, wall, args.top)
-            for phase in ("forward", "backward", "optimizer"):  # the host's queueing, plain run
+            for phase in bench.PhaseTimes.PHASES:  # the host's queueing, plain run
                 key = f"host_{phase}_ms_median"
                 if key in walls[side]:
                     out["sides"][side][key] = walls[side][key]
@@ -126,7 +126,7 @@ def main():
     kinds = sorted({k for s in done.values() for k in s["ms_by_kind"]},
                    key=lambda k: -max(s["ms_by_kind"].get(k, 0) for s in done.values()))
     print(f"{'ms of one step':<20}" + "".join(f"{side:>10}" for side in done))
-    hosts = [f"host_{phase}_ms_median" for phase in ("forward", "backward", "optimizer")]
+    hosts = [f"host_{phase}_ms_median" for phase in bench.PhaseTimes.PHASES]
     for k in ["wall_step_ms", "kernel_ms"] + hosts + kinds:
         print(f"{k.replace('_median', ''):<20}"
               + "".join(f"{(s.get(k) or s['ms_by_kind'].get(k, 0)):>10.2f}" for s in done.values()))
