@@ -158,7 +158,7 @@ void batch_norm_backward(const Tensor& grad_in, const Tensor& grad_weight,
     const S* dy = ptr<const S>(grad_out);
     const S* y = out.defined() ? ptr<const S>(out) : nullptr;  // relu: its mask
     S* dr = grad_residual.defined() ? ptr<S>(grad_residual) : nullptr;
-    const double count = sync ? sync->count : static_cast<double>(d.n * d.s);
+    const double count = sync ? sync->count.item<double>() : static_cast<double>(d.n * d.s);
     // Two passes over the planes in memory order: the sums (and the residual's gradient), then,
     // with every channel's sums known (synchronized: the group's, allreduced in `sums` between
     // the passes), the input gradient.

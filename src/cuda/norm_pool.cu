@@ -280,7 +280,14 @@ __global__ void bn_backward_finish_kernel(P* sum_dy, P* sum_dy_xmu, P* grad_weig
 
 // Channel c's coefficients of the input's gradient, dx = scale (dz - mean_dy - (x - mean) slope)
 // (scale = w invstd, mean_dy = mean(dz), slope = invstd mean(dz xhat) when training, else 0):
-// what both backward kernels compute, written once so that they round alike.
+// what both backward kernels compute, written once so that they round alike. The values per
+// channel: `count`, or the group's (`group_count`, on the device: the host never reads it).
+template <typename P>
+struct BnCount {
+  P local;
+  const double* group;  // SyncBatchNorm's allreduced count, or null
+  __device__ __forceinline__ P value() const { return group ? static_cast<P>(*group) : local; }
+};
 template <typename P>
 struct BnInputGrad {
   P scale, mean_dy, slope, mean;
@@ -303,7 +310,8 @@ template <typename T, typename P>
 __global__ void bn_backward_input_kernel(T* dx, T* dr, const T* dy, const T* x, const T* out,
                                          const P* mean, const P* invstd, const P* weight,
                                          const P* sum_dy, const P* sum_dy_xmu, int64_t total,
-                                         NcsLayout l, P count, bool training) {
+                                         NcsLayout l, BnCount<P> n, bool training) {
+  const P count = n.value();
   TANDEM_CUDA_LOOP(j, total) {
     const int64_t c = l.channel(j);
     const P dz = bn_dz<P>(dy[j], out ? out[j] : T{}, out != nullptr);
@@ -353,14 +361,14 @@ __global__ void bn_forward_tiled_kernel(T* y, const T* x, const T* residual, con
 }
 
 template <int V, typename T, typename P>
-__global__ void bn_backward_input_tiled_kernel(T* dx, T* dr, const T* dy, const T* x,
-                                               const T* out, const P* mean, const P* invstd,
-                                               const P* weight, const P* sum_dy,
-                                               const P* sum_dy_xmu, ChannelTiles t, P count,
-                                               bool training) {
+__global__ void bn_backward_input_tiled_kernel(T* dx, T* dr, const T* dy, const T* x, const T* out,
+                                               const P* mean, const P* invstd, const P* weight,
+                                               const P* sum_dy, const P* sum_dy_xmu, ChannelTiles t,
+                                               BnCount<P> n, bool training) {
   const int64_t tid = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (tid >= t.rows_per_pass * t.groups) return;
   const int64_t g = tid % t.groups;
+  const P count = n.value();
   BnInputGrad<P> coef[V];
 #pragma unroll
   for (int k = 0; k < V; ++k)
@@ -499,7 +507,7 @@ void batch_norm_backward(const Tensor& grad_in, const Tensor& grad_weight,
     cuda::check_launch("batch_norm_backward (channels)");
     // Synchronized: the group's sums (grad_weight and grad_bias above stay this rank's).
     if (sync) sync->allreduce(sums);
-    const P count = static_cast<P>(sync ? sync->count : static_cast<double>(n * s));
+    const BnCount<P> count{static_cast<P>(n * s), sync ? ptr<const double>(sync->count) : nullptr};
     if (!grad_in.defined() && !grad_residual.defined()) return;
     T* dx = grad_in.defined() ? ptr<T>(grad_in) : nullptr;
     T* dr = grad_residual.defined() ? ptr<T>(grad_residual) : nullptr;

@@ -80,11 +80,13 @@ extern Stub<void (*)(const Tensor& out, const Tensor& in, const Tensor& mean,
 /// SyncBatchNorm's backward: the per-channel sums of the gradient, a (2, C) tensor of sum(dz) and
 /// sum(dz * (x - mean)) in the statistics' dtype on the input's device, go through `allreduce`
 /// (in place, over every rank of the group; every rank calls it, an empty batch too) between the
-/// kernel's two halves, and grad_in divides by `count`, the group's values per channel.
-/// grad_weight and grad_bias stay this rank's sums (DDP averages them as any gradient).
+/// kernel's two halves, and grad_in divides by `count`, the group's values per channel: an f64
+/// tensor of one element on the input's device (allreduced too, so a GPU kernel reads it where it
+/// lies and the host never waits for it). grad_weight and grad_bias stay this rank's sums (DDP
+/// averages them as any gradient).
 struct BatchNormSync {
   std::function<void(const Tensor&)> allreduce;
-  double count;
+  Tensor count;
 };
 /// training: gradients through the batch statistics; otherwise they are constants. `out`
 /// defined: the forward applied relu and out is its result, whose mask (out > 0) the gradient

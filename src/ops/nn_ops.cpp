@@ -3,6 +3,7 @@
 #include <array>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <optional>
 
 #include "common.hpp"
@@ -35,6 +36,18 @@ Tensor with_batch_dim(const Tensor& input, const char* op, F&& f) {
                "(C, H, W), got ", shape_str(input.shape()));
   if (input.dim() == 3) return f(input.unsqueeze(0)).squeeze(0);
   return f(input);
+}
+
+// check(value) of `scalar`'s one f64 value: at once on the CPU; on a GPU at the calling thread's
+// next cuda::check_deferred() (before any optimizer changes anything), as reading the value
+// here would make the host wait for the GPU mid-step.
+void check_scalar(const Tensor& scalar, std::function<void(double)> check) {
+  if (!scalar.device().is_cuda()) return check(scalar.item<double>());
+  cuda::defer_check(scalar.raw_data(), scalar.device().index(), [check](int64_t bits) {
+    double value;
+    std::memcpy(&value, &bits, sizeof value);
+    check(value);
+  });
 }
 
 // A gradient a kernel computed linearly from g (pooling, class picks, embedding rows): under
@@ -406,9 +419,10 @@ std::array<int64_t, 3> check_batch_norm(const Tensor& input, const Tensor& runni
 // The group's statistics for sync_batch_norm, as PyTorch's SyncBatchNorm gathers them: this
 // rank's mean and biased variance from batch norm's own kernel, then [count, count * mean (C),
 // count * (var + mean^2) (C)] in f64 summed over every rank by `allreduce` (no copy of the input,
-// no square of it); returns the group's count and sets its mean and biased variance. A rank with
-// an empty batch adds zeros.
-double group_stats(const Tensor& x, int64_t c, const StatsAllreduce& allreduce, Tensor& mean,
+// no square of it); sets the group's mean and biased variance and returns its count (f64, one
+// element, where x lies: on a GPU the host never reads it, so a step does not wait for the
+// group). A rank with an empty batch adds zeros.
+Tensor group_stats(const Tensor& x, int64_t c, const StatsAllreduce& allreduce, Tensor& mean,
                    Tensor& var, const char* name) {
   const DType pdt = compute_dtype(x.dtype());
   const TensorOptions f64 = TensorOptions(DType::f64).device(x.device());
@@ -424,8 +438,10 @@ double group_stats(const Tensor& x, int64_t c, const StatsAllreduce& allreduce, 
     stats = zeros({1 + 2 * c}, f64);
   }
   allreduce(stats);
-  const double count = stats.narrow(0, 0, 1).item<double>();
-  TANDEM_CHECK(count > 1, name, ": expected more than 1 value per channel over all ranks");
+  Tensor count = stats.narrow(0, 0, 1);
+  check_scalar(count, [name](double n) {
+    TANDEM_CHECK(n > 1, name, ": expected more than 1 value per channel over all ranks, got ", n);
+  });
   Tensor m = stats.narrow(0, 1, c) / count;
   var = clamp(stats.narrow(0, 1 + c, c) / count - mul(m, m), 0.0, std::nullopt).to(pdt);
   mean = m.to(pdt).contiguous();
@@ -510,24 +526,33 @@ Tensor batch_norm_op(const Tensor& input, const Tensor& running_mean, const Tens
   const bool has_residual = residual.defined();
   auto param = [&](const Tensor& t) { return t.defined() ? as_dtype(t.detach(), pdt).contiguous() : Tensor(); };
   Tensor w = param(weight), b = param(bias);
-  Tensor mean, invstd;
-  double count = static_cast<double>(n * s);
+  Tensor mean, invstd, group_count;
   {
     NoGradGuard guard;
     if (training) {
       Tensor var;
       if (group) {
-        count = group_stats(x, c, *group, mean, var, name);
+        group_count = group_stats(x, c, *group, mean, var, name);
       } else {
         mean = empty({c}, opts);
         var = empty({c}, opts);
         kernels::batch_norm_stats(mean, var, x);
       }
       invstd = pow(add(var, eps), -0.5);
-      if (running_mean.defined()) {
+      if (running_mean.defined() && !group) {
+        const double count = static_cast<double>(n * s);
         Tensor rm = running_mean, rv = running_var;  // handles: the data is updated in place
         rm.mul_(1.0 - momentum).add_(mean, momentum);
         rv.mul_(1.0 - momentum).add_(mul(var, count / (count - 1.0)), momentum);
+      } else if (running_mean.defined()) {
+        // The group's count stays where it lies: unbiased by a tensor, and a count of 1 or less
+        // (an error, reported later on a GPU: check_scalar) leaves the running statistics as
+        // they were instead of infinite or NaN.
+        const Tensor ok = gt(group_count, ones_like(group_count));
+        const Tensor unbias = (group_count / (group_count - 1.0)).to(pdt);
+        Tensor rm = running_mean, rv = running_var;
+        rm.copy_(where(ok, add(mul(rm, 1.0 - momentum), mean, momentum), rm));
+        rv.copy_(where(ok, add(mul(rv, 1.0 - momentum), mul(var, unbias), momentum), rv));
       }
     } else {
       mean = as_dtype(running_mean, pdt).contiguous();
@@ -548,7 +573,7 @@ Tensor batch_norm_op(const Tensor& input, const Tensor& running_mean, const Tens
   DType wdt = weight.defined() ? weight.dtype() : pdt, bdt = bias.defined() ? bias.dtype() : pdt;
   // The gradient's per-channel sums over the group, between the kernel's two halves.
   std::optional<kernels::BatchNormSync> sync;
-  if (group) sync = kernels::BatchNormSync{*group, count};
+  if (group) sync = kernels::BatchNormSync{*group, group_count};
   autograd::record(name, {input, weight, bias, residual}, out,
                    [=](const Tensor& g) -> std::vector<Tensor> {
                      if (grad_mode_enabled()) {  // create_graph
@@ -1259,24 +1284,13 @@ Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, const Ten
         weight.defined() ? autocast_input("binary_cross_entropy", weight) : weight, reduction);
   check_pointwise_loss(input, target, "binary_cross_entropy");
   if (input.numel() > 0) {
-    // |x - 1/2| <= 1/2 for every x in [0, 1]; false for NaN too. On a GPU the distance is read
-    // later (cuda::defer_check): read here, the host would wait mid-step for the forward.
-    const Tensor far = amax(abs(add(input.detach(), -0.5)), {}, false).to(DType::f64);
-    auto check = [](double d) {
+    // |x - 1/2| <= 1/2 for every x in [0, 1]; false for NaN too.
+    check_scalar(amax(abs(add(input.detach(), -0.5)), {}, false).to(DType::f64), [](double d) {
       TANDEM_CHECK(d <= 0.5,
                    "binary_cross_entropy: every input must be a probability in "
                    "[0, 1], got one at distance ",
                    d, " from 0.5");
-    };
-    if (far.device().is_cuda()) {
-      cuda::defer_check(far.raw_data(), far.device().index(), [check](int64_t bits) {
-        double d;
-        std::memcpy(&d, &bits, sizeof d);
-        check(d);
-      });
-    } else {
-      check(far.item<double>());
-    }
+    });
   }
   if (weight.defined()) check_loss_weight(weight, input, "binary_cross_entropy");
   // The value with each log clamped at -100, and torch's gradients, whose input gradient

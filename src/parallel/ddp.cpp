@@ -63,9 +63,10 @@ int convert_sync_batchnorm(nn::Module& module, comm::Communicator& comm) {
   int converted = 0;
   module.apply([&](nn::Module& m) {
     if (auto* bn = dynamic_cast<nn::BatchNorm*>(&m)) {
-      bn->set_stats_allreduce([&comm](const Tensor& t) {
-        comm.allreduce(t, comm::ReduceOp::sum).wait();
-      });
+      // On GPUs the compute stream waits for the sums, not the host (wait_on_stream): the
+      // statistics and the group's count stay on the device.
+      bn->set_stats_allreduce(
+          [&comm](const Tensor& t) { comm.allreduce(t, comm::ReduceOp::sum).wait_on_stream(); });
       ++converted;
     }
   });

@@ -419,6 +419,50 @@ TEST_CASE(
   CHECK(tandem_emu_device_mallocs() == 0);
 }
 
+TEST_CASE("CUDA: SyncBatchNorm + DDP on every GPU: a step waits only to read the loss",
+          "[cuda][host_waits]") {
+  if (!tandem::testing::nccl_present("CUDA host waits of SyncBatchNorm")) return;
+  // The group's statistics, count and gradient sums stay on the devices: each allreduce orders
+  // the compute stream after it (wait_on_stream) and the count's check is deferred. Reading the
+  // count on the host made one wait per batch norm per step (7 layers here: 48 waits, not 6).
+  // (The emulation cannot see a host blocked in Work::wait(): its collectives are done when
+  // issued.)
+  const int world = cuda::device_count();
+  std::vector<float> losses(world);
+  long waits = -1;
+  std::atomic<int> arrived{0};
+  auto all_here = [&](int round) {  // the ranks meet on the host (a collective would count)
+    arrived.fetch_add(1);
+    while (arrived.load() < round * world) std::this_thread::yield();
+  };
+  parallel::launch(parallel::Devices::all(), [&](parallel::Rank& r) {
+    auto model = std::make_shared<nn::CifarResNet>(8, nn::ResNetOptions().in_channels(3));
+    model->to(r.device());
+    parallel::convert_sync_batchnorm(*model, r.comm);
+    parallel::DistributedDataParallel ddp(model, r.comm);
+    optim::SGD opt(ddp.parameters(), optim::SGDOptions(0.05).momentum(0.9));
+    const Tensor x = randn_as({4, 3, 8, 8}, DType::f32, 50 + r.rank()).to(r.device());
+    const Tensor y = from_vector<int64_t>({3, 7, 0, 9}).to(r.device());
+    auto step = [&] {
+      opt.zero_grad();
+      Tensor loss = cross_entropy(ddp.forward(x), y);
+      loss.backward();
+      opt.step();
+      return loss.item<float>();
+    };
+    for (int i = 0; i < 3; ++i) step();  // warm-up
+    all_here(1);
+    if (r.rank() == 0) tandem_emu_reset_counts();
+    all_here(2);
+    for (int i = 0; i < 3; ++i) losses[r.rank()] = step();
+    all_here(3);
+    if (r.rank() == 0) waits = tandem_emu_host_waits();
+  });
+  for (float l : losses) CHECK(std::isfinite(l));
+  if (!counts_apply()) return;
+  CHECK(waits == 3 * world);
+}
+
 TEST_CASE("CUDA: an embedding model's training step makes the host wait only to read the loss",
           "[cuda][host_waits]") {
   if (!gpu_present("CUDA host waits of an embedding step")) return;

@@ -567,9 +567,51 @@ TEST_CASE("sync_batch_norm in a group of one is batch_norm_relu, forward and bac
   for (size_t i = 0; i < local.size(); ++i) require_close(group[i], local[i], 1e-6, 1e-6, names[i]);
 }
 
-TEST_CASE("SyncBatchNorm + DDP at world 2 and 3 train a ResNet like one rank with the whole batch",
-          "[parallel][ddp]") {
-  const int steps = 2;
+namespace {
+
+// sync_batch_norm over a group whose count is 1 (one value per channel, a group of one): the
+// error names it, and the running statistics are as they were. On a GPU the count is not read
+// when the forward runs (the host would wait for the group): the error comes at the thread's next
+// check point, here cuda::check_deferred(), which an optimizer step calls first.
+void check_one_value_group(Device device) {
+  Generator g(12);
+  Tensor x = randn({1, 3, 1, 1}, DType::f32, &g).to(device);
+  Tensor rm = zeros({3}).to(device), rv = ones({3}).to(device);
+  auto forward = [&] {
+    sync_batch_norm(x, rm, rv, Tensor(), Tensor(), 0.1, 1e-5, Tensor(), false,
+                    [](const Tensor&) {});
+    cuda::check_deferred();
+  };
+  CHECK_THROWS_WITH(forward(), Catch::Contains("sync_batch_norm: expected more than 1 value per "
+                                               "channel over all ranks, got 1"));
+  CHECK(equal(rm.cpu(), zeros({3})));
+  CHECK(equal(rv.cpu(), ones({3})));
+}
+
+}  // namespace
+
+TEST_CASE("sync_batch_norm: a group with one value per channel is an error that changes nothing",
+          "[parallel]") {
+  check_one_value_group(kCPU);
+}
+
+TEST_CASE(
+    "CUDA sync_batch_norm: a group with one value per channel is an error that changes "
+    "nothing (reported later)",
+    "[parallel][cuda]") {
+  if (!tandem::testing::gpu_present("CUDA sync_batch_norm's count check")) return;
+  check_one_value_group(Device(DeviceType::cuda, 0));
+}
+
+namespace {
+
+// SyncBatchNorm + DDP on `devices` (one rank each) for `steps` SGD steps of a ResNet-20, each rank
+// a slice of the global batch, against one CPU rank with the whole batch: every rank's state
+// (parameters, running statistics) within rtol/atol. The ranks' count of converted layers must
+// be 19.
+void check_sync_batchnorm_ddp(const parallel::Devices& devices, int steps, double rtol,
+                              double atol) {
+  const int world = static_cast<int>(devices.list().size());
   const int64_t per_rank = 4;
   auto make = [] {
     auto m = nn::resnet20(nn::ResNetOptions().in_channels(1));
@@ -583,44 +625,66 @@ TEST_CASE("SyncBatchNorm + DDP at world 2 and 3 train a ResNet like one rank wit
     return Batch{randn({rows, 1, 8, 8}, DType::f32, &g),
                  randint(0, 10, {rows}, DType::i64, &g)};
   };
-  for (int world : {2, 3}) {
-    INFO("world " << world);
-    auto ref = make();
-    optim::SGD ref_opt(ref->parameters(), optim::SGDOptions(0.05).momentum(0.9));
+  auto ref = make();
+  optim::SGD ref_opt(ref->parameters(), optim::SGDOptions(0.05).momentum(0.9));
+  for (int k = 0; k < steps; ++k) {
+    Batch b = batch(k, per_rank * world);
+    ref_opt.zero_grad();
+    cross_entropy(ref->forward(b.x), b.y).backward();
+    ref_opt.step();
+  }
+  auto expected = ref->state_dict();
+  std::vector<nn::StateDict> got(world);
+  std::vector<int> converted(world);
+  parallel::launch(devices, [&](parallel::Rank& r) {
+    auto model = make();
+    model->to(r.device());
+    converted[r.rank()] = parallel::convert_sync_batchnorm(*model, r.comm);
+    parallel::DistributedDataParallel ddp(model, r.comm);
+    optim::SGD opt(ddp.parameters(), optim::SGDOptions(0.05).momentum(0.9));
     for (int k = 0; k < steps; ++k) {
       Batch b = batch(k, per_rank * world);
-      ref_opt.zero_grad();
-      cross_entropy(ref->forward(b.x), b.y).backward();
-      ref_opt.step();
+      opt.zero_grad();
+      cross_entropy(ddp.forward(b.x.narrow(0, r.rank() * per_rank, per_rank).to(r.device())),
+                    b.y.narrow(0, r.rank() * per_rank, per_rank).to(r.device()))
+          .backward();
+      opt.step();
     }
-    auto expected = ref->state_dict();
-    std::vector<nn::StateDict> got(world);
-    std::vector<int> converted(world);
-    parallel::launch(world, [&](parallel::Rank& r) {
-      auto model = make();
-      converted[r.rank()] = parallel::convert_sync_batchnorm(*model, r.comm);
-      parallel::DistributedDataParallel ddp(model, r.comm);
-      optim::SGD opt(ddp.parameters(), optim::SGDOptions(0.05).momentum(0.9));
-      for (int k = 0; k < steps; ++k) {
-        Batch b = batch(k, per_rank * world);
-        opt.zero_grad();
-        cross_entropy(ddp.forward(b.x.narrow(0, r.rank() * per_rank, per_rank)),
-                      b.y.narrow(0, r.rank() * per_rank, per_rank))
-            .backward();
-        opt.step();
-      }
-      nn::StateDict copy;
-      for (const auto& [k, v] : model->state_dict()) copy[k] = v.clone();
-      got[r.rank()] = copy;
-    });
-    for (int r = 0; r < world; ++r) {
-      CHECK(converted[r] == 19);
-      for (const auto& [key, value] : expected) {
-        if (value.dtype() == DType::i64) continue;  // num_batches_tracked
-        require_close(got[r].at(key), value, 2e-4, 2e-5, key);
-      }
+    nn::StateDict copy;
+    for (const auto& [k, v] : model->state_dict()) copy[k] = v.cpu();
+    got[r.rank()] = copy;
+  });
+  for (int r = 0; r < world; ++r) {
+    INFO("rank " << r);
+    CHECK(converted[r] == 19);
+    for (const auto& [key, value] : expected) {
+      if (value.dtype() == DType::i64) continue;  // num_batches_tracked
+      require_close(got[r].at(key), value, rtol, atol, key);
     }
   }
+}
+
+}  // namespace
+
+TEST_CASE("SyncBatchNorm + DDP at world 2 and 3 train a ResNet like one rank with the whole batch",
+          "[parallel][ddp]") {
+  for (int world : {2, 3}) {
+    INFO("world " << world);
+    check_sync_batchnorm_ddp(parallel::Devices::cpu(world), 2, 2e-4, 2e-5);
+  }
+}
+
+TEST_CASE(
+    "SyncBatchNorm + DDP on every GPU (nccl) train a ResNet like one rank with the whole "
+    "batch",
+    "[parallel][ddp][cuda]") {
+  if (!tandem::testing::nccl_present("SyncBatchNorm on every GPU")) return;
+  struct NoTf32 {  // f32 convolutions in f32, as the CPU reference's (TF32 keeps 10 bits)
+    bool saved = cuda::allow_tf32_conv();
+    NoTf32() { cuda::set_allow_tf32_conv(false); }
+    ~NoTf32() { cuda::set_allow_tf32_conv(saved); }
+  } no_tf32;
+  check_sync_batchnorm_ddp(parallel::Devices::all(), 2, 1e-3, 1e-4);
 }
 
 TEST_CASE("launch: a rank that throws in the middle of backward ends the job, nothing hangs",
