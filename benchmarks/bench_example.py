@@ -8,9 +8,13 @@ same model, optimizer and schedule, evaluation on the test set) with the same --
 time from start to exit (loading, training, evaluation, tandem's checkpoint), the training loop's
 img/s, test accuracy and peak memory: the kernel's maxrss of the process, and the peak
 proportional set size of the process and its children (PyTorch's loader workers are processes). Writes
-medians and the ratios as JSON.
+medians and the ratios as JSON. With --device cuda both train on the GPU (tandem: batches
+augmented on the GPU; PyTorch: per-sample transforms in the loader's workers, pinned batches) and
+each side's peak GPU memory is recorded too (tandem's allocator, torch.cuda.max_memory_allocated).
 
   /usr/bin/python3 benchmarks/bench_example.py --max-steps 100 --repeats 5 --out example.json
+  python3 benchmarks/bench_example.py --device cuda --binary build-gpu/examples/tandem-resnet \
+      --data-dir DIR --epochs 1 --max-steps 300 --workers 4 --repeats 2
 """
 import argparse
 import json
@@ -74,9 +78,19 @@ def measure(cmd, env):
     return out, wall, usage.ru_maxrss / 1024.0, peak_tree
 
 
+def common_args(args):
+    """What both sides are given alike."""
+    out = ["--epochs", str(args.epochs), "--precision", args.precision, "--device", args.device,
+           "--workers", str(args.workers)]
+    if args.data_dir:
+        out += ["--data-dir", args.data_dir]
+    return out
+
+
 def run_tandem(args, env, workdir):
-    cmd = [args.binary, "--epochs", str(args.epochs), "--checkpoint-dir", workdir,
-           "--precision", args.precision]
+    cmd = [args.binary, "--checkpoint-dir", workdir] + common_args(args)
+    if args.device == "cuda":
+        cmd += ["--ranks", "1"]  # one GPU, as the PyTorch script's
     if args.max_steps:
         cmd += ["--max-steps", str(args.max_steps)]
     if args.threads:
@@ -85,14 +99,19 @@ def run_tandem(args, env, workdir):
     m = re.search(r"done: .* (\d+) steps, test accuracy ([\d.]+)%, ([\d.]+) s training \(([\d.]+) img/s[;)]", out)
     if not m:
         sys.exit(f"unexpected tandem-resnet output:\n{out[-2000:]}")
-    return {"steps": int(m[1]), "test_acc": float(m[2]) / 100, "train_seconds": float(m[3]),
-            "train_img_per_s": float(m[4]), "wall_seconds": wall, "peak_rss_mb": rss,
-            "peak_tree_pss_mb": tree}
+    r = {"steps": int(m[1]), "test_acc": float(m[2]) / 100, "train_seconds": float(m[3]),
+         "train_img_per_s": float(m[4]), "wall_seconds": wall, "peak_rss_mb": rss,
+         "peak_tree_pss_mb": tree}
+    gpu = re.search(r"GPU memory \(cuda:0\): peak .*?\((\d+) bytes\) allocated", out)
+    if args.device == "cuda":
+        if not gpu:
+            sys.exit(f"tandem-resnet printed no GPU memory line:\n{out[-2000:]}")
+        r["gpu_peak_allocated_bytes"] = int(gpu[1])
+    return r
 
 
 def run_torch(args, env):
-    cmd = [sys.executable, os.path.join(HERE, "train_resnet_torch.py"), "--epochs", str(args.epochs),
-           "--precision", args.precision]
+    cmd = [sys.executable, os.path.join(HERE, "train_resnet_torch.py")] + common_args(args)
     if args.max_steps:
         cmd += ["--max-steps", str(args.max_steps)]
     if args.threads:
@@ -114,6 +133,10 @@ def main():
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--precision", default="f32", choices=["f32", "bf16"],
                    help="bf16: autocast on both sides")
+    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
+                   help="cuda: both on one GPU")
+    p.add_argument("--workers", type=int, default=1, help="data loader workers of both")
+    p.add_argument("--data-dir", help="Fashion-MNIST's gzip files (default: each side's own default)")
     p.add_argument("--binary", default=os.path.join(ROOT, "build", "examples", "tandem-resnet"))
     p.add_argument("--out", help="JSON file to write")
     args = p.parse_args()
@@ -131,6 +154,9 @@ def main():
                          "train_ratio": t["train_img_per_s"] / pt["train_img_per_s"],
                          "rss_ratio": t["peak_rss_mb"] / pt["peak_rss_mb"],
                          "tree_pss_ratio": t["peak_tree_pss_mb"] / pt["peak_tree_pss_mb"]})
+            if args.device == "cuda":
+                runs[-1]["gpu_memory_ratio"] = (t["gpu_peak_allocated_bytes"] /
+                                                pt["gpu_peak_allocated_bytes"])
             elapsed = time.time() - start
             eta = elapsed / (r + 1) * (args.repeats - r - 1)
             print(f"[{r + 1}/{args.repeats}] wall: tandem {t['wall_seconds']:.1f} s, PyTorch "
@@ -141,6 +167,7 @@ def main():
                   f"{elapsed:.0f} s, ETA {eta:.0f} s", file=sys.stderr, flush=True)
     med = lambda key, side=None: statistics.median(r[side][key] if side else r[key] for r in runs)
     summary = {
+        "device": args.device, "workers": args.workers,
         "epochs": args.epochs, "max_steps": args.max_steps, "precision": args.precision, "threads": args.threads or "defaults",
         "repeats": args.repeats, "pytorch_version": runs[0]["pytorch"]["version"],
         "tandem_wall_s_median": med("wall_seconds", "tandem"),
@@ -155,8 +182,12 @@ def main():
         "tandem_peak_tree_pss_mb_median": med("peak_tree_pss_mb", "tandem"),
         "pytorch_peak_tree_pss_mb_median": med("peak_tree_pss_mb", "pytorch"),
         "tree_pss_ratio_median": med("tree_pss_ratio"),
-        "runs": runs,
     }
+    if args.device == "cuda":
+        summary.update(tandem_gpu_peak_allocated_bytes_median=med("gpu_peak_allocated_bytes", "tandem"),
+                       pytorch_gpu_peak_allocated_bytes_median=med("gpu_peak_allocated_bytes", "pytorch"),
+                       gpu_memory_ratio_median=med("gpu_memory_ratio"))
+    summary["runs"] = runs
     print(json.dumps({k: v for k, v in summary.items() if k != "runs"}, indent=1))
     if args.out:
         with open(args.out, "w") as f:

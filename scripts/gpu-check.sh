@@ -11,19 +11,21 @@
 #   3. tandem's GPU ops against cuBLAS called directly and a device-to-device copy,
 #   4. ResNet-50 training (bf16 autocast, batch 256, 224x224) against the PyTorch on the machine,
 #   5. the allreduce sweep, tandem's nccl backend vs raw NCCL,
-#   6. the scaling predictor against DDP measured on this machine's GPUs (validate_predictor.py),
-#   7. ResNet-50 again with cuDNN's benchmark mode on both sides,
-#   8. where ResNet-50's GPU time goes, kernel by kernel, on both sides (Nsight Compute),
-#   9. compute-sanitizer's memcheck over the GPU tests with the most index math (when present),
-#  10. the whole test program (the CPU backend on a machine where CUDA is present).
+#   6. the example end to end on one GPU against the same work in PyTorch (bench_example.py:
+#      loader, augmentation, training, evaluation; img/s, wall, GPU memory),
+#   7. the scaling predictor against DDP measured on this machine's GPUs (validate_predictor.py),
+#   8. ResNet-50 again with cuDNN's benchmark mode on both sides,
+#   9. where ResNet-50's GPU time goes, kernel by kernel, on both sides (Nsight Compute),
+#  10. compute-sanitizer's memcheck over the GPU tests with the most index math (when present),
+#  11. the whole test program (the CPU backend on a machine where CUDA is present).
 # The whole script ends within TANDEM_GPU_CHECK_SECONDS (default 480): each step runs under its
-# own limit, cut to what is left (step 9 only when 90 s are left, step 10 when 150 s are: the CPU
+# own limit, cut to what is left (step 10 only when 90 s are left, step 11 when 150 s are: the CPU
 # suite runs in CI too).
 # Logs and results are written to tandem-gpu-check/ under TANDEM_GPU_CHECK_WORK (default /tmp);
-# however the script ends, $OUT (default gpu-out/) receives at most six files, as the device
+# however the script ends, $OUT (default gpu-out/) receives at most seven files, as the device
 # machine returns eight at most: SUMMARY, summary.json (each step's exit status and seconds), the
-# three benchmark JSONs (rewritten after each repeat) and results.tar.gz (every log, the example's
-# metrics and trace, the plot), all copied after every step, so even a killed script leaves them.
+# four benchmark JSONs and results.tar.gz (every log, the example's metrics and trace, the plot,
+# the other JSONs), all copied after every step, so even a killed script leaves them.
 # Exit status: 0 when every step passed.
 # GPU_CHECK_CMAKE_ARGS adds CMake arguments; the build goes to TANDEM_GPU_CHECK_BUILD (default
 # build-gpu). TANDEM_GPU_CHECK_TINY=1 is for the rehearsal of this script on the CPU emulation of
@@ -52,7 +54,7 @@ json="$work/summary.json"
 echo '{"steps": []}' >"$json"
 deliver() {  # after each step and on exit: summary, benchmark results, an archive of the rest
   cp "$summary" "$json" "$out/" 2>/dev/null
-  for f in gpu_ops.json resnet50_gpu.json allreduce_nccl.json; do
+  for f in gpu_ops.json resnet50_gpu.json allreduce_nccl.json example_gpu.json; do
     [ -f "$work/$f" ] && cp "$work/$f" "$out/"
   done
   tar -czf "$out/results.tar.gz" -C "$work" --exclude=./checkpoints . 2>/dev/null
@@ -227,9 +229,18 @@ built bench_resnet resnet50 &&
 built bench_allreduce allreduce && built bench_nccl_allreduce allreduce &&
   step allreduce 90 python3 benchmarks/bench_allreduce.py --gpu "${allreduce_args[@]}" \
     --bin "$build"/benchmarks --out "$work/allreduce_nccl.json" --plot "$work/allreduce_nccl.png"
-if [ "$tiny" = 1 ]; then  # ResNet-50 at 224x224 and a profiler: neither is for the emulation
-  echo "predictor, resnet50_cudnn_benchmark, profile: not run in a rehearsal" | tee -a "$summary"
+if [ "$tiny" = 1 ]; then  # PyTorch on a GPU, ResNet-50 at 224x224, a profiler: not the emulation's
+  echo "example_vs_pytorch, predictor, resnet50_cudnn_benchmark, profile: not run in a rehearsal" |
+    tee -a "$summary"
 else
+  # Each side once per repeat, on one GPU, the same data, steps and loader workers.
+  if [ -d "$carry/fashion-mnist" ]; then
+    step example_vs_pytorch 150 python3 benchmarks/bench_example.py --device cuda \
+      --binary "$build"/examples/tandem-resnet --data-dir "$carry/fashion-mnist" --epochs 1 \
+      --max-steps 300 --workers 4 --repeats 2 --out "$work/example_gpu.json"
+  else
+    skip example_vs_pytorch "no Fashion-MNIST in $carry (scripts/carry-deps.sh copies it)"
+  fi
   built tandem-predict predictor && built bench_scaling predictor &&
     step predictor 90 python3 benchmarks/validate_predictor.py --device cuda --repeats 2 \
       --bin "$build"/benchmarks --out "$work/predictor_gpu.json"
