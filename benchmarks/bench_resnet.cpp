@@ -1,9 +1,11 @@
-// Times ResNet training steps (forward, backward, SGD with Nesterov momentum and weight decay) on
+// Times ResNet training steps (forward, backward, SGD with Nesterov momentum and weight decay, or
+// Adam with the same weight decay groups: --optimizer adam) on
 // random batches held in memory, and prints one JSON object. bench_resnet.py runs it next to the
 // same loop in PyTorch and writes the comparison.
 // Usage: bench_resnet [--model resnet20] [--batch 128] [--channels 1] [--size 28] [--threads 2]
 //                     [--steps 30] [--warmup 5] [--device cpu|cuda] [--precision f32|bf16|f16]
 //                     [--channels-last] [--cudnn-benchmark] [--profile-last-step]
+//                     [--optimizer sgd|adam]
 // On a GPU it also reports the caching allocator's peak (bench_resnet_gpu.py compares it with
 // PyTorch's max_memory_allocated).
 #include <CLI/CLI.hpp>
@@ -23,7 +25,7 @@ static int run(int argc, char** argv) {
   std::string model_name = "resnet20";
   int64_t batch = 128, channels = 1, size = 28, steps = 30, warmup = 5;
   int threads = 2;
-  std::string device_name = "cpu", precision = "f32";
+  std::string device_name = "cpu", precision = "f32", optimizer = "sgd";
   app.add_option("--model", model_name)->check(CLI::IsMember(nn::resnet_names()));
   app.add_option("--batch", batch)->check(CLI::PositiveNumber);
   app.add_option("--channels", channels)->check(CLI::PositiveNumber);
@@ -34,6 +36,10 @@ static int run(int argc, char** argv) {
   app.add_option("--device", device_name)->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_option("--precision", precision, "f32, or autocast to bf16 or f16")
       ->check(CLI::IsMember({"f32", "bf16", "f16"}));
+  app.add_option("--optimizer", optimizer,
+                 "sgd (lr 0.05, Nesterov momentum 0.9) or adam (lr 1e-3); weight decay 5e-4 on "
+                 "conv and linear weights either way")
+      ->check(CLI::IsMember({"sgd", "adam"}));
   bool channels_last = false;
   app.add_flag("--channels-last", channels_last,
                "batches and convolution weights laid out channels-last (NHWC), as PyTorch's fast path on tensor cores");
@@ -56,8 +62,13 @@ static int run(int argc, char** argv) {
       nn::resnet_by_name(model_name, nn::ResNetOptions().in_channels(channels).num_classes(10));
   model->to(device);
   if (channels_last) model->to(MemoryFormat::ChannelsLast);  // as the peer's model.to(memory_format=...)
-  optim::SGD opt(optim::weight_decay_groups(*model, 5e-4),
-                 optim::SGDOptions().lr(0.05).momentum(0.9).nesterov(true));
+  std::unique_ptr<optim::Optimizer> opt;
+  if (optimizer == "adam")
+    opt = std::make_unique<optim::Adam>(optim::weight_decay_groups(*model, 5e-4),
+                                        optim::AdamOptions(1e-3));
+  else
+    opt = std::make_unique<optim::SGD>(optim::weight_decay_groups(*model, 5e-4),
+                                       optim::SGDOptions().lr(0.05).momentum(0.9).nesterov(true));
   std::vector<Tensor> xs, ys;
   for (int i = 0; i < 4; ++i) {
     Tensor x = randn({batch, channels, size, size}).to(device);
@@ -77,7 +88,7 @@ static int run(int argc, char** argv) {
     const bool profiled = profile_last && s + 1 == warmup + steps;
     if (profiled) cuda::profiler_start();
     auto t0 = std::chrono::steady_clock::now();
-    opt.zero_grad();
+    opt->zero_grad();
     Tensor loss;
     {
       amp::autocast guard(low_dtype, low);
@@ -88,7 +99,7 @@ static int run(int argc, char** argv) {
     if (device.is_cuda()) after_forward = cuda::memory_stats(0).allocated_bytes;
     loss.backward();
     const auto backward_queued = std::chrono::steady_clock::now();
-    opt.step();
+    opt->step();
     const auto step_queued = std::chrono::steady_clock::now();
     loss.item<float>();
     auto t1 = std::chrono::steady_clock::now();
@@ -109,6 +120,7 @@ static int run(int argc, char** argv) {
                         {"img_per_s", batch * 1000.0 / step_ms},
                         {"device", device_name},
                         {"precision", precision},
+                        {"optimizer", optimizer},
                         {"channels_last", channels_last},
                         {"cudnn_benchmark", benchmark},
                         {"host_forward_ms_median", median(queued_forward)},

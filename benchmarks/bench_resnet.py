@@ -2,7 +2,8 @@
 """ResNet training speed, tandem against PyTorch 1.13 (Debian's python3-torch), side by side.
 
 Each repeat runs the same training loop (forward, cross-entropy, backward, SGD with Nesterov
-momentum and weight decay on random in-memory batches; same model, batch and threads) once in
+momentum, or Adam with --optimizer adam, and weight decay on random in-memory batches; same model,
+batch and threads) once in
 tandem (build/benchmarks/bench_resnet) and once in PyTorch, each in its own process at its own
 defaults (an OMP_WAIT_POLICY in the caller's environment is removed), alternating so that both
 see the same machine load. Writes medians and the ratio as JSON.
@@ -41,9 +42,11 @@ def torch_worker(args):
         model = CifarResNet(int(args.model.replace("resnet", "")), in_channels=args.channels)
     decay = [p for p in model.parameters() if p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
-    opt = torch.optim.SGD([{"params": decay, "weight_decay": 5e-4},
-                           {"params": no_decay, "weight_decay": 0.0}],
-                          lr=0.05, momentum=0.9, nesterov=True)
+    groups = [{"params": decay, "weight_decay": 5e-4}, {"params": no_decay, "weight_decay": 0.0}]
+    if args.optimizer == "adam":
+        opt = torch.optim.Adam(groups, lr=1e-3)
+    else:
+        opt = torch.optim.SGD(groups, lr=0.05, momentum=0.9, nesterov=True)
     xs = [torch.randn(args.batch, args.channels, args.size, args.size) for _ in range(4)]
     ys = [torch.randint(0, 10, (args.batch,)) for _ in range(4)]
     ms = []
@@ -66,7 +69,7 @@ def torch_worker(args):
     median = statistics.median(ms)
     print(json.dumps({"framework": "pytorch", "version": torch.__version__, "model": args.model,
                       "batch": args.batch, "threads": args.threads, "steps": args.steps,
-                      "precision": args.precision, "step_ms_median": median, "img_per_s": args.batch * 1000 / median,
+                      "precision": args.precision, "optimizer": args.optimizer, "step_ms_median": median, "img_per_s": args.batch * 1000 / median,
                       **phases.medians()}))
 
 
@@ -84,6 +87,8 @@ def main():
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--precision", default="f32", choices=["f32", "bf16"],
                    help="bf16: both sides under CPU autocast to bf16")
+    p.add_argument("--optimizer", default="sgd", choices=["sgd", "adam"],
+                   help="sgd: Nesterov momentum 0.9, lr 0.05; adam: lr 1e-3 (weight decay groups alike)")
     p.add_argument("--binary", default=os.path.join(ROOT, "build", "benchmarks", "bench_resnet"))
     p.add_argument("--out", help="JSON file to write")
     p.add_argument("--plot", help="PNG of img/s per repeat (needs python3-matplotlib)")
@@ -97,7 +102,7 @@ def main():
     # Each side runs in its own process at its own defaults (peers.run_side).
     common = ["--model", args.model, "--batch", str(args.batch), "--channels", str(args.channels),
               "--size", str(args.size), "--threads", str(args.threads), "--steps", str(args.steps),
-              "--warmup", str(args.warmup), "--precision", args.precision]
+              "--warmup", str(args.warmup), "--precision", args.precision, "--optimizer", args.optimizer]
     runs = []
     start = time.time()
     for r in range(args.repeats):
@@ -112,7 +117,7 @@ def main():
     summary = {
         "model": args.model, "batch": args.batch, "input": [args.channels, args.size, args.size],
         "threads": args.threads, "steps": args.steps, "repeats": args.repeats,
-        "precision": args.precision,
+        "precision": args.precision, "optimizer": args.optimizer,
         "pytorch_version": runs[0]["pytorch"]["version"],
         "tandem_img_per_s_median": statistics.median(r["tandem"]["img_per_s"] for r in runs),
         "pytorch_img_per_s_median": statistics.median(r["pytorch"]["img_per_s"] for r in runs),
