@@ -88,6 +88,16 @@ inline bool gpu_present(const std::string& what) {
   return false;
 }
 
+/// TF32 convolutions off for the scope (PyTorch's default, and tandem's, is on: 10-bit
+/// mantissas), so that f32 on a GPU compares with the CPU's f32 closely.
+struct NoTf32 {
+  bool saved = cuda::allow_tf32_conv();
+  NoTf32() { cuda::set_allow_tf32_conv(false); }
+  ~NoTf32() { cuda::set_allow_tf32_conv(saved); }
+  NoTf32(const NoTf32&) = delete;
+  NoTf32& operator=(const NoTf32&) = delete;
+};
+
 /// gpu_present, and NCCL there too (every build with GPUs has it: the real one, or the CUDA
 /// emulation's stand-in, tests/cuda_emu/nccl.cpp).
 inline bool nccl_present(const std::string& what) {

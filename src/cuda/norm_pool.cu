@@ -496,10 +496,14 @@ void batch_norm_backward(const Tensor& grad_in, const Tensor& grad_weight,
     const NcsLayout l = ncs_layout(in);
     const Slices sl(n, l);
     Tensor partial = make_tensor({2 * sl.count * c}, mean.dtype(), in.device());
-    bn_backward_sums_kernel<T, P><<<sl.grid, cuda::kThreads, 0, stream>>>(
-        ptr<P>(partial), ptr<const T>(grad_out), ptr<const T>(in), maybe<T>(out),
-        ptr<const P>(mean), sl.rows, l, sl.count);
-    cuda::check_launch("batch_norm_backward (slices)");
+    if (sl.rows > 0) {
+      bn_backward_sums_kernel<T, P><<<sl.grid, cuda::kThreads, 0, stream>>>(
+          ptr<P>(partial), ptr<const T>(grad_out), ptr<const T>(in), maybe<T>(out),
+          ptr<const P>(mean), sl.rows, l, sl.count);
+      cuda::check_launch("batch_norm_backward (slices)");
+    } else {  // an empty batch (a rank's, in a synchronized group): its sums are zeros
+      partial.zero_();
+    }
     bn_backward_finish_kernel<P><<<channel_blocks(c), cuda::kThreads, 0, stream>>>(
         sum_dy, sum_dy_xmu, grad_weight.defined() ? ptr<P>(grad_weight) : nullptr,
         grad_bias.defined() ? ptr<P>(grad_bias) : nullptr, ptr<const P>(partial),
@@ -508,7 +512,7 @@ void batch_norm_backward(const Tensor& grad_in, const Tensor& grad_weight,
     // Synchronized: the group's sums (grad_weight and grad_bias above stay this rank's).
     if (sync) sync->allreduce(sums);
     const BnCount<P> count{static_cast<P>(n * s), sync ? ptr<const double>(sync->count) : nullptr};
-    if (!grad_in.defined() && !grad_residual.defined()) return;
+    if ((!grad_in.defined() && !grad_residual.defined()) || total == 0) return;
     T* dx = grad_in.defined() ? ptr<T>(grad_in) : nullptr;
     T* dr = grad_residual.defined() ? ptr<T>(grad_residual) : nullptr;
     const bool tiled = launch_channel_tiles<T>(

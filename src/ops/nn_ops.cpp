@@ -391,7 +391,10 @@ std::array<int64_t, 3> check_batch_norm(const Tensor& input, const Tensor& runni
   check_floating(input, name);
   TANDEM_CHECK(input.dim() >= 2, name, ": input must be (N, C, ...), got ",
                shape_str(input.shape()));
-  const int64_t n = input.size(0), c = input.size(1), s = input.numel() / std::max<int64_t>(n * c, 1);
+  // s from the dims themselves: numel / (N C) would make it 0 for an empty batch.
+  int64_t s = 1;
+  for (int64_t d = 2; d < input.dim(); ++d) s *= input.size(d);
+  const int64_t n = input.size(0), c = input.size(1);
   auto check_param = [&](const Tensor& t, const char* what) {
     if (!t.defined()) return;
     TANDEM_CHECK(t.dim() == 1 && t.size(0) == c, name, ": ", what, " must be (", c,

@@ -295,11 +295,17 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
                      ". Every parameter must take part in the loss, or construct with "
                      "DDPOptions().find_unused_parameters(true)");
       }
+      // An unused parameter's slot takes what its gradient holds (sums of no_sync passes, or of
+      // an earlier backward of this step), zeros when it has none, as PyTorch's reducer.
       for (size_t i : unused) {
-        const Bucket& b = buckets_[bucket_of_[i]];
-        const size_t k = std::find(b.params.begin(), b.params.end(), i) - b.params.begin();
-        b.buffer.narrow(0, b.offsets[k], params_[i].numel()).zero_();
-        params_[i].set_grad(params_[i].grad_buffer());
+        Tensor& p = params_[i];
+        const Tensor held = p.grad();
+        Tensor slot = p.grad_buffer();
+        if (!held.defined())
+          slot.zero_();
+        else if (!held.is_same(slot))
+          slot.copy_(held);
+        p.set_grad(slot);
         ready_[i] = true;
         --buckets_[bucket_of_[i]].pending;
       }

@@ -335,6 +335,53 @@ TEST_CASE("DDP: a parameter without gradient is an error naming it, or zeros on 
   }
 }
 
+TEST_CASE(
+    "DDP find_unused_parameters reduces what an unused parameter's gradient holds (its "
+    "no_sync sums)",
+    "[parallel][ddp]") {
+  // Head b takes part in the no_sync pass only: the synced pass must average its sums, not
+  // zero them (PyTorch's reducer zeroes the slot of a parameter without a gradient only).
+  struct TwoHeads : nn::Module {
+    std::shared_ptr<nn::Linear> a, b;
+    bool use_b = true;
+    TwoHeads() {
+      a = register_module("a", std::make_shared<nn::Linear>(8, 4));
+      b = register_module("b", std::make_shared<nn::Linear>(8, 4));
+    }
+    Tensor forward(const Tensor& x) override {
+      return use_b ? add(a->forward(x), b->forward(x)) : a->forward(x);
+    }
+  };
+  const int world = 2;
+  const Batch batch = global_batch(0, 4 * world);
+  // One rank with the whole batch: the average of the ranks' sums is the whole batch's / world.
+  TwoHeads ref;
+  fill(ref, 3);
+  sum(ref.forward(batch.x)).backward();
+  ref.use_b = false;
+  sum(ref.forward(batch.x)).backward();
+  std::vector<std::vector<Tensor>> got(world);
+  parallel::launch(world, [&](parallel::Rank& r) {
+    auto model = std::make_shared<TwoHeads>();
+    fill(*model, 3);
+    parallel::DistributedDataParallel ddp(model, r.comm,
+                                          parallel::DDPOptions().find_unused_parameters(true));
+    const Tensor x = batch.x.narrow(0, 4 * r.rank(), 4);
+    {
+      auto guard = ddp.no_sync();
+      sum(ddp.forward(x)).backward();
+    }
+    model->use_b = false;
+    sum(ddp.forward(x)).backward();
+    for (const Tensor& p : model->parameters()) got[r.rank()].push_back(p.grad().clone());
+  });
+  const std::vector<Tensor> params = ref.parameters();
+  for (int r = 0; r < world; ++r)
+    for (size_t i = 0; i < params.size(); ++i)
+      require_close(got[r][i], params[i].grad() / world, 1e-5, 1e-6,
+                    "rank " + std::to_string(r) + ", gradient " + std::to_string(i));
+}
+
 TEST_CASE("DDP recovers from a backward that failed on every rank with buckets in flight",
           "[parallel][ddp]") {
   const int steps = 3;
@@ -588,7 +635,63 @@ void check_one_value_group(Device device) {
   CHECK(equal(rv.cpu(), ones({3})));
 }
 
+// SyncBatchNorm + DDP at world 2 where rank 1's batch is empty (0 rows): a step equals one rank
+// with rank 0's rows (the sum loss's gradients halved by DDP's average over 2 ranks), and the
+// running statistics are rank 0's batch's.
+void check_sync_batchnorm_empty_rank(const parallel::Devices& devices) {
+  auto make = [] {
+    auto m = std::make_shared<nn::Sequential>(std::make_shared<nn::Conv2d>(2, 3, 3),
+                                              std::make_shared<nn::BatchNorm2d>(3));
+    fill(*m, 21);
+    return m;
+  };
+  Generator g(22);
+  const Tensor x = randn({4, 2, 5, 5}, DType::f32, &g);
+  auto ref = make();
+  Tensor y = ref->forward(x);
+  sum(mul(y, y)).backward();
+  std::vector<nn::StateDict> state(2);
+  std::vector<std::vector<Tensor>> grads(2);
+  parallel::launch(devices, [&](parallel::Rank& r) {
+    auto model = make();
+    model->to(r.device());
+    parallel::convert_sync_batchnorm(*model, r.comm);
+    parallel::DistributedDataParallel ddp(model, r.comm);
+    Tensor out = ddp.forward((r.rank() == 0 ? x : x.narrow(0, 0, 0)).to(r.device()));
+    sum(mul(out, out)).backward();
+    for (const Tensor& p : model->parameters()) grads[r.rank()].push_back(p.grad().cpu());
+    for (const auto& [k, v] : model->state_dict()) state[r.rank()][k] = v.cpu();
+  });
+  const std::vector<Tensor> params = ref->parameters();
+  for (int r = 0; r < 2; ++r) {
+    INFO("rank " << r);
+    for (size_t i = 0; i < params.size(); ++i)
+      require_close(grads[r][i], params[i].grad() / 2.0, 1e-4, 1e-5,
+                    "gradient " + std::to_string(i));
+    for (const auto& [k, v] : ref->state_dict())
+      if (v.dtype() != DType::i64) require_close(state[r].at(k), v, 1e-5, 1e-6, k);
+  }
+}
+
 }  // namespace
+
+TEST_CASE("SyncBatchNorm with an empty batch on one rank: the group's statistics are the others'",
+          "[parallel][ddp]") {
+  check_sync_batchnorm_empty_rank(parallel::Devices::cpu(2));
+}
+
+TEST_CASE(
+    "SyncBatchNorm on two GPUs with an empty batch on one: the group's statistics are the "
+    "other's",
+    "[parallel][ddp][cuda]") {
+  if (!tandem::testing::nccl_present("SyncBatchNorm with an empty rank")) return;
+  if (cuda::device_count() < 2) {
+    WARN("one GPU: SyncBatchNorm with an empty rank needs two");
+    return;
+  }
+  tandem::testing::NoTf32 no_tf32;  // f32 convolutions in f32, as the CPU reference's
+  check_sync_batchnorm_empty_rank(parallel::Devices({Device("cuda:0"), Device("cuda:1")}));
+}
 
 TEST_CASE("sync_batch_norm: a group with one value per channel is an error that changes nothing",
           "[parallel]") {
@@ -679,11 +782,7 @@ TEST_CASE(
     "batch",
     "[parallel][ddp][cuda]") {
   if (!tandem::testing::nccl_present("SyncBatchNorm on every GPU")) return;
-  struct NoTf32 {  // f32 convolutions in f32, as the CPU reference's (TF32 keeps 10 bits)
-    bool saved = cuda::allow_tf32_conv();
-    NoTf32() { cuda::set_allow_tf32_conv(false); }
-    ~NoTf32() { cuda::set_allow_tf32_conv(saved); }
-  } no_tf32;
+  tandem::testing::NoTf32 no_tf32;  // f32 convolutions in f32, as the CPU reference's
   check_sync_batchnorm_ddp(parallel::Devices::all(), 2, 1e-3, 1e-4);
 }
 
