@@ -169,9 +169,11 @@ void Optimizer::load_state_dict(const nn::StateDict& state) {
     // A copy of its own, laid out as the parameter (a channels-last model's momentum stays
     // channels-last, whatever layout the file had).
     const Tensor& p = *params[k];
-    Tensor own = make_tensor(t.shape(), t.dtype(), p.device(),
+    // Floating state takes the parameter's dtype too, as torch.optim's load_state_dict casts it.
+    const DType dtype = per_element && is_floating(t.dtype()) ? p.dtype() : t.dtype();
+    Tensor own = make_tensor(t.shape(), dtype, p.device(),
                              per_element ? p.suggest_memory_format() : MemoryFormat::Contiguous);
-    own.copy_(t);  // from any device
+    own.copy_(t);  // from any device and dtype
     new_state[k][field] = own;
   }
   for (size_t g = 0; g < groups_.size(); ++g) {
@@ -179,10 +181,38 @@ void Optimizer::load_state_dict(const nn::StateDict& state) {
     OptimizerOptions& o = groups_[g].options();
     o.set_lr(scalar(prefix + "lr"));
     o.set_weight_decay(scalar(prefix + "weight_decay"));
-    o.set_momentum(scalar(prefix + "momentum"));
+    if (o.has_momentum()) o.set_momentum(scalar(prefix + "momentum"));  // Adagrad has none
     groups_[g].set_initial_lr(scalar(prefix + "initial_lr"));
   }
   state_ = std::move(new_state);
+}
+
+// Every gradient and every state tensor checked before a step changes anything: a refused one
+// leaves no parameter stepped and no state made or advanced. So are the GPU's deferred checks of
+// the inputs that made them (a target out of range). The fused updates read the state as the
+// parameter's dtype, on its device: a model converted or moved after its optimizer made state
+// would have them read past a buffer's end, or host memory on the GPU.
+void Optimizer::check_step() {
+  cuda::check_deferred();
+  size_t k = 0;
+  for (const auto& g : groups_)
+    for (const auto& p : g.params()) {
+      const Tensor grad = p.grad();
+      TANDEM_CHECK(!grad.defined() || (grad.device() == p.device() && grad.dtype() == p.dtype()),
+                   name_, ": gradient (", grad.dtype(), " on ", grad.device(),
+                   ") does not match its parameter (", p.dtype(), " on ", p.device(), ")");
+      for (const auto& [field, t] : state_[k]) {
+        if (field == "step") continue;  // a host count
+        TANDEM_CHECK(t.dtype() == p.dtype() && t.device() == p.device() && t.shape() == p.shape(),
+                     name_, ": state '", field, "' of parameter ", k, " is ", t.dtype(), " ",
+                     shape_str(t.shape()), " on ", t.device(), ", its parameter ", p.dtype(), " ",
+                     shape_str(p.shape()), " on ", p.device(),
+                     ". The state does not follow a model converted or moved after it was made: "
+                     "convert the model before constructing its optimizer, or load the state "
+                     "into an optimizer of the converted model (load_state_dict converts it)");
+      }
+      ++k;
+    }
 }
 
 namespace {
@@ -193,21 +223,6 @@ const Options& options_as(const char* name, const char* type, const OptimizerOpt
   const auto* typed = dynamic_cast<const Options*>(&o);
   TANDEM_CHECK(typed != nullptr, name, ": a parameter group's options must be ", type);
   return *typed;
-}
-
-// Every gradient checked before a step changes anything: a refused one leaves no parameter
-// stepped and no state made or advanced. So are the GPU's deferred checks of the inputs that
-// made them (a target out of range).
-void check_grads(const char* name, const std::vector<OptimizerParamGroup>& groups) {
-  cuda::check_deferred();
-  for (const auto& g : groups)
-    for (const auto& p : g.params()) {
-      const Tensor grad = p.grad();
-      if (!grad.defined()) continue;
-      TANDEM_CHECK(grad.device() == p.device() && grad.dtype() == p.dtype(), name, ": gradient (",
-                   grad.dtype(), " on ", grad.device(), ") does not match its parameter (",
-                   p.dtype(), " on ", p.device(), ")");
-    }
 }
 
 }  // namespace
@@ -235,7 +250,7 @@ void SGD::check_options(const OptimizerOptions& options) const {
 void SGD::step() {
   NoGradGuard no_grad;
   size_t k = 0;
-  check_grads(name_, groups_);
+  check_step();
   std::vector<kernels::SgdEntry> batch;  // a group's parameters on one device: one call
   for (auto& g : groups_) {
     const auto& o = static_cast<const SGDOptions&>(g.options());  // checked when adopted
@@ -299,7 +314,6 @@ template <typename Options, typename State>
 void adam_update(const char* name, std::vector<OptimizerParamGroup>& groups, State&& state,
                  bool decoupled) {
   NoGradGuard no_grad;
-  check_grads(name, groups);
   size_t k = 0;
   std::vector<kernels::AdamEntry> batch;  // a group's parameters on one device: one call
   for (auto& g : groups) {
@@ -351,6 +365,7 @@ void Adam::check_options(const OptimizerOptions& options) const {
 }
 
 void Adam::step() {
+  check_step();
   adam_update<AdamOptions>(
       name_, groups_, [this](size_t k) -> auto& { return state(k); },
       /*decoupled=*/false);
@@ -374,6 +389,7 @@ void AdamW::check_options(const OptimizerOptions& options) const {
 }
 
 void AdamW::step() {
+  check_step();
   adam_update<AdamWOptions>(
       name_, groups_, [this](size_t k) -> auto& { return state(k); },
       /*decoupled=*/true);
@@ -403,7 +419,7 @@ void RMSprop::check_options(const OptimizerOptions& options) const {
 // on every backend as they are.
 void RMSprop::step() {
   NoGradGuard no_grad;
-  check_grads(name_, groups_);
+  check_step();
   size_t k = 0;
   for (auto& g : groups_) {
     const auto& o = static_cast<const RMSpropOptions&>(g.options());
@@ -462,7 +478,7 @@ void Adagrad::check_options(const OptimizerOptions& options) const {
 
 void Adagrad::step() {
   NoGradGuard no_grad;
-  check_grads(name_, groups_);
+  check_step();
   size_t k = 0;
   for (auto& g : groups_) {
     const auto& o = static_cast<const AdagradOptions&>(g.options());

@@ -597,6 +597,33 @@ TEST_CASE("CUDA SGD, Adam, AMSGrad, AdamW, RMSprop and Adagrad steps match the C
   }
 }
 
+TEST_CASE("CUDA: optimizer state left on the CPU when its model moved to the GPU is refused",
+          "[cuda]") {
+  if (!gpu_present("CUDA optimizer state on another device")) return;
+  // A kernel would read host memory through the state's pointer (libtorch refuses too). Moving
+  // the state with the model is load_state_dict's job, which puts it on the parameter's device.
+  auto lin = std::make_shared<nn::Linear>(3, 2);
+  optim::Adam opt(lin->parameters(), optim::AdamOptions(0.1));
+  auto step = [&](optim::Optimizer& o, Device d) {
+    o.zero_grad();
+    sum(lin->forward(ones({4, 3}).to(d))).backward();
+    o.step();
+  };
+  step(opt, kCPU);
+  const nn::StateDict saved = opt.state_dict();
+  lin->to(kGpu);
+  const Tensor before = lin->weight.detach().cpu();
+  CHECK_THAT(error_of([&] { step(opt, kGpu); }),
+             Catch::Contains("Adam: state 'exp_avg' of parameter 0 is f32 (2, 3) on cpu, its "
+                             "parameter f32 (2, 3) on cuda:0"));
+  CHECK(equal(lin->weight.detach().cpu(), before));
+  optim::Adam moved(lin->parameters(), optim::AdamOptions(0.1));
+  moved.load_state_dict(saved);
+  CHECK(moved.state_dict().at("state.0.exp_avg").device() == kGpu);
+  step(moved, kGpu);
+  CHECK(!equal(lin->weight.detach().cpu(), before));
+}
+
 TEST_CASE("CUDA SGD and Adam over many parameters (few launches) match the CPU's", "[cuda]") {
   if (!gpu_present("CUDA batched optimizer steps")) return;
   // 60 parameters, more than one launch takes: small ones, one of several chunks (200,000
@@ -821,13 +848,6 @@ Tol conv_tol(DType t) {
   }
 }
 
-// TF32 off for the duration (PyTorch's convolution default is on): f32 compared exactly enough.
-struct NoTf32 {
-  bool saved = cuda::allow_tf32_conv();
-  NoTf32() { cuda::set_allow_tf32_conv(false); }
-  ~NoTf32() { cuda::set_allow_tf32_conv(saved); }
-};
-
 }  // namespace
 
 TEST_CASE(
@@ -902,7 +922,7 @@ TEST_CASE("CUDA interpolate, flip, repeat and chunk match the CPU, forward and b
 
 TEST_CASE("CUDA convolutions through cuDNN match the CPU, forward and backward", "[cuda]") {
   if (!gpu_present("CUDA conv2d")) return;
-  NoTf32 no_tf32;
+  tandem::testing::NoTf32 no_tf32;
   struct Case {
     const char* name;
     Shape x, w;
@@ -975,7 +995,7 @@ TEST_CASE(
   std::vector<double> off;
   double mm_on = 0;
   {
-    NoTf32 no_tf32;
+    tandem::testing::NoTf32 no_tf32;
     off = conv_errors();
     cuda::set_allow_tf32_matmul(true);
     mm_on = mm_error();
@@ -1004,7 +1024,7 @@ TEST_CASE(
 
 TEST_CASE("CUDA convolutions past cuDNN's 32-bit indexing go in slices of the batch", "[cuda]") {
   if (!gpu_present("CUDA convolutions in slices")) return;
-  NoTf32 no_tf32;
+  tandem::testing::NoTf32 no_tf32;
   // The limit (2^31 - 1 elements per tensor of a call) lowered to 600: a (5, 4, 9, 8) output
   // holds 288 per sample, so calls take two samples, two and one; the weight's and bias's
   // gradients are summed over the slices.
@@ -1041,7 +1061,7 @@ TEST_CASE("CUDA convolutions past cuDNN's 32-bit indexing go in slices of the ba
 TEST_CASE("CUDA transposed convolutions (cuDNN's backward data) match the CPU, both layouts",
           "[cuda]") {
   if (!gpu_present("CUDA transposed convolutions")) return;
-  NoTf32 no_tf32;
+  tandem::testing::NoTf32 no_tf32;
   for (DType dt : kFloats) {
     for (bool channels_last : {false, true}) {
       if (channels_last && dt == DType::f64) continue;  // f64 convolves row-major
@@ -1093,7 +1113,7 @@ TEST_CASE("CUDA convolutions without input or output channels give the CPU's bia
 TEST_CASE("CUDA channels-last convolutions (cuDNN's NHWC) match the CPU's row-major ones",
           "[cuda]") {
   if (!gpu_present("CUDA channels-last conv2d")) return;
-  NoTf32 no_tf32;
+  tandem::testing::NoTf32 no_tf32;
   const MemoryFormat cl = MemoryFormat::ChannelsLast;
   for (DType dt : kFloats) {
     INFO("dtype " << dt);
@@ -1174,7 +1194,7 @@ TEST_CASE("CUDA channels-last convolutions (cuDNN's NHWC) match the CPU's row-ma
 TEST_CASE("CUDA convolutions take channels-last weights as they lie and give their gradient so",
           "[cuda]") {
   if (!gpu_present("CUDA channels-last weights")) return;
-  NoTf32 no_tf32;
+  tandem::testing::NoTf32 no_tf32;
   const MemoryFormat cl = MemoryFormat::ChannelsLast;
   for (DType dt : {DType::f32, DType::f16, DType::bf16}) {
     INFO("dtype " << dt);

@@ -417,12 +417,12 @@ TEST_CASE("optimizer updates over dense parameters equal the strided loop's, bit
   }
 }
 
-TEST_CASE("a gradient that does not match its parameter is refused before anything steps",
-          "[optim][errors]") {
-  // The second parameter's gradient is f64 on an f32 parameter: every optimizer refuses the
-  // step with no parameter moved and no state made, so the step can be retried once fixed.
-  using Make = std::function<std::unique_ptr<Optimizer>(std::vector<Tensor>)>;
-  const std::vector<std::pair<const char*, Make>> cases = {
+namespace {
+
+// Every optimizer, each with state to keep (SGD with momentum), by name.
+using MakeOptimizer = std::function<std::unique_ptr<Optimizer>(std::vector<Tensor>)>;
+std::vector<std::pair<const char*, MakeOptimizer>> every_optimizer() {
+  return {
       {"SGD",
        [](std::vector<Tensor> p) {
          return std::make_unique<SGD>(p, SGDOptions(0.1).momentum(0.9));
@@ -434,7 +434,15 @@ TEST_CASE("a gradient that does not match its parameter is refused before anythi
        [](std::vector<Tensor> p) { return std::make_unique<RMSprop>(p, RMSpropOptions(0.1)); }},
       {"Adagrad",
        [](std::vector<Tensor> p) { return std::make_unique<Adagrad>(p, AdagradOptions(0.1)); }}};
-  for (const auto& [name, make] : cases) {
+}
+
+}  // namespace
+
+TEST_CASE("a gradient that does not match its parameter is refused before anything steps",
+          "[optim][errors]") {
+  // The second parameter's gradient is f64 on an f32 parameter: every optimizer refuses the
+  // step with no parameter moved and no state made, so the step can be retried once fixed.
+  for (const auto& [name, make] : every_optimizer()) {
     SECTION(name) {
       Tensor a = full({3}, 1.0).set_requires_grad(true), b = full({2}, 2.0).set_requires_grad(true);
       auto opt = make({a, b});
@@ -456,6 +464,49 @@ TEST_CASE("a gradient that does not match its parameter is refused before anythi
       opt->step();
       CHECK(!equal(a, full({3}, 1.0)));
       CHECK(!equal(b, full({2}, 2.0)));
+    }
+  }
+}
+
+TEST_CASE("optimizer state made before its model was converted is refused, and loading converts it",
+          "[optim][errors]") {
+  // The fused updates read the state as the parameter's dtype: an f32 momentum under an f64
+  // parameter was read (and written) past its end. torch.optim's load_state_dict casts floating
+  // state to its parameter's dtype; so does this one.
+  for (const auto& [name, make] : every_optimizer()) {
+    SECTION(name) {
+      auto lin = std::make_shared<nn::Linear>(3, 2);
+      const Tensor x = ones({4, 3});
+      auto step = [&](Optimizer& opt, DType dt) {
+        opt.zero_grad();
+        sum(lin->forward(x.to(dt))).backward();
+        opt.step();
+      };
+      auto opt = make(lin->parameters());
+      step(*opt, DType::f32);
+      nn::StateDict saved;
+      for (const auto& [k, v] : opt->state_dict()) saved[k] = v.clone();
+      lin->to(DType::f64);
+      const Tensor before = lin->weight.detach().clone();
+      CHECK_THAT(error_of([&] { step(*opt, DType::f64); }),
+                 Catch::Contains("of parameter 0 is f32 (2, 3) on cpu, its parameter f64 (2, 3) on "
+                                 "cpu") &&
+                     Catch::Contains("load_state_dict converts it"));
+      CHECK(equal(lin->weight, before));
+      // A new optimizer of the converted model takes the state as f64, the same values.
+      auto fresh = make(lin->parameters());
+      fresh->load_state_dict(saved);
+      int converted = 0;
+      for (const auto& [k, v] : fresh->state_dict()) {
+        if (k.rfind("state.", 0) != 0 || k.size() < 5 || k.compare(k.size() - 5, 5, ".step") == 0)
+          continue;
+        CHECK(v.dtype() == DType::f64);
+        CHECK(equal(v, saved.at(k).to(DType::f64)));
+        ++converted;
+      }
+      CHECK(converted >= 2);  // the weight's and the bias's
+      step(*fresh, DType::f64);
+      CHECK(!equal(lin->weight, before));
     }
   }
 }

@@ -138,6 +138,10 @@ class Optimizer {
   void add_param_groups(std::vector<ParamGroup> groups);
   /// Refuses options of another optimizer or out of range (each optimizer's own rules).
   virtual void check_options(const OptimizerOptions& options) const = 0;
+  /// What every step() does first: runs the GPU's deferred input checks, and refuses (before
+  /// anything changes) a gradient or a state tensor whose dtype, device or shape is not its
+  /// parameter's.
+  void check_step();
   /// Per-parameter state by name, created on first use.
   std::map<std::string, Tensor>& state(size_t param_index) { return state_[param_index]; }
 
