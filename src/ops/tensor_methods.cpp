@@ -386,19 +386,24 @@ void check_no_overlap(const Tensor& t, const char* op) {
                "it when the update is the same for every repeated element");
 }
 
+// Whether `other` reaches self's memory through another view: a kernel writing self while it
+// reads other would read elements already written (x.add_(x.t()), x.copy_(x.t())).
+bool reads_through_another_view(const Tensor& self, const Tensor& other) {
+  return other.storage().is_same(self.storage()) &&
+         !(other.shape() == self.shape() && other.strides() == self.strides() &&
+           other.storage_offset() == self.storage_offset());
+}
+
 // The in-place arithmetic writes straight into this tensor (one kernel, no temporary) when the
-// operand has its dtype and device, broadcasts to its shape and does not reach its memory
-// through another view (x.add_(x.t()) would read elements already written); else it computes a
-// temporary and copies it in.
+// operand has its dtype and device, broadcasts to its shape and is not another view of its
+// memory; else it computes a temporary and copies it in.
 bool writes_in_place(const Tensor& self, const Tensor& other) {
   if (other.dtype() != self.dtype() || other.device() != self.device()) return false;
   const int64_t lead = self.dim() - other.dim();
   if (lead < 0) return false;
   for (int64_t d = 0; d < other.dim(); ++d)
     if (other.size(d) != 1 && other.size(d) != self.size(lead + d)) return false;
-  return !other.storage().is_same(self.storage()) ||
-         (other.shape() == self.shape() && other.strides() == self.strides() &&
-          other.storage_offset() == self.storage_offset());
+  return !reads_through_another_view(self, other);
 }
 }  // namespace
 
@@ -466,6 +471,8 @@ Tensor& Tensor::copy_(const Tensor& src) {
   check_defined(src, "copy_", "source");
   check_broadcasts_to(src, shape(), "copy_", "source");
   Tensor from = src.device() == device() ? src : src.to(device());
+  // Another view of this memory is read whole first (torch refuses it; the copy is its value).
+  if (reads_through_another_view(*this, from)) from = from.clone();
   kernels::copy(*this, broadcast_view(from, shape()));
   return *this;
 }

@@ -139,6 +139,18 @@ TEST_CASE("in-place arithmetic writes into the tensor itself and matches the out
   Tensor expected = add(sq, sq.t());
   sq.add_(sq.t());  // in place, element (0, 1) would read (1, 0) after it was written
   CHECK(max(abs(sq - expected)).item<double>() == 0.0);
+  // copy_ from another view of the destination's memory: the source's values before the copy
+  // (torch refuses these; element by element they would read what the copy already wrote).
+  Tensor tr = arange(0, 16, 1, DType::f32).reshape({4, 4});
+  const Tensor transposed = tr.t().contiguous();
+  tr.copy_(tr.t());
+  CHECK(equal(tr, transposed));
+  Tensor line = arange(0, 6, 1, DType::f32);
+  line.narrow(0, 1, 5).copy_(line.narrow(0, 0, 5));  // a forward loop would smear element 0
+  CHECK(line.to_vector<float>() == std::vector<float>{0, 0, 1, 2, 3, 4});
+  Tensor rows = arange(0, 6, 1, DType::f32).reshape({2, 3});
+  rows.copy_(rows[1]);  // a broadcast row of itself
+  CHECK(rows.to_vector<float>() == std::vector<float>{3, 4, 5, 3, 4, 5});
   Tensor f = ones({3});
   f.mul_(from_vector<double>({0.5, 2, 4}));
   CHECK(f.to_vector<float>() == std::vector<float>{0.5f, 2, 4});
