@@ -78,6 +78,7 @@ Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
                   autocast_input("linear", bias));
   check_defined(input, "linear", "input");
   check_defined(weight, "linear", "weight");
+  check_inputs({input, weight, bias}, "linear");
   TANDEM_CHECK(weight.dim() == 2, "linear: weight must be 2-d (out_features, in_features), got ",
                shape_str(weight.shape()));
   TANDEM_CHECK(

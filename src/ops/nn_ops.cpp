@@ -1212,20 +1212,6 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target, CrossEntropyOpti
   return add(mul(nll, 1.0 - eps), mul(smooth_red, eps / classes));
 }
 
-Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
-  if (autocast_changes("mse_loss", {input, target}))
-    return mse_loss(autocast_input("mse_loss", input), autocast_input("mse_loss", target),
-                    reduction);
-  check_defined(input, "mse_loss", "input");
-  check_defined(target, "mse_loss", "target");
-  check_floating(input, "mse_loss");
-  check_floating(target, "mse_loss", "target");
-  TANDEM_CHECK(input.shape() == target.shape(), "mse_loss: input ", shape_str(input.shape()),
-               " and target ", shape_str(target.shape()), " must have the same shape");
-  Tensor d = sub(input, target);
-  return reduce_loss(mul(d, d), reduction);
-}
-
 namespace {
 // The checks every elementwise loss makes of its input and target: defined, floating, one
 // device, the same shape.
@@ -1238,7 +1224,18 @@ void check_pointwise_loss(const Tensor& input, const Tensor& target, const char*
   TANDEM_CHECK(input.shape() == target.shape(), op, ": input ", shape_str(input.shape()),
                " and target ", shape_str(target.shape()), " must have the same shape");
 }
+}  // namespace
 
+Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+  if (autocast_changes("mse_loss", {input, target}))
+    return mse_loss(autocast_input("mse_loss", input), autocast_input("mse_loss", target),
+                    reduction);
+  check_pointwise_loss(input, target, "mse_loss");
+  Tensor d = sub(input, target);
+  return reduce_loss(mul(d, d), reduction);
+}
+
+namespace {
 // A loss's elementwise weight: floating, on the loss's device, broadcasting to its shape.
 void check_loss_weight(const Tensor& weight, const Tensor& like, const char* op) {
   check_floating(weight, op, "weight");
@@ -1336,6 +1333,7 @@ Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& targe
                                             cast(pos_weight), reduction);
   }
   check_pointwise_loss(input, target, op);
+  check_inputs({input, weight, pos_weight}, op);
   // log(1 + exp(-x)) as m + log(exp(-m) + exp(-x - m)) with m = max(-x, 0): no overflow, as
   // torch computes it.
   Tensor m = clamp(neg(input), 0.0, std::nullopt);

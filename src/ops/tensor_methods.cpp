@@ -302,6 +302,7 @@ Tensor Tensor::ge(double other) const { return tandem::ge(*this, comparand(*this
 
 Tensor Tensor::masked_fill(const Tensor& mask, double value) const {
   check_defined(mask, "masked_fill", "mask");
+  check_same_device(*this, mask, "masked_fill");
   TANDEM_CHECK(mask.dtype() == DType::boolean, "masked_fill: the mask must be bool, got ",
                mask.dtype());
   check_broadcasts_to(mask, shape(), "masked_fill", "mask");
@@ -513,6 +514,7 @@ Tensor& tensor_inplace(Tensor& self, const Tensor& other, kernels::BinaryOp op,
   check_inplace_operand(other, name);
   check_no_overlap(self, name);
   check_defined(other, name, "other");
+  check_same_device(self, other, name);
   NoGradGuard guard;
   if (!writes_in_place(self, other)) return self.copy_(out_of_place(other.to(self.dtype())));
   kernels::binary.at(self, name);
@@ -552,14 +554,19 @@ Tensor& Tensor::mul_(const Tensor& other) {
                         [&](const Tensor& o) { return tandem::mul(*this, o); });
 }
 
-Tensor& Tensor::sub_(const Tensor& other, double alpha) { return add_(other, -alpha); }
+Tensor& Tensor::sub_(const Tensor& other, double alpha) {
+  return tensor_inplace(*this, other, kernels::BinaryOp::add, {-alpha}, "sub_",
+                        [&](const Tensor& o) { return tandem::sub(*this, o, alpha); });
+}
 
-Tensor& Tensor::sub_(double value) { return add_(-value); }
+Tensor& Tensor::sub_(double value) {
+  return scalar_inplace(*this, kernels::UnaryOp::add_scalar, -value, "sub_");
+}
 
 Tensor& Tensor::div_(double value) {
   check_defined(*this, "div_", "self");
   check_integer_result(*this, true, "div_", "true division");
-  return mul_(1.0 / value);
+  return scalar_inplace(*this, kernels::UnaryOp::mul_scalar, 1.0 / value, "div_");
 }
 
 Tensor& Tensor::div_(const Tensor& other) {

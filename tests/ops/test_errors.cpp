@@ -102,6 +102,17 @@ TEST_CASE("device errors", "[errors][gpu]") {
         "add: expected all tensors on one device, got cpu and cuda:0");
   CHECK(error_of([&] { conv2d(ones({1, 1, 2, 2}), fake_gpu.reshape({1, 1, 2, 1})); }) ==
         "conv2d: expected all tensors on one device, got cpu and cuda:0");
+  // Named as called, not as the op that carries it out (sub_ through add, linear through bmm).
+  const std::string mixed = ": expected all tensors on one device, got cpu and cuda:0";
+  CHECK(error_of([&] { ones({2}).sub_(fake_gpu); }) == "sub_" + mixed);
+  CHECK(error_of([&] { linear(ones({1, 2}), fake_gpu.reshape({1, 2})); }) == "linear" + mixed);
+  CHECK(error_of([&] { mse_loss(ones({2}), fake_gpu); }) == "mse_loss" + mixed);
+  CHECK(error_of([&] {
+          binary_cross_entropy_with_logits(ones({2}), ones({2}), Tensor(), fake_gpu);
+        }) == "binary_cross_entropy_with_logits" + mixed);
+  bool flags[2] = {true, false};
+  const Tensor fake_gpu_mask = from_blob(flags, {2}, DType::boolean, Device("cuda:0"));
+  CHECK(error_of([&] { ones({2}).masked_fill(fake_gpu_mask, 1.0); }) == "masked_fill" + mixed);
   if (!cuda::compiled_with_cuda()) {
     // A build without the CUDA backend: one error naming the op, the dtype and the device,
     // raised before anything is allocated there.
@@ -141,6 +152,8 @@ TEST_CASE("in-place writes refuse an expanded destination before writing, unexpa
   CHECK(error_of([&] { Tensor(wide).add_(ones({4}, DType::f64)); }) == "add_: " + what);
   CHECK(error_of([&] { Tensor(wide).mul_(2.0); }) == "mul_: " + what);
   CHECK(error_of([&] { Tensor(wide).mul_(ones({3, 4}, DType::f64)); }) == "mul_: " + what);
+  CHECK(error_of([&] { Tensor(wide).div_(2.0); }) == "div_: " + what);
+  CHECK(error_of([&] { Tensor(wide).sub_(1.0); }) == "sub_: " + what);
   CHECK(base.reshape({3}).to_vector<double>() == std::vector<double>{1, 2, 3});  // nothing written
   // unexpand: the stride-0 dims narrowed to 1, a view of the same memory.
   Tensor once = unexpand(wide);
