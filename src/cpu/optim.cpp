@@ -101,6 +101,68 @@ void adam_steps(const Tensor&, const std::vector<AdamEntry>& entries, const Adam
     adam_step(e.param, e.exp_avg, e.exp_avg_sq, e.max_exp_avg_sq, e.grad, e.args(args));
 }
 
+template <typename T>
+void rmsprop_typed(const RmspropEntry& e, const RmspropArgs& args) {
+  T* p = ptr<T>(e.param);
+  T* sq = ptr<T>(e.square_avg);
+  T* ga = e.grad_avg.defined() ? ptr<T>(e.grad_avg) : nullptr;
+  T* bu = e.momentum_buffer.defined() ? ptr<T>(e.momentum_buffer) : nullptr;
+  const T* g = ptr<const T>(e.grad);
+  const RmspropConstants<T> constants(args);
+  // An operand that is absent takes square_avg's offsets, never used.
+  for_each_run<5>(
+      e.param.shape(),
+      {e.param.strides(), e.square_avg.strides(), (ga ? e.grad_avg : e.square_avg).strides(),
+       (bu ? e.momentum_buffer : e.square_avg).strides(), e.grad.strides()},
+      [&](const std::array<int64_t, 5>& off, int64_t n, const std::array<int64_t, 5>& st) {
+        const RmspropConstants<T> c = constants;
+        T* pr = p + off[0];
+        T* sr = sq + off[1];
+        T* gar = ga ? ga + off[2] : nullptr;
+        T* br = bu ? bu + off[3] : nullptr;
+        const T* gr = g + off[4];
+        for (int64_t i = 0; i < n; ++i)
+          rmsprop_update(pr[i * st[0]], sr[i * st[1]], gar ? gar + i * st[2] : nullptr,
+                         br ? br + i * st[3] : nullptr, gr[i * st[4]], c);
+      });
+}
+
+void rmsprop_steps(const Tensor&, const std::vector<RmspropEntry>& entries,
+                   const RmspropArgs& args) {
+  for (const RmspropEntry& e : entries)
+    dispatch_dtype<DTypeSet::wide>(e.param.dtype(), "rmsprop_steps (cpu)",
+                                   [&](auto t) { rmsprop_typed<decltype(t)>(e, args); });
+}
+
+template <typename T>
+void adagrad_typed(const AdagradEntry& e, const AdagradArgs& args) {
+  T* p = ptr<T>(e.param);
+  T* sum = ptr<T>(e.sum);
+  const T* g = ptr<const T>(e.grad);
+  const AdagradConstants<T> constants(args, e.lr);
+  for_each_run<3>(
+      e.param.shape(), {e.param.strides(), e.sum.strides(), e.grad.strides()},
+      [&](const std::array<int64_t, 3>& off, int64_t n, const std::array<int64_t, 3>& st) {
+        const AdagradConstants<T> c = constants;
+        T* pr = p + off[0];
+        T* sr = sum + off[1];
+        const T* gr = g + off[2];
+        if (st[0] == 1 && st[1] == 1 && st[2] == 1) {  // dense: a loop that vectorizes
+          for (int64_t i = 0; i < n; ++i) adagrad_update(pr[i], sr[i], gr[i], c);
+          return;
+        }
+        for (int64_t i = 0; i < n; ++i)
+          adagrad_update(pr[i * st[0]], sr[i * st[1]], gr[i * st[2]], c);
+      });
+}
+
+void adagrad_steps(const Tensor&, const std::vector<AdagradEntry>& entries,
+                   const AdagradArgs& args) {
+  for (const AdagradEntry& e : entries)
+    dispatch_dtype<DTypeSet::wide>(e.param.dtype(), "adagrad_steps (cpu)",
+                                   [&](auto t) { adagrad_typed<decltype(t)>(e, args); });
+}
+
 void unscale_grad(const Tensor& grad, const Tensor& found_inf, double inv_scale) {
   std::atomic<bool> nonfinite{false};  // for_each_run's runs go to several threads
   dispatch_dtype<DTypeSet::floating>(grad.dtype(), "unscale_grad (cpu)", [&](auto t) {
@@ -129,6 +191,8 @@ TANDEM_REGISTER_CPU(sgd_step, sgd_step);
 TANDEM_REGISTER_CPU(sgd_steps, sgd_steps);
 TANDEM_REGISTER_CPU(adam_steps, adam_steps);
 TANDEM_REGISTER_CPU(adam_step, adam_step);
+TANDEM_REGISTER_CPU(rmsprop_steps, rmsprop_steps);
+TANDEM_REGISTER_CPU(adagrad_steps, adagrad_steps);
 TANDEM_REGISTER_CPU(unscale_grad, unscale_grad);
 
 }  // namespace TANDEM_CPU_NAMESPACE

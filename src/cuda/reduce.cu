@@ -568,6 +568,153 @@ void adam_steps(const Tensor& key, const std::vector<AdamEntry>& entries, const 
   });
 }
 
+template <typename T>
+__global__ void rmsprop_kernel(T* p, T* sq, T* ga, T* buf, const T* g, int64_t n,
+                               cuda::OffsetCalc<5> oc, RmspropConstants<T> c) {
+  TANDEM_CUDA_LOOP(i, n) {
+    int64_t off[5];
+    oc.get(i, off);
+    rmsprop_update(p[off[0]], sq[off[1]], ga ? ga + off[2] : nullptr, buf ? buf + off[3] : nullptr,
+                   g[off[4]], c);
+  }
+}
+
+template <typename T>
+struct RmspropBatch : ChunkTable<T, 5, 32> {};  // parameter, square_avg, grad_avg (or null),
+                                                // momentum buffer (or null), gradient
+static_assert(sizeof(RmspropBatch<double>) + sizeof(RmspropConstants<double>) <= 4096,
+              "a kernel argument of 4 KB at most");
+
+template <typename T>
+__global__ void rmsprop_batch_kernel(RmspropBatch<T> b, RmspropConstants<T> c) {
+  int64_t begin, end;
+  const int t = b.block_range(begin, end);
+  T* p = b.ptr[0][t];
+  T* sq = b.ptr[1][t];
+  T* ga = b.ptr[2][t];
+  T* buf = b.ptr[3][t];
+  const T* g = b.ptr[4][t];
+  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x)
+    rmsprop_update(p[i], sq[i], ga ? ga + i : nullptr, buf ? buf + i : nullptr, g[i], c);
+}
+
+void rmsprop_steps(const Tensor& key, const std::vector<RmspropEntry>& entries,
+                   const RmspropArgs& args) {
+  cuda::TensorDeviceGuard guard(key);
+  dispatch_params(key.dtype(), "rmsprop_steps (cuda)", [&](auto t) {
+    using T = decltype(t);
+    std::vector<int64_t> numels;
+    const std::vector<const RmspropEntry*> dense = dense_entries(
+        key, entries, "rmsprop_steps",
+        [](const RmspropEntry& e) {
+          return dense_alike(e.param, {&e.square_avg, &e.grad_avg, &e.momentum_buffer, &e.grad});
+        },
+        [&](const RmspropEntry& e) {  // one launch of its own, any strides
+          dispatch_params(e.param.dtype(), "rmsprop_steps (cuda)", [&](auto u) {
+            using U = decltype(u);
+            const bool centered = e.grad_avg.defined(), momentum = e.momentum_buffer.defined();
+            const int64_t n = e.param.numel();
+            auto oc = cuda::offsets<5>(
+                e.param.shape(),
+                {e.param.strides(), e.square_avg.strides(),
+                 (centered ? e.grad_avg : e.square_avg).strides(),
+                 (momentum ? e.momentum_buffer : e.square_avg).strides(), e.grad.strides()});
+            rmsprop_kernel<<<cuda::grid_for(n), cuda::kThreads, 0, cuda::current_stream()>>>(
+                ptr<U>(e.param), ptr<U>(e.square_avg), centered ? ptr<U>(e.grad_avg) : nullptr,
+                momentum ? ptr<U>(e.momentum_buffer) : nullptr, ptr<const U>(e.grad), n, oc,
+                RmspropConstants<U>(args));
+            cuda::check_launch("rmsprop_steps");
+          });
+        },
+        numels);
+    launch_chunks<RmspropBatch<T>>(
+        numels,
+        [&](RmspropBatch<T>& b, int slot, size_t i) {
+          const RmspropEntry& e = *dense[i];
+          b.ptr[0][slot] = ptr<T>(e.param);
+          b.ptr[1][slot] = ptr<T>(e.square_avg);
+          b.ptr[2][slot] = e.grad_avg.defined() ? ptr<T>(e.grad_avg) : nullptr;
+          b.ptr[3][slot] = e.momentum_buffer.defined() ? ptr<T>(e.momentum_buffer) : nullptr;
+          b.ptr[4][slot] = const_cast<T*>(ptr<const T>(e.grad));
+        },
+        [&](const RmspropBatch<T>& b, int blocks) {
+          rmsprop_batch_kernel<<<blocks, 512, 0, cuda::current_stream()>>>(
+              b, RmspropConstants<T>(args));
+          cuda::check_launch("rmsprop_steps");
+        });
+  });
+}
+
+template <typename T>
+__global__ void adagrad_kernel(T* p, T* sum, const T* g, int64_t n, cuda::OffsetCalc<3> oc,
+                               AdagradConstants<T> c) {
+  TANDEM_CUDA_LOOP(i, n) {
+    int64_t off[3];
+    oc.get(i, off);
+    adagrad_update(p[off[0]], sum[off[1]], g[off[2]], c);
+  }
+}
+
+template <typename T>
+struct AdagradBatch : ChunkTable<T, 3, 48> {  // parameter, sum, gradient; each tensor's rate
+  T neg_lr[48];
+};
+static_assert(sizeof(AdagradBatch<double>) + sizeof(AdagradConstants<double>) <= 4096,
+              "a kernel argument of 4 KB at most");
+
+template <typename T>
+__global__ void adagrad_batch_kernel(AdagradBatch<T> b, AdagradConstants<T> c) {
+  int64_t begin, end;
+  const int t = b.block_range(begin, end);
+  c.neg_lr = b.neg_lr[t];
+  T* p = b.ptr[0][t];
+  T* sum = b.ptr[1][t];
+  const T* g = b.ptr[2][t];
+  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x)
+    adagrad_update(p[i], sum[i], g[i], c);
+}
+
+void adagrad_steps(const Tensor& key, const std::vector<AdagradEntry>& entries,
+                   const AdagradArgs& args) {
+  cuda::TensorDeviceGuard guard(key);
+  dispatch_params(key.dtype(), "adagrad_steps (cuda)", [&](auto t) {
+    using T = decltype(t);
+    std::vector<int64_t> numels;
+    const std::vector<const AdagradEntry*> dense = dense_entries(
+        key, entries, "adagrad_steps",
+        [](const AdagradEntry& e) {
+          return dense_alike(e.param, {&e.sum, &e.grad});
+        },
+        [&](const AdagradEntry& e) {  // one launch of its own, any strides
+          dispatch_params(e.param.dtype(), "adagrad_steps (cuda)", [&](auto u) {
+            using U = decltype(u);
+            const int64_t n = e.param.numel();
+            auto oc = cuda::offsets<3>(e.param.shape(),
+                                       {e.param.strides(), e.sum.strides(), e.grad.strides()});
+            adagrad_kernel<<<cuda::grid_for(n), cuda::kThreads, 0, cuda::current_stream()>>>(
+                ptr<U>(e.param), ptr<U>(e.sum), ptr<const U>(e.grad), n, oc,
+                AdagradConstants<U>(args, e.lr));
+            cuda::check_launch("adagrad_steps");
+          });
+        },
+        numels);
+    launch_chunks<AdagradBatch<T>>(
+        numels,
+        [&](AdagradBatch<T>& b, int slot, size_t i) {
+          const AdagradEntry& e = *dense[i];
+          b.ptr[0][slot] = ptr<T>(e.param);
+          b.ptr[1][slot] = ptr<T>(e.sum);
+          b.ptr[2][slot] = const_cast<T*>(ptr<const T>(e.grad));
+          b.neg_lr[slot] = AdagradConstants<T>(args, e.lr).neg_lr;
+        },
+        [&](const AdagradBatch<T>& b, int blocks) {
+          adagrad_batch_kernel<<<blocks, 512, 0, cuda::current_stream()>>>(
+              b, AdagradConstants<T>(args, 0.0));
+          cuda::check_launch("adagrad_steps");
+        });
+  });
+}
+
 // GradScaler's unscale: every thread that meets an inf or NaN stores the same 1 (no atomics).
 template <typename T>
 __global__ void unscale_kernel(T* g, int64_t n, cuda::OffsetCalc<1> oc, float* found,
@@ -603,6 +750,8 @@ TANDEM_REGISTER_CUDA(sgd_step, sgd_step);
 TANDEM_REGISTER_CUDA(sgd_steps, sgd_steps);
 TANDEM_REGISTER_CUDA(adam_step, adam_step);
 TANDEM_REGISTER_CUDA(adam_steps, adam_steps);
+TANDEM_REGISTER_CUDA(rmsprop_steps, rmsprop_steps);
+TANDEM_REGISTER_CUDA(adagrad_steps, adagrad_steps);
 TANDEM_REGISTER_CUDA(unscale_grad, unscale_grad);
 
 }  // namespace tandem::kernels::cuda_backend

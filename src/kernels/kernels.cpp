@@ -162,6 +162,8 @@ TANDEM_STUB(sgd_step);
 TANDEM_STUB(sgd_steps);
 TANDEM_STUB(adam_step);
 TANDEM_STUB(adam_steps);
+TANDEM_STUB(rmsprop_steps);
+TANDEM_STUB(adagrad_steps);
 TANDEM_STUB(unscale_grad);
 #undef TANDEM_STUB
 

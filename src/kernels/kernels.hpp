@@ -222,6 +222,33 @@ struct AdamEntry {
 extern Stub<void (*)(const Tensor& key, const std::vector<AdamEntry>& entries,
                      const AdamArgs& args)>
     adam_steps;
+struct RmspropArgs {
+  double lr, weight_decay, alpha, eps, momentum;
+  bool centered;
+};
+/// One parameter of rmsprop_steps: its state (grad_avg undefined unless centered,
+/// momentum_buffer undefined without momentum) and gradient.
+struct RmspropEntry {
+  Tensor param, square_avg, grad_avg, momentum_buffer, grad;
+};
+/// torch.optim.RMSprop for many f32/f64 parameters of key's device, any strides: on a GPU the
+/// dense ones go in few launches, as sgd_steps; the CPU's loop.
+extern Stub<void (*)(const Tensor& key, const std::vector<RmspropEntry>& entries,
+                     const RmspropArgs& args)>
+    rmsprop_steps;
+struct AdagradArgs {
+  double weight_decay, eps;
+};
+/// One parameter of adagrad_steps: its sum of squares, gradient and this step's rate (each
+/// parameter counts its own steps: lr / (1 + (step - 1) lr_decay)).
+struct AdagradEntry {
+  Tensor param, sum, grad;
+  double lr;
+};
+/// torch.optim.Adagrad for many f32/f64 parameters of key's device, as rmsprop_steps.
+extern Stub<void (*)(const Tensor& key, const std::vector<AdagradEntry>& entries,
+                     const AdagradArgs& args)>
+    adagrad_steps;
 /// GradScaler's unscale of one gradient, any strides, in place: grad *= inv_scale (rounded as
 /// mul_ rounds it), and found_inf (an f32 scalar on grad's device) set to 1 when an element of
 /// the result is inf or NaN. Never cleared here: one flag collects every gradient of a device,

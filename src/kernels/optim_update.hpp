@@ -76,4 +76,61 @@ TANDEM_HD void adam_update(T& p, T& m, T& v, T* vmax, T g, const AdamConstants<T
   p = p + c.step * T(m / denom);
 }
 
+/// RMSprop's per-call constants in the parameter's dtype.
+template <typename T>
+struct RmspropConstants {
+  T weight_decay, alpha, rest, eps, momentum, neg_lr;  // rest: 1 - alpha
+  bool decay;
+  explicit RmspropConstants(const RmspropArgs& a)
+      : weight_decay(T(a.weight_decay)),
+        alpha(T(a.alpha)),
+        rest(T(1.0 - a.alpha)),
+        eps(T(a.eps)),
+        momentum(T(a.momentum)),
+        neg_lr(T(-a.lr)),
+        decay(a.weight_decay != 0) {}
+};
+
+/// torch.optim.RMSprop on one element: `gavg` (centered) and `buf` (momentum) may be null.
+template <typename T>
+TANDEM_HD void rmsprop_update(T& p, T& sq, T* gavg, T* buf, T g, const RmspropConstants<T>& c) {
+  T d = g;
+  if (c.decay) d = d + c.weight_decay * p;
+  sq = T(sq * c.alpha) + c.rest * T(d * d);
+  T avg;
+  if (gavg) {
+    *gavg = T(*gavg * c.alpha) + c.rest * d;
+    avg = T(sqrt(T(sq - T(*gavg * *gavg)))) + c.eps;
+  } else {
+    avg = T(sqrt(sq)) + c.eps;
+  }
+  if (buf) {
+    *buf = T(*buf * c.momentum) + T(d / avg);
+    p = p + c.neg_lr * *buf;
+  } else {
+    p = p + c.neg_lr * T(d / avg);
+  }
+}
+
+/// Adagrad's per-call constants in the parameter's dtype (neg_lr: this step's, the parameter's).
+template <typename T>
+struct AdagradConstants {
+  T weight_decay, eps, neg_lr;
+  bool decay;
+  AdagradConstants(const AdagradArgs& a, double lr)
+      : weight_decay(T(a.weight_decay)),
+        eps(T(a.eps)),
+        neg_lr(T(-lr)),
+        decay(a.weight_decay != 0) {}
+};
+
+/// torch.optim.Adagrad on one element.
+template <typename T>
+TANDEM_HD void adagrad_update(T& p, T& sum, T g, const AdagradConstants<T>& c) {
+  T d = g;
+  if (c.decay) d = d + c.weight_decay * p;
+  sum = sum + T(d * d);
+  p = p + c.neg_lr * T(d / T(T(sqrt(sum)) + c.eps));
+}
+
 }  // namespace tandem::kernels

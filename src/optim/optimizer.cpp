@@ -421,32 +421,52 @@ void RMSprop::step() {
   NoGradGuard no_grad;
   check_step();
   size_t k = 0;
+  std::vector<kernels::RmspropEntry> batch;  // a group's f32/f64 parameters on one device
   for (auto& g : groups_) {
     const auto& o = static_cast<const RMSpropOptions&>(g.options());
+    const kernels::RmspropArgs args{o.lr_,  o.weight_decay_, o.alpha_,
+                                    o.eps_, o.momentum_,     o.centered_};
+    auto flush = [&] {
+      if (batch.empty()) return;
+      kernels::rmsprop_steps(batch.front().param, batch, args);
+      for (auto& e : batch) e.param.storage().bump_version();
+      batch.clear();
+    };
     for (auto& p : g.params()) {
       auto& st = state(k++);
       Tensor grad = p.grad();
       if (!grad.defined()) continue;
       advance_step(st);
+      auto zeros_like_p = [&] { return zeros_like(p); };
+      Tensor& square_avg = state_entry(st, "square_avg", zeros_like_p);
+      const Tensor grad_avg = o.centered_ ? state_entry(st, "grad_avg", zeros_like_p) : Tensor();
+      const Tensor buffer =
+          o.momentum_ > 0 ? state_entry(st, "momentum_buffer", zeros_like_p) : Tensor();
+      if (p.dtype() == DType::f32 || p.dtype() == DType::f64) {  // fused (batched on a GPU)
+        if (!batch.empty() && batch.front().param.device() != p.device()) flush();
+        batch.push_back({p, square_avg, grad_avg, buffer, grad});
+        continue;
+      }
+      // f16/bf16 parameters: the same update from tensor ops.
       const Tensor d = o.weight_decay_ != 0 ? add(grad, p, o.weight_decay_) : grad;
-      Tensor& square_avg = state_entry(st, "square_avg", [&] { return zeros_like(p); });
       square_avg.mul_(o.alpha_).add_(mul(d, d), 1.0 - o.alpha_);
       Tensor avg;
       if (o.centered_) {
-        Tensor& grad_avg = state_entry(st, "grad_avg", [&] { return zeros_like(p); });
-        grad_avg.mul_(o.alpha_).add_(d, 1.0 - o.alpha_);
-        avg = sqrt(sub(square_avg, mul(grad_avg, grad_avg))).add_(o.eps_);
+        Tensor ga = grad_avg;
+        ga.mul_(o.alpha_).add_(d, 1.0 - o.alpha_);
+        avg = sqrt(sub(square_avg, mul(ga, ga))).add_(o.eps_);
       } else {
         avg = sqrt(square_avg).add_(o.eps_);
       }
       if (o.momentum_ > 0) {
-        Tensor& buffer = state_entry(st, "momentum_buffer", [&] { return zeros_like(p); });
-        buffer.mul_(o.momentum_).add_(div(d, avg));
-        p.add_(buffer, -o.lr_);
+        Tensor b = buffer;
+        b.mul_(o.momentum_).add_(div(d, avg));
+        p.add_(b, -o.lr_);
       } else {
         p.add_(div(d, avg), -o.lr_);
       }
     }
+    flush();
   }
 }
 
@@ -480,20 +500,35 @@ void Adagrad::step() {
   NoGradGuard no_grad;
   check_step();
   size_t k = 0;
+  std::vector<kernels::AdagradEntry> batch;  // a group's f32/f64 parameters on one device
   for (auto& g : groups_) {
     const auto& o = static_cast<const AdagradOptions&>(g.options());
+    const kernels::AdagradArgs args{o.weight_decay_, o.eps_};
+    auto flush = [&] {
+      if (batch.empty()) return;
+      kernels::adagrad_steps(batch.front().param, batch, args);
+      for (auto& e : batch) e.param.storage().bump_version();
+      batch.clear();
+    };
     for (auto& p : g.params()) {
       auto& st = state(k++);
       Tensor grad = p.grad();
       if (!grad.defined()) continue;
       const int64_t step = advance_step(st);
-      const Tensor d = o.weight_decay_ != 0 ? add(grad, p, o.weight_decay_) : grad;
       Tensor& sum =
           state_entry(st, "sum", [&] { return zeros_like(p).fill_(o.initial_accumulator_value_); });
-      sum.add_(mul(d, d));
       const double clr = o.lr_ / (1.0 + static_cast<double>(step - 1) * o.lr_decay_);
+      if (p.dtype() == DType::f32 || p.dtype() == DType::f64) {  // fused (batched on a GPU)
+        if (!batch.empty() && batch.front().param.device() != p.device()) flush();
+        batch.push_back({p, sum, grad, clr});
+        continue;
+      }
+      // f16/bf16 parameters: the same update from tensor ops.
+      const Tensor d = o.weight_decay_ != 0 ? add(grad, p, o.weight_decay_) : grad;
+      sum.add_(mul(d, d));
       p.add_(div(d, sqrt(sum).add_(o.eps_)), -clr);
     }
+    flush();
   }
 }
 

@@ -624,7 +624,10 @@ TEST_CASE("CUDA: optimizer state left on the CPU when its model moved to the GPU
   CHECK(!equal(lin->weight.detach().cpu(), before));
 }
 
-TEST_CASE("CUDA SGD and Adam over many parameters (few launches) match the CPU's", "[cuda]") {
+TEST_CASE(
+    "CUDA SGD, Adam, RMSprop and Adagrad over many parameters (few launches) match the "
+    "CPU's",
+    "[cuda]") {
   if (!gpu_present("CUDA batched optimizer steps")) return;
   // 60 parameters, more than one launch takes: small ones, one of several chunks (200,000
   // elements), a channels-last one, one whose layout its gradient does not share (a transposed
@@ -651,9 +654,25 @@ TEST_CASE("CUDA SGD and Adam over many parameters (few launches) match the CPU's
                                                    optim::AdamOptions(0.02).amsgrad(true)))},
              optim::AdamOptions(0.01).weight_decay(1e-2));
        }},
-      {"AdamW", [](std::vector<Tensor> a, std::vector<Tensor> b) {
+      {"AdamW",
+       [](std::vector<Tensor> a, std::vector<Tensor> b) {
          a.insert(a.end(), b.begin(), b.end());
          return std::make_unique<optim::AdamW>(a, optim::AdamWOptions(0.01).amsgrad(true));
+       }},
+      {"RMSprop",
+       [](std::vector<Tensor> a, std::vector<Tensor> b) {
+         return std::make_unique<optim::RMSprop>(
+             std::vector<optim::OptimizerParamGroup>{
+                 optim::OptimizerParamGroup(a),
+                 optim::OptimizerParamGroup(
+                     b, std::make_unique<optim::RMSpropOptions>(
+                            optim::RMSpropOptions(0.01).centered(true).momentum(0.9)))},
+             optim::RMSpropOptions(0.005).weight_decay(1e-2));
+       }},
+      {"Adagrad", [](std::vector<Tensor> a, std::vector<Tensor> b) {
+         a.insert(a.end(), b.begin(), b.end());
+         return std::make_unique<optim::Adagrad>(
+             a, optim::AdagradOptions(0.05).lr_decay(0.1).weight_decay(1e-3));
        }}};
   auto train = [](Device device, const Make& make) {
     std::vector<Tensor> a, b;

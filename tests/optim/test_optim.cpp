@@ -368,8 +368,8 @@ TEST_CASE("optimizer updates over dense parameters equal the strided loop's, bit
   // The CPU steps dense parameters in loops of their own (vectorized); a transposed leaf, whose
   // gradient is laid out otherwise, takes the strided loop. Same values, same bits, for every
   // branch of the update: weight decay, momentum (its first step and the later ones), dampening,
-  // Nesterov, Adam's coupled and AdamW's decoupled decay, AMSGrad. 2,310 elements: whole
-  // vectors and a remainder, over 4 steps.
+  // Nesterov, Adam's coupled and AdamW's decoupled decay, AMSGrad, RMSprop centered and with
+  // momentum, Adagrad's rate decay. 2,310 elements: whole vectors and a remainder, over 4 steps.
   using Make = std::function<std::unique_ptr<Optimizer>(std::vector<Tensor>)>;
   const std::vector<std::pair<const char*, Make>> cases = {
       {"sgd", [](std::vector<Tensor> p) { return std::make_unique<SGD>(p, SGDOptions(0.1)); }},
@@ -386,8 +386,21 @@ TEST_CASE("optimizer updates over dense parameters equal the strided loop's, bit
        [](std::vector<Tensor> p) {
          return std::make_unique<Adam>(p, AdamOptions(1e-2).weight_decay(1e-2));
        }},
-      {"adamw amsgrad", [](std::vector<Tensor> p) {
+      {"adamw amsgrad",
+       [](std::vector<Tensor> p) {
          return std::make_unique<AdamW>(p, AdamWOptions(1e-2).amsgrad(true));
+       }},
+      {"rmsprop",
+       [](std::vector<Tensor> p) { return std::make_unique<RMSprop>(p, RMSpropOptions(1e-2)); }},
+      {"rmsprop centered momentum wd",
+       [](std::vector<Tensor> p) {
+         return std::make_unique<RMSprop>(
+             p, RMSpropOptions(1e-2).centered(true).momentum(0.9).weight_decay(1e-2));
+       }},
+      {"adagrad lr_decay wd", [](std::vector<Tensor> p) {
+         return std::make_unique<Adagrad>(
+             p,
+             AdagradOptions(0.1).lr_decay(1e-2).weight_decay(1e-2).initial_accumulator_value(0.1));
        }}};
   auto randn_seeded = [](uint64_t seed) {
     Generator g(seed);
