@@ -1,11 +1,11 @@
 // Times ResNet training steps (forward, backward, SGD with Nesterov momentum and weight decay, or
-// Adam with the same weight decay groups: --optimizer adam) on
+// Adam, RMSprop or Adagrad with the same weight decay groups: --optimizer) on
 // random batches held in memory, and prints one JSON object. bench_resnet.py runs it next to the
 // same loop in PyTorch and writes the comparison.
 // Usage: bench_resnet [--model resnet20] [--batch 128] [--channels 1] [--size 28] [--threads 2]
 //                     [--steps 30] [--warmup 5] [--device cpu|cuda] [--precision f32|bf16|f16]
 //                     [--channels-last] [--cudnn-benchmark] [--profile-last-step]
-//                     [--optimizer sgd|adam]
+//                     [--optimizer sgd|adam|rmsprop|adagrad]
 // On a GPU it also reports the caching allocator's peak (bench_resnet_gpu.py compares it with
 // PyTorch's max_memory_allocated).
 #include <CLI/CLI.hpp>
@@ -37,9 +37,9 @@ static int run(int argc, char** argv) {
   app.add_option("--precision", precision, "f32, or autocast to bf16 or f16")
       ->check(CLI::IsMember({"f32", "bf16", "f16"}));
   app.add_option("--optimizer", optimizer,
-                 "sgd (lr 0.05, Nesterov momentum 0.9) or adam (lr 1e-3); weight decay 5e-4 on "
-                 "conv and linear weights either way")
-      ->check(CLI::IsMember({"sgd", "adam"}));
+                 "sgd (lr 0.05, Nesterov momentum 0.9), adam (lr 1e-3), rmsprop (lr 1e-3) or "
+                 "adagrad (lr 1e-2); weight decay 5e-4 on conv and linear weights in each")
+      ->check(CLI::IsMember({"sgd", "adam", "rmsprop", "adagrad"}));
   bool channels_last = false;
   app.add_flag("--channels-last", channels_last,
                "batches and convolution weights laid out channels-last (NHWC), as PyTorch's fast path on tensor cores");
@@ -66,6 +66,12 @@ static int run(int argc, char** argv) {
   if (optimizer == "adam")
     opt = std::make_unique<optim::Adam>(optim::weight_decay_groups(*model, 5e-4),
                                         optim::AdamOptions(1e-3));
+  else if (optimizer == "rmsprop")
+    opt = std::make_unique<optim::RMSprop>(optim::weight_decay_groups(*model, 5e-4),
+                                           optim::RMSpropOptions(1e-3));
+  else if (optimizer == "adagrad")
+    opt = std::make_unique<optim::Adagrad>(optim::weight_decay_groups(*model, 5e-4),
+                                           optim::AdagradOptions(1e-2));
   else
     opt = std::make_unique<optim::SGD>(optim::weight_decay_groups(*model, 5e-4),
                                        optim::SGDOptions().lr(0.05).momentum(0.9).nesterov(true));

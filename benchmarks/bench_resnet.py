@@ -2,7 +2,7 @@
 """ResNet training speed, tandem against PyTorch 1.13 (Debian's python3-torch), side by side.
 
 Each repeat runs the same training loop (forward, cross-entropy, backward, SGD with Nesterov
-momentum, or Adam with --optimizer adam, and weight decay on random in-memory batches; same model,
+momentum, or Adam, RMSprop or Adagrad with --optimizer, and weight decay on random in-memory batches; same model,
 batch and threads) once in
 tandem (build/benchmarks/bench_resnet) and once in PyTorch, each in its own process at its own
 defaults (an OMP_WAIT_POLICY in the caller's environment is removed), alternating so that both
@@ -45,6 +45,10 @@ def torch_worker(args):
     groups = [{"params": decay, "weight_decay": 5e-4}, {"params": no_decay, "weight_decay": 0.0}]
     if args.optimizer == "adam":
         opt = torch.optim.Adam(groups, lr=1e-3)
+    elif args.optimizer == "rmsprop":
+        opt = torch.optim.RMSprop(groups, lr=1e-3)
+    elif args.optimizer == "adagrad":
+        opt = torch.optim.Adagrad(groups, lr=1e-2)
     else:
         opt = torch.optim.SGD(groups, lr=0.05, momentum=0.9, nesterov=True)
     xs = [torch.randn(args.batch, args.channels, args.size, args.size) for _ in range(4)]
@@ -87,8 +91,9 @@ def main():
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--precision", default="f32", choices=["f32", "bf16"],
                    help="bf16: both sides under CPU autocast to bf16")
-    p.add_argument("--optimizer", default="sgd", choices=["sgd", "adam"],
-                   help="sgd: Nesterov momentum 0.9, lr 0.05; adam: lr 1e-3 (weight decay groups alike)")
+    p.add_argument("--optimizer", default="sgd", choices=["sgd", "adam", "rmsprop", "adagrad"],
+                   help="sgd: Nesterov momentum 0.9, lr 0.05; adam, rmsprop: lr 1e-3; adagrad: lr 1e-2 "
+                        "(weight decay groups alike)")
     p.add_argument("--binary", default=os.path.join(ROOT, "build", "benchmarks", "bench_resnet"))
     p.add_argument("--out", help="JSON file to write")
     p.add_argument("--plot", help="PNG of img/s per repeat (needs python3-matplotlib)")
