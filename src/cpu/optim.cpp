@@ -3,6 +3,7 @@
 // rounded it, so the fused update gives the same bits as that sequence.
 #include <atomic>
 #include <cmath>
+#include <type_traits>
 
 #include "../kernels/optim_update.hpp"
 #include "kernels.hpp"
@@ -121,6 +122,24 @@ void rmsprop_typed(const RmspropEntry& e, const RmspropArgs& args) {
         T* gar = ga ? ga + off[2] : nullptr;
         T* br = bu ? bu + off[3] : nullptr;
         const T* gr = g + off[4];
+        if (st == std::array<int64_t, 5>{1, 1, 1, 1, 1}) {  // dense: loops that vectorize
+          auto dense = [&](auto centered, auto momentum) {
+            for (int64_t i = 0; i < n; ++i)
+              rmsprop_update(pr[i], sr[i], decltype(centered)::value ? gar + i : nullptr,
+                             decltype(momentum)::value ? br + i : nullptr, gr[i], c);
+          };
+          using yes = std::true_type;
+          using no = std::false_type;
+          if (gar && br)
+            dense(yes{}, yes{});
+          else if (gar)
+            dense(yes{}, no{});
+          else if (br)
+            dense(no{}, yes{});
+          else
+            dense(no{}, no{});
+          return;
+        }
         for (int64_t i = 0; i < n; ++i)
           rmsprop_update(pr[i * st[0]], sr[i * st[1]], gar ? gar + i * st[2] : nullptr,
                          br ? br + i * st[3] : nullptr, gr[i * st[4]], c);

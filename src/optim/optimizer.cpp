@@ -311,8 +311,7 @@ void check_adam(const char* name, const char* type, const OptimizerOptions& opti
 }
 
 template <typename Options, typename State>
-void adam_update(const char* name, std::vector<OptimizerParamGroup>& groups, State&& state,
-                 bool decoupled) {
+void adam_update(std::vector<OptimizerParamGroup>& groups, State&& state, bool decoupled) {
   NoGradGuard no_grad;
   size_t k = 0;
   std::vector<kernels::AdamEntry> batch;  // a group's parameters on one device: one call
@@ -367,7 +366,7 @@ void Adam::check_options(const OptimizerOptions& options) const {
 void Adam::step() {
   check_step();
   adam_update<AdamOptions>(
-      name_, groups_, [this](size_t k) -> auto& { return state(k); },
+      groups_, [this](size_t k) -> auto& { return state(k); },
       /*decoupled=*/false);
 }
 
@@ -391,7 +390,7 @@ void AdamW::check_options(const OptimizerOptions& options) const {
 void AdamW::step() {
   check_step();
   adam_update<AdamWOptions>(
-      name_, groups_, [this](size_t k) -> auto& { return state(k); },
+      groups_, [this](size_t k) -> auto& { return state(k); },
       /*decoupled=*/true);
 }
 
@@ -415,8 +414,9 @@ void RMSprop::check_options(const OptimizerOptions& options) const {
                o.momentum_);
 }
 
-// The RMSprop and Adagrad updates are made of tensor ops (in place, no history), so they run
-// on every backend as they are.
+// RMSprop and Adagrad step f32/f64 parameters in one fused pass each (kernels/optim_update.hpp),
+// a group's dense ones on a GPU in few launches; f16/bf16 ones through the same update made of
+// tensor ops (in place, no history), as before the fused one existed.
 void RMSprop::step() {
   NoGradGuard no_grad;
   check_step();
