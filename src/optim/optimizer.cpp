@@ -225,6 +225,35 @@ const Options& options_as(const char* name, const char* type, const OptimizerOpt
   return *typed;
 }
 
+// A group's parameters of one device, stepped by one call of `steps` (a kernels::*_steps stub:
+// on a GPU the dense ones go in few launches). add() hands the batch over when the device
+// changes, flush() at the group's end. Every parameter stepped has its version bumped: graphs
+// that saved it refuse to backward (node.hpp).
+template <typename Entry, typename Steps, typename Args>
+class DeviceBatch {
+ public:
+  DeviceBatch(Steps& steps, const Args& args) : steps_(steps), args_(args) {}
+  void add(Entry e) {
+    if (!entries_.empty() && entries_.front().param.device() != e.param.device()) flush();
+    entries_.push_back(std::move(e));
+  }
+  void flush() {
+    if (entries_.empty()) return;
+    steps_(entries_.front().param, entries_, args_);
+    for (auto& e : entries_) e.param.storage().bump_version();
+    entries_.clear();
+  }
+
+ private:
+  Steps& steps_;
+  const Args args_;
+  std::vector<Entry> entries_;
+};
+template <typename Entry, typename Steps, typename Args>
+DeviceBatch<Entry, Steps, Args> device_batch(Steps& steps, const Args& args) {
+  return DeviceBatch<Entry, Steps, Args>(steps, args);
+}
+
 }  // namespace
 
 SGD::SGD(std::vector<OptimizerParamGroup> groups, SGDOptions defaults)
@@ -251,17 +280,11 @@ void SGD::step() {
   NoGradGuard no_grad;
   size_t k = 0;
   check_step();
-  std::vector<kernels::SgdEntry> batch;  // a group's parameters on one device: one call
   for (auto& g : groups_) {
     const auto& o = static_cast<const SGDOptions&>(g.options());  // checked when adopted
-    const kernels::SgdArgs args{o.lr_, o.weight_decay_, o.momentum_, o.dampening_, o.nesterov_,
-                                false};
-    auto flush = [&] {
-      if (batch.empty()) return;
-      kernels::sgd_steps(batch.front().param, batch, args);
-      for (auto& e : batch) e.param.storage().bump_version();  // graphs that saved p refuse
-      batch.clear();                                           // to backward (node.hpp)
-    };
+    auto batch = device_batch<kernels::SgdEntry>(
+        kernels::sgd_steps,
+        kernels::SgdArgs{o.lr_, o.weight_decay_, o.momentum_, o.dampening_, o.nesterov_, false});
     for (auto& p : g.params()) {
       auto& st = state(k++);
       Tensor grad = p.grad();
@@ -274,10 +297,9 @@ void SGD::step() {
         if (first) it = st.emplace("momentum_buffer", empty_like(p)).first;
         buffer = it->second;
       }
-      if (!batch.empty() && batch.front().param.device() != p.device()) flush();
-      batch.push_back({p, buffer, grad, first});
+      batch.add({p, buffer, grad, first});
     }
-    flush();
+    batch.flush();
   }
 }
 
@@ -314,17 +336,12 @@ template <typename Options, typename State>
 void adam_update(std::vector<OptimizerParamGroup>& groups, State&& state, bool decoupled) {
   NoGradGuard no_grad;
   size_t k = 0;
-  std::vector<kernels::AdamEntry> batch;  // a group's parameters on one device: one call
   for (auto& g : groups) {
     const auto& o = static_cast<const Options&>(g.options());  // checked when adopted
     // The bias corrections (1 here) are each parameter's: its AdamEntry's.
-    kernels::AdamArgs args{o.lr_, o.weight_decay_, o.beta1_, o.beta2_, o.eps_, 1, 1, decoupled};
-    auto flush = [&] {
-      if (batch.empty()) return;
-      kernels::adam_steps(batch.front().param, batch, args);
-      for (auto& e : batch) e.param.storage().bump_version();
-      batch.clear();
-    };
+    auto batch = device_batch<kernels::AdamEntry>(
+        kernels::adam_steps,
+        kernels::AdamArgs{o.lr_, o.weight_decay_, o.beta1_, o.beta2_, o.eps_, 1, 1, decoupled});
     for (auto& p : g.params()) {
       std::map<std::string, Tensor>& st = state(k++);
       Tensor grad = p.grad();
@@ -336,11 +353,10 @@ void adam_update(std::vector<OptimizerParamGroup>& groups, State&& state, bool d
       const Tensor max_exp_avg_sq =
           o.amsgrad_ ? state_entry(st, "max_exp_avg_sq", zeros_like_p) : Tensor();
       const int64_t step = advance_step(st);
-      if (!batch.empty() && batch.front().param.device() != p.device()) flush();
-      batch.push_back({p, exp_avg, exp_avg_sq, max_exp_avg_sq, grad, 1.0 - std::pow(o.beta1_, step),
-                       1.0 - std::pow(o.beta2_, step)});
+      batch.add({p, exp_avg, exp_avg_sq, max_exp_avg_sq, grad, 1.0 - std::pow(o.beta1_, step),
+                 1.0 - std::pow(o.beta2_, step)});
     }
-    flush();
+    batch.flush();
   }
 }
 
@@ -421,17 +437,11 @@ void RMSprop::step() {
   NoGradGuard no_grad;
   check_step();
   size_t k = 0;
-  std::vector<kernels::RmspropEntry> batch;  // a group's f32/f64 parameters on one device
   for (auto& g : groups_) {
     const auto& o = static_cast<const RMSpropOptions&>(g.options());
-    const kernels::RmspropArgs args{o.lr_,  o.weight_decay_, o.alpha_,
-                                    o.eps_, o.momentum_,     o.centered_};
-    auto flush = [&] {
-      if (batch.empty()) return;
-      kernels::rmsprop_steps(batch.front().param, batch, args);
-      for (auto& e : batch) e.param.storage().bump_version();
-      batch.clear();
-    };
+    auto batch = device_batch<kernels::RmspropEntry>(
+        kernels::rmsprop_steps,
+        kernels::RmspropArgs{o.lr_, o.weight_decay_, o.alpha_, o.eps_, o.momentum_, o.centered_});
     for (auto& p : g.params()) {
       auto& st = state(k++);
       Tensor grad = p.grad();
@@ -443,8 +453,7 @@ void RMSprop::step() {
       const Tensor buffer =
           o.momentum_ > 0 ? state_entry(st, "momentum_buffer", zeros_like_p) : Tensor();
       if (p.dtype() == DType::f32 || p.dtype() == DType::f64) {  // fused (batched on a GPU)
-        if (!batch.empty() && batch.front().param.device() != p.device()) flush();
-        batch.push_back({p, square_avg, grad_avg, buffer, grad});
+        batch.add({p, square_avg, grad_avg, buffer, grad});
         continue;
       }
       // f16/bf16 parameters: the same update from tensor ops.
@@ -466,7 +475,7 @@ void RMSprop::step() {
         p.add_(div(d, avg), -o.lr_);
       }
     }
-    flush();
+    batch.flush();
   }
 }
 
@@ -500,16 +509,10 @@ void Adagrad::step() {
   NoGradGuard no_grad;
   check_step();
   size_t k = 0;
-  std::vector<kernels::AdagradEntry> batch;  // a group's f32/f64 parameters on one device
   for (auto& g : groups_) {
     const auto& o = static_cast<const AdagradOptions&>(g.options());
-    const kernels::AdagradArgs args{o.weight_decay_, o.eps_};
-    auto flush = [&] {
-      if (batch.empty()) return;
-      kernels::adagrad_steps(batch.front().param, batch, args);
-      for (auto& e : batch) e.param.storage().bump_version();
-      batch.clear();
-    };
+    auto batch = device_batch<kernels::AdagradEntry>(kernels::adagrad_steps,
+                                                     kernels::AdagradArgs{o.weight_decay_, o.eps_});
     for (auto& p : g.params()) {
       auto& st = state(k++);
       Tensor grad = p.grad();
@@ -519,8 +522,7 @@ void Adagrad::step() {
           state_entry(st, "sum", [&] { return zeros_like(p).fill_(o.initial_accumulator_value_); });
       const double clr = o.lr_ / (1.0 + static_cast<double>(step - 1) * o.lr_decay_);
       if (p.dtype() == DType::f32 || p.dtype() == DType::f64) {  // fused (batched on a GPU)
-        if (!batch.empty() && batch.front().param.device() != p.device()) flush();
-        batch.push_back({p, sum, grad, clr});
+        batch.add({p, sum, grad, clr});
         continue;
       }
       // f16/bf16 parameters: the same update from tensor ops.
@@ -528,7 +530,7 @@ void Adagrad::step() {
       sum.add_(mul(d, d));
       p.add_(div(d, sqrt(sum).add_(o.eps_)), -clr);
     }
-    flush();
+    batch.flush();
   }
 }
 
