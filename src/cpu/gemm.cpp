@@ -109,6 +109,30 @@ struct Operand {
   int64_t row_stride, col_stride;
 };
 
+// dst[q * dst_stride + r] = alpha * src[r * src_stride + q] for an 8 x 8 block: eight rows of
+// the source become eight rows of the destination.
+inline void transpose8x8(const float* src, int64_t src_stride, float* dst, int64_t dst_stride,
+                         float alpha) {
+  __m256 r[8], t[8];
+  for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(src + i * src_stride);
+  for (int i = 0; i < 8; i += 2) {  // pairs of rows interleaved
+    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 8; i += 4) {  // quads: 64-bit lanes of two pairs
+    r[i] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+    r[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+    r[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+    r[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+  }
+  const __m256 scale = _mm256_set1_ps(alpha);
+  for (int i = 0; i < 4; ++i) {  // 128-bit halves of the two quads
+    t[i] = _mm256_permute2f128_ps(r[i], r[i + 4], 0x20);
+    t[i + 4] = _mm256_permute2f128_ps(r[i], r[i + 4], 0x31);
+  }
+  for (int i = 0; i < 8; ++i) _mm256_storeu_ps(dst + i * dst_stride, _mm256_mul_ps(scale, t[i]));
+}
+
 // The f32 kind: C[0:MR, 0:NR] (row stride ldc) = or += Ap (kc x MR) * Bp (kc x NR), both packed
 // k-major, alpha folded into Ap.
 struct F32Kind {
@@ -118,17 +142,19 @@ struct F32Kind {
   static constexpr int64_t kKC =
       1024;  // depth of a packed slice (A micro-panel 32 KB: stays in L1)
 
+  // NV < kNV: only the first 16 * NV columns of the panel (a narrow edge of C).
+  template <int NV = kNV>
   static void micro(int64_t words, const float* __restrict ap, const float* __restrict bp,
                     float* __restrict c, int64_t ldc, bool accumulate) {
-    __m512 acc[kMR][kNV];
+    __m512 acc[kMR][NV];
     for (int i = 0; i < kMR; ++i)
-      for (int v = 0; v < kNV; ++v) acc[i][v] = _mm512_setzero_ps();
+      for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_setzero_ps();
     for (int64_t p = 0; p < words; ++p) {
-      __m512 b[kNV];
-      for (int v = 0; v < kNV; ++v) b[v] = _mm512_load_ps(bp + 16 * v);
+      __m512 b[NV];
+      for (int v = 0; v < NV; ++v) b[v] = _mm512_load_ps(bp + 16 * v);
       for (int i = 0; i < kMR; ++i) {
         __m512 a = _mm512_set1_ps(ap[i]);
-        for (int v = 0; v < kNV; ++v) acc[i][v] = _mm512_fmadd_ps(a, b[v], acc[i][v]);
+        for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_fmadd_ps(a, b[v], acc[i][v]);
       }
       ap += kMR;
       bp += kNR;
@@ -136,10 +162,11 @@ struct F32Kind {
     store(acc, c, ldc, accumulate);
   }
 
-  static void store(__m512 (&acc)[kMR][kNV], float* c, int64_t ldc, bool accumulate) {
+  template <int NV>
+  static void store(__m512 (&acc)[kMR][NV], float* c, int64_t ldc, bool accumulate) {
     for (int i = 0; i < kMR; ++i) {
       float* row = c + i * ldc;
-      for (int v = 0; v < kNV; ++v) {
+      for (int v = 0; v < NV; ++v) {
         if (accumulate) acc[i][v] = _mm512_add_ps(_mm512_loadu_ps(row + 16 * v), acc[i][v]);
         _mm512_storeu_ps(row + 16 * v, acc[i][v]);
       }
@@ -151,7 +178,24 @@ struct F32Kind {
   // transposed one (reading across rows would touch a new cache line per element).
   static void pack_a(float* dst, const Operand<float>& A, int64_t r0, int64_t rows, int64_t k0,
                      int64_t kc, float alpha) {
-    if (rows < kMR) std::fill(dst, dst + kMR * kc, 0.0f);
+    if (rows == kMR) {  // whole panels, 8 x 8 blocks at a time; the scalar loops do the rest
+      const float* src = A.data + r0 * A.row_stride + k0 * A.col_stride;
+      if (A.col_stride == 1) {
+        const int64_t whole = kc / 8 * 8;
+        for (int64_t kk = 0; kk < whole; kk += 8)
+          transpose8x8(src + kk, A.row_stride, dst + kk * kMR, kMR, alpha);
+        for (int64_t r = 0; r < kMR; ++r)
+          for (int64_t kk = whole; kk < kc; ++kk)
+            dst[kk * kMR + r] = alpha * src[r * A.row_stride + kk];
+      } else {
+        const __m256 scale = _mm256_set1_ps(alpha);
+        for (int64_t kk = 0; kk < kc; ++kk)
+          _mm256_storeu_ps(dst + kk * kMR,
+                           _mm256_mul_ps(scale, _mm256_loadu_ps(src + kk * A.col_stride)));
+      }
+      return;
+    }
+    std::fill(dst, dst + kMR * kc, 0.0f);
     if (A.col_stride == 1) {
       for (int64_t r = 0; r < rows; ++r) {
         const float* src = A.data + (r0 + r) * A.row_stride + k0;
@@ -168,6 +212,24 @@ struct F32Kind {
   // op(B)[k0:k0+kc, c0:c0+NR] into dst (kc x NR, zero padded).
   static void pack_b(float* dst, const Operand<float>& B, int64_t c0, int64_t cols, int64_t k0,
                      int64_t kc) {
+    if (cols == kNR) {  // whole panels, as pack_a's
+      const float* src = B.data + k0 * B.row_stride + c0 * B.col_stride;
+      if (B.col_stride == 1) {
+        for (int64_t kk = 0; kk < kc; ++kk)
+          for (int v = 0; v < kNV; ++v)
+            _mm512_store_ps(dst + kk * kNR + 16 * v,
+                            _mm512_loadu_ps(src + kk * B.row_stride + 16 * v));
+        return;
+      }
+      const int64_t whole = kc / 8 * 8;
+      for (int64_t j = 0; j < kNR; j += 8) {
+        for (int64_t kk = 0; kk < whole; kk += 8)
+          transpose8x8(src + j * B.col_stride + kk, B.col_stride, dst + kk * kNR + j, kNR, 1.0f);
+        for (int64_t kk = whole; kk < kc; ++kk)
+          for (int64_t jj = j; jj < j + 8; ++jj) dst[kk * kNR + jj] = src[jj * B.col_stride + kk];
+      }
+      return;
+    }
     if (B.col_stride == 1) {
       for (int64_t kk = 0; kk < kc; ++kk) {
         const float* src = B.data + (k0 + kk) * B.row_stride + c0;
@@ -193,20 +255,21 @@ struct Bf16Kind {
   static constexpr int64_t kPerWord = 2;
   static constexpr int64_t kKC = 2048;  // the same 32 KB A micro-panel as f32's
 
+  template <int NV = kNV>
   __attribute__((target("avx512bf16"))) static void micro(int64_t words,
                                                           const uint32_t* __restrict ap,
                                                           const uint32_t* __restrict bp,
                                                           float* __restrict c, int64_t ldc,
                                                           bool accumulate) {
-    __m512 acc[kMR][kNV];
+    __m512 acc[kMR][NV];
     for (int i = 0; i < kMR; ++i)
-      for (int v = 0; v < kNV; ++v) acc[i][v] = _mm512_setzero_ps();
+      for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_setzero_ps();
     for (int64_t p = 0; p < words; ++p) {
-      __m512bh b[kNV];
-      for (int v = 0; v < kNV; ++v) b[v] = (__m512bh)_mm512_load_si512(bp + 16 * v);
+      __m512bh b[NV];
+      for (int v = 0; v < NV; ++v) b[v] = (__m512bh)_mm512_load_si512(bp + 16 * v);
       for (int i = 0; i < kMR; ++i) {
         const __m512bh a = (__m512bh)_mm512_set1_epi32(static_cast<int>(ap[i]));
-        for (int v = 0; v < kNV; ++v) acc[i][v] = _mm512_dpbf16_ps(acc[i][v], a, b[v]);
+        for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_dpbf16_ps(acc[i][v], a, b[v]);
       }
       ap += kMR;
       bp += kNR;
@@ -284,12 +347,25 @@ struct Bf16Kind {
   }
 };
 
-// A tile at the edge of C: computed into a full scratch tile, then the valid part is stored.
+// A tile at the edge of C, on as many of the panel's 16-column vectors as it has columns: stored
+// in place when it has whole rows and vectors, otherwise computed into a scratch tile and its
+// valid part stored.
 template <typename Kind>
 void edge_kernel(int64_t words, const typename Kind::Word* ap, const typename Kind::Word* bp,
                  float* c, int64_t ldc, int64_t mr, int64_t nr, bool accumulate) {
+  const int64_t vectors = (nr + 15) / 16;
+  if (mr == kMR && nr % 16 == 0) {
+    if (vectors == 1) return Kind::template micro<1>(words, ap, bp, c, ldc, accumulate);
+    if (vectors == 2) return Kind::template micro<2>(words, ap, bp, c, ldc, accumulate);
+  }
   alignas(64) float tile[kMR * kNR];
-  Kind::micro(words, ap, bp, tile, kNR, false);
+  if (vectors == 1) {
+    Kind::template micro<1>(words, ap, bp, tile, kNR, false);
+  } else if (vectors == 2) {
+    Kind::template micro<2>(words, ap, bp, tile, kNR, false);
+  } else {
+    Kind::micro(words, ap, bp, tile, kNR, false);
+  }
   for (int64_t i = 0; i < mr; ++i)
     for (int64_t j = 0; j < nr; ++j)
       c[i * ldc + j] = accumulate ? c[i * ldc + j] + tile[i * kNR + j] : tile[i * kNR + j];

@@ -65,7 +65,8 @@ TEST_CASE("f16 and bf16 ops equal the f32 computation rounded", "[ops][lowp]") {
 TEST_CASE("bf16 matmul: f32 sums of the exact products, rounded once", "[ops][lowp]") {
   // On a CPU with AVX512_BF16 the packed bf16 GEMM (vdpbf16ps) runs; elsewhere the f32 GEMM on
   // widened copies. Either must be within one bf16 rounding of the exact product, plus f32's
-  // summation error. Shapes: tile edges (rows not a multiple of 8, columns not of 48), odd depths
+  // summation error. Shapes: tile edges (rows not a multiple of 8, columns not of 48; edges of
+  // 16 and 32 columns), odd depths
   // (a zero-padded last pair), depths over one packed slice (2048), transposed views, a batch.
   if (!kernels::cpu_bf16_dot()) WARN("this CPU has no AVX512_BF16: the f32 GEMM path runs");
   struct Case {
@@ -78,7 +79,8 @@ TEST_CASE("bf16 matmul: f32 sums of the exact products, rounded once", "[ops][lo
                  Case{1, 37, 301, 290, true, true}, Case{3, 19, 7, 50, false, false},
                  Case{1, 70, 2501, 130, false, true}, Case{1, 70, 2501, 130, false, false},
                  Case{1, 70, 2501, 130, true, false}, Case{1, 1, 1, 1, false, false},
-                 Case{2, 5, 0, 9, false, false}}) {
+                 Case{2, 5, 0, 9, false, false}, Case{1, 16, 301, 64, false, false},
+                 Case{1, 16, 33, 80, false, true}}) {
     INFO("batch " << c.batch << ", " << c.m << "x" << c.k << " @ " << c.k << "x" << c.n
                   << (c.ta ? ", A transposed" : "") << (c.tb ? ", B transposed" : ""));
     Tensor a = randn(c.ta ? Shape{c.batch, c.k, c.m} : Shape{c.batch, c.m, c.k}, DType::f32, &gen)

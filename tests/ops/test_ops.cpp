@@ -335,6 +335,30 @@ TEST_CASE("matmul matches a naive triple loop for transposed operands", "[ops]")
   CHECK(worst < 1e-10);
 }
 
+TEST_CASE("f32 matmul of every operand layout matches f64", "[ops]") {
+  // The packed GEMM copies each operand into panels of 8 rows and 48 columns, whole panels
+  // through 8 x 8 transposes, in slices of 1,024 along k, and computes edge tiles on one, two or
+  // three 16-column vectors: shapes with whole and partial panels (edges of 16 and 32 columns
+  // among them), depths past one slice and not a multiple of 8, each operand row-major or
+  // transposed.
+  struct Case {
+    int64_t m, n, k;
+  };
+  for (Case c : {Case{37, 290, 1030}, Case{64, 96, 20}, Case{8, 48, 8}, Case{16, 100, 3},
+                 Case{24, 64, 40}, Case{37, 80, 9}}) {
+    for (bool ta : {false, true})
+      for (bool tb : {false, true}) {
+        INFO("m " << c.m << " n " << c.n << " k " << c.k << " ta " << ta << " tb " << tb);
+        Generator g(c.m + c.k);
+        Tensor a = randn({c.m, c.k}, {}, &g), b = randn({c.k, c.n}, {}, &g);
+        Tensor a_op = ta ? a.t().contiguous().t() : a, b_op = tb ? b.t().contiguous().t() : b;
+        Tensor ref = matmul(a.to(DType::f64), b.to(DType::f64));
+        require_close(matmul(a_op, b_op), ref, 1e-4, 1e-4, "f32 matmul against f64");
+        require_close(matmul(a_op * 3, b_op), ref * 3, 1e-4, 1e-4, "scaled operand");
+      }
+  }
+}
+
 TEST_CASE("conv2d on an empty batch: an empty result, zero weight and bias gradients", "[ops]") {
   for (DType dt : {DType::f32, DType::f64}) {
     INFO("dtype " << dt);
