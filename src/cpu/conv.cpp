@@ -50,6 +50,10 @@ constexpr int64_t kShortRowTable = 1 << 16;  // of at most this many offsets (ta
 template <typename T>
 void im2col(T* col, int64_t ld, const T* x, const Geometry& g, const Conv2dParams& p) {
   const int64_t hw = g.ho * g.wo, taps = g.kh * g.kw;
+  if (g.pointwise(p)) {  // col rows are the input's planes
+    for (int64_t c = 0; c < g.cig(); ++c) std::copy_n(x + c * hw, hw, col + c * ld);
+    return;
+  }
   if (g.wo < kShortRow && taps * hw <= kShortRowTable && g.h * g.w <= INT32_MAX) {
     // Rows too short for copies: a table of each tap's source offsets in a plane (-1: padding),
     // gathered channel by channel.
@@ -198,18 +202,20 @@ void forward_impl(const Tensor& out, const Tensor& in, const Tensor& weight, con
         }
         gemm_acc(false, false, g.cog(), ld, g.col_rows(), w + gr * g.cog() * g.col_rows(),
                  g.col_rows(), cols, ld, dst, ld, false);
-        for (int64_t s = s0; s < s1; ++s)
-          for (int64_t c = 0; c < g.cog(); ++c) {
-            const A* src = dst + c * ld + (s - s0) * hw;
-            T* o = y + (s * g.co + gr * g.cog() + c) * hw;
-            const A bc = b ? widen_one(b[gr * g.cog() + c]) : A(0);
-            if (static_cast<const void*>(src) != o) {
-              for (int64_t i = 0; i < hw; ++i) o[i] = narrow_one<T>(src[i] + bc);
-            } else if (b) {
-              if constexpr (kWide)
-                for (int64_t i = 0; i < hw; ++i) o[i] += bc;
+        parallel_for(s0, s1, 1, [&](int64_t s_lo, int64_t s_hi) {  // as group_cols
+          for (int64_t s = s_lo; s < s_hi; ++s)
+            for (int64_t c = 0; c < g.cog(); ++c) {
+              const A* src = dst + c * ld + (s - s0) * hw;
+              T* o = y + (s * g.co + gr * g.cog() + c) * hw;
+              const A bc = b ? widen_one(b[gr * g.cog() + c]) : A(0);
+              if (static_cast<const void*>(src) != o) {
+                for (int64_t i = 0; i < hw; ++i) o[i] = narrow_one<T>(src[i] + bc);
+              } else if (b) {
+                if constexpr (kWide)
+                  for (int64_t i = 0; i < hw; ++i) o[i] += bc;
+              }
             }
-          }
+        });
       }
     }
   });
@@ -222,9 +228,12 @@ const T* group_grads(std::vector<T>& buf, const T* dy, int64_t s0, int64_t s1, i
   const int64_t hw = g.col_cols(), ld = (s1 - s0) * hw;
   if (s1 - s0 == 1) return dy + (s0 * g.co + gr * g.cog()) * hw;
   buf.resize(g.cog() * ld);
-  for (int64_t s = s0; s < s1; ++s)
-    for (int64_t c = 0; c < g.cog(); ++c)
-      std::copy_n(dy + (s * g.co + gr * g.cog() + c) * hw, hw, buf.data() + c * ld + (s - s0) * hw);
+  parallel_for(s0, s1, 1, [&](int64_t lo, int64_t hi) {  // as group_cols
+    for (int64_t s = lo; s < hi; ++s)
+      for (int64_t c = 0; c < g.cog(); ++c)
+        std::copy_n(dy + (s * g.co + gr * g.cog() + c) * hw, hw,
+                    buf.data() + c * ld + (s - s0) * hw);
+  });
   return buf.data();
 }
 
@@ -264,7 +273,6 @@ void backward_impl(const Tensor& grad_out, const Tensor& in, const Tensor& weigh
     parallel_for(0, groups, 1, [&](int64_t lo, int64_t hi) {
       auto& dcol = scratch<A, 0>(0);
       auto& dybuf = scratch<T, 1>(0);
-      auto& dxbuf = scratch<A, 15>(0);
       for (int64_t grp = lo; grp < hi; ++grp) {
         const int64_t s0 = grp * per, s1 = std::min(g.n, s0 + per), ld = (s1 - s0) * hw;
         for (int64_t gr = 0; gr < g.groups; ++gr) {
@@ -281,19 +289,22 @@ void backward_impl(const Tensor& grad_out, const Tensor& in, const Tensor& weigh
           gemm_acc(true, false, g.col_rows(), ld, g.cog(), wg, g.col_rows(), dys, ld, dcol.data(),
                    ld, false);
           const int64_t sample = g.cig() * g.h * g.w;
-          for (int64_t s = s0; s < s1; ++s) {
-            T* dxs = dx + (s * g.ci + gr * g.cig()) * g.h * g.w;
-            A* sum = nullptr;  // narrow: summed in A, rounded once
-            if constexpr (kWide) {
-              sum = dxs;
-            } else {
-              dxbuf.resize(sample);
-              sum = dxbuf.data();
+          const A* dcols = dcol.data();
+          parallel_for(s0, s1, 1, [&](int64_t s_lo, int64_t s_hi) {  // as group_cols
+            for (int64_t s = s_lo; s < s_hi; ++s) {
+              T* dxs = dx + (s * g.ci + gr * g.cig()) * g.h * g.w;
+              A* sum = nullptr;  // narrow: summed in A, rounded once
+              if constexpr (kWide) {
+                sum = dxs;
+              } else {
+                auto& dxbuf = scratch<A, 15>(sample);
+                sum = dxbuf.data();
+              }
+              std::fill(sum, sum + sample, A(0));
+              col2im(sum, dcols + (s - s0) * hw, ld, g, p);
+              if constexpr (!kWide) narrow_block(dxs, 1, sum, sample);
             }
-            std::fill(sum, sum + sample, A(0));
-            col2im(sum, dcol.data() + (s - s0) * hw, ld, g, p);
-            if constexpr (!kWide) narrow_block(dxs, 1, sum, sample);
-          }
+          });
         }
       }
     });

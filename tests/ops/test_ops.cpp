@@ -559,7 +559,8 @@ TEST_CASE("conv2d on small maps (im2col through its table of offsets) matches it
           "[ops][conv]") {
   // Output rows shorter than 8 take im2col's table of source offsets, in f64 (always im2col) as in
   // f32 below 32 output positions: the forward and both gradients against the sums written out,
-  // with strides, dilation, unequal pads, groups, non-square maps and a 1x1 map.
+  // with strides, dilation, unequal pads, groups, non-square maps and a 1x1 map; and 1x1
+  // convolutions of several samples (their planes copied side by side), small and wide.
   struct Case {
     int64_t n, ci, co, h, w, kh, kw, groups;
     Int2 s, p, d;
@@ -567,7 +568,9 @@ TEST_CASE("conv2d on small maps (im2col through its table of offsets) matches it
   for (Case c : {Case{2, 4, 6, 5, 6, 3, 3, 1, Int2(2, 1), Int2(1, 2), Int2(1, 2)},
                  Case{3, 4, 4, 7, 4, 3, 2, 2, Int2(1, 2), Int2(2, 0), Int2(2, 1)},
                  Case{2, 3, 5, 1, 1, 3, 3, 1, Int2(1, 1), Int2(1, 1), Int2(1, 1)},
-                 Case{1, 2, 3, 4, 4, 3, 3, 1, Int2(1, 1), Int2(0, 0), Int2(1, 1)}}) {
+                 Case{1, 2, 3, 4, 4, 3, 3, 1, Int2(1, 1), Int2(0, 0), Int2(1, 1)},
+                 Case{5, 4, 6, 3, 3, 1, 1, 2, Int2(1, 1), Int2(0, 0), Int2(1, 1)},
+                 Case{3, 3, 4, 9, 10, 1, 1, 1, Int2(1, 1), Int2(0, 0), Int2(1, 1)}}) {
     INFO(c.n << "x" << c.ci << "x" << c.h << "x" << c.w << " -> " << c.co << ", " << c.kh << "x"
              << c.kw << ", groups " << c.groups);
     Generator gen(c.h * 10 + c.w);
