@@ -409,13 +409,15 @@ bool dense_alike(const Tensor& param, std::initializer_list<const Tensor*> other
   return true;
 }
 
-// The entries of a batched step that go in chunk tables (their sizes in `numels`): those of
-// key's dtype whose tensors are is_dense. The others are stepped alone, one launch each.
-template <typename Entry, typename IsDense, typename Alone>
-std::vector<const Entry*> dense_entries(const Tensor& key, const std::vector<Entry>& entries,
-                                        const char* name, IsDense is_dense, Alone alone,
-                                        std::vector<int64_t>& numels) {
+// One batched step over `entries`: those of key's dtype whose tensors are is_dense go in chunk
+// tables of Batch (set(table, slot, entry) fills a slot, launch(table, blocks) runs a table);
+// the others are stepped alone, one launch each.
+template <typename Batch, typename Entry, typename IsDense, typename Alone, typename Set,
+          typename Launch>
+void steps_in_chunks(const Tensor& key, const std::vector<Entry>& entries, const char* name,
+                     IsDense is_dense, Alone alone, Set set, Launch launch) {
   std::vector<const Entry*> dense;
+  std::vector<int64_t> numels;
   for (const Entry& e : entries) {
     if (e.param.numel() == 0) continue;
     TANDEM_CHECK(e.param.device() == key.device(), name, ": a parameter on ", e.param.device(),
@@ -427,7 +429,8 @@ std::vector<const Entry*> dense_entries(const Tensor& key, const std::vector<Ent
     dense.push_back(&e);
     numels.push_back(e.param.numel());
   }
-  return dense;
+  launch_chunks<Batch>(
+      numels, [&](Batch& b, int slot, size_t i) { set(b, slot, *dense[i]); }, launch);
 }
 
 template <typename T>
@@ -454,8 +457,7 @@ void sgd_steps(const Tensor& key, const std::vector<SgdEntry>& entries, const Sg
   cuda::TensorDeviceGuard guard(key);
   dispatch_params(key.dtype(), "sgd_steps (cuda)", [&](auto t) {
     using T = decltype(t);
-    std::vector<int64_t> numels;
-    const std::vector<const SgdEntry*> dense = dense_entries(
+    steps_in_chunks<SgdBatch<T>>(
         key, entries, "sgd_steps",
         [](const SgdEntry& e) {
           return dense_alike(e.param, {&e.buffer, &e.grad});
@@ -465,11 +467,7 @@ void sgd_steps(const Tensor& key, const std::vector<SgdEntry>& entries, const Sg
           a.first = e.first;
           sgd_step(e.param, e.buffer, e.grad, a);
         },
-        numels);
-    launch_chunks<SgdBatch<T>>(
-        numels,
-        [&](SgdBatch<T>& b, int slot, size_t i) {
-          const SgdEntry& e = *dense[i];
+        [&](SgdBatch<T>& b, int slot, const SgdEntry& e) {
           b.ptr[0][slot] = ptr<T>(e.param);
           b.ptr[1][slot] = e.buffer.defined() ? ptr<T>(e.buffer) : nullptr;
           b.ptr[2][slot] = const_cast<T*>(ptr<const T>(e.grad));
@@ -538,8 +536,7 @@ void adam_steps(const Tensor& key, const std::vector<AdamEntry>& entries, const 
   cuda::TensorDeviceGuard guard(key);
   dispatch_params(key.dtype(), "adam_steps (cuda)", [&](auto t) {
     using T = decltype(t);
-    std::vector<int64_t> numels;
-    const std::vector<const AdamEntry*> dense = dense_entries(
+    steps_in_chunks<AdamBatch<T>>(
         key, entries, "adam_steps",
         [](const AdamEntry& e) {
           return dense_alike(e.param, {&e.exp_avg, &e.exp_avg_sq, &e.max_exp_avg_sq, &e.grad});
@@ -547,11 +544,7 @@ void adam_steps(const Tensor& key, const std::vector<AdamEntry>& entries, const 
         [&](const AdamEntry& e) {
           adam_step(e.param, e.exp_avg, e.exp_avg_sq, e.max_exp_avg_sq, e.grad, e.args(args));
         },
-        numels);
-    launch_chunks<AdamBatch<T>>(
-        numels,
-        [&](AdamBatch<T>& b, int slot, size_t i) {
-          const AdamEntry& e = *dense[i];
+        [&](AdamBatch<T>& b, int slot, const AdamEntry& e) {
           b.ptr[0][slot] = ptr<T>(e.param);
           b.ptr[1][slot] = ptr<T>(e.exp_avg);
           b.ptr[2][slot] = ptr<T>(e.exp_avg_sq);
@@ -579,6 +572,24 @@ __global__ void rmsprop_kernel(T* p, T* sq, T* ga, T* buf, const T* g, int64_t n
   }
 }
 
+// One parameter, any strides, in a launch of its own.
+void rmsprop_step(const RmspropEntry& e, const RmspropArgs& args) {
+  const int64_t n = e.param.numel();
+  const bool centered = e.grad_avg.defined(), momentum = e.momentum_buffer.defined();
+  auto oc = cuda::offsets<5>(
+      e.param.shape(),
+      {e.param.strides(), e.square_avg.strides(), (centered ? e.grad_avg : e.square_avg).strides(),
+       (momentum ? e.momentum_buffer : e.square_avg).strides(), e.grad.strides()});
+  dispatch_params(e.param.dtype(), "rmsprop_step (cuda)", [&](auto t) {
+    using T = decltype(t);
+    rmsprop_kernel<<<cuda::grid_for(n), cuda::kThreads, 0, cuda::current_stream()>>>(
+        ptr<T>(e.param), ptr<T>(e.square_avg), centered ? ptr<T>(e.grad_avg) : nullptr,
+        momentum ? ptr<T>(e.momentum_buffer) : nullptr, ptr<const T>(e.grad), n, oc,
+        RmspropConstants<T>(args));
+    cuda::check_launch("rmsprop_step");
+  });
+}
+
 template <typename T>
 struct RmspropBatch : ChunkTable<T, 5, 32> {};  // parameter, square_avg, grad_avg (or null),
                                                 // momentum buffer (or null), gradient
@@ -603,34 +614,13 @@ void rmsprop_steps(const Tensor& key, const std::vector<RmspropEntry>& entries,
   cuda::TensorDeviceGuard guard(key);
   dispatch_params(key.dtype(), "rmsprop_steps (cuda)", [&](auto t) {
     using T = decltype(t);
-    std::vector<int64_t> numels;
-    const std::vector<const RmspropEntry*> dense = dense_entries(
+    steps_in_chunks<RmspropBatch<T>>(
         key, entries, "rmsprop_steps",
         [](const RmspropEntry& e) {
           return dense_alike(e.param, {&e.square_avg, &e.grad_avg, &e.momentum_buffer, &e.grad});
         },
-        [&](const RmspropEntry& e) {  // one launch of its own, any strides
-          dispatch_params(e.param.dtype(), "rmsprop_steps (cuda)", [&](auto u) {
-            using U = decltype(u);
-            const bool centered = e.grad_avg.defined(), momentum = e.momentum_buffer.defined();
-            const int64_t n = e.param.numel();
-            auto oc = cuda::offsets<5>(
-                e.param.shape(),
-                {e.param.strides(), e.square_avg.strides(),
-                 (centered ? e.grad_avg : e.square_avg).strides(),
-                 (momentum ? e.momentum_buffer : e.square_avg).strides(), e.grad.strides()});
-            rmsprop_kernel<<<cuda::grid_for(n), cuda::kThreads, 0, cuda::current_stream()>>>(
-                ptr<U>(e.param), ptr<U>(e.square_avg), centered ? ptr<U>(e.grad_avg) : nullptr,
-                momentum ? ptr<U>(e.momentum_buffer) : nullptr, ptr<const U>(e.grad), n, oc,
-                RmspropConstants<U>(args));
-            cuda::check_launch("rmsprop_steps");
-          });
-        },
-        numels);
-    launch_chunks<RmspropBatch<T>>(
-        numels,
-        [&](RmspropBatch<T>& b, int slot, size_t i) {
-          const RmspropEntry& e = *dense[i];
+        [&](const RmspropEntry& e) { rmsprop_step(e, args); },
+        [&](RmspropBatch<T>& b, int slot, const RmspropEntry& e) {
           b.ptr[0][slot] = ptr<T>(e.param);
           b.ptr[1][slot] = ptr<T>(e.square_avg);
           b.ptr[2][slot] = e.grad_avg.defined() ? ptr<T>(e.grad_avg) : nullptr;
@@ -653,6 +643,20 @@ __global__ void adagrad_kernel(T* p, T* sum, const T* g, int64_t n, cuda::Offset
     oc.get(i, off);
     adagrad_update(p[off[0]], sum[off[1]], g[off[2]], c);
   }
+}
+
+// One parameter, any strides, in a launch of its own.
+void adagrad_step(const AdagradEntry& e, const AdagradArgs& args) {
+  const int64_t n = e.param.numel();
+  auto oc =
+      cuda::offsets<3>(e.param.shape(), {e.param.strides(), e.sum.strides(), e.grad.strides()});
+  dispatch_params(e.param.dtype(), "adagrad_step (cuda)", [&](auto t) {
+    using T = decltype(t);
+    adagrad_kernel<<<cuda::grid_for(n), cuda::kThreads, 0, cuda::current_stream()>>>(
+        ptr<T>(e.param), ptr<T>(e.sum), ptr<const T>(e.grad), n, oc,
+        AdagradConstants<T>(args, e.lr));
+    cuda::check_launch("adagrad_step");
+  });
 }
 
 template <typename T>
@@ -679,29 +683,13 @@ void adagrad_steps(const Tensor& key, const std::vector<AdagradEntry>& entries,
   cuda::TensorDeviceGuard guard(key);
   dispatch_params(key.dtype(), "adagrad_steps (cuda)", [&](auto t) {
     using T = decltype(t);
-    std::vector<int64_t> numels;
-    const std::vector<const AdagradEntry*> dense = dense_entries(
+    steps_in_chunks<AdagradBatch<T>>(
         key, entries, "adagrad_steps",
         [](const AdagradEntry& e) {
           return dense_alike(e.param, {&e.sum, &e.grad});
         },
-        [&](const AdagradEntry& e) {  // one launch of its own, any strides
-          dispatch_params(e.param.dtype(), "adagrad_steps (cuda)", [&](auto u) {
-            using U = decltype(u);
-            const int64_t n = e.param.numel();
-            auto oc = cuda::offsets<3>(e.param.shape(),
-                                       {e.param.strides(), e.sum.strides(), e.grad.strides()});
-            adagrad_kernel<<<cuda::grid_for(n), cuda::kThreads, 0, cuda::current_stream()>>>(
-                ptr<U>(e.param), ptr<U>(e.sum), ptr<const U>(e.grad), n, oc,
-                AdagradConstants<U>(args, e.lr));
-            cuda::check_launch("adagrad_steps");
-          });
-        },
-        numels);
-    launch_chunks<AdagradBatch<T>>(
-        numels,
-        [&](AdagradBatch<T>& b, int slot, size_t i) {
-          const AdagradEntry& e = *dense[i];
+        [&](const AdagradEntry& e) { adagrad_step(e, args); },
+        [&](AdagradBatch<T>& b, int slot, const AdagradEntry& e) {
           b.ptr[0][slot] = ptr<T>(e.param);
           b.ptr[1][slot] = ptr<T>(e.sum);
           b.ptr[2][slot] = const_cast<T*>(ptr<const T>(e.grad));
