@@ -384,8 +384,13 @@ Sequential::Sequential(std::initializer_list<std::shared_ptr<Module>> modules)
   for (const auto& m : modules) push_back(m);
 }
 
-void Sequential::push_back(std::shared_ptr<Module> module) {
-  add_child(std::to_string(size()), std::move(module));
+void Sequential::append(std::string name, std::shared_ptr<Module> module,
+                        std::function<Tensor(const Tensor&)> call) {
+  Module* raw = module.get();
+  add_child(name, std::move(module));  // checks the module and its name
+  // No forward of the module's own type (one that takes other arguments): Module's.
+  if (!call) call = [raw](const Tensor& x) { return raw->forward(x); };
+  calls_.push_back(std::move(call));
 }
 
 std::shared_ptr<Module> Sequential::operator[](size_t index) const {
@@ -413,7 +418,7 @@ std::shared_ptr<Module> ModuleList::ptr(size_t index) const {
 
 Tensor Sequential::forward(const Tensor& input) {
   Tensor x = input;
-  for (const auto& entry : named_children()) x = entry.second->forward(x);
+  for (const auto& call : calls_) x = call(x);
   return x;
 }
 

@@ -80,53 +80,45 @@ Tensor eye(int64_t n, int64_t m, TensorOptions o) {
 
 Tensor eye(int64_t n, TensorOptions o) { return eye(n, n, o); }
 
-namespace {
-// A 1-D tensor of `values` (one value too: shape (1), as torch.tensor([x])).
-template <typename T>
-Tensor list_tensor(const std::vector<T>& values, const TensorOptions& o) {
-  Tensor t = from_vector(values, {static_cast<int64_t>(values.size())});
+TensorData::TensorData(std::initializer_list<TensorData> list)
+    : kind_(list.size() == 0 ? Kind::floating : Kind::boolean) {
+  const TensorData* first = list.size() ? list.begin() : nullptr;
+  shape_.push_back(static_cast<int64_t>(list.size()));
+  if (first) shape_.insert(shape_.end(), first->shape_.begin(), first->shape_.end());
+  int64_t row = 0;
+  for (const TensorData& item : list) {
+    TANDEM_CHECK(item.shape_ == first->shape_,
+                 "tensor: the lists at one depth of a nested list "
+                 "must have one shape; row ",
+                 row, " has ", item.values_.size(), " values, row 0 has ", first->values_.size(),
+                 " (shapes ", shape_str(item.shape_), " and ", shape_str(first->shape_), ")");
+    kind_ = std::max(kind_, item.kind_);
+    values_.insert(values_.end(), item.values_.begin(), item.values_.end());
+    ++row;
+  }
+}
+
+Tensor TensorData::to_tensor(const TensorOptions& o) const {
+  Tensor t;
+  if (kind_ == Kind::floating) {
+    std::vector<double> v;
+    for (const Value& x : values_) v.push_back(x.real);
+    t = from_vector(v, shape_);
+  } else if (kind_ == Kind::integer) {
+    std::vector<int64_t> v;
+    for (const Value& x : values_) v.push_back(x.integer);
+    t = from_vector(v, shape_);
+  } else {
+    std::vector<bool> v;
+    for (const Value& x : values_) v.push_back(x.integer != 0);
+    t = from_vector(v, shape_);
+  }
   // Without a dtype: f32 for floating values (torch's default), the values' own otherwise.
-  const DType dt = o.has_dtype() ? o.dtype() : is_floating(t.dtype()) ? DType::f32 : t.dtype();
+  const DType dt = o.has_dtype() ? o.dtype() : kind_ == Kind::floating ? DType::f32 : t.dtype();
   return finish(t.to(o.device(), dt), o);
 }
-}  // namespace
 
-namespace {
-template <typename T>
-Tensor matrix_of(const std::vector<T>& values, const std::vector<size_t>& row_lengths,
-                 const TensorOptions& o) {
-  const size_t cols = row_lengths.empty() ? 0 : row_lengths[0];
-  for (size_t r = 0; r < row_lengths.size(); ++r)
-    TANDEM_CHECK(row_lengths[r] == cols, "tensor: the rows of a nested list must have one "
-                 "length; row ", r, " has ", row_lengths[r], " values, row 0 has ", cols);
-  return list_tensor(values, o).reshape({static_cast<int64_t>(row_lengths.size()),
-                                         static_cast<int64_t>(cols)});
-}
-}  // namespace
-
-namespace detail {
-Tensor matrix_tensor(const std::vector<double>& values, const std::vector<size_t>& row_lengths,
-                     TensorOptions o) {
-  return matrix_of(values, row_lengths, o);
-}
-Tensor matrix_tensor(const std::vector<int64_t>& values, const std::vector<size_t>& row_lengths,
-                     TensorOptions o) {
-  return matrix_of(values, row_lengths, o);
-}
-}  // namespace detail
-
-Tensor tensor(std::initializer_list<double> values, TensorOptions o) {
-  return list_tensor(std::vector<double>(values), o);
-}
-Tensor tensor(std::initializer_list<int> values, TensorOptions o) {
-  return list_tensor(std::vector<int64_t>(values.begin(), values.end()), o);
-}
-Tensor tensor(std::initializer_list<int64_t> values, TensorOptions o) {
-  return list_tensor(std::vector<int64_t>(values), o);
-}
-Tensor tensor(std::initializer_list<bool> values, TensorOptions o) {
-  return list_tensor(std::vector<bool>(values), o);
-}
+Tensor tensor(const TensorData& data, TensorOptions o) { return data.to_tensor(o); }
 
 namespace {
 // Element i draws Philox words from `words_per_element * i` on, so a tensor's values depend

@@ -1172,18 +1172,25 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, int64_t padding_id
   return out;
 }
 
+namespace {
+// Class weights, where given: floating, one per class of input (N, C, ...), on its device.
+void check_class_weight(const Tensor& weight, const Tensor& input, const char* op) {
+  if (!weight.defined()) return;
+  check_floating(weight, op, "weight");
+  TANDEM_CHECK(weight.dim() == 1 && weight.size(0) == input.size(1), op,
+               ": weight must have "
+               "one value per class (",
+               input.size(1), "), got shape ", shape_str(weight.shape()));
+  check_inputs({input, weight}, op);
+}
+}  // namespace
+
 Tensor nll_loss(const Tensor& input, const Tensor& target, const Tensor& weight,
                 Reduction reduction, int64_t ignore_index) {
   if (autocast_changes("nll_loss", {input}))
     return nll_loss(autocast_input("nll_loss", input), target, weight, reduction, ignore_index);
   auto [x, t] = flatten_classes(input, target, "nll_loss");
-  if (weight.defined()) {
-    check_floating(weight, "nll_loss", "weight");
-    TANDEM_CHECK(weight.dim() == 1 && weight.size(0) == input.size(1), "nll_loss: weight must "
-                 "have one value per class (", input.size(1), "), got shape ",
-                 shape_str(weight.shape()));
-    check_inputs({input, weight}, "nll_loss");
-  }
+  check_class_weight(weight, input, "nll_loss");
   return nll_flat(x, t, reduction, ignore_index, target.shape(), "nll_loss", weight);
 }
 
@@ -1194,20 +1201,30 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target, CrossEntropyOpti
   TANDEM_CHECK(o.label_smoothing >= 0.0 && o.label_smoothing <= 1.0,
                "cross_entropy: label_smoothing must be in [0, 1], got ", o.label_smoothing);
   auto [x, t] = flatten_classes(input, target, "cross_entropy");
+  check_class_weight(o.weight, input, "cross_entropy");
   Tensor logp = log_softmax(x, 1);
-  Tensor nll = nll_flat(logp, t, o.reduction, o.ignore_index, target.shape(), "cross_entropy");
+  Tensor nll =
+      nll_flat(logp, t, o.reduction, o.ignore_index, target.shape(), "cross_entropy", o.weight);
   if (o.label_smoothing == 0.0) return nll;
-  // Smoothing: eps * (mean over classes of -log p), zero on ignored targets.
+  // Smoothing: eps * (mean over classes of -log p, each class's term weighted), zero on ignored
+  // targets; with weights the mean divides by the targets' summed weights, as PyTorch's.
   const double eps = o.label_smoothing, classes = static_cast<double>(input.size(1));
-  Tensor valid = ne(t, full({}, static_cast<double>(o.ignore_index),
-                            TensorOptions(DType::i64).device(t.device())))
-                     .to(logp.dtype());
-  Tensor smooth = mul(neg(sum(logp, {1})), valid);
+  Tensor is_valid = ne(t, full({}, static_cast<double>(o.ignore_index),
+                               TensorOptions(DType::i64).device(t.device())));
+  Tensor valid = is_valid.to(logp.dtype());
+  Tensor w = o.weight.defined() ? o.weight.to(logp.dtype()) : Tensor();
+  Tensor smooth = mul(neg(sum(w.defined() ? mul(logp, w.reshape({1, -1})) : logp, {1})), valid);
   Tensor smooth_red;
   switch (o.reduction) {
     case Reduction::none: smooth_red = smooth.reshape(target.shape()); break;
     case Reduction::sum: smooth_red = sum(smooth); break;
-    case Reduction::mean: smooth_red = div(sum(smooth), sum(valid)); break;
+    case Reduction::mean: {
+      Tensor total = valid;
+      if (w.defined())  // the targets' weights (ignored targets read class 0, then count 0)
+        total = mul(index_select(w, 0, where(is_valid, t, zeros_like(t))), valid);
+      smooth_red = div(sum(smooth), sum(total));
+      break;
+    }
   }
   return add(mul(nll, 1.0 - eps), mul(smooth_red, eps / classes));
 }

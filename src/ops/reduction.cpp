@@ -291,4 +291,9 @@ Tensor argmax(const Tensor& t) {
   return argmax(flat, 0, false);
 }
 
+Tensor argmin(const Tensor& t) {
+  check_defined(t, "argmin", "input");
+  return argmin(reshape(t, {-1}), 0, false);
+}
+
 }  // namespace tandem

@@ -19,6 +19,11 @@ T Tensor::item() const {
   return *static_cast<const T*>(c.raw_data());
 }
 
+Scalar Tensor::item() const {
+  if (is_floating(dtype())) return Scalar(item<double>());
+  return Scalar(item<int64_t>(), dtype() == DType::boolean);
+}
+
 template <typename T>
 std::vector<T> Tensor::to_vector() const {
   Tensor c = cpu().to(dtype_of<T>::value).contiguous();
@@ -81,6 +86,16 @@ Tensor Tensor::to(Device device, bool non_blocking) const {
 }
 
 Tensor Tensor::to(Device device, DType dtype) const { return to(device).to(dtype); }
+Tensor Tensor::to(const Tensor& other, bool non_blocking) const {
+  return to(other.device(), non_blocking).to(other.dtype());
+}
+Tensor Tensor::cuda() const { return to(Device(DeviceType::cuda, cuda::current_device())); }
+Tensor Tensor::new_empty(const Shape& shape) const { return empty(shape, options()); }
+Tensor Tensor::new_zeros(const Shape& shape) const { return zeros(shape, options()); }
+Tensor Tensor::new_ones(const Shape& shape) const { return ones(shape, options()); }
+Tensor Tensor::new_full(const Shape& shape, double value) const {
+  return full(shape, value, options());
+}
 
 Tensor Tensor::clone() const {
   Tensor out = make_tensor(shape(), dtype(), device(), suggest_memory_format());
@@ -243,6 +258,10 @@ std::pair<Tensor, Tensor> Tensor::min(int64_t dim, bool keepdim) const {
 }
 Tensor Tensor::argmax(int64_t dim, bool keepdim) const { return tandem::argmax(*this, dim, keepdim); }
 Tensor Tensor::argmin(int64_t dim, bool keepdim) const { return tandem::argmin(*this, dim, keepdim); }
+Tensor Tensor::argmax() const { return tandem::argmax(*this); }
+Tensor Tensor::argmin() const { return tandem::argmin(*this); }
+Tensor Tensor::max(const Tensor& other) const { return maximum(*this, other); }
+Tensor Tensor::min(const Tensor& other) const { return minimum(*this, other); }
 Tensor Tensor::neg() const { return tandem::neg(*this); }
 Tensor Tensor::exp() const { return tandem::exp(*this); }
 Tensor Tensor::log() const { return tandem::log(*this); }

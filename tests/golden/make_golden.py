@@ -263,6 +263,19 @@ with torch.random.fork_rng():
     case("interpolate_bilinear_down", lambda x: F.interpolate(x, size=(2, 3), mode="bilinear"),
          r(1, 2, 5, 7))
 
+# Cross-entropy with class weights: a random stream of its own, as above.
+with torch.random.fork_rng():
+    torch.manual_seed(777)
+    tgt_cw = torch.tensor([0, 4, 2, -100, 1, 4])
+    ce = lambda **kw: (lambda a, t, w: F.cross_entropy(a, t, weight=w, **kw))
+    case("cross_entropy_weight", ce(), r(6, 5), tgt_cw, pos(5), nograd=(2,))
+    case("cross_entropy_weight_smoothing", ce(label_smoothing=0.2), r(6, 5), tgt_cw, pos(5),
+         nograd=(2,))
+    case("cross_entropy_weight_smoothing_sum", ce(label_smoothing=0.2, reduction="sum"),
+         r(6, 5), tgt_cw, pos(5), nograd=(2,))
+    case("cross_entropy_weight_spatial_none", ce(label_smoothing=0.1, reduction="none"),
+         r(2, 4, 3, 3), torch.randint(0, 4, (2, 3, 3)), pos(4), nograd=(2,))
+
 with open(os.path.join(HERE, "ops.json"), "w") as f:
     json.dump({"generator": "torch " + torch.__version__, "cases": cases}, f)
 

@@ -1343,3 +1343,141 @@ TEST_CASE("libtorch names: accessor reads and writes elements through the stride
   CHECK_THROWS_WITH((t.accessor<float, 3>()), Catch::Contains("has 2 dims, accessor<T, 3>"));
   CHECK_THROWS_WITH((t.accessor<double, 2>()), Catch::Contains("data_ptr"));
 }
+
+TEST_CASE("libtorch names: tensor of any nesting, numbers and vectors", "[libtorch]") {
+  // A braced list is always a list: one-element rows are columns, not numbers.
+  auto col = torch::tensor({{1.0}, {0.0}});
+  CHECK(col.sizes() == Shape{2, 1});
+  CHECK(torch::tensor({{5}}).sizes() == Shape{1, 1});
+  auto cube = torch::tensor({{{1, 2}, {3, 4}}, {{5, 6}, {7, 8}}});
+  CHECK(cube.sizes() == Shape{2, 2, 2});
+  CHECK(cube.select(0, 1).select(0, 0).to_vector<int64_t>() == std::vector<int64_t>{5, 6});
+  CHECK_THROWS_WITH(torch::tensor({{{1, 2}}, {{3}}}), Catch::Contains("row 1 has 1 values"));
+  // Numbers are 0-dim; a list mixing integers and floats is f32, as torch.tensor([1, 2.5]).
+  auto s = torch::tensor(2.5);
+  CHECK((s.dim() == 0 && s.dtype() == torch::kFloat && s.item<float>() == 2.5f));
+  auto l = torch::tensor(3, torch::kLong);
+  CHECK((l.dim() == 0 && l.dtype() == torch::kLong && l.item<int64_t>() == 3));
+  auto mixed = torch::tensor({1, 2.5});
+  CHECK((mixed.dtype() == torch::kFloat && mixed.to_vector<float>() == std::vector<float>{1, 2.5}));
+  CHECK(torch::tensor({true, 2}).dtype() == torch::kLong);
+  auto empty = torch::tensor({});
+  CHECK((empty.sizes() == Shape{0} && empty.dtype() == torch::kFloat));
+  // A std::vector: 1-D, its element type's dtype (floating ones f32 unless named).
+  std::vector<float> v{1, 2, 3};
+  CHECK(torch::tensor(v).to_vector<float>() == v);
+  CHECK(torch::tensor(std::vector<int64_t>{4, 5}).dtype() == torch::kLong);
+  CHECK(torch::tensor(std::vector<double>{0.5}, torch::kDouble).sizes() == Shape{1});
+  // Asked to require grad, the tensor is a leaf that backward fills, nested or not.
+  auto x = torch::tensor({{1.0, 2.0}}, torch::requires_grad());
+  CHECK(x.is_leaf());
+  (x * 3).sum().backward();
+  CHECK(x.grad().to_vector<float>() == std::vector<float>{3, 3});
+}
+
+namespace {
+// As libtorch's examples write a module: forward takes its tensor by value.
+struct Doubler : torch::nn::Module {
+  torch::Tensor forward(torch::Tensor x) { return x * 2; }
+};
+}  // namespace
+
+TEST_CASE(
+    "libtorch names: options, argmax, max of two tensors, checking macros, Sequential of "
+    "modules of one's own",
+    "[libtorch]") {
+  auto x = torch::tensor({1.0, 3.0, 2.0}, torch::kDouble);
+  auto z = torch::zeros({2}, x.options());
+  CHECK((z.dtype() == torch::kDouble && z.device() == x.device()));
+  CHECK(x.argmax().item<int64_t>() == 1);
+  CHECK(x.argmin().item<int64_t>() == 0);
+  CHECK(torch::tensor({{1, 9}, {7, 2}}).argmax().item<int64_t>() == 1);  // of the flattened
+  auto a = torch::tensor({1.0, 5.0}), b = torch::tensor({4.0, 2.0});
+  CHECK(torch::max(a, b).to_vector<float>() == std::vector<float>{4, 5});
+  CHECK(torch::min(a, b).to_vector<float>() == std::vector<float>{1, 2});
+  CHECK(a.max(b).to_vector<float>() == std::vector<float>{4, 5});
+  CHECK(torch::max(a).item<float>() == 5);  // the single-tensor forms stay reductions
+  CHECK(std::get<1>(torch::max(a, 0)).item<int64_t>() == 1);
+  TORCH_CHECK(x.numel() == 3, "never thrown");
+  AT_ASSERT(x.dim() == 1);
+  CHECK_THROWS_WITH(
+      [&] { TORCH_CHECK(x.numel() == 4, "numel is ", x.numel()); }(),
+      Catch::Contains("Expected x.numel() == 4 to be true") && Catch::Contains("numel is 3"));
+  CHECK_THROWS_WITH([&] { AT_ASSERT(x.dim() == 2); }(), Catch::Contains("x.dim() == 2"));
+  // A Sequential calls each module through its own type: by-value forwards run, named or not.
+  auto seq = std::make_shared<torch::nn::Sequential>(std::make_shared<Doubler>(),
+                                                     std::make_shared<torch::nn::ReLU>());
+  seq->push_back("twice", std::make_shared<Doubler>());
+  CHECK(seq->size() == 3);
+  CHECK(seq->named_children()[2].first == "twice");
+  CHECK(seq->forward(torch::tensor({-1.0, 2.0})).to_vector<float>() == std::vector<float>{0, 8});
+  std::shared_ptr<torch::nn::Module> erased = std::make_shared<torch::nn::Tanh>();
+  seq->push_back(erased);  // through Module: its virtual forward
+  CHECK(seq->forward(torch::tensor({0.0})).item<float>() == 0.0f);
+}
+
+TEST_CASE(
+    "libtorch names: item() as a Scalar, conversions, one-dim reductions, inplace options, "
+    "class-weighted CrossEntropyLoss",
+    "[libtorch]") {
+  auto f = torch::tensor({2.5});
+  torch::Scalar s = f.item();
+  CHECK((s.isFloatingPoint() && s.toFloat() == 2.5f && s.toDouble() == 2.5 && s.toLong() == 2));
+  CHECK((f + f.item()).item<float>() == 5.0f);  // a Scalar stands where a number does
+  auto big = torch::tensor({int64_t{1} << 60});
+  CHECK((big.item().isIntegral(false) && big.item().toLong() == int64_t{1} << 60));
+  CHECK(torch::tensor({true}).item().isIntegral(true));
+  CHECK(!torch::tensor({true}).item().isIntegral(false));
+  CHECK(torch::tensor({3}).item().to<int>() == 3);
+
+  auto x = torch::ones({2}), y = torch::ones({2}, torch::kDouble);
+  CHECK(x.type_as(y).dtype() == torch::kDouble);
+  CHECK(x.to(y).dtype() == torch::kDouble);
+  CHECK(x.toType(torch::kHalf).dtype() == torch::kHalf);
+  auto n = y.new_zeros({3});
+  CHECK((n.dtype() == torch::kDouble && n.sizes() == Shape{3} && n.sum().item<double>() == 0));
+  CHECK(y.new_full({2}, 7).to_vector<double>() == std::vector<double>{7, 7});
+  CHECK(y.new_ones({1}).item<double>() == 1);
+  CHECK(y.new_empty({4}).sizes() == Shape{4});
+  auto w = torch::ones({2}).requires_grad_();
+  auto d = (w * 2).data();
+  CHECK((!d.requires_grad() && d.to_vector<float>() == std::vector<float>{2, 2}));
+  if (!torch::cuda::is_available()) CHECK_THROWS(x.cuda());
+  CHECK(torch::cuda::cudnn_is_available() == torch::cuda::is_available());
+  torch::cuda::manual_seed_all(11);  // the one default generator
+  auto first = torch::randn({3});
+  torch::manual_seed(11);
+  CHECK(torch::equal(first, torch::randn({3})));
+
+  auto m = torch::tensor({{1.0, 2.0, 3.0}, {4.0, 6.0, 8.0}});
+  CHECK(torch::sum(m, 1).to_vector<float>() == std::vector<float>{6, 18});
+  CHECK(torch::mean(m, 0).to_vector<float>() == std::vector<float>{2.5, 4, 5.5});
+  CHECK(torch::amax(m, 1, true).sizes() == Shape{2, 1});
+  CHECK(torch::var(m, 1).to_vector<float>() == std::vector<float>{1, 4});
+  CHECK(torch::var(m, 1, /*unbiased=*/false).to_vector<float>()[1] == Approx(8.0 / 3));
+  CHECK(m.var(1).to_vector<float>() == std::vector<float>{1, 4});
+  CHECK(m.std(1).to_vector<float>() == std::vector<float>{1, 2});
+  CHECK(torch::sum(m, {}).item<float>() == 24);  // {} is every dim, never dim 0
+
+  // inplace is taken; the result is the same, computed out of place.
+  auto r = std::make_shared<torch::nn::ReLU>(torch::nn::ReLUOptions().inplace(true));
+  auto neg = torch::tensor({-1.0, 2.0});
+  CHECK(r->forward(neg).to_vector<float>() == std::vector<float>{0, 2});
+  CHECK(neg.to_vector<float>() == std::vector<float>{-1, 2});
+  CHECK(torch::nn::LeakyReLUOptions().inplace(true).inplace());
+  CHECK(torch::nn::DropoutOptions(0.2).inplace(true).p() == 0.2);
+
+  // Class weights: each target's loss times its class's weight, the mean over their sum.
+  auto logits = torch::tensor({{2.0, 0.0}, {0.0, 1.0}, {1.0, 1.0}});
+  auto target = torch::tensor({0, 1, 1});
+  auto cw = torch::tensor({1.0, 3.0});
+  auto loss =
+      torch::nn::CrossEntropyLoss(torch::nn::CrossEntropyLossOptions().weight(cw))(logits, target);
+  const auto lp = torch::log_softmax(logits, 1).to_vector<float>();
+  const double want = -(1 * lp[0] + 3 * lp[3] + 3 * lp[5]) / (1 + 3 + 3);
+  CHECK(loss.item<double>() == Approx(want).epsilon(1e-6));
+  CHECK_THROWS_WITH(torch::nn::functional::cross_entropy(
+                        logits, target,
+                        torch::nn::functional::CrossEntropyFuncOptions().weight(torch::ones({3}))),
+                    Catch::Contains("weight must have one value per class (2)"));
+}

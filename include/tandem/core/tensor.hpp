@@ -17,6 +17,7 @@
 #include "tandem/core/device.hpp"
 #include "tandem/core/dtype.hpp"
 #include "tandem/core/indexing.hpp"
+#include "tandem/core/scalar.hpp"
 #include "tandem/core/shape.hpp"
 #include "tandem/core/storage.hpp"
 
@@ -126,6 +127,8 @@ class Tensor {
   int64_t numel() const { return numel_of(shape()); }
   DType dtype() const { return checked()->dtype; }
   DType scalar_type() const { return dtype(); }
+  /// Its dtype and device, for factories: `zeros({3}, x.options())`.
+  TensorOptions options() const { return TensorOptions(dtype()).device(device()); }
   Device device() const { return checked()->storage.device(); }
   int64_t storage_offset() const { return checked()->offset; }
   const Storage& storage() const { return checked()->storage; }
@@ -169,6 +172,8 @@ class Tensor {
   /// The single element of a one-element tensor, converted to T (CPU or CUDA).
   template <typename T>
   T item() const;
+  /// The single element as a Scalar (integral for integer and bool tensors), as libtorch's.
+  Scalar item() const;
   /// Every element, converted to T, in row-major order.
   template <typename T>
   std::vector<T> to_vector() const;
@@ -187,6 +192,20 @@ class Tensor {
   /// when is_contiguous()), else a copy laid out so (differentiable).
   Tensor contiguous(MemoryFormat format) const;
   Tensor cpu() const { return to(kCPU); }
+  /// A copy on the calling thread's current GPU (cuda:0 unless set_device changed it).
+  Tensor cuda() const;
+  /// libtorch's other conversions: to other's device and dtype, to other's dtype (`type_as`),
+  /// to a dtype (`toType`).
+  Tensor to(const Tensor& other, bool non_blocking = false) const;
+  Tensor type_as(const Tensor& other) const { return to(other.dtype()); }
+  Tensor toType(DType dtype) const { return to(dtype); }
+  /// New tensors of this one's dtype and device.
+  Tensor new_empty(const Shape& shape) const;
+  Tensor new_zeros(const Shape& shape) const;
+  Tensor new_ones(const Shape& shape) const;
+  Tensor new_full(const Shape& shape, double value) const;
+  /// libtorch's `data()`: this tensor's data without its history, as detach().
+  Tensor data() const { return detach(); }
 
   // --- views (share storage; differentiable) -------------------------------------------
   Tensor reshape(const Shape& shape) const;
@@ -242,6 +261,14 @@ class Tensor {
   /// Bessel-corrected (unbiased) by default, as torch.
   Tensor var(const Shape& dims = {}, bool unbiased = true, bool keepdim = false) const;
   Tensor std(const Shape& dims = {}, bool unbiased = true, bool keepdim = false) const;
+  template <typename I, typename = std::enable_if_t<std::is_integral_v<I>>>
+  Tensor var(I dim, bool unbiased = true, bool keepdim = false) const {
+    return var(Shape{static_cast<int64_t>(dim)}, unbiased, keepdim);
+  }
+  template <typename I, typename = std::enable_if_t<std::is_integral_v<I>>>
+  Tensor std(I dim, bool unbiased = true, bool keepdim = false) const {
+    return std(Shape{static_cast<int64_t>(dim)}, unbiased, keepdim);
+  }
   Tensor max() const;
   Tensor min() const;
   /// The 2-norm of all elements.
@@ -264,6 +291,12 @@ class Tensor {
   std::pair<Tensor, Tensor> min(int64_t dim, bool keepdim = false) const;
   Tensor argmax(int64_t dim, bool keepdim = false) const;
   Tensor argmin(int64_t dim, bool keepdim = false) const;
+  /// Index into the flattened tensor of its largest (smallest) element.
+  Tensor argmax() const;
+  Tensor argmin() const;
+  /// Elementwise maximum (minimum) with other, as libtorch's `a.max(b)`.
+  Tensor max(const Tensor& other) const;
+  Tensor min(const Tensor& other) const;
   Tensor neg() const;
   Tensor exp() const;
   Tensor log() const;

@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 
+#include "tandem/core/generator.hpp"
 #include "tandem/core/storage.hpp"
 #include "tandem/cuda/caching_allocator.hpp"
 
@@ -19,6 +20,12 @@ bool compiled_with_cuda();
 /// True when built with CUDA and a driver and at least one GPU are present. The first call on a
 /// CUDA build that finds no GPU prints one line saying tandem falls back to the CPU.
 bool is_available();
+/// libtorch's torch::cuda::manual_seed(_all). GPU ops draw from the one default generator, the
+/// CPU's too (the same Philox stream on every device), so these seed it, as manual_seed does.
+inline void manual_seed(uint64_t seed) { tandem::manual_seed(seed); }
+inline void manual_seed_all(uint64_t seed) { tandem::manual_seed(seed); }
+/// Whether cuDNN can run: the CUDA backend is always built with it, so whether a GPU is there.
+inline bool cudnn_is_available() { return is_available(); }
 /// Number of visible GPUs (0 without CUDA, driver or GPU).
 int device_count();
 /// GPU `device`'s PCI bus id ("0000:3b:00.0"), what NVML finds it by; empty when it cannot say.

@@ -212,11 +212,12 @@ struct CrossEntropyFuncOptions {
   TANDEM_ARG(Reduction, reduction) = Reduction::mean;
   TANDEM_ARG(int64_t, ignore_index) = -100;
   TANDEM_ARG(double, label_smoothing) = 0.0;
+  TANDEM_ARG(Tensor, weight);
 };
 inline Tensor cross_entropy(const Tensor& input, const Tensor& target,
                             const CrossEntropyFuncOptions& o) {
   return tandem::cross_entropy(input, target,
-                               {o.reduction(), o.ignore_index(), o.label_smoothing()});
+                               {o.reduction(), o.ignore_index(), o.label_smoothing(), o.weight()});
 }
 
 struct NLLLossFuncOptions {

@@ -220,14 +220,24 @@ class GroupNorm : public Module {
   const GroupNormOptions options;
 };
 
+/// libtorch's `inplace` (here and in LeakyReLUOptions, DropoutOptions) is taken and changes
+/// nothing: the result is computed out of place, with the same values. In-place ops are
+/// refused here on tensors that require grad (they would lose history), which a training
+/// network's activations do.
+struct ReLUOptions {
+  TANDEM_ARG(bool, inplace) = false;
+};
+
 class ReLU : public Module {
  public:
-  ReLU() : Module("ReLU") {}
+  explicit ReLU(const ReLUOptions& options = {}) : Module("ReLU"), options(options) {}
   Tensor forward(const Tensor& input) override;
+  const ReLUOptions options;
 };
 
 struct LeakyReLUOptions {
   TANDEM_ARG(double, negative_slope) = 1e-2;
+  TANDEM_ARG(bool, inplace) = false;
 };
 
 class LeakyReLU : public Module {
@@ -334,6 +344,7 @@ class AdaptiveAvgPool2d : public Module {
 struct DropoutOptions {
   DropoutOptions(double p = 0.5) : p_(p) {}  // NOLINT(google-explicit-constructor)
   TANDEM_ARG(double, p);
+  TANDEM_ARG(bool, inplace) = false;
 };
 
 /// Zeroes elements with probability p in training mode (draws from the default generator).
@@ -419,6 +430,17 @@ class Identity : public Module {
   Tensor forward(const Tensor& input) override { return input; }
 };
 
+namespace detail {
+/// Whether M's own forward (found through M, not Module) takes one tensor and gives a tensor.
+template <typename M, typename = void>
+struct has_tensor_forward : std::false_type {};
+template <typename M>
+struct has_tensor_forward<
+    M, std::void_t<decltype(std::declval<M&>().forward(std::declval<const Tensor&>()))>>
+    : std::is_convertible<decltype(std::declval<M&>().forward(std::declval<const Tensor&>())),
+                          Tensor> {};
+}  // namespace detail
+
 /// Runs its children in order; they are named "0", "1", ... as in torch.
 class Sequential : public Module {
  public:
@@ -434,11 +456,30 @@ class Sequential : public Module {
     (push_back(std::forward<Modules>(modules)), ...);
   }
   Tensor forward(const Tensor& input) override;
-  /// Appends a module named by its position.
-  void push_back(std::shared_ptr<Module> module);
+  /// Appends a module named by its position (or by `name`). Its forward is called through its
+  /// own type, so a module of yours whose `forward(Tensor x)` takes its argument by value, as
+  /// libtorch's examples write it, runs too (Module's virtual forward would not find it).
+  template <typename M>
+  void push_back(std::shared_ptr<M> module) {
+    push_back(std::to_string(size()), std::move(module));
+  }
+  template <typename M>
+  void push_back(std::string name, std::shared_ptr<M> module) {
+    M* raw = module.get();
+    std::function<Tensor(const Tensor&)> call;
+    if constexpr (detail::has_tensor_forward<M>::value) {
+      if (raw) call = [raw](const Tensor& x) -> Tensor { return raw->forward(x); };
+    }
+    append(std::move(name), std::move(module), std::move(call));
+  }
   size_t size() const { return named_children().size(); }
   /// The module at `index` (a handle of its own: it stays valid after push_back).
   std::shared_ptr<Module> operator[](size_t index) const;
+
+ private:
+  void append(std::string name, std::shared_ptr<Module> module,
+              std::function<Tensor(const Tensor&)> call);
+  std::vector<std::function<Tensor(const Tensor&)>> calls_;  // one per module, in order
 };
 
 /// Modules held in a list, registered by position ("0", "1", ...) so their parameters are the

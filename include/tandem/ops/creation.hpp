@@ -28,36 +28,47 @@ Tensor linspace(double start, double end, int64_t steps, TensorOptions options =
 /// Ones on the diagonal of an n x m (or n x n) matrix.
 Tensor eye(int64_t n, TensorOptions options = {});
 Tensor eye(int64_t n, int64_t m, TensorOptions options = {});
-/// libtorch's torch::tensor for a flat list: `tensor({1.5, 2.0})` is f32, `tensor({1, 2})` i64
-/// and `tensor({true, false})` bool, unless the options name a dtype (`tensor({1, 2}, kCUDA)`
-/// stays i64). On the options' device.
-Tensor tensor(std::initializer_list<double> values, TensorOptions options = {});
-Tensor tensor(std::initializer_list<int> values, TensorOptions options = {});
-Tensor tensor(std::initializer_list<int64_t> values, TensorOptions options = {});
-Tensor tensor(std::initializer_list<bool> values, TensorOptions options = {});
-namespace detail {
-/// A (row_lengths.size(), row_lengths[0]) tensor of `values`, row after row; throws for ragged
-/// rows. f32 for doubles, i64 for integers, unless the options name a dtype.
-Tensor matrix_tensor(const std::vector<double>& values, const std::vector<size_t>& row_lengths,
-                     TensorOptions options);
-Tensor matrix_tensor(const std::vector<int64_t>& values, const std::vector<size_t>& row_lengths,
-                     TensorOptions options);
-}  // namespace detail
-
-/// A nested list is a matrix (rows, cols): `tensor({{1.0, 2.0}, {3.0, 4.0}})` is f32,
-/// `tensor({{1, 2}, {3, 4}})` i64; every row must have the first one's length. (One template,
-/// not an overload per element type: clang finds nested-list overloads ambiguous.)
-template <typename T, typename = std::enable_if_t<std::is_arithmetic_v<T> && !std::is_same_v<T, bool>>>
-Tensor tensor(std::initializer_list<std::initializer_list<T>> rows, TensorOptions options = {}) {
-  using V = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
-  std::vector<V> values;
-  std::vector<size_t> row_lengths;
-  for (const auto& row : rows) {
-    row_lengths.push_back(row.size());
-    values.insert(values.end(), row.begin(), row.end());
+/// What `tensor` takes, as libtorch's TensorDataContainer: a number (a 0-dim tensor), a braced
+/// list of numbers or of lists nested to any depth (the lists at one depth all of one length),
+/// or a std::vector of numbers. A braced list is always a list: `{{1.0}, {0.0}}` is (2, 1).
+class TensorData {
+ public:
+  template <typename T, typename = std::enable_if_t<std::is_arithmetic_v<T>>>
+  TensorData(T value)  // NOLINT(google-explicit-constructor): `tensor(2.5)`, list elements
+      : kind_(std::is_same_v<T, bool>       ? Kind::boolean
+              : std::is_floating_point_v<T> ? Kind::floating
+                                            : Kind::integer),
+        values_{Value{static_cast<double>(value),
+                      kind_ == Kind::floating ? 0 : static_cast<int64_t>(value)}} {}
+  TensorData(std::initializer_list<TensorData> list);  // NOLINT: `tensor({{1, 2}, {3, 4}})`
+  template <typename T, typename = std::enable_if_t<std::is_arithmetic_v<T>>>
+  TensorData(const std::vector<T>& values)  // NOLINT: `tensor(std::vector<float>{...})`
+      : shape_{static_cast<int64_t>(values.size())}, kind_(TensorData(T{}).kind_) {
+    values_.reserve(values.size());
+    for (T v : values) values_.push_back(TensorData(v).values_[0]);
   }
-  return detail::matrix_tensor(values, row_lengths, options);
-}
+
+  /// The tensor: i64 for integers, bool for bools, f32 when any number is floating (as
+  /// torch.tensor), unless the options name a dtype; on the options' device.
+  Tensor to_tensor(const TensorOptions& options) const;
+
+ private:
+  enum class Kind { boolean, integer, floating };  // a list takes its widest element's
+  struct Value {
+    double real;
+    int64_t integer;  // exact, for integers and bools
+  };
+  Shape shape_;
+  Kind kind_;
+  std::vector<Value> values_;
+};
+
+/// libtorch's torch::tensor: `tensor({1.5, 2.0})` is f32, `tensor({1, 2})` i64, `tensor({true,
+/// false})` bool, `tensor({{1, 2}, {3, 4}})` a (2, 2) i64 matrix, `tensor(2.5)` 0-dim, unless
+/// the options name a dtype (`tensor({1, 2}, kCUDA)` stays i64). On the options' device, a leaf
+/// that requires grad when the options say so.
+Tensor tensor(const TensorData& data, TensorOptions options = {});
+
 /// Uniform in [0, 1), from Philox: the same seed gives the same values at any thread count.
 Tensor rand(const Shape& shape, TensorOptions options = {}, Generator* gen = nullptr);
 /// Standard normal (Box-Muller over Philox pairs).

@@ -33,6 +33,9 @@ Tensor tanh(const Tensor& a);
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
 Tensor maximum(const Tensor& a, const Tensor& b);
 Tensor minimum(const Tensor& a, const Tensor& b);
+/// libtorch's elementwise `torch::max(a, b)` and `torch::min(a, b)`: maximum and minimum.
+inline Tensor max(const Tensor& a, const Tensor& b) { return maximum(a, b); }
+inline Tensor min(const Tensor& a, const Tensor& b) { return minimum(a, b); }
 
 // Comparisons return bool tensors and have no gradient.
 Tensor eq(const Tensor& a, const Tensor& b);

@@ -121,6 +121,8 @@ struct CrossEntropyOptions {
   Reduction reduction = Reduction::mean;
   int64_t ignore_index = -100;
   double label_smoothing = 0.0;
+  /// Per-class weights (C), as nll_loss's: the mean divides by the targets' summed weights.
+  Tensor weight;
 };
 /// input (N, C) or (N, C, d1, ...) logits, target (N) or (N, d1, ...) class indices (i64).
 Tensor cross_entropy(const Tensor& input, const Tensor& target, CrossEntropyOptions options = {});

@@ -2,6 +2,7 @@
 // fixed blocking and a wide accumulator, so results do not depend on the thread count.
 #pragma once
 
+#include <type_traits>
 #include <utility>
 
 #include "tandem/core/tensor.hpp"
@@ -36,8 +37,28 @@ std::pair<Tensor, Tensor> min(const Tensor& t, int64_t dim, bool keepdim = false
 /// Largest values over several dims (no indices).
 Tensor amax(const Tensor& t, const Shape& dims, bool keepdim = false);
 Tensor argmax(const Tensor& t, int64_t dim, bool keepdim = false);
+/// libtorch's one-dim forms, `sum(x, 1)`: templates, so that `sum(x, {})` (every dim) never
+/// converts `{}` to dim 0.
+template <typename I, typename = std::enable_if_t<std::is_integral_v<I>>>
+Tensor sum(const Tensor& t, I dim, bool keepdim = false) {
+  return sum(t, Shape{static_cast<int64_t>(dim)}, keepdim);
+}
+template <typename I, typename = std::enable_if_t<std::is_integral_v<I>>>
+Tensor mean(const Tensor& t, I dim, bool keepdim = false) {
+  return mean(t, Shape{static_cast<int64_t>(dim)}, keepdim);
+}
+template <typename I, typename = std::enable_if_t<std::is_integral_v<I>>>
+Tensor amax(const Tensor& t, I dim, bool keepdim = false) {
+  return amax(t, Shape{static_cast<int64_t>(dim)}, keepdim);
+}
+/// torch.var(x, dim, unbiased, keepdim).
+template <typename I, typename = std::enable_if_t<std::is_integral_v<I>>>
+Tensor var(const Tensor& t, I dim, bool unbiased = true, bool keepdim = false) {
+  return var(t, Shape{static_cast<int64_t>(dim)}, unbiased ? 1 : 0, keepdim);
+}
 /// Index into the flattened tensor.
 Tensor argmax(const Tensor& t);
 Tensor argmin(const Tensor& t, int64_t dim, bool keepdim = false);
+Tensor argmin(const Tensor& t);
 
 }  // namespace tandem
