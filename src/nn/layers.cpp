@@ -238,13 +238,17 @@ Pool2d::Pool2d(const char* type_name, const Pool2dOptions& o)
     : Module(type_name),
       kernel_size(o.kernel_size()),
       stride(o.stride().h == 0 && o.stride().w == 0 ? o.kernel_size() : o.stride()),
-      padding(o.padding()) {}
+      padding(o.padding()),
+      ceil_mode(o.ceil_mode()) {
+  TANDEM_CHECK(!ceil_mode || Module::type_name() == "MaxPool2d", Module::type_name(),
+               ": ceil_mode is supported by MaxPool2d only");
+}
 std::string Pool2d::extra_repr() const {
   return "kernel_size=" + int2_str(kernel_size) + ", stride=" + int2_str(stride) +
-         ", padding=" + int2_str(padding);
+         ", padding=" + int2_str(padding) + (ceil_mode ? ", ceil_mode=True" : "");
 }
 Tensor MaxPool2d::forward(const Tensor& input) {
-  return max_pool2d(input, kernel_size, stride, padding);
+  return max_pool2d(input, kernel_size, stride, padding, 1, ceil_mode);
 }
 Tensor AvgPool2d::forward(const Tensor& input) {
   return avg_pool2d(input, kernel_size, stride, padding);

@@ -181,6 +181,76 @@ Tensor sign(const Tensor& a) {
   return out;
 }
 
+Tensor sin(const Tensor& a) {
+  Tensor out = unary_forward(UnaryOp::sin, {}, a, "sin");
+  autograd::record(
+      "sin", {a}, out, [a](const Tensor& g) -> std::vector<Tensor> { return {mul(g, cos(a))}; },
+      kDifferentiable);
+  autograd::save_for_backward(out, {a});
+  return out;
+}
+
+Tensor cos(const Tensor& a) {
+  Tensor out = unary_forward(UnaryOp::cos, {}, a, "cos");
+  autograd::record(
+      "cos", {a}, out,
+      [a](const Tensor& g) -> std::vector<Tensor> { return {neg(mul(g, sin(a)))}; },
+      kDifferentiable);
+  autograd::save_for_backward(out, {a});
+  return out;
+}
+
+Tensor log1p(const Tensor& a) {
+  Tensor out = unary_forward(UnaryOp::log1p, {}, a, "log1p");
+  autograd::record(
+      "log1p", {a}, out,
+      [a](const Tensor& g) -> std::vector<Tensor> { return {div(g, add(a, 1.0))}; },
+      kDifferentiable);
+  autograd::save_for_backward(out, {a});
+  return out;
+}
+
+Tensor rsqrt(const Tensor& a) {
+  Tensor out = unary_forward(UnaryOp::rsqrt, {}, a, "rsqrt");
+  Tensor y = out.detach();
+  autograd::record(
+      "rsqrt", {a}, out,
+      [y](const Tensor& g) -> std::vector<Tensor> {
+        const Tensor s = autograd::saved_output(y);  // d/da a^(-1/2) = -y^3 / 2
+        return {mul(g, mul(pow(s, 3.0), -0.5))};
+      },
+      kDifferentiable);
+  autograd::save_for_backward(out, {out});
+  return out;
+}
+
+namespace {
+// floor, ceil and round: piecewise constant, so their gradient is 0.
+Tensor rounding(UnaryOp op, const Tensor& a, const char* name) {
+  Tensor out = unary_forward(op, {}, a, name);
+  autograd::record(
+      name, {a}, out, [](const Tensor& g) -> std::vector<Tensor> { return {zeros_like(g)}; },
+      kDifferentiable);
+  return out;
+}
+}  // namespace
+
+Tensor floor(const Tensor& a) { return rounding(UnaryOp::floor, a, "floor"); }
+Tensor ceil(const Tensor& a) { return rounding(UnaryOp::ceil, a, "ceil"); }
+Tensor round(const Tensor& a) { return rounding(UnaryOp::round, a, "round"); }
+
+Tensor isnan(const Tensor& a) {
+  check_defined(a, "isnan", "input");
+  return ne(a, a);  // only NaN differs from itself
+}
+
+Tensor isinf(const Tensor& a) {
+  check_defined(a, "isinf", "input");
+  if (!a.is_floating_point())
+    return zeros(a.shape(), TensorOptions(DType::boolean).device(a.device()));
+  return eq(abs(a), full({}, INFINITY, TensorOptions(a.dtype()).device(a.device())));
+}
+
 Tensor clamp(const Tensor& a, std::optional<double> min, std::optional<double> max) {
   TANDEM_CHECK(min || max, "clamp: at least one of min and max must be given");
   // An integer tensor is clamped as it is by whole bounds; a fractional bound makes the result

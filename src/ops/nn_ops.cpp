@@ -24,9 +24,13 @@ void check_non_negative(Int2 v, const char* op, const char* what) {
 
 // floor((in + 2p - d (k - 1) - 1) / s) + 1, as torch computes it: rounding toward minus
 // infinity, so a window larger than the padded input gives 0 (C++'s division would give 1).
-int64_t out_size(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d) {
-  const int64_t span = in + 2 * p - d * (k - 1) - 1;
-  return (span >= 0 ? span / s : -((-span + s - 1) / s)) + 1;
+// ceil_mode (pooling) rounds up instead, but keeps no window that starts past the input and
+// its left padding, as torch's pooling_output_shape.
+int64_t out_size(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, bool ceil_mode = false) {
+  const int64_t span = in + 2 * p - d * (k - 1) - 1 + (ceil_mode ? s - 1 : 0);
+  int64_t out = (span >= 0 ? span / s : -((-span + s - 1) / s)) + 1;
+  if (ceil_mode && (out - 1) * s >= in + p) --out;
+  return out;
 }
 
 // Runs a 4-D op on a 3-D (C, H, W) input by adding and removing the batch dim.
@@ -737,8 +741,9 @@ Tensor group_norm(const Tensor& input, int64_t num_groups, const Tensor& weight,
 
 namespace {
 
-kernels::Pool2dParams pool_params(const Tensor& x, Int2 k, Int2 stride, Int2 padding,
-                                       Int2 dilation, const char* op, int64_t& ho, int64_t& wo) {
+kernels::Pool2dParams pool_params(const Tensor& x, Int2 k, Int2 stride, Int2 padding, Int2 dilation,
+                                  const char* op, int64_t& ho, int64_t& wo,
+                                  bool ceil_mode = false) {
   check_positive(k, op, "kernel_size");
   if (stride.h == 0 && stride.w == 0) stride = k;  // default: stride = kernel size
   check_positive(stride, op, "stride");
@@ -747,8 +752,8 @@ kernels::Pool2dParams pool_params(const Tensor& x, Int2 k, Int2 stride, Int2 pad
   TANDEM_CHECK(padding.h <= k.h / 2 && padding.w <= k.w / 2, op, ": padding should be at most "
                "half of the kernel size, got padding (", padding.h, ", ", padding.w,
                ") for kernel (", k.h, ", ", k.w, ")");
-  ho = out_size(x.size(2), k.h, stride.h, padding.h, dilation.h);
-  wo = out_size(x.size(3), k.w, stride.w, padding.w, dilation.w);
+  ho = out_size(x.size(2), k.h, stride.h, padding.h, dilation.h, ceil_mode);
+  wo = out_size(x.size(3), k.w, stride.w, padding.w, dilation.w, ceil_mode);
   TANDEM_CHECK(ho > 0 && wo > 0, op, ": output size would be (", ho, ", ", wo, ") for input ",
                shape_str(x.shape()), "; the input is too small for the kernel");
   return {k.h, k.w, stride.h, stride.w, padding.h, padding.w, dilation.h, dilation.w};
@@ -758,13 +763,15 @@ kernels::Pool2dParams pool_params(const Tensor& x, Int2 k, Int2 stride, Int2 pad
 
 // Pooling runs in the input's layout: a channels-last input is pooled as it lies (no transposes
 // on either device) into a channels-last result, indices and gradient.
-Tensor max_pool2d(const Tensor& input, Int2 kernel_size, Int2 stride, Int2 padding, Int2 dilation) {
+Tensor max_pool2d(const Tensor& input, Int2 kernel_size, Int2 stride, Int2 padding, Int2 dilation,
+                  bool ceil_mode) {
   check_defined(input, "max_pool2d", "input");
   check_inputs({input}, "max_pool2d");
   check_floating(input, "max_pool2d");
   return with_batch_dim(input, "max_pool2d", [&](const Tensor& in) {
     int64_t ho, wo;
-    auto p = pool_params(in, kernel_size, stride, padding, dilation, "max_pool2d", ho, wo);
+    auto p =
+        pool_params(in, kernel_size, stride, padding, dilation, "max_pool2d", ho, wo, ceil_mode);
     kernels::max_pool2d_forward.at(in, "max_pool2d");
     const MemoryFormat format = in.suggest_memory_format();
     const Shape out_shape{in.size(0), in.size(1), ho, wo}, in_shape = in.shape();

@@ -266,6 +266,16 @@ Tensor Tensor::neg() const { return tandem::neg(*this); }
 Tensor Tensor::exp() const { return tandem::exp(*this); }
 Tensor Tensor::log() const { return tandem::log(*this); }
 Tensor Tensor::sqrt() const { return tandem::sqrt(*this); }
+Tensor Tensor::rsqrt() const { return tandem::rsqrt(*this); }
+Tensor Tensor::sin() const { return tandem::sin(*this); }
+Tensor Tensor::cos() const { return tandem::cos(*this); }
+Tensor Tensor::log1p() const { return tandem::log1p(*this); }
+Tensor Tensor::floor() const { return tandem::floor(*this); }
+Tensor Tensor::ceil() const { return tandem::ceil(*this); }
+Tensor Tensor::round() const { return tandem::round(*this); }
+Tensor Tensor::sign() const { return tandem::sign(*this); }
+Tensor Tensor::isnan() const { return tandem::isnan(*this); }
+Tensor Tensor::isinf() const { return tandem::isinf(*this); }
 Tensor Tensor::square() const { return tandem::mul(*this, *this); }
 Tensor Tensor::abs() const { return tandem::abs(*this); }
 Tensor Tensor::relu() const { return tandem::relu(*this); }

@@ -80,10 +80,22 @@ TEST_CASE("CUDA unary and binary ops match the CPU, with broadcasting and stride
         {"add scalar", [](auto& v) { return add(v[0], 1.25); }},
         {"mul scalar", [](auto& v) { return mul(v[0], -3.0); }},
         {"logical_not", [](auto& v) { return logical_not(gt(v[0], zeros_like(v[0]))); }},
+        {"sin", [](auto& v) { return sin(v[0]); }},
+        {"cos", [](auto& v) { return cos(v[0]); }},
+        {"floor", [](auto& v) { return floor(mul(v[0], 3.0)); }},
+        {"ceil", [](auto& v) { return ceil(mul(v[0], 3.0)); }},
+        {"round", [](auto& v) { return round(mul(v[0], 3.0)); }},
+        {"isnan", [](auto& v) { return isnan(log(v[0])); }},
+        {"isinf",
+         [](auto& v) { return isinf(div(v[0], gt(v[0], zeros_like(v[0])).to(v[0].dtype()))); }},
     };
     for (const auto& [name, f] : unary) same_on_gpu(name, {x}, f, t);
     same_on_gpu("log", {pos}, [](auto& v) { return log(v[0]); }, t);
     same_on_gpu("sqrt", {pos}, [](auto& v) { return sqrt(v[0]); }, t);
+    same_on_gpu(
+        "rsqrt", {pos}, [](auto& v) { return rsqrt(v[0]); }, t);
+    same_on_gpu(
+        "log1p", {pos}, [](auto& v) { return log1p(v[0]); }, t);
 
     const std::vector<std::pair<const char*, Fn>> binary{
         {"add", [](auto& v) { return add(v[0], v[1], 0.5); }},
@@ -1198,8 +1210,13 @@ TEST_CASE("CUDA channels-last convolutions (cuDNN's NHWC) match the CPU's row-ma
     const std::vector<std::pair<const char*, std::function<Tensor(const Tensor&)>>> pools{
         {"max_pool2d 3x3 s2 p1", [](const Tensor& t) { return max_pool2d(t, 3, 2, 1); }},
         {"max_pool2d 2x2 dilated", [](const Tensor& t) { return max_pool2d(t, 2, 1, 0, 2); }},
+        {"max_pool2d 3x3 s2 ceil_mode",
+         [](const Tensor& t) { return max_pool2d(t, 3, 2, 0, 1, true); }},
         {"avg_pool2d 3x3 s2 p1", [](const Tensor& t) { return avg_pool2d(t, 3, 2, 1); }},
-        {"adaptive_avg_pool2d 4x3", [](const Tensor& t) { return adaptive_avg_pool2d(t, {4, 3}); }},
+        {"adaptive_avg_pool2d 4x3",
+         [](const Tensor& t) {
+           return adaptive_avg_pool2d(t, {4, 3});
+         }},
         {"adaptive_avg_pool2d 1x1", [](const Tensor& t) { return adaptive_avg_pool2d(t, 1); }},
     };
     for (const auto& [name, pool] : pools)
@@ -1313,6 +1330,11 @@ TEST_CASE("CUDA batch norm (with residual and relu) and pooling match the CPU", 
     same_on_gpu("max_pool2d 2x2 dilated", {p}, with_gradients([](const std::vector<Tensor>& v) {
       return max_pool2d(v[0], 2, 1, 0, 2);
     }), t);
+    same_on_gpu("max_pool2d 2x2 s2 ceil_mode", {p},
+                with_gradients([](const std::vector<Tensor>& v) {
+                  return max_pool2d(v[0], 2, 2, 0, 1, true);  // 9 rows: a last window of one
+                }),
+                t);
     same_on_gpu("avg_pool2d 3x3 s2 p1", {p}, with_gradients([](const std::vector<Tensor>& v) {
       return avg_pool2d(v[0], 3, 2, 1);
     }), t);

@@ -275,6 +275,13 @@ with torch.random.fork_rng():
          r(6, 5), tgt_cw, pos(5), nograd=(2,))
     case("cross_entropy_weight_spatial_none", ce(label_smoothing=0.1, reduction="none"),
          r(2, 4, 3, 3), torch.randint(0, 4, (2, 3, 3)), pos(4), nograd=(2,))
+    # ceil_mode: windows hanging past the input's end, the last one dropped where it would
+    # start past the input and its padding.
+    case("max_pool2d_ceil", lambda x: F.max_pool2d(x, 3, 2, 1, ceil_mode=True), r(2, 3, 8, 9))
+    case("max_pool2d_ceil_no_pad", lambda x: F.max_pool2d(x, 2, 2, 0, ceil_mode=True),
+         r(1, 2, 5, 7))
+    case("max_pool2d_ceil_dilation",
+         lambda x: F.max_pool2d(x, (3, 2), (2, 3), (1, 0), (1, 2), ceil_mode=True), r(1, 2, 7, 8))
 
 with open(os.path.join(HERE, "ops.json"), "w") as f:
     json.dump({"generator": "torch " + torch.__version__, "cases": cases}, f)

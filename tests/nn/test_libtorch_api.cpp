@@ -3,6 +3,8 @@
 // methods, the factories, the layers, Adam. Each is checked against a closed form or against
 // the functional op it forwards to; the new ops' values and gradients against PyTorch's are in
 // tests/ops/test_golden.cpp, Adam's in tests/optim/test_optim.cpp.
+#include <sstream>
+
 #include "../util.hpp"
 
 namespace torch = tandem;
@@ -1450,6 +1452,13 @@ TEST_CASE(
   CHECK(torch::equal(first, torch::randn({3})));
 
   auto m = torch::tensor({{1.0, 2.0, 3.0}, {4.0, 6.0, 8.0}});
+  std::ostringstream printed;
+  printed << m.sizes();
+  CHECK(printed.str() == "[2, 3]");
+  std::vector<int64_t> sizes = m.sizes().vec();
+  CHECK(sizes == std::vector<int64_t>{2, 3});
+  const auto kept = torch::zeros({4, 1}).sizes();  // its own copy, from a temporary
+  CHECK(kept == Shape{4, 1});
   CHECK(torch::sum(m, 1).to_vector<float>() == std::vector<float>{6, 18});
   CHECK(torch::mean(m, 0).to_vector<float>() == std::vector<float>{2.5, 4, 5.5});
   CHECK(torch::amax(m, 1, true).sizes() == Shape{2, 1});
@@ -1480,4 +1489,58 @@ TEST_CASE(
                         logits, target,
                         torch::nn::functional::CrossEntropyFuncOptions().weight(torch::ones({3}))),
                     Catch::Contains("weight must have one value per class (2)"));
+}
+
+TEST_CASE("libtorch names: sin, cos, log1p, rsqrt, floor, ceil, round, isnan, isinf",
+          "[libtorch]") {
+  const std::vector<double> v{-2.5, -1.5, -0.5, -0.3, 0.0, 0.5, 0.7, 1.5, 2.5, 3.9};
+  auto x = torch::tensor(v, torch::kDouble);
+  auto close = [](const torch::Tensor& got, double (*f)(double), const std::vector<double>& in) {
+    const auto g = got.to_vector<double>();
+    for (size_t i = 0; i < in.size(); ++i) {
+      INFO("at " << in[i]);
+      CHECK(g[i] == Approx(f(in[i])).margin(1e-15));
+    }
+  };
+  close(
+      x.sin(), [](double a) { return std::sin(a); }, v);
+  close(
+      torch::cos(x), [](double a) { return std::cos(a); }, v);
+  close(
+      x.floor(), [](double a) { return std::floor(a); }, v);
+  close(
+      x.ceil(), [](double a) { return std::ceil(a); }, v);
+  // halves to even, as torch.round: -2.5 -> -2, -1.5 -> -2, 0.5 -> 0, 1.5 -> 2, 2.5 -> 2
+  CHECK(x.round().to_vector<double>() == std::vector<double>{-2, -2, -0.0, -0.0, 0, 0, 1, 2, 2, 4});
+  auto p = torch::tensor({1e-10, 0.5, 3.0}, torch::kDouble);
+  close(p.log1p(), [](double a) { return std::log1p(a); }, {1e-10, 0.5, 3.0});
+  close(p.rsqrt(), [](double a) { return 1 / std::sqrt(a); }, {1e-10, 0.5, 3.0});
+  CHECK(torch::tensor({1e-10f}).log1p().item<float>() == Approx(1e-10f).epsilon(1e-6));
+  CHECK(x.sign().to_vector<double>()[0] == -1);
+  auto special = torch::tensor({1.0, NAN, INFINITY, -INFINITY});
+  CHECK(bools(special.isnan()) == std::vector<bool>{false, true, false, false});
+  CHECK(bools(special.isinf()) == std::vector<bool>{false, false, true, true});
+  CHECK(bools(torch::isinf(torch::tensor({1, 2}))) == std::vector<bool>{false, false});
+  // Rounding passes no gradient.
+  auto r = torch::tensor({0.4, 1.6}, torch::requires_grad());
+  (r.floor() + r.ceil() + r.round()).sum().backward();
+  CHECK(r.grad().to_vector<float>() == std::vector<float>{0, 0});
+  // f16 and bf16 run in f32 and round once.
+  CHECK(torch::tensor({0.5}, torch::kHalf).sin().item<float>() ==
+        Approx(std::sin(0.5)).epsilon(1e-3));
+}
+
+TEST_CASE("libtorch names: max pooling with ceil_mode", "[libtorch]") {
+  auto x = torch::arange(25, torch::kFloat).reshape({1, 1, 5, 5});
+  auto pool = torch::nn::MaxPool2d(torch::nn::MaxPool2dOptions(2).stride(2).ceil_mode(true));
+  auto y = pool.forward(x);  // windows of rows and columns {0, 1}, {2, 3}, {4}
+  CHECK(y.sizes() == Shape{1, 1, 3, 3});
+  CHECK(y.flatten().to_vector<float>() == std::vector<float>{6, 8, 9, 16, 18, 19, 21, 23, 24});
+  CHECK(torch::equal(torch::max_pool2d(x, {2, 2}, {2, 2}, {0, 0}, {1, 1}, true), y));
+  CHECK(torch::equal(torch::nn::functional::max_pool2d(
+                         x, torch::nn::functional::MaxPool2dFuncOptions(2).ceil_mode(true)),
+                     y));
+  CHECK(torch::max_pool2d(x, 2).sizes() == Shape{1, 1, 2, 2});  // floor by default
+  CHECK_THROWS_WITH(torch::nn::AvgPool2d(torch::nn::AvgPool2dOptions(2).ceil_mode(true)),
+                    Catch::Contains("ceil_mode is supported by MaxPool2d only"));
 }

@@ -40,6 +40,10 @@ TEST_CASE("gradcheck: unary math and activations", "[gradcheck]") {
   gradcheck([](V x) { return exp(x[0]); }, {r({5})});
   gradcheck([](V x) { return log(x[0]); }, {pos({5})});
   gradcheck([](V x) { return sqrt(x[0]); }, {pos({5})});
+  gradcheck([](V x) { return rsqrt(x[0]); }, {pos({5})});
+  gradcheck([](V x) { return sin(x[0]); }, {r({5})});
+  gradcheck([](V x) { return cos(x[0]); }, {r({5})});
+  gradcheck([](V x) { return log1p(x[0]); }, {pos({5})});
   gradcheck([](V x) { return abs(x[0]); }, {away_from_zero({6})});
   gradcheck([](V x) { return clamp(x[0], -0.45, 0.55); }, {away_from_zero({8})});
   gradcheck([](V x) { return relu(x[0]); }, {away_from_zero({6})});

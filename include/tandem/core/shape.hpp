@@ -12,6 +12,19 @@ namespace tandem {
 
 using Shape = std::vector<int64_t>;
 
+/// What `Tensor::sizes()` gives, where libtorch's code reads an IntArrayRef: a Shape of its own
+/// (so `auto s = f().sizes()` never dangles) with `vec()`, printed as libtorch prints sizes.
+struct Sizes : Shape {
+  explicit Sizes(const Shape& s) : Shape(s) {}
+  Shape vec() const { return *this; }
+};
+/// "[2, 3]".
+inline std::ostream& operator<<(std::ostream& os, const Sizes& s) {
+  os << '[';
+  for (size_t i = 0; i < s.size(); ++i) os << (i ? ", " : "") << s[i];
+  return os << ']';
+}
+
 inline std::string shape_str(const Shape& s) {
   std::string out = "(";
   for (size_t i = 0; i < s.size(); ++i) {

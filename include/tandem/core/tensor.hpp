@@ -118,7 +118,8 @@ class Tensor {
 
   // --- metadata --------------------------------------------------------------------------
   const Shape& shape() const { return checked()->shape; }
-  const Shape& sizes() const { return shape(); }
+  /// libtorch's name for shape(), printable (`std::cout << x.sizes()`) and with `vec()`.
+  Sizes sizes() const { return Sizes(shape()); }
   const Shape& strides() const { return checked()->strides; }
   /// Size of one dim; negative dims count from the end.
   int64_t size(int64_t dim) const;
@@ -301,6 +302,16 @@ class Tensor {
   Tensor exp() const;
   Tensor log() const;
   Tensor sqrt() const;
+  Tensor rsqrt() const;
+  Tensor sin() const;
+  Tensor cos() const;
+  Tensor log1p() const;
+  Tensor floor() const;
+  Tensor ceil() const;
+  Tensor round() const;
+  Tensor sign() const;
+  Tensor isnan() const;
+  Tensor isinf() const;
   Tensor square() const;
   Tensor abs() const;
   Tensor relu() const;

@@ -13,8 +13,29 @@
 namespace tandem::kernels {
 
 enum class UnaryOp {
-  neg, exp, log, sqrt, abs, sign, relu, sigmoid, tanh, gelu, gelu_tanh, pow_scalar, clamp,
-  add_scalar, mul_scalar, logical_not
+  neg,
+  exp,
+  log,
+  sqrt,
+  abs,
+  sign,
+  relu,
+  sigmoid,
+  tanh,
+  gelu,
+  gelu_tanh,
+  pow_scalar,
+  clamp,
+  add_scalar,
+  mul_scalar,
+  logical_not,
+  sin,
+  cos,
+  floor,
+  ceil,
+  round,
+  log1p,
+  rsqrt
 };
 enum class BinaryOp {
   add, mul, div, pow, maximum, minimum,        // arithmetic (add: a + alpha * b)
@@ -137,6 +158,48 @@ struct MulScalar {
     }
   }
 };
+struct Sin {
+  template <typename T>
+  TANDEM_HD T operator()(T x) const {
+    return sin(x);
+  }
+};
+struct Cos {
+  template <typename T>
+  TANDEM_HD T operator()(T x) const {
+    return cos(x);
+  }
+};
+struct Floor {
+  template <typename T>
+  TANDEM_HD T operator()(T x) const {
+    return floor(x);
+  }
+};
+struct Ceil {
+  template <typename T>
+  TANDEM_HD T operator()(T x) const {
+    return ceil(x);
+  }
+};
+struct Round {  // halves to even, as torch.round
+  template <typename T>
+  TANDEM_HD T operator()(T x) const {
+    return rint(x);
+  }
+};
+struct Log1p {
+  template <typename T>
+  TANDEM_HD T operator()(T x) const {
+    return log1p(x);
+  }
+};
+struct Rsqrt {
+  template <typename T>
+  TANDEM_HD T operator()(T x) const {
+    return T(1) / sqrt(x);
+  }
+};
 struct LogicalNot {
   static constexpr bool kIntegers = true;
   template <typename T> TANDEM_HD bool operator()(T x) const { return !x; } };
@@ -244,6 +307,13 @@ decltype(auto) with_unary(UnaryOp op, const OpArgs& args, F&& f) {
     case UnaryOp::add_scalar: return f(AddScalar{args.a});
     case UnaryOp::mul_scalar: return f(MulScalar{args.a});
     case UnaryOp::logical_not: return f(LogicalNot{});
+    case UnaryOp::sin: return f(Sin{});
+    case UnaryOp::cos: return f(Cos{});
+    case UnaryOp::floor: return f(Floor{});
+    case UnaryOp::ceil: return f(Ceil{});
+    case UnaryOp::round: return f(Round{});
+    case UnaryOp::log1p: return f(Log1p{});
+    case UnaryOp::rsqrt: return f(Rsqrt{});
   }
   return f(Neg{});
 }

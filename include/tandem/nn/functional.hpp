@@ -118,9 +118,11 @@ struct MaxPool2dFuncOptions {
   TANDEM_ARG(Int2, stride) = 0;
   TANDEM_ARG(Int2, padding) = 0;
   TANDEM_ARG(Int2, dilation) = 1;
+  TANDEM_ARG(bool, ceil_mode) = false;
 };
 inline Tensor max_pool2d(const Tensor& input, const MaxPool2dFuncOptions& o) {
-  return tandem::max_pool2d(input, o.kernel_size(), o.stride(), o.padding(), o.dilation());
+  return tandem::max_pool2d(input, o.kernel_size(), o.stride(), o.padding(), o.dilation(),
+                            o.ceil_mode());
 }
 
 struct AvgPool2dFuncOptions {

@@ -300,6 +300,8 @@ struct Pool2dOptions {
   TANDEM_ARG(Int2, kernel_size);
   TANDEM_ARG(Int2, stride) = 0;
   TANDEM_ARG(Int2, padding) = 0;
+  /// Max pooling's only: output sizes rounded up (AvgPool2d refuses it).
+  TANDEM_ARG(bool, ceil_mode) = false;
 };
 using MaxPool2dOptions = Pool2dOptions;
 using AvgPool2dOptions = Pool2dOptions;
@@ -310,6 +312,7 @@ class Pool2d : public Module {
   Pool2d(const char* type_name, const Pool2dOptions& options);
   std::string extra_repr() const override;
   const Int2 kernel_size, stride, padding;
+  const bool ceil_mode;
 };
 
 class MaxPool2d : public Pool2d {

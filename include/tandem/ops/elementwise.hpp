@@ -22,6 +22,20 @@ Tensor log(const Tensor& a);
 Tensor sqrt(const Tensor& a);
 Tensor abs(const Tensor& a);
 Tensor sign(const Tensor& a);
+Tensor sin(const Tensor& a);
+Tensor cos(const Tensor& a);
+/// log(1 + a), accurate near 0.
+Tensor log1p(const Tensor& a);
+/// 1 / sqrt(a).
+Tensor rsqrt(const Tensor& a);
+/// Rounded down, up, and to the nearest whole number (halves to even, as torch.round); their
+/// gradient is 0.
+Tensor floor(const Tensor& a);
+Tensor ceil(const Tensor& a);
+Tensor round(const Tensor& a);
+/// Bool tensors: where a is NaN; where it is +inf or -inf (never, for integers).
+Tensor isnan(const Tensor& a);
+Tensor isinf(const Tensor& a);
 /// Limits to [min, max]; either bound may be absent.
 Tensor clamp(const Tensor& a, std::optional<double> min, std::optional<double> max);
 Tensor relu(const Tensor& a);

@@ -77,8 +77,9 @@ Tensor sync_batch_norm(const Tensor& input, const Tensor& running_mean, const Te
                        const Tensor& weight, const Tensor& bias, double momentum, double eps,
                        const Tensor& residual, bool relu, const StatsAllreduce& allreduce_sum);
 
+/// ceil_mode: output sizes rounded up (the last window may hang past the input), as torch's.
 Tensor max_pool2d(const Tensor& input, Int2 kernel_size, Int2 stride = 0, Int2 padding = 0,
-                  Int2 dilation = 1);
+                  Int2 dilation = 1, bool ceil_mode = false);
 /// count_include_pad as torch's default (padding counts in the divisor).
 Tensor avg_pool2d(const Tensor& input, Int2 kernel_size, Int2 stride = 0, Int2 padding = 0);
 Tensor adaptive_avg_pool2d(const Tensor& input, Int2 output_size);
