@@ -1363,6 +1363,10 @@ TEST_CASE("libtorch names: tensor of any nesting, numbers and vectors", "[libtor
   auto mixed = torch::tensor({1, 2.5});
   CHECK((mixed.dtype() == torch::kFloat && mixed.to_vector<float>() == std::vector<float>{1, 2.5}));
   CHECK(torch::tensor({true, 2}).dtype() == torch::kLong);
+  CHECK(torch::full({2}, 7).dtype() == torch::kLong);  // an integer fill: i64, as libtorch's
+  CHECK(torch::full({2}, 7.0).dtype() == torch::kFloat);
+  CHECK(torch::full({2}, true).dtype() == torch::kBool);
+  CHECK(torch::full({2}, 7, torch::kDouble).to_vector<double>() == std::vector<double>{7, 7});
   auto empty = torch::tensor({});
   CHECK((empty.sizes() == Shape{0} && empty.dtype() == torch::kFloat));
   // A std::vector: 1-D, its element type's dtype (floating ones f32 unless named).
@@ -1517,6 +1521,7 @@ TEST_CASE("libtorch names: sin, cos, log1p, rsqrt, floor, ceil, round, isnan, is
   close(p.rsqrt(), [](double a) { return 1 / std::sqrt(a); }, {1e-10, 0.5, 3.0});
   CHECK(torch::tensor({1e-10f}).log1p().item<float>() == Approx(1e-10f).epsilon(1e-6));
   CHECK(x.sign().to_vector<double>()[0] == -1);
+  CHECK(!std::signbit(torch::tensor({-0.0}).abs().item<float>()));  // +0.0, as torch's
   auto special = torch::tensor({1.0, NAN, INFINITY, -INFINITY});
   CHECK(bools(special.isnan()) == std::vector<bool>{false, true, false, false});
   CHECK(bools(special.isinf()) == std::vector<bool>{false, false, true, true});

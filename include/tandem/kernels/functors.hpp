@@ -79,6 +79,8 @@ struct Abs {
   template <typename T> TANDEM_HD T operator()(T x) const {
     if constexpr (std::is_unsigned_v<T>) {
       return x;
+    } else if constexpr (std::is_floating_point_v<T>) {
+      return fabs(x);  // abs(-0.0) is +0.0, as torch's
     } else {
       return x < T(0) ? -x : x;
     }

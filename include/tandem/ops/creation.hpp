@@ -16,6 +16,14 @@ Tensor empty(const Shape& shape, TensorOptions options = {});
 Tensor zeros(const Shape& shape, TensorOptions options = {});
 Tensor ones(const Shape& shape, TensorOptions options = {});
 Tensor full(const Shape& shape, double value, TensorOptions options = {});
+/// An integer fill value without a dtype in the options gives i64 (a bool, bool), as libtorch's
+/// `full({2}, 7)`; `full({2}, 7.0)` is f32.
+template <typename V, typename = std::enable_if_t<std::is_integral_v<V>>>
+Tensor full(const Shape& shape, V value, TensorOptions options = {}) {
+  if (!options.has_dtype())
+    options = options.dtype(std::is_same_v<V, bool> ? DType::boolean : DType::i64);
+  return full(shape, static_cast<double>(value), options);
+}
 /// A 0-dim tensor holding `value`.
 Tensor scalar_tensor(double value, TensorOptions options = {});
 /// [0, end) and [start, end) by step, as torch.arange: without a dtype in the options, i64 when
