@@ -120,6 +120,24 @@ Tensor TensorData::to_tensor(const TensorOptions& o) const {
 
 Tensor tensor(const TensorData& data, TensorOptions o) { return data.to_tensor(o); }
 
+Tensor rand_like(const Tensor& t, Generator* gen) {
+  check_defined(t, "rand_like", "input");
+  return rand(t.shape(), t.options(), gen);
+}
+Tensor randn_like(const Tensor& t, Generator* gen) {
+  check_defined(t, "randn_like", "input");
+  return randn(t.shape(), t.options(), gen);
+}
+Tensor bernoulli(const Tensor& p, Generator* gen) {
+  check_defined(p, "bernoulli", "p");
+  check_floating(p, "bernoulli", "p");
+  NoGradGuard guard;
+  // (read on the host: one wait on a GPU, as PyTorch's check of the same)
+  TANDEM_CHECK(p.numel() == 0 || (min(p).item<double>() >= 0 && max(p).item<double>() <= 1),
+               "bernoulli: every probability must be in [0, 1]");
+  return lt(rand(p.shape(), p.options(), gen), p).to(p.dtype());
+}
+
 namespace {
 // Element i draws Philox words from `words_per_element * i` on, so a tensor's values depend
 // only on the generator's state and the element's index.

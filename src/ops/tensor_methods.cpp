@@ -578,6 +578,35 @@ Tensor& Tensor::clamp_(std::optional<double> min, std::optional<double> max) {
                        fractional, "clamp_", "a bound is not a whole number within int64's range");
 }
 
+namespace {
+// An in-place unary op of libtorch's: the op's kernel over this tensor.
+Tensor& math_inplace(Tensor& self, kernels::UnaryOp op, const char* name,
+                     kernels::OpArgs args = {}) {
+  return unary_inplace(self, op, args, kernels::needs_floating(op), name,
+                       "the op's result is floating point");
+}
+}  // namespace
+
+Tensor& Tensor::relu_() { return math_inplace(*this, kernels::UnaryOp::relu, "relu_"); }
+Tensor& Tensor::sigmoid_() { return math_inplace(*this, kernels::UnaryOp::sigmoid, "sigmoid_"); }
+Tensor& Tensor::tanh_() { return math_inplace(*this, kernels::UnaryOp::tanh, "tanh_"); }
+Tensor& Tensor::exp_() { return math_inplace(*this, kernels::UnaryOp::exp, "exp_"); }
+Tensor& Tensor::log_() { return math_inplace(*this, kernels::UnaryOp::log, "log_"); }
+Tensor& Tensor::log1p_() { return math_inplace(*this, kernels::UnaryOp::log1p, "log1p_"); }
+Tensor& Tensor::sqrt_() { return math_inplace(*this, kernels::UnaryOp::sqrt, "sqrt_"); }
+Tensor& Tensor::rsqrt_() { return math_inplace(*this, kernels::UnaryOp::rsqrt, "rsqrt_"); }
+Tensor& Tensor::sin_() { return math_inplace(*this, kernels::UnaryOp::sin, "sin_"); }
+Tensor& Tensor::cos_() { return math_inplace(*this, kernels::UnaryOp::cos, "cos_"); }
+Tensor& Tensor::floor_() { return math_inplace(*this, kernels::UnaryOp::floor, "floor_"); }
+Tensor& Tensor::ceil_() { return math_inplace(*this, kernels::UnaryOp::ceil, "ceil_"); }
+Tensor& Tensor::round_() { return math_inplace(*this, kernels::UnaryOp::round, "round_"); }
+Tensor& Tensor::pow_(double exponent) {
+  return math_inplace(*this, kernels::UnaryOp::pow_scalar, "pow_", {exponent});
+}
+Tensor& Tensor::neg_() { return math_inplace(*this, kernels::UnaryOp::neg, "neg_"); }
+Tensor& Tensor::abs_() { return math_inplace(*this, kernels::UnaryOp::abs, "abs_"); }
+Tensor& Tensor::sign_() { return math_inplace(*this, kernels::UnaryOp::sign, "sign_"); }
+
 Tensor& Tensor::mul_(const Tensor& other) {
   return tensor_inplace(*this, other, kernels::BinaryOp::mul, {}, "mul_",
                         [&](const Tensor& o) { return tandem::mul(*this, o); });

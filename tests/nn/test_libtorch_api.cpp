@@ -1549,3 +1549,63 @@ TEST_CASE("libtorch names: max pooling with ceil_mode", "[libtorch]") {
   CHECK_THROWS_WITH(torch::nn::AvgPool2d(torch::nn::AvgPool2dOptions(2).ceil_mode(true)),
                     Catch::Contains("ceil_mode is supported by MaxPool2d only"));
 }
+
+TEST_CASE("libtorch names: in-place math, rand_like, randn_like, bernoulli", "[libtorch]") {
+  auto x = torch::tensor({-1.5, -0.25, 0.5, 2.0});
+  struct Case {
+    const char* name;
+    torch::Tensor& (torch::Tensor::*inplace)();
+    torch::Tensor (*out_of_place)(const torch::Tensor&);
+    bool positive;  // needs a positive input
+  };
+  const Case cases[] = {
+      {"relu_", &torch::Tensor::relu_, torch::relu, false},
+      {"sigmoid_", &torch::Tensor::sigmoid_, torch::sigmoid, false},
+      {"tanh_", &torch::Tensor::tanh_, torch::tanh, false},
+      {"exp_", &torch::Tensor::exp_, torch::exp, false},
+      {"log_", &torch::Tensor::log_, torch::log, true},
+      {"log1p_", &torch::Tensor::log1p_, torch::log1p, true},
+      {"sqrt_", &torch::Tensor::sqrt_, torch::sqrt, true},
+      {"rsqrt_", &torch::Tensor::rsqrt_, torch::rsqrt, true},
+      {"sin_", &torch::Tensor::sin_, torch::sin, false},
+      {"cos_", &torch::Tensor::cos_, torch::cos, false},
+      {"floor_", &torch::Tensor::floor_, torch::floor, false},
+      {"ceil_", &torch::Tensor::ceil_, torch::ceil, false},
+      {"round_", &torch::Tensor::round_, torch::round, false},
+      {"neg_", &torch::Tensor::neg_, torch::neg, false},
+      {"abs_", &torch::Tensor::abs_, torch::abs, false},
+      {"sign_", &torch::Tensor::sign_, torch::sign, false},
+  };
+  for (const Case& c : cases) {
+    INFO(c.name);
+    auto in = c.positive ? x.abs() : x.clone();
+    auto want = c.out_of_place(in);
+    auto& same = (in.*c.inplace)();
+    CHECK(&same == &in);
+    CHECK(torch::equal(in, want));
+  }
+  auto p = x.clone();
+  p.pow_(2);
+  CHECK(torch::equal(p, x * x));
+  auto leaf = torch::ones({2}, torch::requires_grad());
+  CHECK_THROWS_WITH(leaf.relu_(), Catch::Contains("relu_"));
+  auto ints = torch::tensor({-3, 4});
+  CHECK(ints.abs_().to_vector<int64_t>() == std::vector<int64_t>{3, 4});
+  CHECK_THROWS_WITH(ints.exp_(), Catch::Contains("exp_"));
+
+  auto d = torch::ones({2, 3}, torch::kDouble);
+  auto u = torch::rand_like(d), n = torch::randn_like(d);
+  CHECK((u.dtype() == torch::kDouble && u.sizes() == Shape{2, 3} && n.sizes() == Shape{2, 3}));
+  torch::manual_seed(5);
+  auto first = torch::randn_like(d);
+  torch::manual_seed(5);
+  CHECK(torch::equal(first, torch::randn({2, 3}, torch::kDouble)));
+  // bernoulli: 0 and 1 exactly where p is; about a fraction p of 1s elsewhere.
+  auto probs = torch::cat({torch::zeros({100}), torch::ones({100}), torch::full({10000}, 0.3)});
+  auto draws = torch::bernoulli(probs);
+  CHECK(draws.dtype() == torch::kFloat);
+  CHECK(draws.slice(0, 0, 100).sum().item<float>() == 0);
+  CHECK(draws.slice(0, 100, 200).sum().item<float>() == 100);
+  CHECK(draws.slice(0, 200, 10200).mean().item<double>() == Approx(0.3).margin(0.03));
+  CHECK_THROWS_WITH(torch::bernoulli(torch::tensor({0.5, 1.5})), Catch::Contains("[0, 1]"));
+}

@@ -374,6 +374,26 @@ class Tensor {
   Tensor& sub_(double value);
   Tensor& div_(double value);
   Tensor& div_(const Tensor& other);
+  /// libtorch's in-place math, each op's own kernel writing into this tensor (floating ones; as
+  /// every in-place op, refused on a tensor that requires grad).
+  Tensor& relu_();
+  Tensor& sigmoid_();
+  Tensor& tanh_();
+  Tensor& exp_();
+  Tensor& log_();
+  Tensor& log1p_();
+  Tensor& sqrt_();
+  Tensor& rsqrt_();
+  Tensor& sin_();
+  Tensor& cos_();
+  Tensor& floor_();
+  Tensor& ceil_();
+  Tensor& round_();
+  Tensor& pow_(double exponent);
+  /// And those that also run on integers.
+  Tensor& neg_();
+  Tensor& abs_();
+  Tensor& sign_();
   // The same as operators, in place (libtorch's members).
   Tensor& operator+=(const Tensor& other) { return add_(other); }
   Tensor& operator+=(double value) { return add_(value); }

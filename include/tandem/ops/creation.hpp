@@ -79,6 +79,11 @@ Tensor tensor(const TensorData& data, TensorOptions options = {});
 
 /// Uniform in [0, 1), from Philox: the same seed gives the same values at any thread count.
 Tensor rand(const Shape& shape, TensorOptions options = {}, Generator* gen = nullptr);
+/// rand and randn of t's shape, dtype and device.
+Tensor rand_like(const Tensor& t, Generator* gen = nullptr);
+Tensor randn_like(const Tensor& t, Generator* gen = nullptr);
+/// 1 with probability p (each element of p, in [0, 1]), else 0, in p's dtype.
+Tensor bernoulli(const Tensor& p, Generator* gen = nullptr);
 /// Standard normal (Box-Muller over Philox pairs).
 Tensor randn(const Shape& shape, TensorOptions options = {}, Generator* gen = nullptr);
 /// Integers uniform in [low, high) (i64 unless the options name a dtype).
