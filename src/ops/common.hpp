@@ -27,6 +27,16 @@ inline void check_same_device(const Tensor& a, const Tensor& b, const char* op) 
                a.device(), " and ", b.device());
 }
 
+/// t, or, where t is a 0-dim CPU tensor and one of `others` lies on a GPU, t copied to that GPU:
+/// libtorch takes such a tensor as a number beside a GPU operand. The copy is differentiable, so
+/// t's gradient comes back to the CPU. Any other operand stays, and a mismatch is the op's error.
+inline Tensor beside(const Tensor& t, std::initializer_list<const Tensor*> others) {
+  if (!t.defined() || t.dim() != 0 || !t.device().is_cpu()) return t;
+  for (const Tensor* o : others)
+    if (o->defined() && !o->device().is_cpu()) return t.to(o->device());
+  return t;
+}
+
 /// Whether an integer tensor's arithmetic holds scalar s exactly: a whole number in int64's
 /// range. Any other (0.5, inf, NaN) makes an integer tensor's result f32, as torch's with a
 /// Python float does; converting it to the integer type would truncate it.

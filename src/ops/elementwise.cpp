@@ -23,10 +23,11 @@ Tensor unary_forward(UnaryOp op, const OpArgs& args, const Tensor& x, const char
   return out;
 }
 
-Tensor binary_forward(BinaryOp op, const OpArgs& args, const Tensor& a, const Tensor& b,
+Tensor binary_forward(BinaryOp op, const OpArgs& args, const Tensor& a0, const Tensor& b0,
                       const char* name) {
-  check_defined(a, name, "first operand");
-  check_defined(b, name, "second operand");
+  check_defined(a0, name, "first operand");
+  check_defined(b0, name, "second operand");
+  const Tensor a = beside(a0, {&b0}), b = beside(b0, {&a0});
   check_inputs({a, b}, name);
   DType dt = promote_types(a.dtype(), b.dtype());
   if (op == BinaryOp::div && !is_floating(dt)) dt = DType::f32;  // true division, as torch
@@ -51,7 +52,8 @@ Tensor backward_functor(BinaryOp op, const Tensor& g, const Tensor& saved, OpArg
 
 }  // namespace
 
-Tensor add(const Tensor& a, const Tensor& b, double alpha) {
+Tensor add(const Tensor& a0, const Tensor& b0, double alpha) {
+  const Tensor a = beside(a0, {&b0}), b = beside(b0, {&a0});
   Tensor out = binary_forward(BinaryOp::add, {alpha}, a, b, "add");
   autograd::record("add", {a, b}, out, [a, b, alpha](const Tensor& g) -> std::vector<Tensor> {
     return {a.requires_grad() ? reduce_grad(g, a) : Tensor(),
@@ -62,7 +64,8 @@ Tensor add(const Tensor& a, const Tensor& b, double alpha) {
 
 Tensor sub(const Tensor& a, const Tensor& b, double alpha) { return add(a, b, -alpha); }
 
-Tensor mul(const Tensor& a, const Tensor& b) {
+Tensor mul(const Tensor& a0, const Tensor& b0) {
+  const Tensor a = beside(a0, {&b0}), b = beside(b0, {&a0});
   Tensor out = binary_forward(BinaryOp::mul, {}, a, b, "mul");
   autograd::record("mul", {a, b}, out, [a, b](const Tensor& g) -> std::vector<Tensor> {
     return {a.requires_grad() ? reduce_grad(mul(g, b), a) : Tensor(),
@@ -73,7 +76,8 @@ Tensor mul(const Tensor& a, const Tensor& b) {
   return out;
 }
 
-Tensor div(const Tensor& a, const Tensor& b) {
+Tensor div(const Tensor& a0, const Tensor& b0) {
+  const Tensor a = beside(a0, {&b0}), b = beside(b0, {&a0});
   Tensor out = binary_forward(BinaryOp::div, {}, a, b, "div");
   autograd::record("div", {a, b}, out, [a, b](const Tensor& g) -> std::vector<Tensor> {
     return {a.requires_grad() ? reduce_grad(div(g, b), a) : Tensor(),
@@ -117,7 +121,8 @@ Tensor pow(const Tensor& a, double exponent) {
   return out;
 }
 
-Tensor pow(const Tensor& a, const Tensor& exponent) {
+Tensor pow(const Tensor& a0, const Tensor& exponent0) {
+  const Tensor a = beside(a0, {&exponent0}), exponent = beside(exponent0, {&a0});
   Tensor out = binary_forward(BinaryOp::pow, {}, a, exponent, "pow");
   Tensor y = out.detach();
   autograd::record("pow", {a, exponent}, out, [a, exponent, y](const Tensor& g) -> std::vector<Tensor> {
@@ -357,10 +362,12 @@ Tensor tanh(const Tensor& a) {
   return out;
 }
 
-Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
-  check_defined(cond, "where", "condition");
-  check_defined(a, "where", "first value");
-  check_defined(b, "where", "second value");
+Tensor where(const Tensor& cond0, const Tensor& a0, const Tensor& b0) {
+  check_defined(cond0, "where", "condition");
+  check_defined(a0, "where", "first value");
+  check_defined(b0, "where", "second value");
+  const Tensor cond = beside(cond0, {&a0, &b0}), a = beside(a0, {&cond0, &b0}),
+               b = beside(b0, {&cond0, &a0});
   check_inputs({cond, a, b}, "where");
   TANDEM_CHECK(cond.dtype() == DType::boolean, "where: condition must be a bool tensor, got ",
                cond.dtype());
@@ -382,7 +389,8 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
 
 namespace {
 // maximum/minimum: the gradient goes to the chosen operand, split evenly on ties (torch).
-Tensor extremum(BinaryOp op, const Tensor& a, const Tensor& b, const char* name) {
+Tensor extremum(BinaryOp op, const Tensor& a0, const Tensor& b0, const char* name) {
+  const Tensor a = beside(a0, {&b0}), b = beside(b0, {&a0});
   Tensor out = binary_forward(op, {}, a, b, name);
   autograd::record(name, {a, b}, out, [op, a, b](const Tensor& g) -> std::vector<Tensor> {
     Tensor zero = zeros({}, TensorOptions(g.dtype()).device(g.device()));

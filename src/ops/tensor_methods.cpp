@@ -543,11 +543,12 @@ Tensor& tensor_inplace(Tensor& self, const Tensor& other, kernels::BinaryOp op,
   check_inplace_operand(other, name);
   check_no_overlap(self, name);
   check_defined(other, name, "other");
-  check_same_device(self, other, name);
+  const Tensor on = beside(other, {&self});  // a 0-dim CPU tensor is a number here too
+  check_same_device(self, on, name);
   NoGradGuard guard;
-  if (!writes_in_place(self, other)) return self.copy_(out_of_place(other.to(self.dtype())));
+  if (!writes_in_place(self, on)) return self.copy_(out_of_place(on.to(self.dtype())));
   kernels::binary.at(self, name);
-  kernels::binary(self, op, args, self, broadcast_view(other, self.shape()));
+  kernels::binary(self, op, args, self, broadcast_view(on, self.shape()));
   return self;
 }
 }  // namespace

@@ -1640,3 +1640,33 @@ TEST_CASE("CUDA gradients of gradients (create_graph) and layer/group norm match
     }
   }
 }
+
+TEST_CASE("a 0-dim CPU tensor beside a GPU tensor is a number, as in libtorch", "[cuda]") {
+  if (!gpu_present("0-dim CPU operands")) return;
+  Tensor host = randn({2, 3});
+  Tensor x = host.to(kGpu).detach().set_requires_grad();
+  Tensor s = tensor(2.5).set_requires_grad();  // on the CPU
+  Tensor y = mul(x, s);
+  REQUIRE(y.device() == kGpu);
+  CHECK(equal(y.cpu(), mul(host, 2.5)));
+  sum(y).backward();
+  REQUIRE(s.grad().device().is_cpu());  // the gradient comes back to the scalar's device
+  CHECK(s.grad().item<double>() == Approx(sum(host).item<double>()).epsilon(1e-6));
+  CHECK(equal(x.grad().cpu(), full({2, 3}, 2.5)));
+  // The other binary ops, comparisons, where and the in-place forms take it too.
+  Tensor d = x.detach();
+  CHECK(equal(add(d, tensor(1.0)).cpu(), add(host, 1.0)));
+  CHECK(equal(sub(tensor(1.0), d).cpu(), sub(tensor(1.0), host)));
+  CHECK(equal(div(d, tensor(4.0)).cpu(), div(host, tensor(4.0))));
+  CHECK(equal(pow(abs(d), tensor(2.0)).cpu(), pow(abs(host), tensor(2.0))));
+  CHECK(equal(maximum(d, tensor(0.0)).cpu(), relu(host)));
+  CHECK(equal(gt(d, tensor(0.0)).cpu(), gt(host, tensor(0.0))));
+  CHECK(equal(where(gt(d, tensor(0.0)), d, tensor(-1.0)).cpu(),
+              where(gt(host, tensor(0.0)), host, tensor(-1.0))));
+  Tensor z = d.clone();
+  z.add_(tensor(1.0)).mul_(tensor(2.0));
+  CHECK(equal(z.cpu(), mul(add(host, 1.0), 2.0)));
+  // A CPU tensor with dims is still refused, naming the op.
+  CHECK_THROWS_WITH(add(d, ones({1})), Catch::Contains("add: expected all tensors on one device"));
+  CHECK_THROWS_WITH(d.add_(ones({3})), Catch::Contains("add_"));
+}
