@@ -1609,3 +1609,21 @@ TEST_CASE("libtorch names: in-place math, rand_like, randn_like, bernoulli", "[l
   CHECK(draws.slice(0, 200, 10200).mean().item<double>() == Approx(0.3).margin(0.03));
   CHECK_THROWS_WITH(torch::bernoulli(torch::tensor({0.5, 1.5})), Catch::Contains("[0, 1]"));
 }
+
+TEST_CASE("libtorch names: assigning to an indexed view writes into the tensor", "[libtorch]") {
+  auto t = torch::zeros({3});
+  t[1] = 5;
+  CHECK(t.to_vector<float>() == std::vector<float>{0, 5, 0});
+  auto m = torch::zeros({2, 3});
+  m[0] = torch::tensor({1.0, 2.0, 3.0});
+  m[1][2] = 7;
+  m.index({torch::indexing::Slice(), 0}) = -1;
+  CHECK(m.to_vector<float>() == std::vector<float>{-1, 2, 3, -1, 0, 7});
+  // A named tensor is a handle: assigning to it rebinds, writing nothing.
+  auto a = torch::ones({2});
+  auto b = a;
+  b = torch::zeros({2});
+  CHECK(a.to_vector<float>() == std::vector<float>{1, 1});
+  auto leaf = torch::ones({2}, torch::requires_grad());
+  CHECK_THROWS(leaf[0] = 3);  // in place on a tensor that requires grad, as every in-place op
+}

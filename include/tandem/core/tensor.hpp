@@ -110,6 +110,16 @@ class Tensor {
  public:
   Tensor() = default;
   explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+  Tensor(const Tensor&) = default;
+  Tensor(Tensor&&) noexcept = default;
+  ~Tensor() = default;
+  /// Assigning to a named tensor rebinds the handle; assigning to a temporary (a view such as
+  /// `t[1]` or `t.index({...})`) writes the values into it, as libtorch's: `t[1] = 5`,
+  /// `m[0] = row` (copy_, broadcast; no autograd, as the other in-place ops).
+  Tensor& operator=(const Tensor&) & = default;
+  Tensor& operator=(Tensor&&) & noexcept = default;
+  Tensor& operator=(const Tensor& values) && { return copy_(values); }
+  Tensor& operator=(double value) && { return fill_(value); }
 
   bool defined() const { return static_cast<bool>(impl_); }
   TensorImpl* impl() const { return impl_.get(); }
