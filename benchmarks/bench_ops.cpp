@@ -387,6 +387,7 @@ static int run(int argc, char** argv) {
   bool quick = false;
   std::string conv_set = "resnet20";
   bool ops = false;
+  bool gemm_shapes = false;
 #ifdef TANDEM_BENCH_LIBTORCH
   std::string peer_name = "libtorch";
 #else
@@ -403,6 +404,10 @@ static int run(int argc, char** argv) {
   app.add_flag("--ops", ops,
                "only the op sweep: common layers' forward + backward beside libtorch, rows at 2x "
                "libtorch's time or more marked");
+  app.add_flag("--gemm-shapes", gemm_shapes,
+               "only the f32 GEMMs of ResNet-50's convolutions (64x64 images, batch 32), each "
+               "operand laid out as the convolutions pass it: tandem alone, best and median "
+               "GFLOP/s of --repeats calls");
   app.add_option("--peer", peer_name,
                  "libtorch in this process (its OpenMP threads waiting passively, which slows it), "
                  "or none: tandem alone, as benchmarks/ops_compare.py runs it beside PyTorch in a "
@@ -473,6 +478,28 @@ static int run(int argc, char** argv) {
   if (ops) {
     op_sweep(repeats, peer, gen, rows);
     write_json();
+    return 0;
+  }
+  if (gemm_shapes) {
+    struct Shape3 {
+      bool ta, tb;
+      int64_t m, n, k;
+    };
+    for (Shape3 s : {Shape3{false, true, 256, 64, 1024}, Shape3{true, false, 64, 1024, 256},
+                     Shape3{false, false, 256, 512, 2304}, Shape3{false, true, 256, 2304, 512},
+                     Shape3{true, false, 2304, 512, 256}, Shape3{false, true, 64, 147, 1024},
+                     Shape3{false, false, 512, 128, 4608}, Shape3{true, false, 128, 1024, 512}}) {
+      Tensor a = s.ta ? randn({s.k, s.m}, {}, &gen).t() : randn({s.m, s.k}, {}, &gen);
+      Tensor b = s.tb ? randn({s.n, s.k}, {}, &gen).t() : randn({s.k, s.n}, {}, &gen);
+      Tensor c = matmul(a, b);  // warm-up
+      std::vector<double> t;
+      for (int i = 0; i < repeats; ++i) t.push_back(seconds_of([&] { c = matmul(a, b); }));
+      const double flops = 2.0 * s.m * s.n * s.k;
+      std::printf("gemm %4ldx%4ldx%4ld%s%s  best %6.1f GFLOP/s  median %6.1f GFLOP/s\n",
+                  static_cast<long>(s.m), static_cast<long>(s.n), static_cast<long>(s.k),
+                  s.ta ? ", A transposed" : "", s.tb ? ", B transposed" : "",
+                  flops / *std::min_element(t.begin(), t.end()) / 1e9, flops / median(t) / 1e9);
+    }
     return 0;
   }
   const bool r50 = conv_set == "resnet50";

@@ -354,18 +354,14 @@ template <typename Kind>
 void edge_kernel(int64_t words, const typename Kind::Word* ap, const typename Kind::Word* bp,
                  float* c, int64_t ldc, int64_t mr, int64_t nr, bool accumulate) {
   const int64_t vectors = (nr + 15) / 16;
-  if (mr == kMR && nr % 16 == 0) {
-    if (vectors == 1) return Kind::template micro<1>(words, ap, bp, c, ldc, accumulate);
-    if (vectors == 2) return Kind::template micro<2>(words, ap, bp, c, ldc, accumulate);
-  }
+  auto micro = [&](float* out, int64_t ld, bool acc) {  // on `vectors` of the panel's vectors
+    if (vectors == 1) return Kind::template micro<1>(words, ap, bp, out, ld, acc);
+    if (vectors == 2) return Kind::template micro<2>(words, ap, bp, out, ld, acc);
+    Kind::micro(words, ap, bp, out, ld, acc);
+  };
+  if (mr == kMR && nr % 16 == 0) return micro(c, ldc, accumulate);
   alignas(64) float tile[kMR * kNR];
-  if (vectors == 1) {
-    Kind::template micro<1>(words, ap, bp, tile, kNR, false);
-  } else if (vectors == 2) {
-    Kind::template micro<2>(words, ap, bp, tile, kNR, false);
-  } else {
-    Kind::micro(words, ap, bp, tile, kNR, false);
-  }
+  micro(tile, kNR, false);
   for (int64_t i = 0; i < mr; ++i)
     for (int64_t j = 0; j < nr; ++j)
       c[i * ldc + j] = accumulate ? c[i * ldc + j] + tile[i * kNR + j] : tile[i * kNR + j];

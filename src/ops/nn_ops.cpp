@@ -1185,9 +1185,8 @@ void check_class_weight(const Tensor& weight, const Tensor& input, const char* o
   if (!weight.defined()) return;
   check_floating(weight, op, "weight");
   TANDEM_CHECK(weight.dim() == 1 && weight.size(0) == input.size(1), op,
-               ": weight must have "
-               "one value per class (",
-               input.size(1), "), got shape ", shape_str(weight.shape()));
+               ": weight must have one value per class (", input.size(1), "), got shape ",
+               shape_str(weight.shape()));
   check_inputs({input, weight}, op);
 }
 }  // namespace
