@@ -182,10 +182,94 @@ void reduce_rows(const Tensor& out, ReduceOp op, const Tensor& in, int64_t rows,
   });
 }
 
+// --- scans and sorts ------------------------------------------------------------------------
+
+// Running sums (products) of each row in the accumulator of the sums (double, or int64), stored
+// rounded element by element; rows in parallel, each row in order.
+template <typename T>
+void scan_rows_of(T* out, const T* in, int64_t rows, int64_t cols, ScanOp op, bool reverse,
+                  bool exclusive) {
+  parallel_for(0, rows, std::max<int64_t>(1, kBlock / cols), [&](int64_t lo, int64_t hi) {
+    for (int64_t r = lo; r < hi; ++r) {
+      const T* p = in + r * cols;
+      T* q = out + r * cols;
+      Acc<T> acc = op == ScanOp::sum ? Acc<T>(0) : Acc<T>(1);
+      for (int64_t i = 0; i < cols; ++i) {
+        const int64_t c = reverse ? cols - 1 - i : i;
+        const auto v = static_cast<Acc<T>>(acc_type<T>(p[c]));
+        if (exclusive) q[c] = store<T>(acc);
+        acc = op == ScanOp::sum ? acc + v : acc * v;
+        if (!exclusive) q[c] = store<T>(acc);
+      }
+    }
+  });
+}
+
+void scan_rows(const Tensor& out, const Tensor& in, int64_t rows, int64_t cols, ScanOp op,
+               bool reverse, bool exclusive) {
+  dispatch_dtype(in.dtype(), "scan_rows (cpu)", [&](auto t) {
+    using T = decltype(t);
+    if constexpr (std::is_same_v<T, bool>) {
+      TANDEM_THROW(NotImplementedError, "scan_rows (cpu): bool");  // the op makes bool i64
+    } else {
+      scan_rows_of<T>(ptr<T>(out), ptr<const T>(in), rows, cols, op, reverse, exclusive);
+    }
+  });
+}
+
+// Whether element a (at position ia) sorts before element b (at ib): by value, NaN above every
+// number, then by position.
+template <bool kDescending, typename A>
+bool sorts_before(A a, int64_t ia, A b, int64_t ib) {
+  if constexpr (std::is_floating_point_v<A>) {
+    const bool na = std::isnan(a), nb = std::isnan(b);
+    if (na || nb) {
+      if (na && nb) return ia < ib;
+      return kDescending ? na : nb;
+    }
+  }
+  if (a != b) return kDescending ? a > b : a < b;
+  return ia < ib;
+}
+
+template <bool kDescending, typename T>
+void sort_rows_of(int64_t* indices, const T* in, int64_t rows, int64_t cols, int64_t k) {
+  using A = acc_type<T>;
+  parallel_for(0, rows, std::max<int64_t>(1, kBlock / cols), [&](int64_t lo, int64_t hi) {
+    std::vector<std::pair<A, int64_t>> row(static_cast<size_t>(cols));
+    for (int64_t r = lo; r < hi; ++r) {
+      for (int64_t c = 0; c < cols; ++c) row[c] = {A(in[r * cols + c]), c};
+      auto before = [](const std::pair<A, int64_t>& x, const std::pair<A, int64_t>& y) {
+        return sorts_before<kDescending>(x.first, x.second, y.first, y.second);
+      };
+      if (k < cols) {
+        std::partial_sort(row.begin(), row.begin() + k, row.end(), before);
+      } else {
+        std::sort(row.begin(), row.end(), before);  // positions break ties: stable
+      }
+      for (int64_t c = 0; c < k; ++c) indices[r * k + c] = row[c].second;
+    }
+  });
+}
+
+void sort_rows(const Tensor& indices, const Tensor& in, int64_t rows, int64_t cols, int64_t k,
+               bool descending) {
+  dispatch_dtype(in.dtype(), "sort_rows (cpu)", [&](auto t) {
+    using T = decltype(t);
+    if (descending) {
+      sort_rows_of<true, T>(ptr<int64_t>(indices), ptr<const T>(in), rows, cols, k);
+    } else {
+      sort_rows_of<false, T>(ptr<int64_t>(indices), ptr<const T>(in), rows, cols, k);
+    }
+  });
+}
+
 }  // namespace
 
 TANDEM_REGISTER_CPU(reduce_rows, reduce_rows);
 TANDEM_REGISTER_CPU(sum_columns, sum_columns);
+TANDEM_REGISTER_CPU(scan_rows, scan_rows);
+TANDEM_REGISTER_CPU(sort_rows, sort_rows);
 
 }  // namespace TANDEM_CPU_NAMESPACE
 }  // namespace tandem::kernels::cpu

@@ -233,6 +233,144 @@ void reduce_rows(const Tensor& out, ReduceOp op, const Tensor& in, int64_t rows,
   });
 }
 
+// --- scans and sorts along rows ----------------------------------------------------------------
+// A scan runs a block per row over chunks of kThreads elements: a Hillis-Steele scan of the
+// chunk in shared memory, then the carry of the chunks before it. Sums accumulate as
+// reduce_rows's do (f32 for f32/f16/bf16, f64, int64).
+template <typename T>
+__global__ void scan_rows_kernel(T* out, const T* in, int64_t rows, int64_t cols, bool prod,
+                                 bool reverse, bool exclusive) {
+  using A = sum_acc_t<T>;
+  __shared__ A buf[cuda::kThreads];
+  const A identity = prod ? A(1) : A(0);
+  const int t = threadIdx.x;
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    A carry = identity;
+    for (int64_t c0 = 0; c0 < cols; c0 += cuda::kThreads) {
+      const int64_t i = c0 + t, c = reverse ? cols - 1 - i : i;
+      buf[t] = i < cols ? static_cast<A>(convert<compute_t<T>>(in[r * cols + c])) : identity;
+      for (int off = 1; off < cuda::kThreads; off *= 2) {
+        __syncthreads();
+        const A other = t >= off ? buf[t - off] : identity;
+        __syncthreads();
+        buf[t] = prod ? buf[t] * other : buf[t] + other;
+      }
+      __syncthreads();
+      if (i < cols) {
+        const A own = exclusive ? (t > 0 ? buf[t - 1] : identity) : buf[t];
+        out[r * cols + c] = convert<T>(prod ? carry * own : carry + own);
+      }
+      const A total = buf[cuda::kThreads - 1];
+      __syncthreads();  // buf is rewritten by the next chunk
+      carry = prod ? carry * total : carry + total;
+    }
+  }
+}
+
+void scan_rows(const Tensor& out, const Tensor& in, int64_t rows, int64_t cols, ScanOp op,
+               bool reverse, bool exclusive) {
+  if (rows == 0) return;
+  cuda::TensorDeviceGuard guard(out);
+  cuda::dispatch(in.dtype(), "scan_rows (cuda)", [&](auto t) {
+    using T = decltype(t);
+    if constexpr (std::is_same_v<T, bool>) {
+      TANDEM_THROW(NotImplementedError, "scan_rows (cuda): bool");  // the op makes bool i64
+    } else {
+      const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(rows, 65536));
+      scan_rows_kernel<T><<<blocks, cuda::kThreads, 0, cuda::current_stream()>>>(
+          ptr<T>(out), ptr<const T>(in), rows, cols, op == ScanOp::prod, reverse, exclusive);
+      cuda::check_launch("scan_rows");
+    }
+  });
+}
+
+// A sort is a bitonic network over each row padded to a power of two, in global memory: one
+// launch per stage, (key, position) pairs compared as the CPU's std::sort compares them (by
+// value, NaN above every number, then by position; padding after everything), so both devices
+// give the same permutation.
+template <bool kDesc, typename K>
+__device__ __forceinline__ bool sorts_before(K a, int64_t ia, K b, int64_t ib, int64_t cols) {
+  if (ia >= cols || ib >= cols) return ia < ib;
+  const bool na = is_nan(a), nb = is_nan(b);
+  if (na || nb) return na && nb ? ia < ib : (kDesc ? na : nb);
+  if (a != b) return kDesc ? a > b : a < b;
+  return ia < ib;
+}
+
+template <typename T>
+__global__ void sort_init_kernel(compute_t<T>* keys, int64_t* pos, const T* in, int64_t rows,
+                                 int64_t cols, int log2_padded) {
+  TANDEM_CUDA_LOOP(e, rows << log2_padded) {
+    const int64_t r = e >> log2_padded, i = e & ((int64_t{1} << log2_padded) - 1);
+    keys[e] = i < cols ? convert<compute_t<T>>(in[r * cols + i]) : compute_t<T>{};
+    pos[e] = i;
+  }
+}
+
+// Stage (k, j): element i and its partner i ^ j are put in order, ascending where bit k of i
+// is 0 and descending where it is 1.
+template <bool kDesc, typename K>
+__global__ void sort_stage_kernel(K* keys, int64_t* pos, int64_t total, int64_t padded,
+                                  int64_t cols, int64_t k, int64_t j) {
+  TANDEM_CUDA_LOOP(e, total) {
+    const int64_t partner = e ^ j;  // j < the padded length: the same row
+    if (partner <= e) continue;
+    const bool up = (e & (padded - 1) & k) == 0;  // bit k of the position within the row
+    const K a = keys[e], b = keys[partner];
+    const int64_t ia = pos[e], ib = pos[partner];
+    if (up ? sorts_before<kDesc>(b, ib, a, ia, cols) : sorts_before<kDesc>(a, ia, b, ib, cols)) {
+      keys[e] = b;
+      keys[partner] = a;
+      pos[e] = ib;
+      pos[partner] = ia;
+    }
+  }
+}
+
+__global__ void sort_take_kernel(int64_t* indices, const int64_t* pos, int64_t rows, int64_t k,
+                                 int log2_padded) {
+  TANDEM_CUDA_LOOP(e, rows * k) {
+    const int64_t r = e / k, c = e % k;
+    indices[e] = pos[(r << log2_padded) + c];
+  }
+}
+
+void sort_rows(const Tensor& indices, const Tensor& in, int64_t rows, int64_t cols, int64_t k,
+               bool descending) {
+  if (rows == 0 || k == 0) return;
+  cuda::TensorDeviceGuard guard(indices);
+  int log2_padded = 0;
+  while ((int64_t{1} << log2_padded) < cols) ++log2_padded;
+  const int64_t padded = int64_t{1} << log2_padded, total = rows * padded;
+  cudaStream_t stream = cuda::current_stream();
+  Tensor pos = make_tensor({rows, padded}, DType::i64, in.device());
+  cuda::dispatch(in.dtype(), "sort_rows (cuda)", [&](auto t) {
+    using T = decltype(t);
+    using K = compute_t<T>;
+    const DType key_dtype = std::is_same_v<K, float>    ? DType::f32
+                            : std::is_same_v<K, double> ? DType::f64
+                                                        : in.dtype();
+    Tensor keys = make_tensor({rows, padded}, key_dtype, in.device());
+    sort_init_kernel<T><<<cuda::grid_for(total), cuda::kThreads, 0, stream>>>(
+        ptr<K>(keys), ptr<int64_t>(pos), ptr<const T>(in), rows, cols, log2_padded);
+    cuda::check_launch("sort_rows (init)");
+    for (int64_t size = 2; size <= padded; size *= 2)
+      for (int64_t j = size / 2; j > 0; j /= 2) {
+        if (descending) {
+          sort_stage_kernel<true, K><<<cuda::grid_for(total), cuda::kThreads, 0, stream>>>(
+              ptr<K>(keys), ptr<int64_t>(pos), total, padded, cols, size, j);
+        } else {
+          sort_stage_kernel<false, K><<<cuda::grid_for(total), cuda::kThreads, 0, stream>>>(
+              ptr<K>(keys), ptr<int64_t>(pos), total, padded, cols, size, j);
+        }
+        cuda::check_launch("sort_rows (stage)");
+      }
+  });
+  sort_take_kernel<<<cuda::grid_for(rows * k), cuda::kThreads, 0, stream>>>(
+      ptr<int64_t>(indices), ptr<const int64_t>(pos), rows, k, log2_padded);
+  cuda::check_launch("sort_rows (take)");
+}
+
 // --- losses ------------------------------------------------------------------------------------
 // A target outside [0, classes) records the first position holding one in *bad (atomicMin) and
 // picks 0; the host reads *bad after the launch and throws IndexError, as the CPU does before
@@ -732,6 +870,8 @@ void unscale_grad(const Tensor& grad, const Tensor& found_inf, double inv_scale)
 }  // namespace
 
 TANDEM_REGISTER_CUDA(reduce_rows, reduce_rows);
+TANDEM_REGISTER_CUDA(scan_rows, scan_rows);
+TANDEM_REGISTER_CUDA(sort_rows, sort_rows);
 TANDEM_REGISTER_CUDA(pick_classes, pick_classes);
 TANDEM_REGISTER_CUDA(pick_classes_backward, pick_classes_backward);
 TANDEM_REGISTER_CUDA(sgd_step, sgd_step);

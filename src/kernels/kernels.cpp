@@ -137,6 +137,8 @@ TANDEM_STUB(normal);
 TANDEM_STUB(randint);
 TANDEM_STUB(reduce_rows);
 TANDEM_STUB(sum_columns);
+TANDEM_STUB(scan_rows);
+TANDEM_STUB(sort_rows);
 TANDEM_STUB(bmm);
 TANDEM_STUB(conv2d_forward);
 TANDEM_STUB(conv2d_backward);

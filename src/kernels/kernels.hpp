@@ -46,6 +46,22 @@ extern Stub<void (*)(const Tensor& out, ReduceOp op, const Tensor& in, int64_t r
 /// dims without transposing them last. CPU only (the op takes reduce_rows elsewhere).
 extern Stub<void (*)(const Tensor& out, const Tensor& in, int64_t rows, int64_t cols)> sum_columns;
 
+// --- scans and sorts along rows: in is contiguous (rows, cols), cols >= 1 --------------------
+enum class ScanOp { sum, prod };
+/// out (rows, cols), contiguous, in's dtype: each row's running sums (products), from the row's
+/// end when `reverse`; `exclusive` leaves each element out of its own result (the first is 0,
+/// or 1). Floats accumulate as reduce_rows's sums do.
+extern Stub<void (*)(const Tensor& out, const Tensor& in, int64_t rows, int64_t cols, ScanOp op,
+                     bool reverse, bool exclusive)>
+    scan_rows;
+/// indices (rows, k), i64 contiguous: the positions of each row's k smallest elements in
+/// ascending order (largest, descending, when `descending`). Equal elements keep the order of
+/// their positions (a stable sort, the same answer on every device); NaN sorts above every
+/// number, as in torch.sort.
+extern Stub<void (*)(const Tensor& indices, const Tensor& in, int64_t rows, int64_t cols, int64_t k,
+                     bool descending)>
+    sort_rows;
+
 // --- GEMM ------------------------------------------------------------------------------------
 /// out (B, M, N) = a (B, M, K) @ b (B, K, N); any strides; a, b, out share a dtype.
 extern Stub<void (*)(const Tensor& out, const Tensor& a, const Tensor& b)> bmm;

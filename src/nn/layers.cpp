@@ -234,6 +234,51 @@ GELU::GELU(std::string approx) : Module("GELU"), approximate(std::move(approx)) 
 Tensor GELU::forward(const Tensor& input) { return gelu(input, approximate); }
 std::string GELU::extra_repr() const { return "approximate='" + approximate + "'"; }
 
+Tensor ELU::forward(const Tensor& input) { return elu(input, options.alpha()); }
+std::string ELU::extra_repr() const {
+  std::ostringstream os;
+  os << "alpha=" << options.alpha();
+  return os.str();
+}
+Tensor SELU::forward(const Tensor& input) { return selu(input); }
+Tensor Softplus::forward(const Tensor& input) {
+  return softplus(input, options.beta(), options.threshold());
+}
+std::string Softplus::extra_repr() const {
+  std::ostringstream os;
+  os << "beta=" << options.beta() << ", threshold=" << options.threshold();
+  return os.str();
+}
+Hardtanh::Hardtanh(const HardtanhOptions& o) : Module("Hardtanh"), options(o) {
+  TANDEM_CHECK(o.max_val() > o.min_val(), "Hardtanh: max_val (", o.max_val(),
+               ") must be greater than min_val (", o.min_val(), ")");
+}
+Tensor Hardtanh::forward(const Tensor& input) {
+  return hardtanh(input, options.min_val(), options.max_val());
+}
+std::string Hardtanh::extra_repr() const {
+  std::ostringstream os;
+  os << "min_val=" << options.min_val() << ", max_val=" << options.max_val();
+  return os.str();
+}
+Tensor ReLU6::forward(const Tensor& input) { return relu6(input); }
+Tensor SiLU::forward(const Tensor& input) { return silu(input); }
+Tensor Mish::forward(const Tensor& input) { return mish(input); }
+Tensor Hardswish::forward(const Tensor& input) { return hardswish(input); }
+Tensor Hardsigmoid::forward(const Tensor& input) { return hardsigmoid(input); }
+Tensor LogSigmoid::forward(const Tensor& input) { return log_sigmoid(input); }
+Tensor Softsign::forward(const Tensor& input) { return softsign(input); }
+
+PReLU::PReLU(const PReLUOptions& o) : Module("PReLU"), options(o) {
+  TANDEM_CHECK(o.num_parameters() >= 1, "PReLU: num_parameters must be positive, got ",
+               o.num_parameters());
+  weight = register_parameter("weight", full({o.num_parameters()}, o.init()));
+}
+Tensor PReLU::forward(const Tensor& input) { return prelu(input, weight); }
+std::string PReLU::extra_repr() const {
+  return "num_parameters=" + std::to_string(options.num_parameters());
+}
+
 Pool2d::Pool2d(const char* type_name, const Pool2dOptions& o)
     : Module(type_name),
       kernel_size(o.kernel_size()),

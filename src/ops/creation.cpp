@@ -176,6 +176,48 @@ Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions o, G
   });
 }
 
+Tensor randperm(int64_t n, TensorOptions o, Generator* gen) {
+  TANDEM_CHECK(n >= 0, "randperm: n must be nonnegative, got ", n);
+  if (!o.has_dtype()) o = o.dtype(DType::i64);
+  const Tensor keys = rand({n}, TensorOptions(DType::f64).device(o.device()), gen);
+  return as_dtype(argsort(keys), o.dtype());
+}
+
+Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement, Generator* gen) {
+  check_defined(probs, "multinomial", "probs");
+  check_floating(probs, "multinomial", "probs");
+  TANDEM_CHECK(probs.dim() == 1 || probs.dim() == 2, "multinomial: probs must be 1-d or 2-d, got ",
+               shape_str(probs.shape()));
+  TANDEM_CHECK(num_samples > 0, "multinomial: num_samples must be positive, got ", num_samples);
+  NoGradGuard guard;
+  const Tensor p = as_dtype(probs.dim() == 1 ? probs.unsqueeze(0) : probs, DType::f64);
+  const int64_t rows = p.size(0), k = p.size(1);
+  TANDEM_CHECK(k > 0, "multinomial: probs has no categories");
+  TANDEM_CHECK(replacement || num_samples <= k, "multinomial: cannot take ", num_samples,
+               " samples of ", k, " categories without replacement");
+  // (read on the host: one wait on a GPU, as PyTorch's checks of the same)
+  TANDEM_CHECK(min(p).item<double>() >= 0 && std::isfinite(sum(p).item<double>()),
+               "multinomial: probs must be finite and nonnegative");
+  const double fewest = min(sum(gt(p, zeros({}, p.options())).to(DType::i64), {1})).item<double>();
+  TANDEM_CHECK(fewest >= (replacement ? 1 : num_samples), "multinomial: a row of probs has ",
+               fewest, " nonzero categories, ",
+               replacement ? "none to sample" : "too few to sample without replacement");
+  Tensor out;
+  if (replacement) {
+    const Tensor cdf = cumsum(p, 1);
+    const Tensor u = mul(rand({rows, num_samples}, p.options(), gen), cdf.narrow(1, k - 1, 1));
+    // the category is the number of cumulative weights at or below u
+    out = sum(le(cdf.unsqueeze(1), u.unsqueeze(2)).to(DType::i64), {2});
+    out = clamp(out, 0, k - 1);
+  } else {
+    const Tensor q = neg(log1p(neg(rand({rows, k}, p.options(), gen))));  // exponential(1)
+    const Tensor keys =
+        where(gt(p, zeros({}, p.options())), div(p, q), full({}, -1.0, p.options()));
+    out = topk(keys, num_samples, 1).second;  // (a zero weight never wins, even where q is 0)
+  }
+  return probs.dim() == 1 ? out.squeeze(0) : out;
+}
+
 // The *_like tensors keep t's layout when t is channels-last, as torch's preserve_format.
 Tensor empty_like(const Tensor& t) {
   return make_tensor(t.shape(), t.dtype(), t.device(), t.suggest_memory_format());

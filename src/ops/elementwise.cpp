@@ -334,6 +334,154 @@ Tensor gelu(const Tensor& a, const std::string& approximate) {
   return out;
 }
 
+namespace {
+
+// An op of one functor whose gradient is composed of recorded ops of the input, so that
+// create_graph differentiates it again: grad(g, x) -> the input's gradient.
+template <typename Grad>
+Tensor unary_op(UnaryOp op, const OpArgs& args, const Tensor& a, const char* name, Grad grad) {
+  Tensor out = unary_forward(op, args, a, name);
+  autograd::record(
+      name, {a}, out, [a, grad](const Tensor& g) -> std::vector<Tensor> { return {grad(g, a)}; },
+      kDifferentiable);
+  autograd::save_for_backward(out, {a});
+  return out;
+}
+
+Tensor scalar_like(double v, const Tensor& t) {
+  return full({}, v, TensorOptions(t.dtype()).device(t.device()));
+}
+
+// g where lo < x < hi, else 0.
+Tensor inside(const Tensor& x, double lo, double hi, const Tensor& g) {
+  const Tensor zero = scalar_like(0.0, g);
+  return where(gt(x, scalar_like(lo, x)), where(lt(x, scalar_like(hi, x)), g, zero), zero);
+}
+
+constexpr double kTwoOverSqrtPi = 1.12837916709551257390;
+
+}  // namespace
+
+Tensor expm1(const Tensor& a) {
+  return unary_op(UnaryOp::expm1, {}, a, "expm1",
+                  [](const Tensor& g, const Tensor& x) { return mul(g, exp(x)); });
+}
+
+Tensor tan(const Tensor& a) {
+  return unary_op(UnaryOp::tan, {}, a, "tan", [](const Tensor& g, const Tensor& x) {
+    return mul(g, add(pow(tan(x), 2.0), 1.0));
+  });
+}
+
+Tensor atan(const Tensor& a) {
+  return unary_op(UnaryOp::atan, {}, a, "atan",
+                  [](const Tensor& g, const Tensor& x) { return div(g, add(pow(x, 2.0), 1.0)); });
+}
+
+Tensor erf(const Tensor& a) {
+  return unary_op(UnaryOp::erf, {}, a, "erf", [](const Tensor& g, const Tensor& x) {
+    return mul(g, mul(exp(neg(pow(x, 2.0))), kTwoOverSqrtPi));
+  });
+}
+
+Tensor log2(const Tensor& a) {
+  return unary_op(UnaryOp::log2, {}, a, "log2",
+                  [](const Tensor& g, const Tensor& x) { return div(g, mul(x, M_LN2)); });
+}
+
+Tensor log10(const Tensor& a) {
+  return unary_op(UnaryOp::log10, {}, a, "log10",
+                  [](const Tensor& g, const Tensor& x) { return div(g, mul(x, M_LN10)); });
+}
+
+Tensor reciprocal(const Tensor& a) {
+  return unary_op(UnaryOp::reciprocal, {}, a, "reciprocal",
+                  [](const Tensor& g, const Tensor& x) { return neg(div(g, pow(x, 2.0))); });
+}
+
+// --- activations (declared in nn_ops.hpp) ----------------------------------------------------
+
+Tensor silu(const Tensor& a) {
+  return unary_op(UnaryOp::silu, {}, a, "silu", [](const Tensor& g, const Tensor& x) {
+    const Tensor s = sigmoid(x);  // s (1 + x (1 - s))
+    return mul(g, mul(s, add(mul(x, sub(scalar_like(1.0, s), s)), 1.0)));
+  });
+}
+
+Tensor elu(const Tensor& a, double alpha, double scale) {
+  return unary_op(UnaryOp::elu, {alpha, scale}, a, "elu",
+                  [alpha, scale](const Tensor& g, const Tensor& x) {
+                    return mul(g, where(gt(x, scalar_like(0.0, x)), scalar_like(scale, x),
+                                        mul(exp(x), scale * alpha)));
+                  });
+}
+
+Tensor selu(const Tensor& a) {
+  return elu(a, 1.6732632423543772848170429916717, 1.0507009873554804934193349852946);
+}
+
+Tensor softplus(const Tensor& a, double beta, double threshold) {
+  TANDEM_CHECK(beta != 0.0, "softplus: beta must be nonzero");
+  return unary_op(UnaryOp::softplus, {beta, threshold}, a, "softplus",
+                  [beta, threshold](const Tensor& g, const Tensor& x) {
+                    const Tensor bx = mul(x, beta);
+                    return where(gt(bx, scalar_like(threshold, x)), g, mul(g, sigmoid(bx)));
+                  });
+}
+
+Tensor mish(const Tensor& a) {
+  return unary_op(UnaryOp::mish, {}, a, "mish", [](const Tensor& g, const Tensor& x) {
+    const Tensor t = tanh(softplus(x));  // t + x sigmoid(x) (1 - t^2)
+    return mul(g, add(t, mul(mul(x, sigmoid(x)), sub(scalar_like(1.0, t), mul(t, t)))));
+  });
+}
+
+Tensor hardswish(const Tensor& a) {
+  return unary_op(UnaryOp::hardswish, {}, a, "hardswish", [](const Tensor& g, const Tensor& x) {
+    // torch's: 0 below -3, x / 3 + 1/2 up to 3 (both ends included), 1 above
+    const Tensor zero = scalar_like(0.0, x);
+    return where(
+        lt(x, scalar_like(-3.0, x)), zero,
+        where(le(x, scalar_like(3.0, x)), mul(g, add(div(x, scalar_like(3.0, x)), 0.5)), g));
+  });
+}
+
+Tensor hardsigmoid(const Tensor& a) {
+  return unary_op(UnaryOp::hardsigmoid, {}, a, "hardsigmoid",
+                  [](const Tensor& g, const Tensor& x) {  // 1/6 strictly inside (-3, 3)
+                    return inside(x, -3.0, 3.0, div(g, scalar_like(6.0, g)));
+                  });
+}
+
+Tensor log_sigmoid(const Tensor& a) {
+  return unary_op(UnaryOp::log_sigmoid, {}, a, "log_sigmoid",
+                  [](const Tensor& g, const Tensor& x) { return mul(g, sigmoid(neg(x))); });
+}
+
+Tensor hardtanh(const Tensor& a, double min_val, double max_val) {
+  check_defined(a, "hardtanh", "input");
+  check_floating(a, "hardtanh");
+  TANDEM_CHECK(min_val <= max_val, "hardtanh: min_val (", min_val,
+               ") must not be greater than max_val (", max_val, ")");
+  // clamp's values; the gradient passes strictly inside (min_val, max_val), as torch's
+  Tensor out = unary_forward(UnaryOp::clamp, {min_val, max_val}, a, "hardtanh");
+  autograd::record(
+      "hardtanh", {a}, out,
+      [a, min_val, max_val](const Tensor& g) -> std::vector<Tensor> {
+        return {inside(a, min_val, max_val, g)};
+      },
+      kDifferentiable);
+  autograd::save_for_backward(out, {a});
+  return out;
+}
+
+Tensor relu6(const Tensor& a) { return hardtanh(a, 0.0, 6.0); }
+
+Tensor softsign(const Tensor& a) {
+  check_defined(a, "softsign", "input");
+  return div(a, add(abs(a), 1.0));
+}
+
 Tensor sigmoid(const Tensor& a) {
   Tensor out = unary_forward(UnaryOp::sigmoid, {}, a, "sigmoid");
   Tensor y = out.detach();

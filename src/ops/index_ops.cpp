@@ -386,4 +386,37 @@ Tensor index_add(const Tensor& self, int64_t dim, const Tensor& index, const Ten
   return out;
 }
 
+Tensor masked_select(const Tensor& self, const Tensor& mask) {
+  check_defined(self, "masked_select", "input");
+  check_defined(mask, "masked_select", "mask");
+  TANDEM_CHECK(mask.dtype() == DType::boolean,
+               "masked_select: the mask must be a bool tensor, got ", mask.dtype());
+  const Shape shape = broadcast_shapes(self.shape(), mask.shape(), "masked_select");
+  const Tensor m = mask.expand(shape).contiguous().reshape({-1});
+  return ops_detail::index_by_tensor(self.expand(shape).reshape({-1}), 0, m);
+}
+
+Tensor nonzero(const Tensor& self) {
+  check_defined(self, "nonzero", "input");
+  const Tensor nz = ne(self, zeros({}, TensorOptions(self.dtype()).device(self.device())));
+  const std::vector<bool> mask = nz.to_vector<bool>();
+  const Shape& shape = self.shape();
+  const auto dims = static_cast<int64_t>(shape.size());
+  std::vector<int64_t> positions;
+  for (size_t i = 0; i < mask.size(); ++i) {
+    if (!mask[i]) continue;
+    int64_t rest = static_cast<int64_t>(i);
+    const size_t at = positions.size();
+    positions.resize(at + static_cast<size_t>(dims));
+    for (int64_t d = dims - 1; d >= 0; --d) {  // the flat index as coordinates, last dim fastest
+      positions[at + d] = rest % shape[d];
+      rest /= shape[d];
+    }
+  }
+  // (a 0-dim tensor: one position of no coordinates, or none)
+  const int64_t count =
+      dims == 0 ? static_cast<int64_t>(mask[0]) : static_cast<int64_t>(positions.size()) / dims;
+  return from_vector(positions, {count, dims}).to(self.device());
+}
+
 }  // namespace tandem

@@ -296,4 +296,146 @@ Tensor argmin(const Tensor& t) {
   return argmin(reshape(t, {-1}), 0, false);
 }
 
+// --- along one dim: scans, products, sorts ---------------------------------------------------
+
+namespace {
+
+// A tensor seen as (rows, cols) rows along `dim`: the dim moved last (a 0-dim tensor is one row
+// of one), and the way back for a (rows, k) result.
+struct Along {
+  Shape moved;  // the shape with `dim` and the last dim swapped
+  int64_t dim = 0, rows = 1, cols = 1;
+  bool scalar = false;
+};
+
+Along along(const Tensor& t, int64_t dim, const char* name) {
+  check_defined(t, name, "input");
+  Along a;
+  a.scalar = t.dim() == 0;
+  a.dim = wrap_dim(dim, t.dim(), name);
+  a.moved = a.scalar ? Shape{1} : t.shape();
+  if (!a.scalar) std::swap(a.moved[a.dim], a.moved.back());
+  a.cols = a.moved.back();
+  a.rows = numel_of(Shape(a.moved.begin(), a.moved.end() - 1));
+  return a;
+}
+
+Tensor rows_of(const Tensor& t, const Along& a) {
+  NoGradGuard guard;
+  return a.scalar ? t.reshape({1, 1}) : t.transpose(a.dim, -1).contiguous();
+}
+
+// A (rows, k) result in t's layout, with k in place of the dim's size.
+Tensor put_back(const Tensor& r, const Along& a, int64_t k) {
+  Shape s = a.moved;
+  s.back() = k;
+  return a.scalar ? r.reshape({}) : r.reshape(s).transpose(a.dim, -1);
+}
+
+// The kernel's scan along dim, not recorded.
+Tensor scan(const Tensor& t, int64_t dim, kernels::ScanOp op, bool reverse, bool exclusive,
+            const char* name) {
+  const Along a = along(t, dim, name);
+  kernels::scan_rows.at(t, name);
+  const Tensor in = rows_of(t, a);
+  Tensor out = empty(in.shape(), TensorOptions(t.dtype()).device(t.device()));
+  if (a.rows > 0 && a.cols > 0) kernels::scan_rows(out, in, a.rows, a.cols, op, reverse, exclusive);
+  return put_back(out, a, a.cols).contiguous();
+}
+
+// Integers and bool sum and multiply in i64, as torch's cumsum and prod.
+DType widened(const Tensor& t, std::optional<DType> dtype) {
+  if (dtype) return *dtype;
+  return is_floating(t.dtype()) ? t.dtype() : DType::i64;
+}
+
+Tensor cumsum_recorded(const Tensor& t, int64_t dim, bool reverse) {
+  Tensor out = scan(t, dim, kernels::ScanOp::sum, reverse, false, "cumsum");
+  autograd::record(
+      "cumsum", {t}, out,
+      [dim, reverse](const Tensor& g) -> std::vector<Tensor> {
+        return {cumsum_recorded(g, dim, !reverse)};  // each element reaches the sums after it
+      },
+      kDifferentiable);
+  return out;
+}
+
+}  // namespace
+
+Tensor cumsum(const Tensor& t, int64_t dim, std::optional<DType> dtype) {
+  check_defined(t, "cumsum", "input");
+  return cumsum_recorded(as_dtype(t, widened(t, dtype)), dim, false);
+}
+
+Tensor prod(const Tensor& t, int64_t dim, bool keepdim, std::optional<DType> dtype) {
+  check_defined(t, "prod", "input");
+  const Tensor x = as_dtype(t, widened(t, dtype));
+  const Along a = along(x, dim, "prod");
+  Tensor out;
+  if (a.cols == 0) {
+    Shape s = x.shape();
+    s[a.dim] = 1;
+    out = ones(s, TensorOptions(x.dtype()).device(x.device()));
+  } else {
+    const Tensor running = scan(x, dim, kernels::ScanOp::prod, false, false, "prod");
+    out = a.scalar ? running : running.narrow(a.dim, a.cols - 1, 1).contiguous();
+  }
+  if (!keepdim && !a.scalar) out = out.squeeze(a.dim);
+  const int64_t d = a.dim;
+  const Shape keep_shape = put_back(empty({a.rows, 1}), a, 1).shape();
+  autograd::record("prod", {x}, out, [x, d, keep_shape](const Tensor& g) -> std::vector<Tensor> {
+    // d prod / d x_i = the product of the others: the running products before and after i,
+    // which holds where x has zeros too.
+    const Tensor before = scan(x, d, kernels::ScanOp::prod, false, true, "prod");
+    const Tensor after = scan(x, d, kernels::ScanOp::prod, true, true, "prod");
+    return {mul(reshape(g, keep_shape), mul(before, after))};
+  });
+  autograd::save_for_backward(out, {x});
+  return out;
+}
+
+Tensor prod(const Tensor& t, std::optional<DType> dtype) {
+  check_defined(t, "prod", "input");
+  return prod(t.reshape({-1}), 0, false, dtype);
+}
+
+Tensor logsumexp(const Tensor& t, const Shape& dims, bool keepdim) {
+  check_defined(t, "logsumexp", "input");
+  check_floating(t, "logsumexp");
+  // The largest element taken out first keeps exp finite; an infinite one is left in, as
+  // torch's (all -inf rows give -inf, not NaN).
+  Tensor m = amax(t.detach(), dims, true);
+  m = where(isinf(m), zeros({}, TensorOptions(m.dtype()).device(m.device())), m);
+  Tensor out = add(log(sum(exp(sub(t, m)), dims, true)), m);
+  if (keepdim) return out;
+  Plan p = plan_reduction(t, dims, false, "logsumexp");
+  return reshape(out, p.out_shape);
+}
+
+std::pair<Tensor, Tensor> topk(const Tensor& t, int64_t k, int64_t dim, bool largest, bool sorted) {
+  (void)sorted;  // always sorted, which torch's sorted=false allows
+  check_defined(t, "topk", "input");
+  if (t.dim() == 0) {
+    auto [values, idx] = topk(t.reshape({1}), k, dim == -1 ? 0 : dim, largest);
+    return {values.reshape({}), idx.reshape({})};
+  }
+  const Along a = along(t, dim, "topk");
+  TANDEM_CHECK_INDEX(k >= 0 && k <= a.cols, "topk: k (", k, ") out of range for dim ", a.dim,
+                     " of size ", a.cols, " (shape ", shape_str(t.shape()), ")");
+  kernels::sort_rows.at(t, "topk");
+  Tensor idx = empty({a.rows, k}, TensorOptions(DType::i64).device(t.device()));
+  if (a.rows > 0 && k > 0) kernels::sort_rows(idx, rows_of(t, a), a.rows, a.cols, k, largest);
+  idx = put_back(idx, a, k).contiguous();
+  return {gather(t, a.dim, idx), idx};  // values, with gather's gradient
+}
+
+std::pair<Tensor, Tensor> sort(const Tensor& t, int64_t dim, bool descending) {
+  const Along a = along(t, dim, "sort");
+  return topk(t, a.cols, dim, descending);
+}
+
+Tensor argsort(const Tensor& t, int64_t dim, bool descending) {
+  return sort(t.detach(), dim, descending).second;
+}
+
 }  // namespace tandem

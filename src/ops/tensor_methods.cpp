@@ -268,6 +268,36 @@ Tensor Tensor::log() const { return tandem::log(*this); }
 Tensor Tensor::sqrt() const { return tandem::sqrt(*this); }
 Tensor Tensor::rsqrt() const { return tandem::rsqrt(*this); }
 Tensor Tensor::sin() const { return tandem::sin(*this); }
+Tensor Tensor::expm1() const { return tandem::expm1(*this); }
+Tensor Tensor::tan() const { return tandem::tan(*this); }
+Tensor Tensor::atan() const { return tandem::atan(*this); }
+Tensor Tensor::erf() const { return tandem::erf(*this); }
+Tensor Tensor::log2() const { return tandem::log2(*this); }
+Tensor Tensor::log10() const { return tandem::log10(*this); }
+Tensor Tensor::reciprocal() const { return tandem::reciprocal(*this); }
+Tensor Tensor::cumsum(int64_t dim, std::optional<DType> dtype) const {
+  return tandem::cumsum(*this, dim, dtype);
+}
+Tensor Tensor::prod(std::optional<DType> dtype) const { return tandem::prod(*this, dtype); }
+Tensor Tensor::prod(int64_t dim, bool keepdim, std::optional<DType> dtype) const {
+  return tandem::prod(*this, dim, keepdim, dtype);
+}
+Tensor Tensor::logsumexp(const Shape& dims, bool keepdim) const {
+  return tandem::logsumexp(*this, dims, keepdim);
+}
+std::pair<Tensor, Tensor> Tensor::topk(int64_t k, int64_t dim, bool largest, bool sorted) const {
+  return tandem::topk(*this, k, dim, largest, sorted);
+}
+std::pair<Tensor, Tensor> Tensor::sort(int64_t dim, bool descending) const {
+  return tandem::sort(*this, dim, descending);
+}
+Tensor Tensor::argsort(int64_t dim, bool descending) const {
+  return tandem::argsort(*this, dim, descending);
+}
+Tensor Tensor::masked_select(const Tensor& mask) const {
+  return tandem::masked_select(*this, mask);
+}
+Tensor Tensor::nonzero() const { return tandem::nonzero(*this); }
 Tensor Tensor::cos() const { return tandem::cos(*this); }
 Tensor Tensor::log1p() const { return tandem::log1p(*this); }
 Tensor Tensor::floor() const { return tandem::floor(*this); }
@@ -603,6 +633,15 @@ Tensor& Tensor::ceil_() { return math_inplace(*this, kernels::UnaryOp::ceil, "ce
 Tensor& Tensor::round_() { return math_inplace(*this, kernels::UnaryOp::round, "round_"); }
 Tensor& Tensor::pow_(double exponent) {
   return math_inplace(*this, kernels::UnaryOp::pow_scalar, "pow_", {exponent});
+}
+Tensor& Tensor::expm1_() { return math_inplace(*this, kernels::UnaryOp::expm1, "expm1_"); }
+Tensor& Tensor::tan_() { return math_inplace(*this, kernels::UnaryOp::tan, "tan_"); }
+Tensor& Tensor::atan_() { return math_inplace(*this, kernels::UnaryOp::atan, "atan_"); }
+Tensor& Tensor::erf_() { return math_inplace(*this, kernels::UnaryOp::erf, "erf_"); }
+Tensor& Tensor::log2_() { return math_inplace(*this, kernels::UnaryOp::log2, "log2_"); }
+Tensor& Tensor::log10_() { return math_inplace(*this, kernels::UnaryOp::log10, "log10_"); }
+Tensor& Tensor::reciprocal_() {
+  return math_inplace(*this, kernels::UnaryOp::reciprocal, "reciprocal_");
 }
 Tensor& Tensor::neg_() { return math_inplace(*this, kernels::UnaryOp::neg, "neg_"); }
 Tensor& Tensor::abs_() { return math_inplace(*this, kernels::UnaryOp::abs, "abs_"); }

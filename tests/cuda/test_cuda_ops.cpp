@@ -88,6 +88,19 @@ TEST_CASE("CUDA unary and binary ops match the CPU, with broadcasting and stride
         {"isnan", [](auto& v) { return isnan(log(v[0])); }},
         {"isinf",
          [](auto& v) { return isinf(div(v[0], gt(v[0], zeros_like(v[0])).to(v[0].dtype()))); }},
+        {"expm1", [](auto& v) { return expm1(v[0]); }},
+        {"tan", [](auto& v) { return tan(mul(v[0], 0.5)); }},
+        {"atan", [](auto& v) { return atan(v[0]); }},
+        {"erf", [](auto& v) { return erf(v[0]); }},
+        {"silu", [](auto& v) { return silu(v[0]); }},
+        {"elu", [](auto& v) { return elu(v[0], 0.7); }},
+        {"selu", [](auto& v) { return selu(v[0]); }},
+        {"softplus", [](auto& v) { return softplus(v[0], 2.0, 1.0); }},
+        {"mish", [](auto& v) { return mish(v[0]); }},
+        {"hardswish", [](auto& v) { return hardswish(mul(v[0], 3.0)); }},
+        {"hardsigmoid", [](auto& v) { return hardsigmoid(mul(v[0], 3.0)); }},
+        {"log_sigmoid", [](auto& v) { return log_sigmoid(mul(v[0], 4.0)); }},
+        {"hardtanh", [](auto& v) { return hardtanh(v[0], -0.5, 0.8); }},
     };
     for (const auto& [name, f] : unary) same_on_gpu(name, {x}, f, t);
     same_on_gpu("log", {pos}, [](auto& v) { return log(v[0]); }, t);
@@ -96,6 +109,12 @@ TEST_CASE("CUDA unary and binary ops match the CPU, with broadcasting and stride
         "rsqrt", {pos}, [](auto& v) { return rsqrt(v[0]); }, t);
     same_on_gpu(
         "log1p", {pos}, [](auto& v) { return log1p(v[0]); }, t);
+    same_on_gpu(
+        "log2", {pos}, [](auto& v) { return log2(v[0]); }, t);
+    same_on_gpu(
+        "log10", {pos}, [](auto& v) { return log10(v[0]); }, t);
+    same_on_gpu(
+        "reciprocal", {pos}, [](auto& v) { return reciprocal(v[0]); }, t);
 
     const std::vector<std::pair<const char*, Fn>> binary{
         {"add", [](auto& v) { return add(v[0], v[1], 0.5); }},
@@ -283,6 +302,57 @@ TEST_CASE("CUDA reductions match the CPU: sums, means, extremes and their first 
   same_on_gpu("integer sum", {ints}, [](auto& v) { return sum(v[0], {1}); }, {0, 0});
   Tensor long_ints = randint(-100, 100, {2, 50000}, DType::i64, &g);
   same_on_gpu("integer sum in parts", {long_ints}, [](auto& v) { return sum(v[0], {1}); }, {0, 0});
+}
+
+TEST_CASE("CUDA scans, products and sorts match the CPU: ties in position order, NaN last",
+          "[cuda]") {
+  if (!gpu_present("CUDA scans and sorts")) return;
+  for (DType dt : kFloats) {
+    INFO("dtype " << dt);
+    // Rows shorter than a block, several blocks long (the scan's carry), and a length that is
+    // not a power of two (the sort's padding).
+    for (int64_t cols : {5, 300, 1000}) {
+      INFO("cols " << cols);
+      Tensor x = randn_as({3, cols}, dt, 20 + cols);
+      const Tol ts = dt == DType::f32 ? Tol{1e-5, 1e-4} : tol(dt);
+      same_on_gpu(
+          "cumsum", {x}, [](auto& v) { return cumsum(v[0], 1); }, ts);
+      same_on_gpu(
+          "cumsum dim 0", {x}, [](auto& v) { return cumsum(v[0], 0); }, ts);
+      same_on_gpu("sort values", {x}, [](auto& v) { return sort(v[0], 1).first; }, {0, 0});
+      same_on_gpu("sort indices", {x}, [](auto& v) { return sort(v[0], 1, true).second; }, {0, 0});
+      same_on_gpu("topk", {x}, [](auto& v) { return topk(v[0], 4, 1).second; }, {0, 0});
+      same_on_gpu("argsort dim 0", {x}, [](auto& v) { return argsort(v[0], 0); }, {0, 0});
+      // products of numbers near 1, so that long rows neither vanish nor overflow
+      Tensor near1 = add(mul(x, 0.01), 1.0);
+      same_on_gpu(
+          "prod", {near1}, [](auto& v) { return prod(v[0], 1); }, ts);
+    }
+    Tensor ties = from_vector<double>({2, NAN, 1, 2, 1, NAN, 0, 2}, {1, 8}).to(dt);
+    same_on_gpu("sort ties and NaN", {ties}, [](auto& v) { return argsort(v[0]); }, {0, 0});
+    same_on_gpu("descending ties and NaN", {ties}, [](auto& v) { return argsort(v[0], -1, true); },
+                {0, 0});
+    // Gradients: prod's through the running products (zeros included), sort's through gather.
+    Tensor z = from_vector<double>({1.5, 0, 2, -1, 0, 0, 3, 0.5}, {2, 4}).to(dt);
+    same_on_gpu(
+        "prod gradient", {z},
+        [](auto& v) {
+          Tensor a = v[0].detach().requires_grad_(true);
+          prod(a, 1).sum().backward();
+          return a.grad();
+        },
+        tol(dt));
+  }
+  Generator g(8);
+  Tensor ints = randint(-50, 50, {4, 700}, DType::i64, &g);
+  same_on_gpu("integer cumsum", {ints}, [](auto& v) { return cumsum(v[0], 1); }, {0, 0});
+  same_on_gpu("integer sort", {ints}, [](auto& v) { return sort(v[0], 1).second; }, {0, 0});
+  same_on_gpu("randperm", {ints},
+              [](auto& v) {
+                Generator gen(11);
+                return randperm(500, TensorOptions().device(v[0].device()), &gen);
+              },
+              {0, 0});
 }
 
 TEST_CASE("CUDA matrix products through cuBLAS match the CPU in every float dtype", "[cuda]") {

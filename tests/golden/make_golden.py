@@ -283,6 +283,45 @@ with torch.random.fork_rng():
     case("max_pool2d_ceil_dilation",
          lambda x: F.max_pool2d(x, (3, 2), (2, 3), (1, 0), (1, 2), ceil_mode=True), r(1, 2, 7, 8))
 
+# The other activations, math functions, scans, products and sorts: a stream of their own.
+with torch.random.fork_rng():
+    torch.manual_seed(4242)
+    case("silu", F.silu, r(3, 5) * 3)
+    case("elu", lambda a: F.elu(a, alpha=0.7), r(3, 5) * 2)
+    case("selu", F.selu, r(3, 5) * 2)
+    case("softplus", lambda a: F.softplus(a, beta=2.0, threshold=3.0), r(4, 5) * 2)
+    case("mish", F.mish, r(3, 5) * 3)
+    case("hardswish", F.hardswish, r(4, 5) * 3)
+    case("hardsigmoid", F.hardsigmoid, r(4, 5) * 3)
+    case("logsigmoid", F.logsigmoid, r(3, 5) * 4)
+    case("hardtanh", lambda a: F.hardtanh(a, -0.5, 0.8), r(4, 5))
+    case("relu6", F.relu6, r(4, 5) * 5)
+    case("softsign", F.softsign, r(3, 5) * 2)
+    case("prelu", lambda a, w: F.prelu(a, w), r(2, 3, 2, 2), r(3))
+    case("expm1", torch.expm1, r(7))
+    case("tan", torch.tan, r(7) * 0.5)
+    case("atan", torch.atan, r(7) * 2)
+    case("erf", torch.erf, r(7))
+    case("log2", torch.log2, pos(7))
+    case("log10", torch.log10, pos(7))
+    case("reciprocal", torch.reciprocal, pos(7))
+    case("cumsum", lambda a: torch.cumsum(a, 1), r(3, 6))
+    case("cumsum_dim0", lambda a: torch.cumsum(a, 0), r(4, 2, 3))
+    zeros_in = r(3, 4)
+    zeros_in[1, 2] = 0.0
+    zeros_in[2, 0] = 0.0
+    zeros_in[2, 3] = 0.0
+    case("prod_dim", lambda a: torch.prod(a, 1), zeros_in)
+    case("prod_dim0_keepdim", lambda a: torch.prod(a, 0, keepdim=True), r(3, 4))
+    case("prod_all", torch.prod, r(2, 3) + 1.5)
+    case("logsumexp", lambda a: torch.logsumexp(a, (0, 2)), r(2, 3, 4) * 3)
+    case("logsumexp_keepdim", lambda a: torch.logsumexp(a, 1, keepdim=True), r(3, 5) * 10)
+    case("sort_descending", lambda a: torch.sort(a, 1, descending=True)[0], r(3, 7))
+    case("sort_indices", lambda a: torch.sort(a, 0)[1], r(5, 3), grad=False)
+    case("topk", lambda a: torch.topk(a, 3)[0], r(2, 3, 6))
+    case("topk_smallest_dim0", lambda a: torch.topk(a, 2, 0, largest=False)[0], r(5, 4))
+    case("masked_select", lambda a, m: torch.masked_select(a, m), r(3, 4), torch.rand(4) > 0.4)
+
 with open(os.path.join(HERE, "ops.json"), "w") as f:
     json.dump({"generator": "torch " + torch.__version__, "cases": cases}, f)
 

@@ -3,6 +3,8 @@
 // methods, the factories, the layers, Adam. Each is checked against a closed form or against
 // the functional op it forwards to; the new ops' values and gradients against PyTorch's are in
 // tests/ops/test_golden.cpp, Adam's in tests/optim/test_optim.cpp.
+#include <algorithm>
+#include <set>
 #include <sstream>
 
 #include "../util.hpp"
@@ -1626,4 +1628,194 @@ TEST_CASE("libtorch names: assigning to an indexed view writes into the tensor",
   CHECK(a.to_vector<float>() == std::vector<float>{1, 1});
   auto leaf = torch::ones({2}, torch::requires_grad());
   CHECK_THROWS(leaf[0] = 3);  // in place on a tensor that requires grad, as every in-place op
+}
+
+TEST_CASE("libtorch names: the other activations as layers, F:: calls and functions",
+          "[libtorch]") {
+  namespace F = torch::nn::functional;
+  // Values and gradients against PyTorch are golden cases (tests/ops/test_golden.cpp); here the
+  // libtorch spellings reach the same ops, checked against closed forms at chosen points.
+  auto x = torch::tensor({-4.0, -1.0, 0.0, 0.5, 2.0, 7.0});
+  const std::vector<double> xs = {-4.0, -1.0, 0.0, 0.5, 2.0, 7.0};
+  auto each = [&](double (*f)(double)) {
+    std::vector<double> v;
+    for (double e : xs) v.push_back(f(e));
+    return torch::tensor(v).to(torch::kFloat);
+  };
+  require_close(torch::nn::SiLU()(x), each([](double v) { return v / (1.0 + std::exp(-v)); }), 1e-6,
+                1e-6, "SiLU");
+  require_close(torch::nn::ELU(torch::nn::ELUOptions().alpha(0.5))(x),
+                each([](double v) { return v > 0 ? v : 0.5 * std::expm1(v); }), 1e-6, 1e-6, "ELU");
+  require_close(F::elu(x, F::ELUFuncOptions().alpha(0.5)), torch::elu(x, 0.5), 0, 0, "F::elu");
+  require_close(torch::nn::SELU()(x), torch::elu(x, 1.6732632423543772, 1.0507009873554805), 0, 0,
+                "SELU");
+  require_close(torch::nn::Softplus(torch::nn::SoftplusOptions().beta(2).threshold(5))(x),
+                each([](double v) { return 2 * v > 5 ? v : std::log1p(std::exp(2 * v)) / 2; }),
+                1e-6, 1e-6, "Softplus");
+  require_close(torch::nn::Hardtanh(torch::nn::HardtanhOptions().min_val(-2).max_val(3))(x),
+                torch::clamp(x, -2, 3), 0, 0, "Hardtanh");
+  require_close(F::relu6(x), torch::clamp(x, 0, 6), 0, 0, "relu6");
+  require_close(torch::nn::Mish()(x),
+                each([](double v) { return v * std::tanh(std::log1p(std::exp(v))); }), 1e-6, 1e-6,
+                "Mish");
+  require_close(torch::nn::Hardswish()(x),
+                each([](double v) { return v * std::min(std::max(v + 3, 0.0), 6.0) / 6; }), 1e-6,
+                1e-6, "Hardswish");
+  require_close(F::hardsigmoid(x),
+                each([](double v) { return std::min(std::max(v + 3, 0.0), 6.0) / 6; }), 1e-6, 1e-6,
+                "hardsigmoid");
+  require_close(torch::nn::LogSigmoid()(x),
+                each([](double v) { return std::log(1.0 / (1.0 + std::exp(-v))); }), 1e-6, 1e-6,
+                "LogSigmoid");
+  require_close(F::softsign(x), each([](double v) { return v / (1 + std::fabs(v)); }), 1e-6, 1e-6,
+                "softsign");
+  // log_sigmoid is finite far out, where the naive form is log(0)
+  CHECK(std::isfinite(torch::log_sigmoid(torch::tensor({-200.0})).item<double>()));
+  CHECK(torch::log_sigmoid(torch::tensor({-200.0})).item<double>() == Approx(-200.0));
+
+  // PReLU: one slope per channel, a parameter that learns.
+  auto prelu = torch::nn::PReLU(torch::nn::PReLUOptions().num_parameters(2).init(0.1));
+  CHECK(prelu.named_parameters().size() == 1);
+  auto y = torch::tensor({{{-1.0, 2.0}}, {{-3.0, 4.0}}}).reshape({1, 2, 2});
+  require_close(prelu(y), torch::tensor({-0.1, 2.0, -0.3, 4.0}).reshape({1, 2, 2}), 1e-7, 1e-7,
+                "PReLU");
+  prelu(y).sum().backward();
+  require_close(prelu.weight.grad(), torch::tensor({-1.0, -3.0}), 0, 0, "PReLU weight grad");
+  CHECK_THROWS_WITH(torch::prelu(y, torch::ones({3})),
+                    Catch::Contains("expected 1 or the input's 2 channels"));
+  CHECK_THROWS_WITH(torch::nn::Hardtanh(torch::nn::HardtanhOptions().min_val(1).max_val(0)),
+                    Catch::Contains("must be greater than min_val"));
+
+  // In a Sequential, by name.
+  auto seq = torch::nn::Sequential(
+      std::make_shared<torch::nn::Linear>(3, 4), std::make_shared<torch::nn::SiLU>(),
+      std::make_shared<torch::nn::Linear>(4, 2), std::make_shared<torch::nn::Hardswish>());
+  CHECK(seq(torch::ones({5, 3})).sizes() == std::vector<int64_t>{5, 2});
+  std::ostringstream os;
+  os << torch::nn::ELU(torch::nn::ELUOptions().alpha(0.5)) << " "
+     << torch::nn::Softplus(torch::nn::SoftplusOptions().beta(2));
+  CHECK(os.str() == "ELU(alpha=0.5) Softplus(beta=2, threshold=20)");
+}
+
+TEST_CASE("libtorch names: math methods, in place too", "[libtorch]") {
+  auto x = torch::tensor({0.25, 0.5, 2.0});
+  require_close(x.expm1(), torch::exp(x) - 1, 1e-6, 1e-7, "expm1");
+  require_close(x.reciprocal(), 1.0 / x, 0, 0, "reciprocal");
+  require_close(x.log2(), torch::log(x) / std::log(2.0), 1e-6, 0, "log2");
+  require_close(x.log10(), torch::log(x) / std::log(10.0), 1e-6, 0, "log10");
+  require_close(x.tan(), torch::sin(x) / torch::cos(x), 1e-6, 0, "tan");
+  require_close(x.atan().tan(), x, 1e-6, 0, "atan");
+  CHECK(torch::erf(torch::tensor({0.0, 10.0})).to_vector<float>() == std::vector<float>{0, 1});
+  auto y = x.clone();
+  y.reciprocal_();
+  require_close(y, x.reciprocal(), 0, 0, "reciprocal_");
+  y.erf_();
+  require_close(y, x.reciprocal().erf(), 0, 0, "erf_");
+  CHECK_THROWS_WITH(torch::tensor({1, 2}).log2(), Catch::Contains("log2"));
+}
+
+TEST_CASE("libtorch names: sort, topk, argsort, cumsum, prod, logsumexp", "[libtorch]") {
+  auto x = torch::tensor({{3.0, 1.0, 2.0, 1.0}, {0.0, -1.0, 5.0, 5.0}});
+  // structured bindings and std::get, as with libtorch's tuples
+  auto [values, indices] = x.sort(1);
+  require_close(values, torch::tensor({{1.0, 1.0, 2.0, 3.0}, {-1.0, 0.0, 5.0, 5.0}}), 0, 0, "sort");
+  // equal values keep their order (1 at 1 before 1 at 3; 5 at 2 before 5 at 3), both ways
+  CHECK(indices.to_vector<int64_t>() == std::vector<int64_t>{1, 3, 2, 0, 1, 0, 2, 3});
+  CHECK(std::get<1>(torch::sort(x, 1, /*descending=*/true)).to_vector<int64_t>() ==
+        std::vector<int64_t>{0, 2, 1, 3, 2, 3, 0, 1});
+  CHECK(x.argsort(0).to_vector<int64_t>() == std::vector<int64_t>{1, 1, 0, 0, 0, 0, 1, 1});
+  auto top = torch::topk(x, 2);
+  CHECK(top.first.sizes() == std::vector<int64_t>{2, 2});
+  CHECK(top.second.to_vector<int64_t>() == std::vector<int64_t>{0, 2, 2, 3});
+  CHECK(x.topk(1, 1, /*largest=*/false).first.to_vector<float>() == std::vector<float>{1, -1});
+  // NaN sorts above every number, as torch.sort
+  const double nan = std::nan("");
+  auto withnan = torch::tensor({1.0, nan, -2.0});
+  CHECK(withnan.argsort().to_vector<int64_t>() == std::vector<int64_t>{2, 0, 1});
+  CHECK(withnan.argsort(-1, true).to_vector<int64_t>() == std::vector<int64_t>{1, 0, 2});
+  CHECK_THROWS_WITH(x.topk(5), Catch::Contains("topk: k (5) out of range"));
+  // a 0-dim tensor sorts as itself
+  CHECK(torch::tensor(4.0).sort().first.item<double>() == 4.0);
+  CHECK(torch::tensor(4.0).sort().first.dim() == 0);
+
+  // cumsum: integers sum in i64, or in the dtype asked for
+  auto i = torch::tensor({1, 2, 3}).to(torch::kInt);
+  CHECK(i.cumsum(0).dtype() == torch::kLong);
+  CHECK(i.cumsum(0).to_vector<int64_t>() == std::vector<int64_t>{1, 3, 6});
+  CHECK(torch::cumsum(i, 0, torch::kFloat).dtype() == torch::kFloat);
+  CHECK(torch::tensor({true, false, true}).cumsum(0).to_vector<int64_t>() ==
+        std::vector<int64_t>{1, 1, 2});
+  // the gradient of a cumsum sums the gradients after each element
+  auto c = torch::tensor({1.0, 2.0, 3.0}, torch::requires_grad());
+  (c.cumsum(0) * torch::tensor({1.0, 10.0, 100.0})).sum().backward();
+  CHECK(c.grad().to_vector<float>() == std::vector<float>{111, 110, 100});
+
+  // prod: of all, along a dim, of integers (i64), of an empty dim (1)
+  CHECK(x.prod().item<double>() == 0.0);
+  CHECK(x.prod(1).to_vector<float>() == std::vector<float>{6, -0.0f});
+  CHECK(torch::tensor({2, 3, 4}).prod().item<int64_t>() == 24);
+  CHECK(torch::tensor({2, 3, 4}).prod().dtype() == torch::kLong);
+  CHECK(torch::ones({2, 0}).prod(1).to_vector<float>() == std::vector<float>{1, 1});
+
+  // logsumexp: no overflow, -inf rows stay -inf
+  CHECK(torch::logsumexp(torch::tensor({1000.0, 1000.0}), 0).item<double>() ==
+        Approx(1000.0 + std::log(2.0)));
+  auto ninf = -std::numeric_limits<double>::infinity();
+  CHECK(torch::tensor({ninf, ninf}).logsumexp(0).item<double>() == ninf);
+}
+
+TEST_CASE("libtorch names: masked_select, nonzero, randperm, multinomial", "[libtorch]") {
+  auto x = torch::tensor({{1.0, 2.0, 3.0}, {4.0, 5.0, 6.0}}, torch::requires_grad());
+  auto picked = torch::masked_select(x, torch::tensor({true, false, true}));  // broadcast
+  CHECK(picked.to_vector<float>() == std::vector<float>{1, 3, 4, 6});
+  picked.sum().backward();
+  CHECK(x.grad().to_vector<float>() == std::vector<float>{1, 0, 1, 1, 0, 1});
+  CHECK_THROWS_WITH(x.masked_select(torch::ones({3})), Catch::Contains("must be a bool tensor"));
+
+  auto nz = torch::tensor({{0, 3}, {5, 0}}).nonzero();
+  CHECK(nz.sizes() == std::vector<int64_t>{2, 2});
+  CHECK(nz.to_vector<int64_t>() == std::vector<int64_t>{0, 1, 1, 0});
+  CHECK(torch::zeros({3}).nonzero().sizes() == std::vector<int64_t>{0, 1});
+  CHECK(torch::tensor(2.0).nonzero().sizes() == std::vector<int64_t>{1, 0});
+
+  // randperm: a permutation, the same for the same seed
+  torch::manual_seed(5);
+  auto p = torch::randperm(100);
+  CHECK(p.dtype() == torch::kLong);
+  CHECK(std::get<0>(p.sort()).to_vector<int64_t>() == torch::arange(100).to_vector<int64_t>());
+  CHECK(p.to_vector<int64_t>() != torch::arange(100).to_vector<int64_t>());
+  torch::manual_seed(5);
+  CHECK(torch::randperm(100).to_vector<int64_t>() == p.to_vector<int64_t>());
+  CHECK(torch::randperm(0).numel() == 0);
+
+  // multinomial with replacement: frequencies near the weights (20000 draws: each count within
+  // 5 standard deviations of its expectation, a bound a correct sampler misses with
+  // probability ~1e-6)
+  torch::manual_seed(7);
+  auto w = torch::tensor({1.0, 0.0, 3.0, 6.0});
+  const int64_t n = 20000;
+  auto draws = torch::multinomial(w, n, /*replacement=*/true);
+  CHECK(draws.sizes() == std::vector<int64_t>{n});
+  std::vector<int64_t> counts(4, 0);
+  for (int64_t d : draws.to_vector<int64_t>()) ++counts.at(static_cast<size_t>(d));
+  CHECK(counts[1] == 0);
+  for (int k : {0, 2, 3}) {
+    const double q = w[k].item<double>() / 10.0, mean = q * n, sd = std::sqrt(n * q * (1 - q));
+    CHECK(std::abs(counts[k] - mean) < 5 * sd);
+  }
+  // without replacement: distinct categories, never a zero-weight one; the first pick follows
+  // the weights too
+  std::vector<int64_t> first(4, 0);
+  for (int r = 0; r < 2000; ++r) {
+    auto s = torch::multinomial(w, 3).to_vector<int64_t>();
+    CHECK(std::set<int64_t>(s.begin(), s.end()).size() == 3);
+    CHECK(std::find(s.begin(), s.end(), 1) == s.end());
+    ++first.at(static_cast<size_t>(s[0]));
+  }
+  CHECK(std::abs(first[3] - 1200) < 5 * std::sqrt(2000 * 0.6 * 0.4));
+  auto rows = torch::multinomial(torch::ones({3, 5}), 2);
+  CHECK(rows.sizes() == std::vector<int64_t>{3, 2});
+  CHECK_THROWS_WITH(torch::multinomial(w, 4), Catch::Contains("too few to sample"));
+  CHECK_THROWS_WITH(torch::multinomial(torch::tensor({-1.0, 2.0}), 1),
+                    Catch::Contains("nonnegative"));
 }

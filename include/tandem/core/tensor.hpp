@@ -329,6 +329,29 @@ class Tensor {
   Tensor tanh() const;
   Tensor softmax(int64_t dim) const;
   Tensor log_softmax(int64_t dim) const;
+  Tensor expm1() const;
+  Tensor tan() const;
+  Tensor atan() const;
+  Tensor erf() const;
+  Tensor log2() const;
+  Tensor log10() const;
+  Tensor reciprocal() const;
+  Tensor cumsum(int64_t dim, std::optional<DType> dtype = std::nullopt) const;
+  Tensor prod(std::optional<DType> dtype = std::nullopt) const;
+  Tensor prod(int64_t dim, bool keepdim = false, std::optional<DType> dtype = std::nullopt) const;
+  Tensor logsumexp(const Shape& dims, bool keepdim = false) const;
+  template <typename I, typename = std::enable_if_t<std::is_integral_v<I>>>
+  Tensor logsumexp(I dim, bool keepdim = false) const {
+    return logsumexp(Shape{static_cast<int64_t>(dim)}, keepdim);
+  }
+  std::pair<Tensor, Tensor> topk(int64_t k, int64_t dim = -1, bool largest = true,
+                                 bool sorted = true) const;
+  std::pair<Tensor, Tensor> sort(int64_t dim = -1, bool descending = false) const;
+  Tensor argsort(int64_t dim = -1, bool descending = false) const;
+  /// The elements where mask (broadcast with this tensor) is true, as one dim.
+  Tensor masked_select(const Tensor& mask) const;
+  /// The positions of the nonzero elements, (count, dim()) i64.
+  Tensor nonzero() const;
   Tensor clamp(std::optional<double> min, std::optional<double> max = std::nullopt) const;
   Tensor pow(double exponent) const;
   Tensor add(const Tensor& other, double alpha = 1.0) const;
@@ -400,6 +423,13 @@ class Tensor {
   Tensor& ceil_();
   Tensor& round_();
   Tensor& pow_(double exponent);
+  Tensor& expm1_();
+  Tensor& tan_();
+  Tensor& atan_();
+  Tensor& erf_();
+  Tensor& log2_();
+  Tensor& log10_();
+  Tensor& reciprocal_();
   /// And those that also run on integers.
   Tensor& neg_();
   Tensor& abs_();

@@ -35,7 +35,21 @@ enum class UnaryOp {
   ceil,
   round,
   log1p,
-  rsqrt
+  rsqrt,
+  expm1,
+  tan,
+  atan,
+  erf,
+  log2,
+  log10,
+  reciprocal,
+  silu,
+  elu,
+  softplus,
+  mish,
+  hardswish,
+  hardsigmoid,
+  log_sigmoid
 };
 enum class BinaryOp {
   add, mul, div, pow, maximum, minimum,        // arithmetic (add: a + alpha * b)
@@ -202,6 +216,94 @@ struct Rsqrt {
     return T(1) / sqrt(x);
   }
 };
+struct Expm1 {
+  template <typename T>
+  TANDEM_HD T operator()(T x) const {
+    return expm1(x);
+  }
+};
+struct Tan {
+  template <typename T>
+  TANDEM_HD T operator()(T x) const {
+    return tan(x);
+  }
+};
+struct Atan {
+  template <typename T>
+  TANDEM_HD T operator()(T x) const {
+    return atan(x);
+  }
+};
+struct Erf {
+  template <typename T>
+  TANDEM_HD T operator()(T x) const {
+    return erf(x);
+  }
+};
+struct Log2 {
+  template <typename T>
+  TANDEM_HD T operator()(T x) const {
+    return log2(x);
+  }
+};
+struct Log10 {
+  template <typename T>
+  TANDEM_HD T operator()(T x) const {
+    return log10(x);
+  }
+};
+struct Reciprocal {
+  template <typename T>
+  TANDEM_HD T operator()(T x) const {
+    return T(1) / x;
+  }
+};
+// The activations, in torch's formulas (its CPU kernels'), so that values agree to rounding.
+struct Silu {  // x * sigmoid(x)
+  template <typename T>
+  TANDEM_HD T operator()(T x) const {
+    return x / (T(1) + exp(-x));
+  }
+};
+struct Elu {  // scale * (x > 0 ? x : alpha * (exp(x) - 1)); SELU is ELU with its constants
+  double alpha, scale;
+  template <typename T>
+  TANDEM_HD T operator()(T x) const {
+    return x > T(0) ? T(scale) * x : T(scale) * T(alpha) * expm1(x);
+  }
+};
+struct Softplus {  // log(1 + exp(beta x)) / beta, linear where beta x > threshold
+  double beta, threshold;
+  template <typename T>
+  TANDEM_HD T operator()(T x) const {
+    const T bx = x * T(beta);
+    return bx > T(threshold) ? x : log1p(exp(bx)) / T(beta);
+  }
+};
+struct Mish {  // x * tanh(softplus(x)), softplus with beta 1 and threshold 20
+  template <typename T>
+  TANDEM_HD T operator()(T x) const {
+    return x * tanh(x > T(20) ? x : log1p(exp(x)));
+  }
+};
+struct Hardswish {  // x * relu6(x + 3) / 6
+  template <typename T>
+  TANDEM_HD T operator()(T x) const {
+    return x <= T(-3) ? T(0) : (x >= T(3) ? x : x * (x + T(3)) / T(6));
+  }
+};
+struct Hardsigmoid {  // relu6(x + 3) / 6
+  template <typename T>
+  TANDEM_HD T operator()(T x) const {
+    return x <= T(-3) ? T(0) : (x >= T(3) ? T(1) : x / T(6) + T(0.5));
+  }
+};
+struct LogSigmoid {  // -softplus(-x) = min(x, 0) - log1p(exp(-|x|)), finite for every x
+  template <typename T>
+  TANDEM_HD T operator()(T x) const {
+    return (x < T(0) ? x : T(0)) - log1p(exp(-fabs(x)));
+  }
+};
 struct LogicalNot {
   static constexpr bool kIntegers = true;
   template <typename T> TANDEM_HD bool operator()(T x) const { return !x; } };
@@ -316,6 +418,20 @@ decltype(auto) with_unary(UnaryOp op, const OpArgs& args, F&& f) {
     case UnaryOp::round: return f(Round{});
     case UnaryOp::log1p: return f(Log1p{});
     case UnaryOp::rsqrt: return f(Rsqrt{});
+    case UnaryOp::expm1: return f(Expm1{});
+    case UnaryOp::tan: return f(Tan{});
+    case UnaryOp::atan: return f(Atan{});
+    case UnaryOp::erf: return f(Erf{});
+    case UnaryOp::log2: return f(Log2{});
+    case UnaryOp::log10: return f(Log10{});
+    case UnaryOp::reciprocal: return f(Reciprocal{});
+    case UnaryOp::silu: return f(Silu{});
+    case UnaryOp::elu: return f(Elu{args.a, args.b});
+    case UnaryOp::softplus: return f(Softplus{args.a, args.b});
+    case UnaryOp::mish: return f(Mish{});
+    case UnaryOp::hardswish: return f(Hardswish{});
+    case UnaryOp::hardsigmoid: return f(Hardsigmoid{});
+    case UnaryOp::log_sigmoid: return f(LogSigmoid{});
   }
   return f(Neg{});
 }

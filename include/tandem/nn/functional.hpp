@@ -63,6 +63,33 @@ inline Tensor gelu(const Tensor& input, const GELUFuncOptions& o) {
   return tandem::gelu(input, o.approximate());
 }
 
+using tandem::hardsigmoid;
+using tandem::hardswish;
+using tandem::mish;
+using tandem::prelu;
+using tandem::silu;
+using tandem::softsign;
+inline Tensor logsigmoid(const Tensor& input) { return tandem::log_sigmoid(input); }
+
+using ELUFuncOptions = ELUOptions;
+inline Tensor elu(const Tensor& input, const ELUFuncOptions& o = {}) {
+  return tandem::elu(input, o.alpha());
+}
+using SELUFuncOptions = SELUOptions;
+inline Tensor selu(const Tensor& input, const SELUFuncOptions& = {}) { return tandem::selu(input); }
+using SoftplusFuncOptions = SoftplusOptions;
+inline Tensor softplus(const Tensor& input, const SoftplusFuncOptions& o = {}) {
+  return tandem::softplus(input, o.beta(), o.threshold());
+}
+using HardtanhFuncOptions = HardtanhOptions;
+inline Tensor hardtanh(const Tensor& input, const HardtanhFuncOptions& o = {}) {
+  return tandem::hardtanh(input, o.min_val(), o.max_val());
+}
+using ReLU6FuncOptions = ReLU6Options;
+inline Tensor relu6(const Tensor& input, const ReLU6FuncOptions& = {}) {
+  return tandem::relu6(input);
+}
+
 using SoftmaxFuncOptions = SoftmaxOptions;
 using LogSoftmaxFuncOptions = SoftmaxOptions;
 inline Tensor softmax(const Tensor& input, const SoftmaxFuncOptions& o) {

@@ -292,6 +292,122 @@ class GELU : public Module {
   const std::string approximate;
 };
 
+/// The other activations of torch.nn (the ops in ops/nn_ops.hpp), with libtorch's options.
+struct ELUOptions {
+  TANDEM_ARG(double, alpha) = 1.0;
+  TANDEM_ARG(bool, inplace) = false;
+};
+
+class ELU : public Module {
+ public:
+  explicit ELU(const ELUOptions& options = {}) : Module("ELU"), options(options) {}
+  Tensor forward(const Tensor& input) override;
+  std::string extra_repr() const override;
+  const ELUOptions options;
+};
+
+struct SELUOptions {
+  SELUOptions(bool inplace = false) : inplace_(inplace) {}  // NOLINT(google-explicit-constructor)
+  TANDEM_ARG(bool, inplace);
+};
+
+class SELU : public Module {
+ public:
+  explicit SELU(const SELUOptions& options = {}) : Module("SELU"), options(options) {}
+  Tensor forward(const Tensor& input) override;
+  const SELUOptions options;
+};
+
+struct SoftplusOptions {
+  TANDEM_ARG(double, beta) = 1.0;
+  TANDEM_ARG(double, threshold) = 20.0;
+};
+
+class Softplus : public Module {
+ public:
+  explicit Softplus(const SoftplusOptions& options = {}) : Module("Softplus"), options(options) {}
+  Tensor forward(const Tensor& input) override;
+  std::string extra_repr() const override;
+  const SoftplusOptions options;
+};
+
+struct HardtanhOptions {
+  TANDEM_ARG(double, min_val) = -1.0;
+  TANDEM_ARG(double, max_val) = 1.0;
+  TANDEM_ARG(bool, inplace) = false;
+};
+
+class Hardtanh : public Module {
+ public:
+  explicit Hardtanh(const HardtanhOptions& options = {});
+  Tensor forward(const Tensor& input) override;
+  std::string extra_repr() const override;
+  const HardtanhOptions options;
+};
+
+struct ReLU6Options {
+  ReLU6Options(bool inplace = false) : inplace_(inplace) {}  // NOLINT(google-explicit-constructor)
+  TANDEM_ARG(bool, inplace);
+};
+
+class ReLU6 : public Module {
+ public:
+  explicit ReLU6(const ReLU6Options& options = {}) : Module("ReLU6"), options(options) {}
+  Tensor forward(const Tensor& input) override;
+  const ReLU6Options options;
+};
+
+class SiLU : public Module {
+ public:
+  SiLU() : Module("SiLU") {}
+  Tensor forward(const Tensor& input) override;
+};
+
+class Mish : public Module {
+ public:
+  Mish() : Module("Mish") {}
+  Tensor forward(const Tensor& input) override;
+};
+
+class Hardswish : public Module {
+ public:
+  Hardswish() : Module("Hardswish") {}
+  Tensor forward(const Tensor& input) override;
+};
+
+class Hardsigmoid : public Module {
+ public:
+  Hardsigmoid() : Module("Hardsigmoid") {}
+  Tensor forward(const Tensor& input) override;
+};
+
+class LogSigmoid : public Module {
+ public:
+  LogSigmoid() : Module("LogSigmoid") {}
+  Tensor forward(const Tensor& input) override;
+};
+
+class Softsign : public Module {
+ public:
+  Softsign() : Module("Softsign") {}
+  Tensor forward(const Tensor& input) override;
+};
+
+/// num_parameters: 1 (one slope for every channel) or the input's channel count (dim 1).
+struct PReLUOptions {
+  TANDEM_ARG(int64_t, num_parameters) = 1;
+  TANDEM_ARG(double, init) = 0.25;
+};
+
+class PReLU : public Module {
+ public:
+  explicit PReLU(const PReLUOptions& options = {});
+  Tensor forward(const Tensor& input) override;
+  std::string extra_repr() const override;
+  Tensor weight;
+  const PReLUOptions options;
+};
+
 /// A pooling window, as libtorch's MaxPool2dOptions(3).stride(2).padding(1): stride 0 (the
 /// default) means stride = kernel_size, as torch's.
 struct Pool2dOptions {

@@ -89,6 +89,15 @@ Tensor randn(const Shape& shape, TensorOptions options = {}, Generator* gen = nu
 /// Integers uniform in [low, high) (i64 unless the options name a dtype).
 Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions options = {},
                Generator* gen = nullptr);
+/// A random permutation of 0..n-1 (i64 unless the options name a dtype): the order that sorts
+/// n uniform draws, so the same seed gives the same permutation on every device.
+Tensor randperm(int64_t n, TensorOptions options = {}, Generator* gen = nullptr);
+/// num_samples category indices per row of probs ((k) or (rows, k): nonnegative weights, not
+/// necessarily summing to 1), i64. With replacement each draw inverts the row's cumulative
+/// weights ((rows, num_samples, k) comparisons); without, the num_samples largest of p / q for
+/// exponential q (torch's method), so no category repeats.
+Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement = false,
+                   Generator* gen = nullptr);
 
 /// A 1-d tensor of n elements, as libtorch's factories take a single size (`zeros(5)`,
 /// `empty(batch.size(0), device)`). Templates, so that `zeros({})` stays a 0-dim tensor.

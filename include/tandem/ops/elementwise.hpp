@@ -28,6 +28,15 @@ Tensor cos(const Tensor& a);
 Tensor log1p(const Tensor& a);
 /// 1 / sqrt(a).
 Tensor rsqrt(const Tensor& a);
+/// exp(a) - 1 (accurate near 0), tan, arctan, the error function, logarithms to bases 2 and 10,
+/// and 1 / a.
+Tensor expm1(const Tensor& a);
+Tensor tan(const Tensor& a);
+Tensor atan(const Tensor& a);
+Tensor erf(const Tensor& a);
+Tensor log2(const Tensor& a);
+Tensor log10(const Tensor& a);
+Tensor reciprocal(const Tensor& a);
 /// Rounded down, up, and to the nearest whole number (halves to even, as torch.round); their
 /// gradient is 0.
 Tensor floor(const Tensor& a);

@@ -28,5 +28,12 @@ Tensor scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const T
 /// source shaped as self but with index.numel() along dim. The gradient of index_select.
 Tensor index_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source,
                  double alpha = 1.0);
+/// The elements of self where mask (bool, broadcast with self) is true, in order, as one dim;
+/// differentiable in self. Where the mask is true is read on the host (one wait on a GPU, as
+/// in torch).
+Tensor masked_select(const Tensor& self, const Tensor& mask);
+/// The positions of self's nonzero elements in order, (count, self.dim()) i64 on self's device
+/// (read on the host, as masked_select's mask).
+Tensor nonzero(const Tensor& self);
 
 }  // namespace tandem

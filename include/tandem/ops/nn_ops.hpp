@@ -112,6 +112,24 @@ Tensor dropout2d(const Tensor& input, double p = 0.5, bool training = true,
 Tensor embedding(const Tensor& weight, const Tensor& indices, int64_t padding_idx = -1);
 /// input where input > 0, negative_slope * input elsewhere.
 Tensor leaky_relu(const Tensor& input, double negative_slope = 0.01);
+/// The activations of torch.nn, in its formulas: silu (x sigmoid(x)), elu (scale * (x for
+/// x > 0, else alpha (exp(x) - 1))), selu (elu with SELU's constants), softplus (log(1 +
+/// exp(beta x)) / beta, x itself where beta x > threshold), mish (x tanh(softplus(x))),
+/// hardswish, hardsigmoid, log_sigmoid, hardtanh (clamp with torch's gradient: 0 at the bounds),
+/// relu6 (hardtanh(0, 6)), softsign (x / (1 + |x|)) and prelu (x for x > 0, else weight * x;
+/// weight holds one number or one per channel, dim 1).
+Tensor silu(const Tensor& input);
+Tensor elu(const Tensor& input, double alpha = 1.0, double scale = 1.0);
+Tensor selu(const Tensor& input);
+Tensor softplus(const Tensor& input, double beta = 1.0, double threshold = 20.0);
+Tensor mish(const Tensor& input);
+Tensor hardswish(const Tensor& input);
+Tensor hardsigmoid(const Tensor& input);
+Tensor log_sigmoid(const Tensor& input);
+Tensor hardtanh(const Tensor& input, double min_val = -1.0, double max_val = 1.0);
+Tensor relu6(const Tensor& input);
+Tensor softsign(const Tensor& input);
+Tensor prelu(const Tensor& input, const Tensor& weight);
 Tensor softmax(const Tensor& input, int64_t dim);
 Tensor log_softmax(const Tensor& input, int64_t dim);
 

@@ -2,6 +2,7 @@
 // fixed blocking and a wide accumulator, so results do not depend on the thread count.
 #pragma once
 
+#include <optional>
 #include <type_traits>
 #include <utility>
 
@@ -56,6 +57,28 @@ template <typename I, typename = std::enable_if_t<std::is_integral_v<I>>>
 Tensor var(const Tensor& t, I dim, bool unbiased = true, bool keepdim = false) {
   return var(t, Shape{static_cast<int64_t>(dim)}, unbiased ? 1 : 0, keepdim);
 }
+/// Running sums along dim (integers and bool sum in i64, or in `dtype`).
+Tensor cumsum(const Tensor& t, int64_t dim, std::optional<DType> dtype = std::nullopt);
+/// The product of all elements, or along dim (integers and bool multiply in i64). Its gradient
+/// is the product of the other elements, zeros included.
+Tensor prod(const Tensor& t, std::optional<DType> dtype = std::nullopt);
+Tensor prod(const Tensor& t, int64_t dim, bool keepdim = false,
+            std::optional<DType> dtype = std::nullopt);
+/// log(sum(exp(t))) over dims, computed without overflow.
+Tensor logsumexp(const Tensor& t, const Shape& dims, bool keepdim = false);
+template <typename I, typename = std::enable_if_t<std::is_integral_v<I>>>
+Tensor logsumexp(const Tensor& t, I dim, bool keepdim = false) {
+  return logsumexp(t, Shape{static_cast<int64_t>(dim)}, keepdim);
+}
+/// (values, indices) of the k largest (smallest) elements along dim, in order. Equal elements
+/// keep the order of their positions, and NaN counts as larger than any number, on every device.
+/// The values' gradient goes back to the positions they came from.
+std::pair<Tensor, Tensor> topk(const Tensor& t, int64_t k, int64_t dim = -1, bool largest = true,
+                               bool sorted = true);
+/// (values, indices) sorted along dim, stable (see topk).
+std::pair<Tensor, Tensor> sort(const Tensor& t, int64_t dim = -1, bool descending = false);
+/// The indices that sort t along dim.
+Tensor argsort(const Tensor& t, int64_t dim = -1, bool descending = false);
 /// Index into the flattened tensor.
 Tensor argmax(const Tensor& t);
 Tensor argmin(const Tensor& t, int64_t dim, bool keepdim = false);
