@@ -448,6 +448,68 @@ std::shared_ptr<Module> Sequential::operator[](size_t index) const {
   return named_children()[index].second;  // positional
 }
 
+ModuleDict::ModuleDict(const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& modules)
+    : Module("ModuleDict") {
+  update(modules);
+}
+ModuleDict::ModuleDict(const OrderedDict<std::string, std::shared_ptr<Module>>& modules)
+    : Module("ModuleDict") {
+  update(modules);
+}
+void ModuleDict::insert(const std::string& key, std::shared_ptr<Module> module) {
+  if (contains(key)) {
+    replace_child(key, std::move(module));
+  } else {
+    add_child(key, std::move(module));
+  }
+}
+void ModuleDict::update(
+    const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& modules) {
+  for (const auto& [key, module] : modules) insert(key, module);
+}
+void ModuleDict::update(const OrderedDict<std::string, std::shared_ptr<Module>>& modules) {
+  for (const auto& entry : modules) insert(entry.first, entry.second);
+}
+std::shared_ptr<Module> ModuleDict::pop(const std::string& key) {
+  std::shared_ptr<Module> module = (*this)[key];
+  remove_child(key);
+  return module;
+}
+void ModuleDict::clear() {
+  for (const std::string& key : keys()) remove_child(key);
+}
+std::shared_ptr<Module> ModuleDict::operator[](const std::string& key) const {
+  TANDEM_CHECK_INDEX(contains(key), "ModuleDict: no module '", key, "'");
+  return named_children().at(key);
+}
+
+InstanceNorm::InstanceNorm(const char* type_name, int64_t dims, const InstanceNormOptions& o)
+    : Module(type_name), options(o), dims_(dims) {
+  TANDEM_CHECK(o.num_features() > 0, type_name, ": num_features must be positive, got ",
+               o.num_features());
+  TANDEM_CHECK(o.eps() > 0, type_name, ": eps must be positive, got ", o.eps());
+  TANDEM_CHECK(!o.track_running_stats(), type_name,
+               ": track_running_stats(true) is not supported (each sample is normalized by its "
+               "own statistics)");
+  if (o.affine()) {
+    weight = register_parameter("weight", ones({o.num_features()}));
+    bias = register_parameter("bias", zeros({o.num_features()}));
+  }
+}
+Tensor InstanceNorm::forward(const Tensor& input) {
+  TANDEM_CHECK(input.dim() == dims_ && input.size(1) == options.num_features(), type_name(),
+               ": expected input (N, ", options.num_features(), dims_ == 3 ? ", L)" : ", H, W)",
+               ", got ", shape_str(input.shape()));
+  return group_norm(input, options.num_features(), weight, bias, options.eps());
+}
+std::string InstanceNorm::extra_repr() const {
+  std::ostringstream os;
+  os << options.num_features() << ", eps=" << options.eps() << ", momentum=" << options.momentum()
+     << ", affine=" << (options.affine() ? "true" : "false")
+     << ", track_running_stats=" << (options.track_running_stats() ? "true" : "false");
+  return os.str();
+}
+
 void ModuleList::push_back(std::shared_ptr<Module> module) {
   TANDEM_CHECK(module != nullptr, "ModuleList: push_back of a null module");
   add_child(std::to_string(modules_.size()), module);

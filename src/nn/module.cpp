@@ -73,6 +73,19 @@ void Module::add_child(const std::string& name, std::shared_ptr<Module> module) 
   children_.emplace(name, std::move(module));
 }
 
+void Module::replace_child(const std::string& name, std::shared_ptr<Module> module) {
+  TANDEM_CHECK_INDEX(children_.contains(name), type_name_, ": no submodule '", name,
+                     "' to replace");
+  TANDEM_CHECK(module != nullptr, type_name_, ": module '", name, "' is null");
+  TANDEM_CHECK(!reaches(*module, this), type_name_, ": module '", name, "' (", module->type_name(),
+               ") is this module or holds it, which would make a cycle");
+  children_.insert_or_assign(name, std::move(module));
+}
+
+void Module::remove_child(const std::string& name) {
+  TANDEM_CHECK_INDEX(children_.erase(name) == 1, type_name_, ": no submodule '", name, "'");
+}
+
 template <typename F>
 void Module::visit(const std::string& prefix, bool recurse, const F& f) const {
   f(prefix, *this);

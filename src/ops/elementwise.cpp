@@ -394,6 +394,73 @@ Tensor log10(const Tensor& a) {
                   [](const Tensor& g, const Tensor& x) { return div(g, mul(x, M_LN10)); });
 }
 
+Tensor trunc(const Tensor& a) { return rounding(UnaryOp::trunc, a, "trunc"); }
+
+Tensor atan2(const Tensor& a0, const Tensor& b0) {
+  const Tensor a = beside(a0, {&b0}), b = beside(b0, {&a0});
+  Tensor out = binary_forward(BinaryOp::atan2, {}, a, b, "atan2");
+  autograd::record(
+      "atan2", {a, b}, out,
+      [a, b](const Tensor& g) -> std::vector<Tensor> {
+        const Tensor scaled = div(g, add(mul(a, a), mul(b, b)));  // g / (a^2 + b^2)
+        return {a.requires_grad() ? reduce_grad(mul(scaled, b), a) : Tensor(),
+                b.requires_grad() ? reduce_grad(neg(mul(scaled, a)), b) : Tensor()};
+      },
+      kDifferentiable);
+  autograd::save_for_backward(out, {a, b});
+  return out;
+}
+
+namespace {
+// fmod and remainder: a - q b with q = a / b rounded toward zero (fmod) or down (remainder).
+// An integer divisor of 0 is refused, as torch's "ZeroDivisionError" (read on the host: one wait
+// on a GPU); floats give NaN there.
+Tensor modulo(BinaryOp op, UnaryOp rounding_op, const Tensor& a0, const Tensor& b0,
+              const char* name) {
+  const Tensor a = beside(a0, {&b0}), b = beside(b0, {&a0});
+  check_defined(a, name, "first operand");
+  check_defined(b, name, "second operand");
+  if (!is_floating(promote_types(a.dtype(), b.dtype()))) {
+    NoGradGuard guard;
+    TANDEM_CHECK(!any(eq(b, zeros({}, TensorOptions(b.dtype()).device(b.device())))).item<bool>(),
+                 name, ": integer division by zero");
+  }
+  Tensor out = binary_forward(op, {}, a, b, name);
+  autograd::record(
+      name, {a, b}, out,
+      [a, b, rounding_op](const Tensor& g) -> std::vector<Tensor> {
+        Tensor gb;
+        if (b.requires_grad()) {
+          const Tensor q = unary_forward(rounding_op, {}, div(a, b), "modulo");
+          gb = reduce_grad(neg(mul(g, q)), b);
+        }
+        return {a.requires_grad() ? reduce_grad(g, a) : Tensor(), gb};
+      },
+      kDifferentiable);
+  autograd::save_for_backward(out, {a, b});
+  return out;
+}
+
+Tensor scalar_operand(const Tensor& a, double s) {
+  return full({}, s, TensorOptions(with_scalar(a, s).dtype()).device(a.device()));
+}
+}  // namespace
+
+Tensor fmod(const Tensor& a, const Tensor& b) {
+  return modulo(BinaryOp::fmod, UnaryOp::trunc, a, b, "fmod");
+}
+Tensor remainder(const Tensor& a, const Tensor& b) {
+  return modulo(BinaryOp::remainder, UnaryOp::floor, a, b, "remainder");
+}
+Tensor fmod(const Tensor& a, double b) {
+  check_defined(a, "fmod", "first operand");
+  return fmod(a, scalar_operand(a, b));
+}
+Tensor remainder(const Tensor& a, double b) {
+  check_defined(a, "remainder", "first operand");
+  return remainder(a, scalar_operand(a, b));
+}
+
 Tensor reciprocal(const Tensor& a) {
   return unary_op(UnaryOp::reciprocal, {}, a, "reciprocal",
                   [](const Tensor& g, const Tensor& x) { return neg(div(g, pow(x, 2.0))); });

@@ -991,6 +991,35 @@ Tensor leaky_relu(const Tensor& input, double negative_slope) {
                mul(input, negative_slope));
 }
 
+Tensor one_hot(const Tensor& indices, int64_t num_classes) {
+  check_defined(indices, "one_hot", "indices");
+  TANDEM_CHECK(indices.dtype() == DType::i64 || indices.dtype() == DType::i32,
+               "one_hot: indices must be an integer tensor (i64 or i32), got ", indices.dtype());
+  TANDEM_CHECK(num_classes >= -1, "one_hot: num_classes must be -1 or nonnegative, got ",
+               num_classes);
+  const Tensor idx = indices.to(DType::i64);
+  Shape shape = idx.shape();
+  if (idx.numel() > 0) {  // (read on the host: one wait on a GPU, as torch's checks)
+    const int64_t lo = min(idx).item<int64_t>(), hi = max(idx).item<int64_t>();
+    TANDEM_CHECK_INDEX(lo >= 0, "one_hot: class values must be nonnegative, got ", lo);
+    if (num_classes == -1) num_classes = hi + 1;
+    TANDEM_CHECK_INDEX(hi < num_classes, "one_hot: class value ", hi,
+                       " is not smaller than num_classes (", num_classes, ")");
+  }
+  TANDEM_CHECK(num_classes >= 0, "one_hot: num_classes cannot be inferred from an empty tensor");
+  shape.push_back(num_classes);
+  const Tensor out = zeros(shape, TensorOptions(DType::i64).device(idx.device()));
+  if (idx.numel() == 0) return out;
+  return scatter(out, -1, idx.unsqueeze(-1), 1.0);
+}
+
+Tensor normalize(const Tensor& input, double p, int64_t dim, double eps) {
+  check_defined(input, "normalize", "input");
+  check_floating(input, "normalize");
+  const Tensor n = norm(input, p, {dim}, /*keepdim=*/true);
+  return div(input, clamp(n, eps, std::nullopt));
+}
+
 Tensor prelu(const Tensor& input, const Tensor& weight) {
   check_defined(input, "prelu", "input");
   check_defined(weight, "prelu", "weight");

@@ -483,4 +483,21 @@ Tensor pad(const Tensor& t, const std::vector<int64_t>& pads, double value) {
   return out;
 }
 
+namespace {
+Tensor triangle(const Tensor& t, int64_t diagonal, bool lower, const char* name) {
+  check_defined(t, name, "input");
+  TANDEM_CHECK(t.dim() >= 2, name, ": input must have at least 2 dims, got ", shape_str(t.shape()));
+  const int64_t rows = t.size(-2), cols = t.size(-1);
+  const auto o = TensorOptions(DType::i64).device(t.device());
+  // col - row for every position of the last two dims
+  const Tensor offset = sub(arange(0, cols, 1, o).unsqueeze(0), arange(0, rows, 1, o).unsqueeze(1));
+  const Tensor d = full({}, static_cast<double>(diagonal), o);
+  const Tensor keep = lower ? le(offset, d) : ge(offset, d);
+  return where(keep, t, zeros({}, TensorOptions(t.dtype()).device(t.device())));
+}
+}  // namespace
+
+Tensor tril(const Tensor& t, int64_t diagonal) { return triangle(t, diagonal, true, "tril"); }
+Tensor triu(const Tensor& t, int64_t diagonal) { return triangle(t, diagonal, false, "triu"); }
+
 }  // namespace tandem

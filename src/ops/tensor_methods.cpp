@@ -275,6 +275,14 @@ Tensor Tensor::erf() const { return tandem::erf(*this); }
 Tensor Tensor::log2() const { return tandem::log2(*this); }
 Tensor Tensor::log10() const { return tandem::log10(*this); }
 Tensor Tensor::reciprocal() const { return tandem::reciprocal(*this); }
+Tensor Tensor::trunc() const { return tandem::trunc(*this); }
+Tensor Tensor::atan2(const Tensor& other) const { return tandem::atan2(*this, other); }
+Tensor Tensor::fmod(const Tensor& other) const { return tandem::fmod(*this, other); }
+Tensor Tensor::fmod(double other) const { return tandem::fmod(*this, other); }
+Tensor Tensor::remainder(const Tensor& other) const { return tandem::remainder(*this, other); }
+Tensor Tensor::remainder(double other) const { return tandem::remainder(*this, other); }
+Tensor Tensor::tril(int64_t diagonal) const { return tandem::tril(*this, diagonal); }
+Tensor Tensor::triu(int64_t diagonal) const { return tandem::triu(*this, diagonal); }
 Tensor Tensor::cumsum(int64_t dim, std::optional<DType> dtype) const {
   return tandem::cumsum(*this, dim, dtype);
 }
@@ -643,6 +651,7 @@ Tensor& Tensor::log10_() { return math_inplace(*this, kernels::UnaryOp::log10, "
 Tensor& Tensor::reciprocal_() {
   return math_inplace(*this, kernels::UnaryOp::reciprocal, "reciprocal_");
 }
+Tensor& Tensor::trunc_() { return math_inplace(*this, kernels::UnaryOp::trunc, "trunc_"); }
 Tensor& Tensor::neg_() { return math_inplace(*this, kernels::UnaryOp::neg, "neg_"); }
 Tensor& Tensor::abs_() { return math_inplace(*this, kernels::UnaryOp::abs, "abs_"); }
 Tensor& Tensor::sign_() { return math_inplace(*this, kernels::UnaryOp::sign, "sign_"); }

@@ -101,6 +101,8 @@ TEST_CASE("CUDA unary and binary ops match the CPU, with broadcasting and stride
         {"hardsigmoid", [](auto& v) { return hardsigmoid(mul(v[0], 3.0)); }},
         {"log_sigmoid", [](auto& v) { return log_sigmoid(mul(v[0], 4.0)); }},
         {"hardtanh", [](auto& v) { return hardtanh(v[0], -0.5, 0.8); }},
+        {"trunc", [](auto& v) { return trunc(mul(v[0], 3.0)); }},
+        {"tril", [](auto& v) { return tril(v[0], 1); }},
     };
     for (const auto& [name, f] : unary) same_on_gpu(name, {x}, f, t);
     same_on_gpu("log", {pos}, [](auto& v) { return log(v[0]); }, t);
@@ -126,6 +128,9 @@ TEST_CASE("CUDA unary and binary ops match the CPU, with broadcasting and stride
         {"lt", [](auto& v) { return lt(v[0], v[1]); }},
         {"eq", [](auto& v) { return eq(v[0], v[0]); }},
         {"ge", [](auto& v) { return ge(v[0], v[1]); }},
+        {"atan2", [](auto& v) { return atan2(v[0], v[1]); }},
+        {"fmod", [](auto& v) { return fmod(mul(v[0], 5.0), v[1]); }},
+        {"remainder", [](auto& v) { return remainder(mul(v[0], 5.0), v[1]); }},
     };
     for (const auto& [name, f] : binary) {
       same_on_gpu(std::string(name) + " (broadcast)", {x, y}, f, t);
@@ -154,6 +159,9 @@ TEST_CASE("CUDA unary and binary ops match the CPU, with broadcasting and stride
     same_on_gpu("maximum", {a, b}, [](auto& v) { return maximum(v[0], v[1]); }, {0, 0});
     same_on_gpu("abs", {a}, [](auto& v) { return abs(v[0]); }, {0, 0});
     same_on_gpu("ne", {a, b}, [](auto& v) { return ne(v[0], v[1]); }, {0, 0});
+    same_on_gpu("fmod", {a, b}, [](auto& v) { return fmod(v[0], v[1]); }, {0, 0});
+    same_on_gpu("remainder", {a, b}, [](auto& v) { return remainder(add(v[0], -25.0), v[1]); },
+                {0, 0});
     same_on_gpu("clamp 10..40", {a}, [](auto& v) { return clamp(v[0], 10, 40); }, {0, 0});
     same_on_gpu("clamp past the range", {a},
                 [](auto& v) { return clamp(v[0], std::nullopt, 1e12); }, {0, 0});
@@ -347,6 +355,24 @@ TEST_CASE("CUDA scans, products and sorts match the CPU: ties in position order,
   Tensor ints = randint(-50, 50, {4, 700}, DType::i64, &g);
   same_on_gpu("integer cumsum", {ints}, [](auto& v) { return cumsum(v[0], 1); }, {0, 0});
   same_on_gpu("integer sort", {ints}, [](auto& v) { return sort(v[0], 1).second; }, {0, 0});
+  same_on_gpu("nonzero", {ints}, [](auto& v) { return nonzero(gt(v[0], full({}, 40.0))); }, {0, 0});
+  same_on_gpu("masked_select", {ints},
+              [](auto& v) { return masked_select(v[0], lt(v[0], full({}, -45.0))); }, {0, 0});
+  same_on_gpu("one_hot", {ints}, [](auto& v) { return one_hot(add(v[0], 50.0), 100); }, {0, 0});
+  // the same draws on both devices, so the same samples
+  Tensor weights = add(abs(randn_as({3, 40}, DType::f32, 9)), 0.1);
+  same_on_gpu("multinomial", {weights},
+              [](auto& v) {
+                Generator gen(12);
+                return multinomial(v[0], 5, /*replacement=*/false, &gen);
+              },
+              {0, 0});
+  same_on_gpu("multinomial with replacement", {weights},
+              [](auto& v) {
+                Generator gen(13);
+                return multinomial(v[0], 50, /*replacement=*/true, &gen);
+              },
+              {0, 0});
   same_on_gpu("randperm", {ints},
               [](auto& v) {
                 Generator gen(11);

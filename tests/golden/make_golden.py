@@ -322,6 +322,27 @@ with torch.random.fork_rng():
     case("topk_smallest_dim0", lambda a: torch.topk(a, 2, 0, largest=False)[0], r(5, 4))
     case("masked_select", lambda a, m: torch.masked_select(a, m), r(3, 4), torch.rand(4) > 0.4)
 
+# Binary math, triangles, normalization, one-hot: a stream of their own.
+with torch.random.fork_rng():
+    torch.manual_seed(4343)
+    case("atan2", torch.atan2, r(3, 4), r(4))
+    case("fmod", torch.fmod, r(3, 4) * 5, r(3, 4) + 2.5)
+    case("fmod_negative_divisor", torch.fmod, r(6) * 5, -(torch.rand(6) + 0.5))
+    case("remainder", torch.remainder, r(3, 4) * 5, r(4) * 2)
+    case("remainder_scalar", lambda a: torch.remainder(a, -1.5), r(7) * 4)
+    case("fmod_int", lambda a, b: torch.fmod(a, b), torch.randint(-20, 20, (8,)),
+         torch.tensor([3, -3, 7, -7, 5, 2, -1, 4]), grad=False)
+    case("remainder_int", lambda a, b: torch.remainder(a, b), torch.randint(-20, 20, (8,)),
+         torch.tensor([3, -3, 7, -7, 5, 2, -1, 4]), grad=False)
+    case("trunc", torch.trunc, r(7) * 3)
+    case("tril", lambda a: torch.tril(a, -1), r(2, 4, 5))
+    case("triu", lambda a: torch.triu(a, 2), r(4, 6))
+    case("normalize", lambda a: F.normalize(a, dim=1), r(3, 4, 2))
+    case("normalize_p1_dim0", lambda a: F.normalize(a, p=1.0, dim=0), r(3, 4))
+    case("one_hot", lambda a: F.one_hot(a, 5), torch.randint(0, 5, (2, 3)), grad=False)
+    case("instance_norm", lambda x, w, b: F.instance_norm(x, weight=w, bias=b), r(2, 3, 4, 5),
+         r(3), r(3))
+
 with open(os.path.join(HERE, "ops.json"), "w") as f:
     json.dump({"generator": "torch " + torch.__version__, "cases": cases}, f)
 

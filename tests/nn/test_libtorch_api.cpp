@@ -1819,3 +1819,82 @@ TEST_CASE("libtorch names: masked_select, nonzero, randperm, multinomial", "[lib
   CHECK_THROWS_WITH(torch::multinomial(torch::tensor({-1.0, 2.0}), 1),
                     Catch::Contains("nonnegative"));
 }
+
+TEST_CASE("libtorch names: ModuleDict, InstanceNorm2d, one_hot, normalize, tril, GradMode",
+          "[libtorch]") {
+  namespace F = torch::nn::functional;
+  // ModuleDict: registered under its keys in insertion order; insert replaces in place.
+  auto dict = std::make_shared<torch::nn::ModuleDict>(
+      std::vector<std::pair<std::string, std::shared_ptr<torch::nn::Module>>>{
+          {"encoder", std::make_shared<torch::nn::Linear>(4, 3)},
+          {"act", std::make_shared<torch::nn::ReLU>()}});
+  dict->insert("decoder", std::make_shared<torch::nn::Linear>(3, 2));
+  CHECK(dict->keys() == std::vector<std::string>{"encoder", "act", "decoder"});
+  CHECK(dict->size() == 3);
+  CHECK(dict->contains("act"));
+  auto names = dict->named_parameters().keys();
+  CHECK(names == std::vector<std::string>{"encoder.weight", "encoder.bias", "decoder.weight",
+                                          "decoder.bias"});
+  auto y = dict->at<torch::nn::Linear>("decoder")->forward((*dict)["act"]->forward(
+      dict->at<torch::nn::Linear>("encoder")->forward(torch::ones({2, 4}))));
+  CHECK(y.sizes() == std::vector<int64_t>{2, 2});
+  dict->insert("act", std::make_shared<torch::nn::SiLU>());
+  CHECK(dict->keys() == std::vector<std::string>{"encoder", "act", "decoder"});
+  CHECK((*dict)["act"]->type_name() == "SiLU");
+  int visited = 0;
+  for (const auto& item : *dict) visited += item.value() != nullptr;
+  CHECK(visited == 3);
+  CHECK(dict->pop("encoder")->type_name() == "Linear");
+  CHECK(dict->named_parameters().size() == 2);
+  CHECK_THROWS_WITH((*dict)["encoder"], Catch::Contains("no module 'encoder'"));
+  CHECK_THROWS_WITH(dict->at<torch::nn::Linear>("act"), Catch::Contains("not of the type"));
+  dict->clear();
+  CHECK(dict->empty());
+  CHECK(dict->parameters().empty());
+
+  // InstanceNorm2d: each sample's channels over their own positions (group norm, a group per
+  // channel); PyTorch's values are a golden case of that op.
+  torch::manual_seed(3);
+  auto x = torch::randn({2, 3, 4, 4}) * 3 + 1;
+  auto in = torch::nn::InstanceNorm2d(torch::nn::InstanceNormOptions(3).affine(true));
+  CHECK(in.named_parameters().keys() == std::vector<std::string>{"weight", "bias"});
+  auto z = in(x);
+  require_close(z.mean({2, 3}), torch::zeros({2, 3}), 0, 1e-5, "instance means");
+  require_close(z.var({2, 3}, /*unbiased=*/false), torch::ones({2, 3}), 1e-3, 1e-3,
+                "instance variances");
+  CHECK_THROWS_WITH(
+      torch::nn::InstanceNorm2d(torch::nn::InstanceNormOptions(3).track_running_stats(true)),
+      Catch::Contains("track_running_stats(true) is not supported"));
+  CHECK_THROWS_WITH(in(torch::ones({2, 4, 4, 4})), Catch::Contains("expected input (N, 3, H, W)"));
+
+  // one_hot and normalize
+  auto oh = F::one_hot(torch::tensor({2, 0}), 3);
+  CHECK(oh.dtype() == torch::kLong);
+  CHECK(oh.to_vector<int64_t>() == std::vector<int64_t>{0, 0, 1, 1, 0, 0});
+  CHECK(torch::one_hot(torch::tensor({1, 3})).sizes() == std::vector<int64_t>{2, 4});
+  CHECK_THROWS_WITH(torch::one_hot(torch::tensor({1, 3}), 3),
+                    Catch::Contains("is not smaller than num_classes (3)"));
+  CHECK_THROWS_WITH(torch::one_hot(torch::tensor({-1})), Catch::Contains("nonnegative"));
+  auto v = F::normalize(torch::tensor({{3.0, 4.0}, {0.0, 0.0}}), F::NormalizeFuncOptions().dim(1));
+  require_close(v, torch::tensor({{0.6, 0.8}, {0.0, 0.0}}), 1e-6, 0, "normalize (a zero row too)");
+
+  // tril / triu and the remainders
+  auto m = torch::ones({3, 3});
+  CHECK(m.tril().to_vector<float>() == std::vector<float>{1, 0, 0, 1, 1, 0, 1, 1, 1});
+  CHECK(torch::triu(m, 1).to_vector<float>() == std::vector<float>{0, 1, 1, 0, 0, 1, 0, 0, 0});
+  CHECK(torch::tensor({-7, 7}).fmod(3).to_vector<int64_t>() == std::vector<int64_t>{-1, 1});
+  CHECK(torch::tensor({-7, 7}).remainder(3).to_vector<int64_t>() == std::vector<int64_t>{2, 1});
+  CHECK(torch::tensor({-7.5}).remainder(2).item<double>() == 0.5);
+  CHECK_THROWS_WITH(torch::tensor({1, 2}).fmod(torch::tensor({1, 0})),
+                    Catch::Contains("integer division by zero"));
+  CHECK(std::isnan(torch::tensor({1.0}).fmod(0.0).item<double>()));
+  CHECK(torch::atan2(torch::tensor({1.0}), torch::tensor({-1.0})).item<double>() ==
+        Approx(3 * M_PI / 4));
+
+  // GradMode
+  CHECK(torch::GradMode::is_enabled());
+  torch::GradMode::set_enabled(false);
+  CHECK_FALSE((torch::ones({1}, torch::requires_grad()) * 2).requires_grad());
+  torch::GradMode::set_enabled(true);
+  CHECK((torch::ones({1}, torch::requires_grad()) * 2).requires_grad());
+}

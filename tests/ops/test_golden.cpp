@@ -227,6 +227,24 @@ const std::map<std::string, Fn>& ops() {
       {"topk", [](V x) { return topk(x[0], 3).first; }},
       {"topk_smallest_dim0", [](V x) { return x[0].topk(2, 0, false).first; }},
       {"masked_select", [](V x) { return masked_select(x[0], x[1]); }},
+      {"atan2", [](V x) { return atan2(x[0], x[1]); }},
+      {"fmod", [](V x) { return fmod(x[0], x[1]); }},
+      {"fmod_negative_divisor", [](V x) { return x[0].fmod(x[1]); }},
+      {"remainder", [](V x) { return remainder(x[0], x[1]); }},
+      {"remainder_scalar", [](V x) { return x[0].remainder(-1.5); }},
+      {"fmod_int", [](V x) { return fmod(x[0], x[1]); }},
+      {"remainder_int", [](V x) { return remainder(x[0], x[1]); }},
+      {"trunc", [](V x) { return trunc(x[0]); }},
+      {"tril", [](V x) { return tril(x[0], -1); }},
+      {"triu", [](V x) { return x[0].triu(2); }},
+      {"normalize", [](V x) { return normalize(x[0]); }},
+      {"normalize_p1_dim0",
+       [](V x) {
+         return nn::functional::normalize(x[0], nn::functional::NormalizeFuncOptions().p(1).dim(0));
+       }},
+      {"one_hot", [](V x) { return one_hot(x[0], 5); }},
+      // what nn::InstanceNorm2d computes: group norm with a group per channel
+      {"instance_norm", [](V x) { return group_norm(x[0], 3, x[1], x[2]); }},
       {"group_norm", [](V x) { return group_norm(x[0], 2, x[1], x[2]); }},
       // Recurrent layers, weights as inputs: the output, then h_n (and c_n), flattened.
       {"lstm",

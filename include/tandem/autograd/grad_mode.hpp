@@ -11,6 +11,12 @@ inline bool grad_mode_enabled() { return current_context().grad_mode(); }
 /// Sets the current context's grad mode.
 inline void set_grad_mode(bool enabled) { current_context().set_grad_mode(enabled); }
 
+/// libtorch's names for the two calls above.
+struct GradMode {
+  static bool is_enabled() { return grad_mode_enabled(); }
+  static void set_enabled(bool enabled) { set_grad_mode(enabled); }
+};
+
 /// Sets grad mode for a scope, like torch::AutoGradMode. The context current at construction
 /// gets its mode back at destruction.
 class AutoGradMode {

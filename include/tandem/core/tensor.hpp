@@ -336,6 +336,14 @@ class Tensor {
   Tensor log2() const;
   Tensor log10() const;
   Tensor reciprocal() const;
+  Tensor trunc() const;
+  Tensor atan2(const Tensor& other) const;
+  Tensor fmod(const Tensor& other) const;
+  Tensor fmod(double other) const;
+  Tensor remainder(const Tensor& other) const;
+  Tensor remainder(double other) const;
+  Tensor tril(int64_t diagonal = 0) const;
+  Tensor triu(int64_t diagonal = 0) const;
   Tensor cumsum(int64_t dim, std::optional<DType> dtype = std::nullopt) const;
   Tensor prod(std::optional<DType> dtype = std::nullopt) const;
   Tensor prod(int64_t dim, bool keepdim = false, std::optional<DType> dtype = std::nullopt) const;
@@ -430,6 +438,7 @@ class Tensor {
   Tensor& log2_();
   Tensor& log10_();
   Tensor& reciprocal_();
+  Tensor& trunc_();
   /// And those that also run on integers.
   Tensor& neg_();
   Tensor& abs_();

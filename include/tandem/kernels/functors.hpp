@@ -49,10 +49,12 @@ enum class UnaryOp {
   mish,
   hardswish,
   hardsigmoid,
-  log_sigmoid
+  log_sigmoid,
+  trunc
 };
 enum class BinaryOp {
   add, mul, div, pow, maximum, minimum,        // arithmetic (add: a + alpha * b)
+  atan2, fmod, remainder,
   eq, ne, lt, le, gt, ge,                      // comparisons (bool output)
   relu_backward, sigmoid_backward, tanh_backward, gelu_backward, gelu_tanh_backward,
   clamp_backward                               // (grad, saved) -> grad_input
@@ -252,6 +254,12 @@ struct Log10 {
     return log10(x);
   }
 };
+struct Trunc {  // rounded toward zero
+  template <typename T>
+  TANDEM_HD T operator()(T x) const {
+    return trunc(x);
+  }
+};
 struct Reciprocal {
   template <typename T>
   TANDEM_HD T operator()(T x) const {
@@ -328,6 +336,45 @@ struct Mul {
 };
 struct Div { template <typename T> TANDEM_HD T operator()(T a, T b) const { return a / b; } };
 struct Pow { template <typename T> TANDEM_HD T operator()(T a, T b) const { return pow(a, b); } };
+struct Atan2 {
+  template <typename T>
+  TANDEM_HD T operator()(T a, T b) const {
+    return atan2(a, b);
+  }
+};
+/// The remainder of a / b with a's sign (C's fmod, torch.fmod). An integer b of 0 gives 0 here
+/// (the op refuses it first: C's % would trap), and -1 gives 0 (% of the smallest integer by
+/// -1 traps too).
+struct Fmod {
+  static constexpr bool kIntegers = true;
+  template <typename T>
+  TANDEM_HD T operator()(T a, T b) const {
+    if constexpr (std::is_same_v<T, bool>) {
+      return false;  // a % true; the op refuses a false divisor
+    } else if constexpr (std::is_integral_v<T>) {
+      if (b == T(0)) return T(0);
+      if constexpr (std::is_signed_v<T>) {
+        if (b == T(-1)) return T(0);
+      }
+      return static_cast<T>(a % b);
+    } else {
+      return fmod(a, b);
+    }
+  }
+};
+/// The remainder with b's sign (Python's %, torch.remainder): fmod, moved by b when the signs
+/// differ.
+struct Remainder {
+  static constexpr bool kIntegers = true;
+  template <typename T>
+  TANDEM_HD T operator()(T a, T b) const {
+    const T r = Fmod{}(a, b);
+    if constexpr (std::is_signed_v<T> || std::is_floating_point_v<T>) {
+      if (r != T(0) && ((r < T(0)) != (b < T(0)))) return static_cast<T>(r + b);
+    }
+    return r;
+  }
+};
 struct Maximum {
   static constexpr bool kIntegers = true;
   template <typename T> TANDEM_HD T operator()(T a, T b) const { return max_nan(a, b); } };
@@ -432,6 +479,7 @@ decltype(auto) with_unary(UnaryOp op, const OpArgs& args, F&& f) {
     case UnaryOp::hardswish: return f(Hardswish{});
     case UnaryOp::hardsigmoid: return f(Hardsigmoid{});
     case UnaryOp::log_sigmoid: return f(LogSigmoid{});
+    case UnaryOp::trunc: return f(Trunc{});
   }
   return f(Neg{});
 }
@@ -445,6 +493,9 @@ decltype(auto) with_binary(BinaryOp op, const OpArgs& args, F&& f) {
     case BinaryOp::pow: return f(Pow{});
     case BinaryOp::maximum: return f(Maximum{});
     case BinaryOp::minimum: return f(Minimum{});
+    case BinaryOp::atan2: return f(Atan2{});
+    case BinaryOp::fmod: return f(Fmod{});
+    case BinaryOp::remainder: return f(Remainder{});
     case BinaryOp::eq: return f(Eq{});
     case BinaryOp::ne: return f(Ne{});
     case BinaryOp::lt: return f(Lt{});

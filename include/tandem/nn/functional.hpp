@@ -90,6 +90,16 @@ inline Tensor relu6(const Tensor& input, const ReLU6FuncOptions& = {}) {
   return tandem::relu6(input);
 }
 
+using tandem::one_hot;
+struct NormalizeFuncOptions {
+  TANDEM_ARG(double, p) = 2.0;
+  TANDEM_ARG(int64_t, dim) = 1;
+  TANDEM_ARG(double, eps) = 1e-12;
+};
+inline Tensor normalize(const Tensor& input, const NormalizeFuncOptions& o = {}) {
+  return tandem::normalize(input, o.p(), o.dim(), o.eps());
+}
+
 using SoftmaxFuncOptions = SoftmaxOptions;
 using LogSoftmaxFuncOptions = SoftmaxOptions;
 inline Tensor softmax(const Tensor& input, const SoftmaxFuncOptions& o) {

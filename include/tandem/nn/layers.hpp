@@ -220,6 +220,45 @@ class GroupNorm : public Module {
   const GroupNormOptions options;
 };
 
+/// libtorch's InstanceNormOptions(num_features). Running statistics are not kept:
+/// track_running_stats(true) is refused (each sample is normalized by its own statistics, in
+/// training and evaluation alike, as torch's default).
+struct InstanceNormOptions {
+  InstanceNormOptions(int64_t num_features)  // NOLINT(google-explicit-constructor)
+      : num_features_(num_features) {}
+  TANDEM_ARG(int64_t, num_features);
+  TANDEM_ARG(double, eps) = 1e-5;
+  TANDEM_ARG(double, momentum) = 0.1;
+  TANDEM_ARG(bool, affine) = false;
+  TANDEM_ARG(bool, track_running_stats) = false;
+};
+
+/// Normalizes each sample's channels over their own positions: group norm with one group per
+/// channel. InstanceNorm1d takes (N, C, L), InstanceNorm2d (N, C, H, W).
+class InstanceNorm : public Module {
+ public:
+  InstanceNorm(const char* type_name, int64_t dims, const InstanceNormOptions& options);
+  Tensor forward(const Tensor& input) override;
+  std::string extra_repr() const override;
+  Tensor weight, bias;
+  const InstanceNormOptions options;
+
+ private:
+  int64_t dims_;
+};
+
+class InstanceNorm1d : public InstanceNorm {
+ public:
+  explicit InstanceNorm1d(const InstanceNormOptions& options)
+      : InstanceNorm("InstanceNorm1d", 3, options) {}
+};
+
+class InstanceNorm2d : public InstanceNorm {
+ public:
+  explicit InstanceNorm2d(const InstanceNormOptions& options)
+      : InstanceNorm("InstanceNorm2d", 4, options) {}
+};
+
 /// libtorch's `inplace` (here and in LeakyReLUOptions, DropoutOptions) is taken and changes
 /// nothing: the result is computed out of place, with the same values. In-place ops are
 /// refused here on tensors that require grad (they would lose history), which a training
@@ -633,6 +672,41 @@ class ModuleList : public Module {
 
  private:
   std::vector<std::shared_ptr<Module>> modules_;
+};
+
+/// Modules by name, registered under their keys in insertion order, as libtorch's ModuleDict.
+class ModuleDict : public Module {
+ public:
+  ModuleDict() : Module("ModuleDict") {}
+  explicit ModuleDict(const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& modules);
+  explicit ModuleDict(const OrderedDict<std::string, std::shared_ptr<Module>>& modules);
+  /// Adds `module` under `key`, or replaces the one there (which keeps its position).
+  void insert(const std::string& key, std::shared_ptr<Module> module);
+  void update(const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& modules);
+  void update(const OrderedDict<std::string, std::shared_ptr<Module>>& modules);
+  /// Removes the module under `key` and returns it.
+  std::shared_ptr<Module> pop(const std::string& key);
+  void clear();
+  /// The module under `key`; a missing key throws an IndexError.
+  std::shared_ptr<Module> operator[](const std::string& key) const;
+  /// The module under `key` as a T; throws if it is not one.
+  template <typename T>
+  std::shared_ptr<T> at(const std::string& key) const {
+    auto typed = std::dynamic_pointer_cast<T>((*this)[key]);
+    TANDEM_CHECK(typed != nullptr, "ModuleDict: module '", key, "' (", (*this)[key]->type_name(),
+                 ") is not of the type asked for");
+    return typed;
+  }
+  bool contains(const std::string& key) const { return named_children().contains(key); }
+  size_t size() const { return named_children().size(); }
+  bool empty() const { return named_children().empty(); }
+  std::vector<std::string> keys() const { return named_children().keys(); }
+  std::vector<std::shared_ptr<Module>> values() const { return named_children().values(); }
+  const OrderedDict<std::string, std::shared_ptr<Module>>& items() const {
+    return named_children();
+  }
+  auto begin() const { return named_children().begin(); }
+  auto end() const { return named_children().end(); }
 };
 
 /// A function as a module, to put it in a Sequential: `Functional([](const Tensor& x) {

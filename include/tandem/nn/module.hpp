@@ -44,6 +44,12 @@ class Module : public std::enable_shared_from_this<Module> {
     add_child(name, module);
     return module;
   }
+  /// Puts `module` in the place of the child registered as `name` (libtorch's replace_module).
+  template <typename M>
+  std::shared_ptr<M> replace_module(const std::string& name, std::shared_ptr<M> module) {
+    replace_child(name, module);
+    return module;
+  }
 
   // --- traversal (registration order, depth first, parents first, as torch) ----------------
   // The named forms are OrderedDicts, as libtorch's: by key (`at("fc.weight")`), by position
@@ -96,6 +102,9 @@ class Module : public std::enable_shared_from_this<Module> {
 
  protected:
   void add_child(const std::string& name, std::shared_ptr<Module> module);
+  void replace_child(const std::string& name, std::shared_ptr<Module> module);
+  /// Unregisters the child `name` (it must be one).
+  void remove_child(const std::string& name);
 
  private:
   void convert(std::optional<Device> device, std::optional<DType> dtype);

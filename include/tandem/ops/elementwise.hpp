@@ -37,6 +37,16 @@ Tensor erf(const Tensor& a);
 Tensor log2(const Tensor& a);
 Tensor log10(const Tensor& a);
 Tensor reciprocal(const Tensor& a);
+/// Rounded toward zero (gradient 0).
+Tensor trunc(const Tensor& a);
+/// The angle of the point (b, a), in (-pi, pi]: torch.atan2(a, b).
+Tensor atan2(const Tensor& a, const Tensor& b);
+/// The remainder of a / b with a's sign (C's fmod), or with b's sign (Python's %); integers
+/// too, where a divisor of 0 is refused.
+Tensor fmod(const Tensor& a, const Tensor& b);
+Tensor fmod(const Tensor& a, double b);
+Tensor remainder(const Tensor& a, const Tensor& b);
+Tensor remainder(const Tensor& a, double b);
 /// Rounded down, up, and to the nearest whole number (halves to even, as torch.round); their
 /// gradient is 0.
 Tensor floor(const Tensor& a);

@@ -130,6 +130,11 @@ Tensor hardtanh(const Tensor& input, double min_val = -1.0, double max_val = 1.0
 Tensor relu6(const Tensor& input);
 Tensor softsign(const Tensor& input);
 Tensor prelu(const Tensor& input, const Tensor& weight);
+/// Integer class indices (any shape) as one-hot i64 vectors in a new last dim of num_classes
+/// (-1: the largest index + 1); an index outside [0, num_classes) is refused.
+Tensor one_hot(const Tensor& indices, int64_t num_classes = -1);
+/// input / max(||input||_p along dim, eps), as torch.nn.functional.normalize.
+Tensor normalize(const Tensor& input, double p = 2.0, int64_t dim = 1, double eps = 1e-12);
 Tensor softmax(const Tensor& input, int64_t dim);
 Tensor log_softmax(const Tensor& input, int64_t dim);
 

@@ -48,5 +48,9 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0);
 /// Constant padding, as torch.nn.functional.pad: `pads` holds (left, right) pairs starting with
 /// the last dim. Negative pads crop.
 Tensor pad(const Tensor& t, const std::vector<int64_t>& pads, double value = 0.0);
+/// The lower (upper) triangle of the last two dims: elements with col - row <= diagonal
+/// (>= diagonal) kept, the rest 0.
+Tensor tril(const Tensor& t, int64_t diagonal = 0);
+Tensor triu(const Tensor& t, int64_t diagonal = 0);
 
 }  // namespace tandem
