@@ -1,4 +1,5 @@
 // Tensor factories.
+#include <algorithm>
 #include <cmath>
 
 #include "common.hpp"
@@ -206,9 +207,15 @@ Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement, G
   if (replacement) {
     const Tensor cdf = cumsum(p, 1);
     const Tensor u = mul(rand({rows, num_samples}, p.options(), gen), cdf.narrow(1, k - 1, 1));
-    // the category is the number of cumulative weights at or below u
-    out = sum(le(cdf.unsqueeze(1), u.unsqueeze(2)).to(DType::i64), {2});
-    out = clamp(out, 0, k - 1);
+    // The category is the number of cumulative weights at or below u, counted for chunks of
+    // draws of about 2^22 comparisons each.
+    const int64_t chunk = std::max<int64_t>(1, (int64_t{1} << 22) / (rows * k));
+    std::vector<Tensor> parts;
+    for (int64_t s0 = 0; s0 < num_samples; s0 += chunk) {
+      const Tensor draws = u.narrow(1, s0, std::min(chunk, num_samples - s0));
+      parts.push_back(sum(le(cdf.unsqueeze(1), draws.unsqueeze(2)).to(DType::i64), {2}));
+    }
+    out = clamp(parts.size() == 1 ? parts[0] : cat(parts, 1), 0, k - 1);
   } else {
     const Tensor q = neg(log1p(neg(rand({rows, k}, p.options(), gen))));  // exponential(1)
     const Tensor keys =

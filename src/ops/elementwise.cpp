@@ -531,15 +531,10 @@ Tensor hardtanh(const Tensor& a, double min_val, double max_val) {
   TANDEM_CHECK(min_val <= max_val, "hardtanh: min_val (", min_val,
                ") must not be greater than max_val (", max_val, ")");
   // clamp's values; the gradient passes strictly inside (min_val, max_val), as torch's
-  Tensor out = unary_forward(UnaryOp::clamp, {min_val, max_val}, a, "hardtanh");
-  autograd::record(
-      "hardtanh", {a}, out,
-      [a, min_val, max_val](const Tensor& g) -> std::vector<Tensor> {
-        return {inside(a, min_val, max_val, g)};
-      },
-      kDifferentiable);
-  autograd::save_for_backward(out, {a});
-  return out;
+  return unary_op(UnaryOp::clamp, {min_val, max_val}, a, "hardtanh",
+                  [min_val, max_val](const Tensor& g, const Tensor& x) {
+                    return inside(x, min_val, max_val, g);
+                  });
 }
 
 Tensor relu6(const Tensor& a) { return hardtanh(a, 0.0, 6.0); }

@@ -1,5 +1,8 @@
 // Matrix products. bmm is the one kernel-backed op; mm, matmul and linear are built on it, so
 // their gradients come from bmm's. The kernel reads transposed operands through their strides.
+#include <algorithm>
+#include <map>
+
 #include "common.hpp"
 
 namespace tandem {
@@ -90,6 +93,178 @@ Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
   TANDEM_CHECK(bias.dim() == 1 && bias.size(0) == weight.size(0), "linear: bias must be (",
                weight.size(0), "), got ", shape_str(bias.shape()));
   return add(out, bias);
+}
+
+// --- einsum ----------------------------------------------------------------------------------
+
+namespace {
+
+// An operand with one subscript per dim; the dims "..." stands for are named '0', '1', ...,
+// aligned to the right across operands (as broadcasting aligns them).
+struct Term {
+  Tensor t;
+  std::string subs;
+};
+
+bool is_letter(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
+
+// `spec` ("ij", "...ij") with its ellipsis spelled out as the last `count` of `broadcast` names.
+std::string expand_ellipsis(const std::string& spec, int64_t count, int64_t broadcast,
+                            const std::string& equation) {
+  const size_t at = spec.find("...");
+  std::string out;
+  for (size_t k = 0; k < spec.size(); ++k) {
+    if (k == at) {
+      for (int64_t d = broadcast - count; d < broadcast; ++d) out += static_cast<char>('0' + d);
+      k += 2;
+      continue;
+    }
+    TANDEM_CHECK(is_letter(spec[k]), "einsum: '", spec[k], "' in \"", equation,
+                 "\" is not a subscript (a-z, A-Z) or \"...\"");
+    out += spec[k];
+  }
+  return out;
+}
+
+// t summed over the subscripts not in `keep`.
+Term sum_out(const Term& x, const std::string& keep) {
+  Shape dims;
+  std::string subs;
+  for (size_t d = 0; d < x.subs.size(); ++d) {
+    if (keep.find(x.subs[d]) == std::string::npos) {
+      dims.push_back(static_cast<int64_t>(d));
+    } else {
+      subs += x.subs[d];
+    }
+  }
+  return dims.empty() ? x : Term{sum(x.t, dims), subs};
+}
+
+int64_t size_of(const Term& x, char c) { return x.t.size(static_cast<int64_t>(x.subs.find(c))); }
+
+// x's dims in the order of `order` (each of its subscripts once), as a (sizes of the groups)
+// matrix: the groups are consecutive runs of `order` of lengths `groups`.
+Tensor grouped(const Term& x, const std::string& order, const std::map<char, int64_t>& sizes,
+               const std::vector<size_t>& groups) {
+  Shape perm, expanded;
+  for (char c : order) {
+    perm.push_back(static_cast<int64_t>(x.subs.find(c)));
+    expanded.push_back(sizes.at(c));
+  }
+  Tensor t = x.t.permute(perm).expand(expanded);
+  Shape shape;
+  size_t at = 0;
+  for (size_t n : groups) {
+    int64_t size = 1;
+    for (size_t k = 0; k < n; ++k) size *= expanded[at + k];
+    shape.push_back(size);
+    at += n;
+  }
+  return t.reshape(shape);
+}
+
+// a and b contracted over the subscripts they share that `keep` lacks; `keep`'s subscripts
+// stay: the shared ones as a batch of one bmm.
+Term contract(Term a, Term b, const std::string& keep) {
+  auto in = [](const std::string& s, char c) { return s.find(c) != std::string::npos; };
+  a = sum_out(a, keep + b.subs);
+  b = sum_out(b, keep + a.subs);
+  std::string batch, left, right, inner;
+  std::map<char, int64_t> sizes;
+  for (char c : a.subs) {
+    sizes[c] = size_of(a, c);
+    if (!in(b.subs, c)) {
+      left += c;
+    } else {
+      (in(keep, c) ? batch : inner) += c;
+    }
+  }
+  for (char c : b.subs) {
+    if (!in(a.subs, c)) right += c;
+    const int64_t sa = in(a.subs, c) ? size_of(a, c) : 1, sb = size_of(b, c);
+    TANDEM_CHECK(sa == sb || sa == 1 || sb == 1, "einsum: subscript '", c, "' has size ", sa,
+                 " in one operand and ", sb, " in another");
+    sizes[c] = std::max(sa, sb);
+  }
+  const Tensor m =
+      grouped(a, batch + left + inner, sizes, {batch.size(), left.size(), inner.size()});
+  const Tensor n =
+      grouped(b, batch + inner + right, sizes, {batch.size(), inner.size(), right.size()});
+  Shape shape;
+  for (char c : batch + left + right) shape.push_back(sizes.at(c));
+  return {bmm(m, n).reshape(shape), batch + left + right};
+}
+
+}  // namespace
+
+Tensor einsum(const std::string& equation_in, const std::vector<Tensor>& operands) {
+  std::string equation;
+  for (char c : equation_in)
+    if (c != ' ') equation += c;
+  const size_t arrow = equation.find("->");
+  const std::string lhs = equation.substr(0, arrow);
+  std::vector<std::string> specs(1);
+  for (char c : lhs) {
+    if (c == ',') {
+      specs.emplace_back();
+    } else {
+      specs.back() += c;
+    }
+  }
+  TANDEM_CHECK(specs.size() == operands.size(), "einsum: \"", equation, "\" names ", specs.size(),
+               " operands, ", operands.size(), " given");
+  // How many dims each "..." stands for; the most of them is the output's broadcast dims.
+  std::vector<int64_t> counts;
+  int64_t broadcast = 0;
+  for (size_t k = 0; k < specs.size(); ++k) {
+    check_defined(operands[k], "einsum", "operand");
+    const bool ellipsis = specs[k].find("...") != std::string::npos;
+    const auto letters = static_cast<int64_t>(specs[k].size()) - (ellipsis ? 3 : 0);
+    const int64_t count = operands[k].dim() - letters;
+    TANDEM_CHECK(ellipsis ? count >= 0 : count == 0, "einsum: operand ", k, " has ",
+                 operands[k].dim(), " dims, but \"", specs[k], "\" names ", letters);
+    TANDEM_CHECK(count <= 10, "einsum: \"...\" stands for at most 10 dims");
+    counts.push_back(count);
+    broadcast = std::max(broadcast, count);
+  }
+  std::vector<Term> terms;
+  std::map<char, int> uses;
+  for (size_t k = 0; k < specs.size(); ++k) {
+    const std::string subs = expand_ellipsis(specs[k], counts[k], broadcast, equation);
+    for (size_t d = 0; d < subs.size(); ++d)
+      TANDEM_CHECK(subs.find(subs[d], d + 1) == std::string::npos, "einsum: subscript '", subs[d],
+                   "' appears twice in operand ", k, " (a diagonal), which is not supported");
+    for (char c : subs) ++uses[c];
+    terms.push_back({operands[k], subs});
+  }
+  std::string out;
+  if (arrow == std::string::npos) {  // the broadcast dims, then the subscripts used once
+    for (const auto& [c, n] : uses)
+      if (c >= '0' && c <= '9') out += c;
+    for (const auto& [c, n] : uses)
+      if (n == 1 && is_letter(c)) out += c;
+  } else {
+    const std::string rhs = equation.substr(arrow + 2);
+    out = expand_ellipsis(rhs, rhs.find("...") == std::string::npos ? 0 : broadcast, broadcast,
+                          equation);
+    for (size_t d = 0; d < out.size(); ++d) {
+      TANDEM_CHECK(uses.count(out[d]) != 0, "einsum: output subscript '", out[d],
+                   "' is in no operand");
+      TANDEM_CHECK(out.find(out[d], d + 1) == std::string::npos, "einsum: output subscript '",
+                   out[d], "' appears twice");
+    }
+  }
+  TANDEM_CHECK(!terms.empty(), "einsum: no operands");
+  Term acc = terms[0];
+  for (size_t k = 1; k < terms.size(); ++k) {
+    std::string later = out;  // the subscripts still needed after this pair
+    for (size_t j = k + 1; j < terms.size(); ++j) later += terms[j].subs;
+    acc = contract(acc, terms[k], later);
+  }
+  acc = sum_out(acc, out);
+  Shape perm;
+  for (char c : out) perm.push_back(static_cast<int64_t>(acc.subs.find(c)));
+  return acc.t.permute(perm);
 }
 
 }  // namespace tandem

@@ -343,6 +343,25 @@ with torch.random.fork_rng():
     case("instance_norm", lambda x, w, b: F.instance_norm(x, weight=w, bias=b), r(2, 3, 4, 5),
          r(3), r(3))
 
+# einsum: a stream of its own.
+with torch.random.fork_rng():
+    torch.manual_seed(4444)
+    case("einsum_bmm", lambda a, b: torch.einsum("bij,bjk->bik", a, b), r(2, 3, 4), r(2, 4, 5))
+    case("einsum_attention", lambda q, k: torch.einsum("bhqd,bhkd->bhqk", q, k), r(2, 3, 4, 5),
+         r(2, 3, 6, 5))
+    case("einsum_transpose", lambda a: torch.einsum("ij->ji", a), r(3, 4))
+    case("einsum_dot", lambda a, b: torch.einsum("i,i->", a, b), r(5), r(5))
+    case("einsum_outer", lambda a, b: torch.einsum("i,j->ij", a, b), r(3), r(4))
+    case("einsum_sum_kept", lambda a: torch.einsum("ijk->j", a), r(2, 3, 4))
+    case("einsum_implicit", lambda a, b: torch.einsum("jk,ij", a, b), r(4, 5), r(3, 4))
+    case("einsum_ellipsis", lambda a, b: torch.einsum("...ij,jk->...ik", a, b), r(2, 3, 4, 5),
+         r(5, 2))
+    case("einsum_three", lambda a, b, c: torch.einsum("ij,jk,kl->li", a, b, c), r(2, 3), r(3, 4),
+         r(4, 5))
+    case("einsum_broadcast_one", lambda a, b: torch.einsum("bij,bjk->bik", a, b), r(1, 2, 3),
+         r(4, 3, 5))
+    case("einsum_summed_alone", lambda a, b: torch.einsum("ij,kj->k", a, b), r(3, 4), r(5, 4))
+
 with open(os.path.join(HERE, "ops.json"), "w") as f:
     json.dump({"generator": "torch " + torch.__version__, "cases": cases}, f)
 

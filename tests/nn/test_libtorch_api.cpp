@@ -1813,6 +1813,15 @@ TEST_CASE("libtorch names: masked_select, nonzero, randperm, multinomial", "[lib
     ++first.at(static_cast<size_t>(s[0]));
   }
   CHECK(std::abs(first[3] - 1200) < 5 * std::sqrt(2000 * 0.6 * 0.4));
+  // Many categories: the draws are counted in chunks (here two), joined in order.
+  auto sparse = torch::zeros({3000});
+  sparse[17] = 1.0;
+  sparse[2999] = 3.0;
+  auto far = torch::multinomial(sparse, 2000, /*replacement=*/true).to_vector<int64_t>();
+  CHECK(far.size() == 2000);
+  const auto at_17 = std::count(far.begin(), far.end(), 17);
+  CHECK(at_17 + std::count(far.begin(), far.end(), 2999) == 2000);
+  CHECK(std::abs(at_17 - 500) < 5 * std::sqrt(2000 * 0.25 * 0.75));
   auto rows = torch::multinomial(torch::ones({3, 5}), 2);
   CHECK(rows.sizes() == std::vector<int64_t>{3, 2});
   CHECK_THROWS_WITH(torch::multinomial(w, 4), Catch::Contains("too few to sample"));
@@ -1897,4 +1906,25 @@ TEST_CASE("libtorch names: ModuleDict, InstanceNorm2d, one_hot, normalize, tril,
   CHECK_FALSE((torch::ones({1}, torch::requires_grad()) * 2).requires_grad());
   torch::GradMode::set_enabled(true);
   CHECK((torch::ones({1}, torch::requires_grad()) * 2).requires_grad());
+}
+
+TEST_CASE("libtorch names: einsum against matmul, and its errors", "[libtorch]") {
+  // Values and gradients against PyTorch are golden cases; here the common forms against the
+  // products they spell.
+  torch::manual_seed(2);
+  auto q = torch::randn({2, 3, 4, 5}), k = torch::randn({2, 3, 6, 5});
+  require_close(torch::einsum("bhqd,bhkd->bhqk", {q, k}), torch::matmul(q, k.transpose(-2, -1)),
+                1e-5, 1e-5, "attention scores");
+  auto a = torch::randn({3, 4}), b = torch::randn({4, 2});
+  require_close(torch::einsum("ij,jk", {a, b}), torch::mm(a, b), 1e-5, 1e-5, "implicit mm");
+  require_close(torch::einsum("ij->", {a}), a.sum(), 1e-5, 1e-5, "sum of all");
+  CHECK_THROWS_WITH(torch::einsum("ij,jk->ik", {a}), Catch::Contains("names 2 operands, 1 given"));
+  CHECK_THROWS_WITH(torch::einsum("ii->i", {torch::ones({3, 3})}),
+                    Catch::Contains("appears twice in operand 0 (a diagonal)"));
+  CHECK_THROWS_WITH(torch::einsum("ijk->i", {a}),
+                    Catch::Contains("has 2 dims, but \"ijk\" names 3"));
+  CHECK_THROWS_WITH(torch::einsum("ij,jk->ik", {a, torch::ones({3, 2})}),
+                    Catch::Contains("subscript 'j' has size 4 in one operand and 3"));
+  CHECK_THROWS_WITH(torch::einsum("ij->k", {a}), Catch::Contains("'k' is in no operand"));
+  CHECK_THROWS_WITH(torch::einsum("i1->i", {a}), Catch::Contains("is not a subscript"));
 }

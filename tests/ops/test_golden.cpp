@@ -245,6 +245,17 @@ const std::map<std::string, Fn>& ops() {
       {"one_hot", [](V x) { return one_hot(x[0], 5); }},
       // what nn::InstanceNorm2d computes: group norm with a group per channel
       {"instance_norm", [](V x) { return group_norm(x[0], 3, x[1], x[2]); }},
+      {"einsum_bmm", [](V x) { return einsum("bij,bjk->bik", {x[0], x[1]}); }},
+      {"einsum_attention", [](V x) { return einsum("bhqd,bhkd->bhqk", {x[0], x[1]}); }},
+      {"einsum_transpose", [](V x) { return einsum("ij->ji", {x[0]}); }},
+      {"einsum_dot", [](V x) { return einsum("i,i->", {x[0], x[1]}); }},
+      {"einsum_outer", [](V x) { return einsum("i,j->ij", {x[0], x[1]}); }},
+      {"einsum_sum_kept", [](V x) { return einsum("ijk->j", {x[0]}); }},
+      {"einsum_implicit", [](V x) { return einsum("jk,ij", {x[0], x[1]}); }},
+      {"einsum_ellipsis", [](V x) { return einsum("...ij,jk->...ik", {x[0], x[1]}); }},
+      {"einsum_three", [](V x) { return einsum("ij,jk,kl->li", {x[0], x[1], x[2]}); }},
+      {"einsum_broadcast_one", [](V x) { return einsum("bij,bjk->bik", {x[0], x[1]}); }},
+      {"einsum_summed_alone", [](V x) { return einsum("ij, kj -> k", {x[0], x[1]}); }},
       {"group_norm", [](V x) { return group_norm(x[0], 2, x[1], x[2]); }},
       // Recurrent layers, weights as inputs: the output, then h_n (and c_n), flattened.
       {"lstm",
