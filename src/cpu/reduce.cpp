@@ -184,6 +184,26 @@ void reduce_rows(const Tensor& out, ReduceOp op, const Tensor& in, int64_t rows,
 
 // --- scans and sorts ------------------------------------------------------------------------
 
+// Integer sums and products wrap around as torch's do (signed overflow would be undefined).
+template <typename A>
+A wrapping_add(A a, A b) {
+  if constexpr (std::is_integral_v<A>) {
+    return static_cast<A>(static_cast<std::make_unsigned_t<A>>(a) +
+                          static_cast<std::make_unsigned_t<A>>(b));
+  } else {
+    return a + b;
+  }
+}
+template <typename A>
+A wrapping_mul(A a, A b) {
+  if constexpr (std::is_integral_v<A>) {
+    return static_cast<A>(static_cast<std::make_unsigned_t<A>>(a) *
+                          static_cast<std::make_unsigned_t<A>>(b));
+  } else {
+    return a * b;
+  }
+}
+
 // Running sums (products) of each row in the accumulator of the sums (double, or int64), stored
 // rounded element by element; rows in parallel, each row in order.
 template <typename T>
@@ -198,7 +218,7 @@ void scan_rows_of(T* out, const T* in, int64_t rows, int64_t cols, ScanOp op, bo
         const int64_t c = reverse ? cols - 1 - i : i;
         const auto v = static_cast<Acc<T>>(acc_type<T>(p[c]));
         if (exclusive) q[c] = store<T>(acc);
-        acc = op == ScanOp::sum ? acc + v : acc * v;
+        acc = op == ScanOp::sum ? wrapping_add(acc, v) : wrapping_mul(acc, v);
         if (!exclusive) q[c] = store<T>(acc);
       }
     }

@@ -152,6 +152,25 @@ struct Form<GeluTanhBackward> {
   }
 };
 
+// sigmoid from exp(-|x|), as the scalar stable_sigmoid: silu stays x e^x far below 0.
+inline VF stable_sigmoid(VF x) {
+  const VF e = exp(-abs(x)), r = 1.0f / (1.0f + e);
+  return select(x >= 0.0f, r, e * r);
+}
+template <>
+struct Form<Silu> {
+  static constexpr bool kUnary = true, kBinary = false;
+  static VF apply(VF x) { return x * stable_sigmoid(x); }
+};
+template <>
+struct Form<SiluBackward> {
+  static constexpr bool kUnary = false, kBinary = true;
+  static VF apply(VF g, VF x) {
+    const VF s = stable_sigmoid(x);
+    return g * s * (1.0f + x * (1.0f - s));
+  }
+};
+
 // Whether functor F on accumulation type A has a vector form here.
 template <typename F, typename A>
 constexpr bool kUnary = Form<F>::kUnary&& std::is_same_v<A, float>;

@@ -337,12 +337,19 @@ Tensor gelu(const Tensor& a, const std::string& approximate) {
 namespace {
 
 // An op of one functor whose gradient is composed of recorded ops of the input, so that
-// create_graph differentiates it again: grad(g, x) -> the input's gradient.
+// create_graph differentiates it again: grad(g, x) -> the input's gradient. With `fused` (a
+// backward functor of (g, x) with the op's args), a backward without create_graph is that one
+// kernel instead.
 template <typename Grad>
-Tensor unary_op(UnaryOp op, const OpArgs& args, const Tensor& a, const char* name, Grad grad) {
+Tensor unary_op(UnaryOp op, const OpArgs& args, const Tensor& a, const char* name, Grad grad,
+                std::optional<BinaryOp> fused = std::nullopt) {
   Tensor out = unary_forward(op, args, a, name);
   autograd::record(
-      name, {a}, out, [a, grad](const Tensor& g) -> std::vector<Tensor> { return {grad(g, a)}; },
+      name, {a}, out,
+      [a, grad, fused, args](const Tensor& g) -> std::vector<Tensor> {
+        if (fused && !grad_mode_enabled()) return {backward_functor(*fused, g, a, args)};
+        return {grad(g, a)};
+      },
       kDifferentiable);
   autograd::save_for_backward(out, {a});
   return out;
@@ -469,18 +476,23 @@ Tensor reciprocal(const Tensor& a) {
 // --- activations (declared in nn_ops.hpp) ----------------------------------------------------
 
 Tensor silu(const Tensor& a) {
-  return unary_op(UnaryOp::silu, {}, a, "silu", [](const Tensor& g, const Tensor& x) {
-    const Tensor s = sigmoid(x);  // s (1 + x (1 - s))
-    return mul(g, mul(s, add(mul(x, sub(scalar_like(1.0, s), s)), 1.0)));
-  });
+  return unary_op(
+      UnaryOp::silu, {}, a, "silu",
+      [](const Tensor& g, const Tensor& x) {
+        const Tensor s = sigmoid(x);  // s (1 + x (1 - s))
+        return mul(g, mul(s, add(mul(x, sub(scalar_like(1.0, s), s)), 1.0)));
+      },
+      BinaryOp::silu_backward);
 }
 
 Tensor elu(const Tensor& a, double alpha, double scale) {
-  return unary_op(UnaryOp::elu, {alpha, scale}, a, "elu",
-                  [alpha, scale](const Tensor& g, const Tensor& x) {
-                    return mul(g, where(gt(x, scalar_like(0.0, x)), scalar_like(scale, x),
-                                        mul(exp(x), scale * alpha)));
-                  });
+  return unary_op(
+      UnaryOp::elu, {alpha, scale}, a, "elu",
+      [alpha, scale](const Tensor& g, const Tensor& x) {
+        return mul(g, where(gt(x, scalar_like(0.0, x)), scalar_like(scale, x),
+                            mul(exp(x), scale * alpha)));
+      },
+      BinaryOp::elu_backward);
 }
 
 Tensor selu(const Tensor& a) {
@@ -489,18 +501,23 @@ Tensor selu(const Tensor& a) {
 
 Tensor softplus(const Tensor& a, double beta, double threshold) {
   TANDEM_CHECK(beta != 0.0, "softplus: beta must be nonzero");
-  return unary_op(UnaryOp::softplus, {beta, threshold}, a, "softplus",
-                  [beta, threshold](const Tensor& g, const Tensor& x) {
-                    const Tensor bx = mul(x, beta);
-                    return where(gt(bx, scalar_like(threshold, x)), g, mul(g, sigmoid(bx)));
-                  });
+  return unary_op(
+      UnaryOp::softplus, {beta, threshold}, a, "softplus",
+      [beta, threshold](const Tensor& g, const Tensor& x) {
+        const Tensor bx = mul(x, beta);
+        return where(gt(bx, scalar_like(threshold, x)), g, mul(g, sigmoid(bx)));
+      },
+      BinaryOp::softplus_backward);
 }
 
 Tensor mish(const Tensor& a) {
-  return unary_op(UnaryOp::mish, {}, a, "mish", [](const Tensor& g, const Tensor& x) {
-    const Tensor t = tanh(softplus(x));  // t + x sigmoid(x) (1 - t^2)
-    return mul(g, add(t, mul(mul(x, sigmoid(x)), sub(scalar_like(1.0, t), mul(t, t)))));
-  });
+  return unary_op(
+      UnaryOp::mish, {}, a, "mish",
+      [](const Tensor& g, const Tensor& x) {
+        const Tensor t = tanh(softplus(x));  // t + x sigmoid(x) (1 - t^2)
+        return mul(g, add(t, mul(mul(x, sigmoid(x)), sub(scalar_like(1.0, t), mul(t, t)))));
+      },
+      BinaryOp::mish_backward);
 }
 
 Tensor hardswish(const Tensor& a) {

@@ -340,6 +340,23 @@ TEST_CASE("CUDA scans, products and sorts match the CPU: ties in position order,
     same_on_gpu("sort ties and NaN", {ties}, [](auto& v) { return argsort(v[0]); }, {0, 0});
     same_on_gpu("descending ties and NaN", {ties}, [](auto& v) { return argsort(v[0], -1, true); },
                 {0, 0});
+    // The activations' fused backward kernels.
+    const std::vector<std::pair<const char*, Tensor (*)(const Tensor&)>> activations{
+        {"silu", [](const Tensor& v) { return silu(v); }},
+        {"elu", [](const Tensor& v) { return elu(v, 0.7); }},
+        {"softplus", [](const Tensor& v) { return softplus(v, 2.0, 1.0); }},
+        {"mish", [](const Tensor& v) { return mish(v); }},
+    };
+    Tensor wide = mul(randn_as({4, 33}, dt, 40), 3.0);
+    for (const auto& [name, f] : activations)
+      same_on_gpu(
+          std::string(name) + " gradient", {wide},
+          [f = f](auto& v) {
+            Tensor a = v[0].detach().requires_grad_(true);
+            f(a).sum().backward();
+            return a.grad();
+          },
+          tol(dt));
     // Gradients: prod's through the running products (zeros included), sort's through gather.
     Tensor z = from_vector<double>({1.5, 0, 2, -1, 0, 0, 3, 0.5}, {2, 4}).to(dt);
     same_on_gpu(

@@ -1756,6 +1756,8 @@ TEST_CASE("libtorch names: sort, topk, argsort, cumsum, prod, logsumexp", "[libt
   CHECK(torch::tensor({2, 3, 4}).prod().item<int64_t>() == 24);
   CHECK(torch::tensor({2, 3, 4}).prod().dtype() == torch::kLong);
   CHECK(torch::ones({2, 0}).prod(1).to_vector<float>() == std::vector<float>{1, 1});
+  // integer products wrap around, as torch's: (2^40)^3 = 2^120 = 0 modulo 2^64
+  CHECK(torch::full({3}, std::ldexp(1.0, 40), torch::kLong).prod().item<int64_t>() == 0);
 
   // logsumexp: no overflow, -inf rows stay -inf
   CHECK(torch::logsumexp(torch::tensor({1000.0, 1000.0}), 0).item<double>() ==

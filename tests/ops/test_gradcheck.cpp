@@ -55,6 +55,50 @@ TEST_CASE("gradcheck: unary math and activations", "[gradcheck]") {
   gradcheck([](V x) { return log_softmax(x[0], 0); }, {r({3, 4})});
 }
 
+TEST_CASE("gradcheck: the other activations and math, and their second derivatives",
+          "[gradcheck]") {
+  // Wide inputs: both sides of elu's and softplus's switches, hardswish's ramps.
+  auto wide = [] { return mul(r({12}), 3.0); };
+  const std::vector<std::pair<const char*, std::function<Tensor(const Tensor&)>>> smooth{
+      {"silu", [](const Tensor& x) { return silu(x); }},
+      {"elu", [](const Tensor& x) { return elu(x, 0.7, 1.3); }},
+      {"selu", [](const Tensor& x) { return selu(x); }},
+      {"softplus", [](const Tensor& x) { return softplus(x, 2.0, 3.0); }},
+      {"mish", [](const Tensor& x) { return mish(x); }},
+      {"log_sigmoid", [](const Tensor& x) { return log_sigmoid(x); }},
+      {"softsign", [](const Tensor& x) { return softsign(x); }},
+      {"expm1", [](const Tensor& x) { return expm1(x); }},
+      {"atan", [](const Tensor& x) { return atan(x); }},
+      {"erf", [](const Tensor& x) { return erf(x); }},
+  };
+  for (const auto& [name, f] : smooth) {
+    INFO(name);
+    gradcheck([&f](V x) { return f(x[0]); }, {wide()});  // the fused backward kernel
+    // The gradient under create_graph, composed of recorded ops, differentiated again. (elu's
+    // and softplus's have a jump at their switch; the random points are not on it.)
+    gradcheck(
+        [&f](V x) {
+          AutoGradMode on(true);  // (the finite differences run under NoGradGuard)
+          return autograd::grad({sum(f(x[0]))}, {x[0]}, {}, {}, /*create_graph=*/true)[0];
+        },
+        {wide()});
+  }
+  gradcheck([](V x) { return hardswish(x[0]); }, {away_from_zero({8})});
+  gradcheck([](V x) { return tan(x[0]); }, {mul(r({5}), 0.5)});
+  gradcheck([](V x) { return log2(x[0]); }, {pos({5})});
+  gradcheck([](V x) { return log10(x[0]); }, {pos({5})});
+  gradcheck([](V x) { return reciprocal(x[0]); }, {pos({5})});
+  gradcheck([](V x) { return atan2(x[0], x[1]); }, {r({2, 3}), r({3})});
+  gradcheck([](V x) { return remainder(x[0], x[1]); }, {mul(r({6}), 0.3), add(pos({6}), 1.0)});
+  gradcheck([](V x) { return cumsum(x[0], 1); }, {r({3, 4})});
+  gradcheck([](V x) { return prod(x[0], 0); }, {r({3, 4})});
+  gradcheck([](V x) { return logsumexp(x[0], {1}); }, {r({3, 4})});
+  gradcheck([](V x) { return topk(x[0], 2, 1).first; }, {distinct({3, 5})});
+  gradcheck([](V x) { return einsum("bij,bkj->bik", {x[0], x[1]}); }, {r({2, 3, 4}), r({2, 5, 4})});
+  gradcheck([](V x) { return prelu(x[0], x[1]); }, {away_from_zero({2, 3, 4}), r({3})});
+  gradcheck([](V x) { return normalize(x[0]); }, {r({3, 4})});
+}
+
 TEST_CASE("gradcheck: reductions", "[gradcheck]") {
   gradcheck([](V x) { return sum(x[0]); }, {r({2, 3})});
   gradcheck([](V x) { return sum(x[0], {0, 2}, true); }, {r({2, 3, 4})});

@@ -57,7 +57,8 @@ enum class BinaryOp {
   atan2, fmod, remainder,
   eq, ne, lt, le, gt, ge,                      // comparisons (bool output)
   relu_backward, sigmoid_backward, tanh_backward, gelu_backward, gelu_tanh_backward,
-  clamp_backward                               // (grad, saved) -> grad_input
+  clamp_backward, silu_backward, elu_backward, softplus_backward, mish_backward
+                                               // (grad, saved) -> grad_input
 };
 
 /// Scalar parameters of a functor (alpha for add, the exponent for pow, the bounds of clamp).
@@ -267,10 +268,17 @@ struct Reciprocal {
   }
 };
 // The activations, in torch's formulas (its CPU kernels'), so that values agree to rounding.
+/// sigmoid(x) from exp(-|x|), which never overflows: below about -88 (f32) the result stays a
+/// small number (e^x) instead of 1 / (1 + inf) = 0, which silu would multiply by x.
+template <typename T>
+TANDEM_HD T stable_sigmoid(T x) {
+  const T e = exp(-fabs(x)), r = T(1) / (T(1) + e);
+  return x >= T(0) ? r : e * r;
+}
 struct Silu {  // x * sigmoid(x)
   template <typename T>
   TANDEM_HD T operator()(T x) const {
-    return x / (T(1) + exp(-x));
+    return x * stable_sigmoid(x);
   }
 };
 struct Elu {  // scale * (x > 0 ? x : alpha * (exp(x) - 1)); SELU is ELU with its constants
@@ -425,6 +433,36 @@ struct GeluTanhBackward {  // saved: x
     return g * (T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * dinner);
   }
 };
+struct SiluBackward {  // saved: x; s (1 + x (1 - s)) with s = sigmoid(x)
+  template <typename T>
+  TANDEM_HD T operator()(T g, T x) const {
+    const T s = stable_sigmoid(x);
+    return g * s * (T(1) + x * (T(1) - s));
+  }
+};
+struct EluBackward {  // saved: x
+  double alpha, scale;
+  template <typename T>
+  TANDEM_HD T operator()(T g, T x) const {
+    return x > T(0) ? g * T(scale) : g * T(scale) * T(alpha) * exp(x);
+  }
+};
+struct SoftplusBackward {  // saved: x; sigmoid(beta x), 1 where beta x > threshold
+  double beta, threshold;
+  template <typename T>
+  TANDEM_HD T operator()(T g, T x) const {
+    const T bx = x * T(beta);
+    return bx > T(threshold) ? g : g / (T(1) + exp(-bx));
+  }
+};
+struct MishBackward {  // saved: x; t + x sigmoid(x) (1 - t^2) with t = tanh(softplus(x))
+  template <typename T>
+  TANDEM_HD T operator()(T g, T x) const {
+    const T t = tanh(x > T(20) ? x : log1p(exp(x)));
+    const T s = T(1) / (T(1) + exp(-x));
+    return g * (t + x * s * (T(1) - t * t));
+  }
+};
 struct ClampBackward {  // saved: x; gradient passes where lo <= x <= hi, as torch
   double lo, hi;
   template <typename T> TANDEM_HD T operator()(T g, T x) const {
@@ -508,6 +546,10 @@ decltype(auto) with_binary(BinaryOp op, const OpArgs& args, F&& f) {
     case BinaryOp::gelu_backward: return f(GeluBackward{});
     case BinaryOp::gelu_tanh_backward: return f(GeluTanhBackward{});
     case BinaryOp::clamp_backward: return f(ClampBackward{args.a, args.b});
+    case BinaryOp::silu_backward: return f(SiluBackward{});
+    case BinaryOp::elu_backward: return f(EluBackward{args.a, args.b});
+    case BinaryOp::softplus_backward: return f(SoftplusBackward{args.a, args.b});
+    case BinaryOp::mish_backward: return f(MishBackward{});
   }
   return f(Mul{});
 }
