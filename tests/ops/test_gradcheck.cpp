@@ -71,8 +71,9 @@ TEST_CASE("gradcheck: the other activations and math, and their second derivativ
       {"atan", [](const Tensor& x) { return atan(x); }},
       {"erf", [](const Tensor& x) { return erf(x); }},
   };
-  for (const auto& [name, f] : smooth) {
-    INFO(name);
+  for (const auto& c : smooth) {
+    INFO(c.first);
+    const auto& f = c.second;  // (a structured binding cannot be captured before C++20)
     gradcheck([&f](V x) { return f(x[0]); }, {wide()});  // the fused backward kernel
     // The gradient under create_graph, composed of recorded ops, differentiated again. (elu's
     // and softplus's have a jump at their switch; the random points are not on it.)
