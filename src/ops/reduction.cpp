@@ -371,18 +371,17 @@ Tensor prod(const Tensor& t, int64_t dim, bool keepdim, std::optional<DType> dty
   check_defined(t, "prod", "input");
   const Tensor x = as_dtype(t, widened(t, dtype));
   const Along a = along(x, dim, "prod");
+  Shape keep_shape = x.shape();  // the dim kept as size 1
+  if (!a.scalar) keep_shape[a.dim] = 1;
   Tensor out;
   if (a.cols == 0) {
-    Shape s = x.shape();
-    s[a.dim] = 1;
-    out = ones(s, TensorOptions(x.dtype()).device(x.device()));
+    out = ones(keep_shape, TensorOptions(x.dtype()).device(x.device()));
   } else {
     const Tensor running = scan(x, dim, kernels::ScanOp::prod, false, false, "prod");
     out = a.scalar ? running : running.narrow(a.dim, a.cols - 1, 1).contiguous();
   }
   if (!keepdim && !a.scalar) out = out.squeeze(a.dim);
   const int64_t d = a.dim;
-  const Shape keep_shape = put_back(empty({a.rows, 1}), a, 1).shape();
   autograd::record("prod", {x}, out, [x, d, keep_shape](const Tensor& g) -> std::vector<Tensor> {
     // d prod / d x_i = the product of the others: the running products before and after i,
     // which holds where x has zeros too.
