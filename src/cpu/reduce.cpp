@@ -252,10 +252,35 @@ bool sorts_before(A a, int64_t ia, A b, int64_t ib) {
   return ia < ib;
 }
 
+// The first k of a row for a small k, in one pass that keeps them sorted in `best`: most
+// elements lose to the k-th kept at one comparison (partial_sort's heap took 1.6x PyTorch's
+// time for topk 5 of 1000).
+template <bool kDescending, typename A, typename T>
+void select_row(int64_t* indices, const T* x, int64_t cols, int64_t k,
+                std::pair<A, int64_t>* best) {
+  int64_t n = 0;
+  for (int64_t c = 0; c < cols; ++c) {
+    const A v = A(x[c]);
+    if (n == k && !sorts_before<kDescending>(v, c, best[k - 1].first, best[k - 1].second)) continue;
+    int64_t i = n < k ? n++ : k - 1;  // a full list drops its last
+    for (; i > 0 && sorts_before<kDescending>(v, c, best[i - 1].first, best[i - 1].second); --i)
+      best[i] = best[i - 1];
+    best[i] = {v, c};
+  }
+  for (int64_t i = 0; i < k; ++i) indices[i] = best[i].second;
+}
+
 template <bool kDescending, typename T>
 void sort_rows_of(int64_t* indices, const T* in, int64_t rows, int64_t cols, int64_t k) {
   using A = acc_type<T>;
+  constexpr int64_t kSelectMax = 16;
   parallel_for(0, rows, std::max<int64_t>(1, kBlock / cols), [&](int64_t lo, int64_t hi) {
+    if (k <= kSelectMax && k < cols) {
+      std::pair<A, int64_t> best[kSelectMax];
+      for (int64_t r = lo; r < hi; ++r)
+        select_row<kDescending>(indices + r * k, in + r * cols, cols, k, best);
+      return;
+    }
     std::vector<std::pair<A, int64_t>> row(static_cast<size_t>(cols));
     for (int64_t r = lo; r < hi; ++r) {
       for (int64_t c = 0; c < cols; ++c) row[c] = {A(in[r * cols + c]), c};

@@ -401,14 +401,27 @@ Tensor prod(const Tensor& t, std::optional<DType> dtype) {
 Tensor logsumexp(const Tensor& t, const Shape& dims, bool keepdim) {
   check_defined(t, "logsumexp", "input");
   check_floating(t, "logsumexp");
+  const Plan p = plan_reduction(t, dims, false, "logsumexp");
   // The largest element taken out first keeps exp finite; an infinite one is left in, as
-  // torch's (all -inf rows give -inf, not NaN).
-  Tensor m = amax(t.detach(), dims, true);
-  m = where(isinf(m), zeros({}, TensorOptions(m.dtype()).device(m.device())), m);
-  Tensor out = add(log(sum(exp(sub(t, m)), dims, true)), m);
-  if (keepdim) return out;
-  Plan p = plan_reduction(t, dims, false, "logsumexp");
-  return reshape(out, p.out_shape);
+  // torch's (all -inf rows give -inf, not NaN). Computed unrecorded, in place where it can be,
+  // with one node whose gradient is softmax's: g exp(x - out). Composed of eight recorded ops
+  // it took 1.6x PyTorch's time (ops_compare.py).
+  Tensor out;
+  {
+    NoGradGuard no_grad;
+    Tensor m = amax(t, dims, true);
+    m = where(isinf(m), zeros({}, TensorOptions(m.dtype()).device(m.device())), m);
+    out = sum(sub(t, m).exp_(), dims, true).log_().add_(m);
+  }
+  const Tensor y = out.detach();
+  autograd::record(
+      "logsumexp", {t}, out,
+      [t, y](const Tensor& g) -> std::vector<Tensor> {
+        return {mul(g, exp(sub(t, autograd::saved_output(y))))};
+      },
+      kDifferentiable);
+  autograd::save_for_backward(out, {t, out});
+  return keepdim ? out : reshape(out, p.out_shape);
 }
 
 std::pair<Tensor, Tensor> topk(const Tensor& t, int64_t k, int64_t dim, bool largest, bool sorted) {

@@ -1734,6 +1734,22 @@ TEST_CASE("libtorch names: sort, topk, argsort, cumsum, prod, logsumexp", "[libt
   CHECK(withnan.argsort().to_vector<int64_t>() == std::vector<int64_t>{2, 0, 1});
   CHECK(withnan.argsort(-1, true).to_vector<int64_t>() == std::vector<int64_t>{1, 0, 2});
   CHECK_THROWS_WITH(x.topk(5), Catch::Contains("topk: k (5) out of range"));
+  // A small k takes a one-pass selection, a large one the sort: both give the sort's first k,
+  // ties in position order and NaN first when largest, in every dtype.
+  for (auto dt : {torch::kFloat, torch::kDouble, torch::kBFloat16, torch::kInt}) {
+    torch::manual_seed(5);
+    auto r = torch::randint(0, 7, {6, 40}).to(torch::kDouble);  // many ties
+    if (dt != torch::kInt) r = torch::where(r == 6.0, torch::full({}, nan), r);
+    r = r.to(dt);
+    for (bool largest : {true, false}) {
+      auto order = r.sort(1, largest).second;
+      for (int64_t k : {1, 5, 16, 17, 39}) {
+        INFO("dtype " << dt << " largest " << largest << " k " << k);
+        CHECK(r.topk(k, 1, largest).second.to_vector<int64_t>() ==
+              order.narrow(1, 0, k).contiguous().to_vector<int64_t>());
+      }
+    }
+  }
   // a 0-dim tensor sorts as itself
   CHECK(torch::tensor(4.0).sort().first.item<double>() == 4.0);
   CHECK(torch::tensor(4.0).sort().first.dim() == 0);
