@@ -254,6 +254,22 @@ void op_sweep(int repeats, bool peer, Generator& gen, std::vector<Row>& rows) {
        TORCH_SIDE([](const TV& v) {
          return torch::einsum("bhqd,bhkd->bhqk", {v[0], v[1]});
        })},
+      {"multihead attention self (128,16,256) 8 heads",
+       {{128, 16, 256}, {768, 256}, {768}, {256, 256}, {256}},
+       [](const V& v) {
+         return std::get<0>(nn::functional::multi_head_attention_forward(
+             v[0], v[0], v[0],
+             nn::functional::MultiheadAttentionForwardFuncOptions(256, 8, v[1], v[2], {}, {}, false,
+                                                                  0.0, v[3], v[4])
+                 .need_weights(false)));
+       },
+       TORCH_SIDE([](const TV& v) {
+         return std::get<0>(
+             F::multi_head_attention_forward(v[0], v[0], v[0],
+                                             F::MultiheadAttentionForwardFuncOptions(
+                                                 256, 8, v[1], v[2], {}, {}, false, 0.0, v[3], v[4])
+                                                 .need_weights(false)));
+       })},
       {"max_pool2d 2/2 (128,64,28,28)",
        {act},
        [](const V& v) { return max_pool2d(v[0], 2, 2); },

@@ -1,6 +1,7 @@
 // Modules, layers, initialization and the bundled models.
 #pragma once
 
+#include "tandem/nn/attention.hpp"
 #include "tandem/nn/functional.hpp"
 #include "tandem/nn/init.hpp"
 #include "tandem/nn/layers.hpp"

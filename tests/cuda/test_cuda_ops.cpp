@@ -889,6 +889,40 @@ TEST_CASE("CUDA: the libtorch-named losses, indexing and comparisons match the C
   }
 }
 
+TEST_CASE(
+    "CUDA multi-head attention with masks, extra biases and a zero slot matches the CPU, "
+    "forward and backward",
+    "[cuda]") {
+  if (!gpu_present("CUDA multi-head attention")) return;
+  using Attn = nn::functional::MultiheadAttentionForwardFuncOptions;
+  for (DType dt : {DType::f32, DType::f64}) {
+    INFO("dtype " << dt);
+    Tensor q = randn_as({3, 2, 8}, dt, 60), k = randn_as({4, 2, 8}, dt, 61);
+    Tensor v = randn_as({4, 2, 8}, dt, 62), w = mul(randn_as({24, 8}, dt, 63), 0.4);
+    Tensor b = randn_as({24}, dt, 64), ow = mul(randn_as({8, 8}, dt, 65), 0.4);
+    Tensor ob = randn_as({8}, dt, 66), bk = randn_as({1, 1, 8}, dt, 67);
+    Tensor bv = randn_as({1, 1, 8}, dt, 68);
+    Tensor causal =
+        from_vector<int64_t>({0, 1, 1, 1, 0, 0, 1, 1, 0, 0, 0, 1}, {3, 4}).to(DType::boolean);
+    Tensor padding = from_vector<int64_t>({0, 0, 1, 0, 0, 0, 0, 0}, {2, 4}).to(DType::boolean);
+    same_on_gpu(
+        "attention: output, weights and the query's gradient",
+        {q, k, v, w, b, ow, ob, bk, bv, causal, padding},
+        [](auto& x) {
+          Tensor query = x[0].detach();
+          query.set_requires_grad(true);
+          auto [out, weights] = nn::functional::multi_head_attention_forward(
+              query, x[1], x[2],
+              Attn(8, 2, x[3], x[4], x[7], x[8], /*add_zero_attn=*/true, 0, x[5], x[6])
+                  .attn_mask(x[9])
+                  .key_padding_mask(x[10]));
+          sum(mul(out, out)).backward();
+          return cat({out.reshape({-1}), weights.reshape({-1}), query.grad().reshape({-1})});
+        },
+        dt == DType::f64 ? tol(dt) : Tol{1e-5, 1e-5});
+  }
+}
+
 TEST_CASE("CUDA GradScaler unscale and clip_grad_norm match the CPU's, an inf is found",
           "[cuda]") {
   if (!gpu_present("CUDA gradient unscaling")) return;

@@ -362,6 +362,36 @@ with torch.random.fork_rng():
          r(4, 3, 5))
     case("einsum_summed_alone", lambda a, b: torch.einsum("ij,kj->k", a, b), r(3, 4), r(5, 4))
 
+# Multi-head attention (sequence first): a stream of its own. The output and the weights end to
+# end, weighted apart.
+with torch.random.fork_rng():
+    torch.manual_seed(5555)
+    both = lambda parts: torch.cat([p.flatten() * (k + 1) for k, p in enumerate(parts)])
+    mha = lambda q, k, v, w, b, ow, ob, **kw: F.multi_head_attention_forward(
+        q, k, v, q.shape[-1], 2, w, b, kw.pop("bias_k", None), kw.pop("bias_v", None),
+        kw.pop("add_zero_attn", False), 0.0, ow, ob, training=True, **kw)
+    case("mha_self", lambda x, w, b, ow, ob: both(mha(x, x, x, w, b, ow, ob)), r(4, 2, 6),
+         r(18, 6) * 0.5, r(18), r(6, 6) * 0.5, r(6))
+    causal = torch.arange(5)[None, :] > torch.arange(3)[:, None] + 2
+    padded = torch.tensor([[False, False, False, False, True], [False, False, False, True, False]])
+    case("mha_masks", lambda q, k, v, am, kpm, w, b, ow, ob: both(
+        mha(q, k, v, w, b, ow, ob, attn_mask=am, key_padding_mask=kpm,
+            average_attn_weights=False)), r(3, 2, 6), r(5, 2, 6), r(5, 2, 6), causal, padded,
+         r(18, 6) * 0.5, r(18), r(6, 6) * 0.5, r(6))
+    case("mha_float_mask_3d_no_bias", lambda q, k, v, am, w, ow: mha(
+        q, k, v, w, None, ow, None, attn_mask=am, need_weights=False)[0], r(3, 2, 6), r(4, 2, 6),
+         r(4, 2, 6), r(4, 3, 4), r(18, 6) * 0.5, r(6, 6) * 0.5)
+    case("mha_unbatched", lambda q, k, v, kpm, w, b, ow, ob: both(
+        mha(q, k, v, w, b, ow, ob, key_padding_mask=kpm)), r(3, 6), r(4, 6), r(4, 6),
+         torch.tensor([False, True, False, False]), r(18, 6) * 0.5, r(18), r(6, 6) * 0.5, r(6))
+    case("mha_kdim_bias_kv_zero_attn", lambda q, k, v, am, kpm, wq, wk, wv, b, bk, bv, ow, ob: both(
+        mha(q, k, v, None, b, ow, ob, bias_k=bk, bias_v=bv, add_zero_attn=True, attn_mask=am,
+            key_padding_mask=kpm, use_separate_proj_weight=True, q_proj_weight=wq,
+            k_proj_weight=wk, v_proj_weight=wv)), r(3, 2, 6), r(4, 2, 5), r(4, 2, 7), r(3, 4),
+         torch.tensor([[False, True, False, False], [False, False, False, False]]),
+         r(6, 6) * 0.5, r(6, 5) * 0.5, r(6, 7) * 0.5, r(18), r(1, 1, 6), r(1, 1, 6),
+         r(6, 6) * 0.5, r(6))
+
 with open(os.path.join(HERE, "ops.json"), "w") as f:
     json.dump({"generator": "torch " + torch.__version__, "cases": cases}, f)
 

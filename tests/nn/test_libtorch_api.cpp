@@ -1946,3 +1946,92 @@ TEST_CASE("libtorch names: einsum against matmul, and its errors", "[libtorch]")
   CHECK_THROWS_WITH(torch::einsum("ij->k", {a}), Catch::Contains("'k' is in no operand"));
   CHECK_THROWS_WITH(torch::einsum("i1->i", {a}), Catch::Contains("is not a subscript"));
 }
+
+TEST_CASE("libtorch names: MultiheadAttention, its parameters, masks and modes", "[libtorch]") {
+  namespace F = torch::nn::functional;
+  torch::manual_seed(3);
+  auto mha = std::make_shared<torch::nn::MultiheadAttention>(
+      torch::nn::MultiheadAttentionOptions(8, 2).dropout(0.5));
+  // torch's state_dict: the module's own parameters, then out_proj's
+  std::vector<std::string> keys;
+  for (const auto& item : mha->state_dict()) keys.push_back(item.key());
+  CHECK(keys == std::vector<std::string>{"in_proj_weight", "in_proj_bias", "out_proj.weight",
+                                         "out_proj.bias"});
+  CHECK(mha->in_proj_weight.sizes() == std::vector<int64_t>{24, 8});
+  // torch's initialization: zero biases, Xavier-uniform projections within sqrt(6 / (8 + 24))
+  CHECK(mha->in_proj_bias.abs().max().item<double>() == 0.0);
+  CHECK(mha->out_proj->bias.abs().max().item<double>() == 0.0);
+  CHECK(mha->in_proj_weight.abs().max().item<double>() <= std::sqrt(6.0 / 32.0));
+  CHECK(mha->in_proj_weight.std().item<double>() > 0.2);
+
+  auto x = torch::randn({5, 3, 8});  // (L, N, E)
+  auto o = F::MultiheadAttentionForwardFuncOptions(8, 2, mha->in_proj_weight, mha->in_proj_bias, {},
+                                                   {}, false, 0.5, mha->out_proj->weight,
+                                                   mha->out_proj->bias)
+               .training(false);
+  mha->eval();  // no dropout: the module is the functional form with its weights
+  auto [out, weights] = mha->forward(x, x, x);
+  CHECK(out.sizes() == std::vector<int64_t>{5, 3, 8});
+  CHECK(weights.sizes() == std::vector<int64_t>{3, 5, 5});
+  require_close(out, std::get<0>(F::multi_head_attention_forward(x, x, x, o)), 0, 0, "module");
+  // each query's weights are a distribution over the keys
+  require_close(weights.sum(-1), torch::ones({3, 5}), 1e-6, 1e-6, "weights sum to 1");
+  // self-attention's one packed projection gives what three separate ones give
+  auto [out3, w3] = mha->forward(x, x.clone(), x.clone());
+  require_close(out3, out, 1e-6, 1e-6, "packed projection");
+  // per-head weights average to the averaged ones
+  auto per_head = std::get<1>(mha->forward(x, x, x, {}, true, {}, /*average=*/false));
+  CHECK(per_head.sizes() == std::vector<int64_t>{3, 2, 5, 5});
+  require_close(per_head.mean(1), weights, 1e-6, 1e-6, "per-head weights");
+  // need_weights false gives an undefined tensor
+  CHECK_FALSE(std::get<1>(mha->forward(x, x, x, {}, false)).defined());
+
+  // a left-out key gets zero weight; a causal mask, zero weight above the diagonal
+  auto padding = torch::zeros({3, 5}, torch::kBool);
+  padding.index_put_({1, 4}, true);
+  auto causal = torch::ones({5, 5}, torch::kBool).triu(1);
+  auto masked = std::get<1>(mha->forward(x, x, x, padding, true, causal));
+  CHECK(masked.index({1, torch::indexing::Slice(), 4}).abs().max().item<double>() == 0.0);
+  CHECK(masked.triu(1).abs().max().item<double>() == 0.0);
+  require_close(masked.sum(-1), torch::ones({3, 5}), 1e-6, 1e-6, "masked weights sum to 1");
+  // a floating mask of -inf is the boolean mask
+  auto as_float = torch::zeros({5, 5}).masked_fill(causal, -INFINITY);
+  require_close(std::get<0>(mha->forward(x, x, x, {}, true, as_float)),
+                std::get<0>(mha->forward(x, x, x, {}, true, causal)), 0, 0, "float mask");
+
+  // training: dropout on the weights changes the output; every parameter gets a gradient
+  mha->train();
+  auto [trained, tw] = mha->forward(x, x, x);
+  CHECK((trained - out).abs().max().item<double>() > 1e-3);
+  trained.pow(2).sum().backward();
+  for (const auto& p : mha->parameters()) CHECK(p.grad().abs().sum().item<double>() > 0);
+
+  // other key and value sizes: separate projections, and torch's extra biases and zero slot
+  auto kv = std::make_shared<torch::nn::MultiheadAttention>(
+      torch::nn::MultiheadAttentionOptions(8, 4).kdim(5).vdim(7).add_bias_kv(true).add_zero_attn(
+          true));
+  keys.clear();
+  for (const auto& item : kv->state_dict()) keys.push_back(item.key());
+  CHECK(keys == std::vector<std::string>{"q_proj_weight", "k_proj_weight", "v_proj_weight",
+                                         "in_proj_bias", "bias_k", "bias_v", "out_proj.weight",
+                                         "out_proj.bias"});
+  auto [kv_out, kv_w] = kv->forward(x, torch::randn({6, 3, 5}), torch::randn({6, 3, 7}));
+  CHECK(kv_out.sizes() == std::vector<int64_t>{5, 3, 8});
+  CHECK(kv_w.sizes() == std::vector<int64_t>{3, 5, 8});  // 6 keys, bias_k's and the zero slot
+  // unbatched (L, E)
+  auto [single, single_w] = mha->forward(x.select(1, 0), x.select(1, 0), x.select(1, 0));
+  CHECK(single.sizes() == std::vector<int64_t>{5, 8});
+  CHECK(single_w.sizes() == std::vector<int64_t>{5, 5});
+
+  // bad input: a clear error
+  CHECK_THROWS_WITH(torch::nn::MultiheadAttention(10, 3),
+                    Catch::Contains("embed_dim (10) must split into num_heads (3)"));
+  CHECK_THROWS_WITH(mha->forward(x, x, x, torch::zeros({3, 4}, torch::kBool)),
+                    Catch::Contains("key_padding_mask must be (3, 5), got (3, 4)"));
+  CHECK_THROWS_WITH(mha->forward(x, x, x, {}, true, torch::zeros({4, 5})),
+                    Catch::Contains("a 2-d attn_mask must be (5, 5), got (4, 5)"));
+  CHECK_THROWS_WITH(mha->forward(x, torch::randn({4, 2, 8}), torch::randn({4, 2, 8})),
+                    Catch::Contains("query's batch N = 3"));
+  CHECK_THROWS_WITH(mha->forward(torch::randn({5, 3, 6}), x, x),
+                    Catch::Contains("query's embedding size is 6"));
+}

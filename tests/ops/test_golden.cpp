@@ -35,6 +35,15 @@ Tensor weighted(const std::vector<Tensor>& parts) {
   return cat(flat);
 }
 
+using Attn = nn::functional::MultiheadAttentionForwardFuncOptions;
+using nn::functional::multi_head_attention_forward;
+std::tuple<Tensor, Tensor> mha(const Tensor& q, const Tensor& k, const Tensor& v, const Attn& o) {
+  return multi_head_attention_forward(q, k, v, o);
+}
+Tensor both(const std::tuple<Tensor, Tensor>& r) {
+  return weighted({std::get<0>(r), std::get<1>(r)});
+}
+
 const std::map<std::string, Fn>& ops() {
   using V = const std::vector<Tensor>&;
   static const std::map<std::string, Fn> table = {
@@ -257,6 +266,43 @@ const std::map<std::string, Fn>& ops() {
       {"einsum_broadcast_one", [](V x) { return einsum("bij,bjk->bik", {x[0], x[1]}); }},
       {"einsum_summed_alone", [](V x) { return einsum("ij, kj -> k", {x[0], x[1]}); }},
       {"group_norm", [](V x) { return group_norm(x[0], 2, x[1], x[2]); }},
+      // Multi-head attention, two heads, weights as inputs: the output, then the weights.
+      {"mha_self",
+       [](V x) {
+         return both(mha(x[0], x[0], x[0], Attn(6, 2, x[1], x[2], {}, {}, false, 0, x[3], x[4])));
+       }},
+      {"mha_masks",
+       [](V x) {
+         return both(mha(x[0], x[1], x[2],
+                         Attn(6, 2, x[5], x[6], {}, {}, false, 0, x[7], x[8])
+                             .attn_mask(x[3])
+                             .key_padding_mask(x[4])
+                             .average_attn_weights(false)));
+       }},
+      {"mha_float_mask_3d_no_bias",
+       [](V x) {
+         return std::get<0>(mha(x[0], x[1], x[2],
+                                Attn(6, 2, x[4], {}, {}, {}, false, 0, x[5], {})
+                                    .attn_mask(x[3])
+                                    .need_weights(false)));
+       }},
+      {"mha_unbatched",
+       [](V x) {
+         return both(mha(x[0], x[1], x[2],
+                         Attn(6, 2, x[4], x[5], {}, {}, false, 0, x[6], x[7])
+                             .key_padding_mask(x[3])));
+       }},
+      {"mha_kdim_bias_kv_zero_attn",
+       [](V x) {
+         return both(mha(x[0], x[1], x[2],
+                         Attn(6, 2, {}, x[8], x[9], x[10], true, 0, x[11], x[12])
+                             .attn_mask(x[3])
+                             .key_padding_mask(x[4])
+                             .use_separate_proj_weight(true)
+                             .q_proj_weight(x[5])
+                             .k_proj_weight(x[6])
+                             .v_proj_weight(x[7])));
+       }},
       // Recurrent layers, weights as inputs: the output, then h_n (and c_n), flattened.
       {"lstm",
        [](V x) {

@@ -94,6 +94,15 @@ TEST_CASE("gradcheck: the other activations and math, and their second derivativ
   gradcheck([](V x) { return cumsum(x[0], 1); }, {r({3, 4})});
   gradcheck([](V x) { return prod(x[0], 0); }, {r({3, 4})});
   gradcheck([](V x) { return logsumexp(x[0], {1}); }, {r({3, 4})});
+  gradcheck(  // its gradient, g exp(x - out), differentiated again
+      [](V x) {
+        AutoGradMode on(true);
+        Tensor w = arange(0, 4, TensorOptions(DType::f64)).reshape({1, 4});
+        return autograd::grad({sum(mul(logsumexp(x[0], {0, 1}, true), 2.0))}, {x[0]}, {}, {},
+                              /*create_graph=*/true)[0]
+            .mul(w);
+      },
+      {r({3, 4})});
   gradcheck([](V x) { return topk(x[0], 2, 1).first; }, {distinct({3, 5})});
   gradcheck([](V x) { return einsum("bij,bkj->bik", {x[0], x[1]}); }, {r({2, 3, 4}), r({2, 5, 4})});
   gradcheck([](V x) { return prelu(x[0], x[1]); }, {away_from_zero({2, 3, 4}), r({3})});
