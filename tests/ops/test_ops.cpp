@@ -1,6 +1,7 @@
 // Op behaviour checked against closed forms: running statistics, dropout, comparisons,
 // reductions over empty and integer tensors, index results.
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <limits>
 
@@ -238,6 +239,61 @@ TEST_CASE("dropout keeps about 1 - p and rescales", "[ops]") {
   CHECK(kept == Approx(0.75).margin(0.01));
   CHECK(max(y).item<float>() == Approx(1.0 / 0.75));
   CHECK(equal(dropout(x, 0.25, false), x));
+}
+
+TEST_CASE("extremes of long rows: first NaN, else first of the tied extremes, any length",
+          "[ops]") {
+  // The vector search (rows of 16 f32 or 8 f64 and more) against an element loop in f64: rows
+  // of ties, of -0 beside 0, with a NaN early or at the very end, all -inf, and lengths that
+  // leave a tail.
+  auto first = [](const std::vector<double>& row, bool largest) {
+    int64_t best = 0;
+    for (size_t i = 0; i < row.size(); ++i) {
+      if (std::isnan(row[i])) return static_cast<int64_t>(i);
+      if (largest ? row[i] > row[best] : row[i] < row[best]) best = static_cast<int64_t>(i);
+    }
+    return best;
+  };
+  Generator gen(9);
+  for (DType dt : {DType::f32, DType::f64, DType::bf16}) {
+    for (int64_t cols : {15, 16, 17, 40, 64, 1000}) {
+      INFO("dtype " << dt << " cols " << cols);
+      std::vector<double> v = randint(-3, 4, {7, cols}, DType::f64, &gen).to_vector<double>();
+      for (int64_t c = 0; c < cols; ++c) {
+        v[1 * cols + c] = c % 2 ? 0.0 : -0.0;  // zeros of both signs
+        v[4 * cols + c] = -INFINITY;           // all -inf
+      }
+      v[2 * cols + cols / 3] = NAN;                         // a NaN inside
+      v[3 * cols + cols - 1] = NAN;                         // a NaN last
+      v[5 * cols + cols - 1] = 9;                           // the max in the tail
+      v[6 * cols + 1] = NAN, v[6 * cols + cols - 2] = NAN;  // two NaNs
+      Tensor x = from_vector(v, {7, cols}).to(dt);
+      std::vector<double> xv = x.to(DType::f64).to_vector<double>();
+      std::vector<int64_t> hi, lo;
+      for (int64_t r = 0; r < 7; ++r) {
+        std::vector<double> row(xv.begin() + r * cols, xv.begin() + (r + 1) * cols);
+        hi.push_back(first(row, true));
+        lo.push_back(first(row, false));
+      }
+      CHECK(argmax(x, 1).to_vector<int64_t>() == hi);
+      CHECK(argmin(x, 1).to_vector<int64_t>() == lo);
+      // the values are the elements at those positions, bit for bit (the sign of a zero too)
+      Tensor at_hi = gather(x, 1, argmax(x, 1, true)).reshape({7});
+      Tensor at_lo = gather(x, 1, argmin(x, 1, true)).reshape({7});
+      auto bits = [](const Tensor& t) { return t.to(DType::f64).to_vector<double>(); };
+      auto same_bits = [&](const Tensor& a, const Tensor& b) {
+        auto av = bits(a), bv = bits(b);
+        for (size_t i = 0; i < av.size(); ++i)
+          if (std::memcmp(&av[i], &bv[i], sizeof(double)) != 0 &&
+              !(std::isnan(av[i]) && std::isnan(bv[i])))
+            return false;
+        return true;
+      };
+      CHECK(same_bits(amax(x, {1}), at_hi));
+      CHECK(same_bits(min(x, 1).first, at_lo));
+      CHECK(same_bits(max(x, 1).first, at_hi));
+    }
+  }
 }
 
 TEST_CASE("comparisons, where, argmax and extreme values", "[ops]") {
