@@ -9,3 +9,4 @@
 #include "tandem/nn/models/resnet.hpp"
 #include "tandem/nn/module.hpp"
 #include "tandem/nn/rnn.hpp"
+#include "tandem/nn/transformer.hpp"

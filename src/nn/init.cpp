@@ -1,6 +1,8 @@
 #include "tandem/nn/init.hpp"
 
+#include <Eigen/Dense>
 #include <cmath>
+#include <vector>
 
 #include "tandem/autograd/grad_mode.hpp"
 #include "tandem/core/error.hpp"
@@ -75,6 +77,27 @@ void xavier_uniform_(Tensor tensor, double gain, Generator* gen) {
 
 void xavier_normal_(Tensor tensor, double gain, Generator* gen) {
   normal_(tensor, 0.0, xavier_std(tensor, gain), gen);
+}
+
+void orthogonal_(Tensor tensor, double gain, Generator* gen) {
+  TANDEM_CHECK(tensor.defined() && tensor.dim() >= 2,
+               "init.orthogonal_: only tensors with 2 or more dimensions are supported");
+  if (tensor.numel() == 0) return;
+  const int64_t rows = tensor.size(0), cols = tensor.numel() / rows;
+  // The QR decomposition of the taller way round, in f64 on the host (a parameter's init).
+  const std::vector<double> draws = randn({rows, cols}, DType::f64, gen).to_vector<double>();
+  using Matrix = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  Matrix a = Eigen::Map<const Matrix>(draws.data(), rows, cols);
+  if (rows < cols) a.transposeInPlace();
+  const Eigen::HouseholderQR<Matrix> qr(a);
+  Matrix q = qr.householderQ() * Matrix::Identity(a.rows(), a.cols());
+  for (Eigen::Index j = 0; j < q.cols(); ++j)  // R's diagonal positive: a unique Q
+    if (qr.matrixQR()(j, j) < 0) q.col(j) *= -1.0;
+  if (rows < cols) q.transposeInPlace();
+  q *= gain;
+  NoGradGuard no_grad;
+  tensor.copy_(from_vector(std::vector<double>(q.data(), q.data() + q.size()), tensor.shape())
+                   .to(tensor.dtype()));
 }
 
 }  // namespace tandem::nn::init

@@ -367,6 +367,48 @@ Tensor cumsum(const Tensor& t, int64_t dim, std::optional<DType> dtype) {
   return cumsum_recorded(as_dtype(t, widened(t, dtype)), dim, false);
 }
 
+namespace {
+
+// d out_j / d x_i = the product of x_m over m <= j but i, for j >= i. Before a row's first
+// zero that is out_j / x_i, so the gradient is the reverse running sum of g out over x; at the
+// first zero it is the reverse running sum of g times the running products with that zero
+// taken as 1; after it every product has the zero in it. Composed of recorded ops, so
+// create_graph differentiates it again; no host read of whether there is a zero.
+Tensor cumprod_backward(const Tensor& g, const Tensor& x, const Tensor& out, int64_t dim) {
+  const TensorOptions o = TensorOptions(x.dtype()).device(x.device());
+  const Tensor one = ones({}, o), zero = zeros({}, o);
+  Tensor before, first_zero;  // bool masks
+  {
+    NoGradGuard no_grad;
+    const Tensor is_zero = eq(x, zero).to(DType::i64);
+    const Tensor zeros_so_far = cumsum(is_zero, dim);
+    const Tensor count = zeros({}, TensorOptions(DType::i64));
+    before = eq(zeros_so_far, count);
+    first_zero = eq(mul(zeros_so_far, is_zero), add(count, 1.0));
+  }
+  Tensor grad =
+      where(before, div(cumsum_recorded(mul(g, out), dim, true), where(before, x, one)), zero);
+  const Tensor from_zero = cumprod(where(first_zero, one, x), dim);
+  return where(first_zero, cumsum_recorded(mul(g, from_zero), dim, true), grad);
+}
+
+}  // namespace
+
+Tensor cumprod(const Tensor& t, int64_t dim, std::optional<DType> dtype) {
+  check_defined(t, "cumprod", "input");
+  const Tensor x = as_dtype(t, widened(t, dtype));
+  Tensor out = scan(x, dim, kernels::ScanOp::prod, false, false, "cumprod");
+  const Tensor y = out.detach();
+  autograd::record(
+      "cumprod", {x}, out,
+      [x, y, dim](const Tensor& g) -> std::vector<Tensor> {
+        return {cumprod_backward(g, x, autograd::saved_output(y), dim)};
+      },
+      kDifferentiable);
+  autograd::save_for_backward(out, {x, out});
+  return out;
+}
+
 Tensor prod(const Tensor& t, int64_t dim, bool keepdim, std::optional<DType> dtype) {
   check_defined(t, "prod", "input");
   const Tensor x = as_dtype(t, widened(t, dtype));

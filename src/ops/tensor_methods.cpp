@@ -286,6 +286,9 @@ Tensor Tensor::triu(int64_t diagonal) const { return tandem::triu(*this, diagona
 Tensor Tensor::cumsum(int64_t dim, std::optional<DType> dtype) const {
   return tandem::cumsum(*this, dim, dtype);
 }
+Tensor Tensor::cumprod(int64_t dim, std::optional<DType> dtype) const {
+  return tandem::cumprod(*this, dim, dtype);
+}
 Tensor Tensor::prod(std::optional<DType> dtype) const { return tandem::prod(*this, dtype); }
 Tensor Tensor::prod(int64_t dim, bool keepdim, std::optional<DType> dtype) const {
   return tandem::prod(*this, dim, keepdim, dtype);
@@ -629,6 +632,27 @@ Tensor& math_inplace(Tensor& self, kernels::UnaryOp op, const char* name,
 Tensor& Tensor::relu_() { return math_inplace(*this, kernels::UnaryOp::relu, "relu_"); }
 Tensor& Tensor::sigmoid_() { return math_inplace(*this, kernels::UnaryOp::sigmoid, "sigmoid_"); }
 Tensor& Tensor::tanh_() { return math_inplace(*this, kernels::UnaryOp::tanh, "tanh_"); }
+namespace {
+// This tensor takes `view`'s shape and strides (a view of it, so of its storage and offset).
+Tensor& take_view(Tensor& t, const Tensor& view, const char* op) {
+  TANDEM_CHECK(!t.requires_grad(), op,
+               ": changes the shape of a tensor that requires grad, "
+               "whose history and gradient have the old one; use the out-of-place view");
+  TensorImpl& impl = *t.impl();
+  impl.shape = view.shape();
+  impl.strides = view.strides();
+  return t;
+}
+}  // namespace
+
+Tensor& Tensor::unsqueeze_(int64_t dim) { return take_view(*this, unsqueeze(dim), "unsqueeze_"); }
+Tensor& Tensor::squeeze_() { return take_view(*this, squeeze(), "squeeze_"); }
+Tensor& Tensor::squeeze_(int64_t dim) { return take_view(*this, squeeze(dim), "squeeze_"); }
+Tensor& Tensor::t_() { return take_view(*this, t(), "t_"); }
+Tensor& Tensor::transpose_(int64_t dim0, int64_t dim1) {
+  return take_view(*this, transpose(dim0, dim1), "transpose_");
+}
+
 Tensor& Tensor::exp_() { return math_inplace(*this, kernels::UnaryOp::exp, "exp_"); }
 Tensor& Tensor::log_() { return math_inplace(*this, kernels::UnaryOp::log, "log_"); }
 Tensor& Tensor::log1p_() { return math_inplace(*this, kernels::UnaryOp::log1p, "log1p_"); }

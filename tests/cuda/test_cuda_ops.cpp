@@ -335,6 +335,8 @@ TEST_CASE("CUDA scans, products and sorts match the CPU: ties in position order,
       Tensor near1 = add(mul(x, 0.01), 1.0);
       same_on_gpu(
           "prod", {near1}, [](auto& v) { return prod(v[0], 1); }, ts);
+      same_on_gpu(
+          "cumprod", {near1}, [](auto& v) { return cumprod(v[0], 1); }, ts);
     }
     Tensor ties = from_vector<double>({2, NAN, 1, 2, 1, NAN, 0, 2}, {1, 8}).to(dt);
     same_on_gpu("sort ties and NaN", {ties}, [](auto& v) { return argsort(v[0]); }, {0, 0});
@@ -364,6 +366,14 @@ TEST_CASE("CUDA scans, products and sorts match the CPU: ties in position order,
         [](auto& v) {
           Tensor a = v[0].detach().requires_grad_(true);
           prod(a, 1).sum().backward();
+          return a.grad();
+        },
+        tol(dt));
+    same_on_gpu(
+        "cumprod gradient", {z},
+        [](auto& v) {
+          Tensor a = v[0].detach().requires_grad_(true);
+          cumprod(a, 1).sum().backward();
           return a.grad();
         },
         tol(dt));

@@ -392,6 +392,19 @@ with torch.random.fork_rng():
          r(6, 6) * 0.5, r(6, 5) * 0.5, r(6, 7) * 0.5, r(18), r(1, 1, 6), r(1, 1, 6),
          r(6, 6) * 0.5, r(6))
 
+# cumprod: a stream of its own. Zeros where the gradient changes form: one and two in a row.
+with torch.random.fork_rng():
+    torch.manual_seed(6666)
+    case("cumprod", lambda a: torch.cumprod(a, 1), r(3, 6))
+    with_zeros = r(4, 6)
+    with_zeros[0, 2] = 0
+    with_zeros[1, 0] = 0
+    with_zeros[2, 1] = 0
+    with_zeros[2, 4] = 0
+    with_zeros[3, 5] = 0
+    case("cumprod_zeros", lambda a: torch.cumprod(a, 1), with_zeros)
+    case("cumprod_zeros_dim0", lambda a: torch.cumprod(a, 0), with_zeros.t().contiguous())
+
 with open(os.path.join(HERE, "ops.json"), "w") as f:
     json.dump({"generator": "torch " + torch.__version__, "cases": cases}, f)
 

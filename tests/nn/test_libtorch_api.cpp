@@ -1766,6 +1766,28 @@ TEST_CASE("libtorch names: sort, topk, argsort, cumsum, prod, logsumexp", "[libt
   (c.cumsum(0) * torch::tensor({1.0, 10.0, 100.0})).sum().backward();
   CHECK(c.grad().to_vector<float>() == std::vector<float>{111, 110, 100});
 
+  // cumprod: running products, integers in i64; the gradient holds at a zero
+  CHECK(torch::tensor({2, 3, 4}).to(torch::kInt).cumprod(0).to_vector<int64_t>() ==
+        std::vector<int64_t>{2, 6, 24});
+  auto cp = torch::tensor({2.0, 0.0, 3.0}, torch::requires_grad());
+  cp.cumprod(0).sum().backward();  // d/dx of x0 + x0 x1 + x0 x1 x2 at (2, 0, 3)
+  CHECK(cp.grad().to_vector<float>() == std::vector<float>{1, 2 + 6, 0});
+
+  // in-place view changes: every handle sees the new shape; refused where grad is required
+  auto v = torch::arange(6).reshape({2, 3});
+  auto same = v;
+  v.unsqueeze_(0);
+  CHECK(same.sizes() == std::vector<int64_t>{1, 2, 3});
+  v.squeeze_();
+  CHECK(v.sizes() == std::vector<int64_t>{2, 3});
+  v.t_();
+  CHECK(v.sizes() == std::vector<int64_t>{3, 2});
+  CHECK(v.contiguous().to_vector<int64_t>() == std::vector<int64_t>{0, 3, 1, 4, 2, 5});
+  v.transpose_(0, 1).unsqueeze_(2).squeeze_(2);
+  CHECK(v.to_vector<int64_t>() == std::vector<int64_t>{0, 1, 2, 3, 4, 5});
+  CHECK_THROWS_WITH(cp.unsqueeze_(0), Catch::Contains("unsqueeze_: changes the shape of a tensor "
+                                                      "that requires grad"));
+
   // prod: of all, along a dim, of integers (i64), of an empty dim (1)
   CHECK(x.prod().item<double>() == 0.0);
   CHECK(x.prod(1).to_vector<float>() == std::vector<float>{6, -0.0f});

@@ -138,6 +138,32 @@ TEST_CASE("layers compute what their functional ops compute", "[nn]") {
       Catch::Contains("BatchNorm2d(3): expected input (N, C, H, W) with C = 3, got (2, 4, 3, 3)"));
 }
 
+TEST_CASE("orthogonal_: orthonormal rows or columns, times the gain, any shape", "[nn][init]") {
+  auto gram_is = [](const Tensor& m, double scale) {
+    // m m^T for the wide ones, m^T m for the tall ones: scale^2 I
+    const Tensor g = m.size(0) <= m.size(1) ? matmul(m, m.t()) : matmul(m.t(), m);
+    require_close(g.to(DType::f64), mul(eye(g.size(0), TensorOptions(DType::f64)), scale * scale),
+                  1e-5, 1e-5, "gram matrix");
+  };
+  Tensor tall = empty({6, 4}), wide = empty({3, 8}), conv = empty({4, 2, 3, 3});
+  init::orthogonal_(tall);
+  init::orthogonal_(wide, 2.0);
+  init::orthogonal_(conv);
+  gram_is(tall, 1.0);
+  gram_is(wide, 2.0);
+  gram_is(conv.reshape({4, 18}), 1.0);
+  // the same generator state, the same matrix; a square one is a rotation or a reflection
+  Generator a(5), b(5);
+  Tensor sq1 = empty({5, 5}, TensorOptions(DType::f64)),
+         sq2 = empty({5, 5}, TensorOptions(DType::f64));
+  init::orthogonal_(sq1, 1.0, &a);
+  init::orthogonal_(sq2, 1.0, &b);
+  require_close(sq1, sq2, 0, 0, "same draws");
+  gram_is(sq1, 1.0);
+  CHECK_THROWS_WITH(init::orthogonal_(empty({4})),
+                    Catch::Contains("only tensors with 2 or more dimensions"));
+}
+
 TEST_CASE("initializations have their closed-form spread", "[nn][init]") {
   // Large tensors: the sample std / bound is within 2% of the formula.
   auto sample_std = [](const Tensor& t) { return std::sqrt(var(t.to(DType::f64)).item<double>()); };
@@ -217,6 +243,97 @@ TEST_CASE("a CIFAR ResNet matches PyTorch: logits, gradients, running statistics
   model->eval();
   NoGradGuard no_grad;
   require_close(model->forward(g.at("input")), g.at("logits_eval"), 1e-4, 1e-5, "eval logits");
+}
+
+TEST_CASE("a Transformer and a GELU encoder layer match PyTorch: outputs and every gradient",
+          "[nn][golden]") {
+  // tests/golden/make_transformer_golden.py: nn.Transformer (2 + 2 layers, masks of each kind)
+  // and nn.TransformerEncoderLayer(activation="gelu") in PyTorch 1.13, training mode, no dropout.
+  io::Metadata meta;
+  StateDict g =
+      io::load_safetensors(std::string(TANDEM_GOLDEN_DIR) + "/transformer.safetensors", &meta);
+  CHECK(meta["source"] == "make_transformer_golden.py");
+  auto with_prefix = [&](const std::string& prefix) {
+    StateDict weights;
+    for (const auto& [k, v] : g)
+      if (k.rfind(prefix, 0) == 0) weights[k.substr(prefix.size())] = v;
+    return weights;
+  };
+  auto model = std::make_shared<nn::Transformer>(
+      nn::TransformerOptions(8, 2, 2, 2).dim_feedforward(16).dropout(0.0));
+  model->load_state_dict(with_prefix("model."));  // strict: torch's names, all of them
+  const Tensor src_padding = g.at("src_padding").to(DType::boolean);
+  Tensor y = model->forward(g.at("src"), g.at("tgt"), {}, g.at("tgt_mask"), {}, src_padding,
+                            g.at("tgt_padding").to(DType::boolean), src_padding);
+  require_close(y, g.at("output"), 1e-4, 1e-5, "transformer output");
+  CHECK(
+      eq(nn::Transformer::generate_square_subsequent_mask(4), g.at("tgt_mask")).all().item<bool>());
+  y.backward(g.at("grad_output"));
+  for (const auto& [name, p] : model->named_parameters())
+    require_close(p.grad(), g.at("grad.model." + name), 1e-3, 1e-5, "grad of " + name);
+
+  auto layer = std::make_shared<nn::TransformerEncoderLayer>(
+      nn::TransformerEncoderLayerOptions(8, 2).dim_feedforward(12).dropout(0.0).activation(kGELU));
+  layer->load_state_dict(with_prefix("gelu_layer."));
+  Tensor z = layer->forward(g.at("src"), g.at("gelu_src_mask"));
+  require_close(z, g.at("gelu_output"), 1e-4, 1e-5, "gelu layer output");
+  z.backward(g.at("gelu_grad_output"));
+  for (const auto& [name, p] : layer->named_parameters())
+    require_close(p.grad(), g.at("grad.gelu_layer." + name), 1e-3, 1e-5, "grad of " + name);
+}
+
+TEST_CASE("transformer stacks: torch's names, layers that start equal and stay apart, errors",
+          "[nn]") {
+  auto layer = std::make_shared<nn::TransformerEncoderLayer>(
+      nn::TransformerEncoderLayerOptions(16, 4).dim_feedforward(32));
+  auto encoder = std::make_shared<nn::TransformerEncoder>(nn::TransformerEncoderOptions(layer, 3));
+  const StateDict sd = encoder->state_dict();
+  CHECK(sd.size() == 3 * 12);
+  CHECK(sd.begin()->first == "layers.0.self_attn.in_proj_weight");
+  // the copies start from the layer's weights but share no tensor with it or each other
+  require_close(sd.at("layers.2.linear1.weight"), layer->linear1->weight, 0, 0, "clone");
+  {
+    NoGradGuard no_grad;
+    layer->linear1->weight.add_(1.0);
+  }
+  CHECK(sub(layer->linear1->weight, sd.at("layers.0.linear1.weight")).min().item<double>() ==
+        Approx(1.0));
+  require_close(sd.at("layers.0.linear1.weight"), sd.at("layers.1.linear1.weight"), 0, 0,
+                "copies apart from the layer");
+  {
+    NoGradGuard no_grad;
+    Tensor first = sd.at("layers.0.linear1.weight");
+    first.mul_(2.0);
+  }
+  CHECK_FALSE(
+      eq(sd.at("layers.0.linear1.weight"), sd.at("layers.1.linear1.weight")).all().item<bool>());
+  // a function as the activation; the layer and the stack run forward, eval and train
+  auto custom = std::make_shared<nn::TransformerEncoderLayer>(
+      nn::TransformerEncoderLayerOptions(16, 4).dim_feedforward(32).dropout(0.0).activation(
+          [](const Tensor& x) { return tanh(x); }));
+  Tensor x = randn({6, 2, 16});
+  CHECK(custom->forward(x).shape() == Shape{6, 2, 16});
+  encoder->eval();
+  Tensor e1 = encoder->forward(x), e2 = encoder->forward(x);
+  require_close(e1, e2, 0, 0, "eval: no dropout");
+  // Sequential takes a layer as any single-input module
+  nn::Sequential seq(custom, std::make_shared<nn::TransformerEncoderLayer>(16, 4));
+  CHECK(seq.forward(x).shape() == Shape{6, 2, 16});
+  // a decoder stack on its own
+  auto decoder = std::make_shared<nn::TransformerDecoder>(
+      nn::TransformerDecoderOptions(nn::TransformerDecoderLayerOptions(16, 4), 2));
+  CHECK(decoder->forward(randn({3, 2, 16}), x).shape() == Shape{3, 2, 16});
+  CHECK(decoder->named_parameters().size() == 2 * 18);
+
+  CHECK_THROWS_WITH(nn::TransformerEncoderLayer(10, 3),
+                    Catch::Contains("d_model (10) must split into nhead (3)"));
+  CHECK_THROWS_WITH(nn::TransformerEncoderLayerOptions(8, 2).activation("tanh"),
+                    Catch::Contains("\"tanh\" is not one"));
+  nn::Transformer small(nn::TransformerOptions(8, 2, 1, 1).dim_feedforward(8));
+  CHECK_THROWS_WITH(small.forward(randn({5, 3, 8}), randn({4, 2, 8})),
+                    Catch::Contains("same batch size, got 3 and 2"));
+  CHECK_THROWS_WITH(small.forward(randn({5, 3, 6}), randn({4, 3, 6})),
+                    Catch::Contains("must be d_model (8), got 6 and 6"));
 }
 
 TEST_CASE("libtorch's option forms build the layers the positional forms build", "[nn]") {

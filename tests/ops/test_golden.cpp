@@ -266,6 +266,9 @@ const std::map<std::string, Fn>& ops() {
       {"einsum_broadcast_one", [](V x) { return einsum("bij,bjk->bik", {x[0], x[1]}); }},
       {"einsum_summed_alone", [](V x) { return einsum("ij, kj -> k", {x[0], x[1]}); }},
       {"group_norm", [](V x) { return group_norm(x[0], 2, x[1], x[2]); }},
+      {"cumprod", [](V x) { return cumprod(x[0], 1); }},
+      {"cumprod_zeros", [](V x) { return x[0].cumprod(1); }},
+      {"cumprod_zeros_dim0", [](V x) { return cumprod(x[0], 0); }},
       // Multi-head attention, two heads, weights as inputs: the output, then the weights.
       {"mha_self",
        [](V x) {

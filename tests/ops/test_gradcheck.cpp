@@ -93,6 +93,28 @@ TEST_CASE("gradcheck: the other activations and math, and their second derivativ
   gradcheck([](V x) { return remainder(x[0], x[1]); }, {mul(r({6}), 0.3), add(pos({6}), 1.0)});
   gradcheck([](V x) { return cumsum(x[0], 1); }, {r({3, 4})});
   gradcheck([](V x) { return prod(x[0], 0); }, {r({3, 4})});
+  {
+    // cumprod: rows without a zero, with one, and with two (its gradient changes form there)
+    Tensor z = r({3, 5});
+    {
+      NoGradGuard no_grad;
+      z.index_put_({1, 2}, 0.0);
+      z.index_put_({2, 1}, 0.0);
+      z.index_put_({2, 3}, 0.0);
+    }
+    gradcheck([](V x) { return cumprod(x[0], 1); }, {z});
+    gradcheck([](V x) { return cumprod(x[0], 0); }, {z.t().contiguous().detach()});
+    // Its gradient, differentiated again where there is no zero (at a zero the composed
+    // gradient misses the terms through that zero of the positions after it: ARCHITECTURE).
+    gradcheck(
+        [](V x) {
+          AutoGradMode on(true);
+          Tensor w = arange(1, 6, TensorOptions(DType::f64));
+          return autograd::grad({sum(mul(cumprod(x[0], 1), w))}, {x[0]}, {}, {},
+                                /*create_graph=*/true)[0];
+        },
+        {r({2, 5})});
+  }
   gradcheck([](V x) { return logsumexp(x[0], {1}); }, {r({3, 4})});
   gradcheck(  // its gradient, g exp(x - out), differentiated again
       [](V x) {

@@ -345,6 +345,7 @@ class Tensor {
   Tensor tril(int64_t diagonal = 0) const;
   Tensor triu(int64_t diagonal = 0) const;
   Tensor cumsum(int64_t dim, std::optional<DType> dtype = std::nullopt) const;
+  Tensor cumprod(int64_t dim, std::optional<DType> dtype = std::nullopt) const;
   Tensor prod(std::optional<DType> dtype = std::nullopt) const;
   Tensor prod(int64_t dim, bool keepdim = false, std::optional<DType> dtype = std::nullopt) const;
   Tensor logsumexp(const Shape& dims, bool keepdim = false) const;
@@ -421,6 +422,14 @@ class Tensor {
   Tensor& sigmoid_();
   Tensor& tanh_();
   Tensor& exp_();
+  /// View changes in place, as libtorch's: this tensor (every handle to it) takes the view's
+  /// shape and strides; its data stays where it is. Refused on a tensor that requires grad,
+  /// whose history and gradient have the old shape.
+  Tensor& unsqueeze_(int64_t dim);
+  Tensor& squeeze_();
+  Tensor& squeeze_(int64_t dim);
+  Tensor& t_();
+  Tensor& transpose_(int64_t dim0, int64_t dim1);
   Tensor& log_();
   Tensor& log1p_();
   Tensor& sqrt_();

@@ -32,6 +32,9 @@ void kaiming_normal_(Tensor tensor, double a = 0.0, FanMode mode = FanMode::fan_
 /// Glorot & Bengio 2010: U(-b, b) with b = gain * sqrt(6 / (fan_in + fan_out)).
 void xavier_uniform_(Tensor tensor, double gain = 1.0, Generator* gen = nullptr);
 void xavier_normal_(Tensor tensor, double gain = 1.0, Generator* gen = nullptr);
+/// Saxe et al. 2013: a (semi-)orthogonal matrix times gain, from the QR decomposition of
+/// normal draws (signs fixed by R's diagonal, as torch's), the tensor seen as (size(0), rest).
+void orthogonal_(Tensor tensor, double gain = 1.0, Generator* gen = nullptr);
 
 }  // namespace tandem::nn::init
 

@@ -59,6 +59,9 @@ Tensor var(const Tensor& t, I dim, bool unbiased = true, bool keepdim = false) {
 }
 /// Running sums along dim (integers and bool sum in i64, or in `dtype`).
 Tensor cumsum(const Tensor& t, int64_t dim, std::optional<DType> dtype = std::nullopt);
+/// Running products along dim (integers and bool multiply in i64, or in `dtype`). Its
+/// gradient holds where there are zeros, as torch's.
+Tensor cumprod(const Tensor& t, int64_t dim, std::optional<DType> dtype = std::nullopt);
 /// The product of all elements, or along dim (integers and bool multiply in i64). Its gradient
 /// is the product of the other elements, zeros included.
 Tensor prod(const Tensor& t, std::optional<DType> dtype = std::nullopt);
