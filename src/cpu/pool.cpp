@@ -184,12 +184,65 @@ void avg_pool2d_backward(const Tensor& grad_in, const Tensor& grad_out, const Po
   });
 }
 
+namespace {
+
+// Global average pooling (ResNet's head), each plane summed in order from 0 as
+// adaptive_avg_window sums it (the same bits), but many planes at once: one plane's sum is a
+// chain of dependent adds, and one at a time took 2.8 ms for (128, 512, 7, 7), 3x PyTorch's.
+// Row-major planes go kPlanes at a time, each its own accumulator; channels-last ones with
+// the channels as the vector.
+template <typename T>
+void global_avg_pool(T* y, const T* x, int64_t images, const pool::Geometry& g) {
+  const int64_t hw = g.h * g.w;
+  const T area = T(hw);
+  if (g.channels_last) {
+    parallel_for(0, images, std::max<int64_t>(1, kElementwiseGrain / (hw * g.c)),
+                 [&](int64_t lo, int64_t hi) {
+                   for (int64_t n = lo; n < hi; ++n) {
+                     T* yn = y + n * g.c;
+                     const T* xn = x + n * hw * g.c;
+                     std::fill_n(yn, g.c, T(0));
+                     for (int64_t k = 0; k < hw; ++k)
+                       for (int64_t c = 0; c < g.c; ++c) yn[c] += xn[k * g.c + c];
+                     for (int64_t c = 0; c < g.c; ++c) yn[c] /= area;
+                   }
+                 });
+    return;
+  }
+  constexpr int64_t kPlanes = 16;
+  const int64_t planes = images * g.c, blocks = (planes + kPlanes - 1) / kPlanes;
+  parallel_for(0, blocks, std::max<int64_t>(1, kElementwiseGrain / (hw * kPlanes)),
+               [&](int64_t lo, int64_t hi) {
+                 for (int64_t b = lo; b < hi; ++b) {
+                   const int64_t p0 = b * kPlanes;
+                   if (p0 + kPlanes <= planes) {
+                     T acc[kPlanes] = {};
+                     for (int64_t k = 0; k < hw; ++k)
+                       for (int64_t j = 0; j < kPlanes; ++j) acc[j] += x[(p0 + j) * hw + k];
+                     for (int64_t j = 0; j < kPlanes; ++j) y[p0 + j] = acc[j] / area;
+                   } else {
+                     for (int64_t p = p0; p < planes; ++p) {
+                       T acc = T(0);
+                       for (int64_t k = 0; k < hw; ++k) acc += x[p * hw + k];
+                       y[p] = acc / area;
+                     }
+                   }
+                 }
+               });
+}
+
+}  // namespace
+
 void adaptive_avg_pool2d_forward(const Tensor& out, const Tensor& in) {
   dispatch_dtype<DTypeSet::wide>(in.dtype(), "adaptive_avg_pool2d (cpu)", [&](auto t) {
     using T = decltype(t);
     const pool::Geometry g = pool::geometry(in, out);
     const T* x = ptr<const T>(in);
     T* y = ptr<T>(out);
+    if (g.ho == 1 && g.wo == 1) {
+      if (out.numel() > 0) global_avg_pool(y, x, out.numel() / g.c, g);
+      return;
+    }
     const int64_t window = (g.h / g.ho + 1) * (g.w / g.wo + 1);
     for_each_element(g, out.numel(), g.ho, g.wo, window, [&](int64_t o, pool::Site s) {
       y[o] = pool::adaptive_avg_window<T>(x, g, s, Identity{});

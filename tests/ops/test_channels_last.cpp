@@ -155,7 +155,9 @@ TEST_CASE("pooling a channels-last input: f16 and bf16, one channel, 1x1 maps", 
       {"adaptive avg pool", [](const Tensor& t) { return adaptive_avg_pool2d(t, {2, 3}); }},
       {"global avg pool", [](const Tensor& t) { return adaptive_avg_pool2d(t, {1, 1}); }},
   };
-  for (const Shape& shape : {Shape{2, 3, 7, 5}, Shape{2, 1, 5, 6}, Shape{3, 4, 1, 1}}) {
+  // (3, 20, 7, 5): global pooling's blocks of 16 row-major planes and a tail
+  for (const Shape& shape :
+       {Shape{2, 3, 7, 5}, Shape{2, 1, 5, 6}, Shape{3, 4, 1, 1}, Shape{3, 20, 7, 5}}) {
     for (DType dt : {DType::f32, DType::f16, DType::bf16}) {
       for (const auto& [name, f] : ops) {
         INFO(name << " on " << shape_str(shape) << " " << dtype_name(dt));
@@ -167,6 +169,10 @@ TEST_CASE("pooling a channels-last input: f16 and bf16, one channel, 1x1 maps", 
         CHECK(got.suggest_memory_format() == kCL);
         CHECK(got.dtype() == dt);
         require_same(got.to(DType::f32), expected.to(DType::f32), "forward");
+        if (std::string(name) == "global avg pool")  // against the mean, summed in f64
+          require_close(expected.to(DType::f64),
+                        mean(x.to(DType::f64), {2, 3}, true).to(dt).to(DType::f64),
+                        dt == DType::f32 ? 1e-6 : 1e-2, 1e-6, "global pool = mean");
         Tensor g = randn_seeded(expected.shape(), 42).to(dt);
         sum(mul(expected, g)).backward();
         sum(mul(got, g)).backward();
