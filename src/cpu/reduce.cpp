@@ -3,6 +3,7 @@
 // scheduling changes a single bit of the result.
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <vector>
 
@@ -347,16 +348,93 @@ void select_row(int64_t* indices, const T* x, int64_t cols, int64_t k,
   for (int64_t i = 0; i < k; ++i) indices[i] = best[i].second;
 }
 
+// An unsigned key per element that orders as sorts_before does: a float's bits with negatives
+// reversed, -0 as +0 and every NaN as one key above +inf; an integer with its sign bit
+// flipped. Descending inverts the keys (NaN first), and ties stay in position order either
+// way: each pass of a least-significant-digit radix sort is stable.
+template <typename T>
+using RadixKey = std::conditional_t<sizeof(acc_type<T>) == 8, uint64_t, uint32_t>;
+
+template <bool kDescending, typename T>
+RadixKey<T> radix_key(T t) {
+  using A = acc_type<T>;
+  using K = RadixKey<T>;
+  constexpr K kSign = K(1) << (8 * sizeof(K) - 1);
+  const A v = A(t);
+  K key;
+  if constexpr (std::is_floating_point_v<A>) {
+    static_assert(sizeof(A) == sizeof(K));
+    if (v != v) {
+      key = ~K(0);
+    } else {
+      const A folded = v == A(0) ? A(0) : v;  // -0 ties with +0, as `<` has it
+      std::memcpy(&key, &folded, sizeof key);
+      key = (key & kSign) ? ~key : (key | kSign);
+    }
+  } else if constexpr (std::is_signed_v<A>) {
+    key = static_cast<K>(static_cast<std::make_signed_t<K>>(v)) ^ kSign;
+  } else {
+    key = static_cast<K>(v);
+  }
+  return kDescending ? ~key : key;
+}
+
+// The order of one row by radix sort on 11-bit digits, skipping digits all keys share: a
+// comparison sort of (value, position) pairs took 1.14x PyTorch's time on rows of 4096.
+template <bool kDescending, typename T>
+void radix_sort_row(int64_t* indices, const T* x, int64_t cols, int64_t k,
+                    std::vector<RadixKey<T>>& keys, std::vector<RadixKey<T>>& keys2,
+                    std::vector<int64_t>& pos, std::vector<int64_t>& pos2) {
+  using K = RadixKey<T>;
+  constexpr int kBits = 11;
+  constexpr K kMask = (K(1) << kBits) - 1;
+  for (int64_t c = 0; c < cols; ++c) {
+    keys[c] = radix_key<kDescending>(x[c]);
+    pos[c] = c;
+  }
+  int64_t count[kMask + 1];
+  for (int shift = 0; shift < int(8 * sizeof(K)); shift += kBits) {
+    std::fill_n(count, kMask + 1, 0);
+    for (int64_t c = 0; c < cols; ++c) ++count[(keys[c] >> shift) & kMask];
+    if (count[(keys[0] >> shift) & kMask] == cols) continue;  // one digit for all
+    int64_t sum = 0;
+    for (K d = 0; d <= kMask; ++d) {
+      const int64_t n = count[d];
+      count[d] = sum;
+      sum += n;
+    }
+    for (int64_t c = 0; c < cols; ++c) {
+      const int64_t to = count[(keys[c] >> shift) & kMask]++;
+      keys2[to] = keys[c];
+      pos2[to] = pos[c];
+    }
+    keys.swap(keys2);
+    pos.swap(pos2);
+  }
+  std::copy_n(pos.begin(), k, indices);
+}
+
 template <bool kDescending, typename T>
 void sort_rows_of(int64_t* indices, const T* in, int64_t rows, int64_t cols, int64_t k) {
   using A = acc_type<T>;
-  constexpr int64_t kSelectMax = 16;
+  constexpr int64_t kSelectMax = 16, kRadixMin = 64;
   parallel_for(0, rows, std::max<int64_t>(1, kBlock / cols), [&](int64_t lo, int64_t hi) {
     if (k <= kSelectMax && k < cols) {
       std::pair<A, int64_t> best[kSelectMax];
       for (int64_t r = lo; r < hi; ++r)
         select_row<kDescending>(indices + r * k, in + r * cols, cols, k, best);
       return;
+    }
+    if constexpr (!std::is_same_v<T, bool>) {
+      if (cols >= kRadixMin) {
+        const auto n = static_cast<size_t>(cols);
+        std::vector<RadixKey<T>> keys(n), keys2(n);
+        std::vector<int64_t> pos(n), pos2(n);
+        for (int64_t r = lo; r < hi; ++r)
+          radix_sort_row<kDescending>(indices + r * k, in + r * cols, cols, k, keys, keys2, pos,
+                                      pos2);
+        return;
+      }
     }
     std::vector<std::pair<A, int64_t>> row(static_cast<size_t>(cols));
     for (int64_t r = lo; r < hi; ++r) {

@@ -4,6 +4,7 @@
 // the functional op it forwards to; the new ops' values and gradients against PyTorch's are in
 // tests/ops/test_golden.cpp, Adam's in tests/optim/test_optim.cpp.
 #include <algorithm>
+#include <numeric>
 #include <set>
 #include <sstream>
 
@@ -1748,6 +1749,49 @@ TEST_CASE("libtorch names: sort, topk, argsort, cumsum, prod, logsumexp", "[libt
         CHECK(r.topk(k, 1, largest).second.to_vector<int64_t>() ==
               order.narrow(1, 0, k).contiguous().to_vector<int64_t>());
       }
+    }
+  }
+  // Rows of 64 and more take a radix sort: its order against std::stable_sort of the values in
+  // f64 (NaN above every number, -0 tied with 0), with ties, signed zeros, infinities and NaN,
+  // in every dtype, both ways, whole and the first k.
+  for (auto dt :
+       {torch::kFloat, torch::kDouble, torch::kHalf, torch::kInt, torch::kLong, torch::kByte}) {
+    torch::manual_seed(6);
+    const bool floating = dt == torch::kFloat || dt == torch::kDouble || dt == torch::kHalf;
+    auto r = torch::randint(-20, 20, {3, 300}).to(torch::kDouble);
+    if (dt == torch::kByte) r = r.abs();
+    if (floating) {
+      r = r * 1000.5;  // past f16's integers: ties after rounding too
+      r.index_put_({0, 7}, -0.0);
+      r.index_put_({0, 8}, 0.0);
+      r.index_put_({1, 0}, INFINITY);
+      r.index_put_({1, 1}, -INFINITY);
+      r.index_put_({2, 5}, nan);
+      r.index_put_({2, 299}, nan);
+    }
+    r = r.to(dt);
+    const auto values = r.to(torch::kDouble).to_vector<double>();
+    for (bool descending : {false, true}) {
+      std::vector<int64_t> expected;
+      for (int64_t row = 0; row < 3; ++row) {
+        std::vector<int64_t> order(300);
+        std::iota(order.begin(), order.end(), 0);
+        const double* v = values.data() + row * 300;
+        std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+          if (std::isnan(v[a]) || std::isnan(v[b]))
+            return descending ? std::isnan(v[a]) && !std::isnan(v[b])
+                              : !std::isnan(v[a]) && std::isnan(v[b]);
+          return descending ? v[a] > v[b] : v[a] < v[b];
+        });
+        expected.insert(expected.end(), order.begin(), order.end());
+      }
+      INFO("dtype " << dt << " descending " << descending);
+      CHECK(r.argsort(1, descending).to_vector<int64_t>() == expected);
+      auto first_k = r.topk(50, 1, /*largest=*/descending).second;
+      for (int64_t row = 0; row < 3; ++row)
+        CHECK(
+            first_k.select(0, row).to_vector<int64_t>() ==
+            std::vector<int64_t>(expected.begin() + row * 300, expected.begin() + row * 300 + 50));
     }
   }
   // a 0-dim tensor sorts as itself
