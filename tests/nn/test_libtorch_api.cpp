@@ -2101,3 +2101,18 @@ TEST_CASE("libtorch names: MultiheadAttention, its parameters, masks and modes",
   CHECK_THROWS_WITH(mha->forward(torch::randn({5, 3, 6}), x, x),
                     Catch::Contains("query's embedding size is 6"));
 }
+
+TEST_CASE("libtorch names: AnyModule holds any module and calls its own forward", "[libtorch]") {
+  torch::nn::AnyModule linear(std::make_shared<torch::nn::Linear>(3, 4));
+  auto x = torch::randn({2, 3});
+  CHECK(linear.forward(x).sizes() == std::vector<int64_t>{2, 4});
+  require_close(linear.forward(x), linear.get<torch::nn::Linear>().forward(x), 0, 0, "forward");
+  CHECK(linear.ptr()->type_name() == "Linear");
+  CHECK(linear.ptr<torch::nn::Linear>()->weight.sizes() == std::vector<int64_t>{4, 3});
+  torch::nn::AnyModule doubler(std::make_shared<Doubler>());
+  require_close(doubler.forward(x), x * 2, 0, 0, "by-value forward");
+  CHECK_THROWS_WITH(linear.ptr<torch::nn::Conv2d>(), Catch::Contains("not of the type asked for"));
+  torch::nn::AnyModule empty;
+  CHECK(empty.is_empty());
+  CHECK_THROWS_WITH(empty.forward(x), Catch::Contains("forward on an empty AnyModule"));
+}

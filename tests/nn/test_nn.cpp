@@ -325,6 +325,15 @@ TEST_CASE("transformer stacks: torch's names, layers that start equal and stay a
   CHECK(decoder->forward(randn({3, 2, 16}), x).shape() == Shape{3, 2, 16});
   CHECK(decoder->named_parameters().size() == 2 * 18);
 
+  // libtorch's spelling of the final norm: an AnyModule
+  auto normed = std::make_shared<nn::TransformerEncoder>(
+      nn::TransformerEncoderOptions(nn::TransformerEncoderLayerOptions(16, 4).dropout(0.0), 1)
+          .norm(nn::AnyModule(std::make_shared<nn::LayerNorm>(nn::LayerNormOptions({16})))));
+  CHECK(normed->norm->type_name() == "LayerNorm");
+  CHECK(normed->state_dict().contains("norm.weight"));
+  Tensor normed_out = normed->forward(x);
+  require_close(mean(normed_out, {2}), zeros({6, 2}), 0, 1e-5, "normed rows");
+
   CHECK_THROWS_WITH(nn::TransformerEncoderLayer(10, 3),
                     Catch::Contains("d_model (10) must split into nhead (3)"));
   CHECK_THROWS_WITH(nn::TransformerEncoderLayerOptions(8, 2).activation("tanh"),

@@ -721,4 +721,46 @@ class Functional : public Module {
   std::function<Tensor(const Tensor&)> function_;
 };
 
+/// Any module behind one handle, as libtorch's AnyModule: `AnyModule(std::make_shared<
+/// Linear>(3, 4))`, `any.forward(x)` through the module's own type (as Sequential calls it, so
+/// a `forward(Tensor x)` taking its argument by value runs too), `any.ptr()` or `ptr<T>()`,
+/// `get<T>()`. It converts to `std::shared_ptr<Module>`, so it goes where a module is taken
+/// (`TransformerEncoderOptions(layer, 6).norm(AnyModule(...))`).
+class AnyModule {
+ public:
+  AnyModule() = default;
+  template <typename M, typename = std::enable_if_t<std::is_base_of_v<Module, M>>>
+  explicit AnyModule(std::shared_ptr<M> module) : module_(std::move(module)) {
+    M* raw = static_cast<M*>(module_.get());
+    if constexpr (detail::has_tensor_forward<M>::value) {
+      if (raw) call_ = [raw](const Tensor& x) -> Tensor { return raw->forward(x); };
+    }
+  }
+  /// The module's one-tensor forward (Module's, if its own takes other arguments).
+  Tensor forward(const Tensor& input) const {
+    TANDEM_CHECK(module_ != nullptr, "AnyModule: forward on an empty AnyModule");
+    return call_ ? call_(input) : module_->forward(input);
+  }
+  bool is_empty() const { return module_ == nullptr; }
+  const std::shared_ptr<Module>& ptr() const { return module_; }
+  /// The module as a T; throws if it is not one.
+  template <typename T>
+  std::shared_ptr<T> ptr() const {
+    auto typed = std::dynamic_pointer_cast<T>(module_);
+    TANDEM_CHECK(typed != nullptr, "AnyModule: the module (",
+                 module_ ? module_->type_name() : std::string("none"),
+                 ") is not of the type asked for");
+    return typed;
+  }
+  template <typename T>
+  T& get() const {
+    return *ptr<T>();
+  }
+  operator std::shared_ptr<Module>() const { return module_; }  // NOLINT
+
+ private:
+  std::shared_ptr<Module> module_;
+  std::function<Tensor(const Tensor&)> call_;
+};
+
 }  // namespace tandem::nn
