@@ -40,15 +40,20 @@ class TransformerActivation {
   std::function<Tensor(const Tensor&)> fn_;
 };
 
-struct TransformerEncoderLayerOptions {
-  TransformerEncoderLayerOptions(int64_t d_model, int64_t nhead)
-      : d_model_(d_model), nhead_(nhead) {}
+namespace detail {
+/// What both transformer layers take; two types (kWhich), as libtorch's two options structs.
+template <int kWhich>
+struct TransformerLayerOptions {
+  TransformerLayerOptions(int64_t d_model, int64_t nhead) : d_model_(d_model), nhead_(nhead) {}
   TANDEM_ARG(int64_t, d_model);
   TANDEM_ARG(int64_t, nhead);
   TANDEM_ARG(int64_t, dim_feedforward) = 2048;
   TANDEM_ARG(double, dropout) = 0.1;
   TANDEM_ARG(TransformerActivation, activation) = kReLU;
 };
+}  // namespace detail
+using TransformerEncoderLayerOptions = detail::TransformerLayerOptions<0>;
+using TransformerDecoderLayerOptions = detail::TransformerLayerOptions<1>;
 
 /// Self-attention, then a two-layer feedforward network, each followed by dropout, the
 /// residual add and layer norm.
@@ -70,16 +75,6 @@ class TransformerEncoderLayer : public Module {
   std::shared_ptr<Linear> linear2;
   std::shared_ptr<LayerNorm> norm1, norm2;
   std::shared_ptr<Dropout> dropout1, dropout2;
-};
-
-struct TransformerDecoderLayerOptions {
-  TransformerDecoderLayerOptions(int64_t d_model, int64_t nhead)
-      : d_model_(d_model), nhead_(nhead) {}
-  TANDEM_ARG(int64_t, d_model);
-  TANDEM_ARG(int64_t, nhead);
-  TANDEM_ARG(int64_t, dim_feedforward) = 2048;
-  TANDEM_ARG(double, dropout) = 0.1;
-  TANDEM_ARG(TransformerActivation, activation) = kReLU;
 };
 
 /// Self-attention, attention over the encoder's output (memory), then the feedforward network,
