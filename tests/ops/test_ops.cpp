@@ -229,6 +229,17 @@ TEST_CASE("softmax's row kernels match the composed ops (over another dim), valu
   CHECK((p[2] == 1.0f && p[3] == 0.0f));
   CHECK(std::fabs(p[4] - 1 / (1 + std::exp(1.0f))) < 1e-6f);
   CHECK((std::isnan(p[6]) && std::isnan(p[7])));
+  // The same in rows long enough for the vector max (40): a NaN late in a row, a row of -inf,
+  // and -inf beside numbers.
+  Tensor longer = zeros({3, 40});
+  longer.index_put_({0, 33}, NAN);
+  longer.index_put_({1}, -INFINITY);
+  longer.index_put_({2, 5}, -INFINITY);
+  const std::vector<float> q = softmax(longer, 1).to_vector<float>();
+  for (int64_t i = 0; i < 80; ++i) CHECK(std::isnan(q[i]));
+  CHECK(q[85] == 0.0f);
+  for (int64_t i = 80; i < 120; ++i)
+    if (i != 85) CHECK(q[i] == Approx(1.0 / 39));
 }
 
 TEST_CASE("dropout keeps about 1 - p and rescales", "[ops]") {
