@@ -13,6 +13,25 @@
 namespace tandem::kernels::cpu {
 inline namespace TANDEM_CPU_NAMESPACE {
 
+// 64 bytes from p as the GCC vector V.
+template <typename V, typename T>
+V load_vector(const T* p) {
+  static_assert(sizeof(V) == 64);
+  V v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+// Whether any lane of a 64-byte comparison result is set.
+template <typename M>
+bool any_lane(const M& mask) {
+  uint64_t words[8];
+  static_assert(sizeof mask == sizeof words);
+  std::memcpy(words, &mask, sizeof words);
+  return (words[0] | words[1] | words[2] | words[3] | words[4] | words[5] | words[6] | words[7]) !=
+         0;
+}
+
 template <bool kMax, typename T>
 bool better(T candidate_t, T best_t) {
   const acc_type<T> candidate(candidate_t), best(best_t);
@@ -34,11 +53,7 @@ int64_t extreme_position(const T* p, int64_t n) {
   if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
     if (n >= kLanes) {
       typedef T V __attribute__((vector_size(64)));
-      auto load = [](const T* q) {
-        V x;
-        std::memcpy(&x, q, sizeof x);
-        return x;
-      };
+      auto load = [](const T* q) { return load_vector<V>(q); };
       V m = load(p), nan = m != m ? m : V{};
       auto take = [&](V x) {
         m = (kMax ? x > m : x < m) ? x : m;
@@ -61,13 +76,7 @@ int64_t extreme_position(const T* p, int64_t n) {
       int64_t k = 0;
       for (; k + kLanes <= n; k += kLanes) {
         const V x = load(p + k);
-        const auto hit = any_nan ? x != x : x == target;
-        uint64_t words[8];
-        static_assert(sizeof hit == sizeof words);
-        std::memcpy(words, &hit, sizeof words);
-        if ((words[0] | words[1] | words[2] | words[3] | words[4] | words[5] | words[6] |
-             words[7]) != 0)
-          break;
+        if (any_lane(any_nan ? x != x : x == target)) break;
       }
       for (; k < n; ++k)
         if (any_nan ? p[k] != p[k] : p[k] == best) return k;

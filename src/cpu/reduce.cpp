@@ -266,16 +266,10 @@ void select_row(int64_t* indices, const T* x, int64_t cols, int64_t k,
     constexpr int64_t kLanes = 64 / sizeof(T);
     typedef T V __attribute__((vector_size(64)));
     for (; c + kLanes <= cols; c += kLanes) {
-      V v;
-      std::memcpy(&v, x + c, sizeof v);
+      const V v = load_vector<V>(x + c);
       const V worst = V{} + best[k - 1].first;
       // NaN on either side compares false, so `!(v <= worst)` lets it through
-      const auto may_enter = kDescending ? !(v <= worst) : !(v >= worst);
-      uint64_t words[8];
-      static_assert(sizeof may_enter == sizeof words);
-      std::memcpy(words, &may_enter, sizeof words);
-      if ((words[0] | words[1] | words[2] | words[3] | words[4] | words[5] | words[6] |
-           words[7]) != 0)
+      if (any_lane(kDescending ? !(v <= worst) : !(v >= worst)))
         for (int64_t j = 0; j < kLanes; ++j) offer(c + j);
     }
   }

@@ -381,10 +381,9 @@ Tensor cumprod_backward(const Tensor& g, const Tensor& x, const Tensor& out, int
   {
     NoGradGuard no_grad;
     const Tensor is_zero = eq(x, zero).to(DType::i64);
-    const Tensor zeros_so_far = cumsum(is_zero, dim);
-    const Tensor count = zeros({}, TensorOptions(DType::i64));
-    before = eq(zeros_so_far, count);
-    first_zero = eq(mul(zeros_so_far, is_zero), add(count, 1.0));
+    const Tensor zeros_so_far = cumsum(is_zero, dim);  // counts, i64
+    before = eq(zeros_so_far, zeros({}, TensorOptions(DType::i64)));
+    first_zero = eq(mul(zeros_so_far, is_zero), ones({}, TensorOptions(DType::i64)));
   }
   Tensor grad =
       where(before, div(cumsum_recorded(mul(g, out), dim, true), where(before, x, one)), zero);
