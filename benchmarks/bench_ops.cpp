@@ -288,6 +288,18 @@ void op_sweep(int repeats, bool peer, Generator& gen, std::vector<Row>& rows) {
        TORCH_SIDE([](const TV& v) {
          return torch::adaptive_avg_pool2d(v[0], {1, 1});
        })},
+      {"conv3d 3x3x3 16->32 pad 1 (4,16,16,32,32)",
+       {{4, 16, 16, 32, 32}, {32, 16, 3, 3, 3}},
+       [](const V& v) { return conv3d(v[0], v[1], {}, 1, 1); },
+       TORCH_SIDE([](const TV& v) { return torch::conv3d(v[0], v[1], {}, 1, 1); })},
+      {"max_pool3d 2/2 (8,32,16,32,32)",
+       {{8, 32, 16, 32, 32}},
+       [](const V& v) { return max_pool3d(v[0], 2, 2); },
+       TORCH_SIDE([](const TV& v) { return torch::max_pool3d(v[0], 2, 2); })},
+      {"avg_pool3d 3/2 pad 1 (8,32,16,32,32)",
+       {{8, 32, 16, 32, 32}},
+       [](const V& v) { return avg_pool3d(v[0], 3, 2, 1); },
+       TORCH_SIDE([](const TV& v) { return torch::avg_pool3d(v[0], 3, 2, 1); })},
       {"linear 512->1000 (128)",
        {{128, 512}, {1000, 512}, {1000}},
        [](const V& v) { return linear(v[0], v[1], v[2]); },

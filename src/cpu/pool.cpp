@@ -158,7 +158,6 @@ void avg_pool2d_backward(const Tensor& grad_in, const Tensor& grad_out, const Po
     if (!g.channels_last) {
       // Plane by plane, each output's share added to the inputs of its window (clipped to the
       // map), outputs rising: avg_gradient's sums in its order, without searching the windows.
-      const T inv = T(1) / (T(p.kh) * T(p.kw));
       const int64_t in_area = g.h * g.w, out_area = g.ho * g.wo;
       const int64_t planes = grad_in.numel() / std::max<int64_t>(in_area, 1);
       for_each_plane(planes, in_area + out_area * window_cost(p, g), [&](int64_t plane) {
@@ -169,10 +168,10 @@ void avg_pool2d_backward(const Tensor& grad_in, const Tensor& grad_out, const Po
           const Taps r = taps(oh, p.kh, p.stride_h, p.pad_h, 1, g.h);
           for (int64_t ow = 0; ow < g.wo; ++ow) {
             const Taps c = taps(ow, p.kw, p.stride_w, p.pad_w, 1, g.w);
-            const T d = dy_p[oh * g.wo + ow];
+            const T d = dy_p[oh * g.wo + ow] * (T(1) / T(pool::avg_divisor(g, p, oh, ow)));
             for (int64_t ki = r.lo; ki < r.hi; ++ki)
               for (int64_t kj = c.lo; kj < c.hi; ++kj)
-                dx_p[(r.first + ki) * g.w + c.first + kj] += d * inv;
+                dx_p[(r.first + ki) * g.w + c.first + kj] += d;
           }
         }
       });

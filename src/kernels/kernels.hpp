@@ -142,6 +142,10 @@ extern Stub<void (*)(const Tensor& grad_in, const Tensor& grad_out, const Tensor
 // laid out as the output -----------------------------------------------------------------------
 struct Pool2dParams {
   int64_t kh, kw, stride_h, stride_w, pad_h, pad_w, dil_h, dil_w;
+  /// Average pooling's divisor, as torch's: divisor_override where it is not 0, else the
+  /// window's taps inside the padded input (count_include_pad) or inside the input itself.
+  bool count_include_pad;
+  int64_t divisor_override;
 };
 extern Stub<void (*)(const Tensor& out, const Tensor& indices, const Tensor& in,
                      const Pool2dParams& p)>

@@ -204,7 +204,23 @@ TANDEM_HD C max_gradient(const T* dy, const int64_t* indices, const Geometry& g,
   return s[0];
 }
 
-/// The mean of output (plane, oh, ow)'s window, padding counted (count_include_pad).
+/// The number average pooling divides output (oh, ow)'s window sum by, as torch's
+/// avg_pool2d: divisor_override where given; else the window's extent within the padded input
+/// (count_include_pad: kh * kw but where a ceil_mode window hangs past the padding) or within
+/// the input (1 for a window of padding alone, whose sum is 0).
+TANDEM_HD int64_t avg_divisor(const Geometry& g, const Pool2dParams& p, int64_t oh, int64_t ow) {
+  if (p.divisor_override != 0) return p.divisor_override;
+  const int64_t y0 = oh * p.stride_h - p.pad_h, x0 = ow * p.stride_w - p.pad_w;
+  int64_t y1 = y0 + p.kh, x1 = x0 + p.kw;
+  if (y1 > g.h + p.pad_h) y1 = g.h + p.pad_h;
+  if (x1 > g.w + p.pad_w) x1 = g.w + p.pad_w;
+  if (p.count_include_pad) return (y1 - y0) * (x1 - x0);
+  const int64_t rows = (y1 < g.h ? y1 : g.h) - (y0 > 0 ? y0 : 0);
+  const int64_t cols = (x1 < g.w ? x1 : g.w) - (x0 > 0 ? x0 : 0);
+  return rows > 0 && cols > 0 ? rows * cols : 1;
+}
+
+/// The mean of output (plane, oh, ow)'s window: its sum times 1 / avg_divisor.
 template <typename C, typename T, typename Load>
 TANDEM_HD C avg_window(const T* x, const Geometry& g, const Pool2dParams& p, Site o, Load load) {
   const Plane in = plane_of(g, o, g.h, g.w);
@@ -214,18 +230,17 @@ TANDEM_HD C avg_window(const T* x, const Geometry& g, const Pool2dParams& p, Sit
   for (int64_t ih = y0 + rows.lo; ih < y0 + rows.hi; ++ih)
     for (int64_t iw = x0 + cols.lo; iw < x0 + cols.hi; ++iw)
       s += load(x[in.base + (ih * g.w + iw) * in.step]);
-  return s * (C(1) / (C(p.kh) * C(p.kw)));
+  return s * (C(1) / C(avg_divisor(g, p, o.y, o.x)));
 }
 
 template <typename C, typename T, typename Load>
-TANDEM_HD C avg_gradient(const T* dy, const Geometry& g, const Pool2dParams& p, Site i,
-                         Load load) {
-  const C inv = C(1) / (C(p.kh) * C(p.kw));
+TANDEM_HD C avg_gradient(const T* dy, const Geometry& g, const Pool2dParams& p, Site i, Load load) {
   const Plane out = plane_of(g, i, g.ho, g.wo);
   C s = C(0);
   covering(i.y, p.kh, p.stride_h, p.pad_h, 1, g.ho, [&](int64_t oh) {
-    covering(i.x, p.kw, p.stride_w, p.pad_w, 1, g.wo,
-             [&](int64_t ow) { s += load(dy[out.base + (oh * g.wo + ow) * out.step]) * inv; });
+    covering(i.x, p.kw, p.stride_w, p.pad_w, 1, g.wo, [&](int64_t ow) {
+      s += load(dy[out.base + (oh * g.wo + ow) * out.step]) * (C(1) / C(avg_divisor(g, p, oh, ow)));
+    });
   });
   return s;
 }

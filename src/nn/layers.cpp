@@ -20,6 +20,36 @@ namespace {
 std::string int2_str(Int2 v) {
   return "(" + std::to_string(v.h) + ", " + std::to_string(v.w) + ")";
 }
+std::string int3_str(Int3 v) {
+  return "(" + std::to_string(v.d) + ", " + std::to_string(v.h) + ", " + std::to_string(v.w) + ")";
+}
+std::string size_str(Int2 v) { return int2_str(v); }
+std::string size_str(Int3 v) { return int3_str(v); }
+bool is_zero(Int2 v) { return v.h == 0 && v.w == 0; }
+bool is_zero(Int3 v) { return v.d == 0 && v.h == 0 && v.w == 0; }
+bool is_one(Int2 v) { return v.h == 1 && v.w == 1; }
+bool is_one(Int3 v) { return v.d == 1 && v.h == 1 && v.w == 1; }
+
+// A pooling window as torch prints it: the stride the layer uses (the kernel size where it was
+// left 0), then the options that differ from their defaults.
+template <typename Size>
+std::string window_repr(const Size& k, const Size& stride, const Size& padding) {
+  return "kernel_size=" + size_str(k) + ", stride=" + size_str(is_zero(stride) ? k : stride) +
+         ", padding=" + size_str(padding);
+}
+template <typename Size>
+std::string pool_repr(const MaxPoolOptions<Size>& o) {
+  return window_repr(o.kernel_size_, o.stride_, o.padding_) +
+         (is_one(o.dilation_) ? "" : ", dilation=" + size_str(o.dilation_)) +
+         (o.ceil_mode_ ? ", ceil_mode=True" : "");
+}
+template <typename Size>
+std::string pool_repr(const AvgPoolOptions<Size>& o) {
+  return window_repr(o.kernel_size_, o.stride_, o.padding_) +
+         (o.ceil_mode_ ? ", ceil_mode=True" : "") +
+         (o.count_include_pad_ ? "" : ", count_include_pad=False") +
+         (o.divisor_override_ ? ", divisor_override=" + std::to_string(*o.divisor_override_) : "");
+}
 
 // The sizes a convolution layer (Conv2d, ConvTranspose2d) is built with.
 void check_conv_sizes(const char* layer, int64_t in_channels, int64_t out_channels,
@@ -116,6 +146,34 @@ std::string Conv2d::extra_repr() const {
   return os.str();
 }
 
+Conv3d::Conv3d(const Conv3dOptions& o) : Module("Conv3d"), options(o) {
+  const Int3 k = o.kernel_size_;
+  check_conv_sizes("Conv3d", o.in_channels_, o.out_channels_, o.groups_, {k.h, k.w});
+  TANDEM_CHECK(k.d > 0, "Conv3d: kernel size must be positive, got ", int3_str(k));
+  weight = register_parameter("weight",
+                              empty({o.out_channels_, o.in_channels_ / o.groups_, k.d, k.h, k.w}));
+  if (o.bias_) bias = register_parameter("bias", empty({o.out_channels_}));
+  torch_default_init(weight, bias);
+}
+
+Tensor Conv3d::forward(const Tensor& input) {
+  return conv3d(input, weight, bias, options.stride_, options.padding_, options.dilation_,
+                options.groups_);
+}
+
+std::string Conv3d::extra_repr() const {
+  std::ostringstream os;
+  os << options.in_channels_ << ", " << options.out_channels_
+     << ", kernel_size=" << int3_str(options.kernel_size_)
+     << ", stride=" << int3_str(options.stride_);
+  const Int3 pad = options.padding_, dil = options.dilation_;
+  if (pad.d || pad.h || pad.w) os << ", padding=" << int3_str(pad);
+  if (dil.d != 1 || dil.h != 1 || dil.w != 1) os << ", dilation=" << int3_str(dil);
+  if (options.groups_ != 1) os << ", groups=" << options.groups_;
+  if (!bias.defined()) os << ", bias=false";
+  return os.str();
+}
+
 ConvTranspose2d::ConvTranspose2d(const ConvTranspose2dOptions& o)
     : Module("ConvTranspose2d"), options(o) {
   check_conv_sizes("ConvTranspose2d", o.in_channels_, o.out_channels_, o.groups_,
@@ -171,6 +229,8 @@ BatchNorm1d::BatchNorm1d(const BatchNormOptions& opts)
     : BatchNorm("BatchNorm1d", opts, 2, 3, "(N, C) or (N, C, L)") {}
 BatchNorm2d::BatchNorm2d(const BatchNormOptions& opts)
     : BatchNorm("BatchNorm2d", opts, 4, 4, "(N, C, H, W)") {}
+BatchNorm3d::BatchNorm3d(const BatchNormOptions& opts)
+    : BatchNorm("BatchNorm3d", opts, 5, 5, "(N, C, D, H, W)") {}
 
 Tensor BatchNorm::forward(const Tensor& input) { return normalize(input, Tensor(), false); }
 
@@ -279,25 +339,37 @@ std::string PReLU::extra_repr() const {
   return "num_parameters=" + std::to_string(options.num_parameters());
 }
 
-Pool2d::Pool2d(const char* type_name, const Pool2dOptions& o)
-    : Module(type_name),
-      kernel_size(o.kernel_size()),
-      stride(o.stride().h == 0 && o.stride().w == 0 ? o.kernel_size() : o.stride()),
-      padding(o.padding()),
-      ceil_mode(o.ceil_mode()) {
-  TANDEM_CHECK(!ceil_mode || Module::type_name() == "MaxPool2d", Module::type_name(),
-               ": ceil_mode is supported by MaxPool2d only");
+template <typename Options>
+std::string detail::PoolLayer<Options>::extra_repr() const {
+  return pool_repr(options);
 }
-std::string Pool2d::extra_repr() const {
-  return "kernel_size=" + int2_str(kernel_size) + ", stride=" + int2_str(stride) +
-         ", padding=" + int2_str(padding) + (ceil_mode ? ", ceil_mode=True" : "");
-}
+template class detail::PoolLayer<MaxPool2dOptions>;
+template class detail::PoolLayer<AvgPool2dOptions>;
+template class detail::PoolLayer<MaxPool3dOptions>;
+template class detail::PoolLayer<AvgPool3dOptions>;
+
 Tensor MaxPool2d::forward(const Tensor& input) {
-  return max_pool2d(input, kernel_size, stride, padding, 1, ceil_mode);
+  return max_pool2d(input, options.kernel_size_, options.stride_, options.padding_,
+                    options.dilation_, options.ceil_mode_);
 }
 Tensor AvgPool2d::forward(const Tensor& input) {
-  return avg_pool2d(input, kernel_size, stride, padding);
+  return avg_pool2d(input, options.kernel_size_, options.stride_, options.padding_,
+                    options.ceil_mode_, options.count_include_pad_, options.divisor_override_);
 }
+Tensor MaxPool3d::forward(const Tensor& input) {
+  return max_pool3d(input, options.kernel_size_, options.stride_, options.padding_,
+                    options.dilation_, options.ceil_mode_);
+}
+Tensor AvgPool3d::forward(const Tensor& input) {
+  return avg_pool3d(input, options.kernel_size_, options.stride_, options.padding_,
+                    options.ceil_mode_, options.count_include_pad_, options.divisor_override_);
+}
+
+AdaptiveAvgPool3d::AdaptiveAvgPool3d(Int3 size) : Module("AdaptiveAvgPool3d"), output_size(size) {}
+Tensor AdaptiveAvgPool3d::forward(const Tensor& input) {
+  return adaptive_avg_pool3d(input, output_size);
+}
+std::string AdaptiveAvgPool3d::extra_repr() const { return "output_size=" + int3_str(output_size); }
 
 AdaptiveAvgPool2d::AdaptiveAvgPool2d(Int2 size) : Module("AdaptiveAvgPool2d"), output_size(size) {}
 Tensor AdaptiveAvgPool2d::forward(const Tensor& input) {
@@ -404,6 +476,12 @@ Dropout2d::Dropout2d(const DropoutOptions& options) : Module("Dropout2d"), p(opt
 Tensor Dropout2d::forward(const Tensor& input) { return dropout2d(input, p, is_training()); }
 std::string Dropout2d::extra_repr() const { return "p=" + std::to_string(p); }
 
+Dropout3d::Dropout3d(const DropoutOptions& options) : Module("Dropout3d"), p(options.p()) {
+  TANDEM_CHECK(p >= 0 && p <= 1, "Dropout3d: p must be in [0, 1], got ", p);
+}
+Tensor Dropout3d::forward(const Tensor& input) { return dropout3d(input, p, is_training()); }
+std::string Dropout3d::extra_repr() const { return "p=" + std::to_string(p); }
+
 Upsample::Upsample(const UpsampleOptions& o) : Module("Upsample"), options(o) {
   TANDEM_CHECK(o.size_.has_value() != o.scale_factor_.has_value(),
                "Upsample: give exactly one of size and scale_factor");
@@ -498,7 +576,10 @@ InstanceNorm::InstanceNorm(const char* type_name, int64_t dims, const InstanceNo
 }
 Tensor InstanceNorm::forward(const Tensor& input) {
   TANDEM_CHECK(input.dim() == dims_ && input.size(1) == options.num_features(), type_name(),
-               ": expected input (N, ", options.num_features(), dims_ == 3 ? ", L)" : ", H, W)",
+               ": expected input (N, ", options.num_features(),
+               dims_ == 3   ? ", L)"
+               : dims_ == 4 ? ", H, W)"
+                            : ", D, H, W)",
                ", got ", shape_str(input.shape()));
   return group_norm(input, options.num_features(), weight, bias, options.eps());
 }

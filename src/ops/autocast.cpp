@@ -11,6 +11,7 @@ const std::vector<AutocastRule>& autocast_policy() {
       // Products: tensor cores on GPUs, half the memory traffic everywhere.
       {"conv2d", AutocastPolicy::lower},
       {"conv_transpose2d", AutocastPolicy::lower},
+      {"conv3d", AutocastPolicy::lower},
       {"linear", AutocastPolicy::lower},
       {"bmm", AutocastPolicy::lower},  // mm and matmul run through bmm
       // Batch norm takes a low-precision input as it is (its statistics and parameters are f32

@@ -1,10 +1,12 @@
 // The neural-network functional ops: conv2d, batch_norm, pooling (kernel-backed, with their own
 // backward kernels), and dropout, softmax and the losses (composed from differentiable ops).
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstring>
 #include <functional>
 #include <optional>
+#include <string>
 
 #include "common.hpp"
 #include "tandem/cuda/runtime.hpp"
@@ -33,12 +35,15 @@ int64_t out_size(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, bool ce
   return out;
 }
 
-// Runs a 4-D op on a 3-D (C, H, W) input by adding and removing the batch dim.
-template <typename F>
+// Runs an op of (N, C, H, W) (kSpatial 2) or (N, C, D, H, W) (kSpatial 3) inputs on an
+// unbatched one by adding and removing the batch dim.
+template <int kSpatial = 2, typename F>
 Tensor with_batch_dim(const Tensor& input, const char* op, F&& f) {
-  TANDEM_CHECK(input.dim() == 3 || input.dim() == 4, op, ": input must be (N, C, H, W) or "
-               "(C, H, W), got ", shape_str(input.shape()));
-  if (input.dim() == 3) return f(input.unsqueeze(0)).squeeze(0);
+  const char* dims = kSpatial == 2 ? "H, W)" : "D, H, W)";
+  TANDEM_CHECK(input.dim() == kSpatial + 1 || input.dim() == kSpatial + 2, op,
+               ": input must be (N, C, ", dims, " or (C, ", dims, ", got ",
+               shape_str(input.shape()));
+  if (input.dim() == kSpatial + 1) return f(input.unsqueeze(0)).squeeze(0);
   return f(input);
 }
 
@@ -101,10 +106,11 @@ Tensor in_format_of(const Tensor& input, const Tensor& out) {
              : out;
 }
 
-// What conv2d and conv_transpose2d ask alike of their operands: defined, on one device,
-// floating and of one dtype, a 4-d weight (laid out as `weight_layout` says), positive groups.
+// What the convolutions ask alike of their operands: defined, on one device, floating and of
+// one dtype, a weight of `weight_dims` dims (laid out as `weight_layout` says), positive groups.
 void check_conv_operands(const Tensor& input, const Tensor& weight, const Tensor& bias,
-                         int64_t groups, const char* weight_layout, const char* op) {
+                         int64_t groups, const char* weight_layout, const char* op,
+                         int64_t weight_dims = 4) {
   check_defined(input, op, "input");
   check_defined(weight, op, "weight");
   check_inputs({input, weight, bias}, op);
@@ -113,10 +119,13 @@ void check_conv_operands(const Tensor& input, const Tensor& weight, const Tensor
                op, ": input (", input.dtype(), "), weight (", weight.dtype(), ")",
                bias.defined() ? " and bias" : "", " must have the same dtype");
   TANDEM_CHECK(groups >= 1, op, ": groups must be positive, got ", groups);
-  TANDEM_CHECK(weight.dim() == 4, op, ": weight must be ", weight_layout, ", got ",
+  TANDEM_CHECK(weight.dim() == weight_dims, op, ": weight must be ", weight_layout, ", got ",
                shape_str(weight.shape()));
   // As PyTorch: an input without pixels (convolved into padding alone) is refused.
-  TANDEM_CHECK(input.dim() != 4 || (input.size(2) > 0 && input.size(3) > 0), op,
+  bool pixels = true;
+  for (int64_t d = std::max<int64_t>(input.dim() - (weight_dims - 2), 1); d < input.dim(); ++d)
+    pixels = pixels && input.size(d) > 0;
+  TANDEM_CHECK(pixels, op,
                ": only zero batch or zero channel inputs are supported, but got input shape ",
                shape_str(input.shape()));
 }
@@ -742,8 +751,11 @@ Tensor group_norm(const Tensor& input, int64_t num_groups, const Tensor& weight,
 namespace {
 
 kernels::Pool2dParams pool_params(const Tensor& x, Int2 k, Int2 stride, Int2 padding, Int2 dilation,
-                                  const char* op, int64_t& ho, int64_t& wo,
-                                  bool ceil_mode = false) {
+                                  const char* op, int64_t& ho, int64_t& wo, bool ceil_mode = false,
+                                  bool count_include_pad = true,
+                                  std::optional<int64_t> divisor_override = std::nullopt) {
+  TANDEM_CHECK(!divisor_override || *divisor_override != 0, op,
+               ": divisor_override must be non-zero");
   check_positive(k, op, "kernel_size");
   if (stride.h == 0 && stride.w == 0) stride = k;  // default: stride = kernel size
   check_positive(stride, op, "stride");
@@ -756,7 +768,8 @@ kernels::Pool2dParams pool_params(const Tensor& x, Int2 k, Int2 stride, Int2 pad
   wo = out_size(x.size(3), k.w, stride.w, padding.w, dilation.w, ceil_mode);
   TANDEM_CHECK(ho > 0 && wo > 0, op, ": output size would be (", ho, ", ", wo, ") for input ",
                shape_str(x.shape()), "; the input is too small for the kernel");
-  return {k.h, k.w, stride.h, stride.w, padding.h, padding.w, dilation.h, dilation.w};
+  return {k.h,       k.w,        stride.h,   stride.w,          padding.h,
+          padding.w, dilation.h, dilation.w, count_include_pad, divisor_override.value_or(0)};
 }
 
 }  // namespace
@@ -792,26 +805,34 @@ Tensor max_pool2d(const Tensor& input, Int2 kernel_size, Int2 stride, Int2 paddi
   });
 }
 
-Tensor avg_pool2d(const Tensor& input, Int2 kernel_size, Int2 stride, Int2 padding) {
+Tensor avg_pool2d(const Tensor& input, Int2 kernel_size, Int2 stride, Int2 padding, bool ceil_mode,
+                  bool count_include_pad, std::optional<int64_t> divisor_override) {
   check_defined(input, "avg_pool2d", "input");
   check_inputs({input}, "avg_pool2d");
   check_floating(input, "avg_pool2d");
   return with_batch_dim(input, "avg_pool2d", [&](const Tensor& in) {
     int64_t ho, wo;
-    auto p = pool_params(in, kernel_size, stride, padding, 1, "avg_pool2d", ho, wo);
+    auto p = pool_params(in, kernel_size, stride, padding, 1, "avg_pool2d", ho, wo, ceil_mode,
+                         count_include_pad, divisor_override);
     kernels::avg_pool2d_forward.at(in, "avg_pool2d");
     const MemoryFormat format = in.suggest_memory_format();
     const Shape in_shape = in.shape();
     Tensor out = make_tensor({in.size(0), in.size(1), ho, wo}, in.dtype(), in.device(), format);
     kernels::avg_pool2d_forward(out, in.contiguous(format).detach(), p);
-    autograd::record("avg_pool2d", {in}, out, [in_shape, format, p](const Tensor& g) {
-      Tensor gx = make_tensor(in_shape, g.dtype(), g.device(), format);
-      kernels::avg_pool2d_backward(gx, g.contiguous(format), p);
-      return std::vector<Tensor>{linear_in_grad(g, gx, "avg_pool2d_backward",
-                                                [p](const Tensor& gg) {
-        return avg_pool2d(gg, {p.kh, p.kw}, {p.stride_h, p.stride_w}, {p.pad_h, p.pad_w});
-      })};
-    }, kDifferentiable);
+    autograd::record(
+        "avg_pool2d", {in}, out,
+        [in_shape, format, p, ceil_mode](const Tensor& g) {
+          Tensor gx = make_tensor(in_shape, g.dtype(), g.device(), format);
+          kernels::avg_pool2d_backward(gx, g.contiguous(format), p);
+          return std::vector<Tensor>{
+              linear_in_grad(g, gx, "avg_pool2d_backward", [p, ceil_mode](const Tensor& gg) {
+                std::optional<int64_t> divisor;
+                if (p.divisor_override != 0) divisor = p.divisor_override;
+                return avg_pool2d(gg, {p.kh, p.kw}, {p.stride_h, p.stride_w}, {p.pad_h, p.pad_w},
+                                  ceil_mode, p.count_include_pad, divisor);
+              })};
+        },
+        kDifferentiable);
     return out;
   });
 }
@@ -840,6 +861,153 @@ Tensor adaptive_avg_pool2d(const Tensor& input, Int2 output_size) {
       })};
     }, kDifferentiable);
     return out;
+  });
+}
+
+// --- 3-d convolution and pooling, composed of the 2-d ops ---------------------------------------
+
+Tensor conv3d(const Tensor& input, const Tensor& weight, const Tensor& bias, Int3 stride,
+              Int3 padding, Int3 dilation, int64_t groups) {
+  if (autocast_changes("conv3d", {input, weight, bias}))
+    return conv3d(autocast_input("conv3d", input), autocast_input("conv3d", weight),
+                  autocast_input("conv3d", bias), stride, padding, dilation, groups);
+  check_conv_operands(input, weight, bias, groups, "(C_out, C_in / groups, kD, kH, kW)", "conv3d",
+                      5);
+  TANDEM_CHECK(stride.d > 0 && dilation.d > 0 && padding.d >= 0,
+               "conv3d: stride and dilation must be positive and padding non-negative, got ",
+               stride.d, ", ", dilation.d, " and ", padding.d, " in depth");
+  return with_batch_dim<3>(input, "conv3d", [&](const Tensor& in) {
+    TANDEM_CHECK(in.size(1) == weight.size(1) * groups,
+                 "conv3d: input must be (N, C, D, H, W) with C == weight.size(1) * groups == ",
+                 weight.size(1) * groups, ", got ", shape_str(in.shape()));
+    const int64_t n = in.size(0), c = in.size(1), kd = weight.size(2);
+    const int64_t depth = out_size(in.size(2), kd, stride.d, padding.d, dilation.d);
+    TANDEM_CHECK(depth > 0, "conv3d: input depth ", in.size(2), " with padding ", padding.d,
+                 " is smaller than the dilated kernel's ", dilation.d * (kd - 1) + 1);
+    // The depth taps as channels: cols (N * D_out, C * kD, H, W) holds at (n * D_out + o,
+    // c * kD + k) the input plane (n, c) of depth o * stride - padding + k * dilation, which is
+    // the order of the weight's (C_in / groups, kD) dims, so each output depth is one sample of
+    // a conv2d by the weight seen as (C_out, C_in / groups * kD, kH, kW).
+    const Tensor x = padding.d > 0 ? pad(in, {0, 0, 0, 0, padding.d, padding.d}) : in;
+    std::vector<Tensor> taps;
+    for (int64_t k = 0; k < kd; ++k) {
+      const int64_t first = k * dilation.d;
+      taps.push_back(
+          slice(x, 2, first, first + (depth - 1) * stride.d + 1, stride.d).transpose(1, 2));
+    }
+    const Tensor cols = stack(taps, 3).reshape({n * depth, c * kd, in.size(3), in.size(4)});
+    const Tensor y = conv2d(
+        cols, weight.reshape({weight.size(0), weight.size(1) * kd, weight.size(3), weight.size(4)}),
+        bias, {stride.h, stride.w}, {padding.h, padding.w}, {dilation.h, dilation.w}, groups);
+    return y.reshape({n, depth, y.size(1), y.size(2), y.size(3)}).transpose(1, 2).contiguous();
+  });
+}
+
+namespace {
+
+// The window checks of a 3-d pool, in its own name (the 2-d pools it runs would name
+// themselves); returns the stride, the kernel size where it was left 0.
+Int3 check_pool3d(const Tensor& in, Int3 k, Int3 stride, Int3 padding, Int3 dilation,
+                  bool ceil_mode, const char* op) {
+  if (stride.d == 0 && stride.h == 0 && stride.w == 0) stride = k;
+  auto str = [](Int3 v) {
+    return "(" + std::to_string(v.d) + ", " + std::to_string(v.h) + ", " + std::to_string(v.w) +
+           ")";
+  };
+  auto axis = [&](int64_t size, int64_t kernel, int64_t step, int64_t pad, int64_t dil) {
+    TANDEM_CHECK(kernel > 0 && step > 0 && dil > 0 && pad >= 0, op, ": kernel_size ", str(k),
+                 ", stride ", str(stride), " and dilation ", str(dilation),
+                 " must be positive and padding ", str(padding), " non-negative");
+    TANDEM_CHECK(pad <= kernel / 2, op,
+                 ": padding should be at most half of the kernel size, "
+                 "got padding ",
+                 str(padding), " for kernel ", str(k));
+    TANDEM_CHECK(out_size(size, kernel, step, pad, dil, ceil_mode) > 0, op, ": the input ",
+                 shape_str(in.shape()), " is too small for the kernel ", str(k));
+  };
+  axis(in.size(2), k.d, stride.d, padding.d, dilation.d);
+  axis(in.size(3), k.h, stride.h, padding.h, dilation.h);
+  axis(in.size(4), k.w, stride.w, padding.w, dilation.w);
+  return stride;
+}
+
+// pool2d(input as (N, C * D, H, W)) then pool2d(that as (N, C, D, H_out * W_out)) with the depth
+// window by 1, as (N, C, D_out, H_out, W_out): the box windows of a 3-d pool, (H, W) first.
+template <typename Pool2d, typename PoolDepth>
+Tensor planes_then_depth(const Tensor& in, Pool2d&& pool2d, PoolDepth&& pool_depth) {
+  const int64_t n = in.size(0), c = in.size(1), d = in.size(2);
+  const Tensor planes = pool2d(in.reshape({n, c * d, in.size(3), in.size(4)}));
+  const int64_t ho = planes.size(2), wo = planes.size(3);
+  const Tensor y = pool_depth(planes.reshape({n, c, d, ho * wo}));
+  return y.reshape({n, c, y.size(2), ho, wo});
+}
+
+}  // namespace
+
+Tensor max_pool3d(const Tensor& input, Int3 kernel_size, Int3 stride, Int3 padding, Int3 dilation,
+                  bool ceil_mode) {
+  check_defined(input, "max_pool3d", "input");
+  check_floating(input, "max_pool3d");
+  // The first maximum in (d, h, w) order wins, as torch's: the first of each plane's, then the
+  // first plane's among equals.
+  return with_batch_dim<3>(input, "max_pool3d", [&](const Tensor& in) {
+    const Int3 s =
+        check_pool3d(in, kernel_size, stride, padding, dilation, ceil_mode, "max_pool3d");
+    return planes_then_depth(
+        in,
+        [&](const Tensor& x) {
+          return max_pool2d(x, {kernel_size.h, kernel_size.w}, {s.h, s.w}, {padding.h, padding.w},
+                            {dilation.h, dilation.w}, ceil_mode);
+        },
+        [&](const Tensor& x) {
+          return max_pool2d(x, {kernel_size.d, 1}, {s.d, 1}, {padding.d, 0}, {dilation.d, 1},
+                            ceil_mode);
+        });
+  });
+}
+
+Tensor avg_pool3d(const Tensor& input, Int3 kernel_size, Int3 stride, Int3 padding, bool ceil_mode,
+                  bool count_include_pad, std::optional<int64_t> divisor_override) {
+  check_defined(input, "avg_pool3d", "input");
+  check_floating(input, "avg_pool3d");
+  TANDEM_CHECK(!divisor_override || *divisor_override != 0,
+               "avg_pool3d: divisor_override must be non-zero");
+  // A window's divisor is its extent's product over the axes, so the planes' means averaged
+  // over depth are the box's mean; with divisor_override, the planes' sums over it.
+  return with_batch_dim<3>(input, "avg_pool3d", [&](const Tensor& in) {
+    const Int3 s = check_pool3d(in, kernel_size, stride, padding, 1, ceil_mode, "avg_pool3d");
+    const std::optional<int64_t> plane_divisor =
+        divisor_override ? std::optional<int64_t>(1) : std::nullopt;
+    return planes_then_depth(
+        in,
+        [&](const Tensor& x) {
+          return avg_pool2d(x, {kernel_size.h, kernel_size.w}, {s.h, s.w}, {padding.h, padding.w},
+                            ceil_mode, count_include_pad, plane_divisor);
+        },
+        [&](const Tensor& x) {
+          return avg_pool2d(x, {kernel_size.d, 1}, {s.d, 1}, {padding.d, 0}, ceil_mode,
+                            count_include_pad, divisor_override);
+        });
+  });
+}
+
+Tensor adaptive_avg_pool3d(const Tensor& input, Int3 output_size) {
+  check_defined(input, "adaptive_avg_pool3d", "input");
+  check_floating(input, "adaptive_avg_pool3d");
+  TANDEM_CHECK(output_size.d > 0 && output_size.h > 0 && output_size.w > 0,
+               "adaptive_avg_pool3d: output_size must be positive, got (", output_size.d, ", ",
+               output_size.h, ", ", output_size.w, ")");
+  return with_batch_dim<3>(input, "adaptive_avg_pool3d", [&](const Tensor& in) {
+    TANDEM_CHECK(in.size(2) > 0 && in.size(3) > 0 && in.size(4) > 0, "adaptive_avg_pool3d: input ",
+                 shape_str(in.shape()), " has an empty spatial dim");
+    return planes_then_depth(
+        in,
+        [&](const Tensor& x) {
+          return adaptive_avg_pool2d(x, {output_size.h, output_size.w});
+        },
+        [&](const Tensor& x) {
+          return adaptive_avg_pool2d(x, {output_size.d, x.size(3)});
+        });
   });
 }
 
@@ -981,6 +1149,16 @@ Tensor dropout2d(const Tensor& input, double p, bool training, Generator* gen) {
   Shape mask_shape(input.dim(), 1);
   mask_shape[0] = input.size(0);
   mask_shape[1] = input.size(1);
+  return dropout_masked(input, p, training, gen, mask_shape);
+}
+
+Tensor dropout3d(const Tensor& input, double p, bool training, Generator* gen) {
+  check_dropout(input, p, "dropout3d");
+  TANDEM_CHECK(input.dim() == 4 || input.dim() == 5,
+               "dropout3d: input must be (N, C, D, H, W) or (C, D, H, W), got ",
+               shape_str(input.shape()));
+  Shape mask_shape(input.dim(), 1);
+  for (int64_t d = 0; d < input.dim() - 3; ++d) mask_shape[d] = input.size(d);
   return dropout_masked(input, p, training, gen, mask_shape);
 }
 

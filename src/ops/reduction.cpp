@@ -206,35 +206,44 @@ Tensor any(const Tensor& t, int64_t dim, bool keepdim) {
             zeros({}, TensorOptions(DType::i64).device(t.device())));
 }
 
-Tensor amax(const Tensor& t, const Shape& dims, bool keepdim) {
-  check_defined(t, "amax", "input");
-  Plan p = plan_reduction(t, dims, keepdim, "amax");
-  Tensor out = reduce(ReduceOp::max, t, p, t.dtype(), "amax");
+namespace {
+// The largest (smallest) values over dims; the gradient is split among the elements equal to
+// the result, as torch's amax/amin and max()/min() of all elements.
+Tensor extreme_over(ReduceOp op, const Tensor& t, const Shape& dims, bool keepdim,
+                    const char* name) {
+  check_defined(t, name, "input");
+  Plan p = plan_reduction(t, dims, keepdim, name);
+  Tensor out = reduce(op, t, p, t.dtype(), name);
   Tensor y = out.detach();
-  autograd::record("amax", {t}, out, [t, y, p](const Tensor& g) -> std::vector<Tensor> {
-    return {extreme_backward(reshape(g, p.keep_shape), t, reshape(y, p.keep_shape), p)};
-  }, kDifferentiable);
+  autograd::record(
+      name, {t}, out,
+      [t, y, p](const Tensor& g) -> std::vector<Tensor> {
+        return {extreme_backward(reshape(g, p.keep_shape), t, reshape(y, p.keep_shape), p)};
+      },
+      kDifferentiable);
   autograd::save_for_backward(out, {t, out});
   return out;
+}
+}  // namespace
+
+Tensor amax(const Tensor& t, const Shape& dims, bool keepdim) {
+  return extreme_over(ReduceOp::max, t, dims, keepdim, "amax");
+}
+
+Tensor amin(const Tensor& t, const Shape& dims, bool keepdim) {
+  return extreme_over(ReduceOp::min, t, dims, keepdim, "amin");
 }
 
 Tensor max(const Tensor& t) {
   check_defined(t, "max", "input");
   TANDEM_CHECK(t.numel() > 0, "max: an empty tensor has no largest value (give a dim to reduce)");
-  return amax(t, {}, false);
+  return extreme_over(ReduceOp::max, t, {}, false, "max");
 }
 
 Tensor min(const Tensor& t) {
   check_defined(t, "min", "input");
   TANDEM_CHECK(t.numel() > 0, "min: an empty tensor has no smallest value (give a dim to reduce)");
-  Plan p = plan_reduction(t, {}, false, "min");
-  Tensor out = reduce(ReduceOp::min, t, p, t.dtype(), "min");
-  Tensor y = out.detach();
-  autograd::record("min", {t}, out, [t, y, p](const Tensor& g) -> std::vector<Tensor> {
-    return {extreme_backward(reshape(g, p.keep_shape), t, reshape(y, p.keep_shape), p)};
-  }, kDifferentiable);
-  autograd::save_for_backward(out, {t, out});
-  return out;
+  return extreme_over(ReduceOp::min, t, {}, false, "min");
 }
 
 namespace {

@@ -241,6 +241,13 @@ Tensor Tensor::std(const Shape& dims, bool unbiased, bool keepdim) const {
 }
 Tensor Tensor::max() const { return tandem::max(*this); }
 Tensor Tensor::min() const { return tandem::min(*this); }
+Tensor Tensor::amax(const Shape& dims, bool keepdim) const {
+  return tandem::amax(*this, dims, keepdim);
+}
+Tensor Tensor::amin(const Shape& dims, bool keepdim) const {
+  return tandem::amin(*this, dims, keepdim);
+}
+bool Tensor::equal(const Tensor& other) const { return tandem::equal(*this, other); }
 Tensor Tensor::norm() const { return tandem::norm(*this); }
 Tensor Tensor::norm(double p) const { return tandem::norm(*this, p); }
 Tensor Tensor::norm(double p, const Shape& dims, bool keepdim) const {

@@ -19,6 +19,10 @@ TEST_CASE("autocast: every policy row runs its op in the dtype the table says", 
   std::map<std::string, std::function<Tensor()>> run{
       {"conv2d", [&] { return conv2d(x4, w4, Tensor(), 1, 1); }},
       {"conv_transpose2d", [&] { return conv_transpose2d(x4, w4.transpose(0, 1), {}, 2, 1); }},
+      {"conv3d",
+       [&] {
+         return conv3d(x4.unsqueeze(2), w4.unsqueeze(2), Tensor(), 1, {0, 1, 1});
+       }},
       {"linear", [&] { return linear(m, w2, zeros({5})); }},
       {"bmm", [&] { return bmm(b3, c3); }},
       {"batch_norm", [&] { return batch_norm(low4, rm, rv, Tensor(), Tensor(), true, 0.1, 1e-5); }},
@@ -33,7 +37,9 @@ TEST_CASE("autocast: every policy row runs its op in the dtype the table says", 
       {"binary_cross_entropy",
        [&] { return binary_cross_entropy(sigmoid(low), sigmoid(low * 0.5), {}, Reduction::None); }},
       {"binary_cross_entropy_with_logits",
-       [&] { return binary_cross_entropy_with_logits(low, sigmoid(low), {}, {}, Reduction::None); }},
+       [&] {
+         return binary_cross_entropy_with_logits(low, sigmoid(low), {}, {}, Reduction::None);
+       }},
       {"norm", [&] { return norm(low); }},
       {"sum", [&] { return sum(low); }},
       {"mean", [&] { return mean(low); }},

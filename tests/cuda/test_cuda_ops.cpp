@@ -1504,6 +1504,45 @@ TEST_CASE("CUDA batch norm (with residual and relu) and pooling match the CPU", 
   }
 }
 
+TEST_CASE("CUDA 3-d convolution and pooling, and avg_pool2d's divisor options, match the CPU",
+          "[cuda]") {
+  if (!gpu_present("CUDA 3-d convolution and pooling")) return;
+  tandem::testing::NoTf32 no_tf32;  // f32 convolutions to f32's tolerance
+  for (DType dt : kFloats) {
+    INFO("dtype " << dt);
+    const Tol t = conv_tol(dt);
+    Tensor x = randn_as({2, 4, 5, 6, 7}, dt, 120), w = randn_as({6, 2, 3, 2, 3}, dt, 121);
+    Tensor b = randn_as({6}, dt, 122);
+    same_on_gpu("conv3d, groups 2", {x, w, b}, with_gradients([](const std::vector<Tensor>& v) {
+                  return conv3d(v[0], v[1], v[2], {2, 1, 1}, {1, 0, 1}, {1, 2, 1}, 2);
+                }),
+                t);
+    same_on_gpu("max_pool3d ceil_mode", {x}, with_gradients([](const std::vector<Tensor>& v) {
+                  return max_pool3d(v[0], {3, 2, 3}, 2, 1, 1, true);
+                }),
+                t);
+    same_on_gpu("avg_pool3d exclude padding", {x}, with_gradients([](const std::vector<Tensor>& v) {
+                  return avg_pool3d(v[0], 3, 2, 1, true, false);
+                }),
+                t);
+    same_on_gpu("adaptive_avg_pool3d", {x}, with_gradients([](const std::vector<Tensor>& v) {
+                  return adaptive_avg_pool3d(v[0], {2, 4, 3});
+                }),
+                t);
+    Tensor p = randn_as({2, 3, 9, 10}, dt, 123);
+    same_on_gpu("avg_pool2d ceil_mode, padding not counted", {p},
+                with_gradients([](const std::vector<Tensor>& v) {
+                  return avg_pool2d(v[0], 3, 2, 1, true, false);
+                }),
+                t);
+    same_on_gpu("avg_pool2d divisor_override", {p.contiguous(MemoryFormat::ChannelsLast)},
+                with_gradients([](const std::vector<Tensor>& v) {
+                  return avg_pool2d(v[0], 2, 1, 1, false, true, 3);
+                }),
+                t);
+  }
+}
+
 TEST_CASE("CUDA batch norm statistics: one pass, exact for a large mean and a small spread",
           "[cuda]") {
   if (!gpu_present("CUDA batch norm statistics")) return;

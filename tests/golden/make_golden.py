@@ -405,6 +405,40 @@ with torch.random.fork_rng():
     case("cumprod_zeros", lambda a: torch.cumprod(a, 1), with_zeros)
     case("cumprod_zeros_dim0", lambda a: torch.cumprod(a, 0), with_zeros.t().contiguous())
 
+# 3-d convolution and pooling, and avg_pool2d's divisor options: a stream of its own. Ceil-mode
+# windows hang past the padding; the ties case has many equal values in a window.
+with torch.random.fork_rng():
+    torch.manual_seed(7777)
+    case("conv3d", lambda x, w, b: F.conv3d(x, w, b, padding=1), r(2, 3, 5, 6, 4),
+         r(4, 3, 3, 3, 2), r(4))
+    case("conv3d_stride_dilation_groups", lambda x, w: F.conv3d(
+        x, w, stride=(2, 1, 2), padding=(2, 1, 0), dilation=(2, 1, 1), groups=2),
+         r(1, 4, 7, 5, 6), r(6, 2, 2, 3, 2))
+    case("conv3d_unbatched", lambda x, w: F.conv3d(x, w, stride=2), r(2, 5, 5, 5),
+         r(3, 2, 1, 2, 2))
+    case("max_pool3d", lambda x: F.max_pool3d(x, 3, 2, 1), r(2, 3, 7, 6, 5))
+    case("max_pool3d_ceil_dilation", lambda x: F.max_pool3d(
+        x, (2, 3, 2), (2, 2, 1), (1, 1, 0), (2, 1, 2), ceil_mode=True), r(1, 2, 8, 7, 6))
+    case("max_pool3d_ties", lambda x: F.max_pool3d(x, 2, 1),
+         torch.randint(0, 3, (1, 2, 4, 4, 4)).float())
+    case("avg_pool3d", lambda x: F.avg_pool3d(x, 3, 2, 1), r(2, 3, 7, 6, 5))
+    case("avg_pool3d_ceil_exclude_pad", lambda x: F.avg_pool3d(
+        x, (3, 2, 3), 2, 1, ceil_mode=True, count_include_pad=False), r(1, 2, 6, 7, 8))
+    case("avg_pool3d_ceil_include_pad", lambda x: F.avg_pool3d(
+        x, (3, 2, 3), 2, 1, ceil_mode=True), r(1, 2, 6, 7, 8))
+    case("avg_pool3d_divisor", lambda x: F.avg_pool3d(x, 2, 1, 1, divisor_override=3),
+         r(1, 2, 4, 5, 3))
+    case("adaptive_avg_pool3d", lambda x: F.adaptive_avg_pool3d(x, (2, 3, 2)), r(2, 2, 5, 7, 3))
+    case("avg_pool2d_ceil_exclude_pad", lambda x: F.avg_pool2d(
+        x, 3, 2, 1, ceil_mode=True, count_include_pad=False), r(2, 3, 8, 9))
+    case("avg_pool2d_ceil", lambda x: F.avg_pool2d(x, (3, 2), (2, 3), (1, 1), ceil_mode=True),
+         r(1, 2, 8, 7))
+    case("avg_pool2d_divisor", lambda x: F.avg_pool2d(x, 2, 1, 1, divisor_override=5),
+         r(1, 2, 5, 4))
+    # amin: its gradient split among equal smallest values, as amax's.
+    case("amin_dims", lambda a: torch.amin(a, dim=(0, 2)), r(3, 4, 5))
+    case("amin_ties", lambda a: a.amin(1, keepdim=True), torch.randint(0, 3, (3, 6)).float())
+
 with open(os.path.join(HERE, "ops.json"), "w") as f:
     json.dump({"generator": "torch " + torch.__version__, "cases": cases}, f)
 

@@ -761,6 +761,22 @@ TEST_CASE("libtorch names: torch::save and torch::load, as safetensors", "[libto
   CHECK(torch::equal(back, t));
   CHECK_THROWS_WITH(torch::load(back, dir + "/model.pt"), Catch::Contains("not the one"));
   CHECK_THROWS_AS(torch::load(copy, dir + "/missing.pt"), tandem::io::IoError);
+
+  // A list of tensors comes back in its order, past ten (where "10" sorts before "2").
+  std::vector<torch::Tensor> list;
+  for (int i = 0; i < 12; ++i) list.push_back(torch::full({i % 3 + 1}, i));
+  list[4] = torch::randn({2, 3}, torch::kDouble);
+  torch::save(list, dir + "/list.pt");
+  std::vector<torch::Tensor> list_back{torch::ones({1})};
+  torch::load(list_back, dir + "/list.pt");
+  REQUIRE(list_back.size() == list.size());
+  for (size_t i = 0; i < list.size(); ++i) CHECK(torch::equal(list_back[i], list[i]));
+  std::vector<torch::Tensor> none;
+  torch::save(none, dir + "/empty.pt");
+  torch::load(list_back, dir + "/empty.pt");
+  CHECK(list_back.empty());
+  CHECK_THROWS_WITH(torch::load(list_back, dir + "/t.pt"),
+                    Catch::Contains("holds 1 tensors but none named \"0\""));
 }
 
 TEST_CASE("libtorch names: indexing with integers, slices, None and the ellipsis",
@@ -1549,8 +1565,123 @@ TEST_CASE("libtorch names: max pooling with ceil_mode", "[libtorch]") {
                          x, torch::nn::functional::MaxPool2dFuncOptions(2).ceil_mode(true)),
                      y));
   CHECK(torch::max_pool2d(x, 2).sizes() == Shape{1, 1, 2, 2});  // floor by default
-  CHECK_THROWS_WITH(torch::nn::AvgPool2d(torch::nn::AvgPool2dOptions(2).ceil_mode(true)),
-                    Catch::Contains("ceil_mode is supported by MaxPool2d only"));
+  // Average pooling divides the last windows, clipped to the input, by what they hold.
+  auto avg = torch::nn::AvgPool2d(torch::nn::AvgPool2dOptions(2).ceil_mode(true));
+  CHECK(avg.forward(x).flatten().to_vector<float>() ==
+        std::vector<float>{3, 5, 6.5, 13, 15, 16.5, 20.5, 22.5, 24});
+  std::ostringstream os;
+  os << avg;
+  CHECK(os.str() == "AvgPool2d(kernel_size=(2, 2), stride=(2, 2), padding=(0, 0), ceil_mode=True)");
+  // Padding counted or not, or a divisor of one's own.
+  auto ones = torch::ones({1, 1, 2, 2});
+  namespace F = torch::nn::functional;
+  CHECK(F::avg_pool2d(ones, F::AvgPool2dFuncOptions(2).stride(1).padding(1))
+            .flatten()
+            .to_vector<float>() ==
+        std::vector<float>{0.25, 0.5, 0.25, 0.5, 1, 0.5, 0.25, 0.5, 0.25});
+  CHECK(
+      F::avg_pool2d(ones, F::AvgPool2dFuncOptions(2).stride(1).padding(1).count_include_pad(false))
+          .flatten()
+          .to_vector<float>() == std::vector<float>(9, 1.0f));
+  CHECK(torch::avg_pool2d(ones, 2, 1, 1, false, true, 2).flatten().to_vector<float>() ==
+        std::vector<float>{0.5, 1, 0.5, 1, 2, 1, 0.5, 1, 0.5});
+  CHECK_THROWS_WITH(torch::avg_pool2d(ones, 2, 1, 1, false, true, 0),
+                    Catch::Contains("avg_pool2d: divisor_override must be non-zero"));
+}
+
+TEST_CASE("libtorch names: the 3-d layers", "[libtorch]") {
+  namespace F = torch::nn::functional;
+  torch::manual_seed(3);
+  auto x = torch::randn({2, 3, 4, 5, 6});
+
+  torch::nn::Conv3d conv(torch::nn::Conv3dOptions(3, 4, {2, 3, 3}).stride(2).padding({0, 1, 1}));
+  auto sd = conv.state_dict();
+  REQUIRE(sd.size() == 2);
+  CHECK(sd.begin()->first == "weight");
+  CHECK(conv.weight.sizes() == Shape{4, 3, 2, 3, 3});
+  // torch's init: U(-1/sqrt(fan_in), 1/sqrt(fan_in)), fan_in = 3 * 2 * 3 * 3.
+  const double bound = 1.0 / std::sqrt(54.0);
+  CHECK(conv.weight.abs().max().item<double>() <= bound);
+  CHECK(conv.weight.abs().max().item<double>() > 0.8 * bound);
+  auto y = conv.forward(x);
+  CHECK(y.sizes() == Shape{2, 4, 2, 3, 3});
+  CHECK(torch::equal(
+      y, F::conv3d(x, conv.weight,
+                   F::Conv3dFuncOptions().bias(conv.bias).stride(2).padding({0, 1, 1}))));
+  std::ostringstream os;
+  os << conv;
+  CHECK(os.str() == "Conv3d(3, 4, kernel_size=(2, 3, 3), stride=(2, 2, 2), padding=(0, 1, 1))");
+  // A kernel one deep is conv2d on every depth slice.
+  auto w1 = torch::randn({5, 3, 1, 3, 2});
+  auto by_slices = torch::stack({torch::conv2d(x.select(2, 0), w1.select(2, 0), {}, 1, {1, 0}),
+                                 torch::conv2d(x.select(2, 1), w1.select(2, 0), {}, 1, {1, 0}),
+                                 torch::conv2d(x.select(2, 2), w1.select(2, 0), {}, 1, {1, 0}),
+                                 torch::conv2d(x.select(2, 3), w1.select(2, 0), {}, 1, {1, 0})},
+                                2);
+  CHECK(torch::allclose(torch::conv3d(x, w1, {}, 1, {0, 1, 0}), by_slices, 1e-5, 1e-5));
+  CHECK_THROWS_WITH(torch::conv3d(x, torch::randn({4, 2, 1, 1, 1})),
+                    Catch::Contains("conv3d: input must be (N, C, D, H, W) with C == "
+                                    "weight.size(1) * groups == 2"));
+  CHECK_THROWS_WITH(torch::conv3d(x, torch::randn({4, 3, 5, 1, 1})),
+                    Catch::Contains("conv3d: input depth 4 with padding 0 is smaller than the "
+                                    "dilated kernel's 5"));
+  CHECK_THROWS_WITH(torch::conv3d(x, torch::randn({4, 3, 1, 1})),
+                    Catch::Contains("conv3d: weight must be (C_out, C_in / groups, kD, kH, kW)"));
+
+  torch::nn::MaxPool3d maxpool(torch::nn::MaxPool3dOptions({2, 2, 3}).stride(1));
+  CHECK(torch::equal(maxpool.forward(x),
+                     F::max_pool3d(x, F::MaxPool3dFuncOptions({2, 2, 3}).stride(1))));
+  // The max over a box is the max of the maxima of its planes.
+  auto m = maxpool.forward(x);
+  CHECK(m.sizes() == Shape{2, 3, 3, 4, 4});
+  CHECK(m.index({1, 2, 0, 3, 1}).item<float>() ==
+        x.slice(2, 0, 2).slice(3, 3, 5).slice(4, 1, 4)[1][2].max().item<float>());
+  torch::nn::AvgPool3d avgpool(torch::nn::AvgPool3dOptions(2).count_include_pad(false));
+  auto a = avgpool.forward(x);
+  CHECK(a.sizes() == Shape{2, 3, 2, 2, 3});
+  CHECK(a.index({0, 1, 1, 0, 2}).item<float>() ==
+        Approx(x.slice(2, 2, 4).slice(3, 0, 2).slice(4, 4, 6)[0][1].mean().item<float>()));
+  os.str("");
+  os << avgpool;
+  CHECK(os.str() ==
+        "AvgPool3d(kernel_size=(2, 2, 2), stride=(2, 2, 2), padding=(0, 0, 0), "
+        "count_include_pad=False)");
+  torch::nn::AdaptiveAvgPool3d gap(torch::nn::AdaptiveAvgPool3dOptions({1, 1, 1}));
+  CHECK(torch::allclose(gap.forward(x).flatten(1), x.mean({2, 3, 4}), 1e-5, 1e-6));
+  CHECK_THROWS_WITH(torch::max_pool3d(x, 2, 1, {2, 0, 0}),
+                    Catch::Contains("max_pool3d: padding should be at most half of the kernel "
+                                    "size, got padding (2, 0, 0) for kernel (2, 2, 2)"));
+  CHECK_THROWS_WITH(torch::avg_pool3d(x, {5, 1, 1}),
+                    Catch::Contains("avg_pool3d: the input (2, 3, 4, 5, 6) is too small for the "
+                                    "kernel (5, 1, 1)"));
+  CHECK_THROWS_WITH(torch::max_pool3d(x.flatten(2), 2),
+                    Catch::Contains("max_pool3d: input must be (N, C, D, H, W) or (C, D, H, W)"));
+
+  // Batch norm per channel over (N, D, H, W): mean 0 and biased variance 1.
+  torch::nn::BatchNorm3d bn(torch::nn::BatchNorm3dOptions(3));
+  auto z = bn.forward(x);
+  CHECK(z.mean({0, 2, 3, 4}).abs().max().item<double>() < 1e-5);
+  CHECK(torch::allclose(z.var({0, 2, 3, 4}, false), torch::ones({3}), 1e-3, 1e-3));
+  CHECK_THROWS_WITH(bn.forward(x[0]),
+                    Catch::Contains("BatchNorm3d(3): expected input (N, C, D, H, W) with C = 3"));
+  torch::nn::InstanceNorm3d in(torch::nn::InstanceNormOptions(3));
+  CHECK(in.forward(x).mean({2, 3, 4}).abs().max().item<double>() < 1e-5);
+
+  // Dropout3d zeroes whole channels and scales the rest; evaluation passes the input.
+  torch::nn::Dropout3d drop(torch::nn::DropoutOptions(0.5));
+  auto d = drop.forward(torch::ones({4, 8, 2, 2, 2}));
+  auto per_channel = d.flatten(2);
+  auto kept = per_channel.amax(2);
+  CHECK(kept.equal(per_channel.amin(2)));  // one value per channel
+  CHECK(kept.equal(torch::amin(per_channel, {2})));
+  CHECK_FALSE(kept.equal(kept.unsqueeze(0)));  // another shape
+  CHECK(torch::equal(kept.eq(0).to(torch::kFloat) + kept.eq(2).to(torch::kFloat),
+                     torch::ones({4, 8})));
+  CHECK(kept.eq(0).any().item<bool>());
+  CHECK(kept.eq(2).any().item<bool>());
+  drop.eval();
+  CHECK(torch::equal(drop.forward(x), x));
+  CHECK(torch::equal(F::dropout3d(x, F::Dropout3dFuncOptions().p(0.3).training(false)), x));
 }
 
 TEST_CASE("libtorch names: in-place math, rand_like, randn_like, bernoulli", "[libtorch]") {

@@ -164,6 +164,41 @@ TEST_CASE("gradcheck: convolution", "[gradcheck]") {
   gradcheck([](V x) { return conv2d(x[0], x[1]); }, {r({2, 3, 3, 3}), r({4, 3, 1, 1})});
 }
 
+TEST_CASE("gradcheck: 3-d convolution and pooling", "[gradcheck]") {
+  gradcheck([](V x) { return conv3d(x[0], x[1], x[2], 1, 1); },
+            {r({2, 2, 4, 3, 3}), r({2, 2, 3, 2, 2}), r({2})});
+  gradcheck(
+      [](V x) {
+        return conv3d(x[0], x[1], {}, {2, 1, 1}, {1, 0, 1}, {1, 2, 1}, 2);
+      },
+      {r({1, 4, 5, 5, 3}), r({2, 2, 2, 2, 2})});
+  // Its gradient under create_graph, differentiated again (the weight's, by both operands).
+  gradcheck(
+      [](V x) {
+        AutoGradMode on(true);
+        return autograd::grad(
+            {sum(mul(conv3d(x[0], x[1], {}, 1, 1), conv3d(x[0], x[1], {}, 1, 1)))}, {x[1]}, {}, {},
+            /*create_graph=*/true)[0];
+      },
+      {r({1, 2, 3, 3, 3}), r({2, 2, 2, 2, 2})});
+  gradcheck(
+      [](V x) {
+        return max_pool3d(x[0], 2, {1, 2, 2}, {1, 0, 1});
+      },
+      {distinct({1, 2, 4, 4, 5})});
+  gradcheck([](V x) { return avg_pool3d(x[0], 3, 2, 1, true, false); }, {r({1, 2, 5, 4, 6})});
+  gradcheck([](V x) { return avg_pool3d(x[0], 2, 1, 1, false, true, 3); }, {r({1, 1, 3, 4, 3})});
+  gradcheck([](V x) { return adaptive_avg_pool3d(x[0], {2, 3, 2}); }, {r({1, 2, 5, 4, 3})});
+  // avg_pool2d's divisors in its backward and in that backward's own gradient (create_graph).
+  gradcheck(
+      [](V x) {
+        AutoGradMode on(true);
+        Tensor y = avg_pool2d(x[0], 3, 2, 1, true, false);
+        return autograd::grad({sum(mul(y, y))}, {x[0]}, {}, {}, /*create_graph=*/true)[0];
+      },
+      {r({1, 2, 6, 7})});
+}
+
 TEST_CASE("gradcheck: transposed convolution", "[gradcheck]") {
   gradcheck([](V x) { return conv_transpose2d(x[0], x[1], x[2], 2, 1, 1); },
             {r({2, 3, 3, 4}), r({3, 2, 3, 3}), r({2})});

@@ -282,6 +282,19 @@ class Tensor {
   }
   Tensor max() const;
   Tensor min() const;
+  /// Largest (smallest) values over dims, as amax/amin.
+  Tensor amax(const Shape& dims = {}, bool keepdim = false) const;
+  Tensor amin(const Shape& dims = {}, bool keepdim = false) const;
+  template <typename I, typename = std::enable_if_t<std::is_integral_v<I>>>
+  Tensor amax(I dim, bool keepdim = false) const {
+    return amax(Shape{static_cast<int64_t>(dim)}, keepdim);
+  }
+  template <typename I, typename = std::enable_if_t<std::is_integral_v<I>>>
+  Tensor amin(I dim, bool keepdim = false) const {
+    return amin(Shape{static_cast<int64_t>(dim)}, keepdim);
+  }
+  /// Whether other has this shape and these values (torch::equal).
+  bool equal(const Tensor& other) const;
   /// The 2-norm of all elements.
   Tensor norm() const;
   /// The p-norm of all elements, or along `dims` (p = 0: nonzero count, inf: largest |x|).

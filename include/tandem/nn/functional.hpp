@@ -24,22 +24,27 @@ inline constexpr Reduction kSum = Reduction::sum;
 namespace tandem::nn::functional {
 
 using tandem::adaptive_avg_pool2d;
+using tandem::adaptive_avg_pool3d;
 using tandem::avg_pool2d;
+using tandem::avg_pool3d;
 using tandem::batch_norm;
 using tandem::binary_cross_entropy;
 using tandem::binary_cross_entropy_with_logits;
 using tandem::conv1d;
 using tandem::conv2d;
+using tandem::conv3d;
 using tandem::conv_transpose2d;
 using tandem::cross_entropy;
 using tandem::dropout;
 using tandem::dropout2d;
+using tandem::dropout3d;
 using tandem::gelu;
 using tandem::l1_loss;
 using tandem::leaky_relu;
 using tandem::linear;
 using tandem::log_softmax;
 using tandem::max_pool2d;
+using tandem::max_pool3d;
 using tandem::mse_loss;
 using tandem::nll_loss;
 using tandem::pad;
@@ -148,28 +153,39 @@ inline Tensor conv_transpose2d(const Tensor& input, const Tensor& weight,
                                   o.output_padding(), o.groups(), o.dilation());
 }
 
-/// stride 0 means the kernel size, as torch's default.
-struct MaxPool2dFuncOptions {
-  MaxPool2dFuncOptions(Int2 kernel_size) : kernel_size_(kernel_size) {}  // NOLINT
-  TANDEM_ARG(Int2, kernel_size);
-  TANDEM_ARG(Int2, stride) = 0;
-  TANDEM_ARG(Int2, padding) = 0;
-  TANDEM_ARG(Int2, dilation) = 1;
-  TANDEM_ARG(bool, ceil_mode) = false;
+struct Conv3dFuncOptions {
+  TANDEM_ARG(Tensor, bias);
+  TANDEM_ARG(Int3, stride) = 1;
+  TANDEM_ARG(Int3, padding) = 0;
+  TANDEM_ARG(Int3, dilation) = 1;
+  TANDEM_ARG(int64_t, groups) = 1;
 };
+inline Tensor conv3d(const Tensor& input, const Tensor& weight, const Conv3dFuncOptions& o) {
+  return tandem::conv3d(input, weight, o.bias(), o.stride(), o.padding(), o.dilation(), o.groups());
+}
+
+/// The layers' options, as libtorch's (stride 0 means the kernel size, as torch's default).
+using AdaptiveAvgPool2dFuncOptions = AdaptiveAvgPool2dOptions;
+using AdaptiveAvgPool3dFuncOptions = AdaptiveAvgPool3dOptions;
+using MaxPool2dFuncOptions = MaxPool2dOptions;
+using MaxPool3dFuncOptions = MaxPool3dOptions;
+using AvgPool2dFuncOptions = AvgPool2dOptions;
+using AvgPool3dFuncOptions = AvgPool3dOptions;
 inline Tensor max_pool2d(const Tensor& input, const MaxPool2dFuncOptions& o) {
   return tandem::max_pool2d(input, o.kernel_size(), o.stride(), o.padding(), o.dilation(),
                             o.ceil_mode());
 }
-
-struct AvgPool2dFuncOptions {
-  AvgPool2dFuncOptions(Int2 kernel_size) : kernel_size_(kernel_size) {}  // NOLINT
-  TANDEM_ARG(Int2, kernel_size);
-  TANDEM_ARG(Int2, stride) = 0;
-  TANDEM_ARG(Int2, padding) = 0;
-};
+inline Tensor max_pool3d(const Tensor& input, const MaxPool3dFuncOptions& o) {
+  return tandem::max_pool3d(input, o.kernel_size(), o.stride(), o.padding(), o.dilation(),
+                            o.ceil_mode());
+}
 inline Tensor avg_pool2d(const Tensor& input, const AvgPool2dFuncOptions& o) {
-  return tandem::avg_pool2d(input, o.kernel_size(), o.stride(), o.padding());
+  return tandem::avg_pool2d(input, o.kernel_size(), o.stride(), o.padding(), o.ceil_mode(),
+                            o.count_include_pad(), o.divisor_override());
+}
+inline Tensor avg_pool3d(const Tensor& input, const AvgPool3dFuncOptions& o) {
+  return tandem::avg_pool3d(input, o.kernel_size(), o.stride(), o.padding(), o.ceil_mode(),
+                            o.count_include_pad(), o.divisor_override());
 }
 
 struct BatchNormFuncOptions {
@@ -228,11 +244,15 @@ struct DropoutFuncOptions {
   TANDEM_ARG(bool, training) = true;
 };
 using Dropout2dFuncOptions = DropoutFuncOptions;
+using Dropout3dFuncOptions = DropoutFuncOptions;
 inline Tensor dropout(const Tensor& input, const DropoutFuncOptions& o) {
   return tandem::dropout(input, o.p(), o.training());
 }
 inline Tensor dropout2d(const Tensor& input, const Dropout2dFuncOptions& o) {
   return tandem::dropout2d(input, o.p(), o.training());
+}
+inline Tensor dropout3d(const Tensor& input, const Dropout3dFuncOptions& o) {
+  return tandem::dropout3d(input, o.p(), o.training());
 }
 
 /// Constant padding (libtorch's default mode); pad holds (left, right) pairs from the last dim.

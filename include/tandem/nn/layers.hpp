@@ -92,6 +92,31 @@ class Conv2d : public Module {
   const Conv2dOptions options;
 };
 
+/// The sizes come first, as libtorch's Conv3dOptions(in, out, kernel_size).
+struct Conv3dOptions {
+  Conv3dOptions(int64_t in_channels, int64_t out_channels, Int3 kernel_size)
+      : in_channels_(in_channels), out_channels_(out_channels), kernel_size_(kernel_size) {}
+  TANDEM_ARG(int64_t, in_channels);
+  TANDEM_ARG(int64_t, out_channels);
+  TANDEM_ARG(Int3, kernel_size);
+  TANDEM_ARG(Int3, stride) = 1;
+  TANDEM_ARG(Int3, padding) = 0;
+  TANDEM_ARG(Int3, dilation) = 1;
+  TANDEM_ARG(int64_t, groups) = 1;
+  TANDEM_ARG(bool, bias) = true;
+};
+
+/// 3-D convolution of (N, C, D, H, W) or (C, D, H, W); weight (out, in / groups, kD, kH, kW)
+/// initialized as torch's.
+class Conv3d : public Module {
+ public:
+  explicit Conv3d(const Conv3dOptions& options);
+  Tensor forward(const Tensor& input) override;
+  std::string extra_repr() const override;
+  Tensor weight, bias;
+  const Conv3dOptions options;
+};
+
 /// libtorch's ConvTranspose2dOptions(in, out, kernel_size).stride(2).output_padding(1).
 struct ConvTranspose2dOptions {
   ConvTranspose2dOptions(int64_t in_channels, int64_t out_channels, Int2 kernel_size)
@@ -130,6 +155,7 @@ struct BatchNormOptions {
 };
 using BatchNorm1dOptions = BatchNormOptions;
 using BatchNorm2dOptions = BatchNormOptions;
+using BatchNorm3dOptions = BatchNormOptions;
 
 /// Batch normalization per channel (dim 1) over every other dim, what BatchNorm1d and
 /// BatchNorm2d share (torch's _BatchNorm); parameters weight, bias; buffers running_mean,
@@ -178,6 +204,15 @@ class BatchNorm2d : public BatchNorm {
   /// num_features given here replaces the one in `options`.
   explicit BatchNorm2d(int64_t num_features, BatchNormOptions options = {})
       : BatchNorm2d(options.num_features(num_features)) {}
+};
+
+/// Batch normalization of (N, C, D, H, W).
+class BatchNorm3d : public BatchNorm {
+ public:
+  explicit BatchNorm3d(const BatchNormOptions& options);
+  /// num_features given here replaces the one in `options`.
+  explicit BatchNorm3d(int64_t num_features, BatchNormOptions options = {})
+      : BatchNorm3d(options.num_features(num_features)) {}
 };
 
 /// libtorch's LayerNormOptions({C}) / LayerNormOptions({H, W}).eps(1e-6).
@@ -234,7 +269,8 @@ struct InstanceNormOptions {
 };
 
 /// Normalizes each sample's channels over their own positions: group norm with one group per
-/// channel. InstanceNorm1d takes (N, C, L), InstanceNorm2d (N, C, H, W).
+/// channel. InstanceNorm1d takes (N, C, L), InstanceNorm2d (N, C, H, W), InstanceNorm3d
+/// (N, C, D, H, W).
 class InstanceNorm : public Module {
  public:
   InstanceNorm(const char* type_name, int64_t dims, const InstanceNormOptions& options);
@@ -257,6 +293,12 @@ class InstanceNorm2d : public InstanceNorm {
  public:
   explicit InstanceNorm2d(const InstanceNormOptions& options)
       : InstanceNorm("InstanceNorm2d", 4, options) {}
+};
+
+class InstanceNorm3d : public InstanceNorm {
+ public:
+  explicit InstanceNorm3d(const InstanceNormOptions& options)
+      : InstanceNorm("InstanceNorm3d", 5, options) {}
 };
 
 /// libtorch's `inplace` (here and in LeakyReLUOptions, DropoutOptions) is taken and changes
@@ -447,43 +489,78 @@ class PReLU : public Module {
   const PReLUOptions options;
 };
 
-/// A pooling window, as libtorch's MaxPool2dOptions(3).stride(2).padding(1): stride 0 (the
-/// default) means stride = kernel_size, as torch's.
-struct Pool2dOptions {
-  Pool2dOptions(Int2 kernel_size)
+/// A max pooling window, as libtorch's MaxPool2dOptions(3).stride(2).padding(1): stride 0 (the
+/// default) means stride = kernel_size, as torch's. Size: Int2 or Int3.
+template <typename Size>
+struct MaxPoolOptions {
+  MaxPoolOptions(Size kernel_size)
       : kernel_size_(kernel_size) {}  // NOLINT(google-explicit-constructor)
-  TANDEM_ARG(Int2, kernel_size);
-  TANDEM_ARG(Int2, stride) = 0;
-  TANDEM_ARG(Int2, padding) = 0;
-  /// Max pooling's only: output sizes rounded up (AvgPool2d refuses it).
+  TANDEM_ARG(Size, kernel_size);
+  TANDEM_ARG(Size, stride) = 0;
+  TANDEM_ARG(Size, padding) = 0;
+  TANDEM_ARG(Size, dilation) = 1;
+  /// Output sizes rounded up: the last window may hang past the input.
   TANDEM_ARG(bool, ceil_mode) = false;
 };
-using MaxPool2dOptions = Pool2dOptions;
-using AvgPool2dOptions = Pool2dOptions;
+using MaxPool2dOptions = MaxPoolOptions<Int2>;
+using MaxPool3dOptions = MaxPoolOptions<Int3>;
 
-/// The window of a pooling layer.
-class Pool2d : public Module {
- public:
-  Pool2d(const char* type_name, const Pool2dOptions& options);
-  std::string extra_repr() const override;
-  const Int2 kernel_size, stride, padding;
-  const bool ceil_mode;
+/// An average pooling window, as libtorch's AvgPool2dOptions(3).stride(2).count_include_pad(false);
+/// see avg_pool2d for the divisor.
+template <typename Size>
+struct AvgPoolOptions {
+  AvgPoolOptions(Size kernel_size)
+      : kernel_size_(kernel_size) {}  // NOLINT(google-explicit-constructor)
+  TANDEM_ARG(Size, kernel_size);
+  TANDEM_ARG(Size, stride) = 0;
+  TANDEM_ARG(Size, padding) = 0;
+  TANDEM_ARG(bool, ceil_mode) = false;
+  TANDEM_ARG(bool, count_include_pad) = true;
+  TANDEM_ARG(std::optional<int64_t>, divisor_override) = std::nullopt;
 };
+using AvgPool2dOptions = AvgPoolOptions<Int2>;
+using AvgPool3dOptions = AvgPoolOptions<Int3>;
 
-class MaxPool2d : public Pool2d {
+namespace detail {
+/// What the pooling layers share: their options, printed as torch prints the window.
+template <typename Options>
+class PoolLayer : public Module {
  public:
-  explicit MaxPool2d(const MaxPool2dOptions& options) : Pool2d("MaxPool2d", options) {}
+  PoolLayer(const char* type_name, const Options& o) : Module(type_name), options(o) {}
+  std::string extra_repr() const override;
+  const Options options;
+};
+extern template class PoolLayer<MaxPoolOptions<Int2>>;
+extern template class PoolLayer<AvgPoolOptions<Int2>>;
+extern template class PoolLayer<MaxPoolOptions<Int3>>;
+extern template class PoolLayer<AvgPoolOptions<Int3>>;
+}  // namespace detail
+
+class MaxPool2d : public detail::PoolLayer<MaxPool2dOptions> {
+ public:
+  explicit MaxPool2d(const MaxPool2dOptions& options) : PoolLayer("MaxPool2d", options) {}
   explicit MaxPool2d(Int2 kernel_size, Int2 stride = 0, Int2 padding = 0)
       : MaxPool2d(MaxPool2dOptions(kernel_size).stride(stride).padding(padding)) {}
   Tensor forward(const Tensor& input) override;
 };
 
-/// count_include_pad, as torch's default.
-class AvgPool2d : public Pool2d {
+class AvgPool2d : public detail::PoolLayer<AvgPool2dOptions> {
  public:
-  explicit AvgPool2d(const AvgPool2dOptions& options) : Pool2d("AvgPool2d", options) {}
+  explicit AvgPool2d(const AvgPool2dOptions& options) : PoolLayer("AvgPool2d", options) {}
   explicit AvgPool2d(Int2 kernel_size, Int2 stride = 0, Int2 padding = 0)
       : AvgPool2d(AvgPool2dOptions(kernel_size).stride(stride).padding(padding)) {}
+  Tensor forward(const Tensor& input) override;
+};
+
+class MaxPool3d : public detail::PoolLayer<MaxPool3dOptions> {
+ public:
+  explicit MaxPool3d(const MaxPool3dOptions& options) : PoolLayer("MaxPool3d", options) {}
+  Tensor forward(const Tensor& input) override;
+};
+
+class AvgPool3d : public detail::PoolLayer<AvgPool3dOptions> {
+ public:
+  explicit AvgPool3d(const AvgPool3dOptions& options) : PoolLayer("AvgPool3d", options) {}
   Tensor forward(const Tensor& input) override;
 };
 
@@ -496,6 +573,17 @@ class AdaptiveAvgPool2d : public Module {
   Tensor forward(const Tensor& input) override;
   std::string extra_repr() const override;
   const Int2 output_size;
+};
+
+/// libtorch's AdaptiveAvgPool3dOptions({1, 1, 1}) or (1): the output size.
+using AdaptiveAvgPool3dOptions = Int3;
+
+class AdaptiveAvgPool3d : public Module {
+ public:
+  explicit AdaptiveAvgPool3d(Int3 output_size);
+  Tensor forward(const Tensor& input) override;
+  std::string extra_repr() const override;
+  const Int3 output_size;
 };
 
 /// The probability comes first, as libtorch's DropoutOptions(p); `Dropout(0.2)` reads the same.
@@ -518,6 +606,16 @@ class Dropout : public Module {
 class Dropout2d : public Module {
  public:
   explicit Dropout2d(const DropoutOptions& options = {});
+  Tensor forward(const Tensor& input) override;
+  std::string extra_repr() const override;
+  const double p;
+};
+
+/// Zeroes whole channels of an (N, C, D, H, W) or (C, D, H, W) input with probability p in
+/// training mode.
+class Dropout3d : public Module {
+ public:
+  explicit Dropout3d(const DropoutOptions& options = {});
   Tensor forward(const Tensor& input) override;
   std::string extra_repr() const override;
   const double p;

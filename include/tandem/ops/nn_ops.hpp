@@ -19,6 +19,13 @@ struct Int2 {
   Int2(int64_t h_, int64_t w_) : h(h_), w(w_) {}
 };
 
+/// A (depth, height, width) triple; a single number means all three.
+struct Int3 {
+  int64_t d, h, w;
+  Int3(int64_t v) : d(v), h(v), w(v) {}  // NOLINT(google-explicit-constructor)
+  Int3(int64_t d_, int64_t h_, int64_t w_) : d(d_), h(h_), w(w_) {}
+};
+
 /// input (N, C_in, H, W), weight (C_out, C_in / groups, kH, kW), bias (C_out) or undefined.
 Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias = Tensor(),
               Int2 stride = 1, Int2 padding = 0, Int2 dilation = 1, int64_t groups = 1);
@@ -27,6 +34,13 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias = Te
 /// weight (C_out, C_in / groups, k), bias (C_out) or undefined; conv2d over a height of 1.
 Tensor conv1d(const Tensor& input, const Tensor& weight, const Tensor& bias = Tensor(),
               int64_t stride = 1, int64_t padding = 0, int64_t dilation = 1, int64_t groups = 1);
+
+/// 3-D convolution, as torch.nn.functional.conv3d: input (N, C_in, D, H, W) or unbatched
+/// (C_in, D, H, W), weight (C_out, C_in / groups, kD, kH, kW), bias (C_out) or undefined. One
+/// conv2d over the depth taps stacked as channels, each output depth a sample (so every device
+/// and dtype conv2d takes, autocast and double backward included).
+Tensor conv3d(const Tensor& input, const Tensor& weight, const Tensor& bias = Tensor(),
+              Int3 stride = 1, Int3 padding = 0, Int3 dilation = 1, int64_t groups = 1);
 
 /// The transposed convolution (the input gradient of conv2d): input (N, C_in, H, W), weight
 /// (C_in, C_out / groups, kH, kW), bias (C_out); the output is (N, C_out, (H - 1) stride -
@@ -80,9 +94,21 @@ Tensor sync_batch_norm(const Tensor& input, const Tensor& running_mean, const Te
 /// ceil_mode: output sizes rounded up (the last window may hang past the input), as torch's.
 Tensor max_pool2d(const Tensor& input, Int2 kernel_size, Int2 stride = 0, Int2 padding = 0,
                   Int2 dilation = 1, bool ceil_mode = false);
-/// count_include_pad as torch's default (padding counts in the divisor).
-Tensor avg_pool2d(const Tensor& input, Int2 kernel_size, Int2 stride = 0, Int2 padding = 0);
+/// Each window's sum divided by divisor_override where given, else by its taps in the padded
+/// input (count_include_pad, torch's default) or in the input alone; ceil_mode as max_pool2d's.
+Tensor avg_pool2d(const Tensor& input, Int2 kernel_size, Int2 stride = 0, Int2 padding = 0,
+                  bool ceil_mode = false, bool count_include_pad = true,
+                  std::optional<int64_t> divisor_override = std::nullopt);
 Tensor adaptive_avg_pool2d(const Tensor& input, Int2 output_size);
+
+/// The 3-D pools, as torch's, of (N, C, D, H, W) or (C, D, H, W): a window is a box, so each is
+/// the 2-D pool over (H, W) and then over D (a window's max, sum and divisor all factor so).
+Tensor max_pool3d(const Tensor& input, Int3 kernel_size, Int3 stride = 0, Int3 padding = 0,
+                  Int3 dilation = 1, bool ceil_mode = false);
+Tensor avg_pool3d(const Tensor& input, Int3 kernel_size, Int3 stride = 0, Int3 padding = 0,
+                  bool ceil_mode = false, bool count_include_pad = true,
+                  std::optional<int64_t> divisor_override = std::nullopt);
+Tensor adaptive_avg_pool3d(const Tensor& input, Int3 output_size);
 
 /// torch.nn.functional.interpolate on (N, C, H, W): to `size` (H', W'), or to
 /// floor(H * scale_factor[0]) x floor(W * scale_factor[1]) (one factor serves both); mode
@@ -104,6 +130,9 @@ Tensor dropout(const Tensor& input, double p = 0.5, bool training = true,
 /// Zeroes whole channels (each (n, c) slice of an (N, C, ...) input) with probability p and
 /// scales the rest by 1 / (1 - p) when training, as torch's dropout2d (feature dropout).
 Tensor dropout2d(const Tensor& input, double p = 0.5, bool training = true,
+                 Generator* gen = nullptr);
+/// dropout2d's whole-channel dropout for (N, C, D, H, W) or (C, D, H, W) inputs, as torch's.
+Tensor dropout3d(const Tensor& input, double p = 0.5, bool training = true,
                  Generator* gen = nullptr);
 /// The rows of weight (num_embeddings, embedding_dim) that `indices` (i64 or i32, any shape)
 /// name: indices' shape + (embedding_dim). Row padding_idx gets no gradient (-1, or any

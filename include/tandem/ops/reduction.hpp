@@ -35,8 +35,9 @@ Tensor min(const Tensor& t);
 /// (values, indices) along dim; indices are i64 and point at the first extreme element.
 std::pair<Tensor, Tensor> max(const Tensor& t, int64_t dim, bool keepdim = false);
 std::pair<Tensor, Tensor> min(const Tensor& t, int64_t dim, bool keepdim = false);
-/// Largest values over several dims (no indices).
+/// Largest (smallest) values over several dims (no indices); all dims for {}.
 Tensor amax(const Tensor& t, const Shape& dims, bool keepdim = false);
+Tensor amin(const Tensor& t, const Shape& dims, bool keepdim = false);
 Tensor argmax(const Tensor& t, int64_t dim, bool keepdim = false);
 /// libtorch's one-dim forms, `sum(x, 1)`: templates, so that `sum(x, {})` (every dim) never
 /// converts `{}` to dim 0.
@@ -51,6 +52,10 @@ Tensor mean(const Tensor& t, I dim, bool keepdim = false) {
 template <typename I, typename = std::enable_if_t<std::is_integral_v<I>>>
 Tensor amax(const Tensor& t, I dim, bool keepdim = false) {
   return amax(t, Shape{static_cast<int64_t>(dim)}, keepdim);
+}
+template <typename I, typename = std::enable_if_t<std::is_integral_v<I>>>
+Tensor amin(const Tensor& t, I dim, bool keepdim = false) {
+  return amin(t, Shape{static_cast<int64_t>(dim)}, keepdim);
 }
 /// torch.var(x, dim, unbiased, keepdim).
 template <typename I, typename = std::enable_if_t<std::is_integral_v<I>>>
