@@ -143,8 +143,9 @@ void avg_pool2d_forward(const Tensor& out, const Tensor& in, const Pool2dParams&
     const pool::Geometry g = pool::geometry(in, out);
     const T* x = ptr<const T>(in);
     T* y = ptr<T>(out);
+    const T inv = pool::uniform_inverse<T>(g, p);
     for_each_element(g, out.numel(), g.ho, g.wo, window_cost(p, g), [&](int64_t o, pool::Site s) {
-      y[o] = pool::avg_window<T>(x, g, p, s, Identity{});
+      y[o] = pool::avg_window<T>(x, g, p, inv, s, Identity{});
     });
   });
 }
@@ -155,6 +156,7 @@ void avg_pool2d_backward(const Tensor& grad_in, const Tensor& grad_out, const Po
     const pool::Geometry g = pool::geometry(grad_in, grad_out);
     T* dx = ptr<T>(grad_in);
     const T* dy = ptr<const T>(grad_out);
+    const T inv = pool::uniform_inverse<T>(g, p);
     if (!g.channels_last) {
       // Plane by plane, each output's share added to the inputs of its window (clipped to the
       // map), outputs rising: avg_gradient's sums in its order, without searching the windows.
@@ -168,7 +170,7 @@ void avg_pool2d_backward(const Tensor& grad_in, const Tensor& grad_out, const Po
           const Taps r = taps(oh, p.kh, p.stride_h, p.pad_h, 1, g.h);
           for (int64_t ow = 0; ow < g.wo; ++ow) {
             const Taps c = taps(ow, p.kw, p.stride_w, p.pad_w, 1, g.w);
-            const T d = dy_p[oh * g.wo + ow] * (T(1) / T(pool::avg_divisor(g, p, oh, ow)));
+            const T d = dy_p[oh * g.wo + ow] * pool::avg_scale(g, p, inv, oh, ow);
             for (int64_t ki = r.lo; ki < r.hi; ++ki)
               for (int64_t kj = c.lo; kj < c.hi; ++kj)
                 dx_p[(r.first + ki) * g.w + c.first + kj] += d;
@@ -178,7 +180,7 @@ void avg_pool2d_backward(const Tensor& grad_in, const Tensor& grad_out, const Po
       return;
     }
     for_each_element(g, grad_in.numel(), g.h, g.w, window_cost(p, g), [&](int64_t i, pool::Site s) {
-      dx[i] = pool::avg_gradient<T>(dy, g, p, s, Identity{});
+      dx[i] = pool::avg_gradient<T>(dy, g, p, inv, s, Identity{});
     });
   });
 }

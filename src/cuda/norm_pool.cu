@@ -840,8 +840,9 @@ template <typename T>
 __global__ void avg_pool_kernel(T* y, const T* x, pool::Geometry g, pool::SiteOf site,
                                 Pool2dParams p, int64_t count) {
   using C = compute_t<T>;
+  const C inv = pool::uniform_inverse<C>(g, p);
   TANDEM_CUDA_LOOP(o, count) {
-    y[o] = convert<T>(pool::avg_window<C>(x, g, p, site(o), Load<C>{}));
+    y[o] = convert<T>(pool::avg_window<C>(x, g, p, inv, site(o), Load<C>{}));
   }
 }
 
@@ -849,8 +850,9 @@ template <typename T>
 __global__ void avg_pool_backward_kernel(T* dx, const T* dy, pool::Geometry g, pool::SiteOf site,
                                          Pool2dParams p, int64_t count) {
   using C = compute_t<T>;
+  const C inv = pool::uniform_inverse<C>(g, p);
   TANDEM_CUDA_LOOP(i, count) {
-    dx[i] = convert<T>(pool::avg_gradient<C>(dy, g, p, site(i), Load<C>{}));
+    dx[i] = convert<T>(pool::avg_gradient<C>(dy, g, p, inv, site(i), Load<C>{}));
   }
 }
 

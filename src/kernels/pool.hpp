@@ -220,9 +220,28 @@ TANDEM_HD int64_t avg_divisor(const Geometry& g, const Pool2dParams& p, int64_t 
   return rows > 0 && cols > 0 ? rows * cols : 1;
 }
 
-/// The mean of output (plane, oh, ow)'s window: its sum times 1 / avg_divisor.
+/// 1 / the divisor every window of a call shares, or 0 where they differ: divisor_override, or
+/// padding counted and no ceil_mode window hanging past it (torch's default, where the divisor
+/// is kh * kw). A backend computes it once per call: a division per output took avg_pool2d
+/// from 0.96x to 1.17x PyTorch's time.
+template <typename C>
+TANDEM_HD C uniform_inverse(const Geometry& g, const Pool2dParams& p) {
+  if (p.divisor_override != 0) return C(1) / C(p.divisor_override);
+  const bool inside = (g.ho - 1) * p.stride_h - p.pad_h + p.kh <= g.h + p.pad_h &&
+                      (g.wo - 1) * p.stride_w - p.pad_w + p.kw <= g.w + p.pad_w;
+  return p.count_include_pad && inside ? C(1) / (C(p.kh) * C(p.kw)) : C(0);
+}
+
+/// The scale of output (oh, ow)'s window sum: `inv` (uniform_inverse) where not 0.
+template <typename C>
+TANDEM_HD C avg_scale(const Geometry& g, const Pool2dParams& p, C inv, int64_t oh, int64_t ow) {
+  return inv != C(0) ? inv : C(1) / C(avg_divisor(g, p, oh, ow));
+}
+
+/// The mean of output (plane, oh, ow)'s window: its sum times avg_scale.
 template <typename C, typename T, typename Load>
-TANDEM_HD C avg_window(const T* x, const Geometry& g, const Pool2dParams& p, Site o, Load load) {
+TANDEM_HD C avg_window(const T* x, const Geometry& g, const Pool2dParams& p, C inv, Site o,
+                       Load load) {
   const Plane in = plane_of(g, o, g.h, g.w);
   C s = C(0);
   const int64_t y0 = o.y * p.stride_h - p.pad_h, x0 = o.x * p.stride_w - p.pad_w;
@@ -230,16 +249,17 @@ TANDEM_HD C avg_window(const T* x, const Geometry& g, const Pool2dParams& p, Sit
   for (int64_t ih = y0 + rows.lo; ih < y0 + rows.hi; ++ih)
     for (int64_t iw = x0 + cols.lo; iw < x0 + cols.hi; ++iw)
       s += load(x[in.base + (ih * g.w + iw) * in.step]);
-  return s * (C(1) / C(avg_divisor(g, p, o.y, o.x)));
+  return s * avg_scale(g, p, inv, o.y, o.x);
 }
 
 template <typename C, typename T, typename Load>
-TANDEM_HD C avg_gradient(const T* dy, const Geometry& g, const Pool2dParams& p, Site i, Load load) {
+TANDEM_HD C avg_gradient(const T* dy, const Geometry& g, const Pool2dParams& p, C inv, Site i,
+                         Load load) {
   const Plane out = plane_of(g, i, g.ho, g.wo);
   C s = C(0);
   covering(i.y, p.kh, p.stride_h, p.pad_h, 1, g.ho, [&](int64_t oh) {
     covering(i.x, p.kw, p.stride_w, p.pad_w, 1, g.wo, [&](int64_t ow) {
-      s += load(dy[out.base + (oh * g.wo + ow) * out.step]) * (C(1) / C(avg_divisor(g, p, oh, ow)));
+      s += load(dy[out.base + (oh * g.wo + ow) * out.step]) * avg_scale(g, p, inv, oh, ow);
     });
   });
   return s;
