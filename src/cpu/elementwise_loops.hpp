@@ -49,7 +49,7 @@ void unary_loop(const Tensor& out, const Tensor& in, Op op) {
                         const int64_t m = std::min(kNarrowBlock, n - b);
                         widen_block(xa, x + b * st[1], st[1], m);
                         if constexpr (vec::kUnary<Op, A>) {
-                          vec::unary<Op>(ra, xa, m);
+                          vec::unary(op, ra, xa, m);
                         } else {
                           for (int64_t i = 0; i < m; ++i) ra[i] = op(xa[i]);
                         }
@@ -57,7 +57,7 @@ void unary_loop(const Tensor& out, const Tensor& in, Op op) {
                       }
                     } else if (st[0] == 1 && st[1] == 1) {
                       if constexpr (vec::kUnary<Op, A> && std::is_same_v<R, float>) {
-                        vec::unary<Op>(o, x, n);
+                        vec::unary(op, o, x, n);
                         return;
                       }
                       for (int64_t i = 0; i < n; ++i) o[i] = R(op(A(x[i])));
@@ -91,7 +91,7 @@ void binary_loop(const Tensor& out, const Tensor& a, const Tensor& b, Op op) {
             widen_block(xa, x + blk * st[1], st[1], m);
             widen_block(ya, y + blk * st[2], st[2], m);
             if constexpr (vec::kBinary<Op, A>) {
-              vec::binary<Op>(ra, xa, ya, m);
+              vec::binary(op, ra, xa, ya, m);
             } else {
               for (int64_t i = 0; i < m; ++i) ra[i] = op(xa[i], ya[i]);
             }
@@ -99,7 +99,7 @@ void binary_loop(const Tensor& out, const Tensor& a, const Tensor& b, Op op) {
           }
         } else if (st[0] == 1 && st[1] == 1 && st[2] == 1) {
           if constexpr (vec::kBinary<Op, A> && std::is_same_v<R, float>) {
-            vec::binary<Op>(o, x, y, n);
+            vec::binary(op, o, x, y, n);
             return;
           }
           for (int64_t i = 0; i < n; ++i) o[i] = R(op(A(x[i]), A(y[i])));

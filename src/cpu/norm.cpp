@@ -345,7 +345,7 @@ void layer_norm_backward(const Tensor& grad_in, const Tensor& grad_weight, const
 template <typename T>
 void exp_row(T* y, int64_t n) {  // y = exp(y)
   if constexpr (vec::kUnary<Exp, T>) {
-    vec::unary<Exp>(y, y, n);
+    vec::unary(Exp{}, y, y, n);
   } else {
     for (int64_t i = 0; i < n; ++i) y[i] = std::exp(y[i]);
   }

@@ -1,14 +1,17 @@
-// Vectorized f32 exp, tanh and erf, and the activations built on them, for the CPU's elementwise
+// Vectorized f32 exp, expm1, log1p, tanh and erf, and the activations built on them, for the
+// CPU's elementwise
 // loops (elementwise_loops.hpp): 16 lanes on AVX-512, 8 on AVX2, written once over GCC's generic
 // vectors. The scalar functors call libm one element at a time (gelu's erf and exp took 13x
 // PyTorch's time, `bench_ops --ops`). Every element of a tensor goes through the same vector
 // code (a tail is padded), so results do not depend on where an element lies.
-// Accuracy, against the scalar functions (tests/ops/test_vec_math.cpp): exp within 2 ulp
+// Accuracy, against f64 libm (tests/ops/test_ops.cpp, "f32 exp, sigmoid, ..."): exp within 2 ulp
 // (Cephes' polynomial on [-ln2/2, ln2/2], 2^n applied in two halves so subnormal results and
 // overflow to inf come out right), tanh within 3 ulp (Cephes' odd polynomial below 0.625,
 // 1 - 2 / (e^2x + 1) above), erf a few ulp below 1 (Cephes' odd polynomial) and within 1.5e-7
 // absolute above (Abramowitz and Stegun 7.1.26, as PyTorch's vectorized erf; it is used only
-// inside gelu, where that is 1.5e-7 of |x| / 2). NaN stays NaN, +-inf give the limits.
+// inside gelu, where that is 1.5e-7 of |x| / 2); expm1 within 4 ulp (its Taylor polynomial below
+// |x| = 1, exp(x) - 1 above), log1p within 3 (Cephes' log of w = 1 + u, times u / (w - 1), which
+// corrects w's rounding). NaN stays NaN, +-inf give the limits.
 #pragma once
 
 #include <cstdint>
@@ -94,6 +97,53 @@ inline VF erf_given(VF u, VF e) {
   return keep_nan(u, select(abs(u) < 1.0f, u * q, large));
 }
 
+// e^x - 1 without exp(x) - 1's cancellation near 0: the Taylor series to x^10 for |x| < 1 (its
+// remainder is below 3e-8 of x there), exp(x) - 1 beyond, where it loses under 2 bits.
+inline VF expm1(VF x) {
+  VF p = splat(1.0f / 39916800);  // 1 / 11!
+  p = p * x + 1.0f / 3628800;
+  p = p * x + 1.0f / 362880;
+  p = p * x + 1.0f / 40320;
+  p = p * x + 1.0f / 5040;
+  p = p * x + 1.0f / 720;
+  p = p * x + 1.0f / 120;
+  p = p * x + 1.0f / 24;
+  p = p * x + 1.0f / 6;
+  p = p * x + 0.5f;
+  return select(abs(x) < 1.0f, x + x * x * p, exp(x) - 1.0f);  // exp keeps NaN
+}
+
+// log(w) for w >= 1 finite (log1p's only use): Cephes' logf, w = m 2^e with m in [sqrt(1/2),
+// sqrt(2)), log(m) from its polynomial in m - 1, e ln 2 added in two parts.
+inline VF log_from_one(VF w) {
+  const VI bits = (VI)w;
+  VI e = ((bits >> 23) & 0xff) - 126;  // w = m 2^e, m in [1/2, 1)
+  VF m = (VF)((bits & 0x007fffff) | 0x3f000000);
+  const VI low = m < 0.707106781186547524f;  // then m -> 2m, e -> e - 1
+  e = e + low;                               // (a true mask lane is -1)
+  m = m + select(low, m, splat(0.0f)) - 1.0f;
+  const VF ef = __builtin_convertvector(e, VF), z = m * m;
+  VF y = splat(7.0376836292e-2f);
+  y = y * m - 1.1514610310e-1f;
+  y = y * m + 1.1676998740e-1f;
+  y = y * m - 1.2420140846e-1f;
+  y = y * m + 1.4249322787e-1f;
+  y = y * m - 1.6668057665e-1f;
+  y = y * m + 2.0000714765e-1f;
+  y = y * m - 2.4999993993e-1f;
+  y = y * m + 3.3333331174e-1f;
+  y = y * m * z + ef * -2.12194440e-4f - 0.5f * z;
+  return m + y + ef * 0.693359375f;
+}
+
+// log(1 + u) for u >= 0 (u = e^x in softplus and mish): log(w) u / (w - 1) for w = 1 + u, which
+// undoes w's rounding, and u itself where w rounds to 1.
+inline VF log1p_nonneg(VF u) {
+  const VF w = 1.0f + u;
+  const VF r = select(w == 1.0f, u, log_from_one(w) * (u / (w - 1.0f)));
+  return keep_nan(u, select(u == __builtin_inff(), u, r));
+}
+
 inline VF erf(VF u) {
   const VF a = select(abs(u) > 4.0f, splat(4.0f), abs(u));  // erf(4) is 1 in f32
   return erf_given(u, exp(-(a * a)));
@@ -107,27 +157,27 @@ struct Form {
 template <>
 struct Form<Exp> {
   static constexpr bool kUnary = true, kBinary = false;
-  static VF apply(VF x) { return exp(x); }
+  static VF apply(const Exp&, VF x) { return exp(x); }
 };
 template <>
 struct Form<Sigmoid> {
   static constexpr bool kUnary = true, kBinary = false;
-  static VF apply(VF x) { return 1.0f / (1.0f + exp(-x)); }
+  static VF apply(const Sigmoid&, VF x) { return 1.0f / (1.0f + exp(-x)); }
 };
 template <>
 struct Form<Tanh> {
   static constexpr bool kUnary = true, kBinary = false;
-  static VF apply(VF x) { return tanh(x); }
+  static VF apply(const Tanh&, VF x) { return tanh(x); }
 };
 template <>
 struct Form<Gelu> {
   static constexpr bool kUnary = true, kBinary = false;
-  static VF apply(VF x) { return 0.5f * x * (1.0f + erf(x * float(kSqrt1_2))); }
+  static VF apply(const Gelu&, VF x) { return 0.5f * x * (1.0f + erf(x * float(kSqrt1_2))); }
 };
 template <>
 struct Form<GeluTanh> {
   static constexpr bool kUnary = true, kBinary = false;
-  static VF apply(VF x) {
+  static VF apply(const GeluTanh&, VF x) {
     const VF inner = float(kSqrt2OverPi) * (x + float(kGeluC) * x * x * x);
     return 0.5f * x * (1.0f + tanh(inner));
   }
@@ -135,7 +185,7 @@ struct Form<GeluTanh> {
 template <>
 struct Form<GeluBackward> {
   static constexpr bool kUnary = false, kBinary = true;
-  static VF apply(VF g, VF x) {
+  static VF apply(const GeluBackward&, VF g, VF x) {
     const VF e = exp(-0.5f * x * x);  // the pdf's, and erf's at x / sqrt 2: one exp for both
     const VF cdf = 0.5f * (1.0f + erf_given(x * float(kSqrt1_2), e));
     return g * (cdf + x * (float(kInvSqrt2Pi) * e));
@@ -144,7 +194,7 @@ struct Form<GeluBackward> {
 template <>
 struct Form<GeluTanhBackward> {
   static constexpr bool kUnary = false, kBinary = true;
-  static VF apply(VF g, VF x) {
+  static VF apply(const GeluTanhBackward&, VF g, VF x) {
     const VF x2 = x * x;
     const VF t = tanh(float(kSqrt2OverPi) * (x + float(kGeluC) * x2 * x));
     const VF dinner = float(kSqrt2OverPi) * (1.0f + float(3 * kGeluC) * x2);
@@ -160,14 +210,65 @@ inline VF stable_sigmoid(VF x) {
 template <>
 struct Form<Silu> {
   static constexpr bool kUnary = true, kBinary = false;
-  static VF apply(VF x) { return x * stable_sigmoid(x); }
+  static VF apply(const Silu&, VF x) { return x * stable_sigmoid(x); }
 };
 template <>
 struct Form<SiluBackward> {
   static constexpr bool kUnary = false, kBinary = true;
-  static VF apply(VF g, VF x) {
+  static VF apply(const SiluBackward&, VF g, VF x) {
     const VF s = stable_sigmoid(x);
     return g * s * (1.0f + x * (1.0f - s));
+  }
+};
+
+// ELU (and SELU): scale x above 0, scale alpha (e^x - 1) below, as the functor.
+template <>
+struct Form<Elu> {
+  static constexpr bool kUnary = true, kBinary = false;
+  static VF apply(const Elu& f, VF x) {
+    const float scale = float(f.scale), negative = scale * float(f.alpha);
+    return select(x > 0.0f, scale * x, negative * expm1(x));
+  }
+};
+template <>
+struct Form<EluBackward> {
+  static constexpr bool kUnary = false, kBinary = true;
+  static VF apply(const EluBackward& f, VF g, VF x) {
+    const float scale = float(f.scale), negative = scale * float(f.alpha);
+    return select(x > 0.0f, g * scale, g * negative * exp(x));
+  }
+};
+// softplus: log(1 + e^(beta x)) / beta, x itself where beta x > threshold, as the functor.
+template <>
+struct Form<Softplus> {
+  static constexpr bool kUnary = true, kBinary = false;
+  static VF apply(const Softplus& f, VF x) {
+    const float beta = float(f.beta);
+    const VF bx = x * beta;
+    return select(bx > float(f.threshold), x, log1p_nonneg(exp(bx)) / beta);
+  }
+};
+template <>
+struct Form<SoftplusBackward> {
+  static constexpr bool kUnary = false, kBinary = true;
+  static VF apply(const SoftplusBackward& f, VF g, VF x) {
+    const VF bx = x * float(f.beta);
+    return select(bx > float(f.threshold), g, g / (1.0f + exp(-bx)));
+  }
+};
+// mish: x tanh(softplus(x)), softplus linear above 20, as the functor.
+inline VF tanh_softplus(VF x) { return tanh(select(x > 20.0f, x, log1p_nonneg(exp(x)))); }
+template <>
+struct Form<Mish> {
+  static constexpr bool kUnary = true, kBinary = false;
+  static VF apply(const Mish&, VF x) { return x * tanh_softplus(x); }
+};
+template <>
+struct Form<MishBackward> {
+  static constexpr bool kUnary = false, kBinary = true;
+  static VF apply(const MishBackward&, VF g, VF x) {
+    const VF t = tanh_softplus(x), s = stable_sigmoid(x);
+    return g * (t + x * s * (1.0f - t * t));
   }
 };
 
@@ -198,16 +299,16 @@ inline void store(float* p, VF v) { std::memcpy(p, &v, sizeof(VF)); }
 
 // o[0, n) = F(x[0, n)), contiguous f32; the tail through a zero-padded vector.
 template <typename F>
-void unary(float* o, const float* x, int64_t n) {
+void unary(const F& f, float* o, const float* x, int64_t n) {
   int64_t i = 0;
-  for (; i + kWidth <= n; i += kWidth) store(o + i, Form<F>::apply(load(x + i)));
-  if (i < n) store(o + i, Form<F>::apply(load(x + i, n - i)), n - i);
+  for (; i + kWidth <= n; i += kWidth) store(o + i, Form<F>::apply(f, load(x + i)));
+  if (i < n) store(o + i, Form<F>::apply(f, load(x + i, n - i)), n - i);
 }
 template <typename F>
-void binary(float* o, const float* a, const float* b, int64_t n) {
+void binary(const F& f, float* o, const float* a, const float* b, int64_t n) {
   int64_t i = 0;
-  for (; i + kWidth <= n; i += kWidth) store(o + i, Form<F>::apply(load(a + i), load(b + i)));
-  if (i < n) store(o + i, Form<F>::apply(load(a + i, n - i), load(b + i, n - i)), n - i);
+  for (; i + kWidth <= n; i += kWidth) store(o + i, Form<F>::apply(f, load(a + i), load(b + i)));
+  if (i < n) store(o + i, Form<F>::apply(f, load(a + i, n - i), load(b + i, n - i)), n - i);
 }
 #else
 template <typename F, typename A>
@@ -215,9 +316,9 @@ constexpr bool kUnary = false;
 template <typename F, typename A>
 constexpr bool kBinary = false;
 template <typename F>
-void unary(float*, const float*, int64_t) {}
+void unary(const F&, float*, const float*, int64_t) {}
 template <typename F>
-void binary(float*, const float*, const float*, int64_t) {}
+void binary(const F&, float*, const float*, const float*, int64_t) {}
 #endif
 
 }  // namespace vec

@@ -458,8 +458,9 @@ struct SoftplusBackward {  // saved: x; sigmoid(beta x), 1 where beta x > thresh
 struct MishBackward {  // saved: x; t + x sigmoid(x) (1 - t^2) with t = tanh(softplus(x))
   template <typename T>
   TANDEM_HD T operator()(T g, T x) const {
+    // (sigmoid from exp(-|x|): below x = -88, torch's 1 / (1 + exp(-x)) is 0 and drops x s)
     const T t = tanh(x > T(20) ? x : log1p(exp(x)));
-    const T s = T(1) / (T(1) + exp(-x));
+    const T s = stable_sigmoid(x);
     return g * (t + x * s * (T(1) - t * t));
   }
 };
