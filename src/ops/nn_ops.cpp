@@ -866,6 +866,12 @@ Tensor adaptive_avg_pool2d(const Tensor& input, Int2 output_size) {
 
 // --- 3-d convolution and pooling, composed of the 2-d ops ---------------------------------------
 
+namespace {
+std::string int3_str(Int3 v) {
+  return "(" + std::to_string(v.d) + ", " + std::to_string(v.h) + ", " + std::to_string(v.w) + ")";
+}
+}  // namespace
+
 Tensor conv3d(const Tensor& input, const Tensor& weight, const Tensor& bias, Int3 stride,
               Int3 padding, Int3 dilation, int64_t groups) {
   if (autocast_changes("conv3d", {input, weight, bias}))
@@ -873,17 +879,28 @@ Tensor conv3d(const Tensor& input, const Tensor& weight, const Tensor& bias, Int
                   autocast_input("conv3d", bias), stride, padding, dilation, groups);
   check_conv_operands(input, weight, bias, groups, "(C_out, C_in / groups, kD, kH, kW)", "conv3d",
                       5);
-  TANDEM_CHECK(stride.d > 0 && dilation.d > 0 && padding.d >= 0,
-               "conv3d: stride and dilation must be positive and padding non-negative, got ",
-               stride.d, ", ", dilation.d, " and ", padding.d, " in depth");
+  TANDEM_CHECK(std::min({stride.d, stride.h, stride.w, dilation.d, dilation.h, dilation.w}) > 0 &&
+                   std::min({padding.d, padding.h, padding.w}) >= 0,
+               "conv3d: stride ", int3_str(stride), " and dilation ", int3_str(dilation),
+               " must be positive and padding ", int3_str(padding), " non-negative");
+  TANDEM_CHECK(weight.size(0) % groups == 0, "conv3d: C_out (", weight.size(0),
+               ") must be divisible by groups (", groups, ")");
+  if (bias.defined())
+    TANDEM_CHECK(bias.dim() == 1 && bias.size(0) == weight.size(0), "conv3d: bias must be (",
+                 weight.size(0), "), got ", shape_str(bias.shape()));
   return with_batch_dim<3>(input, "conv3d", [&](const Tensor& in) {
     TANDEM_CHECK(in.size(1) == weight.size(1) * groups,
                  "conv3d: input must be (N, C, D, H, W) with C == weight.size(1) * groups == ",
                  weight.size(1) * groups, ", got ", shape_str(in.shape()));
     const int64_t n = in.size(0), c = in.size(1), kd = weight.size(2);
     const int64_t depth = out_size(in.size(2), kd, stride.d, padding.d, dilation.d);
-    TANDEM_CHECK(depth > 0, "conv3d: input depth ", in.size(2), " with padding ", padding.d,
-                 " is smaller than the dilated kernel's ", dilation.d * (kd - 1) + 1);
+    const Int3 span{dilation.d * (kd - 1) + 1, dilation.h * (weight.size(3) - 1) + 1,
+                    dilation.w * (weight.size(4) - 1) + 1};
+    TANDEM_CHECK(
+        depth > 0 && in.size(3) + 2 * padding.h >= span.h && in.size(4) + 2 * padding.w >= span.w,
+        "conv3d: input of spatial size (", in.size(2), ", ", in.size(3), ", ", in.size(4),
+        ") with padding ", int3_str(padding), " is smaller than the dilated kernel ",
+        int3_str(span));
     // The depth taps as channels: cols (N * D_out, C * kD, H, W) holds at (n * D_out + o,
     // c * kD + k) the input plane (n, c) of depth o * stride - padding + k * dilation, which is
     // the order of the weight's (C_in / groups, kD) dims, so each output depth is one sample of
@@ -910,20 +927,16 @@ namespace {
 Int3 check_pool3d(const Tensor& in, Int3 k, Int3 stride, Int3 padding, Int3 dilation,
                   bool ceil_mode, const char* op) {
   if (stride.d == 0 && stride.h == 0 && stride.w == 0) stride = k;
-  auto str = [](Int3 v) {
-    return "(" + std::to_string(v.d) + ", " + std::to_string(v.h) + ", " + std::to_string(v.w) +
-           ")";
-  };
   auto axis = [&](int64_t size, int64_t kernel, int64_t step, int64_t pad, int64_t dil) {
-    TANDEM_CHECK(kernel > 0 && step > 0 && dil > 0 && pad >= 0, op, ": kernel_size ", str(k),
-                 ", stride ", str(stride), " and dilation ", str(dilation),
-                 " must be positive and padding ", str(padding), " non-negative");
+    TANDEM_CHECK(kernel > 0 && step > 0 && dil > 0 && pad >= 0, op, ": kernel_size ", int3_str(k),
+                 ", stride ", int3_str(stride), " and dilation ", int3_str(dilation),
+                 " must be positive and padding ", int3_str(padding), " non-negative");
     TANDEM_CHECK(pad <= kernel / 2, op,
-                 ": padding should be at most half of the kernel size, "
-                 "got padding ",
-                 str(padding), " for kernel ", str(k));
+                 ": padding should be at most half of the kernel size, got "
+                 "padding ",
+                 int3_str(padding), " for kernel ", int3_str(k));
     TANDEM_CHECK(out_size(size, kernel, step, pad, dil, ceil_mode) > 0, op, ": the input ",
-                 shape_str(in.shape()), " is too small for the kernel ", str(k));
+                 shape_str(in.shape()), " is too small for the kernel ", int3_str(k));
   };
   axis(in.size(2), k.d, stride.d, padding.d, dilation.d);
   axis(in.size(3), k.h, stride.h, padding.h, dilation.h);

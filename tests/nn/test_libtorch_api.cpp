@@ -1623,8 +1623,15 @@ TEST_CASE("libtorch names: the 3-d layers", "[libtorch]") {
                     Catch::Contains("conv3d: input must be (N, C, D, H, W) with C == "
                                     "weight.size(1) * groups == 2"));
   CHECK_THROWS_WITH(torch::conv3d(x, torch::randn({4, 3, 5, 1, 1})),
-                    Catch::Contains("conv3d: input depth 4 with padding 0 is smaller than the "
-                                    "dilated kernel's 5"));
+                    Catch::Contains("conv3d: input of spatial size (4, 5, 6) with padding (0, 0, "
+                                    "0) is smaller than the dilated kernel (5, 1, 1)"));
+  CHECK_THROWS_WITH(torch::conv3d(x, torch::randn({4, 3, 1, 3, 1}), {}, 1, 0, {1, 3, 1}),
+                    Catch::Contains("is smaller than the dilated kernel (1, 7, 1)"));
+  CHECK_THROWS_WITH(torch::conv3d(x, w1, torch::randn({3})),
+                    Catch::Contains("conv3d: bias must be (5), got (3,)"));
+  CHECK_THROWS_WITH(torch::conv3d(x, w1, {}, {1, 0, 1}),
+                    Catch::Contains("conv3d: stride (1, 0, 1) and dilation (1, 1, 1) must be "
+                                    "positive and padding (0, 0, 0) non-negative"));
   CHECK_THROWS_WITH(torch::conv3d(x, torch::randn({4, 3, 1, 1})),
                     Catch::Contains("conv3d: weight must be (C_out, C_in / groups, kD, kH, kW)"));
 
