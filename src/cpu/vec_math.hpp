@@ -272,6 +272,20 @@ struct Form<MishBackward> {
   }
 };
 
+// log_sigmoid: min(x, 0) - log1p(e^-|x|), and its derivative sigmoid(-x), as the functors.
+template <>
+struct Form<LogSigmoid> {
+  static constexpr bool kUnary = true, kBinary = false;
+  static VF apply(const LogSigmoid&, VF x) {
+    return select(x < 0.0f, x, splat(0.0f)) - log1p_nonneg(exp(-abs(x)));
+  }
+};
+template <>
+struct Form<LogSigmoidBackward> {
+  static constexpr bool kUnary = false, kBinary = true;
+  static VF apply(const LogSigmoidBackward&, VF g, VF x) { return g * stable_sigmoid(-x); }
+};
+
 // Whether functor F on accumulation type A has a vector form here.
 template <typename F, typename A>
 constexpr bool kUnary = Form<F>::kUnary&& std::is_same_v<A, float>;

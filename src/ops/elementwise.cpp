@@ -521,25 +521,32 @@ Tensor mish(const Tensor& a) {
 }
 
 Tensor hardswish(const Tensor& a) {
-  return unary_op(UnaryOp::hardswish, {}, a, "hardswish", [](const Tensor& g, const Tensor& x) {
-    // torch's: 0 below -3, x / 3 + 1/2 up to 3 (both ends included), 1 above
-    const Tensor zero = scalar_like(0.0, x);
-    return where(
-        lt(x, scalar_like(-3.0, x)), zero,
-        where(le(x, scalar_like(3.0, x)), mul(g, add(div(x, scalar_like(3.0, x)), 0.5)), g));
-  });
+  return unary_op(
+      UnaryOp::hardswish, {}, a, "hardswish",
+      [](const Tensor& g, const Tensor& x) {
+        // torch's: 0 below -3, x / 3 + 1/2 up to 3 (both ends included), 1 above
+        const Tensor zero = scalar_like(0.0, x);
+        return where(
+            lt(x, scalar_like(-3.0, x)), zero,
+            where(le(x, scalar_like(3.0, x)), mul(g, add(div(x, scalar_like(3.0, x)), 0.5)), g));
+      },
+      BinaryOp::hardswish_backward);
 }
 
 Tensor hardsigmoid(const Tensor& a) {
-  return unary_op(UnaryOp::hardsigmoid, {}, a, "hardsigmoid",
-                  [](const Tensor& g, const Tensor& x) {  // 1/6 strictly inside (-3, 3)
-                    return inside(x, -3.0, 3.0, div(g, scalar_like(6.0, g)));
-                  });
+  return unary_op(
+      UnaryOp::hardsigmoid, {}, a, "hardsigmoid",
+      [](const Tensor& g, const Tensor& x) {  // 1/6 strictly inside (-3, 3)
+        return inside(x, -3.0, 3.0, div(g, scalar_like(6.0, g)));
+      },
+      BinaryOp::hardsigmoid_backward);
 }
 
 Tensor log_sigmoid(const Tensor& a) {
-  return unary_op(UnaryOp::log_sigmoid, {}, a, "log_sigmoid",
-                  [](const Tensor& g, const Tensor& x) { return mul(g, sigmoid(neg(x))); });
+  return unary_op(
+      UnaryOp::log_sigmoid, {}, a, "log_sigmoid",
+      [](const Tensor& g, const Tensor& x) { return mul(g, sigmoid(neg(x))); },
+      BinaryOp::log_sigmoid_backward);
 }
 
 Tensor hardtanh(const Tensor& a, double min_val, double max_val) {
@@ -547,18 +554,39 @@ Tensor hardtanh(const Tensor& a, double min_val, double max_val) {
   check_floating(a, "hardtanh");
   TANDEM_CHECK(min_val <= max_val, "hardtanh: min_val (", min_val,
                ") must not be greater than max_val (", max_val, ")");
-  // clamp's values; the gradient passes strictly inside (min_val, max_val), as torch's
-  return unary_op(UnaryOp::clamp, {min_val, max_val}, a, "hardtanh",
-                  [min_val, max_val](const Tensor& g, const Tensor& x) {
-                    return inside(x, min_val, max_val, g);
-                  });
+  // clamp's values; the gradient is 0 at and beyond the bounds, as torch's (so a NaN passes it)
+  return unary_op(
+      UnaryOp::clamp, {min_val, max_val}, a, "hardtanh",
+      [min_val, max_val](const Tensor& g, const Tensor& x) {
+        const Tensor zero = scalar_like(0.0, g);
+        return where(le(x, scalar_like(min_val, x)), zero,
+                     where(ge(x, scalar_like(max_val, x)), zero, g));
+      },
+      BinaryOp::hardtanh_backward);
 }
 
 Tensor relu6(const Tensor& a) { return hardtanh(a, 0.0, 6.0); }
 
 Tensor softsign(const Tensor& a) {
   check_defined(a, "softsign", "input");
-  return div(a, add(abs(a), 1.0));
+  if (!is_floating(a.dtype())) return softsign(a.to(DType::f32));  // as torch's true division
+  return unary_op(
+      UnaryOp::softsign, {}, a, "softsign",
+      [](const Tensor& g, const Tensor& x) {  // 1 / (1 + |x|)^2
+        return div(g, pow(add(abs(x), 1.0), 2.0));
+      },
+      BinaryOp::softsign_backward);
+}
+
+Tensor leaky_relu(const Tensor& a, double negative_slope) {
+  check_defined(a, "leaky_relu", "input");
+  check_floating(a, "leaky_relu");
+  return unary_op(
+      UnaryOp::leaky_relu, {negative_slope}, a, "leaky_relu",
+      [negative_slope](const Tensor& g, const Tensor& x) {
+        return where(gt(x, scalar_like(0.0, x)), g, mul(g, negative_slope));
+      },
+      BinaryOp::leaky_relu_backward);
 }
 
 Tensor sigmoid(const Tensor& a) {

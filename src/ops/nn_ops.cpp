@@ -1175,13 +1175,6 @@ Tensor dropout3d(const Tensor& input, double p, bool training, Generator* gen) {
   return dropout_masked(input, p, training, gen, mask_shape);
 }
 
-Tensor leaky_relu(const Tensor& input, double negative_slope) {
-  check_defined(input, "leaky_relu", "input");
-  check_floating(input, "leaky_relu");
-  return where(gt(input, zeros({}, TensorOptions(input.dtype()).device(input.device()))), input,
-               mul(input, negative_slope));
-}
-
 Tensor one_hot(const Tensor& indices, int64_t num_classes) {
   check_defined(indices, "one_hot", "indices");
   TANDEM_CHECK(indices.dtype() == DType::i64 || indices.dtype() == DType::i32,

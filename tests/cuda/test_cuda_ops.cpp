@@ -1504,6 +1504,27 @@ TEST_CASE("CUDA batch norm (with residual and relu) and pooling match the CPU", 
   }
 }
 
+TEST_CASE("CUDA activations' backward kernels match the CPU's", "[cuda]") {
+  if (!gpu_present("CUDA activation gradients")) return;
+  for (DType dt : kFloats) {
+    INFO("dtype " << dt);
+    Tensor x = mul(randn_as({4, 3, 5}, dt, 130), 3.0);  // both sides of every switch
+    const std::vector<std::pair<const char*, Fn>> activations{
+        {"silu", [](auto& v) { return silu(v[0]); }},
+        {"elu", [](auto& v) { return elu(v[0], 0.7, 1.2); }},
+        {"softplus", [](auto& v) { return softplus(v[0], 2.0, 1.0); }},
+        {"mish", [](auto& v) { return mish(v[0]); }},
+        {"hardswish", [](auto& v) { return hardswish(v[0]); }},
+        {"hardsigmoid", [](auto& v) { return hardsigmoid(v[0]); }},
+        {"log_sigmoid", [](auto& v) { return log_sigmoid(v[0]); }},
+        {"hardtanh", [](auto& v) { return hardtanh(v[0], -0.5, 0.8); }},
+        {"leaky_relu", [](auto& v) { return leaky_relu(v[0], 0.2); }},
+        {"softsign", [](auto& v) { return softsign(v[0]); }},
+    };
+    for (const auto& a : activations) same_on_gpu(a.first, {x}, with_gradients(a.second), tol(dt));
+  }
+}
+
 TEST_CASE("CUDA 3-d convolution and pooling, and avg_pool2d's divisor options, match the CPU",
           "[cuda]") {
   if (!gpu_present("CUDA 3-d convolution and pooling")) return;

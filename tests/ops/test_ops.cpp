@@ -541,8 +541,8 @@ Tensor grad_of(const Tensor& t, const std::function<Tensor(const Tensor&)>& f) {
 }  // namespace
 
 TEST_CASE(
-    "f32 exp, sigmoid, tanh, gelu, silu, elu, softplus and mish (vectorized on AVX2 and "
-    "AVX-512) against libm in f64",
+    "f32 exp, sigmoid, tanh, gelu, silu, elu, softplus, mish and log_sigmoid (vectorized on AVX2 "
+    "and AVX-512) against libm in f64",
     "[ops]") {
   // A dense sweep over [-110, 110] and [-3, 3] plus special values, forward, and gelu's two
   // forms' derivatives: within a few ulp of the f64 values (gelu: plus 1.5e-7 |x|, the error of
@@ -627,6 +627,11 @@ TEST_CASE(
       {"softplus's derivative",
        [](const Tensor& t) { return grad_of(t, [](const Tensor& x) { return softplus(x); }); },
        [](double x) { return x > 20 ? 1.0 : 1 / (1 + std::exp(-x)); }, 3, 0},
+      {"log_sigmoid", [](const Tensor& t) { return log_sigmoid(t); },
+       [](double x) { return -std::log1p(std::exp(-x)); }, 4, 0},
+      {"log_sigmoid's derivative",
+       [](const Tensor& t) { return grad_of(t, [](const Tensor& x) { return log_sigmoid(x); }); },
+       [](double x) { return 1 / (1 + std::exp(x)); }, 4, 0, false, 1e-36},
       {"mish", [](const Tensor& t) { return mish(t); },
        [](double x) { return x * std::tanh(x > 20 ? x : std::log1p(std::exp(x))); }, 6, 0, false,
        1e-36},
