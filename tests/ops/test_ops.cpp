@@ -531,6 +531,37 @@ TEST_CASE("sums over leading dims (no transposed copy on the CPU) match the sums
   }
 }
 
+TEST_CASE("reductions of transposed views (in their memory order) match the dense copy's",
+          "[ops]") {
+  Generator gen(11);
+  const Tensor x = randn({6, 5, 70}, DType::f32, &gen);
+  struct Case {
+    Shape perm, dims;
+    bool keepdim;
+  };
+  for (const Case& c :
+       {Case{{2, 1, 0}, {2}, false}, Case{{2, 1, 0}, {1, 2}, true}, Case{{1, 2, 0}, {0}, false},
+        Case{{0, 2, 1}, {1}, true}, Case{{2, 0, 1}, {0, 2}, false}, Case{{1, 0, 2}, {1}, false}}) {
+    INFO("permute " << shape_str(c.perm) << ", dims " << shape_str(c.dims));
+    const Tensor v = x.permute(c.perm), dense = v.contiguous();
+    const Tensor got = sum(v, c.dims, c.keepdim), want = sum(dense, c.dims, c.keepdim);
+    REQUIRE(got.shape() == want.shape());
+    tandem::testing::require_close(got, want, 1e-5, 1e-5, "sum");
+    CHECK(equal(amax(v, c.dims, c.keepdim), amax(dense, c.dims, c.keepdim)));
+    tandem::testing::require_close(mean(v, c.dims, c.keepdim), mean(dense, c.dims, c.keepdim), 1e-5,
+                                   1e-6, "mean");
+    if (c.dims.size() == 1) {
+      CHECK(equal(argmax(v, c.dims[0], c.keepdim), argmax(dense, c.dims[0], c.keepdim)));
+      CHECK(equal(v.max(c.dims[0]).second, dense.max(c.dims[0]).second));
+    }
+  }
+  // The transpose's gradient is the dense one's.
+  Tensor a = x.detach().set_requires_grad(), b = x.detach().set_requires_grad();
+  sum(mul(sum(a.transpose(0, 2), {1}), 2.0)).backward();
+  sum(mul(sum(b.transpose(0, 2).contiguous(), {1}), 2.0)).backward();
+  CHECK(equal(a.grad(), b.grad()));
+}
+
 namespace {
 // The gradient of sum(f(x)) at x (each element's derivative), from the op's backward.
 Tensor grad_of(const Tensor& t, const std::function<Tensor(const Tensor&)>& f) {
