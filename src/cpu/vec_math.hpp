@@ -10,8 +10,9 @@
 // 1 - 2 / (e^2x + 1) above), erf a few ulp below 1 (Cephes' odd polynomial) and within 1.5e-7
 // absolute above (Abramowitz and Stegun 7.1.26, as PyTorch's vectorized erf; it is used only
 // inside gelu, where that is 1.5e-7 of |x| / 2); expm1 within 4 ulp (its Taylor polynomial below
-// |x| = 1, exp(x) - 1 above), log1p within 3 (Cephes' log of w = 1 + u, times u / (w - 1), which
-// corrects w's rounding). NaN stays NaN, +-inf give the limits.
+// |x| = 1, exp(x) - 1 above), log within 1 (Cephes' polynomial), log2 and log10 within 2 (log
+// times a constant), log1p within 3 (log of w = 1 + u, times u / (w - 1), which corrects w's
+// rounding). NaN stays NaN, +-inf give the limits.
 #pragma once
 
 #include <cstdint>
@@ -113,9 +114,9 @@ inline VF expm1(VF x) {
   return select(abs(x) < 1.0f, x + x * x * p, exp(x) - 1.0f);  // exp keeps NaN
 }
 
-// log(w) for w >= 1 finite (log1p's only use): Cephes' logf, w = m 2^e with m in [sqrt(1/2),
-// sqrt(2)), log(m) from its polynomial in m - 1, e ln 2 added in two parts.
-inline VF log_from_one(VF w) {
+// log(w) for a positive normal w: Cephes' logf, w = m 2^e with m in [sqrt(1/2), sqrt(2)),
+// log(m) from its polynomial in m - 1, e ln 2 added in two parts.
+inline VF log_normal(VF w) {
   const VI bits = (VI)w;
   VI e = ((bits >> 23) & 0xff) - 126;  // w = m 2^e, m in [1/2, 1)
   VF m = (VF)((bits & 0x007fffff) | 0x3f000000);
@@ -136,11 +137,22 @@ inline VF log_from_one(VF w) {
   return m + y + ef * 0.693359375f;
 }
 
-// log(1 + u) for u >= 0 (u = e^x in softplus and mish): log(w) u / (w - 1) for w = 1 + u, which
-// undoes w's rounding, and u itself where w rounds to 1.
-inline VF log1p_nonneg(VF u) {
+// log(x) for every x: subnormals scaled by 2^23 first, log(0) = -inf, log(inf) = inf, NaN below
+// 0 and for NaN.
+inline VF log(VF x) {
+  const VI tiny = x < 1.17549435e-38f;
+  const VF r = log_normal(select(tiny, x * 8388608.0f, x)) -
+               select(tiny, splat(15.942385152878742f), splat(0.0f));  // 23 ln 2
+  const VF inf = splat(__builtin_inff());
+  const VF special = select(x == 0.0f, -inf, select(x == inf, inf, splat(__builtin_nanf(""))));
+  return keep_nan(x, select((x > 0.0f) & (x < inf), r, special));
+}
+
+// log(1 + u) for every u: log(w) u / (w - 1) for w = 1 + u, which undoes w's rounding, and u
+// itself where w rounds to 1 (log1p(inf) = inf, -1 gives -inf, below it NaN).
+inline VF log1p(VF u) {
   const VF w = 1.0f + u;
-  const VF r = select(w == 1.0f, u, log_from_one(w) * (u / (w - 1.0f)));
+  const VF r = select(w == 1.0f, u, log(w) * (u / (w - 1.0f)));
   return keep_nan(u, select(u == __builtin_inff(), u, r));
 }
 
@@ -245,7 +257,7 @@ struct Form<Softplus> {
   static VF apply(const Softplus& f, VF x) {
     const float beta = float(f.beta);
     const VF bx = x * beta;
-    return select(bx > float(f.threshold), x, log1p_nonneg(exp(bx)) / beta);
+    return select(bx > float(f.threshold), x, log1p(exp(bx)) / beta);
   }
 };
 template <>
@@ -257,7 +269,7 @@ struct Form<SoftplusBackward> {
   }
 };
 // mish: x tanh(softplus(x)), softplus linear above 20, as the functor.
-inline VF tanh_softplus(VF x) { return tanh(select(x > 20.0f, x, log1p_nonneg(exp(x)))); }
+inline VF tanh_softplus(VF x) { return tanh(select(x > 20.0f, x, log1p(exp(x)))); }
 template <>
 struct Form<Mish> {
   static constexpr bool kUnary = true, kBinary = false;
@@ -277,13 +289,40 @@ template <>
 struct Form<LogSigmoid> {
   static constexpr bool kUnary = true, kBinary = false;
   static VF apply(const LogSigmoid&, VF x) {
-    return select(x < 0.0f, x, splat(0.0f)) - log1p_nonneg(exp(-abs(x)));
+    return select(x < 0.0f, x, splat(0.0f)) - log1p(exp(-abs(x)));
   }
 };
 template <>
 struct Form<LogSigmoidBackward> {
   static constexpr bool kUnary = false, kBinary = true;
   static VF apply(const LogSigmoidBackward&, VF g, VF x) { return g * stable_sigmoid(-x); }
+};
+
+// The logarithms and expm1 as ops (log2 and log10 as log times a constant: one rounding more).
+template <>
+struct Form<Log> {
+  static constexpr bool kUnary = true, kBinary = false;
+  static VF apply(const Log&, VF x) { return log(x); }
+};
+template <>
+struct Form<Log2> {
+  static constexpr bool kUnary = true, kBinary = false;
+  static VF apply(const Log2&, VF x) { return log(x) * 1.44269504088896341f; }
+};
+template <>
+struct Form<Log10> {
+  static constexpr bool kUnary = true, kBinary = false;
+  static VF apply(const Log10&, VF x) { return log(x) * 0.434294481903251828f; }
+};
+template <>
+struct Form<Log1p> {
+  static constexpr bool kUnary = true, kBinary = false;
+  static VF apply(const Log1p&, VF x) { return log1p(x); }
+};
+template <>
+struct Form<Expm1> {
+  static constexpr bool kUnary = true, kBinary = false;
+  static VF apply(const Expm1&, VF x) { return expm1(x); }
 };
 
 // Whether functor F on accumulation type A has a vector form here.
