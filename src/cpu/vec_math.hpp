@@ -15,6 +15,7 @@
 // rounding). NaN stays NaN, +-inf give the limits.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 
@@ -298,7 +299,61 @@ struct Form<LogSigmoidBackward> {
   static VF apply(const LogSigmoidBackward&, VF g, VF x) { return g * stable_sigmoid(-x); }
 };
 
+// sin and cos (Cephes' sinf and cosf): |x| reduced by j pi/4, j even, in three parts (exact
+// below |x| = 8192), then the sine or the cosine polynomial of the remainder by octant. Lanes
+// beyond 8192 (and +-inf) take libm's function, one element at a time.
+inline VF sin_poly(VF r, VF z) {
+  return ((-1.9515295891e-4f * z + 8.3321608736e-3f) * z - 1.6666654611e-1f) * z * r + r;
+}
+inline VF cos_poly(VF z) {
+  return ((2.443315711809948e-5f * z - 1.388731625493765e-3f) * z + 4.166664568298827e-2f) * z * z -
+         0.5f * z + 1.0f;
+}
+template <typename Scalar>
+VF sin_or_cos(VF x, bool cosine, Scalar scalar) {
+  const VF a = abs(x);
+  const VF clipped = select(a > 8192.0f, splat(0.0f), a);           // (the lanes libm takes below)
+  VI j = __builtin_convertvector(clipped * 1.27323954473516f, VI);  // 4 / pi, truncated
+  j = (j + 1) & ~1;
+  const VF y = __builtin_convertvector(j, VF);
+  const VF r =
+      ((clipped - y * 0.78515625f) - y * 2.4187564849853515625e-4f) - y * 3.77489497744594108e-8f;
+  const VF z = r * r;
+  if (cosine) j = j - 2;
+  const VF v = select((j & 2) == 0, sin_poly(r, z), cos_poly(z));
+  // sin: negative in octants 4-7, and for x < 0; cos: negative where (j - 2) & 4 is 0
+  const VI negative = cosine ? ((j & 4) == 0) : (((j & 4) != 0) ^ (x < 0.0f));
+  VF result = select(negative, -v, v);
+  const VI beyond = a > 8192.0f;
+  int any = 0;
+  for (int64_t i = 0; i < kWidth; ++i) any |= beyond[i];
+  if (any) {
+    for (int64_t i = 0; i < kWidth; ++i)
+      if (beyond[i]) result[i] = scalar(x[i]);
+  }
+  return keep_nan(x, result);
+}
+
 // The logarithms and expm1 as ops (log2 and log10 as log times a constant: one rounding more).
+template <>
+struct Form<Sin> {
+  static constexpr bool kUnary = true, kBinary = false;
+  static VF apply(const Sin&, VF x) {
+    return sin_or_cos(x, false, [](float v) { return std::sin(v); });
+  }
+};
+template <>
+struct Form<Cos> {
+  static constexpr bool kUnary = true, kBinary = false;
+  static VF apply(const Cos&, VF x) {
+    return sin_or_cos(x, true, [](float v) { return std::cos(v); });
+  }
+};
+template <>
+struct Form<Erf> {
+  static constexpr bool kUnary = true, kBinary = false;
+  static VF apply(const Erf&, VF x) { return erf(x); }
+};
 template <>
 struct Form<Log> {
   static constexpr bool kUnary = true, kBinary = false;

@@ -572,8 +572,8 @@ Tensor grad_of(const Tensor& t, const std::function<Tensor(const Tensor&)>& f) {
 }  // namespace
 
 TEST_CASE(
-    "f32 exp, the logarithms, expm1, sigmoid, tanh, gelu, silu, elu, softplus, mish and "
-    "log_sigmoid (vectorized on AVX2 and AVX-512) against libm in f64",
+    "f32 exp, sin, cos, erf, the logarithms, expm1, sigmoid, tanh, gelu, silu, elu, softplus, "
+    "mish and log_sigmoid (vectorized on AVX2 and AVX-512) against libm in f64",
     "[ops]") {
   // A dense sweep over [-110, 110] and [-3, 3] plus special values, forward, and gelu's two
   // forms' derivatives: within a few ulp of the f64 values (gelu: plus 1.5e-7 |x|, the error of
@@ -583,9 +583,10 @@ TEST_CASE(
   for (double x = -110; x <= 110; x += 0.0037) xs.push_back(static_cast<float>(x));
   for (double x = -3; x <= 3; x += 1e-5) xs.push_back(static_cast<float>(x));
   const float inf = std::numeric_limits<float>::infinity();
-  for (float x : {0.0f,       -0.0f, 1e-30f, -1e-30f, 1e-40f,     0.625f,     -0.625f,
-                  0.6249999f, 88.7f, -87.5f, -103.9f, 9.0f,       -9.5f,      inf,
-                  -inf,       -1.0f, 1.0f,   1e-45f,  1.0000001f, 0.99999994f})
+  for (float x : {0.0f,       -0.0f, 1e-30f,      -1e-30f,    1e-40f,     0.625f,      -0.625f,
+                  0.6249999f, 88.7f, -87.5f,      -103.9f,    9.0f,       -9.5f,       inf,
+                  -inf,       -1.0f, 1.0f,        1e-45f,     1.0000001f, 0.99999994f, 8191.9f,
+                  -8192.5f,   1e6f,  3.14159274f, 1.57079637f})
     xs.push_back(x);
   const auto n = static_cast<int64_t>(xs.size());
   auto ulp = [](double r) {
@@ -659,6 +660,13 @@ TEST_CASE(
       {"softplus's derivative",
        [](const Tensor& t) { return grad_of(t, [](const Tensor& x) { return softplus(x); }); },
        [](double x) { return x > 20 ? 1.0 : 1 / (1 + std::exp(-x)); }, 3, 0},
+      {"sin", [](const Tensor& t) { return sin(t); }, [](double x) { return std::sin(x); }, 2,
+       2e-10},
+      {"cos", [](const Tensor& t) { return cos(t); }, [](double x) { return std::cos(x); }, 2,
+       2e-10},
+      // erf above 1 is A&S 7.1.26, within 1.5e-7 absolute (its use inside gelu)
+      {"erf", [](const Tensor& t) { return erf(t); }, [](double x) { return std::erf(x); }, 3, 0,
+       false, 1.5e-7},
       {"log", [](const Tensor& t) { return log(t); }, [](double x) { return std::log(x); }, 1.5, 0},
       {"log2", [](const Tensor& t) { return log2(t); }, [](double x) { return std::log2(x); }, 2,
        0},
@@ -669,7 +677,8 @@ TEST_CASE(
       {"expm1", [](const Tensor& t) { return expm1(t); }, [](double x) { return std::expm1(x); }, 4,
        0},
       {"log_sigmoid", [](const Tensor& t) { return log_sigmoid(t); },
-       [](double x) { return -std::log1p(std::exp(-x)); }, 4, 0},
+       [](double x) { return x < 0 ? x - std::log1p(std::exp(x)) : -std::log1p(std::exp(-x)); }, 4,
+       0},
       {"log_sigmoid's derivative",
        [](const Tensor& t) { return grad_of(t, [](const Tensor& x) { return log_sigmoid(x); }); },
        [](double x) { return 1 / (1 + std::exp(x)); }, 4, 0, false, 1e-36},
