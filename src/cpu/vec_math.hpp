@@ -334,6 +334,45 @@ VF sin_or_cos(VF x, bool cosine, Scalar scalar) {
   return keep_nan(x, result);
 }
 
+// tan from the same reduction: tan(r) = sin(r) / cos(r) in even quarter-periods, -cot(r) in odd
+// ones, x's sign; libm's beyond |x| = 8192.
+inline VF tan(VF x) {
+  const VF a = abs(x);
+  const VF clipped = select(a > 8192.0f, splat(0.0f), a);
+  VI j = __builtin_convertvector(clipped * 1.27323954473516f, VI);
+  j = (j + 1) & ~1;
+  const VF y = __builtin_convertvector(j, VF);
+  const VF r =
+      ((clipped - y * 0.78515625f) - y * 2.4187564849853515625e-4f) - y * 3.77489497744594108e-8f;
+  const VF z = r * r, s = sin_poly(r, z), c = cos_poly(z);
+  const VF t = select((j & 2) == 0, s / c, -c / s);
+  VF result = select(x < 0.0f, -t, t);
+  const VI beyond = a > 8192.0f;
+  int any = 0;
+  for (int64_t i = 0; i < kWidth; ++i) any |= beyond[i];
+  if (any) {
+    for (int64_t i = 0; i < kWidth; ++i)
+      if (beyond[i]) result[i] = std::tan(x[i]);
+  }
+  return keep_nan(x, result);
+}
+
+// atan (Cephes' atanf): |x| reduced to below tan(pi/8) by atan(x) = pi/2 - atan(1/x) above
+// tan(3pi/8) and pi/4 + atan((x - 1) / (x + 1)) between, then its odd polynomial; x's sign.
+inline VF atan(VF x) {
+  const VF a = abs(x);
+  const VI high = a > 2.414213562373095f, mid = (a > 0.4142135623730950f) & ~high;
+  const VF base = select(high, splat(1.5707963267948966f),
+                         select(mid, splat(0.7853981633974483f), splat(0.0f)));
+  const VF u = select(high, -1.0f / a, select(mid, (a - 1.0f) / (a + 1.0f), a));
+  const VF z = u * u;
+  const VF p = (((8.05374449538e-2f * z - 1.38776856032e-1f) * z + 1.99777106478e-1f) * z -
+                3.33329491539e-1f) *
+                   z * u +
+               u;
+  return keep_nan(x, copysign(base + p, x));
+}
+
 // The logarithms and expm1 as ops (log2 and log10 as log times a constant: one rounding more).
 template <>
 struct Form<Sin> {
@@ -348,6 +387,16 @@ struct Form<Cos> {
   static VF apply(const Cos&, VF x) {
     return sin_or_cos(x, true, [](float v) { return std::cos(v); });
   }
+};
+template <>
+struct Form<Tan> {
+  static constexpr bool kUnary = true, kBinary = false;
+  static VF apply(const Tan&, VF x) { return tan(x); }
+};
+template <>
+struct Form<Atan> {
+  static constexpr bool kUnary = true, kBinary = false;
+  static VF apply(const Atan&, VF x) { return atan(x); }
 };
 template <>
 struct Form<Erf> {

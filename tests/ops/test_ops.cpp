@@ -572,8 +572,8 @@ Tensor grad_of(const Tensor& t, const std::function<Tensor(const Tensor&)>& f) {
 }  // namespace
 
 TEST_CASE(
-    "f32 exp, sin, cos, erf, the logarithms, expm1, sigmoid, tanh, gelu, silu, elu, softplus, "
-    "mish and log_sigmoid (vectorized on AVX2 and AVX-512) against libm in f64",
+    "f32 exp, sin, cos, tan, atan, erf, the logarithms, expm1, sigmoid, tanh, gelu, silu, elu, "
+    "softplus, mish and log_sigmoid (vectorized on AVX2 and AVX-512) against libm in f64",
     "[ops]") {
   // A dense sweep over [-110, 110] and [-3, 3] plus special values, forward, and gelu's two
   // forms' derivatives: within a few ulp of the f64 values (gelu: plus 1.5e-7 |x|, the error of
@@ -664,6 +664,10 @@ TEST_CASE(
        2e-10},
       {"cos", [](const Tensor& t) { return cos(t); }, [](double x) { return std::cos(x); }, 2,
        2e-10},
+      {"tan", [](const Tensor& t) { return tan(t); }, [](double x) { return std::tan(x); }, 4,
+       2e-10},
+      {"atan", [](const Tensor& t) { return atan(t); }, [](double x) { return std::atan(x); }, 3,
+       0},
       // erf above 1 is A&S 7.1.26, within 1.5e-7 absolute (its use inside gelu)
       {"erf", [](const Tensor& t) { return erf(t); }, [](double x) { return std::erf(x); }, 3, 0,
        false, 1.5e-7},
