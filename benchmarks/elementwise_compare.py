@@ -8,13 +8,11 @@ at 1.5x or more are marked). Writes JSON with every round's figures.
   /usr/bin/python3 benchmarks/elementwise_compare.py --threads 2 --rounds 3 --out docs/bench/elementwise.json
 """
 import argparse
-import json
 import os
-import statistics
 import sys
 import time
 
-from peers import run_side
+from peers import ratio_table, run_side
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -39,28 +37,7 @@ def main():
         rate = (time.time() - t0) / (r + 1)
         print(f"round {r + 1}/{args.rounds} ({rate:.0f} s a round), ETA "
               f"{rate * (args.rounds - r - 1):.0f} s", flush=True)
-    rows = []
-    for name in ours[0]:
-        t = [o[name] for o in ours]
-        q = [x[name] for x in theirs]
-        rows.append({"name": name, "tandem_ms": statistics.median(t),
-                     "pytorch_ms": statistics.median(q),
-                     "ratio": statistics.median(a / b for a, b in zip(t, q)),
-                     "tandem_rounds_ms": t, "pytorch_rounds_ms": q})
-    print("\n| op, f32 (128, 4096), forward | tandem ms | PyTorch ms | tandem / PyTorch |")
-    print("|---|---:|---:|---:|")
-    for r in rows:
-        mark = " **<==**" if r["ratio"] >= 1.5 else ""
-        print(f"| {r['name']} | {r['tandem_ms']:.4f} | {r['pytorch_ms']:.4f} | "
-              f"{r['ratio']:.2f}{mark} |")
-    print(f"\n{args.threads} threads; medians of {args.rounds} rounds, each a median of "
-          f"{args.repeats}; ratio = median of the per-round ratios")
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump({"threads": args.threads, "repeats": args.repeats, "rounds": args.rounds,
-                       "rows": rows}, f, indent=1)
-        print("wrote", args.out)
-
+    ratio_table(ours, theirs, "op, f32 (128, 4096), forward", 4, args)
 
 if __name__ == "__main__":
     main()

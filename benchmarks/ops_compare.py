@@ -12,13 +12,12 @@ marked). Writes JSON with every round's figures.
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 
-from peers import peer_env
+from peers import peer_env, ratio_table
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -29,6 +28,11 @@ def run_json(cmd, path):
     subprocess.run(cmd, env=peer_env(), check=True, stdout=subprocess.DEVNULL)
     with open(path) as f:
         return {r["name"]: r for r in json.load(f)["results"]}
+
+
+def times(rounds, key):
+    """Each round's {layer: ms} from its {layer: {key: ms, ...}}."""
+    return [{name: row[key] for name, row in r.items()} for r in rounds]
 
 
 def main():
@@ -55,29 +59,8 @@ def main():
             rate = (time.time() - t0) / done
             print(f"round {done}/{args.rounds} ({rate:.0f} s a round), ETA "
                   f"{rate * (args.rounds - done):.0f} s", flush=True)
-    rows = []
-    for name in ours[0]:
-        if name not in theirs[0]:
-            continue
-        t = [o[name]["tandem_ms"] for o in ours]
-        q = [x[name]["ms"] for x in theirs]
-        rows.append({"name": name, "tandem_ms": statistics.median(t),
-                     "pytorch_ms": statistics.median(q),
-                     "ratio": statistics.median(x / y for x, y in zip(t, q)),
-                     "tandem_rounds_ms": t, "pytorch_rounds_ms": q})
-    print("\n| layer, f32 forward + backward | tandem ms | PyTorch ms | tandem / PyTorch |")
-    print("|---|---:|---:|---:|")
-    for r in rows:
-        mark = " **<==**" if r["ratio"] >= 1.5 else ""
-        print(f"| {r['name']} | {r['tandem_ms']:.3f} | {r['pytorch_ms']:.3f} | "
-              f"{r['ratio']:.2f}{mark} |")
-    print(f"\n{args.threads} threads; medians of {args.rounds} rounds, each a median of "
-          f"{args.repeats}; ratio = median of the per-round ratios")
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump({"threads": args.threads, "repeats": args.repeats, "rounds": args.rounds,
-                       "rows": rows}, f, indent=1)
-        print("wrote", args.out)
+    ratio_table(times(ours, "tandem_ms"), times(theirs, "ms"), "layer, f32 forward + backward", 3,
+                args)
 
 
 if __name__ == "__main__":

@@ -31,6 +31,37 @@ def require_optimized_blas():
                          "would make a false peer; install libopenblas0 (scripts/setup.sh --bench)")
 
 
+def ratio_table(ours, theirs, what, digits, args):
+    """The rows of a side-by-side sweep from rounds of per-name times in ms (ours[r][name],
+    theirs[r][name]): each side's median over the rounds and the median of the per-round ratios
+    (tandem / PyTorch). Prints them as a table (rows at 1.5x or more marked) under a header naming
+    `what`, and writes them with args.threads/repeats/rounds to args.out where given."""
+    rows = []
+    for name in ours[0]:
+        if name not in theirs[0]:
+            continue
+        t = [o[name] for o in ours]
+        q = [x[name] for x in theirs]
+        rows.append({"name": name, "tandem_ms": statistics.median(t),
+                     "pytorch_ms": statistics.median(q),
+                     "ratio": statistics.median(a / b for a, b in zip(t, q)),
+                     "tandem_rounds_ms": t, "pytorch_rounds_ms": q})
+    print(f"\n| {what} | tandem ms | PyTorch ms | tandem / PyTorch |")
+    print("|---|---:|---:|---:|")
+    for r in rows:
+        mark = " **<==**" if r["ratio"] >= 1.5 else ""
+        print(f"| {r['name']} | {r['tandem_ms']:.{digits}f} | {r['pytorch_ms']:.{digits}f} | "
+              f"{r['ratio']:.2f}{mark} |")
+    print(f"\n{args.threads} threads; medians of {args.rounds} rounds, each a median of "
+          f"{args.repeats}; ratio = median of the per-round ratios")
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump({"threads": args.threads, "repeats": args.repeats, "rounds": args.rounds,
+                       "rows": rows}, f, indent=1)
+        print("wrote", args.out)
+    return rows
+
+
 class PhaseTimes:
     """How long the host took over each phase of a training step, as bench_resnet reports it
     (host_*_ms_median): forward, backward and optimizer, each from the end of the one before. On

@@ -299,7 +299,7 @@ struct Form<LogSigmoidBackward> {
   static VF apply(const LogSigmoidBackward&, VF g, VF x) { return g * stable_sigmoid(-x); }
 };
 
-// sin and cos (Cephes' sinf and cosf): |x| reduced by j pi/4, j even, in three parts (exact
+// sin, cos and tan (Cephes' sinf and cosf): |x| reduced by j pi/4, j even, in three parts (exact
 // below |x| = 8192), then the sine or the cosine polynomial of the remainder by octant. Lanes
 // beyond 8192 (and +-inf) take libm's function, one element at a time.
 inline VF sin_poly(VF r, VF z) {
@@ -309,22 +309,24 @@ inline VF cos_poly(VF z) {
   return ((2.443315711809948e-5f * z - 1.388731625493765e-3f) * z + 4.166664568298827e-2f) * z * z -
          0.5f * z + 1.0f;
 }
-template <typename Scalar>
-VF sin_or_cos(VF x, bool cosine, Scalar scalar) {
+struct QuarterTurns {
+  VF r, z;  // the remainder in [-pi/4, pi/4] and its square
+  VI j;     // the even multiple of pi/4 taken off
+};
+inline QuarterTurns reduce_quarter_turns(VF x) {
   const VF a = abs(x);
-  const VF clipped = select(a > 8192.0f, splat(0.0f), a);           // (the lanes libm takes below)
+  const VF clipped = select(a > 8192.0f, splat(0.0f), a);           // (the lanes libm takes)
   VI j = __builtin_convertvector(clipped * 1.27323954473516f, VI);  // 4 / pi, truncated
   j = (j + 1) & ~1;
   const VF y = __builtin_convertvector(j, VF);
   const VF r =
       ((clipped - y * 0.78515625f) - y * 2.4187564849853515625e-4f) - y * 3.77489497744594108e-8f;
-  const VF z = r * r;
-  if (cosine) j = j - 2;
-  const VF v = select((j & 2) == 0, sin_poly(r, z), cos_poly(z));
-  // sin: negative in octants 4-7, and for x < 0; cos: negative where (j - 2) & 4 is 0
-  const VI negative = cosine ? ((j & 4) == 0) : (((j & 4) != 0) ^ (x < 0.0f));
-  VF result = select(negative, -v, v);
-  const VI beyond = a > 8192.0f;
+  return {r, r * r, j};
+}
+// result, with libm's scalar(x) in the lanes beyond |x| = 8192; NaN stays NaN.
+template <typename Scalar>
+VF with_libm_beyond_8192(VF x, VF result, Scalar scalar) {
+  const VI beyond = abs(x) > 8192.0f;
   int any = 0;
   for (int64_t i = 0; i < kWidth; ++i) any |= beyond[i];
   if (any) {
@@ -333,28 +335,24 @@ VF sin_or_cos(VF x, bool cosine, Scalar scalar) {
   }
   return keep_nan(x, result);
 }
-
-// tan from the same reduction: tan(r) = sin(r) / cos(r) in even quarter-periods, -cot(r) in odd
-// ones, x's sign; libm's beyond |x| = 8192.
+inline VF sin(VF x) {
+  const QuarterTurns q = reduce_quarter_turns(x);
+  const VF v = select((q.j & 2) == 0, sin_poly(q.r, q.z), cos_poly(q.z));
+  const VI negative = ((q.j & 4) != 0) ^ (x < 0.0f);  // octants 4-7, and x < 0
+  return with_libm_beyond_8192(x, select(negative, -v, v), [](float v) { return std::sin(v); });
+}
+inline VF cos(VF x) {
+  const QuarterTurns q = reduce_quarter_turns(x);
+  const VI j = q.j - 2;  // cos(x) = sin(x + pi/2)
+  const VF v = select((j & 2) == 0, sin_poly(q.r, q.z), cos_poly(q.z));
+  return with_libm_beyond_8192(x, select((j & 4) == 0, -v, v), [](float v) { return std::cos(v); });
+}
+// tan(r) = sin(r) / cos(r) in even quarter-periods, -cot(r) in odd ones; x's sign.
 inline VF tan(VF x) {
-  const VF a = abs(x);
-  const VF clipped = select(a > 8192.0f, splat(0.0f), a);
-  VI j = __builtin_convertvector(clipped * 1.27323954473516f, VI);
-  j = (j + 1) & ~1;
-  const VF y = __builtin_convertvector(j, VF);
-  const VF r =
-      ((clipped - y * 0.78515625f) - y * 2.4187564849853515625e-4f) - y * 3.77489497744594108e-8f;
-  const VF z = r * r, s = sin_poly(r, z), c = cos_poly(z);
-  const VF t = select((j & 2) == 0, s / c, -c / s);
-  VF result = select(x < 0.0f, -t, t);
-  const VI beyond = a > 8192.0f;
-  int any = 0;
-  for (int64_t i = 0; i < kWidth; ++i) any |= beyond[i];
-  if (any) {
-    for (int64_t i = 0; i < kWidth; ++i)
-      if (beyond[i]) result[i] = std::tan(x[i]);
-  }
-  return keep_nan(x, result);
+  const QuarterTurns q = reduce_quarter_turns(x);
+  const VF s = sin_poly(q.r, q.z), c = cos_poly(q.z);
+  const VF t = select((q.j & 2) == 0, s / c, -c / s);
+  return with_libm_beyond_8192(x, select(x < 0.0f, -t, t), [](float v) { return std::tan(v); });
 }
 
 // atan (Cephes' atanf): |x| reduced to below tan(pi/8) by atan(x) = pi/2 - atan(1/x) above
@@ -377,16 +375,12 @@ inline VF atan(VF x) {
 template <>
 struct Form<Sin> {
   static constexpr bool kUnary = true, kBinary = false;
-  static VF apply(const Sin&, VF x) {
-    return sin_or_cos(x, false, [](float v) { return std::sin(v); });
-  }
+  static VF apply(const Sin&, VF x) { return sin(x); }
 };
 template <>
 struct Form<Cos> {
   static constexpr bool kUnary = true, kBinary = false;
-  static VF apply(const Cos&, VF x) {
-    return sin_or_cos(x, true, [](float v) { return std::cos(v); });
-  }
+  static VF apply(const Cos&, VF x) { return cos(x); }
 };
 template <>
 struct Form<Tan> {
