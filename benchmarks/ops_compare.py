@@ -9,15 +9,13 @@ marked). Writes JSON with every round's figures.
 
   /usr/bin/python3 benchmarks/ops_compare.py --threads 2 --rounds 3 --out docs/bench/ops_compare.json
 """
-import argparse
 import json
 import os
 import subprocess
 import sys
 import tempfile
-import time
 
-from peers import peer_env, ratio_table
+from peers import alternate_rounds, peer_env, ratio_table, sweep_args
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -36,32 +34,19 @@ def times(rounds, key):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--bin", default=os.path.join(ROOT, "build", "benchmarks"))
-    p.add_argument("--threads", type=int, default=os.cpu_count())
-    p.add_argument("--repeats", type=int, default=7, help="timings per layer in a round")
-    p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--out")
-    args = p.parse_args()
-    if args.threads < 1 or args.repeats < 1 or args.rounds < 1:
-        p.error("--threads, --repeats and --rounds must be positive")
+    args = sweep_args(__doc__, os.path.join(ROOT, "build", "benchmarks"), 7,
+                      "timings per layer in a round")
     common = ["--threads", str(args.threads), "--repeats", str(args.repeats)]
-    ours, theirs = [], []
-    t0 = time.time()
     with tempfile.TemporaryDirectory() as tmp:
         a, b = os.path.join(tmp, "tandem.json"), os.path.join(tmp, "torch.json")
-        for r in range(args.rounds):
-            ours.append(run_json([os.path.join(args.bin, "bench_ops"), "--ops", "--peer", "none",
-                                  "--json", a] + common, a))
-            theirs.append(run_json([sys.executable, os.path.join(HERE, "ops_torch.py"), "--json",
-                                    b] + common, b))
-            done = r + 1
-            rate = (time.time() - t0) / done
-            print(f"round {done}/{args.rounds} ({rate:.0f} s a round), ETA "
-                  f"{rate * (args.rounds - done):.0f} s", flush=True)
+        ours, theirs = alternate_rounds(
+            args.rounds,
+            lambda: run_json([os.path.join(args.bin, "bench_ops"), "--ops", "--peer", "none",
+                              "--json", a] + common, a),
+            lambda: run_json([sys.executable, os.path.join(HERE, "ops_torch.py"), "--json", b] +
+                             common, b))
     ratio_table(times(ours, "tandem_ms"), times(theirs, "ms"), "layer, f32 forward + backward", 3,
                 args)
-
 
 if __name__ == "__main__":
     main()

@@ -3,10 +3,12 @@ runs in its own process at its own defaults. Nothing here may slow the peer: an
 OMP_WAIT_POLICY in the caller's environment is removed (PASSIVE costs PyTorch 10-15% on the
 ResNet path). Nor may the peer run on a BLAS slower than the one its package brings:
 require_optimized_blas refuses Debian's reference BLAS."""
+import argparse
 import json
 import os
 import statistics
 import subprocess
+import time
 
 
 def peer_env():
@@ -29,6 +31,35 @@ def require_optimized_blas():
     if reference:
         raise SystemExit(f"PyTorch's BLAS is the reference implementation ({reference[0]}), which "
                          "would make a false peer; install libopenblas0 (scripts/setup.sh --bench)")
+
+
+def sweep_args(doc, bin_dir, repeats, repeats_help):
+    """The options of a side-by-side sweep (--bin, --threads, --repeats, --rounds, --out), parsed
+    and checked; the description is doc's first line."""
+    p = argparse.ArgumentParser(description=doc.split("\n")[0])
+    p.add_argument("--bin", default=bin_dir)
+    p.add_argument("--threads", type=int, default=os.cpu_count())
+    p.add_argument("--repeats", type=int, default=repeats, help=repeats_help)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--out")
+    args = p.parse_args()
+    if args.threads < 1 or args.repeats < 1 or args.rounds < 1:
+        p.error("--threads, --repeats and --rounds must be positive")
+    return args
+
+
+def alternate_rounds(rounds, ours, theirs):
+    """Calls ours() then theirs() `rounds` times, printing each round's rate and the ETA; returns
+    the lists of their results."""
+    mine, peer = [], []
+    t0 = time.time()
+    for r in range(rounds):
+        mine.append(ours())
+        peer.append(theirs())
+        rate = (time.time() - t0) / (r + 1)
+        print(f"round {r + 1}/{rounds} ({rate:.0f} s a round), ETA "
+              f"{rate * (rounds - r - 1):.0f} s", flush=True)
+    return mine, peer
 
 
 def ratio_table(ours, theirs, what, digits, args):
