@@ -158,6 +158,15 @@ Tensor Tensor::detach() const {
   return make_tensor(i->storage, i->shape, i->strides, i->offset, i->dtype);
 }
 
+Tensor& Tensor::detach_() {
+  TensorImpl* i = checked();
+  i->grad_fn.reset();
+  i->grad_accumulator.reset();
+  i->requires_grad = false;
+  i->retains_grad = false;
+  return *this;
+}
+
 void Tensor::register_grad_ready_hook(GradReadyHook hook) const {
   TANDEM_CHECK(is_leaf() && requires_grad(),
                "register_grad_ready_hook: only leaf tensors that require grad get ready hooks");

@@ -12,7 +12,8 @@
 // inside gelu, where that is 1.5e-7 of |x| / 2); expm1 within 4 ulp (its Taylor polynomial below
 // |x| = 1, exp(x) - 1 above), log within 1 (Cephes' polynomial), log2 and log10 within 2 (log
 // times a constant), log1p within 3 (log of w = 1 + u, times u / (w - 1), which corrects w's
-// rounding). NaN stays NaN, +-inf give the limits.
+// rounding), atan2 within 4 (atan of the ratio of the smaller magnitude to the larger, moved to
+// its quadrant). NaN stays NaN, +-inf give the limits.
 #pragma once
 
 #include <cmath>
@@ -370,6 +371,26 @@ inline VF atan(VF x) {
                u;
   return keep_nan(x, copysign(base + p, x));
 }
+
+// atan2(y, x), C's quadrants and signed zeros: atan of the smaller magnitude over the larger (1
+// when both are infinite, 0 when both are 0), pi/2 minus it when |y| is the larger, pi minus that
+// when x is negative (-0 included), with y's sign; NaN in either gives NaN.
+inline VF atan2(VF y, VF x) {
+  const VF ay = abs(y), ax = abs(x), inf = splat(__builtin_inff());
+  const VI swap = ay > ax;
+  const VF num = select(swap, ax, ay), den = select(swap, ay, ax);
+  const VF t =
+      select(den == 0.0f, splat(0.0f), select((ax == inf) & (ay == inf), splat(1.0f), num / den));
+  VF a = atan(t);
+  a = select(swap, (1.57079637f - a) - 4.37113883e-8f, a);  // pi/2 in two parts
+  a = select((VI)x < 0, (3.14159274f - a) - 8.74227766e-8f, a);
+  return keep_nan(y, keep_nan(x, copysign(a, y)));
+}
+template <>
+struct Form<Atan2> {
+  static constexpr bool kUnary = false, kBinary = true;
+  static VF apply(const Atan2&, VF y, VF x) { return atan2(y, x); }
+};
 
 // The logarithms and expm1 as ops (log2 and log10 as log times a constant: one rounding more).
 template <>

@@ -224,6 +224,16 @@ int current_device() {
   return device;
 }
 
+void synchronize(int device) {
+  const int previous = current_device();  // (throws without a GPU)
+  const int target = device < 0 ? previous : device;
+  check_device(target);
+  if (target != previous) TANDEM_CUDA_CHECK(cudaSetDevice(target));
+  const cudaError_t status = cudaDeviceSynchronize();
+  if (target != previous) TANDEM_CUDA_CHECK(cudaSetDevice(previous));
+  TANDEM_CUDA_CHECK(status);
+}
+
 std::string pci_bus_id(int device) {
   char id[32] = {};
   if (device < 0 || device >= device_count() ||

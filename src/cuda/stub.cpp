@@ -18,6 +18,7 @@ int device_count() { return 0; }
 std::string pci_bus_id(int) { return ""; }
 void set_device(int) { unavailable("cuda set_device"); }
 int current_device() { unavailable("cuda current_device"); }
+void synchronize(int) { unavailable("cuda synchronize"); }
 std::string build_info() { return "built without CUDA"; }
 Allocator& caching_allocator(int) { unavailable("cuda allocator"); }
 Allocator& pinned_host_allocator() { unavailable("pinned allocator"); }

@@ -23,6 +23,9 @@ std::string int2_str(Int2 v) {
 std::string int3_str(Int3 v) {
   return "(" + std::to_string(v.d) + ", " + std::to_string(v.h) + ", " + std::to_string(v.w) + ")";
 }
+std::string size_str(int64_t v) { return std::to_string(v); }
+bool is_zero(int64_t v) { return v == 0; }
+bool is_one(int64_t v) { return v == 1; }
 std::string size_str(Int2 v) { return int2_str(v); }
 std::string size_str(Int3 v) { return int3_str(v); }
 bool is_zero(Int2 v) { return v.h == 0 && v.w == 0; }
@@ -343,10 +346,29 @@ template <typename Options>
 std::string detail::PoolLayer<Options>::extra_repr() const {
   return pool_repr(options);
 }
+template class detail::PoolLayer<MaxPool1dOptions>;
+template class detail::PoolLayer<AvgPool1dOptions>;
 template class detail::PoolLayer<MaxPool2dOptions>;
 template class detail::PoolLayer<AvgPool2dOptions>;
 template class detail::PoolLayer<MaxPool3dOptions>;
 template class detail::PoolLayer<AvgPool3dOptions>;
+
+Tensor MaxPool1d::forward(const Tensor& input) { return functional::max_pool1d(input, options); }
+Tensor AvgPool1d::forward(const Tensor& input) { return functional::avg_pool1d(input, options); }
+AdaptiveAvgPool1d::AdaptiveAvgPool1d(int64_t size)
+    : Module("AdaptiveAvgPool1d"), output_size(size) {}
+Tensor AdaptiveAvgPool1d::forward(const Tensor& input) {
+  return adaptive_avg_pool1d(input, output_size);
+}
+std::string AdaptiveAvgPool1d::extra_repr() const {
+  return "output_size=" + std::to_string(output_size);
+}
+Tensor CosineSimilarity::forward(const Tensor& x1, const Tensor& x2) {
+  return cosine_similarity(x1, x2, options.dim(), options.eps());
+}
+Tensor PairwiseDistance::forward(const Tensor& x1, const Tensor& x2) {
+  return pairwise_distance(x1, x2, options.p(), options.eps(), options.keepdim());
+}
 
 Tensor MaxPool2d::forward(const Tensor& input) {
   return max_pool2d(input, options.kernel_size_, options.stride_, options.padding_,

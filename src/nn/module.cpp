@@ -139,9 +139,10 @@ OrderedDict<std::string, std::shared_ptr<Module>> Module::named_modules() {
   return out;
 }
 
-std::vector<std::shared_ptr<Module>> Module::modules() {
+std::vector<std::shared_ptr<Module>> Module::modules(bool include_self) {
   std::vector<std::shared_ptr<Module>> out;
-  for (auto& entry : named_modules()) out.push_back(entry.second);
+  for (auto& entry : named_modules())
+    if (include_self || entry.second.get() != this) out.push_back(entry.second);
   return out;
 }
 

@@ -251,4 +251,13 @@ Tensor from_blob(void* data, const Shape& shape, DType dtype, Device device,
                      contiguous_strides(shape), 0, dtype);
 }
 
+Tensor from_blob(void* data, const Shape& shape, const TensorOptions& options) {
+  return from_blob(data, shape, options.dtype(), options.device_.value_or(kCPU));
+}
+Tensor from_blob(void* data, const Shape& shape, std::function<void(void*)> deleter,
+                 const TensorOptions& options) {
+  return from_blob(data, shape, options.dtype(), options.device_.value_or(kCPU),
+                   std::move(deleter));
+}
+
 }  // namespace tandem

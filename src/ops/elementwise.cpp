@@ -34,6 +34,9 @@ Tensor binary_forward(BinaryOp op, const OpArgs& args, const Tensor& a0, const T
   if (kernels::needs_floating(op))
     TANDEM_CHECK(is_floating(dt), name, ": expected floating-point operands, got ", a.dtype(),
                  " and ", b.dtype());
+  if (kernels::is_bitwise(op))
+    TANDEM_CHECK(!is_floating(dt), name, ": expected integer or bool operands, got ", a.dtype(),
+                 " and ", b.dtype());
   Shape shape = broadcast_shapes(a.shape(), b.shape(), name);
   kernels::binary.at(a, name);
   bool cmp = kernels::is_comparison(op);
@@ -672,6 +675,51 @@ Tensor gt(const Tensor& a, const Tensor& b) { return binary_forward(BinaryOp::gt
 Tensor ge(const Tensor& a, const Tensor& b) { return binary_forward(BinaryOp::ge, {}, a, b, "ge"); }
 Tensor logical_not(const Tensor& a) { return unary_forward(UnaryOp::logical_not, {}, a, "logical_not"); }
 
+Tensor eq(const Tensor& a, double b) { return a.eq(b); }
+Tensor ne(const Tensor& a, double b) { return a.ne(b); }
+Tensor lt(const Tensor& a, double b) { return a.lt(b); }
+Tensor le(const Tensor& a, double b) { return a.le(b); }
+Tensor gt(const Tensor& a, double b) { return a.gt(b); }
+Tensor ge(const Tensor& a, double b) { return a.ge(b); }
+
+Tensor bitwise_and(const Tensor& a, const Tensor& b) {
+  return binary_forward(BinaryOp::bitwise_and, {}, a, b, "bitwise_and");
+}
+Tensor bitwise_or(const Tensor& a, const Tensor& b) {
+  return binary_forward(BinaryOp::bitwise_or, {}, a, b, "bitwise_or");
+}
+Tensor bitwise_xor(const Tensor& a, const Tensor& b) {
+  return binary_forward(BinaryOp::bitwise_xor, {}, a, b, "bitwise_xor");
+}
+Tensor bitwise_not(const Tensor& a) {
+  check_defined(a, "bitwise_not", "operand");
+  TANDEM_CHECK(!is_floating(a.dtype()), "bitwise_not: expected an integer or bool tensor, got ",
+               a.dtype());
+  if (a.dtype() == DType::boolean) return logical_not(a);
+  return sub(neg(a), scalar_like(1.0, a));  // ~x == -x - 1 in two's complement (u8 wraps too)
+}
+
+namespace {
+// The truth of each element: a itself when bool, a != 0 otherwise.
+Tensor truth(const Tensor& a, const char* name) {
+  check_defined(a, name, "operand");
+  return a.dtype() == DType::boolean ? a : a.ne(0.0);
+}
+}  // namespace
+
+Tensor logical_and(const Tensor& a, const Tensor& b) {
+  return binary_forward(BinaryOp::bitwise_and, {}, truth(a, "logical_and"), truth(b, "logical_and"),
+                        "logical_and");
+}
+Tensor logical_or(const Tensor& a, const Tensor& b) {
+  return binary_forward(BinaryOp::bitwise_or, {}, truth(a, "logical_or"), truth(b, "logical_or"),
+                        "logical_or");
+}
+Tensor logical_xor(const Tensor& a, const Tensor& b) {
+  return binary_forward(BinaryOp::bitwise_xor, {}, truth(a, "logical_xor"), truth(b, "logical_xor"),
+                        "logical_xor");
+}
+
 bool allclose(const Tensor& a, const Tensor& b, double rtol, double atol) {
   TANDEM_CHECK(a.shape() == b.shape(), "allclose: shapes ", shape_str(a.shape()), " and ",
                shape_str(b.shape()), " differ");
@@ -684,6 +732,76 @@ bool allclose(const Tensor& a, const Tensor& b, double rtol, double atol) {
 bool equal(const Tensor& a, const Tensor& b) {
   if (a.shape() != b.shape() || a.dtype() != b.dtype()) return false;
   return a.to_vector<double>() == b.to_vector<double>();
+}
+
+Tensor sub(const Tensor& a, double b) { return add(a, -b); }
+Tensor div(const Tensor& a, double b) { return a / b; }
+Tensor square(const Tensor& a) { return mul(a, a); }
+Tensor clamp_min(const Tensor& a, double min) { return clamp(a, min, std::nullopt); }
+Tensor clamp_max(const Tensor& a, double max) { return clamp(a, std::nullopt, max); }
+
+namespace {
+// A number beside tensor t, as a 0-dim tensor on t's device: in t's dtype, or f32 when t holds
+// integers and the number is not whole (torch's promotion of a wrapped number).
+Tensor number_beside(double v, const Tensor& t, const char* name) {
+  check_defined(t, name, "tensor");
+  const DType dt = t.is_floating_point() || v == std::trunc(v) ? t.dtype() : DType::f32;
+  return full({}, v, TensorOptions(dt).device(t.device()));
+}
+}  // namespace
+
+Tensor pow(double base, const Tensor& exponent) {
+  check_defined(exponent, "pow", "exponent");
+  // pow runs on floats: an integer exponent gives f32, as torch's float base does.
+  const Tensor e = exponent.is_floating_point() ? exponent : exponent.to(DType::f32);
+  return pow(full({}, base, TensorOptions(e.dtype()).device(e.device())), e);
+}
+Tensor where(const Tensor& cond, const Tensor& a, double b) {
+  return where(cond, a, number_beside(b, a, "where"));
+}
+Tensor where(const Tensor& cond, double a, const Tensor& b) {
+  return where(cond, number_beside(a, b, "where"), b);
+}
+
+Tensor lerp(const Tensor& start, const Tensor& end, double weight) {
+  // torch's two forms: exact at both ends of [0, 1].
+  return std::fabs(weight) < 0.5 ? add(start, mul(sub(end, start), weight))
+                                 : sub(end, mul(sub(end, start), 1.0 - weight));
+}
+Tensor lerp(const Tensor& start, const Tensor& end, const Tensor& weight) {
+  return add(start, mul(weight, sub(end, start)));
+}
+Tensor addcmul(const Tensor& self, const Tensor& t1, const Tensor& t2, double value) {
+  return add(self, mul(t1, t2), value);
+}
+Tensor addcdiv(const Tensor& self, const Tensor& t1, const Tensor& t2, double value) {
+  return add(self, div(t1, t2), value);
+}
+
+Tensor isfinite(const Tensor& a) {
+  check_defined(a, "isfinite", "input");
+  if (!a.is_floating_point())
+    return ones(a.shape(), TensorOptions(DType::boolean).device(a.device()));
+  NoGradGuard guard;
+  return eq(sub(a, a), scalar_like(0.0, a));  // x - x is 0 for finite x, NaN for inf and NaN
+}
+
+Tensor isclose(const Tensor& a0, const Tensor& b0, double rtol, double atol, bool equal_nan) {
+  check_defined(a0, "isclose", "first operand");
+  check_defined(b0, "isclose", "second operand");
+  TANDEM_CHECK(rtol >= 0 && atol >= 0, "isclose: rtol and atol must be nonnegative, got ", rtol,
+               " and ", atol);
+  NoGradGuard guard;
+  // Integers compare in f64 (exact below 2^53), floats in their promoted dtype.
+  const DType dt = promote_types(a0.dtype(), b0.dtype());
+  const Tensor a = is_floating(dt) ? a0.to(dt) : a0.to(DType::f64);
+  const Tensor b = is_floating(dt) ? b0.to(dt) : b0.to(DType::f64);
+  // Equal values (infinities included), or a finite difference within the tolerance.
+  const Tensor diff = abs(sub(a, b));
+  Tensor close =
+      bitwise_or(eq(a, b), bitwise_and(isfinite(diff), le(diff, add(mul(abs(b), rtol), atol))));
+  if (equal_nan) close = bitwise_or(close, bitwise_and(isnan(a), isnan(b)));
+  return close;
 }
 
 }  // namespace tandem

@@ -41,6 +41,44 @@ Tensor mm(const Tensor& a, const Tensor& b) {
   return bmm(a.unsqueeze(0), b.unsqueeze(0)).squeeze(0);
 }
 
+Tensor dot(const Tensor& a, const Tensor& b) {
+  check_defined(a, "dot", "first operand");
+  check_defined(b, "dot", "second operand");
+  TANDEM_CHECK(a.dim() == 1 && b.dim() == 1 && a.size(0) == b.size(0),
+               "dot: expected two 1-d tensors of the same size, got ", shape_str(a.shape()),
+               " and ", shape_str(b.shape()));
+  return mm(a.unsqueeze(0), b.unsqueeze(1)).reshape({});
+}
+
+Tensor mv(const Tensor& mat, const Tensor& vec) {
+  check_defined(mat, "mv", "matrix");
+  check_defined(vec, "mv", "vector");
+  TANDEM_CHECK(mat.dim() == 2 && vec.dim() == 1 && mat.size(1) == vec.size(0),
+               "mv: expected (M, N) and (N), got ", shape_str(mat.shape()), " and ",
+               shape_str(vec.shape()));
+  return mm(mat, vec.unsqueeze(1)).squeeze(1);
+}
+
+Tensor outer(const Tensor& a, const Tensor& b) {
+  check_defined(a, "outer", "first operand");
+  check_defined(b, "outer", "second operand");
+  TANDEM_CHECK(a.dim() == 1 && b.dim() == 1, "outer: expected two 1-d tensors, got ",
+               shape_str(a.shape()), " and ", shape_str(b.shape()));
+  return mul(a.unsqueeze(1), b.unsqueeze(0));
+}
+
+Tensor addmm(const Tensor& self, const Tensor& mat1, const Tensor& mat2, double beta,
+             double alpha) {
+  check_defined(self, "addmm", "input");
+  Tensor product = mm(mat1, mat2);
+  TANDEM_CHECK(broadcast_shapes(self.shape(), product.shape(), "addmm") == product.shape(),
+               "addmm: the input ", shape_str(self.shape()),
+               " does not broadcast to the product's ", shape_str(product.shape()));
+  if (alpha != 1.0) product = mul(product, alpha);
+  if (beta == 0.0) return product;  // the input is not read, NaNs included (torch's rule)
+  return add(product, beta == 1.0 ? self : mul(self, beta));
+}
+
 Tensor matmul(const Tensor& a, const Tensor& b) {
   check_defined(a, "matmul", "first operand");
   check_defined(b, "matmul", "second operand");

@@ -1004,6 +1004,42 @@ Tensor avg_pool3d(const Tensor& input, Int3 kernel_size, Int3 stride, Int3 paddi
   });
 }
 
+namespace {
+// A 1-d pool as the 2-d one over (N, C, 1, L).
+template <typename Pool2d>
+Tensor pool1d(const Tensor& input, int64_t kernel_size, const char* op, Pool2d&& pool2d) {
+  check_defined(input, op, "input");
+  TANDEM_CHECK(kernel_size > 0, op, ": kernel_size must be positive, got ", kernel_size);
+  return with_batch_dim<1>(input, op,
+                           [&](const Tensor& in) { return pool2d(in.unsqueeze(2)).squeeze(2); });
+}
+}  // namespace
+
+Tensor max_pool1d(const Tensor& input, int64_t kernel_size, int64_t stride, int64_t padding,
+                  int64_t dilation, bool ceil_mode) {
+  return pool1d(input, kernel_size, "max_pool1d", [&](const Tensor& x) {
+    return max_pool2d(x, {1, kernel_size}, {1, stride == 0 ? kernel_size : stride}, {0, padding},
+                      {1, dilation}, ceil_mode);
+  });
+}
+
+Tensor avg_pool1d(const Tensor& input, int64_t kernel_size, int64_t stride, int64_t padding,
+                  bool ceil_mode, bool count_include_pad) {
+  return pool1d(input, kernel_size, "avg_pool1d", [&](const Tensor& x) {
+    return avg_pool2d(x, {1, kernel_size}, {1, stride == 0 ? kernel_size : stride}, {0, padding},
+                      ceil_mode, count_include_pad);
+  });
+}
+
+Tensor adaptive_avg_pool1d(const Tensor& input, int64_t output_size) {
+  check_defined(input, "adaptive_avg_pool1d", "input");
+  TANDEM_CHECK(output_size > 0, "adaptive_avg_pool1d: output_size must be positive, got ",
+               output_size);
+  return with_batch_dim<1>(input, "adaptive_avg_pool1d", [&](const Tensor& in) {
+    return adaptive_avg_pool2d(in.unsqueeze(2), {1, output_size}).squeeze(2);
+  });
+}
+
 Tensor adaptive_avg_pool3d(const Tensor& input, Int3 output_size) {
   check_defined(input, "adaptive_avg_pool3d", "input");
   check_floating(input, "adaptive_avg_pool3d");
@@ -1524,6 +1560,60 @@ Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, Reduction reduc
   Tensor beta_t = full({}, beta, TensorOptions(d.dtype()).device(d.device()));
   return reduce_loss(where(lt(d, beta_t), mul(mul(d, d), 0.5 / beta), add(d, -0.5 * beta)),
                      reduction);
+}
+
+Tensor huber_loss(const Tensor& input, const Tensor& target, Reduction reduction, double delta) {
+  if (autocast_changes("huber_loss", {input, target}))
+    return huber_loss(autocast_input("huber_loss", input), autocast_input("huber_loss", target),
+                      reduction, delta);
+  TANDEM_CHECK(delta > 0, "huber_loss: delta must be positive, got ", delta);
+  check_pointwise_loss(input, target, "huber_loss");
+  Tensor d = abs(sub(input, target));
+  const Tensor delta_t = full({}, delta, TensorOptions(d.dtype()).device(d.device()));
+  return reduce_loss(where(lt(d, delta_t), mul(mul(d, d), 0.5), mul(add(d, -0.5 * delta), delta)),
+                     reduction);
+}
+
+Tensor kl_div(const Tensor& input, const Tensor& target, KLDivReduction reduction,
+              bool log_target) {
+  if (autocast_changes("kl_div", {input, target}))
+    return kl_div(autocast_input("kl_div", input), autocast_input("kl_div", target), reduction,
+                  log_target);
+  check_pointwise_loss(input, target, "kl_div");
+  Tensor loss;
+  if (log_target) {
+    loss = mul(exp(target), sub(target, input));
+  } else {
+    // target log(target) is 0 at target 0: the log of 1 there, so neither value nor gradient is
+    // NaN.
+    const Tensor positive = target.gt(0.0);
+    loss = mul(target, sub(log(where(positive, target, 1.0)), input));
+  }
+  if (!reduction.batchmean) return reduce_loss(loss, reduction.reduction);
+  return input.dim() == 0 ? sum(loss) : div(sum(loss), static_cast<double>(input.size(0)));
+}
+
+Tensor cosine_similarity(const Tensor& x1, const Tensor& x2, int64_t dim, double eps) {
+  if (autocast_changes("cosine_similarity", {x1, x2}))
+    return cosine_similarity(autocast_input("cosine_similarity", x1),
+                             autocast_input("cosine_similarity", x2), dim, eps);
+  check_defined(x1, "cosine_similarity", "x1");
+  check_defined(x2, "cosine_similarity", "x2");
+  check_floating(x1, "cosine_similarity", "x1");
+  check_floating(x2, "cosine_similarity", "x2");
+  const Shape shape = broadcast_shapes(x1.shape(), x2.shape(), "cosine_similarity");
+  const int64_t d = wrap_dim(dim, static_cast<int64_t>(shape.size()), "cosine_similarity");
+  // torch's: the product of the squared norms clamped at eps^2, then its square root.
+  const Tensor dot = sum(mul(x1, x2), {d});
+  const Tensor norms = mul(sum(mul(x1, x1), {d}), sum(mul(x2, x2), {d}));
+  return div(dot, sqrt(clamp_min(norms, eps * eps)));
+}
+
+Tensor pairwise_distance(const Tensor& x1, const Tensor& x2, double p, double eps, bool keepdim) {
+  check_defined(x1, "pairwise_distance", "x1");
+  check_defined(x2, "pairwise_distance", "x2");
+  const Tensor diff = add(sub(x1, x2), eps);
+  return norm(diff, p, {-1}, keepdim);
 }
 
 Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, const Tensor& weight,

@@ -560,4 +560,13 @@ Tensor argsort(const Tensor& t, int64_t dim, bool descending) {
   return sort(t.detach(), dim, descending).second;
 }
 
+Tensor sum(const Tensor& t, DType dtype) { return sum(t.to(dtype)); }
+Tensor sum(const Tensor& t, const Shape& dims, bool keepdim, DType dtype) {
+  return sum(t.to(dtype), dims, keepdim);
+}
+Tensor mean(const Tensor& t, DType dtype) { return mean(t.to(dtype)); }
+Tensor mean(const Tensor& t, const Shape& dims, bool keepdim, DType dtype) {
+  return mean(t.to(dtype), dims, keepdim);
+}
+
 }  // namespace tandem

@@ -86,6 +86,10 @@ Tensor Tensor::to(Device device, bool non_blocking) const {
 }
 
 Tensor Tensor::to(Device device, DType dtype) const { return to(device).to(dtype); }
+Tensor Tensor::to(const TensorOptions& options, bool non_blocking) const {
+  const Tensor moved = options.device_ ? to(*options.device_, non_blocking) : *this;
+  return options.has_dtype() ? moved.to(options.dtype()) : moved;
+}
 Tensor Tensor::to(const Tensor& other, bool non_blocking) const {
   return to(other.device(), non_blocking).to(other.dtype());
 }
@@ -349,6 +353,28 @@ Tensor Tensor::div(const Tensor& other) const { return tandem::div(*this, other)
 Tensor Tensor::div(double other) const { return *this / other; }
 Tensor Tensor::matmul(const Tensor& other) const { return tandem::matmul(*this, other); }
 Tensor Tensor::mm(const Tensor& other) const { return tandem::mm(*this, other); }
+Tensor Tensor::bmm(const Tensor& other) const { return tandem::bmm(*this, other); }
+Tensor Tensor::dot(const Tensor& other) const { return tandem::dot(*this, other); }
+Tensor Tensor::mv(const Tensor& vec) const { return tandem::mv(*this, vec); }
+Tensor Tensor::outer(const Tensor& other) const { return tandem::outer(*this, other); }
+Tensor Tensor::addmm(const Tensor& mat1, const Tensor& mat2, double beta, double alpha) const {
+  return tandem::addmm(*this, mat1, mat2, beta, alpha);
+}
+Tensor Tensor::sum(DType dtype) const { return tandem::sum(*this, dtype); }
+Tensor Tensor::sum(const Shape& dims, bool keepdim, DType dtype) const {
+  return tandem::sum(*this, dims, keepdim, dtype);
+}
+Tensor Tensor::mean(DType dtype) const { return tandem::mean(*this, dtype); }
+Tensor Tensor::mean(const Shape& dims, bool keepdim, DType dtype) const {
+  return tandem::mean(*this, dims, keepdim, dtype);
+}
+Tensor Tensor::isfinite() const { return tandem::isfinite(*this); }
+Tensor Tensor::isclose(const Tensor& other, double rtol, double atol, bool equal_nan) const {
+  return tandem::isclose(*this, other, rtol, atol, equal_nan);
+}
+bool Tensor::allclose(const Tensor& other, double rtol, double atol) const {
+  return tandem::allclose(*this, other, rtol, atol);
+}
 
 namespace {
 // A number as the other operand of a comparison with t: a 0-dim tensor in t's dtype (a float
@@ -376,6 +402,14 @@ Tensor Tensor::lt(double other) const { return tandem::lt(*this, comparand(*this
 Tensor Tensor::le(double other) const { return tandem::le(*this, comparand(*this, other)); }
 Tensor Tensor::gt(double other) const { return tandem::gt(*this, comparand(*this, other)); }
 Tensor Tensor::ge(double other) const { return tandem::ge(*this, comparand(*this, other)); }
+Tensor Tensor::logical_and(const Tensor& other) const { return tandem::logical_and(*this, other); }
+Tensor Tensor::logical_or(const Tensor& other) const { return tandem::logical_or(*this, other); }
+Tensor Tensor::logical_xor(const Tensor& other) const { return tandem::logical_xor(*this, other); }
+Tensor Tensor::logical_not() const { return tandem::logical_not(*this); }
+Tensor Tensor::bitwise_and(const Tensor& other) const { return tandem::bitwise_and(*this, other); }
+Tensor Tensor::bitwise_or(const Tensor& other) const { return tandem::bitwise_or(*this, other); }
+Tensor Tensor::bitwise_xor(const Tensor& other) const { return tandem::bitwise_xor(*this, other); }
+Tensor Tensor::bitwise_not() const { return tandem::bitwise_not(*this); }
 
 Tensor Tensor::masked_fill(const Tensor& mask, double value) const {
   check_defined(mask, "masked_fill", "mask");
@@ -434,6 +468,10 @@ Tensor operator<(const Tensor& a, double b) { return a.lt(b); }
 Tensor operator<=(const Tensor& a, double b) { return a.le(b); }
 Tensor operator>(const Tensor& a, double b) { return a.gt(b); }
 Tensor operator>=(const Tensor& a, double b) { return a.ge(b); }
+Tensor operator&(const Tensor& a, const Tensor& b) { return bitwise_and(a, b); }
+Tensor operator|(const Tensor& a, const Tensor& b) { return bitwise_or(a, b); }
+Tensor operator^(const Tensor& a, const Tensor& b) { return bitwise_xor(a, b); }
+Tensor operator~(const Tensor& a) { return bitwise_not(a); }
 
 // --- in place ------------------------------------------------------------------------------
 
@@ -612,6 +650,26 @@ Tensor& Tensor::add_(double value) {
 
 Tensor& Tensor::mul_(double value) {
   return scalar_inplace(*this, kernels::UnaryOp::mul_scalar, value, "mul_");
+}
+
+Tensor& Tensor::masked_fill_(const Tensor& mask, double value) {
+  check_inplace(*this, "masked_fill_");
+  const Tensor filled = masked_fill(mask, value);
+  NoGradGuard guard;
+  return copy_(filled);
+}
+
+Tensor& Tensor::addcmul_(const Tensor& t1, const Tensor& t2, double value) {
+  check_inplace(*this, "addcmul_");
+  return add_(tandem::mul(t1, t2), value);
+}
+Tensor& Tensor::addcdiv_(const Tensor& t1, const Tensor& t2, double value) {
+  check_inplace(*this, "addcdiv_");
+  return add_(tandem::div(t1, t2), value);
+}
+Tensor& Tensor::lerp_(const Tensor& end, double weight) {
+  check_inplace(*this, "lerp_");
+  return copy_(tandem::lerp(*this, end, weight));
 }
 
 Tensor& Tensor::clamp_(std::optional<double> min, std::optional<double> max) {

@@ -34,6 +34,13 @@ TEST_CASE("autocast: every policy row runs its op in the dtype the table says", 
       // Unreduced, so that the dtype is the loss's own, not the fp32 mean's.
       {"l1_loss", [&] { return l1_loss(low, low * 0.5, Reduction::None); }},
       {"smooth_l1_loss", [&] { return smooth_l1_loss(low, low * 0.5, Reduction::None); }},
+      {"huber_loss", [&] { return huber_loss(low, low * 0.5, Reduction::None); }},
+      {"kl_div",
+       [&] {
+         return kl_div(log_softmax(low, 1).to(DType::bf16), softmax(low, 1).to(DType::bf16),
+                       Reduction::None);
+       }},
+      {"cosine_similarity", [&] { return cosine_similarity(low, low * 0.5); }},
       {"binary_cross_entropy",
        [&] { return binary_cross_entropy(sigmoid(low), sigmoid(low * 0.5), {}, Reduction::None); }},
       {"binary_cross_entropy_with_logits",

@@ -131,6 +131,14 @@ TEST_CASE("CUDA unary and binary ops match the CPU, with broadcasting and stride
         {"atan2", [](auto& v) { return atan2(v[0], v[1]); }},
         {"fmod", [](auto& v) { return fmod(mul(v[0], 5.0), v[1]); }},
         {"remainder", [](auto& v) { return remainder(mul(v[0], 5.0), v[1]); }},
+        {"logical_and", [](auto& v) { return logical_and(gt(v[0], 0.0), v[1]); }},
+        {"logical_xor", [](auto& v) { return logical_xor(v[0] > 0.0, v[1] < 0.3); }},
+        {"bitwise_xor (i32)",
+         [](auto& v) {
+           return bitwise_xor((v[0] * 8.0).to(DType::i32), (v[1] * 8.0).to(DType::i32));
+         }},
+        {"~ (i64)",
+         [](auto& v) { return ~((v[0] * 8.0).to(DType::i64)) | (v[1] * 4.0).to(DType::i64); }},
     };
     for (const auto& [name, f] : binary) {
       same_on_gpu(std::string(name) + " (broadcast)", {x, y}, f, t);

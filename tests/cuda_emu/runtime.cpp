@@ -31,10 +31,7 @@
 // TANDEM_CUDA_EMU_SEED, default 1). A GPU promises no order, so a kernel whose result depends on
 // it (a thread reading shared memory another wrote without a barrier between, a block counting
 // on the blocks before it) gives other results, or other bugs, in another order.
-#include "emu.hpp"  // first: its definitions of __host__ and the like stand
-
 #include <cuda_profiler_api.h>
-
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -47,6 +44,7 @@
 #include <cstring>
 #include <deque>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <numeric>
 #include <random>
@@ -55,6 +53,7 @@
 #include <thread>
 #include <vector>
 
+#include "emu.hpp"  // first: its definitions of __host__ and the like stand
 #include "streams.hpp"
 
 #if defined(__has_feature)
@@ -463,33 +462,45 @@ struct Block {
       if (f.stack != nullptr) munmap(f.stack - 4096, kStackBytes + 4096);
   }
 };
-thread_local Block g_block;
+// One per OS thread, made at its first kernel and freed when it ends. Reached through a plain
+// pointer: a thread_local with a destructor is read through a wrapper that checks its
+// initialization on every access (a third of the time of an emulated ResNet step under ASan).
+thread_local std::unique_ptr<Block> g_block_owner;
+thread_local Block* g_block_ptr = nullptr;
+inline Block& this_block() {
+  if (g_block_ptr == nullptr) {
+    g_block_owner = std::make_unique<Block>();
+    g_block_ptr = g_block_owner.get();
+  }
+  return *g_block_ptr;
+}
 
-Fiber& running() { return g_block.fibers[static_cast<size_t>(g_block.current)]; }
+Fiber& running() { return this_block().fibers[static_cast<size_t>(this_block().current)]; }
 
 void switch_to_scheduler(Fiber& f, bool finished) {
 #ifdef TANDEM_EMU_ASAN
-  __sanitizer_start_switch_fiber(finished ? nullptr : &f.fake_stack, g_block.scheduler_bottom,
-                                 g_block.scheduler_size);
+  __sanitizer_start_switch_fiber(finished ? nullptr : &f.fake_stack, this_block().scheduler_bottom,
+                                 this_block().scheduler_size);
 #else
   (void)finished;
 #endif
-  tandem_emu_switch(&f.sp, g_block.scheduler_sp);
+  tandem_emu_switch(&f.sp, this_block().scheduler_sp);
 #ifdef TANDEM_EMU_ASAN
-  __sanitizer_finish_switch_fiber(f.fake_stack, &g_block.scheduler_bottom,
-                                  &g_block.scheduler_size);
+  __sanitizer_finish_switch_fiber(f.fake_stack, &this_block().scheduler_bottom,
+                                  &this_block().scheduler_size);
 #endif
 }
 
 [[noreturn]] void fiber_main() {
   Fiber& f = running();
 #ifdef TANDEM_EMU_ASAN
-  __sanitizer_finish_switch_fiber(nullptr, &g_block.scheduler_bottom, &g_block.scheduler_size);
+  __sanitizer_finish_switch_fiber(nullptr, &this_block().scheduler_bottom,
+                                  &this_block().scheduler_size);
 #endif
   try {
-    g_block.body(g_block.state);
+    this_block().body(this_block().state);
   } catch (...) {  // nothing to unwind to: the launcher's frames are on another stack
-    kernel_bug("%s: a kernel threw", g_block.name);
+    kernel_bug("%s: a kernel threw", this_block().name);
   }
   f.state = State::done;
   switch_to_scheduler(f, true);
@@ -497,21 +508,21 @@ void switch_to_scheduler(Fiber& f, bool finished) {
 }
 
 void resume(int index) {
-  g_block.current = index;
+  this_block().current = index;
   Fiber& f = running();
 #ifdef TANDEM_EMU_ASAN
   void* fake = nullptr;
   __sanitizer_start_switch_fiber(&fake, f.stack, kStackBytes);
 #endif
-  tandem_emu_switch(&g_block.scheduler_sp, f.sp);
+  tandem_emu_switch(&this_block().scheduler_sp, f.sp);
 #ifdef TANDEM_EMU_ASAN
   __sanitizer_finish_switch_fiber(fake, nullptr, nullptr);
 #endif
-  g_block.current = -1;
+  this_block().current = -1;
 }
 
 void start(int index, const ThreadIds& ids) {
-  Fiber& f = g_block.fibers[static_cast<size_t>(index)];
+  Fiber& f = this_block().fibers[static_cast<size_t>(index)];
   if (f.stack == nullptr) {
     void* p = mmap(nullptr, kStackBytes + 4096, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -533,7 +544,7 @@ void start(int index, const ThreadIds& ids) {
 
 // Opens the barriers every thread they wait for has reached; false when none could open.
 bool open_barriers(unsigned threads) {
-  auto& fibers = g_block.fibers;
+  auto& fibers = this_block().fibers;
   bool opened = false;
   for (unsigned w = 0; w * kWarp < threads; ++w) {
     const unsigned first = w * kWarp, lanes = std::min(kWarp, threads - first);
@@ -542,8 +553,8 @@ bool open_barriers(unsigned threads) {
       const Fiber& f = fibers[first + l];
       if (f.state != State::at_warp_barrier) continue;
       if (waiting != 0 && f.mask != mask)
-        kernel_bug("%s: lanes of warp %u shuffle with different masks (%#x, %#x)", g_block.name, w,
-                   mask, f.mask);
+        kernel_bug("%s: lanes of warp %u shuffle with different masks (%#x, %#x)",
+                   this_block().name, w, mask, f.mask);
       mask = f.mask;
       waiting |= 1u << l;
     }
@@ -552,19 +563,19 @@ bool open_barriers(unsigned threads) {
       if (!(mask >> l & 1u)) continue;
       if (l >= lanes)
         kernel_bug("%s: a shuffle's mask %#x names lane %u of warp %u, past the block's %u threads",
-                   g_block.name, mask, l, w, threads);
+                   this_block().name, mask, l, w, threads);
       const State s = fibers[first + l].state;
       if (s == State::done)
         kernel_bug("%s: a shuffle's mask %#x names lane %u of warp %u, which has exited",
-                   g_block.name, mask, l, w);
+                   this_block().name, mask, l, w);
       if (s == State::at_block_barrier)
         kernel_bug("%s: lane %u of warp %u waits at __syncthreads while its warp shuffles",
-                   g_block.name, l, w);
+                   this_block().name, l, w);
     }
     if ((waiting & mask) != mask) continue;  // lanes of the mask still running
     for (unsigned l = 0; l < lanes; ++l)
       if (waiting >> l & 1u) fibers[first + l].state = State::ready;
-    g_block.parity[w] ^= 1u;
+    this_block().parity[w] ^= 1u;
     opened = true;
   }
   if (opened) return true;
@@ -575,9 +586,11 @@ bool open_barriers(unsigned threads) {
   }
   if (at_barrier == 0) return false;
   if (done != 0)
-    kernel_bug("%s: block (%u, %u, %u): %u threads wait at __syncthreads, %u have exited "
-               "(a divergent barrier)", g_block.name, fibers[0].ids.block.x, fibers[0].ids.block.y,
-               fibers[0].ids.block.z, at_barrier, done);
+    kernel_bug(
+        "%s: block (%u, %u, %u): %u threads wait at __syncthreads, %u have exited "
+        "(a divergent barrier)",
+        this_block().name, fibers[0].ids.block.x, fibers[0].ids.block.y, fibers[0].ids.block.z,
+        at_barrier, done);
   for (unsigned t = 0; t < threads; ++t) fibers[t].state = State::ready;
   return true;
 }
@@ -589,83 +602,87 @@ void run_block(const ThreadIds& block_ids, unsigned threads) {
     ids.thread = make_uint3(t % bd.x, t / bd.x % bd.y, t / (bd.x * bd.y));
     return ids;
   };
-  std::vector<unsigned>& order = g_block.order;
+  std::vector<unsigned>& order = this_block().order;
   order.resize(threads);
   for (unsigned t = 0; t < threads; ++t) order[t] = t;
   arrange(order);
-  g_block.saw_barrier = false;
-  g_block.first = order[0];
+  this_block().saw_barrier = false;
+  this_block().first = order[0];
   start(static_cast<int>(order[0]), ids_of(order[0]));
-  if (g_block.fibers[order[0]].state == State::done && !g_block.saw_barrier) {
-    g_block.plain = true;
+  if (this_block().fibers[order[0]].state == State::done && !this_block().saw_barrier) {
+    this_block().plain = true;
     try {
       for (unsigned k = 1; k < threads; ++k) {
-        g_block.plain_ids = ids_of(order[k]);
-        g_block.body(g_block.state);
+        this_block().plain_ids = ids_of(order[k]);
+        this_block().body(this_block().state);
       }
     } catch (...) {
-      kernel_bug("%s: a kernel threw", g_block.name);
+      kernel_bug("%s: a kernel threw", this_block().name);
     }
-    g_block.plain = false;
+    this_block().plain = false;
     return;
   }
   for (unsigned k = 1; k < threads; ++k) start(static_cast<int>(order[k]), ids_of(order[k]));
   for (;;) {
     for (unsigned t : order)
-      if (g_block.fibers[t].state == State::ready) resume(static_cast<int>(t));
+      if (this_block().fibers[t].state == State::ready) resume(static_cast<int>(t));
     if (!open_barriers(threads)) break;
     if (thread_order() == Order::shuffled) arrange(order);
   }
   for (unsigned t = 0; t < threads; ++t)
-    if (g_block.fibers[t].state != State::done)
-      kernel_bug("%s: thread %u never finished (a barrier that cannot open)", g_block.name, t);
+    if (this_block().fibers[t].state != State::done)
+      kernel_bug("%s: thread %u never finished (a barrier that cannot open)", this_block().name, t);
 }
 
 }  // namespace
 
 const ThreadIds& ids() {
-  if (g_block.plain) return g_block.plain_ids;
-  if (g_block.current < 0) kernel_bug("threadIdx read outside a kernel");
+  if (this_block().plain) return this_block().plain_ids;
+  if (this_block().current < 0) kernel_bug("threadIdx read outside a kernel");
   return running().ids;
 }
 
 void sync_threads() {
-  if (g_block.plain)
-    kernel_bug("%s: thread (%u, %u, %u) reached __syncthreads, which thread %u of its block, the "
-               "first to run, did not (a divergent barrier)", g_block.name,
-               g_block.plain_ids.thread.x, g_block.plain_ids.thread.y, g_block.plain_ids.thread.z,
-               g_block.first);
-  g_block.saw_barrier = true;
+  if (this_block().plain)
+    kernel_bug(
+        "%s: thread (%u, %u, %u) reached __syncthreads, which thread %u of its block, the "
+        "first to run, did not (a divergent barrier)",
+        this_block().name, this_block().plain_ids.thread.x, this_block().plain_ids.thread.y,
+        this_block().plain_ids.thread.z, this_block().first);
+  this_block().saw_barrier = true;
   Fiber& f = running();
   f.state = State::at_block_barrier;
   switch_to_scheduler(f, false);
 }
 
 uint64_t shuffle_down(unsigned mask, uint64_t bits, unsigned delta) {
-  if (g_block.plain)
-    kernel_bug("%s: thread %u shuffles, which thread %u of its block, the first to run, did not "
-               "(a divergent shuffle)", g_block.name, g_block.plain_ids.thread.x, g_block.first);
-  g_block.saw_barrier = true;
+  if (this_block().plain)
+    kernel_bug(
+        "%s: thread %u shuffles, which thread %u of its block, the first to run, did not "
+        "(a divergent shuffle)",
+        this_block().name, this_block().plain_ids.thread.x, this_block().first);
+  this_block().saw_barrier = true;
   Fiber& f = running();
   const dim3 bd = f.ids.block_dim;
   const unsigned t = f.ids.thread.x + bd.x * (f.ids.thread.y + bd.y * f.ids.thread.z);
   const unsigned warp = t / kWarp, lane = t % kWarp;
   if (!(mask >> lane & 1u))
-    kernel_bug("%s: lane %u shuffles with mask %#x, which does not name it", g_block.name, lane,
-               mask);
-  const unsigned parity = g_block.parity[warp];
-  g_block.slots[parity][t] = bits;
+    kernel_bug("%s: lane %u shuffles with mask %#x, which does not name it", this_block().name,
+               lane, mask);
+  const unsigned parity = this_block().parity[warp];
+  this_block().slots[parity][t] = bits;
   f.state = State::at_warp_barrier;
   f.mask = mask;
   switch_to_scheduler(f, false);
   if (delta >= kWarp)
-    kernel_bug("%s: a shuffle by %u lanes (a GPU takes its low five bits)", g_block.name, delta);
+    kernel_bug("%s: a shuffle by %u lanes (a GPU takes its low five bits)", this_block().name,
+               delta);
   const unsigned source = lane + delta;
   if (source >= kWarp) return bits;
   if (!(mask >> source & 1u))
-    kernel_bug("%s: lane %u reads lane %u, outside the shuffle's mask %#x", g_block.name, lane,
+    kernel_bug("%s: lane %u reads lane %u, outside the shuffle's mask %#x", this_block().name, lane,
                source, mask);
-  return g_block.slots[parity][warp * kWarp + source];
+  return this_block().slots[parity][warp * kWarp + source];
 }
 
 void run(dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t stream, const char* name,
@@ -682,28 +699,31 @@ void run(dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t stream, const 
     return;
   }
   if (shared_bytes != 0) kernel_bug("%s: dynamic shared memory is not emulated", name);
-  if (g_block.current >= 0 || g_block.plain) kernel_bug("%s: launched from a kernel", name);
-  // On whichever thread runs the stream's work: g_block is that thread's.
-  queue_of(stream).submit([=] {
-    if (g_block.fibers.size() < threads) g_block.fibers.resize(threads);
-    for (auto& s : g_block.slots) s.assign(threads, 0);
-    g_block.parity.assign((threads + kWarp - 1) / kWarp, 0);
-    g_block.body = body;
-    g_block.state = state.get();
-    g_block.name = name;
-    ThreadIds ids{};
-    ids.block_dim = block;
-    ids.grid_dim = grid;
-    const uint64_t blocks = uint64_t{grid.x} * grid.y * grid.z;
-    const BlockOrder turns(blocks);
-    for (uint64_t k = 0; k < blocks; ++k) {
-      const uint64_t b = turns(k);
-      ids.block = make_uint3(static_cast<unsigned>(b % grid.x),
-                             static_cast<unsigned>(b / grid.x % grid.y),
-                             static_cast<unsigned>(b / grid.x / grid.y));
-      run_block(ids, static_cast<unsigned>(threads));
-    }
-  }, false);
+  if (this_block().current >= 0 || this_block().plain)
+    kernel_bug("%s: launched from a kernel", name);
+  // On whichever thread runs the stream's work: this_block() is that thread's.
+  queue_of(stream).submit(
+      [=] {
+        if (this_block().fibers.size() < threads) this_block().fibers.resize(threads);
+        for (auto& s : this_block().slots) s.assign(threads, 0);
+        this_block().parity.assign((threads + kWarp - 1) / kWarp, 0);
+        this_block().body = body;
+        this_block().state = state.get();
+        this_block().name = name;
+        ThreadIds ids{};
+        ids.block_dim = block;
+        ids.grid_dim = grid;
+        const uint64_t blocks = uint64_t{grid.x} * grid.y * grid.z;
+        const BlockOrder turns(blocks);
+        for (uint64_t k = 0; k < blocks; ++k) {
+          const uint64_t b = turns(k);
+          ids.block = make_uint3(static_cast<unsigned>(b % grid.x),
+                                 static_cast<unsigned>(b / grid.x % grid.y),
+                                 static_cast<unsigned>(b / grid.x / grid.y));
+          run_block(ids, static_cast<unsigned>(threads));
+        }
+      },
+      false);
 }
 
 }  // namespace tandem_emu

@@ -439,6 +439,36 @@ with torch.random.fork_rng():
     case("amin_dims", lambda a: torch.amin(a, dim=(0, 2)), r(3, 4, 5))
     case("amin_ties", lambda a: a.amin(1, keepdim=True), torch.randint(0, 3, (3, 6)).float())
 
+# The 1-d pools, and the losses and distances libtorch user code reaches for: a stream of its
+# own. kl_div's target with zeros takes no gradient (torch's is NaN there: x / y at 0 / 0).
+with torch.random.fork_rng():
+    torch.manual_seed(8888)
+    case("max_pool1d", lambda x: F.max_pool1d(x, 3, 2, 1), r(2, 3, 9))
+    case("max_pool1d_ceil_dilation", lambda x: F.max_pool1d(x, 2, 2, 1, 2, ceil_mode=True),
+         r(1, 2, 10))
+    case("max_pool1d_unbatched", lambda x: F.max_pool1d(x, 2), r(3, 8))
+    case("avg_pool1d_ceil_exclude_pad", lambda x: F.avg_pool1d(
+        x, 3, 2, 1, ceil_mode=True, count_include_pad=False), r(2, 3, 10))
+    case("adaptive_avg_pool1d", lambda x: F.adaptive_avg_pool1d(x, 4), r(2, 3, 10))
+    case("huber_loss", lambda a, b: F.huber_loss(a, b, delta=0.7), r(4, 5) * 2, r(4, 5))
+    case("huber_loss_none", lambda a, b: F.huber_loss(a, b, reduction="none"), r(3, 4) * 2,
+         r(3, 4))
+    case("kl_div_batchmean", lambda a, b: F.kl_div(a, b, reduction="batchmean"),
+         r(4, 5).log_softmax(1), r(4, 5).softmax(1))
+    with_zero = r(3, 6).softmax(1)
+    with_zero[0, 1] = 0
+    with_zero[2, 4] = 0
+    case("kl_div_zeros_sum", lambda a, b: F.kl_div(a, b, reduction="sum"),
+         r(3, 6).log_softmax(1), with_zero, nograd=(1,))
+    case("kl_div_log_target", lambda a, b: F.kl_div(a, b, reduction="none", log_target=True),
+         r(3, 4).log_softmax(1), r(3, 4).log_softmax(1))
+    case("cosine_similarity", lambda a, b: F.cosine_similarity(a, b), r(4, 5), r(1, 5))
+    case("cosine_similarity_last", lambda a, b: F.cosine_similarity(a, b, dim=-1), r(2, 3, 4),
+         r(2, 3, 4))
+    case("pairwise_distance", lambda a, b: F.pairwise_distance(a, b, p=1.5), r(4, 6), r(4, 6))
+    case("pairwise_distance_keepdim", lambda a, b: F.pairwise_distance(a, b, keepdim=True),
+         r(3, 5), r(3, 5))
+
 with open(os.path.join(HERE, "ops.json"), "w") as f:
     json.dump({"generator": "torch " + torch.__version__, "cases": cases}, f)
 

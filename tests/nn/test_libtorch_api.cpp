@@ -185,6 +185,17 @@ TEST_CASE("libtorch names: comparisons give bool tensors, a number compares as t
   // Counting matches, as the MNIST example does.
   CHECK((t > 1.5).sum().item<int64_t>() == 2);
   CHECK(i.eq(torch::tensor({1, 0, 3})).sum().item<int64_t>() == 2);
+  // The free forms with a number, masks combined with & | ^ ~, and the logical ops.
+  CHECK(bools(torch::gt(t, 1.5)) == std::vector<bool>{false, true, true});
+  CHECK(bools(torch::le(i, 2)) == std::vector<bool>{true, true, false});
+  CHECK(bools((t > 1.5) & (t < 2.5)) == std::vector<bool>{false, true, false});
+  CHECK(bools((t < 1.5) | (t > 2.5)) == std::vector<bool>{true, false, true});
+  CHECK(bools(~(t > 1.5)) == std::vector<bool>{true, false, false});
+  CHECK(bools(torch::logical_and(t > 1.5, i.ne(3))) == std::vector<bool>{false, true, false});
+  CHECK(bools((t > 1.5).logical_xor(i > 1)) == std::vector<bool>{false, false, false});
+  CHECK((i & torch::tensor({3, 3, 3})).sum().item<int64_t>() == 1 + 2 + 3);
+  // torch::str, as error messages and logs build their text.
+  CHECK(torch::str("step ", 3, ": loss ", 0.5) == "step 3: loss 0.5");
 }
 
 TEST_CASE("libtorch names: masked_fill", "[libtorch]") {
@@ -2253,4 +2264,231 @@ TEST_CASE("libtorch names: AnyModule holds any module and calls its own forward"
   torch::nn::AnyModule empty;
   CHECK(empty.is_empty());
   CHECK_THROWS_WITH(empty.forward(x), Catch::Contains("forward on an empty AnyModule"));
+}
+
+TEST_CASE("libtorch names: one-number sizes, from_blob's forms, dtype arguments, conversions",
+          "[libtorch]") {
+  using V = std::vector<float>;
+  auto x = torch::arange(6).to(torch::kFloat);
+  CHECK(x.view({2, 3}).view(-1).sizes().vec() == std::vector<int64_t>{6});
+  CHECK(x.view({3, 2}).reshape(-1).to_vector<float>() == x.to_vector<float>());
+  CHECK(torch::tensor({1.0, 2.0}).repeat(2).to_vector<float>() == V{1, 2, 1, 2});
+  CHECK(torch::tensor({1.0, 2.0, 3.0}).flip(0).to_vector<float>() == V{3, 2, 1});
+  CHECK(x.view({2, 3}).ndimension() == 2);
+  CHECK(x.data_ptr() == static_cast<void*>(x.data_ptr<float>()));
+  torch::IntArrayRef sizes = x.view({2, 3}).sizes();
+  CHECK(sizes == std::vector<int64_t>{2, 3});
+  torch::TensorList list{x, x};
+  CHECK(torch::cat(list).size(0) == 12);
+
+  // from_blob without a dtype is f32 and views the caller's memory; with options or a deleter.
+  std::vector<float> buf{1, 2, 3, 4};
+  auto b = torch::from_blob(buf.data(), {2, 2});
+  CHECK(b.dtype() == torch::kFloat32);
+  buf[3] = 9;
+  CHECK(b[1][1].item<float>() == 9);
+  std::vector<double> dbuf{1.5, 2.5};
+  auto d = torch::from_blob(dbuf.data(), {2}, torch::TensorOptions().dtype(torch::kFloat64));
+  CHECK(d.dtype() == torch::kFloat64);
+  CHECK(d.sum().item<double>() == 4.0);
+  bool released = false;
+  {
+    auto e = torch::from_blob(buf.data(), {4}, [&](void*) { released = true; });
+  }
+  CHECK(released);
+
+  // Reductions and softmax computed in another dtype: the input converted first.
+  auto big = torch::full({3}, 16777216.0);  // 2^24: adding 1 in f32 is lost, not in f64
+  auto with_one = torch::cat({big, torch::ones({1})});
+  CHECK(with_one.sum(torch::kDouble).item<double>() == 3 * 16777216.0 + 1);
+  CHECK(with_one.sum(torch::kDouble).dtype() == torch::kFloat64);
+  CHECK(torch::sum(x.view({2, 3}), 1, false, torch::kDouble).to_vector<double>() ==
+        std::vector<double>{3, 12});
+  CHECK(x.mean(torch::kDouble).item<double>() == 2.5);
+  CHECK(x.view({2, 3}).mean(0, true, torch::kDouble).sizes().vec() == std::vector<int64_t>{1, 3});
+  auto s = x.softmax(-1, torch::kDouble);
+  CHECK(s.dtype() == torch::kFloat64);
+  CHECK(torch::allclose(s, torch::softmax(x.to(torch::kFloat64), -1), 0, 0));
+  CHECK(torch::log_softmax(x, 0, torch::kDouble).dtype() == torch::kFloat64);
+
+  // to(TensorOptions): the options' dtype and device, each where named.
+  CHECK(x.to(torch::TensorOptions().dtype(torch::kFloat64)).dtype() == torch::kFloat64);
+  CHECK(x.to(torch::TensorOptions().device(torch::kCPU)).dtype() == torch::kFloat32);
+  CHECK(x.to(torch::kCPU).is_cpu());
+  CHECK(x.to(x.options()).to_vector<float>() == x.to_vector<float>());
+
+  // randint with an upper bound only: [0, high), i64.
+  auto r = torch::randint(10, {1000});
+  CHECK(r.dtype() == torch::kInt64);
+  CHECK(r.min().item<int64_t>() >= 0);
+  CHECK(r.max().item<int64_t>() <= 9);
+  CHECK(torch::randint(3, {5}, torch::kInt32).dtype() == torch::kInt32);
+
+  // Without a GPU, synchronize says so.
+  if (!torch::cuda::is_available()) CHECK_THROWS(torch::cuda::synchronize());
+}
+
+TEST_CASE("libtorch names: masks and updates in place, clamp_min, isclose, lerp, addcmul",
+          "[libtorch]") {
+  using V = std::vector<float>;
+  auto y = torch::tensor({-1.0, 2.0, -3.0});
+  y.masked_fill_(y < 0, 0.5);
+  CHECK(y.to_vector<float>() == V{0.5, 2, 0.5});
+  auto leaf = torch::ones({2}, torch::requires_grad());
+  CHECK_THROWS_WITH(leaf.masked_fill_(leaf > 0, 0.0), Catch::Contains("masked_fill_"));
+
+  auto c = torch::tensor({-2.0, 0.5, 3.0});
+  CHECK(c.clamp_min(0).to_vector<float>() == V{0, 0.5, 3});
+  CHECK(c.clamp_max(1).to_vector<float>() == V{-2, 0.5, 1});
+  CHECK(torch::clamp_min(c, 1).to_vector<float>() == V{1, 1, 3});
+  c.clamp_min_(0);
+  CHECK(c.to_vector<float>() == V{0, 0.5, 3});
+
+  // isclose: |a - b| <= atol + rtol |b|, equal infinities, NaN only with equal_nan.
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::nanf("");
+  auto a = torch::tensor({1.0f, 1.0f, inf, -inf, nan, 100.0f});
+  auto b = torch::tensor({1.0f + 5e-6f, 1.1f, inf, inf, nan, 100.001f});
+  CHECK(bools(torch::isclose(a, b)) == std::vector<bool>{true, false, true, false, false, true});
+  CHECK(bools(a.isclose(b, 1e-5, 1e-8, true)) ==
+        std::vector<bool>{true, false, true, false, true, true});
+  CHECK(bools(torch::isfinite(a)) == std::vector<bool>{true, true, false, false, false, true});
+  CHECK(bools(torch::tensor({1, 2}).isfinite()) == std::vector<bool>{true, true});
+  CHECK(bools(torch::isclose(torch::tensor({3, 4}), torch::tensor({3, 5}))) ==
+        std::vector<bool>{true, false});
+  CHECK(torch::tensor({1.0, 2.0}).allclose(torch::tensor({1.0, 2.0 + 1e-9})));
+
+  // lerp, addcmul, addcdiv against their closed forms, and in place.
+  auto s = torch::tensor({0.0, 10.0}), e = torch::tensor({4.0, 20.0});
+  CHECK(torch::lerp(s, e, 0.25).to_vector<float>() == V{1, 12.5});
+  CHECK(torch::lerp(s, e, 0.75).to_vector<float>() == V{3, 17.5});
+  CHECK(torch::lerp(s, e, 1.0).to_vector<float>() == e.to_vector<float>());  // exact at the end
+  CHECK(torch::lerp(s, e, torch::tensor({0.5, 0.1})).to_vector<float>() == V{2, 11});
+  CHECK(torch::addcmul(s, e, e, 0.5).to_vector<float>() == V{8, 210});
+  CHECK(torch::addcdiv(s, e, torch::tensor({2.0, 4.0}), 2).to_vector<float>() == V{4, 20});
+  auto ema = s.clone();
+  ema.lerp_(e, 0.5);
+  CHECK(ema.to_vector<float>() == V{2, 15});
+  ema.addcmul_(e, e, 0.5).addcdiv_(e, e);
+  CHECK(ema.to_vector<float>() == V{11, 216});
+
+  // Free forms with a number.
+  auto x = torch::tensor({1.0, 2.0, 3.0});
+  CHECK(torch::sub(x, 1).to_vector<float>() == V{0, 1, 2});
+  CHECK(torch::div(x, 2).to_vector<float>() == V{0.5, 1, 1.5});
+  CHECK(torch::pow(2.0, x).to_vector<float>() == V{2, 4, 8});
+  CHECK(torch::pow(2.0, torch::tensor({1, 3})).to_vector<float>() == V{2, 8});
+  CHECK(torch::where(x > 1.5, x, 0.0).to_vector<float>() == V{0, 2, 3});
+  CHECK(torch::where(x > 1.5, -1.0, x).to_vector<float>() == V{1, -1, -1});
+  CHECK(torch::square(x).to_vector<float>() == V{1, 4, 9});
+  auto copy = torch::clone(x);
+  copy[0] = 7;
+  CHECK(x[0].item<float>() == 1);
+  // pow(2, x)'s gradient flows to the exponent: d/dx 2^x = 2^x ln 2.
+  auto ex = torch::tensor({1.0, 2.0}, torch::requires_grad());
+  torch::pow(2.0, ex).sum().backward();
+  CHECK(ex.grad().to_vector<float>()[1] == Approx(4 * std::log(2.0)));
+
+  // detach_: every handle loses the history.
+  auto w = torch::ones({2}, torch::requires_grad());
+  auto h = w * 3;
+  auto alias = h;
+  h.detach_();
+  CHECK_FALSE(alias.requires_grad());
+  CHECK(alias.grad_fn() == nullptr);
+  torch::autograd::Variable v = w;
+  CHECK(v.requires_grad());
+}
+
+TEST_CASE("libtorch names: dot, mv, outer, addmm and bmm as their sums", "[libtorch]") {
+  auto a = torch::tensor({1.0, 2.0, 3.0}), b = torch::tensor({4.0, 5.0, 6.0});
+  CHECK(torch::dot(a, b).item<float>() == 32);
+  CHECK(a.dot(b).dim() == 0);
+  auto o = torch::outer(a, b);
+  CHECK(o.sizes().vec() == std::vector<int64_t>{3, 3});
+  CHECK(o[1][2].item<float>() == 12);
+  auto m = torch::arange(6).to(torch::kFloat).view({2, 3});  // [[0, 1, 2], [3, 4, 5]]
+  CHECK(torch::mv(m, a).to_vector<float>() == std::vector<float>{8, 26});
+  CHECK(m.mv(a).to_vector<float>() == torch::matmul(m, a).to_vector<float>());
+  auto bias = torch::tensor({1.0, -1.0});            // broadcast over (2, 2)
+  auto am = torch::addmm(bias, m, m.t(), 0.5, 2.0);  // 2 m m^T + 0.5 bias
+  CHECK(am.to_vector<float>() == std::vector<float>{10.5, 27.5, 28.5, 99.5});
+  CHECK(bias.addmm(m, m.t(), 0.0).to_vector<float>() == torch::mm(m, m.t()).to_vector<float>());
+  auto batch = torch::randn({2, 3, 4});
+  CHECK(torch::allclose(batch.bmm(batch.transpose(1, 2)), torch::bmm(batch, batch.transpose(1, 2)),
+                        0, 0));
+  CHECK_THROWS_WITH(torch::dot(a, torch::ones({2})), Catch::Contains("dot: expected two 1-d"));
+  CHECK_THROWS_WITH(torch::mv(m, b.narrow(0, 0, 2)),
+                    Catch::Contains("mv: expected (M, N) and (N)"));
+  CHECK_THROWS_WITH(torch::addmm(torch::ones({3}), m, m.t()), Catch::Contains("addmm"));
+}
+
+TEST_CASE("libtorch names: Module::as, modules(false), Sequential::ptr<T>", "[libtorch]") {
+  auto seq = std::make_shared<torch::nn::Sequential>(std::make_shared<torch::nn::Linear>(3, 4),
+                                                     std::make_shared<torch::nn::ReLU>(),
+                                                     std::make_shared<torch::nn::Linear>(4, 2));
+  int linears = 0;
+  seq->apply([&](torch::nn::Module& m) {
+    if (auto* lin = m.as<torch::nn::Linear>()) {
+      torch::nn::init::constant_(lin->weight, 0.5);
+      ++linears;
+    }
+  });
+  CHECK(linears == 2);
+  CHECK(seq->ptr<torch::nn::Linear>(2)->weight.sum().item<float>() == 4.0f);
+  CHECK(seq->ptr(1)->as<torch::nn::ReLU>() != nullptr);
+  CHECK_THROWS_WITH(seq->ptr<torch::nn::Linear>(1), Catch::Contains("Sequential: module 1"));
+  CHECK(seq->modules().size() == 4);
+  CHECK(seq->modules(/*include_self=*/false).size() == 3);
+  CHECK(seq->modules(false)[0].get() == seq->ptr(0).get());
+}
+
+TEST_CASE("libtorch names: 1-d pools, HuberLoss, KLDivLoss, CosineSimilarity, PairwiseDistance",
+          "[libtorch]") {
+  namespace F = torch::nn::functional;
+  // The 1-d pools are the 2-d ones over a height of 1 (their values: the golden cases).
+  auto x = torch::randn({2, 3, 9});
+  auto pooled =
+      torch::nn::MaxPool1d(torch::nn::MaxPool1dOptions(3).stride(2).padding(1)).forward(x);
+  CHECK(torch::equal(pooled, torch::max_pool2d(x.unsqueeze(2), {1, 3}, {1, 2}, {0, 1}).squeeze(2)));
+  CHECK(torch::equal(F::max_pool1d(x, F::MaxPool1dFuncOptions(3).stride(2).padding(1)), pooled));
+  auto avg = torch::nn::AvgPool1d(torch::nn::AvgPool1dOptions(2)).forward(x);
+  CHECK(avg.sizes().vec() == std::vector<int64_t>{2, 3, 4});
+  CHECK(avg[1][2][3].item<float>() == Approx((x[1][2][6] + x[1][2][7]).item<float>() / 2));
+  CHECK_THROWS_WITH(F::avg_pool1d(x, F::AvgPool1dFuncOptions(2).divisor_override(3)),
+                    Catch::Contains("no divisor_override"));
+  auto adaptive = torch::nn::AdaptiveAvgPool1d(1).forward(x);
+  CHECK(torch::allclose(adaptive.squeeze(-1), x.mean(-1), 1e-6, 1e-6));
+  std::ostringstream repr;
+  torch::nn::MaxPool1d(torch::nn::MaxPool1dOptions(3).stride(2)).pretty_print(repr);
+  CHECK(repr.str() == "MaxPool1d(kernel_size=3, stride=2, padding=0)");
+  CHECK_THROWS_WITH(F::max_pool1d(torch::randn({2, 3, 4, 5}), F::MaxPool1dFuncOptions(2)),
+                    Catch::Contains("max_pool1d"));
+
+  // The loss modules forward to their functional forms, with libtorch's options.
+  auto input = torch::randn({4, 5}), target = torch::randn({4, 5});
+  torch::nn::HuberLoss huber(torch::nn::HuberLossOptions().delta(0.5).reduction(torch::kSum));
+  CHECK(torch::equal(
+      huber(input, target),
+      F::huber_loss(input, target, F::HuberLossFuncOptions().delta(0.5).reduction(torch::kSum))));
+  // Huber with delta d is d times smooth L1 with beta d.
+  CHECK(torch::allclose(huber(input, target),
+                        torch::smooth_l1_loss(input, target, torch::kSum, 0.5) * 0.5, 1e-6, 1e-6));
+  auto logp = torch::randn({4, 5}).log_softmax(1), p = torch::randn({4, 5}).softmax(1);
+  torch::nn::KLDivLoss kl(torch::nn::KLDivLossOptions().reduction(torch::kBatchMean));
+  const auto by_hand = (p * (p.log() - logp)).sum() / 4;
+  CHECK(kl(logp, p).item<float>() == Approx(by_hand.item<float>()).epsilon(1e-5));
+  CHECK(F::kl_div(logp, p, F::KLDivFuncOptions().reduction(torch::kSum)).item<float>() ==
+        Approx(by_hand.item<float>() * 4).epsilon(1e-5));
+  // log_target: the same divergence from the target's logarithms.
+  CHECK(torch::allclose(F::kl_div(logp, p.log(), F::KLDivFuncOptions().log_target(true)),
+                        F::kl_div(logp, p, F::KLDivFuncOptions()), 1e-5, 1e-6));
+
+  torch::nn::CosineSimilarity cos(torch::nn::CosineSimilarityOptions().dim(1));
+  auto a = torch::tensor({{1.0, 0.0}, {1.0, 1.0}, {0.0, 0.0}}), b = torch::tensor({{2.0, 0.0}});
+  auto c = cos(a, b);  // parallel, 45 degrees, and a zero vector (eps keeps it finite)
+  CHECK(c[0].item<float>() == Approx(1.0));
+  CHECK(c[1].item<float>() == Approx(std::sqrt(0.5)));
+  CHECK(c[2].item<float>() == 0);
+  torch::nn::PairwiseDistance dist(torch::nn::PairwiseDistanceOptions().p(1).eps(0));
+  CHECK(dist(torch::tensor({{1.0, 2.0}}), torch::tensor({{4.0, -2.0}})).item<float>() == 7);
 }

@@ -290,6 +290,22 @@ const std::map<std::string, Fn>& ops() {
       {"avg_pool2d_divisor", [](V x) { return avg_pool2d(x[0], 2, 1, 1, false, true, 5); }},
       {"amin_dims", [](V x) { return amin(x[0], {0, 2}); }},
       {"amin_ties", [](V x) { return x[0].amin(1, true); }},
+      // The 1-d pools, and the losses and distances the third libtorch probe found missing.
+      {"max_pool1d", [](V x) { return max_pool1d(x[0], 3, 2, 1); }},
+      {"max_pool1d_ceil_dilation", [](V x) { return max_pool1d(x[0], 2, 2, 1, 2, true); }},
+      {"max_pool1d_unbatched", [](V x) { return max_pool1d(x[0], 2); }},
+      {"avg_pool1d_ceil_exclude_pad", [](V x) { return avg_pool1d(x[0], 3, 2, 1, true, false); }},
+      {"adaptive_avg_pool1d", [](V x) { return adaptive_avg_pool1d(x[0], 4); }},
+      {"huber_loss", [](V x) { return huber_loss(x[0], x[1], Reduction::mean, 0.7); }},
+      {"huber_loss_none", [](V x) { return huber_loss(x[0], x[1], Reduction::none); }},
+      {"kl_div_batchmean", [](V x) { return kl_div(x[0], x[1], kBatchMean); }},
+      {"kl_div_zeros_sum", [](V x) { return kl_div(x[0], x[1], Reduction::sum); }},
+      {"kl_div_log_target", [](V x) { return kl_div(x[0], x[1], Reduction::none, true); }},
+      {"cosine_similarity", [](V x) { return cosine_similarity(x[0], x[1]); }},
+      {"cosine_similarity_last", [](V x) { return cosine_similarity(x[0], x[1], -1); }},
+      {"pairwise_distance", [](V x) { return pairwise_distance(x[0], x[1], 1.5); }},
+      {"pairwise_distance_keepdim",
+       [](V x) { return pairwise_distance(x[0], x[1], 2.0, 1e-6, true); }},
       // Multi-head attention, two heads, weights as inputs: the output, then the weights.
       {"mha_self",
        [](V x) {

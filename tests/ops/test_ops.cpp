@@ -307,6 +307,59 @@ TEST_CASE("extremes of long rows: first NaN, else first of the tied extremes, an
   }
 }
 
+TEST_CASE("logical and bitwise ops, against the same ops on the elements", "[ops]") {
+  // Every pair of these, broadcast (3, 1) against (1, 4), in each integer dtype and bool.
+  const std::vector<int64_t> p{0, 1, 5, 12}, q{0, 3, 6};
+  for (DType dt : {DType::i64, DType::i32, DType::u8}) {
+    INFO("dtype " << dt);
+    Tensor a = from_vector<int64_t>(q).reshape({3, 1}).to(dt);
+    Tensor b = from_vector<int64_t>(p).reshape({1, 4}).to(dt);
+    std::vector<double> want_and, want_or, want_xor, want_land, want_lor, want_lxor;
+    for (int64_t x : q)
+      for (int64_t y : p) {
+        want_and.push_back(double(x & y));
+        want_or.push_back(double(x | y));
+        want_xor.push_back(double(x ^ y));
+        want_land.push_back(x && y);
+        want_lor.push_back(x || y);
+        want_lxor.push_back(bool(x) != bool(y));
+      }
+    CHECK((a & b).dtype() == dt);
+    CHECK((a & b).to_vector<double>() == want_and);
+    CHECK((a | b).to_vector<double>() == want_or);
+    CHECK(bitwise_xor(a, b).to_vector<double>() == want_xor);
+    CHECK(logical_and(a, b).dtype() == DType::boolean);
+    CHECK(logical_and(a, b).to_vector<double>() == want_land);
+    CHECK(a.logical_or(b).to_vector<double>() == want_lor);
+    CHECK(logical_xor(a, b).to_vector<double>() == want_lxor);
+  }
+  // ~x: every bit flipped, in the tensor's own width.
+  CHECK((~from_vector<int64_t>({0, 5, -7})).to_vector<int64_t>() ==
+        std::vector<int64_t>{-1, -6, 6});
+  CHECK((~from_vector<int32_t>({0, 5, -7})).to_vector<int32_t>() ==
+        std::vector<int32_t>{-1, -6, 6});
+  CHECK((~from_vector<int64_t>({0, 5, 255}).to(DType::u8)).to_vector<double>() ==
+        std::vector<double>{255, 250, 0});
+  // Bool masks, as libtorch code writes them.
+  Tensor x = from_vector<float>({-2, -0.5, 0, 0.5, 2});
+  CHECK(((x > -1.0) & (x < 1.0)).to_vector<bool>() ==
+        std::vector<bool>{false, true, true, true, false});
+  CHECK(((x < -1.0) | (x > 1.0)).to_vector<bool>() ==
+        std::vector<bool>{true, false, false, false, true});
+  CHECK(((x > 0.0) ^ (x >= 0.0)).to_vector<bool>() ==
+        std::vector<bool>{false, false, true, false, false});
+  CHECK((~(x > 0.0)).to_vector<bool>() == std::vector<bool>{true, true, true, false, false});
+  CHECK((x > 0.0).bitwise_and(x < 1.0).dtype() == DType::boolean);
+  // The logical ops take any dtype (nonzero is true, NaN included); the bitwise ones refuse floats.
+  Tensor y = from_vector<float>({0, 1, 0, std::nanf(""), -3});
+  CHECK(logical_and(x, y).to_vector<bool>() == std::vector<bool>{false, true, false, true, true});
+  CHECK(logical_or(x, y).to_vector<bool>() == std::vector<bool>{true, true, false, true, true});
+  CHECK(gt(x, 0.0).to_vector<bool>() == (x > 0.0).to_vector<bool>());
+  CHECK_THROWS_WITH(x & y, Catch::Contains("integer or bool"));
+  CHECK_THROWS_WITH(~x, Catch::Contains("integer or bool"));
+  CHECK_THROWS_WITH(logical_and(x, Tensor()), Catch::Contains("logical_and"));
+}
+
 TEST_CASE("comparisons, where, argmax and extreme values", "[ops]") {
   Tensor a = from_vector<float>({1, 5, 3, 5}), b = from_vector<float>({2, 2, 3, 9});
   CHECK(gt(a, b).to_vector<bool>() == std::vector<bool>{false, true, false, false});
@@ -572,7 +625,8 @@ Tensor grad_of(const Tensor& t, const std::function<Tensor(const Tensor&)>& f) {
 }  // namespace
 
 TEST_CASE(
-    "f32 exp, sin, cos, tan, atan, erf, the logarithms, expm1, sigmoid, tanh, gelu, silu, elu, "
+    "f32 exp, sin, cos, tan, atan, atan2, erf, the logarithms, expm1, sigmoid, tanh, gelu, silu, "
+    "elu, "
     "softplus, mish and log_sigmoid (vectorized on AVX2 and AVX-512) against libm in f64",
     "[ops]") {
   // A dense sweep over [-110, 110] and [-3, 3] plus special values, forward, and gelu's two
@@ -723,6 +777,41 @@ TEST_CASE(
     }
     INFO(first_miss);
     CHECK(misses == 0);
+  }
+  {
+    // atan2 over a grid of both signs and magnitudes 1e-30..1e30, with zeros of both signs,
+    // infinities and NaN: within 4 ulp of the f64 value, the exact quadrant values exactly.
+    std::vector<float> ys, xv;
+    std::vector<float> mags{0.0f, 1e-30f, 3e-8f, 0.1f, 0.7f, 1.0f, 1.3f, 2.5f, 7.0f, 1e4f, 1e30f};
+    for (double v = 0.01; v < 50; v *= 1.07) mags.push_back(static_cast<float>(v));
+    mags.push_back(inf);
+    for (float my : mags)
+      for (float mx : mags)
+        for (float sy : {1.0f, -1.0f})
+          for (float sx : {1.0f, -1.0f}) {
+            ys.push_back(sy * my);
+            xv.push_back(sx * mx);
+          }
+    ys.push_back(NAN), xv.push_back(1.0f);
+    ys.push_back(1.0f), xv.push_back(NAN);
+    const auto m = static_cast<int64_t>(ys.size());
+    const auto got = atan2(from_vector(ys, {m}), from_vector(xv, {m})).to_vector<float>();
+    int64_t misses = 0;
+    std::string first_miss;
+    for (size_t i = 0; i < ys.size(); ++i) {
+      const double r = std::atan2(double(ys[i]), double(xv[i])), g = got[i];
+      const bool ok = std::isnan(r) ? std::isnan(g)
+                      : r == 0      ? g == 0 && std::signbit(g) == std::signbit(r)
+                                    : std::fabs(g - r) <= 4 * ulp(r);
+      if (!ok && misses++ == 0)
+        first_miss = "atan2(" + std::to_string(ys[i]) + ", " + std::to_string(xv[i]) +
+                     "): " + std::to_string(g) + ", want " + std::to_string(r);
+    }
+    INFO(first_miss);
+    CHECK(misses == 0);
+    CHECK(atan2(from_vector(std::vector<float>{0.0f}, {1}),
+                from_vector(std::vector<float>{-1.0f}, {1}))
+              .to_vector<float>()[0] == std::atan2(0.0f, -1.0f));
   }
   CHECK(std::signbit(tanh(from_vector(std::vector<float>{-0.0f}, {1})).to_vector<float>()[0]));
   // exp's results below f32's normal range are the subnormals, within 2 of their steps

@@ -66,6 +66,8 @@ class IValue {
 namespace autograd {
 
 using variable_list = std::vector<Tensor>;
+/// libtorch's older name for a tensor in autograd code.
+using Variable = Tensor;
 using tensor_list = std::vector<Tensor>;
 
 namespace detail {

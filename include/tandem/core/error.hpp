@@ -108,6 +108,13 @@ inline const char* base_name(const char* path) {
 }
 }  // namespace detail
 
+/// libtorch's `torch::str`: the arguments written one after another, as `os << a << b` writes
+/// them (`str("step ", 3, ": ", 0.5)` is "step 3: 0.5").
+template <typename... Args>
+std::string str(const Args&... args) {
+  return detail::str_cat(args...);
+}
+
 }  // namespace tandem
 
 /// Throws `kind` with the streamed message when `cond` is false.

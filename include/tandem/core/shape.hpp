@@ -18,6 +18,8 @@ struct Sizes : Shape {
   explicit Sizes(const Shape& s) : Shape(s) {}
   Shape vec() const { return *this; }
 };
+/// libtorch's name for a list of sizes or dims taken as an argument (here an owning vector).
+using IntArrayRef = Shape;
 /// "[2, 3]".
 inline std::ostream& operator<<(std::ostream& os, const Sizes& s) {
   os << '[';

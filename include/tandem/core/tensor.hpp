@@ -135,6 +135,7 @@ class Tensor {
   int64_t size(int64_t dim) const;
   int64_t stride(int64_t dim) const;
   int64_t dim() const { return static_cast<int64_t>(shape().size()); }
+  int64_t ndimension() const { return dim(); }
   int64_t numel() const { return numel_of(shape()); }
   DType dtype() const { return checked()->dtype; }
   DType scalar_type() const { return dtype(); }
@@ -167,6 +168,8 @@ class Tensor {
     return static_cast<T*>(raw_data());
   }
   void* raw_data() const;
+  /// libtorch's untyped form: the first element's address, whatever the dtype.
+  void* data_ptr() const { return raw_data(); }
   /// libtorch's `t.accessor<float, 2>()`: `a[i][j]` reads and writes element (i, j) of this
   /// CPU tensor through its strides. Checks the device, dtype and number of dims.
   template <typename T, size_t N>
@@ -197,6 +200,11 @@ class Tensor {
   /// channels-last tensor arrives channels-last, anything else row-major.
   Tensor to(Device device, bool non_blocking = false) const;
   Tensor to(Device device, DType dtype) const;
+  Tensor to(DeviceType type, bool non_blocking = false) const {
+    return to(Device(type), non_blocking);
+  }
+  /// To the options' device and dtype, each where the options name one.
+  Tensor to(const TensorOptions& options, bool non_blocking = false) const;
   Tensor clone() const;
   Tensor contiguous() const;
   /// This tensor when its suggest_memory_format() already is `format` (or, for Contiguous,
@@ -221,6 +229,23 @@ class Tensor {
   // --- views (share storage; differentiable) -------------------------------------------
   Tensor reshape(const Shape& shape) const;
   Tensor view(const Shape& shape) const;
+  /// libtorch's one-number sizes: `x.view(-1)`, `x.reshape(-1)`, `x.repeat(2)`, `x.flip(0)`.
+  template <typename I, typename = std::enable_if_t<std::is_integral_v<I>>>
+  Tensor view(I size) const {
+    return view(Shape{static_cast<int64_t>(size)});
+  }
+  template <typename I, typename = std::enable_if_t<std::is_integral_v<I>>>
+  Tensor reshape(I size) const {
+    return reshape(Shape{static_cast<int64_t>(size)});
+  }
+  template <typename I, typename = std::enable_if_t<std::is_integral_v<I>>>
+  Tensor repeat(I times) const {
+    return repeat(Shape{static_cast<int64_t>(times)});
+  }
+  template <typename I, typename = std::enable_if_t<std::is_integral_v<I>>>
+  Tensor flip(I dim) const {
+    return flip(Shape{static_cast<int64_t>(dim)});
+  }
   Tensor permute(const Shape& dims) const;
   Tensor transpose(int64_t dim0, int64_t dim1) const;
   Tensor t() const { return transpose(0, 1); }
@@ -265,6 +290,19 @@ class Tensor {
   }
   Tensor mean() const;
   Tensor mean(const Shape& dims, bool keepdim = false) const;
+  /// The same computed in `dtype` (the input converted first), as libtorch's dtype argument.
+  Tensor sum(DType dtype) const;
+  Tensor sum(const Shape& dims, bool keepdim, DType dtype) const;
+  Tensor mean(DType dtype) const;
+  Tensor mean(const Shape& dims, bool keepdim, DType dtype) const;
+  template <typename I, typename = std::enable_if_t<std::is_integral_v<I>>>
+  Tensor sum(I dim, bool keepdim, DType dtype) const {
+    return sum(Shape{static_cast<int64_t>(dim)}, keepdim, dtype);
+  }
+  template <typename I, typename = std::enable_if_t<std::is_integral_v<I>>>
+  Tensor mean(I dim, bool keepdim, DType dtype) const {
+    return mean(Shape{static_cast<int64_t>(dim)}, keepdim, dtype);
+  }
   template <typename I, typename = std::enable_if_t<std::is_integral_v<I>>>
   Tensor mean(I dim, bool keepdim = false) const {
     return mean(Shape{static_cast<int64_t>(dim)}, keepdim);
@@ -342,6 +380,9 @@ class Tensor {
   Tensor tanh() const;
   Tensor softmax(int64_t dim) const;
   Tensor log_softmax(int64_t dim) const;
+  /// Computed in `dtype` (the input converted first).
+  Tensor softmax(int64_t dim, DType dtype) const { return to(dtype).softmax(dim); }
+  Tensor log_softmax(int64_t dim, DType dtype) const { return to(dtype).log_softmax(dim); }
   Tensor expm1() const;
   Tensor tan() const;
   Tensor atan() const;
@@ -375,6 +416,8 @@ class Tensor {
   /// The positions of the nonzero elements, (count, dim()) i64.
   Tensor nonzero() const;
   Tensor clamp(std::optional<double> min, std::optional<double> max = std::nullopt) const;
+  Tensor clamp_min(double min) const { return clamp(min, std::nullopt); }
+  Tensor clamp_max(double max) const { return clamp(std::nullopt, max); }
   Tensor pow(double exponent) const;
   Tensor add(const Tensor& other, double alpha = 1.0) const;
   Tensor add(double other) const;
@@ -386,6 +429,12 @@ class Tensor {
   Tensor div(double other) const;
   Tensor matmul(const Tensor& other) const;
   Tensor mm(const Tensor& other) const;
+  /// Products of libtorch's (ops/linalg.hpp).
+  Tensor bmm(const Tensor& other) const;
+  Tensor dot(const Tensor& other) const;
+  Tensor mv(const Tensor& vec) const;
+  Tensor outer(const Tensor& other) const;
+  Tensor addmm(const Tensor& mat1, const Tensor& mat2, double beta = 1.0, double alpha = 1.0) const;
   /// Comparisons (bool results, no gradient); a number compares in this tensor's dtype, or in
   /// f64 when it is not a whole number and this tensor is an integer one.
   Tensor eq(const Tensor& other) const;
@@ -400,8 +449,24 @@ class Tensor {
   Tensor le(double other) const;
   Tensor gt(double other) const;
   Tensor ge(double other) const;
+  /// Bool results from the truth (nonzero) of the elements (ops/elementwise.hpp).
+  Tensor logical_and(const Tensor& other) const;
+  Tensor logical_or(const Tensor& other) const;
+  Tensor logical_xor(const Tensor& other) const;
+  Tensor logical_not() const;
+  /// Integer and bool tensors only.
+  Tensor bitwise_and(const Tensor& other) const;
+  Tensor bitwise_or(const Tensor& other) const;
+  Tensor bitwise_xor(const Tensor& other) const;
+  Tensor bitwise_not() const;
   /// `value` where `mask` (bool, broadcast to this shape) is true, this tensor elsewhere.
   Tensor masked_fill(const Tensor& mask, double value) const;
+  /// Bool tensors: where an element is finite; where it is within atol + rtol |other| of other's
+  /// (NaNs equal when equal_nan). allclose: whether all are.
+  Tensor isfinite() const;
+  Tensor isclose(const Tensor& other, double rtol = 1e-5, double atol = 1e-8,
+                 bool equal_nan = false) const;
+  bool allclose(const Tensor& other, double rtol = 1e-5, double atol = 1e-8) const;
   /// Indexing by tensors of indices along one dim (ops/index_ops.hpp).
   Tensor index_select(int64_t dim, const Tensor& index) const;
   Tensor gather(int64_t dim, const Tensor& index) const;
@@ -424,6 +489,15 @@ class Tensor {
   Tensor& mul_(const Tensor& other);
   /// Clamps in place (WGAN's weight clipping: `p.clamp_(-0.01, 0.01)` under NoGradGuard).
   Tensor& clamp_(std::optional<double> min, std::optional<double> max = std::nullopt);
+  Tensor& clamp_min_(double min) { return clamp_(min, std::nullopt); }
+  Tensor& clamp_max_(double max) { return clamp_(std::nullopt, max); }
+  /// Writes `value` where mask (bool, broadcast to this shape) is true.
+  Tensor& masked_fill_(const Tensor& mask, double value);
+  /// this += value * t1 * t2; this += value * t1 / t2; this += weight * (end - this): the
+  /// updates hand-written optimizers and moving averages make.
+  Tensor& addcmul_(const Tensor& t1, const Tensor& t2, double value = 1.0);
+  Tensor& addcdiv_(const Tensor& t1, const Tensor& t2, double value = 1.0);
+  Tensor& lerp_(const Tensor& end, double weight);
   /// this -= alpha * other
   Tensor& sub_(const Tensor& other, double alpha = 1.0);
   Tensor& sub_(double value);
@@ -508,6 +582,8 @@ class Tensor {
                 bool create_graph = false) const;
   /// A tensor sharing this one's data with no history.
   Tensor detach() const;
+  /// Makes this tensor (every handle to it) a leaf without history that requires no grad.
+  Tensor& detach_();
   /// Adds a hook the autograd engine calls once this leaf's gradient is complete in a backward
   /// pass (data parallelism starts the gradient allreduce there).
   void register_grad_ready_hook(GradReadyHook hook) const;
@@ -540,6 +616,9 @@ class Tensor {
   unsigned add_grad_hook(GradHook hook) const;
   std::shared_ptr<TensorImpl> impl_;
 };
+
+/// libtorch's name for a list of tensors taken as an argument (here an owning vector).
+using TensorList = std::vector<Tensor>;
 
 /// Prints like torch: `tensor([[1., 2.], [3., 4.]], shape=(2, 2), dtype=f32, device=cpu)`.
 std::ostream& operator<<(std::ostream& os, const Tensor& t);
@@ -581,5 +660,10 @@ Tensor operator<(const Tensor& a, double b);
 Tensor operator<=(const Tensor& a, double b);
 Tensor operator>(const Tensor& a, double b);
 Tensor operator>=(const Tensor& a, double b);
+// Bitwise, as libtorch's: on bool masks `(x > 0) & (x < 1)` is their logical and.
+Tensor operator&(const Tensor& a, const Tensor& b);
+Tensor operator|(const Tensor& a, const Tensor& b);
+Tensor operator^(const Tensor& a, const Tensor& b);
+Tensor operator~(const Tensor& a);
 
 }  // namespace tandem

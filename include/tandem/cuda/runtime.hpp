@@ -36,6 +36,10 @@ void set_device(int device);
 /// The calling thread's current GPU (cudaGetDevice; libtorch's c10::cuda::current_device()).
 /// tandem's ops switch to their tensors' GPU and back: they never leave it changed.
 int current_device();
+/// libtorch's torch::cuda::synchronize: waits until every stream of GPU `device` (the current
+/// one for -1) has finished its work, as timing code does before reading a clock. Throws
+/// without a GPU.
+void synchronize(int device = -1);
 /// A one-line description of the CUDA build (runtime, cuBLAS, cuDNN and NCCL versions).
 std::string build_info();
 

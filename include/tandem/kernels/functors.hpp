@@ -70,6 +70,9 @@ enum class BinaryOp {
   le,
   gt,
   ge,  // comparisons (bool output)
+  bitwise_and,
+  bitwise_or,
+  bitwise_xor,  // integers and bool only
   relu_backward,
   sigmoid_backward,
   tanh_backward,
@@ -468,6 +471,38 @@ struct Gt {
 struct Ge {
   static constexpr bool kIntegers = true;
   template <typename T> TANDEM_HD bool operator()(T a, T b) const { return a >= b; } };
+// Bitwise ops: integers and bool only (floating operands are refused before a kernel runs; the
+// floating instantiations, which every dtype switch makes, return a).
+struct BitwiseAnd {
+  static constexpr bool kIntegers = true;
+  template <typename T>
+  TANDEM_HD T operator()(T a, T b) const {
+    if constexpr (std::is_integral_v<T>)
+      return static_cast<T>(a & b);
+    else
+      return a;
+  }
+};
+struct BitwiseOr {
+  static constexpr bool kIntegers = true;
+  template <typename T>
+  TANDEM_HD T operator()(T a, T b) const {
+    if constexpr (std::is_integral_v<T>)
+      return static_cast<T>(a | b);
+    else
+      return a;
+  }
+};
+struct BitwiseXor {
+  static constexpr bool kIntegers = true;
+  template <typename T>
+  TANDEM_HD T operator()(T a, T b) const {
+    if constexpr (std::is_integral_v<T>)
+      return static_cast<T>(a ^ b);
+    else
+      return a;
+  }
+};
 
 // Backward functors take (grad_output, saved) where saved is the input x or the output y.
 struct ReluBackward {  // saved: x
@@ -653,6 +688,9 @@ decltype(auto) with_binary(BinaryOp op, const OpArgs& args, F&& f) {
     case BinaryOp::le: return f(Le{});
     case BinaryOp::gt: return f(Gt{});
     case BinaryOp::ge: return f(Ge{});
+    case BinaryOp::bitwise_and: return f(BitwiseAnd{});
+    case BinaryOp::bitwise_or: return f(BitwiseOr{});
+    case BinaryOp::bitwise_xor: return f(BitwiseXor{});
     case BinaryOp::relu_backward: return f(ReluBackward{});
     case BinaryOp::sigmoid_backward: return f(SigmoidBackward{});
     case BinaryOp::tanh_backward: return f(TanhBackward{});
@@ -677,6 +715,10 @@ decltype(auto) with_binary(BinaryOp op, const OpArgs& args, F&& f) {
 inline bool is_comparison(BinaryOp op) {
   return op == BinaryOp::eq || op == BinaryOp::ne || op == BinaryOp::lt || op == BinaryOp::le ||
          op == BinaryOp::gt || op == BinaryOp::ge;
+}
+/// Ops on the bits of integers and bool.
+inline bool is_bitwise(BinaryOp op) {
+  return op == BinaryOp::bitwise_and || op == BinaryOp::bitwise_or || op == BinaryOp::bitwise_xor;
 }
 /// Ops that only make sense on floating inputs.
 inline bool needs_floating(UnaryOp op) {

@@ -23,8 +23,10 @@ inline constexpr Reduction kSum = Reduction::sum;
 
 namespace tandem::nn::functional {
 
+using tandem::adaptive_avg_pool1d;
 using tandem::adaptive_avg_pool2d;
 using tandem::adaptive_avg_pool3d;
+using tandem::avg_pool1d;
 using tandem::avg_pool2d;
 using tandem::avg_pool3d;
 using tandem::batch_norm;
@@ -34,20 +36,25 @@ using tandem::conv1d;
 using tandem::conv2d;
 using tandem::conv3d;
 using tandem::conv_transpose2d;
+using tandem::cosine_similarity;
 using tandem::cross_entropy;
 using tandem::dropout;
 using tandem::dropout2d;
 using tandem::dropout3d;
 using tandem::gelu;
+using tandem::huber_loss;
+using tandem::kl_div;
 using tandem::l1_loss;
 using tandem::leaky_relu;
 using tandem::linear;
 using tandem::log_softmax;
+using tandem::max_pool1d;
 using tandem::max_pool2d;
 using tandem::max_pool3d;
 using tandem::mse_loss;
 using tandem::nll_loss;
 using tandem::pad;
+using tandem::pairwise_distance;
 using tandem::relu;
 using tandem::sigmoid;
 using tandem::smooth_l1_loss;
@@ -165,6 +172,19 @@ inline Tensor conv3d(const Tensor& input, const Tensor& weight, const Conv3dFunc
 }
 
 /// The layers' options, as libtorch's (stride 0 means the kernel size, as torch's default).
+using AdaptiveAvgPool1dFuncOptions = AdaptiveAvgPool1dOptions;
+using MaxPool1dFuncOptions = MaxPool1dOptions;
+using AvgPool1dFuncOptions = AvgPool1dOptions;
+inline Tensor max_pool1d(const Tensor& input, const MaxPool1dFuncOptions& o) {
+  return tandem::max_pool1d(input, o.kernel_size(), o.stride(), o.padding(), o.dilation(),
+                            o.ceil_mode());
+}
+inline Tensor avg_pool1d(const Tensor& input, const AvgPool1dFuncOptions& o) {
+  TANDEM_CHECK(!o.divisor_override(),
+               "avg_pool1d: torch's 1-d average pool has no divisor_override");
+  return tandem::avg_pool1d(input, o.kernel_size(), o.stride(), o.padding(), o.ceil_mode(),
+                            o.count_include_pad());
+}
 using AdaptiveAvgPool2dFuncOptions = AdaptiveAvgPool2dOptions;
 using AdaptiveAvgPool3dFuncOptions = AdaptiveAvgPool3dOptions;
 using MaxPool2dFuncOptions = MaxPool2dOptions;
@@ -309,6 +329,34 @@ struct SmoothL1LossFuncOptions {
 inline Tensor smooth_l1_loss(const Tensor& input, const Tensor& target,
                              const SmoothL1LossFuncOptions& o) {
   return tandem::smooth_l1_loss(input, target, o.reduction(), o.beta());
+}
+
+struct HuberLossFuncOptions {
+  TANDEM_ARG(Reduction, reduction) = Reduction::mean;
+  TANDEM_ARG(double, delta) = 1.0;
+};
+inline Tensor huber_loss(const Tensor& input, const Tensor& target, const HuberLossFuncOptions& o) {
+  return tandem::huber_loss(input, target, o.reduction(), o.delta());
+}
+
+/// `.reduction(torch::kBatchMean)`, the divergence's value, or one of the other reductions.
+struct KLDivFuncOptions {
+  TANDEM_ARG(KLDivReduction, reduction) = Reduction::mean;
+  TANDEM_ARG(bool, log_target) = false;
+};
+inline Tensor kl_div(const Tensor& input, const Tensor& target, const KLDivFuncOptions& o) {
+  return tandem::kl_div(input, target, o.reduction(), o.log_target());
+}
+
+using CosineSimilarityFuncOptions = CosineSimilarityOptions;
+inline Tensor cosine_similarity(const Tensor& x1, const Tensor& x2,
+                                const CosineSimilarityFuncOptions& o) {
+  return tandem::cosine_similarity(x1, x2, o.dim(), o.eps());
+}
+using PairwiseDistanceFuncOptions = PairwiseDistanceOptions;
+inline Tensor pairwise_distance(const Tensor& x1, const Tensor& x2,
+                                const PairwiseDistanceFuncOptions& o) {
+  return tandem::pairwise_distance(x1, x2, o.p(), o.eps(), o.keepdim());
 }
 
 // --- embedding: input first, as torch.nn.functional (torch::embedding takes weight first) ----

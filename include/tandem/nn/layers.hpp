@@ -502,6 +502,7 @@ struct MaxPoolOptions {
   /// Output sizes rounded up: the last window may hang past the input.
   TANDEM_ARG(bool, ceil_mode) = false;
 };
+using MaxPool1dOptions = MaxPoolOptions<int64_t>;
 using MaxPool2dOptions = MaxPoolOptions<Int2>;
 using MaxPool3dOptions = MaxPoolOptions<Int3>;
 
@@ -518,6 +519,7 @@ struct AvgPoolOptions {
   TANDEM_ARG(bool, count_include_pad) = true;
   TANDEM_ARG(std::optional<int64_t>, divisor_override) = std::nullopt;
 };
+using AvgPool1dOptions = AvgPoolOptions<int64_t>;
 using AvgPool2dOptions = AvgPoolOptions<Int2>;
 using AvgPool3dOptions = AvgPoolOptions<Int3>;
 
@@ -530,11 +532,37 @@ class PoolLayer : public Module {
   std::string extra_repr() const override;
   const Options options;
 };
+extern template class PoolLayer<MaxPoolOptions<int64_t>>;
+extern template class PoolLayer<AvgPoolOptions<int64_t>>;
 extern template class PoolLayer<MaxPoolOptions<Int2>>;
 extern template class PoolLayer<AvgPoolOptions<Int2>>;
 extern template class PoolLayer<MaxPoolOptions<Int3>>;
 extern template class PoolLayer<AvgPoolOptions<Int3>>;
 }  // namespace detail
+
+class MaxPool1d : public detail::PoolLayer<MaxPool1dOptions> {
+ public:
+  explicit MaxPool1d(const MaxPool1dOptions& options) : PoolLayer("MaxPool1d", options) {}
+  Tensor forward(const Tensor& input) override;
+};
+
+/// (torch's 1-d average pool has no divisor_override: setting it is refused.)
+class AvgPool1d : public detail::PoolLayer<AvgPool1dOptions> {
+ public:
+  explicit AvgPool1d(const AvgPool1dOptions& options) : PoolLayer("AvgPool1d", options) {}
+  Tensor forward(const Tensor& input) override;
+};
+
+/// libtorch's AdaptiveAvgPool1dOptions(5): the output length.
+using AdaptiveAvgPool1dOptions = int64_t;
+
+class AdaptiveAvgPool1d : public Module {
+ public:
+  explicit AdaptiveAvgPool1d(int64_t output_size);
+  Tensor forward(const Tensor& input) override;
+  std::string extra_repr() const override;
+  const int64_t output_size;
+};
 
 class MaxPool2d : public detail::PoolLayer<MaxPool2dOptions> {
  public:
@@ -584,6 +612,35 @@ class AdaptiveAvgPool3d : public Module {
   Tensor forward(const Tensor& input) override;
   std::string extra_repr() const override;
   const Int3 output_size;
+};
+
+/// x1 . x2 / max(||x1|| ||x2||, eps) along dim, as libtorch's CosineSimilarityOptions().dim(1).
+struct CosineSimilarityOptions {
+  TANDEM_ARG(int64_t, dim) = 1;
+  TANDEM_ARG(double, eps) = 1e-8;
+};
+class CosineSimilarity : public Module {
+ public:
+  explicit CosineSimilarity(const CosineSimilarityOptions& options = {})
+      : Module("CosineSimilarity"), options(options) {}
+  Tensor forward(const Tensor& x1, const Tensor& x2);
+  Tensor operator()(const Tensor& x1, const Tensor& x2) { return forward(x1, x2); }
+  const CosineSimilarityOptions options;
+};
+
+/// ||x1 - x2 + eps||_p along the last dim, as libtorch's PairwiseDistanceOptions().p(1).
+struct PairwiseDistanceOptions {
+  TANDEM_ARG(double, p) = 2.0;
+  TANDEM_ARG(double, eps) = 1e-6;
+  TANDEM_ARG(bool, keepdim) = false;
+};
+class PairwiseDistance : public Module {
+ public:
+  explicit PairwiseDistance(const PairwiseDistanceOptions& options = {})
+      : Module("PairwiseDistance"), options(options) {}
+  Tensor forward(const Tensor& x1, const Tensor& x2);
+  Tensor operator()(const Tensor& x1, const Tensor& x2) { return forward(x1, x2); }
+  const PairwiseDistanceOptions options;
 };
 
 /// The probability comes first, as libtorch's DropoutOptions(p); `Dropout(0.2)` reads the same.
@@ -698,6 +755,18 @@ struct has_tensor_forward<
 }  // namespace detail
 
 /// Runs its children in order; they are named "0", "1", ... as in torch.
+namespace detail {
+// The module at `index` of a container as a T; throws when it is not one.
+template <typename T>
+std::shared_ptr<T> module_as(const std::shared_ptr<Module>& module, size_t index,
+                             const char* container) {
+  auto typed = std::dynamic_pointer_cast<T>(module);
+  TANDEM_CHECK(typed != nullptr, container, ": module ", index, " (", module->type_name(),
+               ") is not of the type asked for");
+  return typed;
+}
+}  // namespace detail
+
 class Sequential : public Module {
  public:
   Sequential() : Module("Sequential") {}
@@ -731,6 +800,12 @@ class Sequential : public Module {
   size_t size() const { return named_children().size(); }
   /// The module at `index` (a handle of its own: it stays valid after push_back).
   std::shared_ptr<Module> operator[](size_t index) const;
+  std::shared_ptr<Module> ptr(size_t index) const { return (*this)[index]; }
+  /// The same as a T (`seq->ptr<nn::Linear>(0)`); throws when it is not one.
+  template <typename T>
+  std::shared_ptr<T> ptr(size_t index) const {
+    return detail::module_as<T>(ptr(index), index, "Sequential");
+  }
 
  private:
   void append(std::string name, std::shared_ptr<Module> module,
@@ -760,10 +835,7 @@ class ModuleList : public Module {
   /// The module at `index` as a T (libtorch's list->ptr<Linear>(i)); throws if it is not one.
   template <typename T>
   std::shared_ptr<T> ptr(size_t index) const {
-    auto typed = std::dynamic_pointer_cast<T>(ptr(index));
-    TANDEM_CHECK(typed != nullptr, "ModuleList: module ", index, " (", ptr(index)->type_name(),
-                 ") is not of the type asked for");
-    return typed;
+    return detail::module_as<T>(ptr(index), index, "ModuleList");
   }
   std::vector<std::shared_ptr<Module>>::const_iterator begin() const { return modules_.begin(); }
   std::vector<std::shared_ptr<Module>>::const_iterator end() const { return modules_.end(); }

@@ -14,6 +14,8 @@ using CrossEntropyLossOptions = functional::CrossEntropyFuncOptions;
 using NLLLossOptions = functional::NLLLossFuncOptions;
 using BCELossOptions = functional::BinaryCrossEntropyFuncOptions;
 using BCEWithLogitsLossOptions = functional::BinaryCrossEntropyWithLogitsFuncOptions;
+using HuberLossOptions = functional::HuberLossFuncOptions;
+using KLDivLossOptions = functional::KLDivFuncOptions;
 
 namespace detail {
 /// A loss module: its options and the functional form it forwards to. It has no parameters
@@ -39,6 +41,8 @@ class LossModule : public Module {
 TANDEM_LOSS_MODULE(MSELoss, MSELossOptions, mse_loss);
 TANDEM_LOSS_MODULE(L1Loss, L1LossOptions, l1_loss);
 TANDEM_LOSS_MODULE(SmoothL1Loss, SmoothL1LossOptions, smooth_l1_loss);
+TANDEM_LOSS_MODULE(HuberLoss, HuberLossOptions, huber_loss);
+TANDEM_LOSS_MODULE(KLDivLoss, KLDivLossOptions, kl_div);
 TANDEM_LOSS_MODULE(CrossEntropyLoss, CrossEntropyLossOptions, cross_entropy);
 TANDEM_LOSS_MODULE(NLLLoss, NLLLossOptions, nll_loss);
 TANDEM_LOSS_MODULE(BCELoss, BCELossOptions, binary_cross_entropy);

@@ -62,12 +62,23 @@ class Module : public std::enable_shared_from_this<Module> {
   const OrderedDict<std::string, std::shared_ptr<Module>>& named_children() const {
     return children_;
   }
-  /// This module and every descendant (the module must be held by a shared_ptr).
-  std::vector<std::shared_ptr<Module>> modules();
+  /// This module (unless include_self is false) and every descendant (the module must be held
+  /// by a shared_ptr).
+  std::vector<std::shared_ptr<Module>> modules(bool include_self = true);
   /// The same by dotted name, this module first as "".
   OrderedDict<std::string, std::shared_ptr<Module>> named_modules();
   /// Calls `fn` on this module and every descendant, parents first (usable in constructors).
   void apply(const std::function<void(Module&)>& fn);
+  /// libtorch's `m.as<nn::Linear>()`: this module as a T, or nullptr when it is not one (in
+  /// `apply`'s initializers).
+  template <typename T>
+  T* as() noexcept {
+    return dynamic_cast<T*>(this);
+  }
+  template <typename T>
+  const T* as() const noexcept {
+    return dynamic_cast<const T*>(this);
+  }
 
   // --- modes and placement ------------------------------------------------------------------
   /// Training mode (batch statistics, dropout on) for this module and every descendant.

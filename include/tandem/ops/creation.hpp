@@ -89,6 +89,11 @@ Tensor randn(const Shape& shape, TensorOptions options = {}, Generator* gen = nu
 /// Integers uniform in [low, high) (i64 unless the options name a dtype).
 Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions options = {},
                Generator* gen = nullptr);
+/// Integers uniform in [0, high).
+inline Tensor randint(int64_t high, const Shape& shape, TensorOptions options = {},
+                      Generator* gen = nullptr) {
+  return randint(0, high, shape, options, gen);
+}
 /// A random permutation of 0..n-1 (i64 unless the options name a dtype): the order that sorts
 /// n uniform draws, so the same seed gives the same permutation on every device.
 Tensor randperm(int64_t n, TensorOptions options = {}, Generator* gen = nullptr);
@@ -132,11 +137,17 @@ Tensor empty_like(const Tensor& t);
 Tensor zeros_like(const Tensor& t);
 Tensor ones_like(const Tensor& t);
 Tensor full_like(const Tensor& t, double value);
+/// A copy (differentiable), as t.clone().
+inline Tensor clone(const Tensor& t) { return t.clone(); }
 
 /// A tensor over memory the caller owns (no copy). `deleter`, if given, runs when the last
 /// tensor viewing it is gone; otherwise the memory must outlive every view.
 Tensor from_blob(void* data, const Shape& shape, DType dtype, Device device = kCPU,
                  std::function<void(void*)> deleter = {});
+/// libtorch's forms: the options' dtype (f32 without one) and device (the CPU without one).
+Tensor from_blob(void* data, const Shape& shape, const TensorOptions& options = {});
+Tensor from_blob(void* data, const Shape& shape, std::function<void(void*)> deleter,
+                 const TensorOptions& options = {});
 
 /// A new CPU tensor holding a copy of `values` with the given shape (default: 1-D).
 template <typename T>

@@ -14,9 +14,14 @@ Tensor mul(const Tensor& a, const Tensor& b);
 Tensor div(const Tensor& a, const Tensor& b);
 Tensor add(const Tensor& a, double b);
 Tensor mul(const Tensor& a, double b);
+Tensor sub(const Tensor& a, double b);
+Tensor div(const Tensor& a, double b);
 Tensor neg(const Tensor& a);
 Tensor pow(const Tensor& a, double exponent);
 Tensor pow(const Tensor& a, const Tensor& exponent);
+/// base ** exponent for a number base (torch.pow(2.0, x)).
+Tensor pow(double base, const Tensor& exponent);
+Tensor square(const Tensor& a);
 Tensor exp(const Tensor& a);
 Tensor log(const Tensor& a);
 Tensor sqrt(const Tensor& a);
@@ -57,6 +62,8 @@ Tensor isnan(const Tensor& a);
 Tensor isinf(const Tensor& a);
 /// Limits to [min, max]; either bound may be absent.
 Tensor clamp(const Tensor& a, std::optional<double> min, std::optional<double> max);
+Tensor clamp_min(const Tensor& a, double min);
+Tensor clamp_max(const Tensor& a, double max);
 Tensor relu(const Tensor& a);
 /// approximate: "none" (erf, torch's default) or "tanh".
 Tensor gelu(const Tensor& a, const std::string& approximate = "none");
@@ -64,6 +71,14 @@ Tensor sigmoid(const Tensor& a);
 Tensor tanh(const Tensor& a);
 /// cond ? a : b, broadcasting all three; cond must be bool.
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+/// With a number on one side, in the tensor's dtype (`where(x > 0, x, 0.0)`).
+Tensor where(const Tensor& cond, const Tensor& a, double b);
+Tensor where(const Tensor& cond, double a, const Tensor& b);
+/// start + weight * (end - start); self + value * t1 * t2; self + value * t1 / t2.
+Tensor lerp(const Tensor& start, const Tensor& end, double weight);
+Tensor lerp(const Tensor& start, const Tensor& end, const Tensor& weight);
+Tensor addcmul(const Tensor& self, const Tensor& t1, const Tensor& t2, double value = 1.0);
+Tensor addcdiv(const Tensor& self, const Tensor& t1, const Tensor& t2, double value = 1.0);
 Tensor maximum(const Tensor& a, const Tensor& b);
 Tensor minimum(const Tensor& a, const Tensor& b);
 /// libtorch's elementwise `torch::max(a, b)` and `torch::min(a, b)`: maximum and minimum.
@@ -77,8 +92,29 @@ Tensor lt(const Tensor& a, const Tensor& b);
 Tensor le(const Tensor& a, const Tensor& b);
 Tensor gt(const Tensor& a, const Tensor& b);
 Tensor ge(const Tensor& a, const Tensor& b);
+Tensor eq(const Tensor& a, double b);
+Tensor ne(const Tensor& a, double b);
+Tensor lt(const Tensor& a, double b);
+Tensor le(const Tensor& a, double b);
+Tensor gt(const Tensor& a, double b);
+Tensor ge(const Tensor& a, double b);
+/// Bool tensors: the truth (nonzero) of each element of a and b, combined; any dtypes.
+Tensor logical_and(const Tensor& a, const Tensor& b);
+Tensor logical_or(const Tensor& a, const Tensor& b);
+Tensor logical_xor(const Tensor& a, const Tensor& b);
 Tensor logical_not(const Tensor& a);
+/// The bits of integer and bool tensors (floating ones are refused), promoted as arithmetic is.
+/// On bool tensors they are the logical ops; `&`, `|`, `^` and `~` on tensors call them.
+Tensor bitwise_and(const Tensor& a, const Tensor& b);
+Tensor bitwise_or(const Tensor& a, const Tensor& b);
+Tensor bitwise_xor(const Tensor& a, const Tensor& b);
+Tensor bitwise_not(const Tensor& a);
 
+/// Bool tensors: where a is finite (neither NaN nor infinite); where a is within
+/// atol + rtol * |b| of b, broadcast (NaNs equal each other when equal_nan).
+Tensor isfinite(const Tensor& a);
+Tensor isclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8,
+               bool equal_nan = false);
 /// True when every element of a and b is within atol + rtol * |b| (same shape required).
 bool allclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8);
 /// True when a and b have the same shape and dtype and identical values.

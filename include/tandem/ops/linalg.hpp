@@ -13,6 +13,15 @@ Tensor matmul(const Tensor& a, const Tensor& b);
 Tensor bmm(const Tensor& a, const Tensor& b);
 /// (M, K) x (K, N) -> (M, N)
 Tensor mm(const Tensor& a, const Tensor& b);
+/// (N) . (N) -> a 0-dim tensor.
+Tensor dot(const Tensor& a, const Tensor& b);
+/// (M, N) x (N) -> (M)
+Tensor mv(const Tensor& mat, const Tensor& vec);
+/// (M) x (N) -> (M, N): a_i b_j.
+Tensor outer(const Tensor& a, const Tensor& b);
+/// beta * self + alpha * mat1 mat2, self broadcast to (M, N).
+Tensor addmm(const Tensor& self, const Tensor& mat1, const Tensor& mat2, double beta = 1.0,
+             double alpha = 1.0);
 /// input (*, in) x weight (out, in)^T + bias (out) -> (*, out)
 Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias = Tensor());
 /// Einstein summation, as torch.einsum: "bij,bjk->bik", "bhqd,bhkd->bhqk", "ij->ji", "i,i->",

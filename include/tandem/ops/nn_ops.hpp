@@ -101,6 +101,13 @@ Tensor avg_pool2d(const Tensor& input, Int2 kernel_size, Int2 stride = 0, Int2 p
                   std::optional<int64_t> divisor_override = std::nullopt);
 Tensor adaptive_avg_pool2d(const Tensor& input, Int2 output_size);
 
+/// The 1-D pools, as torch's, of (N, C, L) or (C, L): the 2-D pools over a height of 1.
+Tensor max_pool1d(const Tensor& input, int64_t kernel_size, int64_t stride = 0, int64_t padding = 0,
+                  int64_t dilation = 1, bool ceil_mode = false);
+Tensor avg_pool1d(const Tensor& input, int64_t kernel_size, int64_t stride = 0, int64_t padding = 0,
+                  bool ceil_mode = false, bool count_include_pad = true);
+Tensor adaptive_avg_pool1d(const Tensor& input, int64_t output_size);
+
 /// The 3-D pools, as torch's, of (N, C, D, H, W) or (C, D, H, W): a window is a box, so each is
 /// the 2-D pool over (H, W) and then over D (a window's max, sum and divisor all factor so).
 Tensor max_pool3d(const Tensor& input, Int3 kernel_size, Int3 stride = 0, Int3 padding = 0,
@@ -166,6 +173,13 @@ Tensor one_hot(const Tensor& indices, int64_t num_classes = -1);
 Tensor normalize(const Tensor& input, double p = 2.0, int64_t dim = 1, double eps = 1e-12);
 Tensor softmax(const Tensor& input, int64_t dim);
 Tensor log_softmax(const Tensor& input, int64_t dim);
+/// Computed in `dtype` (the input converted first).
+inline Tensor softmax(const Tensor& input, int64_t dim, DType dtype) {
+  return softmax(input.to(dtype), dim);
+}
+inline Tensor log_softmax(const Tensor& input, int64_t dim, DType dtype) {
+  return log_softmax(input.to(dtype), dim);
+}
 
 /// How a loss reduces over elements. `Reduction::Sum` etc. are libtorch's spellings.
 enum class Reduction { none, mean, sum, None = none, Mean = mean, Sum = sum };
@@ -198,6 +212,29 @@ Tensor l1_loss(const Tensor& input, const Tensor& target, Reduction reduction = 
 /// 0.5 d^2 / beta where d = |input - target| < beta, d - 0.5 beta elsewhere (l1 for beta 0).
 Tensor smooth_l1_loss(const Tensor& input, const Tensor& target,
                       Reduction reduction = Reduction::mean, double beta = 1.0);
+/// 0.5 d^2 where d = |input - target| < delta, delta (d - 0.5 delta) elsewhere (delta > 0).
+Tensor huber_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::mean,
+                  double delta = 1.0);
+/// kl_div's reductions: Reduction's, and batchmean (the sum over the batch size, the one that
+/// is the divergence's value: `torch::kBatchMean`).
+struct BatchMean {};
+inline constexpr BatchMean kBatchMean{};
+struct KLDivReduction {
+  KLDivReduction(Reduction r = Reduction::mean) : reduction(r) {}  // NOLINT
+  KLDivReduction(BatchMean) : batchmean(true) {}                   // NOLINT
+  Reduction reduction = Reduction::mean;
+  bool batchmean = false;
+};
+/// The Kullback-Leibler divergence of target from input, pointwise target (log(target) -
+/// input): input holds log-probabilities, target probabilities (log-probabilities when
+/// log_target); 0 where target is 0.
+Tensor kl_div(const Tensor& input, const Tensor& target, KLDivReduction reduction = {},
+              bool log_target = false);
+/// x1 . x2 / max(||x1|| ||x2||, eps) along dim (broadcast), as torch's.
+Tensor cosine_similarity(const Tensor& x1, const Tensor& x2, int64_t dim = 1, double eps = 1e-8);
+/// ||x1 - x2 + eps||_p along the last dim.
+Tensor pairwise_distance(const Tensor& x1, const Tensor& x2, double p = 2.0, double eps = 1e-6,
+                         bool keepdim = false);
 /// -weight (target log(input) + (1 - target) log(1 - input)), each log clamped at -100 as
 /// torch's; input probabilities in [0, 1] (checked: one read of the data on the host).
 Tensor binary_cross_entropy(const Tensor& input, const Tensor& target,

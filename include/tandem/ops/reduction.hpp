@@ -14,6 +14,11 @@ Tensor sum(const Tensor& t);
 Tensor sum(const Tensor& t, const Shape& dims, bool keepdim = false);
 Tensor mean(const Tensor& t);
 Tensor mean(const Tensor& t, const Shape& dims, bool keepdim = false);
+/// The same computed in `dtype` (t converted first), as libtorch's dtype argument.
+Tensor sum(const Tensor& t, DType dtype);
+Tensor sum(const Tensor& t, const Shape& dims, bool keepdim, DType dtype);
+Tensor mean(const Tensor& t, DType dtype);
+Tensor mean(const Tensor& t, const Shape& dims, bool keepdim, DType dtype);
 /// Variance over dims (all dims when empty) with Bessel's correction by default
 /// (correction = 1), as torch.var.
 Tensor var(const Tensor& t, const Shape& dims = {}, int64_t correction = 1, bool keepdim = false);
@@ -48,6 +53,14 @@ Tensor sum(const Tensor& t, I dim, bool keepdim = false) {
 template <typename I, typename = std::enable_if_t<std::is_integral_v<I>>>
 Tensor mean(const Tensor& t, I dim, bool keepdim = false) {
   return mean(t, Shape{static_cast<int64_t>(dim)}, keepdim);
+}
+template <typename I, typename = std::enable_if_t<std::is_integral_v<I>>>
+Tensor sum(const Tensor& t, I dim, bool keepdim, DType dtype) {
+  return sum(t, Shape{static_cast<int64_t>(dim)}, keepdim, dtype);
+}
+template <typename I, typename = std::enable_if_t<std::is_integral_v<I>>>
+Tensor mean(const Tensor& t, I dim, bool keepdim, DType dtype) {
+  return mean(t, Shape{static_cast<int64_t>(dim)}, keepdim, dtype);
 }
 template <typename I, typename = std::enable_if_t<std::is_integral_v<I>>>
 Tensor amax(const Tensor& t, I dim, bool keepdim = false) {
