@@ -363,6 +363,22 @@ Tensor AdaptiveAvgPool1d::forward(const Tensor& input) {
 std::string AdaptiveAvgPool1d::extra_repr() const {
   return "output_size=" + std::to_string(output_size);
 }
+detail::PadLayer::PadLayer(const char* type_name, std::vector<int64_t> pads, size_t dims, PadMode m,
+                           double v)
+    : Module(type_name), padding(std::move(pads)), mode(m), value(v) {
+  TANDEM_CHECK(padding.size() == 2 * dims, type_name, ": expected one padding for every side or ",
+               2 * dims, " numbers, got ", padding.size());
+}
+Tensor detail::PadLayer::forward(const Tensor& input) { return pad(input, padding, mode, value); }
+std::string detail::PadLayer::extra_repr() const {
+  std::ostringstream os;
+  os << "(";
+  for (size_t i = 0; i < padding.size(); ++i) os << (i ? ", " : "") << padding[i];
+  os << ")";
+  if (mode == PadMode::constant && value != 0.0) os << ", value=" << value;
+  return os.str();
+}
+
 Tensor CosineSimilarity::forward(const Tensor& x1, const Tensor& x2) {
   return cosine_similarity(x1, x2, options.dim(), options.eps());
 }

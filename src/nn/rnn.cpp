@@ -75,4 +75,68 @@ std::tuple<Tensor, Tensor> RNN::forward(const Tensor& input, const Tensor& hx) {
              is_training(), config_.bidirectional, config_.batch_first);
 }
 
+detail::RNNCellBase::RNNCellBase(const char* type_name, int64_t gates, int64_t input_size,
+                                 int64_t hidden_size, bool bias)
+    : Module(type_name), input_size_(input_size), hidden_size_(hidden_size) {
+  TANDEM_CHECK(input_size > 0 && hidden_size > 0, type_name,
+               ": input_size and hidden_size must be positive, got ", input_size, " and ",
+               hidden_size);
+  const int64_t rows = gates * hidden_size;
+  const double bound = 1.0 / std::sqrt(static_cast<double>(hidden_size));
+  weight_ih = register_parameter("weight_ih", empty({rows, input_size}));
+  weight_hh = register_parameter("weight_hh", empty({rows, hidden_size}));
+  init::uniform_(weight_ih, -bound, bound);
+  init::uniform_(weight_hh, -bound, bound);
+  if (bias) {
+    bias_ih = register_parameter("bias_ih", empty({rows}));
+    bias_hh = register_parameter("bias_hh", empty({rows}));
+    init::uniform_(bias_ih, -bound, bound);
+    init::uniform_(bias_hh, -bound, bound);
+  }
+}
+
+void detail::RNNCellBase::check_input(const Tensor& input) const {
+  TANDEM_CHECK(
+      input.defined() && (input.dim() == 1 || input.dim() == 2) && input.size(-1) == input_size_,
+      type_name(), ": expected an input (N, ", input_size_, ") or (", input_size_, "), got ",
+      input.defined() ? shape_str(input.shape()) : std::string("an undefined tensor"));
+}
+
+std::string detail::RNNCellBase::extra_repr() const {
+  std::ostringstream os;
+  os << input_size_ << ", " << hidden_size_;
+  if (!bias_ih.defined()) os << ", bias=false";
+  return os.str();
+}
+
+LSTMCell::LSTMCell(const LSTMCellOptions& o)
+    : RNNCellBase("LSTMCell", 4, o.input_size(), o.hidden_size(), o.bias()), options(o) {}
+std::tuple<Tensor, Tensor> LSTMCell::forward(const Tensor& input,
+                                             std::optional<std::tuple<Tensor, Tensor>> hx) {
+  check_input(input);
+  std::vector<Tensor> states;
+  if (hx) states = {std::get<0>(*hx), std::get<1>(*hx)};
+  return lstm_cell(input, states, weight_ih, weight_hh, bias_ih, bias_hh);
+}
+
+GRUCell::GRUCell(const GRUCellOptions& o)
+    : RNNCellBase("GRUCell", 3, o.input_size(), o.hidden_size(), o.bias()), options(o) {}
+Tensor GRUCell::forward(const Tensor& input, const Tensor& hx) {
+  check_input(input);
+  return gru_cell(input, hx, weight_ih, weight_hh, bias_ih, bias_hh);
+}
+
+RNNCell::RNNCell(const RNNCellOptions& o)
+    : RNNCellBase("RNNCell", 1, o.input_size(), o.hidden_size(), o.bias()), options(o) {
+  TANDEM_CHECK(o.nonlinearity() == "tanh" || o.nonlinearity() == "relu",
+               "RNNCell: nonlinearity must be \"tanh\" or \"relu\", got \"", o.nonlinearity(),
+               "\"");
+}
+Tensor RNNCell::forward(const Tensor& input, const Tensor& hx) {
+  check_input(input);
+  return options.nonlinearity() == "tanh"
+             ? rnn_tanh_cell(input, hx, weight_ih, weight_hh, bias_ih, bias_hh)
+             : rnn_relu_cell(input, hx, weight_ih, weight_hh, bias_ih, bias_hh);
+}
+
 }  // namespace tandem::nn

@@ -184,4 +184,57 @@ std::tuple<Tensor, Tensor> rnn_relu(const Tensor& input, const Tensor& hx,
   return {s.output, s.h};
 }
 
+namespace {
+// A cell's weights as its sequence form takes them, and whether it has biases.
+std::vector<Tensor> cell_params(const char* op, const Tensor& input, const Tensor& w_ih,
+                                const Tensor& w_hh, const Tensor& b_ih, const Tensor& b_hh) {
+  TANDEM_CHECK(input.defined() && w_ih.defined() && w_hh.defined(), op,
+               ": input, w_ih and w_hh must be defined");
+  TANDEM_CHECK(input.dim() == 1 || input.dim() == 2, op, ": expected an input (N, I) or (I), got ",
+               shape_str(input.shape()));
+  TANDEM_CHECK(b_ih.defined() == b_hh.defined(), op, ": give both biases or neither");
+  if (b_ih.defined()) return {w_ih, w_hh, b_ih, b_hh};
+  return {w_ih, w_hh};
+}
+// A state (N, H) or (H) as the sequence form's (1, N, H) or (1, H); undefined stays undefined.
+Tensor as_layers(const Tensor& h) { return h.defined() ? h.unsqueeze(0) : h; }
+}  // namespace
+
+std::tuple<Tensor, Tensor> lstm_cell(const Tensor& input, const std::vector<Tensor>& hx,
+                                     const Tensor& w_ih, const Tensor& w_hh, const Tensor& b_ih,
+                                     const Tensor& b_hh) {
+  const auto params = cell_params("lstm_cell", input, w_ih, w_hh, b_ih, b_hh);
+  TANDEM_CHECK(hx.empty() || hx.size() == 2, "lstm_cell: hx is {h, c} or empty, got ", hx.size(),
+               " tensors");
+  std::vector<Tensor> states;
+  for (const Tensor& h : hx) states.push_back(as_layers(h));
+  auto [out, h, c] =
+      lstm(input.unsqueeze(0), states, params, params.size() == 4, 1, 0.0, false, false, false);
+  return {h.squeeze(0), c.squeeze(0)};
+}
+
+namespace {
+template <typename Sequence>
+Tensor one_state_cell(const char* op, Sequence&& sequence, const Tensor& input, const Tensor& hx,
+                      const Tensor& w_ih, const Tensor& w_hh, const Tensor& b_ih,
+                      const Tensor& b_hh) {
+  const auto params = cell_params(op, input, w_ih, w_hh, b_ih, b_hh);
+  auto [out, h] = sequence(input.unsqueeze(0), as_layers(hx), params, params.size() == 4, 1, 0.0,
+                           false, false, false);
+  return h.squeeze(0);
+}
+}  // namespace
+
+Tensor gru_cell(const Tensor& input, const Tensor& hx, const Tensor& w_ih, const Tensor& w_hh,
+                const Tensor& b_ih, const Tensor& b_hh) {
+  return one_state_cell("gru_cell", gru, input, hx, w_ih, w_hh, b_ih, b_hh);
+}
+Tensor rnn_tanh_cell(const Tensor& input, const Tensor& hx, const Tensor& w_ih, const Tensor& w_hh,
+                     const Tensor& b_ih, const Tensor& b_hh) {
+  return one_state_cell("rnn_tanh_cell", rnn_tanh, input, hx, w_ih, w_hh, b_ih, b_hh);
+}
+Tensor rnn_relu_cell(const Tensor& input, const Tensor& hx, const Tensor& w_ih, const Tensor& w_hh,
+                     const Tensor& b_ih, const Tensor& b_hh) {
+  return one_state_cell("rnn_relu_cell", rnn_relu, input, hx, w_ih, w_hh, b_ih, b_hh);
+}
 }  // namespace tandem

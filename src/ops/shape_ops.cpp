@@ -500,4 +500,40 @@ Tensor triangle(const Tensor& t, int64_t diagonal, bool lower, const char* name)
 Tensor tril(const Tensor& t, int64_t diagonal) { return triangle(t, diagonal, true, "tril"); }
 Tensor triu(const Tensor& t, int64_t diagonal) { return triangle(t, diagonal, false, "triu"); }
 
+Tensor pad(const Tensor& t, const std::vector<int64_t>& pads, PadMode mode, double value) {
+  if (mode == PadMode::constant) return pad(t, pads, value);
+  check_defined(t, "pad", "input");
+  const char* name = mode == PadMode::reflect     ? "reflect"
+                     : mode == PadMode::replicate ? "replicate"
+                                                  : "circular";
+  const int64_t nd = t.dim(), np = static_cast<int64_t>(pads.size());
+  TANDEM_CHECK(np % 2 == 0 && np / 2 <= nd,
+               "pad: expected an even number of pads covering at "
+               "most ",
+               nd, " dims, got ", np, " values");
+  Tensor out = t;
+  for (int64_t k = 0; k < np / 2; ++k) {
+    const int64_t dim = nd - 1 - k, n = t.size(dim), left = pads[2 * k], right = pads[2 * k + 1];
+    TANDEM_CHECK(left >= 0 && right >= 0, "pad: ", name, " padding takes no negative pads, got (",
+                 left, ", ", right, ") for dim ", dim);
+    if (left == 0 && right == 0) continue;
+    TANDEM_CHECK(mode != PadMode::reflect || (left < n && right < n), "pad: reflect padding (",
+                 left, ", ", right, ") must be below the size of dim ", dim, " (", n, ")");
+    TANDEM_CHECK(mode != PadMode::circular || (left <= n && right <= n), "pad: circular padding (",
+                 left, ", ", right, ") must be at most the size of dim ", dim, " (", n, ")");
+    TANDEM_CHECK(n > 0, "pad: ", name, " padding of the empty dim ", dim);
+    std::vector<int64_t> index;
+    index.reserve(static_cast<size_t>(n + left + right));
+    for (int64_t i = -left; i < n + right; ++i) {
+      if (mode == PadMode::reflect)
+        index.push_back(i < 0 ? -i : i >= n ? 2 * (n - 1) - i : i);
+      else if (mode == PadMode::replicate)
+        index.push_back(std::clamp<int64_t>(i, 0, n - 1));
+      else
+        index.push_back((i % n + n) % n);
+    }
+    out = index_select(out, dim, from_vector(index).to(t.device()));
+  }
+  return out;
+}
 }  // namespace tandem

@@ -1083,6 +1083,14 @@ TEST_CASE(
                 conv_tol(t));
     gin.resize(2);
     for (Tensor& w : weights(1, 5, {3}, 1)) gin.push_back(w);
+    // The cells: one step of the sequence forms.
+    std::vector<Tensor> cin{randn_as({2, 4}, t, 6), randn_as({2, 5}, t, 7), randn_as({2, 5}, t, 8)};
+    for (Tensor& w : weights(4, 5, {4}, 1)) cin.push_back(w);
+    same_on_gpu("lstm_cell", cin, with_gradients([](const std::vector<Tensor>& v) {
+                  auto [h, c] = lstm_cell(v[0], {v[1], v[2]}, v[3], v[4], v[5], v[6]);
+                  return cat({h.flatten(), c.flatten() * 2.0});
+                }),
+                conv_tol(t));
     same_on_gpu("rnn_tanh", gin, with_gradients([](const std::vector<Tensor>& v) {
                   auto [out, h] = rnn_tanh(v[0], v[1], {v.begin() + 2, v.end()}, true, 1, 0.0,
                                            false, false, false);
@@ -1111,6 +1119,14 @@ TEST_CASE("CUDA interpolate, flip, repeat and chunk match the CPU, forward and b
                   std::vector<Tensor> parts = v[0].flip({1, 3}).repeat({1, 2, 1, 1}).chunk(4, 1);
                   REQUIRE(parts.size() == 3);
                   return cat({parts[0] * 2.0, parts[2]}, 1);
+                }),
+                tol(t));
+    // Padding by reflection, replication and wrapping: index_select with computed indices.
+    same_on_gpu("reflect, replicate, circular pad", in,
+                with_gradients([](const std::vector<Tensor>& v) {
+                  return cat({pad(v[0], {1, 2, 3, 1}, PadMode::reflect).flatten(),
+                              pad(v[0], {2, 0, 1, 4}, PadMode::replicate).flatten(),
+                              pad(v[0], {4, 1}, PadMode::circular).flatten() * 3.0});
                 }),
                 tol(t));
   }

@@ -469,6 +469,25 @@ with torch.random.fork_rng():
     case("pairwise_distance_keepdim", lambda a, b: F.pairwise_distance(a, b, keepdim=True),
          r(3, 5), r(3, 5))
 
+# Padding by reflection, replication and wrapping, and the recurrent cells: a stream of its own.
+with torch.random.fork_rng():
+    torch.manual_seed(9999)
+    pair = lambda parts: torch.cat([p.flatten() * (k + 1) for k, p in enumerate(parts)])
+    case("pad_reflect_2d", lambda x: F.pad(x, (1, 2, 2, 1), mode="reflect"), r(2, 3, 5, 6))
+    case("pad_replicate_2d", lambda x: F.pad(x, (2, 1, 0, 3), mode="replicate"), r(1, 2, 4, 5))
+    case("pad_circular_1d", lambda x: F.pad(x, (1, 2), mode="circular"), r(2, 3, 5))
+    case("pad_reflect_1d", lambda x: F.pad(x, (3, 1), mode="reflect"), r(2, 3, 6))
+    case("lstm_cell", lambda x, h, c, wi, wh, bi, bh: pair(torch.lstm_cell(x, (h, c), wi, wh, bi, bh)),
+         r(3, 4), r(3, 5), r(3, 5), r(20, 4), r(20, 5), r(20), r(20))
+    case("gru_cell", lambda x, h, wi, wh, bi, bh: torch.gru_cell(x, h, wi, wh, bi, bh),
+         r(3, 4), r(3, 5), r(15, 4), r(15, 5), r(15), r(15))
+    case("gru_cell_nobias", lambda x, h, wi, wh: torch.gru_cell(x, h, wi, wh), r(2, 4), r(2, 5),
+         r(15, 4), r(15, 5))
+    case("rnn_tanh_cell", lambda x, h, wi, wh, bi, bh: torch.rnn_tanh_cell(x, h, wi, wh, bi, bh),
+         r(3, 4), r(3, 5), r(5, 4), r(5, 5), r(5), r(5))
+    case("rnn_relu_cell", lambda x, h, wi, wh, bi, bh: torch.rnn_relu_cell(x, h, wi, wh, bi, bh),
+         r(3, 4), r(3, 5), r(5, 4), r(5, 5), r(5), r(5))
+
 with open(os.path.join(HERE, "ops.json"), "w") as f:
     json.dump({"generator": "torch " + torch.__version__, "cases": cases}, f)
 

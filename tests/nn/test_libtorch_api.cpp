@@ -2492,3 +2492,70 @@ TEST_CASE("libtorch names: 1-d pools, HuberLoss, KLDivLoss, CosineSimilarity, Pa
   torch::nn::PairwiseDistance dist(torch::nn::PairwiseDistanceOptions().p(1).eps(0));
   CHECK(dist(torch::tensor({{1.0, 2.0}}), torch::tensor({{4.0, -2.0}})).item<float>() == 7);
 }
+
+TEST_CASE("libtorch names: padding modes and layers, LSTMCell, GRUCell and RNNCell", "[libtorch]") {
+  namespace F = torch::nn::functional;
+  using V = std::vector<float>;
+  // Reflection mirrors without repeating the edge, replication repeats it, circular wraps.
+  auto row = torch::tensor({1.0, 2.0, 3.0, 4.0}).view({1, 1, 4});
+  CHECK(F::pad(row, F::PadFuncOptions({2, 1}).mode(torch::kReflect)).to_vector<float>() ==
+        V{3, 2, 1, 2, 3, 4, 3});
+  CHECK(F::pad(row, F::PadFuncOptions({2, 1}).mode(torch::kReplicate)).to_vector<float>() ==
+        V{1, 1, 1, 2, 3, 4, 4});
+  CHECK(F::pad(row, F::PadFuncOptions({2, 1}).mode(torch::kCircular)).to_vector<float>() ==
+        V{3, 4, 1, 2, 3, 4, 1});
+  CHECK(F::pad(row, F::PadFuncOptions({1, 1}).value(9)).to_vector<float>() == V{9, 1, 2, 3, 4, 9});
+  CHECK_THROWS_WITH(F::pad(row, F::PadFuncOptions({4, 0}).mode(torch::kReflect)),
+                    Catch::Contains("reflect padding (4, 0) must be below the size of dim 2 (4)"));
+  CHECK_THROWS_WITH(F::pad(row, F::PadFuncOptions({-1, 0}).mode(torch::kReplicate)),
+                    Catch::Contains("no negative pads"));
+  // The gradient sums what each element was copied to: reflect (2, 1) copies element 1 twice
+  // and element 2 three times.
+  auto leaf = row.clone().set_requires_grad(true);
+  torch::pad(leaf, {2, 1}, torch::kReflect).sum().backward();
+  CHECK(leaf.grad().to_vector<float>() == V{1, 2, 3, 1});
+
+  auto image = torch::arange(12).to(torch::kFloat).view({1, 1, 3, 4});
+  auto reflected = torch::nn::ReflectionPad2d(torch::nn::ReflectionPad2dOptions(1)).forward(image);
+  CHECK(reflected.sizes().vec() == std::vector<int64_t>{1, 1, 5, 6});
+  CHECK(reflected[0][0][0][0].item<float>() == image[0][0][1][1].item<float>());
+  auto replicated = torch::nn::ReplicationPad2d({1, 0, 2, 0}).forward(image);
+  CHECK(replicated.sizes().vec() == std::vector<int64_t>{1, 1, 5, 5});
+  CHECK(replicated[0][0][0][0].item<float>() == 0);
+  CHECK(torch::nn::ZeroPad2d(2).forward(image).sum().item<float>() == image.sum().item<float>());
+  CHECK(torch::nn::ConstantPad1d(torch::nn::ConstantPad1dOptions(1, -1.0))
+            .forward(row)
+            .to_vector<float>() == V{-1, 1, 2, 3, 4, -1});
+  std::ostringstream repr;
+  torch::nn::ReflectionPad2d({1, 2, 3, 4}).pretty_print(repr);
+  CHECK(repr.str() == "ReflectionPad2d((1, 2, 3, 4))");
+  CHECK_THROWS_WITH(torch::nn::ReflectionPad2d({1, 2}), Catch::Contains("4 numbers, got 2"));
+
+  // The cells are their sequence layers over one step, with the same parameter names.
+  torch::manual_seed(3);
+  torch::nn::LSTMCell cell(4, 5);
+  CHECK(cell.named_parameters().keys() ==
+        std::vector<std::string>{"weight_ih", "weight_hh", "bias_ih", "bias_hh"});
+  torch::nn::LSTM lstm(4, 5);
+  for (auto& [name, p] : lstm.named_parameters()) {
+    torch::NoGradGuard guard;
+    p.copy_(cell.named_parameters().at(name.substr(0, name.size() - 3)));  // drop "_l0"
+  }
+  auto x = torch::randn({3, 4}), h = torch::randn({3, 5}), c = torch::randn({3, 5});
+  auto [h1, c1] = cell.forward(x, std::make_tuple(h, c));
+  auto [out, state] = lstm.forward(x.unsqueeze(0), std::make_tuple(h.unsqueeze(0), c.unsqueeze(0)));
+  CHECK(torch::equal(h1, std::get<0>(state).squeeze(0)));
+  CHECK(torch::equal(c1, std::get<1>(state).squeeze(0)));
+  auto [h0, c0] = cell.forward(x);  // no state: zeros
+  CHECK(torch::equal(h0, std::get<0>(cell.forward(
+                             x, std::make_tuple(torch::zeros({3, 5}), torch::zeros({3, 5}))))));
+  torch::nn::GRUCell gru(torch::nn::GRUCellOptions(4, 5).bias(false));
+  CHECK(gru.parameters().size() == 2);
+  CHECK(gru.forward(x[0]).sizes().vec() == std::vector<int64_t>{5});  // unbatched
+  torch::nn::RNNCell relu_cell(torch::nn::RNNCellOptions(4, 5).nonlinearity("relu"));
+  CHECK(relu_cell.forward(x, h).min().item<float>() >= 0);
+  CHECK_THROWS_WITH(cell.forward(torch::randn({3, 6})),
+                    Catch::Contains("LSTMCell: expected an input (N, 4)"));
+  CHECK_THROWS_WITH(torch::nn::RNNCell(torch::nn::RNNCellOptions(4, 5).nonlinearity("gelu")),
+                    Catch::Contains("nonlinearity"));
+}

@@ -275,14 +275,16 @@ inline Tensor dropout3d(const Tensor& input, const Dropout3dFuncOptions& o) {
   return tandem::dropout3d(input, o.p(), o.training());
 }
 
-/// Constant padding (libtorch's default mode); pad holds (left, right) pairs from the last dim.
+/// pad holds (left, right) pairs from the last dim; the mode is constant (libtorch's default),
+/// torch::kReflect, kReplicate or kCircular.
 struct PadFuncOptions {
   PadFuncOptions(std::vector<int64_t> pad) : pad_(std::move(pad)) {}  // NOLINT
   TANDEM_ARG(std::vector<int64_t>, pad);
+  TANDEM_ARG(PadMode, mode) = PadMode::constant;
   TANDEM_ARG(double, value) = 0.0;
 };
 inline Tensor pad(const Tensor& input, const PadFuncOptions& o) {
-  return tandem::pad(input, o.pad(), o.value());
+  return tandem::pad(input, o.pad(), o.mode(), o.value());
 }
 
 // --- losses --------------------------------------------------------------------------------

@@ -15,6 +15,7 @@
 #include "tandem/core/arg.hpp"
 #include "tandem/nn/module.hpp"
 #include "tandem/ops/nn_ops.hpp"
+#include "tandem/ops/shape_ops.hpp"
 
 namespace tandem::nn {
 
@@ -612,6 +613,66 @@ class AdaptiveAvgPool3d : public Module {
   Tensor forward(const Tensor& input) override;
   std::string extra_repr() const override;
   const Int3 output_size;
+};
+
+/// The padding of libtorch's ReflectionPad2dOptions(1) or ({left, right, top, bottom}): one
+/// number for every side, or a (left, right) pair per dim from the last.
+template <size_t D>
+struct PadOptions {
+  PadOptions(int64_t padding) : padding_(2 * D, padding) {}                  // NOLINT
+  PadOptions(std::initializer_list<int64_t> padding) : padding_(padding) {}  // NOLINT
+  TANDEM_ARG(std::vector<int64_t>, padding);
+};
+/// ConstantPad2dOptions(padding, value).
+template <size_t D>
+struct ConstantPadOptions {
+  ConstantPadOptions(PadOptions<D> padding, double value)
+      : padding_(padding.padding()), value_(value) {}
+  TANDEM_ARG(std::vector<int64_t>, padding);
+  TANDEM_ARG(double, value);
+};
+using ReflectionPad1dOptions = PadOptions<1>;
+using ReflectionPad2dOptions = PadOptions<2>;
+using ReplicationPad1dOptions = PadOptions<1>;
+using ReplicationPad2dOptions = PadOptions<2>;
+using ZeroPad2dOptions = PadOptions<2>;
+using ConstantPad1dOptions = ConstantPadOptions<1>;
+using ConstantPad2dOptions = ConstantPadOptions<2>;
+
+namespace detail {
+/// What the padding layers share: pad(input, padding, mode, value) over the last `dims` dims.
+class PadLayer : public Module {
+ public:
+  PadLayer(const char* type_name, std::vector<int64_t> padding, size_t dims, PadMode mode,
+           double value = 0.0);
+  Tensor forward(const Tensor& input) override;
+  std::string extra_repr() const override;
+  const std::vector<int64_t> padding;
+  const PadMode mode;
+  const double value;
+};
+}  // namespace detail
+
+#define TANDEM_PAD_LAYER(Name, Options, dims, mode)                                        \
+  class Name : public detail::PadLayer {                                                   \
+   public:                                                                                 \
+    explicit Name(const Options& o) : PadLayer(#Name, o.padding(), dims, PadMode::mode) {} \
+  }
+TANDEM_PAD_LAYER(ReflectionPad1d, ReflectionPad1dOptions, 1, reflect);
+TANDEM_PAD_LAYER(ReflectionPad2d, ReflectionPad2dOptions, 2, reflect);
+TANDEM_PAD_LAYER(ReplicationPad1d, ReplicationPad1dOptions, 1, replicate);
+TANDEM_PAD_LAYER(ReplicationPad2d, ReplicationPad2dOptions, 2, replicate);
+TANDEM_PAD_LAYER(ZeroPad2d, ZeroPad2dOptions, 2, constant);
+#undef TANDEM_PAD_LAYER
+class ConstantPad1d : public detail::PadLayer {
+ public:
+  explicit ConstantPad1d(const ConstantPad1dOptions& o)
+      : PadLayer("ConstantPad1d", o.padding(), 1, PadMode::constant, o.value()) {}
+};
+class ConstantPad2d : public detail::PadLayer {
+ public:
+  explicit ConstantPad2d(const ConstantPad2dOptions& o)
+      : PadLayer("ConstantPad2d", o.padding(), 2, PadMode::constant, o.value()) {}
 };
 
 /// x1 . x2 / max(||x1|| ||x2||, eps) along dim, as libtorch's CosineSimilarityOptions().dim(1).

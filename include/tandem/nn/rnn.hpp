@@ -112,4 +112,71 @@ class RNN : public RNNBase {
   const RNNOptions options;
 };
 
+/// The cells' options, as libtorch's LSTMCellOptions(input_size, hidden_size).bias(false).
+struct LSTMCellOptions {
+  LSTMCellOptions(int64_t input_size, int64_t hidden_size)
+      : input_size_(input_size), hidden_size_(hidden_size) {}
+  TANDEM_ARG(int64_t, input_size);
+  TANDEM_ARG(int64_t, hidden_size);
+  TANDEM_ARG(bool, bias) = true;
+};
+using GRUCellOptions = LSTMCellOptions;
+struct RNNCellOptions {
+  RNNCellOptions(int64_t input_size, int64_t hidden_size)
+      : input_size_(input_size), hidden_size_(hidden_size) {}
+  TANDEM_ARG(int64_t, input_size);
+  TANDEM_ARG(int64_t, hidden_size);
+  TANDEM_ARG(bool, bias) = true;
+  /// "tanh" or "relu" (torch::kTanh, torch::kReLU).
+  TANDEM_ARG(std::string, nonlinearity) = "tanh";
+};
+
+namespace detail {
+/// What the cells share: weight_ih (gates * H, I), weight_hh (gates * H, H), bias_ih and
+/// bias_hh (gates * H), registered and initialized as torch's (uniform in +-1/sqrt(H)).
+class RNNCellBase : public Module {
+ public:
+  std::string extra_repr() const override;
+  Tensor weight_ih, weight_hh, bias_ih, bias_hh;
+
+ protected:
+  RNNCellBase(const char* type_name, int64_t gates, int64_t input_size, int64_t hidden_size,
+              bool bias);
+  /// The input checked against input_size: (N, I) or (I).
+  void check_input(const Tensor& input) const;
+  const int64_t input_size_, hidden_size_;
+};
+}  // namespace detail
+
+/// torch.nn.LSTMCell: forward(input, {h, c}) gives (h', c'); no state means zeros.
+class LSTMCell : public detail::RNNCellBase {
+ public:
+  explicit LSTMCell(const LSTMCellOptions& options);
+  LSTMCell(int64_t input_size, int64_t hidden_size)
+      : LSTMCell(LSTMCellOptions(input_size, hidden_size)) {}
+  std::tuple<Tensor, Tensor> forward(const Tensor& input,
+                                     std::optional<std::tuple<Tensor, Tensor>> hx = std::nullopt);
+  const LSTMCellOptions options;
+};
+
+/// torch.nn.GRUCell: forward(input, h) gives h'.
+class GRUCell : public detail::RNNCellBase {
+ public:
+  explicit GRUCell(const GRUCellOptions& options);
+  GRUCell(int64_t input_size, int64_t hidden_size)
+      : GRUCell(GRUCellOptions(input_size, hidden_size)) {}
+  Tensor forward(const Tensor& input, const Tensor& hx = {});
+  const GRUCellOptions options;
+};
+
+/// torch.nn.RNNCell: forward(input, h) gives tanh (or relu) of W_ih x + b_ih + W_hh h + b_hh.
+class RNNCell : public detail::RNNCellBase {
+ public:
+  explicit RNNCell(const RNNCellOptions& options);
+  RNNCell(int64_t input_size, int64_t hidden_size)
+      : RNNCell(RNNCellOptions(input_size, hidden_size)) {}
+  Tensor forward(const Tensor& input, const Tensor& hx = {});
+  const RNNCellOptions options;
+};
+
 }  // namespace tandem::nn

@@ -36,4 +36,18 @@ std::tuple<Tensor, Tensor> rnn_relu(const Tensor& input, const Tensor& hx,
                                     int64_t num_layers, double dropout, bool train,
                                     bool bidirectional, bool batch_first);
 
+/// One step of each, as ATen's torch::lstm_cell, gru_cell, rnn_tanh_cell and rnn_relu_cell:
+/// input (N, I) or unbatched (I); hx (N, H) or (H) (lstm_cell: {h, c}, or empty for zeros;
+/// gru_cell and the rnn cells: undefined for zeros); both biases or neither. Each is its sequence
+/// form over one time step, so the gates are the same ops. lstm_cell returns (h', c').
+std::tuple<Tensor, Tensor> lstm_cell(const Tensor& input, const std::vector<Tensor>& hx,
+                                     const Tensor& w_ih, const Tensor& w_hh,
+                                     const Tensor& b_ih = {}, const Tensor& b_hh = {});
+Tensor gru_cell(const Tensor& input, const Tensor& hx, const Tensor& w_ih, const Tensor& w_hh,
+                const Tensor& b_ih = {}, const Tensor& b_hh = {});
+Tensor rnn_tanh_cell(const Tensor& input, const Tensor& hx, const Tensor& w_ih, const Tensor& w_hh,
+                     const Tensor& b_ih = {}, const Tensor& b_hh = {});
+Tensor rnn_relu_cell(const Tensor& input, const Tensor& hx, const Tensor& w_ih, const Tensor& w_hh,
+                     const Tensor& b_ih = {}, const Tensor& b_hh = {});
+
 }  // namespace tandem

@@ -48,6 +48,17 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0);
 /// Constant padding, as torch.nn.functional.pad: `pads` holds (left, right) pairs starting with
 /// the last dim. Negative pads crop.
 Tensor pad(const Tensor& t, const std::vector<int64_t>& pads, double value = 0.0);
+/// How pad fills: a constant; the input mirrored at its edges (the edge not repeated: pads
+/// below the dim's size); the edge repeated; the input wrapped around (pads up to the dim's
+/// size). libtorch's torch::kConstant, kReflect, kReplicate, kCircular.
+enum class PadMode { constant, reflect, replicate, circular };
+inline constexpr PadMode kConstant = PadMode::constant;
+inline constexpr PadMode kReflect = PadMode::reflect;
+inline constexpr PadMode kReplicate = PadMode::replicate;
+inline constexpr PadMode kCircular = PadMode::circular;
+/// The modes other than constant take no negative pads; each padded dim is one index_select
+/// (so the gradient sums what each input element was copied to).
+Tensor pad(const Tensor& t, const std::vector<int64_t>& pads, PadMode mode, double value = 0.0);
 /// The lower (upper) triangle of the last two dims: elements with col - row <= diagonal
 /// (>= diagonal) kept, the rest 0.
 Tensor tril(const Tensor& t, int64_t diagonal = 0);
