@@ -44,8 +44,11 @@ inline bool whole_scalar(double s) { return fits_int64(s) && std::trunc(s) == s;
 
 /// a as it meets scalar s in add, mul or pow: an integer or bool tensor in f32 where s is not
 /// whole (whole ones keep its dtype, as libtorch's `t * 2`).
+inline DType scalar_dtype(const Tensor& a, double s) {
+  return !a.is_floating_point() && !whole_scalar(s) ? DType::f32 : a.dtype();
+}
 inline Tensor with_scalar(const Tensor& a, double s) {
-  return a.defined() && !a.is_floating_point() && !whole_scalar(s) ? a.to(DType::f32) : a;
+  return a.defined() && scalar_dtype(a, s) != a.dtype() ? a.to(DType::f32) : a;
 }
 
 /// That `value` can fill a tensor of dtype dt: an integer dtype takes finite values within

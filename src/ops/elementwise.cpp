@@ -452,7 +452,7 @@ Tensor modulo(BinaryOp op, UnaryOp rounding_op, const Tensor& a0, const Tensor& 
 }
 
 Tensor scalar_operand(const Tensor& a, double s) {
-  return full({}, s, TensorOptions(with_scalar(a, s).dtype()).device(a.device()));
+  return full({}, s, TensorOptions(scalar_dtype(a, s)).device(a.device()));
 }
 }  // namespace
 
@@ -740,27 +740,19 @@ Tensor square(const Tensor& a) { return mul(a, a); }
 Tensor clamp_min(const Tensor& a, double min) { return clamp(a, min, std::nullopt); }
 Tensor clamp_max(const Tensor& a, double max) { return clamp(a, std::nullopt, max); }
 
-namespace {
-// A number beside tensor t, as a 0-dim tensor on t's device: in t's dtype, or f32 when t holds
-// integers and the number is not whole (torch's promotion of a wrapped number).
-Tensor number_beside(double v, const Tensor& t, const char* name) {
-  check_defined(t, name, "tensor");
-  const DType dt = t.is_floating_point() || v == std::trunc(v) ? t.dtype() : DType::f32;
-  return full({}, v, TensorOptions(dt).device(t.device()));
-}
-}  // namespace
-
 Tensor pow(double base, const Tensor& exponent) {
   check_defined(exponent, "pow", "exponent");
   // pow runs on floats: an integer exponent gives f32, as torch's float base does.
   const Tensor e = exponent.is_floating_point() ? exponent : exponent.to(DType::f32);
-  return pow(full({}, base, TensorOptions(e.dtype()).device(e.device())), e);
+  return pow(scalar_like(base, e), e);
 }
 Tensor where(const Tensor& cond, const Tensor& a, double b) {
-  return where(cond, a, number_beside(b, a, "where"));
+  check_defined(a, "where", "tensor");
+  return where(cond, a, scalar_operand(a, b));
 }
 Tensor where(const Tensor& cond, double a, const Tensor& b) {
-  return where(cond, number_beside(a, b, "where"), b);
+  check_defined(b, "where", "tensor");
+  return where(cond, scalar_operand(b, a), b);
 }
 
 Tensor lerp(const Tensor& start, const Tensor& end, double weight) {

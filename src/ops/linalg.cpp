@@ -71,9 +71,7 @@ Tensor addmm(const Tensor& self, const Tensor& mat1, const Tensor& mat2, double 
              double alpha) {
   check_defined(self, "addmm", "input");
   Tensor product = mm(mat1, mat2);
-  TANDEM_CHECK(broadcast_shapes(self.shape(), product.shape(), "addmm") == product.shape(),
-               "addmm: the input ", shape_str(self.shape()),
-               " does not broadcast to the product's ", shape_str(product.shape()));
+  check_broadcasts_to(self, product.shape(), "addmm", "input");
   if (alpha != 1.0) product = mul(product, alpha);
   if (beta == 0.0) return product;  // the input is not read, NaNs included (torch's rule)
   return add(product, beta == 1.0 ? self : mul(self, beta));

@@ -1557,9 +1557,7 @@ Tensor smooth_l1_loss(const Tensor& input, const Tensor& target, Reduction reduc
   check_pointwise_loss(input, target, "smooth_l1_loss");
   if (beta == 0.0) return l1_loss(input, target, reduction);
   Tensor d = abs(sub(input, target));
-  Tensor beta_t = full({}, beta, TensorOptions(d.dtype()).device(d.device()));
-  return reduce_loss(where(lt(d, beta_t), mul(mul(d, d), 0.5 / beta), add(d, -0.5 * beta)),
-                     reduction);
+  return reduce_loss(where(d.lt(beta), mul(mul(d, d), 0.5 / beta), add(d, -0.5 * beta)), reduction);
 }
 
 Tensor huber_loss(const Tensor& input, const Tensor& target, Reduction reduction, double delta) {
@@ -1569,8 +1567,7 @@ Tensor huber_loss(const Tensor& input, const Tensor& target, Reduction reduction
   TANDEM_CHECK(delta > 0, "huber_loss: delta must be positive, got ", delta);
   check_pointwise_loss(input, target, "huber_loss");
   Tensor d = abs(sub(input, target));
-  const Tensor delta_t = full({}, delta, TensorOptions(d.dtype()).device(d.device()));
-  return reduce_loss(where(lt(d, delta_t), mul(mul(d, d), 0.5), mul(add(d, -0.5 * delta), delta)),
+  return reduce_loss(where(d.lt(delta), mul(mul(d, d), 0.5), mul(add(d, -0.5 * delta), delta)),
                      reduction);
 }
 

@@ -442,12 +442,20 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
   return cat(parts, d);
 }
 
-Tensor pad(const Tensor& t, const std::vector<int64_t>& pads, double value) {
+namespace {
+// pad's (left, right) pairs: an even number of them, for at most t's dims.
+void check_pads(const Tensor& t, const std::vector<int64_t>& pads) {
   check_defined(t, "pad", "input");
-  check_inputs({t}, "pad");
   const int64_t nd = t.dim(), np = static_cast<int64_t>(pads.size());
   TANDEM_CHECK(np % 2 == 0 && np / 2 <= nd, "pad: expected an even number of pads covering at "
                "most ", nd, " dims, got ", np, " values");
+}
+}  // namespace
+
+Tensor pad(const Tensor& t, const std::vector<int64_t>& pads, double value) {
+  check_pads(t, pads);
+  check_inputs({t}, "pad");
+  const int64_t nd = t.dim(), np = static_cast<int64_t>(pads.size());
   Shape shape = t.shape();
   // Per padded dim: the input range kept and where it lands in the output.
   struct Region { int64_t dim, src_start, dst_start, length; };
@@ -502,15 +510,11 @@ Tensor triu(const Tensor& t, int64_t diagonal) { return triangle(t, diagonal, fa
 
 Tensor pad(const Tensor& t, const std::vector<int64_t>& pads, PadMode mode, double value) {
   if (mode == PadMode::constant) return pad(t, pads, value);
-  check_defined(t, "pad", "input");
+  check_pads(t, pads);
   const char* name = mode == PadMode::reflect     ? "reflect"
                      : mode == PadMode::replicate ? "replicate"
                                                   : "circular";
   const int64_t nd = t.dim(), np = static_cast<int64_t>(pads.size());
-  TANDEM_CHECK(np % 2 == 0 && np / 2 <= nd,
-               "pad: expected an even number of pads covering at "
-               "most ",
-               nd, " dims, got ", np, " values");
   Tensor out = t;
   for (int64_t k = 0; k < np / 2; ++k) {
     const int64_t dim = nd - 1 - k, n = t.size(dim), left = pads[2 * k], right = pads[2 * k + 1];

@@ -328,7 +328,7 @@ Tensor Tensor::round() const { return tandem::round(*this); }
 Tensor Tensor::sign() const { return tandem::sign(*this); }
 Tensor Tensor::isnan() const { return tandem::isnan(*this); }
 Tensor Tensor::isinf() const { return tandem::isinf(*this); }
-Tensor Tensor::square() const { return tandem::mul(*this, *this); }
+Tensor Tensor::square() const { return tandem::square(*this); }
 Tensor Tensor::abs() const { return tandem::abs(*this); }
 Tensor Tensor::relu() const { return tandem::relu(*this); }
 Tensor Tensor::sigmoid() const { return tandem::sigmoid(*this); }
