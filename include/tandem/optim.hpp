@@ -1,5 +1,6 @@
 // Optimizers and learning-rate schedules.
 #pragma once
 
+#include "tandem/optim/lbfgs.hpp"
 #include "tandem/optim/optimizer.hpp"
 #include "tandem/optim/schedule.hpp"

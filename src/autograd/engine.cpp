@@ -108,6 +108,21 @@ thread_local Node* t_running = nullptr;
 // The pass running on this thread, and the last number given to one on any thread.
 thread_local uint64_t t_pass = 0;
 std::atomic<uint64_t> g_passes{0};
+std::atomic<bool> g_anomaly{false};
+
+// Anomaly mode: the first NaN among the gradients node `n` returned stops the pass, named.
+void check_anomaly(Node& n, const std::vector<Tensor>& grads) {
+  NoGradGuard no_grad;
+  for (size_t i = 0; i < grads.size(); ++i) {
+    const Tensor& g = grads[i];
+    if (!g.defined() || !is_floating(g.dtype()) || !g.isnan().any().item<bool>()) continue;
+    const auto& next = n.next();
+    const std::string to = i < next.size() && next[i] ? next[i]->name() : "nothing";
+    TANDEM_THROW(ValueError, "anomaly detection: the backward of '", n.name(),
+                 "' returned NaN values in its output ", i, " (the gradient of its input ", i,
+                 ", going to '", to, "'), shape ", shape_str(g.shape()));
+  }
+}
 
 // `detached` again, its gradient going to `node` (an op's node or a leaf's accumulator).
 Tensor with_history(const Tensor& detached, std::shared_ptr<Node> node) {
@@ -285,9 +300,11 @@ namespace {
 // One backward pass. With `inputs` (autograd::grad), only the nodes from which an input's node
 // can be reached run, the inputs' nodes themselves only when another input lies beyond them,
 // and the gradient arriving at each input's node is returned instead of accumulated.
+// With `accumulate` (autograd::backward's inputs), the gradients reaching `inputs` go into
+// their .grad before the pass's callbacks run, as a leaf's accumulator would put them there.
 std::vector<Tensor> execute(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads,
-                            bool retain_graph, bool create_graph,
-                            const std::vector<Tensor>* inputs, bool allow_unused) {
+                            bool retain_graph, bool create_graph, const std::vector<Tensor>* inputs,
+                            bool allow_unused, bool accumulate = false) {
   const char* op = inputs ? "grad" : "backward";
   TANDEM_CHECK(roots.size() == grads.size(), op, ": ", roots.size(), " tensors but ",
                grads.size(), " gradients");
@@ -417,6 +434,7 @@ std::vector<Tensor> execute(const std::vector<Tensor>& roots, const std::vector<
     t_running = n;
     std::vector<Tensor> input_grads = n->apply(g);
     t_running = nullptr;
+    if (g_anomaly.load(std::memory_order_relaxed)) check_anomaly(*n, input_grads);
     if (!retain_graph) n->release();
     auto& next = n->next();
     TANDEM_CHECK(input_grads.size() == next.size() || next.empty(), op, ": ", n->name(),
@@ -429,6 +447,18 @@ std::vector<Tensor> execute(const std::vector<Tensor>& roots, const std::vector<
         slot = slot.defined() ? sum_of(slot, input_grads[i]) : std::move(input_grads[i]);
       }
       if (--deps[m] == 0) ready.push_back(m);
+    }
+  }
+  if (accumulate) {
+    for (size_t i = 0; i < captured.size(); ++i) {
+      if (!captured[i].defined()) continue;
+      Tensor t = (*inputs)[i];
+      if (t.is_leaf()) {
+        gradient_edge(t)->apply(captured[i]);  // hooks, a buffer given in advance, history
+      } else if (!t.retains_grad()) {          // a retaining one got it from run_hooks already
+        const Tensor old = t.grad();
+        t.set_grad(old.defined() ? sum_of(old, captured[i]) : copy_like(captured[i], t));
+      }
     }
   }
   for (size_t i = 0; i < callbacks.size(); ++i) {
@@ -449,6 +479,22 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& g
                   bool retain_graph, bool create_graph) {
   execute(roots, grads, retain_graph, create_graph, nullptr, false);
 }
+
+void backward(const std::vector<Tensor>& tensors, const std::vector<Tensor>& grad_tensors,
+              std::optional<bool> retain_graph, bool create_graph,
+              const std::vector<Tensor>& inputs) {
+  TANDEM_CHECK(grad_tensors.empty() || grad_tensors.size() == tensors.size(),
+               "backward: ", tensors.size(), " tensors but ", grad_tensors.size(), " grad_tensors");
+  std::vector<Tensor> grads = grad_tensors;
+  grads.resize(tensors.size());
+  const bool retain = retain_graph.value_or(create_graph);
+  // With inputs, only the part of the graph above them runs.
+  execute(tensors, grads, retain, create_graph, inputs.empty() ? nullptr : &inputs,
+          /*allow_unused=*/true, /*accumulate=*/true);
+}
+
+bool AnomalyMode::is_enabled() { return g_anomaly.load(); }
+void AnomalyMode::set_enabled(bool enabled) { g_anomaly.store(enabled); }
 
 std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
                          const std::vector<Tensor>& grad_outputs,

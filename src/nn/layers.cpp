@@ -87,6 +87,8 @@ Linear::Linear(const LinearOptions& opts) : Module("Linear"), options(opts) {
   torch_default_init(weight, bias);
 }
 
+void Linear::reset_parameters() { torch_default_init(weight, bias); }
+
 Tensor Linear::forward(const Tensor& input) { return linear(input, weight, bias); }
 
 std::string Linear::extra_repr() const {
@@ -96,7 +98,58 @@ std::string Linear::extra_repr() const {
   return os.str();
 }
 
+namespace {
+// kSame keeps the input's size only at stride 1; torch refuses it otherwise.
+void check_same_stride(const char* op, std::optional<ConvPadding> kind,
+                       const std::vector<int64_t>& stride) {
+  if (kind != ConvPadding::same) return;
+  for (size_t i = 0; i < stride.size(); ++i)
+    TANDEM_CHECK(stride[i] == 1, op,
+                 ": padding kSame is not supported for strided "
+                 "convolutions (stride ",
+                 stride[i], " in spatial dim ", i, "), as torch");
+}
+}  // namespace
+
+namespace detail {
+std::pair<Tensor, std::vector<int64_t>> conv_padding(
+    const char* op, const Tensor& input, const Tensor& weight, const std::vector<int64_t>& stride,
+    const std::vector<int64_t>& dilation, const std::vector<int64_t>& padding,
+    std::optional<ConvPadding> kind, PadMode mode) {
+  if (!kind && mode == PadMode::constant) return {input, padding};
+  const size_t dims = padding.size();
+  std::vector<int64_t> left = padding, right = padding;
+  if (kind == ConvPadding::valid) left = right = std::vector<int64_t>(dims, 0);
+  if (kind == ConvPadding::same) {
+    TANDEM_CHECK(weight.defined() && weight.dim() == static_cast<int64_t>(dims) + 2, op,
+                 ": padding kSame needs a weight of ", dims + 2, " dims");
+    check_same_stride(op, kind, stride);
+    for (size_t i = 0; i < dims; ++i) {
+      const int64_t total = dilation[i] * (weight.size(static_cast<int64_t>(i) + 2) - 1);
+      left[i] = total / 2;
+      right[i] = total - left[i];
+    }
+  }
+  if (mode == PadMode::constant && left == right) return {input, left};
+  std::vector<int64_t> pads;  // pad's order: (left, right) pairs from the last dim
+  for (size_t i = dims; i-- > 0;) {
+    pads.push_back(left[i]);
+    pads.push_back(right[i]);
+  }
+  return {pad(input, pads, mode), std::vector<int64_t>(dims, 0)};
+}
+
+std::string conv_padding_repr(std::optional<ConvPadding> kind, PadMode mode) {
+  std::string out;
+  if (kind) out += kind == ConvPadding::same ? ", padding=same" : ", padding=valid";
+  static const char* const modes[] = {"zeros", "reflect", "replicate", "circular"};
+  if (mode != PadMode::constant) out += std::string(", padding_mode=") + modes[int(mode)];
+  return out;
+}
+}  // namespace detail
+
 Conv1d::Conv1d(const Conv1dOptions& o) : Module("Conv1d"), options(o) {
+  check_same_stride("Conv1d", o.padding_kind_, {o.stride_});
   check_conv_sizes("Conv1d", o.in_channels_, o.out_channels_, o.groups_, {1, o.kernel_size_});
   TANDEM_CHECK(o.stride_ > 0 && o.dilation_ > 0 && o.padding_ >= 0,
                "Conv1d: need stride > 0, dilation > 0 and padding >= 0, got ", o.stride_, ", ",
@@ -107,23 +160,32 @@ Conv1d::Conv1d(const Conv1dOptions& o) : Module("Conv1d"), options(o) {
   torch_default_init(weight, bias);
 }
 
+void Conv1d::reset_parameters() { torch_default_init(weight, bias); }
+
 Tensor Conv1d::forward(const Tensor& input) {
-  return conv1d(input, weight, bias, options.stride_, options.padding_, options.dilation_,
-                options.groups_);
+  const auto& o = options;
+  auto [x, pad] = detail::conv_padding("Conv1d", input, weight, {o.stride_}, {o.dilation_},
+                                       {o.padding_}, o.padding_kind_, o.padding_mode_);
+  return conv1d(x, weight, bias, o.stride_, pad[0], o.dilation_, o.groups_);
 }
 
 std::string Conv1d::extra_repr() const {
   std::ostringstream os;
   os << options.in_channels_ << ", " << options.out_channels_ << ", kernel_size=("
      << options.kernel_size_ << ",), stride=(" << options.stride_ << ",)";
-  if (options.padding_) os << ", padding=(" << options.padding_ << ",)";
+  if (options.padding_kind_)
+    os << detail::conv_padding_repr(options.padding_kind_, PadMode::constant);
+  else if (options.padding_)
+    os << ", padding=(" << options.padding_ << ",)";
   if (options.dilation_ != 1) os << ", dilation=(" << options.dilation_ << ",)";
   if (options.groups_ != 1) os << ", groups=" << options.groups_;
   if (!bias.defined()) os << ", bias=false";
+  os << detail::conv_padding_repr(std::nullopt, options.padding_mode_);
   return os.str();
 }
 
 Conv2d::Conv2d(const Conv2dOptions& opts) : Module("Conv2d"), options(opts) {
+  check_same_stride("Conv2d", opts.padding_kind_, {opts.stride_.h, opts.stride_.w});
   const int64_t in_channels = opts.in_channels_, out_channels = opts.out_channels_;
   const Int2 kernel_size = opts.kernel_size_;
   check_conv_sizes("Conv2d", in_channels, out_channels, opts.groups_, kernel_size);
@@ -133,9 +195,14 @@ Conv2d::Conv2d(const Conv2dOptions& opts) : Module("Conv2d"), options(opts) {
   torch_default_init(weight, bias);
 }
 
+void Conv2d::reset_parameters() { torch_default_init(weight, bias); }
+
 Tensor Conv2d::forward(const Tensor& input) {
-  return conv2d(input, weight, bias, options.stride_, options.padding_, options.dilation_,
-                options.groups_);
+  const auto& o = options;
+  auto [x, pad] = detail::conv_padding("Conv2d", input, weight, {o.stride_.h, o.stride_.w},
+                                       {o.dilation_.h, o.dilation_.w}, {o.padding_.h, o.padding_.w},
+                                       o.padding_kind_, o.padding_mode_);
+  return conv2d(x, weight, bias, o.stride_, {pad[0], pad[1]}, o.dilation_, o.groups_);
 }
 
 std::string Conv2d::extra_repr() const {
@@ -143,13 +210,20 @@ std::string Conv2d::extra_repr() const {
   os << weight.size(1) * options.groups_ << ", " << weight.size(0)
      << ", kernel_size=" << int2_str({weight.size(2), weight.size(3)})
      << ", stride=" << int2_str(options.stride_);
-  if (options.padding_.h || options.padding_.w) os << ", padding=" << int2_str(options.padding_);
+  if (options.padding_kind_)
+    os << detail::conv_padding_repr(options.padding_kind_, PadMode::constant);
+  else if (options.padding_.h || options.padding_.w)
+    os << ", padding=" << int2_str(options.padding_);
+  if (options.dilation_.h != 1 || options.dilation_.w != 1)
+    os << ", dilation=" << int2_str(options.dilation_);
   if (options.groups_ != 1) os << ", groups=" << options.groups_;
   if (!bias.defined()) os << ", bias=false";
+  os << detail::conv_padding_repr(std::nullopt, options.padding_mode_);
   return os.str();
 }
 
 Conv3d::Conv3d(const Conv3dOptions& o) : Module("Conv3d"), options(o) {
+  check_same_stride("Conv3d", o.padding_kind_, {o.stride_.d, o.stride_.h, o.stride_.w});
   const Int3 k = o.kernel_size_;
   check_conv_sizes("Conv3d", o.in_channels_, o.out_channels_, o.groups_, {k.h, k.w});
   TANDEM_CHECK(k.d > 0, "Conv3d: kernel size must be positive, got ", int3_str(k));
@@ -159,9 +233,14 @@ Conv3d::Conv3d(const Conv3dOptions& o) : Module("Conv3d"), options(o) {
   torch_default_init(weight, bias);
 }
 
+void Conv3d::reset_parameters() { torch_default_init(weight, bias); }
+
 Tensor Conv3d::forward(const Tensor& input) {
-  return conv3d(input, weight, bias, options.stride_, options.padding_, options.dilation_,
-                options.groups_);
+  const auto& o = options;
+  const Int3 s = o.stride_, d = o.dilation_, p = o.padding_;
+  auto [x, pad] = detail::conv_padding("Conv3d", input, weight, {s.d, s.h, s.w}, {d.d, d.h, d.w},
+                                       {p.d, p.h, p.w}, o.padding_kind_, o.padding_mode_);
+  return conv3d(x, weight, bias, s, {pad[0], pad[1], pad[2]}, d, o.groups_);
 }
 
 std::string Conv3d::extra_repr() const {
@@ -170,10 +249,14 @@ std::string Conv3d::extra_repr() const {
      << ", kernel_size=" << int3_str(options.kernel_size_)
      << ", stride=" << int3_str(options.stride_);
   const Int3 pad = options.padding_, dil = options.dilation_;
-  if (pad.d || pad.h || pad.w) os << ", padding=" << int3_str(pad);
+  if (options.padding_kind_)
+    os << detail::conv_padding_repr(options.padding_kind_, PadMode::constant);
+  else if (pad.d || pad.h || pad.w)
+    os << ", padding=" << int3_str(pad);
   if (dil.d != 1 || dil.h != 1 || dil.w != 1) os << ", dilation=" << int3_str(dil);
   if (options.groups_ != 1) os << ", groups=" << options.groups_;
   if (!bias.defined()) os << ", bias=false";
+  os << detail::conv_padding_repr(std::nullopt, options.padding_mode_);
   return os.str();
 }
 
@@ -186,6 +269,8 @@ ConvTranspose2d::ConvTranspose2d(const ConvTranspose2dOptions& o)
   if (o.bias_) bias = register_parameter("bias", empty({o.out_channels_}));
   torch_default_init(weight, bias);  // fan_in from weight.size(1), as torch's
 }
+
+void ConvTranspose2d::reset_parameters() { torch_default_init(weight, bias); }
 
 Tensor ConvTranspose2d::forward(const Tensor& input) {
   return conv_transpose2d(input, weight, bias, options.stride_, options.padding_,
@@ -226,6 +311,22 @@ BatchNorm::BatchNorm(const char* type_name, const BatchNormOptions& opts, int mi
     running_var = register_buffer("running_var", ones({features}));
     num_batches_tracked = register_buffer("num_batches_tracked", zeros({}, DType::i64));
   }
+}
+
+void BatchNorm::reset_running_stats() {
+  if (!running_mean.defined()) return;
+  NoGradGuard no_grad;
+  running_mean.zero_();
+  running_var.fill_(1.0);
+  num_batches_tracked.zero_();
+}
+
+void BatchNorm::reset_parameters() {
+  reset_running_stats();
+  if (!weight.defined()) return;
+  NoGradGuard no_grad;
+  weight.fill_(1.0);
+  if (bias.defined()) bias.zero_();
 }
 
 BatchNorm1d::BatchNorm1d(const BatchNormOptions& opts)
@@ -417,6 +518,27 @@ std::string AdaptiveAvgPool2d::extra_repr() const {
   return "output_size=" + int2_str(output_size);
 }
 
+AdaptiveMaxPool1d::AdaptiveMaxPool1d(int64_t size)
+    : Module("AdaptiveMaxPool1d"), output_size(size) {}
+Tensor AdaptiveMaxPool1d::forward(const Tensor& input) {
+  return std::get<0>(forward_with_indices(input));
+}
+std::tuple<Tensor, Tensor> AdaptiveMaxPool1d::forward_with_indices(const Tensor& input) {
+  return adaptive_max_pool1d(input, output_size);
+}
+std::string AdaptiveMaxPool1d::extra_repr() const {
+  return "output_size=" + std::to_string(output_size);
+}
+
+AdaptiveMaxPool2d::AdaptiveMaxPool2d(Int2 size) : Module("AdaptiveMaxPool2d"), output_size(size) {}
+Tensor AdaptiveMaxPool2d::forward(const Tensor& input) {
+  return std::get<0>(forward_with_indices(input));
+}
+std::tuple<Tensor, Tensor> AdaptiveMaxPool2d::forward_with_indices(const Tensor& input) {
+  return adaptive_max_pool2d(input, output_size);
+}
+std::string AdaptiveMaxPool2d::extra_repr() const { return "output_size=" + int2_str(output_size); }
+
 Embedding::Embedding(const EmbeddingOptions& opts)
     : Module("Embedding"),
       padding_idx(functional::detail::embedding_padding_idx(opts.padding_idx(),
@@ -432,6 +554,10 @@ Embedding::Embedding(const EmbeddingOptions& opts)
     return;
   }
   weight = register_parameter("weight", empty(shape));
+  reset_parameters();
+}
+
+void Embedding::reset_parameters() {
   NoGradGuard no_grad;
   weight.normal_();
   if (padding_idx >= 0) weight.narrow(0, padding_idx, 1).zero_();
@@ -472,6 +598,13 @@ LayerNorm::LayerNorm(const LayerNormOptions& opts) : Module("LayerNorm"), option
     bias = register_parameter("bias", zeros(shape));
   }
 }
+void LayerNorm::reset_parameters() {
+  if (!weight.defined()) return;
+  NoGradGuard no_grad;
+  weight.fill_(1.0);
+  if (bias.defined()) bias.zero_();
+}
+
 Tensor LayerNorm::forward(const Tensor& input) {
   return layer_norm(input, options.normalized_shape_, weight, bias, options.eps_);
 }
@@ -493,6 +626,13 @@ GroupNorm::GroupNorm(const GroupNormOptions& opts) : Module("GroupNorm"), option
     bias = register_parameter("bias", zeros({opts.num_channels_}));
   }
 }
+void GroupNorm::reset_parameters() {
+  if (!weight.defined()) return;
+  NoGradGuard no_grad;
+  weight.fill_(1.0);
+  if (bias.defined()) bias.zero_();
+}
+
 Tensor GroupNorm::forward(const Tensor& input) {
   TANDEM_CHECK(input.dim() >= 2 && input.size(1) == options.num_channels_, "GroupNorm: expected "
                "input (N, ", options.num_channels_, ", ...), got ", shape_str(input.shape()));
@@ -549,13 +689,47 @@ Sequential::Sequential(std::initializer_list<std::shared_ptr<Module>> modules)
   for (const auto& m : modules) push_back(m);
 }
 
-void Sequential::append(std::string name, std::shared_ptr<Module> module,
-                        std::function<Tensor(const Tensor&)> call) {
-  Module* raw = module.get();
+Sequential::Sequential(
+    std::initializer_list<std::pair<std::string, std::shared_ptr<Module>>> modules)
+    : Module("Sequential") {
+  for (const auto& [name, m] : modules) push_back(name, m);
+}
+
+void Sequential::append(std::string name, std::shared_ptr<Module> module, Call call) {
   add_child(name, std::move(module));  // checks the module and its name
   // No forward of the module's own type (one that takes other arguments): Module's.
-  if (!call) call = [raw](const Tensor& x) { return raw->forward(x); };
-  calls_.push_back(std::move(call));
+  if (!call) call = [](Module& m, const Tensor& x) { return m.forward(x); };
+  calls_.emplace_back(std::move(name), std::move(call));
+}
+
+std::shared_ptr<Module> Sequential::clone(const std::optional<Device>& device) const {
+  auto copy = std::make_shared<Sequential>();
+  copy->train(is_training());
+  for (const auto& entry : named_children()) {
+    const std::string& name = entry.first;
+    const auto& child = entry.second;
+    auto it = std::find_if(calls_.begin(), calls_.end(),
+                           [&](const auto& call) { return call.first == name; });
+    if (it != calls_.end())
+      copy->append(name, child->clone(device), it->second);
+    else  // registered with register_module: a child, not a step of forward
+      copy->register_module(name, child->clone(device));
+  }
+  return copy;
+}
+
+std::shared_ptr<Module> ModuleList::clone(const std::optional<Device>& device) const {
+  auto copy = std::make_shared<ModuleList>();
+  copy->train(is_training());
+  for (const auto& m : modules_) copy->push_back(m->clone(device));
+  return copy;
+}
+
+std::shared_ptr<Module> ModuleDict::clone(const std::optional<Device>& device) const {
+  auto copy = std::make_shared<ModuleDict>();
+  copy->train(is_training());
+  for (const auto& [key, m] : named_children()) copy->insert(key, m->clone(device));
+  return copy;
 }
 
 std::shared_ptr<Module> Sequential::operator[](size_t index) const {
@@ -648,7 +822,8 @@ std::shared_ptr<Module> ModuleList::ptr(size_t index) const {
 
 Tensor Sequential::forward(const Tensor& input) {
   Tensor x = input;
-  for (const auto& call : calls_) x = call(x);
+  const auto& children = named_children();
+  for (const auto& [name, call] : calls_) x = call(*children.at(name), x);
   return x;
 }
 

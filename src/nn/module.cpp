@@ -1,6 +1,7 @@
 #include "tandem/nn/module.hpp"
 
 #include <sstream>
+#include <typeinfo>
 
 #include "tandem/autograd/grad_mode.hpp"
 #include "tandem/core/error.hpp"
@@ -248,6 +249,60 @@ void Module::load_state_dict(const StateDict& state, bool strict) {
   for (auto& [name, t] : own) {
     auto it = state.find(name);
     if (it != state.end()) t.copy_(it->second);
+  }
+}
+
+std::shared_ptr<Module> Module::clone(const std::optional<Device>&) const {
+  TANDEM_THROW(NotImplementedError, "clone: ", type_name_,
+               " cannot be cloned; derive it from "
+               "nn::Cloneable<",
+               type_name_,
+               "> and register its parameters, buffers and "
+               "submodules in reset(), as in libtorch");
+}
+
+void Module::copy_state_from(const Module& from, const std::optional<Device>& device) {
+  // Everything is checked before anything is copied.
+  std::vector<std::pair<const Module*, Module*>> pairs;
+  std::vector<const Module*> todo_from{&from};
+  std::vector<Module*> todo_to{this};
+  while (!todo_from.empty()) {
+    const Module* a = todo_from.back();
+    Module* b = todo_to.back();
+    todo_from.pop_back();
+    todo_to.pop_back();
+    pairs.emplace_back(a, b);
+    auto same = [](const auto& x, const auto& y) {
+      bool ok = x.size() == y.size();
+      for (size_t i = 0; ok && i < x.size(); ++i)
+        ok = x[i].first == y[i].first && x[i].second.shape() == y[i].second.shape();
+      return ok;
+    };
+    TANDEM_CHECK(typeid(*a) == typeid(*b) && same(a->parameters_, b->parameters_) &&
+                     same(a->buffers_, b->buffers_) && a->children_.keys() == b->children_.keys(),
+                 "clone: the copy of ", a->type_name_,
+                 " has other parameters, buffers or "
+                 "submodules (or submodules of other types) than the original; does reset() "
+                 "register all of them as the original has them now?");
+    for (size_t i = 0; i < a->children_.size(); ++i) {
+      todo_from.push_back(a->children_[i].second.get());
+      todo_to.push_back(b->children_[i].second.get());
+    }
+  }
+  NoGradGuard no_grad;
+  auto copy = [&](const Tensor& src, const Tensor& dst) {
+    const Tensor value = device && *device != src.device() ? src.to(*device) : src.clone();
+    set_data(dst, value);
+    dst.impl()->grad.reset();
+    if (src.requires_grad() != dst.requires_grad())
+      Tensor(dst).set_requires_grad(src.requires_grad());
+  };
+  for (auto [a, b] : pairs) {
+    for (size_t i = 0; i < a->parameters_.size(); ++i)
+      copy(a->parameters_[i].second, b->parameters_[i].second);
+    for (size_t i = 0; i < a->buffers_.size(); ++i)
+      copy(a->buffers_[i].second, b->buffers_[i].second);
+    b->training_ = a->training_;
   }
 }
 

@@ -1,5 +1,6 @@
 #include "tandem/nn/rnn.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 
@@ -7,6 +8,7 @@
 #include "tandem/nn/init.hpp"
 #include "tandem/ops/creation.hpp"
 #include "tandem/ops/rnn.hpp"
+#include "tandem/ops/shape_ops.hpp"
 
 namespace tandem::nn {
 
@@ -140,3 +142,29 @@ Tensor RNNCell::forward(const Tensor& input, const Tensor& hx) {
 }
 
 }  // namespace tandem::nn
+
+namespace tandem::nn::utils::rnn {
+Tensor pad_sequence(const std::vector<Tensor>& sequences, bool batch_first, double padding_value) {
+  TANDEM_CHECK(!sequences.empty(), "pad_sequence: no sequences given");
+  int64_t longest = 0;
+  for (size_t i = 0; i < sequences.size(); ++i) {
+    const Tensor& s = sequences[i];
+    TANDEM_CHECK(s.defined() && s.dim() >= 1, "pad_sequence: sequence ", i,
+                 " is undefined or has no dims");
+    const Shape& first = sequences[0].shape();
+    TANDEM_CHECK(
+        Shape(s.shape().begin() + 1, s.shape().end()) == Shape(first.begin() + 1, first.end()),
+        "pad_sequence: sequence ", i, " has shape ", shape_str(s.shape()), " and sequence 0 ",
+        shape_str(first), ": the dims after the first must agree");
+    longest = std::max(longest, s.size(0));
+  }
+  std::vector<Tensor> padded;
+  for (const Tensor& s : sequences) {
+    std::vector<int64_t> pads(2 * static_cast<size_t>(s.dim()),
+                              0);  // (left, right) from the last dim
+    pads.back() = longest - s.size(0);
+    padded.push_back(pads.back() ? pad(s, pads, padding_value) : s);
+  }
+  return stack(padded, batch_first ? 0 : 1);
+}
+}  // namespace tandem::nn::utils::rnn

@@ -43,21 +43,15 @@ Tensor attend(MultiheadAttention& attn, const Tensor& x, const Tensor& over, con
   return std::get<0>(attn.forward(x, over, over, key_padding_mask, /*need_weights=*/false, mask));
 }
 
-// `count` layers, each a new one of the same options holding `layer`'s weights, as torch's
-// clones of it (the copies share no tensor with it or with each other).
+// `count` clones of `layer`, as torch's _get_clones (the copies share no tensor with it or with
+// each other).
 template <typename Layer>
 std::shared_ptr<ModuleList> clones(const std::shared_ptr<Layer>& layer, int64_t count,
                                    const char* name) {
   TANDEM_CHECK(layer != nullptr, name, ": the layer to repeat is null");
   TANDEM_CHECK(count >= 0, name, ": num_layers must be non-negative, got ", count);
   auto list = std::make_shared<ModuleList>();
-  const StateDict weights = layer->state_dict();
-  for (int64_t i = 0; i < count; ++i) {
-    auto copy = std::make_shared<Layer>(layer->options);
-    copy->load_state_dict(weights);
-    copy->train(layer->is_training());
-    list->push_back(copy);
-  }
+  for (int64_t i = 0; i < count; ++i) list->push_back(layer->clone());
   return list;
 }
 
@@ -114,7 +108,7 @@ Tensor TransformerDecoderLayer::forward(const Tensor& tgt, const Tensor& memory,
 }
 
 TransformerEncoder::TransformerEncoder(const TransformerEncoderOptions& o)
-    : Module("TransformerEncoder"), num_layers(o.num_layers()) {
+    : Module("TransformerEncoder"), num_layers(o.num_layers()), options(o) {
   layers =
       register_module("layers", clones(o.encoder_layer(), o.num_layers(), "TransformerEncoder"));
   if (o.norm()) norm = register_module("norm", o.norm());
@@ -130,7 +124,7 @@ Tensor TransformerEncoder::forward(const Tensor& src, const Tensor& src_mask,
 }
 
 TransformerDecoder::TransformerDecoder(const TransformerDecoderOptions& o)
-    : Module("TransformerDecoder"), num_layers(o.num_layers()) {
+    : Module("TransformerDecoder"), num_layers(o.num_layers()), options(o) {
   layers =
       register_module("layers", clones(o.decoder_layer(), o.num_layers(), "TransformerDecoder"));
   if (o.norm()) norm = register_module("norm", o.norm());

@@ -7,6 +7,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <tuple>
 
 #include "common.hpp"
 #include "tandem/cuda/runtime.hpp"
@@ -862,6 +863,67 @@ Tensor adaptive_avg_pool2d(const Tensor& input, Int2 output_size) {
     }, kDifferentiable);
     return out;
   });
+}
+
+std::tuple<Tensor, Tensor> adaptive_max_pool2d(const Tensor& input, Int2 output_size) {
+  check_defined(input, "adaptive_max_pool2d", "input");
+  check_floating(input, "adaptive_max_pool2d");
+  check_positive(output_size, "adaptive_max_pool2d", "output_size");
+  Tensor indices;
+  Tensor out = with_batch_dim(input, "adaptive_max_pool2d", [&](const Tensor& in) {
+    const int64_t n = in.size(0), c = in.size(1), h = in.size(2), w = in.size(3);
+    const int64_t oh = output_size.h, ow = output_size.w;
+    TANDEM_CHECK(h > 0 && w > 0, "adaptive_max_pool2d: input ", shape_str(in.shape()),
+                 " has an empty spatial dim");
+    // Window i of a dim: [floor(i in / out), ceil((i + 1) in / out)), as torch's.
+    auto window = [](int64_t i, int64_t size, int64_t out) {
+      return std::pair<int64_t, int64_t>{i * size / out, ((i + 1) * size + out - 1) / out};
+    };
+    int64_t kh = 0, kw = 0;
+    for (int64_t i = 0; i < oh; ++i)
+      kh = std::max(kh, window(i, h, oh).second - window(i, h, oh).first);
+    for (int64_t j = 0; j < ow; ++j)
+      kw = std::max(kw, window(j, w, ow).second - window(j, w, ow).first);
+    // Each window's positions in row-major order, padded to kh x kw by repeating its last row
+    // and column. A repeat comes after the position it repeats, so the first maximum is still
+    // the first in row-major order, the one torch picks.
+    std::vector<int64_t> flat;
+    flat.reserve(static_cast<size_t>(oh * ow * kh * kw));
+    for (int64_t i = 0; i < oh; ++i)
+      for (int64_t j = 0; j < ow; ++j) {
+        const auto [r0, r1] = window(i, h, oh);
+        const auto [c0, c1] = window(j, w, ow);
+        for (int64_t a = 0; a < kh; ++a)
+          for (int64_t b = 0; b < kw; ++b)
+            flat.push_back(std::min(r0 + a, r1 - 1) * w + std::min(c0 + b, c1 - 1));
+      }
+    const int64_t taps = kh * kw;
+    const Tensor positions = from_vector(flat).to(in.device());
+    // The windows' elements side by side, then the max of each: index_select and max carry
+    // the gradient to the element picked.
+    const Tensor windows =
+        in.reshape({n, c, h * w}).index_select(2, positions).view({n, c, oh, ow, taps});
+    auto [values, picked] = windows.max(4);
+    indices = positions.view({1, 1, oh, ow, taps})
+                  .expand({n, c, oh, ow, taps})
+                  .gather(4, picked.unsqueeze(4))
+                  .squeeze(4);
+    return values;
+  });
+  if (input.dim() == 3) indices = indices.squeeze(0);
+  return {out, indices};
+}
+
+std::tuple<Tensor, Tensor> adaptive_max_pool1d(const Tensor& input, int64_t output_size) {
+  check_defined(input, "adaptive_max_pool1d", "input");
+  TANDEM_CHECK(input.dim() == 2 || input.dim() == 3,
+               "adaptive_max_pool1d: input must be (N, "
+               "C, L) or (C, L), got ",
+               shape_str(input.shape()));
+  TANDEM_CHECK(output_size > 0, "adaptive_max_pool1d: output_size must be positive, got ",
+               output_size);
+  auto [values, indices] = adaptive_max_pool2d(input.unsqueeze(-2), {1, output_size});
+  return {values.squeeze(-2), indices.squeeze(-2)};
 }
 
 // --- 3-d convolution and pooling, composed of the 2-d ops ---------------------------------------

@@ -377,3 +377,75 @@ TEST_CASE("backward refuses a saved tensor changed in place since its op ran", "
   s.backward();
   CHECK(w.grad().to_vector<double>() == std::vector<double>{3, 4});
 }
+
+TEST_CASE("autograd::backward from several roots, and into chosen inputs only", "[autograd]") {
+  Tensor x = from_vector<double>({1, 2}).set_requires_grad();
+  Tensor w = from_vector<double>({3, -1}).set_requires_grad();
+  Tensor a = mul(x, w);       // d/dx = w, d/dw = x
+  Tensor b = sum(mul(x, x));  // d/dx = 2x
+  autograd::backward({a, b}, {from_vector<double>({1, 10}), Tensor()});
+  CHECK(x.grad().to_vector<double>() == std::vector<double>{3 + 2, -10 + 4});
+  CHECK(w.grad().to_vector<double>() == std::vector<double>{1, 20});
+  CHECK(error_of([&] {
+          autograd::backward({sum(a)}, {Tensor(), Tensor()});
+        }).find("1 tensors but 2 grad_tensors") != std::string::npos);
+
+  // With inputs: only x's .grad changes (accumulating onto what it holds); w's stays.
+  Tensor y = sum(mul(mul(x, w), 2.0));
+  autograd::backward({y}, {}, std::nullopt, false, {x});
+  CHECK(x.grad().to_vector<double>() == std::vector<double>{5 + 6, -6 - 2});
+  CHECK(w.grad().to_vector<double>() == std::vector<double>{1, 20});
+  // A non-leaf input gets a .grad too, and nothing below it runs.
+  x.set_grad(Tensor());
+  Tensor h = mul(x, 3.0);
+  autograd::backward({sum(mul(h, h))}, {}, std::nullopt, false, {h});
+  CHECK(h.grad().to_vector<double>() == std::vector<double>{6, 12});
+  CHECK_FALSE(x.grad().defined());
+  // An input's accumulation is part of the pass: a gradient-ready hook (data parallelism's)
+  // may queue a callback, which runs before backward returns.
+  int callbacks = 0;
+  w.register_grad_ready_hook(
+      [&](const Tensor&) { autograd::queue_callback([&] { ++callbacks; }); });
+  autograd::backward({sum(mul(x, w))}, {}, std::nullopt, false, {w});
+  CHECK(callbacks == 1);
+  CHECK(w.grad().to_vector<double>() == std::vector<double>{1 + 1, 20 + 2});
+}
+
+TEST_CASE("mutable_grad assigns, changes in place and drops a gradient", "[autograd]") {
+  Tensor p = from_vector<float>({1, 2, 3}).set_requires_grad();
+  CHECK_FALSE(p.mutable_grad().defined());
+  p.mutable_grad() = full({3}, 0.5);
+  CHECK(p.grad().to_vector<float>() == std::vector<float>(3, 0.5f));
+  p.mutable_grad().mul_(4.0);  // in place on the gradient itself
+  CHECK(p.grad().to_vector<float>() == std::vector<float>(3, 2.0f));
+  sum(mul(p, 3.0)).backward();  // accumulates onto the assigned gradient
+  CHECK(p.grad().to_vector<float>() == std::vector<float>(3, 5.0f));
+  p.mutable_grad().reset();
+  CHECK_FALSE(p.grad().defined());
+  CHECK(error_of([&] { p.mutable_grad() = zeros({2}); }).find("set_grad: gradient of shape") !=
+        std::string::npos);
+}
+
+TEST_CASE("anomaly detection names the op whose backward made a NaN", "[autograd]") {
+  // sqrt's gradient at 0 is inf; times mul's zero gradient it is NaN, made by sqrt's backward.
+  auto run = [] {
+    Tensor x = from_vector<double>({4.0, 0.0}).set_requires_grad();
+    sum(mul(sqrt(x), 0.0)).backward();
+    return x.grad();
+  };
+  CHECK_FALSE(autograd::AnomalyMode::is_enabled());
+  CHECK(std::isnan(run().to_vector<double>()[1]));  // off: the NaN reaches .grad silently
+  {
+    autograd::DetectAnomalyGuard guard;
+    CHECK(autograd::AnomalyMode::is_enabled());
+    const std::string message = error_of([&] { run(); });
+    CHECK_THAT(message, Catch::Contains("the backward of 'sqrt' returned NaN values in its "
+                                        "output 0") &&
+                            Catch::Contains("going to 'AccumulateGrad'"));
+    // A finite pass goes through untouched.
+    Tensor x = from_vector<double>({4.0, 1.0}).set_requires_grad();
+    sum(sqrt(x)).backward();
+    CHECK(x.grad().to_vector<double>() == std::vector<double>{0.25, 0.5});
+  }
+  CHECK_FALSE(autograd::AnomalyMode::is_enabled());
+}

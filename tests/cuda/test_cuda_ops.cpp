@@ -1129,6 +1129,13 @@ TEST_CASE("CUDA interpolate, flip, repeat and chunk match the CPU, forward and b
                               pad(v[0], {4, 1}, PadMode::circular).flatten() * 3.0});
                 }),
                 tol(t));
+    // Adaptive max pooling: index_select of the windows' positions, then max; and the
+    // positions it picked.
+    same_on_gpu("adaptive_max_pool2d", in, with_gradients([](const std::vector<Tensor>& v) {
+                  auto [values, indices] = adaptive_max_pool2d(v[0], {2, 3});
+                  return cat({values.flatten(), indices.to(values.dtype()).flatten()});
+                }),
+                tol(t));
   }
 }
 

@@ -488,6 +488,44 @@ with torch.random.fork_rng():
     case("rnn_relu_cell", lambda x, h, wi, wh, bi, bh: torch.rnn_relu_cell(x, h, wi, wh, bi, bh),
          r(3, 4), r(3, 5), r(5, 4), r(5, 5), r(5), r(5))
 
+# Convolutions padded by name (padding="same") and by mode (padding_mode): a stream of its own.
+with torch.random.fork_rng():
+    torch.manual_seed(10101)
+
+    def conv_layer(cls, *args, **kwargs):  # the layer's forward, its weight and bias as inputs
+        layer = cls(*args, **kwargs)
+        return lambda x, w, b: layer._conv_forward(x, w, b)
+
+    case("conv2d_same_even_dilated",
+         lambda x, w, b: F.conv2d(x, w, b, padding="same", dilation=(1, 2)),
+         r(2, 3, 5, 6), r(4, 3, 2, 3), r(4))
+    case("conv1d_same_dilated", lambda x, w: F.conv1d(x, w, padding="same", dilation=3),
+         r(2, 2, 9), r(3, 2, 4))
+    case("conv3d_same", lambda x, w: F.conv3d(x, w, padding="same"), r(1, 2, 4, 4, 5),
+         r(2, 2, 2, 3, 2))
+    case("conv2d_valid", lambda x, w: F.conv2d(x, w, padding="valid"), r(1, 2, 5, 4),
+         r(3, 2, 3, 2))
+    case("conv2d_reflect_same",
+         conv_layer(torch.nn.Conv2d, 3, 4, (3, 2), padding="same", padding_mode="reflect"),
+         r(2, 3, 5, 6), r(4, 3, 3, 2), r(4))
+    case("conv2d_circular_stride",
+         conv_layer(torch.nn.Conv2d, 2, 3, 3, stride=2, padding=(1, 2), padding_mode="circular"),
+         r(1, 2, 6, 7), r(3, 2, 3, 3), r(3))
+    case("conv1d_replicate",
+         conv_layer(torch.nn.Conv1d, 2, 3, 3, padding=2, dilation=2, padding_mode="replicate"),
+         r(2, 2, 8), r(3, 2, 3), r(3))
+    pad_sequence = torch.nn.utils.rnn.pad_sequence
+    case("pad_sequence", lambda a, b, c: pad_sequence([a, b, c], padding_value=-1.5),
+         r(3, 2), r(1, 2), r(4, 2))
+    case("pad_sequence_batch_first", lambda a, b: pad_sequence([a, b], batch_first=True),
+         r(2, 3, 2), r(5, 3, 2))
+    case("adaptive_max_pool2d", lambda x: F.adaptive_max_pool2d(x, (3, 4)), r(2, 3, 7, 9))
+    case("adaptive_max_pool2d_unbatched", lambda x: F.adaptive_max_pool2d(x, 2), r(2, 5, 4))
+    case("adaptive_max_pool2d_indices",
+         lambda x: F.adaptive_max_pool2d(x, (2, 3), return_indices=True)[1], r(1, 2, 5, 7),
+         grad=False)
+    case("adaptive_max_pool1d", lambda x: F.adaptive_max_pool1d(x, 4), r(2, 3, 10))
+
 with open(os.path.join(HERE, "ops.json"), "w") as f:
     json.dump({"generator": "torch " + torch.__version__, "cases": cases}, f)
 

@@ -107,8 +107,38 @@ plain = run("adam_plain", lambda W, b: (S.Adam([W, b], lr=5e-2, betas=(0.9, 0.9)
                                                weight_decay=0.05), None))
 assert max(abs(x - y) for x, y in zip(plain["W"], cases[names.index("adam_amsgrad")]["W"])) > 1e-3
 
+
+
+def run_lbfgs(name, steps, **options):
+    """L-BFGS on the same problem: the loss step() returns, the parameters after each step, and
+    how often it called the closure in all (its iterations and line search)."""
+    W = W0.clone().requires_grad_(True)
+    b = B0.clone().requires_grad_(True)
+    opt = S.LBFGS([W, b], **options)
+    calls = [0]
+
+    def closure():
+        calls[0] += 1
+        opt.zero_grad()
+        loss = ((X @ W.t() + b - Y) ** 2).mean()
+        loss.backward()
+        return loss
+
+    losses, params = [], []
+    for _ in range(steps):
+        losses.append(float(opt.step(closure)))
+        params.append(W.detach().reshape(-1).tolist() + b.detach().tolist())
+    return {"name": name, "losses": losses, "params": params, "closure_calls": calls[0]}
+
+
+lbfgs = [
+    run_lbfgs("lbfgs", 3, lr=0.5, max_iter=4, history_size=3),
+    run_lbfgs("lbfgs_strong_wolfe", 2, lr=1, max_iter=3, line_search_fn="strong_wolfe"),
+    run_lbfgs("lbfgs_max_eval", 2, lr=0.8, max_iter=10, max_eval=4, history_size=2),
+]
+
 out = {"steps": STEPS, "X": X.reshape(-1).tolist(), "Y": Y.reshape(-1).tolist(),
-       "W0": W0.reshape(-1).tolist(), "b0": B0.tolist(), "cases": cases}
+       "W0": W0.reshape(-1).tolist(), "b0": B0.tolist(), "cases": cases, "lbfgs": lbfgs}
 with open(os.path.join(HERE, "optim.json"), "w") as f:
     json.dump(out, f)
 print(f"wrote {len(cases)} cases to optim.json")

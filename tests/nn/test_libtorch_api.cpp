@@ -2559,3 +2559,373 @@ TEST_CASE("libtorch names: padding modes and layers, LSTMCell, GRUCell and RNNCe
   CHECK_THROWS_WITH(torch::nn::RNNCell(torch::nn::RNNCellOptions(4, 5).nonlinearity("gelu")),
                     Catch::Contains("nonlinearity"));
 }
+
+TEST_CASE("libtorch names: a convolution's padding by name (kSame, kValid) and padding_mode",
+          "[libtorch]") {
+  namespace nn = torch::nn;
+  namespace F = torch::nn::functional;
+  torch::manual_seed(3);
+  // kSame keeps every spatial size, even kernels and dilations included.
+  nn::Conv2d same(nn::Conv2dOptions(3, 5, {4, 3}).padding(torch::kSame).dilation({1, 2}));
+  CHECK(same.forward(torch::randn({2, 3, 7, 6})).sizes() == Shape{2, 5, 7, 6});
+  nn::Conv1d same1(nn::Conv1dOptions(2, 2, 4).padding(torch::kSame).padding_mode(torch::kReflect));
+  CHECK(same1.forward(torch::randn({1, 2, 9})).sizes() == Shape{1, 2, 9});
+  nn::Conv3d same3(nn::Conv3dOptions(1, 2, {2, 3, 4}).padding(torch::kSame));
+  CHECK(same3.forward(torch::randn({1, 1, 4, 5, 6})).sizes() == Shape{1, 2, 4, 5, 6});
+  // Numbers set after a name replace it; kValid is no padding.
+  auto options = nn::Conv2dOptions(1, 1, 3).padding(torch::kSame).padding(1);
+  CHECK_FALSE(options.padding_kind().has_value());
+  const torch::Tensor x = torch::randn({1, 1, 6, 6}), w = torch::randn({1, 1, 3, 3});
+  CHECK(F::conv2d(x, w, F::Conv2dFuncOptions().padding(torch::kValid)).sizes() ==
+        Shape{1, 1, 4, 4});
+  // zeros with kSame and an odd kernel is the convolution's own padding, bit for bit.
+  CHECK(F::conv2d(x, w, F::Conv2dFuncOptions().padding(torch::kSame))
+            .equal(torch::conv2d(x, w, {}, 1, 1)));
+  // Reflect padding is the padded input convolved without padding.
+  nn::Conv2d reflect(nn::Conv2dOptions(1, 1, 3).padding(1).padding_mode(torch::kReflect));
+  const auto expected =
+      torch::conv2d(F::pad(x, F::PadFuncOptions({1, 1, 1, 1}).mode(torch::kReflect)),
+                    reflect.weight, reflect.bias);
+  CHECK(reflect.forward(x).equal(expected));
+
+  std::ostringstream os;
+  os << same << "; " << reflect;
+  CHECK(os.str() ==
+        "Conv2d(3, 5, kernel_size=(4, 3), stride=(1, 1), padding=same, dilation=(1, 2)); "
+        "Conv2d(1, 1, kernel_size=(3, 3), stride=(1, 1), padding=(1, 1), "
+        "padding_mode=reflect)");
+  CHECK_THROWS_WITH(nn::Conv2d(nn::Conv2dOptions(1, 1, 3).stride(2).padding(torch::kSame)),
+                    Catch::Contains("padding kSame is not supported for strided convolutions"));
+  CHECK_THROWS_WITH(F::conv1d(torch::ones({1, 1, 5}), torch::ones({1, 1, 3}),
+                              F::Conv1dFuncOptions().stride(2).padding(torch::kSame)),
+                    Catch::Contains("padding kSame is not supported for strided convolutions"));
+  CHECK_THROWS_WITH(
+      F::conv2d(x, torch::randn({1, 1, 3}), F::Conv2dFuncOptions().padding(torch::kSame)),
+      Catch::Contains("kSame needs a weight of 4 dims"));
+}
+
+namespace {
+// libtorch's DQN shape: a network of one's own, cloneable because reset() registers everything.
+struct QNet : torch::nn::Cloneable<QNet> {
+  QNet(int64_t in, int64_t out) : in_(in), out_(out) { reset(); }
+  void reset() override {
+    fc1 = register_module("fc1", std::make_shared<torch::nn::Linear>(in_, 8));
+    bn = register_module("bn", std::make_shared<torch::nn::BatchNorm1d>(8));
+    fc2 = register_module("fc2", std::make_shared<torch::nn::Linear>(8, out_));
+    scale = register_parameter("scale", torch::ones({1}));
+  }
+  torch::Tensor forward(const torch::Tensor& x) override {
+    return fc2->forward(torch::relu(bn->forward(fc1->forward(x)))) * scale;
+  }
+  int64_t in_, out_;
+  std::shared_ptr<torch::nn::Linear> fc1, fc2;
+  std::shared_ptr<torch::nn::BatchNorm1d> bn;
+  torch::Tensor scale;
+};
+
+// A module whose forward takes its argument by value (libtorch's examples), in a Sequential.
+struct Twice : torch::nn::Cloneable<Twice> {
+  Twice() { reset(); }
+  void reset() override {}
+  torch::Tensor forward(torch::Tensor x) { return x * 2; }
+};
+
+struct Plain : torch::nn::Module {};
+
+// Same keys and values, storage of its own.
+void check_deep_copy(const torch::nn::Module& original, const torch::nn::Module& copy) {
+  const auto a = original.state_dict(), b = copy.state_dict();
+  REQUIRE(a.keys() == b.keys());
+  for (size_t i = 0; i < a.size(); ++i) {
+    INFO(a[i].key());
+    CHECK(a[i].value().equal(b[i].value()));
+    CHECK(a[i].value().data_ptr() != b[i].value().data_ptr());
+  }
+}
+}  // namespace
+
+TEST_CASE("libtorch names: clone() copies a Cloneable module deeply", "[libtorch]") {
+  torch::manual_seed(5);
+  auto net = std::make_shared<QNet>(4, 2);
+  const torch::Tensor x = torch::randn({6, 4});
+  net->forward(x).sum().backward();  // running statistics move, gradients appear
+  net->scale.set_requires_grad(false);
+  net->fc2->eval();
+
+  auto copy = std::dynamic_pointer_cast<QNet>(net->clone());
+  REQUIRE(copy != nullptr);
+  check_deep_copy(*net, *copy);
+  // The copy's members are its own registrations, not the original's.
+  CHECK(copy->fc1 != net->fc1);
+  CHECK(copy->fc1 == copy->named_children().at("fc1"));
+  CHECK(copy->scale.is_same(copy->named_parameters().at("scale")));
+  CHECK(copy->bn->running_mean.equal(net->bn->running_mean));
+  // Flags and modes come along; gradients do not.
+  CHECK_FALSE(copy->scale.requires_grad());
+  CHECK(copy->fc1->weight.requires_grad());
+  CHECK(copy->is_training());
+  CHECK_FALSE(copy->fc2->is_training());
+  CHECK(net->fc1->weight.grad().defined());
+  CHECK_FALSE(copy->fc1->weight.grad().defined());
+  // The same function, and independent from now on.
+  net->eval();
+  copy->eval();
+  CHECK(copy->forward(x).equal(net->forward(x)));
+  {
+    torch::NoGradGuard no_grad;
+    net->fc1->weight.add_(1.0);
+  }
+  CHECK_FALSE(copy->fc1->weight.equal(net->fc1->weight));
+
+  // A module that is not Cloneable says so, also inside a container.
+  CHECK_THROWS_WITH(std::make_shared<Plain>()->clone(),
+                    Catch::Contains("derive it from nn::Cloneable<"));
+  torch::nn::Sequential with_plain(std::make_shared<torch::nn::ReLU>(), std::make_shared<Plain>());
+  CHECK_THROWS_AS(with_plain.clone(), tandem::NotImplementedError);
+}
+
+TEST_CASE("libtorch names: the built-in layers and containers clone", "[libtorch]") {
+  namespace nn = torch::nn;
+  torch::manual_seed(6);
+  auto seq = std::make_shared<nn::Sequential>(
+      std::make_shared<nn::Conv2d>(nn::Conv2dOptions(2, 3, 3).padding(torch::kSame)),
+      std::make_shared<nn::BatchNorm2d>(3), std::make_shared<Twice>(),
+      std::make_shared<nn::Flatten>(), std::make_shared<nn::Dropout>(0.3));
+  const torch::Tensor x = torch::randn({2, 2, 4, 4});
+  seq->forward(x);  // batch statistics into the running ones
+  auto copy = std::dynamic_pointer_cast<nn::Sequential>(seq->clone());
+  REQUIRE(copy != nullptr);
+  check_deep_copy(*seq, *copy);
+  CHECK(copy->ptr<nn::Conv2d>(0)->options.padding_kind() == torch::kSame);
+  CHECK(copy->ptr<nn::Dropout>(4)->p == 0.3);
+  CHECK(copy->named_children().keys() == seq->named_children().keys());
+  seq->eval();
+  copy->eval();
+  CHECK(copy->forward(x).equal(seq->forward(x)));  // Twice runs through its by-value forward
+
+  // A child registered beside the steps is cloned as a child; a child replaced by another
+  // type is cloned as what it is now, and runs.
+  auto with_extra = std::make_shared<nn::Sequential>(std::make_shared<nn::Linear>(2, 2),
+                                                     std::make_shared<nn::Dropout>(0.5));
+  with_extra->register_module("extra", std::make_shared<nn::Linear>(1, 1));
+  with_extra->replace_module("1", std::make_shared<nn::Tanh>());
+  auto extra_copy = std::dynamic_pointer_cast<nn::Sequential>(with_extra->clone());
+  check_deep_copy(*with_extra, *extra_copy);
+  CHECK(extra_copy->named_children().at("1")->name() == "Tanh");
+  const torch::Tensor two = torch::randn({3, 2});
+  CHECK(extra_copy->forward(two).equal(with_extra->forward(two)));
+  CHECK(extra_copy->forward(two).abs().max().item<float>() < 1.0f);  // tanh ran
+
+  // Every built-in kind: the same type, keys and values, storage of its own.
+  std::vector<std::shared_ptr<nn::Module>> layers = {
+      std::make_shared<nn::Linear>(3, 2),
+      std::make_shared<nn::Embedding>(nn::EmbeddingOptions(5, 3).padding_idx(1)),
+      std::make_shared<nn::LSTM>(nn::LSTMOptions(3, 4).num_layers(2)),
+      std::make_shared<nn::GRUCell>(3, 4),
+      std::make_shared<nn::LayerNorm>(nn::LayerNormOptions({4})),
+      std::make_shared<nn::PReLU>(nn::PReLUOptions().num_parameters(3)),
+      std::make_shared<nn::MultiheadAttention>(4, 2),
+      std::make_shared<nn::TransformerEncoder>(
+          nn::TransformerEncoderOptions(nn::TransformerEncoderLayerOptions(4, 2), 2)
+              .norm(std::make_shared<nn::LayerNorm>(nn::LayerNormOptions({4})))),
+      std::make_shared<nn::TransformerDecoder>(
+          nn::TransformerDecoderOptions(nn::TransformerDecoderLayerOptions(4, 2), 0)),
+      std::make_shared<nn::ModuleList>(std::make_shared<nn::Linear>(2, 2),
+                                       std::make_shared<nn::Tanh>()),
+      std::make_shared<nn::ModuleDict>(
+          std::vector<std::pair<std::string, std::shared_ptr<nn::Module>>>{
+              {"a", std::make_shared<nn::Conv1d>(nn::Conv1dOptions(2, 2, 3))}}),
+      std::make_shared<nn::ReflectionPad2d>(nn::ReflectionPad2dOptions({1, 2, 0, 1})),
+      std::make_shared<nn::CrossEntropyLoss>(nn::CrossEntropyLossOptions().label_smoothing(0.1)),
+  };
+  for (const auto& layer : layers) {
+    INFO(layer->type_name());
+    const nn::Module& original = *layer;
+    const auto cloned_handle = layer->clone();
+    const nn::Module& cloned = *cloned_handle;
+    CHECK(typeid(cloned) == typeid(original));
+    check_deep_copy(original, cloned);
+    std::ostringstream a, b;
+    a << original;
+    b << cloned;
+    CHECK(a.str() == b.str());
+  }
+}
+
+TEST_CASE("libtorch names: AdaptiveMaxPool1d/2d, their indices and pad_sequence", "[libtorch]") {
+  namespace nn = torch::nn;
+  namespace F = torch::nn::functional;
+  torch::manual_seed(7);
+  const torch::Tensor x = torch::randn({2, 3, 7, 5});
+  nn::AdaptiveMaxPool2d pool(nn::AdaptiveMaxPool2dOptions({3, 2}));
+  auto [values, indices] = pool.forward_with_indices(x);
+  CHECK(values.sizes() == Shape{2, 3, 3, 2});
+  CHECK(indices.scalar_type() == torch::kLong);
+  // Each index names the value it reports, in its own H x W plane.
+  CHECK(x.flatten(2).gather(2, indices.flatten(2)).view({2, 3, 3, 2}).equal(values));
+  CHECK(pool.forward(x).equal(values));
+  CHECK(F::adaptive_max_pool2d(x, F::AdaptiveMaxPool2dFuncOptions({3, 2})).equal(values));
+  // Divisible sizes are max_pool2d's windows.
+  CHECK(F::adaptive_max_pool2d(x.narrow(2, 0, 6), F::AdaptiveMaxPool2dFuncOptions({3, 5}))
+            .equal(torch::max_pool2d(x.narrow(2, 0, 6), {2, 1})));
+  std::ostringstream os;
+  os << pool;
+  CHECK(os.str() == "AdaptiveMaxPool2d(output_size=(3, 2))");
+  const torch::Tensor seq = torch::randn({2, 9});
+  auto [v1, i1] = nn::AdaptiveMaxPool1d(3).forward_with_indices(seq);
+  CHECK(v1.sizes() == Shape{2, 3});
+  CHECK(seq.gather(1, i1).equal(v1));
+  CHECK_THROWS_WITH(pool.forward(torch::ones({2, 3}, torch::kLong)),
+                    Catch::Contains("adaptive_max_pool2d"));
+
+  // pad_sequence: the sequences one after another along the batch dim, padded after.
+  const torch::Tensor a = torch::ones({2, 3}), b = torch::full({4, 3}, 2.0);
+  const torch::Tensor padded = nn::utils::rnn::pad_sequence({a, b}, true, -1.0);
+  CHECK(padded.sizes() == Shape{2, 4, 3});
+  CHECK(padded[0].narrow(0, 0, 2).equal(a));
+  CHECK(padded[0].narrow(0, 2, 2).eq(-1.0).all().item<bool>());
+  CHECK(padded[1].equal(b));
+  CHECK(nn::utils::rnn::pad_sequence({a, b}).sizes() == Shape{4, 2, 3});
+  CHECK_THROWS_WITH(nn::utils::rnn::pad_sequence({a, torch::ones({2, 4})}),
+                    Catch::Contains("the dims after the first must agree"));
+}
+
+TEST_CASE("libtorch names: an implicit Scalar, Module::name() and a named Sequential",
+          "[libtorch]") {
+  const torch::Scalar two = 2, half = 0.5, yes = true;
+  CHECK(two.isIntegral(false));
+  CHECK(two.toLong() == 2);
+  CHECK(half.isFloatingPoint());
+  CHECK(half.toDouble() == 0.5);
+  CHECK(yes.isBoolean());
+  const torch::Scalar big = int64_t{1} << 60;  // exact, not through a double
+  CHECK(big.toLong() == (int64_t{1} << 60));
+  CHECK((torch::ones({2}) * two).equal(torch::full({2}, 2.0)));
+
+  namespace nn = torch::nn;
+  nn::Sequential seq(
+      {{"fc", std::make_shared<nn::Linear>(3, 2)}, {"act", std::make_shared<nn::ReLU>()}});
+  CHECK(seq.named_children().keys() == std::vector<std::string>{"fc", "act"});
+  CHECK(seq.named_parameters().keys() == std::vector<std::string>{"fc.weight", "fc.bias"});
+  CHECK(seq.forward(torch::ones({4, 3})).sizes() == Shape{4, 2});
+  CHECK(seq.ptr<nn::Linear>(0)->name() == "Linear");
+  CHECK(seq.name() == "Sequential");
+}
+
+TEST_CASE("libtorch names: serialize archives and saving to streams", "[libtorch]") {
+  tandem::testing::TempDir tmp;
+  const std::string file = (tmp.path / "checkpoint.pt").string();
+  torch::manual_seed(8);
+  auto model = std::make_shared<Net>();
+  torch::optim::SGD sgd(model->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
+  torch::nll_loss(model->forward(torch::randn({2, 1, 28, 28})), torch::tensor({3, 7})).backward();
+  sgd.step();
+
+  // A checkpoint as libtorch code writes one: the model, the optimizer nested, an epoch.
+  torch::serialize::OutputArchive archive, optimizer_archive;
+  model->save(archive);
+  sgd.save(optimizer_archive);
+  archive.write("optimizer", optimizer_archive);
+  archive.write("epoch", torch::tensor(int64_t{7}));
+  archive.save_to(file);
+
+  auto copy = std::make_shared<Net>();
+  torch::optim::SGD restored(copy->parameters(), torch::optim::SGDOptions(0.5));
+  torch::serialize::InputArchive in, optimizer_in;
+  in.load_from(file);
+  copy->load(in);  // the other keys are left for their readers
+  in.read("optimizer", optimizer_in);
+  restored.load(optimizer_in);
+  torch::Tensor epoch;
+  in.read("epoch", epoch);
+  CHECK(epoch.item<int64_t>() == 7);
+  for (const auto& [name, value] : model->state_dict()) {
+    INFO(name);
+    CHECK(torch::equal(value, copy->state_dict()[name]));
+  }
+  CHECK(restored.param_groups()[0].options().get_lr() == 0.1);
+  CHECK(torch::equal(restored.state_dict()["state.0.momentum_buffer"],
+                     sgd.state_dict()["state.0.momentum_buffer"]));
+  // Into a defined tensor the values are copied: every handle on it sees them.
+  torch::Tensor weight = copy->fc1->weight;
+  {
+    torch::NoGradGuard no_grad;
+    weight.zero_();
+  }
+  in.read("fc1.weight", weight);
+  CHECK(torch::equal(copy->fc1->weight, model->fc1->weight));
+  torch::Tensor wrong = torch::zeros({2});
+  CHECK_THROWS_WITH(in.read("fc1.weight", wrong), Catch::Contains("has shape"));
+  CHECK_THROWS_WITH(in.read("fc9.weight", wrong), Catch::Contains("holds no 'fc9.weight'"));
+  CHECK_FALSE(in.try_read("fc9.weight", wrong));
+  // A module whose keys are not all there loads nothing.
+  torch::serialize::InputArchive partial;
+  partial.load_from(file);
+  torch::serialize::OutputArchive only_epoch;
+  only_epoch.write("epoch", epoch);
+  std::stringstream epoch_bytes;
+  only_epoch.save_to(epoch_bytes);
+  partial.load_from(epoch_bytes);
+  const auto before = copy->fc1->weight.clone();
+  CHECK_THROWS_WITH(copy->load(partial), Catch::Contains("the archive holds no conv1.weight"));
+  CHECK(torch::equal(copy->fc1->weight, before));
+
+  // A module without parameters writes an empty archive, which reads back as one.
+  torch::serialize::OutputArchive outer, empty;
+  torch::nn::ReLU().save(empty);
+  outer.write("relu", empty);
+  outer.write("w", torch::ones({1}));
+  CHECK_THROWS_WITH(outer.write("w", torch::ones({1})), Catch::Contains("written twice"));
+  torch::serialize::InputArchive outer_in, relu_in;
+  std::stringstream outer_bytes;
+  outer.save_to(outer_bytes);
+  outer_in.load_from(outer_bytes);
+  outer_in.read("relu", relu_in);
+  torch::nn::ReLU().load(relu_in);
+  CHECK_FALSE(outer_in.try_read("relu", relu_in));
+  CHECK(outer_in.keys() == std::vector<std::string>{"w"});
+
+  // torch::save / torch::load of a module through a stream.
+  std::stringstream bytes;
+  torch::save(model, bytes);
+  auto third = std::make_shared<Net>();
+  torch::load(third, bytes);
+  CHECK(torch::equal(third->fc2->weight, model->fc2->weight));
+  std::stringstream garbage("not safetensors");
+  CHECK_THROWS_AS(torch::load(third, garbage), tandem::io::IoError);
+}
+
+TEST_CASE("libtorch names: reset_parameters draws again, reset_running_stats starts over",
+          "[libtorch]") {
+  namespace nn = torch::nn;
+  torch::manual_seed(9);
+  nn::Linear linear(4, 3);
+  const torch::Tensor w0 = linear.weight.clone();
+  linear.reset_parameters();
+  CHECK_FALSE(linear.weight.equal(w0));
+  // Drawn from torch's bound: |w| <= 1 / sqrt(in_features).
+  CHECK(linear.weight.abs().max().item<float>() <= 0.5f);
+  CHECK(linear.weight.requires_grad());
+
+  nn::BatchNorm2d bn(3);
+  bn.forward(torch::randn({4, 3, 2, 2}) * 5.0 + 2.0);
+  {
+    torch::NoGradGuard no_grad;
+    bn.weight.mul_(3.0);
+  }
+  CHECK_FALSE(bn.running_mean.equal(torch::zeros({3})));
+  bn.reset_running_stats();
+  CHECK(bn.running_mean.equal(torch::zeros({3})));
+  CHECK(bn.running_var.equal(torch::ones({3})));
+  CHECK(bn.num_batches_tracked.item<int64_t>() == 0);
+  CHECK(bn.weight.equal(torch::full({3}, 3.0)));  // reset_running_stats leaves the affine part
+  bn.reset_parameters();
+  CHECK(bn.weight.equal(torch::ones({3})));
+  CHECK(bn.bias.equal(torch::zeros({3})));
+
+  nn::Embedding embedding(nn::EmbeddingOptions(5, 2).padding_idx(2));
+  const torch::Tensor e0 = embedding.weight.clone();
+  embedding.reset_parameters();
+  CHECK_FALSE(embedding.weight.equal(e0));
+  CHECK(embedding.weight[2].equal(torch::zeros({2})));
+}

@@ -37,9 +37,20 @@ Tensor weighted(const std::vector<Tensor>& parts) {
 
 using Attn = nn::functional::MultiheadAttentionForwardFuncOptions;
 using nn::functional::multi_head_attention_forward;
+namespace F = nn::functional;
 std::tuple<Tensor, Tensor> mha(const Tensor& q, const Tensor& k, const Tensor& v, const Attn& o) {
   return multi_head_attention_forward(q, k, v, o);
 }
+// A convolution layer's forward with the case's weight and bias (inputs 1 and 2) in place of
+// its own, so that their gradients are the case's.
+template <typename Conv, typename Options>
+Tensor conv_layer(const Options& options, const std::vector<Tensor>& x) {
+  Conv layer(options);
+  layer.weight = x[1];
+  layer.bias = x[2];
+  return layer.forward(x[0]);
+}
+
 Tensor both(const std::tuple<Tensor, Tensor>& r) {
   return weighted({std::get<0>(r), std::get<1>(r)});
 }
@@ -313,6 +324,44 @@ const std::map<std::string, Fn>& ops() {
       {"gru_cell_nobias", [](V x) { return gru_cell(x[0], x[1], x[2], x[3]); }},
       {"rnn_tanh_cell", [](V x) { return rnn_tanh_cell(x[0], x[1], x[2], x[3], x[4], x[5]); }},
       {"rnn_relu_cell", [](V x) { return rnn_relu_cell(x[0], x[1], x[2], x[3], x[4], x[5]); }},
+      // Convolutions padded by name and by mode; the layers' weights are the inputs.
+      {"conv2d_same_even_dilated",
+       [](V x) {
+         return F::conv2d(x[0], x[1],
+                          F::Conv2dFuncOptions().bias(x[2]).padding(kSame).dilation({1, 2}));
+       }},
+      {"conv1d_same_dilated",
+       [](V x) { return F::conv1d(x[0], x[1], F::Conv1dFuncOptions().padding(kSame).dilation(3)); }},
+      {"conv3d_same",
+       [](V x) { return F::conv3d(x[0], x[1], F::Conv3dFuncOptions().padding(kSame)); }},
+      {"conv2d_valid",
+       [](V x) { return F::conv2d(x[0], x[1], F::Conv2dFuncOptions().padding(kValid)); }},
+      {"conv2d_reflect_same",
+       [](V x) {
+         return conv_layer<nn::Conv2d>(
+             nn::Conv2dOptions(3, 4, {3, 2}).padding(kSame).padding_mode(kReflect), x);
+       }},
+      {"conv2d_circular_stride",
+       [](V x) {
+         return conv_layer<nn::Conv2d>(
+             nn::Conv2dOptions(2, 3, 3).stride(2).padding({1, 2}).padding_mode(kCircular), x);
+       }},
+      {"conv1d_replicate",
+       [](V x) {
+         return conv_layer<nn::Conv1d>(
+             nn::Conv1dOptions(2, 3, 3).padding(2).dilation(2).padding_mode(kReplicate), x);
+       }},
+      {"pad_sequence",
+       [](V x) { return nn::utils::rnn::pad_sequence({x[0], x[1], x[2]}, false, -1.5); }},
+      {"pad_sequence_batch_first",
+       [](V x) { return nn::utils::rnn::pad_sequence({x[0], x[1]}, true); }},
+      {"adaptive_max_pool2d", [](V x) { return std::get<0>(adaptive_max_pool2d(x[0], {3, 4})); }},
+      {"adaptive_max_pool2d_unbatched",
+       [](V x) { return F::adaptive_max_pool2d(x[0], F::AdaptiveMaxPool2dFuncOptions(2)); }},
+      {"adaptive_max_pool2d_indices",
+       [](V x) { return std::get<1>(adaptive_max_pool2d(x[0], {2, 3})); }},
+      {"adaptive_max_pool1d",
+       [](V x) { return nn::AdaptiveMaxPool1d(4).forward(x[0]); }},
       {"pairwise_distance_keepdim",
        [](V x) { return pairwise_distance(x[0], x[1], 2.0, 1e-6, true); }},
       // Multi-head attention, two heads, weights as inputs: the output, then the weights.

@@ -165,6 +165,67 @@ TEST_CASE("optimizers and schedules match torch.optim over 20 steps", "[optim][g
   }
 }
 
+TEST_CASE("L-BFGS matches torch.optim.LBFGS step for step, closure calls included",
+          "[optim][golden]") {
+  for (const auto& c : golden()["lbfgs"]) {
+    const std::string name = c["name"];
+    SECTION(name) {
+      Problem p = make_problem();
+      LBFGSOptions options;
+      if (name == "lbfgs") options = LBFGSOptions(0.5).max_iter(4).history_size(3);
+      if (name == "lbfgs_strong_wolfe")
+        options = LBFGSOptions(1).max_iter(3).line_search_fn("strong_wolfe");
+      if (name == "lbfgs_max_eval")
+        options = LBFGSOptions(0.8).max_iter(10).max_eval(4).history_size(2);
+      LBFGS opt({p.W, p.b}, options);
+      int calls = 0;
+      auto closure = [&] {
+        ++calls;
+        opt.zero_grad();
+        Tensor loss = p.loss();
+        loss.backward();
+        return loss;
+      };
+      const auto losses = c["losses"].get<std::vector<double>>();
+      const auto params = c["params"].get<std::vector<std::vector<float>>>();
+      for (size_t step = 0; step < losses.size(); ++step) {
+        INFO("step " << step);
+        CHECK(opt.step(closure).item<double>() == Approx(losses[step]).epsilon(1e-5));
+        require_close(cat({p.W.flatten(), p.b}), from_vector(params[step]), 1e-4, 1e-5,
+                      "parameters");
+      }
+      CHECK(calls == c["closure_calls"].get<int>());
+    }
+  }
+}
+
+TEST_CASE("L-BFGS refuses what torch refuses, before anything changes", "[optim][errors]") {
+  Problem p = make_problem();
+  CHECK_THROWS_WITH(LBFGS({p.W}, LBFGSOptions().line_search_fn("backtracking")),
+                    Catch::Contains("\"strong_wolfe\" or none"));
+  CHECK_THROWS_WITH(LBFGS({p.W}, LBFGSOptions().history_size(0)),
+                    Catch::Contains("must be positive"));
+  CHECK_THROWS_WITH(LBFGS({p.W, ones({2}, kFloat64).set_requires_grad(true)}),
+                    Catch::Contains("the first one's device and dtype"));
+  LBFGS opt({p.W, p.b});
+  const Tensor before = p.W.clone();
+  CHECK_THROWS_WITH(opt.step(), Catch::Contains("needs a closure"));
+  CHECK_THROWS_WITH(opt.step([] { return ones({2}); }), Catch::Contains("one number"));
+  CHECK(p.W.equal(before));
+  // At a minimum already (zero gradient) it returns at once.
+  int calls = 0;
+  const Tensor loss = opt.step([&] {
+    ++calls;
+    opt.zero_grad();
+    Tensor l = mul(sum(p.W), 0.0);
+    l.backward();
+    return l;
+  });
+  CHECK(calls == 1);
+  CHECK(loss.item<double>() == 0.0);
+  CHECK(p.W.equal(before));
+}
+
 TEST_CASE("optimizer and schedule state dicts resume bit-exactly", "[optim]") {
   for (const char* name :
        {"sgd_onecycle", "adamw_onecycle", "sgd_warmup_cosine", "rmsprop_groups_onecycle"}) {

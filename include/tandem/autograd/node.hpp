@@ -138,4 +138,34 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
                          std::optional<bool> retain_graph = std::nullopt,
                          bool create_graph = false, bool allow_unused = false);
 
+/// libtorch's torch::autograd::backward: backward from several `tensors` at once (one gradient
+/// each, or none for scalars), accumulating into .grad as Tensor::backward does. With `inputs`,
+/// only those tensors' .grad receive gradients (leaves or not; the rest of the graph's leaves
+/// are left as they are), as torch.autograd.backward(..., inputs=...).
+void backward(const std::vector<Tensor>& tensors, const std::vector<Tensor>& grad_tensors = {},
+              std::optional<bool> retain_graph = std::nullopt, bool create_graph = false,
+              const std::vector<Tensor>& inputs = {});
+
+/// Anomaly detection (libtorch's AnomalyMode): while enabled, the engine checks every gradient a
+/// node returns and throws, naming the node, the output and the op that would have received it,
+/// at the first NaN, instead of letting it spread into every parameter. Each check reads the
+/// gradient on the host (a wait per node on a GPU): a debugging mode. Process-wide, as
+/// libtorch's.
+struct AnomalyMode {
+  static bool is_enabled();
+  static void set_enabled(bool enabled);
+};
+
+/// Enables anomaly detection for a scope (libtorch's DetectAnomalyGuard).
+class DetectAnomalyGuard {
+ public:
+  DetectAnomalyGuard() : previous_(AnomalyMode::is_enabled()) { AnomalyMode::set_enabled(true); }
+  ~DetectAnomalyGuard() { AnomalyMode::set_enabled(previous_); }
+  DetectAnomalyGuard(const DetectAnomalyGuard&) = delete;
+  DetectAnomalyGuard& operator=(const DetectAnomalyGuard&) = delete;
+
+ private:
+  bool previous_;
+};
+
 }  // namespace tandem::autograd

@@ -9,8 +9,15 @@ namespace tandem {
 
 class Scalar {
  public:
-  explicit Scalar(double value) : real_(value) {}
-  explicit Scalar(int64_t value, bool boolean = false)
+  /// From any number, implicitly, as c10::Scalar (`torch::Scalar s = 2;`): integers and bool
+  /// stay exact and integral, the rest is a double.
+  template <typename T, std::enable_if_t<std::is_arithmetic_v<T>, int> = 0>
+  Scalar(T value)  // NOLINT(google-explicit-constructor)
+      : real_(static_cast<double>(value)),
+        integer_(std::is_integral_v<T> ? static_cast<int64_t>(value) : 0),
+        integral_(std::is_integral_v<T>),
+        boolean_(std::is_same_v<T, bool>) {}
+  Scalar(int64_t value, bool boolean)
       : real_(static_cast<double>(value)), integer_(value), integral_(true), boolean_(boolean) {}
 
   double toDouble() const { return real_; }

@@ -28,6 +28,7 @@ class Node;
 }
 class Generator;
 class Tensor;
+class GradRef;
 
 /// The dtype, device and requires_grad of a new tensor. Converts from a DType or a Device, so
 /// `zeros({2, 3}, DType::f64)` and `zeros({2, 3}, Device("cuda:0"))` both read naturally.
@@ -566,6 +567,9 @@ class Tensor {
   /// The accumulated gradient (undefined until a backward pass reaches this tensor).
   Tensor grad() const;
   void set_grad(const Tensor& grad);
+  /// libtorch's mutable_grad(): the gradient as a handle that assignment replaces
+  /// (`p.mutable_grad() = torch::zeros_like(p)`), `reset()` drops, and in-place ops change.
+  GradRef mutable_grad() const;
   /// Makes backward write this leaf's gradient into `buffer` (same shape, dtype and device; a
   /// view into a larger buffer is fine): the first contribution is copied in, later ones are
   /// added in place, and grad() then returns the buffer. Data parallelism hands each parameter
@@ -616,6 +620,27 @@ class Tensor {
   unsigned add_grad_hook(GradHook hook) const;
   std::shared_ptr<TensorImpl> impl_;
 };
+
+/// What Tensor::mutable_grad() returns: the gradient's handle (undefined when there is none),
+/// bound to its tensor, so that assigning a tensor sets the gradient.
+class GradRef : public Tensor {
+ public:
+  explicit GradRef(Tensor owner) : Tensor(owner.grad()), owner_(std::move(owner)) {}
+  GradRef(const GradRef&) = default;
+  GradRef& operator=(const Tensor& grad) {
+    owner_.set_grad(grad);
+    static_cast<Tensor&>(*this) = grad;
+    return *this;
+  }
+  GradRef& operator=(const GradRef& grad) { return *this = static_cast<const Tensor&>(grad); }
+  /// Drops the gradient (libtorch's `mutable_grad().reset()`).
+  void reset() { *this = Tensor(); }
+
+ private:
+  Tensor owner_;
+};
+
+inline GradRef Tensor::mutable_grad() const { return GradRef(*this); }
 
 /// libtorch's name for a list of tensors taken as an argument (here an owning vector).
 using TensorList = std::vector<Tensor>;

@@ -92,6 +92,7 @@ struct MultiheadAttentionOptions {
 /// initialized as torch's (Xavier-uniform projections, zero biases, Xavier-normal bias_k/v).
 class MultiheadAttention : public Module {
  public:
+  TANDEM_MODULE_CLONE(MultiheadAttention, options)
   explicit MultiheadAttention(const MultiheadAttentionOptions& options);
   MultiheadAttention(int64_t embed_dim, int64_t num_heads)
       : MultiheadAttention(MultiheadAttentionOptions(embed_dim, num_heads)) {}

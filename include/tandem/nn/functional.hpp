@@ -7,6 +7,7 @@
 
 #include <optional>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -126,23 +127,28 @@ inline Tensor log_softmax(const Tensor& input, const LogSoftmaxFuncOptions& o) {
 struct Conv1dFuncOptions {
   TANDEM_ARG(Tensor, bias);
   TANDEM_ARG(int64_t, stride) = 1;
-  TANDEM_ARG(int64_t, padding) = 0;
+  TANDEM_CONV_PADDING(int64_t) = 0;
   TANDEM_ARG(int64_t, dilation) = 1;
   TANDEM_ARG(int64_t, groups) = 1;
 };
 inline Tensor conv1d(const Tensor& input, const Tensor& weight, const Conv1dFuncOptions& o) {
-  return tandem::conv1d(input, weight, o.bias(), o.stride(), o.padding(), o.dilation(), o.groups());
+  auto [x, pad] = nn::detail::conv_padding("conv1d", input, weight, {o.stride()}, {o.dilation()},
+                                           {o.padding()}, o.padding_kind());
+  return tandem::conv1d(x, weight, o.bias(), o.stride(), pad[0], o.dilation(), o.groups());
 }
 
 struct Conv2dFuncOptions {
   TANDEM_ARG(Tensor, bias);
   TANDEM_ARG(Int2, stride) = 1;
-  TANDEM_ARG(Int2, padding) = 0;
+  TANDEM_CONV_PADDING(Int2) = 0;
   TANDEM_ARG(Int2, dilation) = 1;
   TANDEM_ARG(int64_t, groups) = 1;
 };
 inline Tensor conv2d(const Tensor& input, const Tensor& weight, const Conv2dFuncOptions& o) {
-  return tandem::conv2d(input, weight, o.bias(), o.stride(), o.padding(), o.dilation(),
+  auto [x, pad] = nn::detail::conv_padding("conv2d", input, weight, {o.stride().h, o.stride().w},
+                                           {o.dilation().h, o.dilation().w},
+                                           {o.padding().h, o.padding().w}, o.padding_kind());
+  return tandem::conv2d(x, weight, o.bias(), o.stride(), {pad[0], pad[1]}, o.dilation(),
                         o.groups());
 }
 
@@ -163,12 +169,15 @@ inline Tensor conv_transpose2d(const Tensor& input, const Tensor& weight,
 struct Conv3dFuncOptions {
   TANDEM_ARG(Tensor, bias);
   TANDEM_ARG(Int3, stride) = 1;
-  TANDEM_ARG(Int3, padding) = 0;
+  TANDEM_CONV_PADDING(Int3) = 0;
   TANDEM_ARG(Int3, dilation) = 1;
   TANDEM_ARG(int64_t, groups) = 1;
 };
 inline Tensor conv3d(const Tensor& input, const Tensor& weight, const Conv3dFuncOptions& o) {
-  return tandem::conv3d(input, weight, o.bias(), o.stride(), o.padding(), o.dilation(), o.groups());
+  const Int3 s = o.stride(), d = o.dilation(), p = o.padding();
+  auto [x, pad] = nn::detail::conv_padding("conv3d", input, weight, {s.d, s.h, s.w},
+                                           {d.d, d.h, d.w}, {p.d, p.h, p.w}, o.padding_kind());
+  return tandem::conv3d(x, weight, o.bias(), s, {pad[0], pad[1], pad[2]}, d, o.groups());
 }
 
 /// The layers' options, as libtorch's (stride 0 means the kernel size, as torch's default).
@@ -186,6 +195,23 @@ inline Tensor avg_pool1d(const Tensor& input, const AvgPool1dFuncOptions& o) {
                             o.count_include_pad());
 }
 using AdaptiveAvgPool2dFuncOptions = AdaptiveAvgPool2dOptions;
+using AdaptiveMaxPool1dFuncOptions = AdaptiveMaxPool1dOptions;
+using AdaptiveMaxPool2dFuncOptions = AdaptiveMaxPool2dOptions;
+/// The values only, as libtorch's F::adaptive_max_pool2d; the _with_indices forms give both.
+inline Tensor adaptive_max_pool1d(const Tensor& input, const AdaptiveMaxPool1dFuncOptions& o) {
+  return std::get<0>(tandem::adaptive_max_pool1d(input, o));
+}
+inline Tensor adaptive_max_pool2d(const Tensor& input, const AdaptiveMaxPool2dFuncOptions& o) {
+  return std::get<0>(tandem::adaptive_max_pool2d(input, o));
+}
+inline std::tuple<Tensor, Tensor> adaptive_max_pool1d_with_indices(
+    const Tensor& input, const AdaptiveMaxPool1dFuncOptions& o) {
+  return tandem::adaptive_max_pool1d(input, o);
+}
+inline std::tuple<Tensor, Tensor> adaptive_max_pool2d_with_indices(
+    const Tensor& input, const AdaptiveMaxPool2dFuncOptions& o) {
+  return tandem::adaptive_max_pool2d(input, o);
+}
 using AdaptiveAvgPool3dFuncOptions = AdaptiveAvgPool3dOptions;
 using MaxPool2dFuncOptions = MaxPool2dOptions;
 using MaxPool3dFuncOptions = MaxPool3dOptions;

@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -18,6 +19,49 @@
 #include "tandem/ops/shape_ops.hpp"
 
 namespace tandem::nn {
+
+// clang-format off
+/// A convolution's padding, libtorch's variant: numbers (`padding(1)`, `padding({1, 2})`) or a
+/// name (`padding(torch::kSame)`, `kValid`), whichever was set last. `padding()` reads the
+/// numbers, `padding_kind()` the name when one was given.
+#define TANDEM_CONV_PADDING(Size)                                                            \
+  auto padding(Size value) & -> decltype(*this) {                                            \
+    padding_ = value;                                                                        \
+    padding_kind_.reset();                                                                   \
+    return *this;                                                                            \
+  }                                                                                          \
+  auto padding(Size value) && -> std::decay_t<decltype(*this)> {                             \
+    padding_ = value;                                                                        \
+    padding_kind_.reset();                                                                   \
+    return std::move(*this);                                                                 \
+  }                                                                                          \
+  auto padding(ConvPadding kind) & -> decltype(*this) {                                      \
+    padding_kind_ = kind;                                                                    \
+    return *this;                                                                            \
+  }                                                                                          \
+  auto padding(ConvPadding kind) && -> std::decay_t<decltype(*this)> {                       \
+    padding_kind_ = kind;                                                                    \
+    return std::move(*this);                                                                 \
+  }                                                                                          \
+  const Size& padding() const noexcept { return padding_; }                                  \
+  const std::optional<ConvPadding>& padding_kind() const noexcept { return padding_kind_; }  \
+  std::optional<ConvPadding> padding_kind_;                                                  \
+  Size padding_
+// clang-format on
+
+namespace detail {
+/// What a convolution runs on, given its padding (numbers or kSame / kValid) and padding_mode
+/// (torch's Conv*d._conv_forward): the input, padded here by the mode (or by zeros where kSame's
+/// padding is odd, its extra element after, as torch), and the symmetric padding left for the
+/// convolution itself, per spatial dim. `weight` gives the kernel size.
+std::pair<Tensor, std::vector<int64_t>> conv_padding(
+    const char* op, const Tensor& input, const Tensor& weight, const std::vector<int64_t>& stride,
+    const std::vector<int64_t>& dilation, const std::vector<int64_t>& padding,
+    std::optional<ConvPadding> kind, PadMode mode = PadMode::constant);
+/// ", padding=same" (for a kind) and ", padding_mode=reflect" (for a mode other than zeros), as
+/// torch's repr writes them.
+std::string conv_padding_repr(std::optional<ConvPadding> kind, PadMode mode);
+}  // namespace detail
 
 struct LinearOptions {
   LinearOptions(int64_t in_features, int64_t out_features)
@@ -30,9 +74,12 @@ struct LinearOptions {
 /// y = x W^T + b. W (out, in) and b (out) ~ U(-1/sqrt(in), 1/sqrt(in)), as torch.
 class Linear : public Module {
  public:
+  TANDEM_MODULE_CLONE(Linear, options)
   explicit Linear(const LinearOptions& options);
   Linear(int64_t in_features, int64_t out_features, bool bias = true)
       : Linear(LinearOptions(in_features, out_features).bias(bias)) {}
+  /// Draws the parameters again as the constructor did (libtorch's reset_parameters).
+  void reset_parameters();
   Tensor forward(const Tensor& input) override;
   std::string extra_repr() const override;
   Tensor weight, bias;
@@ -47,16 +94,21 @@ struct Conv1dOptions {
   TANDEM_ARG(int64_t, out_channels);
   TANDEM_ARG(int64_t, kernel_size);
   TANDEM_ARG(int64_t, stride) = 1;
-  TANDEM_ARG(int64_t, padding) = 0;
+  TANDEM_CONV_PADDING(int64_t) = 0;
   TANDEM_ARG(int64_t, dilation) = 1;
   TANDEM_ARG(int64_t, groups) = 1;
   TANDEM_ARG(bool, bias) = true;
+  /// How the padding is filled: torch::kZeros, kReflect, kReplicate or kCircular.
+  TANDEM_ARG(PadMode, padding_mode) = PadMode::constant;
 };
 
 /// 1-D convolution of (N, C, L) or (C, L); weight (out, in / groups, k) initialized as torch's.
 class Conv1d : public Module {
  public:
+  TANDEM_MODULE_CLONE(Conv1d, options)
   explicit Conv1d(const Conv1dOptions& options);
+  /// Draws the parameters again as the constructor did (libtorch's reset_parameters).
+  void reset_parameters();
   Tensor forward(const Tensor& input) override;
   std::string extra_repr() const override;
   Tensor weight, bias;
@@ -73,20 +125,25 @@ struct Conv2dOptions {
   TANDEM_ARG(int64_t, out_channels) = 0;
   TANDEM_ARG(Int2, kernel_size) = 0;
   TANDEM_ARG(Int2, stride) = 1;
-  TANDEM_ARG(Int2, padding) = 0;
+  TANDEM_CONV_PADDING(Int2) = 0;
   TANDEM_ARG(Int2, dilation) = 1;
   TANDEM_ARG(int64_t, groups) = 1;
   TANDEM_ARG(bool, bias) = true;
+  /// How the padding is filled: torch::kZeros, kReflect, kReplicate or kCircular.
+  TANDEM_ARG(PadMode, padding_mode) = PadMode::constant;
 };
 
 /// 2-D convolution; weight (out, in / groups, kH, kW) ~ kaiming_uniform(a = sqrt(5)), as torch.
 class Conv2d : public Module {
  public:
+  TANDEM_MODULE_CLONE(Conv2d, options)
   explicit Conv2d(const Conv2dOptions& options);
   /// The sizes given here replace those in `options`.
   Conv2d(int64_t in_channels, int64_t out_channels, Int2 kernel_size, Conv2dOptions options = {})
       : Conv2d(
             options.in_channels(in_channels).out_channels(out_channels).kernel_size(kernel_size)) {}
+  /// Draws the parameters again as the constructor did (libtorch's reset_parameters).
+  void reset_parameters();
   Tensor forward(const Tensor& input) override;
   std::string extra_repr() const override;
   Tensor weight, bias;
@@ -101,17 +158,22 @@ struct Conv3dOptions {
   TANDEM_ARG(int64_t, out_channels);
   TANDEM_ARG(Int3, kernel_size);
   TANDEM_ARG(Int3, stride) = 1;
-  TANDEM_ARG(Int3, padding) = 0;
+  TANDEM_CONV_PADDING(Int3) = 0;
   TANDEM_ARG(Int3, dilation) = 1;
   TANDEM_ARG(int64_t, groups) = 1;
   TANDEM_ARG(bool, bias) = true;
+  /// How the padding is filled: torch::kZeros, kReflect, kReplicate or kCircular.
+  TANDEM_ARG(PadMode, padding_mode) = PadMode::constant;
 };
 
 /// 3-D convolution of (N, C, D, H, W) or (C, D, H, W); weight (out, in / groups, kD, kH, kW)
 /// initialized as torch's.
 class Conv3d : public Module {
  public:
+  TANDEM_MODULE_CLONE(Conv3d, options)
   explicit Conv3d(const Conv3dOptions& options);
+  /// Draws the parameters again as the constructor did (libtorch's reset_parameters).
+  void reset_parameters();
   Tensor forward(const Tensor& input) override;
   std::string extra_repr() const override;
   Tensor weight, bias;
@@ -136,7 +198,10 @@ struct ConvTranspose2dOptions {
 /// 2-D transposed convolution; weight (in, out / groups, kH, kW) with torch's default init.
 class ConvTranspose2d : public Module {
  public:
+  TANDEM_MODULE_CLONE(ConvTranspose2d, options)
   explicit ConvTranspose2d(const ConvTranspose2dOptions& options);
+  /// Draws the parameters again as the constructor did (libtorch's reset_parameters).
+  void reset_parameters();
   Tensor forward(const Tensor& input) override;
   std::string extra_repr() const override;
   Tensor weight, bias;
@@ -163,6 +228,10 @@ using BatchNorm3dOptions = BatchNormOptions;
 /// running_var, num_batches_tracked.
 class BatchNorm : public Module {
  public:
+  /// Running statistics back to mean 0, variance 1, no batches (libtorch's names); and with
+  /// them the affine parameters back to 1 and 0.
+  void reset_running_stats();
+  void reset_parameters();
   Tensor forward(const Tensor& input) override;
   /// relu(forward(input) + residual), or relu(forward(input)) without a residual, as one op
   /// (batch_norm_relu): the same values and gradients, in less time and memory.
@@ -192,6 +261,7 @@ class BatchNorm : public Module {
 /// Batch normalization of (N, C) or (N, C, L), as torch.nn.BatchNorm1d.
 class BatchNorm1d : public BatchNorm {
  public:
+  TANDEM_MODULE_CLONE(BatchNorm1d, options)
   explicit BatchNorm1d(const BatchNormOptions& options);
   /// num_features given here replaces the one in `options`.
   explicit BatchNorm1d(int64_t num_features, BatchNormOptions options = {})
@@ -201,6 +271,7 @@ class BatchNorm1d : public BatchNorm {
 /// Batch normalization of (N, C, H, W).
 class BatchNorm2d : public BatchNorm {
  public:
+  TANDEM_MODULE_CLONE(BatchNorm2d, options)
   explicit BatchNorm2d(const BatchNormOptions& options);
   /// num_features given here replaces the one in `options`.
   explicit BatchNorm2d(int64_t num_features, BatchNormOptions options = {})
@@ -210,6 +281,7 @@ class BatchNorm2d : public BatchNorm {
 /// Batch normalization of (N, C, D, H, W).
 class BatchNorm3d : public BatchNorm {
  public:
+  TANDEM_MODULE_CLONE(BatchNorm3d, options)
   explicit BatchNorm3d(const BatchNormOptions& options);
   /// num_features given here replaces the one in `options`.
   explicit BatchNorm3d(int64_t num_features, BatchNormOptions options = {})
@@ -229,7 +301,10 @@ struct LayerNormOptions {
 /// of that shape when elementwise_affine.
 class LayerNorm : public Module {
  public:
+  TANDEM_MODULE_CLONE(LayerNorm, options)
   explicit LayerNorm(const LayerNormOptions& options);
+  /// Draws the parameters again as the constructor did (libtorch's reset_parameters).
+  void reset_parameters();
   Tensor forward(const Tensor& input) override;
   std::string extra_repr() const override;
   Tensor weight, bias;
@@ -249,7 +324,10 @@ struct GroupNormOptions {
 /// Group normalization of (N, C, ...); weight (ones) and bias (zeros) of (C) when affine.
 class GroupNorm : public Module {
  public:
+  TANDEM_MODULE_CLONE(GroupNorm, options)
   explicit GroupNorm(const GroupNormOptions& options);
+  /// Draws the parameters again as the constructor did (libtorch's reset_parameters).
+  void reset_parameters();
   Tensor forward(const Tensor& input) override;
   std::string extra_repr() const override;
   Tensor weight, bias;
@@ -286,18 +364,21 @@ class InstanceNorm : public Module {
 
 class InstanceNorm1d : public InstanceNorm {
  public:
+  TANDEM_MODULE_CLONE(InstanceNorm1d, options)
   explicit InstanceNorm1d(const InstanceNormOptions& options)
       : InstanceNorm("InstanceNorm1d", 3, options) {}
 };
 
 class InstanceNorm2d : public InstanceNorm {
  public:
+  TANDEM_MODULE_CLONE(InstanceNorm2d, options)
   explicit InstanceNorm2d(const InstanceNormOptions& options)
       : InstanceNorm("InstanceNorm2d", 4, options) {}
 };
 
 class InstanceNorm3d : public InstanceNorm {
  public:
+  TANDEM_MODULE_CLONE(InstanceNorm3d, options)
   explicit InstanceNorm3d(const InstanceNormOptions& options)
       : InstanceNorm("InstanceNorm3d", 5, options) {}
 };
@@ -312,6 +393,7 @@ struct ReLUOptions {
 
 class ReLU : public Module {
  public:
+  TANDEM_MODULE_CLONE(ReLU, options)
   explicit ReLU(const ReLUOptions& options = {}) : Module("ReLU"), options(options) {}
   Tensor forward(const Tensor& input) override;
   const ReLUOptions options;
@@ -324,6 +406,7 @@ struct LeakyReLUOptions {
 
 class LeakyReLU : public Module {
  public:
+  TANDEM_MODULE_CLONE(LeakyReLU, options)
   explicit LeakyReLU(const LeakyReLUOptions& options = {});
   Tensor forward(const Tensor& input) override;
   std::string extra_repr() const override;
@@ -332,12 +415,14 @@ class LeakyReLU : public Module {
 
 class Sigmoid : public Module {
  public:
+  TANDEM_MODULE_CLONE(Sigmoid)
   Sigmoid() : Module("Sigmoid") {}
   Tensor forward(const Tensor& input) override;
 };
 
 class Tanh : public Module {
  public:
+  TANDEM_MODULE_CLONE(Tanh)
   Tanh() : Module("Tanh") {}
   Tensor forward(const Tensor& input) override;
 };
@@ -351,6 +436,7 @@ using LogSoftmaxOptions = SoftmaxOptions;
 
 class Softmax : public Module {
  public:
+  TANDEM_MODULE_CLONE(Softmax, options)
   explicit Softmax(const SoftmaxOptions& options) : Module("Softmax"), options(options) {}
   Tensor forward(const Tensor& input) override;
   std::string extra_repr() const override;
@@ -359,6 +445,7 @@ class Softmax : public Module {
 
 class LogSoftmax : public Module {
  public:
+  TANDEM_MODULE_CLONE(LogSoftmax, options)
   explicit LogSoftmax(const LogSoftmaxOptions& options) : Module("LogSoftmax"), options(options) {}
   Tensor forward(const Tensor& input) override;
   std::string extra_repr() const override;
@@ -367,6 +454,7 @@ class LogSoftmax : public Module {
 
 class GELU : public Module {
  public:
+  TANDEM_MODULE_CLONE(GELU, approximate)
   /// approximate: "none" (erf) or "tanh".
   explicit GELU(std::string approximate = "none");
   Tensor forward(const Tensor& input) override;
@@ -382,6 +470,7 @@ struct ELUOptions {
 
 class ELU : public Module {
  public:
+  TANDEM_MODULE_CLONE(ELU, options)
   explicit ELU(const ELUOptions& options = {}) : Module("ELU"), options(options) {}
   Tensor forward(const Tensor& input) override;
   std::string extra_repr() const override;
@@ -395,6 +484,7 @@ struct SELUOptions {
 
 class SELU : public Module {
  public:
+  TANDEM_MODULE_CLONE(SELU, options)
   explicit SELU(const SELUOptions& options = {}) : Module("SELU"), options(options) {}
   Tensor forward(const Tensor& input) override;
   const SELUOptions options;
@@ -407,6 +497,7 @@ struct SoftplusOptions {
 
 class Softplus : public Module {
  public:
+  TANDEM_MODULE_CLONE(Softplus, options)
   explicit Softplus(const SoftplusOptions& options = {}) : Module("Softplus"), options(options) {}
   Tensor forward(const Tensor& input) override;
   std::string extra_repr() const override;
@@ -421,6 +512,7 @@ struct HardtanhOptions {
 
 class Hardtanh : public Module {
  public:
+  TANDEM_MODULE_CLONE(Hardtanh, options)
   explicit Hardtanh(const HardtanhOptions& options = {});
   Tensor forward(const Tensor& input) override;
   std::string extra_repr() const override;
@@ -434,6 +526,7 @@ struct ReLU6Options {
 
 class ReLU6 : public Module {
  public:
+  TANDEM_MODULE_CLONE(ReLU6, options)
   explicit ReLU6(const ReLU6Options& options = {}) : Module("ReLU6"), options(options) {}
   Tensor forward(const Tensor& input) override;
   const ReLU6Options options;
@@ -441,36 +534,42 @@ class ReLU6 : public Module {
 
 class SiLU : public Module {
  public:
+  TANDEM_MODULE_CLONE(SiLU)
   SiLU() : Module("SiLU") {}
   Tensor forward(const Tensor& input) override;
 };
 
 class Mish : public Module {
  public:
+  TANDEM_MODULE_CLONE(Mish)
   Mish() : Module("Mish") {}
   Tensor forward(const Tensor& input) override;
 };
 
 class Hardswish : public Module {
  public:
+  TANDEM_MODULE_CLONE(Hardswish)
   Hardswish() : Module("Hardswish") {}
   Tensor forward(const Tensor& input) override;
 };
 
 class Hardsigmoid : public Module {
  public:
+  TANDEM_MODULE_CLONE(Hardsigmoid)
   Hardsigmoid() : Module("Hardsigmoid") {}
   Tensor forward(const Tensor& input) override;
 };
 
 class LogSigmoid : public Module {
  public:
+  TANDEM_MODULE_CLONE(LogSigmoid)
   LogSigmoid() : Module("LogSigmoid") {}
   Tensor forward(const Tensor& input) override;
 };
 
 class Softsign : public Module {
  public:
+  TANDEM_MODULE_CLONE(Softsign)
   Softsign() : Module("Softsign") {}
   Tensor forward(const Tensor& input) override;
 };
@@ -483,6 +582,7 @@ struct PReLUOptions {
 
 class PReLU : public Module {
  public:
+  TANDEM_MODULE_CLONE(PReLU, options)
   explicit PReLU(const PReLUOptions& options = {});
   Tensor forward(const Tensor& input) override;
   std::string extra_repr() const override;
@@ -543,6 +643,7 @@ extern template class PoolLayer<AvgPoolOptions<Int3>>;
 
 class MaxPool1d : public detail::PoolLayer<MaxPool1dOptions> {
  public:
+  TANDEM_MODULE_CLONE(MaxPool1d, options)
   explicit MaxPool1d(const MaxPool1dOptions& options) : PoolLayer("MaxPool1d", options) {}
   Tensor forward(const Tensor& input) override;
 };
@@ -550,6 +651,7 @@ class MaxPool1d : public detail::PoolLayer<MaxPool1dOptions> {
 /// (torch's 1-d average pool has no divisor_override: setting it is refused.)
 class AvgPool1d : public detail::PoolLayer<AvgPool1dOptions> {
  public:
+  TANDEM_MODULE_CLONE(AvgPool1d, options)
   explicit AvgPool1d(const AvgPool1dOptions& options) : PoolLayer("AvgPool1d", options) {}
   Tensor forward(const Tensor& input) override;
 };
@@ -559,6 +661,7 @@ using AdaptiveAvgPool1dOptions = int64_t;
 
 class AdaptiveAvgPool1d : public Module {
  public:
+  TANDEM_MODULE_CLONE(AdaptiveAvgPool1d, output_size)
   explicit AdaptiveAvgPool1d(int64_t output_size);
   Tensor forward(const Tensor& input) override;
   std::string extra_repr() const override;
@@ -567,6 +670,7 @@ class AdaptiveAvgPool1d : public Module {
 
 class MaxPool2d : public detail::PoolLayer<MaxPool2dOptions> {
  public:
+  TANDEM_MODULE_CLONE(MaxPool2d, options)
   explicit MaxPool2d(const MaxPool2dOptions& options) : PoolLayer("MaxPool2d", options) {}
   explicit MaxPool2d(Int2 kernel_size, Int2 stride = 0, Int2 padding = 0)
       : MaxPool2d(MaxPool2dOptions(kernel_size).stride(stride).padding(padding)) {}
@@ -575,6 +679,7 @@ class MaxPool2d : public detail::PoolLayer<MaxPool2dOptions> {
 
 class AvgPool2d : public detail::PoolLayer<AvgPool2dOptions> {
  public:
+  TANDEM_MODULE_CLONE(AvgPool2d, options)
   explicit AvgPool2d(const AvgPool2dOptions& options) : PoolLayer("AvgPool2d", options) {}
   explicit AvgPool2d(Int2 kernel_size, Int2 stride = 0, Int2 padding = 0)
       : AvgPool2d(AvgPool2dOptions(kernel_size).stride(stride).padding(padding)) {}
@@ -583,12 +688,14 @@ class AvgPool2d : public detail::PoolLayer<AvgPool2dOptions> {
 
 class MaxPool3d : public detail::PoolLayer<MaxPool3dOptions> {
  public:
+  TANDEM_MODULE_CLONE(MaxPool3d, options)
   explicit MaxPool3d(const MaxPool3dOptions& options) : PoolLayer("MaxPool3d", options) {}
   Tensor forward(const Tensor& input) override;
 };
 
 class AvgPool3d : public detail::PoolLayer<AvgPool3dOptions> {
  public:
+  TANDEM_MODULE_CLONE(AvgPool3d, options)
   explicit AvgPool3d(const AvgPool3dOptions& options) : PoolLayer("AvgPool3d", options) {}
   Tensor forward(const Tensor& input) override;
 };
@@ -598,6 +705,7 @@ using AdaptiveAvgPool2dOptions = Int2;
 
 class AdaptiveAvgPool2d : public Module {
  public:
+  TANDEM_MODULE_CLONE(AdaptiveAvgPool2d, output_size)
   explicit AdaptiveAvgPool2d(Int2 output_size);
   Tensor forward(const Tensor& input) override;
   std::string extra_repr() const override;
@@ -609,10 +717,37 @@ using AdaptiveAvgPool3dOptions = Int3;
 
 class AdaptiveAvgPool3d : public Module {
  public:
+  TANDEM_MODULE_CLONE(AdaptiveAvgPool3d, output_size)
   explicit AdaptiveAvgPool3d(Int3 output_size);
   Tensor forward(const Tensor& input) override;
   std::string extra_repr() const override;
   const Int3 output_size;
+};
+
+/// libtorch's AdaptiveMaxPool1dOptions(5) and AdaptiveMaxPool2dOptions({3, 4}) or (3).
+using AdaptiveMaxPool1dOptions = int64_t;
+using AdaptiveMaxPool2dOptions = Int2;
+
+/// The max of each adaptive window (adaptive_max_pool1d/2d); forward_with_indices also gives
+/// where each lies.
+class AdaptiveMaxPool1d : public Module {
+ public:
+  TANDEM_MODULE_CLONE(AdaptiveMaxPool1d, output_size)
+  explicit AdaptiveMaxPool1d(int64_t output_size);
+  Tensor forward(const Tensor& input) override;
+  std::tuple<Tensor, Tensor> forward_with_indices(const Tensor& input);
+  std::string extra_repr() const override;
+  const int64_t output_size;
+};
+
+class AdaptiveMaxPool2d : public Module {
+ public:
+  TANDEM_MODULE_CLONE(AdaptiveMaxPool2d, output_size)
+  explicit AdaptiveMaxPool2d(Int2 output_size);
+  Tensor forward(const Tensor& input) override;
+  std::tuple<Tensor, Tensor> forward_with_indices(const Tensor& input);
+  std::string extra_repr() const override;
+  const Int2 output_size;
 };
 
 /// The padding of libtorch's ReflectionPad2dOptions(1) or ({left, right, top, bottom}): one
@@ -621,6 +756,7 @@ template <size_t D>
 struct PadOptions {
   PadOptions(int64_t padding) : padding_(2 * D, padding) {}                  // NOLINT
   PadOptions(std::initializer_list<int64_t> padding) : padding_(padding) {}  // NOLINT
+  PadOptions(std::vector<int64_t> padding) : padding_(std::move(padding)) {}  // NOLINT
   TANDEM_ARG(std::vector<int64_t>, padding);
 };
 /// ConstantPad2dOptions(padding, value).
@@ -656,6 +792,7 @@ class PadLayer : public Module {
 #define TANDEM_PAD_LAYER(Name, Options, dims, mode)                                        \
   class Name : public detail::PadLayer {                                                   \
    public:                                                                                 \
+    TANDEM_MODULE_CLONE(Name, Options(padding))                                            \
     explicit Name(const Options& o) : PadLayer(#Name, o.padding(), dims, PadMode::mode) {} \
   }
 TANDEM_PAD_LAYER(ReflectionPad1d, ReflectionPad1dOptions, 1, reflect);
@@ -666,11 +803,13 @@ TANDEM_PAD_LAYER(ZeroPad2d, ZeroPad2dOptions, 2, constant);
 #undef TANDEM_PAD_LAYER
 class ConstantPad1d : public detail::PadLayer {
  public:
+  TANDEM_MODULE_CLONE(ConstantPad1d, ConstantPad1dOptions(padding, value))
   explicit ConstantPad1d(const ConstantPad1dOptions& o)
       : PadLayer("ConstantPad1d", o.padding(), 1, PadMode::constant, o.value()) {}
 };
 class ConstantPad2d : public detail::PadLayer {
  public:
+  TANDEM_MODULE_CLONE(ConstantPad2d, ConstantPad2dOptions(padding, value))
   explicit ConstantPad2d(const ConstantPad2dOptions& o)
       : PadLayer("ConstantPad2d", o.padding(), 2, PadMode::constant, o.value()) {}
 };
@@ -682,6 +821,7 @@ struct CosineSimilarityOptions {
 };
 class CosineSimilarity : public Module {
  public:
+  TANDEM_MODULE_CLONE(CosineSimilarity, options)
   explicit CosineSimilarity(const CosineSimilarityOptions& options = {})
       : Module("CosineSimilarity"), options(options) {}
   Tensor forward(const Tensor& x1, const Tensor& x2);
@@ -697,6 +837,7 @@ struct PairwiseDistanceOptions {
 };
 class PairwiseDistance : public Module {
  public:
+  TANDEM_MODULE_CLONE(PairwiseDistance, options)
   explicit PairwiseDistance(const PairwiseDistanceOptions& options = {})
       : Module("PairwiseDistance"), options(options) {}
   Tensor forward(const Tensor& x1, const Tensor& x2);
@@ -714,6 +855,7 @@ struct DropoutOptions {
 /// Zeroes elements with probability p in training mode (draws from the default generator).
 class Dropout : public Module {
  public:
+  TANDEM_MODULE_CLONE(Dropout, DropoutOptions(p))
   explicit Dropout(const DropoutOptions& options = {});
   Tensor forward(const Tensor& input) override;
   std::string extra_repr() const override;
@@ -723,6 +865,7 @@ class Dropout : public Module {
 /// Zeroes whole channels of an (N, C, ...) input with probability p in training mode.
 class Dropout2d : public Module {
  public:
+  TANDEM_MODULE_CLONE(Dropout2d, DropoutOptions(p))
   explicit Dropout2d(const DropoutOptions& options = {});
   Tensor forward(const Tensor& input) override;
   std::string extra_repr() const override;
@@ -733,6 +876,7 @@ class Dropout2d : public Module {
 /// training mode.
 class Dropout3d : public Module {
  public:
+  TANDEM_MODULE_CLONE(Dropout3d, DropoutOptions(p))
   explicit Dropout3d(const DropoutOptions& options = {});
   Tensor forward(const Tensor& input) override;
   std::string extra_repr() const override;
@@ -760,6 +904,10 @@ struct EmbeddingFromPretrainedOptions {
 /// (num_embeddings, embedding_dim) ~ N(0, 1), the padding row zero, as torch.
 class Embedding : public Module {
  public:
+  TANDEM_MODULE_CLONE(Embedding,
+                      EmbeddingOptions(weight.size(0), weight.size(1))
+                          .padding_idx(padding_idx >= 0 ? std::optional<int64_t>(padding_idx)
+                                                        : std::nullopt))
   explicit Embedding(const EmbeddingOptions& options);
   Embedding(int64_t num_embeddings, int64_t embedding_dim)
       : Embedding(EmbeddingOptions(num_embeddings, embedding_dim)) {}
@@ -767,6 +915,8 @@ class Embedding : public Module {
   /// no gradient when frozen, as libtorch's Embedding::from_pretrained.
   static std::shared_ptr<Embedding> from_pretrained(
       const Tensor& embeddings, const EmbeddingFromPretrainedOptions& options = {});
+  /// Draws the parameters again as the constructor did (libtorch's reset_parameters).
+  void reset_parameters();
   Tensor forward(const Tensor& indices) override;
   std::string extra_repr() const override;
   Tensor weight;
@@ -785,6 +935,7 @@ struct UpsampleOptions {
 /// torch.nn.Upsample: interpolate (ops/nn_ops.hpp) with fixed options.
 class Upsample : public Module {
  public:
+  TANDEM_MODULE_CLONE(Upsample, options)
   explicit Upsample(const UpsampleOptions& options = {});
   Tensor forward(const Tensor& input) override;
   std::string extra_repr() const override;
@@ -793,6 +944,7 @@ class Upsample : public Module {
 
 class Flatten : public Module {
  public:
+  TANDEM_MODULE_CLONE(Flatten, start_dim, end_dim)
   explicit Flatten(int64_t start_dim = 1, int64_t end_dim = -1);
   Tensor forward(const Tensor& input) override;
   const int64_t start_dim, end_dim;
@@ -800,6 +952,7 @@ class Flatten : public Module {
 
 class Identity : public Module {
  public:
+  TANDEM_MODULE_CLONE(Identity)
   Identity() : Module("Identity") {}
   Tensor forward(const Tensor& input) override { return input; }
 };
@@ -832,6 +985,8 @@ class Sequential : public Module {
  public:
   Sequential() : Module("Sequential") {}
   Sequential(std::initializer_list<std::shared_ptr<Module>> modules);
+  /// Modules under names of one's own: `Sequential({{"conv", conv}, {"relu", relu}})`.
+  Sequential(std::initializer_list<std::pair<std::string, std::shared_ptr<Module>>> modules);
   /// `Sequential(conv, bn, relu)` or `std::make_shared<Sequential>(conv, bn, relu)`, with modules
   /// held by shared_ptrs of any module type.
   template <typename... Modules,
@@ -842,6 +997,8 @@ class Sequential : public Module {
     (push_back(std::forward<Modules>(modules)), ...);
   }
   Tensor forward(const Tensor& input) override;
+  /// Each module's clone, in order, under the same names.
+  std::shared_ptr<Module> clone(const std::optional<Device>& device = std::nullopt) const override;
   /// Appends a module named by its position (or by `name`). Its forward is called through its
   /// own type, so a module of yours whose `forward(Tensor x)` takes its argument by value, as
   /// libtorch's examples write it, runs too (Module's virtual forward would not find it).
@@ -851,10 +1008,12 @@ class Sequential : public Module {
   }
   template <typename M>
   void push_back(std::string name, std::shared_ptr<M> module) {
-    M* raw = module.get();
-    std::function<Tensor(const Tensor&)> call;
+    Call call;
     if constexpr (detail::has_tensor_forward<M>::value) {
-      if (raw) call = [raw](const Tensor& x) -> Tensor { return raw->forward(x); };
+      call = [](Module& m, const Tensor& x) -> Tensor {
+        if (auto* typed = dynamic_cast<M*>(&m)) return typed->forward(x);
+        return m.forward(x);  // replaced since by a module of another type
+      };
     }
     append(std::move(name), std::move(module), std::move(call));
   }
@@ -869,9 +1028,11 @@ class Sequential : public Module {
   }
 
  private:
-  void append(std::string name, std::shared_ptr<Module> module,
-              std::function<Tensor(const Tensor&)> call);
-  std::vector<std::function<Tensor(const Tensor&)>> calls_;  // one per module, in order
+  /// Calls a module through the forward of the type it was added as.
+  using Call = std::function<Tensor(Module&, const Tensor&)>;
+  void append(std::string name, std::shared_ptr<Module> module, Call call);
+  // The modules forward runs, in order: by name, so a module replaced under it runs instead.
+  std::vector<std::pair<std::string, Call>> calls_;
 };
 
 /// Modules held in a list, registered by position ("0", "1", ...) so their parameters are the
@@ -887,6 +1048,7 @@ class ModuleList : public Module {
     (push_back(std::forward<Modules>(modules)), ...);
   }
   void push_back(std::shared_ptr<Module> module);
+  std::shared_ptr<Module> clone(const std::optional<Device>& device = std::nullopt) const override;
   /// Appends every module of `other`.
   void extend(const ModuleList& other);
   size_t size() const { return modules_.size(); }
@@ -911,6 +1073,7 @@ class ModuleDict : public Module {
   ModuleDict() : Module("ModuleDict") {}
   explicit ModuleDict(const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& modules);
   explicit ModuleDict(const OrderedDict<std::string, std::shared_ptr<Module>>& modules);
+  std::shared_ptr<Module> clone(const std::optional<Device>& device = std::nullopt) const override;
   /// Adds `module` under `key`, or replaces the one there (which keeps its position).
   void insert(const std::string& key, std::shared_ptr<Module> module);
   void update(const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& modules);
@@ -944,6 +1107,7 @@ class ModuleDict : public Module {
 /// return relu(x); })` or `Functional(tandem::relu)`, as libtorch's nn::Functional.
 class Functional : public Module {
  public:
+  TANDEM_MODULE_CLONE(Functional, function_)
   explicit Functional(std::function<Tensor(const Tensor&)> function)
       : Module("Functional"), function_(std::move(function)) {}
   Tensor forward(const Tensor& input) override { return function_(input); }

@@ -32,10 +32,11 @@ class LossModule : public Module {
 };
 }  // namespace detail
 
-#define TANDEM_LOSS_MODULE(Name, Options, fn)                                     \
-  class Name : public detail::LossModule<Options, &functional::fn> {              \
-   public:                                                                        \
-    explicit Name(const Options& options = {}) : LossModule(#Name, options) {}    \
+#define TANDEM_LOSS_MODULE(Name, Options, fn)                                  \
+  class Name : public detail::LossModule<Options, &functional::fn> {           \
+   public:                                                                     \
+    TANDEM_MODULE_CLONE(Name, options)                                         \
+    explicit Name(const Options& options = {}) : LossModule(#Name, options) {} \
   }
 
 TANDEM_LOSS_MODULE(MSELoss, MSELossOptions, mse_loss);

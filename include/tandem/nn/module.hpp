@@ -13,6 +13,11 @@
 #include "tandem/core/tensor.hpp"
 #include "tandem/nn/ordered_dict.hpp"
 
+namespace tandem::serialize {
+class OutputArchive;
+class InputArchive;
+}  // namespace tandem::serialize
+
 namespace tandem::nn {
 
 /// Parameters and buffers by dotted name ("layer1.0.conv1.weight"), in the order torch lists them.
@@ -25,8 +30,9 @@ class Module : public std::enable_shared_from_this<Module> {
   Module(const Module&) = delete;
   Module& operator=(const Module&) = delete;
 
-  /// The class name shown when printing ("Conv2d").
+  /// The class name shown when printing ("Conv2d"); name() is libtorch's name for it.
   const std::string& type_name() const { return type_name_; }
+  const std::string& name() const { return type_name_; }
 
   /// The single-input forward pass most layers have; Sequential chains them. Modules with
   /// another signature define their own `forward` and leave this one throwing.
@@ -106,6 +112,19 @@ class Module : public std::enable_shared_from_this<Module> {
   /// Copies values in. When `strict`, a key set or shape mismatch throws a ValueError listing
   /// every missing, unexpected and wrongly-shaped key, and nothing is copied.
   void load_state_dict(const StateDict& state, bool strict = true);
+  /// libtorch's `module->save(archive)` and `load(archive)` (io/serialize.hpp): the state_dict
+  /// into an archive, and back from one (every key must be there; other keys are left, so one
+  /// archive can hold several modules and more; nothing is copied unless all fit).
+  void save(serialize::OutputArchive& archive) const;
+  void load(serialize::InputArchive& archive);
+
+  /// A deep copy (libtorch's clone): a module of the same type with parameters, buffers and
+  /// submodules of its own, holding this one's values (moved to `device` when given),
+  /// requires_grad flags and training modes; gradients are not copied. The built-in layers and
+  /// containers have it; a module of yours gets it by deriving from nn::Cloneable<Self> and
+  /// registering everything in reset(), as in libtorch; any other module throws
+  /// NotImplementedError.
+  virtual std::shared_ptr<Module> clone(const std::optional<Device>& device = std::nullopt) const;
 
   /// One line per module, indented like torch's repr.
   virtual std::string extra_repr() const { return ""; }
@@ -116,6 +135,10 @@ class Module : public std::enable_shared_from_this<Module> {
   void replace_child(const std::string& name, std::shared_ptr<Module> module);
   /// Unregisters the child `name` (it must be one).
   void remove_child(const std::string& name);
+  /// clone()'s second half: copies `from`'s parameter and buffer values (to `device`), their
+  /// requires_grad flags and every training mode into this module, a fresh one of the same
+  /// type. Throws, changing nothing, unless the two have the same names and shapes.
+  void copy_state_from(const Module& from, const std::optional<Device>& device);
 
  private:
   void convert(std::optional<Device> device, std::optional<DType> dtype);
@@ -131,5 +154,38 @@ class Module : public std::enable_shared_from_this<Module> {
 };
 
 std::ostream& operator<<(std::ostream& os, const Module& module);
+
+/// libtorch's Cloneable<Derived>, for a module of yours that clone() should copy: derive from
+/// it (`struct Net : nn::Cloneable<Net>`), create and register the parameters, buffers and
+/// submodules in reset(), and call reset() from the constructor. clone() copies the object as
+/// the compiler copies it (its other members), calls reset() on the copy for tensors and
+/// submodules of its own, and copies the values in.
+template <typename Derived>
+class Cloneable : public Module {
+ public:
+  explicit Cloneable(std::string type_name = "Module") : Module(std::move(type_name)) {}
+  virtual void reset() = 0;
+  std::shared_ptr<Module> clone(const std::optional<Device>& device = std::nullopt) const override {
+    auto copy = std::make_shared<Derived>(static_cast<const Derived&>(*this));
+    copy->reset();
+    copy->copy_state_from(*this, device);
+    return copy;
+  }
+
+ protected:
+  /// The copy starts with nothing registered: its reset() registers.
+  Cloneable(const Cloneable& other) : Module(other.type_name()) {}
+};
+
+// clang-format off
+/// A built-in layer's clone(): a new T from `__VA_ARGS__` (its options), the values copied in.
+#define TANDEM_MODULE_CLONE(T, ...)                                                  \
+  std::shared_ptr<Module> clone(                                                     \
+      const std::optional<Device>& device = std::nullopt) const override {           \
+    auto copy = std::make_shared<T>(__VA_ARGS__);                                    \
+    copy->copy_state_from(*this, device);                                            \
+    return copy;                                                                     \
+  }
+// clang-format on
 
 }  // namespace tandem::nn

@@ -87,6 +87,7 @@ class RNNBase : public Module {
 /// when not given.
 class LSTM : public RNNBase {
  public:
+  TANDEM_MODULE_CLONE(LSTM, options)
   explicit LSTM(const LSTMOptions& options);
   LSTM(int64_t input_size, int64_t hidden_size) : LSTM(LSTMOptions(input_size, hidden_size)) {}
   std::tuple<Tensor, std::tuple<Tensor, Tensor>> forward(
@@ -97,6 +98,7 @@ class LSTM : public RNNBase {
 /// torch.nn.GRU. forward(input, h0) gives (output, h_n).
 class GRU : public RNNBase {
  public:
+  TANDEM_MODULE_CLONE(GRU, options)
   explicit GRU(const GRUOptions& options);
   GRU(int64_t input_size, int64_t hidden_size) : GRU(GRUOptions(input_size, hidden_size)) {}
   std::tuple<Tensor, Tensor> forward(const Tensor& input, const Tensor& hx = {});
@@ -106,6 +108,7 @@ class GRU : public RNNBase {
 /// torch.nn.RNN (Elman): h' = tanh or relu of W_ih x + b_ih + W_hh h + b_hh.
 class RNN : public RNNBase {
  public:
+  TANDEM_MODULE_CLONE(RNN, options)
   explicit RNN(const RNNOptions& options);
   RNN(int64_t input_size, int64_t hidden_size) : RNN(RNNOptions(input_size, hidden_size)) {}
   std::tuple<Tensor, Tensor> forward(const Tensor& input, const Tensor& hx = {});
@@ -151,6 +154,7 @@ class RNNCellBase : public Module {
 /// torch.nn.LSTMCell: forward(input, {h, c}) gives (h', c'); no state means zeros.
 class LSTMCell : public detail::RNNCellBase {
  public:
+  TANDEM_MODULE_CLONE(LSTMCell, options)
   explicit LSTMCell(const LSTMCellOptions& options);
   LSTMCell(int64_t input_size, int64_t hidden_size)
       : LSTMCell(LSTMCellOptions(input_size, hidden_size)) {}
@@ -162,6 +166,7 @@ class LSTMCell : public detail::RNNCellBase {
 /// torch.nn.GRUCell: forward(input, h) gives h'.
 class GRUCell : public detail::RNNCellBase {
  public:
+  TANDEM_MODULE_CLONE(GRUCell, options)
   explicit GRUCell(const GRUCellOptions& options);
   GRUCell(int64_t input_size, int64_t hidden_size)
       : GRUCell(GRUCellOptions(input_size, hidden_size)) {}
@@ -172,6 +177,7 @@ class GRUCell : public detail::RNNCellBase {
 /// torch.nn.RNNCell: forward(input, h) gives tanh (or relu) of W_ih x + b_ih + W_hh h + b_hh.
 class RNNCell : public detail::RNNCellBase {
  public:
+  TANDEM_MODULE_CLONE(RNNCell, options)
   explicit RNNCell(const RNNCellOptions& options);
   RNNCell(int64_t input_size, int64_t hidden_size)
       : RNNCell(RNNCellOptions(input_size, hidden_size)) {}
@@ -180,3 +186,11 @@ class RNNCell : public detail::RNNCellBase {
 };
 
 }  // namespace tandem::nn
+
+namespace tandem::nn::utils::rnn {
+/// torch.nn.utils.rnn.pad_sequence: sequences (L_i, *) of one dtype and device (the dims after
+/// the first alike), each padded after its end to the longest with `padding_value`, stacked
+/// into (L_max, B, *), or (B, L_max, *) when batch_first. Differentiable (pad and stack).
+Tensor pad_sequence(const std::vector<Tensor>& sequences, bool batch_first = false,
+                    double padding_value = 0.0);
+}  // namespace tandem::nn::utils::rnn

@@ -59,6 +59,7 @@ using TransformerDecoderLayerOptions = detail::TransformerLayerOptions<1>;
 /// residual add and layer norm.
 class TransformerEncoderLayer : public Module {
  public:
+  TANDEM_MODULE_CLONE(TransformerEncoderLayer, options)
   explicit TransformerEncoderLayer(const TransformerEncoderLayerOptions& options);
   TransformerEncoderLayer(int64_t d_model, int64_t nhead)
       : TransformerEncoderLayer(TransformerEncoderLayerOptions(d_model, nhead)) {}
@@ -81,6 +82,7 @@ class TransformerEncoderLayer : public Module {
 /// each followed by dropout, the residual add and layer norm.
 class TransformerDecoderLayer : public Module {
  public:
+  TANDEM_MODULE_CLONE(TransformerDecoderLayer, options)
   explicit TransformerDecoderLayer(const TransformerDecoderLayerOptions& options);
   TransformerDecoderLayer(int64_t d_model, int64_t nhead)
       : TransformerDecoderLayer(TransformerDecoderLayerOptions(d_model, nhead)) {}
@@ -115,6 +117,9 @@ struct TransformerEncoderOptions {
 /// A stack of encoder layers ("layers.0", "layers.1", ...) and an optional final norm.
 class TransformerEncoder : public Module {
  public:
+  // A clone repeats the same layer (then takes every layer's values) and its own norm.
+  TANDEM_MODULE_CLONE(TransformerEncoder,
+                      TransformerEncoderOptions(options).norm(norm ? norm->clone() : nullptr))
   explicit TransformerEncoder(const TransformerEncoderOptions& options);
   Tensor forward(const Tensor& src) override { return forward(src, {}, {}); }
   Tensor forward(const Tensor& src, const Tensor& src_mask,
@@ -123,6 +128,7 @@ class TransformerEncoder : public Module {
   std::shared_ptr<ModuleList> layers;
   std::shared_ptr<Module> norm;
   const int64_t num_layers;
+  const TransformerEncoderOptions options;
 };
 
 struct TransformerDecoderOptions {
@@ -139,6 +145,9 @@ struct TransformerDecoderOptions {
 /// A stack of decoder layers and an optional final norm.
 class TransformerDecoder : public Module {
  public:
+  // A clone repeats the same layer (then takes every layer's values) and its own norm.
+  TANDEM_MODULE_CLONE(TransformerDecoder,
+                      TransformerDecoderOptions(options).norm(norm ? norm->clone() : nullptr))
   explicit TransformerDecoder(const TransformerDecoderOptions& options);
   Tensor forward(const Tensor& tgt, const Tensor& memory, const Tensor& tgt_mask = {},
                  const Tensor& memory_mask = {}, const Tensor& tgt_key_padding_mask = {},
@@ -147,6 +156,7 @@ class TransformerDecoder : public Module {
   std::shared_ptr<ModuleList> layers;
   std::shared_ptr<Module> norm;
   const int64_t num_layers;
+  const TransformerDecoderOptions options;
 };
 
 struct TransformerOptions {
@@ -171,6 +181,7 @@ struct TransformerOptions {
 /// a decoder, each with a final LayerNorm, every matrix initialized Xavier-uniform.
 class Transformer : public Module {
  public:
+  TANDEM_MODULE_CLONE(Transformer, options)
   explicit Transformer(const TransformerOptions& options = {});
   /// src (S, N, E), tgt (T, N, E) -> (T, N, E).
   Tensor forward(const Tensor& src, const Tensor& tgt, const Tensor& src_mask = {},

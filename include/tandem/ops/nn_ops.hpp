@@ -6,6 +6,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <tuple>
 
 #include "tandem/core/generator.hpp"
 #include "tandem/core/tensor.hpp"
@@ -25,6 +26,13 @@ struct Int3 {
   Int3(int64_t v) : d(v), h(v), w(v) {}  // NOLINT(google-explicit-constructor)
   Int3(int64_t d_, int64_t h_, int64_t w_) : d(d_), h(h_), w(w_) {}
 };
+
+/// libtorch's torch::kValid and torch::kSame, a convolution's padding given by name: none, or
+/// as much as keeps each output size the input's (stride 1 only; dilation (k - 1) in all, an odd
+/// element after the input, as torch).
+enum class ConvPadding { valid, same };
+inline constexpr ConvPadding kValid = ConvPadding::valid;
+inline constexpr ConvPadding kSame = ConvPadding::same;
 
 /// input (N, C_in, H, W), weight (C_out, C_in / groups, kH, kW), bias (C_out) or undefined.
 Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias = Tensor(),
@@ -100,6 +108,12 @@ Tensor avg_pool2d(const Tensor& input, Int2 kernel_size, Int2 stride = 0, Int2 p
                   bool ceil_mode = false, bool count_include_pad = true,
                   std::optional<int64_t> divisor_override = std::nullopt);
 Tensor adaptive_avg_pool2d(const Tensor& input, Int2 output_size);
+/// The max of each of torch's adaptive windows ([floor(i H / H'), ceil((i + 1) H / H')) by
+/// [...W...]) of (N, C, H, W) or (C, H, W), and where it lies (an index into each H x W plane,
+/// i64; the first maximum in row-major order). Returns (values, indices), as ATen's.
+std::tuple<Tensor, Tensor> adaptive_max_pool2d(const Tensor& input, Int2 output_size);
+/// The same over (N, C, L) or (C, L); indices along L.
+std::tuple<Tensor, Tensor> adaptive_max_pool1d(const Tensor& input, int64_t output_size);
 
 /// The 1-D pools, as torch's, of (N, C, L) or (C, L): the 2-D pools over a height of 1.
 Tensor max_pool1d(const Tensor& input, int64_t kernel_size, int64_t stride = 0, int64_t padding = 0,

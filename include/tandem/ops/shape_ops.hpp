@@ -56,6 +56,8 @@ inline constexpr PadMode kConstant = PadMode::constant;
 inline constexpr PadMode kReflect = PadMode::reflect;
 inline constexpr PadMode kReplicate = PadMode::replicate;
 inline constexpr PadMode kCircular = PadMode::circular;
+/// A convolution's padding_mode default, libtorch's torch::kZeros: constant zeros.
+inline constexpr PadMode kZeros = PadMode::constant;
 /// The modes other than constant take no negative pads; each padded dim is one index_select
 /// (so the gradient sums what each input element was copied to).
 Tensor pad(const Tensor& t, const std::vector<int64_t>& pads, PadMode mode, double value = 0.0);

@@ -130,6 +130,10 @@ class Optimizer {
   /// groups). load_state_dict checks the layout and every shape before changing anything.
   nn::StateDict state_dict() const;
   void load_state_dict(const nn::StateDict& state);
+  /// libtorch's `optimizer.save(archive)` / `load(archive)`: the state_dict into an archive of
+  /// its own (nest it under a key to keep it beside a module's), and back.
+  void save(serialize::OutputArchive& archive) const;
+  void load(serialize::InputArchive& archive);
 
  protected:
   Optimizer(const char* name, std::unique_ptr<OptimizerOptions> defaults);
