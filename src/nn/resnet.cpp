@@ -80,7 +80,10 @@ Tensor PadShortcut::forward(const Tensor& x) {
 }
 
 ResNet::ResNet(const std::vector<int64_t>& layers, bool bottleneck, ResNetOptions o)
-    : Module(bottleneck ? "ResNet(Bottleneck)" : "ResNet(BasicBlock)") {
+    : Module(bottleneck ? "ResNet(Bottleneck)" : "ResNet(BasicBlock)"),
+      layers_(layers),
+      bottleneck_(bottleneck),
+      options_(o) {
   TANDEM_CHECK(layers.size() == 4, "ResNet: expected blocks for 4 stages, got ", layers.size());
   const int64_t expansion = bottleneck ? Bottleneck::kExpansion : BasicBlock::kExpansion;
   const int64_t classes = classes_or(o, 1000);
@@ -119,7 +122,8 @@ Tensor ResNet::forward(const Tensor& x) {
   return fc->forward(flatten(adaptive_avg_pool2d(h, 1), 1));
 }
 
-CifarResNet::CifarResNet(int64_t depth, ResNetOptions o) : Module("CifarResNet") {
+CifarResNet::CifarResNet(int64_t depth, ResNetOptions o)
+    : Module("CifarResNet"), depth_(depth), options_(o) {
   TANDEM_CHECK(depth >= 8 && (depth - 2) % 6 == 0, "CifarResNet: depth must be 6n + 2 (20, 32, 44, "
                "56, ...), got ", depth);
   const int64_t n = (depth - 2) / 6, classes = classes_or(o, 10);

@@ -2716,6 +2716,24 @@ TEST_CASE("libtorch names: the built-in layers and containers clone", "[libtorch
   CHECK(extra_copy->forward(two).equal(with_extra->forward(two)));
   CHECK(extra_copy->forward(two).abs().max().item<float>() < 1.0f);  // tanh ran
 
+  // The example's models, and a bottleneck block with its downsampling shortcut.
+  auto cifar = nn::resnet20(nn::ResNetOptions().in_channels(1));
+  auto shortcut = std::make_shared<nn::Sequential>(
+      std::make_shared<nn::Conv2d>(nn::Conv2dOptions(8, 16, 1).stride(2).bias(false)),
+      std::make_shared<nn::BatchNorm2d>(16));
+  auto block = std::make_shared<nn::Bottleneck>(8, 4, 2, shortcut);
+  const std::vector<std::pair<std::shared_ptr<nn::Module>, torch::Tensor>> models = {
+      {cifar, torch::randn({2, 1, 12, 12})}, {block, torch::randn({2, 8, 6, 6})}};
+  for (const auto& [model, input] : models) {
+    INFO(model->name());
+    model->forward(input);  // running statistics move
+    const auto cloned = model->clone();
+    check_deep_copy(*model, *cloned);
+    model->eval();
+    cloned->eval();
+    CHECK(cloned->forward(input).equal(model->forward(input)));
+  }
+
   // Every built-in kind: the same type, keys and values, storage of its own.
   std::vector<std::shared_ptr<nn::Module>> layers = {
       std::make_shared<nn::Linear>(3, 2),

@@ -27,6 +27,8 @@ struct ResNetOptions {
 class BasicBlock : public Module {
  public:
   static constexpr int64_t kExpansion = 1;
+  TANDEM_MODULE_CLONE(BasicBlock, conv1->options.in_channels_, conv1->options.out_channels_,
+                      conv1->options.stride_.h, downsample ? downsample->clone(device) : nullptr)
   BasicBlock(int64_t in_planes, int64_t planes, int64_t stride, std::shared_ptr<Module> downsample);
   Tensor forward(const Tensor& input) override;
   std::shared_ptr<Conv2d> conv1, conv2;
@@ -38,6 +40,8 @@ class BasicBlock : public Module {
 class Bottleneck : public Module {
  public:
   static constexpr int64_t kExpansion = 4;
+  TANDEM_MODULE_CLONE(Bottleneck, conv1->options.in_channels_, conv1->options.out_channels_,
+                      conv2->options.stride_.h, downsample ? downsample->clone(device) : nullptr)
   Bottleneck(int64_t in_planes, int64_t planes, int64_t stride, std::shared_ptr<Module> downsample);
   Tensor forward(const Tensor& input) override;
   std::shared_ptr<Conv2d> conv1, conv2, conv3;
@@ -49,6 +53,7 @@ class Bottleneck : public Module {
 /// on each side.
 class PadShortcut : public Module {
  public:
+  TANDEM_MODULE_CLONE(PadShortcut, stride, pad)
   PadShortcut(int64_t stride, int64_t pad);
   Tensor forward(const Tensor& input) override;
   const int64_t stride, pad;
@@ -59,22 +64,33 @@ class ResNet : public Module {
  public:
   /// `layers`: blocks per stage; `bottleneck` picks the block type.
   ResNet(const std::vector<int64_t>& layers, bool bottleneck, ResNetOptions options = {});
+  TANDEM_MODULE_CLONE(ResNet, layers_, bottleneck_, options_)
   Tensor forward(const Tensor& input) override;
   std::shared_ptr<Conv2d> conv1;
   std::shared_ptr<BatchNorm2d> bn1;
   std::shared_ptr<Sequential> layer1, layer2, layer3, layer4;
   std::shared_ptr<Linear> fc;
+
+ private:
+  const std::vector<int64_t> layers_;  // what it was made from, for clone()
+  const bool bottleneck_;
+  const ResNetOptions options_;
 };
 
 /// CIFAR-style ResNet of depth 6n + 2.
 class CifarResNet : public Module {
  public:
   explicit CifarResNet(int64_t depth, ResNetOptions options = {});
+  TANDEM_MODULE_CLONE(CifarResNet, depth_, options_)
   Tensor forward(const Tensor& input) override;
   std::shared_ptr<Conv2d> conv1;
   std::shared_ptr<BatchNorm2d> bn1;
   std::shared_ptr<Sequential> layer1, layer2, layer3;
   std::shared_ptr<Linear> fc;
+
+ private:
+  const int64_t depth_;  // what it was made from, for clone()
+  const ResNetOptions options_;
 };
 
 std::shared_ptr<ResNet> resnet18(ResNetOptions options = {});
