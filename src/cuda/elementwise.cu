@@ -1,11 +1,9 @@
-// CUDA elementwise kernels: the functors of kernels/functors.hpp (the CPU's, compiled for the
-// device) over strided, broadcast operands; copies and casts between any two dtypes; fills,
-// arange and the Philox random fills (the CPU's numbers: element i draws from word (seed,
-// offset, i) on both devices).
+// CUDA elementwise kernels other than the functors' (unary.cu, binary.cu): where, fills, arange
+// and the Philox random fills (the CPU's numbers: element i draws from word (seed, offset, i) on
+// both devices).
 #include <atomic>
 #include <cmath>
 #include <cstdint>
-#include <initializer_list>
 
 #include "../kernels/kernels.hpp"
 #include "loops.cuh"
@@ -14,97 +12,12 @@
 namespace tandem::kernels::cuda_backend {
 namespace {
 
-using cuda::compute_t;
 using cuda::convert;
 using cuda::OffsetCalc;
 using cuda::ptr;
 
-// The stored output type of a functor's result R on stored inputs T: bool stays bool, else T.
-template <typename R, typename T>
-using stored_t = std::conditional_t<std::is_same_v<R, bool>, bool, T>;
-
-template <typename O, typename T, typename F>
-__global__ void unary_kernel(O* out, const T* in, int64_t n, OffsetCalc<2> oc, F f) {
-  TANDEM_CUDA_LOOP(i, n) {
-    int64_t off[2];
-    oc.get(i, off);
-    out[off[0]] = convert<O>(f(convert<compute_t<T>>(in[off[1]])));
-  }
-}
-
-template <typename O, typename T, typename F>
-__global__ void binary_kernel(O* out, const T* a, const T* b, int64_t n, OffsetCalc<3> oc, F f) {
-  using C = compute_t<T>;
-  TANDEM_CUDA_LOOP(i, n) {
-    int64_t off[3];
-    oc.get(i, off);
-    out[off[0]] = convert<O>(f(convert<C>(a[off[1]]), convert<C>(b[off[2]])));
-  }
-}
-
-// --- dense operands: 16-byte vectors ------------------------------------------------------
-// The loops above keep one 2- or 4-byte load per operand in flight per thread, a fraction of
-// what a GPU's memory needs in flight to stream at full bandwidth (a device copy moves 16-byte
-// vectors). Where every operand is dense in the loop's order (offset = index) and aligned, each
-// thread loads and stores V elements at once (16 bytes of the widest operand) and the last
-// n % V elements go one by one. Only for f32, f16 and bf16 operands (a training step's
-// activations and gradients): the kernel count, and so the build, stays small.
+// Whether the elementwise launches may take their vector kernels (cuda::launch_vectorized).
 std::atomic<bool> g_vectorized{true};
-
-using cuda::aligned_for;
-using cuda::kVec;
-using cuda::kVectorizable;
-using cuda::Vec;
-
-template <int V, typename O, typename T, typename F>
-__global__ void unary_vec_kernel(O* out, const T* in, int64_t n, F f) {
-  using C = compute_t<T>;
-  const int64_t first = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x, vecs = n / V;
-  for (int64_t i = first; i < vecs; i += stride) {
-    const Vec<T, V> x = reinterpret_cast<const Vec<T, V>*>(in)[i];
-    Vec<O, V> r;
-#pragma unroll
-    for (int k = 0; k < V; ++k) r.v[k] = convert<O>(f(convert<C>(x.v[k])));
-    reinterpret_cast<Vec<O, V>*>(out)[i] = r;
-  }
-  for (int64_t i = vecs * V + first; i < n; i += stride) out[i] = convert<O>(f(convert<C>(in[i])));
-}
-
-template <int V, typename O, typename T, typename F>
-__global__ void binary_vec_kernel(O* out, const T* a, const T* b, int64_t n, F f) {
-  using C = compute_t<T>;
-  const int64_t first = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x, vecs = n / V;
-  for (int64_t i = first; i < vecs; i += stride) {
-    const Vec<T, V> x = reinterpret_cast<const Vec<T, V>*>(a)[i];
-    const Vec<T, V> y = reinterpret_cast<const Vec<T, V>*>(b)[i];
-    Vec<O, V> r;
-#pragma unroll
-    for (int k = 0; k < V; ++k) r.v[k] = convert<O>(f(convert<C>(x.v[k]), convert<C>(y.v[k])));
-    reinterpret_cast<Vec<O, V>*>(out)[i] = r;
-  }
-  for (int64_t i = vecs * V + first; i < n; i += stride)
-    out[i] = convert<O>(f(convert<C>(a[i]), convert<C>(b[i])));
-}
-
-// Starts the vector kernel of out = f(operands...) and returns true where it applies.
-template <typename O, typename T, int N, typename Launch>
-bool launch_vectorized(const cuda::OffsetCalc<N>& oc, const Tensor& out,
-                       std::initializer_list<const Tensor*> in, int64_t n, Launch launch) {
-  if constexpr (kVectorizable<T> && (kVectorizable<O> || std::is_same_v<O, bool>)) {
-    constexpr int V = kVec<O, T>;
-    if (!oc.contiguous || !g_vectorized.load(std::memory_order_relaxed) || n < V ||
-        !aligned_for<O, V>(out))
-      return false;
-    for (const Tensor* t : in)
-      if (!aligned_for<T, V>(*t)) return false;
-    launch(std::integral_constant<int, V>{}, cuda::grid_for((n + V - 1) / V));
-    return true;
-  } else {
-    return false;
-  }
-}
 
 template <typename T>
 __global__ void where_kernel(T* out, const bool* cond, const T* a, const T* b, int64_t n,
@@ -131,77 +44,6 @@ __global__ void arange_kernel(T* out, double start, double step, int64_t n) {
   TANDEM_CUDA_LOOP(i, n) out[i] = convert<T>(fma(static_cast<double>(i), step, start));
 }
 
-// Identity through the computation type: a copy is a unary op whose functor converts.
-struct Identity {
-  template <typename C>
-  __device__ C operator()(C x) const {
-    return x;
-  }
-};
-
-template <typename O, typename T, typename F>
-void launch_unary(const Tensor& out, const Tensor& in, F f) {
-  const int64_t n = out.numel();
-  if (n == 0) return;
-  auto oc = cuda::offsets<2>(out.shape(), {out.strides(), in.strides()});
-  cuda::TensorDeviceGuard guard(out);
-  const bool vectorized = launch_vectorized<O, T>(oc, out, {&in}, n, [&](auto v, unsigned blocks) {
-    unary_vec_kernel<decltype(v)::value><<<blocks, cuda::kThreads, 0, cuda::current_stream()>>>(
-        ptr<O>(out), ptr<const T>(in), n, f);
-  });
-  if (!vectorized)
-    unary_kernel<<<cuda::grid_for(n), cuda::kThreads, 0, cuda::current_stream()>>>(
-        ptr<O>(out), ptr<const T>(in), n, oc, f);
-  cuda::check_launch("unary");
-}
-
-void unary(const Tensor& out, UnaryOp op, const OpArgs& args, const Tensor& in) {
-  with_unary(op, args, [&](auto f) {
-    using F = decltype(f);
-    auto body = [&](auto t) {
-      using T = decltype(t);
-      using R = decltype(f(compute_t<T>{}));
-      launch_unary<stored_t<R, T>, T>(out, in, f);
-    };
-    if constexpr (accepts_integers<F>::value) {
-      cuda::dispatch(in.dtype(), "unary (cuda)", body);
-    } else {
-      cuda::dispatch<true>(in.dtype(), "unary (cuda)", body);
-    }
-  });
-}
-
-void binary(const Tensor& out, BinaryOp op, const OpArgs& args, const Tensor& a,
-            const Tensor& b) {
-  const int64_t n = out.numel();
-  if (n == 0) return;
-  auto oc = cuda::offsets<3>(out.shape(), {out.strides(), a.strides(), b.strides()});
-  cuda::TensorDeviceGuard guard(out);
-  with_binary(op, args, [&](auto f) {
-    using F = decltype(f);
-    auto body = [&](auto t) {
-      using T = decltype(t);
-      using C = compute_t<T>;
-      using O = stored_t<decltype(f(C{}, C{})), T>;
-      const bool vectorized =
-          launch_vectorized<O, T>(oc, out, {&a, &b}, n, [&](auto v, unsigned blocks) {
-            binary_vec_kernel<decltype(v)::value>
-                <<<blocks, cuda::kThreads, 0, cuda::current_stream()>>>(
-                    ptr<O>(out), ptr<const T>(a), ptr<const T>(b), n, f);
-          });
-      if (!vectorized)
-        binary_kernel<<<cuda::grid_for(n), cuda::kThreads, 0, cuda::current_stream()>>>(
-            ptr<O>(out), ptr<const T>(a), ptr<const T>(b), n, oc, f);
-      cuda::check_launch("binary");
-    };
-    if constexpr (accepts_integers<F>::value) {
-      cuda::dispatch(a.dtype(), "binary (cuda)", body);
-    } else {
-      cuda::dispatch<true>(a.dtype(), "binary (cuda)", body);
-    }
-  });
-}
-
 void where(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b) {
   const int64_t n = out.numel();
   if (n == 0) return;
@@ -213,25 +55,6 @@ void where(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor&
     where_kernel<<<cuda::grid_for(n), cuda::kThreads, 0, cuda::current_stream()>>>(
         ptr<T>(out), ptr<const bool>(cond), ptr<const T>(a), ptr<const T>(b), n, oc);
     cuda::check_launch("where");
-  });
-}
-
-// Same-device copies; between the host and a GPU, and between GPUs, the tensor layer stages
-// contiguous bytes through cuda::copy_bytes.
-void copy(const Tensor& dst, const Tensor& src) {
-  if (dst.numel() == 0) return;
-  if (dst.dtype() == src.dtype() && dst.is_contiguous() && src.is_contiguous()) {
-    cuda::TensorDeviceGuard guard(dst);
-    TANDEM_CUDA_CHECK(cudaMemcpyAsync(dst.raw_data(), src.raw_data(),
-                                      static_cast<size_t>(dst.numel()) * dst.element_size(),
-                                      cudaMemcpyDeviceToDevice, cuda::current_stream()));
-    return;
-  }
-  cuda::dispatch(dst.dtype(), "copy (cuda)", [&](auto d) {
-    using D = decltype(d);
-    cuda::dispatch(src.dtype(), "copy (cuda)", [&](auto s) {
-      launch_unary<D, decltype(s)>(dst, src, Identity{});
-    });
   });
 }
 
@@ -351,10 +174,7 @@ void randint(const Tensor& out, int64_t low, int64_t high, uint64_t seed, uint64
 
 }  // namespace
 
-TANDEM_REGISTER_CUDA(unary, unary);
-TANDEM_REGISTER_CUDA(binary, binary);
 TANDEM_REGISTER_CUDA(where, where);
-TANDEM_REGISTER_CUDA(copy, copy);
 TANDEM_REGISTER_CUDA(fill, fill);
 TANDEM_REGISTER_CUDA(arange, arange);
 TANDEM_REGISTER_CUDA(uniform, uniform);

@@ -10,12 +10,14 @@
 
 #include <array>
 #include <cstdint>
+#include <initializer_list>
 #include <type_traits>
 
 #include "../kernels/collapse.hpp"
 #include "../kernels/divider.hpp"
 #include "check.hpp"
 #include "tandem/core/tensor.hpp"
+#include "tandem/cuda/runtime.hpp"
 
 namespace tandem::cuda {
 
@@ -193,6 +195,33 @@ class TensorDeviceGuard : public DeviceGuard {
  public:
   explicit TensorDeviceGuard(const Tensor& t) : DeviceGuard(t.device().index()) {}
 };
+
+// --- elementwise launches ------------------------------------------------------------------
+/// The stored output type of a functor's result R on stored inputs T: bool stays bool, else T.
+template <typename R, typename T>
+using stored_t = std::conditional_t<std::is_same_v<R, bool>, bool, T>;
+
+/// The elementwise loops keep one 2- or 4-byte load per operand in flight per thread. Where
+/// every operand is dense in the loop's order (offset = index) and aligned, a vector kernel loads
+/// and stores V elements at once (16 bytes of the widest operand; the last n % V one by one), for
+/// f32, f16 and bf16 operands only (the kernel count, and so the build, stays small). Starts it
+/// through launch(integral_constant<V>, blocks) and returns true where it applies; off with
+/// set_vectorized_elementwise(false).
+template <typename O, typename T, int N, typename Launch>
+bool launch_vectorized(const OffsetCalc<N>& oc, const Tensor& out,
+                       std::initializer_list<const Tensor*> in, int64_t n, Launch launch) {
+  if constexpr (kVectorizable<T> && (kVectorizable<O> || std::is_same_v<O, bool>)) {
+    constexpr int V = kVec<O, T>;
+    if (!oc.contiguous || !vectorized_elementwise() || n < V || !aligned_for<O, V>(out))
+      return false;
+    for (const Tensor* t : in)
+      if (!aligned_for<T, V>(*t)) return false;
+    launch(std::integral_constant<int, V>{}, grid_for((n + V - 1) / V));
+    return true;
+  } else {
+    return false;
+  }
+}
 
 }  // namespace tandem::cuda
 

@@ -579,7 +579,7 @@ struct HardsigmoidBackward {  // saved: x; 1/6 strictly inside (-3, 3)
   template <typename T>
   TANDEM_HD T operator()(T g, T x) const {
     const T inside = g / T(6);
-    return (x > T(-3)) & (x < T(3)) ? inside : T(0);
+    return ((x > T(-3)) & (x < T(3))) ? inside : T(0);
   }
 };
 struct LogSigmoidBackward {  // saved: x; sigmoid(-x), from exp(-|x|)
@@ -606,7 +606,7 @@ struct SoftsignBackward {  // saved: x; 1 / (1 + |x|)^2
 struct ClampBackward {  // saved: x; gradient passes where lo <= x <= hi, as torch
   double lo, hi;
   template <typename T> TANDEM_HD T operator()(T g, T x) const {
-    return (x >= T(lo)) & (x <= T(hi)) ? g : T(0);
+    return ((x >= T(lo)) & (x <= T(hi))) ? g : T(0);
   }
 };
 
