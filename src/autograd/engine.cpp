@@ -305,7 +305,7 @@ namespace {
 std::vector<Tensor> execute(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads,
                             bool retain_graph, bool create_graph, const std::vector<Tensor>* inputs,
                             bool allow_unused, bool accumulate = false) {
-  const char* op = inputs ? "grad" : "backward";
+  const char* op = inputs && !accumulate ? "grad" : "backward";  // errors name the caller
   TANDEM_CHECK(roots.size() == grads.size(), op, ": ", roots.size(), " tensors but ",
                grads.size(), " gradients");
   AutoGradMode grad_mode(create_graph);  // on exactly when the pass creates a graph
@@ -385,8 +385,8 @@ std::vector<Tensor> execute(const std::vector<Tensor>& roots, const std::vector<
     captured.resize(inputs->size());
     for (size_t i = 0; i < inputs->size(); ++i) {
       const Tensor& t = (*inputs)[i];
-      TANDEM_CHECK(t.defined(), "grad: input ", i, " is undefined");
-      TANDEM_CHECK(t.requires_grad(), "grad: input ", i, " does not require grad");
+      TANDEM_CHECK(t.defined(), op, ": input ", i, " is undefined");
+      TANDEM_CHECK(t.requires_grad(), op, ": input ", i, " does not require grad");
       input_nodes.push_back(gradient_edge(t));
       captures[input_nodes.back().get()].push_back(i);
     }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 #include <utility>
 
 #include "tandem/autograd/grad_mode.hpp"
@@ -52,6 +53,124 @@ void LBFGS::check_options(const OptimizerOptions& options) const {
                ": line_search_fn must be \"strong_wolfe\" or none, got \"", *o->line_search_fn_,
                "\"");
   TANDEM_CHECK(o->weight_decay_ == 0, name_, ": L-BFGS has no weight decay");
+}
+
+// torch's state under its names: the counts and scalars as host values, the flat direction,
+// previous gradient and curvature pairs as the parameters' dtype and device. Written only once
+// they exist (an LBFGS that never stepped has no direction).
+void LBFGS::write_extra_state(nn::StateDict& out) const {
+  const TensorOptions f64 = TensorOptions(DType::f64).device(kCPU);
+  const TensorOptions i64 = TensorOptions(DType::i64).device(kCPU);
+  out["extra.func_evals"] = scalar_tensor(static_cast<double>(func_evals_), i64);
+  out["extra.n_iter"] = scalar_tensor(static_cast<double>(n_iter_), i64);
+  out["extra.t"] = scalar_tensor(t_, f64);
+  out["extra.H_diag"] = scalar_tensor(h_diag_, f64);
+  out["extra.prev_loss"] = scalar_tensor(prev_loss_, f64);
+  if (d_.defined()) out["extra.d"] = d_;
+  if (prev_flat_grad_.defined()) out["extra.prev_flat_grad"] = prev_flat_grad_;
+  for (size_t i = 0; i < old_dirs_.size(); ++i) {
+    out["extra.old_dirs." + std::to_string(i)] = old_dirs_[i];
+    out["extra.old_stps." + std::to_string(i)] = old_stps_[i];
+  }
+  if (!ro_.empty())
+    out["extra.ro"] = from_vector(std::vector<double>(ro_.begin(), ro_.end())).to(f64);
+}
+
+// A dict without any (written before the history was kept) starts the history anew.
+std::function<void()> LBFGS::read_extra_state(const nn::StateDict& state) {
+  std::vector<std::string> given;
+  size_t pairs = 0;
+  for (const auto& entry : state) {
+    if (entry.first.rfind("extra.", 0) != 0) continue;
+    given.push_back(entry.first);
+    if (entry.first.rfind("extra.old_dirs.", 0) == 0) ++pairs;
+  }
+  if (given.empty())
+    return [this] {
+      func_evals_ = n_iter_ = 0;
+      d_ = prev_flat_grad_ = Tensor();
+      t_ = prev_loss_ = 0;
+      h_diag_ = 1;
+      old_dirs_.clear();
+      old_stps_.clear();
+      ro_.clear();
+    };
+  std::vector<std::string> known = {"extra.func_evals",     "extra.n_iter",    "extra.t",
+                                    "extra.H_diag",         "extra.prev_loss", "extra.d",
+                                    "extra.prev_flat_grad", "extra.ro"};
+  for (size_t i = 0; i < pairs; ++i) {
+    known.push_back("extra.old_dirs." + std::to_string(i));
+    known.push_back("extra.old_stps." + std::to_string(i));
+  }
+  for (const std::string& key : given)
+    TANDEM_CHECK(std::find(known.begin(), known.end(), key) != known.end(), name_,
+                 ".load_state_dict: unexpected key '", key, "'");
+  const auto& o = static_cast<const LBFGSOptions&>(groups_.front().options());
+  TANDEM_CHECK(pairs <= static_cast<size_t>(o.history_size_), name_, ".load_state_dict: ", pairs,
+               " curvature pairs in the state, more than history_size ", o.history_size_);
+  auto find = [&](const std::string& key) -> const Tensor* {
+    auto it = state.find(key);
+    return it == state.end() ? nullptr : &it->second;
+  };
+  auto scalar = [&](const std::string& key) {
+    const Tensor* t = find(key);
+    TANDEM_CHECK(t && t->numel() == 1, name_, ".load_state_dict: missing or non-scalar entry '",
+                 key, "'");
+    return t->item<double>();
+  };
+  auto count = [&](const std::string& key) {
+    const double v = scalar(key);
+    TANDEM_CHECK(v >= 0 && v == std::floor(v), name_, ".load_state_dict: '", key,
+                 "' must be a count, got ", v);
+    return static_cast<int64_t>(v);
+  };
+  int64_t numel = 0;
+  for (const Tensor& p : params()) numel += p.numel();
+  const TensorOptions flat_options = params().front().options();
+  // A flat state tensor: one number per parameter element, copied as the parameters' dtype.
+  auto flat = [&](const std::string& key, bool required) {
+    const Tensor* t = find(key);
+    TANDEM_CHECK(t || !required, name_, ".load_state_dict: missing entry '", key, "'");
+    if (!t) return Tensor();
+    TANDEM_CHECK(t->dim() == 1 && t->numel() == numel && is_floating(t->dtype()), name_,
+                 ".load_state_dict: '", key, "' must be a floating vector of ", numel,
+                 " numbers (the parameters' count), got ", t->dtype(), " ", shape_str(t->shape()));
+    Tensor own = zeros({numel}, flat_options);
+    own.copy_(*t);
+    return own;
+  };
+  const int64_t func_evals = count("extra.func_evals"), n_iter = count("extra.n_iter");
+  const double t = scalar("extra.t"), h_diag = scalar("extra.H_diag"),
+               prev_loss = scalar("extra.prev_loss");
+  const Tensor d = flat("extra.d", n_iter > 0),
+               prev_flat_grad = flat("extra.prev_flat_grad", n_iter > 0);
+  std::deque<Tensor> dirs, stps;
+  for (size_t i = 0; i < pairs; ++i) {
+    dirs.push_back(flat("extra.old_dirs." + std::to_string(i), true));
+    stps.push_back(flat("extra.old_stps." + std::to_string(i), true));
+  }
+  std::deque<double> ro;
+  if (pairs > 0) {
+    const Tensor* r = find("extra.ro");
+    TANDEM_CHECK(r && r->dim() == 1 && r->numel() == static_cast<int64_t>(pairs), name_,
+                 ".load_state_dict: 'extra.ro' must hold one number per curvature pair (", pairs,
+                 ")");
+    for (double v : r->to(DType::f64).to(kCPU).to_vector<double>()) ro.push_back(v);
+  } else {
+    TANDEM_CHECK(!find("extra.ro"), name_, ".load_state_dict: 'extra.ro' without curvature pairs");
+  }
+  return [=]() mutable {
+    func_evals_ = func_evals;
+    n_iter_ = n_iter;
+    t_ = t;
+    h_diag_ = h_diag;
+    prev_loss_ = prev_loss;
+    d_ = d;
+    prev_flat_grad_ = prev_flat_grad;
+    old_dirs_ = std::move(dirs);
+    old_stps_ = std::move(stps);
+    ro_ = std::move(ro);
+  };
 }
 
 void LBFGS::step() {

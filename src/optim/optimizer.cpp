@@ -121,7 +121,17 @@ nn::StateDict Optimizer::state_dict() const {
   }
   for (size_t k = 0; k < state_.size(); ++k)
     for (const auto& [name, t] : state_[k]) out["state." + std::to_string(k) + "." + name] = t;
+  write_extra_state(out);
   return out;
+}
+
+void Optimizer::write_extra_state(nn::StateDict&) const {}
+
+std::function<void()> Optimizer::read_extra_state(const nn::StateDict& state) {
+  for (const auto& entry : state)
+    TANDEM_CHECK(entry.first.rfind("extra.", 0) != 0, name_, ".load_state_dict: unexpected key '",
+                 entry.first, "'");
+  return [] {};
 }
 
 void Optimizer::load_state_dict(const nn::StateDict& state) {
@@ -149,7 +159,7 @@ void Optimizer::load_state_dict(const nn::StateDict& state) {
     for (const char* key : {"lr", "weight_decay", "momentum", "initial_lr"}) scalar(prefix + key);
   }
   for (const auto& [key, t] : state) {
-    if (key.rfind("group.", 0) == 0) continue;
+    if (key.rfind("group.", 0) == 0 || key.rfind("extra.", 0) == 0) continue;
     size_t dot = key.find('.', 6);
     TANDEM_CHECK(key.rfind("state.", 0) == 0 && dot != std::string::npos, name_,
                  ".load_state_dict: unexpected key '", key, "'");
@@ -176,6 +186,7 @@ void Optimizer::load_state_dict(const nn::StateDict& state) {
     own.copy_(t);  // from any device and dtype
     new_state[k][field] = own;
   }
+  const std::function<void()> adopt_extra = read_extra_state(state);
   for (size_t g = 0; g < groups_.size(); ++g) {
     std::string prefix = "group." + std::to_string(g) + ".";
     OptimizerOptions& o = groups_[g].options();
@@ -185,6 +196,7 @@ void Optimizer::load_state_dict(const nn::StateDict& state) {
     groups_[g].set_initial_lr(scalar(prefix + "initial_lr"));
   }
   state_ = std::move(new_state);
+  adopt_extra();
 }
 
 // Every gradient and every state tensor checked before a step changes anything: a refused one

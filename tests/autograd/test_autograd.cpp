@@ -409,6 +409,13 @@ TEST_CASE("autograd::backward from several roots, and into chosen inputs only", 
   autograd::backward({sum(mul(x, w))}, {}, std::nullopt, false, {w});
   CHECK(callbacks == 1);
   CHECK(w.grad().to_vector<double>() == std::vector<double>{1 + 1, 20 + 2});
+  // A bad input is refused under backward's name (autograd::grad's errors name grad).
+  const Tensor constant = from_vector<double>({1, 2});
+  CHECK(error_of([&] {
+          autograd::backward({sum(mul(x, w))}, {}, std::nullopt, false, {constant});
+        }) == "backward: input 0 does not require grad");
+  CHECK(error_of([&] { autograd::grad({sum(mul(x, w))}, {constant}); }) ==
+        "grad: input 0 does not require grad");
 }
 
 TEST_CASE("mutable_grad assigns, changes in place and drops a gradient", "[autograd]") {

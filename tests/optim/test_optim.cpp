@@ -226,6 +226,78 @@ TEST_CASE("L-BFGS refuses what torch refuses, before anything changes", "[optim]
   CHECK(p.W.equal(before));
 }
 
+TEST_CASE("L-BFGS's state dict carries its history: a loaded one goes on as the original",
+          "[optim]") {
+  for (const bool wolfe : {false, true}) {
+    SECTION(wolfe ? "strong_wolfe" : "fixed step") {
+      LBFGSOptions options = LBFGSOptions(0.5).max_iter(3).history_size(2);
+      if (wolfe) options.line_search_fn("strong_wolfe");
+      // Two steps, the state through an archive's bytes into a fresh LBFGS on a copy of the
+      // parameters; then one more step each: bit-equal, as the same operations in the same order.
+      Problem a = make_problem(), b = make_problem(), fresh = make_problem();
+      LBFGS opt_a({a.W, a.b}, options), opt_b({b.W, b.b}, options),
+          opt_fresh({fresh.W, fresh.b}, options);
+      auto closure = [](LBFGS& opt, const Problem& p) {
+        return [&opt, &p] {
+          opt.zero_grad();
+          Tensor loss = p.loss();
+          loss.backward();
+          return loss;
+        };
+      };
+      opt_a.step(closure(opt_a, a));
+      const int64_t first_iterations = opt_a.state_dict().at("extra.n_iter").item<int64_t>();
+      opt_a.step(closure(opt_a, a));
+      const nn::StateDict saved = opt_a.state_dict();
+      // The counts go on across steps, as torch's state.
+      CHECK(saved.at("extra.n_iter").item<int64_t>() > first_iterations);
+      CHECK(saved.count("extra.old_dirs.1") == 1);  // the history is full (history_size 2)
+      CHECK(saved.count("extra.old_dirs.2") == 0);
+      std::stringstream bytes;
+      serialize::OutputArchive out;
+      opt_a.save(out);
+      out.save_to(bytes);
+      serialize::InputArchive in;
+      in.load_from(bytes);
+      {
+        NoGradGuard no_grad;
+        b.W.copy_(a.W);
+        b.b.copy_(a.b);
+        fresh.W.copy_(a.W);
+        fresh.b.copy_(a.b);
+      }
+      opt_b.load(in);
+      opt_a.step(closure(opt_a, a));
+      opt_b.step(closure(opt_b, b));
+      opt_fresh.step(closure(opt_fresh, fresh));
+      CHECK(b.W.equal(a.W));
+      CHECK(b.b.equal(a.b));
+      // Without the history, the same start point steps elsewhere (steepest descent first).
+      CHECK_FALSE(fresh.W.equal(a.W));
+
+      // A damaged history is refused, naming the entry, and the optimizer keeps its own.
+      const int64_t fresh_iterations = opt_fresh.state_dict().at("extra.n_iter").item<int64_t>();
+      const Tensor fresh_direction = opt_fresh.state_dict().at("extra.d").clone();
+      nn::StateDict damaged = opt_a.state_dict();
+      damaged.erase("extra.ro");
+      CHECK(error_of([&] {
+              opt_fresh.load_state_dict(damaged);
+            }).find("'extra.ro' must hold one number per curvature pair") != std::string::npos);
+      damaged = opt_a.state_dict();
+      damaged["extra.d"] = zeros({3}, kFloat64);
+      CHECK(error_of([&] {
+              opt_fresh.load_state_dict(damaged);
+            }).find("'extra.d' must be a floating vector of 25 numbers") != std::string::npos);
+      damaged = opt_a.state_dict();
+      damaged["extra.old_dirs.7"] = zeros({25});
+      CHECK(error_of([&] { opt_fresh.load_state_dict(damaged); }) ==
+            "LBFGS.load_state_dict: unexpected key 'extra.old_dirs.7'");
+      CHECK(opt_fresh.state_dict().at("extra.n_iter").item<int64_t>() == fresh_iterations);
+      CHECK(opt_fresh.state_dict().at("extra.d").equal(fresh_direction));
+    }
+  }
+}
+
 TEST_CASE("optimizer and schedule state dicts resume bit-exactly", "[optim]") {
   for (const char* name :
        {"sgd_onecycle", "adamw_onecycle", "sgd_warmup_cosine", "rmsprop_groups_onecycle"}) {

@@ -35,9 +35,9 @@ struct LBFGSOptions : OptimizerCloneableOptions<LBFGSOptions> {
 /// torch.optim.LBFGS, step for step (minFunc's algorithm): one group, parameters on one device
 /// and of one dtype. `step(closure)` runs up to max_iter iterations and returns the loss of the
 /// closure's first call; the closure zeroes the gradients, computes the loss, calls backward and
-/// returns the loss (it runs with grad mode on). The curvature history lives in the optimizer,
-/// not in state_dict() (which holds the options): loading one into a new LBFGS starts its
-/// history anew, where libtorch's carries it over.
+/// returns the loss (it runs with grad mode on). state_dict() holds the curvature history and
+/// the counts, as torch's state does ("extra.n_iter", "extra.old_dirs.0", "extra.ro", ...): an
+/// LBFGS that loads it goes on as the one that wrote it would have.
 class LBFGS : public Optimizer {
  public:
   using LossClosure = std::function<Tensor()>;
@@ -48,6 +48,8 @@ class LBFGS : public Optimizer {
 
  private:
   void check_options(const OptimizerOptions& options) const override;
+  void write_extra_state(nn::StateDict& out) const override;
+  std::function<void()> read_extra_state(const nn::StateDict& state) override;
   const std::vector<Tensor>& params() const { return groups_.front().params(); }
   Tensor flat_grad() const;
   void add_to_params(double step, const Tensor& direction);

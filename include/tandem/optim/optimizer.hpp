@@ -2,6 +2,7 @@
 // Nesterov, weight decay), Adam and AdamW, with parameter groups, state dicts and gradient clipping.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -127,7 +128,8 @@ class Optimizer {
 
   /// Hyper-parameters per group and the per-parameter state (momentum buffers, Adam moments,
   /// step counts) as tensors: "group.G.lr", "state.K.exp_avg", ... (K = parameter index across
-  /// groups). load_state_dict checks the layout and every shape before changing anything.
+  /// groups), and an optimizer's other state as "extra.*" (L-BFGS's history). load_state_dict
+  /// checks the layout and every shape before changing anything.
   nn::StateDict state_dict() const;
   void load_state_dict(const nn::StateDict& state);
   /// libtorch's `optimizer.save(archive)` / `load(archive)`: the state_dict into an archive of
@@ -148,6 +150,11 @@ class Optimizer {
   void check_step();
   /// Per-parameter state by name, created on first use.
   std::map<std::string, Tensor>& state(size_t param_index) { return state_[param_index]; }
+  /// State beside the per-parameter kind (L-BFGS's curvature history), under "extra." keys of
+  /// state_dict(). read_extra_state checks every such key of `state` and returns what then
+  /// adopts them, so that a refused dict changes nothing; the default has none, and refuses any.
+  virtual void write_extra_state(nn::StateDict& out) const;
+  virtual std::function<void()> read_extra_state(const nn::StateDict& state);
 
   const char* name_;
   std::unique_ptr<OptimizerOptions> defaults_;
