@@ -57,13 +57,20 @@ void run(dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t stream, const 
 /// What `kernel<<<grid, block, shared_bytes, stream>>>(args...)` becomes (rewrite_launches.py):
 /// the arguments evaluated once (and kept until the kernel ran), `call` applying the kernel to
 /// them in each thread.
+/// The state is held through a plain function-pointer deleter, so that every launch shares one
+/// shared_ptr control block type: each kernel instantiation adds only its own few functions,
+/// which keeps the emulated build of ~400 launches a file from compiling shared_ptr's machinery
+/// for each.
 template <typename Tuple, typename F>
 void launch(const char* name, dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t stream,
             Tuple args, F call) {
-  auto state = std::make_shared<std::pair<Tuple, F>>(std::move(args), call);
-  run(grid, block, shared_bytes, stream, name,
+  using State = std::pair<Tuple, F>;
+  void (*destroy)(void*) = [](void* p) { delete static_cast<State*>(p); };
+  std::shared_ptr<void> state(static_cast<void*>(new State(std::move(args), call)), destroy);
+  run(
+      grid, block, shared_bytes, stream, name,
       [](void* p) {
-        auto& s = *static_cast<std::pair<Tuple, F>*>(p);
+        auto& s = *static_cast<State*>(p);
         std::apply(s.second, s.first);
       },
       std::move(state));
