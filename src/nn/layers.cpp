@@ -684,6 +684,21 @@ std::string Upsample::extra_repr() const {
 Flatten::Flatten(int64_t start, int64_t end) : Module("Flatten"), start_dim(start), end_dim(end) {}
 Tensor Flatten::forward(const Tensor& input) { return flatten(input, start_dim, end_dim); }
 
+Tensor GLU::forward(const Tensor& input) { return glu(input, options.dim()); }
+std::string GLU::extra_repr() const { return "dim=" + std::to_string(options.dim()); }
+Tensor PixelShuffle::forward(const Tensor& input) {
+  return pixel_shuffle(input, options.upscale_factor());
+}
+std::string PixelShuffle::extra_repr() const {
+  return "upscale_factor=" + std::to_string(options.upscale_factor());
+}
+Tensor PixelUnshuffle::forward(const Tensor& input) {
+  return pixel_unshuffle(input, options.downscale_factor());
+}
+std::string PixelUnshuffle::extra_repr() const {
+  return "downscale_factor=" + std::to_string(options.downscale_factor());
+}
+
 Sequential::Sequential(std::initializer_list<std::shared_ptr<Module>> modules)
     : Module("Sequential") {
   for (const auto& m : modules) push_back(m);

@@ -739,6 +739,9 @@ Tensor div(const Tensor& a, double b) { return a / b; }
 Tensor square(const Tensor& a) { return mul(a, a); }
 Tensor clamp_min(const Tensor& a, double min) { return clamp(a, min, std::nullopt); }
 Tensor clamp_max(const Tensor& a, double max) { return clamp(a, std::nullopt, max); }
+Tensor clip(const Tensor& a, std::optional<double> min, std::optional<double> max) {
+  return clamp(a, min, max);
+}
 
 Tensor pow(double base, const Tensor& exponent) {
   check_defined(exponent, "pow", "exponent");

@@ -1,6 +1,7 @@
 // Matrix products. bmm is the one kernel-backed op; mm, matmul and linear are built on it, so
 // their gradients come from bmm's. The kernel reads transposed operands through their strides.
 #include <algorithm>
+#include <cmath>
 #include <map>
 
 #include "common.hpp"
@@ -75,6 +76,86 @@ Tensor addmm(const Tensor& self, const Tensor& mat1, const Tensor& mat2, double 
   if (alpha != 1.0) product = mul(product, alpha);
   if (beta == 0.0) return product;  // the input is not read, NaNs included (torch's rule)
   return add(product, beta == 1.0 ? self : mul(self, beta));
+}
+
+Tensor baddbmm(const Tensor& self, const Tensor& batch1, const Tensor& batch2, double beta,
+               double alpha) {
+  check_defined(self, "baddbmm", "input");
+  Tensor product = bmm(batch1, batch2);
+  check_broadcasts_to(self, product.shape(), "baddbmm", "input");
+  if (alpha != 1.0) product = mul(product, alpha);
+  if (beta == 0.0) return product;  // as addmm
+  return add(product, beta == 1.0 ? self : mul(self, beta));
+}
+
+Tensor trace(const Tensor& t) {
+  check_defined(t, "trace", "input");
+  TANDEM_CHECK(t.dim() == 2, "trace: expected a matrix, got ", shape_str(t.shape()));
+  return sum(diagonal(t));
+}
+
+namespace {
+Tensor cross_along(const Tensor& a, const Tensor& b, int64_t dim, const char* op) {
+  check_defined(a, op, "input");
+  check_defined(b, op, "other");
+  check_inputs({a, b}, op);
+  TANDEM_CHECK(a.dim() == b.dim(), op, ": expected inputs of the same number of dims, got ",
+               shape_str(a.shape()), " and ", shape_str(b.shape()));
+  const Shape shape = broadcast_shapes(a.shape(), b.shape(), op);
+  const int64_t d = wrap_dim(dim, static_cast<int64_t>(shape.size()), op);
+  TANDEM_CHECK(shape[d] == 3, op, ": dim ", d, " must have size 3, got ", shape_str(shape));
+  const Tensor x = expand(a, shape), y = expand(b, shape);
+  auto at = [d](const Tensor& t, int64_t i) { return select(t, d, i); };
+  return stack({sub(mul(at(x, 1), at(y, 2)), mul(at(x, 2), at(y, 1))),
+                sub(mul(at(x, 2), at(y, 0)), mul(at(x, 0), at(y, 2))),
+                sub(mul(at(x, 0), at(y, 1)), mul(at(x, 1), at(y, 0)))},
+               d);
+}
+}  // namespace
+
+Tensor cross(const Tensor& a, const Tensor& b, std::optional<int64_t> dim) {
+  if (dim) return cross_along(a, b, *dim, "cross");
+  check_defined(a, "cross", "input");
+  check_defined(b, "cross", "other");
+  const Shape shape = broadcast_shapes(a.shape(), b.shape(), "cross");
+  const auto three = std::find(shape.begin(), shape.end(), 3);
+  TANDEM_CHECK(three != shape.end(), "cross: no dim of size 3 in ", shape_str(shape));
+  return cross_along(a, b, three - shape.begin(), "cross");
+}
+
+Tensor cdist(const Tensor& x1, const Tensor& x2, double p) {
+  check_defined(x1, "cdist", "x1");
+  check_defined(x2, "cdist", "x2");
+  check_floating(x1, "cdist", "x1");
+  check_floating(x2, "cdist", "x2");
+  check_inputs({x1, x2}, "cdist");
+  TANDEM_CHECK(x1.dim() >= 2 && x2.dim() >= 2 && x1.size(-1) == x2.size(-1),
+               "cdist: expected (*, P, M) and (*, R, M), got ", shape_str(x1.shape()), " and ",
+               shape_str(x2.shape()));
+  TANDEM_CHECK(p >= 0, "cdist: p must be >= 0 or inf, got ", p);
+  if (p == 2 && (x1.size(-2) > 25 || x2.size(-2) > 25)) {
+    // |x|^2 + |y|^2 - 2 x.y, clamped at 1e-30 before the root: torch's formula, whose gradient
+    // is 0 where the distance is (numerically) 0.
+    const Tensor sq1 = sum(mul(x1, x1), {-1}, true), sq2 = sum(mul(x2, x2), {-1}, true);
+    const Tensor cross_term = matmul(x1, x2.transpose(-1, -2));
+    const Tensor d2 = add(sub(sq1, mul(cross_term, 2.0)), sq2.transpose(-1, -2));
+    return sqrt(clamp_min(d2, 1e-30));
+  }
+  return norm(sub(x1.unsqueeze(-2), x2.unsqueeze(-3)), p, {-1});
+}
+
+Tensor linalg::vector_norm(const Tensor& t, double ord, const Shape& dims, bool keepdim) {
+  if (std::isinf(ord) && ord < 0) {
+    check_defined(t, "vector_norm", "input");
+    check_floating(t, "vector_norm");
+    return amin(abs(t), dims, keepdim);
+  }
+  TANDEM_CHECK(ord >= 0, "vector_norm: ord must be >= 0, inf or -inf, got ", ord);
+  return norm(t, ord, dims, keepdim);
+}
+
+Tensor linalg::cross(const Tensor& a, const Tensor& b, int64_t dim) {
+  return cross_along(a, b, dim, "linalg.cross");
 }
 
 Tensor matmul(const Tensor& a, const Tensor& b) {

@@ -1751,4 +1751,160 @@ Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& targe
   return weigh_and_reduce(loss, weight, reduction, op);
 }
 
+Tensor logit(const Tensor& input, std::optional<double> eps) {
+  check_defined(input, "logit", "input");
+  check_floating(input, "logit");
+  const Tensor z = eps ? clamp(input, *eps, 1.0 - *eps) : input;
+  return sub(log(z), log1p(neg(z)));
+}
+
+Tensor glu(const Tensor& input, int64_t dim) {
+  check_defined(input, "glu", "input");
+  TANDEM_CHECK(input.dim() > 0, "glu: cannot halve a 0-dim tensor");
+  const int64_t d = wrap_dim(dim, input.dim(), "glu");
+  TANDEM_CHECK(input.size(d) % 2 == 0, "glu: halving dimension must be even, but dimension ", d,
+               " is size ", input.size(d));
+  const int64_t half = input.size(d) / 2;
+  return mul(narrow(input, d, 0, half), sigmoid(narrow(input, d, half, half)));
+}
+
+namespace {
+constexpr double kPi = 3.14159265358979323846;
+
+// The checks of the losses whose target holds 1 or -1 (or, for ranking, any sign) beside their
+// inputs: defined, floating inputs, one device.
+void check_loss_inputs(const std::vector<std::pair<const Tensor*, const char*>>& named,
+                       const char* op) {
+  std::vector<Tensor> all;
+  for (const auto& [t, name] : named) {
+    check_defined(*t, op, name);
+    all.push_back(*t);
+  }
+  check_floating(*named[0].first, op, named[0].second);
+  check_inputs(all, op);
+}
+}  // namespace
+
+Tensor margin_ranking_loss(const Tensor& x1, const Tensor& x2, const Tensor& target, double margin,
+                           Reduction reduction) {
+  const char* op = "margin_ranking_loss";
+  check_loss_inputs({{&x1, "input1"}, {&x2, "input2"}, {&target, "target"}}, op);
+  return reduce_loss(clamp_min(add(mul(neg(target), sub(x1, x2)), margin), 0.0), reduction);
+}
+
+Tensor triplet_margin_loss(const Tensor& anchor, const Tensor& positive, const Tensor& negative,
+                           double margin, double p, double eps, bool swap, Reduction reduction) {
+  const char* op = "triplet_margin_loss";
+  check_loss_inputs({{&anchor, "anchor"}, {&positive, "positive"}, {&negative, "negative"}}, op);
+  TANDEM_CHECK(anchor.dim() == positive.dim() && anchor.dim() == negative.dim(), op,
+               ": anchor, positive and negative must have the same number of dims, got ",
+               shape_str(anchor.shape()), ", ", shape_str(positive.shape()), " and ",
+               shape_str(negative.shape()));
+  const Tensor d_pos = pairwise_distance(anchor, positive, p, eps);
+  Tensor d_neg = pairwise_distance(anchor, negative, p, eps);
+  if (swap) d_neg = minimum(d_neg, pairwise_distance(positive, negative, p, eps));
+  return reduce_loss(clamp_min(add(sub(d_pos, d_neg), margin), 0.0), reduction);
+}
+
+Tensor cosine_embedding_loss(const Tensor& x1, const Tensor& x2, const Tensor& target,
+                             double margin, Reduction reduction) {
+  const char* op = "cosine_embedding_loss";
+  check_loss_inputs({{&x1, "input1"}, {&x2, "input2"}, {&target, "target"}}, op);
+  TANDEM_CHECK(target.dim() <= 1, op, ": expected a 0-d or 1-d target, got ",
+               shape_str(target.shape()));
+  const int64_t d = target.dim();  // the dim the cosines run along
+  TANDEM_CHECK(x1.dim() == d + 1 && x2.dim() == d + 1, op, ": a ", d, "-d target expects ", d + 1,
+               "-d inputs, got ", shape_str(x1.shape()), " and ", shape_str(x2.shape()));
+  // torch's: each squared magnitude plus 1e-12, the root of their product.
+  const double kEps = 1e-12;
+  const Tensor dot = sum(mul(x1, x2), {d});
+  const Tensor mag1 = add(sum(mul(x1, x1), {d}), kEps), mag2 = add(sum(mul(x2, x2), {d}), kEps);
+  const Tensor cos = div(dot, sqrt(mul(mag1, mag2)));
+  const Tensor pos = where(target.eq(1.0), add(neg(cos), 1.0), 0.0);
+  const Tensor negative = where(target.eq(-1.0), clamp_min(add(cos, -margin), 0.0), 0.0);
+  return reduce_loss(add(pos, negative), reduction);
+}
+
+Tensor hinge_embedding_loss(const Tensor& input, const Tensor& target, double margin,
+                            Reduction reduction) {
+  const char* op = "hinge_embedding_loss";
+  check_loss_inputs({{&input, "input"}, {&target, "target"}}, op);
+  const Tensor margin_part = where(target.ne(1.0), clamp_min(add(neg(input), margin), 0.0), 0.0);
+  const Tensor self_part = where(target.ne(-1.0), input, 0.0);
+  return reduce_loss(add(margin_part, self_part), reduction);
+}
+
+Tensor soft_margin_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+  check_pointwise_loss(input, target, "soft_margin_loss");
+  return reduce_loss(log1p(exp(neg(mul(input, target)))), reduction);
+}
+
+Tensor multilabel_soft_margin_loss(const Tensor& input, const Tensor& target, const Tensor& weight,
+                                   Reduction reduction) {
+  const char* op = "multilabel_soft_margin_loss";
+  check_pointwise_loss(input, target, op);
+  TANDEM_CHECK(input.dim() >= 1, op, ": expected an input with a class dim, got a 0-d one");
+  Tensor loss = neg(
+      add(mul(target, log_sigmoid(input)), mul(add(neg(target), 1.0), log_sigmoid(neg(input)))));
+  if (weight.defined()) {
+    check_loss_weight(weight, loss, op);
+    loss = mul(loss, weight);
+  }
+  const int64_t classes = input.size(-1);
+  return reduce_loss(div(sum(loss, {-1}), static_cast<double>(classes)), reduction);
+}
+
+Tensor gaussian_nll_loss(const Tensor& input, const Tensor& target, const Tensor& var, bool full,
+                         double eps, Reduction reduction) {
+  const char* op = "gaussian_nll_loss";
+  check_pointwise_loss(input, target, op);
+  check_defined(var, op, "var");
+  check_floating(var, op, "var");
+  check_inputs({input, var}, op);
+  Tensor v = var;
+  if (var.shape() != input.shape()) {
+    const Shape lead(input.shape().begin(), input.shape().end() - (input.dim() > 0 ? 1 : 0));
+    const bool one_short = input.dim() > 0 && var.shape() == lead;
+    const bool last_one = input.dim() > 0 && var.dim() == input.dim() && var.size(-1) == 1 &&
+                          Shape(var.shape().begin(), var.shape().end() - 1) == lead;
+    TANDEM_CHECK(one_short || last_one, op, ": var ", shape_str(var.shape()),
+                 " must have the input's shape ", shape_str(input.shape()),
+                 ", or it with the last dim 1 or gone");
+    if (one_short) v = unsqueeze(var, -1);
+  }
+  if (var.numel() > 0) {
+    check_scalar(amin(var.detach(), {}, false).to(DType::f64), [](double m) {
+      TANDEM_CHECK(m >= 0, "gaussian_nll_loss: var has a negative entry (", m, ")");
+    });
+  }
+  // Clamped at eps with no effect on the gradient: the clamp's change added as a constant.
+  Tensor clamped;
+  {
+    NoGradGuard no_grad;
+    clamped = sub(clamp_min(v, eps), v);
+  }
+  v = add(v, clamped);
+  const Tensor d = sub(input, target);
+  Tensor loss = mul(add(log(v), div(mul(d, d), v)), 0.5);
+  if (full) loss = add(loss, 0.5 * std::log(2.0 * kPi));
+  return reduce_loss(loss, reduction);
+}
+
+Tensor poisson_nll_loss(const Tensor& input, const Tensor& target, bool log_input, bool full,
+                        double eps, Reduction reduction) {
+  const char* op = "poisson_nll_loss";
+  check_pointwise_loss(input, target, op);
+  Tensor loss = log_input ? sub(exp(input), mul(target, input))
+                          : sub(input, mul(target, log(add(input, eps))));
+  if (full) {
+    // Stirling's approximation of log(target!) where target > 1, 0 elsewhere; computed on 2
+    // there, so that neither value nor gradient is NaN where it is masked.
+    const Tensor above = target.gt(1.0);
+    const Tensor t = where(above, target, 2.0);
+    const Tensor stirling = add(sub(mul(t, log(t)), t), mul(log(mul(t, 2.0 * kPi)), 0.5));
+    loss = add(loss, where(above, stirling, 0.0));
+  }
+  return reduce_loss(loss, reduction);
+}
+
 }  // namespace tandem

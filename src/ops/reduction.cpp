@@ -569,4 +569,51 @@ Tensor mean(const Tensor& t, const Shape& dims, bool keepdim, DType dtype) {
   return mean(t.to(dtype), dims, keepdim);
 }
 
+std::pair<Tensor, Tensor> kthvalue(const Tensor& t, int64_t k, int64_t dim, bool keepdim) {
+  const Along a = along(t, dim, "kthvalue");
+  TANDEM_CHECK(k >= 1 && k <= a.cols, "kthvalue: k (", k, ") must be in [1, ", a.cols,
+               "], the size of the dim");
+  if (t.dim() == 0) return {t.clone(), zeros({}, TensorOptions(DType::i64).device(t.device()))};
+  const int64_t d = a.dim;
+  auto [values, indices] = topk(t, k, d, /*largest=*/false);
+  values = narrow(values, d, k - 1, 1);
+  indices = narrow(indices, d, k - 1, 1);
+  if (keepdim) return {values, indices};
+  return {squeeze(values, d), squeeze(indices, d)};
+}
+
+Tensor median(const Tensor& t) {
+  check_defined(t, "median", "input");
+  if (t.numel() == 0) {
+    TANDEM_CHECK(t.is_floating_point(), "median: an empty ", dtype_name(t.dtype()),
+                 " tensor has no median");
+    return full({}, std::nan(""), TensorOptions(t.dtype()).device(t.device()));
+  }
+  return median(flatten(t), 0).first;
+}
+
+std::pair<Tensor, Tensor> median(const Tensor& t, int64_t dim, bool keepdim) {
+  const Along a = along(t, dim, "median");
+  TANDEM_CHECK(a.cols > 0, "median: the dim is empty");
+  auto [values, indices] = kthvalue(t, (a.cols - 1) / 2 + 1, dim, keepdim);
+  if (!t.is_floating_point() || t.dim() == 0) return {values, indices};
+  // A row with a NaN: NaN, at the first NaN's position (argmax finds the first largest).
+  const int64_t d = a.dim;
+  const Tensor nan_at = isnan(t.detach());
+  const Tensor has_nan = any(nan_at, d, keepdim);
+  const Tensor first_nan = argmax(nan_at.to(DType::i64), d, keepdim);
+  return {where(has_nan, std::nan(""), values), where(has_nan, first_nan, indices)};
+}
+
+std::pair<Tensor, Tensor> var_mean(const Tensor& t, const Shape& dims, bool unbiased,
+                                   bool keepdim) {
+  return {var(t, dims, unbiased ? 1 : 0, keepdim), mean(t, dims, keepdim)};
+}
+
+std::pair<Tensor, Tensor> std_mean(const Tensor& t, const Shape& dims, bool unbiased,
+                                   bool keepdim) {
+  auto [v, m] = var_mean(t, dims, unbiased, keepdim);
+  return {sqrt(v), m};
+}
+
 }  // namespace tandem

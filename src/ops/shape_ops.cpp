@@ -79,16 +79,18 @@ Tensor reshape_view(const Tensor& t, const Shape& shape, const Shape& strides, c
 
 // The gradient of a view that picks part of the input: zeros with g written where the view was.
 // Under create_graph it records itself; its own gradient is the same view of the incoming one.
+// (diag of a vector is the same: zeros with the vector written along a diagonal.)
 template <typename ViewFn>
-Tensor scatter_to_zeros(const Tensor& g, const Shape& shape, ViewFn view_of) {
+Tensor scatter_to_zeros(const Tensor& g, const Shape& shape, ViewFn view_of,
+                        const char* name = "view_backward") {
   Tensor gi = zeros(shape, TensorOptions(g.dtype()).device(g.device()));
   {
     NoGradGuard no_grad;
     view_of(gi).copy_(g);
   }
-  autograd::record("view_backward", {g}, gi, [view_of](const Tensor& gg) -> std::vector<Tensor> {
-    return {view_of(gg)};
-  }, kDifferentiable);
+  autograd::record(
+      name, {g}, gi, [view_of](const Tensor& gg) -> std::vector<Tensor> { return {view_of(gg)}; },
+      kDifferentiable);
   return gi;
 }
 
@@ -540,4 +542,227 @@ Tensor pad(const Tensor& t, const std::vector<int64_t>& pads, PadMode mode, doub
   }
   return out;
 }
+
+std::vector<Tensor> meshgrid(const std::vector<Tensor>& tensors, const std::string& indexing) {
+  TANDEM_CHECK(indexing == "ij" || indexing == "xy",
+               "meshgrid: indexing must be \"ij\" or "
+               "\"xy\", got \"",
+               indexing, "\"");
+  TANDEM_CHECK(!tensors.empty(), "meshgrid: expected at least one tensor");
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    TANDEM_CHECK(tensors[i].defined(), "meshgrid: tensor ", i, " is undefined");
+    TANDEM_CHECK(tensors[i].dim() <= 1, "meshgrid: expected 0-d or 1-d tensors, got ",
+                 tensors[i].dim(), "-d at position ", i);
+    TANDEM_CHECK(tensors[i].dtype() == tensors[0].dtype(),
+                 "meshgrid: expected tensors of one "
+                 "dtype, got ",
+                 dtype_name(tensors[0].dtype()), " and ", dtype_name(tensors[i].dtype()),
+                 " at position ", i);
+  }
+  check_inputs(tensors, "meshgrid");
+  // "xy" is "ij" of the inputs with the first two swapped, the first two outputs swapped back.
+  std::vector<Tensor> in = tensors;
+  const bool swap = indexing == "xy" && in.size() >= 2;
+  if (swap) std::swap(in[0], in[1]);
+  Shape sizes;
+  for (const Tensor& t : in) sizes.push_back(t.numel());
+  std::vector<Tensor> grids;
+  for (size_t i = 0; i < in.size(); ++i) {
+    Shape shape(in.size(), 1);
+    shape[i] = -1;
+    grids.push_back(expand(reshape(in[i], shape), sizes));
+  }
+  if (swap) std::swap(grids[0], grids[1]);
+  return grids;
+}
+
+Tensor diagonal(const Tensor& t, int64_t offset, int64_t dim1, int64_t dim2) {
+  check_defined(t, "diagonal", "input");
+  TANDEM_CHECK(t.dim() >= 2, "diagonal: expected a tensor of at least 2 dims, got ", t.dim());
+  const int64_t d1 = wrap_dim(dim1, t.dim(), "diagonal"), d2 = wrap_dim(dim2, t.dim(), "diagonal");
+  TANDEM_CHECK(d1 != d2, "diagonal: dim1 and dim2 cannot be the same dim (", d1, ")");
+  const int64_t n1 = t.size(d1), n2 = t.size(d2);
+  const int64_t length =
+      std::max<int64_t>(0, offset >= 0 ? std::min(n1, n2 - offset) : std::min(n1 + offset, n2));
+  int64_t start = t.storage_offset();
+  if (length > 0) start += offset >= 0 ? offset * t.strides()[d2] : -offset * t.strides()[d1];
+  Shape shape, strides;
+  for (int64_t d = 0; d < t.dim(); ++d)
+    if (d != d1 && d != d2) {
+      shape.push_back(t.size(d));
+      strides.push_back(t.strides()[d]);
+    }
+  shape.push_back(length);
+  strides.push_back(t.strides()[d1] + t.strides()[d2]);
+  Tensor out = make_view(t, shape, strides, start);
+  Shape in_shape = t.shape();
+  autograd::record(
+      "diagonal", {t}, out,
+      [=](const Tensor& g) -> std::vector<Tensor> {
+        return {scatter_to_zeros(g, in_shape,
+                                 [=](const Tensor& gi) { return diagonal(gi, offset, d1, d2); })};
+      },
+      kDifferentiable);
+  return out;
+}
+
+Tensor diag(const Tensor& t, int64_t offset) {
+  check_defined(t, "diag", "input");
+  TANDEM_CHECK(t.dim() == 1 || t.dim() == 2, "diag: expected a 1-d or 2-d tensor, got ", t.dim(),
+               "-d");
+  if (t.dim() == 2) return diagonal(t, offset, 0, 1).clone();
+  const int64_t n = t.numel() + (offset >= 0 ? offset : -offset);
+  return scatter_to_zeros(
+      t, {n, n}, [=](const Tensor& m) { return diagonal(m, offset, 0, 1); }, "diag");
+}
+
+Tensor roll(const Tensor& t, const Shape& shifts, const Shape& dims) {
+  check_defined(t, "roll", "input");
+  if (dims.empty()) {
+    TANDEM_CHECK(shifts.size() == 1, "roll: without dims, give one shift, got ", shifts.size());
+    return reshape(roll(flatten(t), shifts, {0}), t.shape());
+  }
+  TANDEM_CHECK(shifts.size() == dims.size(), "roll: ", shifts.size(), " shifts for ", dims.size(),
+               " dims (give one shift per dim)");
+  Tensor out = t;
+  for (size_t i = 0; i < dims.size(); ++i) {
+    const int64_t d = wrap_dim(dims[i], t.dim(), "roll"), n = t.size(d);
+    if (n == 0) continue;
+    const int64_t s = ((shifts[i] % n) + n) % n;
+    if (s == 0) continue;
+    out = cat({narrow(out, d, n - s, s), narrow(out, d, 0, n - s)}, d);
+  }
+  return out;
+}
+
+Tensor tile(const Tensor& t, const Shape& reps) {
+  check_defined(t, "tile", "input");
+  Shape full = reps;
+  if (static_cast<int64_t>(full.size()) < t.dim())
+    full.insert(full.begin(), t.dim() - full.size(), 1);
+  return repeat(t, full);
+}
+
+Tensor repeat_interleave(const Tensor& t, int64_t repeats, std::optional<int64_t> dim) {
+  check_defined(t, "repeat_interleave", "input");
+  TANDEM_CHECK(repeats >= 0, "repeat_interleave: repeats must be >= 0, got ", repeats);
+  if (!dim) return repeat_interleave(flatten(t), repeats, 0);
+  const int64_t d = wrap_dim(*dim, std::max<int64_t>(t.dim(), 1), "repeat_interleave");
+  if (t.dim() == 0) return repeat_interleave(reshape(t, {1}), repeats, 0);
+  // (.., n, 1, ..) broadcast to (.., n, repeats, ..), then the two dims merged.
+  Shape expanded = t.shape();
+  expanded.insert(expanded.begin() + d + 1, repeats);
+  Shape result = t.shape();
+  result[d] *= repeats;
+  return reshape(expand(unsqueeze(t, d + 1), expanded), result);
+}
+
+Tensor repeat_interleave(const Tensor& repeats) {
+  check_defined(repeats, "repeat_interleave", "repeats");
+  TANDEM_CHECK(
+      repeats.dim() <= 1 && !repeats.is_floating_point() && repeats.dtype() != DType::boolean,
+      "repeat_interleave: repeats must be a 0-d or 1-d integer tensor, got ", repeats.dim(), "-d ",
+      dtype_name(repeats.dtype()));
+  const std::vector<int64_t> counts = repeats.to_vector<int64_t>();
+  std::vector<int64_t> index;
+  for (size_t i = 0; i < counts.size(); ++i) {
+    TANDEM_CHECK(counts[i] >= 0, "repeat_interleave: repeats must be >= 0, got ", counts[i],
+                 " at position ", i);
+    index.insert(index.end(), static_cast<size_t>(counts[i]), static_cast<int64_t>(i));
+  }
+  return from_vector(index).to(repeats.device());
+}
+
+Tensor repeat_interleave(const Tensor& t, const Tensor& repeats, std::optional<int64_t> dim) {
+  check_defined(t, "repeat_interleave", "input");
+  check_defined(repeats, "repeat_interleave", "repeats");
+  if (!dim) return repeat_interleave(flatten(t), repeats, 0);
+  if (t.dim() == 0) return repeat_interleave(reshape(t, {1}), repeats, 0);
+  const int64_t d = wrap_dim(*dim, t.dim(), "repeat_interleave");
+  if (repeats.numel() == 1 && t.size(d) != 1)
+    return repeat_interleave(t, repeats.reshape({}).item<int64_t>(), d);
+  TANDEM_CHECK(repeats.numel() == t.size(d), "repeat_interleave: ", repeats.numel(),
+               " repeats for dim ", d, " of size ", t.size(d), " (give one per element, or one)");
+  check_inputs({t, repeats}, "repeat_interleave");
+  return index_select(t, d, repeat_interleave(repeats.reshape({-1})));
+}
+
+Tensor unfold(const Tensor& t, int64_t dim, int64_t size, int64_t step) {
+  check_defined(t, "unfold", "input");
+  TANDEM_CHECK(t.dim() > 0, "unfold: cannot unfold a 0-dim tensor");
+  const Tensor& in = t;
+  const int64_t d = wrap_dim(dim, in.dim(), "unfold"), n = in.size(d);
+  TANDEM_CHECK(size >= 0 && size <= n, "unfold: size ", size, " must be in [0, ", n,
+               "], the size of dim ", d);
+  TANDEM_CHECK(step > 0, "unfold: step must be positive, got ", step);
+  const int64_t windows = (n - size) / step + 1;
+  Shape shape = in.shape(), strides = in.strides();
+  shape[d] = windows;
+  strides[d] *= step;
+  shape.push_back(size);
+  strides.push_back(in.strides()[d]);
+  Tensor out = make_view(in, shape, strides, in.storage_offset());
+  const Shape in_shape = in.shape();
+  autograd::record(
+      "unfold", {in}, out,
+      [=](const Tensor& g) -> std::vector<Tensor> {
+        // Window position j of every window lands on elements j, j + step, ...: one strided slice
+        // each, added (windows that overlap share elements).
+        Tensor gi = zeros(in_shape, TensorOptions(g.dtype()).device(g.device()));
+        {
+          NoGradGuard no_grad;
+          for (int64_t j = 0; j < size; ++j)
+            slice(gi, d, j, j + (windows - 1) * step + 1, step).add_(select(g, -1, j));
+        }
+        autograd::record(
+            "unfold_backward", {g}, gi,
+            [=](const Tensor& gg) -> std::vector<Tensor> { return {unfold(gg, d, size, step)}; },
+            kDifferentiable);
+        return {gi};
+      },
+      kDifferentiable);
+  return out;
+}
+
+namespace {
+void check_pixel_shuffle(const Tensor& t, int64_t factor, const char* op) {
+  check_defined(t, op, "input");
+  TANDEM_CHECK(t.dim() >= 3, op, ": expected a tensor of at least 3 dims (*, C, H, W), got ",
+               shape_str(t.shape()));
+  TANDEM_CHECK(factor > 0, op, ": the factor must be positive, got ", factor);
+}
+}  // namespace
+
+Tensor pixel_shuffle(const Tensor& t, int64_t r) {
+  check_pixel_shuffle(t, r, "pixel_shuffle");
+  const int64_t nd = t.dim(), c = t.size(-3), h = t.size(-2), w = t.size(-1);
+  TANDEM_CHECK(c % (r * r) == 0, "pixel_shuffle: the channels (", c,
+               ") must be divisible by the square of the upscale factor (", r * r, ")");
+  Shape lead(t.shape().begin(), t.shape().end() - 3), split = lead, result = lead;
+  split.insert(split.end(), {c / (r * r), r, r, h, w});
+  result.insert(result.end(), {c / (r * r), h * r, w * r});
+  // (*, C, r, r, H, W) -> (*, C, H, r, W, r)
+  Shape perm(lead.size());
+  std::iota(perm.begin(), perm.end(), 0);
+  const int64_t b = nd - 3;
+  perm.insert(perm.end(), {b, b + 3, b + 1, b + 4, b + 2});
+  return reshape(permute(reshape(t, split), perm), result);
+}
+
+Tensor pixel_unshuffle(const Tensor& t, int64_t r) {
+  check_pixel_shuffle(t, r, "pixel_unshuffle");
+  const int64_t nd = t.dim(), c = t.size(-3), h = t.size(-2), w = t.size(-1);
+  TANDEM_CHECK(h % r == 0 && w % r == 0, "pixel_unshuffle: the height (", h, ") and width (", w,
+               ") must be divisible by the downscale factor (", r, ")");
+  Shape lead(t.shape().begin(), t.shape().end() - 3), split = lead, result = lead;
+  split.insert(split.end(), {c, h / r, r, w / r, r});
+  result.insert(result.end(), {c * r * r, h / r, w / r});
+  // (*, C, H, r, W, r) -> (*, C, r, r, H, W)
+  Shape perm(lead.size());
+  std::iota(perm.begin(), perm.end(), 0);
+  const int64_t b = nd - 3;
+  perm.insert(perm.end(), {b, b + 2, b + 4, b + 1, b + 3});
+  return reshape(permute(reshape(t, split), perm), result);
+}
+
 }  // namespace tandem

@@ -294,6 +294,42 @@ Tensor Tensor::remainder(const Tensor& other) const { return tandem::remainder(*
 Tensor Tensor::remainder(double other) const { return tandem::remainder(*this, other); }
 Tensor Tensor::tril(int64_t diagonal) const { return tandem::tril(*this, diagonal); }
 Tensor Tensor::triu(int64_t diagonal) const { return tandem::triu(*this, diagonal); }
+Tensor Tensor::diagonal(int64_t offset, int64_t dim1, int64_t dim2) const {
+  return tandem::diagonal(*this, offset, dim1, dim2);
+}
+Tensor Tensor::diag(int64_t diagonal) const { return tandem::diag(*this, diagonal); }
+Tensor Tensor::roll(const Shape& shifts, const Shape& dims) const {
+  return tandem::roll(*this, shifts, dims);
+}
+Tensor Tensor::tile(const Shape& reps) const { return tandem::tile(*this, reps); }
+Tensor Tensor::repeat_interleave(int64_t repeats, std::optional<int64_t> dim) const {
+  return tandem::repeat_interleave(*this, repeats, dim);
+}
+Tensor Tensor::repeat_interleave(const Tensor& repeats, std::optional<int64_t> dim) const {
+  return tandem::repeat_interleave(*this, repeats, dim);
+}
+Tensor Tensor::unfold(int64_t dim, int64_t size, int64_t step) const {
+  return tandem::unfold(*this, dim, size, step);
+}
+Tensor Tensor::median() const { return tandem::median(*this); }
+std::pair<Tensor, Tensor> Tensor::median(int64_t dim, bool keepdim) const {
+  return tandem::median(*this, dim, keepdim);
+}
+std::pair<Tensor, Tensor> Tensor::kthvalue(int64_t k, int64_t dim, bool keepdim) const {
+  return tandem::kthvalue(*this, k, dim, keepdim);
+}
+Tensor Tensor::trace() const { return tandem::trace(*this); }
+Tensor Tensor::cross(const Tensor& other, std::optional<int64_t> dim) const {
+  return tandem::cross(*this, other, dim);
+}
+Tensor Tensor::baddbmm(const Tensor& batch1, const Tensor& batch2, double beta,
+                       double alpha) const {
+  return tandem::baddbmm(*this, batch1, batch2, beta, alpha);
+}
+Tensor Tensor::clip(std::optional<double> min, std::optional<double> max) const {
+  return tandem::clip(*this, min, max);
+}
+Tensor Tensor::logit(std::optional<double> eps) const { return tandem::logit(*this, eps); }
 Tensor Tensor::cumsum(int64_t dim, std::optional<DType> dtype) const {
   return tandem::cumsum(*this, dim, dtype);
 }

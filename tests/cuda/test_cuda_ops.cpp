@@ -1918,3 +1918,47 @@ TEST_CASE("a 0-dim CPU tensor beside a GPU tensor is a number, as in libtorch", 
   CHECK_THROWS_WITH(add(d, ones({1})), Catch::Contains("add: expected all tensors on one device"));
   CHECK_THROWS_WITH(d.add_(ones({3})), Catch::Contains("add_"));
 }
+
+TEST_CASE(
+    "CUDA diagonals, rolls, windows, order statistics, cdist and the newer losses match the "
+    "CPU, forward and backward",
+    "[cuda]") {
+  if (!gpu_present("CUDA shape ops and newer losses")) return;
+  for (DType t : {DType::f32, DType::f64}) {
+    INFO(dtype_name(t));
+    const std::vector<Tensor> in{randn_as({4, 6}, t, 61), randn_as({4, 6}, t, 62),
+                                 randn_as({4, 6}, t, 63)};
+    same_on_gpu("views and shape ops", in, with_gradients([](const std::vector<Tensor>& v) {
+                  auto grids = meshgrid({v[0].select(0, 0), v[1].select(1, 2)});
+                  return cat({diagonal(v[0], 1).flatten(), diag(v[1].select(0, 1)).flatten(),
+                              roll(v[2], {2, -1}, {1, 0}).flatten(), v[0].unfold(1, 4, 1).flatten(),
+                              v[1].repeat_interleave(
+                                      from_vector<int64_t>({1, 0, 2, 1}).to(v[1].device()), 0)
+                                  .flatten(),
+                              pixel_shuffle(v[2].reshape({1, 4, 2, 3}), 2).flatten(),
+                              (grids[0] * grids[1]).flatten()});
+                }),
+                tol(t));
+    same_on_gpu("order statistics and products", in,
+                with_gradients([](const std::vector<Tensor>& v) {
+                  auto [kth, kth_at] = v[0].kthvalue(2, 1);
+                  auto [med, med_at] = v[1].median(0);
+                  return cat({kth, kth_at.to(kth.dtype()), med, med_at.to(med.dtype()),
+                              v[2].median().reshape({1}), cdist(v[0], v[1]).flatten(),
+                              cdist(v[0], v[2], 1.0).flatten(),
+                              cross(v[0].reshape({8, 3}), v[1].reshape({8, 3}), 1).flatten(),
+                              linalg::vector_norm(v[2], 3.0, {1})});
+                }),
+                tol(t));
+    same_on_gpu("losses", in, with_gradients([](const std::vector<Tensor>& v) {
+                  const Tensor sign = tandem::sign(v[2]).detach();  // (normal draws: never 0)
+                  return stack({triplet_margin_loss(v[0], v[1], v[2], 0.5, 2.0, 1e-6, true),
+                                cosine_embedding_loss(v[0], v[1], sign.select(1, 0)),
+                                margin_ranking_loss(v[0], v[1], sign), soft_margin_loss(v[0], sign),
+                                gaussian_nll_loss(v[0], v[1], exp(v[2])),
+                                poisson_nll_loss(v[0], abs(v[1]).detach()),
+                                multilabel_soft_margin_loss(v[0], (v[1] > 0).to(v[1].dtype()))});
+                }),
+                tol(t));
+  }
+}

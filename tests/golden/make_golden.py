@@ -526,6 +526,85 @@ with torch.random.fork_rng():
          grad=False)
     case("adaptive_max_pool1d", lambda x: F.adaptive_max_pool1d(x, 4), r(2, 3, 10))
 
+# libtorch's shape ops, order statistics, products and losses added later: a stream of its own.
+with torch.random.fork_rng():
+    torch.manual_seed(20201)
+    weighted = lambda parts: torch.cat([p.flatten() * (k + 1) for k, p in enumerate(parts)])
+    sign = lambda *s: torch.randint(0, 2, s).float() * 2 - 1
+    case("meshgrid_ij", lambda a, b: weighted(torch.meshgrid(a, b, indexing="ij")), r(3), r(4))
+    case("meshgrid_xy", lambda a, b, c: weighted(torch.meshgrid(a, b, c, indexing="xy")), r(2),
+         r(3), r(4))
+    case("diagonal", lambda a: torch.diagonal(a, 1, 0, 2), r(3, 4, 5))
+    case("diagonal_negative", lambda a: a.diagonal(-2, -1, 1), r(2, 5, 4))
+    case("diag_vector", lambda a: torch.diag(a, -1), r(4))
+    case("diag_matrix", lambda a: torch.diag(a, 1), r(3, 5))
+    case("trace", torch.trace, r(4, 5))
+    case("roll", lambda a: torch.roll(a, (1, -7), (0, 2)), r(3, 4, 5))
+    case("roll_flat", lambda a: torch.roll(a, 5), r(3, 4))
+    case("tile", lambda a: a.tile((2, 3, 1)), r(2, 3))
+    case("tile_short", lambda a: a.tile((2,)), r(2, 3))
+    case("repeat_interleave_dim", lambda a: a.repeat_interleave(2, dim=1), r(2, 3, 2))
+    case("repeat_interleave_flat", lambda a: a.repeat_interleave(3), r(2, 2))
+    case("repeat_interleave_tensor",
+         lambda a, n: a.repeat_interleave(n, dim=0), r(3, 2), torch.tensor([1, 0, 3]))
+    case("unfold_overlapping", lambda a: a.unfold(1, 3, 2), r(2, 7, 3))
+    case("unfold_gaps", lambda a: a.unfold(0, 2, 3), r(8))
+    case("pixel_shuffle", lambda a: F.pixel_shuffle(a, 2), r(2, 8, 3, 2))
+    case("pixel_unshuffle", lambda a: F.pixel_unshuffle(a, 2), r(1, 2, 4, 6))
+    case("kthvalue", lambda a: a.kthvalue(2, 1)[0], r(3, 5, 2))
+    case("kthvalue_indices", lambda a: a.kthvalue(4, 0, keepdim=True)[1], r(5, 3), grad=False)
+    case("median_all", lambda a: a.median(), r(5, 4))
+    case("median_dim", lambda a: a.median(1)[0], r(3, 6))
+    case("median_dim_indices", lambda a: a.median(-1, keepdim=True)[1], r(2, 3, 5), grad=False)
+    case("var_mean", lambda a: weighted(torch.var_mean(a, 1)), r(3, 4, 2))
+    case("std_mean", lambda a: weighted(torch.std_mean(a, (0, 2), unbiased=False, keepdim=True)),
+         r(3, 4, 2))
+    case("cross", lambda a, b: torch.cross(a, b, dim=1), r(4, 3), r(4, 3))
+    case("cross_default_dim", lambda a, b: torch.cross(a, b), r(3, 2, 3), r(3, 2, 3))
+    case("linalg_cross_broadcast", lambda a, b: torch.linalg.cross(a, b), r(2, 1, 3), r(1, 4, 3))
+    case("baddbmm", lambda s, a, b: torch.baddbmm(s, a, b, beta=0.5, alpha=2.0), r(1, 4, 5),
+         r(3, 4, 2), r(3, 2, 5))
+    case("cdist", torch.cdist, r(2, 4, 3), r(2, 5, 3))
+    case("cdist_p1", lambda a, b: torch.cdist(a, b, p=1.0), r(3, 2), r(4, 2))
+    case("cdist_inf", lambda a, b: torch.cdist(a, b, p=float("inf")), r(3, 2), r(4, 2))
+    case("cdist_mm", torch.cdist, r(30, 4), r(27, 4))
+    case("vector_norm", lambda a: torch.linalg.vector_norm(a, 3, dim=(0, 2)), r(3, 4, 2))
+    case("vector_norm_neg_inf",
+         lambda a: torch.linalg.vector_norm(a, float("-inf"), dim=1, keepdim=True), r(3, 4))
+    case("logit", torch.logit, torch.rand(10) * 0.8 + 0.1)
+    case("logit_eps", lambda a: torch.logit(a, eps=0.2), torch.rand(12))
+    case("clip", lambda a: torch.clip(a, -0.3, 0.4), r(12))
+    case("glu", lambda a: F.glu(a, 1), r(3, 6, 2))
+    case("margin_ranking_loss", lambda a, b, t: F.margin_ranking_loss(a, b, t, margin=0.2),
+         r(6), r(6), sign(6), nograd=(2,))
+    case("triplet_margin_loss_swap",
+         lambda a, p, n: F.triplet_margin_loss(a, p, n, margin=0.5, swap=True), r(5, 4), r(5, 4),
+         r(5, 4))
+    case("triplet_margin_loss_p1_sum",
+         lambda a, p, n: F.triplet_margin_loss(a, p, n, p=1, reduction="sum"), r(5, 4), r(5, 4),
+         r(5, 4))
+    case("cosine_embedding_loss", lambda a, b, t: F.cosine_embedding_loss(a, b, t, margin=0.1),
+         r(6, 4), r(6, 4), torch.tensor([1.0, -1, 1, -1, -1, -1]), nograd=(2,))
+    case("hinge_embedding_loss",
+         lambda a, t: F.hinge_embedding_loss(a, t, margin=0.8, reduction="sum"), r(3, 4),
+         sign(3, 4), nograd=(1,))
+    case("soft_margin_loss", F.soft_margin_loss, r(3, 4), sign(3, 4), nograd=(1,))
+    case("multilabel_soft_margin_loss",
+         lambda a, t, w: F.multilabel_soft_margin_loss(a, t, weight=w, reduction="none"), r(4, 5),
+         torch.randint(0, 2, (4, 5)).float(), torch.rand(5), nograd=(1,))
+    case("gaussian_nll_loss", lambda a, t, v: F.gaussian_nll_loss(a, t, v), r(4, 3), r(4, 3),
+         torch.tensor([[0.5, 1e-8, 2.0]] * 4))
+    case("gaussian_nll_loss_one_var_full",
+         lambda a, t, v: F.gaussian_nll_loss(a, t, v, full=True, reduction="sum"), r(4, 3),
+         r(4, 3), torch.rand(4) + 0.5)
+    case("gaussian_nll_loss_last_dim_one",
+         lambda a, t, v: F.gaussian_nll_loss(a, t, v, reduction="none"), r(4, 3), r(4, 3),
+         torch.rand(4, 1) + 0.5)
+    case("poisson_nll_loss", F.poisson_nll_loss, r(3, 4), torch.rand(3, 4) * 3, nograd=(1,))
+    case("poisson_nll_loss_full",
+         lambda a, t: F.poisson_nll_loss(a, t, log_input=False, full=True, reduction="sum"),
+         pos(3, 4), torch.tensor([[0.0, 1.0, 1.5, 4.0]] * 3), nograd=(1,))
+
 with open(os.path.join(HERE, "ops.json"), "w") as f:
     json.dump({"generator": "torch " + torch.__version__, "cases": cases}, f)
 

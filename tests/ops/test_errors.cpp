@@ -292,3 +292,51 @@ TEST_CASE("edge input an API probe found: errors, not crashes, hangs or wrong va
   leaf.set_requires_grad(true);
   CHECK_THROWS_AS(leaf.set_grad_buffer(zeros({1}).expand({2})), ValueError);
 }
+
+TEST_CASE("errors of the shape ops, order statistics and losses added for libtorch code",
+          "[errors]") {
+  CHECK(error_of([] {
+          meshgrid({zeros({2, 2})});
+        }) == "meshgrid: expected 0-d or 1-d tensors, got 2-d at position 0");
+  CHECK(error_of([] { meshgrid({zeros({2})}, "yx"); }) ==
+        "meshgrid: indexing must be \"ij\" or \"xy\", got \"yx\"");
+  CHECK(error_of([] {
+          diagonal(zeros({3, 3}), 0, 1, -1);
+        }) == "diagonal: dim1 and dim2 cannot be the same dim (1)");
+  CHECK(error_of([] {
+          roll(zeros({3, 3}), {1, 2}, {0});
+        }) == "roll: 2 shifts for 1 dims (give one shift per dim)");
+  CHECK(error_of([] {
+          zeros({3, 2}).repeat_interleave(from_vector<int64_t>({1, 2}), 0);
+        }) == "repeat_interleave: 2 repeats for dim 0 of size 3 (give one per element, or one)");
+  CHECK(error_of([] { zeros({4}).unfold(0, 5, 1); }) ==
+        "unfold: size 5 must be in [0, 4], the size of dim 0");
+  CHECK(error_of([] {
+          pixel_shuffle(zeros({1, 6, 2, 2}), 2);
+        }) ==
+        "pixel_shuffle: the channels (6) must be divisible by the square of the upscale factor "
+        "(4)");
+  CHECK(error_of([] {
+          zeros({2, 3}).kthvalue(4, 1);
+        }) == "kthvalue: k (4) must be in [1, 3], the size of the dim");
+  CHECK(error_of([] {
+          cross(zeros({2, 4}), zeros({2, 4}));
+        }) == "cross: no dim of size 3 in (2, 4)");
+  CHECK(error_of([] {
+          glu(zeros({2, 3}));
+        }) == "glu: halving dimension must be even, but dimension 1 is size 3");
+  CHECK(error_of([] {
+          cdist(zeros({2, 3}), zeros({2, 4}));
+        }) == "cdist: expected (*, P, M) and (*, R, M), got (2, 3) and (2, 4)");
+  CHECK(error_of([] {
+          gaussian_nll_loss(zeros({4, 3}), zeros({4, 3}), ones({3}));
+        }) ==
+        "gaussian_nll_loss: var (3,) must have the input's shape (4, 3), or it with the last dim "
+        "1 or gone");
+  CHECK(error_of([] {
+          gaussian_nll_loss(zeros({2}), zeros({2}), from_vector<float>({1, -1}));
+        }) == "gaussian_nll_loss: var has a negative entry (-1)");
+  CHECK(error_of([] {
+          cosine_embedding_loss(zeros({2, 3}), zeros({2, 3}), zeros({2, 1}));
+        }) == "cosine_embedding_loss: expected a 0-d or 1-d target, got (2, 1)");
+}

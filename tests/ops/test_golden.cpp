@@ -1,6 +1,7 @@
 // Every op against PyTorch 1.13's values (tests/golden/make_golden.py): the output, and the
 // gradients of the inputs for the recorded output gradient.
 #include <fstream>
+#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -465,6 +466,95 @@ const std::map<std::string, Fn>& ops() {
        [](V x) {
          Tensor logits = linear(max_pool2d(x[0], 2).flatten(1), x[1]);
          return sum(abs(autograd::grad({cross_entropy(logits, x[2])}, {x[0]}, {}, {}, true)[0]));
+       }},
+      // Shape ops, order statistics, products and losses of libtorch's added later: methods,
+      // free functions, functional options and loss modules each somewhere.
+      {"meshgrid_ij", [](V x) { return weighted(meshgrid({x[0], x[1]}, "ij")); }},
+      {"meshgrid_xy", [](V x) { return weighted(meshgrid({x[0], x[1], x[2]}, "xy")); }},
+      {"diagonal", [](V x) { return diagonal(x[0], 1, 0, 2); }},
+      {"diagonal_negative", [](V x) { return x[0].diagonal(-2, -1, 1); }},
+      {"diag_vector", [](V x) { return diag(x[0], -1); }},
+      {"diag_matrix", [](V x) { return x[0].diag(1); }},
+      {"trace", [](V x) { return x[0].trace(); }},
+      {"roll", [](V x) { return roll(x[0], {1, -7}, {0, 2}); }},
+      {"roll_flat", [](V x) { return x[0].roll({5}); }},
+      {"tile", [](V x) { return x[0].tile({2, 3, 1}); }},
+      {"tile_short", [](V x) { return tile(x[0], {2}); }},
+      {"repeat_interleave_dim", [](V x) { return x[0].repeat_interleave(2, 1); }},
+      {"repeat_interleave_flat", [](V x) { return repeat_interleave(x[0], 3); }},
+      {"repeat_interleave_tensor", [](V x) { return x[0].repeat_interleave(x[1], 0); }},
+      {"unfold_overlapping", [](V x) { return x[0].unfold(1, 3, 2); }},
+      {"unfold_gaps", [](V x) { return unfold(x[0], 0, 2, 3); }},
+      {"pixel_shuffle", [](V x) { return nn::PixelShuffle(2).forward(x[0]); }},
+      {"pixel_unshuffle", [](V x) { return F::pixel_unshuffle(x[0], 2); }},
+      {"kthvalue", [](V x) { return std::get<0>(x[0].kthvalue(2, 1)); }},
+      {"kthvalue_indices", [](V x) { return kthvalue(x[0], 4, 0, true).second; }},
+      {"median_all", [](V x) { return x[0].median(); }},
+      {"median_dim", [](V x) { return std::get<0>(median(x[0], 1)); }},
+      {"median_dim_indices", [](V x) { return x[0].median(-1, true).second; }},
+      {"var_mean", [](V x) { return both(var_mean(x[0], {1})); }},
+      {"std_mean", [](V x) { return both(std_mean(x[0], {0, 2}, false, true)); }},
+      {"cross", [](V x) { return cross(x[0], x[1], 1); }},
+      {"cross_default_dim", [](V x) { return x[0].cross(x[1]); }},
+      {"linalg_cross_broadcast", [](V x) { return linalg::cross(x[0], x[1]); }},
+      {"baddbmm", [](V x) { return baddbmm(x[0], x[1], x[2], 0.5, 2.0); }},
+      {"cdist", [](V x) { return cdist(x[0], x[1]); }},
+      {"cdist_p1", [](V x) { return cdist(x[0], x[1], 1.0); }},
+      {"cdist_inf",
+       [](V x) { return cdist(x[0], x[1], std::numeric_limits<double>::infinity()); }},
+      {"cdist_mm", [](V x) { return cdist(x[0], x[1]); }},
+      {"vector_norm", [](V x) { return linalg::vector_norm(x[0], 3, {0, 2}); }},
+      {"vector_norm_neg_inf",
+       [](V x) {
+         return linalg::vector_norm(x[0], -std::numeric_limits<double>::infinity(), {1}, true);
+       }},
+      {"logit", [](V x) { return logit(x[0]); }},
+      {"logit_eps", [](V x) { return x[0].logit(0.2); }},
+      {"clip", [](V x) { return x[0].clip(-0.3, 0.4); }},
+      {"glu", [](V x) { return nn::GLU(1).forward(x[0]); }},
+      {"margin_ranking_loss",
+       [](V x) {
+         return F::margin_ranking_loss(x[0], x[1], x[2],
+                                       F::MarginRankingLossFuncOptions().margin(0.2));
+       }},
+      {"triplet_margin_loss_swap",
+       [](V x) {
+         nn::TripletMarginLoss loss(nn::TripletMarginLossOptions().margin(0.5).swap(true));
+         return loss(x[0], x[1], x[2]);
+       }},
+      {"triplet_margin_loss_p1_sum",
+       [](V x) {
+         return triplet_margin_loss(x[0], x[1], x[2], 1.0, 1.0, 1e-6, false, Reduction::sum);
+       }},
+      {"cosine_embedding_loss",
+       [](V x) {
+         return nn::CosineEmbeddingLoss(nn::CosineEmbeddingLossOptions().margin(0.1))
+             .forward(x[0], x[1], x[2]);
+       }},
+      {"hinge_embedding_loss",
+       [](V x) {
+         return F::hinge_embedding_loss(
+             x[0], x[1], F::HingeEmbeddingLossFuncOptions().margin(0.8).reduction(kSum));
+       }},
+      {"soft_margin_loss", [](V x) { return nn::SoftMarginLoss()(x[0], x[1]); }},
+      {"multilabel_soft_margin_loss",
+       [](V x) {
+         return nn::MultiLabelSoftMarginLoss(
+             nn::MultilabelSoftMarginLossOptions().weight(x[2]).reduction(kNone))(x[0], x[1]);
+       }},
+      {"gaussian_nll_loss", [](V x) { return nn::GaussianNLLLoss()(x[0], x[1], x[2]); }},
+      {"gaussian_nll_loss_one_var_full",
+       [](V x) {
+         return F::gaussian_nll_loss(x[0], x[1], x[2],
+                                     F::GaussianNLLLossFuncOptions().full(true).reduction(kSum));
+       }},
+      {"gaussian_nll_loss_last_dim_one",
+       [](V x) { return gaussian_nll_loss(x[0], x[1], x[2], false, 1e-6, Reduction::none); }},
+      {"poisson_nll_loss", [](V x) { return nn::PoissonNLLLoss()(x[0], x[1]); }},
+      {"poisson_nll_loss_full",
+       [](V x) {
+         return F::poisson_nll_loss(
+             x[0], x[1], F::PoissonNLLLossFuncOptions().log_input(false).full(true).reduction(kSum));
        }},
   };
   return table;

@@ -317,3 +317,57 @@ TEST_CASE("gradcheck: indexing by tensors of indices", "[gradcheck]") {
   // embedding without one; the golden case has one.)
   gradcheck([&](V x) { return embedding(x[0], idx); }, {r({3, 5})});
 }
+
+TEST_CASE("gradcheck: diagonals, rolls, windows, order statistics, products and more losses",
+          "[gradcheck]") {
+  gradcheck([](V x) { return diagonal(x[0], -1, 2, 0); }, {r({3, 2, 4})});
+  gradcheck([](V x) { return diag(x[0], 2); }, {r({3})});
+  gradcheck([](V x) { return diag(x[0], -1); }, {r({3, 4})});
+  gradcheck([](V x) { return roll(x[0], {2, -1}, {1, 0}); }, {r({3, 4})});
+  gradcheck([](V x) { return x[0].tile({2, 1, 2}); }, {r({2, 3})});
+  gradcheck(
+      [](V x) {
+        return x[0].repeat_interleave(from_vector<int64_t>({2, 0, 1}), 1);
+      },
+      {r({2, 3})});
+  gradcheck([](V x) { return x[0].unfold(0, 3, 1); }, {r({5, 2})});
+  gradcheck([](V x) { return pixel_unshuffle(pixel_shuffle(x[0], 2) * 2.0, 2); },
+            {r({1, 8, 2, 3})});
+  gradcheck([](V x) { return x[0].kthvalue(3, 1).first; }, {distinct({2, 5})});
+  gradcheck([](V x) { return x[0].median(); }, {distinct({3, 4})});
+  gradcheck([](V x) { return x[0].trace(); }, {r({3, 4})});
+  gradcheck([](V x) { return std_mean(x[0], {1}).first; }, {r({2, 4})});
+  gradcheck([](V x) { return cross(x[0], x[1], 0); }, {r({3, 2}), r({3, 1})});
+  gradcheck([](V x) { return baddbmm(x[0], x[1], x[2], 0.3, -1.5); },
+            {r({2, 1}), r({2, 2, 3}), r({2, 3, 1})});
+  gradcheck([](V x) { return cdist(x[0], x[1]); }, {r({3, 2}), r({4, 2})});
+  gradcheck([](V x) { return cdist(x[0], x[1], 3.0); }, {r({3, 2}), r({4, 2})});
+  gradcheck([](V x) { return cdist(x[0], x[1]); }, {r({26, 2}), r({3, 2})});  // the mm form
+  gradcheck([](V x) { return linalg::vector_norm(x[0], 1.5, {0}); }, {r({3, 2})});
+  gradcheck([](V x) { return logit(x[0], 0.05); },
+            {add(mul(rand({6}, DType::f64, &gen), 0.8), 0.1)});
+  gradcheck([](V x) { return glu(x[0], 0); }, {r({4, 3})});
+  gradcheck([](V x) { return triplet_margin_loss(x[0], x[1], x[2], 2.0, 2.0, 1e-6, true); },
+            {r({4, 3}), r({4, 3}), r({4, 3})});
+  Tensor y = from_vector<double>({1, -1, -1, 1});
+  gradcheck([&](V x) { return cosine_embedding_loss(x[0], x[1], y, -0.5); },
+            {r({4, 3}), r({4, 3})});
+  gradcheck([&](V x) { return margin_ranking_loss(x[0], x[1], y, 3.0); }, {r({4}), r({4})});
+  gradcheck([](V x) { return gaussian_nll_loss(x[0], x[1], x[2], true); },
+            {r({4, 2}), r({4, 2}), pos({4})});
+  Tensor counts = from_vector<double>({0, 1, 2, 5, 3, 0});
+  gradcheck([&](V x) { return poisson_nll_loss(x[0], counts, false, true); }, {pos({6})});
+  // The views' backward records itself: their gradients under create_graph differentiated again.
+  for (const auto& f : std::vector<std::function<Tensor(const Tensor&)>>{
+           [](const Tensor& x) { return x.unfold(1, 2, 1); },
+           [](const Tensor& x) { return diagonal(x, 1); },
+           [](const Tensor& x) { return diag(x.flatten()); }}) {
+    gradcheck(
+        [&f](V x) {
+          AutoGradMode on(true);  // (the finite differences run under NoGradGuard)
+          Tensor v = f(x[0]);
+          return autograd::grad({sum(v * v * v)}, {x[0]}, {}, {}, /*create_graph=*/true)[0];
+        },
+        {r({2, 3})});
+  }
+}

@@ -914,3 +914,36 @@ TEST_CASE("conv_transpose2d with an output_padding of a stride or more matches i
   const auto got = y.to_vector<double>();
   for (size_t k = 0; k < got.size(); ++k) REQUIRE(got[k] == Approx(want[k]).margin(1e-12));
 }
+
+TEST_CASE("diagonal, unfold and meshgrid are views; median's NaN rows and empty input", "[ops]") {
+  // Views share the input's storage, as torch's: a write through one shows in the input.
+  Tensor m = zeros({3, 4});
+  diagonal(m, 1).fill_(7.0);
+  CHECK(m.to_vector<float>() == std::vector<float>{0, 7, 0, 0, 0, 0, 7, 0, 0, 0, 0, 7});
+  Tensor x = arange(6.0, DType::f32);
+  Tensor w = x.unfold(0, 3, 2);  // windows (0 1 2) and (2 3 4): element 2 in both
+  CHECK(w.shape() == Shape{2, 3});
+  CHECK(w.to_vector<float>() == std::vector<float>{0, 1, 2, 2, 3, 4});
+  w.select(0, 1).select(0, 0).fill_(-1.0);
+  CHECK(x.to_vector<float>() == std::vector<float>{0, 1, -1, 3, 4, 5});
+  CHECK(w.select(0, 0).select(0, 2).item<float>() == -1.0f);
+  auto grids = meshgrid({arange(2.0, DType::f32), arange(3.0, DType::f32)}, "xy");
+  CHECK(grids[0].shape() == Shape{3, 2});
+  CHECK(grids[0].to_vector<float>() == std::vector<float>{0, 1, 0, 1, 0, 1});
+  CHECK(grids[1].to_vector<float>() == std::vector<float>{0, 0, 1, 1, 2, 2});
+  // A row with NaN: NaN at its first NaN, as torch; the other row's lower median.
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  Tensor t = from_vector<float>({1, nan, 3, nan, 0, 4, 2, 3, 1, 0}).reshape({2, 5});
+  auto [values, indices] = t.median(1);
+  CHECK(std::isnan(values.to_vector<float>()[0]));
+  CHECK(values.to_vector<float>()[1] == 2.0f);
+  CHECK(indices.to_vector<int64_t>() == std::vector<int64_t>{1, 1});
+  CHECK(std::isnan(t.median().item<float>()));
+  CHECK(std::isnan(zeros({0}).median().item<float>()));
+  CHECK(from_vector<int64_t>({3, 1, 2, 4}).median().item<int64_t>() == 2);
+  // kthvalue counts NaN as the largest.
+  CHECK(t.kthvalue(3, 1).first.to_vector<float>() == std::vector<float>{3, 2});
+  // repeat_interleave of counts alone: the indices.
+  CHECK(repeat_interleave(from_vector<int64_t>({2, 0, 1})).to_vector<int64_t>() ==
+        std::vector<int64_t>{0, 0, 2});
+}

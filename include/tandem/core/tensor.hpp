@@ -399,6 +399,24 @@ class Tensor {
   Tensor remainder(double other) const;
   Tensor tril(int64_t diagonal = 0) const;
   Tensor triu(int64_t diagonal = 0) const;
+  /// Shape ops of libtorch's (ops/shape_ops.hpp).
+  Tensor diagonal(int64_t offset = 0, int64_t dim1 = 0, int64_t dim2 = 1) const;
+  Tensor diag(int64_t diagonal = 0) const;
+  Tensor roll(const Shape& shifts, const Shape& dims = {}) const;
+  Tensor tile(const Shape& reps) const;
+  Tensor repeat_interleave(int64_t repeats, std::optional<int64_t> dim = std::nullopt) const;
+  Tensor repeat_interleave(const Tensor& repeats, std::optional<int64_t> dim = std::nullopt) const;
+  Tensor unfold(int64_t dim, int64_t size, int64_t step) const;
+  /// Reductions and products of libtorch's (ops/reduction.hpp, ops/linalg.hpp).
+  Tensor median() const;
+  std::pair<Tensor, Tensor> median(int64_t dim, bool keepdim = false) const;
+  std::pair<Tensor, Tensor> kthvalue(int64_t k, int64_t dim = -1, bool keepdim = false) const;
+  Tensor trace() const;
+  Tensor cross(const Tensor& other, std::optional<int64_t> dim = std::nullopt) const;
+  Tensor baddbmm(const Tensor& batch1, const Tensor& batch2, double beta = 1.0,
+                 double alpha = 1.0) const;
+  Tensor clip(std::optional<double> min, std::optional<double> max = std::nullopt) const;
+  Tensor logit(std::optional<double> eps = std::nullopt) const;
   Tensor cumsum(int64_t dim, std::optional<DType> dtype = std::nullopt) const;
   Tensor cumprod(int64_t dim, std::optional<DType> dtype = std::nullopt) const;
   Tensor prod(std::optional<DType> dtype = std::nullopt) const;

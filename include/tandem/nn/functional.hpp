@@ -430,4 +430,110 @@ inline Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor
                                                   o.reduction());
 }
 
+// --- more losses, as torch.nn.functional's (ops/nn_ops.hpp) -----------------------------------
+
+using tandem::cosine_embedding_loss;
+using tandem::gaussian_nll_loss;
+using tandem::hinge_embedding_loss;
+using tandem::margin_ranking_loss;
+using tandem::multilabel_soft_margin_loss;
+using tandem::poisson_nll_loss;
+using tandem::soft_margin_loss;
+using tandem::triplet_margin_loss;
+
+struct MarginRankingLossFuncOptions {
+  TANDEM_ARG(double, margin) = 0.0;
+  TANDEM_ARG(Reduction, reduction) = Reduction::mean;
+};
+inline Tensor margin_ranking_loss(const Tensor& input1, const Tensor& input2, const Tensor& target,
+                                  const MarginRankingLossFuncOptions& o) {
+  return tandem::margin_ranking_loss(input1, input2, target, o.margin(), o.reduction());
+}
+
+struct TripletMarginLossFuncOptions {
+  TANDEM_ARG(double, margin) = 1.0;
+  TANDEM_ARG(double, p) = 2.0;
+  TANDEM_ARG(double, eps) = 1e-6;
+  TANDEM_ARG(bool, swap) = false;
+  TANDEM_ARG(Reduction, reduction) = Reduction::mean;
+};
+inline Tensor triplet_margin_loss(const Tensor& anchor, const Tensor& positive,
+                                  const Tensor& negative, const TripletMarginLossFuncOptions& o) {
+  return tandem::triplet_margin_loss(anchor, positive, negative, o.margin(), o.p(), o.eps(),
+                                     o.swap(), o.reduction());
+}
+
+struct CosineEmbeddingLossFuncOptions {
+  TANDEM_ARG(double, margin) = 0.0;
+  TANDEM_ARG(Reduction, reduction) = Reduction::mean;
+};
+inline Tensor cosine_embedding_loss(const Tensor& input1, const Tensor& input2,
+                                    const Tensor& target, const CosineEmbeddingLossFuncOptions& o) {
+  return tandem::cosine_embedding_loss(input1, input2, target, o.margin(), o.reduction());
+}
+
+struct HingeEmbeddingLossFuncOptions {
+  TANDEM_ARG(double, margin) = 1.0;
+  TANDEM_ARG(Reduction, reduction) = Reduction::mean;
+};
+inline Tensor hinge_embedding_loss(const Tensor& input, const Tensor& target,
+                                   const HingeEmbeddingLossFuncOptions& o) {
+  return tandem::hinge_embedding_loss(input, target, o.margin(), o.reduction());
+}
+
+using SoftMarginLossFuncOptions = LossReductionFuncOptions;
+inline Tensor soft_margin_loss(const Tensor& input, const Tensor& target,
+                               const SoftMarginLossFuncOptions& o) {
+  return tandem::soft_margin_loss(input, target, o.reduction());
+}
+
+struct MultilabelSoftMarginLossFuncOptions {
+  TANDEM_ARG(Tensor, weight);
+  TANDEM_ARG(Reduction, reduction) = Reduction::mean;
+};
+inline Tensor multilabel_soft_margin_loss(const Tensor& input, const Tensor& target,
+                                          const MultilabelSoftMarginLossFuncOptions& o) {
+  return tandem::multilabel_soft_margin_loss(input, target, o.weight(), o.reduction());
+}
+
+struct GaussianNLLLossFuncOptions {
+  TANDEM_ARG(bool, full) = false;
+  TANDEM_ARG(double, eps) = 1e-6;
+  TANDEM_ARG(Reduction, reduction) = Reduction::mean;
+};
+inline Tensor gaussian_nll_loss(const Tensor& input, const Tensor& target, const Tensor& var,
+                                const GaussianNLLLossFuncOptions& o) {
+  return tandem::gaussian_nll_loss(input, target, var, o.full(), o.eps(), o.reduction());
+}
+
+struct PoissonNLLLossFuncOptions {
+  TANDEM_ARG(bool, log_input) = true;
+  TANDEM_ARG(bool, full) = false;
+  TANDEM_ARG(double, eps) = 1e-8;
+  TANDEM_ARG(Reduction, reduction) = Reduction::mean;
+};
+inline Tensor poisson_nll_loss(const Tensor& input, const Tensor& target,
+                               const PoissonNLLLossFuncOptions& o) {
+  return tandem::poisson_nll_loss(input, target, o.log_input(), o.full(), o.eps(), o.reduction());
+}
+
+// --- glu, pixel shuffle -----------------------------------------------------------------------
+
+using tandem::glu;
+using tandem::pixel_shuffle;
+using tandem::pixel_unshuffle;
+
+using GLUFuncOptions = GLUOptions;
+inline Tensor glu(const Tensor& input, const GLUFuncOptions& o) {
+  return tandem::glu(input, o.dim());
+}
+using PixelShuffleFuncOptions = PixelShuffleOptions;
+inline Tensor pixel_shuffle(const Tensor& input, const PixelShuffleFuncOptions& o) {
+  return tandem::pixel_shuffle(input, o.upscale_factor());
+}
+using PixelUnshuffleFuncOptions = PixelUnshuffleOptions;
+inline Tensor pixel_unshuffle(const Tensor& input, const PixelUnshuffleFuncOptions& o) {
+  return tandem::pixel_unshuffle(input, o.downscale_factor());
+}
+
 }  // namespace tandem::nn::functional

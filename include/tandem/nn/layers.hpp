@@ -950,6 +950,51 @@ class Flatten : public Module {
   const int64_t start_dim, end_dim;
 };
 
+/// The dim comes first, as libtorch's GLUOptions(dim).
+struct GLUOptions {
+  GLUOptions(int64_t dim = -1) : dim_(dim) {}  // NOLINT(google-explicit-constructor)
+  TANDEM_ARG(int64_t, dim);
+};
+/// The gated linear unit (ops/nn_ops.hpp glu).
+class GLU : public Module {
+ public:
+  TANDEM_MODULE_CLONE(GLU, options)
+  explicit GLU(const GLUOptions& options = {}) : Module("GLU"), options(options) {}
+  Tensor forward(const Tensor& input) override;
+  std::string extra_repr() const override;
+  const GLUOptions options;
+};
+
+struct PixelShuffleOptions {
+  PixelShuffleOptions(int64_t upscale_factor)  // NOLINT(google-explicit-constructor)
+      : upscale_factor_(upscale_factor) {}
+  TANDEM_ARG(int64_t, upscale_factor);
+};
+struct PixelUnshuffleOptions {
+  PixelUnshuffleOptions(int64_t downscale_factor)  // NOLINT(google-explicit-constructor)
+      : downscale_factor_(downscale_factor) {}
+  TANDEM_ARG(int64_t, downscale_factor);
+};
+/// (*, C r^2, H, W) -> (*, C, H r, W r), and back (ops/shape_ops.hpp).
+class PixelShuffle : public Module {
+ public:
+  TANDEM_MODULE_CLONE(PixelShuffle, options)
+  explicit PixelShuffle(const PixelShuffleOptions& options)
+      : Module("PixelShuffle"), options(options) {}
+  Tensor forward(const Tensor& input) override;
+  std::string extra_repr() const override;
+  const PixelShuffleOptions options;
+};
+class PixelUnshuffle : public Module {
+ public:
+  TANDEM_MODULE_CLONE(PixelUnshuffle, options)
+  explicit PixelUnshuffle(const PixelUnshuffleOptions& options)
+      : Module("PixelUnshuffle"), options(options) {}
+  Tensor forward(const Tensor& input) override;
+  std::string extra_repr() const override;
+  const PixelUnshuffleOptions options;
+};
+
 class Identity : public Module {
  public:
   TANDEM_MODULE_CLONE(Identity)

@@ -16,6 +16,14 @@ using BCELossOptions = functional::BinaryCrossEntropyFuncOptions;
 using BCEWithLogitsLossOptions = functional::BinaryCrossEntropyWithLogitsFuncOptions;
 using HuberLossOptions = functional::HuberLossFuncOptions;
 using KLDivLossOptions = functional::KLDivFuncOptions;
+using MarginRankingLossOptions = functional::MarginRankingLossFuncOptions;
+using TripletMarginLossOptions = functional::TripletMarginLossFuncOptions;
+using CosineEmbeddingLossOptions = functional::CosineEmbeddingLossFuncOptions;
+using HingeEmbeddingLossOptions = functional::HingeEmbeddingLossFuncOptions;
+using SoftMarginLossOptions = functional::SoftMarginLossFuncOptions;
+using MultilabelSoftMarginLossOptions = functional::MultilabelSoftMarginLossFuncOptions;
+using GaussianNLLLossOptions = functional::GaussianNLLLossFuncOptions;
+using PoissonNLLLossOptions = functional::PoissonNLLLossFuncOptions;
 
 namespace detail {
 /// A loss module: its options and the functional form it forwards to. It has no parameters
@@ -28,6 +36,19 @@ class LossModule : public Module {
     return Loss(input, target, options);
   }
   Tensor operator()(const Tensor& input, const Tensor& target) { return forward(input, target); }
+  Options options;
+};
+/// The same for the losses of three tensors (two inputs and a target; anchor, positive and
+/// negative; input, target and variance).
+template <typename Options,
+          Tensor (*Loss)(const Tensor&, const Tensor&, const Tensor&, const Options&)>
+class Loss3Module : public Module {
+ public:
+  Loss3Module(const char* name, const Options& options) : Module(name), options(options) {}
+  Tensor forward(const Tensor& a, const Tensor& b, const Tensor& c) {
+    return Loss(a, b, c, options);
+  }
+  Tensor operator()(const Tensor& a, const Tensor& b, const Tensor& c) { return forward(a, b, c); }
   Options options;
 };
 }  // namespace detail
@@ -48,7 +69,26 @@ TANDEM_LOSS_MODULE(CrossEntropyLoss, CrossEntropyLossOptions, cross_entropy);
 TANDEM_LOSS_MODULE(NLLLoss, NLLLossOptions, nll_loss);
 TANDEM_LOSS_MODULE(BCELoss, BCELossOptions, binary_cross_entropy);
 TANDEM_LOSS_MODULE(BCEWithLogitsLoss, BCEWithLogitsLossOptions, binary_cross_entropy_with_logits);
+TANDEM_LOSS_MODULE(HingeEmbeddingLoss, HingeEmbeddingLossOptions, hinge_embedding_loss);
+TANDEM_LOSS_MODULE(SoftMarginLoss, SoftMarginLossOptions, soft_margin_loss);
+TANDEM_LOSS_MODULE(MultiLabelSoftMarginLoss, MultilabelSoftMarginLossOptions,
+                   multilabel_soft_margin_loss);
+TANDEM_LOSS_MODULE(PoissonNLLLoss, PoissonNLLLossOptions, poisson_nll_loss);
 
 #undef TANDEM_LOSS_MODULE
+
+#define TANDEM_LOSS3_MODULE(Name, Options, fn)                                  \
+  class Name : public detail::Loss3Module<Options, &functional::fn> {           \
+   public:                                                                      \
+    TANDEM_MODULE_CLONE(Name, options)                                          \
+    explicit Name(const Options& options = {}) : Loss3Module(#Name, options) {} \
+  }
+
+TANDEM_LOSS3_MODULE(MarginRankingLoss, MarginRankingLossOptions, margin_ranking_loss);
+TANDEM_LOSS3_MODULE(TripletMarginLoss, TripletMarginLossOptions, triplet_margin_loss);
+TANDEM_LOSS3_MODULE(CosineEmbeddingLoss, CosineEmbeddingLossOptions, cosine_embedding_loss);
+TANDEM_LOSS3_MODULE(GaussianNLLLoss, GaussianNLLLossOptions, gaussian_nll_loss);
+
+#undef TANDEM_LOSS3_MODULE
 
 }  // namespace tandem::nn

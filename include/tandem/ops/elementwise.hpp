@@ -64,6 +64,8 @@ Tensor isinf(const Tensor& a);
 Tensor clamp(const Tensor& a, std::optional<double> min, std::optional<double> max);
 Tensor clamp_min(const Tensor& a, double min);
 Tensor clamp_max(const Tensor& a, double max);
+/// clamp under numpy's name (torch.clip).
+Tensor clip(const Tensor& a, std::optional<double> min, std::optional<double> max);
 Tensor relu(const Tensor& a);
 /// approximate: "none" (erf, torch's default) or "tanh".
 Tensor gelu(const Tensor& a, const std::string& approximate = "none");

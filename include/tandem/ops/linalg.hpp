@@ -1,6 +1,7 @@
 // Matrix products: matmul with torch's rules (1-D, 2-D and broadcast batches), bmm and linear.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,19 @@ Tensor outer(const Tensor& a, const Tensor& b);
 /// beta * self + alpha * mat1 mat2, self broadcast to (M, N).
 Tensor addmm(const Tensor& self, const Tensor& mat1, const Tensor& mat2, double beta = 1.0,
              double alpha = 1.0);
+/// beta * self + alpha * b1 b2 for batches (B, M, K) x (B, K, N), self broadcast to (B, M, N);
+/// with beta 0, self is not read (its NaNs do not spread), as torch's.
+Tensor baddbmm(const Tensor& self, const Tensor& batch1, const Tensor& batch2, double beta = 1.0,
+               double alpha = 1.0);
+/// The sum of a matrix's diagonal.
+Tensor trace(const Tensor& t);
+/// The cross product of 3-vectors along dim (a and b broadcast); without a dim, the first dim of
+/// size 3, as torch.cross.
+Tensor cross(const Tensor& a, const Tensor& b, std::optional<int64_t> dim = std::nullopt);
+/// The p-norm distance between each row of x1 (*, P, M) and each row of x2 (*, R, M): (*, P, R).
+/// For p = 2 and more than 25 rows on a side, through a matrix product, as torch's default
+/// compute mode. The gradient at distance 0 is 0.
+Tensor cdist(const Tensor& x1, const Tensor& x2, double p = 2.0);
 /// input (*, in) x weight (out, in)^T + bias (out) -> (*, out)
 Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias = Tensor());
 /// Einstein summation, as torch.einsum: "bij,bjk->bik", "bhqd,bhkd->bhqk", "ij->ji", "i,i->",
@@ -29,5 +43,13 @@ Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias = Te
 /// alphabetical order). Operands are contracted left to right, each pair as one bmm; size-1
 /// dims broadcast. A subscript repeated within one operand (a diagonal) is refused.
 Tensor einsum(const std::string& equation, const std::vector<Tensor>& operands);
+
+namespace linalg {
+/// The ord-norm of the elements over dims (all when none), as torch.linalg.vector_norm: ord
+/// > 0, inf (largest |x|), -inf (smallest |x|) or 0 (the nonzero count).
+Tensor vector_norm(const Tensor& t, double ord = 2.0, const Shape& dims = {}, bool keepdim = false);
+/// torch.linalg.cross: along dim (the last by default); a and b broadcast.
+Tensor cross(const Tensor& a, const Tensor& b, int64_t dim = -1);
+}  // namespace linalg
 
 }  // namespace tandem

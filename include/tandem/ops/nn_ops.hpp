@@ -180,6 +180,11 @@ Tensor hardtanh(const Tensor& input, double min_val = -1.0, double max_val = 1.0
 Tensor relu6(const Tensor& input);
 Tensor softsign(const Tensor& input);
 Tensor prelu(const Tensor& input, const Tensor& weight);
+/// log(x / (1 - x)), with x clamped to [eps, 1 - eps] first when eps is given (the gradient 0
+/// outside), as torch.logit.
+Tensor logit(const Tensor& input, std::optional<double> eps = std::nullopt);
+/// The gated linear unit: the first half of dim times the sigmoid of the second half.
+Tensor glu(const Tensor& input, int64_t dim = -1);
 /// Integer class indices (any shape) as one-hot i64 vectors in a new last dim of num_classes
 /// (-1: the largest index + 1); an index outside [0, num_classes) is refused.
 Tensor one_hot(const Tensor& indices, int64_t num_classes = -1);
@@ -260,5 +265,40 @@ Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& targe
                                         const Tensor& weight = Tensor(),
                                         const Tensor& pos_weight = Tensor(),
                                         Reduction reduction = Reduction::mean);
+/// max(0, -target (x1 - x2) + margin); target holds 1 or -1.
+Tensor margin_ranking_loss(const Tensor& x1, const Tensor& x2, const Tensor& target,
+                           double margin = 0.0, Reduction reduction = Reduction::mean);
+/// max(d(anchor, positive) - d(anchor, negative) + margin, 0) with d the pairwise p-distance;
+/// swap: d(anchor, negative) is the smaller of it and d(positive, negative).
+Tensor triplet_margin_loss(const Tensor& anchor, const Tensor& positive, const Tensor& negative,
+                           double margin = 1.0, double p = 2.0, double eps = 1e-6,
+                           bool swap = false, Reduction reduction = Reduction::mean);
+/// 1 - cos(x1, x2) where target is 1, max(0, cos(x1, x2) - margin) where it is -1 (cosines along
+/// dim 1, or the only dim).
+Tensor cosine_embedding_loss(const Tensor& x1, const Tensor& x2, const Tensor& target,
+                             double margin = 0.0, Reduction reduction = Reduction::mean);
+/// x where target is 1, max(0, margin - x) where it is -1.
+Tensor hinge_embedding_loss(const Tensor& input, const Tensor& target, double margin = 1.0,
+                            Reduction reduction = Reduction::mean);
+/// log(1 + exp(-target x)), target 1 or -1.
+Tensor soft_margin_loss(const Tensor& input, const Tensor& target,
+                        Reduction reduction = Reduction::mean);
+/// -(target log sigmoid(x) + (1 - target) log sigmoid(-x)), times weight (per class, broadcast),
+/// averaged over the classes (the last dim), then reduced over the samples.
+Tensor multilabel_soft_margin_loss(const Tensor& input, const Tensor& target,
+                                   const Tensor& weight = Tensor(),
+                                   Reduction reduction = Reduction::mean);
+/// The negative log-likelihood of target under Normal(input, var): 0.5 (log(var) + (input -
+/// target)^2 / var) (+ 0.5 log(2 pi) when full). var is the input's shape, or it with the last
+/// dim 1 or gone (one variance for the last dim); it is clamped at eps, the gradient passing
+/// the clamp unchanged, as torch's.
+Tensor gaussian_nll_loss(const Tensor& input, const Tensor& target, const Tensor& var,
+                         bool full = false, double eps = 1e-6,
+                         Reduction reduction = Reduction::mean);
+/// The negative log-likelihood of target under Poisson(rate): exp(input) - target input when
+/// log_input, else input - target log(input + eps); full adds Stirling's term for target > 1.
+Tensor poisson_nll_loss(const Tensor& input, const Tensor& target, bool log_input = true,
+                        bool full = false, double eps = 1e-8,
+                        Reduction reduction = Reduction::mean);
 
 }  // namespace tandem

@@ -100,6 +100,20 @@ std::pair<Tensor, Tensor> topk(const Tensor& t, int64_t k, int64_t dim = -1, boo
 std::pair<Tensor, Tensor> sort(const Tensor& t, int64_t dim = -1, bool descending = false);
 /// The indices that sort t along dim.
 Tensor argsort(const Tensor& t, int64_t dim = -1, bool descending = false);
+/// (values, indices) of the k-th smallest element along dim (k from 1; NaN counts as larger than
+/// any number, as in sort).
+std::pair<Tensor, Tensor> kthvalue(const Tensor& t, int64_t k, int64_t dim = -1,
+                                   bool keepdim = false);
+/// The lower median (of an even count, the smaller middle element), as torch.median: of all
+/// elements (NaN for none), or along dim with its index. NaN where there is a NaN, with the
+/// first NaN's index. The gradient goes to the element picked.
+Tensor median(const Tensor& t);
+std::pair<Tensor, Tensor> median(const Tensor& t, int64_t dim, bool keepdim = false);
+/// (var, mean) and (std, mean) over dims (all dims when empty), as torch.var_mean.
+std::pair<Tensor, Tensor> var_mean(const Tensor& t, const Shape& dims = {}, bool unbiased = true,
+                                   bool keepdim = false);
+std::pair<Tensor, Tensor> std_mean(const Tensor& t, const Shape& dims = {}, bool unbiased = true,
+                                   bool keepdim = false);
 /// Index into the flattened tensor.
 Tensor argmax(const Tensor& t);
 Tensor argmin(const Tensor& t, int64_t dim, bool keepdim = false);

@@ -2,6 +2,8 @@
 // Views share storage with their input; all of these are differentiable.
 #pragma once
 
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "tandem/core/tensor.hpp"
@@ -65,5 +67,37 @@ Tensor pad(const Tensor& t, const std::vector<int64_t>& pads, PadMode mode, doub
 /// (>= diagonal) kept, the rest 0.
 Tensor tril(const Tensor& t, int64_t diagonal = 0);
 Tensor triu(const Tensor& t, int64_t diagonal = 0);
+
+/// The coordinate grids of 0-d or 1-d tensors, as torch.meshgrid: output i holds input i
+/// broadcast along dim i to the sizes of all ("ij" indexing). "xy" (numpy's) swaps the first two
+/// dims of every output. Views of the inputs.
+std::vector<Tensor> meshgrid(const std::vector<Tensor>& tensors,
+                             const std::string& indexing = "ij");
+/// The view of the elements (i, i + offset) of dims dim1 and dim2, as a new last dim.
+Tensor diagonal(const Tensor& t, int64_t offset = 0, int64_t dim1 = 0, int64_t dim2 = 1);
+/// Of a 1-d tensor, the square matrix with it on diagonal `diagonal` and zeros elsewhere; of a
+/// 2-d one, a copy of that diagonal.
+Tensor diag(const Tensor& t, int64_t diagonal = 0);
+/// The elements moved `shifts[i]` places along `dims[i]`, those pushed off the end coming back
+/// at the start. Without dims, along the flattened tensor (one shift), the shape kept.
+Tensor roll(const Tensor& t, const Shape& shifts, const Shape& dims = {});
+/// repeat() with fewer reps than dims allowed: reps padded with leading 1s.
+Tensor tile(const Tensor& t, const Shape& reps);
+/// Each element `repeats` times in a row along dim (along the flattened tensor without one).
+Tensor repeat_interleave(const Tensor& t, int64_t repeats,
+                         std::optional<int64_t> dim = std::nullopt);
+/// Element i `repeats[i]` times (repeats: a 1-d integer tensor, one count per element along dim,
+/// or one count for all). Its counts are read on the host.
+Tensor repeat_interleave(const Tensor& t, const Tensor& repeats,
+                         std::optional<int64_t> dim = std::nullopt);
+/// 0, 0, ..., 1, 1, ...: each index i `repeats[i]` times (i64), as
+/// torch.repeat_interleave(repeats).
+Tensor repeat_interleave(const Tensor& repeats);
+/// Every window of `size` elements `step` apart along dim, as a new last dim (Tensor.unfold): a
+/// view, so windows that overlap share elements, and their gradients add.
+Tensor unfold(const Tensor& t, int64_t dim, int64_t size, int64_t step);
+/// (*, C r^2, H, W) -> (*, C, H r, W r), and back.
+Tensor pixel_shuffle(const Tensor& t, int64_t upscale_factor);
+Tensor pixel_unshuffle(const Tensor& t, int64_t downscale_factor);
 
 }  // namespace tandem
