@@ -302,6 +302,7 @@ void record_stream(void* ptr, int device, const Stream& stream) {
 
 Allocator& pinned_host_allocator() { return pinned(); }
 AllocatorStats pinned_memory_stats() { return pinned().cache().stats(); }
+bool is_pinned(const void* block) { return is_available() && pinned().cache().owns(block); }
 
 void profiler_start() {
   if (is_available()) TANDEM_CUDA_CHECK(cudaProfilerStart());

@@ -23,6 +23,7 @@ std::string build_info() { return "built without CUDA"; }
 Allocator& caching_allocator(int) { unavailable("cuda allocator"); }
 Allocator& pinned_host_allocator() { unavailable("pinned allocator"); }
 AllocatorStats pinned_memory_stats() { unavailable("pinned memory_stats"); }
+bool is_pinned(const void*) { return false; }
 AllocatorStats memory_stats(int) { unavailable("cuda memory_stats"); }
 void empty_cache(int) { unavailable("cuda empty_cache"); }
 void record_stream(void*, int, const Stream&) { unavailable("cuda record_stream"); }

@@ -191,25 +191,28 @@ MultiheadAttention::MultiheadAttention(const MultiheadAttentionOptions& o)
                "MultiheadAttention: dropout must be in [0, 1], got ", o.dropout());
   if (o.kdim() == E && o.vdim() == E) {
     in_proj_weight = register_parameter("in_proj_weight", empty({3 * E, E}));
-    init::xavier_uniform_(in_proj_weight);
   } else {
     q_proj_weight = register_parameter("q_proj_weight", empty({E, E}));
     k_proj_weight = register_parameter("k_proj_weight", empty({E, o.kdim()}));
     v_proj_weight = register_parameter("v_proj_weight", empty({E, o.vdim()}));
-    init::xavier_uniform_(q_proj_weight);
-    init::xavier_uniform_(k_proj_weight);
-    init::xavier_uniform_(v_proj_weight);
   }
   if (o.bias()) in_proj_bias = register_parameter("in_proj_bias", zeros({3 * E}));
   if (o.add_bias_kv()) {
     bias_k = register_parameter("bias_k", empty({1, 1, E}));
     bias_v = register_parameter("bias_v", empty({1, 1, E}));
-    init::xavier_normal_(bias_k);
-    init::xavier_normal_(bias_v);
   }
   out_proj =
       register_module("out_proj", std::make_shared<Linear>(LinearOptions(E, E).bias(o.bias())));
-  if (o.bias()) init::zeros_(out_proj->bias);
+  reset_parameters();  // after out_proj's own draw, as torch's
+}
+
+void MultiheadAttention::reset_parameters() {
+  for (Tensor* w : {&in_proj_weight, &q_proj_weight, &k_proj_weight, &v_proj_weight})
+    if (w->defined()) init::xavier_uniform_(*w);
+  for (Tensor* b : {&in_proj_bias, &out_proj->bias})
+    if (b->defined()) init::zeros_(*b);
+  for (Tensor* b : {&bias_k, &bias_v})
+    if (b->defined()) init::xavier_normal_(*b);
 }
 
 std::tuple<Tensor, Tensor> MultiheadAttention::forward(const Tensor& query, const Tensor& key,

@@ -684,6 +684,62 @@ std::string Upsample::extra_repr() const {
 Flatten::Flatten(int64_t start, int64_t end) : Module("Flatten"), start_dim(start), end_dim(end) {}
 Tensor Flatten::forward(const Tensor& input) { return flatten(input, start_dim, end_dim); }
 
+Tensor CELU::forward(const Tensor& input) { return celu(input, options.alpha()); }
+std::string CELU::extra_repr() const { return "alpha=" + std::to_string(options.alpha()); }
+Tensor Softshrink::forward(const Tensor& input) { return softshrink(input, options.lambda()); }
+std::string Softshrink::extra_repr() const { return std::to_string(options.lambda()); }
+Tensor Hardshrink::forward(const Tensor& input) { return hardshrink(input, options.lambda()); }
+std::string Hardshrink::extra_repr() const { return std::to_string(options.lambda()); }
+Tensor Tanhshrink::forward(const Tensor& input) { return tanhshrink(input); }
+Tensor Threshold::forward(const Tensor& input) {
+  return threshold(input, options.threshold(), options.value());
+}
+std::string Threshold::extra_repr() const {
+  return "threshold=" + std::to_string(options.threshold()) +
+         ", value=" + std::to_string(options.value());
+}
+Tensor Softmin::forward(const Tensor& input) { return softmin(input, options.dim()); }
+std::string Softmin::extra_repr() const { return "dim=" + std::to_string(options.dim()); }
+
+Bilinear::Bilinear(const BilinearOptions& o) : Module("Bilinear"), options(o) {
+  TANDEM_CHECK(o.in1_features() > 0 && o.in2_features() > 0 && o.out_features() > 0,
+               "Bilinear: the feature sizes must be positive, got (", o.in1_features(), ", ",
+               o.in2_features(), ", ", o.out_features(), ")");
+  weight =
+      register_parameter("weight", empty({o.out_features(), o.in1_features(), o.in2_features()}));
+  if (o.bias()) bias = register_parameter("bias", empty({o.out_features()}));
+  reset_parameters();
+}
+void Bilinear::reset_parameters() {
+  const double bound = 1.0 / std::sqrt(static_cast<double>(options.in1_features()));
+  init::uniform_(weight, -bound, bound);
+  if (bias.defined()) init::uniform_(bias, -bound, bound);
+}
+Tensor Bilinear::forward(const Tensor& input1, const Tensor& input2) {
+  return bilinear(input1, input2, weight, bias);
+}
+std::string Bilinear::extra_repr() const {
+  return "in1_features=" + std::to_string(options.in1_features()) +
+         ", in2_features=" + std::to_string(options.in2_features()) +
+         ", out_features=" + std::to_string(options.out_features()) +
+         ", bias=" + (options.bias() ? "true" : "false");
+}
+
+Tensor Unflatten::forward(const Tensor& input) {
+  return input.unflatten(options.dim(), options.sizes());
+}
+Tensor ChannelShuffle::forward(const Tensor& input) {
+  return channel_shuffle(input, options.groups());
+}
+Tensor Unfold::forward(const Tensor& input) {
+  return im2col(input, options.kernel_size(), options.dilation(), options.padding(),
+                options.stride());
+}
+Tensor Fold::forward(const Tensor& input) {
+  return col2im(input, options.output_size(), options.kernel_size(), options.dilation(),
+                options.padding(), options.stride());
+}
+
 Tensor GLU::forward(const Tensor& input) { return glu(input, options.dim()); }
 std::string GLU::extra_repr() const { return "dim=" + std::to_string(options.dim()); }
 Tensor PixelShuffle::forward(const Tensor& input) {

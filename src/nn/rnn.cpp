@@ -21,7 +21,6 @@ RNNBase::RNNBase(const std::string& type_name, int64_t gates, const Config& c)
   TANDEM_CHECK(c.dropout >= 0 && c.dropout <= 1, type_name, ": dropout must be in [0, 1], got ",
                c.dropout);
   const int64_t directions = c.bidirectional ? 2 : 1, rows = gates * c.hidden_size;
-  const double bound = 1.0 / std::sqrt(static_cast<double>(c.hidden_size));
   for (int64_t layer = 0; layer < c.num_layers; ++layer)
     for (int64_t d = 0; d < directions; ++d) {
       const std::string suffix = "_l" + std::to_string(layer) + (d ? "_reverse" : "");
@@ -33,6 +32,11 @@ RNNBase::RNNBase(const std::string& type_name, int64_t gates, const Config& c)
         weights_.push_back(register_parameter("bias_hh" + suffix, empty({rows})));
       }
     }
+  reset_parameters();
+}
+
+void RNNBase::reset_parameters() {
+  const double bound = 1.0 / std::sqrt(static_cast<double>(config_.hidden_size));
   for (Tensor& w : weights_) init::uniform_(w, -bound, bound);
 }
 
@@ -84,17 +88,19 @@ detail::RNNCellBase::RNNCellBase(const char* type_name, int64_t gates, int64_t i
                ": input_size and hidden_size must be positive, got ", input_size, " and ",
                hidden_size);
   const int64_t rows = gates * hidden_size;
-  const double bound = 1.0 / std::sqrt(static_cast<double>(hidden_size));
   weight_ih = register_parameter("weight_ih", empty({rows, input_size}));
   weight_hh = register_parameter("weight_hh", empty({rows, hidden_size}));
-  init::uniform_(weight_ih, -bound, bound);
-  init::uniform_(weight_hh, -bound, bound);
   if (bias) {
     bias_ih = register_parameter("bias_ih", empty({rows}));
     bias_hh = register_parameter("bias_hh", empty({rows}));
-    init::uniform_(bias_ih, -bound, bound);
-    init::uniform_(bias_hh, -bound, bound);
   }
+  reset_parameters();
+}
+
+void detail::RNNCellBase::reset_parameters() {
+  const double bound = 1.0 / std::sqrt(static_cast<double>(hidden_size_));
+  for (Tensor* w : {&weight_ih, &weight_hh, &bias_ih, &bias_hh})
+    if (w->defined()) init::uniform_(*w, -bound, bound);
 }
 
 void detail::RNNCellBase::check_input(const Tensor& input) const {

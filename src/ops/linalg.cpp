@@ -68,24 +68,27 @@ Tensor outer(const Tensor& a, const Tensor& b) {
   return mul(a.unsqueeze(1), b.unsqueeze(0));
 }
 
+namespace {
+// beta * self + alpha * product, self broadcast to the product's shape; with beta 0 self is
+// not read, NaNs included (torch's rule).
+Tensor add_scaled(const Tensor& self, Tensor product, double beta, double alpha, const char* op) {
+  check_broadcasts_to(self, product.shape(), op, "input");
+  if (alpha != 1.0) product = mul(product, alpha);
+  if (beta == 0.0) return product;
+  return add(product, beta == 1.0 ? self : mul(self, beta));
+}
+}  // namespace
+
 Tensor addmm(const Tensor& self, const Tensor& mat1, const Tensor& mat2, double beta,
              double alpha) {
   check_defined(self, "addmm", "input");
-  Tensor product = mm(mat1, mat2);
-  check_broadcasts_to(self, product.shape(), "addmm", "input");
-  if (alpha != 1.0) product = mul(product, alpha);
-  if (beta == 0.0) return product;  // the input is not read, NaNs included (torch's rule)
-  return add(product, beta == 1.0 ? self : mul(self, beta));
+  return add_scaled(self, mm(mat1, mat2), beta, alpha, "addmm");
 }
 
 Tensor baddbmm(const Tensor& self, const Tensor& batch1, const Tensor& batch2, double beta,
                double alpha) {
   check_defined(self, "baddbmm", "input");
-  Tensor product = bmm(batch1, batch2);
-  check_broadcasts_to(self, product.shape(), "baddbmm", "input");
-  if (alpha != 1.0) product = mul(product, alpha);
-  if (beta == 0.0) return product;  // as addmm
-  return add(product, beta == 1.0 ? self : mul(self, beta));
+  return add_scaled(self, bmm(batch1, batch2), beta, alpha, "baddbmm");
 }
 
 Tensor trace(const Tensor& t) {

@@ -1768,6 +1768,160 @@ Tensor glu(const Tensor& input, int64_t dim) {
   return mul(narrow(input, d, 0, half), sigmoid(narrow(input, d, half, half)));
 }
 
+Tensor celu(const Tensor& input, double alpha) {
+  check_defined(input, "celu", "input");
+  check_floating(input, "celu");
+  TANDEM_CHECK(alpha != 0, "celu: alpha must not be 0");
+  // expm1 of the negative part only, so the branch not taken cannot overflow (an inf there
+  // would make where's zero gradient a NaN).
+  return where(input.gt(0.0), input, mul(expm1(div(clamp_max(input, 0.0), alpha)), alpha));
+}
+
+Tensor softshrink(const Tensor& input, double lambd) {
+  check_defined(input, "softshrink", "input");
+  TANDEM_CHECK(lambd >= 0, "softshrink: lambd must be >= 0, got ", lambd);
+  return sub(input, clamp(input, -lambd, lambd));
+}
+
+Tensor hardshrink(const Tensor& input, double lambd) {
+  check_defined(input, "hardshrink", "input");
+  return where(abs(input).gt(lambd), input, 0.0);
+}
+
+Tensor tanhshrink(const Tensor& input) { return sub(input, tanh(input)); }
+
+Tensor threshold(const Tensor& input, double threshold, double value) {
+  check_defined(input, "threshold", "input");
+  return where(input.gt(threshold), input, value);
+}
+
+Tensor softmin(const Tensor& input, int64_t dim) { return softmax(neg(input), dim); }
+
+Tensor bilinear(const Tensor& input1, const Tensor& input2, const Tensor& weight,
+                const Tensor& bias) {
+  check_defined(input1, "bilinear", "input1");
+  check_defined(input2, "bilinear", "input2");
+  check_defined(weight, "bilinear", "weight");
+  TANDEM_CHECK(weight.dim() == 3 && input1.dim() >= 1 && input2.dim() >= 1 &&
+                   input1.size(-1) == weight.size(1) && input2.size(-1) == weight.size(2) &&
+                   Shape(input1.shape().begin(), input1.shape().end() - 1) ==
+                       Shape(input2.shape().begin(), input2.shape().end() - 1),
+               "bilinear: expected input1 (*, in1), input2 (*, in2) and weight (out, in1, in2), "
+               "got ",
+               shape_str(input1.shape()), ", ", shape_str(input2.shape()), " and ",
+               shape_str(weight.shape()));
+  const int64_t out = weight.size(0), in1 = weight.size(1), in2 = weight.size(2);
+  Shape lead(input1.shape().begin(), input1.shape().end() - 1);
+  // y[b, o] = sum_i x1[b, i] (sum_j W[o, i, j] x2[b, j]): one matrix product, then a weighted sum.
+  const Tensor x1 = input1.reshape({-1, in1}), x2 = input2.reshape({-1, in2});
+  const Tensor inner = matmul(x2, weight.reshape({out * in1, in2}).transpose(0, 1));
+  Tensor y = sum(mul(inner.reshape({-1, out, in1}), x1.unsqueeze(1)), {-1});
+  if (bias.defined()) y = add(y, bias);
+  lead.push_back(out);
+  return y.reshape(lead);
+}
+
+Tensor channel_shuffle(const Tensor& input, int64_t groups) {
+  check_defined(input, "channel_shuffle", "input");
+  TANDEM_CHECK(input.dim() >= 3, "channel_shuffle: expected an input (N, C, *), got ",
+               shape_str(input.shape()));
+  TANDEM_CHECK(groups > 0 && input.size(1) % groups == 0, "channel_shuffle: the channels (",
+               input.size(1), ") must be divisible by groups (", groups, ")");
+  Shape split = input.shape();
+  split[1] = input.size(1) / groups;
+  split.insert(split.begin() + 1, groups);
+  return input.reshape(split).transpose(1, 2).reshape(input.shape());
+}
+
+namespace {
+struct Im2colGeometry {
+  int64_t kh, kw, dh, dw, ph, pw, sh, sw, out_h, out_w;
+};
+
+Im2colGeometry im2col_geometry(int64_t height, int64_t width, Int2 k, Int2 d, Int2 p, Int2 s,
+                               const char* op) {
+  TANDEM_CHECK(
+      k.h > 0 && k.w > 0 && d.h > 0 && d.w > 0 && s.h > 0 && s.w > 0 && p.h >= 0 && p.w >= 0, op,
+      ": kernel_size, dilation and stride must be positive and padding >= 0, got "
+      "kernel_size (",
+      k.h, ", ", k.w, "), dilation (", d.h, ", ", d.w, "), padding (", p.h, ", ", p.w,
+      "), stride (", s.h, ", ", s.w, ")");
+  const int64_t span_h = d.h * (k.h - 1) + 1, span_w = d.w * (k.w - 1) + 1;
+  const int64_t padded_h = height + 2 * p.h, padded_w = width + 2 * p.w;
+  TANDEM_CHECK(padded_h >= span_h && padded_w >= span_w, op, ": the padded map (", padded_h, ", ",
+               padded_w, ") is smaller than the dilated kernel (", span_h, ", ", span_w, ")");
+  return {k.h,
+          k.w,
+          d.h,
+          d.w,
+          p.h,
+          p.w,
+          s.h,
+          s.w,
+          (padded_h - span_h) / s.h + 1,
+          (padded_w - span_w) / s.w + 1};
+}
+}  // namespace
+
+Tensor im2col(const Tensor& input, Int2 kernel_size, Int2 dilation, Int2 padding, Int2 stride) {
+  check_defined(input, "unfold", "input");
+  TANDEM_CHECK(input.dim() == 3 || input.dim() == 4,
+               "unfold: expected a (N, C, H, W) or (C, H, "
+               "W) input, got ",
+               shape_str(input.shape()));
+  if (input.dim() == 3)
+    return im2col(input.unsqueeze(0), kernel_size, dilation, padding, stride).squeeze(0);
+  const Im2colGeometry g = im2col_geometry(input.size(2), input.size(3), kernel_size, dilation,
+                                           padding, stride, "unfold");
+  const int64_t n = input.size(0), c = input.size(1);
+  const Tensor x = g.ph || g.pw ? pad(input, {g.pw, g.pw, g.ph, g.ph}) : input;
+  // Windows as views (N, C, out_h, out_w, span_h, span_w), their dilated taps picked by slices.
+  Tensor w = x.unfold(2, g.dh * (g.kh - 1) + 1, g.sh).unfold(3, g.dw * (g.kw - 1) + 1, g.sw);
+  w = w.slice(4, 0, w.size(4), g.dh).slice(5, 0, w.size(5), g.dw);
+  return w.permute({0, 1, 4, 5, 2, 3}).reshape({n, c * g.kh * g.kw, g.out_h * g.out_w});
+}
+
+Tensor col2im(const Tensor& input, Int2 output_size, Int2 kernel_size, Int2 dilation, Int2 padding,
+              Int2 stride) {
+  check_defined(input, "fold", "input");
+  TANDEM_CHECK(input.dim() == 2 || input.dim() == 3,
+               "fold: expected a (N, C kh kw, L) or (C kh "
+               "kw, L) input, got ",
+               shape_str(input.shape()));
+  if (input.dim() == 2)
+    return col2im(input.unsqueeze(0), output_size, kernel_size, dilation, padding, stride)
+        .squeeze(0);
+  const Im2colGeometry g =
+      im2col_geometry(output_size.h, output_size.w, kernel_size, dilation, padding, stride, "fold");
+  const int64_t n = input.size(0), taps = g.kh * g.kw;
+  TANDEM_CHECK(input.size(1) % taps == 0, "fold: the input's dim 1 (", input.size(1),
+               ") must be divisible by the kernel's ", taps, " taps");
+  TANDEM_CHECK(input.size(2) == g.out_h * g.out_w, "fold: the input's ", input.size(2),
+               " columns do not match the ", g.out_h, " x ", g.out_w,
+               " windows of the output size (", output_size.h, ", ", output_size.w, ")");
+  const int64_t c = input.size(1) / taps;
+  // Each tap's columns added into the strided positions it read (windows overlap: sums).
+  Tensor out = zeros({n, c, output_size.h + 2 * g.ph, output_size.w + 2 * g.pw},
+                     TensorOptions(input.dtype()).device(input.device()));
+  {
+    NoGradGuard no_grad;
+    const Tensor cols = input.detach().reshape({n, c, g.kh, g.kw, g.out_h, g.out_w});
+    for (int64_t i = 0; i < g.kh; ++i)
+      for (int64_t j = 0; j < g.kw; ++j)
+        out.slice(2, i * g.dh, i * g.dh + g.sh * (g.out_h - 1) + 1, g.sh)
+            .slice(3, j * g.dw, j * g.dw + g.sw * (g.out_w - 1) + 1, g.sw)
+            .add_(cols.select(2, i).select(2, j));
+  }
+  autograd::record(
+      "fold", {input}, out,
+      [=](const Tensor& grad) -> std::vector<Tensor> {
+        return {im2col(grad, kernel_size, dilation, 0, stride)};
+      },
+      kDifferentiable);
+  if (!g.ph && !g.pw) return out;
+  return out.narrow(2, g.ph, output_size.h).narrow(3, g.pw, output_size.w);
+}
+
 namespace {
 constexpr double kPi = 3.14159265358979323846;
 

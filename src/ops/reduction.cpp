@@ -616,4 +616,33 @@ std::pair<Tensor, Tensor> std_mean(const Tensor& t, const Shape& dims, bool unbi
   return {sqrt(v), m};
 }
 
+Tensor searchsorted(const Tensor& sorted_sequence, const Tensor& values, bool out_int32,
+                    bool right) {
+  check_defined(sorted_sequence, "searchsorted", "sorted_sequence");
+  check_defined(values, "searchsorted", "values");
+  check_inputs({sorted_sequence, values}, "searchsorted");
+  TANDEM_CHECK(sorted_sequence.dim() >= 1, "searchsorted: sorted_sequence must have a dim");
+  const bool one_d = sorted_sequence.dim() == 1;
+  TANDEM_CHECK(
+      one_d || (values.dim() == sorted_sequence.dim() &&
+                Shape(values.shape().begin(), values.shape().end() - 1) ==
+                    Shape(sorted_sequence.shape().begin(), sorted_sequence.shape().end() - 1)),
+      "searchsorted: sorted_sequence ", shape_str(sorted_sequence.shape()),
+      " must be 1-d or share all but its last dim with values ", shape_str(values.shape()));
+  NoGradGuard no_grad;
+  const Tensor v = values.detach().unsqueeze(-1);  // (..., K, 1)
+  const Tensor b = one_d ? sorted_sequence.detach() : sorted_sequence.detach().unsqueeze(-2);
+  // Left: the boundaries below v; right: those at or below it. Written as negations, so a NaN
+  // value counts every boundary and goes last, as torch's.
+  const Tensor before = right ? logical_not(v.lt(b)) : logical_not(v.le(b));
+  return sum(before, {-1}).to(out_int32 ? DType::i32 : DType::i64);
+}
+
+Tensor bucketize(const Tensor& input, const Tensor& boundaries, bool out_int32, bool right) {
+  check_defined(boundaries, "bucketize", "boundaries");
+  TANDEM_CHECK(boundaries.dim() == 1, "bucketize: boundaries must be 1-d, got ",
+               shape_str(boundaries.shape()));
+  return searchsorted(boundaries, input, out_int32, right);
+}
+
 }  // namespace tandem

@@ -138,6 +138,47 @@ Tensor permute(const Tensor& t, const Shape& dims) {
   return out;
 }
 
+Tensor movedim(const Tensor& t, const Shape& source, const Shape& destination) {
+  check_defined(t, "movedim", "input");
+  TANDEM_CHECK(source.size() == destination.size(), "movedim: ", source.size(), " source dims for ",
+               destination.size(), " destination dims");
+  const int64_t nd = t.dim();
+  if (nd == 0) {
+    for (int64_t d : source) wrap_dim(d, nd, "movedim");
+    for (int64_t d : destination) wrap_dim(d, nd, "movedim");
+    return t;
+  }
+  Shape perm(nd, -1);
+  std::vector<bool> moved(nd, false);
+  for (size_t i = 0; i < source.size(); ++i) {
+    const int64_t s = wrap_dim(source[i], nd, "movedim"),
+                  d = wrap_dim(destination[i], nd, "movedim");
+    TANDEM_CHECK(!moved[s], "movedim: source dim ", s, " appears twice in ", shape_str(source));
+    TANDEM_CHECK(perm[d] < 0, "movedim: destination dim ", d, " appears twice in ",
+                 shape_str(destination));
+    moved[s] = true;
+    perm[d] = s;
+  }
+  // The dims not moved fill the free positions in their order.
+  int64_t next = 0;
+  for (int64_t& p : perm) {
+    if (p >= 0) continue;
+    while (moved[next]) ++next;
+    p = next++;
+  }
+  return permute(t, perm);
+}
+
+Tensor movedim(const Tensor& t, int64_t source, int64_t destination) {
+  return movedim(t, Shape{source}, Shape{destination});
+}
+Tensor moveaxis(const Tensor& t, const Shape& source, const Shape& destination) {
+  return movedim(t, source, destination);
+}
+Tensor moveaxis(const Tensor& t, int64_t source, int64_t destination) {
+  return movedim(t, source, destination);
+}
+
 Tensor transpose(const Tensor& t, int64_t dim0, int64_t dim1) {
   check_defined(t, "transpose", "input");
   const int64_t nd = t.dim();
@@ -285,6 +326,17 @@ Tensor flatten(const Tensor& t, int64_t start_dim, int64_t end_dim) {
   for (int64_t i = s; i <= e; ++i) n *= t.shape()[i];
   shape.push_back(n);
   shape.insert(shape.end(), t.shape().begin() + e + 1, t.shape().end());
+  return reshape(t, shape);
+}
+
+Tensor unflatten(const Tensor& t, int64_t dim, const Shape& sizes) {
+  check_defined(t, "unflatten", "input");
+  TANDEM_CHECK(!sizes.empty(), "unflatten: sizes must not be empty");
+  const int64_t d = wrap_dim(dim, t.dim(), "unflatten");
+  const Shape inner = infer_shape(sizes, t.size(d), "unflatten");
+  Shape shape(t.shape().begin(), t.shape().begin() + d);
+  shape.insert(shape.end(), inner.begin(), inner.end());
+  shape.insert(shape.end(), t.shape().begin() + d + 1, t.shape().end());
   return reshape(t, shape);
 }
 

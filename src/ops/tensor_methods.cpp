@@ -1,9 +1,9 @@
 // The Tensor methods that compute: conversions, element access, in-place updates and the math
 // forwarded to the functional ops. Declared with the class in core/tensor.hpp, defined here so
 // that core stays below kernels, autograd and ops.
-#include <cmath>
-
 #include <Eigen/Core>
+#include <algorithm>
+#include <cmath>
 
 #include "common.hpp"
 #include "tandem/cuda/runtime.hpp"
@@ -94,6 +94,31 @@ Tensor Tensor::to(const Tensor& other, bool non_blocking) const {
   return to(other.device(), non_blocking).to(other.dtype());
 }
 Tensor Tensor::cuda() const { return to(Device(DeviceType::cuda, cuda::current_device())); }
+
+bool Tensor::is_pinned() const {
+  return defined() && device().is_cpu() && cuda::is_pinned(storage().data());
+}
+
+Tensor Tensor::pin_memory() const {
+  check_defined(*this, "pin_memory", "input");
+  TANDEM_CHECK(device().is_cpu(), "pin_memory: only CPU tensors can be pinned, got one on ",
+               device().str());
+  if (is_pinned()) return *this;
+  // The bytes as they lie in a dense layout (channels-last stays so, as in to()).
+  const Tensor src = contiguous(suggest_memory_format());
+  const auto bytes = static_cast<size_t>(numel() * element_size());
+  const size_t nbytes = std::max<size_t>(bytes, 1);  // an empty tensor still gets a block
+  Allocator& pinned = pinned_allocator();
+  Storage storage =
+      Storage::from_blob(pinned.allocate(nbytes), nbytes, kCPU,
+                         [&pinned, nbytes](void* p) { pinned.deallocate(p, nbytes); });
+  Tensor out = make_tensor(storage, shape(), src.strides(), 0, dtype());
+  if (bytes > 0) cuda::copy_bytes(out.raw_data(), kCPU, src.raw_data(), kCPU, bytes);
+  autograd::record(
+      "pin_memory", {*this}, out, [](const Tensor& g) -> std::vector<Tensor> { return {g}; },
+      kDifferentiable);
+  return out;
+}
 Tensor Tensor::new_empty(const Shape& shape) const { return empty(shape, options()); }
 Tensor Tensor::new_zeros(const Shape& shape) const { return zeros(shape, options()); }
 Tensor Tensor::new_ones(const Shape& shape) const { return ones(shape, options()); }
@@ -298,6 +323,15 @@ Tensor Tensor::diagonal(int64_t offset, int64_t dim1, int64_t dim2) const {
   return tandem::diagonal(*this, offset, dim1, dim2);
 }
 Tensor Tensor::diag(int64_t diagonal) const { return tandem::diag(*this, diagonal); }
+Tensor Tensor::movedim(const Shape& source, const Shape& destination) const {
+  return tandem::movedim(*this, source, destination);
+}
+Tensor Tensor::movedim(int64_t source, int64_t destination) const {
+  return tandem::movedim(*this, source, destination);
+}
+Tensor Tensor::unflatten(int64_t dim, const Shape& sizes) const {
+  return tandem::unflatten(*this, dim, sizes);
+}
 Tensor Tensor::roll(const Shape& shifts, const Shape& dims) const {
   return tandem::roll(*this, shifts, dims);
 }

@@ -1924,30 +1924,45 @@ TEST_CASE(
     "CPU, forward and backward",
     "[cuda]") {
   if (!gpu_present("CUDA shape ops and newer losses")) return;
+  // pin_memory: page-locked where a GPU is, pinned once, and copied without the host waiting.
+  const Tensor host = randn_as({3, 5}, DType::f32, 64);
+  const Tensor pinned = host.pin_memory();
+  CHECK(pinned.is_pinned());
+  CHECK_FALSE(host.is_pinned());
+  CHECK(pinned.pin_memory().storage().is_same(pinned.storage()));
+  CHECK(pinned.to(kGpu, /*non_blocking=*/true).cpu().equal(host));
   for (DType t : {DType::f32, DType::f64}) {
     INFO(dtype_name(t));
     const std::vector<Tensor> in{randn_as({4, 6}, t, 61), randn_as({4, 6}, t, 62),
                                  randn_as({4, 6}, t, 63)};
     same_on_gpu("views and shape ops", in, with_gradients([](const std::vector<Tensor>& v) {
                   auto grids = meshgrid({v[0].select(0, 0), v[1].select(1, 2)});
-                  return cat({diagonal(v[0], 1).flatten(), diag(v[1].select(0, 1)).flatten(),
-                              roll(v[2], {2, -1}, {1, 0}).flatten(), v[0].unfold(1, 4, 1).flatten(),
-                              v[1].repeat_interleave(
-                                      from_vector<int64_t>({1, 0, 2, 1}).to(v[1].device()), 0)
-                                  .flatten(),
-                              pixel_shuffle(v[2].reshape({1, 4, 2, 3}), 2).flatten(),
-                              (grids[0] * grids[1]).flatten()});
+                  return cat(
+                      {diagonal(v[0], 1).flatten(), diag(v[1].select(0, 1)).flatten(),
+                       roll(v[2], {2, -1}, {1, 0}).flatten(), v[0].unfold(1, 4, 1).flatten(),
+                       v[1].repeat_interleave(from_vector<int64_t>({1, 0, 2, 1}).to(v[1].device()),
+                                              0)
+                           .flatten(),
+                       pixel_shuffle(v[2].reshape({1, 4, 2, 3}), 2).flatten(),
+                       (grids[0] * grids[1]).flatten(),
+                       im2col(v[0].reshape({1, 2, 3, 4}), 2, 1, 1, {1, 2}).flatten(),
+                       col2im(v[1].reshape({1, 4, 6}), {3, 4}, 2).flatten(),
+                       channel_shuffle(v[2].reshape({2, 4, 3}), 2).flatten(),
+                       bilinear(v[0], v[1], v[2].reshape({4, 6, 1}).expand({4, 6, 6})).flatten(),
+                       celu(v[0], 0.5).flatten(), softshrink(v[1], 0.3).flatten()});
                 }),
                 tol(t));
     same_on_gpu("order statistics and products", in,
                 with_gradients([](const std::vector<Tensor>& v) {
                   auto [kth, kth_at] = v[0].kthvalue(2, 1);
                   auto [med, med_at] = v[1].median(0);
-                  return cat({kth, kth_at.to(kth.dtype()), med, med_at.to(med.dtype()),
-                              v[2].median().reshape({1}), cdist(v[0], v[1]).flatten(),
-                              cdist(v[0], v[2], 1.0).flatten(),
-                              cross(v[0].reshape({8, 3}), v[1].reshape({8, 3}), 1).flatten(),
-                              linalg::vector_norm(v[2], 3.0, {1})});
+                  return cat(
+                      {kth, kth_at.to(kth.dtype()), med, med_at.to(med.dtype()),
+                       v[2].median().reshape({1}), cdist(v[0], v[1]).flatten(),
+                       cdist(v[0], v[2], 1.0).flatten(),
+                       cross(v[0].reshape({8, 3}), v[1].reshape({8, 3}), 1).flatten(),
+                       linalg::vector_norm(v[2], 3.0, {1}),
+                       searchsorted(std::get<0>(v[0].sort(1)), v[1]).to(v[0].dtype()).flatten()});
                 }),
                 tol(t));
     same_on_gpu("losses", in, with_gradients([](const std::vector<Tensor>& v) {

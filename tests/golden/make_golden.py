@@ -604,6 +604,31 @@ with torch.random.fork_rng():
     case("poisson_nll_loss_full",
          lambda a, t: F.poisson_nll_loss(a, t, log_input=False, full=True, reduction="sum"),
          pos(3, 4), torch.tensor([[0.0, 1.0, 1.5, 4.0]] * 3), nograd=(1,))
+    case("movedim", lambda a: torch.movedim(a, (0, 3), (2, 0)), r(2, 3, 4, 5))
+    case("moveaxis", lambda a: torch.moveaxis(a, -1, 1), r(2, 3, 4))
+    case("celu", lambda a: F.celu(a, 0.7), r(12) * 2)
+    case("softshrink", lambda a: F.softshrink(a, 0.4), r(12))
+    case("hardshrink", lambda a: F.hardshrink(a, 0.6), r(12))
+    case("tanhshrink", F.tanhshrink, r(12))
+    case("threshold", lambda a: F.threshold(a, 0.2, -3.0), r(12))
+    case("softmin", lambda a: F.softmin(a, 1), r(3, 5))
+    case("bilinear", F.bilinear, r(2, 3, 4), r(2, 3, 5), r(6, 4, 5), r(6))
+    # (torch 1.13 has no derivative for it: values only; the C++ gradcheck covers its gradient.)
+    case("channel_shuffle", lambda a: torch.nn.ChannelShuffle(3)(a), r(2, 6, 2), grad=False)
+    case("im2col", lambda a: F.unfold(a, (2, 3), dilation=(2, 1), padding=(1, 2), stride=(1, 2)),
+         r(2, 3, 5, 6))
+    case("im2col_unbatched", lambda a: F.unfold(a, 2), r(2, 3, 4))
+    case("col2im", lambda a: F.fold(a, (5, 6), (2, 3), dilation=(2, 1), padding=(1, 2),
+                                   stride=(1, 2)), r(2, 18, 20))
+    case("unflatten", lambda a: a.unflatten(1, (2, -1)) * torch.arange(1.0, 9.0).view(2, 4, 1),
+         r(3, 8, 1))
+    case("searchsorted", lambda s, v: torch.searchsorted(s, v),
+         torch.tensor([[0.0, 1.0, 2.0, 3.0], [-1.0, -0.5, 0.5, 2.0]]),
+         torch.tensor([[-1.0, 1.0, 2.5], [0.5, -0.7, 9.0]]), grad=False)
+    case("searchsorted_right_1d", lambda s, v: torch.searchsorted(s, v, right=True),
+         torch.tensor([0.0, 1.0, 1.0, 3.0]), torch.tensor([[1.0, -2.0], [3.0, 0.5]]), grad=False)
+    case("bucketize", lambda v, b: torch.bucketize(v, b, out_int32=True).long(),
+         torch.tensor([0.1, 2.0, 5.5, -1.0]), torch.tensor([0.0, 2.0, 5.0]), grad=False)
 
 with open(os.path.join(HERE, "ops.json"), "w") as f:
     json.dump({"generator": "torch " + torch.__version__, "cases": cases}, f)

@@ -2946,4 +2946,78 @@ TEST_CASE("libtorch names: reset_parameters draws again, reset_running_stats sta
   embedding.reset_parameters();
   CHECK_FALSE(embedding.weight.equal(e0));
   CHECK(embedding.weight[2].equal(torch::zeros({2})));
+
+  // The recurrent layers: under one seed, reset draws what the constructor drew.
+  {
+    const auto options = nn::LSTMOptions(3, 4).num_layers(2).bidirectional(true);
+    torch::manual_seed(21);
+    nn::LSTM fresh(options);
+    nn::LSTM reset(options);  // drawn from the stream after fresh's
+    const auto a = fresh.named_parameters(), b = reset.named_parameters();
+    REQUIRE(a.size() == 16);
+    std::vector<torch::Tensor> old;
+    for (const auto& p : b) old.push_back(p.value().clone());
+    torch::manual_seed(21);
+    reset.reset_parameters();
+    for (size_t i = 0; i < a.size(); ++i) {
+      INFO(a[i].key());
+      CHECK(a[i].value().equal(b[i].value()));
+      CHECK_FALSE(b[i].value().equal(old[i]));
+      CHECK(b[i].value().abs().max().item<float>() <= 0.5f);  // 1 / sqrt(hidden_size)
+    }
+  }
+  {
+    torch::manual_seed(21);
+    nn::GRUCell fresh(3, 5);
+    nn::GRUCell reset(3, 5);
+    const torch::Tensor old = reset.weight_hh.clone();
+    torch::manual_seed(21);
+    reset.reset_parameters();
+    CHECK(fresh.weight_ih.equal(reset.weight_ih));
+    CHECK(fresh.bias_hh.equal(reset.bias_hh));
+    CHECK_FALSE(reset.weight_hh.equal(old));
+  }
+  {
+    nn::MultiheadAttention attention(nn::MultiheadAttentionOptions(8, 2).add_bias_kv(true).kdim(6));
+    const torch::Tensor q0 = attention.q_proj_weight.clone(), k0 = attention.bias_k.clone();
+    const torch::Tensor out0 = attention.out_proj->weight.clone();
+    {
+      torch::NoGradGuard no_grad;
+      attention.in_proj_bias.fill_(1.0);
+      attention.out_proj->bias.fill_(1.0);
+    }
+    attention.reset_parameters();
+    CHECK_FALSE(attention.q_proj_weight.equal(q0));
+    CHECK_FALSE(attention.bias_k.equal(k0));
+    CHECK(attention.in_proj_bias.equal(torch::zeros({24})));
+    CHECK(attention.out_proj->bias.equal(torch::zeros({8})));
+    CHECK(attention.out_proj->weight.equal(out0));  // as torch's _reset_parameters
+    // Xavier-uniform: |w| <= sqrt(6 / (fan_in + fan_out)).
+    CHECK(attention.k_proj_weight.abs().max().item<float>() <= std::sqrt(6.0f / 14.0f));
+  }
+}
+
+TEST_CASE("libtorch names: pin_memory copies into pinned memory, movedim moves dims",
+          "[libtorch]") {
+  torch::Tensor x = torch::randn({2, 3, 4}).requires_grad_(true);
+  torch::Tensor pinned = x.pin_memory();
+  CHECK(pinned.equal(x));
+  CHECK_FALSE(pinned.storage().is_same(x.storage()));
+  // Without a GPU the memory is plain host memory, as the loader's staging is.
+  CHECK(pinned.is_pinned() == torch::cuda::is_available());
+  (pinned * 2.0).sum().backward();  // the gradient passes through the copy
+  CHECK(x.grad().equal(torch::full({2, 3, 4}, 2.0)));
+  CHECK(torch::zeros({0, 3}).pin_memory().numel() == 0);
+  // Channels-last stays channels-last.
+  torch::Tensor nhwc = torch::randn({2, 3, 4, 5}).contiguous(torch::MemoryFormat::ChannelsLast);
+  CHECK(nhwc.pin_memory().is_contiguous(torch::MemoryFormat::ChannelsLast));
+
+  torch::Tensor m = torch::randn({2, 3, 4, 5});
+  CHECK(m.movedim(0, -1).sizes() == torch::IntArrayRef{3, 4, 5, 2});
+  CHECK(torch::movedim(m, {0, 3}, {2, 0}).sizes() == torch::IntArrayRef{5, 3, 2, 4});
+  CHECK(torch::movedim(m, {1, 2}, {2, 1}).equal(m.transpose(1, 2)));
+  CHECK(torch::moveaxis(m, 1, 1).equal(m));
+  CHECK(tandem::testing::error_of([&] {
+          torch::movedim(m, {0, 1}, {2, 2});
+        }) == "movedim: destination dim 2 appears twice in (2, 2)");
 }

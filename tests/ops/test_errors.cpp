@@ -339,4 +339,25 @@ TEST_CASE("errors of the shape ops, order statistics and losses added for libtor
   CHECK(error_of([] {
           cosine_embedding_loss(zeros({2, 3}), zeros({2, 3}), zeros({2, 1}));
         }) == "cosine_embedding_loss: expected a 0-d or 1-d target, got (2, 1)");
+  CHECK(error_of([] {
+          movedim(zeros({2, 3}), {0, 0}, {0, 1});
+        }) == "movedim: source dim 0 appears twice in (0, 0)");
+  CHECK(error_of([] {
+          im2col(zeros({1, 1, 2, 2}), 3);
+        }) == "unfold: the padded map (2, 2) is smaller than the dilated kernel (3, 3)");
+  CHECK(error_of([] {
+          col2im(zeros({1, 4, 5}), {3, 4}, 2);
+        }) ==
+        "fold: the input's 5 columns do not match the 2 x 3 windows of the output size (3, 4)");
+  CHECK(error_of([] {
+          channel_shuffle(zeros({1, 6, 2}), 4);
+        }) == "channel_shuffle: the channels (6) must be divisible by groups (4)");
+  CHECK(error_of([] {
+          searchsorted(zeros({2, 3}), zeros({3, 3}));
+        }) ==
+        "searchsorted: sorted_sequence (2, 3) must be 1-d or share all but its last dim with "
+        "values (3, 3)");
+  CHECK(error_of([] {
+          zeros({2, 6}).unflatten(1, {4, -1});
+        }) == "unflatten: shape (4, -1) is invalid for input of size 6");
 }

@@ -556,6 +556,35 @@ const std::map<std::string, Fn>& ops() {
          return F::poisson_nll_loss(
              x[0], x[1], F::PoissonNLLLossFuncOptions().log_input(false).full(true).reduction(kSum));
        }},
+      {"movedim", [](V x) { return movedim(x[0], {0, 3}, {2, 0}); }},
+      {"moveaxis", [](V x) { return moveaxis(x[0], -1, 1); }},
+      {"celu", [](V x) { return nn::CELU(nn::CELUOptions().alpha(0.7)).forward(x[0]); }},
+      {"softshrink", [](V x) { return F::softshrink(x[0], F::SoftshrinkFuncOptions(0.4)); }},
+      {"hardshrink", [](V x) { return nn::Hardshrink(0.6).forward(x[0]); }},
+      {"tanhshrink", [](V x) { return nn::Tanhshrink().forward(x[0]); }},
+      {"threshold", [](V x) { return F::threshold(x[0], F::ThresholdFuncOptions(0.2, -3.0)); }},
+      {"softmin", [](V x) { return nn::Softmin(1).forward(x[0]); }},
+      {"bilinear", [](V x) { return F::bilinear(x[0], x[1], x[2], x[3]); }},
+      {"channel_shuffle", [](V x) { return nn::ChannelShuffle(3).forward(x[0]); }},
+      {"im2col",
+       [](V x) {
+         return F::unfold(x[0],
+                          F::UnfoldFuncOptions({2, 3}).dilation({2, 1}).padding({1, 2}).stride({1, 2}));
+       }},
+      {"im2col_unbatched", [](V x) { return nn::Unfold(nn::UnfoldOptions(2)).forward(x[0]); }},
+      {"col2im",
+       [](V x) {
+         return nn::Fold(nn::FoldOptions({5, 6}, {2, 3}).dilation({2, 1}).padding({1, 2}).stride(
+                             {1, 2}))
+             .forward(x[0]);
+       }},
+      {"unflatten",
+       [](V x) {
+         return nn::Unflatten(1, {2, -1}).forward(x[0]) * arange(1.0, 9.0).view({2, 4, 1});
+       }},
+      {"searchsorted", [](V x) { return searchsorted(x[0], x[1]); }},
+      {"searchsorted_right_1d", [](V x) { return searchsorted(x[0], x[1], false, true); }},
+      {"bucketize", [](V x) { return bucketize(x[0], x[1], true).to(DType::i64); }},
   };
   return table;
 }

@@ -357,17 +357,28 @@ TEST_CASE("gradcheck: diagonals, rolls, windows, order statistics, products and 
             {r({4, 2}), r({4, 2}), pos({4})});
   Tensor counts = from_vector<double>({0, 1, 2, 5, 3, 0});
   gradcheck([&](V x) { return poisson_nll_loss(x[0], counts, false, true); }, {pos({6})});
+  gradcheck([](V x) { return celu(x[0], 0.6); }, {away_from_zero({8})});
+  gradcheck([](V x) { return softshrink(x[0], 0.05); }, {away_from_zero({8})});
+  gradcheck([](V x) { return softmin(x[0], 0); }, {r({3, 2})});
+  gradcheck([](V x) { return bilinear(x[0], x[1], x[2], x[3]); },
+            {r({2, 3}), r({2, 2}), r({4, 3, 2}), r({4})});
+  gradcheck([](V x) { return channel_shuffle(x[0], 2); }, {r({1, 4, 3})});
+  gradcheck([](V x) { return im2col(x[0], {2, 2}, {1, 2}, 1, {2, 1}); }, {r({1, 2, 4, 5})});
+  gradcheck([](V x) { return col2im(x[0], {4, 5}, {2, 2}, {1, 2}, 1, {2, 1}); }, {r({1, 8, 15})});
   // The views' backward records itself: their gradients under create_graph differentiated again.
   for (const auto& f : std::vector<std::function<Tensor(const Tensor&)>>{
            [](const Tensor& x) { return x.unfold(1, 2, 1); },
            [](const Tensor& x) { return diagonal(x, 1); },
-           [](const Tensor& x) { return diag(x.flatten()); }}) {
+           [](const Tensor& x) { return diag(x.flatten()); },
+           [](const Tensor& x) {
+             return col2im(x.reshape({1, 4, 6}), {3, 4}, 2, 1, 0, 1);
+           }}) {
     gradcheck(
         [&f](V x) {
           AutoGradMode on(true);  // (the finite differences run under NoGradGuard)
           Tensor v = f(x[0]);
           return autograd::grad({sum(v * v * v)}, {x[0]}, {}, {}, /*create_graph=*/true)[0];
         },
-        {r({2, 3})});
+        {r({4, 6})});
   }
 }

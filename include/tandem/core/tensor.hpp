@@ -214,6 +214,12 @@ class Tensor {
   Tensor cpu() const { return to(kCPU); }
   /// A copy on the calling thread's current GPU (cuda:0 unless set_device changed it).
   Tensor cuda() const;
+  /// A copy in page-locked host memory (this tensor when it is there already), from which
+  /// `to(gpu, /*non_blocking=*/true)` is queued without the host waiting; plain host memory
+  /// where no GPU is present. CPU tensors only.
+  Tensor pin_memory() const;
+  /// Whether this tensor lies in page-locked host memory (pin_memory's, the loader's staging).
+  bool is_pinned() const;
   /// libtorch's other conversions: to other's device and dtype, to other's dtype (`type_as`),
   /// to a dtype (`toType`).
   Tensor to(const Tensor& other, bool non_blocking = false) const;
@@ -401,6 +407,9 @@ class Tensor {
   Tensor triu(int64_t diagonal = 0) const;
   /// Shape ops of libtorch's (ops/shape_ops.hpp).
   Tensor diagonal(int64_t offset = 0, int64_t dim1 = 0, int64_t dim2 = 1) const;
+  Tensor movedim(const Shape& source, const Shape& destination) const;
+  Tensor movedim(int64_t source, int64_t destination) const;
+  Tensor unflatten(int64_t dim, const Shape& sizes) const;
   Tensor diag(int64_t diagonal = 0) const;
   Tensor roll(const Shape& shifts, const Shape& dims = {}) const;
   Tensor tile(const Shape& reps) const;

@@ -56,6 +56,8 @@ void empty_cache(int device);
 Allocator& pinned_host_allocator();
 /// Its statistics (device_allocs: cudaHostAlloc calls).
 AllocatorStats pinned_memory_stats();
+/// Whether `block` is the start of a block the pinned allocator handed out (false without a GPU).
+bool is_pinned(const void* block);
 
 /// TensorFloat-32 for f32 matrix products (off by default) and convolutions (on by default), as
 /// PyTorch's torch.backends.cuda.matmul.allow_tf32 and torch.backends.cudnn.allow_tf32.

@@ -102,6 +102,9 @@ class MultiheadAttention : public Module {
                                      const Tensor& attn_mask = {},
                                      bool average_attn_weights = true);
   std::string extra_repr() const override;
+  /// Draws the projections and bias_k/v again and zeroes the biases, as the constructor did
+  /// (torch's _reset_parameters; out_proj's weight keeps its draw, as there).
+  void reset_parameters();
 
   Tensor in_proj_weight, in_proj_bias, bias_k, bias_v;
   Tensor q_proj_weight, k_proj_weight, v_proj_weight;  // when kdim or vdim differ

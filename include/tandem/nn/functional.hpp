@@ -536,4 +536,44 @@ inline Tensor pixel_unshuffle(const Tensor& input, const PixelUnshuffleFuncOptio
   return tandem::pixel_unshuffle(input, o.downscale_factor());
 }
 
+// --- the shrinking activations, bilinear, unfold and fold ---------------------------------
+
+using tandem::bilinear;
+using tandem::celu;
+using tandem::channel_shuffle;
+using tandem::hardshrink;
+using tandem::softmin;
+using tandem::softshrink;
+using tandem::tanhshrink;
+using tandem::threshold;
+
+using CELUFuncOptions = CELUOptions;
+inline Tensor celu(const Tensor& input, const CELUFuncOptions& o) {
+  return tandem::celu(input, o.alpha());
+}
+using SoftshrinkFuncOptions = SoftshrinkOptions;
+inline Tensor softshrink(const Tensor& input, const SoftshrinkFuncOptions& o) {
+  return tandem::softshrink(input, o.lambda());
+}
+using HardshrinkFuncOptions = HardshrinkOptions;
+inline Tensor hardshrink(const Tensor& input, const HardshrinkFuncOptions& o) {
+  return tandem::hardshrink(input, o.lambda());
+}
+using ThresholdFuncOptions = ThresholdOptions;
+inline Tensor threshold(const Tensor& input, const ThresholdFuncOptions& o) {
+  return tandem::threshold(input, o.threshold(), o.value());
+}
+using SoftminFuncOptions = SoftminOptions;
+inline Tensor softmin(const Tensor& input, const SoftminFuncOptions& o) {
+  return tandem::softmin(input, o.dim());
+}
+using UnfoldFuncOptions = UnfoldOptions;
+inline Tensor unfold(const Tensor& input, const UnfoldFuncOptions& o) {
+  return im2col(input, o.kernel_size(), o.dilation(), o.padding(), o.stride());
+}
+using FoldFuncOptions = FoldOptions;
+inline Tensor fold(const Tensor& input, const FoldFuncOptions& o) {
+  return col2im(input, o.output_size(), o.kernel_size(), o.dilation(), o.padding(), o.stride());
+}
+
 }  // namespace tandem::nn::functional

@@ -995,6 +995,157 @@ class PixelUnshuffle : public Module {
   const PixelUnshuffleOptions options;
 };
 
+/// More activations of torch.nn (ops/nn_ops.hpp), with libtorch's options.
+struct CELUOptions {
+  TANDEM_ARG(double, alpha) = 1.0;
+  TANDEM_ARG(bool, inplace) = false;
+};
+class CELU : public Module {
+ public:
+  TANDEM_MODULE_CLONE(CELU, options)
+  explicit CELU(const CELUOptions& options = {}) : Module("CELU"), options(options) {}
+  Tensor forward(const Tensor& input) override;
+  std::string extra_repr() const override;
+  const CELUOptions options;
+};
+/// lambda first, as libtorch's SoftshrinkOptions(0.5).
+struct SoftshrinkOptions {
+  SoftshrinkOptions(double lambda = 0.5) : lambda_(lambda) {}  // NOLINT
+  TANDEM_ARG(double, lambda);
+};
+using HardshrinkOptions = SoftshrinkOptions;
+class Softshrink : public Module {
+ public:
+  TANDEM_MODULE_CLONE(Softshrink, options)
+  explicit Softshrink(const SoftshrinkOptions& options = {})
+      : Module("Softshrink"), options(options) {}
+  Tensor forward(const Tensor& input) override;
+  std::string extra_repr() const override;
+  const SoftshrinkOptions options;
+};
+class Hardshrink : public Module {
+ public:
+  TANDEM_MODULE_CLONE(Hardshrink, options)
+  explicit Hardshrink(const HardshrinkOptions& options = {})
+      : Module("Hardshrink"), options(options) {}
+  Tensor forward(const Tensor& input) override;
+  std::string extra_repr() const override;
+  const HardshrinkOptions options;
+};
+class Tanhshrink : public Module {
+ public:
+  TANDEM_MODULE_CLONE(Tanhshrink)
+  Tanhshrink() : Module("Tanhshrink") {}
+  Tensor forward(const Tensor& input) override;
+};
+struct ThresholdOptions {
+  ThresholdOptions(double threshold, double value) : threshold_(threshold), value_(value) {}
+  TANDEM_ARG(double, threshold);
+  TANDEM_ARG(double, value);
+  TANDEM_ARG(bool, inplace) = false;
+};
+class Threshold : public Module {
+ public:
+  TANDEM_MODULE_CLONE(Threshold, options)
+  explicit Threshold(const ThresholdOptions& options) : Module("Threshold"), options(options) {}
+  Tensor forward(const Tensor& input) override;
+  std::string extra_repr() const override;
+  const ThresholdOptions options;
+};
+using SoftminOptions = SoftmaxOptions;
+class Softmin : public Module {
+ public:
+  TANDEM_MODULE_CLONE(Softmin, options)
+  explicit Softmin(const SoftminOptions& options) : Module("Softmin"), options(options) {}
+  Tensor forward(const Tensor& input) override;
+  std::string extra_repr() const override;
+  const SoftminOptions options;
+};
+
+struct BilinearOptions {
+  BilinearOptions(int64_t in1_features, int64_t in2_features, int64_t out_features)
+      : in1_features_(in1_features), in2_features_(in2_features), out_features_(out_features) {}
+  TANDEM_ARG(int64_t, in1_features);
+  TANDEM_ARG(int64_t, in2_features);
+  TANDEM_ARG(int64_t, out_features);
+  TANDEM_ARG(bool, bias) = true;
+};
+/// y = x1^T A x2 + b: weight (out, in1, in2) and bias (out) ~ U(-1/sqrt(in1), 1/sqrt(in1)), as
+/// torch.
+class Bilinear : public Module {
+ public:
+  TANDEM_MODULE_CLONE(Bilinear, options)
+  explicit Bilinear(const BilinearOptions& options);
+  Bilinear(int64_t in1_features, int64_t in2_features, int64_t out_features)
+      : Bilinear(BilinearOptions(in1_features, in2_features, out_features)) {}
+  void reset_parameters();
+  Tensor forward(const Tensor& input1, const Tensor& input2);
+  std::string extra_repr() const override;
+  Tensor weight, bias;
+  const BilinearOptions options;
+};
+
+/// dim split into `sizes` (one may be -1), as torch.nn.Unflatten.
+struct UnflattenOptions {
+  UnflattenOptions(int64_t dim, Shape sizes) : dim_(dim), sizes_(std::move(sizes)) {}
+  TANDEM_ARG(int64_t, dim);
+  TANDEM_ARG(Shape, sizes);
+};
+class Unflatten : public Module {
+ public:
+  TANDEM_MODULE_CLONE(Unflatten, options)
+  explicit Unflatten(const UnflattenOptions& options) : Module("Unflatten"), options(options) {}
+  Unflatten(int64_t dim, Shape sizes) : Unflatten(UnflattenOptions(dim, std::move(sizes))) {}
+  Tensor forward(const Tensor& input) override;
+  const UnflattenOptions options;
+};
+
+struct ChannelShuffleOptions {
+  ChannelShuffleOptions(int64_t groups) : groups_(groups) {}  // NOLINT
+  TANDEM_ARG(int64_t, groups);
+};
+class ChannelShuffle : public Module {
+ public:
+  TANDEM_MODULE_CLONE(ChannelShuffle, options)
+  explicit ChannelShuffle(const ChannelShuffleOptions& options)
+      : Module("ChannelShuffle"), options(options) {}
+  Tensor forward(const Tensor& input) override;
+  const ChannelShuffleOptions options;
+};
+
+/// Sliding windows as columns and back (ops/nn_ops.hpp im2col, col2im), as torch.nn.Unfold
+/// and Fold; the kernel size (and Fold's output size) first, as libtorch's options.
+struct UnfoldOptions {
+  UnfoldOptions(Int2 kernel_size) : kernel_size_(kernel_size) {}  // NOLINT
+  TANDEM_ARG(Int2, kernel_size);
+  TANDEM_ARG(Int2, dilation) = 1;
+  TANDEM_ARG(Int2, padding) = 0;
+  TANDEM_ARG(Int2, stride) = 1;
+};
+struct FoldOptions {
+  FoldOptions(Int2 output_size, Int2 kernel_size)
+      : output_size_(output_size), kernel_size_(kernel_size) {}
+  TANDEM_ARG(Int2, output_size);
+  TANDEM_ARG(Int2, kernel_size);
+  TANDEM_ARG(Int2, dilation) = 1;
+  TANDEM_ARG(Int2, padding) = 0;
+  TANDEM_ARG(Int2, stride) = 1;
+};
+class Unfold : public Module {
+ public:
+  TANDEM_MODULE_CLONE(Unfold, options)
+  explicit Unfold(const UnfoldOptions& options) : Module("Unfold"), options(options) {}
+  Tensor forward(const Tensor& input) override;
+  const UnfoldOptions options;
+};
+class Fold : public Module {
+ public:
+  TANDEM_MODULE_CLONE(Fold, options)
+  explicit Fold(const FoldOptions& options) : Module("Fold"), options(options) {}
+  Tensor forward(const Tensor& input) override;
+  const FoldOptions options;
+};
+
 class Identity : public Module {
  public:
   TANDEM_MODULE_CLONE(Identity)

@@ -62,6 +62,8 @@ class RNNBase : public Module {
   /// w_hh, then b_ih, b_hh (with bias), as libtorch's all_weights().
   const std::vector<Tensor>& all_weights() const { return weights_; }
   std::string extra_repr() const override;
+  /// Draws every weight again as the constructor did (libtorch's reset_parameters).
+  void reset_parameters();
 
  protected:
   struct Config {
@@ -140,6 +142,8 @@ namespace detail {
 class RNNCellBase : public Module {
  public:
   std::string extra_repr() const override;
+  /// Draws the weights again as the constructor did (libtorch's reset_parameters).
+  void reset_parameters();
   Tensor weight_ih, weight_hh, bias_ih, bias_hh;
 
  protected:

@@ -185,6 +185,29 @@ Tensor prelu(const Tensor& input, const Tensor& weight);
 Tensor logit(const Tensor& input, std::optional<double> eps = std::nullopt);
 /// The gated linear unit: the first half of dim times the sigmoid of the second half.
 Tensor glu(const Tensor& input, int64_t dim = -1);
+/// More of torch.nn's activations, in its formulas: celu (x for x > 0, else alpha (exp(x /
+/// alpha) - 1)), softshrink (x moved lambd toward 0, 0 within lambd of it), hardshrink (x where
+/// |x| > lambd, else 0), tanhshrink (x - tanh(x)), threshold (x where x > threshold, else
+/// value) and softmin (softmax of -x).
+Tensor celu(const Tensor& input, double alpha = 1.0);
+Tensor softshrink(const Tensor& input, double lambd = 0.5);
+Tensor hardshrink(const Tensor& input, double lambd = 0.5);
+Tensor tanhshrink(const Tensor& input);
+Tensor threshold(const Tensor& input, double threshold, double value);
+Tensor softmin(const Tensor& input, int64_t dim);
+/// x1 (*, in1) W (out, in1, in2) x2 (*, in2) + b (out) -> (*, out), as
+/// torch.nn.functional.bilinear.
+Tensor bilinear(const Tensor& input1, const Tensor& input2, const Tensor& weight,
+                const Tensor& bias = Tensor());
+/// (N, C, *) with its channels in `groups` groups, the groups' members interleaved.
+Tensor channel_shuffle(const Tensor& input, int64_t groups);
+/// Every kernel window of a (N, C, H, W) or (C, H, W) map as a column: (N, C kh kw, L), L the
+/// number of windows (torch.nn.functional.unfold). col2im is its adjoint (fold): the columns
+/// summed back into a map of output_size, where windows overlap.
+Tensor im2col(const Tensor& input, Int2 kernel_size, Int2 dilation = 1, Int2 padding = 0,
+              Int2 stride = 1);
+Tensor col2im(const Tensor& input, Int2 output_size, Int2 kernel_size, Int2 dilation = 1,
+              Int2 padding = 0, Int2 stride = 1);
 /// Integer class indices (any shape) as one-hot i64 vectors in a new last dim of num_classes
 /// (-1: the largest index + 1); an index outside [0, num_classes) is refused.
 Tensor one_hot(const Tensor& indices, int64_t num_classes = -1);

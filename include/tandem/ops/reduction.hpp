@@ -114,6 +114,15 @@ std::pair<Tensor, Tensor> var_mean(const Tensor& t, const Shape& dims = {}, bool
                                    bool keepdim = false);
 std::pair<Tensor, Tensor> std_mean(const Tensor& t, const Shape& dims = {}, bool unbiased = true,
                                    bool keepdim = false);
+/// For each value, the index at which it would be inserted into sorted_sequence (sorted along
+/// its last dim; 1-d, or the values' leading dims then its own) to keep it sorted: before equal
+/// elements, or after them when right. i64 (i32 with out_int32). NaN values go last. Composed of
+/// a comparison of every value with every boundary: memory grows as their product.
+Tensor searchsorted(const Tensor& sorted_sequence, const Tensor& values, bool out_int32 = false,
+                    bool right = false);
+/// searchsorted(boundaries, input) for 1-d boundaries, as torch.bucketize.
+Tensor bucketize(const Tensor& input, const Tensor& boundaries, bool out_int32 = false,
+                 bool right = false);
 /// Index into the flattened tensor.
 Tensor argmax(const Tensor& t);
 Tensor argmin(const Tensor& t, int64_t dim, bool keepdim = false);

@@ -15,6 +15,12 @@ Tensor reshape(const Tensor& t, const Shape& shape);
 /// Always a view; throws when the layout does not allow one.
 Tensor view(const Tensor& t, const Shape& shape);
 Tensor permute(const Tensor& t, const Shape& dims);
+/// The dims `source` moved to the positions `destination`, the others keeping their order (a
+/// view), as torch.movedim; moveaxis is its numpy name.
+Tensor movedim(const Tensor& t, const Shape& source, const Shape& destination);
+Tensor movedim(const Tensor& t, int64_t source, int64_t destination);
+Tensor moveaxis(const Tensor& t, const Shape& source, const Shape& destination);
+Tensor moveaxis(const Tensor& t, int64_t source, int64_t destination);
 Tensor transpose(const Tensor& t, int64_t dim0, int64_t dim1);
 /// Elements start, start+step, ... < end along dim (bounds clamped as in Python slicing).
 Tensor slice(const Tensor& t, int64_t dim, int64_t start, int64_t end, int64_t step = 1);
@@ -30,6 +36,8 @@ Tensor expand(const Tensor& t, const Shape& shape);
 /// in-place update of an expanded tensor's values goes through it (see has_internal_overlap).
 Tensor unexpand(const Tensor& t);
 Tensor flatten(const Tensor& t, int64_t start_dim = 0, int64_t end_dim = -1);
+/// dim split into `sizes` (one may be -1; their product is the dim's size), as Tensor.unflatten.
+Tensor unflatten(const Tensor& t, int64_t dim, const Shape& sizes);
 Tensor contiguous(const Tensor& t);
 /// Sums `t` down to `shape` (the reverse of broadcasting; used by backward passes).
 Tensor sum_to(const Tensor& t, const Shape& shape);
