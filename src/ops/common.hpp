@@ -18,6 +18,10 @@ namespace tandem::ops_detail {
 /// (so it can run under create_graph).
 inline constexpr autograd::BackwardKind kDifferentiable = autograd::BackwardKind::differentiable;
 
+/// sqrt(v) for a variance v, with the gradient 0 where v is 0 (torch's std: there the
+/// variance's own gradient is 0 too, and sqrt's infinite one would make it NaN). reduction.cpp.
+Tensor root_of_variance(const Tensor& v);
+
 inline void check_defined(const Tensor& t, const char* op, const char* name) {
   TANDEM_CHECK(t.defined(), op, ": ", name, " is an undefined tensor");
 }

@@ -120,10 +120,10 @@ Tensor cross(const Tensor& a, const Tensor& b, std::optional<int64_t> dim) {
   if (dim) return cross_along(a, b, *dim, "cross");
   check_defined(a, "cross", "input");
   check_defined(b, "cross", "other");
-  const Shape shape = broadcast_shapes(a.shape(), b.shape(), "cross");
-  const auto three = std::find(shape.begin(), shape.end(), 3);
-  TANDEM_CHECK(three != shape.end(), "cross: no dim of size 3 in ", shape_str(shape));
-  return cross_along(a, b, three - shape.begin(), "cross");
+  // torch.cross's: the first dim of size 3 of the first input.
+  const auto three = std::find(a.shape().begin(), a.shape().end(), 3);
+  TANDEM_CHECK(three != a.shape().end(), "cross: no dim of size 3 in ", shape_str(a.shape()));
+  return cross_along(a, b, three - a.shape().begin(), "cross");
 }
 
 Tensor cdist(const Tensor& x1, const Tensor& x2, double p) {
@@ -153,8 +153,19 @@ Tensor linalg::vector_norm(const Tensor& t, double ord, const Shape& dims, bool 
     check_floating(t, "vector_norm");
     return amin(abs(t), dims, keepdim);
   }
-  TANDEM_CHECK(ord >= 0, "vector_norm: ord must be >= 0, inf or -inf, got ", ord);
+  TANDEM_CHECK(!std::isnan(ord), "vector_norm: ord must be a number, got NaN");
+  if (ord < 0) {  // norm() takes ord >= 0; a zero element makes this 0, as torch's
+    check_defined(t, "vector_norm", "input");
+    check_floating(t, "vector_norm");
+    return pow(sum(pow(abs(t), ord), dims, keepdim), 1.0 / ord);
+  }
   return norm(t, ord, dims, keepdim);
+}
+
+Tensor linalg::vector_norm(const Tensor& t, double ord, const Shape& dims, bool keepdim,
+                           std::optional<DType> dtype) {
+  check_defined(t, "vector_norm", "input");
+  return vector_norm(dtype ? t.to(*dtype) : t, ord, dims, keepdim);
 }
 
 Tensor linalg::cross(const Tensor& a, const Tensor& b, int64_t dim) {

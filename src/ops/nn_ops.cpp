@@ -1785,14 +1785,14 @@ Tensor softshrink(const Tensor& input, double lambd) {
 
 Tensor hardshrink(const Tensor& input, double lambd) {
   check_defined(input, "hardshrink", "input");
-  return where(abs(input).gt(lambd), input, 0.0);
+  return where(abs(input).le(lambd), 0.0, input);  // (a NaN stays NaN, as torch's)
 }
 
 Tensor tanhshrink(const Tensor& input) { return sub(input, tanh(input)); }
 
 Tensor threshold(const Tensor& input, double threshold, double value) {
   check_defined(input, "threshold", "input");
-  return where(input.gt(threshold), input, value);
+  return where(input.le(threshold), value, input);  // (a NaN stays NaN, as torch's)
 }
 
 Tensor softmin(const Tensor& input, int64_t dim) { return softmax(neg(input), dim); }
@@ -2027,8 +2027,8 @@ Tensor gaussian_nll_loss(const Tensor& input, const Tensor& target, const Tensor
     if (one_short) v = unsqueeze(var, -1);
   }
   if (var.numel() > 0) {
-    check_scalar(amin(var.detach(), {}, false).to(DType::f64), [](double m) {
-      TANDEM_CHECK(m >= 0, "gaussian_nll_loss: var has a negative entry (", m, ")");
+    check_scalar(any(var.detach().lt(0.0)).to(DType::f64), [](double negative) {
+      TANDEM_CHECK(negative == 0, "gaussian_nll_loss: var has negative entries");
     });
   }
   // Clamped at eps with no effect on the gradient: the clamp's change added as a constant.

@@ -610,10 +610,15 @@ std::pair<Tensor, Tensor> var_mean(const Tensor& t, const Shape& dims, bool unbi
   return {var(t, dims, unbiased ? 1 : 0, keepdim), mean(t, dims, keepdim)};
 }
 
+Tensor ops_detail::root_of_variance(const Tensor& v) {
+  const Tensor positive = v.gt(0.0);
+  return where(positive, sqrt(where(positive, v, 1.0)), 0.0);
+}
+
 std::pair<Tensor, Tensor> std_mean(const Tensor& t, const Shape& dims, bool unbiased,
                                    bool keepdim) {
   auto [v, m] = var_mean(t, dims, unbiased, keepdim);
-  return {sqrt(v), m};
+  return {root_of_variance(v), m};
 }
 
 Tensor searchsorted(const Tensor& sorted_sequence, const Tensor& values, bool out_int32,

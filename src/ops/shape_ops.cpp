@@ -722,7 +722,7 @@ Tensor repeat_interleave(const Tensor& repeats) {
                  " at position ", i);
     index.insert(index.end(), static_cast<size_t>(counts[i]), static_cast<int64_t>(i));
   }
-  return from_vector(index).to(repeats.device());
+  return from_vector(index, {static_cast<int64_t>(index.size())}).to(repeats.device());
 }
 
 Tensor repeat_interleave(const Tensor& t, const Tensor& repeats, std::optional<int64_t> dim) {

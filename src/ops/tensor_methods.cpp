@@ -266,7 +266,7 @@ Tensor Tensor::var(const Shape& dims, bool unbiased, bool keepdim) const {
   return tandem::var(*this, dims, unbiased ? 1 : 0, keepdim);
 }
 Tensor Tensor::std(const Shape& dims, bool unbiased, bool keepdim) const {
-  return tandem::sqrt(var(dims, unbiased, keepdim));
+  return root_of_variance(var(dims, unbiased, keepdim));
 }
 Tensor Tensor::max() const { return tandem::max(*this); }
 Tensor Tensor::min() const { return tandem::min(*this); }

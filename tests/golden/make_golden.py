@@ -629,6 +629,8 @@ with torch.random.fork_rng():
          torch.tensor([0.0, 1.0, 1.0, 3.0]), torch.tensor([[1.0, -2.0], [3.0, 0.5]]), grad=False)
     case("bucketize", lambda v, b: torch.bucketize(v, b, out_int32=True).long(),
          torch.tensor([0.1, 2.0, 5.5, -1.0]), torch.tensor([0.0, 2.0, 5.0]), grad=False)
+    case("cross_default_dim_first_input", torch.cross, r(1, 3), r(3, 3))
+    case("vector_norm_negative", lambda a: torch.linalg.vector_norm(a, -1.5, dim=1), r(3, 4))
 
 with open(os.path.join(HERE, "ops.json"), "w") as f:
     json.dump({"generator": "torch " + torch.__version__, "cases": cases}, f)

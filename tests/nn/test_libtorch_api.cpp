@@ -2986,7 +2986,7 @@ TEST_CASE("libtorch names: reset_parameters draws again, reset_running_stats sta
       attention.in_proj_bias.fill_(1.0);
       attention.out_proj->bias.fill_(1.0);
     }
-    attention.reset_parameters();
+    attention._reset_parameters();  // libtorch's name for it
     CHECK_FALSE(attention.q_proj_weight.equal(q0));
     CHECK_FALSE(attention.bias_k.equal(k0));
     CHECK(attention.in_proj_bias.equal(torch::zeros({24})));

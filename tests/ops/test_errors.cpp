@@ -335,7 +335,7 @@ TEST_CASE("errors of the shape ops, order statistics and losses added for libtor
         "1 or gone");
   CHECK(error_of([] {
           gaussian_nll_loss(zeros({2}), zeros({2}), from_vector<float>({1, -1}));
-        }) == "gaussian_nll_loss: var has a negative entry (-1)");
+        }) == "gaussian_nll_loss: var has negative entries");
   CHECK(error_of([] {
           cosine_embedding_loss(zeros({2, 3}), zeros({2, 3}), zeros({2, 1}));
         }) == "cosine_embedding_loss: expected a 0-d or 1-d target, got (2, 1)");

@@ -540,7 +540,7 @@ const std::map<std::string, Fn>& ops() {
       {"multilabel_soft_margin_loss",
        [](V x) {
          return nn::MultiLabelSoftMarginLoss(
-             nn::MultilabelSoftMarginLossOptions().weight(x[2]).reduction(kNone))(x[0], x[1]);
+             nn::MultiLabelSoftMarginLossOptions().weight(x[2]).reduction(kNone))(x[0], x[1]);
        }},
       {"gaussian_nll_loss", [](V x) { return nn::GaussianNLLLoss()(x[0], x[1], x[2]); }},
       {"gaussian_nll_loss_one_var_full",
@@ -558,6 +558,9 @@ const std::map<std::string, Fn>& ops() {
        }},
       {"movedim", [](V x) { return movedim(x[0], {0, 3}, {2, 0}); }},
       {"moveaxis", [](V x) { return moveaxis(x[0], -1, 1); }},
+      {"cross_default_dim_first_input", [](V x) { return cross(x[0], x[1]); }},
+      {"vector_norm_negative",
+       [](V x) { return linalg::vector_norm(x[0], -1.5, {1}, false, std::nullopt); }},
       {"celu", [](V x) { return nn::CELU(nn::CELUOptions().alpha(0.7)).forward(x[0]); }},
       {"softshrink", [](V x) { return F::softshrink(x[0], F::SoftshrinkFuncOptions(0.4)); }},
       {"hardshrink", [](V x) { return nn::Hardshrink(0.6).forward(x[0]); }},

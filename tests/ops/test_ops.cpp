@@ -943,7 +943,37 @@ TEST_CASE("diagonal, unfold and meshgrid are views; median's NaN rows and empty 
   CHECK(from_vector<int64_t>({3, 1, 2, 4}).median().item<int64_t>() == 2);
   // kthvalue counts NaN as the largest.
   CHECK(t.kthvalue(3, 1).first.to_vector<float>() == std::vector<float>{3, 2});
-  // repeat_interleave of counts alone: the indices.
+  // repeat_interleave of counts alone: the indices, 1-d however many.
   CHECK(repeat_interleave(from_vector<int64_t>({2, 0, 1})).to_vector<int64_t>() ==
         std::vector<int64_t>{0, 0, 2});
+  CHECK(repeat_interleave(from_vector<int64_t>({0, 1, 0})).shape() == Shape{1});
+}
+
+TEST_CASE(
+    "NaN through hardshrink, threshold and gaussian_nll_loss; std's gradient where the "
+    "variance is 0",
+    "[ops]") {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const Tensor x = from_vector<float>({nan, 0.3f, -2.0f});
+  // As torch's: a NaN stays NaN.
+  const std::vector<float> shrunk = hardshrink(x, 0.5).to_vector<float>();
+  CHECK(std::isnan(shrunk[0]));
+  CHECK(shrunk[1] == 0.0f);
+  CHECK(shrunk[2] == -2.0f);
+  const std::vector<float> cut = threshold(x, 0.0, -3.0).to_vector<float>();
+  CHECK(std::isnan(cut[0]));
+  CHECK(cut[1] == 0.3f);
+  CHECK(cut[2] == -3.0f);
+  // A NaN variance gives NaN, not the negative-variance error (torch's check is var < 0).
+  CHECK(std::isnan(
+      gaussian_nll_loss(ones({2}), zeros({2}), from_vector<float>({1, nan})).item<float>()));
+  // PyTorch 1.13: std_mean([[2, 2], [1, 3]], 1)[0].sum().backward() gives [[0, 0], [-0.7071,
+  // 0.7071]]; sqrt's own gradient at a zero variance would make row 0 NaN.
+  for (int method = 0; method < 2; ++method) {
+    Tensor t = from_vector<float>({2, 2, 1, 3}).reshape({2, 2});
+    t.set_requires_grad(true);
+    (method == 0 ? std_mean(t, {1}).first : t.std({1})).sum().backward();
+    require_close(t.grad(), from_vector<float>({0, 0, -0.70710678f, 0.70710678f}).reshape({2, 2}),
+                  1e-6, 1e-6);
+  }
 }

@@ -105,6 +105,7 @@ class MultiheadAttention : public Module {
   /// Draws the projections and bias_k/v again and zeroes the biases, as the constructor did
   /// (torch's _reset_parameters; out_proj's weight keeps its draw, as there).
   void reset_parameters();
+  void _reset_parameters() { reset_parameters(); }  // libtorch's name
 
   Tensor in_proj_weight, in_proj_bias, bias_k, bias_v;
   Tensor q_proj_weight, k_proj_weight, v_proj_weight;  // when kdim or vdim differ

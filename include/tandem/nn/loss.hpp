@@ -21,7 +21,7 @@ using TripletMarginLossOptions = functional::TripletMarginLossFuncOptions;
 using CosineEmbeddingLossOptions = functional::CosineEmbeddingLossFuncOptions;
 using HingeEmbeddingLossOptions = functional::HingeEmbeddingLossFuncOptions;
 using SoftMarginLossOptions = functional::SoftMarginLossFuncOptions;
-using MultilabelSoftMarginLossOptions = functional::MultilabelSoftMarginLossFuncOptions;
+using MultiLabelSoftMarginLossOptions = functional::MultilabelSoftMarginLossFuncOptions;
 using GaussianNLLLossOptions = functional::GaussianNLLLossFuncOptions;
 using PoissonNLLLossOptions = functional::PoissonNLLLossFuncOptions;
 
@@ -71,7 +71,7 @@ TANDEM_LOSS_MODULE(BCELoss, BCELossOptions, binary_cross_entropy);
 TANDEM_LOSS_MODULE(BCEWithLogitsLoss, BCEWithLogitsLossOptions, binary_cross_entropy_with_logits);
 TANDEM_LOSS_MODULE(HingeEmbeddingLoss, HingeEmbeddingLossOptions, hinge_embedding_loss);
 TANDEM_LOSS_MODULE(SoftMarginLoss, SoftMarginLossOptions, soft_margin_loss);
-TANDEM_LOSS_MODULE(MultiLabelSoftMarginLoss, MultilabelSoftMarginLossOptions,
+TANDEM_LOSS_MODULE(MultiLabelSoftMarginLoss, MultiLabelSoftMarginLossOptions,
                    multilabel_soft_margin_loss);
 TANDEM_LOSS_MODULE(PoissonNLLLoss, PoissonNLLLossOptions, poisson_nll_loss);
 

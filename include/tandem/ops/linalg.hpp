@@ -45,9 +45,12 @@ Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias = Te
 Tensor einsum(const std::string& equation, const std::vector<Tensor>& operands);
 
 namespace linalg {
-/// The ord-norm of the elements over dims (all when none), as torch.linalg.vector_norm: ord
-/// > 0, inf (largest |x|), -inf (smallest |x|) or 0 (the nonzero count).
+/// The ord-norm of the elements over dims (all when none), as torch.linalg.vector_norm:
+/// (sum |x|^ord)^(1/ord) for any other ord, inf (largest |x|), -inf (smallest |x|) or 0 (the
+/// nonzero count). With a dtype, computed in it (libtorch's five-argument form).
 Tensor vector_norm(const Tensor& t, double ord = 2.0, const Shape& dims = {}, bool keepdim = false);
+Tensor vector_norm(const Tensor& t, double ord, const Shape& dims, bool keepdim,
+                   std::optional<DType> dtype);
 /// torch.linalg.cross: along dim (the last by default); a and b broadcast.
 Tensor cross(const Tensor& a, const Tensor& b, int64_t dim = -1);
 }  // namespace linalg
