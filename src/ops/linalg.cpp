@@ -148,18 +148,14 @@ Tensor cdist(const Tensor& x1, const Tensor& x2, double p) {
 }
 
 Tensor linalg::vector_norm(const Tensor& t, double ord, const Shape& dims, bool keepdim) {
-  if (std::isinf(ord) && ord < 0) {
-    check_defined(t, "vector_norm", "input");
-    check_floating(t, "vector_norm");
-    return amin(abs(t), dims, keepdim);
-  }
   TANDEM_CHECK(!std::isnan(ord), "vector_norm: ord must be a number, got NaN");
-  if (ord < 0) {  // norm() takes ord >= 0; a zero element makes this 0, as torch's
-    check_defined(t, "vector_norm", "input");
-    check_floating(t, "vector_norm");
-    return pow(sum(pow(abs(t), ord), dims, keepdim), 1.0 / ord);
-  }
-  return norm(t, ord, dims, keepdim);
+  if (ord >= 0) return norm(t, ord, dims, keepdim);
+  // norm() takes ord >= 0. -inf: the smallest |x|; otherwise a zero element makes this 0, as
+  // torch's.
+  check_defined(t, "vector_norm", "input");
+  check_floating(t, "vector_norm");
+  if (std::isinf(ord)) return amin(abs(t), dims, keepdim);
+  return pow(sum(pow(abs(t), ord), dims, keepdim), 1.0 / ord);
 }
 
 Tensor linalg::vector_norm(const Tensor& t, double ord, const Shape& dims, bool keepdim,

@@ -1834,92 +1834,75 @@ Tensor channel_shuffle(const Tensor& input, int64_t groups) {
 }
 
 namespace {
-struct Im2colGeometry {
-  int64_t kh, kw, dh, dw, ph, pw, sh, sw, out_h, out_w;
-};
-
-Im2colGeometry im2col_geometry(int64_t height, int64_t width, Int2 k, Int2 d, Int2 p, Int2 s,
-                               const char* op) {
-  TANDEM_CHECK(
-      k.h > 0 && k.w > 0 && d.h > 0 && d.w > 0 && s.h > 0 && s.w > 0 && p.h >= 0 && p.w >= 0, op,
-      ": kernel_size, dilation and stride must be positive and padding >= 0, got "
-      "kernel_size (",
-      k.h, ", ", k.w, "), dilation (", d.h, ", ", d.w, "), padding (", p.h, ", ", p.w,
-      "), stride (", s.h, ", ", s.w, ")");
+// How many kernel windows fit along each side of a (height, width) map, after checking the
+// window parameters (im2col's and col2im's).
+Int2 window_counts(int64_t height, int64_t width, Int2 k, Int2 d, Int2 p, Int2 s, const char* op) {
+  TANDEM_CHECK(k.h > 0 && k.w > 0 && d.h > 0 && d.w > 0 && s.h > 0 && s.w > 0 && p.h >= 0 &&
+                   p.w >= 0,
+               op, ": kernel_size, dilation and stride must be positive and padding >= 0, got "
+               "kernel_size (", k.h, ", ", k.w, "), dilation (", d.h, ", ", d.w, "), padding (",
+               p.h, ", ", p.w, "), stride (", s.h, ", ", s.w, ")");
   const int64_t span_h = d.h * (k.h - 1) + 1, span_w = d.w * (k.w - 1) + 1;
   const int64_t padded_h = height + 2 * p.h, padded_w = width + 2 * p.w;
   TANDEM_CHECK(padded_h >= span_h && padded_w >= span_w, op, ": the padded map (", padded_h, ", ",
                padded_w, ") is smaller than the dilated kernel (", span_h, ", ", span_w, ")");
-  return {k.h,
-          k.w,
-          d.h,
-          d.w,
-          p.h,
-          p.w,
-          s.h,
-          s.w,
-          (padded_h - span_h) / s.h + 1,
-          (padded_w - span_w) / s.w + 1};
+  return {(padded_h - span_h) / s.h + 1, (padded_w - span_w) / s.w + 1};
 }
 }  // namespace
 
 Tensor im2col(const Tensor& input, Int2 kernel_size, Int2 dilation, Int2 padding, Int2 stride) {
   check_defined(input, "unfold", "input");
   TANDEM_CHECK(input.dim() == 3 || input.dim() == 4,
-               "unfold: expected a (N, C, H, W) or (C, H, "
-               "W) input, got ",
+               "unfold: expected a (N, C, H, W) or (C, H, W) input, got ",
                shape_str(input.shape()));
   if (input.dim() == 3)
     return im2col(input.unsqueeze(0), kernel_size, dilation, padding, stride).squeeze(0);
-  const Im2colGeometry g = im2col_geometry(input.size(2), input.size(3), kernel_size, dilation,
-                                           padding, stride, "unfold");
-  const int64_t n = input.size(0), c = input.size(1);
-  const Tensor x = g.ph || g.pw ? pad(input, {g.pw, g.pw, g.ph, g.ph}) : input;
-  // Windows as views (N, C, out_h, out_w, span_h, span_w), their dilated taps picked by slices.
-  Tensor w = x.unfold(2, g.dh * (g.kh - 1) + 1, g.sh).unfold(3, g.dw * (g.kw - 1) + 1, g.sw);
-  w = w.slice(4, 0, w.size(4), g.dh).slice(5, 0, w.size(5), g.dw);
-  return w.permute({0, 1, 4, 5, 2, 3}).reshape({n, c * g.kh * g.kw, g.out_h * g.out_w});
+  const Int2 k = kernel_size, d = dilation, p = padding, s = stride;
+  const Int2 out = window_counts(input.size(2), input.size(3), k, d, p, s, "unfold");
+  const Tensor x = p.h || p.w ? pad(input, {p.w, p.w, p.h, p.h}) : input;
+  // Windows as views (N, C, out.h, out.w, span_h, span_w), their dilated taps picked by slices.
+  Tensor w = x.unfold(2, d.h * (k.h - 1) + 1, s.h).unfold(3, d.w * (k.w - 1) + 1, s.w);
+  w = w.slice(4, 0, w.size(4), d.h).slice(5, 0, w.size(5), d.w);
+  return w.permute({0, 1, 4, 5, 2, 3})
+      .reshape({input.size(0), input.size(1) * k.h * k.w, out.h * out.w});
 }
 
 Tensor col2im(const Tensor& input, Int2 output_size, Int2 kernel_size, Int2 dilation, Int2 padding,
               Int2 stride) {
   check_defined(input, "fold", "input");
   TANDEM_CHECK(input.dim() == 2 || input.dim() == 3,
-               "fold: expected a (N, C kh kw, L) or (C kh "
-               "kw, L) input, got ",
+               "fold: expected a (N, C kh kw, L) or (C kh kw, L) input, got ",
                shape_str(input.shape()));
   if (input.dim() == 2)
     return col2im(input.unsqueeze(0), output_size, kernel_size, dilation, padding, stride)
         .squeeze(0);
-  const Im2colGeometry g =
-      im2col_geometry(output_size.h, output_size.w, kernel_size, dilation, padding, stride, "fold");
-  const int64_t n = input.size(0), taps = g.kh * g.kw;
+  const Int2 k = kernel_size, d = dilation, p = padding, s = stride;
+  const Int2 out = window_counts(output_size.h, output_size.w, k, d, p, s, "fold");
+  const int64_t n = input.size(0), taps = k.h * k.w;
   TANDEM_CHECK(input.size(1) % taps == 0, "fold: the input's dim 1 (", input.size(1),
                ") must be divisible by the kernel's ", taps, " taps");
-  TANDEM_CHECK(input.size(2) == g.out_h * g.out_w, "fold: the input's ", input.size(2),
-               " columns do not match the ", g.out_h, " x ", g.out_w,
+  TANDEM_CHECK(input.size(2) == out.h * out.w, "fold: the input's ", input.size(2),
+               " columns do not match the ", out.h, " x ", out.w,
                " windows of the output size (", output_size.h, ", ", output_size.w, ")");
   const int64_t c = input.size(1) / taps;
   // Each tap's columns added into the strided positions it read (windows overlap: sums).
-  Tensor out = zeros({n, c, output_size.h + 2 * g.ph, output_size.w + 2 * g.pw},
+  Tensor map = zeros({n, c, output_size.h + 2 * p.h, output_size.w + 2 * p.w},
                      TensorOptions(input.dtype()).device(input.device()));
   {
     NoGradGuard no_grad;
-    const Tensor cols = input.detach().reshape({n, c, g.kh, g.kw, g.out_h, g.out_w});
-    for (int64_t i = 0; i < g.kh; ++i)
-      for (int64_t j = 0; j < g.kw; ++j)
-        out.slice(2, i * g.dh, i * g.dh + g.sh * (g.out_h - 1) + 1, g.sh)
-            .slice(3, j * g.dw, j * g.dw + g.sw * (g.out_w - 1) + 1, g.sw)
+    const Tensor cols = input.detach().reshape({n, c, k.h, k.w, out.h, out.w});
+    for (int64_t i = 0; i < k.h; ++i)
+      for (int64_t j = 0; j < k.w; ++j)
+        map.slice(2, i * d.h, i * d.h + s.h * (out.h - 1) + 1, s.h)
+            .slice(3, j * d.w, j * d.w + s.w * (out.w - 1) + 1, s.w)
             .add_(cols.select(2, i).select(2, j));
   }
   autograd::record(
-      "fold", {input}, out,
-      [=](const Tensor& grad) -> std::vector<Tensor> {
-        return {im2col(grad, kernel_size, dilation, 0, stride)};
-      },
+      "fold", {input}, map,
+      [=](const Tensor& grad) -> std::vector<Tensor> { return {im2col(grad, k, d, 0, s)}; },
       kDifferentiable);
-  if (!g.ph && !g.pw) return out;
-  return out.narrow(2, g.ph, output_size.h).narrow(3, g.pw, output_size.w);
+  if (!p.h && !p.w) return map;
+  return map.narrow(2, p.h, output_size.h).narrow(3, p.w, output_size.w);
 }
 
 namespace {

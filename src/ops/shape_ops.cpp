@@ -597,19 +597,15 @@ Tensor pad(const Tensor& t, const std::vector<int64_t>& pads, PadMode mode, doub
 
 std::vector<Tensor> meshgrid(const std::vector<Tensor>& tensors, const std::string& indexing) {
   TANDEM_CHECK(indexing == "ij" || indexing == "xy",
-               "meshgrid: indexing must be \"ij\" or "
-               "\"xy\", got \"",
-               indexing, "\"");
+               "meshgrid: indexing must be \"ij\" or \"xy\", got \"", indexing, "\"");
   TANDEM_CHECK(!tensors.empty(), "meshgrid: expected at least one tensor");
   for (size_t i = 0; i < tensors.size(); ++i) {
     TANDEM_CHECK(tensors[i].defined(), "meshgrid: tensor ", i, " is undefined");
     TANDEM_CHECK(tensors[i].dim() <= 1, "meshgrid: expected 0-d or 1-d tensors, got ",
                  tensors[i].dim(), "-d at position ", i);
     TANDEM_CHECK(tensors[i].dtype() == tensors[0].dtype(),
-                 "meshgrid: expected tensors of one "
-                 "dtype, got ",
-                 dtype_name(tensors[0].dtype()), " and ", dtype_name(tensors[i].dtype()),
-                 " at position ", i);
+                 "meshgrid: expected tensors of one dtype, got ", dtype_name(tensors[0].dtype()),
+                 " and ", dtype_name(tensors[i].dtype()), " at position ", i);
   }
   check_inputs(tensors, "meshgrid");
   // "xy" is "ij" of the inputs with the first two swapped, the first two outputs swapped back.
@@ -742,21 +738,20 @@ Tensor repeat_interleave(const Tensor& t, const Tensor& repeats, std::optional<i
 Tensor unfold(const Tensor& t, int64_t dim, int64_t size, int64_t step) {
   check_defined(t, "unfold", "input");
   TANDEM_CHECK(t.dim() > 0, "unfold: cannot unfold a 0-dim tensor");
-  const Tensor& in = t;
-  const int64_t d = wrap_dim(dim, in.dim(), "unfold"), n = in.size(d);
+  const int64_t d = wrap_dim(dim, t.dim(), "unfold"), n = t.size(d);
   TANDEM_CHECK(size >= 0 && size <= n, "unfold: size ", size, " must be in [0, ", n,
                "], the size of dim ", d);
   TANDEM_CHECK(step > 0, "unfold: step must be positive, got ", step);
   const int64_t windows = (n - size) / step + 1;
-  Shape shape = in.shape(), strides = in.strides();
+  Shape shape = t.shape(), strides = t.strides();
   shape[d] = windows;
   strides[d] *= step;
   shape.push_back(size);
-  strides.push_back(in.strides()[d]);
-  Tensor out = make_view(in, shape, strides, in.storage_offset());
-  const Shape in_shape = in.shape();
+  strides.push_back(t.strides()[d]);
+  Tensor out = make_view(t, shape, strides, t.storage_offset());
+  const Shape in_shape = t.shape();
   autograd::record(
-      "unfold", {in}, out,
+      "unfold", {t}, out,
       [=](const Tensor& g) -> std::vector<Tensor> {
         // Window position j of every window lands on elements j, j + step, ...: one strided slice
         // each, added (windows that overlap share elements).
