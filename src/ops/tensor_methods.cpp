@@ -353,6 +353,16 @@ std::pair<Tensor, Tensor> Tensor::kthvalue(int64_t k, int64_t dim, bool keepdim)
   return tandem::kthvalue(*this, k, dim, keepdim);
 }
 Tensor Tensor::trace() const { return tandem::trace(*this); }
+Tensor Tensor::inverse() const { return tandem::inverse(*this); }
+Tensor Tensor::det() const { return tandem::det(*this); }
+Tensor Tensor::logdet() const { return tandem::logdet(*this); }
+std::tuple<Tensor, Tensor> Tensor::slogdet() const { return tandem::slogdet(*this); }
+Tensor Tensor::cholesky(bool upper) const { return tandem::cholesky(*this, upper); }
+Tensor Tensor::cholesky_solve(const Tensor& factor, bool upper) const {
+  return tandem::cholesky_solve(*this, factor, upper);
+}
+Tensor Tensor::cholesky_inverse(bool upper) const { return tandem::cholesky_inverse(*this, upper); }
+Tensor Tensor::matrix_power(int64_t n) const { return tandem::matrix_power(*this, n); }
 Tensor Tensor::cross(const Tensor& other, std::optional<int64_t> dim) const {
   return tandem::cross(*this, other, dim);
 }

@@ -1977,3 +1977,23 @@ TEST_CASE(
                 tol(t));
   }
 }
+
+TEST_CASE("CUDA factorizations and solves (on the host, there and back) match the CPU", "[cuda]") {
+  if (!gpu_present("CUDA factorizations")) return;
+  for (DType t : {DType::f32, DType::f64}) {
+    INFO(dtype_name(t));
+    const Tensor shift = mul(eye(3, t), 3.0);
+    const std::vector<Tensor> in{randn_as({2, 3, 3}, t, 71), randn_as({2, 3, 2}, t, 72)};
+    same_on_gpu(
+        "factorizations", in, with_gradients([&](const std::vector<Tensor>& v) {
+          const Tensor a = add(v[0], shift.to(v[0].device()));
+          const Tensor spd = add(matmul(v[0], v[0].transpose(-1, -2)), shift.to(v[0].device()));
+          return cat({linalg::inv(a).flatten(), linalg::det(a), std::get<1>(linalg::slogdet(a)),
+                      linalg::solve(a, v[1]).flatten(), linalg::cholesky(spd).flatten(),
+                      linalg::solve_triangular(a, v[1], true).flatten(),
+                      cholesky_solve(v[1], linalg::cholesky(spd)).flatten(),
+                      linalg::matrix_power(a, -2).flatten()});
+        }),
+        tol(t));
+  }
+}

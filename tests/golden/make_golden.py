@@ -632,6 +632,41 @@ with torch.random.fork_rng():
     case("cross_default_dim_first_input", torch.cross, r(1, 3), r(3, 3))
     case("vector_norm_negative", lambda a: torch.linalg.vector_norm(a, -1.5, dim=1), r(3, 4))
 
+# torch.linalg's factorizations and solvers: a stream of its own. Inputs are well conditioned
+# (f32 LAPACK here, f64 there: they agree to rounding).
+with torch.random.fork_rng():
+    torch.manual_seed(20202)
+    well = lambda *s: torch.randn(*s) + s[-1] * torch.eye(s[-1])
+    def spd(*s):
+        x = torch.randn(*s)
+        return x @ x.transpose(-1, -2) + s[-1] * torch.eye(s[-1])
+    case("linalg_inv", torch.linalg.inv, well(3, 3))
+    case("inverse_batch", torch.inverse, well(2, 3, 3))
+    case("linalg_det", torch.linalg.det, well(2, 3, 3))
+    case("linalg_slogdet", lambda a: torch.linalg.slogdet(a)[1], r(2, 3, 3))
+    case("linalg_slogdet_sign", lambda a: torch.linalg.slogdet(a)[0], r(4, 3, 3), grad=False)
+    case("logdet", torch.logdet, spd(2, 3, 3))
+    case("linalg_solve", torch.linalg.solve, well(2, 3, 3), r(2, 3, 2))
+    case("linalg_solve_vector", torch.linalg.solve, well(3, 3), r(3))
+    case("linalg_solve_batch_vector", torch.linalg.solve, well(2, 3, 3), r(2, 3))
+    case("linalg_solve_broadcast", torch.linalg.solve, well(3, 3), r(2, 3, 4))
+    case("linalg_solve_right", lambda a, b: torch.linalg.solve(a, b, left=False), well(3, 3),
+         r(2, 3))
+    case("linalg_cholesky", torch.linalg.cholesky, spd(2, 4, 4))
+    case("linalg_cholesky_upper", lambda a: torch.linalg.cholesky(a, upper=True), spd(3, 3))
+    case("solve_triangular_upper",
+         lambda a, b: torch.linalg.solve_triangular(a, b, upper=True), well(3, 3), r(3, 2))
+    case("solve_triangular_lower_unit_right",
+         lambda a, b: torch.linalg.solve_triangular(a, b, upper=False, left=False,
+                                                    unitriangular=True), r(2, 3, 3), r(2, 4, 3))
+    case("cholesky_solve", torch.cholesky_solve, r(3, 2), torch.linalg.cholesky(spd(3, 3)))
+    case("cholesky_solve_upper", lambda b, u: torch.cholesky_solve(b, u, upper=True), r(2, 3, 1),
+         torch.linalg.cholesky(spd(2, 3, 3), upper=True))
+    case("cholesky_inverse", torch.cholesky_inverse, torch.linalg.cholesky(spd(3, 3)))
+    case("matrix_power", lambda a: torch.linalg.matrix_power(a, 3), r(2, 3, 3) * 0.5)
+    case("matrix_power_negative", lambda a: torch.matrix_power(a, -2), well(3, 3))
+    case("matrix_power_zero", lambda a: torch.linalg.matrix_power(a, 0), r(2, 2, 2), grad=False)
+
 with open(os.path.join(HERE, "ops.json"), "w") as f:
     json.dump({"generator": "torch " + torch.__version__, "cases": cases}, f)
 

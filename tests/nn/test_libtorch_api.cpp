@@ -2913,6 +2913,86 @@ TEST_CASE("libtorch names: serialize archives and saving to streams", "[libtorch
   CHECK_THROWS_AS(torch::load(third, garbage), tandem::io::IoError);
 }
 
+TEST_CASE("libtorch names: archives hold IValues and give back their kinds", "[libtorch]") {
+  torch::serialize::OutputArchive archive, nested;
+  archive.write("epoch", torch::IValue(7));
+  archive.write("lr", 0.05);  // a double converts to an IValue, as in libtorch
+  archive.write("resumed", true);
+  archive.write("name", "resnet20");
+  archive.write("milestones", std::vector<int64_t>{30, 60});
+  archive.write("betas", std::vector<double>{0.9, 0.999});
+  archive.write("weights", torch::IValue(torch::ones({2, 2})));
+  nested.write("step", int64_t{1} << 40);
+  nested.write("tag", std::string("inner"));
+  archive.write("scheduler", nested);
+  CHECK_THROWS_WITH(archive.write("name", 1), Catch::Contains("'name' is written twice"));
+  CHECK_THROWS_WITH(archive.write("epoch", torch::ones({1})),
+                    Catch::Contains("'epoch' is written twice"));
+  CHECK_THROWS_WITH(archive.write("none", torch::IValue()), Catch::Contains("is None"));
+  torch::serialize::OutputArchive clash, outer;
+  clash.write("tag", 1.0);
+  clash.write("kept", 2.0);
+  outer.write("scheduler.tag", "taken");
+  CHECK_THROWS_WITH(outer.write("scheduler", clash),
+                    Catch::Contains("'scheduler.tag' is written twice"));
+  CHECK(outer.keys() == std::vector<std::string>{"scheduler.tag"});  // all or nothing
+  CHECK(archive.keys() == std::vector<std::string>{"epoch", "lr", "resumed", "milestones", "betas",
+                                                   "weights", "scheduler.step", "name",
+                                                   "scheduler.tag"});
+
+  std::stringstream bytes;
+  archive.save_to(bytes);
+  const std::string file = bytes.str();
+  torch::serialize::InputArchive in;
+  in.load_from(bytes);
+  torch::IValue v;
+  in.read("epoch", v);
+  REQUIRE(v.isInt());
+  CHECK(v.toInt() == 7);
+  in.read("lr", v);
+  REQUIRE(v.isDouble());
+  CHECK(v.toDouble() == 0.05);  // stored as f64: exact
+  in.read("resumed", v);
+  CHECK(v.toBool());
+  in.read("name", v);
+  CHECK(v.toStringRef() == "resnet20");
+  in.read("milestones", v);
+  CHECK(v.toIntVector() == std::vector<int64_t>{30, 60});
+  in.read("betas", v);
+  CHECK(v.toDoubleVector() == std::vector<double>{0.9, 0.999});
+  in.read("weights", v);
+  REQUIRE(v.isTensor());
+  CHECK(torch::equal(v.toTensor(), torch::ones({2, 2})));
+  torch::serialize::InputArchive scheduler;
+  in.read("scheduler", scheduler);
+  scheduler.read("step", v);
+  CHECK(v.toInt() == int64_t{1} << 40);
+  scheduler.read("tag", v);
+  CHECK(v.toStringRef() == "inner");
+  CHECK(scheduler.keys() == std::vector<std::string>{"step", "tag"});
+  CHECK(in.keys() == archive.keys());
+  CHECK_FALSE(in.try_read("missing", v));
+  CHECK_THROWS_WITH(in.read("missing", v), Catch::Contains("holds no 'missing'"));
+  // Numbers are tensors to every other reader, strings and kinds in the metadata.
+  torch::Tensor epoch;
+  in.read("epoch", epoch);
+  CHECK(epoch.dim() == 0);
+  CHECK(epoch.dtype() == torch::kLong);
+  tandem::io::Metadata metadata;
+  const auto tensors = tandem::io::from_safetensors(file, &metadata);
+  CHECK(tensors.at("lr").dtype() == torch::kFloat64);
+  CHECK(metadata.at("tandem.ivalue.name") == "string:resnet20");
+  CHECK(metadata.at("tandem.ivalue.scheduler.step") == "int");
+  // A file whose marks do not match its tensors is refused by name, not misread.
+  tandem::io::Metadata wrong = metadata;
+  wrong["tandem.ivalue.epoch"] = "double";
+  std::stringstream bad(tandem::io::to_safetensors(tensors, wrong));
+  torch::serialize::InputArchive bad_in;
+  bad_in.load_from(bad);
+  CHECK_THROWS_WITH(bad_in.read("epoch", v),
+                    Catch::Contains("'epoch' in <stream> is marked as double but holds a i64"));
+}
+
 TEST_CASE("libtorch names: reset_parameters draws again, reset_running_stats starts over",
           "[libtorch]") {
   namespace nn = torch::nn;

@@ -361,3 +361,50 @@ TEST_CASE("errors of the shape ops, order statistics and losses added for libtor
           zeros({2, 6}).unflatten(1, {4, -1});
         }) == "unflatten: shape (4, -1) is invalid for input of size 6");
 }
+
+TEST_CASE("errors of the factorizations and solvers name the matrix and what is wrong with it",
+          "[errors]") {
+  CHECK(error_of([] {
+          linalg::inv(zeros({2, 3}));
+        }) == "linalg.inv: A must be batches of square matrices, but they are 2 by 3 matrices");
+  CHECK(error_of([] { linalg::det(zeros({3})); }) ==
+        "linalg.det: A must have at least 2 dimensions, got shape (3,)");
+  CHECK(error_of([] {
+          linalg::inv(zeros({2, 2}, DType::f16));
+        }) ==
+        "linalg.inv: expected A of dtype f32 or f64, got f16 (as torch, the factorizations take "
+        "no integers nor f16/bf16)");
+  Tensor singular = stack({eye(2), from_vector<float>({1, 2, 2, 4}, {2, 2})});
+  CHECK(error_of([&] { linalg::inv(singular); }) ==
+        "linalg.inv: matrix 1 of the batch is singular (U's diagonal element 2 is zero), so it "
+        "has no inverse");
+  CHECK(error_of([&] {
+          linalg::solve(singular, ones({2, 2}));
+        }) ==
+        "linalg.solve: matrix 1 of the batch is singular (U's diagonal element 2 is zero), so it "
+        "has no inverse");
+  CHECK(error_of([] {
+          linalg::solve(eye(3), ones({2, 3}));
+        }) ==
+        "linalg.solve: A of shape (3, 3) and B of shape (2, 3) do not match (3 columns, 2 rows)");
+  CHECK(error_of([] { linalg::solve(eye(3), ones({3}, DType::f64)); }) ==
+        "linalg.solve: A and B must have one dtype, got f32 and f64");
+  CHECK(error_of([] { linalg::solve_triangular(eye(3), ones({3}), true); }) ==
+        "linalg.solve_triangular: B must have at least 2 dimensions, got shape (3,)");
+  CHECK(error_of([] {
+          linalg::cholesky(from_vector<float>({4, 2, 0, 2, 1, 0, 0, 0, 1}, {3, 3}));
+        }) ==
+        "linalg.cholesky: matrix 0 of the batch is not positive-definite (its leading minor of "
+        "order 2 is not)");
+  CHECK(error_of([] {
+          linalg::cholesky(full({2, 2}, std::nan("")));
+        }) ==
+        "linalg.cholesky: matrix 0 of the batch is not positive-definite (its leading minor of "
+        "order 1 is not)");
+  Tensor a = from_vector<float>({1, 2, 2, 4}, {2, 2}).requires_grad_();
+  Tensor d = linalg::det(a);
+  CHECK(d.item<float>() == 0.0f);
+  CHECK(error_of([&] { d.backward(); }) ==
+        "linalg.det: the gradient at a singular matrix is not computed here (torch takes it "
+        "through an SVD)");
+}

@@ -382,3 +382,48 @@ TEST_CASE("gradcheck: diagonals, rolls, windows, order statistics, products and 
         {r({4, 6})});
   }
 }
+
+TEST_CASE("gradcheck: factorizations and solvers, and their second derivatives", "[gradcheck]") {
+  const Tensor eye3 = eye(3, DType::f64);
+  auto well = [&](const Tensor& x) { return add(x, mul(eye3, 3.0)); };
+  // A symmetric positive-definite matrix of x: a perturbed entry of x moves both triangles, so
+  // the finite differences see the symmetric gradient torch's formulas give.
+  auto spd = [&](const Tensor& x) { return add(matmul(x, x.transpose(-1, -2)), eye3); };
+  gradcheck([&](V x) { return linalg::inv(well(x[0])); }, {r({2, 3, 3})});
+  gradcheck([&](V x) { return linalg::det(well(x[0])); }, {r({2, 3, 3})});
+  gradcheck([](V x) { return std::get<1>(linalg::slogdet(x[0])); }, {r({3, 3})});
+  gradcheck([&](V x) { return logdet(spd(x[0])); }, {r({3, 3})});
+  gradcheck([&](V x) { return linalg::solve(well(x[0]), x[1]); }, {r({2, 3, 3}), r({3, 2})});
+  gradcheck([&](V x) { return linalg::solve(well(x[0]), x[1], false); }, {r({3, 3}), r({2, 3})});
+  gradcheck([&](V x) { return linalg::cholesky(spd(x[0])); }, {r({2, 3, 3})});
+  gradcheck([&](V x) { return linalg::cholesky(spd(x[0]), true); }, {r({3, 3})});
+  // The solves read one triangle: the other's entries get no gradient, as their differences.
+  gradcheck([&](V x) { return linalg::solve_triangular(well(x[0]), x[1], true); },
+            {r({3, 3}), r({3, 2})});
+  gradcheck([&](V x) { return linalg::solve_triangular(well(x[0]), x[1], false, false, true); },
+            {r({3, 3}), r({4, 3})});
+  gradcheck([&](V x) { return cholesky_solve(x[1], add(tril(x[0]), mul(eye3, 2.0))); },
+            {r({3, 3}), r({3, 2})});
+  gradcheck([&](V x) { return cholesky_inverse(add(triu(x[0]), mul(eye3, 2.0)), true); },
+            {r({3, 3})});
+  gradcheck([&](V x) { return linalg::matrix_power(well(x[0]), -3); }, {r({3, 3})});
+  gradcheck([](V x) { return linalg::matrix_power(x[0], 5); }, {mul(r({3, 3}), 0.5)});
+  // Each backward is written with these ops: differentiated again under create_graph.
+  for (const auto& f : std::vector<std::function<Tensor(const Tensor&)>>{
+           [&](const Tensor& x) { return linalg::inv(well(x)); },
+           [&](const Tensor& x) { return linalg::det(well(x)); },
+           [&](const Tensor& x) { return linalg::cholesky(spd(x)); },
+           [&](const Tensor& x) { return linalg::solve(well(x), x.sin()); },
+           [&](const Tensor& x) { return linalg::solve_triangular(well(x), x.cos(), false); },
+           [&](const Tensor& x) {
+             return cholesky_solve(x.sin(), add(tril(x), mul(eye3, 2.0)));
+           }}) {
+    gradcheck(
+        [&f](V x) {
+          AutoGradMode on(true);  // (the finite differences run under NoGradGuard)
+          Tensor v = f(x[0]);
+          return autograd::grad({sum(v * v * v)}, {x[0]}, {}, {}, /*create_graph=*/true)[0];
+        },
+        {r({3, 3})});
+  }
+}

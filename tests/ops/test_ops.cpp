@@ -977,3 +977,55 @@ TEST_CASE(
                   1e-6, 1e-6);
   }
 }
+
+TEST_CASE("factorizations: closed forms, residuals, empty and singular matrices", "[ops]") {
+  // A X = B to rounding for a larger system, in f32 (computed in f64, then rounded).
+  Generator gen(5);
+  const Tensor a = add(randn({64, 64}, DType::f32, &gen), mul(eye(64), 8.0));
+  const Tensor b = randn({64, 5}, DType::f32, &gen);
+  CHECK(max(abs(sub(matmul(a, linalg::solve(a, b)), b))).item<float>() < 1e-4f);
+  CHECK(max(abs(sub(matmul(linalg::inv(a), a), eye(64)))).item<float>() < 1e-5f);
+  // det of a triangular matrix is its diagonal's product; slogdet agrees; logdet NaN below 0.
+  const Tensor tri = from_vector<double>({2, 5, 7, 0, -3, 1, 0, 0, 0.5}, {3, 3});
+  CHECK(linalg::det(tri).item<double>() == Approx(-3.0));
+  auto [sign, log_abs] = linalg::slogdet(tri);
+  CHECK(sign.item<double>() == -1.0);
+  CHECK(log_abs.item<double>() == Approx(std::log(3.0)));
+  CHECK(std::isnan(logdet(tri).item<double>()));
+  // A singular matrix: det 0, sign 0, log|det| -inf; logdet -inf.
+  const Tensor singular = from_vector<double>({1, 2, 2, 4}, {2, 2});
+  CHECK(linalg::det(singular).item<double>() == 0.0);
+  auto [s0, l0] = linalg::slogdet(singular);
+  CHECK(s0.item<double>() == 0.0);
+  CHECK(l0.item<double>() == -std::numeric_limits<double>::infinity());
+  CHECK(logdet(singular).item<double>() == -std::numeric_limits<double>::infinity());
+  // Empty matrices and batches, as torch: det of a 0 x 0 matrix is 1.
+  CHECK(linalg::inv(zeros({0, 0})).shape() == Shape{0, 0});
+  CHECK(linalg::det(zeros({2, 0, 0})).equal(ones({2})));
+  CHECK(linalg::inv(zeros({0, 3, 3})).shape() == Shape{0, 3, 3});
+  CHECK(linalg::solve(eye(3), zeros({3, 0})).shape() == Shape{3, 0});
+  // cholesky reads the lower triangle only; L L^T gives A back; upper is L^T.
+  const Tensor spd = from_vector<double>({4, 2, -2, 2, 10, 4, -2, 4, 9}, {3, 3});
+  const Tensor junk = add(spd, triu(full({3, 3}, 100.0, DType::f64), 1));
+  const Tensor l = linalg::cholesky(junk);
+  CHECK(allclose(matmul(l, l.t()), spd, 1e-12, 1e-12));
+  CHECK(l.equal(tril(l)));
+  CHECK(linalg::cholesky(spd, true).equal(l.t()));
+  // cholesky_solve and cholesky_inverse against the plain solve and inverse.
+  const Tensor rhs = from_vector<double>({1, 0, 2, -1, 3, 1}, {3, 2});
+  CHECK(allclose(cholesky_solve(rhs, l), linalg::solve(spd, rhs), 1e-12, 1e-12));
+  CHECK(allclose(cholesky_inverse(l.t(), true), linalg::inv(spd), 1e-12, 1e-12));
+  // solve_triangular reads its triangle only; unitriangular takes the diagonal as ones.
+  const Tensor lower = from_vector<double>({2, 9, 9, 1, 4, 9, 3, -1, 0.5}, {3, 3});
+  const Tensor x = linalg::solve_triangular(lower, rhs, false);
+  CHECK(allclose(matmul(tril(lower), x), rhs, 1e-12, 1e-12));
+  const Tensor unit = linalg::solve_triangular(lower, rhs, false, true, true);
+  CHECK(allclose(matmul(add(tril(lower, -1), eye(3, DType::f64)), unit), rhs, 1e-12, 1e-12));
+  // matrix_power: 0 gives the identity, -1 the inverse, 1 a copy.
+  CHECK(linalg::matrix_power(spd, 0).equal(eye(3, DType::f64)));
+  CHECK(allclose(linalg::matrix_power(spd, -1), linalg::inv(spd), 1e-12, 1e-12));
+  CHECK(allclose(linalg::matrix_power(spd, 4), matmul(matmul(spd, spd), matmul(spd, spd)), 1e-12,
+                 1e-12));
+  const Tensor copy = linalg::matrix_power(spd, 1);
+  CHECK_FALSE(copy.storage().is_same(spd.storage()));
+}

@@ -8,6 +8,7 @@
 #include <iosfwd>
 #include <memory>
 #include <optional>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -421,6 +422,15 @@ class Tensor {
   std::pair<Tensor, Tensor> median(int64_t dim, bool keepdim = false) const;
   std::pair<Tensor, Tensor> kthvalue(int64_t k, int64_t dim = -1, bool keepdim = false) const;
   Tensor trace() const;
+  /// Factorizations of libtorch's (ops/linalg.hpp, computed on the host).
+  Tensor inverse() const;
+  Tensor det() const;
+  Tensor logdet() const;
+  std::tuple<Tensor, Tensor> slogdet() const;
+  Tensor cholesky(bool upper = false) const;
+  Tensor cholesky_solve(const Tensor& factor, bool upper = false) const;
+  Tensor cholesky_inverse(bool upper = false) const;
+  Tensor matrix_power(int64_t n) const;
   Tensor cross(const Tensor& other, std::optional<int64_t> dim = std::nullopt) const;
   Tensor baddbmm(const Tensor& batch1, const Tensor& batch2, double beta = 1.0,
                  double alpha = 1.0) const;

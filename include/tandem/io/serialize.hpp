@@ -13,13 +13,22 @@
 #include <utility>
 #include <vector>
 
+#include "tandem/autograd/function.hpp"
 #include "tandem/autograd/grad_mode.hpp"
 #include "tandem/io/safetensors.hpp"
+#include "tandem/ops/creation.hpp"
 #include "tandem/optim/optimizer.hpp"
 
 namespace tandem {
 
 namespace serialize {
+
+namespace detail {
+// The metadata entry that keeps the kind of a value written as an IValue (or, for a string, the
+// string itself): a plain tensor has none.
+inline std::string ivalue_meta_key(const std::string& key) { return "tandem.ivalue." + key; }
+inline const std::string kStringPrefix = "string:";
+}  // namespace detail
 
 /// libtorch's OutputArchive: tensors by key, and archives nested under a key (their keys
 /// become "key.name"), written as one safetensors file or stream.
@@ -29,48 +38,92 @@ class OutputArchive {
   void write(const std::string& key, const Tensor& tensor, bool is_buffer = false) {
     (void)is_buffer;
     TANDEM_CHECK(tensor.defined(), "OutputArchive: the tensor for '", key, "' is undefined");
-    TANDEM_CHECK(entries_.emplace(key, tensor).second, "OutputArchive: '", key,
-                 "' is written twice");
+    check_new(key);
+    entries_.emplace(key, tensor);
+  }
+  /// A value other than a tensor, as libtorch's `write(key, IValue)`: a bool, an integer or a
+  /// double as a 0-dim tensor (bool, i64, f64), a list of integers or doubles as a 1-dim one, a
+  /// string in the file's metadata. Its kind goes to the metadata too, so that
+  /// InputArchive::read(key, IValue&) gives back the same kind (any other reader sees tensors).
+  /// A tensor is written as write(key, tensor); None is refused.
+  void write(const std::string& key, const IValue& value) {
+    if (value.isTensor()) return write(key, value.toTensor());
+    TANDEM_CHECK(
+        !value.isNone(), "OutputArchive: the value for '", key,
+        "' is None; an archive holds tensors, bools, numbers, strings and lists of numbers");
+    check_new(key);
+    const std::string kind = value.tagKind();
+    if (value.isString()) {
+      metadata_[detail::ivalue_meta_key(key)] = detail::kStringPrefix + value.toStringRef();
+      return;
+    }
+    Tensor stored;
+    if (value.isBool()) stored = tensor(value.toBool());
+    if (value.isInt()) stored = tensor(value.toInt(), DType::i64);
+    if (value.isDouble()) stored = tensor(value.toDouble(), DType::f64);
+    if (value.isIntList()) stored = tensor(value.toIntVector(), DType::i64);
+    if (value.isDoubleList()) stored = tensor(value.toDoubleVector(), DType::f64);
+    entries_.emplace(key, stored);
+    metadata_[detail::ivalue_meta_key(key)] = kind;
   }
   void write(const std::string& key, const OutputArchive& nested) {
-    for (const auto& [name, tensor] : nested.entries_)  // all or nothing
-      TANDEM_CHECK(!entries_.contains(key + "." + name), "OutputArchive: '", key, ".", name,
-                   "' is written twice");
-    for (const auto& [name, tensor] : nested.entries_) write(key + "." + name, tensor);
+    for (const std::string& name : nested.keys()) check_new(key + "." + name);  // all or nothing
+    for (const auto& [name, tensor] : nested.entries_) entries_.emplace(key + "." + name, tensor);
+    const std::string from = detail::ivalue_meta_key(""), to = detail::ivalue_meta_key(key + ".");
+    for (const auto& [name, kind] : nested.metadata_)
+      metadata_[to + name.substr(from.size())] = kind;
   }
   /// Every tensor of `tensors` under its name (a state_dict).
   void write(const nn::StateDict& tensors) {
-    for (const auto& [name, tensor] : tensors)
-      TANDEM_CHECK(!entries_.contains(name), "OutputArchive: '", name, "' is written twice");
+    for (const auto& [name, tensor] : tensors) check_new(name);
     for (const auto& [name, tensor] : tensors) write(name, tensor);
   }
   /// Atomically (a failed write leaves an existing file as it was).
   void save_to(const std::string& filename) const {
-    io::atomic_write(filename, io::to_safetensors(entries_));
+    io::atomic_write(filename, io::to_safetensors(entries_, metadata_));
   }
   void save_to(std::ostream& stream) const {
-    const std::string bytes = io::to_safetensors(entries_);
+    const std::string bytes = io::to_safetensors(entries_, metadata_);
     stream.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
     TANDEM_CHECK_T(io::IoError, stream.good(), "OutputArchive: writing ", bytes.size(),
                    " bytes to the stream failed");
   }
   const nn::StateDict& tensors() const { return entries_; }
+  /// Every key written: the tensors' in order, then the strings'.
+  std::vector<std::string> keys() const {
+    std::vector<std::string> out = entries_.keys();
+    const std::string from = detail::ivalue_meta_key("");
+    for (const auto& [name, kind] : metadata_)
+      if (kind.compare(0, detail::kStringPrefix.size(), detail::kStringPrefix) == 0)
+        out.push_back(name.substr(from.size()));
+    return out;
+  }
 
  private:
+  void check_new(const std::string& key) const {
+    TANDEM_CHECK(!entries_.contains(key) && !metadata_.count(detail::ivalue_meta_key(key)),
+                 "OutputArchive: '", key, "' is written twice");
+  }
+
   nn::StateDict entries_;
+  io::Metadata metadata_;  // the kinds of the values written as IValues, and the strings
 };
 
 /// libtorch's InputArchive: what an OutputArchive (or any safetensors file) holds, by key.
 class InputArchive {
  public:
   void load_from(const std::string& filename) {
-    entries_ = io::load_safetensors(filename);
+    io::Metadata metadata;
+    entries_ = io::load_safetensors(filename, &metadata);
+    metadata_ = std::move(metadata);
     source_ = filename;
   }
   /// Reads the stream to its end.
   void load_from(std::istream& stream) {
     const std::string bytes{std::istreambuf_iterator<char>(stream), {}};
-    entries_ = io::from_safetensors(bytes, nullptr, "<stream>");
+    io::Metadata metadata;
+    entries_ = io::from_safetensors(bytes, &metadata, "<stream>");
+    metadata_ = std::move(metadata);
     source_ = "<stream>";
   }
   /// The tensor under `key`. Into a defined `tensor` the values are copied (its shape; its
@@ -97,6 +150,53 @@ class InputArchive {
     TANDEM_CHECK_T(io::IoError, try_read(key, tensor, is_buffer), "InputArchive: ", source_,
                    " holds no '", key, "'");
   }
+  /// The value under `key` as it was written (OutputArchive::write(key, IValue)): a bool, an
+  /// integer, a double, a list of them or a string; a tensor written as one (or any tensor of
+  /// another tool's file) as a Tensor. False when there is no `key`.
+  bool try_read(const std::string& key, IValue& value) const {
+    const auto kind = metadata_.find(detail::ivalue_meta_key(key));
+    const std::string k = kind == metadata_.end() ? "Tensor" : kind->second;
+    if (k.compare(0, detail::kStringPrefix.size(), detail::kStringPrefix) == 0) {
+      value = k.substr(detail::kStringPrefix.size());
+      return true;
+    }
+    auto it = entries_.find(key);
+    if (it == entries_.end()) return false;
+    const Tensor& t = it->second;
+    const bool scalar = t.dim() == 0, list = t.dim() == 1;
+    auto check = [&](bool ok, DType dtype) {
+      TANDEM_CHECK_T(io::IoError, ok && t.dtype() == dtype, "InputArchive: '", key, "' in ",
+                     source_, " is marked as ", k, " but holds a ", t.dtype(), " tensor of shape ",
+                     shape_str(t.shape()));
+    };
+    if (k == "Tensor") {
+      value = t;
+    } else if (k == "bool") {
+      check(scalar, DType::boolean);
+      value = t.item<bool>();
+    } else if (k == "int") {
+      check(scalar, DType::i64);
+      value = t.item<int64_t>();
+    } else if (k == "double") {
+      check(scalar, DType::f64);
+      value = t.item<double>();
+    } else if (k == "int[]") {
+      check(list, DType::i64);
+      value = t.to_vector<int64_t>();
+    } else if (k == "double[]") {
+      check(list, DType::f64);
+      value = t.to_vector<double>();
+    } else {
+      TANDEM_THROW(io::IoError, "InputArchive: '", key, "' in ", source_, " is of a kind ",
+                   "this version does not know: '", k, "'");
+    }
+    return true;
+  }
+  /// try_read, throwing an IoError naming the key and the source when it is absent.
+  void read(const std::string& key, IValue& value) const {
+    TANDEM_CHECK_T(io::IoError, try_read(key, value), "InputArchive: ", source_, " holds no '", key,
+                   "'");
+  }
   /// The archive nested under `key` (the keys "key.name", as "name"). An archive of nothing
   /// (a module without parameters wrote it) leaves no trace in the bytes, so every key reads
   /// as one: read gives it empty, where try_read says false.
@@ -107,17 +207,31 @@ class InputArchive {
     for (const auto& [name, tensor] : entries_)
       if (name.compare(0, prefix.size(), prefix) == 0)
         out.entries_.emplace(name.substr(prefix.size()), tensor);
+    const std::string from = detail::ivalue_meta_key(prefix), to = detail::ivalue_meta_key("");
+    for (const auto& [name, kind] : metadata_)
+      if (name.compare(0, from.size(), from) == 0)
+        out.metadata_[to + name.substr(from.size())] = kind;
     nested = std::move(out);
   }
   bool try_read(const std::string& key, InputArchive& nested) const {
     read(key, nested);
-    return !nested.entries_.empty();
+    return !nested.keys().empty();
   }
-  std::vector<std::string> keys() const { return entries_.keys(); }
+  /// Every key: the tensors' in the file's order, then the strings'.
+  std::vector<std::string> keys() const {
+    std::vector<std::string> out = entries_.keys();
+    const std::string from = detail::ivalue_meta_key("");
+    for (const auto& [name, kind] : metadata_)
+      if (name.compare(0, from.size(), from) == 0 &&
+          kind.compare(0, detail::kStringPrefix.size(), detail::kStringPrefix) == 0)
+        out.push_back(name.substr(from.size()));
+    return out;
+  }
   const nn::StateDict& tensors() const { return entries_; }
 
  private:
   nn::StateDict entries_;
+  io::Metadata metadata_;
   std::string source_ = "an empty archive";
 };
 

@@ -3,6 +3,7 @@
 
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "tandem/core/tensor.hpp"
@@ -44,7 +45,40 @@ Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias = Te
 /// dims broadcast. A subscript repeated within one operand (a diagonal) is refused.
 Tensor einsum(const std::string& equation, const std::vector<Tensor>& operands);
 
+/// torch.linalg's factorizations under their older names (ops/decompositions.cpp): inverse
+/// (linalg::inv), det, slogdet, cholesky; logdet (NaN for a negative determinant, -inf for 0);
+/// cholesky_solve(B, L) solves A X = B given A's Cholesky factor L (U when upper), and
+/// cholesky_inverse(L) is A^-1 from it; matrix_power (negative n through the inverse).
+Tensor inverse(const Tensor& a);
+Tensor det(const Tensor& a);
+std::tuple<Tensor, Tensor> slogdet(const Tensor& a);
+Tensor logdet(const Tensor& a);
+Tensor cholesky(const Tensor& a, bool upper = false);
+Tensor cholesky_solve(const Tensor& b, const Tensor& l, bool upper = false);
+Tensor cholesky_inverse(const Tensor& l, bool upper = false);
+Tensor matrix_power(const Tensor& a, int64_t n);
+
 namespace linalg {
+/// Factorizations of batches of matrices (..., n, n), f32 or f64, as torch.linalg's: computed in
+/// f64 on the host for every device (a GPU tensor's matrices go there and back), each
+/// differentiable, and its gradients too. A singular matrix is refused by inv and solve, naming
+/// it; det's gradient at one is refused (torch takes it through an SVD).
+Tensor inv(const Tensor& a);
+Tensor det(const Tensor& a);
+/// (sign, log |det|): sign 0 and -inf for a singular matrix; the gradient is log |det|'s.
+std::tuple<Tensor, Tensor> slogdet(const Tensor& a);
+/// X with A X = B (or X A = B when not `left`); B (..., n, k), or a vector (n) or (..., n) of
+/// A's leading shape; batch dims broadcast.
+Tensor solve(const Tensor& a, const Tensor& b, bool left = true);
+/// The same for a triangular A (its `upper` or lower triangle is read; its diagonal taken as
+/// ones when `unitriangular`); B (..., n, k), never a vector.
+Tensor solve_triangular(const Tensor& a, const Tensor& b, bool upper, bool left = true,
+                        bool unitriangular = false);
+/// L (lower) with A = L L^T, reading A's lower triangle; L^T when `upper`. A matrix that is not
+/// positive-definite is refused, naming the order of its first leading minor that is not.
+Tensor cholesky(const Tensor& a, bool upper = false);
+Tensor matrix_power(const Tensor& a, int64_t n);
+
 /// The ord-norm of the elements over dims (all when none), as torch.linalg.vector_norm:
 /// (sum |x|^ord)^(1/ord) for any other ord, inf (largest |x|), -inf (smallest |x|) or 0 (the
 /// nonzero count). With a dtype, computed in it (libtorch's five-argument form).
