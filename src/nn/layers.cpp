@@ -584,6 +584,49 @@ std::string Embedding::extra_repr() const {
   return os.str();
 }
 
+EmbeddingBag::EmbeddingBag(const EmbeddingBagOptions& opts)
+    : Module("EmbeddingBag"), options(opts) {
+  TANDEM_CHECK(opts.num_embeddings() > 0 && opts.embedding_dim() > 0,
+               "EmbeddingBag: sizes must be positive, got num_embeddings ", opts.num_embeddings(),
+               ", embedding_dim ", opts.embedding_dim());
+  functional::detail::embedding_padding_idx(opts.padding_idx(), opts.num_embeddings());  // checks
+  weight = register_parameter("weight", empty({opts.num_embeddings(), opts.embedding_dim()}));
+  reset_parameters();
+}
+
+void EmbeddingBag::reset_parameters() {
+  NoGradGuard no_grad;
+  weight.normal_();
+  const int64_t pad =
+      functional::detail::embedding_padding_idx(options.padding_idx(), weight.size(0));
+  if (pad >= 0) weight.narrow(0, pad, 1).zero_();
+}
+
+Tensor EmbeddingBag::forward(const Tensor& input, const Tensor& offsets,
+                             const Tensor& per_sample_weights) {
+  return embedding_bag(weight, input, offsets, options.mode().value, per_sample_weights,
+                       options.include_last_offset(), options.padding_idx());
+}
+
+std::string EmbeddingBag::extra_repr() const {
+  static const char* const modes[] = {"sum", "mean", "max"};
+  std::ostringstream os;
+  os << weight.size(0) << ", " << weight.size(1)
+     << ", mode=" << modes[static_cast<int>(options.mode().value)];
+  if (options.padding_idx()) os << ", padding_idx=" << *options.padding_idx();
+  return os.str();
+}
+
+Tensor LocalResponseNorm::forward(const Tensor& input) {
+  return local_response_norm(input, options.size(), options.alpha(), options.beta(), options.k());
+}
+std::string LocalResponseNorm::extra_repr() const {
+  std::ostringstream os;
+  os << options.size() << ", alpha=" << options.alpha() << ", beta=" << options.beta()
+     << ", k=" << options.k();
+  return os.str();
+}
+
 Dropout::Dropout(const DropoutOptions& options) : Module("Dropout"), p(options.p()) {
   TANDEM_CHECK(p >= 0 && p <= 1, "Dropout: p must be in [0, 1], got ", p);
 }

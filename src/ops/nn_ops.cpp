@@ -1991,6 +1991,174 @@ Tensor multilabel_soft_margin_loss(const Tensor& input, const Tensor& target, co
   return reduce_loss(div(sum(loss, {-1}), static_cast<double>(classes)), reduction);
 }
 
+Tensor multi_margin_loss(const Tensor& input, const Tensor& target, int64_t p, double margin,
+                         const Tensor& weight, Reduction reduction) {
+  const char* op = "multi_margin_loss";
+  check_defined(input, op, "input");
+  check_defined(target, op, "target");
+  check_floating(input, op);
+  check_inputs({input, target, weight}, op);
+  TANDEM_CHECK(p == 1 || p == 2, op, ": only p == 1 and p == 2 are supported, got ", p);
+  TANDEM_CHECK((input.dim() == 2 && target.dim() == 1 && target.size(0) == input.size(0)) ||
+                   (input.dim() == 1 && target.dim() <= 1 && target.numel() == 1),
+               op, ": expected (N, C) scores with N targets or (C) with one, got ",
+               shape_str(input.shape()), " and ", shape_str(target.shape()));
+  TANDEM_CHECK(!target.is_floating_point(), op, ": expected integer class indices, got ",
+               target.dtype());
+  const Tensor x = input.dim() == 1 ? input.unsqueeze(0) : input;
+  const int64_t classes = x.size(1);
+  const Tensor y = target.reshape({-1, 1}).to(DType::i64);
+  // gather checks the indices are in [0, C).
+  const Tensor z = clamp_min(add(sub(x, gather(x, 1, y)), margin), 0.0);
+  Tensor h = p == 2 ? mul(z, z) : z;
+  const Tensor own =
+      arange(0.0, static_cast<double>(classes), TensorOptions(DType::i64).device(x.device()));
+  h = where(own.unsqueeze(0).eq(y), 0.0, h);  // the target class itself is not summed
+  if (weight.defined()) {
+    TANDEM_CHECK(weight.dim() == 1 && weight.size(0) == classes, op, ": weight must be (", classes,
+                 "), one per class, got ", shape_str(weight.shape()));
+    h = mul(h, index_select(weight, 0, y.reshape({-1})).unsqueeze(1));
+  }
+  Tensor loss = div(sum(h, {1}), static_cast<double>(classes));
+  if (input.dim() == 1) loss = loss.reshape(target.shape());  // () or (1), as the target
+  return reduce_loss(loss, reduction);
+}
+
+Tensor local_response_norm(const Tensor& input, int64_t size, double alpha, double beta, double k) {
+  const char* op = "local_response_norm";
+  check_defined(input, op, "input");
+  check_floating(input, op);
+  TANDEM_CHECK(input.dim() >= 3, op, ": expected (N, C, ...) with at least 3 dims, got ",
+               shape_str(input.shape()));
+  TANDEM_CHECK(size >= 1, op, ": size must be positive, got ", size);
+  if (input.numel() == 0) return input.clone();
+  // The squares' average over `size` channels (zeros past either end), torch's formula.
+  Tensor div = mul(input, input).unsqueeze(1);
+  if (input.dim() == 3) {
+    div = pad(div, {0, 0, size / 2, (size - 1) / 2});
+    div = avg_pool2d(div, {size, 1}, 1).squeeze(1);
+  } else {
+    const Shape sizes = input.shape();
+    div = div.reshape({sizes[0], 1, sizes[1], sizes[2], -1});
+    div = pad(div, {0, 0, 0, 0, size / 2, (size - 1) / 2});
+    div = avg_pool3d(div, {size, 1, 1}, 1).squeeze(1).reshape(sizes);
+  }
+  return tandem::div(input, pow(add(mul(div, alpha), k), beta));
+}
+
+Tensor embedding_bag(const Tensor& weight, const Tensor& input, const Tensor& offsets,
+                     EmbeddingBagMode mode, const Tensor& per_sample_weights,
+                     bool include_last_offset, std::optional<int64_t> padding_idx) {
+  const char* op = "embedding_bag";
+  check_defined(weight, op, "weight");
+  check_defined(input, op, "input");
+  TANDEM_CHECK(weight.dim() == 2, op, ": weight must be (num_embeddings, embedding_dim), got ",
+               shape_str(weight.shape()));
+  TANDEM_CHECK(!input.is_floating_point() && input.dtype() != DType::boolean, op,
+               ": expected integer indices, got ", input.dtype());
+  check_inputs({weight, input, offsets, per_sample_weights}, op);
+  const int64_t rows = weight.size(0);
+  int64_t pad_row = -1;
+  if (padding_idx) {
+    TANDEM_CHECK(*padding_idx >= -rows && *padding_idx < rows, op, ": padding_idx ", *padding_idx,
+                 " is out of range for ", rows, " embeddings");
+    pad_row = *padding_idx < 0 ? *padding_idx + rows : *padding_idx;
+  }
+  // The bags, on the host: where each one starts in the flat list of indices.
+  std::vector<int64_t> starts;
+  const int64_t count = input.numel();
+  if (input.dim() == 2) {
+    TANDEM_CHECK(!offsets.defined(), op,
+                 ": offsets must be undefined for a 2-d input (each row is "
+                 "a bag)");
+    for (int64_t b = 0; b < input.size(0); ++b) starts.push_back(b * input.size(1));
+  } else {
+    TANDEM_CHECK(input.dim() == 1, op, ": expected a 1-d or 2-d input, got ",
+                 shape_str(input.shape()));
+    TANDEM_CHECK(offsets.defined() && offsets.dim() == 1, op,
+                 ": a 1-d input needs 1-d offsets, where each bag starts");
+    starts = offsets.to(DType::i64).to_vector<int64_t>();
+    TANDEM_CHECK(starts.empty() || starts[0] == 0, op, ": offsets[0] has to be 0, got ",
+                 starts.empty() ? 0 : starts[0]);
+    for (size_t b = 1; b < starts.size(); ++b)
+      TANDEM_CHECK(starts[b - 1] <= starts[b] && starts[b] <= count, op,
+                   ": offsets must rise "
+                   "within [0, ",
+                   count, "], got ", starts[b - 1], " then ", starts[b]);
+    if (include_last_offset) {
+      TANDEM_CHECK(!starts.empty(), op, ": include_last_offset needs at least one offset");
+      TANDEM_CHECK(starts.back() == count, op,
+                   ": with include_last_offset the last offset must be "
+                   "the number of indices (",
+                   count, "), got ", starts.back());
+      starts.pop_back();
+    }
+  }
+  TANDEM_CHECK(!per_sample_weights.defined() || mode == EmbeddingBagMode::sum, op,
+               ": per_sample_weights are only supported for mode sum");
+  if (per_sample_weights.defined())
+    TANDEM_CHECK(per_sample_weights.shape() == input.shape(), op, ": per_sample_weights of shape ",
+                 shape_str(per_sample_weights.shape()), " for indices of shape ",
+                 shape_str(input.shape()));
+  const int64_t bags = static_cast<int64_t>(starts.size()), dim = weight.size(1);
+  const std::vector<int64_t> indices = input.to(DType::i64).to_vector<int64_t>();
+  // Each kept entry's bag, and each bag's kept entries (padding left out).
+  std::vector<int64_t> kept, bag_of, counts(static_cast<size_t>(bags), 0);
+  std::vector<std::vector<int64_t>> members(static_cast<size_t>(bags));
+  for (int64_t b = 0; b < bags; ++b) {
+    const int64_t end = b + 1 < bags ? starts[static_cast<size_t>(b) + 1] : count;
+    for (int64_t i = starts[static_cast<size_t>(b)]; i < end; ++i) {
+      if (indices[static_cast<size_t>(i)] == pad_row) continue;
+      members[static_cast<size_t>(b)].push_back(static_cast<int64_t>(kept.size()));
+      kept.push_back(i);
+      bag_of.push_back(b);
+      ++counts[static_cast<size_t>(b)];
+    }
+  }
+  const Tensor positions =
+      from_vector(kept, {static_cast<int64_t>(kept.size())}).to(weight.device());
+  // index_select checks every index is in [0, num_embeddings).
+  Tensor picked =
+      index_select(weight, 0, index_select(input.reshape({-1}).to(DType::i64), 0, positions));
+  if (per_sample_weights.defined())
+    picked = mul(picked, index_select(per_sample_weights.reshape({-1}), 0, positions).unsqueeze(1));
+  const Tensor zeros_out =
+      zeros({bags, dim}, TensorOptions(weight.dtype()).device(weight.device()));
+  if (mode != EmbeddingBagMode::max) {
+    Tensor out = index_add(
+        zeros_out, 0,
+        from_vector(bag_of, {static_cast<int64_t>(bag_of.size())}).to(weight.device()), picked);
+    if (mode == EmbeddingBagMode::mean) {
+      std::vector<double> divisors(counts.begin(), counts.end());
+      for (double& d : divisors) d = std::max(d, 1.0);
+      out = tandem::div(
+          out, from_vector(divisors, {bags}).to(weight.dtype()).to(weight.device()).unsqueeze(1));
+    }
+    return out;
+  }
+  // max: each bag's rows padded to the longest bag with -inf (a row past the picked ones), the
+  // max over them; an empty bag gives zeros.
+  int64_t longest = 0;
+  for (int64_t c : counts) longest = std::max(longest, c);
+  if (longest == 0) return zeros_out;
+  const int64_t filler = static_cast<int64_t>(kept.size());
+  std::vector<int64_t> grid(static_cast<size_t>(bags * longest), filler);
+  for (int64_t b = 0; b < bags; ++b)
+    for (size_t j = 0; j < members[static_cast<size_t>(b)].size(); ++j)
+      grid[static_cast<size_t>(b * longest) + j] = members[static_cast<size_t>(b)][j];
+  const Tensor with_filler =
+      cat({picked, full({1, dim}, -std::numeric_limits<double>::infinity(),
+                        TensorOptions(weight.dtype()).device(weight.device()))});
+  const Tensor boxed =
+      index_select(with_filler, 0, from_vector(grid, {bags * longest}).to(weight.device()))
+          .reshape({bags, longest, dim});
+  const Tensor best = std::get<0>(max(boxed, 1));
+  std::vector<uint8_t> nonempty(counts.size());
+  for (size_t b = 0; b < counts.size(); ++b) nonempty[b] = counts[b] > 0;
+  return where(from_vector(nonempty, {bags}).to(DType::boolean).to(weight.device()).unsqueeze(1),
+               best, 0.0);
+}
+
 Tensor gaussian_nll_loss(const Tensor& input, const Tensor& target, const Tensor& var, bool full,
                          double eps, Reduction reduction) {
   const char* op = "gaussian_nll_loss";

@@ -1978,7 +1978,10 @@ TEST_CASE(
   }
 }
 
-TEST_CASE("CUDA factorizations and solves (on the host, there and back) match the CPU", "[cuda]") {
+TEST_CASE(
+    "CUDA factorizations and solves (on the host, there and back), bags of embeddings and "
+    "the rarer layers match the CPU",
+    "[cuda]") {
   if (!gpu_present("CUDA factorizations")) return;
   for (DType t : {DType::f32, DType::f64}) {
     INFO(dtype_name(t));
@@ -1995,5 +1998,19 @@ TEST_CASE("CUDA factorizations and solves (on the host, there and back) match th
                       linalg::matrix_power(a, -2).flatten()});
         }),
         tol(t));
+    same_on_gpu("bags of embeddings, local response norm, multi-class hinge", in,
+                with_gradients([](const std::vector<Tensor>& v) {
+                  const Device d = v[0].device();
+                  const Tensor idx = from_vector<int64_t>({0, 5, 1, 2, 0}, {5}).to(d);
+                  const Tensor off = from_vector<int64_t>({0, 2, 2}, {3}).to(d);
+                  const Tensor table = v[1].reshape({6, 2});
+                  return cat({embedding_bag(table, idx, off, EmbeddingBagMode::mean).flatten(),
+                              embedding_bag(table, idx, off, EmbeddingBagMode::max).flatten(),
+                              local_response_norm(v[0], 2).flatten(),
+                              multi_margin_loss(v[0].reshape({2, 9}),
+                                                from_vector<int64_t>({1, 4}, {2}).to(d))
+                                  .reshape({1})});
+                }),
+                tol(t));
   }
 }

@@ -667,6 +667,31 @@ with torch.random.fork_rng():
     case("matrix_power_negative", lambda a: torch.matrix_power(a, -2), well(3, 3))
     case("matrix_power_zero", lambda a: torch.linalg.matrix_power(a, 0), r(2, 2, 2), grad=False)
 
+# The rarer layers and losses: a stream of its own.
+with torch.random.fork_rng():
+    torch.manual_seed(20203)
+    case("multi_margin_loss", F.multi_margin_loss, r(4, 5), torch.tensor([0, 3, 4, 1]))
+    case("multi_margin_loss_p2_weight_sum",
+         lambda x, y, w: F.multi_margin_loss(x, y, p=2, margin=0.7, weight=w, reduction="sum"),
+         r(3, 4), torch.tensor([2, 0, 3]), torch.rand(4), nograd=(2,))
+    case("multi_margin_loss_1d", lambda x, y: F.multi_margin_loss(x, y, reduction="none"), r(5),
+         torch.tensor([2]))
+    case("local_response_norm", lambda x: F.local_response_norm(x, 3), r(2, 5, 3, 4))
+    case("local_response_norm_3d",
+         lambda x: F.local_response_norm(x, 4, alpha=0.1, beta=0.5, k=2.0), r(2, 6, 5))
+    case("local_response_norm_5d", lambda x: F.local_response_norm(x, 2, alpha=0.3), r(1, 4, 2, 3, 2))
+    case("embedding_bag_mean_2d", lambda w, i: F.embedding_bag(i, w), r(10, 3),
+         torch.tensor([[1, 2, 4], [4, 3, 9]]))
+    case("embedding_bag_sum_offsets_weights",
+         lambda w, i, o, p: F.embedding_bag(i, w, o, mode="sum", per_sample_weights=p), r(10, 3),
+         torch.tensor([1, 2, 4, 5, 4, 3, 2, 9]), torch.tensor([0, 3, 3, 6]), r(8))
+    case("embedding_bag_max_padding",
+         lambda w, i, o: F.embedding_bag(i, w, o, mode="max", padding_idx=2), r(10, 3),
+         torch.tensor([1, 2, 4, 2, 2, 3, 9]), torch.tensor([0, 3, 5]))
+    case("embedding_bag_mean_last_offset_padding",
+         lambda w, i, o: F.embedding_bag(i, w, o, include_last_offset=True, padding_idx=-1),
+         r(6, 2), torch.tensor([5, 0, 5, 1, 3]), torch.tensor([0, 2, 5]))
+
 with open(os.path.join(HERE, "ops.json"), "w") as f:
     json.dump({"generator": "torch " + torch.__version__, "cases": cases}, f)
 

@@ -2993,6 +2993,48 @@ TEST_CASE("libtorch names: archives hold IValues and give back their kinds", "[l
                     Catch::Contains("'epoch' in <stream> is marked as double but holds a i64"));
 }
 
+TEST_CASE(
+    "libtorch names: EmbeddingBag, LocalResponseNorm and MultiMarginLoss as libtorch code "
+    "writes them",
+    "[libtorch]") {
+  namespace nn = torch::nn;
+  namespace F = torch::nn::functional;
+  torch::manual_seed(12);
+  nn::EmbeddingBag bag(nn::EmbeddingBagOptions(10, 3).mode(torch::kSum).padding_idx(0));
+  CHECK(bag.named_parameters().keys() == std::vector<std::string>{"weight"});
+  CHECK(torch::equal(bag.weight[0], torch::zeros({3})));  // the padding row starts at zero
+  const torch::Tensor input = torch::tensor({1, 0, 4, 5, 4}), offsets = torch::tensor({0, 2});
+  const torch::Tensor out = bag.forward(input, offsets);
+  CHECK(out.sizes() == std::vector<int64_t>{2, 3});
+  CHECK(torch::allclose(out[0], bag.weight[1]));  // the padding entry left out
+  CHECK(torch::allclose(out[1], bag.weight[4] * 2 + bag.weight[5]));
+  nn::EmbeddingBag maxima(nn::EmbeddingBagOptions(10, 3).mode(torch::kMax));
+  CHECK(
+      torch::equal(maxima.forward(torch::tensor({{2, 7}})),
+                   std::get<0>(torch::max(maxima.weight.index_select(0, torch::tensor({2, 7})), 0))
+                       .unsqueeze(0)));
+  CHECK(torch::equal(
+      F::embedding_bag(
+          input, bag.weight,
+          F::EmbeddingBagFuncOptions().offsets(offsets).mode(torch::kSum).padding_idx(0)),
+      out));
+  CHECK(bag.clone()->named_parameters().size() == 1);
+
+  nn::LocalResponseNorm lrn(nn::LocalResponseNormOptions(2).alpha(1.0).beta(1.0).k(1.0));
+  // Size 2: each channel with the one before it (zero before the first): x / (1 + (x_{c-1}^2 +
+  // x_c^2) / 2).
+  const torch::Tensor x = torch::tensor({1.0, 2.0, 3.0}).view({1, 3, 1});
+  const torch::Tensor expected = torch::tensor({1.0 / 1.5, 2.0 / 3.5, 3.0 / 7.5}).view({1, 3, 1});
+  CHECK(torch::allclose(lrn.forward(x), expected));
+
+  nn::MultiMarginLoss hinge(nn::MultiMarginLossOptions().margin(0.5));
+  // Scores (0, 1, 0.2) for class 1: max(0, 0.5 - 1 + 0) + max(0, 0.5 - 1 + 0.2) = 0, over 3.
+  CHECK(hinge(torch::tensor({{0.0, 1.0, 0.2}}), torch::tensor({1})).item<float>() == 0.0f);
+  // For class 0: (0.5 - 0 + 1) + (0.5 - 0 + 0.2) = 2.2, over 3.
+  CHECK(hinge(torch::tensor({{0.0, 1.0, 0.2}}), torch::tensor({0})).item<float>() ==
+        Approx(2.2 / 3));
+}
+
 TEST_CASE("libtorch names: reset_parameters draws again, reset_running_stats starts over",
           "[libtorch]") {
   namespace nn = torch::nn;

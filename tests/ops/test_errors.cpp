@@ -408,3 +408,43 @@ TEST_CASE("errors of the factorizations and solvers name the matrix and what is 
         "linalg.det: the gradient at a singular matrix is not computed here (torch takes it "
         "through an SVD)");
 }
+
+TEST_CASE("errors of the bags of embeddings, local response norm and the multi-class hinge loss",
+          "[errors]") {
+  const Tensor w = zeros({5, 2});
+  CHECK(error_of([&] {
+          embedding_bag(w, from_vector<int64_t>({1, 2}), from_vector<int64_t>({1}, {1}));
+        }) == "embedding_bag: offsets[0] has to be 0, got 1");
+  CHECK(error_of([&] {
+          embedding_bag(w, from_vector<int64_t>({1, 2}));
+        }) == "embedding_bag: a 1-d input needs 1-d offsets, where each bag starts");
+  CHECK(error_of([&] {
+          embedding_bag(w, from_vector<int64_t>({1, 2}), from_vector<int64_t>({0, 3}));
+        }) == "embedding_bag: offsets must rise within [0, 2], got 0 then 3");
+  CHECK(
+      error_of([&] {
+        embedding_bag(w, zeros({2, 2}, DType::i64), Tensor(), EmbeddingBagMode::max, ones({2, 2}));
+      }) == "embedding_bag: per_sample_weights are only supported for mode sum");
+  CHECK(error_of([&] {
+          embedding_bag(w, from_vector<int64_t>({1, 2}), from_vector<int64_t>({0, 1}),
+                        EmbeddingBagMode::mean, Tensor(), true);
+        }) ==
+        "embedding_bag: with include_last_offset the last offset must be the number of indices "
+        "(2), got 1");
+  CHECK_THROWS_AS(embedding_bag(w, from_vector<int64_t>({7}, {1}), from_vector<int64_t>({0}, {1})),
+                  IndexError);
+  CHECK(error_of([] {
+          local_response_norm(zeros({2, 3}), 2);
+        }) == "local_response_norm: expected (N, C, ...) with at least 3 dims, got (2, 3)");
+  CHECK(error_of([] {
+          multi_margin_loss(zeros({2, 3}), zeros({2}, DType::i64), 3);
+        }) == "multi_margin_loss: only p == 1 and p == 2 are supported, got 3");
+  CHECK(error_of([] {
+          multi_margin_loss(zeros({2, 3}), zeros({3}, DType::i64));
+        }) ==
+        "multi_margin_loss: expected (N, C) scores with N targets or (C) with one, got (2, 3) and "
+        "(3,)");
+  CHECK(error_of([] {
+          multi_margin_loss(zeros({2, 3}), zeros({2}, DType::i64), 1, 1.0, ones({2}));
+        }) == "multi_margin_loss: weight must be (3), one per class, got (2,)");
+}

@@ -610,6 +610,36 @@ const std::map<std::string, Fn>& ops() {
       {"matrix_power", [](V x) { return linalg::matrix_power(x[0], 3); }},
       {"matrix_power_negative", [](V x) { return x[0].matrix_power(-2); }},
       {"matrix_power_zero", [](V x) { return matrix_power(x[0], 0); }},
+      {"multi_margin_loss", [](V x) { return nn::MultiMarginLoss()(x[0], x[1]); }},
+      {"multi_margin_loss_p2_weight_sum",
+       [](V x) {
+         return F::multi_margin_loss(
+             x[0], x[1],
+             F::MultiMarginLossFuncOptions().p(2).margin(0.7).weight(x[2]).reduction(kSum));
+       }},
+      {"multi_margin_loss_1d", [](V x) { return multi_margin_loss(x[0], x[1], 1, 1.0, Tensor(), Reduction::none); }},
+      {"local_response_norm", [](V x) { return nn::LocalResponseNorm(3).forward(x[0]); }},
+      {"local_response_norm_3d",
+       [](V x) {
+         return F::local_response_norm(x[0], F::LocalResponseNormFuncOptions(4).alpha(0.1).beta(0.5).k(2.0));
+       }},
+      {"local_response_norm_5d",
+       [](V x) { return nn::LocalResponseNorm(nn::LocalResponseNormOptions(2).alpha(0.3)).forward(x[0]); }},
+      {"embedding_bag_mean_2d", [](V x) { return F::embedding_bag(x[1], x[0]); }},
+      {"embedding_bag_sum_offsets_weights",
+       [](V x) {
+         return F::embedding_bag(
+             x[1], x[0], F::EmbeddingBagFuncOptions().offsets(x[2]).mode(kSum).per_sample_weights(x[3]));
+       }},
+      {"embedding_bag_max_padding",
+       [](V x) {
+         return F::embedding_bag(x[1], x[0],
+                                 F::EmbeddingBagFuncOptions().offsets(x[2]).mode(kMax).padding_idx(2));
+       }},
+      {"embedding_bag_mean_last_offset_padding",
+       [](V x) {
+         return embedding_bag(x[0], x[1], x[2], EmbeddingBagMode::mean, Tensor(), true, -1);
+       }},
   };
   return table;
 }

@@ -427,3 +427,23 @@ TEST_CASE("gradcheck: factorizations and solvers, and their second derivatives",
         {r({3, 3})});
   }
 }
+
+TEST_CASE("gradcheck: bags of embeddings, local response norm and the multi-class hinge loss",
+          "[gradcheck]") {
+  const Tensor indices = from_vector<int64_t>({1, 2, 4, 5, 4, 3, 2, 0});
+  const Tensor offsets = from_vector<int64_t>({0, 3, 3, 6});
+  gradcheck([&](V x) { return embedding_bag(x[0], indices, offsets, EmbeddingBagMode::sum, x[1]); },
+            {r({6, 3}), r({8})});
+  gradcheck([&](V x) { return embedding_bag(x[0], indices, offsets, EmbeddingBagMode::mean); },
+            {r({6, 3})});
+  gradcheck(
+      [&](V x) {
+        return embedding_bag(x[0], indices, offsets, EmbeddingBagMode::max, Tensor(), false, 2);
+      },
+      {distinct({6, 3})});
+  gradcheck([](V x) { return local_response_norm(x[0], 3, 0.5, 0.75, 1.0); }, {r({2, 4, 3})});
+  gradcheck([](V x) { return local_response_norm(x[0], 2, 0.5, 0.75, 1.0); }, {r({1, 3, 2, 2, 2})});
+  const Tensor target = from_vector<int64_t>({2, 0, 1});
+  gradcheck([&](V x) { return multi_margin_loss(x[0], target, 2, 0.4, x[1]); },
+            {distinct({3, 4}), pos({4})});
+}

@@ -20,6 +20,8 @@ namespace tandem {
 inline constexpr Reduction kNone = Reduction::none;
 inline constexpr Reduction kMean = Reduction::mean;
 inline constexpr Reduction kSum = Reduction::sum;
+/// EmbeddingBag's third mode (kSum and kMean are the reduction names above).
+inline constexpr EmbeddingBagMode kMax = EmbeddingBagMode::max;
 }  // namespace tandem
 
 namespace tandem::nn::functional {
@@ -435,7 +437,9 @@ inline Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor
 using tandem::cosine_embedding_loss;
 using tandem::gaussian_nll_loss;
 using tandem::hinge_embedding_loss;
+using tandem::local_response_norm;
 using tandem::margin_ranking_loss;
+using tandem::multi_margin_loss;
 using tandem::multilabel_soft_margin_loss;
 using tandem::poisson_nll_loss;
 using tandem::soft_margin_loss;
@@ -515,6 +519,36 @@ struct PoissonNLLLossFuncOptions {
 inline Tensor poisson_nll_loss(const Tensor& input, const Tensor& target,
                                const PoissonNLLLossFuncOptions& o) {
   return tandem::poisson_nll_loss(input, target, o.log_input(), o.full(), o.eps(), o.reduction());
+}
+
+struct MultiMarginLossFuncOptions {
+  TANDEM_ARG(int64_t, p) = 1;
+  TANDEM_ARG(double, margin) = 1.0;
+  TANDEM_ARG(Tensor, weight);
+  TANDEM_ARG(Reduction, reduction) = Reduction::mean;
+};
+inline Tensor multi_margin_loss(const Tensor& input, const Tensor& target,
+                                const MultiMarginLossFuncOptions& o) {
+  return tandem::multi_margin_loss(input, target, o.p(), o.margin(), o.weight(), o.reduction());
+}
+
+using LocalResponseNormFuncOptions = LocalResponseNormOptions;
+inline Tensor local_response_norm(const Tensor& input, const LocalResponseNormFuncOptions& o) {
+  return tandem::local_response_norm(input, o.size(), o.alpha(), o.beta(), o.k());
+}
+
+struct EmbeddingBagFuncOptions {
+  TANDEM_ARG(Tensor, offsets);
+  TANDEM_ARG(EmbeddingBagModeArg, mode) = EmbeddingBagMode::mean;
+  TANDEM_ARG(Tensor, per_sample_weights);
+  TANDEM_ARG(bool, include_last_offset) = false;
+  TANDEM_ARG(std::optional<int64_t>, padding_idx);
+};
+/// libtorch's argument order: the indices first, then the table.
+inline Tensor embedding_bag(const Tensor& input, const Tensor& weight,
+                            const EmbeddingBagFuncOptions& o = {}) {
+  return tandem::embedding_bag(weight, input, o.offsets(), o.mode().value, o.per_sample_weights(),
+                               o.include_last_offset(), o.padding_idx());
 }
 
 // --- glu, pixel shuffle -----------------------------------------------------------------------

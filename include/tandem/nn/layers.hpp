@@ -923,6 +923,67 @@ class Embedding : public Module {
   const int64_t padding_idx;  // -1: none
 };
 
+/// EmbeddingBag's mode as libtorch spells it: torch::kSum or torch::kMean (the reduction names
+/// convert) or torch::kMax.
+struct EmbeddingBagModeArg {
+  EmbeddingBagModeArg(EmbeddingBagMode mode)
+      : value(mode) {}                      // NOLINT(google-explicit-constructor)
+  EmbeddingBagModeArg(Reduction reduction)  // NOLINT(google-explicit-constructor)
+      : value(reduction == Reduction::sum ? EmbeddingBagMode::sum : EmbeddingBagMode::mean) {
+    TANDEM_CHECK(reduction != Reduction::none,
+                 "EmbeddingBag: mode must be kSum, kMean or kMax, got kNone");
+  }
+  EmbeddingBagMode value;
+};
+
+struct EmbeddingBagOptions {
+  EmbeddingBagOptions(int64_t num_embeddings, int64_t embedding_dim)
+      : num_embeddings_(num_embeddings), embedding_dim_(embedding_dim) {}
+  TANDEM_ARG(int64_t, num_embeddings);
+  TANDEM_ARG(int64_t, embedding_dim);
+  TANDEM_ARG(EmbeddingBagModeArg, mode) = EmbeddingBagMode::mean;
+  TANDEM_ARG(bool, include_last_offset) = false;
+  /// Entries equal to it are left out of their bag; its row starts at zero (negative: from the
+  /// end).
+  TANDEM_ARG(std::optional<int64_t>, padding_idx);
+};
+
+/// The sum, mean or max of each bag of a lookup table's rows (ops/nn_ops.hpp embedding_bag):
+/// forward(input) with each row of a 2-d input a bag, or forward(input, offsets) for a 1-d list
+/// cut at the offsets; per-sample weights in mode sum. weight ~ N(0, 1), the padding row zero.
+class EmbeddingBag : public Module {
+ public:
+  TANDEM_MODULE_CLONE(EmbeddingBag, options)
+  explicit EmbeddingBag(const EmbeddingBagOptions& options);
+  EmbeddingBag(int64_t num_embeddings, int64_t embedding_dim)
+      : EmbeddingBag(EmbeddingBagOptions(num_embeddings, embedding_dim)) {}
+  void reset_parameters();
+  Tensor forward(const Tensor& input) override { return forward(input, Tensor()); }
+  Tensor forward(const Tensor& input, const Tensor& offsets,
+                 const Tensor& per_sample_weights = Tensor());
+  std::string extra_repr() const override;
+  Tensor weight;
+  const EmbeddingBagOptions options;
+};
+
+/// Each element over its channel neighbourhood's squares (ops/nn_ops.hpp local_response_norm).
+struct LocalResponseNormOptions {
+  LocalResponseNormOptions(int64_t size) : size_(size) {}  // NOLINT(google-explicit-constructor)
+  TANDEM_ARG(int64_t, size);
+  TANDEM_ARG(double, alpha) = 1e-4;
+  TANDEM_ARG(double, beta) = 0.75;
+  TANDEM_ARG(double, k) = 1.0;
+};
+class LocalResponseNorm : public Module {
+ public:
+  TANDEM_MODULE_CLONE(LocalResponseNorm, options)
+  explicit LocalResponseNorm(const LocalResponseNormOptions& options)
+      : Module("LocalResponseNorm"), options(options) {}
+  Tensor forward(const Tensor& input) override;
+  std::string extra_repr() const override;
+  const LocalResponseNormOptions options;
+};
+
 /// The output size or the scale factors, and the mode, as libtorch's UpsampleOptions.
 struct UpsampleOptions {
   TANDEM_ARG(std::optional<std::vector<int64_t>>, size) = std::nullopt;

@@ -323,5 +323,27 @@ Tensor gaussian_nll_loss(const Tensor& input, const Tensor& target, const Tensor
 Tensor poisson_nll_loss(const Tensor& input, const Tensor& target, bool log_input = true,
                         bool full = false, double eps = 1e-8,
                         Reduction reduction = Reduction::mean);
+/// The multi-class hinge loss of (N, C) or (C) scores and class indices: per sample, the sum
+/// over the other classes j of max(0, margin - x[y] + x[j])^p (p 1 or 2), times weight[y] where
+/// given, divided by C.
+Tensor multi_margin_loss(const Tensor& input, const Tensor& target, int64_t p = 1,
+                         double margin = 1.0, const Tensor& weight = Tensor(),
+                         Reduction reduction = Reduction::mean);
+/// Each element over (k + alpha / size * the sum of the squares of `size` neighbouring channels,
+/// zeros past the ends)^beta, of (N, C, ...) with at least one dim after C: torch's formula, an
+/// average pool over the channels.
+Tensor local_response_norm(const Tensor& input, int64_t size, double alpha = 1e-4,
+                           double beta = 0.75, double k = 1.0);
+
+enum class EmbeddingBagMode { sum, mean, max };
+/// The sum, mean or max of the weight's rows in each bag: `input` (B, N) is B bags of N indices
+/// (no offsets), or a 1-d list of indices cut into bags at `offsets` (starting with 0; with
+/// include_last_offset the last offset ends the last bag). per_sample_weights (input's shape,
+/// mode sum only) scale each row. Entries equal to padding_idx are left out of their bag (and of
+/// its count); an empty bag gives zeros. (B, embedding_dim).
+Tensor embedding_bag(const Tensor& weight, const Tensor& input, const Tensor& offsets = Tensor(),
+                     EmbeddingBagMode mode = EmbeddingBagMode::mean,
+                     const Tensor& per_sample_weights = Tensor(), bool include_last_offset = false,
+                     std::optional<int64_t> padding_idx = std::nullopt);
 
 }  // namespace tandem
