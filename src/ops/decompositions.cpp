@@ -280,7 +280,14 @@ Tensor linalg::det(const Tensor& a) {
 Tensor linalg::solve(const Tensor& a, const Tensor& b, bool left) {
   check_square(a, "linalg.solve");
   check_defined(b, "linalg.solve", "B");
-  if (!left) return mT(solve(mT(a), mT(b)));  // X A = B: A^T X^T = B^T
+  if (!left) {  // X A = B: A^T X^T = B^T, for matrices only (torch's vector rule is for left)
+    TANDEM_CHECK(b.dim() >= 2 && !(b.dim() == a.dim() - 1 &&
+                                   Shape(a.shape().begin(), a.shape().end() - 1) == b.shape()),
+                 "linalg.solve: with left=false, B must be a batch of matrices (..., k, n), not "
+                 "vectors: got A ",
+                 shape_str(a.shape()), " and B ", shape_str(b.shape()));
+    return mT(solve(mT(a), mT(b)));
+  }
   const SolveOperands s = broadcast_for_solve(a, b, true, "linalg.solve");
   const Tensor x = solve_matrices(s.a, s.b);
   return s.vector ? x.squeeze(-1) : x;
@@ -297,8 +304,8 @@ Tensor linalg::solve_triangular(const Tensor& a, const Tensor& b, bool upper, bo
 
 Tensor linalg::cholesky(const Tensor& a, bool upper) {
   check_square(a, "linalg.cholesky");
-  const Tensor l = cholesky_lower(a);
-  return upper ? mT(l) : l;
+  // U = L^T of A^T's factor: the upper form reads A's upper triangle, as torch's.
+  return upper ? mT(cholesky_lower(mT(a))) : cholesky_lower(a);
 }
 
 Tensor linalg::matrix_power(const Tensor& a, int64_t n) {
@@ -327,9 +334,14 @@ Tensor logdet(const Tensor& a) {
 
 Tensor cholesky(const Tensor& a, bool upper) { return linalg::cholesky(a, upper); }
 
-Tensor cholesky_solve(const Tensor& b, const Tensor& l, bool upper) {
-  check_square(l, "cholesky_solve", "the factor");
-  check_defined(b, "cholesky_solve", "B");
+Tensor cholesky_solve(const Tensor& b0, const Tensor& l0, bool upper) {
+  check_square(l0, "cholesky_solve", "the factor");
+  check_matrices(b0, "cholesky_solve", "B");
+  // The batch dims broadcast first: the node's inputs are the expanded views, whose backward
+  // sums the gradients back to each operand's shape.
+  const SolveOperands s = broadcast_for_solve(l0, b0, false, "cholesky_solve");
+  const Tensor& l = s.a;
+  const Tensor& b = s.b;
   // A = L L^T (or U^T U), from the factor's triangle: X = L^-T (L^-1 B).
   Tensor x;
   {

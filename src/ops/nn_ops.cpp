@@ -2009,7 +2009,8 @@ Tensor multi_margin_loss(const Tensor& input, const Tensor& target, int64_t p, d
   const int64_t classes = x.size(1);
   const Tensor y = target.reshape({-1, 1}).to(DType::i64);
   // gather checks the indices are in [0, C).
-  const Tensor z = clamp_min(add(sub(x, gather(x, 1, y)), margin), 0.0);
+  // relu: no gradient where the margin is met exactly, as torch's kernel (z > 0).
+  const Tensor z = relu(add(sub(x, gather(x, 1, y)), margin));
   Tensor h = p == 2 ? mul(z, z) : z;
   const Tensor own =
       arange(0.0, static_cast<double>(classes), TensorOptions(DType::i64).device(x.device()));
@@ -2067,11 +2068,18 @@ Tensor embedding_bag(const Tensor& weight, const Tensor& input, const Tensor& of
   // The bags, on the host: where each one starts in the flat list of indices.
   std::vector<int64_t> starts;
   const int64_t count = input.numel();
+  int64_t last_end = count;  // where the last bag ends
   if (input.dim() == 2) {
     TANDEM_CHECK(!offsets.defined(), op,
                  ": offsets must be undefined for a 2-d input (each row is "
                  "a bag)");
     for (int64_t b = 0; b < input.size(0); ++b) starts.push_back(b * input.size(1));
+    // As torch: the rows' starts are the offsets, so with include_last_offset the last row only
+    // ends the bag before it.
+    if (include_last_offset && !starts.empty()) {
+      last_end = starts.back();
+      starts.pop_back();
+    }
   } else {
     TANDEM_CHECK(input.dim() == 1, op, ": expected a 1-d or 2-d input, got ",
                  shape_str(input.shape()));
@@ -2106,7 +2114,7 @@ Tensor embedding_bag(const Tensor& weight, const Tensor& input, const Tensor& of
   std::vector<int64_t> kept, bag_of, counts(static_cast<size_t>(bags), 0);
   std::vector<std::vector<int64_t>> members(static_cast<size_t>(bags));
   for (int64_t b = 0; b < bags; ++b) {
-    const int64_t end = b + 1 < bags ? starts[static_cast<size_t>(b) + 1] : count;
+    const int64_t end = b + 1 < bags ? starts[static_cast<size_t>(b) + 1] : last_end;
     for (int64_t i = starts[static_cast<size_t>(b)]; i < end; ++i) {
       if (indices[static_cast<size_t>(i)] == pad_row) continue;
       members[static_cast<size_t>(b)].push_back(static_cast<int64_t>(kept.size()));

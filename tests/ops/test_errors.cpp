@@ -387,6 +387,10 @@ TEST_CASE("errors of the factorizations and solvers name the matrix and what is 
           linalg::solve(eye(3), ones({2, 3}));
         }) ==
         "linalg.solve: A of shape (3, 3) and B of shape (2, 3) do not match (3 columns, 2 rows)");
+  CHECK(
+      error_of([] { linalg::solve(eye(3), ones({3}), false); }) ==
+      "linalg.solve: with left=false, B must be a batch of matrices (..., k, n), not vectors: got "
+      "A (3, 3) and B (3,)");
   CHECK(error_of([] { linalg::solve(eye(3), ones({3}, DType::f64)); }) ==
         "linalg.solve: A and B must have one dtype, got f32 and f64");
   CHECK(error_of([] { linalg::solve_triangular(eye(3), ones({3}), true); }) ==

@@ -1028,4 +1028,30 @@ TEST_CASE("factorizations: closed forms, residuals, empty and singular matrices"
                  1e-12));
   const Tensor copy = linalg::matrix_power(spd, 1);
   CHECK_FALSE(copy.storage().is_same(spd.storage()));
+  // The upper form reads the upper triangle, as torch's: [[4, 2], [100, 3]] -> [[2, 1], [0, 2^.5]].
+  const Tensor skew = from_vector<double>({4, 2, 100, 3}, {2, 2});
+  CHECK(allclose(linalg::cholesky(skew, true),
+                 from_vector<double>({2, 1, 0, std::sqrt(2.0)}, {2, 2}), 1e-12, 1e-12));
+  // cholesky_solve broadcasts batch dims, and its gradients go back to each operand's shape.
+  Tensor factor =
+      linalg::cholesky(add(spd, zeros({4, 3, 3}, DType::f64))).detach().requires_grad_();
+  Tensor rhs_grad = rhs.clone().requires_grad_();
+  sum(cholesky_solve(rhs_grad, factor)).backward();
+  CHECK(rhs_grad.grad().shape() == Shape{3, 2});
+  CHECK(factor.grad().shape() == Shape{4, 3, 3});
+}
+
+TEST_CASE(
+    "review fixes: the hinge loss's gradient where the margin is met exactly, the last row "
+    "of 2-d bags with include_last_offset",
+    "[ops]") {
+  // torch's kernel: no gradient where margin - x[y] + x[j] is exactly 0 (here j = 1).
+  Tensor x = from_vector<double>({1, 0, 0.5}, {1, 3}).requires_grad_();
+  multi_margin_loss(x, from_vector<int64_t>({0}, {1})).backward();
+  CHECK(allclose(x.grad(), from_vector<double>({-1.0 / 3, 0, 1.0 / 3}, {1, 3}), 1e-12, 1e-12));
+  // torch: each row's start is an offset, so the last row only ends the bag before it.
+  const Tensor w = arange(0.0, 12.0, DType::f32).reshape({6, 2});
+  const Tensor bags = embedding_bag(w, from_vector<int64_t>({1, 2, 3, 4, 5, 0}, {3, 2}), Tensor(),
+                                    EmbeddingBagMode::sum, Tensor(), true);
+  CHECK(bags.equal(from_vector<float>({6, 8, 14, 16}, {2, 2})));
 }
