@@ -89,6 +89,8 @@ Tensor inv_values(const Tensor& a) {
 Tensor solve_values(const Tensor& a, const Tensor& b) {
   std::vector<double> va = host_matrices(a), vb = host_matrices(b);
   const int64_t n = a.size(-1), cols = b.size(-1);
+  // No columns: nothing to solve (and Eigen's maps of no data bind null references).
+  if (vb.empty()) return from_host(vb, b.shape(), b);
   each_matrix(va, n, n, [&](int64_t k, MatrixMap m) {
     MatrixMap x(vb.data() + k * n * cols, n, cols);
     x = nonsingular_lu(m, k, "linalg.solve").solve(Matrix(x));
@@ -114,7 +116,8 @@ Tensor solve_matrices(const Tensor& a, const Tensor& b) {
 Tensor solve_triangular_left(const Tensor& a, const Tensor& b, bool upper, bool unitriangular) {
   std::vector<double> va = host_matrices(a), vb = host_matrices(b);
   const int64_t n = a.size(-1), cols = b.size(-1);
-  each_matrix(va, n, n, [&](int64_t k, MatrixMap m) {
+  // No columns: nothing to solve (and Eigen's maps of no data bind null references).
+  each_matrix(vb.empty() ? vb : va, n, n, [&](int64_t k, MatrixMap m) {
     MatrixMap x(vb.data() + k * n * cols, n, cols);
     // A zero on the diagonal gives inf and NaN, as LAPACK's trsm (nothing checks).
     if (upper && unitriangular) m.triangularView<Eigen::UnitUpper>().solveInPlace(x);
