@@ -28,6 +28,26 @@ namespace detail {
 // string itself): a plain tensor has none.
 inline std::string ivalue_meta_key(const std::string& key) { return "tandem.ivalue." + key; }
 inline const std::string kStringPrefix = "string:";
+inline bool starts_with(const std::string& s, const std::string& prefix) {
+  return s.compare(0, prefix.size(), prefix) == 0;
+}
+// The keys of an archive: its tensors' in order, then its strings' (held in the metadata alone).
+inline std::vector<std::string> archive_keys(const nn::StateDict& entries,
+                                             const io::Metadata& metadata) {
+  std::vector<std::string> out = entries.keys();
+  const std::string from = ivalue_meta_key("");
+  for (const auto& [name, kind] : metadata)
+    if (starts_with(name, from) && starts_with(kind, kStringPrefix))
+      out.push_back(name.substr(from.size()));
+  return out;
+}
+// Copies the kinds of the values under key prefix `from` in `metadata` into `out`, under `to`.
+inline void rename_kinds(const io::Metadata& metadata, const std::string& from,
+                         const std::string& to, io::Metadata& out) {
+  const std::string meta_from = ivalue_meta_key(from), meta_to = ivalue_meta_key(to);
+  for (const auto& [name, kind] : metadata)
+    if (starts_with(name, meta_from)) out[meta_to + name.substr(meta_from.size())] = kind;
+}
 }  // namespace detail
 
 /// libtorch's OutputArchive: tensors by key, and archives nested under a key (their keys
@@ -69,9 +89,7 @@ class OutputArchive {
   void write(const std::string& key, const OutputArchive& nested) {
     for (const std::string& name : nested.keys()) check_new(key + "." + name);  // all or nothing
     for (const auto& [name, tensor] : nested.entries_) entries_.emplace(key + "." + name, tensor);
-    const std::string from = detail::ivalue_meta_key(""), to = detail::ivalue_meta_key(key + ".");
-    for (const auto& [name, kind] : nested.metadata_)
-      metadata_[to + name.substr(from.size())] = kind;
+    detail::rename_kinds(nested.metadata_, "", key + ".", metadata_);
   }
   /// Every tensor of `tensors` under its name (a state_dict).
   void write(const nn::StateDict& tensors) {
@@ -90,14 +108,7 @@ class OutputArchive {
   }
   const nn::StateDict& tensors() const { return entries_; }
   /// Every key written: the tensors' in order, then the strings'.
-  std::vector<std::string> keys() const {
-    std::vector<std::string> out = entries_.keys();
-    const std::string from = detail::ivalue_meta_key("");
-    for (const auto& [name, kind] : metadata_)
-      if (kind.compare(0, detail::kStringPrefix.size(), detail::kStringPrefix) == 0)
-        out.push_back(name.substr(from.size()));
-    return out;
-  }
+  std::vector<std::string> keys() const { return detail::archive_keys(entries_, metadata_); }
 
  private:
   void check_new(const std::string& key) const {
@@ -156,7 +167,7 @@ class InputArchive {
   bool try_read(const std::string& key, IValue& value) const {
     const auto kind = metadata_.find(detail::ivalue_meta_key(key));
     const std::string k = kind == metadata_.end() ? "Tensor" : kind->second;
-    if (k.compare(0, detail::kStringPrefix.size(), detail::kStringPrefix) == 0) {
+    if (detail::starts_with(k, detail::kStringPrefix)) {
       value = k.substr(detail::kStringPrefix.size());
       return true;
     }
@@ -205,12 +216,8 @@ class InputArchive {
     InputArchive out;
     out.source_ = source_ + " ('" + key + "')";
     for (const auto& [name, tensor] : entries_)
-      if (name.compare(0, prefix.size(), prefix) == 0)
-        out.entries_.emplace(name.substr(prefix.size()), tensor);
-    const std::string from = detail::ivalue_meta_key(prefix), to = detail::ivalue_meta_key("");
-    for (const auto& [name, kind] : metadata_)
-      if (name.compare(0, from.size(), from) == 0)
-        out.metadata_[to + name.substr(from.size())] = kind;
+      if (detail::starts_with(name, prefix)) out.entries_.emplace(name.substr(prefix.size()), tensor);
+    detail::rename_kinds(metadata_, prefix, "", out.metadata_);
     nested = std::move(out);
   }
   bool try_read(const std::string& key, InputArchive& nested) const {
@@ -218,15 +225,7 @@ class InputArchive {
     return !nested.keys().empty();
   }
   /// Every key: the tensors' in the file's order, then the strings'.
-  std::vector<std::string> keys() const {
-    std::vector<std::string> out = entries_.keys();
-    const std::string from = detail::ivalue_meta_key("");
-    for (const auto& [name, kind] : metadata_)
-      if (name.compare(0, from.size(), from) == 0 &&
-          kind.compare(0, detail::kStringPrefix.size(), detail::kStringPrefix) == 0)
-        out.push_back(name.substr(from.size()));
-    return out;
-  }
+  std::vector<std::string> keys() const { return detail::archive_keys(entries_, metadata_); }
   const nn::StateDict& tensors() const { return entries_; }
 
  private:
