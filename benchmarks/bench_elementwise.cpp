@@ -22,9 +22,10 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   set_num_threads(threads);
   Generator gen(0);
-  // x, y ~ N(0, 1); p = |x| + 0.1, positive (the logarithms, roots, divisors).
+  // x, y, z ~ N(0, 1); p = |x| + 0.1, positive (the logarithms, roots, divisors).
   const Tensor x = randn({128, 4096}, DType::f32, &gen), y = randn({128, 4096}, DType::f32, &gen);
   const Tensor p = add(abs(x), 0.1);
+  const Tensor z = randn({4096, 128}, DType::f32, &gen);  // z.t() has x's shape, read across
   NoGradGuard no_grad;
   const std::vector<std::pair<const char*, std::function<Tensor()>>> ops{
       {"abs", [&] { return abs(x); }},
@@ -75,6 +76,9 @@ int main(int argc, char** argv) {
       {"argmax dim 1", [&] { return argmax(x, 1); }},
       {"sum dim 0", [&] { return sum(x, {0}); }},
       {"sum of the transpose dim 1", [&] { return sum(x.t(), {1}); }},
+      {"sigmoid of a transpose", [&] { return sigmoid(z.t()); }},
+      {"contiguous of a transpose", [&] { return z.t().contiguous(); }},
+      {"add a transpose", [&] { return add(x, z.t()); }},
   };
   nlohmann::json results = nlohmann::json::object();
   for (const auto& [name, op] : ops) {

@@ -23,6 +23,7 @@ def main():
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     x, y = torch.randn(128, 4096), torch.randn(128, 4096)
+    z = torch.randn(4096, 128)  # z.t() has x's shape, read across
     p = x.abs() + 0.1
     ops = {
         "abs": lambda: x.abs(), "sign": lambda: x.sign(), "floor": lambda: x.floor(),
@@ -44,6 +45,9 @@ def main():
         "masked_fill": lambda: x.masked_fill(x > 0.5, 0.0), "mean dim 1": lambda: x.mean(1),
         "var dim 1": lambda: x.var(1), "norm": lambda: x.norm(), "argmax dim 1": lambda: x.argmax(1),
         "sum dim 0": lambda: x.sum(0), "sum of the transpose dim 1": lambda: x.t().sum(1),
+        "sigmoid of a transpose": lambda: z.t().sigmoid(),
+        "contiguous of a transpose": lambda: z.t().contiguous(),
+        "add a transpose": lambda: x + z.t(),
     }
     results = {}
     with torch.no_grad():

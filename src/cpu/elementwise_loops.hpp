@@ -29,6 +29,14 @@ inline void store_block(R* o, int64_t stride, const Res* res, int64_t n) {
   }
 }
 
+// The runs' length in a tile of a transposed operand (loops.hpp): a vector function's runs are
+// blocks of kNarrowBlock, as its per-call setup (its constants) costs more than a 16-element
+// run; a plain copy or a scalar function's stay short, for the TLB.
+template <bool kVector>
+constexpr int64_t vec_width() {
+  return kVector ? kNarrowBlock : kTileCols;
+}
+
 // Narrow inputs (f16, bf16) are widened a block at a time into f32 scratch, computed there as
 // the f32 loop computes, and rounded back: memory is read and written once, narrow. The strided
 // walk, the widening and the rounding are compiled once per pair of stored types; only the block
@@ -75,7 +83,8 @@ void narrow_unary_loop(const Tensor& out, const Tensor& in, const void* op, Unar
           block(op, ra, xa, m);
           store_block(po + off[0] + b * st[0], st[0], ra, m);
         }
-      });
+      },
+      kNarrowBlock);
 }
 
 template <typename R, typename T, typename Res>
@@ -96,7 +105,8 @@ void narrow_binary_loop(const Tensor& out, const Tensor& a, const Tensor& b, con
           block(op, ra, xa, ya, m);
           store_block(po + off[0] + blk * st[0], st[0], ra, m);
         }
-      });
+      },
+      kNarrowBlock);
 }
 
 // R: the stored output type; T: the stored input type; the functor sees acc_type<T>.
@@ -124,9 +134,22 @@ void unary_loop(const Tensor& out, const Tensor& in, Op op) {
             // A broadcast input (an expanded gradient made dense): one value a run.
             std::fill(o, o + n, R(op(A(x[0]))));
           } else {
+            if constexpr (vec::kUnary<Op, A> && std::is_same_v<R, float>) {
+              if (st[0] == 1) {  // a strided input (a transpose): gathered, then in vectors
+                T xa[kNarrowBlock];
+                const T* gathered = xa;
+                for (int64_t b = 0; b < n; b += kNarrowBlock) {
+                  const int64_t m = std::min(kNarrowBlock, n - b);
+                  for (int64_t i = 0; i < m; ++i) xa[i] = x[(b + i) * st[1]];
+                  vec::unary(op, o + b, gathered, m);
+                }
+                return;
+              }
+            }
             for (int64_t i = 0; i < n; ++i) o[i * st[0]] = R(op(A(x[i * st[1]])));
           }
-        });
+        },
+        vec_width < vec::kUnary<Op, A> && std::is_same_v < R, float >> ());
   }
 }
 
@@ -161,7 +184,8 @@ void binary_loop(const Tensor& out, const Tensor& a, const Tensor& b, Op op) {
           } else {
             for (int64_t i = 0; i < n; ++i) o[i * st[0]] = R(op(A(x[i * st[1]]), A(y[i * st[2]])));
           }
-        });
+        },
+        vec_width < vec::kBinary<Op, A> && std::is_same_v < R, float >> ());
   }
 }
 

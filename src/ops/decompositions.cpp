@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "common.hpp"
+#include "host_matrices.hpp"
 #include "tandem/ops/creation.hpp"
 #include "tandem/ops/elementwise.hpp"
 #include "tandem/ops/linalg.hpp"
@@ -18,51 +19,6 @@ namespace tandem {
 using namespace ops_detail;
 
 namespace {
-
-using Matrix = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-using MatrixMap = Eigen::Map<Matrix>;
-
-void check_matrices(const Tensor& a, const char* op, const char* name) {
-  check_defined(a, op, name);
-  TANDEM_CHECK(a.dtype() == DType::f32 || a.dtype() == DType::f64, op, ": expected ", name,
-               " of dtype f32 or f64, got ", a.dtype(),
-               " (as torch, the factorizations take no integers nor f16/bf16)");
-  TANDEM_CHECK(a.dim() >= 2, op, ": ", name, " must have at least 2 dimensions, got shape ",
-               shape_str(a.shape()));
-}
-
-void check_square(const Tensor& a, const char* op, const char* name = "A") {
-  check_matrices(a, op, name);
-  TANDEM_CHECK(a.size(-1) == a.size(-2), op, ": ", name,
-               " must be batches of square matrices, but they are ", a.size(-2), " by ", a.size(-1),
-               " matrices");
-}
-
-Tensor mT(const Tensor& t) { return t.transpose(-2, -1); }
-
-// The batch dims of a (..., rows, cols).
-Shape batch_of(const Tensor& a) { return Shape(a.shape().begin(), a.shape().end() - 2); }
-
-// a's elements as row-major f64 matrices on the host (a copy; no history).
-std::vector<double> host_matrices(const Tensor& a) {
-  NoGradGuard no_grad;
-  return a.detach().to(kCPU).to(DType::f64).contiguous().to_vector<double>();
-}
-
-// Host values back to a tensor of `shape` with `like`'s dtype and device (no history).
-Tensor from_host(const std::vector<double>& values, const Shape& shape, const Tensor& like) {
-  NoGradGuard no_grad;
-  return from_vector(values, shape).to(like.dtype()).to(like.device());
-}
-
-// Runs f(k, matrix) for each n x m matrix of the host values, k counting from 0.
-template <typename F>
-void each_matrix(std::vector<double>& values, int64_t n, int64_t m, F&& f) {
-  const int64_t size = n * m;
-  if (size == 0) return;
-  for (int64_t k = 0; k * size < static_cast<int64_t>(values.size()); ++k)
-    f(k, MatrixMap(values.data() + k * size, n, m));
-}
 
 // The LU factorization of a square matrix with partial pivoting, refusing a singular one (an
 // exact zero on U's diagonal, as LAPACK's getrf reports) by `op`'s name.

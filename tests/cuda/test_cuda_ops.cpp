@@ -1998,6 +1998,20 @@ TEST_CASE(
                       linalg::matrix_power(a, -2).flatten()});
         }),
         tol(t));
+    same_on_gpu("eigh, SVD, QR, pinv and matrix norms", in,
+                with_gradients([&](const std::vector<Tensor>& v) {
+                  const Tensor sym = add(v[0], v[0].transpose(-1, -2));
+                  auto [l, q] = linalg::eigh(sym);
+                  auto [u, s, vh] = linalg::svd(v[1], false);
+                  auto [qq, r] = linalg::qr(v[1]);
+                  // Functions of the factors that their signs leave unchanged.
+                  return cat({matmul(mul(q, sin(l).unsqueeze(-2)), q.transpose(-1, -2)).flatten(),
+                              matmul(mul(u, sin(s).unsqueeze(-2)), vh).flatten(),
+                              matmul(qq, sin(r)).flatten(), linalg::pinv(v[1]).flatten(),
+                              linalg::matrix_norm(v[0], "nuc"),
+                              linalg::matrix_norm(v[0], -std::numeric_limits<double>::infinity())});
+                }),
+                tol(t));
     same_on_gpu("bags of embeddings, local response norm, multi-class hinge", in,
                 with_gradients([](const std::vector<Tensor>& v) {
                   const Device d = v[0].device();

@@ -692,6 +692,72 @@ with torch.random.fork_rng():
          lambda w, i, o: F.embedding_bag(i, w, o, include_last_offset=True, padding_idx=-1),
          r(6, 2), torch.tensor([5, 0, 5, 1, 3]), torch.tensor([0, 2, 5]))
 
+# torch.linalg's eigh, SVD and QR, and what is built on them: a stream of its own. Eigenvectors
+# and singular vectors are compared through functions their signs do not change.
+with torch.random.fork_rng():
+    torch.manual_seed(20204)
+    sym = lambda *s: (lambda x: x + x.transpose(-1, -2))(torch.randn(*s))
+    def eigh_function(a, uplo="L"):
+        l, q = torch.linalg.eigh(a, UPLO=uplo)
+        return q @ torch.diag_embed(l.sin()) @ q.transpose(-1, -2)
+    def svd_function(a, full_matrices=False):
+        u, s, vh = torch.linalg.svd(a, full_matrices=full_matrices)
+        k = s.shape[-1]
+        return u[..., :k] @ torch.diag_embed(s.sin()) @ vh[..., :k, :]
+    def qr_function(a, mode="reduced"):
+        q, r = torch.linalg.qr(a, mode=mode)
+        return q @ r.sin()
+    case("linalg_eigh", eigh_function, sym(3, 3))
+    case("linalg_eigh_batch_upper", lambda a: eigh_function(a, "U"), r(2, 4, 4))
+    case("linalg_eigh_values", lambda a: torch.linalg.eigh(a)[0], sym(2, 3, 3))
+    case("linalg_eigvalsh_upper", lambda a: torch.linalg.eigvalsh(a, UPLO="U"), r(4, 4))
+    case("linalg_svd_square", svd_function, r(3, 3))
+    case("linalg_svd_tall_batch", svd_function, r(2, 5, 3))
+    case("linalg_svd_wide_full", lambda a: svd_function(a, True), r(3, 5))
+    case("linalg_svd_values", lambda a: torch.linalg.svd(a)[1], r(2, 4, 3))
+    case("linalg_svdvals_wide", torch.linalg.svdvals, r(2, 5))
+    case("linalg_qr_tall", qr_function, r(5, 3))
+    case("linalg_qr_square_batch", qr_function, r(2, 3, 3))
+    case("linalg_qr_wide", qr_function, r(3, 5))
+    case("linalg_qr_r_of_reduced", lambda a: torch.linalg.qr(a)[1], r(4, 3))
+    case("linalg_qr_complete_q", lambda a: torch.linalg.qr(a, mode="complete")[0], r(4, 2),
+         grad=False)
+    case("linalg_qr_complete_r", lambda a: torch.linalg.qr(a, mode="complete")[1], r(4, 2),
+         grad=False)
+    case("linalg_qr_mode_r", lambda a: torch.linalg.qr(a, mode="r")[1], r(2, 4, 3), grad=False)
+    case("matrix_norm_fro", torch.linalg.matrix_norm, r(2, 3, 4))
+    case("matrix_norm_nuc", lambda a: torch.linalg.matrix_norm(a, "nuc"), r(2, 3, 4))
+    case("matrix_norm_2_dims_keepdim",
+         lambda a: torch.linalg.matrix_norm(a, 2, dim=(2, 0), keepdim=True), r(3, 2, 4))
+    case("matrix_norm_minus_2", lambda a: torch.linalg.matrix_norm(a, -2), r(4, 3))
+    case("matrix_norm_1", lambda a: torch.linalg.matrix_norm(a, 1), r(2, 3, 4))
+    case("matrix_norm_minus_1", lambda a: torch.linalg.matrix_norm(a, -1), r(3, 4))
+    case("matrix_norm_inf", lambda a: torch.linalg.matrix_norm(a, float("inf")), r(2, 3, 4))
+    case("matrix_norm_minus_inf_f64",
+         lambda a: torch.linalg.matrix_norm(a, -float("inf"), dtype=torch.float64), r(3, 4))
+    case("linalg_pinv_tall", torch.linalg.pinv, r(2, 5, 3))
+    case("linalg_pinv_wide", torch.linalg.pinv, r(3, 4))
+    case("linalg_pinv_hermitian", lambda a: torch.linalg.pinv(a, hermitian=True), sym(3, 3))
+    case("linalg_pinv_rank_deficient", lambda a: torch.linalg.pinv(a, rcond=1e-5),
+         r(4, 2) @ r(2, 3), grad=False)
+    case("linalg_matrix_rank", torch.linalg.matrix_rank,
+         torch.stack([r(4, 2) @ r(2, 3), r(4, 3), torch.zeros(4, 3)]), grad=False)
+    case("linalg_matrix_rank_hermitian_atol",
+         lambda a: torch.linalg.matrix_rank(a, atol=1.0, hermitian=True),
+         torch.diag(torch.tensor([3.0, -2.0, 0.5, 1e-8])), grad=False)
+    case("linalg_lstsq_tall", lambda a, b: torch.linalg.lstsq(a, b).solution, r(5, 3), r(5, 2))
+    # (torch 1.13's backward of a vector B fails with an IndexError: the values alone)
+    case("linalg_lstsq_wide_vector", lambda a, b: torch.linalg.lstsq(a, b).solution, r(3, 5),
+         r(3), grad=False)
+    case("linalg_lstsq_broadcast", lambda a, b: torch.linalg.lstsq(a, b).solution, r(2, 5, 3),
+         r(1, 5, 2))
+    case("linalg_lstsq_gelsd_residuals",
+         lambda a, b: torch.linalg.lstsq(a, b, driver="gelsd").residuals, r(2, 5, 3), r(2, 5))
+    case("linalg_lstsq_gelss_values",
+         lambda a, b: torch.linalg.lstsq(a, b, driver="gelss").singular_values, r(4, 3), r(4, 1))
+    case("linalg_lstsq_rank", lambda a, b: torch.linalg.lstsq(a, b, rcond=1e-4).rank,
+         torch.stack([r(5, 2) @ r(2, 3), r(5, 3)]), r(2, 5, 1), grad=False)
+
 with open(os.path.join(HERE, "ops.json"), "w") as f:
     json.dump({"generator": "torch " + torch.__version__, "cases": cases}, f)
 

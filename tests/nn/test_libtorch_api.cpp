@@ -3143,3 +3143,31 @@ TEST_CASE("libtorch names: pin_memory copies into pinned memory, movedim moves d
           torch::movedim(m, {0, 1}, {2, 2});
         }) == "movedim: destination dim 2 appears twice in (2, 2)");
 }
+
+TEST_CASE(
+    "libtorch names: torch::linalg's eigh, svd, qr, pinv, norms and rank as libtorch "
+    "spells them",
+    "[libtorch]") {
+  torch::Tensor a = torch::randn({4, 3}, torch::kFloat64);
+  auto [l, q] = torch::linalg::eigh(torch::matmul(a.t(), a), "L");
+  auto [u, s, vh] = torch::linalg::svd(a, false, std::nullopt);
+  auto [qq, r] = torch::linalg::qr(a, "reduced");
+  // The eigenvalues of A^T A are the squared singular values, in the other order.
+  CHECK(torch::allclose(l.flip({0}), s * s, 1e-10, 1e-10));
+  CHECK(torch::allclose(torch::linalg::svdvals(a, std::nullopt), s, 1e-12, 1e-12));
+  CHECK(torch::allclose(torch::matmul(qq, r), a, 1e-12, 1e-12));
+  CHECK(torch::allclose(torch::matmul(torch::linalg::pinv(a, 1e-15, false), a),
+                        torch::eye(3, torch::kFloat64), 1e-12, 1e-12));
+  CHECK(torch::allclose(torch::pinverse(a), torch::linalg::pinv(a, 1e-15, false)));
+  CHECK(torch::linalg::matrix_norm(a, "fro", {-2, -1}, false, std::nullopt).item<double>() ==
+        Approx(std::sqrt((s * s).sum().item<double>())));
+  CHECK(torch::linalg::matrix_norm(a, 2, {-2, -1}, false, std::nullopt).item<double>() ==
+        Approx(s[0].item<double>()));
+  CHECK(torch::linalg::matrix_rank(a, 1e-7, false).item<int64_t>() == 3);
+  CHECK(torch::linalg::eigvalsh(torch::matmul(a.t(), a), "U").allclose(l));
+  torch::Tensor b = torch::randn({4, 2}, torch::kFloat64);
+  auto [x, residuals, rank, values] = torch::linalg::lstsq(a, b, std::nullopt, "gelsd");
+  CHECK(torch::allclose(x, torch::matmul(torch::linalg::pinv(a, 1e-15, false), b), 1e-10, 1e-10));
+  CHECK(rank.item<int64_t>() == 3);
+  CHECK(torch::allclose(values, s));
+}

@@ -362,6 +362,65 @@ TEST_CASE("errors of the shape ops, order statistics and losses added for libtor
         }) == "unflatten: shape (4, -1) is invalid for input of size 6");
 }
 
+TEST_CASE("errors of eigh, SVD, QR and the matrix norms say what was asked for", "[errors]") {
+  CHECK(error_of([] {
+          linalg::eigh(zeros({2, 3}));
+        }) == "linalg.eigh: A must be batches of square matrices, but they are 2 by 3 matrices");
+  CHECK(error_of([] { linalg::eigvalsh(eye(2), "X"); }) ==
+        "linalg.eigvalsh: UPLO must be 'L' or 'U', got 'X'");
+  CHECK(error_of([] {
+          linalg::eigh(from_vector<float>({1, 0, std::nanf(""), 1}, {2, 2}));
+        }) ==
+        "linalg.eigh: the factorization of matrix 0 of the batch failed (its elements are not "
+        "all finite, or it did not converge)");
+  CHECK(error_of([] {
+          linalg::svdvals(stack({eye(2), full({2, 2}, INFINITY)}));
+        }) ==
+        "linalg.svdvals: the factorization of matrix 1 of the batch failed (its elements are not "
+        "all finite, or it did not converge)");
+  CHECK(error_of([] { linalg::svd(eye(2), false, "gesvdj"); }) ==
+        "linalg.svd: driver='gesvdj' is refused: as torch, a driver is only taken for CUDA inputs "
+        "with cuSOLVER, and tandem computes this on the host");
+  CHECK(error_of([] { linalg::svdvals(ones({3}, DType::i64)); }) ==
+        "linalg.svdvals: expected A of dtype f32 or f64, got i64 (as torch, the factorizations "
+        "take no integers nor f16/bf16)");
+  CHECK(error_of([] { linalg::qr(eye(2), "thin"); }) ==
+        "linalg.qr: mode must be 'reduced' (the default), 'complete' or 'r', got 'thin'");
+  // The factors torch does not differentiate: R of mode "r", and "complete" of a tall matrix.
+  Tensor a = ones({3, 2}).requires_grad_();
+  CHECK(error_of([&] { sum(std::get<1>(linalg::qr(a, "r"))).backward(); }) ==
+        "linalg.qr: the derivative of R depends on Q, which is not computed when mode='r'; use "
+        "mode='reduced' to differentiate through linalg.qr");
+  CHECK(error_of([&] { sum(std::get<0>(linalg::qr(a, "complete"))).backward(); }) ==
+        "linalg.qr: the QR decomposition is not differentiable when mode='complete' and A has "
+        "more rows than columns");
+  CHECK(error_of([] { linalg::matrix_norm(eye(2), 3); }) ==
+        "linalg.matrix_norm: ord must be one of 1, -1, 2, -2, inf, -inf, 'fro' or 'nuc', got 3");
+  CHECK(error_of([] { linalg::matrix_norm(eye(2), "max"); }) ==
+        "linalg.matrix_norm: ord must be 'fro' or 'nuc' (or a number: 1, -1, 2, -2, inf, -inf), "
+        "got 'max'");
+  CHECK(error_of([] {
+          linalg::matrix_norm(ones({2, 2, 2}), "fro", {1, -2});
+        }) == "linalg.matrix_norm: dims must be different, got (1, -2)");
+  CHECK(error_of([] { linalg::matrix_norm(ones({2}), "fro"); }) ==
+        "linalg.matrix_norm: the input must have at least 2 dimensions, got shape (2,)");
+  CHECK(error_of([] {
+          linalg::matrix_norm(ones({2, 2}, DType::i64));
+        }) == "linalg.matrix_norm: expected a floating-point input and dtype, got i64");
+  CHECK(error_of([] {
+          linalg::matrix_norm(ones({2, 2}), "fro", {-2, -1}, false, DType::i32);
+        }) == "linalg.matrix_norm: expected a floating-point input and dtype, got f32 and i32");
+  CHECK(error_of([] {
+          linalg::lstsq(ones({3, 2}), ones({3, 1}), std::nullopt, "gelsx");
+        }) ==
+        "linalg.lstsq: driver must be one of 'gels', 'gelsy' (the default), 'gelsd' or 'gelss', "
+        "got 'gelsx'");
+  CHECK(error_of([] {
+          linalg::lstsq(ones({3, 2}), ones({4, 1}));
+        }) ==
+        "linalg.lstsq: A of shape (3, 2) and B of shape (4, 1) do not match (3 rows against 4)");
+}
+
 TEST_CASE("errors of the factorizations and solvers name the matrix and what is wrong with it",
           "[errors]") {
   CHECK(error_of([] {

@@ -36,6 +36,23 @@ Tensor weighted(const std::vector<Tensor>& parts) {
   return cat(flat);
 }
 
+// Functions of eigh's, svd's and qr's factors that the factors' signs leave unchanged: Q
+// diag(sin L) Q^T, U diag(sin S) Vh (over the first k columns and rows), Q sin(R).
+Tensor eigh_function(const Tensor& a, const std::string& uplo) {
+  auto [l, q] = linalg::eigh(a, uplo);
+  return matmul(mul(q, sin(l).unsqueeze(-2)), q.transpose(-2, -1));
+}
+Tensor svd_function(const Tensor& a, bool full_matrices) {
+  auto [u, s, vh] = linalg::svd(a, full_matrices);
+  const int64_t k = s.size(-1);
+  return matmul(mul(u.narrow(-1, 0, k), sin(s).unsqueeze(-2)), vh.narrow(-2, 0, k));
+}
+Tensor qr_function(const Tensor& a) {
+  auto [q, r] = linalg::qr(a);
+  return matmul(q, sin(r));
+}
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
 using Attn = nn::functional::MultiheadAttentionForwardFuncOptions;
 using nn::functional::multi_head_attention_forward;
 namespace F = nn::functional;
@@ -640,6 +657,48 @@ const std::map<std::string, Fn>& ops() {
        [](V x) {
          return embedding_bag(x[0], x[1], x[2], EmbeddingBagMode::mean, Tensor(), true, -1);
        }},
+      // Eigen- and singular vectors through functions their signs leave unchanged, as
+      // make_golden.py's.
+      {"linalg_eigh", [](V x) { return eigh_function(x[0], "L"); }},
+      {"linalg_eigh_batch_upper", [](V x) { return eigh_function(x[0], "U"); }},
+      {"linalg_eigh_values", [](V x) { return std::get<0>(linalg::eigh(x[0])); }},
+      {"linalg_eigvalsh_upper", [](V x) { return linalg::eigvalsh(x[0], "U"); }},
+      {"linalg_svd_square", [](V x) { return svd_function(x[0], false); }},
+      {"linalg_svd_tall_batch", [](V x) { return svd_function(x[0], false); }},
+      {"linalg_svd_wide_full", [](V x) { return svd_function(x[0], true); }},
+      {"linalg_svd_values", [](V x) { return std::get<1>(linalg::svd(x[0])); }},
+      {"linalg_svdvals_wide", [](V x) { return linalg::svdvals(x[0]); }},
+      {"linalg_qr_tall", [](V x) { return qr_function(x[0]); }},
+      {"linalg_qr_square_batch", [](V x) { return qr_function(x[0]); }},
+      {"linalg_qr_wide", [](V x) { return qr_function(x[0]); }},
+      {"linalg_qr_r_of_reduced", [](V x) { return std::get<1>(linalg::qr(x[0])); }},
+      {"linalg_qr_complete_q", [](V x) { return std::get<0>(linalg::qr(x[0], "complete")); }},
+      {"linalg_qr_complete_r", [](V x) { return std::get<1>(linalg::qr(x[0], "complete")); }},
+      {"linalg_qr_mode_r", [](V x) { return std::get<1>(linalg::qr(x[0], "r")); }},
+      {"matrix_norm_fro", [](V x) { return linalg::matrix_norm(x[0]); }},
+      {"matrix_norm_nuc", [](V x) { return linalg::matrix_norm(x[0], "nuc"); }},
+      {"matrix_norm_2_dims_keepdim", [](V x) { return linalg::matrix_norm(x[0], 2, {2, 0}, true); }},
+      {"matrix_norm_minus_2", [](V x) { return linalg::matrix_norm(x[0], -2); }},
+      {"matrix_norm_1", [](V x) { return linalg::matrix_norm(x[0], 1); }},
+      {"matrix_norm_minus_1", [](V x) { return linalg::matrix_norm(x[0], -1); }},
+      {"matrix_norm_inf", [](V x) { return linalg::matrix_norm(x[0], kInf); }},
+      {"matrix_norm_minus_inf_f64",
+       [](V x) { return linalg::matrix_norm(x[0], -kInf, {-2, -1}, false, DType::f64); }},
+      {"linalg_pinv_tall", [](V x) { return linalg::pinv(x[0]); }},
+      {"linalg_pinv_wide", [](V x) { return linalg::pinv(x[0]); }},
+      {"linalg_pinv_hermitian", [](V x) { return linalg::pinv(x[0], 1e-15, true); }},
+      {"linalg_pinv_rank_deficient", [](V x) { return pinverse(x[0], 1e-5); }},
+      {"linalg_matrix_rank", [](V x) { return linalg::matrix_rank(x[0]); }},
+      {"linalg_matrix_rank_hermitian_atol",
+       [](V x) { return linalg::matrix_rank(x[0], 1.0, true); }},
+      {"linalg_lstsq_tall", [](V x) { return std::get<0>(linalg::lstsq(x[0], x[1])); }},
+      {"linalg_lstsq_wide_vector", [](V x) { return std::get<0>(linalg::lstsq(x[0], x[1])); }},
+      {"linalg_lstsq_broadcast", [](V x) { return std::get<0>(linalg::lstsq(x[0], x[1])); }},
+      {"linalg_lstsq_gelsd_residuals",
+       [](V x) { return std::get<1>(linalg::lstsq(x[0], x[1], std::nullopt, "gelsd")); }},
+      {"linalg_lstsq_gelss_values",
+       [](V x) { return std::get<3>(linalg::lstsq(x[0], x[1], std::nullopt, "gelss")); }},
+      {"linalg_lstsq_rank", [](V x) { return std::get<2>(linalg::lstsq(x[0], x[1], 1e-4)); }},
   };
   return table;
 }

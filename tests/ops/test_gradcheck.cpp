@@ -1,4 +1,6 @@
 // Every differentiable op against central finite differences in f64.
+#include <limits>
+
 #include "../util.hpp"
 
 using namespace tandem;
@@ -9,6 +11,7 @@ namespace {
 Generator gen(7);
 Tensor r(const Shape& s) { return randn(s, DType::f64, &gen); }
 Tensor pos(const Shape& s) { return add(rand(s, DType::f64, &gen), 0.5); }
+constexpr double kInf = std::numeric_limits<double>::infinity();
 // Values kept away from the kinks of abs/relu/clamp/max so differences stay smooth.
 Tensor away_from_zero(const Shape& s) {
   Tensor x = r(s);
@@ -418,6 +421,60 @@ TEST_CASE("gradcheck: factorizations and solvers, and their second derivatives",
            [&](const Tensor& x) {
              return cholesky_solve(x.sin(), add(tril(x), mul(eye3, 2.0)));
            }}) {
+    gradcheck(
+        [&f](V x) {
+          AutoGradMode on(true);  // (the finite differences run under NoGradGuard)
+          Tensor v = f(x[0]);
+          return autograd::grad({sum(v * v * v)}, {x[0]}, {}, {}, /*create_graph=*/true)[0];
+        },
+        {r({3, 3})});
+  }
+}
+
+TEST_CASE("gradcheck: eigh, SVD, QR, the pseudo-inverse and matrix norms, and second derivatives",
+          "[gradcheck]") {
+  // Functions the factors' signs leave unchanged; a symmetric input through x + x^T (a
+  // perturbed entry of x moves both triangles, as the symmetric gradient torch's formula gives).
+  auto sym = [](const Tensor& x) { return add(x, x.transpose(-1, -2)); };
+  auto eigh_f = [&](const Tensor& x) {
+    auto [l, q] = linalg::eigh(sym(x));
+    return matmul(mul(q, sin(l).unsqueeze(-2)), q.transpose(-1, -2));
+  };
+  auto svd_f = [](const Tensor& x, bool full) {
+    auto [u, s, vh] = linalg::svd(x, full);
+    const int64_t k = s.size(-1);
+    return matmul(mul(u.narrow(-1, 0, k), sin(s).unsqueeze(-2)), vh.narrow(-2, 0, k));
+  };
+  auto qr_f = [](const Tensor& x) {
+    auto [q, r] = linalg::qr(x);
+    return matmul(q, sin(r));
+  };
+  gradcheck([&](V x) { return eigh_f(x[0]); }, {r({2, 3, 3})});
+  gradcheck([&](V x) { return linalg::eigvalsh(sym(x[0]), "U"); }, {r({4, 4})});
+  gradcheck([&](V x) { return svd_f(x[0], false); }, {r({2, 3, 3})});
+  gradcheck([&](V x) { return svd_f(x[0], false); }, {r({4, 3})});
+  gradcheck([&](V x) { return svd_f(x[0], true); }, {r({3, 5})});
+  gradcheck([](V x) { return linalg::svdvals(x[0]); }, {r({2, 3, 4})});
+  gradcheck([&](V x) { return qr_f(x[0]); }, {r({5, 3})});
+  gradcheck([&](V x) { return qr_f(x[0]); }, {r({2, 3, 3})});
+  gradcheck([&](V x) { return qr_f(x[0]); }, {r({3, 5})});
+  gradcheck([](V x) { return std::get<1>(linalg::qr(x[0])); }, {r({4, 3})});
+  gradcheck([](V x) { return linalg::pinv(x[0]); }, {r({2, 4, 3})});
+  gradcheck([](V x) { return linalg::pinv(x[0]); }, {r({3, 4})});
+  gradcheck([&](V x) { return linalg::pinv(sym(x[0]), 1e-15, true); }, {r({3, 3})});
+  gradcheck([](V x) { return std::get<0>(linalg::lstsq(x[0], x[1])); }, {r({5, 3}), r({5, 2})});
+  gradcheck([](V x) { return std::get<0>(linalg::lstsq(x[0], x[1])); }, {r({3, 4}), r({3})});
+  gradcheck([](V x) { return std::get<0>(linalg::lstsq(x[0], x[1], std::nullopt, "gels")); },
+            {r({2, 4, 3}), r({1, 4, 2})});
+  gradcheck([](V x) { return std::get<1>(linalg::lstsq(x[0], x[1], std::nullopt, "gelsd")); },
+            {r({5, 3}), r({5, 2})});
+  gradcheck([](V x) { return linalg::matrix_norm(x[0]); }, {r({2, 3, 4})});
+  gradcheck([](V x) { return linalg::matrix_norm(x[0], "nuc"); }, {r({3, 4})});
+  for (double ord : {1.0, -1.0, 2.0, -2.0, kInf, -kInf})
+    gradcheck([ord](V x) { return linalg::matrix_norm(x[0], ord, {0, 2}, true); }, {r({3, 2, 4})});
+  for (const auto& f : std::vector<std::function<Tensor(const Tensor&)>>{
+           eigh_f, [&](const Tensor& x) { return svd_f(x, false); }, qr_f,
+           [](const Tensor& x) { return linalg::pinv(x); }}) {
     gradcheck(
         [&f](V x) {
           AutoGradMode on(true);  // (the finite differences run under NoGradGuard)

@@ -978,6 +978,111 @@ TEST_CASE(
   }
 }
 
+TEST_CASE("eigh, SVD and QR: factors that give A back, orthogonality, order, empty matrices",
+          "[ops]") {
+  Generator gen(11);
+  const Tensor x = randn({2, 6, 6}, DType::f64, &gen);
+  const Tensor sym = add(x, x.transpose(-1, -2));
+  auto orthonormal = [](const Tensor& q) {  // Q^T Q = I
+    const Tensor gram = matmul(q.transpose(-1, -2), q);
+    return allclose(gram, eye(q.size(-1), DType::f64).expand(gram.shape()), 1e-12, 1e-12);
+  };
+  // eigh: A = Q diag(L) Q^T, L ascending; "U" reads the upper triangle only.
+  auto [l, q] = linalg::eigh(sym);
+  CHECK(allclose(matmul(mul(q, l.unsqueeze(-2)), q.transpose(-1, -2)), sym, 1e-12, 1e-12));
+  CHECK(orthonormal(q));
+  CHECK(sub(l.narrow(-1, 1, 5), l.narrow(-1, 0, 5)).ge(0.0).all().item<bool>());
+  const Tensor upper_only = add(triu(sym), tril(full({2, 6, 6}, 50.0, DType::f64), -1));
+  CHECK(allclose(linalg::eigvalsh(upper_only, "U"), l, 1e-12, 1e-12));
+  // svd: A = U diag(S) Vh, S descending and not negative; the full factors orthogonal.
+  const Tensor tall = randn({2, 7, 4}, DType::f64, &gen);
+  auto [u, s, vh] = linalg::svd(tall);
+  CHECK(u.shape() == Shape{2, 7, 7});
+  CHECK(vh.shape() == Shape{2, 4, 4});
+  CHECK(orthonormal(u));
+  CHECK(orthonormal(vh.transpose(-1, -2)));
+  CHECK(allclose(matmul(mul(u.narrow(-1, 0, 4), s.unsqueeze(-2)), vh), tall, 1e-12, 1e-12));
+  CHECK(sub(s.narrow(-1, 0, 3), s.narrow(-1, 1, 3)).ge(0.0).all().item<bool>());
+  CHECK(s.ge(0.0).all().item<bool>());
+  CHECK(allclose(linalg::svdvals(tall.transpose(-1, -2)), s, 1e-12, 1e-12));
+  auto [ue, se, vhe] = linalg::svd(zeros({0, 3}, DType::f64));
+  CHECK(ue.shape() == Shape{0, 0});
+  CHECK(se.shape() == Shape{0});
+  CHECK(vhe.equal(eye(3, DType::f64)));
+  // qr: A = Q R, Q orthonormal, R upper; mode "complete" squares Q; "r" gives R alone.
+  for (const Shape& shape : {Shape{2, 7, 4}, Shape{4, 4}, Shape{3, 6}}) {
+    const Tensor a = randn(shape, DType::f64, &gen);
+    auto [qq, rr] = linalg::qr(a);
+    CHECK(orthonormal(qq));
+    CHECK(rr.equal(triu(rr)));
+    CHECK(allclose(matmul(qq, rr), a, 1e-12, 1e-12));
+    auto [qc, rc] = linalg::qr(a, "complete");
+    CHECK(qc.size(-1) == a.size(-2));
+    CHECK(orthonormal(qc));
+    CHECK(allclose(matmul(qc, rc), a, 1e-12, 1e-12));
+    auto [qr0, r_only] = linalg::qr(a, "r");
+    CHECK(qr0.numel() == 0);
+    CHECK(allclose(r_only, rr, 1e-12, 1e-12));
+  }
+  // Gradients through eigenvalues alone need no distinct ones: at the identity, d sum(L) = I.
+  Tensor identity = eye(3, DType::f64).requires_grad_();
+  sum(std::get<0>(linalg::eigh(identity))).backward();
+  CHECK(identity.grad().equal(eye(3, DType::f64)));
+  Tensor identity2 = eye(3, DType::f64).requires_grad_();
+  sum(linalg::svdvals(identity2)).backward();
+  CHECK(allclose(identity2.grad(), eye(3, DType::f64), 1e-12, 1e-12));
+  // An output changed in place before the backward is refused, as torch's.
+  Tensor xg = randn({3, 3}, DType::f64, &gen).requires_grad_();
+  auto [ug, sg, vhg] = linalg::svd(xg);
+  {
+    NoGradGuard no_grad;
+    ug.mul_(2.0);
+  }
+  CHECK_THROWS_WITH(sum(sg).backward(), Catch::Contains("was changed in place"));
+}
+
+TEST_CASE("pinv, matrix_rank and matrix_norm: closed forms", "[ops]") {
+  Generator gen(12);
+  const Tensor a = randn({5, 3}, DType::f64, &gen);
+  const Tensor p = linalg::pinv(a);
+  CHECK(allclose(matmul(matmul(a, p), a), a, 1e-12, 1e-12));  // the Penrose conditions
+  CHECK(allclose(matmul(matmul(p, a), p), p, 1e-12, 1e-12));
+  CHECK(allclose(matmul(p, a), eye(3, DType::f64), 1e-12, 1e-12));  // full column rank
+  // A rank-1 matrix u v^T: its pseudo-inverse is v u^T / (|u|^2 |v|^2), its rank 1.
+  const Tensor u = from_vector<double>({1, 2, 2}, {3, 1}), v = from_vector<double>({3, 4}, {2, 1});
+  const Tensor rank1 = matmul(u, v.t());
+  CHECK(allclose(linalg::pinv(rank1), div(matmul(v, u.t()), 9.0 * 25.0), 1e-12, 1e-12));
+  CHECK(linalg::matrix_rank(rank1).item<int64_t>() == 1);
+  CHECK(linalg::matrix_rank(zeros({3, 2})).item<int64_t>() == 0);
+  CHECK(linalg::matrix_rank(a).item<int64_t>() == 3);
+  CHECK(linalg::matrix_rank(rank1, 1e3, false).item<int64_t>() == 0);  // an atol above |u||v|
+  // Norms of a diagonal matrix: 2 and -2 its largest and smallest |d|, nuc their sum, 1 and inf
+  // the largest |d| too; fro the root of the squares.
+  const Tensor d = diag(from_vector<double>({3, -4, 0.5}));
+  CHECK(linalg::matrix_norm(d, 2).item<double>() == Approx(4.0));
+  CHECK(linalg::matrix_norm(d, -2).item<double>() == Approx(0.5));
+  CHECK(linalg::matrix_norm(d, "nuc").item<double>() == Approx(7.5));
+  CHECK(linalg::matrix_norm(d, 1).item<double>() == 4.0);
+  CHECK(linalg::matrix_norm(d, -std::numeric_limits<double>::infinity()).item<double>() == 0.5);
+  CHECK(linalg::matrix_norm(d).item<double>() == Approx(std::sqrt(25.25)));
+  CHECK(linalg::matrix_norm(zeros({2, 3, 4}), "fro", {0, 2}, true).shape() == Shape{1, 3, 1});
+  // lstsq: the residual is orthogonal to A's columns (the normal equations), the residuals are
+  // its squared norms, and for a rank-deficient A the solution is the minimum-norm one.
+  const Tensor b = randn({5, 2}, DType::f64, &gen);
+  auto [x, residuals, rank, values] = linalg::lstsq(a, b, std::nullopt, "gelsd");
+  const Tensor residual = sub(matmul(a, x), b);
+  CHECK(allclose(matmul(a.t(), residual), zeros({3, 2}, DType::f64), 1e-12, 1e-12));
+  CHECK(allclose(residuals, sum(mul(residual, residual), {0}), 1e-12, 1e-12));
+  CHECK(rank.item<int64_t>() == 3);
+  CHECK(allclose(values, linalg::svdvals(a), 1e-12, 1e-12));
+  auto [xd, rd, rankd, vd] = linalg::lstsq(matmul(u, v.t()), from_vector<double>({1, 2, 3}, {3}));
+  CHECK(allclose(xd, matmul(linalg::pinv(matmul(u, v.t())), from_vector<double>({1, 2, 3})), 1e-12,
+                 1e-12));
+  CHECK(rankd.item<int64_t>() == 1);
+  CHECK(rd.numel() == 0);  // gelsy gives no residuals; a rank-deficient A none from any driver
+  CHECK(vd.numel() == 0);
+}
+
 TEST_CASE("factorizations: closed forms, residuals, empty and singular matrices", "[ops]") {
   // A X = B to rounding for a larger system, in f32 (computed in f64, then rounded).
   Generator gen(5);
@@ -1054,4 +1159,31 @@ TEST_CASE(
   const Tensor bags = embedding_bag(w, from_vector<int64_t>({1, 2, 3, 4, 5, 0}, {3, 2}), Tensor(),
                                     EmbeddingBagMode::sum, Tensor(), true);
   CHECK(bags.equal(from_vector<float>({6, 8, 14, 16}, {2, 2})));
+}
+
+TEST_CASE("elementwise ops on transposed operands: the tiled walk gives the dense results",
+          "[ops]") {
+  // z.t() reads across z's rows: the loop walks it in tiles (src/cpu/loops.hpp). The reference
+  // is z's values transposed on the host.
+  Generator gen(13);
+  for (const Shape& shape : {Shape{300, 37}, Shape{3000, 150}}) {
+    const int64_t rows = shape[0], cols = shape[1];
+    for (DType t : {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i32}) {
+      INFO(dtype_name(t) << " " << shape_str(shape));
+      const Tensor z = mul(randn(shape, DType::f32, &gen), 8.0).to(t);
+      const std::vector<double> v = z.to(DType::f64).to_vector<double>();
+      std::vector<double> transposed(v.size());
+      for (int64_t i = 0; i < rows; ++i)
+        for (int64_t j = 0; j < cols; ++j) transposed[j * rows + i] = v[i * cols + j];
+      const Tensor ref = from_vector(transposed, {cols, rows}).to(t);
+      CHECK(z.t().contiguous().equal(ref));
+      CHECK(neg(z.t()).equal(neg(ref)));
+      const Tensor other = mul(randn({cols, rows}, DType::f32, &gen), 8.0).to(t);
+      CHECK(add(other, z.t()).equal(add(other, ref)));
+      if (is_floating(t)) {
+        CHECK(sigmoid(z.t()).equal(sigmoid(ref)));
+        CHECK(mul(z.t(), z.t()).equal(mul(ref, ref)));
+      }
+    }
+  }
 }

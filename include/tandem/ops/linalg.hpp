@@ -57,6 +57,8 @@ Tensor cholesky(const Tensor& a, bool upper = false);
 Tensor cholesky_solve(const Tensor& b, const Tensor& l, bool upper = false);
 Tensor cholesky_inverse(const Tensor& l, bool upper = false);
 Tensor matrix_power(const Tensor& a, int64_t n);
+/// linalg::pinv under its older name.
+Tensor pinverse(const Tensor& a, double rcond = 1e-15);
 
 namespace linalg {
 /// Factorizations of batches of matrices (..., n, n), f32 or f64, as torch.linalg's: computed in
@@ -78,6 +80,50 @@ Tensor solve_triangular(const Tensor& a, const Tensor& b, bool upper, bool left 
 /// positive-definite is refused, naming the order of its first leading minor that is not.
 Tensor cholesky(const Tensor& a, bool upper = false);
 Tensor matrix_power(const Tensor& a, int64_t n);
+
+/// The eigenvalues, ascending, and orthonormal eigenvectors (columns) of symmetric matrices,
+/// read from their lower triangle ("L") or upper ("U"), as torch.linalg.eigh (ops/spectral.cpp,
+/// computed as the factorizations above). An eigenvector's sign is not determined; gradients
+/// through eigenvectors are PyTorch's, and need distinct eigenvalues.
+std::tuple<Tensor, Tensor> eigh(const Tensor& a, const std::string& uplo = "L");
+Tensor eigvalsh(const Tensor& a, const std::string& uplo = "L");
+/// U, S, Vh with A = U diag(S) Vh, S descending; U (..., m, m) and Vh (..., n, n) when
+/// `full_matrices`, else (..., m, k) and (..., k, n), k = min(m, n). As torch, a `driver` is
+/// refused (cuSOLVER's). The gradient through U and Vh needs distinct singular values (and
+/// nonzero ones where m != n); through S alone it always exists.
+std::tuple<Tensor, Tensor, Tensor> svd(const Tensor& a, bool full_matrices = true,
+                                       const std::optional<std::string>& driver = std::nullopt);
+Tensor svdvals(const Tensor& a, const std::optional<std::string>& driver = std::nullopt);
+/// Q, R with A = Q R (Householder: R's diagonal may be negative): mode "reduced" (Q m x k),
+/// "complete" (Q m x m) or "r" (R only; Q empty). As torch, R from "r" has no gradient, nor do
+/// "complete"'s factors of a matrix with more rows than columns.
+std::tuple<Tensor, Tensor> qr(const Tensor& a, const std::string& mode = "reduced");
+/// Matrix norms over the two `dim` of a: ord 'fro', 'nuc' (the sum of the singular values), 2
+/// and -2 (the largest and smallest), 1 and -1 (the largest and smallest column sum of |a|),
+/// inf and -inf (row sums). With a dtype, computed in it.
+Tensor matrix_norm(const Tensor& a, const std::string& ord = "fro", const Shape& dim = {-2, -1},
+                   bool keepdim = false, std::optional<DType> dtype = std::nullopt);
+Tensor matrix_norm(const Tensor& a, double ord, const Shape& dim = {-2, -1}, bool keepdim = false,
+                   std::optional<DType> dtype = std::nullopt);
+/// The pseudo-inverse: singular values at or below rcond times the largest are taken as zero
+/// (with `hermitian`, eigenvalues by their absolute value). Differentiable where A's rank is
+/// locally constant.
+Tensor pinv(const Tensor& a, double rcond = 1e-15, bool hermitian = false);
+/// The number of singular values (|eigenvalues| with `hermitian`) above max(atol, rtol * the
+/// largest), as an i64 tensor; by default rtol = eps * max(m, n), as torch. The second form's
+/// `tol` is an atol.
+Tensor matrix_rank(const Tensor& a, std::optional<double> atol = std::nullopt,
+                   std::optional<double> rtol = std::nullopt, bool hermitian = false);
+Tensor matrix_rank(const Tensor& a, double tol, bool hermitian);
+/// The least-squares solution X of A X = B (B (..., m, k), or vectors (..., m)), batch dims
+/// broadcast, and (residuals, rank, singular values) as torch's `driver` gives them: 'gelsy' (the
+/// default) the rank; 'gels' the residuals; 'gelsd' and 'gelss' all three. Residuals, ||A X -
+/// B||^2 per column, only where A has more rows than columns and full rank; the others empty.
+/// X is the minimum-norm solution A^+ B (singular values at or below rcond times the largest
+/// taken as zero; by default rcond is the dtype's eps times max(m, n)).
+std::tuple<Tensor, Tensor, Tensor, Tensor> lstsq(
+    const Tensor& a, const Tensor& b, std::optional<double> rcond = std::nullopt,
+    const std::optional<std::string>& driver = std::nullopt);
 
 /// The ord-norm of the elements over dims (all when none), as torch.linalg.vector_norm:
 /// (sum |x|^ord)^(1/ord) for any other ord, inf (largest |x|), -inf (smallest |x|) or 0 (the
