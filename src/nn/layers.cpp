@@ -282,8 +282,71 @@ std::string ConvTranspose2d::extra_repr() const {
   os << options.in_channels_ << ", " << options.out_channels_
      << ", kernel_size=" << int2_str(options.kernel_size_) << ", stride=" << int2_str(options.stride_);
   if (options.padding_.h || options.padding_.w) os << ", padding=" << int2_str(options.padding_);
+  if (options.dilation_.h != 1 || options.dilation_.w != 1)
+    os << ", dilation=" << int2_str(options.dilation_);
   if (options.output_padding_.h || options.output_padding_.w)
     os << ", output_padding=" << int2_str(options.output_padding_);
+  if (options.groups_ != 1) os << ", groups=" << options.groups_;
+  if (!bias.defined()) os << ", bias=false";
+  return os.str();
+}
+
+ConvTranspose1d::ConvTranspose1d(const ConvTranspose1dOptions& o)
+    : Module("ConvTranspose1d"), options(o) {
+  check_conv_sizes("ConvTranspose1d", o.in_channels_, o.out_channels_, o.groups_,
+                   {1, o.kernel_size_});
+  weight = register_parameter("weight",
+                              empty({o.in_channels_, o.out_channels_ / o.groups_, o.kernel_size_}));
+  if (o.bias_) bias = register_parameter("bias", empty({o.out_channels_}));
+  torch_default_init(weight, bias);  // fan_in from weight.size(1), as torch's
+}
+
+void ConvTranspose1d::reset_parameters() { torch_default_init(weight, bias); }
+
+Tensor ConvTranspose1d::forward(const Tensor& input) {
+  return conv_transpose1d(input, weight, bias, options.stride_, options.padding_,
+                          options.output_padding_, options.groups_, options.dilation_);
+}
+
+std::string ConvTranspose1d::extra_repr() const {
+  std::ostringstream os;
+  os << options.in_channels_ << ", " << options.out_channels_ << ", kernel_size=("
+     << options.kernel_size_ << ",), stride=(" << options.stride_ << ",)";
+  if (options.padding_) os << ", padding=(" << options.padding_ << ",)";
+  if (options.dilation_ != 1) os << ", dilation=(" << options.dilation_ << ",)";
+  if (options.output_padding_) os << ", output_padding=(" << options.output_padding_ << ",)";
+  if (options.groups_ != 1) os << ", groups=" << options.groups_;
+  if (!bias.defined()) os << ", bias=false";
+  return os.str();
+}
+
+ConvTranspose3d::ConvTranspose3d(const ConvTranspose3dOptions& o)
+    : Module("ConvTranspose3d"), options(o) {
+  const Int3 k = o.kernel_size_;
+  check_conv_sizes("ConvTranspose3d", o.in_channels_, o.out_channels_, o.groups_, {k.h, k.w});
+  TANDEM_CHECK(k.d > 0, "ConvTranspose3d: kernel size must be positive, got ", int3_str(k));
+  weight = register_parameter("weight",
+                              empty({o.in_channels_, o.out_channels_ / o.groups_, k.d, k.h, k.w}));
+  if (o.bias_) bias = register_parameter("bias", empty({o.out_channels_}));
+  torch_default_init(weight, bias);
+}
+
+void ConvTranspose3d::reset_parameters() { torch_default_init(weight, bias); }
+
+Tensor ConvTranspose3d::forward(const Tensor& input) {
+  return conv_transpose3d(input, weight, bias, options.stride_, options.padding_,
+                          options.output_padding_, options.groups_, options.dilation_);
+}
+
+std::string ConvTranspose3d::extra_repr() const {
+  std::ostringstream os;
+  os << options.in_channels_ << ", " << options.out_channels_
+     << ", kernel_size=" << int3_str(options.kernel_size_)
+     << ", stride=" << int3_str(options.stride_);
+  const Int3 p = options.padding_, op = options.output_padding_, d = options.dilation_;
+  if (p.d || p.h || p.w) os << ", padding=" << int3_str(p);
+  if (d.d != 1 || d.h != 1 || d.w != 1) os << ", dilation=" << int3_str(d);
+  if (op.d || op.h || op.w) os << ", output_padding=" << int3_str(op);
   if (options.groups_ != 1) os << ", groups=" << options.groups_;
   if (!bias.defined()) os << ", bias=false";
   return os.str();

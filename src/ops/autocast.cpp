@@ -12,6 +12,7 @@ const std::vector<AutocastRule>& autocast_policy() {
       {"conv2d", AutocastPolicy::lower},
       {"conv_transpose2d", AutocastPolicy::lower},
       {"conv3d", AutocastPolicy::lower},
+      {"conv_transpose3d", AutocastPolicy::lower},  // conv_transpose1d through conv_transpose2d
       {"linear", AutocastPolicy::lower},
       {"bmm", AutocastPolicy::lower},  // mm and matmul run through bmm
       // Batch norm takes a low-precision input as it is (its statistics and parameters are f32

@@ -721,9 +721,9 @@ Tensor logical_xor(const Tensor& a, const Tensor& b) {
 }
 
 bool allclose(const Tensor& a, const Tensor& b, double rtol, double atol) {
-  TANDEM_CHECK(a.shape() == b.shape(), "allclose: shapes ", shape_str(a.shape()), " and ",
-               shape_str(b.shape()), " differ");
-  auto x = a.to_vector<double>(), y = b.to_vector<double>();
+  const Shape shape = broadcast_shapes(a.shape(), b.shape(), "allclose");  // as torch's isclose
+  auto x = a.expand(shape).contiguous().to_vector<double>();
+  auto y = b.expand(shape).contiguous().to_vector<double>();
   for (size_t i = 0; i < x.size(); ++i)
     if (!(std::fabs(x[i] - y[i]) <= atol + rtol * std::fabs(y[i]))) return false;
   return true;

@@ -982,6 +982,86 @@ Tensor conv3d(const Tensor& input, const Tensor& weight, const Tensor& bias, Int
   });
 }
 
+Tensor conv_transpose1d(const Tensor& input, const Tensor& weight, const Tensor& bias,
+                        int64_t stride, int64_t padding, int64_t output_padding, int64_t groups,
+                        int64_t dilation) {
+  const char* op = "conv_transpose1d";
+  check_defined(input, op, "input");
+  check_defined(weight, op, "weight");
+  TANDEM_CHECK((input.dim() == 2 || input.dim() == 3) && weight.dim() == 3, op,
+               ": expected input (N, C_in, L) or (C_in, L) and weight (C_in, C_out / groups, k), "
+               "got ",
+               shape_str(input.shape()), " and ", shape_str(weight.shape()));
+  // conv_transpose2d over a height of 1 (its checks then speak of the width).
+  const bool batched = input.dim() == 3;
+  const Tensor x = unsqueeze(batched ? input : unsqueeze(input, 0), 2);  // (N, C_in, 1, L)
+  const Tensor y = conv_transpose2d(x, unsqueeze(weight, 2), bias, {1, stride}, {0, padding},
+                                    {0, output_padding}, groups, {1, dilation});
+  return batched ? squeeze(y, 2) : squeeze(squeeze(y, 2), 0);
+}
+
+Tensor conv_transpose3d(const Tensor& input, const Tensor& weight, const Tensor& bias, Int3 stride,
+                        Int3 padding, Int3 output_padding, int64_t groups, Int3 dilation) {
+  const char* op = "conv_transpose3d";
+  if (autocast_changes(op, {input, weight, bias}))
+    return conv_transpose3d(autocast_input(op, input), autocast_input(op, weight),
+                            autocast_input(op, bias), stride, padding, output_padding, groups,
+                            dilation);
+  check_conv_operands(input, weight, bias, groups, "(C_in, C_out / groups, kD, kH, kW)", op, 5);
+  TANDEM_CHECK(stride.d > 0 && dilation.d > 0 && padding.d >= 0 && output_padding.d >= 0, op,
+               ": stride ", int3_str(stride), " and dilation ", int3_str(dilation),
+               " must be positive, padding ", int3_str(padding), " and output_padding ",
+               int3_str(output_padding), " non-negative");
+  TANDEM_CHECK(output_padding.d < stride.d || output_padding.d < dilation.d, op,
+               ": output_padding must be smaller than either stride or dilation");
+  const int64_t co = weight.size(1) * groups;
+  if (bias.defined())
+    TANDEM_CHECK(bias.dim() == 1 && bias.size(0) == co, op, ": bias must be (", co, "), got ",
+                 shape_str(bias.shape()));
+  return with_batch_dim<3>(input, op, [&](const Tensor& in) {
+    TANDEM_CHECK(in.size(1) == weight.size(0), op,
+                 ": input must be (N, C, D, H, W) with C == weight.size(0) == ", weight.size(0),
+                 ", got ", shape_str(in.shape()));
+    // Each depth tap k is a conv_transpose2d of every input depth plane, which lands on output
+    // depth i * stride + k * dilation (less the padding): the planes spread a stride apart
+    // (zeros between), shifted by k * dilation, summed over the taps, then cropped.
+    const int64_t n = in.size(0), depth = in.size(2), kd = weight.size(2);
+    const int64_t full = (depth - 1) * stride.d + dilation.d * (kd - 1) + output_padding.d + 1;
+    const int64_t out_depth = full - 2 * padding.d;
+    TANDEM_CHECK(out_depth > 0, op, ": the output depth would be ", out_depth, " (input depth ",
+                 depth, ", kernel ", kd, ", stride ", stride.d, ", padding ", padding.d, ")");
+    const Tensor planes =
+        in.transpose(1, 2).reshape({n * depth, in.size(1), in.size(3), in.size(4)});
+    Tensor sum;
+    for (int64_t k = 0; k < kd; ++k) {
+      Tensor y = conv_transpose2d(planes, weight.select(2, k), Tensor(), {stride.h, stride.w},
+                                  {padding.h, padding.w}, {output_padding.h, output_padding.w},
+                                  groups, {dilation.h, dilation.w});
+      y = y.reshape({n, depth, y.size(1), y.size(2), y.size(3)});  // (N, D, C_out, H', W')
+      if (stride.d > 1)  // the planes a stride apart: each followed by stride - 1 of zeros
+        y = cat({y.unsqueeze(2), zeros_like(y).unsqueeze(2).expand(
+                                     {n, depth, stride.d - 1, y.size(2), y.size(3), y.size(4)})},
+                2)
+                .reshape({n, depth * stride.d, y.size(2), y.size(3), y.size(4)})
+                .narrow(1, 0, (depth - 1) * stride.d + 1);
+      const int64_t before = k * dilation.d, after = full - before - y.size(1);
+      std::vector<Tensor> parts;
+      if (before > 0)
+        parts.push_back(
+            zeros_like(y.narrow(1, 0, 1)).expand({n, before, y.size(2), y.size(3), y.size(4)}));
+      parts.push_back(y);
+      if (after > 0)
+        parts.push_back(
+            zeros_like(y.narrow(1, 0, 1)).expand({n, after, y.size(2), y.size(3), y.size(4)}));
+      y = parts.size() == 1 ? y : cat(parts, 1);
+      sum = sum.defined() ? add(sum, y) : y;
+    }
+    Tensor out = sum.narrow(1, padding.d, out_depth).transpose(1, 2);  // (N, C_out, D', H', W')
+    if (bias.defined()) out = add(out, bias.view({1, -1, 1, 1, 1}));
+    return out.contiguous();
+  });
+}
+
 namespace {
 
 // The window checks of a 3-d pool, in its own name (the 2-d pools it runs would name

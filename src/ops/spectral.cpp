@@ -179,7 +179,7 @@ std::vector<Tensor> svd_values(const Tensor& a, bool full, bool vectors, const c
                            : full   ? unsigned(Eigen::ComputeFullU | Eigen::ComputeFullV)
                                     : unsigned(Eigen::ComputeThinU | Eigen::ComputeThinV);
   each_matrix(v, m, n, [&](int64_t b, MatrixMap mat) {
-    const Eigen::BDCSVD<Matrix> svd(mat, options);
+    const Eigen::JacobiSVD<Matrix> svd(mat, options);
     check_finished(svd.info(), op, b);
     Eigen::Map<Eigen::VectorXd>(s.data() + b * k, k) = svd.singularValues();
     if (!vectors) return;
@@ -417,7 +417,7 @@ Tensor linalg::pinv(const Tensor& a, double rcond, bool hermitian) {
       const Matrix& q = solver.eigenvectors();
       p = q * inverted(solver.eigenvalues()).asDiagonal() * q.transpose();
     } else {
-      const Eigen::BDCSVD<Matrix> svd(mat, Eigen::ComputeThinU | Eigen::ComputeThinV);
+      const Eigen::JacobiSVD<Matrix> svd(mat, Eigen::ComputeThinU | Eigen::ComputeThinV);
       check_finished(svd.info(), "linalg.pinv", b);
       p = svd.matrixV() * inverted(svd.singularValues()).asDiagonal() * svd.matrixU().transpose();
     }

@@ -23,6 +23,11 @@ TEST_CASE("autocast: every policy row runs its op in the dtype the table says", 
        [&] {
          return conv3d(x4.unsqueeze(2), w4.unsqueeze(2), Tensor(), 1, {0, 1, 1});
        }},
+      {"conv_transpose3d",
+       [&] {
+         return conv_transpose3d(x4.unsqueeze(2), w4.transpose(0, 1).unsqueeze(2), {}, 1,
+                                 {0, 1, 1});
+       }},
       {"linear", [&] { return linear(m, w2, zeros({5})); }},
       {"bmm", [&] { return bmm(b3, c3); }},
       {"batch_norm", [&] { return batch_norm(low4, rm, rv, Tensor(), Tensor(), true, 0.1, 1e-5); }},

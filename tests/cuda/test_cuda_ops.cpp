@@ -1300,6 +1300,17 @@ TEST_CASE("CUDA transposed convolutions (cuDNN's backward data) match the CPU, b
                     bi.grad().reshape({-1})});
       };
       same_on_gpu("conv_transpose2d", {x, w, b, gy}, f, conv_tol(dt));
+      if (!channels_last)
+        same_on_gpu(
+            "conv_transpose1d and conv_transpose3d", {x, w, b},
+            with_gradients([](const std::vector<Tensor>& v) {
+              const Tensor x3 = v[0].reshape({2, 8, 5, 3, 2});
+              const Tensor w3 = v[1].narrow(3, 0, 2).reshape({8, 4, 3, 1, 2});
+              return cat(
+                  {conv_transpose1d(v[0].flatten(2), v[1].select(3, 0), v[2], 2, 1, 1, 2).flatten(),
+                   conv_transpose3d(x3, w3, v[2], {2, 1, 2}, 1, {1, 0, 0}, 2).flatten()});
+            }),
+            conv_tol(dt));
       // An output_padding of a stride or more, allowed below the dilation: cuDNN refuses the
       // output size it gives (the op pads the input instead).
       same_on_gpu("output_padding >= stride", {x, w, b},

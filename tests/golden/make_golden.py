@@ -758,6 +758,23 @@ with torch.random.fork_rng():
     case("linalg_lstsq_rank", lambda a, b: torch.linalg.lstsq(a, b, rcond=1e-4).rank,
          torch.stack([r(5, 2) @ r(2, 3), r(5, 3)]), r(2, 5, 1), grad=False)
 
+# Transposed convolutions over a length and a volume: a stream of its own.
+with torch.random.fork_rng():
+    torch.manual_seed(20205)
+    case("conv_transpose1d",
+         lambda x, w, b: F.conv_transpose1d(x, w, b, stride=2, padding=1, output_padding=1,
+                                            groups=2, dilation=2), r(2, 4, 5), r(4, 3, 3), r(6))
+    case("conv_transpose1d_unbatched", F.conv_transpose1d, r(3, 6), r(3, 2, 4))
+    case("conv_transpose3d",
+         lambda x, w, b: F.conv_transpose3d(x, w, b, stride=(2, 1, 2), padding=(1, 0, 1),
+                                            output_padding=(1, 0, 0), groups=2,
+                                            dilation=(1, 2, 1)),
+         r(2, 4, 3, 4, 3), r(4, 3, 2, 3, 2), r(6))
+    case("conv_transpose3d_dilated_depth",
+         lambda x, w: F.conv_transpose3d(x, w, padding=(2, 0, 0), output_padding=(1, 0, 0),
+                                         dilation=(2, 1, 1)), r(1, 2, 3, 3, 3), r(2, 2, 3, 2, 2))
+    case("conv_transpose3d_unbatched", F.conv_transpose3d, r(2, 2, 3, 2), r(2, 1, 2, 2, 2))
+
 with open(os.path.join(HERE, "ops.json"), "w") as f:
     json.dump({"generator": "torch " + torch.__version__, "cases": cases}, f)
 

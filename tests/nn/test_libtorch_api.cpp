@@ -3171,3 +3171,48 @@ TEST_CASE(
   CHECK(rank.item<int64_t>() == 3);
   CHECK(torch::allclose(values, s));
 }
+
+TEST_CASE("libtorch names: ConvTranspose1d and ConvTranspose3d, and their functional forms",
+          "[libtorch]") {
+  namespace F = torch::nn::functional;
+  torch::manual_seed(4);
+  torch::nn::ConvTranspose1d up1(
+      torch::nn::ConvTranspose1dOptions(4, 6, 3).stride(2).padding(1).output_padding(1).groups(2));
+  CHECK(up1.weight.sizes() == Shape{4, 3, 3});
+  auto x1 = torch::randn({2, 4, 5});
+  auto y1 = up1.forward(x1);
+  CHECK(y1.sizes() == Shape{2, 6, 10});  // (5 - 1) 2 - 2 + 2 + 1 + 1
+  CHECK(torch::equal(y1, F::conv_transpose1d(x1, up1.weight,
+                                             F::ConvTranspose1dFuncOptions()
+                                                 .bias(up1.bias)
+                                                 .stride(2)
+                                                 .padding(1)
+                                                 .output_padding(1)
+                                                 .groups(2))));
+  std::ostringstream os;
+  os << up1;
+  CHECK(os.str() ==
+        "ConvTranspose1d(4, 6, kernel_size=(3,), stride=(2,), padding=(1,), "
+        "output_padding=(1,), groups=2)");
+  // A 3-d kernel one deep at stride 1 is conv_transpose2d on every depth slice.
+  torch::nn::ConvTranspose3d up3(torch::nn::ConvTranspose3dOptions(3, 2, {1, 3, 3}).bias(false));
+  auto x3 = torch::randn({2, 3, 4, 5, 6});
+  auto by_slices = torch::stack({torch::conv_transpose2d(x3.select(2, 0), up3.weight.select(2, 0)),
+                                 torch::conv_transpose2d(x3.select(2, 1), up3.weight.select(2, 0)),
+                                 torch::conv_transpose2d(x3.select(2, 2), up3.weight.select(2, 0)),
+                                 torch::conv_transpose2d(x3.select(2, 3), up3.weight.select(2, 0))},
+                                2);
+  CHECK(torch::allclose(up3.forward(x3), by_slices, 1e-5, 1e-5));
+  CHECK_THROWS_WITH(torch::conv_transpose1d(torch::randn({2, 4, 5, 1}), up1.weight),
+                    Catch::Contains("conv_transpose1d: expected input (N, C_in, L) or (C_in, L) "
+                                    "and weight (C_in, C_out / groups, k), got (2, 4, 5, 1)"));
+  CHECK_THROWS_WITH(
+      torch::conv_transpose3d(x3, up3.weight, {}, {2, 1, 1}, 0, {2, 0, 0}),
+      Catch::Contains("conv_transpose3d: output_padding must be smaller than either stride or "
+                      "dilation"));
+  CHECK_THROWS_WITH(torch::conv_transpose3d(x3, up3.weight, torch::randn({3})),
+                    Catch::Contains("conv_transpose3d: bias must be (2), got (3,)"));
+  CHECK_THROWS_WITH(torch::conv_transpose3d(torch::randn({2, 2, 4, 5, 6}), up3.weight),
+                    Catch::Contains("conv_transpose3d: input must be (N, C, D, H, W) with C == "
+                                    "weight.size(0) == 3, got (2, 2, 4, 5, 6)"));
+}

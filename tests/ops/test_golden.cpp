@@ -699,6 +699,20 @@ const std::map<std::string, Fn>& ops() {
       {"linalg_lstsq_gelss_values",
        [](V x) { return std::get<3>(linalg::lstsq(x[0], x[1], std::nullopt, "gelss")); }},
       {"linalg_lstsq_rank", [](V x) { return std::get<2>(linalg::lstsq(x[0], x[1], 1e-4)); }},
+      {"conv_transpose1d", [](V x) { return conv_transpose1d(x[0], x[1], x[2], 2, 1, 1, 2, 2); }},
+      {"conv_transpose1d_unbatched", [](V x) { return F::conv_transpose1d(x[0], x[1], {}); }},
+      {"conv_transpose3d",
+       [](V x) {
+         return conv_transpose3d(x[0], x[1], x[2], {2, 1, 2}, {1, 0, 1}, {1, 0, 0}, 2, {1, 2, 1});
+       }},
+      {"conv_transpose3d_dilated_depth",
+       [](V x) {
+         return F::conv_transpose3d(
+             x[0], x[1],
+             F::ConvTranspose3dFuncOptions().padding({2, 0, 0}).output_padding({1, 0, 0}).dilation(
+                 {2, 1, 1}));
+       }},
+      {"conv_transpose3d_unbatched", [](V x) { return conv_transpose3d(x[0], x[1]); }},
   };
   return table;
 }

@@ -24,6 +24,19 @@ Tensor distinct(const Shape& s) {
   for (int64_t i = 0; i < n; ++i) v[i] = static_cast<double>((i * 7919) % n) * 0.1;
   return from_vector(v, s);
 }
+// The gradient of sum(f(x)^3) under create_graph, itself checked against finite differences:
+// f's backward, written with recorded ops, differentiated again.
+void second_derivatives(const std::vector<std::function<Tensor(const Tensor&)>>& fs,
+                        const Shape& shape) {
+  for (const auto& f : fs)
+    gradcheck(
+        [&f](V x) {
+          AutoGradMode on(true);  // (the finite differences run under NoGradGuard)
+          Tensor v = f(x[0]);
+          return autograd::grad({sum(v * v * v)}, {x[0]}, {}, {}, /*create_graph=*/true)[0];
+        },
+        {r(shape)});
+}
 }  // namespace
 
 TEST_CASE("gradcheck: arithmetic with broadcasting", "[gradcheck]") {
@@ -210,6 +223,18 @@ TEST_CASE("gradcheck: transposed convolution", "[gradcheck]") {
   // output_padding >= stride (below the dilation): through the padded input.
   gradcheck([](V x) { return conv_transpose2d(x[0], x[1], x[2], Int2(1, 2), 1, 1, 2, Int2(2, 1)); },
             {r({1, 4, 3, 3}), r({4, 1, 3, 2}), r({2})});
+  gradcheck([](V x) { return conv_transpose1d(x[0], x[1], x[2], 2, 1, 1, 2, 2); },
+            {r({2, 4, 3}), r({4, 1, 3}), r({2})});
+  gradcheck(
+      [](V x) {
+        return conv_transpose3d(x[0], x[1], x[2], {2, 1, 2}, {1, 0, 1}, {1, 0, 0}, 2, {1, 2, 1});
+      },
+      {r({1, 4, 3, 3, 2}), r({4, 1, 2, 2, 2}), r({2})});
+  gradcheck(
+      [](V x) {
+        return conv_transpose3d(x[0], x[1], {}, 1, {2, 0, 0}, {1, 0, 0}, 1, {2, 1, 1});
+      },
+      {r({2, 2, 3, 2, 2}), r({2, 2, 3, 1, 2})});
 }
 
 TEST_CASE("gradcheck: batch norm and pooling", "[gradcheck]") {
@@ -369,21 +394,13 @@ TEST_CASE("gradcheck: diagonals, rolls, windows, order statistics, products and 
   gradcheck([](V x) { return im2col(x[0], {2, 2}, {1, 2}, 1, {2, 1}); }, {r({1, 2, 4, 5})});
   gradcheck([](V x) { return col2im(x[0], {4, 5}, {2, 2}, {1, 2}, 1, {2, 1}); }, {r({1, 8, 15})});
   // The views' backward records itself: their gradients under create_graph differentiated again.
-  for (const auto& f : std::vector<std::function<Tensor(const Tensor&)>>{
-           [](const Tensor& x) { return x.unfold(1, 2, 1); },
-           [](const Tensor& x) { return diagonal(x, 1); },
-           [](const Tensor& x) { return diag(x.flatten()); },
-           [](const Tensor& x) {
-             return col2im(x.reshape({1, 4, 6}), {3, 4}, 2, 1, 0, 1);
-           }}) {
-    gradcheck(
-        [&f](V x) {
-          AutoGradMode on(true);  // (the finite differences run under NoGradGuard)
-          Tensor v = f(x[0]);
-          return autograd::grad({sum(v * v * v)}, {x[0]}, {}, {}, /*create_graph=*/true)[0];
-        },
-        {r({4, 6})});
-  }
+  second_derivatives({[](const Tensor& x) { return x.unfold(1, 2, 1); },
+                      [](const Tensor& x) { return diagonal(x, 1); },
+                      [](const Tensor& x) { return diag(x.flatten()); },
+                      [](const Tensor& x) {
+                        return col2im(x.reshape({1, 4, 6}), {3, 4}, 2, 1, 0, 1);
+                      }},
+                     {4, 6});
 }
 
 TEST_CASE("gradcheck: factorizations and solvers, and their second derivatives", "[gradcheck]") {
@@ -412,23 +429,14 @@ TEST_CASE("gradcheck: factorizations and solvers, and their second derivatives",
   gradcheck([&](V x) { return linalg::matrix_power(well(x[0]), -3); }, {r({3, 3})});
   gradcheck([](V x) { return linalg::matrix_power(x[0], 5); }, {mul(r({3, 3}), 0.5)});
   // Each backward is written with these ops: differentiated again under create_graph.
-  for (const auto& f : std::vector<std::function<Tensor(const Tensor&)>>{
-           [&](const Tensor& x) { return linalg::inv(well(x)); },
-           [&](const Tensor& x) { return linalg::det(well(x)); },
-           [&](const Tensor& x) { return linalg::cholesky(spd(x)); },
-           [&](const Tensor& x) { return linalg::solve(well(x), x.sin()); },
-           [&](const Tensor& x) { return linalg::solve_triangular(well(x), x.cos(), false); },
-           [&](const Tensor& x) {
-             return cholesky_solve(x.sin(), add(tril(x), mul(eye3, 2.0)));
-           }}) {
-    gradcheck(
-        [&f](V x) {
-          AutoGradMode on(true);  // (the finite differences run under NoGradGuard)
-          Tensor v = f(x[0]);
-          return autograd::grad({sum(v * v * v)}, {x[0]}, {}, {}, /*create_graph=*/true)[0];
-        },
-        {r({3, 3})});
-  }
+  second_derivatives(
+      {[&](const Tensor& x) { return linalg::inv(well(x)); },
+       [&](const Tensor& x) { return linalg::det(well(x)); },
+       [&](const Tensor& x) { return linalg::cholesky(spd(x)); },
+       [&](const Tensor& x) { return linalg::solve(well(x), x.sin()); },
+       [&](const Tensor& x) { return linalg::solve_triangular(well(x), x.cos(), false); },
+       [&](const Tensor& x) { return cholesky_solve(x.sin(), add(tril(x), mul(eye3, 2.0))); }},
+      {3, 3});
 }
 
 TEST_CASE("gradcheck: eigh, SVD, QR, the pseudo-inverse and matrix norms, and second derivatives",
@@ -472,17 +480,9 @@ TEST_CASE("gradcheck: eigh, SVD, QR, the pseudo-inverse and matrix norms, and se
   gradcheck([](V x) { return linalg::matrix_norm(x[0], "nuc"); }, {r({3, 4})});
   for (double ord : {1.0, -1.0, 2.0, -2.0, kInf, -kInf})
     gradcheck([ord](V x) { return linalg::matrix_norm(x[0], ord, {0, 2}, true); }, {r({3, 2, 4})});
-  for (const auto& f : std::vector<std::function<Tensor(const Tensor&)>>{
-           eigh_f, [&](const Tensor& x) { return svd_f(x, false); }, qr_f,
-           [](const Tensor& x) { return linalg::pinv(x); }}) {
-    gradcheck(
-        [&f](V x) {
-          AutoGradMode on(true);  // (the finite differences run under NoGradGuard)
-          Tensor v = f(x[0]);
-          return autograd::grad({sum(v * v * v)}, {x[0]}, {}, {}, /*create_graph=*/true)[0];
-        },
-        {r({3, 3})});
-  }
+  second_derivatives({eigh_f, [&](const Tensor& x) { return svd_f(x, false); }, qr_f,
+                      [](const Tensor& x) { return linalg::pinv(x); }},
+                     {3, 3});
 }
 
 TEST_CASE("gradcheck: bags of embeddings, local response norm and the multi-class hinge loss",

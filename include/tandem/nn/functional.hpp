@@ -168,6 +168,34 @@ inline Tensor conv_transpose2d(const Tensor& input, const Tensor& weight,
                                   o.output_padding(), o.groups(), o.dilation());
 }
 
+struct ConvTranspose1dFuncOptions {
+  TANDEM_ARG(Tensor, bias);
+  TANDEM_ARG(int64_t, stride) = 1;
+  TANDEM_ARG(int64_t, padding) = 0;
+  TANDEM_ARG(int64_t, output_padding) = 0;
+  TANDEM_ARG(int64_t, groups) = 1;
+  TANDEM_ARG(int64_t, dilation) = 1;
+};
+inline Tensor conv_transpose1d(const Tensor& input, const Tensor& weight,
+                               const ConvTranspose1dFuncOptions& o = {}) {
+  return tandem::conv_transpose1d(input, weight, o.bias(), o.stride(), o.padding(),
+                                  o.output_padding(), o.groups(), o.dilation());
+}
+
+struct ConvTranspose3dFuncOptions {
+  TANDEM_ARG(Tensor, bias);
+  TANDEM_ARG(Int3, stride) = 1;
+  TANDEM_ARG(Int3, padding) = 0;
+  TANDEM_ARG(Int3, output_padding) = 0;
+  TANDEM_ARG(int64_t, groups) = 1;
+  TANDEM_ARG(Int3, dilation) = 1;
+};
+inline Tensor conv_transpose3d(const Tensor& input, const Tensor& weight,
+                               const ConvTranspose3dFuncOptions& o = {}) {
+  return tandem::conv_transpose3d(input, weight, o.bias(), o.stride(), o.padding(),
+                                  o.output_padding(), o.groups(), o.dilation());
+}
+
 struct Conv3dFuncOptions {
   TANDEM_ARG(Tensor, bias);
   TANDEM_ARG(Int3, stride) = 1;

@@ -208,6 +208,64 @@ class ConvTranspose2d : public Module {
   const ConvTranspose2dOptions options;
 };
 
+/// libtorch's ConvTranspose1dOptions(in, out, kernel_size).stride(2).output_padding(1).
+struct ConvTranspose1dOptions {
+  ConvTranspose1dOptions(int64_t in_channels, int64_t out_channels, int64_t kernel_size)
+      : in_channels_(in_channels), out_channels_(out_channels), kernel_size_(kernel_size) {}
+  TANDEM_ARG(int64_t, in_channels);
+  TANDEM_ARG(int64_t, out_channels);
+  TANDEM_ARG(int64_t, kernel_size);
+  TANDEM_ARG(int64_t, stride) = 1;
+  TANDEM_ARG(int64_t, padding) = 0;
+  TANDEM_ARG(int64_t, output_padding) = 0;
+  TANDEM_ARG(int64_t, dilation) = 1;
+  TANDEM_ARG(int64_t, groups) = 1;
+  TANDEM_ARG(bool, bias) = true;
+};
+
+/// 1-D transposed convolution of (N, C, L) or (C, L); weight (in, out / groups, k) with torch's
+/// default init.
+class ConvTranspose1d : public Module {
+ public:
+  TANDEM_MODULE_CLONE(ConvTranspose1d, options)
+  explicit ConvTranspose1d(const ConvTranspose1dOptions& options);
+  /// Draws the parameters again as the constructor did (libtorch's reset_parameters).
+  void reset_parameters();
+  Tensor forward(const Tensor& input) override;
+  std::string extra_repr() const override;
+  Tensor weight, bias;
+  const ConvTranspose1dOptions options;
+};
+
+/// libtorch's ConvTranspose3dOptions(in, out, kernel_size).stride(2).output_padding(1).
+struct ConvTranspose3dOptions {
+  ConvTranspose3dOptions(int64_t in_channels, int64_t out_channels, Int3 kernel_size)
+      : in_channels_(in_channels), out_channels_(out_channels), kernel_size_(kernel_size) {}
+  TANDEM_ARG(int64_t, in_channels);
+  TANDEM_ARG(int64_t, out_channels);
+  TANDEM_ARG(Int3, kernel_size);
+  TANDEM_ARG(Int3, stride) = 1;
+  TANDEM_ARG(Int3, padding) = 0;
+  TANDEM_ARG(Int3, output_padding) = 0;
+  TANDEM_ARG(Int3, dilation) = 1;
+  TANDEM_ARG(int64_t, groups) = 1;
+  TANDEM_ARG(bool, bias) = true;
+};
+
+/// 3-D transposed convolution of (N, C, D, H, W) or (C, D, H, W); weight (in, out / groups,
+/// kD, kH, kW) with torch's default init.
+class ConvTranspose3d : public Module {
+ public:
+  TANDEM_MODULE_CLONE(ConvTranspose3d, options)
+  explicit ConvTranspose3d(const ConvTranspose3dOptions& options);
+  /// Draws the parameters again as the constructor did (libtorch's reset_parameters).
+  void reset_parameters();
+  Tensor forward(const Tensor& input) override;
+  std::string extra_repr() const override;
+  Tensor weight, bias;
+  const ConvTranspose3dOptions options;
+};
+
 /// num_features comes first, as libtorch's BatchNormOptions(num_features); the default
 /// constructor leaves it to BatchNorm2d(num_features, options) (or BatchNorm1d's).
 struct BatchNormOptions {

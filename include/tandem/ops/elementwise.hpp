@@ -117,7 +117,7 @@ Tensor bitwise_not(const Tensor& a);
 Tensor isfinite(const Tensor& a);
 Tensor isclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8,
                bool equal_nan = false);
-/// True when every element of a and b is within atol + rtol * |b| (same shape required).
+/// True when every element of a and b is within atol + rtol * |b| (a and b broadcast, as torch's).
 bool allclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8);
 /// True when a and b have the same shape and dtype and identical values.
 bool equal(const Tensor& a, const Tensor& b);

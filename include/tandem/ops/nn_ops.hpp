@@ -56,6 +56,17 @@ Tensor conv3d(const Tensor& input, const Tensor& weight, const Tensor& bias = Te
 Tensor conv_transpose2d(const Tensor& input, const Tensor& weight, const Tensor& bias = Tensor(),
                         Int2 stride = 1, Int2 padding = 0, Int2 output_padding = 0,
                         int64_t groups = 1, Int2 dilation = 1);
+/// The same over a length: input (N, C_in, L) or unbatched (C_in, L), weight (C_in, C_out /
+/// groups, k); conv_transpose2d over a height of 1.
+Tensor conv_transpose1d(const Tensor& input, const Tensor& weight, const Tensor& bias = Tensor(),
+                        int64_t stride = 1, int64_t padding = 0, int64_t output_padding = 0,
+                        int64_t groups = 1, int64_t dilation = 1);
+/// And over a volume: input (N, C_in, D, H, W) or unbatched, weight (C_in, C_out / groups, kD,
+/// kH, kW). One conv_transpose2d per depth tap over every input depth plane, the results placed
+/// at their output depths and summed (every device and dtype conv_transpose2d takes).
+Tensor conv_transpose3d(const Tensor& input, const Tensor& weight, const Tensor& bias = Tensor(),
+                        Int3 stride = 1, Int3 padding = 0, Int3 output_padding = 0,
+                        int64_t groups = 1, Int3 dilation = 1);
 /// Batch normalization over (N, H, W) per channel of an (N, C, ...) input. In training it
 /// normalizes with the batch statistics and, when running_mean/var are given, updates them in
 /// place: running = (1 - momentum) * running + momentum * batch (unbiased variance). In
