@@ -269,8 +269,7 @@ Tensor linalg::cholesky(const Tensor& a, bool upper) {
 
 Tensor linalg::matrix_power(const Tensor& a, int64_t n) {
   check_square(a, "linalg.matrix_power");
-  if (n == 0)
-    return eye(a.size(-1), TensorOptions(a.dtype()).device(a.device())).expand(a.shape()).clone();
+  if (n == 0) return identity_like(a.size(-1), a).expand(a.shape()).clone();
   if (n == 1) return a.clone();
   Tensor base = n < 0 ? inv(a) : a, result;
   // Repeated squaring: the product of base^(2^i) over the set bits of |n|.
@@ -323,7 +322,7 @@ Tensor cholesky_solve(const Tensor& b0, const Tensor& l0, bool upper) {
 
 Tensor cholesky_inverse(const Tensor& l, bool upper) {
   check_square(l, "cholesky_inverse", "the factor");
-  const Tensor identity = eye(l.size(-1), TensorOptions(l.dtype()).device(l.device()));
+  const Tensor identity = identity_like(l.size(-1), l);
   return cholesky_solve(identity.expand(l.shape()), l, upper);
 }
 

@@ -46,6 +46,11 @@ inline Tensor from_host(const std::vector<double>& values, const Shape& shape, c
   return from_vector(values, shape).to(like.dtype()).to(like.device());
 }
 
+// The n x n identity in like's dtype, on its device.
+inline Tensor identity_like(int64_t n, const Tensor& like) {
+  return eye(n, TensorOptions(like.dtype()).device(like.device()));
+}
+
 // Runs f(k, matrix) for each n x m matrix of the host values, k counting from 0.
 template <typename F>
 void each_matrix(std::vector<double>& values, int64_t n, int64_t m, F&& f) {

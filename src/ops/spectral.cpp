@@ -24,10 +24,6 @@ using namespace ops_detail;
 
 namespace {
 
-Tensor identity_like(int64_t n, const Tensor& like) {
-  return eye(n, TensorOptions(like.dtype()).device(like.device()));
-}
-
 // A batch of vectors on the diagonals of matrices: (..., n) -> (..., n, n) (a select, so an inf
 // spreads no NaN into the rest of its row).
 Tensor diag_embed(const Tensor& v) {
@@ -288,6 +284,23 @@ Tensor matrix_norm_over(const Tensor& a0, const Shape& dims, bool keepdim,
   return r;
 }
 
+// torch's default rtol for a rank: the dtype's eps times max(m, n).
+double default_rtol(const Tensor& a) {
+  const double eps = a.dtype() == DType::f32 ? std::numeric_limits<float>::epsilon()
+                                             : std::numeric_limits<double>::epsilon();
+  return eps * double(std::max(a.size(-2), a.size(-1)));
+}
+
+// The rank of each matrix of `a` from its singular values (or |eigenvalues|) `values`: how
+// many lie above max(atol, rtol * the largest), as an i64 tensor of a's batch shape.
+Tensor rank_from(const Tensor& values, double atol, double rtol, const Tensor& a) {
+  NoGradGuard no_grad;
+  if (values.size(-1) == 0) return zeros(batch_of(a), TensorOptions(DType::i64).device(a.device()));
+  const Tensor largest = amax(values, Shape{-1}, true);
+  const Tensor tol = maximum(full_like(largest, atol), mul(largest, rtol));
+  return sum(gt(values, tol), Shape{-1}, false, DType::i64);
+}
+
 // torch's pinv_backward: the derivative of A^+ through A^+ itself (as smooth as A's rank).
 Tensor pinv_backward(const Tensor& grad, const Tensor& pinv_a, const Tensor& a) {
   const Tensor pinv_ah = mT(pinv_a), gradh = mT(grad);
@@ -422,9 +435,7 @@ Tensor linalg::pinv(const Tensor& a, double rcond, bool hermitian) {
       p = svd.matrixV() * inverted(svd.singularValues()).asDiagonal() * svd.matrixU().transpose();
     }
   });
-  Shape shape = batch_of(a);
-  shape.insert(shape.end(), {n, m});
-  Tensor result = from_host(out, shape, a);
+  Tensor result = from_host(out, with_dims(batch_of(a), {n, m}), a);
   autograd::record(
       "linalg_pinv", {a}, result,
       [a, rd = result.detach()](const Tensor& g) -> std::vector<Tensor> {
@@ -441,14 +452,8 @@ Tensor linalg::matrix_rank(const Tensor& a, std::optional<double> atol, std::opt
   NoGradGuard no_grad;
   const Tensor s = hermitian ? abs(eigvalsh(a)) : svdvals(a);
   // torch's default: rtol = eps * max(m, n) unless an atol above 0 is given.
-  const double eps = a.dtype() == DType::f32 ? std::numeric_limits<float>::epsilon()
-                                             : std::numeric_limits<double>::epsilon();
-  const double r =
-      rtol.value_or(atol && *atol > 0 ? 0.0 : eps * double(std::max(a.size(-2), a.size(-1))));
-  if (s.size(-1) == 0) return zeros(batch_of(a), TensorOptions(DType::i64).device(a.device()));
-  const Tensor tol = maximum(full_like(amax(s, Shape{-1}, true), atol.value_or(0.0)),
-                             mul(amax(s, Shape{-1}, true), r));
-  return sum(gt(s, tol), Shape{-1}, false, DType::i64);
+  const double r = rtol.value_or(atol && *atol > 0 ? 0.0 : default_rtol(a));
+  return rank_from(s, atol.value_or(0.0), r, a);
 }
 
 Tensor linalg::matrix_rank(const Tensor& a, double tol, bool hermitian) {
@@ -479,9 +484,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> linalg::lstsq(const Tensor& a, const 
   // The rank from the singular values above rcond times the largest (torch's default rcond:
   // the dtype's eps times max(m, n)); the solution is the minimum-norm one, A^+ B, as gelsy's
   // and gelsd's, and its gradients are torch's (pinv's and the product's).
-  const double eps = a.dtype() == DType::f32 ? std::numeric_limits<float>::epsilon()
-                                             : std::numeric_limits<double>::epsilon();
-  const double cond = drv == "gels" ? 0.0 : rcond.value_or(eps * double(std::max(m, n)));
+  const double cond = drv == "gels" ? 0.0 : rcond.value_or(default_rtol(a));
   Tensor solution = matmul(pinv(a, cond), b);
   const TensorOptions index_options = TensorOptions(DType::i64).device(a.device());
   const TensorOptions empty_options = TensorOptions(a.dtype()).device(a.device());
@@ -490,9 +493,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> linalg::lstsq(const Tensor& a, const 
   if (drv != "gels") {
     NoGradGuard no_grad;
     values = svdvals(a);
-    rank = values.size(-1) == 0 ? zeros(batch_of(a), index_options)
-                                : sum(gt(values, mul(amax(values, Shape{-1}, true), cond)),
-                                      Shape{-1}, false, DType::i64);
+    rank = rank_from(values, 0.0, cond, a);
   }
   // ||A X - B||^2 per column, where A has more rows than columns and every matrix full rank.
   const bool full_rank = drv == "gels" || !rank.lt(double(n)).any().item<bool>();
