@@ -55,6 +55,8 @@ __attribute__((target("avx512f"))) float fma_chains_avx512() {
   for (int c = 0; c < kChains; ++c) acc[c] = _mm512_set1_ps(1.0f + c * 1e-3f);
   const __m512 m = _mm512_set1_ps(0.999999f), a = _mm512_set1_ps(1e-7f);
   for (int64_t i = 0; i < kPeakIters; ++i)
+#pragma GCC \
+    unroll 12  // kChains: the chains stay in registers at -O1 too (benchmarks/CMakeLists.txt)
     for (int c = 0; c < kChains; ++c) acc[c] = _mm512_fmadd_ps(acc[c], m, a);
   float s = 0;
   for (int c = 0; c < kChains; ++c) s += _mm512_reduce_add_ps(acc[c]);
@@ -66,6 +68,8 @@ __attribute__((target("avx2,fma"))) float fma_chains_avx2() {
   for (int c = 0; c < kChains; ++c) acc[c] = _mm256_set1_ps(1.0f + c * 1e-3f);
   const __m256 m = _mm256_set1_ps(0.999999f), a = _mm256_set1_ps(1e-7f);
   for (int64_t i = 0; i < kPeakIters; ++i)
+#pragma GCC \
+    unroll 12  // kChains: the chains stay in registers at -O1 too (benchmarks/CMakeLists.txt)
     for (int c = 0; c < kChains; ++c) acc[c] = _mm256_fmadd_ps(acc[c], m, a);
   float s = 0;
   for (int c = 0; c < kChains; ++c) s += _mm256_cvtss_f32(acc[c]);
