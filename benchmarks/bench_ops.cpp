@@ -47,6 +47,8 @@ double seconds_of(const std::function<void()>& f) {
 // Peak f32 FLOP/s: independent FMA chains on every thread (enough chains to cover the FMA
 // latency on two pipes), with the vector width of the instruction set tandem's kernels run with
 // (chosen at run time, so the probe is compiled for each with target attributes).
+// The chains loops are unrolled by pragma (12 = kChains), so that the chains stay in registers
+// at the benchmarks' -O1 too (benchmarks/CMakeLists.txt).
 constexpr int kChains = 12;
 constexpr int64_t kPeakIters = 20000000;
 
@@ -55,8 +57,7 @@ __attribute__((target("avx512f"))) float fma_chains_avx512() {
   for (int c = 0; c < kChains; ++c) acc[c] = _mm512_set1_ps(1.0f + c * 1e-3f);
   const __m512 m = _mm512_set1_ps(0.999999f), a = _mm512_set1_ps(1e-7f);
   for (int64_t i = 0; i < kPeakIters; ++i)
-#pragma GCC \
-    unroll 12  // kChains: the chains stay in registers at -O1 too (benchmarks/CMakeLists.txt)
+#pragma GCC unroll 12
     for (int c = 0; c < kChains; ++c) acc[c] = _mm512_fmadd_ps(acc[c], m, a);
   float s = 0;
   for (int c = 0; c < kChains; ++c) s += _mm512_reduce_add_ps(acc[c]);
@@ -68,8 +69,7 @@ __attribute__((target("avx2,fma"))) float fma_chains_avx2() {
   for (int c = 0; c < kChains; ++c) acc[c] = _mm256_set1_ps(1.0f + c * 1e-3f);
   const __m256 m = _mm256_set1_ps(0.999999f), a = _mm256_set1_ps(1e-7f);
   for (int64_t i = 0; i < kPeakIters; ++i)
-#pragma GCC \
-    unroll 12  // kChains: the chains stay in registers at -O1 too (benchmarks/CMakeLists.txt)
+#pragma GCC unroll 12
     for (int c = 0; c < kChains; ++c) acc[c] = _mm256_fmadd_ps(acc[c], m, a);
   float s = 0;
   for (int c = 0; c < kChains; ++c) s += _mm256_cvtss_f32(acc[c]);
