@@ -1,11 +1,13 @@
-// torch.linalg's decompositions and solvers: LU (inv, det, slogdet, solve), Cholesky and
-// triangular solves. Each factorization runs on the host in f64 through Eigen, for every device
-// (a GPU tensor's matrices go to the host and back: there is no cuSOLVER backend), and its
-// result is rounded to the input's dtype. Their backward closures are written with these ops
-// and matmul, so gradients of gradients work.
+// torch.linalg's decompositions and solvers: LU (inv, det, slogdet, solve, lu_factor, lu_solve),
+// Cholesky and triangular solves, and the matrix exponential. Each factorization runs on the host
+// in f64 through Eigen, for every device (a GPU tensor's matrices go to the host and back: there is
+// no cuSOLVER backend), and its result is rounded to the input's dtype. Their backward closures are
+// written with these ops and matmul, so gradients of gradients work.
 #include <Eigen/Cholesky>
 #include <Eigen/LU>
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 
 #include "common.hpp"
@@ -13,6 +15,7 @@
 #include "tandem/ops/creation.hpp"
 #include "tandem/ops/elementwise.hpp"
 #include "tandem/ops/linalg.hpp"
+#include "tandem/ops/reduction.hpp"
 #include "tandem/ops/shape_ops.hpp"
 
 namespace tandem {
@@ -168,6 +171,111 @@ Tensor cholesky_lower(const Tensor& a) {
   return l;
 }
 
+// LAPACK's getf2 on one m x n matrix in place: partial pivoting (the first largest |element| of
+// the column), `pivots` 1-based; a zero pivot leaves its column unscaled, as getf2 does.
+void getf2(MatrixMap m, int32_t* pivots) {
+  const Eigen::Index rows = m.rows(), cols = m.cols();
+  for (Eigen::Index j = 0; j < std::min(rows, cols); ++j) {
+    Eigen::Index p = j;
+    for (Eigen::Index i = j + 1; i < rows; ++i)
+      if (std::abs(m(i, j)) > std::abs(m(p, j))) p = i;
+    pivots[j] = static_cast<int32_t>(p + 1);
+    if (p != j) m.row(p).swap(m.row(j));
+    if (m(j, j) == 0.0) continue;
+    const Eigen::Index below = rows - j - 1, right = cols - j - 1;
+    m.col(j).tail(below) /= m(j, j);
+    m.bottomRightCorner(below, right).noalias() -= m.col(j).tail(below) * m.row(j).tail(right);
+  }
+}
+
+// L (m x k, unit lower) and U (k x n, upper) of a packed LU, as ops of it (so they carry its
+// gradient).
+Tensor unpack_l(const Tensor& lu) {
+  const int64_t m = lu.size(-2), k = std::min(m, lu.size(-1));
+  return add(tril(lu, -1).narrow(-1, 0, k),
+             eye(m, k, TensorOptions(lu.dtype()).device(lu.device())));
+}
+Tensor unpack_u(const Tensor& lu) {
+  return triu(lu).narrow(-2, 0, std::min(lu.size(-2), lu.size(-1)));
+}
+
+// The permutation matrices P (A = P L U) of getrf's pivots (..., k) for m rows, in like's dtype.
+Tensor permutation_of(const Tensor& pivots, int64_t m, const Tensor& like) {
+  const std::vector<int32_t> piv = pivots.to(kCPU).contiguous().to_vector<int32_t>();
+  const Shape batch(pivots.shape().begin(), pivots.shape().end() - 1);
+  const int64_t k = pivots.size(-1), count = numel_of(batch);
+  std::vector<double> p(static_cast<size_t>(count * m * m), 0.0);
+  std::vector<int64_t> rows(static_cast<size_t>(m));
+  for (int64_t b = 0; b < count; ++b) {
+    for (int64_t i = 0; i < m; ++i) rows[i] = i;
+    for (int64_t i = 0; i < k; ++i) {
+      const int64_t to = piv[static_cast<size_t>(b * k + i)] - 1;
+      TANDEM_CHECK(to >= i && to < m, "lu_unpack: pivot ", to + 1, " at position ", i + 1,
+                   " of matrix ", b, " is out of range: pivots of getrf lie in [", i + 1, ", ", m,
+                   "]");
+      std::swap(rows[i], rows[to]);
+    }
+    // Row i of L U is row rows[i] of A: P[rows[i], i] = 1.
+    for (int64_t i = 0; i < m; ++i) p[static_cast<size_t>((b * m + rows[i]) * m + i)] = 1.0;
+  }
+  return from_host(p, with_dims(batch, {m, m}), like);
+}
+
+// The gradient of A = P L U from those of L and U (PyTorch's linalg_lu_backward, derived from
+// dL = L tril(X, -1), dU = triu(X) U with X = L^-1 P^T dA U^-1, and for a wide or tall A the
+// parts of U or L beyond the square).
+Tensor lu_backward(Tensor gl, Tensor gu, const Tensor& p, const Tensor& l, const Tensor& u) {
+  const int64_t m = l.size(-2), n = u.size(-1);
+  gl = tril(gl, -1);
+  gu = triu(gu);
+  Tensor ga;
+  if (m <= n) {  // L m x m; U = [U1 U2], U1 m x m
+    const Tensor u1 = u.narrow(-1, 0, m), gu1 = gu.narrow(-1, 0, m);
+    Tensor lower = matmul(mT(l), gl);
+    if (n > m) lower = sub(lower, matmul(gu.narrow(-1, m, n - m), mT(u.narrow(-1, m, n - m))));
+    Tensor x = add(tril(lower, -1), triu(matmul(gu1, mT(u1))));
+    x = linalg::solve_triangular(mT(u1), x, false, false);  // X U1^-T
+    if (n > m) x = cat({x, gu.narrow(-1, m, n - m)}, -1);
+    ga = linalg::solve_triangular(mT(l), x, true, true, true);  // L^-T [...]
+  } else {                                                      // L = [L1; L2], L1 n x n; U n x n
+    const Tensor l1 = l.narrow(-2, 0, n), gl1 = gl.narrow(-2, 0, n);
+    const Tensor l2 = l.narrow(-2, n, m - n), gl2 = gl.narrow(-2, n, m - n);
+    const Tensor upper = sub(matmul(gu, mT(u)), matmul(mT(l2), gl2));
+    Tensor x = add(tril(matmul(mT(l1), gl1), -1), triu(upper));
+    x = linalg::solve_triangular(mT(l1), x, true, true, true);              // L1^-T X
+    ga = linalg::solve_triangular(mT(u), cat({x, gl2}, -2), false, false);  // [...] U^-T
+  }
+  return matmul(p, ga);
+}
+
+// lu_factor's packed LU: the recorded op (pivots carry no gradient).
+std::tuple<Tensor, Tensor> lu_factor_recorded(const Tensor& a) {
+  std::vector<double> v = host_matrices(a);
+  const int64_t m = a.size(-2), n = a.size(-1), k = std::min(m, n);
+  const Shape batch = batch_of(a);
+  std::vector<int32_t> piv(static_cast<size_t>(numel_of(batch) * k));
+  each_matrix(v, m, n, [&](int64_t b, MatrixMap mat) { getf2(mat, piv.data() + b * k); });
+  Shape pshape = batch;
+  pshape.push_back(k);
+  Tensor pivots;
+  {
+    NoGradGuard no_grad;
+    pivots = from_vector(piv, pshape).to(a.device());
+  }
+  Tensor lu = from_host(v, a.shape(), a);
+  autograd::record(
+      "linalg_lu_factor", {a}, lu,
+      [ld = lu.detach(), pivots](const Tensor& g) -> std::vector<Tensor> {
+        const Tensor packed = autograd::saved_output(ld);
+        const Tensor p = permutation_of(pivots, packed.size(-2), packed);
+        const int64_t k = std::min(packed.size(-2), packed.size(-1));
+        return {lu_backward(g.narrow(-1, 0, k), g.narrow(-2, 0, k), p, unpack_l(packed),
+                            unpack_u(packed))};
+      },
+      kDifferentiable);
+  return {lu, pivots};
+}
+
 }  // namespace
 
 Tensor linalg::inv(const Tensor& a) {
@@ -280,6 +388,156 @@ Tensor linalg::matrix_power(const Tensor& a, int64_t n) {
   return result;
 }
 
+std::tuple<Tensor, Tensor> linalg::inv_ex(const Tensor& a, bool check_errors) {
+  check_square(a, "linalg.inv_ex");
+  if (check_errors) {
+    Tensor out = inv(a);
+    return {out, zeros(batch_of(a), TensorOptions(DType::i32).device(a.device()))};
+  }
+  std::vector<double> v = host_matrices(a);
+  const int64_t n = a.size(-1);
+  std::vector<int32_t> info(static_cast<size_t>(numel_of(batch_of(a))), 0);
+  each_matrix(v, n, n, [&](int64_t k, MatrixMap m) {
+    // info from the factorization of A^T, as torch's (it hands LAPACK the row-major A as a
+    // column-major A^T); the inverse is inf and NaN for a singular matrix.
+    const Eigen::PartialPivLU<Matrix> lu(m.transpose());
+    const auto diagonal = lu.matrixLU().diagonal();
+    for (Eigen::Index i = diagonal.size() - 1; i >= 0; --i)
+      if (diagonal(i) == 0.0) info[static_cast<size_t>(k)] = static_cast<int32_t>(i + 1);
+    m = lu.inverse().transpose();
+  });
+  Tensor out = from_host(v, a.shape(), a);
+  autograd::record(
+      "linalg_inv_ex", {a}, out,
+      [od = out.detach()](const Tensor& g) -> std::vector<Tensor> {
+        const Tensor y = mT(autograd::saved_output(od));
+        return {neg(matmul(matmul(y, g), y))};
+      },
+      kDifferentiable);
+  NoGradGuard no_grad;
+  return {out, from_vector(info, batch_of(a)).to(a.device())};
+}
+
+std::tuple<Tensor, Tensor> linalg::lu_factor(const Tensor& a, bool pivot) {
+  check_matrices(a, "linalg.lu_factor", "A");
+  TANDEM_CHECK(pivot,
+               "linalg.lu_factor: LU without pivoting is not implemented (nor is it on "
+               "torch's CPU)");
+  return lu_factor_recorded(a);
+}
+
+std::tuple<Tensor, Tensor, Tensor> linalg::lu(const Tensor& a, bool pivot) {
+  check_matrices(a, "linalg.lu", "A");
+  TANDEM_CHECK(pivot,
+               "linalg.lu: LU without pivoting is not implemented (nor is it on torch's "
+               "CPU)");
+  auto [packed, pivots] = lu_factor_recorded(a);
+  return lu_unpack(packed, pivots);
+}
+
+std::tuple<Tensor, Tensor, Tensor> lu_unpack(const Tensor& lu, const Tensor& pivots,
+                                             bool unpack_data, bool unpack_pivots) {
+  check_matrices(lu, "lu_unpack", "LU");
+  check_defined(pivots, "lu_unpack", "pivots");
+  const int64_t k = std::min(lu.size(-2), lu.size(-1));
+  Shape expected = batch_of(lu);
+  expected.push_back(k);
+  TANDEM_CHECK(pivots.dtype() == DType::i32 && pivots.shape() == expected,
+               "lu_unpack: pivots must be i32 of shape ", shape_str(expected), " for LU of shape ",
+               shape_str(lu.shape()), ", got ", pivots.dtype(), " of shape ",
+               shape_str(pivots.shape()));
+  const TensorOptions empty_options = TensorOptions(lu.dtype()).device(lu.device());
+  Tensor p = unpack_pivots ? permutation_of(pivots, lu.size(-2), lu) : zeros({0}, empty_options);
+  if (!unpack_data) return {p, zeros({0}, empty_options), zeros({0}, empty_options)};
+  return {p, unpack_l(lu), unpack_u(lu)};
+}
+
+Tensor linalg::lu_solve(const Tensor& lu, const Tensor& pivots, const Tensor& b, bool left,
+                        bool adjoint) {
+  check_square(lu, "linalg.lu_solve", "LU");
+  check_matrices(b, "linalg.lu_solve", "B");
+  TANDEM_CHECK(lu.dtype() == b.dtype(), "linalg.lu_solve: LU and B must have one dtype, got ",
+               lu.dtype(), " and ", b.dtype());
+  const int64_t n = lu.size(-1);
+  TANDEM_CHECK(b.size(left ? -2 : -1) == n, "linalg.lu_solve: LU of shape ", shape_str(lu.shape()),
+               " and B of shape ", shape_str(b.shape()), " do not match (", n,
+               left ? " rows needed in B)" : " columns needed in B)");
+  auto [p, l, u] = lu_unpack(lu, pivots);
+  if (!left) return mT(lu_solve(lu, pivots, mT(b), true, !adjoint));  // A^T X^T = B^T
+  if (adjoint)  // A^T = U^T L^T P^T: X = P L^-T U^-T B
+    return matmul(p, solve_triangular(mT(l), solve_triangular(mT(u), b, false), true, true, true));
+  // X = U^-1 L^-1 P^T B
+  return solve_triangular(u, solve_triangular(l, matmul(mT(p), b), false, true, true), true);
+}
+
+Tensor linalg::matrix_exp(const Tensor& a) {
+  check_square(a, "linalg.matrix_exp");
+  const int64_t n = a.size(-1);
+  if (a.numel() == 0) return a.clone();
+  if (n == 1) return exp(a);
+  // Higham's coefficients b0..b13 and the 1-norm below which degree 13 needs no scaling.
+  static constexpr double b[14] = {64764752532480000.0,
+                                   32382376266240000.0,
+                                   7771770303897600.0,
+                                   1187353796428800.0,
+                                   129060195264000.0,
+                                   10559470521600.0,
+                                   670442572800.0,
+                                   33522128640.0,
+                                   1323241920.0,
+                                   40840800.0,
+                                   960960.0,
+                                   16380.0,
+                                   182.0,
+                                   1.0};
+  constexpr double theta13 = 5.371920351148152;
+  const Shape batch = batch_of(a);
+  // Each matrix's scaling s (A / 2^s within theta13): a constant of the computation.
+  std::vector<double> scale, steps;
+  {
+    NoGradGuard no_grad;
+    for (double norm1 :
+         matrix_norm(a, 1.0).to(DType::f64).to(kCPU).contiguous().to_vector<double>()) {
+      const double s = norm1 > theta13 ? std::ceil(std::log2(norm1 / theta13)) : 0.0;
+      TANDEM_CHECK(std::isfinite(s), "linalg.matrix_exp: A has elements that are not finite");
+      steps.push_back(s);
+      scale.push_back(std::ldexp(1.0, -static_cast<int>(s)));
+    }
+  }
+  const Tensor x = mul(a, from_host(scale, with_dims(batch, {1, 1}), a));
+  const Tensor identity = identity_like(n, a);
+  const Tensor x2 = matmul(x, x), x4 = matmul(x2, x2), x6 = matmul(x4, x2);
+  const Tensor u_inner = add(add(mul(x6, b[13]), mul(x4, b[11])), mul(x2, b[9]));
+  const Tensor u_poly =
+      add(add(add(add(matmul(x6, u_inner), mul(x6, b[7])), mul(x4, b[5])), mul(x2, b[3])),
+          mul(identity, b[1]));
+  const Tensor u = matmul(x, u_poly);
+  const Tensor v_inner = add(add(mul(x6, b[12]), mul(x4, b[10])), mul(x2, b[8]));
+  const Tensor v =
+      add(add(add(add(matmul(x6, v_inner), mul(x6, b[6])), mul(x4, b[4])), mul(x2, b[2])),
+          mul(identity, b[0]));
+  Tensor r = solve(sub(v, u), add(v, u));
+  // Squared s times, each matrix as often as its own s.
+  const double most = *std::max_element(steps.begin(), steps.end());
+  for (int i = 0; i < static_cast<int>(most); ++i) {
+    std::vector<uint8_t> more;
+    for (double s : steps) more.push_back(s > i ? 1 : 0);
+    const Tensor squared = matmul(r, r);
+    if (std::all_of(more.begin(), more.end(), [](uint8_t f) { return f != 0; })) {
+      r = squared;
+      continue;
+    }
+    Tensor mask;
+    {
+      NoGradGuard no_grad;
+      mask = from_vector(std::vector<bool>(more.begin(), more.end()), with_dims(batch, {1, 1}))
+                 .to(a.device());
+    }
+    r = where(mask, squared, r);
+  }
+  return r;
+}
+
 Tensor inverse(const Tensor& a) { return linalg::inv(a); }
 Tensor det(const Tensor& a) { return linalg::det(a); }
 std::tuple<Tensor, Tensor> slogdet(const Tensor& a) { return linalg::slogdet(a); }
@@ -327,5 +585,6 @@ Tensor cholesky_inverse(const Tensor& l, bool upper) {
 }
 
 Tensor matrix_power(const Tensor& a, int64_t n) { return linalg::matrix_power(a, n); }
+Tensor matrix_exp(const Tensor& a) { return linalg::matrix_exp(a); }
 
 }  // namespace tandem

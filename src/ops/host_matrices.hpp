@@ -4,6 +4,7 @@
 #pragma once
 
 #include <Eigen/Core>
+#include <initializer_list>
 #include <vector>
 
 #include "common.hpp"
@@ -33,6 +34,12 @@ inline Tensor mT(const Tensor& t) { return t.transpose(-2, -1); }
 
 // The batch dims of a (..., rows, cols).
 inline Shape batch_of(const Tensor& a) { return Shape(a.shape().begin(), a.shape().end() - 2); }
+
+// The batch dims followed by `dims`.
+inline Shape with_dims(Shape batch, std::initializer_list<int64_t> dims) {
+  batch.insert(batch.end(), dims);
+  return batch;
+}
 
 // a's elements as row-major f64 matrices on the host (a copy; no history).
 inline std::vector<double> host_matrices(const Tensor& a) {

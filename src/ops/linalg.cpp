@@ -2,6 +2,8 @@
 // their gradients come from bmm's. The kernel reads transposed operands through their strides.
 #include <algorithm>
 #include <cmath>
+#include <functional>
+#include <limits>
 #include <map>
 
 #include "common.hpp"
@@ -166,6 +168,67 @@ Tensor linalg::vector_norm(const Tensor& t, double ord, const Shape& dims, bool 
 
 Tensor linalg::cross(const Tensor& a, const Tensor& b, int64_t dim) {
   return cross_along(a, b, dim, "linalg.cross");
+}
+
+Tensor linalg::multi_dot(const std::vector<Tensor>& tensors) {
+  const char* op = "linalg.multi_dot";
+  const size_t n = tensors.size();
+  TANDEM_CHECK(n >= 2, op, ": expected at least 2 tensors, got ", n);
+  for (size_t i = 0; i < n; ++i) {
+    check_defined(tensors[i], op, "each tensor");
+    const bool end = i == 0 || i == n - 1;
+    TANDEM_CHECK(tensors[i].dim() == 2 || (end && tensors[i].dim() == 1), op, ": tensor ", i,
+                 end ? " must be 1-d or 2-d" : " must be 2-d", ", got shape ",
+                 shape_str(tensors[i].shape()));
+    TANDEM_CHECK(tensors[i].dtype() == tensors[0].dtype(), op,
+                 ": all tensors must have one dtype, but tensor 0 is ", tensors[0].dtype(),
+                 " and tensor ", i, " is ", tensors[i].dtype());
+  }
+  check_inputs(tensors, op);
+  // A first vector is a row, a last one a column; the result loses them again.
+  std::vector<Tensor> m = tensors;
+  const bool row = m.front().dim() == 1, column = m.back().dim() == 1;
+  if (row) m.front() = m.front().unsqueeze(0);
+  if (column) m.back() = m.back().unsqueeze(1);
+  std::vector<int64_t> p{m[0].size(0)};  // m[i] is p[i] x p[i + 1]
+  for (size_t i = 0; i < n; ++i) {
+    TANDEM_CHECK(i == 0 || m[i].size(0) == p[i], op, ": tensors ", i - 1, " and ", i,
+                 " with shapes ", shape_str(tensors[i - 1].shape()), " and ",
+                 shape_str(tensors[i].shape()), " cannot be multiplied");
+    p.push_back(m[i].size(1));
+  }
+  // The order of fewest scalar multiplications (the matrix-chain recurrence): cost[i][j] of
+  // m[i..j], split[i][j] the last product's split.
+  std::vector<std::vector<int64_t>> cost(n, std::vector<int64_t>(n, 0)), split = cost;
+  for (size_t len = 1; len < n; ++len)
+    for (size_t i = 0; i + len < n; ++i) {
+      const size_t j = i + len;
+      cost[i][j] = std::numeric_limits<int64_t>::max();
+      for (size_t k = i; k < j; ++k) {
+        const int64_t c = cost[i][k] + cost[k + 1][j] + p[i] * p[k + 1] * p[j + 1];
+        if (c < cost[i][j]) {
+          cost[i][j] = c;
+          split[i][j] = static_cast<int64_t>(k);
+        }
+      }
+    }
+  const std::function<Tensor(size_t, size_t)> product = [&](size_t i, size_t j) -> Tensor {
+    if (i == j) return m[i];
+    const size_t k = static_cast<size_t>(split[i][j]);
+    return mm(product(i, k), product(k + 1, j));
+  };
+  Tensor result = product(0, n - 1);
+  if (row) result = result.squeeze(0);
+  if (column) result = result.squeeze(-1);
+  return result;
+}
+
+Tensor linalg::vecdot(const Tensor& x, const Tensor& y, int64_t dim) {
+  check_defined(x, "linalg.vecdot", "x");
+  check_defined(y, "linalg.vecdot", "y");
+  TANDEM_CHECK(x.dtype() == y.dtype(), "linalg.vecdot: x and y must have one dtype, got ",
+               x.dtype(), " and ", y.dtype());
+  return sum(mul(x, y), Shape{dim});
 }
 
 Tensor matmul(const Tensor& a, const Tensor& b) {

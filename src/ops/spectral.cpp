@@ -115,11 +115,6 @@ std::vector<double> identities(int64_t count, int64_t rows, int64_t cols) {
   return v;
 }
 
-Shape with_dims(Shape batch, std::initializer_list<int64_t> dims) {
-  batch.insert(batch.end(), dims);
-  return batch;
-}
-
 // --- eigh ---------------------------------------------------------------------------------
 
 // Eigenvalues ascending and eigenvectors as columns (LAPACK's syevd), of the symmetric matrices
@@ -503,6 +498,77 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> linalg::lstsq(const Tensor& a, const 
   }
   if (drv != "gelsd" && drv != "gelss") values = empty({0}, empty_options);
   return {vector ? solution.squeeze(-1) : solution, residuals, rank, values};
+}
+
+Tensor linalg::norm(const Tensor& a, std::optional<double> ord, std::optional<Shape> dim,
+                    bool keepdim, std::optional<DType> dtype) {
+  check_defined(a, "linalg.norm", "input");
+  if (dim)
+    TANDEM_CHECK(dim->size() == 1 || dim->size() == 2,
+                 "linalg.norm: dim must name 1 dim (a vector norm) or 2 (a matrix norm), got ",
+                 shape_str(*dim));
+  else if (ord)
+    TANDEM_CHECK(a.dim() == 1 || a.dim() == 2,
+                 "linalg.norm: with an ord but no dim, the input must be 1-d or 2-d, got shape ",
+                 shape_str(a.shape()));
+  if (ord && (dim ? dim->size() == 2 : a.dim() == 2))
+    return matrix_norm(a, *ord, dim.value_or(Shape{0, 1}), keepdim, dtype);
+  // Without an ord, the 2-norm of the elements over dim (the Frobenius norm over two).
+  return vector_norm(a, ord.value_or(2.0), dim.value_or(Shape{}), keepdim, dtype);
+}
+
+Tensor linalg::norm(const Tensor& a, const std::string& ord, std::optional<Shape> dim, bool keepdim,
+                    std::optional<DType> dtype) {
+  check_defined(a, "linalg.norm", "input");
+  TANDEM_CHECK(dim ? dim->size() == 2 : a.dim() == 2, "linalg.norm: ord '", ord,
+               "' is a matrix norm: it needs two dims, or a 2-d input without dim; got shape ",
+               shape_str(a.shape()), dim ? " and dim " + shape_str(*dim) : std::string());
+  return matrix_norm(a, ord, dim.value_or(Shape{0, 1}), keepdim, dtype);
+}
+
+namespace {
+
+// ||A|| ||A^-1|| in `norm`, inf where A is singular, as torch's cond for ord other than +-2.
+Tensor cond_through_inverse(const Tensor& a, const std::function<Tensor(const Tensor&)>& norm) {
+  auto [inverse, info] = linalg::inv_ex(a);
+  const Tensor singular = gt(info, 0.0).unsqueeze(-1).unsqueeze(-1);
+  return mul(norm(a), norm(where(singular, std::numeric_limits<double>::infinity(), inverse)));
+}
+
+Tensor no_matrices_cond(const Tensor& a) {  // torch's 0 for empty matrices
+  return zeros(batch_of(a), TensorOptions(a.dtype()).device(a.device()));
+}
+
+}  // namespace
+
+Tensor linalg::cond(const Tensor& a, std::optional<double> ord) {
+  const char* op = "linalg.cond";
+  check_matrices(a, op, "A");
+  const double o = ord.value_or(2.0), inf = std::numeric_limits<double>::infinity();
+  TANDEM_CHECK(o == 1 || o == -1 || o == 2 || o == -2 || o == inf || o == -inf, op,
+               ": ord must be one of 1, -1, 2, -2, inf, -inf, 'fro' or 'nuc', got ", o);
+  if (a.numel() == 0) return no_matrices_cond(a);
+  if (std::abs(o) == 2) {  // the ratio of the extreme singular values, for any shape
+    const Tensor s = svdvals(a);
+    const Tensor largest = s.narrow(-1, 0, 1), smallest = s.narrow(-1, s.size(-1) - 1, 1);
+    return (o > 0 ? div(largest, smallest) : div(smallest, largest)).squeeze(-1);
+  }
+  check_square(a, op);
+  return cond_through_inverse(a, [o](const Tensor& x) { return matrix_norm(x, o); });
+}
+
+Tensor linalg::cond(const Tensor& a, const std::string& ord) {
+  const char* op = "linalg.cond";
+  TANDEM_CHECK(ord == "fro" || ord == "nuc", op,
+               ": ord must be 'fro' or 'nuc' (or a number: 1, -1, 2, -2, inf, -inf), got '", ord,
+               "'");
+  check_square(a, op);
+  if (a.numel() == 0) return no_matrices_cond(a);
+  if (ord == "nuc") {  // from the singular values, as torch (no inverse of a singular matrix)
+    const Tensor s = svdvals(a);
+    return mul(sum(s, Shape{-1}), sum(reciprocal(s), Shape{-1}));
+  }
+  return cond_through_inverse(a, [](const Tensor& x) { return matrix_norm(x, "fro"); });
 }
 
 Tensor pinverse(const Tensor& a, double rcond) { return linalg::pinv(a, rcond); }

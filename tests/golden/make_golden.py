@@ -775,6 +775,65 @@ with torch.random.fork_rng():
                                          dilation=(2, 1, 1)), r(1, 2, 3, 3, 3), r(2, 2, 3, 2, 2))
     case("conv_transpose3d_unbatched", F.conv_transpose3d, r(2, 2, 3, 2), r(2, 1, 2, 2, 2))
 
+# torch.linalg's norm, cond, multi_dot, vecdot, matrix_exp and the LU family: a stream of its own.
+with torch.random.fork_rng():
+    torch.manual_seed(20206)
+    case("linalg_norm_all", torch.linalg.norm, r(2, 3, 4))
+    case("linalg_norm_vector_ord", lambda a: torch.linalg.norm(a, 3), r(5))
+    case("linalg_norm_matrix_ord", lambda a: torch.linalg.norm(a, -1), r(3, 4))
+    case("linalg_norm_dim_keepdim",
+         lambda a: torch.linalg.norm(a, float("inf"), dim=1, keepdim=True), r(2, 3, 4))
+    case("linalg_norm_nuc_dims", lambda a: torch.linalg.norm(a, "nuc", dim=(0, 2)), r(3, 2, 4))
+    case("linalg_norm_two_dims_no_ord", lambda a: torch.linalg.norm(a, dim=(1, 2)), r(2, 3, 4))
+    case("linalg_norm_fro_f64", lambda a: torch.linalg.norm(a, "fro", dtype=torch.float64),
+         r(3, 3))
+    case("linalg_cond", torch.linalg.cond, r(2, 3, 3))
+    case("linalg_cond_tall_minus_2", lambda a: torch.linalg.cond(a, -2), r(5, 3))
+    # (torch 1.13's backward through the inverse fails: its masked_fill_ is in place; the values)
+    case("linalg_cond_1", lambda a: torch.linalg.cond(a, 1), r(2, 4, 4), grad=False)
+    case("linalg_cond_inf", lambda a: torch.linalg.cond(a, float("inf")), r(3, 3), grad=False)
+    case("linalg_cond_fro", lambda a: torch.linalg.cond(a, "fro"), r(3, 3), grad=False)
+    case("linalg_cond_nuc", lambda a: torch.linalg.cond(a, "nuc"), r(3, 3))
+    # (inf for the singular matrix: through atan, pi / 2, as JSON holds no inf)
+    case("linalg_cond_singular", lambda a: torch.linalg.cond(a, -1).atan(),
+         torch.stack([r(3, 1) @ r(1, 3), r(3, 3)]), grad=False)
+    case("linalg_multi_dot", lambda a, b, c, d: torch.linalg.multi_dot([a, b, c, d]), r(10, 2),
+         r(2, 8), r(8, 3), r(3, 7))
+    case("linalg_multi_dot_vectors", lambda a, b, c: torch.linalg.multi_dot([a, b, c]), r(4),
+         r(4, 5), r(5))
+    case("linalg_multi_dot_two", lambda a, b: torch.linalg.multi_dot([a, b]), r(3), r(3, 2))
+    case("linalg_vecdot", lambda a, b: torch.linalg.vecdot(a, b, dim=0), r(3, 4), r(4))
+    case("linalg_matrix_exp", torch.linalg.matrix_exp, r(3, 3))
+    # one matrix within degree 13's bound, one scaled by 2^-3 and squared back
+    case("linalg_matrix_exp_batch", torch.linalg.matrix_exp,
+         torch.stack([r(4, 4) * 0.1, r(4, 4) * 3]))
+    case("matrix_exp_1x1", torch.matrix_exp, r(2, 1, 1))
+    case("linalg_inv_ex", lambda a: torch.linalg.inv_ex(a).inverse, r(2, 3, 3))
+    case("linalg_inv_ex_info", lambda a: torch.linalg.inv_ex(a).info.long(),
+         torch.stack([torch.zeros(3, 3), r(3, 3), torch.tensor([[1.0, 2, 3], [2, 4, 6], [1, 0, 1]])]),
+         grad=False)
+    case("linalg_lu_factor", lambda a: torch.linalg.lu_factor(a).LU, r(2, 4, 4))
+    case("linalg_lu_factor_pivots", lambda a: torch.linalg.lu_factor(a).pivots.long(),
+         r(3, 5, 5), grad=False)
+    case("linalg_lu_factor_wide", lambda a: torch.linalg.lu_factor(a).LU, r(3, 5))
+    case("linalg_lu_factor_tall", lambda a: torch.linalg.lu_factor(a).LU, r(2, 5, 3))
+    case("linalg_lu_p", lambda a: torch.linalg.lu(a).P, r(2, 4, 4), grad=False)
+    case("linalg_lu_l_wide", lambda a: torch.linalg.lu(a).L, r(3, 5))
+    case("linalg_lu_u_tall", lambda a: torch.linalg.lu(a).U, r(5, 3))
+    case("linalg_lu_plu", lambda a: (lambda p, l, u: p @ l.sin() @ u)(*torch.linalg.lu(a)),
+         r(2, 3, 3))
+    case("linalg_lu_solve", lambda a, b: torch.linalg.lu_solve(*torch.linalg.lu_factor(a), b),
+         r(2, 3, 3), r(2, 3, 2))
+    case("linalg_lu_solve_adjoint_broadcast",
+         lambda a, b: torch.linalg.lu_solve(*torch.linalg.lu_factor(a), b, adjoint=True),
+         r(4, 4), r(2, 4, 3))
+    case("linalg_lu_solve_right",
+         lambda a, b: torch.linalg.lu_solve(*torch.linalg.lu_factor(a), b, left=False),
+         r(3, 3), r(2, 3))
+    case("linalg_lu_solve_right_adjoint",
+         lambda a, b: torch.linalg.lu_solve(*torch.linalg.lu_factor(a), b, left=False,
+                                            adjoint=True), r(3, 3), r(2, 3))
+
 with open(os.path.join(HERE, "ops.json"), "w") as f:
     json.dump({"generator": "torch " + torch.__version__, "cases": cases}, f)
 

@@ -421,6 +421,77 @@ TEST_CASE("errors of eigh, SVD, QR and the matrix norms say what was asked for",
         "linalg.lstsq: A of shape (3, 2) and B of shape (4, 1) do not match (3 rows against 4)");
 }
 
+TEST_CASE("errors of LU, matrix_exp, norm, cond, multi_dot and vecdot", "[errors]") {
+  CHECK(error_of([] {
+          linalg::lu_factor(ones({3, 3}), false);
+        }) ==
+        "linalg.lu_factor: LU without pivoting is not implemented (nor is it on torch's CPU)");
+  CHECK(error_of([] { linalg::lu(ones({3})); }) ==
+        "linalg.lu: A must have at least 2 dimensions, got shape (3,)");
+  auto [lu, pivots] = linalg::lu_factor(add(eye(3), 1.0));
+  CHECK(error_of([&] { lu_unpack(lu, pivots.to(DType::i64)); }) ==
+        "lu_unpack: pivots must be i32 of shape (3,) for LU of shape (3, 3), got i64 of shape "
+        "(3,)");
+  CHECK(error_of([&] {
+          lu_unpack(lu, from_vector<int32_t>({3, 1, 3}, {3}));
+        }) ==
+        "lu_unpack: pivot 1 at position 2 of matrix 0 is out of range: pivots of getrf lie in "
+        "[2, 3]");
+  CHECK(error_of([&] {
+          linalg::lu_solve(lu, pivots, ones({2, 2}));
+        }) ==
+        "linalg.lu_solve: LU of shape (3, 3) and B of shape (2, 2) do not match (3 rows needed "
+        "in B)");
+  CHECK(error_of([&] {
+          linalg::lu_solve(lu, pivots, ones({3, 2}, DType::f64));
+        }) == "linalg.lu_solve: LU and B must have one dtype, got f32 and f64");
+  CHECK(error_of([] {
+          linalg::matrix_exp(ones({2, 3}));
+        }) ==
+        "linalg.matrix_exp: A must be batches of square matrices, but they are 2 by 3 matrices");
+  CHECK(error_of([] {
+          linalg::matrix_exp(full({2, 2}, std::numeric_limits<double>::infinity()));
+        }) == "linalg.matrix_exp: A has elements that are not finite");
+  CHECK(error_of([] {
+          linalg::norm(ones({2, 2, 2}), 2);
+        }) ==
+        "linalg.norm: with an ord but no dim, the input must be 1-d or 2-d, got shape (2, 2, 2)");
+  CHECK(error_of([] {
+          linalg::norm(ones({2, 2, 2}), 2, Shape{0, 1, 2});
+        }) ==
+        "linalg.norm: dim must name 1 dim (a vector norm) or 2 (a matrix norm), got (0, 1, 2)");
+  CHECK(error_of([] {
+          linalg::norm(ones({2, 2}), "nuc", Shape{0});
+        }) ==
+        "linalg.norm: ord 'nuc' is a matrix norm: it needs two dims, or a 2-d input without dim; "
+        "got shape (2, 2) and dim (0,)");
+  CHECK(error_of([] { linalg::cond(eye(2), 3); }) ==
+        "linalg.cond: ord must be one of 1, -1, 2, -2, inf, -inf, 'fro' or 'nuc', got 3");
+  CHECK(error_of([] {
+          linalg::cond(ones({2, 3}), 1);
+        }) == "linalg.cond: A must be batches of square matrices, but they are 2 by 3 matrices");
+  CHECK(error_of([] { linalg::cond(eye(2), "max"); }) ==
+        "linalg.cond: ord must be 'fro' or 'nuc' (or a number: 1, -1, 2, -2, inf, -inf), got "
+        "'max'");
+  CHECK(error_of([] {
+          linalg::multi_dot({ones({2, 2})});
+        }) == "linalg.multi_dot: expected at least 2 tensors, got 1");
+  CHECK(error_of([] {
+          linalg::multi_dot({ones({2, 2}), ones({2}), ones({2, 2})});
+        }) == "linalg.multi_dot: tensor 1 must be 2-d, got shape (2,)");
+  CHECK(error_of([] {
+          linalg::multi_dot({ones({2, 3}), ones({2, 2})});
+        }) ==
+        "linalg.multi_dot: tensors 0 and 1 with shapes (2, 3) and (2, 2) cannot be multiplied");
+  CHECK(error_of([] {
+          linalg::multi_dot({ones({2, 2}), ones({2, 2}, DType::f64)});
+        }) ==
+        "linalg.multi_dot: all tensors must have one dtype, but tensor 0 is f32 and tensor 1 is "
+        "f64");
+  CHECK(error_of([] { linalg::vecdot(ones({2}), ones({2}, DType::f64)); }) ==
+        "linalg.vecdot: x and y must have one dtype, got f32 and f64");
+}
+
 TEST_CASE("errors of the factorizations and solvers name the matrix and what is wrong with it",
           "[errors]") {
   CHECK(error_of([] {

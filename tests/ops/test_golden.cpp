@@ -713,6 +713,64 @@ const std::map<std::string, Fn>& ops() {
                  {2, 1, 1}));
        }},
       {"conv_transpose3d_unbatched", [](V x) { return conv_transpose3d(x[0], x[1]); }},
+      {"linalg_norm_all", [](V x) { return linalg::norm(x[0]); }},
+      {"linalg_norm_vector_ord", [](V x) { return linalg::norm(x[0], 3); }},
+      {"linalg_norm_matrix_ord", [](V x) { return linalg::norm(x[0], -1); }},
+      {"linalg_norm_dim_keepdim", [](V x) { return linalg::norm(x[0], kInf, Shape{1}, true); }},
+      {"linalg_norm_nuc_dims", [](V x) { return linalg::norm(x[0], "nuc", Shape{0, 2}); }},
+      {"linalg_norm_two_dims_no_ord",
+       [](V x) { return linalg::norm(x[0], std::nullopt, Shape{1, 2}); }},
+      {"linalg_norm_fro_f64",
+       [](V x) { return linalg::norm(x[0], "fro", std::nullopt, false, DType::f64); }},
+      {"linalg_cond", [](V x) { return linalg::cond(x[0]); }},
+      {"linalg_cond_tall_minus_2", [](V x) { return linalg::cond(x[0], -2); }},
+      {"linalg_cond_1", [](V x) { return linalg::cond(x[0], 1); }},
+      {"linalg_cond_inf", [](V x) { return linalg::cond(x[0], kInf); }},
+      {"linalg_cond_fro", [](V x) { return linalg::cond(x[0], "fro"); }},
+      {"linalg_cond_nuc", [](V x) { return linalg::cond(x[0], "nuc"); }},
+      {"linalg_cond_singular", [](V x) { return atan(linalg::cond(x[0], -1)); }},
+      {"linalg_multi_dot", [](V x) { return linalg::multi_dot({x[0], x[1], x[2], x[3]}); }},
+      {"linalg_multi_dot_vectors", [](V x) { return linalg::multi_dot({x[0], x[1], x[2]}); }},
+      {"linalg_multi_dot_two", [](V x) { return linalg::multi_dot({x[0], x[1]}); }},
+      {"linalg_vecdot", [](V x) { return linalg::vecdot(x[0], x[1], 0); }},
+      {"linalg_matrix_exp", [](V x) { return linalg::matrix_exp(x[0]); }},
+      {"linalg_matrix_exp_batch", [](V x) { return linalg::matrix_exp(x[0]); }},
+      {"matrix_exp_1x1", [](V x) { return matrix_exp(x[0]); }},
+      {"linalg_inv_ex", [](V x) { return std::get<0>(linalg::inv_ex(x[0])); }},
+      {"linalg_inv_ex_info", [](V x) { return std::get<1>(linalg::inv_ex(x[0])).to(DType::i64); }},
+      {"linalg_lu_factor", [](V x) { return std::get<0>(linalg::lu_factor(x[0])); }},
+      {"linalg_lu_factor_pivots",
+       [](V x) { return std::get<1>(linalg::lu_factor(x[0])).to(DType::i64); }},
+      {"linalg_lu_factor_wide", [](V x) { return std::get<0>(linalg::lu_factor(x[0])); }},
+      {"linalg_lu_factor_tall", [](V x) { return std::get<0>(linalg::lu_factor(x[0])); }},
+      {"linalg_lu_p", [](V x) { return std::get<0>(linalg::lu(x[0])); }},
+      {"linalg_lu_l_wide", [](V x) { return std::get<1>(linalg::lu(x[0])); }},
+      {"linalg_lu_u_tall", [](V x) { return std::get<2>(linalg::lu(x[0])); }},
+      {"linalg_lu_plu",
+       [](V x) {
+         auto [p, l, u] = linalg::lu(x[0]);
+         return matmul(matmul(p, sin(l)), u);
+       }},
+      {"linalg_lu_solve",
+       [](V x) {
+         auto [lu, pivots] = linalg::lu_factor(x[0]);
+         return linalg::lu_solve(lu, pivots, x[1]);
+       }},
+      {"linalg_lu_solve_adjoint_broadcast",
+       [](V x) {
+         auto [lu, pivots] = linalg::lu_factor(x[0]);
+         return linalg::lu_solve(lu, pivots, x[1], true, true);
+       }},
+      {"linalg_lu_solve_right",
+       [](V x) {
+         auto [lu, pivots] = linalg::lu_factor(x[0]);
+         return linalg::lu_solve(lu, pivots, x[1], false);
+       }},
+      {"linalg_lu_solve_right_adjoint",
+       [](V x) {
+         auto [lu, pivots] = linalg::lu_factor(x[0]);
+         return linalg::lu_solve(lu, pivots, x[1], false, true);
+       }},
   };
   return table;
 }

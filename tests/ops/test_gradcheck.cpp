@@ -485,6 +485,52 @@ TEST_CASE("gradcheck: eigh, SVD, QR, the pseudo-inverse and matrix norms, and se
                      {3, 3});
 }
 
+TEST_CASE("gradcheck: LU, its solves, the matrix exponential, norms, cond and multi_dot",
+          "[gradcheck]") {
+  // LU's factors as functions of A (pivots fixed near x: random x has no ties).
+  auto lu_f = [](const Tensor& x) {
+    auto [p, l, u] = linalg::lu(x);
+    return matmul(matmul(p, sin(l)), u);
+  };
+  gradcheck([](V x) { return std::get<0>(linalg::lu_factor(x[0])); }, {r({2, 3, 3})});
+  gradcheck([](V x) { return std::get<0>(linalg::lu_factor(x[0])); }, {r({3, 5})});
+  gradcheck([](V x) { return std::get<0>(linalg::lu_factor(x[0])); }, {r({2, 5, 3})});
+  gradcheck([&](V x) { return lu_f(x[0]); }, {r({3, 4})});
+  gradcheck([&](V x) { return lu_f(x[0]); }, {r({4, 2})});
+  for (bool left : {true, false})
+    for (bool adjoint : {false, true})
+      gradcheck(
+          [left, adjoint](V x) {
+            auto [lu, pivots] = linalg::lu_factor(x[0]);
+            return linalg::lu_solve(lu, pivots, x[1], left, adjoint);
+          },
+          {r({3, 3}), left ? r({2, 3, 2}) : r({2, 3})});
+  gradcheck([](V x) { return linalg::matrix_exp(x[0]); }, {r({2, 3, 3})});
+  // norms 1.5 and 12: unscaled, and scaled by 2^-2 and squared twice
+  gradcheck([](V x) { return linalg::matrix_exp(x[0]); },
+            {mul(r({2, 3, 3}), from_vector(std::vector<double>{0.5, 5.0}, {2, 1, 1}))});
+  gradcheck([](V x) { return std::get<0>(linalg::inv_ex(x[0])); }, {r({3, 3})});
+  gradcheck([](V x) { return linalg::norm(x[0], 3, Shape{1}); }, {r({2, 3})});
+  gradcheck([](V x) { return linalg::norm(x[0], "nuc"); }, {r({3, 4})});
+  for (double ord : {2.0, -2.0, 1.0, -1.0, kInf, -kInf})
+    gradcheck([ord](V x) { return linalg::cond(x[0], ord); }, {r({2, 3, 3})});
+  gradcheck([](V x) { return linalg::cond(x[0], "fro"); }, {r({3, 3})});
+  gradcheck([](V x) { return linalg::cond(x[0], "nuc"); }, {r({3, 3})});
+  gradcheck(
+      [](V x) {
+        return linalg::multi_dot({x[0], x[1], x[2]});
+      },
+      {r({4}), r({4, 2}), r({2, 3})});
+  gradcheck([](V x) { return linalg::vecdot(x[0], x[1]); }, {r({2, 3}), r({3})});
+  second_derivatives({[](const Tensor& x) { return std::get<0>(linalg::lu_factor(x)); },
+                      [](const Tensor& x) {
+                        auto [lu, pivots] = linalg::lu_factor(x);
+                        return linalg::lu_solve(lu, pivots, x.cos());
+                      },
+                      [](const Tensor& x) { return linalg::matrix_exp(x); }},
+                     {3, 3});
+}
+
 TEST_CASE("gradcheck: bags of embeddings, local response norm and the multi-class hinge loss",
           "[gradcheck]") {
   const Tensor indices = from_vector<int64_t>({1, 2, 4, 5, 4, 3, 2, 0});

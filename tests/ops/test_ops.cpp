@@ -1083,6 +1083,77 @@ TEST_CASE("pinv, matrix_rank and matrix_norm: closed forms", "[ops]") {
   CHECK(vd.numel() == 0);
 }
 
+TEST_CASE("LU, matrix_exp, norm, cond, multi_dot: closed forms", "[ops]") {
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  Generator gen(13);
+  // P L U gives A back for every shape; L is unit lower, U upper; pivots name the rows.
+  for (const Shape& shape : {Shape{2, 4, 4}, Shape{3, 6}, Shape{6, 3}, Shape{0, 3, 3}}) {
+    const Tensor a = randn(shape, DType::f64, &gen);
+    auto [p, l, u] = linalg::lu(a);
+    CHECK(allclose(matmul(matmul(p, l), u), a, 1e-12, 1e-12));
+    CHECK(allclose(l, add(tril(l, -1), eye(l.size(-2), l.size(-1), DType::f64))));
+    CHECK(allclose(u, triu(u)));
+    CHECK(allclose(matmul(p, p.transpose(-1, -2)), eye(p.size(-1), DType::f64).expand(p.shape())));
+  }
+  // A known factorization: rows 3, then 3 again (the first and third swapped, then the second
+  // and third), as LAPACK's pivots count them.
+  const Tensor a = from_vector<double>({1, 2, 3, 4, 5, 6, 7, 8, 10}, {3, 3});
+  auto [lu, pivots] = linalg::lu_factor(a);
+  CHECK(pivots.dtype() == DType::i32);
+  CHECK(pivots.to_vector<int32_t>() == std::vector<int32_t>{3, 3, 3});
+  CHECK(allclose(lu,
+                 from_vector<double>(
+                     {7, 8, 10, 1.0 / 7, 6.0 / 7, 1.5714285714285714, 4.0 / 7, 0.5, -0.5}, {3, 3}),
+                 1e-12, 1e-12));
+  const Tensor b = randn({3, 2}, DType::f64, &gen);
+  CHECK(allclose(matmul(a, linalg::lu_solve(lu, pivots, b)), b, 1e-12, 1e-12));
+  CHECK(allclose(matmul(a.t(), linalg::lu_solve(lu, pivots, b, true, true)), b, 1e-12, 1e-12));
+  CHECK(allclose(matmul(linalg::lu_solve(lu, pivots, b.t(), false), a), b.t(), 1e-12, 1e-12));
+  // A singular matrix factors with a zero on U's diagonal; inv_ex says where, inv refuses it.
+  const Tensor singular = from_vector<double>({1, 2, 2, 4}, {2, 2});
+  CHECK(std::get<0>(linalg::lu_factor(singular))[1][1].item<double>() == 0.0);
+  CHECK(std::get<1>(linalg::inv_ex(singular)).item<int32_t>() == 2);
+  CHECK(std::get<1>(linalg::inv_ex(a)).item<int32_t>() == 0);
+  CHECK_THROWS(linalg::inv_ex(singular, true));
+  // e^A: of a diagonal matrix, its entries' exponentials; of a nilpotent one, I + N + N^2/2;
+  // e^A e^-A = I; a rotation's generator gives the rotation, also far beyond the unscaled range.
+  const Tensor d = diag(from_vector<double>({1, -2, 0.5}));
+  CHECK(allclose(linalg::matrix_exp(d), diag(exp(from_vector<double>({1, -2, 0.5}))), 1e-13, 0));
+  const Tensor nil = from_vector<double>({0, 1, 2, 0, 0, 3, 0, 0, 0}, {3, 3});
+  CHECK(allclose(linalg::matrix_exp(nil),
+                 add(add(eye(3, DType::f64), nil), mul(matmul(nil, nil), 0.5)), 1e-14, 1e-14));
+  const Tensor m = randn({2, 4, 4}, DType::f64, &gen);
+  CHECK(allclose(matmul(linalg::matrix_exp(m), linalg::matrix_exp(neg(m))),
+                 eye(4, DType::f64).expand({2, 4, 4}), 1e-12, 1e-12));
+  for (double t : {0.3, 40.0}) {
+    const Tensor rotation = linalg::matrix_exp(from_vector<double>({0, -t, t, 0}, {2, 2}));
+    CHECK(
+        allclose(rotation,
+                 from_vector<double>({std::cos(t), -std::sin(t), std::sin(t), std::cos(t)}, {2, 2}),
+                 1e-12, 1e-12));
+  }
+  // norm: a vector's or a matrix's by the input's dims, the 2-norm of everything by default.
+  const Tensor x = randn({2, 3, 4}, DType::f64, &gen);
+  CHECK(allclose(linalg::norm(x), sqrt(sum(mul(x, x)))));
+  CHECK(allclose(linalg::norm(x, 1, Shape{2}), sum(abs(x), {2})));
+  CHECK(allclose(linalg::norm(x, 1, Shape{1, 2}), linalg::matrix_norm(x, 1, {1, 2})));
+  CHECK(allclose(linalg::norm(x[0], 2), linalg::matrix_norm(x[0], 2)));
+  CHECK(allclose(linalg::norm(x[0][0], kInf), max(abs(x[0][0]))));
+  // cond: of a diagonal matrix, the ratio of its extreme |d| in every ord but fro and nuc.
+  for (double ord : {2.0, 1.0, -kInf, kInf})
+    CHECK(linalg::cond(d, ord).item<double>() ==
+          Approx(std::abs(ord) == 2 || ord > 0 ? 4.0 : 0.25));
+  CHECK(linalg::cond(d, "nuc").item<double>() == Approx(3.5 * 3.5));
+  CHECK(linalg::cond(zeros({2, 0, 0}, DType::f64)).shape() == Shape{2});
+  // multi_dot: the chained matmul, whatever the order it chose.
+  const Tensor m1 = randn({1, 30}, DType::f64, &gen), m2 = randn({30, 2}, DType::f64, &gen),
+               m3 = randn({2, 40}, DType::f64, &gen), m4 = randn({40, 5}, DType::f64, &gen);
+  CHECK(allclose(linalg::multi_dot({m1, m2, m3, m4}), matmul(matmul(matmul(m1, m2), m3), m4), 1e-12,
+                 1e-12));
+  CHECK(linalg::multi_dot({m1[0], m2, m3.select(1, 0)}).dim() == 0);
+  CHECK(allclose(linalg::vecdot(x, x, 1), sum(mul(x, x), {1})));
+}
+
 TEST_CASE("factorizations: closed forms, residuals, empty and singular matrices", "[ops]") {
   // A X = B to rounding for a larger system, in f32 (computed in f64, then rounded).
   Generator gen(5);
