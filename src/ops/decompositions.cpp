@@ -172,20 +172,26 @@ Tensor cholesky_lower(const Tensor& a) {
 }
 
 // LAPACK's getf2 on one m x n matrix in place: partial pivoting (the first largest |element| of
-// the column), `pivots` 1-based; a zero pivot leaves its column unscaled, as getf2 does.
-void getf2(MatrixMap m, int32_t* pivots) {
+// the column), `pivots` 1-based; a zero pivot leaves its column unscaled, as getf2 does. Returns
+// getf2's info: 0, or the 1-based index of the first zero pivot.
+int32_t getf2(MatrixMap m, int32_t* pivots) {
   const Eigen::Index rows = m.rows(), cols = m.cols();
+  int32_t info = 0;
   for (Eigen::Index j = 0; j < std::min(rows, cols); ++j) {
     Eigen::Index p = j;
     for (Eigen::Index i = j + 1; i < rows; ++i)
       if (std::abs(m(i, j)) > std::abs(m(p, j))) p = i;
     pivots[j] = static_cast<int32_t>(p + 1);
     if (p != j) m.row(p).swap(m.row(j));
-    if (m(j, j) == 0.0) continue;
+    if (m(j, j) == 0.0) {
+      if (info == 0) info = static_cast<int32_t>(j + 1);
+      continue;
+    }
     const Eigen::Index below = rows - j - 1, right = cols - j - 1;
     m.col(j).tail(below) /= m(j, j);
     m.bottomRightCorner(below, right).noalias() -= m.col(j).tail(below) * m.row(j).tail(right);
   }
+  return info;
 }
 
 // L (m x k, unit lower) and U (k x n, upper) of a packed LU, as ops of it (so they carry its
@@ -210,9 +216,8 @@ Tensor permutation_of(const Tensor& pivots, int64_t m, const Tensor& like) {
     for (int64_t i = 0; i < m; ++i) rows[i] = i;
     for (int64_t i = 0; i < k; ++i) {
       const int64_t to = piv[static_cast<size_t>(b * k + i)] - 1;
-      TANDEM_CHECK(to >= i && to < m, "lu_unpack: pivot ", to + 1, " at position ", i + 1,
-                   " of matrix ", b, " is out of range: pivots of getrf lie in [", i + 1, ", ", m,
-                   "]");
+      TANDEM_CHECK(to >= 0 && to < m, "lu_unpack: pivot ", to + 1, " at position ", i + 1,
+                   " of matrix ", b, " is out of range [1, ", m, "]");
       std::swap(rows[i], rows[to]);
     }
     // Row i of L U is row rows[i] of A: P[rows[i], i] = 1.
@@ -248,19 +253,27 @@ Tensor lu_backward(Tensor gl, Tensor gu, const Tensor& p, const Tensor& l, const
   return matmul(p, ga);
 }
 
-// lu_factor's packed LU: the recorded op (pivots carry no gradient).
-std::tuple<Tensor, Tensor> lu_factor_recorded(const Tensor& a) {
+// lu_factor_ex: the packed LU is the recorded op (pivots and info carry no gradient). With
+// `op`, a singular matrix is refused by its name.
+std::tuple<Tensor, Tensor, Tensor> lu_factor_recorded(const Tensor& a, const char* op) {
   std::vector<double> v = host_matrices(a);
   const int64_t m = a.size(-2), n = a.size(-1), k = std::min(m, n);
   const Shape batch = batch_of(a);
-  std::vector<int32_t> piv(static_cast<size_t>(numel_of(batch) * k));
-  each_matrix(v, m, n, [&](int64_t b, MatrixMap mat) { getf2(mat, piv.data() + b * k); });
-  Shape pshape = batch;
-  pshape.push_back(k);
-  Tensor pivots;
+  std::vector<int32_t> piv(static_cast<size_t>(numel_of(batch) * k)),
+      info(static_cast<size_t>(numel_of(batch)), 0);
+  each_matrix(v, m, n, [&](int64_t b, MatrixMap mat) {
+    const int32_t zero_at = getf2(mat, piv.data() + b * k);
+    TANDEM_CHECK(!op || zero_at == 0, op, ": matrix ", b,
+                 " of the batch is singular (U's diagonal element ", zero_at,
+                 " is zero), and lu_solve would divide by it; linalg::lu or "
+                 "linalg::lu_factor_ex factor it");
+    info[static_cast<size_t>(b)] = zero_at;
+  });
+  Tensor pivots, infos;
   {
     NoGradGuard no_grad;
-    pivots = from_vector(piv, pshape).to(a.device());
+    pivots = from_vector(piv, with_dims(batch, {k})).to(a.device());
+    infos = from_vector(info, batch).to(a.device());
   }
   Tensor lu = from_host(v, a.shape(), a);
   autograd::record(
@@ -273,7 +286,7 @@ std::tuple<Tensor, Tensor> lu_factor_recorded(const Tensor& a) {
                             unpack_u(packed))};
       },
       kDifferentiable);
-  return {lu, pivots};
+  return {lu, pivots, infos};
 }
 
 }  // namespace
@@ -397,14 +410,15 @@ std::tuple<Tensor, Tensor> linalg::inv_ex(const Tensor& a, bool check_errors) {
   std::vector<double> v = host_matrices(a);
   const int64_t n = a.size(-1);
   std::vector<int32_t> info(static_cast<size_t>(numel_of(batch_of(a))), 0);
+  const bool transposed = a.is_contiguous();
   each_matrix(v, n, n, [&](int64_t k, MatrixMap m) {
-    // info from the factorization of A^T, as torch's (it hands LAPACK the row-major A as a
-    // column-major A^T); the inverse is inf and NaN for a singular matrix.
-    const Eigen::PartialPivLU<Matrix> lu(m.transpose());
+    // info as torch's: it hands LAPACK a row-major (contiguous) A as a column-major A^T, and
+    // any other A as A. The inverse is inf and NaN for a singular matrix.
+    const Eigen::PartialPivLU<Matrix> lu(transposed ? Matrix(m.transpose()) : Matrix(m));
     const auto diagonal = lu.matrixLU().diagonal();
     for (Eigen::Index i = diagonal.size() - 1; i >= 0; --i)
       if (diagonal(i) == 0.0) info[static_cast<size_t>(k)] = static_cast<int32_t>(i + 1);
-    m = lu.inverse().transpose();
+    m = transposed ? Matrix(lu.inverse().transpose()) : Matrix(lu.inverse());
   });
   Tensor out = from_host(v, a.shape(), a);
   autograd::record(
@@ -418,20 +432,30 @@ std::tuple<Tensor, Tensor> linalg::inv_ex(const Tensor& a, bool check_errors) {
   return {out, from_vector(info, batch_of(a)).to(a.device())};
 }
 
+namespace {
+void check_lu_operand(const Tensor& a, bool pivot, const char* op) {
+  check_matrices(a, op, "A");
+  TANDEM_CHECK(pivot, op, ": LU without pivoting is not implemented (nor is it on torch's CPU)");
+}
+}  // namespace
+
+std::tuple<Tensor, Tensor, Tensor> linalg::lu_factor_ex(const Tensor& a, bool pivot,
+                                                        bool check_errors) {
+  const char* op = "linalg.lu_factor_ex";
+  check_lu_operand(a, pivot, op);
+  return lu_factor_recorded(a, check_errors ? op : nullptr);
+}
+
 std::tuple<Tensor, Tensor> linalg::lu_factor(const Tensor& a, bool pivot) {
-  check_matrices(a, "linalg.lu_factor", "A");
-  TANDEM_CHECK(pivot,
-               "linalg.lu_factor: LU without pivoting is not implemented (nor is it on "
-               "torch's CPU)");
-  return lu_factor_recorded(a);
+  const char* op = "linalg.lu_factor";
+  check_lu_operand(a, pivot, op);
+  auto [packed, pivots, info] = lu_factor_recorded(a, op);
+  return {packed, pivots};
 }
 
 std::tuple<Tensor, Tensor, Tensor> linalg::lu(const Tensor& a, bool pivot) {
-  check_matrices(a, "linalg.lu", "A");
-  TANDEM_CHECK(pivot,
-               "linalg.lu: LU without pivoting is not implemented (nor is it on torch's "
-               "CPU)");
-  auto [packed, pivots] = lu_factor_recorded(a);
+  check_lu_operand(a, pivot, "linalg.lu");
+  auto [packed, pivots, info] = lu_factor_recorded(a, nullptr);
   return lu_unpack(packed, pivots);
 }
 
@@ -462,8 +486,8 @@ Tensor linalg::lu_solve(const Tensor& lu, const Tensor& pivots, const Tensor& b,
   TANDEM_CHECK(b.size(left ? -2 : -1) == n, "linalg.lu_solve: LU of shape ", shape_str(lu.shape()),
                " and B of shape ", shape_str(b.shape()), " do not match (", n,
                left ? " rows needed in B)" : " columns needed in B)");
-  auto [p, l, u] = lu_unpack(lu, pivots);
   if (!left) return mT(lu_solve(lu, pivots, mT(b), true, !adjoint));  // A^T X^T = B^T
+  auto [p, l, u] = lu_unpack(lu, pivots);
   if (adjoint)  // A^T = U^T L^T P^T: X = P L^-T U^-T B
     return matmul(p, solve_triangular(mT(l), solve_triangular(mT(u), b, false), true, true, true));
   // X = U^-1 L^-1 P^T B
@@ -492,19 +516,28 @@ Tensor linalg::matrix_exp(const Tensor& a) {
                                    1.0};
   constexpr double theta13 = 5.371920351148152;
   const Shape batch = batch_of(a);
-  // Each matrix's scaling s (A / 2^s within theta13): a constant of the computation.
+  // Each matrix's scaling s (A / 2^s within theta13): a constant of the computation. A matrix
+  // with inf or NaN gives NaN (torch's result for inf), computed as a zero matrix meanwhile.
   std::vector<double> scale, steps;
+  std::vector<bool> finite;
   {
     NoGradGuard no_grad;
-    for (double norm1 :
-         matrix_norm(a, 1.0).to(DType::f64).to(kCPU).contiguous().to_vector<double>()) {
-      const double s = norm1 > theta13 ? std::ceil(std::log2(norm1 / theta13)) : 0.0;
-      TANDEM_CHECK(std::isfinite(s), "linalg.matrix_exp: A has elements that are not finite");
+    const Tensor norms = matrix_norm(a, 1.0).to(DType::f64).to(kCPU).contiguous();
+    for (double norm1 : norms.to_vector<double>()) {
+      finite.push_back(std::isfinite(norm1));
+      const double s = finite.back() && norm1 > theta13 ? std::ceil(std::log2(norm1 / theta13)) : 0;
       steps.push_back(s);
-      scale.push_back(std::ldexp(1.0, -static_cast<int>(s)));
+      scale.push_back(finite.back() ? std::ldexp(1.0, -static_cast<int>(s)) : 0.0);
     }
   }
-  const Tensor x = mul(a, from_host(scale, with_dims(batch, {1, 1}), a));
+  const auto batch_mask = [&](const std::vector<bool>& flags) {
+    NoGradGuard no_grad;
+    return from_vector(flags, with_dims(batch, {1, 1})).to(a.device());
+  };
+  const bool all_finite = std::all_of(finite.begin(), finite.end(), [](bool f) { return f; });
+  const Tensor finite_mask = all_finite ? Tensor() : batch_mask(finite);
+  const Tensor x = mul(all_finite ? a : where(finite_mask, a, 0.0),
+                       from_host(scale, with_dims(batch, {1, 1}), a));
   const Tensor identity = identity_like(n, a);
   const Tensor x2 = matmul(x, x), x4 = matmul(x2, x2), x6 = matmul(x4, x2);
   const Tensor u_inner = add(add(mul(x6, b[13]), mul(x4, b[11])), mul(x2, b[9]));
@@ -520,22 +553,13 @@ Tensor linalg::matrix_exp(const Tensor& a) {
   // Squared s times, each matrix as often as its own s.
   const double most = *std::max_element(steps.begin(), steps.end());
   for (int i = 0; i < static_cast<int>(most); ++i) {
-    std::vector<uint8_t> more;
-    for (double s : steps) more.push_back(s > i ? 1 : 0);
+    std::vector<bool> more;
+    for (double s : steps) more.push_back(s > i);
     const Tensor squared = matmul(r, r);
-    if (std::all_of(more.begin(), more.end(), [](uint8_t f) { return f != 0; })) {
-      r = squared;
-      continue;
-    }
-    Tensor mask;
-    {
-      NoGradGuard no_grad;
-      mask = from_vector(std::vector<bool>(more.begin(), more.end()), with_dims(batch, {1, 1}))
-                 .to(a.device());
-    }
-    r = where(mask, squared, r);
+    const bool all = std::all_of(more.begin(), more.end(), [](bool f) { return f; });
+    r = all ? squared : where(batch_mask(more), squared, r);
   }
-  return r;
+  return all_finite ? r : where(finite_mask, r, std::numeric_limits<double>::quiet_NaN());
 }
 
 Tensor inverse(const Tensor& a) { return linalg::inv(a); }

@@ -226,6 +226,7 @@ Tensor linalg::multi_dot(const std::vector<Tensor>& tensors) {
 Tensor linalg::vecdot(const Tensor& x, const Tensor& y, int64_t dim) {
   check_defined(x, "linalg.vecdot", "x");
   check_defined(y, "linalg.vecdot", "y");
+  check_floating(x, "linalg.vecdot", "x");
   TANDEM_CHECK(x.dtype() == y.dtype(), "linalg.vecdot: x and y must have one dtype, got ",
                x.dtype(), " and ", y.dtype());
   return sum(mul(x, y), Shape{dim});

@@ -500,7 +500,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> linalg::lstsq(const Tensor& a, const 
   return {vector ? solution.squeeze(-1) : solution, residuals, rank, values};
 }
 
-Tensor linalg::norm(const Tensor& a, std::optional<double> ord, std::optional<Shape> dim,
+Tensor linalg::norm(const Tensor& a, std::optional<double> ord, OptionalIntArrayRef dim,
                     bool keepdim, std::optional<DType> dtype) {
   check_defined(a, "linalg.norm", "input");
   if (dim)
@@ -517,7 +517,7 @@ Tensor linalg::norm(const Tensor& a, std::optional<double> ord, std::optional<Sh
   return vector_norm(a, ord.value_or(2.0), dim.value_or(Shape{}), keepdim, dtype);
 }
 
-Tensor linalg::norm(const Tensor& a, const std::string& ord, std::optional<Shape> dim, bool keepdim,
+Tensor linalg::norm(const Tensor& a, const std::string& ord, OptionalIntArrayRef dim, bool keepdim,
                     std::optional<DType> dtype) {
   check_defined(a, "linalg.norm", "input");
   TANDEM_CHECK(dim ? dim->size() == 2 : a.dim() == 2, "linalg.norm: ord '", ord,
@@ -528,11 +528,14 @@ Tensor linalg::norm(const Tensor& a, const std::string& ord, std::optional<Shape
 
 namespace {
 
-// ||A|| ||A^-1|| in `norm`, inf where A is singular, as torch's cond for ord other than +-2.
+// ||A|| ||A^-1|| in `norm`, inf where A is singular and where the product is NaN (0 inf, or a
+// NaN in A), as torch's cond for ords other than +-2.
 Tensor cond_through_inverse(const Tensor& a, const std::function<Tensor(const Tensor&)>& norm) {
+  const double inf = std::numeric_limits<double>::infinity();
   auto [inverse, info] = linalg::inv_ex(a);
   const Tensor singular = gt(info, 0.0).unsqueeze(-1).unsqueeze(-1);
-  return mul(norm(a), norm(where(singular, std::numeric_limits<double>::infinity(), inverse)));
+  const Tensor product = mul(norm(a), norm(where(singular, inf, inverse)));
+  return where(isnan(product), inf, product);
 }
 
 Tensor no_matrices_cond(const Tensor& a) {  // torch's 0 for empty matrices

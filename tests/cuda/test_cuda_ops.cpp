@@ -2023,6 +2023,18 @@ TEST_CASE(
                               linalg::matrix_norm(v[0], -std::numeric_limits<double>::infinity())});
                 }),
                 tol(t));
+    same_on_gpu("LU, lu_solve, matrix_exp, norm, cond, multi_dot", in,
+                with_gradients([&](const std::vector<Tensor>& v) {
+                  auto [lu, pivots] = linalg::lu_factor(v[0]);
+                  auto [p, l, u] = linalg::lu(v[1]);
+                  return cat({lu.flatten(), pivots.to(v[0].dtype()).flatten(),
+                              matmul(matmul(p, sin(l)), u).flatten(),
+                              linalg::lu_solve(lu, pivots, v[1]).flatten(),
+                              linalg::matrix_exp(v[0]).flatten(), linalg::norm(v[1], "nuc"),
+                              linalg::cond(v[0], 1),
+                              linalg::multi_dot({v[1][0], v[0][1], v[1][1]}).flatten()});
+                }),
+                tol(t));
     same_on_gpu("bags of embeddings, local response norm, multi-class hinge", in,
                 with_gradients([](const std::vector<Tensor>& v) {
                   const Device d = v[0].device();

@@ -3172,6 +3172,30 @@ TEST_CASE(
   CHECK(torch::allclose(values, s));
 }
 
+TEST_CASE("libtorch names: torch::linalg's LU family, matrix_exp, norm, cond and multi_dot",
+          "[libtorch]") {
+  torch::Tensor a = torch::randn({3, 3}, torch::kFloat64) + 3 * torch::eye(3, torch::kFloat64);
+  torch::Tensor b = torch::randn({3, 2}, torch::kFloat64);
+  auto [lu, pivots] = torch::linalg::lu_factor(a, true);
+  auto [p, l, u] = torch::lu_unpack(lu, pivots, true, true);
+  CHECK(torch::allclose(torch::matmul(torch::matmul(p, l), u), a, 1e-12, 1e-12));
+  auto [p2, l2, u2] = torch::linalg::lu(a, true);
+  CHECK(torch::allclose(l2, l));
+  CHECK(torch::allclose(torch::matmul(a, torch::linalg::lu_solve(lu, pivots, b, true, false)), b,
+                        1e-12, 1e-12));
+  auto [inverse, info] = torch::linalg::inv_ex(a, false);
+  CHECK(info.item<int32_t>() == 0);
+  CHECK(torch::allclose(torch::matmul(torch::matrix_exp(a), torch::linalg::matrix_exp(-a)),
+                        torch::eye(3, torch::kFloat64), 1e-10, 1e-10));
+  CHECK(torch::linalg::norm(a, std::nullopt, std::nullopt, false, std::nullopt)
+            .allclose(torch::linalg::norm(a, "fro", std::nullopt, false, std::nullopt)));
+  CHECK(torch::linalg::norm(b, 2, {0}, false, std::nullopt).sizes() == std::vector<int64_t>{2});
+  CHECK(torch::linalg::cond(a, std::nullopt).item<double>() ==
+        Approx((torch::linalg::norm(a, 2) * torch::linalg::norm(inverse, 2)).item<double>()));
+  CHECK(torch::allclose(torch::linalg::multi_dot({a, b, b.t()}), a.matmul(b).matmul(b.t())));
+  CHECK(torch::allclose(torch::linalg::vecdot(a, a, 0), (a * a).sum(0)));
+}
+
 TEST_CASE("libtorch names: ConvTranspose1d and ConvTranspose3d, and their functional forms",
           "[libtorch]") {
   namespace F = torch::nn::functional;

@@ -1109,10 +1109,23 @@ TEST_CASE("LU, matrix_exp, norm, cond, multi_dot: closed forms", "[ops]") {
   CHECK(allclose(matmul(a, linalg::lu_solve(lu, pivots, b)), b, 1e-12, 1e-12));
   CHECK(allclose(matmul(a.t(), linalg::lu_solve(lu, pivots, b, true, true)), b, 1e-12, 1e-12));
   CHECK(allclose(matmul(linalg::lu_solve(lu, pivots, b.t(), false), a), b.t(), 1e-12, 1e-12));
-  // A singular matrix factors with a zero on U's diagonal; inv_ex says where, inv refuses it.
+  // A singular matrix factors with a zero on U's diagonal (lu_factor refuses it); the _ex forms
+  // say where, inv refuses it. inv_ex factors a contiguous A as A^T, any other as A (torch's).
   const Tensor singular = from_vector<double>({1, 2, 2, 4}, {2, 2});
-  CHECK(std::get<0>(linalg::lu_factor(singular))[1][1].item<double>() == 0.0);
+  auto [lu_s, pivots_s, info_s] = linalg::lu_factor_ex(singular);
+  CHECK(lu_s[1][1].item<double>() == 0.0);
+  CHECK(info_s.dtype() == DType::i32);
+  CHECK(info_s.item<int32_t>() == 2);
+  CHECK(allclose(std::get<2>(linalg::lu(singular)), from_vector<double>({2, 4, 0, 0}, {2, 2})));
   CHECK(std::get<1>(linalg::inv_ex(singular)).item<int32_t>() == 2);
+  // [[0, 0], [1, 1]]: its A^T's first column is zero; its own second pivot.
+  const Tensor zero_first_row = from_vector<double>({0, 0, 1, 1}, {2, 2});
+  CHECK(std::get<1>(linalg::inv_ex(zero_first_row)).item<int32_t>() == 1);
+  const Tensor strided = from_vector<double>({0, 1, 0, 1}, {2, 2}).t();  // the same values
+  CHECK(std::get<1>(linalg::inv_ex(strided)).item<int32_t>() == 2);
+  // lu_unpack takes any pivot in [1, m], as torch: [1, 1] swaps nothing, then rows 2 and 1.
+  auto [p11, l11, u11] = lu_unpack(eye(2, DType::f64), from_vector<int32_t>({1, 1}, {2}));
+  CHECK(allclose(p11, from_vector<double>({0, 1, 1, 0}, {2, 2})));
   CHECK(std::get<1>(linalg::inv_ex(a)).item<int32_t>() == 0);
   CHECK_THROWS(linalg::inv_ex(singular, true));
   // e^A: of a diagonal matrix, its entries' exponentials; of a nilpotent one, I + N + N^2/2;
@@ -1125,6 +1138,12 @@ TEST_CASE("LU, matrix_exp, norm, cond, multi_dot: closed forms", "[ops]") {
   const Tensor m = randn({2, 4, 4}, DType::f64, &gen);
   CHECK(allclose(matmul(linalg::matrix_exp(m), linalg::matrix_exp(neg(m))),
                  eye(4, DType::f64).expand({2, 4, 4}), 1e-12, 1e-12));
+  // inf or NaN in a matrix makes its exponential NaN; the rest of the batch is unaffected.
+  const Tensor mixed = stack({full({2, 2}, std::numeric_limits<double>::infinity(), DType::f64),
+                              diag(from_vector<double>({1, 2}))});
+  const Tensor e = linalg::matrix_exp(mixed);
+  CHECK(isnan(e[0]).all().item<bool>());
+  CHECK(allclose(e[1], diag(exp(from_vector<double>({1, 2}))), 1e-13, 0));
   for (double t : {0.3, 40.0}) {
     const Tensor rotation = linalg::matrix_exp(from_vector<double>({0, -t, t, 0}, {2, 2}));
     CHECK(
@@ -1145,6 +1164,11 @@ TEST_CASE("LU, matrix_exp, norm, cond, multi_dot: closed forms", "[ops]") {
           Approx(std::abs(ord) == 2 || ord > 0 ? 4.0 : 0.25));
   CHECK(linalg::cond(d, "nuc").item<double>() == Approx(3.5 * 3.5));
   CHECK(linalg::cond(zeros({2, 0, 0}, DType::f64)).shape() == Shape{2});
+  // A zero matrix: inf in the ords through the inverse (0 inf taken as inf), NaN in 2 (0 / 0).
+  for (double ord : {1.0, -1.0, kInf, -kInf})
+    CHECK(linalg::cond(zeros({2, 2}, DType::f64), ord).item<double>() == kInf);
+  CHECK(linalg::cond(zeros({2, 2}, DType::f64), "fro").item<double>() == kInf);
+  CHECK(std::isnan(linalg::cond(zeros({2, 2}, DType::f64)).item<double>()));
   // multi_dot: the chained matmul, whatever the order it chose.
   const Tensor m1 = randn({1, 30}, DType::f64, &gen), m2 = randn({30, 2}, DType::f64, &gen),
                m3 = randn({2, 40}, DType::f64, &gen), m4 = randn({40, 5}, DType::f64, &gen);

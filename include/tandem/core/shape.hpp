@@ -2,8 +2,11 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
+#include <optional>
 #include <ostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tandem/core/error.hpp"
@@ -20,6 +23,25 @@ struct Sizes : Shape {
 };
 /// libtorch's name for a list of sizes or dims taken as an argument (here an owning vector).
 using IntArrayRef = Shape;
+/// libtorch's optional list of dims: none (std::nullopt, {}), a Shape, a braced list ({0, 1}) or
+/// one dim, as libtorch's OptionalIntArrayRef takes them (std::optional<Shape> takes no {0}).
+class OptionalIntArrayRef {
+ public:
+  OptionalIntArrayRef() = default;
+  OptionalIntArrayRef(std::nullopt_t) {}
+  OptionalIntArrayRef(Shape dims) : dims_(std::move(dims)) {}
+  OptionalIntArrayRef(std::initializer_list<int64_t> dims) : dims_(Shape(dims)) {}
+  OptionalIntArrayRef(int64_t dim) : dims_(Shape{dim}) {}
+  bool has_value() const { return dims_.has_value(); }
+  explicit operator bool() const { return has_value(); }
+  const Shape& operator*() const { return *dims_; }
+  const Shape* operator->() const { return &*dims_; }
+  Shape value_or(Shape fallback) const { return dims_.value_or(std::move(fallback)); }
+
+ private:
+  std::optional<Shape> dims_;
+};
+
 /// "[2, 3]".
 inline std::ostream& operator<<(std::ostream& os, const Sizes& s) {
   os << '[';

@@ -63,7 +63,8 @@ Tensor pinverse(const Tensor& a, double rcond = 1e-15);
 Tensor matrix_exp(const Tensor& a);
 /// P, L and U with A = P L U from linalg::lu_factor's LU and pivots, as torch.lu_unpack: P
 /// (..., m, m), L (..., m, k), U (..., k, n), k = min(m, n); L and U are empty when not
-/// `unpack_data`, P when not `unpack_pivots`. L and U carry LU's gradient.
+/// `unpack_data`, P when not `unpack_pivots`. L and U carry LU's gradient. The pivots must have
+/// LU's batch shape (torch broadcasts them), each in [1, m].
 std::tuple<Tensor, Tensor, Tensor> lu_unpack(const Tensor& lu, const Tensor& pivots,
                                              bool unpack_data = true, bool unpack_pivots = true);
 
@@ -88,25 +89,30 @@ Tensor solve_triangular(const Tensor& a, const Tensor& b, bool upper, bool left 
 Tensor cholesky(const Tensor& a, bool upper = false);
 Tensor matrix_power(const Tensor& a, int64_t n);
 /// (inverse, info), as torch.linalg.inv_ex: info (i32, one per matrix) is 0, or for a singular
-/// matrix the 1-based index of the first zero on U's diagonal in the LU factorization of A^T (as
-/// torch's, which factors A^T), whose "inverse" holds no meaningful values (with
-/// `check_errors`, such a matrix is refused as inv refuses it).
+/// matrix the 1-based index of the first zero on U's diagonal in the LU factorization of A^T
+/// (of A where A is not contiguous: as torch's, which hands LAPACK a column-major copy), whose
+/// "inverse" holds no meaningful values (with `check_errors`, such a matrix is refused as inv
+/// refuses it).
 std::tuple<Tensor, Tensor> inv_ex(const Tensor& a, bool check_errors = false);
 /// The LU factorization with partial pivoting of (..., m, n) matrices, as LAPACK's getrf: LU
 /// holds L (unit lower triangular, its ones not stored) below the diagonal and U on and above
 /// it; pivots (i32, (..., min(m, n)), 1-based) name the row swapped with row i at step i. A
-/// singular matrix is factored (a zero on U's diagonal), not refused. Differentiable for any
-/// shape (PyTorch's formulas). `pivot` = false is refused, as torch refuses it on the CPU.
+/// singular matrix (a zero on U's diagonal) is refused, as torch's; lu_factor_ex factors it and
+/// says so in info (i32, one per matrix: 0, or the 1-based index of the first zero pivot),
+/// refusing it only with `check_errors`. Differentiable for any shape (PyTorch's formulas).
+/// `pivot` = false is refused, as torch refuses it on the CPU.
 std::tuple<Tensor, Tensor> lu_factor(const Tensor& a, bool pivot = true);
-/// P, L, U with A = P L U: lu_unpack(lu_factor(A)).
+std::tuple<Tensor, Tensor, Tensor> lu_factor_ex(const Tensor& a, bool pivot = true,
+                                                bool check_errors = false);
+/// P, L, U with A = P L U (a singular A too): lu_unpack of A's factorization.
 std::tuple<Tensor, Tensor, Tensor> lu(const Tensor& a, bool pivot = true);
 /// X with A X = B from A's lu_factor (A^T X = B when `adjoint`; X A = B, or X A^T = B, when not
 /// `left`); batch dims broadcast. Differentiable in LU and B.
 Tensor lu_solve(const Tensor& lu, const Tensor& pivots, const Tensor& b, bool left = true,
                 bool adjoint = false);
 /// e^A of square matrices (..., n, n): the degree-13 Pade approximant with scaling and squaring
-/// (Higham 2005), each matrix scaled by its own power of two, in A's dtype. Composed of ops, so
-/// it runs on every device and differentiates twice.
+/// (Higham 2005), each matrix scaled by its own power of two, in A's dtype; NaN for a matrix with
+/// inf or NaN. Composed of ops, so it runs on every device and differentiates twice.
 Tensor matrix_exp(const Tensor& a);
 
 /// The eigenvalues, ascending, and orthonormal eigenvectors (columns) of symmetric matrices,
@@ -165,9 +171,9 @@ Tensor cross(const Tensor& a, const Tensor& b, int64_t dim = -1);
 /// needs a 1-d (vector) or 2-d (matrix) input; with neither, the 2-norm of all elements.
 /// A string ord ('fro', 'nuc') is a matrix norm (over the last two dims of a 2-d input, or dim).
 Tensor norm(const Tensor& a, std::optional<double> ord = std::nullopt,
-            std::optional<Shape> dim = std::nullopt, bool keepdim = false,
+            OptionalIntArrayRef dim = std::nullopt, bool keepdim = false,
             std::optional<DType> dtype = std::nullopt);
-Tensor norm(const Tensor& a, const std::string& ord, std::optional<Shape> dim = std::nullopt,
+Tensor norm(const Tensor& a, const std::string& ord, OptionalIntArrayRef dim = std::nullopt,
             bool keepdim = false, std::optional<DType> dtype = std::nullopt);
 /// The condition number of (..., m, n) matrices in ord (2 by default: the largest singular value
 /// over the smallest; -2 the inverse ratio), or, for square ones, ||A|| ||A^-1|| in ord 1, -1,
