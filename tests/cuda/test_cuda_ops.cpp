@@ -2030,11 +2030,13 @@ TEST_CASE(
                   return cat({lu.flatten(), pivots.to(v[0].dtype()).flatten(),
                               matmul(matmul(p, sin(l)), u).flatten(),
                               linalg::lu_solve(lu, pivots, v[1]).flatten(),
-                              linalg::matrix_exp(v[0]).flatten(), linalg::norm(v[1], "nuc"),
-                              linalg::cond(v[0], 1),
-                              linalg::multi_dot({v[1][0], v[0][1], v[1][1]}).flatten()});
+                              linalg::matrix_exp(v[0]).flatten(),
+                              linalg::norm(v[1], "nuc", Shape{-2, -1}), linalg::cond(v[0], 1),
+                              linalg::multi_dot({v[1][0].t(), v[0][1], v[1][1]}).flatten()});
                 }),
-                tol(t));
+                // f32: the gradients through cond and matrix_exp amplify the rounding of the
+                // GPU's other summation order
+                t == DType::f32 ? Tol{1e-4, 1e-4} : tol(t));
     same_on_gpu("bags of embeddings, local response norm, multi-class hinge", in,
                 with_gradients([](const std::vector<Tensor>& v) {
                   const Device d = v[0].device();

@@ -428,7 +428,9 @@ TEST_CASE("errors of LU, matrix_exp, norm, cond, multi_dot and vecdot", "[errors
         "linalg.lu_factor: LU without pivoting is not implemented (nor is it on torch's CPU)");
   CHECK(error_of([] { linalg::lu(ones({3})); }) ==
         "linalg.lu: A must have at least 2 dimensions, got shape (3,)");
-  auto [lu, pivots] = linalg::lu_factor(add(eye(3), 1.0));
+  // Named tensors, not a structured binding: clang's C++17 lambdas cannot capture one.
+  const auto factored = linalg::lu_factor(add(eye(3), 1.0));
+  const Tensor lu = std::get<0>(factored), pivots = std::get<1>(factored);
   CHECK(error_of([&] { lu_unpack(lu, pivots.to(DType::i64)); }) ==
         "lu_unpack: pivots must be i32 of shape (3,) for LU of shape (3, 3), got i64 of shape "
         "(3,)");
