@@ -403,11 +403,14 @@ Tensor linalg::matrix_norm(const Tensor& a, const std::string& ord, const Shape&
   });
 }
 
-Tensor linalg::pinv(const Tensor& a, double rcond, bool hermitian) {
-  check_matrices(a, "linalg.pinv", "A");
-  if (hermitian) check_square(a, "linalg.pinv");
-  const int64_t m = a.size(-2), n = a.size(-1);
-  std::vector<double> v = host_matrices(a), out(static_cast<size_t>(v.size()), 0.0);
+namespace {
+
+// pinv, recorded; with `singular_values`, A's singular values (descending, no history) from the
+// same SVD (lstsq's, which would otherwise factor A twice).
+Tensor pinv_recorded(const Tensor& a, double rcond, bool hermitian, Tensor* singular_values) {
+  const int64_t m = a.size(-2), n = a.size(-1), k = std::min(m, n);
+  std::vector<double> v = host_matrices(a), out(static_cast<size_t>(v.size()), 0.0), values;
+  if (singular_values) values.resize(static_cast<size_t>(numel_of(batch_of(a)) * k));
   // A^+ = V diag(1/S) U^T over the singular values above rcond times the largest (for a
   // symmetric A, Q diag(1/L) Q^T over |L| above rcond times the largest |L|), as torch's.
   each_matrix(v, m, n, [&](int64_t b, MatrixMap mat) {
@@ -428,6 +431,8 @@ Tensor linalg::pinv(const Tensor& a, double rcond, bool hermitian) {
       const Eigen::JacobiSVD<Matrix> svd(mat, Eigen::ComputeThinU | Eigen::ComputeThinV);
       check_finished(svd.info(), "linalg.pinv", b);
       p = svd.matrixV() * inverted(svd.singularValues()).asDiagonal() * svd.matrixU().transpose();
+      if (singular_values)
+        Eigen::Map<Eigen::VectorXd>(values.data() + b * k, k) = svd.singularValues();
     }
   });
   Tensor result = from_host(out, with_dims(batch_of(a), {n, m}), a);
@@ -438,7 +443,16 @@ Tensor linalg::pinv(const Tensor& a, double rcond, bool hermitian) {
       },
       kDifferentiable);
   autograd::save_for_backward(result, {a, result});
+  if (singular_values) *singular_values = from_host(values, with_dims(batch_of(a), {k}), a);
   return result;
+}
+
+}  // namespace
+
+Tensor linalg::pinv(const Tensor& a, double rcond, bool hermitian) {
+  check_matrices(a, "linalg.pinv", "A");
+  if (hermitian) check_square(a, "linalg.pinv");
+  return pinv_recorded(a, rcond, hermitian, nullptr);
 }
 
 Tensor linalg::matrix_rank(const Tensor& a, std::optional<double> atol, std::optional<double> rtol,
@@ -480,14 +494,13 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> linalg::lstsq(const Tensor& a, const 
   // the dtype's eps times max(m, n)); the solution is the minimum-norm one, A^+ B, as gelsy's
   // and gelsd's, and its gradients are torch's (pinv's and the product's).
   const double cond = drv == "gels" ? 0.0 : rcond.value_or(default_rtol(a));
-  Tensor solution = matmul(pinv(a, cond), b);
   const TensorOptions index_options = TensorOptions(DType::i64).device(a.device());
   const TensorOptions empty_options = TensorOptions(a.dtype()).device(a.device());
   Tensor rank = empty({0}, index_options), values = empty({0}, empty_options);
   Tensor residuals = empty({0}, empty_options);
+  Tensor solution = matmul(pinv_recorded(a, cond, false, drv == "gels" ? nullptr : &values), b);
   if (drv != "gels") {
     NoGradGuard no_grad;
-    values = svdvals(a);
     rank = rank_from(values, 0.0, cond, a);
   }
   // ||A X - B||^2 per column, where A has more rows than columns and every matrix full rank.
