@@ -289,19 +289,23 @@ std::tuple<Tensor, Tensor, Tensor> lu_factor_recorded(const Tensor& a, const cha
   return {lu, pivots, infos};
 }
 
-}  // namespace
-
-Tensor linalg::inv(const Tensor& a) {
-  check_square(a, "linalg.inv");
-  Tensor out = inv_values(a);
+// Records `out`, A's inverse, as the op `name` of A: d(A^-1) = -A^-T dY A^-T (inv and inv_ex).
+Tensor record_inverse(const char* name, const Tensor& a, Tensor out) {
   autograd::record(
-      "linalg_inv", {a}, out,
+      name, {a}, out,
       [od = out.detach()](const Tensor& g) -> std::vector<Tensor> {
-        const Tensor y = mT(autograd::saved_output(od));  // d(A^-1) = -A^-T dY A^-T
+        const Tensor y = mT(autograd::saved_output(od));
         return {neg(matmul(matmul(y, g), y))};
       },
       kDifferentiable);
   return out;
+}
+
+}  // namespace
+
+Tensor linalg::inv(const Tensor& a) {
+  check_square(a, "linalg.inv");
+  return record_inverse("linalg_inv", a, inv_values(a));
 }
 
 std::tuple<Tensor, Tensor> linalg::slogdet(const Tensor& a) {
@@ -420,14 +424,7 @@ std::tuple<Tensor, Tensor> linalg::inv_ex(const Tensor& a, bool check_errors) {
       if (diagonal(i) == 0.0) info[static_cast<size_t>(k)] = static_cast<int32_t>(i + 1);
     m = transposed ? Matrix(lu.inverse().transpose()) : Matrix(lu.inverse());
   });
-  Tensor out = from_host(v, a.shape(), a);
-  autograd::record(
-      "linalg_inv_ex", {a}, out,
-      [od = out.detach()](const Tensor& g) -> std::vector<Tensor> {
-        const Tensor y = mT(autograd::saved_output(od));
-        return {neg(matmul(matmul(y, g), y))};
-      },
-      kDifferentiable);
+  Tensor out = record_inverse("linalg_inv_ex", a, from_host(v, a.shape(), a));
   NoGradGuard no_grad;
   return {out, from_vector(info, batch_of(a)).to(a.device())};
 }
