@@ -2,6 +2,9 @@
 // methods) lives with the ops (src/ops/tensor_methods.cpp); backward() with the engine.
 #include "tandem/core/tensor.hpp"
 
+#include <algorithm>
+#include <vector>
+
 namespace tandem {
 
 namespace {
@@ -71,6 +74,49 @@ Tensor make_tensor(const Shape& shape, DType dtype, Device device, MemoryFormat 
   return make_tensor(t.storage(), shape, strides_of(shape, format), 0, dtype);
 }
 
+Shape infer_dense_strides(const Shape& shape, const std::vector<Shape>& operand_strides) {
+  const size_t nd = shape.size();
+  // 1 where dim d0 goes inside d1, -1 where outside, 0 where no operand says (torch's
+  // should_swap, its sign turned).
+  auto inside = [&](size_t d0, size_t d1) {
+    for (const Shape& st : operand_strides) {
+      if (st[d0] == 0 || st[d1] == 0) continue;
+      if (st[d0] != st[d1]) return st[d0] < st[d1] ? 1 : -1;
+      if (shape[d0] > shape[d1]) return -1;
+    }
+    return 0;
+  };
+  // Innermost first, sorted by insertion as torch sorts it (the comparison is not an order:
+  // where it says nothing, the dims keep their places).
+  std::vector<size_t> order(nd);
+  for (size_t i = 0; i < nd; ++i) order[i] = nd - 1 - i;
+  for (size_t i = 1; i < nd; ++i)
+    for (size_t d1 = i, d0 = i; d0-- > 0;) {
+      const int c = inside(order[d0], order[d1]);
+      if (c > 0) break;
+      if (c < 0) {
+        std::swap(order[d0], order[d1]);
+        d1 = d0;
+      }
+    }
+  Shape strides(nd);
+  int64_t next = 1;
+  for (size_t d : order) {
+    strides[d] = next;
+    next *= std::max<int64_t>(shape[d], 1);
+  }
+  return strides;
+}
+
+Tensor make_tensor_like(const Tensor& like, DType dtype, Device device) {
+  Tensor t = make_tensor(like.shape(), dtype, device);
+  if (like.is_contiguous() && like.suggest_memory_format() == MemoryFormat::Contiguous) return t;
+  Shape strides = like.is_non_overlapping_and_dense()
+                      ? like.strides()
+                      : infer_dense_strides(like.shape(), {like.strides()});
+  return make_tensor(t.storage(), like.shape(), std::move(strides), 0, dtype);
+}
+
 int64_t Tensor::size(int64_t dim) const {
   TANDEM_CHECK_INDEX(this->dim() > 0, "size: dim ", dim, " of a 0-dim tensor, which has none");
   return shape()[wrap_dim(dim, this->dim(), "size")];
@@ -97,6 +143,20 @@ bool Tensor::has_internal_overlap() const {
   for (int64_t d = 0; d < dim(); ++d)
     if (shape()[d] > 1 && strides()[d] == 0) return true;
   return false;
+}
+
+bool Tensor::is_non_overlapping_and_dense() const {
+  std::vector<size_t> dims;
+  for (size_t d = 0; d < shape().size(); ++d)
+    if (shape()[d] != 1) dims.push_back(d);
+  std::sort(dims.begin(), dims.end(),
+            [&](size_t a, size_t b) { return strides()[a] < strides()[b]; });
+  int64_t expected = 1;
+  for (size_t d : dims) {
+    if (strides()[d] != expected) return false;
+    expected *= shape()[d];
+  }
+  return true;
 }
 
 bool Tensor::is_contiguous(MemoryFormat format) const {

@@ -40,29 +40,18 @@ std::string window_repr(const Size& k, const Size& stride, const Size& padding) 
   return "kernel_size=" + size_str(k) + ", stride=" + size_str(is_zero(stride) ? k : stride) +
          ", padding=" + size_str(padding);
 }
-template <typename Size>
-std::string pool_repr(const MaxPoolOptions<Size>& o) {
+template <size_t D>
+std::string pool_repr(const MaxPoolOptions<D>& o) {
   return window_repr(o.kernel_size_, o.stride_, o.padding_) +
          (is_one(o.dilation_) ? "" : ", dilation=" + size_str(o.dilation_)) +
          (o.ceil_mode_ ? ", ceil_mode=True" : "");
 }
-template <typename Size>
-std::string pool_repr(const AvgPoolOptions<Size>& o) {
+template <size_t D>
+std::string pool_repr(const AvgPoolOptions<D>& o) {
   return window_repr(o.kernel_size_, o.stride_, o.padding_) +
          (o.ceil_mode_ ? ", ceil_mode=True" : "") +
          (o.count_include_pad_ ? "" : ", count_include_pad=False") +
          (o.divisor_override_ ? ", divisor_override=" + std::to_string(*o.divisor_override_) : "");
-}
-
-// The sizes a convolution layer (Conv2d, ConvTranspose2d) is built with.
-void check_conv_sizes(const char* layer, int64_t in_channels, int64_t out_channels,
-                      int64_t groups, Int2 kernel_size) {
-  TANDEM_CHECK(in_channels > 0 && out_channels > 0 && groups > 0 && in_channels % groups == 0 &&
-                   out_channels % groups == 0,
-               layer, ": channels (", in_channels, " in, ", out_channels,
-               " out) must be positive and divisible by groups ", groups);
-  TANDEM_CHECK(kernel_size.h > 0 && kernel_size.w > 0, layer,
-               ": kernel size must be positive, got ", int2_str(kernel_size));
 }
 
 // torch's reset_parameters for Linear and Conv: kaiming_uniform(a = sqrt(5)) on the weight, which
@@ -148,209 +137,101 @@ std::string conv_padding_repr(std::optional<ConvPadding> kind, PadMode mode) {
 }
 }  // namespace detail
 
-Conv1d::Conv1d(const Conv1dOptions& o) : Module("Conv1d"), options(o) {
-  check_same_stride("Conv1d", o.padding_kind_, {o.stride_});
-  check_conv_sizes("Conv1d", o.in_channels_, o.out_channels_, o.groups_, {1, o.kernel_size_});
-  TANDEM_CHECK(o.stride_ > 0 && o.dilation_ > 0 && o.padding_ >= 0,
-               "Conv1d: need stride > 0, dilation > 0 and padding >= 0, got ", o.stride_, ", ",
-               o.dilation_, ", ", o.padding_);
-  weight = register_parameter("weight",
-                              empty({o.out_channels_, o.in_channels_ / o.groups_, o.kernel_size_}));
+namespace {
+template <typename Options>
+constexpr bool is_transposed = false;
+template <size_t D>
+constexpr bool is_transposed<ConvTransposeOptions<D>> = true;
+
+// A size as torch prints a convolution's: (3,), (3, 3) or (2, 3, 3).
+std::string tuple_str(const std::vector<int64_t>& v) {
+  std::string out = "(";
+  for (size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + std::to_string(v[i]);
+  return out + (v.size() == 1 ? ",)" : ")");
+}
+bool all_equal(const std::vector<int64_t>& v, int64_t value) {
+  return std::all_of(v.begin(), v.end(), [&](int64_t x) { return x == value; });
+}
+}  // namespace
+
+template <typename Options>
+detail::ConvLayer<Options>::ConvLayer(const char* type_name, const Options& o)
+    : Module(type_name), options(o) {
+  const std::vector<int64_t> kernel = int_list(o.kernel_size_), stride = int_list(o.stride_),
+                             padding = int_list(o.padding_), dilation = int_list(o.dilation_);
+  if constexpr (!is_transposed<Options>) check_same_stride(type_name, o.padding_kind_, stride);
+  TANDEM_CHECK(o.in_channels_ > 0 && o.out_channels_ > 0 && o.groups_ > 0 &&
+                   o.in_channels_ % o.groups_ == 0 && o.out_channels_ % o.groups_ == 0,
+               type_name, ": channels (", o.in_channels_, " in, ", o.out_channels_,
+               " out) must be positive and divisible by groups ", o.groups_);
+  auto positive = [](int64_t x) { return x > 0; };
+  TANDEM_CHECK(std::all_of(kernel.begin(), kernel.end(), positive), type_name,
+               ": kernel size must be positive, got ", tuple_str(kernel));
+  TANDEM_CHECK(std::all_of(stride.begin(), stride.end(), positive) &&
+                   std::all_of(dilation.begin(), dilation.end(), positive) &&
+                   std::none_of(padding.begin(), padding.end(), [](int64_t x) { return x < 0; }),
+               type_name, ": need stride > 0, dilation > 0 and padding >= 0, got ",
+               tuple_str(stride), ", ", tuple_str(dilation), ", ", tuple_str(padding));
+  // (out, in / groups, kernel...); transposed (in, out / groups, kernel...), fan_in from dim 1
+  // either way, as torch's.
+  std::vector<int64_t> shape = {o.out_channels_, o.in_channels_ / o.groups_};
+  if constexpr (is_transposed<Options>) shape = {o.in_channels_, o.out_channels_ / o.groups_};
+  shape.insert(shape.end(), kernel.begin(), kernel.end());
+  weight = register_parameter("weight", empty(shape));
   if (o.bias_) bias = register_parameter("bias", empty({o.out_channels_}));
   torch_default_init(weight, bias);
 }
 
-void Conv1d::reset_parameters() { torch_default_init(weight, bias); }
-
-Tensor Conv1d::forward(const Tensor& input) {
-  const auto& o = options;
-  auto [x, pad] = detail::conv_padding("Conv1d", input, weight, {o.stride_}, {o.dilation_},
-                                       {o.padding_}, o.padding_kind_, o.padding_mode_);
-  return conv1d(x, weight, bias, o.stride_, pad[0], o.dilation_, o.groups_);
-}
-
-std::string Conv1d::extra_repr() const {
-  std::ostringstream os;
-  os << options.in_channels_ << ", " << options.out_channels_ << ", kernel_size=("
-     << options.kernel_size_ << ",), stride=(" << options.stride_ << ",)";
-  if (options.padding_kind_)
-    os << detail::conv_padding_repr(options.padding_kind_, PadMode::constant);
-  else if (options.padding_)
-    os << ", padding=(" << options.padding_ << ",)";
-  if (options.dilation_ != 1) os << ", dilation=(" << options.dilation_ << ",)";
-  if (options.groups_ != 1) os << ", groups=" << options.groups_;
-  if (!bias.defined()) os << ", bias=false";
-  os << detail::conv_padding_repr(std::nullopt, options.padding_mode_);
-  return os.str();
-}
-
-Conv2d::Conv2d(const Conv2dOptions& opts) : Module("Conv2d"), options(opts) {
-  check_same_stride("Conv2d", opts.padding_kind_, {opts.stride_.h, opts.stride_.w});
-  const int64_t in_channels = opts.in_channels_, out_channels = opts.out_channels_;
-  const Int2 kernel_size = opts.kernel_size_;
-  check_conv_sizes("Conv2d", in_channels, out_channels, opts.groups_, kernel_size);
-  weight = register_parameter(
-      "weight", empty({out_channels, in_channels / opts.groups_, kernel_size.h, kernel_size.w}));
-  if (opts.bias_) bias = register_parameter("bias", empty({out_channels}));
+template <typename Options>
+void detail::ConvLayer<Options>::reset_parameters() {
   torch_default_init(weight, bias);
 }
 
-void Conv2d::reset_parameters() { torch_default_init(weight, bias); }
-
-Tensor Conv2d::forward(const Tensor& input) {
-  const auto& o = options;
-  auto [x, pad] = detail::conv_padding("Conv2d", input, weight, {o.stride_.h, o.stride_.w},
-                                       {o.dilation_.h, o.dilation_.w}, {o.padding_.h, o.padding_.w},
-                                       o.padding_kind_, o.padding_mode_);
-  return conv2d(x, weight, bias, o.stride_, {pad[0], pad[1]}, o.dilation_, o.groups_);
+template <typename Options>
+Tensor detail::ConvLayer<Options>::forward(const Tensor& input) {
+  constexpr size_t D = Options::dims;
+  const Options& o = options;
+  if constexpr (is_transposed<Options>)
+    return functional::detail::conv_transpose<D>(input, weight, bias, o.stride_, o.padding_,
+                                                 o.output_padding_, o.groups_, o.dilation_);
+  else
+    return functional::detail::conv<D>(name().c_str(), input, weight, bias, o.stride_, o.padding_,
+                                       o.padding_kind_, o.padding_mode_, o.dilation_, o.groups_);
 }
 
-std::string Conv2d::extra_repr() const {
+// torch's _ConvNd.extra_repr: the options that differ from their defaults.
+template <typename Options>
+std::string detail::ConvLayer<Options>::extra_repr() const {
+  const Options& o = options;
+  const std::vector<int64_t> padding = int_list(o.padding_), dilation = int_list(o.dilation_);
   std::ostringstream os;
-  os << weight.size(1) * options.groups_ << ", " << weight.size(0)
-     << ", kernel_size=" << int2_str({weight.size(2), weight.size(3)})
-     << ", stride=" << int2_str(options.stride_);
-  if (options.padding_kind_)
-    os << detail::conv_padding_repr(options.padding_kind_, PadMode::constant);
-  else if (options.padding_.h || options.padding_.w)
-    os << ", padding=" << int2_str(options.padding_);
-  if (options.dilation_.h != 1 || options.dilation_.w != 1)
-    os << ", dilation=" << int2_str(options.dilation_);
-  if (options.groups_ != 1) os << ", groups=" << options.groups_;
+  os << o.in_channels_ << ", " << o.out_channels_
+     << ", kernel_size=" << tuple_str(int_list(o.kernel_size_))
+     << ", stride=" << tuple_str(int_list(o.stride_));
+  std::optional<ConvPadding> padding_kind;
+  if constexpr (!is_transposed<Options>) padding_kind = o.padding_kind_;
+  if (padding_kind)
+    os << detail::conv_padding_repr(padding_kind, PadMode::constant);
+  else if (!all_equal(padding, 0))
+    os << ", padding=" << tuple_str(padding);
+  if (!all_equal(dilation, 1)) os << ", dilation=" << tuple_str(dilation);
+  if constexpr (is_transposed<Options>) {
+    const std::vector<int64_t> output_padding = int_list(o.output_padding_);
+    if (!all_equal(output_padding, 0)) os << ", output_padding=" << tuple_str(output_padding);
+  }
+  if (o.groups_ != 1) os << ", groups=" << o.groups_;
   if (!bias.defined()) os << ", bias=false";
-  os << detail::conv_padding_repr(std::nullopt, options.padding_mode_);
+  if constexpr (!is_transposed<Options>)
+    os << detail::conv_padding_repr(std::nullopt, o.padding_mode_);
   return os.str();
 }
 
-Conv3d::Conv3d(const Conv3dOptions& o) : Module("Conv3d"), options(o) {
-  check_same_stride("Conv3d", o.padding_kind_, {o.stride_.d, o.stride_.h, o.stride_.w});
-  const Int3 k = o.kernel_size_;
-  check_conv_sizes("Conv3d", o.in_channels_, o.out_channels_, o.groups_, {k.h, k.w});
-  TANDEM_CHECK(k.d > 0, "Conv3d: kernel size must be positive, got ", int3_str(k));
-  weight = register_parameter("weight",
-                              empty({o.out_channels_, o.in_channels_ / o.groups_, k.d, k.h, k.w}));
-  if (o.bias_) bias = register_parameter("bias", empty({o.out_channels_}));
-  torch_default_init(weight, bias);
-}
-
-void Conv3d::reset_parameters() { torch_default_init(weight, bias); }
-
-Tensor Conv3d::forward(const Tensor& input) {
-  const auto& o = options;
-  const Int3 s = o.stride_, d = o.dilation_, p = o.padding_;
-  auto [x, pad] = detail::conv_padding("Conv3d", input, weight, {s.d, s.h, s.w}, {d.d, d.h, d.w},
-                                       {p.d, p.h, p.w}, o.padding_kind_, o.padding_mode_);
-  return conv3d(x, weight, bias, s, {pad[0], pad[1], pad[2]}, d, o.groups_);
-}
-
-std::string Conv3d::extra_repr() const {
-  std::ostringstream os;
-  os << options.in_channels_ << ", " << options.out_channels_
-     << ", kernel_size=" << int3_str(options.kernel_size_)
-     << ", stride=" << int3_str(options.stride_);
-  const Int3 pad = options.padding_, dil = options.dilation_;
-  if (options.padding_kind_)
-    os << detail::conv_padding_repr(options.padding_kind_, PadMode::constant);
-  else if (pad.d || pad.h || pad.w)
-    os << ", padding=" << int3_str(pad);
-  if (dil.d != 1 || dil.h != 1 || dil.w != 1) os << ", dilation=" << int3_str(dil);
-  if (options.groups_ != 1) os << ", groups=" << options.groups_;
-  if (!bias.defined()) os << ", bias=false";
-  os << detail::conv_padding_repr(std::nullopt, options.padding_mode_);
-  return os.str();
-}
-
-ConvTranspose2d::ConvTranspose2d(const ConvTranspose2dOptions& o)
-    : Module("ConvTranspose2d"), options(o) {
-  check_conv_sizes("ConvTranspose2d", o.in_channels_, o.out_channels_, o.groups_,
-                   o.kernel_size_);
-  weight = register_parameter("weight", empty({o.in_channels_, o.out_channels_ / o.groups_,
-                                               o.kernel_size_.h, o.kernel_size_.w}));
-  if (o.bias_) bias = register_parameter("bias", empty({o.out_channels_}));
-  torch_default_init(weight, bias);  // fan_in from weight.size(1), as torch's
-}
-
-void ConvTranspose2d::reset_parameters() { torch_default_init(weight, bias); }
-
-Tensor ConvTranspose2d::forward(const Tensor& input) {
-  return conv_transpose2d(input, weight, bias, options.stride_, options.padding_,
-                          options.output_padding_, options.groups_, options.dilation_);
-}
-
-std::string ConvTranspose2d::extra_repr() const {
-  std::ostringstream os;
-  os << options.in_channels_ << ", " << options.out_channels_
-     << ", kernel_size=" << int2_str(options.kernel_size_) << ", stride=" << int2_str(options.stride_);
-  if (options.padding_.h || options.padding_.w) os << ", padding=" << int2_str(options.padding_);
-  if (options.dilation_.h != 1 || options.dilation_.w != 1)
-    os << ", dilation=" << int2_str(options.dilation_);
-  if (options.output_padding_.h || options.output_padding_.w)
-    os << ", output_padding=" << int2_str(options.output_padding_);
-  if (options.groups_ != 1) os << ", groups=" << options.groups_;
-  if (!bias.defined()) os << ", bias=false";
-  return os.str();
-}
-
-ConvTranspose1d::ConvTranspose1d(const ConvTranspose1dOptions& o)
-    : Module("ConvTranspose1d"), options(o) {
-  check_conv_sizes("ConvTranspose1d", o.in_channels_, o.out_channels_, o.groups_,
-                   {1, o.kernel_size_});
-  weight = register_parameter("weight",
-                              empty({o.in_channels_, o.out_channels_ / o.groups_, o.kernel_size_}));
-  if (o.bias_) bias = register_parameter("bias", empty({o.out_channels_}));
-  torch_default_init(weight, bias);  // fan_in from weight.size(1), as torch's
-}
-
-void ConvTranspose1d::reset_parameters() { torch_default_init(weight, bias); }
-
-Tensor ConvTranspose1d::forward(const Tensor& input) {
-  return conv_transpose1d(input, weight, bias, options.stride_, options.padding_,
-                          options.output_padding_, options.groups_, options.dilation_);
-}
-
-std::string ConvTranspose1d::extra_repr() const {
-  std::ostringstream os;
-  os << options.in_channels_ << ", " << options.out_channels_ << ", kernel_size=("
-     << options.kernel_size_ << ",), stride=(" << options.stride_ << ",)";
-  if (options.padding_) os << ", padding=(" << options.padding_ << ",)";
-  if (options.dilation_ != 1) os << ", dilation=(" << options.dilation_ << ",)";
-  if (options.output_padding_) os << ", output_padding=(" << options.output_padding_ << ",)";
-  if (options.groups_ != 1) os << ", groups=" << options.groups_;
-  if (!bias.defined()) os << ", bias=false";
-  return os.str();
-}
-
-ConvTranspose3d::ConvTranspose3d(const ConvTranspose3dOptions& o)
-    : Module("ConvTranspose3d"), options(o) {
-  const Int3 k = o.kernel_size_;
-  check_conv_sizes("ConvTranspose3d", o.in_channels_, o.out_channels_, o.groups_, {k.h, k.w});
-  TANDEM_CHECK(k.d > 0, "ConvTranspose3d: kernel size must be positive, got ", int3_str(k));
-  weight = register_parameter("weight",
-                              empty({o.in_channels_, o.out_channels_ / o.groups_, k.d, k.h, k.w}));
-  if (o.bias_) bias = register_parameter("bias", empty({o.out_channels_}));
-  torch_default_init(weight, bias);
-}
-
-void ConvTranspose3d::reset_parameters() { torch_default_init(weight, bias); }
-
-Tensor ConvTranspose3d::forward(const Tensor& input) {
-  return conv_transpose3d(input, weight, bias, options.stride_, options.padding_,
-                          options.output_padding_, options.groups_, options.dilation_);
-}
-
-std::string ConvTranspose3d::extra_repr() const {
-  std::ostringstream os;
-  os << options.in_channels_ << ", " << options.out_channels_
-     << ", kernel_size=" << int3_str(options.kernel_size_)
-     << ", stride=" << int3_str(options.stride_);
-  const Int3 p = options.padding_, op = options.output_padding_, d = options.dilation_;
-  if (p.d || p.h || p.w) os << ", padding=" << int3_str(p);
-  if (d.d != 1 || d.h != 1 || d.w != 1) os << ", dilation=" << int3_str(d);
-  if (op.d || op.h || op.w) os << ", output_padding=" << int3_str(op);
-  if (options.groups_ != 1) os << ", groups=" << options.groups_;
-  if (!bias.defined()) os << ", bias=false";
-  return os.str();
-}
+template class detail::ConvLayer<ConvOptions<1>>;
+template class detail::ConvLayer<ConvOptions<2>>;
+template class detail::ConvLayer<ConvOptions<3>>;
+template class detail::ConvLayer<ConvTransposeOptions<1>>;
+template class detail::ConvLayer<ConvTransposeOptions<2>>;
+template class detail::ConvLayer<ConvTransposeOptions<3>>;
 
 BatchNorm::BatchNorm(const char* type_name, const BatchNormOptions& opts, int min_dim, int max_dim,
                      const char* layout)

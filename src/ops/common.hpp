@@ -89,16 +89,6 @@ inline void check_broadcasts_to(const Tensor& t, const Shape& shape, const char*
 /// The dtype statistics and parameters are kept in for an input of dtype t: f32 for f16/bf16.
 inline DType compute_dtype(DType t) { return is_reduced_float(t) ? DType::f32 : t; }
 
-/// The layout of an elementwise result of `shape`: channels-last when an operand of that
-/// shape is laid out so (as PyTorch keeps it), else row-major.
-inline MemoryFormat result_format(const Shape& shape,
-                                  std::initializer_list<const Tensor*> operands) {
-  for (const Tensor* t : operands)
-    if (t->shape() == shape && t->suggest_memory_format() == MemoryFormat::ChannelsLast)
-      return MemoryFormat::ChannelsLast;
-  return MemoryFormat::Contiguous;
-}
-
 /// A kernel-only view of t broadcast to `shape` (stride 0 on expanded dims; no autograd).
 inline Tensor broadcast_view(const Tensor& t, const Shape& shape) {
   Shape strides(shape.size(), 0);

@@ -225,10 +225,8 @@ Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement, G
   return probs.dim() == 1 ? out.squeeze(0) : out;
 }
 
-// The *_like tensors keep t's layout when t is channels-last, as torch's preserve_format.
-Tensor empty_like(const Tensor& t) {
-  return make_tensor(t.shape(), t.dtype(), t.device(), t.suggest_memory_format());
-}
+// The *_like tensors keep t's layout, as torch's preserve_format.
+Tensor empty_like(const Tensor& t) { return make_tensor_like(t, t.dtype(), t.device()); }
 Tensor full_like(const Tensor& t, double value) {
   check_defined(t, "full_like", "input");
   check_fill_value(value, t.dtype(), "full_like");

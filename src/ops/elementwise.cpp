@@ -1,5 +1,6 @@
 // Elementwise ops: checks, dtype promotion and broadcasting, the kernel, and the backward
 // closure (written with the same ops, run under no-grad by the engine).
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -13,12 +14,46 @@ using kernels::UnaryOp;
 
 namespace {
 
+// An elementwise result of `shape`, laid out as PyTorch's TensorIterator lays it out:
+// - the operands' strides when they all have the result's shape and one dense layout;
+// - channels-last when an operand of the result's shape is (tandem keeps it for a mix of
+//   layouts, where torch follows the first operand: ARCHITECTURE.md);
+// - else dense in the order the operands lay the dims out, the first deciding where it can
+//   (infer_dense_strides). So sigmoid(a.t()) is itself transposed, read and written in memory
+//   order, and a.t() + b is transposed where b + a.t() is row-major, as torch's.
+Tensor elementwise_result(const Shape& shape, DType dtype, Device device,
+                          std::initializer_list<const Tensor*> operands) {
+  Tensor out = make_tensor(shape, dtype, device);
+  if (std::all_of(operands.begin(), operands.end(), [](const Tensor* t) {
+        return t->is_contiguous() && t->suggest_memory_format() == MemoryFormat::Contiguous;
+      }))
+    return out;  // the common case, in few steps
+  const Tensor& first = **operands.begin();
+  bool same = first.shape() == shape && first.is_non_overlapping_and_dense();
+  for (const Tensor* t : operands) {
+    if (t->shape() == shape && t->suggest_memory_format() == MemoryFormat::ChannelsLast)
+      return make_tensor(out.storage(), shape, channels_last_strides(shape), 0, dtype);
+    same = same && t->shape() == shape && t->strides() == first.strides();
+  }
+  if (same) return make_tensor(out.storage(), shape, first.strides(), 0, dtype);
+  // Each operand's strides over the result's dims, 0 where it is broadcast.
+  std::vector<Shape> strides;
+  for (const Tensor* t : operands) {
+    Shape st(shape.size(), 0);
+    const size_t lead = shape.size() - t->shape().size();
+    for (size_t d = 0; d < t->shape().size(); ++d)
+      if (t->shape()[d] == shape[lead + d]) st[lead + d] = t->strides()[d];
+    strides.push_back(std::move(st));
+  }
+  return make_tensor(out.storage(), shape, infer_dense_strides(shape, strides), 0, dtype);
+}
+
 Tensor unary_forward(UnaryOp op, const OpArgs& args, const Tensor& x, const char* name) {
   check_defined(x, name, "input");
   if (kernels::needs_floating(op)) check_floating(x, name);
   kernels::unary.at(x, name);
-  Tensor out = make_tensor(x.shape(), op == UnaryOp::logical_not ? DType::boolean : x.dtype(),
-                           x.device(), x.suggest_memory_format());
+  Tensor out = elementwise_result(
+      x.shape(), op == UnaryOp::logical_not ? DType::boolean : x.dtype(), x.device(), {&x});
   kernels::unary(out, op, args, x);
   return out;
 }
@@ -40,8 +75,7 @@ Tensor binary_forward(BinaryOp op, const OpArgs& args, const Tensor& a0, const T
   Shape shape = broadcast_shapes(a.shape(), b.shape(), name);
   kernels::binary.at(a, name);
   bool cmp = kernels::is_comparison(op);
-  Tensor out = make_tensor(shape, cmp ? DType::boolean : dt, a.device(),
-                           result_format(shape, {&a, &b}));
+  Tensor out = elementwise_result(shape, cmp ? DType::boolean : dt, a.device(), {&a, &b});
   // Operands of another dtype are promoted; f16/bf16 ones reach the kernel as they are.
   kernels::binary(out, op, args, broadcast_view(as_dtype(a, dt), shape),
                   broadcast_view(as_dtype(b, dt), shape));
@@ -633,7 +667,7 @@ Tensor where(const Tensor& cond0, const Tensor& a0, const Tensor& b0) {
   Shape shape = broadcast_shapes(broadcast_shapes(cond.shape(), a.shape(), "where"), b.shape(),
                                  "where");
   kernels::where.at(a, "where");
-  Tensor out = make_tensor(shape, dt, a.device(), result_format(shape, {&cond, &a, &b}));
+  Tensor out = elementwise_result(shape, dt, a.device(), {&cond, &a, &b});
   kernels::where(out, broadcast_view(cond, shape), broadcast_view(as_dtype(a, dt), shape),
                       broadcast_view(as_dtype(b, dt), shape));
   autograd::record("where", {a, b}, out, [cond, a, b](const Tensor& g) -> std::vector<Tensor> {

@@ -2105,6 +2105,35 @@ Tensor multi_margin_loss(const Tensor& input, const Tensor& target, int64_t p, d
   return reduce_loss(loss, reduction);
 }
 
+Tensor multilabel_margin_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+  const char* op = "multilabel_margin_loss";
+  check_defined(input, op, "input");
+  check_defined(target, op, "target");
+  check_floating(input, op);
+  check_inputs({input, target}, op);
+  TANDEM_CHECK((input.dim() == 1 || input.dim() == 2) && input.numel() > 0 &&
+                   target.shape() == input.shape(),
+               op, ": expected (N, C) or (C) scores and a target of their shape, got ",
+               shape_str(input.shape()), " and ", shape_str(target.shape()));
+  TANDEM_CHECK(!target.is_floating_point() && target.dtype() != DType::boolean, op,
+               ": expected integer class indices, got ", target.dtype());
+  const Tensor x = input.dim() == 1 ? input.unsqueeze(0) : input;
+  const Tensor t = (input.dim() == 1 ? target.unsqueeze(0) : target).to(DType::i64);
+  const int64_t classes = x.size(1);
+  // A slot counts up to the first -1. Indices below -1 become C, so that gather refuses them
+  // as it refuses C and above; -1 and the slots after it read class 0, weighted 0.
+  const Tensor counted = cumprod(ge(t, 0).to(x.dtype()), 1);  // (N, slots)
+  const Tensor index = where(lt(t, -1), static_cast<double>(classes), clamp_min(t, 0));
+  const Tensor chosen = gt(scatter_add(zeros_like(x), 1, index, counted), 0.0);  // (N, C)
+  // 1 - x[j] + x[i] for every counted slot j and every class i not chosen.
+  const Tensor z = relu(add(sub(x.unsqueeze(1), gather(x, 1, index).unsqueeze(2)), 1.0));
+  const Tensor others = logical_not(chosen).to(x.dtype());
+  const Tensor h = mul(mul(z, counted.unsqueeze(2)), others.unsqueeze(1));
+  Tensor loss = div(sum(h, {1, 2}), static_cast<double>(classes));
+  if (input.dim() == 1) loss = loss.reshape({});
+  return reduce_loss(loss, reduction);
+}
+
 Tensor local_response_norm(const Tensor& input, int64_t size, double alpha, double beta, double k) {
   const char* op = "local_response_norm";
   check_defined(input, op, "input");

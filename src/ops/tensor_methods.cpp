@@ -53,9 +53,17 @@ template bool Tensor::item<bool>() const;
 
 // --- conversions -------------------------------------------------------------------------
 
+namespace {
+// t where it is non-overlapping and dense, else a copy laid out as preserve_format lays it out:
+// its bytes, from raw_data() on, are its elements, once each.
+Tensor dense_bytes(const Tensor& t) {
+  return t.is_non_overlapping_and_dense() ? t : t.detach().clone();
+}
+}  // namespace
+
 Tensor Tensor::to(DType dtype) const {
   if (dtype == this->dtype()) return *this;
-  Tensor out = make_tensor(shape(), dtype, device(), suggest_memory_format());
+  Tensor out = make_tensor_like(*this, dtype, device());
   kernels::copy(out, *this);
   if (is_floating(dtype) && is_floating(this->dtype())) {
     DType from = this->dtype();
@@ -68,11 +76,10 @@ Tensor Tensor::to(DType dtype) const {
 
 Tensor Tensor::to(Device device, bool non_blocking) const {
   if (device == this->device()) return *this;
-  // Bytes cross as they lie: a channels-last tensor arrives channels-last (torch's
-  // preserve_format), anything else as a row-major copy.
-  const MemoryFormat format = suggest_memory_format();
-  Tensor src = contiguous(format);
-  Tensor out = make_tensor(shape(), dtype(), device, format);
+  // Bytes cross as they lie in a dense layout, this one's where it is dense (a channels-last or
+  // transposed tensor arrives so: torch's preserve_format).
+  const Tensor src = dense_bytes(*this);
+  Tensor out = make_tensor_like(src, dtype(), device);
   const auto nbytes = static_cast<size_t>(numel() * element_size());
   if (non_blocking && src.device().is_cpu())
     cuda::copy_to_device_async(out.raw_data(), device, src.raw_data(), src.storage().data(), nbytes);
@@ -104,8 +111,7 @@ Tensor Tensor::pin_memory() const {
   TANDEM_CHECK(device().is_cpu(), "pin_memory: only CPU tensors can be pinned, got one on ",
                device().str());
   if (is_pinned()) return *this;
-  // The bytes as they lie in a dense layout (channels-last stays so, as in to()).
-  const Tensor src = contiguous(suggest_memory_format());
+  const Tensor src = dense_bytes(*this);  // as to() moves them
   const auto bytes = static_cast<size_t>(numel() * element_size());
   const size_t nbytes = std::max<size_t>(bytes, 1);  // an empty tensor still gets a block
   Allocator& pinned = pinned_allocator();
@@ -127,7 +133,7 @@ Tensor Tensor::new_full(const Shape& shape, double value) const {
 }
 
 Tensor Tensor::clone() const {
-  Tensor out = make_tensor(shape(), dtype(), device(), suggest_memory_format());
+  Tensor out = make_tensor_like(*this, dtype(), device());
   kernels::copy(out, *this);
   autograd::record("clone", {*this}, out,
                    [](const Tensor& g) -> std::vector<Tensor> { return {g}; }, kDifferentiable);

@@ -104,7 +104,17 @@ TEST_CASE("CUDA unary and binary ops match the CPU, with broadcasting and stride
         {"trunc", [](auto& v) { return trunc(mul(v[0], 3.0)); }},
         {"tril", [](auto& v) { return tril(v[0], 1); }},
     };
-    for (const auto& [name, f] : unary) same_on_gpu(name, {x}, f, t);
+    // And of a transposed input: the result is transposed too, on both devices (PyTorch's
+    // layout), the device writing it in memory order.
+    const Tensor xt = randn_as({5, 4}, dt, 6).t();
+    for (const auto& [name, f] : unary) {
+      same_on_gpu(name, {x}, f, t);
+      same_on_gpu(std::string(name) + " (transposed)", {xt}, f, t);
+    }
+    const Tensor xt_gpu = xt.to(kGpu);
+    CHECK(xt_gpu.strides() == xt.strides());  // as torch's preserve_format
+    CHECK(sigmoid(xt_gpu).strides() == Shape{1, 4});
+    CHECK(xt_gpu.cpu().equal(xt));
     same_on_gpu("log", {pos}, [](auto& v) { return log(v[0]); }, t);
     same_on_gpu("sqrt", {pos}, [](auto& v) { return sqrt(v[0]); }, t);
     same_on_gpu(
@@ -2037,19 +2047,26 @@ TEST_CASE(
                 // f32: the gradients through cond and matrix_exp amplify the rounding of the
                 // GPU's other summation order
                 t == DType::f32 ? Tol{1e-4, 1e-4} : tol(t));
-    same_on_gpu("bags of embeddings, local response norm, multi-class hinge", in,
-                with_gradients([](const std::vector<Tensor>& v) {
-                  const Device d = v[0].device();
-                  const Tensor idx = from_vector<int64_t>({0, 5, 1, 2, 0}, {5}).to(d);
-                  const Tensor off = from_vector<int64_t>({0, 2, 2}, {3}).to(d);
-                  const Tensor table = v[1].reshape({6, 2});
-                  return cat({embedding_bag(table, idx, off, EmbeddingBagMode::mean).flatten(),
-                              embedding_bag(table, idx, off, EmbeddingBagMode::max).flatten(),
-                              local_response_norm(v[0], 2).flatten(),
-                              multi_margin_loss(v[0].reshape({2, 9}),
-                                                from_vector<int64_t>({1, 4}, {2}).to(d))
-                                  .reshape({1})});
-                }),
-                tol(t));
+    same_on_gpu(
+        "bags of embeddings, local response norm, multi-class and multi-label hinge", in,
+        with_gradients([](const std::vector<Tensor>& v) {
+          const Device d = v[0].device();
+          const Tensor idx = from_vector<int64_t>({0, 5, 1, 2, 0}, {5}).to(d);
+          const Tensor off = from_vector<int64_t>({0, 2, 2}, {3}).to(d);
+          const Tensor table = v[1].reshape({6, 2});
+          return cat(
+              {embedding_bag(table, idx, off, EmbeddingBagMode::mean).flatten(),
+               embedding_bag(table, idx, off, EmbeddingBagMode::max).flatten(),
+               local_response_norm(v[0], 2).flatten(),
+               multi_margin_loss(v[0].reshape({2, 9}), from_vector<int64_t>({1, 4}, {2}).to(d))
+                   .reshape({1}),
+               multilabel_margin_loss(
+                   v[0].reshape({3, 6}),
+                   from_vector<int64_t>({5, 0, -1, 2, 2, 2, -1, 1, 1, 1, 1, 1, 0, 1, 2, 3, 4, 5},
+                                        {3, 6})
+                       .to(d),
+                   Reduction::none)});
+        }),
+        tol(t));
   }
 }

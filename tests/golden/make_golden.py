@@ -834,6 +834,19 @@ with torch.random.fork_rng():
          lambda a, b: torch.linalg.lu_solve(*torch.linalg.lu_factor(a), b, left=False,
                                             adjoint=True), r(3, 3), r(2, 3))
 
+# The multi-label hinge loss: a stream of its own.
+with torch.random.fork_rng():
+    torch.manual_seed(20207)
+    # Each row's classes end at the first -1: two classes; one given twice; none; all five.
+    ml_target = torch.tensor([[3, 0, -1, 1, 2], [1, 1, 4, -1, -1], [-1, 2, 3, 0, 1],
+                              [4, 2, 0, 1, 3]])
+    case("multilabel_margin_loss", F.multilabel_margin_loss, r(4, 5), ml_target)
+    case("multilabel_margin_loss_none",
+         lambda x, y: F.multilabel_margin_loss(x, y, reduction="none"), r(4, 5), ml_target)
+    case("multilabel_margin_loss_sum_1d",
+         lambda x, y: F.multilabel_margin_loss(x, y, reduction="sum"), r(6),
+         torch.tensor([5, 0, 2, -1, 4, 1]))
+
 with open(os.path.join(HERE, "ops.json"), "w") as f:
     json.dump({"generator": "torch " + torch.__version__, "cases": cases}, f)
 

@@ -590,4 +590,18 @@ TEST_CASE("errors of the bags of embeddings, local response norm and the multi-c
   CHECK(error_of([] {
           multi_margin_loss(zeros({2, 3}), zeros({2}, DType::i64), 1, 1.0, ones({2}));
         }) == "multi_margin_loss: weight must be (3), one per class, got (2,)");
+  CHECK(error_of([] {
+          multilabel_margin_loss(zeros({2, 3}), zeros({2}, DType::i64));
+        }) ==
+        "multilabel_margin_loss: expected (N, C) or (C) scores and a target of their shape, got "
+        "(2, 3) and (2,)");
+  CHECK(error_of([] {
+          multilabel_margin_loss(zeros({2, 3}), zeros({2, 3}));
+        }) == "multilabel_margin_loss: expected integer class indices, got f32");
+  // Class indices below -1 or from C up: an IndexError, as torch's "out of range".
+  CHECK_THROWS_AS(multilabel_margin_loss(zeros({2, 3}),
+                                         from_vector<int64_t>({0, 3, -1}, {1, 3}).expand({2, 3})),
+                  IndexError);
+  CHECK_THROWS_AS(multilabel_margin_loss(zeros({3}), from_vector<int64_t>({1, -2, -1})),
+                  IndexError);
 }

@@ -634,6 +634,14 @@ const std::map<std::string, Fn>& ops() {
              x[0], x[1],
              F::MultiMarginLossFuncOptions().p(2).margin(0.7).weight(x[2]).reduction(kSum));
        }},
+      {"multilabel_margin_loss", [](V x) { return nn::MultiLabelMarginLoss()(x[0], x[1]); }},
+      {"multilabel_margin_loss_none",
+       [](V x) {
+         return F::multilabel_margin_loss(
+             x[0], x[1], F::MultilabelMarginLossFuncOptions().reduction(kNone));
+       }},
+      {"multilabel_margin_loss_sum_1d",
+       [](V x) { return multilabel_margin_loss(x[0], x[1], Reduction::sum); }},
       {"multi_margin_loss_1d", [](V x) { return multi_margin_loss(x[0], x[1], 1, 1.0, Tensor(), Reduction::none); }},
       {"local_response_norm", [](V x) { return nn::LocalResponseNorm(3).forward(x[0]); }},
       {"local_response_norm_3d",

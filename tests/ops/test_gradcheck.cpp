@@ -549,4 +549,7 @@ TEST_CASE("gradcheck: bags of embeddings, local response norm and the multi-clas
   const Tensor target = from_vector<int64_t>({2, 0, 1});
   gradcheck([&](V x) { return multi_margin_loss(x[0], target, 2, 0.4, x[1]); },
             {distinct({3, 4}), pos({4})});
+  const Tensor labels = from_vector<int64_t>({3, 0, -1, 1, 1, 2, 1, -1}, {2, 4});
+  gradcheck([&](V x) { return multilabel_margin_loss(x[0], labels, Reduction::none); },
+            {distinct({2, 4})});
 }

@@ -1278,7 +1278,60 @@ TEST_CASE("elementwise ops on transposed operands: the tiled walk gives the dens
       if (is_floating(t)) {
         CHECK(sigmoid(z.t()).equal(sigmoid(ref)));
         CHECK(mul(z.t(), z.t()).equal(mul(ref, ref)));
+        // A strided unary input whose result is row-major: gathered a block at a time.
+        const Tensor every_other = slice(z, 1, 0, cols, 2);
+        CHECK(sigmoid(every_other).equal(sigmoid(every_other.contiguous())));
       }
     }
   }
+}
+
+TEST_CASE("elementwise results and copies are laid out as PyTorch's", "[ops]") {
+  // The strides torch 1.13 gives each result (TensorIterator's rule): a unary result keeps a
+  // dense input's strides, the first operand decides where it can, a broadcast dim decides
+  // nothing. The values are those of the same op on contiguous copies.
+  Generator gen(29);
+  const Tensor a = randn({4, 3}, DType::f32, &gen).t();  // (3, 4), strides (1, 3)
+  const Tensor b = randn({3, 4}, DType::f32, &gen), row = randn({4}, DType::f32, &gen);
+  const Tensor ac = a.contiguous();
+  auto check = [](const Tensor& result, const Tensor& expected, const Shape& strides) {
+    CHECK(result.strides() == strides);
+    CHECK(result.equal(expected));
+  };
+  check(sigmoid(a), sigmoid(ac), {1, 3});
+  check(neg(a), neg(ac), {1, 3});
+  check(mul(a, 2.0), mul(ac, 2.0), {1, 3});
+  check(add(a, b), add(ac, b), {1, 3});
+  check(add(b, a), add(b, ac), {4, 1});
+  check(mul(a, a), mul(ac, ac), {1, 3});
+  check(add(a, row), add(ac, row), {1, 3});
+  check(add(row, a), add(row, ac), {1, 3});  // the first operand's broadcast dim decides nothing
+  check(gt(a, 0.0), gt(ac, 0.0), {1, 3});
+  check(where(gt(a, 0.0), a, b), where(gt(ac, 0.0), ac, b), {1, 3});
+  const Tensor p = permute(randn({2, 3, 4}, DType::f32, &gen), {2, 0, 1});  // strides (1, 12, 4)
+  check(exp(p), exp(p.contiguous()), {1, 12, 4});
+  // Not dense: the dims in the input's order, dense in it.
+  const Tensor q = slice(randn({4, 6}, DType::f32, &gen).t(), 0, 0, 6, 2);  // (3, 4), (2, 6)
+  check(exp(q), exp(q.contiguous()), {1, 3});
+  const Tensor r = permute(randn({4, 1, 3}, DType::f32, &gen), {2, 1, 0});  // (3, 1, 4), (1, 3, 3)
+  check(exp(r), exp(r.contiguous()), {1, 3, 3});
+  // Copies keep the layout too (preserve_format): dense strides as they are, others dense in the
+  // input's order of dims.
+  check(a.clone(), ac, {1, 3});
+  check(a.to(DType::f64), ac.to(DType::f64), {1, 3});
+  check(zeros_like(a), zeros({3, 4}), {1, 3});
+  check(q.clone(), q.contiguous(), {1, 3});
+  CHECK(empty_like(q).strides() == Shape{1, 3});
+  check(p.to(DType::f16), p.contiguous().to(DType::f16), {1, 12, 4});
+  // Channels-last stays so, also beside a row-major operand (torch: the first operand's layout).
+  const Tensor x = randn({2, 3, 4, 5}, DType::f32, &gen);
+  const Tensor cl = x.contiguous(MemoryFormat::ChannelsLast);
+  CHECK(add(x, cl).is_contiguous(MemoryFormat::ChannelsLast));
+  CHECK(relu(cl).is_contiguous(MemoryFormat::ChannelsLast));
+  // Gradients come back in the leaf's own layout and values.
+  Tensor leaf = randn({4, 3}, DType::f32, &gen).requires_grad_(true);
+  sum(mul(sigmoid(leaf.t()), b)).backward();
+  const Tensor s = sigmoid(leaf.detach());
+  require_close(leaf.grad(), mul(mul(s, sub(ones_like(s), s)), b.t()), 1e-6, 1e-6);
+  CHECK(leaf.grad().is_contiguous());
 }

@@ -153,6 +153,9 @@ class Tensor {
   bool has_internal_overlap() const;
   /// Whether the elements lie densely in `format`'s order (size-1 dims' strides ignored).
   bool is_contiguous(MemoryFormat format) const;
+  /// Whether the elements fill a block of memory once each, in some order of the dims (size-1
+  /// dims' strides ignored): a permutation of a contiguous tensor, as torch's.
+  bool is_non_overlapping_and_dense() const;
   /// ChannelsLast for a 4-d tensor laid out channels-last (where size-1 dims make it row-major
   /// too, as when C = 1: when its strides are channels_last_strides exactly), else Contiguous:
   /// the layout ops give their results for this input.
@@ -195,11 +198,13 @@ class Tensor {
   std::vector<T> to_vector() const;
 
   // --- conversions -----------------------------------------------------------------------
+  /// A copy in `dtype` laid out as this tensor (torch's preserve_format: make_tensor_like), or
+  /// this tensor where it has that dtype.
   Tensor to(DType dtype) const;
   /// A copy on `device` (this tensor when already there). non_blocking: a copy from pinned host
   /// memory to a GPU is queued on the device's stream and returns at once (the data loader's
-  /// staging buffers are pinned); every other copy is synchronous, as in PyTorch. A
-  /// channels-last tensor arrives channels-last, anything else row-major.
+  /// staging buffers are pinned); every other copy is synchronous, as in PyTorch. The copy is
+  /// laid out as this tensor (a channels-last or transposed one arrives so; preserve_format).
   Tensor to(Device device, bool non_blocking = false) const;
   Tensor to(Device device, DType dtype) const;
   Tensor to(DeviceType type, bool non_blocking = false) const {
@@ -207,6 +212,7 @@ class Tensor {
   }
   /// To the options' device and dtype, each where the options name one.
   Tensor to(const TensorOptions& options, bool non_blocking = false) const;
+  /// A copy (differentiable) laid out as this tensor (torch's preserve_format).
   Tensor clone() const;
   Tensor contiguous() const;
   /// This tensor when its suggest_memory_format() already is `format` (or, for Contiguous,
@@ -695,6 +701,16 @@ Tensor make_tensor(const Shape& shape, DType dtype, Device device, MemoryFormat 
 Shape channels_last_strides(const Shape& shape);
 /// The strides of a dense tensor of `shape` laid out in `format`.
 Shape strides_of(const Shape& shape, MemoryFormat format);
+/// The strides of a dense tensor of `shape` whose dims lie in the order that operands with
+/// these strides (over `shape`'s dims, 0 where broadcast) lay them out, the first operand
+/// deciding where it can: PyTorch's infer_dense_strides, and its TensorIterator's order for
+/// several operands (a broadcast dim decides nothing; of equal strides the larger dim goes
+/// outer). Row-major where no operand says otherwise.
+Shape infer_dense_strides(const Shape& shape, const std::vector<Shape>& operand_strides);
+/// A new tensor of like's shape laid out as PyTorch's preserve_format lays it out (clone, to,
+/// the *_like tensors): like's strides where it is non-overlapping and dense, else dense in the
+/// order of like's dims.
+Tensor make_tensor_like(const Tensor& like, DType dtype, Device device);
 
 Tensor operator+(const Tensor& a, const Tensor& b);
 Tensor operator-(const Tensor& a, const Tensor& b);

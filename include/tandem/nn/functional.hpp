@@ -126,88 +126,92 @@ inline Tensor log_softmax(const Tensor& input, const LogSoftmaxFuncOptions& o) {
 
 // --- convolution, pooling, normalization, dropout, padding ---------------------------------
 
-struct Conv1dFuncOptions {
-  TANDEM_ARG(Tensor, bias);
-  TANDEM_ARG(int64_t, stride) = 1;
-  TANDEM_CONV_PADDING(int64_t) = 0;
-  TANDEM_ARG(int64_t, dilation) = 1;
-  TANDEM_ARG(int64_t, groups) = 1;
-};
-inline Tensor conv1d(const Tensor& input, const Tensor& weight, const Conv1dFuncOptions& o) {
-  auto [x, pad] = nn::detail::conv_padding("conv1d", input, weight, {o.stride()}, {o.dilation()},
-                                           {o.padding()}, o.padding_kind());
-  return tandem::conv1d(x, weight, o.bias(), o.stride(), pad[0], o.dilation(), o.groups());
+namespace detail {
+/// convNd in D spatial dims, its padding given by numbers or by name (kSame, kValid) and filled
+/// by `mode`; `op` names it in errors.
+template <size_t D>
+Tensor conv(const char* op, const Tensor& input, const Tensor& weight, const Tensor& bias,
+            IntN<D> stride, IntN<D> padding, std::optional<ConvPadding> kind, PadMode mode,
+            IntN<D> dilation, int64_t groups) {
+  auto [x, pad] = nn::detail::conv_padding(op, input, weight, int_list(stride), int_list(dilation),
+                                           int_list(padding), kind, mode);
+  if constexpr (D == 1)
+    return tandem::conv1d(x, weight, bias, stride, pad[0], dilation, groups);
+  else if constexpr (D == 2)
+    return tandem::conv2d(x, weight, bias, stride, int_n<2>(pad), dilation, groups);
+  else
+    return tandem::conv3d(x, weight, bias, stride, int_n<3>(pad), dilation, groups);
 }
 
-struct Conv2dFuncOptions {
-  TANDEM_ARG(Tensor, bias);
-  TANDEM_ARG(Int2, stride) = 1;
-  TANDEM_CONV_PADDING(Int2) = 0;
-  TANDEM_ARG(Int2, dilation) = 1;
-  TANDEM_ARG(int64_t, groups) = 1;
-};
-inline Tensor conv2d(const Tensor& input, const Tensor& weight, const Conv2dFuncOptions& o) {
-  auto [x, pad] = nn::detail::conv_padding("conv2d", input, weight, {o.stride().h, o.stride().w},
-                                           {o.dilation().h, o.dilation().w},
-                                           {o.padding().h, o.padding().w}, o.padding_kind());
-  return tandem::conv2d(x, weight, o.bias(), o.stride(), {pad[0], pad[1]}, o.dilation(),
-                        o.groups());
+/// conv_transposeNd in D spatial dims.
+template <size_t D>
+Tensor conv_transpose(const Tensor& input, const Tensor& weight, const Tensor& bias, IntN<D> stride,
+                      IntN<D> padding, IntN<D> output_padding, int64_t groups, IntN<D> dilation) {
+  if constexpr (D == 1)
+    return tandem::conv_transpose1d(input, weight, bias, stride, padding, output_padding, groups,
+                                    dilation);
+  else if constexpr (D == 2)
+    return tandem::conv_transpose2d(input, weight, bias, stride, padding, output_padding, groups,
+                                    dilation);
+  else
+    return tandem::conv_transpose3d(input, weight, bias, stride, padding, output_padding, groups,
+                                    dilation);
 }
+}  // namespace detail
 
-struct ConvTranspose2dFuncOptions {
+/// libtorch's ConvFuncOptions<D>: F::conv2d(x, w, F::Conv2dFuncOptions().stride(2).padding(1)).
+template <size_t D>
+struct ConvFuncOptions {
   TANDEM_ARG(Tensor, bias);
-  TANDEM_ARG(Int2, stride) = 1;
-  TANDEM_ARG(Int2, padding) = 0;
-  TANDEM_ARG(Int2, output_padding) = 0;
+  TANDEM_ARG(IntN<D>, stride) = 1;
+  TANDEM_CONV_PADDING(IntN<D>) = 0;
+  TANDEM_ARG(IntN<D>, dilation) = 1;
   TANDEM_ARG(int64_t, groups) = 1;
-  TANDEM_ARG(Int2, dilation) = 1;
 };
-inline Tensor conv_transpose2d(const Tensor& input, const Tensor& weight,
-                               const ConvTranspose2dFuncOptions& o) {
-  return tandem::conv_transpose2d(input, weight, o.bias(), o.stride(), o.padding(),
-                                  o.output_padding(), o.groups(), o.dilation());
+using Conv1dFuncOptions = ConvFuncOptions<1>;
+using Conv2dFuncOptions = ConvFuncOptions<2>;
+using Conv3dFuncOptions = ConvFuncOptions<3>;
+
+/// libtorch's ConvTransposeFuncOptions<D> (groups before dilation, as torch's arguments).
+template <size_t D>
+struct ConvTransposeFuncOptions {
+  TANDEM_ARG(Tensor, bias);
+  TANDEM_ARG(IntN<D>, stride) = 1;
+  TANDEM_ARG(IntN<D>, padding) = 0;
+  TANDEM_ARG(IntN<D>, output_padding) = 0;
+  TANDEM_ARG(int64_t, groups) = 1;
+  TANDEM_ARG(IntN<D>, dilation) = 1;
+};
+using ConvTranspose1dFuncOptions = ConvTransposeFuncOptions<1>;
+using ConvTranspose2dFuncOptions = ConvTransposeFuncOptions<2>;
+using ConvTranspose3dFuncOptions = ConvTransposeFuncOptions<3>;
+
+inline Tensor conv1d(const Tensor& input, const Tensor& weight, const Conv1dFuncOptions& o = {}) {
+  return detail::conv<1>("conv1d", input, weight, o.bias(), o.stride(), o.padding(),
+                         o.padding_kind(), PadMode::constant, o.dilation(), o.groups());
 }
-
-struct ConvTranspose1dFuncOptions {
-  TANDEM_ARG(Tensor, bias);
-  TANDEM_ARG(int64_t, stride) = 1;
-  TANDEM_ARG(int64_t, padding) = 0;
-  TANDEM_ARG(int64_t, output_padding) = 0;
-  TANDEM_ARG(int64_t, groups) = 1;
-  TANDEM_ARG(int64_t, dilation) = 1;
-};
+inline Tensor conv2d(const Tensor& input, const Tensor& weight, const Conv2dFuncOptions& o = {}) {
+  return detail::conv<2>("conv2d", input, weight, o.bias(), o.stride(), o.padding(),
+                         o.padding_kind(), PadMode::constant, o.dilation(), o.groups());
+}
+inline Tensor conv3d(const Tensor& input, const Tensor& weight, const Conv3dFuncOptions& o = {}) {
+  return detail::conv<3>("conv3d", input, weight, o.bias(), o.stride(), o.padding(),
+                         o.padding_kind(), PadMode::constant, o.dilation(), o.groups());
+}
 inline Tensor conv_transpose1d(const Tensor& input, const Tensor& weight,
                                const ConvTranspose1dFuncOptions& o = {}) {
-  return tandem::conv_transpose1d(input, weight, o.bias(), o.stride(), o.padding(),
-                                  o.output_padding(), o.groups(), o.dilation());
+  return detail::conv_transpose<1>(input, weight, o.bias(), o.stride(), o.padding(),
+                                   o.output_padding(), o.groups(), o.dilation());
 }
-
-struct ConvTranspose3dFuncOptions {
-  TANDEM_ARG(Tensor, bias);
-  TANDEM_ARG(Int3, stride) = 1;
-  TANDEM_ARG(Int3, padding) = 0;
-  TANDEM_ARG(Int3, output_padding) = 0;
-  TANDEM_ARG(int64_t, groups) = 1;
-  TANDEM_ARG(Int3, dilation) = 1;
-};
+inline Tensor conv_transpose2d(const Tensor& input, const Tensor& weight,
+                               const ConvTranspose2dFuncOptions& o = {}) {
+  return detail::conv_transpose<2>(input, weight, o.bias(), o.stride(), o.padding(),
+                                   o.output_padding(), o.groups(), o.dilation());
+}
 inline Tensor conv_transpose3d(const Tensor& input, const Tensor& weight,
                                const ConvTranspose3dFuncOptions& o = {}) {
-  return tandem::conv_transpose3d(input, weight, o.bias(), o.stride(), o.padding(),
-                                  o.output_padding(), o.groups(), o.dilation());
-}
-
-struct Conv3dFuncOptions {
-  TANDEM_ARG(Tensor, bias);
-  TANDEM_ARG(Int3, stride) = 1;
-  TANDEM_CONV_PADDING(Int3) = 0;
-  TANDEM_ARG(Int3, dilation) = 1;
-  TANDEM_ARG(int64_t, groups) = 1;
-};
-inline Tensor conv3d(const Tensor& input, const Tensor& weight, const Conv3dFuncOptions& o) {
-  const Int3 s = o.stride(), d = o.dilation(), p = o.padding();
-  auto [x, pad] = nn::detail::conv_padding("conv3d", input, weight, {s.d, s.h, s.w},
-                                           {d.d, d.h, d.w}, {p.d, p.h, p.w}, o.padding_kind());
-  return tandem::conv3d(x, weight, o.bias(), s, {pad[0], pad[1], pad[2]}, d, o.groups());
+  return detail::conv_transpose<3>(input, weight, o.bias(), o.stride(), o.padding(),
+                                   o.output_padding(), o.groups(), o.dilation());
 }
 
 /// The layers' options, as libtorch's (stride 0 means the kernel size, as torch's default).
@@ -468,6 +472,7 @@ using tandem::hinge_embedding_loss;
 using tandem::local_response_norm;
 using tandem::margin_ranking_loss;
 using tandem::multi_margin_loss;
+using tandem::multilabel_margin_loss;
 using tandem::multilabel_soft_margin_loss;
 using tandem::poisson_nll_loss;
 using tandem::soft_margin_loss;
@@ -526,6 +531,14 @@ struct MultilabelSoftMarginLossFuncOptions {
 inline Tensor multilabel_soft_margin_loss(const Tensor& input, const Tensor& target,
                                           const MultilabelSoftMarginLossFuncOptions& o) {
   return tandem::multilabel_soft_margin_loss(input, target, o.weight(), o.reduction());
+}
+
+struct MultilabelMarginLossFuncOptions {
+  TANDEM_ARG(Reduction, reduction) = Reduction::mean;
+};
+inline Tensor multilabel_margin_loss(const Tensor& input, const Tensor& target,
+                                     const MultilabelMarginLossFuncOptions& o) {
+  return tandem::multilabel_margin_loss(input, target, o.reduction());
 }
 
 struct GaussianNLLLossFuncOptions {

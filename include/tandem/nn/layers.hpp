@@ -86,185 +86,97 @@ class Linear : public Module {
   const LinearOptions options;
 };
 
-/// The sizes come first, as libtorch's Conv1dOptions(in, out, kernel_size).
-struct Conv1dOptions {
-  Conv1dOptions(int64_t in_channels, int64_t out_channels, int64_t kernel_size)
-      : in_channels_(in_channels), out_channels_(out_channels), kernel_size_(kernel_size) {}
-  TANDEM_ARG(int64_t, in_channels);
-  TANDEM_ARG(int64_t, out_channels);
-  TANDEM_ARG(int64_t, kernel_size);
-  TANDEM_ARG(int64_t, stride) = 1;
-  TANDEM_CONV_PADDING(int64_t) = 0;
-  TANDEM_ARG(int64_t, dilation) = 1;
-  TANDEM_ARG(int64_t, groups) = 1;
-  TANDEM_ARG(bool, bias) = true;
-  /// How the padding is filled: torch::kZeros, kReflect, kReplicate or kCircular.
-  TANDEM_ARG(PadMode, padding_mode) = PadMode::constant;
-};
-
-/// 1-D convolution of (N, C, L) or (C, L); weight (out, in / groups, k) initialized as torch's.
-class Conv1d : public Module {
- public:
-  TANDEM_MODULE_CLONE(Conv1d, options)
-  explicit Conv1d(const Conv1dOptions& options);
-  /// Draws the parameters again as the constructor did (libtorch's reset_parameters).
-  void reset_parameters();
-  Tensor forward(const Tensor& input) override;
-  std::string extra_repr() const override;
-  Tensor weight, bias;
-  const Conv1dOptions options;
-};
-
-/// The sizes come first, as libtorch's Conv2dOptions(in, out, kernel_size); the default
-/// constructor leaves them to Conv2d(in, out, kernel_size, options).
-struct Conv2dOptions {
-  Conv2dOptions() = default;
-  Conv2dOptions(int64_t in_channels, int64_t out_channels, Int2 kernel_size)
+/// A convolution's options in D spatial dims, as libtorch's ConvOptions<D>: the sizes come first,
+/// Conv2dOptions(in, out, kernel_size).stride(2).padding(1).bias(false); the default constructor
+/// leaves them to Conv2d(in, out, kernel_size, options).
+template <size_t D>
+struct ConvOptions {
+  static constexpr size_t dims = D;
+  ConvOptions() = default;
+  ConvOptions(int64_t in_channels, int64_t out_channels, IntN<D> kernel_size)
       : in_channels_(in_channels), out_channels_(out_channels), kernel_size_(kernel_size) {}
   TANDEM_ARG(int64_t, in_channels) = 0;
   TANDEM_ARG(int64_t, out_channels) = 0;
-  TANDEM_ARG(Int2, kernel_size) = 0;
-  TANDEM_ARG(Int2, stride) = 1;
-  TANDEM_CONV_PADDING(Int2) = 0;
-  TANDEM_ARG(Int2, dilation) = 1;
+  TANDEM_ARG(IntN<D>, kernel_size) = 0;
+  TANDEM_ARG(IntN<D>, stride) = 1;
+  TANDEM_CONV_PADDING(IntN<D>) = 0;
+  TANDEM_ARG(IntN<D>, dilation) = 1;
   TANDEM_ARG(int64_t, groups) = 1;
   TANDEM_ARG(bool, bias) = true;
   /// How the padding is filled: torch::kZeros, kReflect, kReplicate or kCircular.
   TANDEM_ARG(PadMode, padding_mode) = PadMode::constant;
 };
+using Conv1dOptions = ConvOptions<1>;
+using Conv2dOptions = ConvOptions<2>;
+using Conv3dOptions = ConvOptions<3>;
 
-/// 2-D convolution; weight (out, in / groups, kH, kW) ~ kaiming_uniform(a = sqrt(5)), as torch.
-class Conv2d : public Module {
- public:
-  TANDEM_MODULE_CLONE(Conv2d, options)
-  explicit Conv2d(const Conv2dOptions& options);
-  /// The sizes given here replace those in `options`.
-  Conv2d(int64_t in_channels, int64_t out_channels, Int2 kernel_size, Conv2dOptions options = {})
-      : Conv2d(
-            options.in_channels(in_channels).out_channels(out_channels).kernel_size(kernel_size)) {}
-  /// Draws the parameters again as the constructor did (libtorch's reset_parameters).
-  void reset_parameters();
-  Tensor forward(const Tensor& input) override;
-  std::string extra_repr() const override;
-  Tensor weight, bias;
-  const Conv2dOptions options;
-};
-
-/// The sizes come first, as libtorch's Conv3dOptions(in, out, kernel_size).
-struct Conv3dOptions {
-  Conv3dOptions(int64_t in_channels, int64_t out_channels, Int3 kernel_size)
+/// A transposed convolution's options, as libtorch's ConvTransposeOptions<D>:
+/// ConvTranspose2dOptions(in, out, kernel_size).stride(2).output_padding(1).
+template <size_t D>
+struct ConvTransposeOptions {
+  static constexpr size_t dims = D;
+  ConvTransposeOptions() = default;
+  ConvTransposeOptions(int64_t in_channels, int64_t out_channels, IntN<D> kernel_size)
       : in_channels_(in_channels), out_channels_(out_channels), kernel_size_(kernel_size) {}
-  TANDEM_ARG(int64_t, in_channels);
-  TANDEM_ARG(int64_t, out_channels);
-  TANDEM_ARG(Int3, kernel_size);
-  TANDEM_ARG(Int3, stride) = 1;
-  TANDEM_CONV_PADDING(Int3) = 0;
-  TANDEM_ARG(Int3, dilation) = 1;
-  TANDEM_ARG(int64_t, groups) = 1;
-  TANDEM_ARG(bool, bias) = true;
-  /// How the padding is filled: torch::kZeros, kReflect, kReplicate or kCircular.
-  TANDEM_ARG(PadMode, padding_mode) = PadMode::constant;
-};
-
-/// 3-D convolution of (N, C, D, H, W) or (C, D, H, W); weight (out, in / groups, kD, kH, kW)
-/// initialized as torch's.
-class Conv3d : public Module {
- public:
-  TANDEM_MODULE_CLONE(Conv3d, options)
-  explicit Conv3d(const Conv3dOptions& options);
-  /// Draws the parameters again as the constructor did (libtorch's reset_parameters).
-  void reset_parameters();
-  Tensor forward(const Tensor& input) override;
-  std::string extra_repr() const override;
-  Tensor weight, bias;
-  const Conv3dOptions options;
-};
-
-/// libtorch's ConvTranspose2dOptions(in, out, kernel_size).stride(2).output_padding(1).
-struct ConvTranspose2dOptions {
-  ConvTranspose2dOptions(int64_t in_channels, int64_t out_channels, Int2 kernel_size)
-      : in_channels_(in_channels), out_channels_(out_channels), kernel_size_(kernel_size) {}
-  TANDEM_ARG(int64_t, in_channels);
-  TANDEM_ARG(int64_t, out_channels);
-  TANDEM_ARG(Int2, kernel_size);
-  TANDEM_ARG(Int2, stride) = 1;
-  TANDEM_ARG(Int2, padding) = 0;
-  TANDEM_ARG(Int2, output_padding) = 0;
-  TANDEM_ARG(Int2, dilation) = 1;
+  TANDEM_ARG(int64_t, in_channels) = 0;
+  TANDEM_ARG(int64_t, out_channels) = 0;
+  TANDEM_ARG(IntN<D>, kernel_size) = 0;
+  TANDEM_ARG(IntN<D>, stride) = 1;
+  TANDEM_ARG(IntN<D>, padding) = 0;
+  TANDEM_ARG(IntN<D>, output_padding) = 0;
+  TANDEM_ARG(IntN<D>, dilation) = 1;
   TANDEM_ARG(int64_t, groups) = 1;
   TANDEM_ARG(bool, bias) = true;
 };
+using ConvTranspose1dOptions = ConvTransposeOptions<1>;
+using ConvTranspose2dOptions = ConvTransposeOptions<2>;
+using ConvTranspose3dOptions = ConvTransposeOptions<3>;
 
-/// 2-D transposed convolution; weight (in, out / groups, kH, kW) with torch's default init.
-class ConvTranspose2d : public Module {
+namespace detail {
+/// What the convolution layers share (libtorch's ConvNdImpl): a weight of (out, in / groups,
+/// kernel...) for a convolution, (in, out / groups, kernel...) for a transposed one, ~
+/// kaiming_uniform(a = sqrt(5)), and a bias of out ~ U(-1/sqrt(fan_in), 1/sqrt(fan_in)), as
+/// torch's; the input (N, C, spatial...) or unbatched (C, spatial...).
+template <typename Options>
+class ConvLayer : public Module {
  public:
-  TANDEM_MODULE_CLONE(ConvTranspose2d, options)
-  explicit ConvTranspose2d(const ConvTranspose2dOptions& options);
+  ConvLayer(const char* type_name, const Options& options);
   /// Draws the parameters again as the constructor did (libtorch's reset_parameters).
   void reset_parameters();
   Tensor forward(const Tensor& input) override;
   std::string extra_repr() const override;
   Tensor weight, bias;
-  const ConvTranspose2dOptions options;
+  const Options options;
 };
+extern template class ConvLayer<ConvOptions<1>>;
+extern template class ConvLayer<ConvOptions<2>>;
+extern template class ConvLayer<ConvOptions<3>>;
+extern template class ConvLayer<ConvTransposeOptions<1>>;
+extern template class ConvLayer<ConvTransposeOptions<2>>;
+extern template class ConvLayer<ConvTransposeOptions<3>>;
+}  // namespace detail
 
-/// libtorch's ConvTranspose1dOptions(in, out, kernel_size).stride(2).output_padding(1).
-struct ConvTranspose1dOptions {
-  ConvTranspose1dOptions(int64_t in_channels, int64_t out_channels, int64_t kernel_size)
-      : in_channels_(in_channels), out_channels_(out_channels), kernel_size_(kernel_size) {}
-  TANDEM_ARG(int64_t, in_channels);
-  TANDEM_ARG(int64_t, out_channels);
-  TANDEM_ARG(int64_t, kernel_size);
-  TANDEM_ARG(int64_t, stride) = 1;
-  TANDEM_ARG(int64_t, padding) = 0;
-  TANDEM_ARG(int64_t, output_padding) = 0;
-  TANDEM_ARG(int64_t, dilation) = 1;
-  TANDEM_ARG(int64_t, groups) = 1;
-  TANDEM_ARG(bool, bias) = true;
-};
-
-/// 1-D transposed convolution of (N, C, L) or (C, L); weight (in, out / groups, k) with torch's
-/// default init.
-class ConvTranspose1d : public Module {
- public:
-  TANDEM_MODULE_CLONE(ConvTranspose1d, options)
-  explicit ConvTranspose1d(const ConvTranspose1dOptions& options);
-  /// Draws the parameters again as the constructor did (libtorch's reset_parameters).
-  void reset_parameters();
-  Tensor forward(const Tensor& input) override;
-  std::string extra_repr() const override;
-  Tensor weight, bias;
-  const ConvTranspose1dOptions options;
-};
-
-/// libtorch's ConvTranspose3dOptions(in, out, kernel_size).stride(2).output_padding(1).
-struct ConvTranspose3dOptions {
-  ConvTranspose3dOptions(int64_t in_channels, int64_t out_channels, Int3 kernel_size)
-      : in_channels_(in_channels), out_channels_(out_channels), kernel_size_(kernel_size) {}
-  TANDEM_ARG(int64_t, in_channels);
-  TANDEM_ARG(int64_t, out_channels);
-  TANDEM_ARG(Int3, kernel_size);
-  TANDEM_ARG(Int3, stride) = 1;
-  TANDEM_ARG(Int3, padding) = 0;
-  TANDEM_ARG(Int3, output_padding) = 0;
-  TANDEM_ARG(Int3, dilation) = 1;
-  TANDEM_ARG(int64_t, groups) = 1;
-  TANDEM_ARG(bool, bias) = true;
-};
-
-/// 3-D transposed convolution of (N, C, D, H, W) or (C, D, H, W); weight (in, out / groups,
-/// kD, kH, kW) with torch's default init.
-class ConvTranspose3d : public Module {
- public:
-  TANDEM_MODULE_CLONE(ConvTranspose3d, options)
-  explicit ConvTranspose3d(const ConvTranspose3dOptions& options);
-  /// Draws the parameters again as the constructor did (libtorch's reset_parameters).
-  void reset_parameters();
-  Tensor forward(const Tensor& input) override;
-  std::string extra_repr() const override;
-  Tensor weight, bias;
-  const ConvTranspose3dOptions options;
-};
+// clang-format off
+/// One convolution layer per family and dimension, as libtorch's Conv2d(Conv2dOptions(...)) or,
+/// sizes first, Conv2d(in, out, kernel_size, options): the sizes given replace those in options.
+#define TANDEM_CONV_LAYER(Name, Options)                                                     \
+  class Name : public detail::ConvLayer<Options> {                                           \
+   public:                                                                                   \
+    TANDEM_MODULE_CLONE(Name, options)                                                       \
+    explicit Name(const Options& options) : ConvLayer(#Name, options) {}                     \
+    Name(int64_t in_channels, int64_t out_channels, IntN<Options::dims> kernel_size,         \
+         Options options = {})                                                               \
+        : Name(options.in_channels(in_channels).out_channels(out_channels)                  \
+                   .kernel_size(kernel_size)) {}                                             \
+  }
+// clang-format on
+TANDEM_CONV_LAYER(Conv1d, Conv1dOptions);
+TANDEM_CONV_LAYER(Conv2d, Conv2dOptions);
+TANDEM_CONV_LAYER(Conv3d, Conv3dOptions);
+TANDEM_CONV_LAYER(ConvTranspose1d, ConvTranspose1dOptions);
+TANDEM_CONV_LAYER(ConvTranspose2d, ConvTranspose2dOptions);
+TANDEM_CONV_LAYER(ConvTranspose3d, ConvTranspose3dOptions);
+#undef TANDEM_CONV_LAYER
 
 /// num_features comes first, as libtorch's BatchNormOptions(num_features); the default
 /// constructor leaves it to BatchNorm2d(num_features, options) (or BatchNorm1d's).
@@ -649,38 +561,38 @@ class PReLU : public Module {
 };
 
 /// A max pooling window, as libtorch's MaxPool2dOptions(3).stride(2).padding(1): stride 0 (the
-/// default) means stride = kernel_size, as torch's. Size: Int2 or Int3.
-template <typename Size>
+/// default) means stride = kernel_size, as torch's; libtorch's MaxPoolOptions<D>.
+template <size_t D>
 struct MaxPoolOptions {
-  MaxPoolOptions(Size kernel_size)
+  MaxPoolOptions(IntN<D> kernel_size)
       : kernel_size_(kernel_size) {}  // NOLINT(google-explicit-constructor)
-  TANDEM_ARG(Size, kernel_size);
-  TANDEM_ARG(Size, stride) = 0;
-  TANDEM_ARG(Size, padding) = 0;
-  TANDEM_ARG(Size, dilation) = 1;
+  TANDEM_ARG(IntN<D>, kernel_size);
+  TANDEM_ARG(IntN<D>, stride) = 0;
+  TANDEM_ARG(IntN<D>, padding) = 0;
+  TANDEM_ARG(IntN<D>, dilation) = 1;
   /// Output sizes rounded up: the last window may hang past the input.
   TANDEM_ARG(bool, ceil_mode) = false;
 };
-using MaxPool1dOptions = MaxPoolOptions<int64_t>;
-using MaxPool2dOptions = MaxPoolOptions<Int2>;
-using MaxPool3dOptions = MaxPoolOptions<Int3>;
+using MaxPool1dOptions = MaxPoolOptions<1>;
+using MaxPool2dOptions = MaxPoolOptions<2>;
+using MaxPool3dOptions = MaxPoolOptions<3>;
 
 /// An average pooling window, as libtorch's AvgPool2dOptions(3).stride(2).count_include_pad(false);
-/// see avg_pool2d for the divisor.
-template <typename Size>
+/// see avg_pool2d for the divisor; libtorch's AvgPoolOptions<D>.
+template <size_t D>
 struct AvgPoolOptions {
-  AvgPoolOptions(Size kernel_size)
+  AvgPoolOptions(IntN<D> kernel_size)
       : kernel_size_(kernel_size) {}  // NOLINT(google-explicit-constructor)
-  TANDEM_ARG(Size, kernel_size);
-  TANDEM_ARG(Size, stride) = 0;
-  TANDEM_ARG(Size, padding) = 0;
+  TANDEM_ARG(IntN<D>, kernel_size);
+  TANDEM_ARG(IntN<D>, stride) = 0;
+  TANDEM_ARG(IntN<D>, padding) = 0;
   TANDEM_ARG(bool, ceil_mode) = false;
   TANDEM_ARG(bool, count_include_pad) = true;
   TANDEM_ARG(std::optional<int64_t>, divisor_override) = std::nullopt;
 };
-using AvgPool1dOptions = AvgPoolOptions<int64_t>;
-using AvgPool2dOptions = AvgPoolOptions<Int2>;
-using AvgPool3dOptions = AvgPoolOptions<Int3>;
+using AvgPool1dOptions = AvgPoolOptions<1>;
+using AvgPool2dOptions = AvgPoolOptions<2>;
+using AvgPool3dOptions = AvgPoolOptions<3>;
 
 namespace detail {
 /// What the pooling layers share: their options, printed as torch prints the window.
@@ -691,12 +603,12 @@ class PoolLayer : public Module {
   std::string extra_repr() const override;
   const Options options;
 };
-extern template class PoolLayer<MaxPoolOptions<int64_t>>;
-extern template class PoolLayer<AvgPoolOptions<int64_t>>;
-extern template class PoolLayer<MaxPoolOptions<Int2>>;
-extern template class PoolLayer<AvgPoolOptions<Int2>>;
-extern template class PoolLayer<MaxPoolOptions<Int3>>;
-extern template class PoolLayer<AvgPoolOptions<Int3>>;
+extern template class PoolLayer<MaxPoolOptions<1>>;
+extern template class PoolLayer<AvgPoolOptions<1>>;
+extern template class PoolLayer<MaxPoolOptions<2>>;
+extern template class PoolLayer<AvgPoolOptions<2>>;
+extern template class PoolLayer<MaxPoolOptions<3>>;
+extern template class PoolLayer<AvgPoolOptions<3>>;
 }  // namespace detail
 
 class MaxPool1d : public detail::PoolLayer<MaxPool1dOptions> {

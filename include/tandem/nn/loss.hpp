@@ -22,6 +22,7 @@ using CosineEmbeddingLossOptions = functional::CosineEmbeddingLossFuncOptions;
 using HingeEmbeddingLossOptions = functional::HingeEmbeddingLossFuncOptions;
 using SoftMarginLossOptions = functional::SoftMarginLossFuncOptions;
 using MultiLabelSoftMarginLossOptions = functional::MultilabelSoftMarginLossFuncOptions;
+using MultiLabelMarginLossOptions = functional::MultilabelMarginLossFuncOptions;
 using MultiMarginLossOptions = functional::MultiMarginLossFuncOptions;
 using GaussianNLLLossOptions = functional::GaussianNLLLossFuncOptions;
 using PoissonNLLLossOptions = functional::PoissonNLLLossFuncOptions;
@@ -74,6 +75,7 @@ TANDEM_LOSS_MODULE(HingeEmbeddingLoss, HingeEmbeddingLossOptions, hinge_embeddin
 TANDEM_LOSS_MODULE(SoftMarginLoss, SoftMarginLossOptions, soft_margin_loss);
 TANDEM_LOSS_MODULE(MultiLabelSoftMarginLoss, MultiLabelSoftMarginLossOptions,
                    multilabel_soft_margin_loss);
+TANDEM_LOSS_MODULE(MultiLabelMarginLoss, MultiLabelMarginLossOptions, multilabel_margin_loss);
 TANDEM_LOSS_MODULE(PoissonNLLLoss, PoissonNLLLossOptions, poisson_nll_loss);
 TANDEM_LOSS_MODULE(MultiMarginLoss, MultiMarginLossOptions, multi_margin_loss);
 

@@ -131,8 +131,9 @@ Tensor randn(I n, TensorOptions options = {}, Generator* gen = nullptr) {
   return randn(Shape{static_cast<int64_t>(n)}, options, gen);
 }
 
-/// t's shape, dtype and device, and its layout when t is channels-last (torch's
-/// preserve_format); uninitialized, or filled with zeros, ones or `value`.
+/// t's shape, dtype and device, and its layout (torch's preserve_format: t's strides where it is
+/// dense, as a transposed or channels-last tensor is; make_tensor_like); uninitialized, or
+/// filled with zeros, ones or `value`.
 Tensor empty_like(const Tensor& t);
 Tensor zeros_like(const Tensor& t);
 Tensor ones_like(const Tensor& t);

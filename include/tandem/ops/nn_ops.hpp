@@ -7,6 +7,8 @@
 #include <optional>
 #include <string>
 #include <tuple>
+#include <type_traits>
+#include <vector>
 
 #include "tandem/core/generator.hpp"
 #include "tandem/core/tensor.hpp"
@@ -26,6 +28,25 @@ struct Int3 {
   Int3(int64_t v) : d(v), h(v), w(v) {}  // NOLINT(google-explicit-constructor)
   Int3(int64_t d_, int64_t h_, int64_t w_) : d(d_), h(h_), w(w_) {}
 };
+
+/// A window's sizes in D spatial dims (libtorch's ExpandingArray<D>): a number for one dim,
+/// Int2 or Int3 for two or three.
+template <size_t D>
+using IntN = std::conditional_t<D == 1, int64_t, std::conditional_t<D == 2, Int2, Int3>>;
+
+/// The sizes in order (depth, height, width), and back.
+inline std::vector<int64_t> int_list(int64_t v) { return {v}; }
+inline std::vector<int64_t> int_list(Int2 v) { return {v.h, v.w}; }
+inline std::vector<int64_t> int_list(Int3 v) { return {v.d, v.h, v.w}; }
+template <size_t D>
+IntN<D> int_n(const std::vector<int64_t>& v) {
+  if constexpr (D == 1)
+    return v.at(0);
+  else if constexpr (D == 2)
+    return Int2(v.at(0), v.at(1));
+  else
+    return Int3(v.at(0), v.at(1), v.at(2));
+}
 
 /// libtorch's torch::kValid and torch::kSame, a convolution's padding given by name: none, or
 /// as much as keeps each output size the input's (stride 1 only; dilation (k - 1) in all, an odd
@@ -322,6 +343,12 @@ Tensor soft_margin_loss(const Tensor& input, const Tensor& target,
 Tensor multilabel_soft_margin_loss(const Tensor& input, const Tensor& target,
                                    const Tensor& weight = Tensor(),
                                    Reduction reduction = Reduction::mean);
+/// The multi-label hinge loss of (N, C) or (C) scores and a target of their shape holding each
+/// sample's class indices, ended by the first -1: per sample, the sum over its target classes j
+/// (one given twice counts twice) and the classes i not among them of max(0, 1 - x[j] + x[i]),
+/// divided by C, as torch's. A target index below -1 or from C up is refused (an IndexError).
+Tensor multilabel_margin_loss(const Tensor& input, const Tensor& target,
+                              Reduction reduction = Reduction::mean);
 /// The negative log-likelihood of target under Normal(input, var): 0.5 (log(var) + (input -
 /// target)^2 / var) (+ 0.5 log(2 pi) when full). var is the input's shape, or it with the last
 /// dim 1 or gone (one variance for the last dim); it is clamped at eps, the gradient passing
