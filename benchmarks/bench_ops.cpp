@@ -199,7 +199,16 @@ void op_sweep(int repeats, bool peer, Generator& gen, std::vector<Row>& rows) {
   const Shape act{128, 64, 28, 28};
   Tensor target = randint(0, 1000, {128}, DType::i64, &gen);
   Tensor ids = randint(0, 10000, {128, 64}, DType::i64, &gen);
+  // CTC: 16 targets of 10 labels in 1..19 (ops_torch.py draws the same), 50 frames each.
+  std::vector<int64_t> labels;
+  for (int64_t n = 0; n < 16; ++n)
+    for (int64_t s = 0; s < 10; ++s) labels.push_back(1 + (n * 7 + s * 3) % 19);
+  const Tensor ctc_targets = from_vector(labels, {16, 10});
+  const std::vector<int64_t> ctc_frames(16, 50), ctc_lengths(16, 10);
 #ifdef TANDEM_BENCH_LIBTORCH
+  torch::Tensor tctc = torch::tensor(labels).reshape({16, 10});
+  torch::Tensor tframes = torch::full({16}, 50, torch::kInt64),
+                tlengths = torch::full({16}, 10, torch::kInt64);
   torch::Tensor ttarget = torch::from_blob(target.to_vector<int64_t>().data(), {128}, torch::kInt64).clone();
   torch::Tensor tids =
       torch::from_blob(ids.to_vector<int64_t>().data(), {128, 64}, torch::kInt64).clone();
@@ -360,6 +369,14 @@ void op_sweep(int repeats, bool peer, Generator& gen, std::vector<Row>& rows) {
        {{128, 1000}},
        [&](const V& v) { return cross_entropy(v[0], target); },
        TORCH_SIDE([&](const TV& v) { return F::cross_entropy(v[0], ttarget); })},
+      {"ctc_loss (T 50, N 16, C 20, S 10)",
+       {{50, 16, 20}},
+       [&](const V& v) {
+         return ctc_loss(log_softmax(v[0], 2), ctc_targets, ctc_frames, ctc_lengths);
+       },
+       TORCH_SIDE([&](const TV& v) {
+         return F::ctc_loss(torch::log_softmax(v[0], 2), tctc, tframes, tlengths);
+       })},
       {"layer_norm 512 (4096,512)",
        {{4096, 512}, {512}, {512}},
        [](const V& v) { return layer_norm(v[0], {512}, v[1], v[2]); },

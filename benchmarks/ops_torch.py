@@ -39,6 +39,9 @@ def main():
     act = (128, 64, 28, 28)
     target = torch.randint(0, 1000, (128,))
     ids = torch.randint(0, 10000, (128, 64))
+    # CTC: bench_ops' targets (16 of 10 labels in 1..19), 50 frames each.
+    ctc_targets = torch.tensor([[1 + (n * 7 + s * 3) % 19 for s in range(10)] for n in range(16)])
+    ctc_frames, ctc_lengths = torch.full((16,), 50), torch.full((16,), 10)
     cases = [
         ("relu (128,64,28,28)", [act], lambda v: torch.relu(v[0])),
         ("add (128,64,28,28)", [act, act], lambda v: v[0] + v[1]),
@@ -84,6 +87,8 @@ def main():
         ("log_softmax (128,1000)", [(128, 1000)], lambda v: torch.log_softmax(v[0], 1)),
         ("softmax (128,1000)", [(128, 1000)], lambda v: torch.softmax(v[0], 1)),
         ("cross_entropy (128,1000)", [(128, 1000)], lambda v: F.cross_entropy(v[0], target)),
+        ("ctc_loss (T 50, N 16, C 20, S 10)", [(50, 16, 20)],
+         lambda v: F.ctc_loss(v[0].log_softmax(2), ctc_targets, ctc_frames, ctc_lengths)),
         ("layer_norm 512 (4096,512)", [(4096, 512), (512,), (512,)],
          lambda v: F.layer_norm(v[0], (512,), v[1], v[2])),
         ("dropout 0.5 (128,4096)", [(128, 4096)], lambda v: F.dropout(v[0], 0.5, True)),

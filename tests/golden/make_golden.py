@@ -846,6 +846,24 @@ with torch.random.fork_rng():
     case("multilabel_margin_loss_sum_1d",
          lambda x, y: F.multilabel_margin_loss(x, y, reduction="sum"), r(6),
          torch.tensor([5, 0, 2, -1, 4, 1]))
+    # CTC of log_softmax's output (torch's gradient with respect to log_probs adds exp(log_probs),
+    # which log_softmax's backward cancels: through the logits the two agree).
+    case("ctc_loss_padded_mean",
+         lambda x, y, il, tl: F.ctc_loss(x.log_softmax(2), y, il, tl), r(12, 3, 5),
+         torch.tensor([[1, 2, 2, 3], [4, 4, 0, 0], [3, 1, 3, 0]]), torch.tensor([12, 10, 7]),
+         torch.tensor([4, 2, 3]))
+    case("ctc_loss_concatenated_blank_none",
+         lambda x, y, il, tl: F.ctc_loss(x.log_softmax(2), y, il, tl, blank=4, reduction="none"),
+         r(9, 4, 5), torch.tensor([0, 1, 1, 3, 2, 2, 0]), torch.tensor([9, 6, 9, 4]),
+         torch.tensor([3, 0, 2, 2]))
+    # Sample 1 needs 5 frames (2, blank, 2, blank, 2) and has 4: inf, zeroed.
+    case("ctc_loss_zero_infinity_sum",
+         lambda x, y, il, tl: F.ctc_loss(x.log_softmax(2), y, il, tl, reduction="sum",
+                                         zero_infinity=True), r(6, 2, 3),
+         torch.tensor([[1, 2, 1], [2, 2, 2]]), torch.tensor([6, 4]), torch.tensor([3, 3]))
+    case("ctc_loss_unbatched",
+         lambda x, y, il, tl: F.ctc_loss(x.log_softmax(1), y, il, tl, reduction="none"), r(7, 4),
+         torch.tensor([3, 3, 1]), torch.tensor(7), torch.tensor(3))
 
 with open(os.path.join(HERE, "ops.json"), "w") as f:
     json.dump({"generator": "torch " + torch.__version__, "cases": cases}, f)

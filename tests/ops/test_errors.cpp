@@ -604,4 +604,23 @@ TEST_CASE("errors of the bags of embeddings, local response norm and the multi-c
                   IndexError);
   CHECK_THROWS_AS(multilabel_margin_loss(zeros({3}), from_vector<int64_t>({1, -2, -1})),
                   IndexError);
+  const Tensor lp = zeros({4, 2, 3}), ctc_targets = ones({2, 2}, DType::i64);
+  const std::vector<int64_t> frames{4, 4}, lengths{2, 1};
+  CHECK(error_of([&] {
+          ctc_loss(lp, ctc_targets, std::vector<int64_t>{5, 4}, lengths);
+        }) == "ctc_loss: input length 5 of sample 0 is not in [0, 4]");
+  CHECK(error_of([&] {
+          ctc_loss(lp, ctc_targets, frames, std::vector<int64_t>{3, 1});
+        }) == "ctc_loss: expected padded targets (2, 3 or more), got (2, 2)");
+  CHECK(error_of([&] { ctc_loss(lp, ctc_targets, frames, lengths, 3); }) ==
+        "ctc_loss: blank must be in [0, 3), got 3");
+  CHECK(error_of([&] { ctc_loss(lp, ctc_targets, frames, std::vector<int64_t>{2}); }) ==
+        "ctc_loss: expected 2 input and target lengths, one per sample, got 2 and 1");
+  CHECK(error_of([&] { ctc_loss(lp.to(DType::f16), ctc_targets, frames, lengths); }) ==
+        "ctc_loss: expected f32 or f64 log-probabilities, got f16");
+  CHECK(error_of([&] { ctc_loss(lp, ctc_targets.flatten(), frames, lengths); }) ==
+        "ctc_loss: expected 3 targets, the sum of the target lengths, got 4");
+  CHECK(error_of([&] { ctc_loss(lp, ctc_targets.to(DType::f32), frames, lengths); }) ==
+        "ctc_loss: expected integer class indices as targets, got f32");
+  CHECK_THROWS_AS(ctc_loss(lp, full({2, 2}, 3.0, DType::i64), frames, lengths), IndexError);
 }

@@ -642,6 +642,22 @@ const std::map<std::string, Fn>& ops() {
        }},
       {"multilabel_margin_loss_sum_1d",
        [](V x) { return multilabel_margin_loss(x[0], x[1], Reduction::sum); }},
+      {"ctc_loss_padded_mean",
+       [](V x) { return nn::CTCLoss()(log_softmax(x[0], 2), x[1], x[2], x[3]); }},
+      {"ctc_loss_concatenated_blank_none",
+       [](V x) {
+         return F::ctc_loss(log_softmax(x[0], 2), x[1], x[2], x[3],
+                            F::CTCLossFuncOptions().blank(4).reduction(kNone));
+       }},
+      {"ctc_loss_zero_infinity_sum",
+       [](V x) {
+         return F::ctc_loss(log_softmax(x[0], 2), x[1], x[2], x[3],
+                            F::CTCLossFuncOptions().reduction(kSum).zero_infinity(true));
+       }},
+      {"ctc_loss_unbatched",
+       [](V x) {
+         return ctc_loss(log_softmax(x[0], 1), x[1], x[2], x[3], 0, Reduction::none);
+       }},
       {"multi_margin_loss_1d", [](V x) { return multi_margin_loss(x[0], x[1], 1, 1.0, Tensor(), Reduction::none); }},
       {"local_response_norm", [](V x) { return nn::LocalResponseNorm(3).forward(x[0]); }},
       {"local_response_norm_3d",

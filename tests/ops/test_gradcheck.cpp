@@ -552,4 +552,19 @@ TEST_CASE("gradcheck: bags of embeddings, local response norm and the multi-clas
   const Tensor labels = from_vector<int64_t>({3, 0, -1, 1, 1, 2, 1, -1}, {2, 4});
   gradcheck([&](V x) { return multilabel_margin_loss(x[0], labels, Reduction::none); },
             {distinct({2, 4})});
+  // CTC's gradient with respect to the log-probabilities themselves (not through a softmax):
+  // the loss's own, where torch's adds exp(log_probs).
+  const Tensor ctc_targets = from_vector<int64_t>({1, 2, 2, 3, 1, 0}, {2, 3});
+  gradcheck(
+      [&](V x) {
+        return ctc_loss(x[0], ctc_targets, std::vector<int64_t>{5, 4}, std::vector<int64_t>{3, 2},
+                        0, Reduction::none);
+      },
+      {log_softmax(r({5, 2, 4}), 2).detach()});
+  gradcheck(
+      [&](V x) {
+        return ctc_loss(log_softmax(x[0], 2), ctc_targets, std::vector<int64_t>{5, 3},
+                        std::vector<int64_t>{3, 1}, 3);
+      },
+      {r({5, 2, 4})});
 }

@@ -1335,3 +1335,41 @@ TEST_CASE("elementwise results and copies are laid out as PyTorch's", "[ops]") {
   require_close(leaf.grad(), mul(mul(s, sub(ones_like(s), s)), b.t()), 1e-6, 1e-6);
   CHECK(leaf.grad().is_contiguous());
 }
+
+TEST_CASE("ctc_loss: closed forms of short alignments", "[ops]") {
+  Generator gen(31);
+  const Tensor lp = log_softmax(randn({3, 1, 3}, DType::f64, &gen), 2).requires_grad_(true);
+  const Tensor p = exp(lp.detach());
+  auto prob = [&](int64_t t, int64_t c) {
+    return p.select(0, t).select(0, 0).select(0, c).item<double>();
+  };
+  auto ctc = [&](int64_t frames, std::vector<int64_t> target, bool zero_infinity = false) {
+    const int64_t length = static_cast<int64_t>(target.size());
+    const Tensor rows = from_vector(target.empty() ? std::vector<int64_t>{0} : target,
+                                    {1, std::max<int64_t>(length, 1)});
+    return ctc_loss(lp, rows, std::vector<int64_t>{frames}, std::vector<int64_t>{length}, 0,
+                    Reduction::sum, zero_infinity);
+  };
+  const int64_t a = 2, blank = 0;
+  // One frame, one label: -log p(a).
+  CHECK(ctc(1, {a}).item<double>() == Approx(-std::log(prob(0, a))).epsilon(1e-12));
+  // Two frames, target (a): the alignments a a, - a and a -.
+  CHECK(ctc(2, {a}).item<double>() ==
+        Approx(-std::log(prob(0, a) * prob(1, a) + prob(0, blank) * prob(1, a) +
+                         prob(0, a) * prob(1, blank)))
+            .epsilon(1e-12));
+  // Target (a, a) in three frames: only a - a (a repeat needs a blank between).
+  CHECK(ctc(3, {a, a}).item<double>() ==
+        Approx(-std::log(prob(0, a) * prob(1, blank) * prob(2, a))).epsilon(1e-12));
+  // An empty target: blanks only; no frames: probability 1.
+  CHECK(ctc(2, {}).item<double>() ==
+        Approx(-std::log(prob(0, blank) * prob(1, blank))).epsilon(1e-12));
+  CHECK(ctc(0, {}).item<double>() == 0.0);
+  CHECK(std::isinf(ctc(0, {a}).item<double>()));
+  // (a, a) in two frames fits no alignment: inf, or 0 with no gradient under zero_infinity.
+  CHECK(std::isinf(ctc(2, {a, a}).item<double>()));
+  const Tensor zeroed = ctc(2, {a, a}, true);
+  CHECK(zeroed.item<double>() == 0.0);
+  zeroed.backward();
+  CHECK(lp.grad().equal(zeros_like(lp)));
+}

@@ -541,6 +541,17 @@ inline Tensor multilabel_margin_loss(const Tensor& input, const Tensor& target,
   return tandem::multilabel_margin_loss(input, target, o.reduction());
 }
 
+struct CTCLossFuncOptions {
+  TANDEM_ARG(int64_t, blank) = 0;
+  TANDEM_ARG(Reduction, reduction) = Reduction::mean;
+  TANDEM_ARG(bool, zero_infinity) = false;
+};
+inline Tensor ctc_loss(const Tensor& log_probs, const Tensor& targets, const Tensor& input_lengths,
+                       const Tensor& target_lengths, const CTCLossFuncOptions& o = {}) {
+  return tandem::ctc_loss(log_probs, targets, input_lengths, target_lengths, o.blank(),
+                          o.reduction(), o.zero_infinity());
+}
+
 struct GaussianNLLLossFuncOptions {
   TANDEM_ARG(bool, full) = false;
   TANDEM_ARG(double, eps) = 1e-6;

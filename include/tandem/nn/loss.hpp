@@ -23,6 +23,7 @@ using HingeEmbeddingLossOptions = functional::HingeEmbeddingLossFuncOptions;
 using SoftMarginLossOptions = functional::SoftMarginLossFuncOptions;
 using MultiLabelSoftMarginLossOptions = functional::MultilabelSoftMarginLossFuncOptions;
 using MultiLabelMarginLossOptions = functional::MultilabelMarginLossFuncOptions;
+using CTCLossOptions = functional::CTCLossFuncOptions;
 using MultiMarginLossOptions = functional::MultiMarginLossFuncOptions;
 using GaussianNLLLossOptions = functional::GaussianNLLLossFuncOptions;
 using PoissonNLLLossOptions = functional::PoissonNLLLossFuncOptions;
@@ -94,5 +95,22 @@ TANDEM_LOSS3_MODULE(CosineEmbeddingLoss, CosineEmbeddingLossOptions, cosine_embe
 TANDEM_LOSS3_MODULE(GaussianNLLLoss, GaussianNLLLossOptions, gaussian_nll_loss);
 
 #undef TANDEM_LOSS3_MODULE
+
+/// The connectionist temporal classification loss of (T, N, C) log-probabilities, the targets
+/// and each sample's input and target lengths (ctc_loss).
+class CTCLoss : public Module {
+ public:
+  TANDEM_MODULE_CLONE(CTCLoss, options)
+  explicit CTCLoss(const CTCLossOptions& options = {}) : Module("CTCLoss"), options(options) {}
+  Tensor forward(const Tensor& log_probs, const Tensor& targets, const Tensor& input_lengths,
+                 const Tensor& target_lengths) {
+    return functional::ctc_loss(log_probs, targets, input_lengths, target_lengths, options);
+  }
+  Tensor operator()(const Tensor& log_probs, const Tensor& targets, const Tensor& input_lengths,
+                    const Tensor& target_lengths) {
+    return forward(log_probs, targets, input_lengths, target_lengths);
+  }
+  CTCLossOptions options;
+};
 
 }  // namespace tandem::nn

@@ -349,6 +349,22 @@ Tensor multilabel_soft_margin_loss(const Tensor& input, const Tensor& target,
 /// divided by C, as torch's. A target index below -1 or from C up is refused (an IndexError).
 Tensor multilabel_margin_loss(const Tensor& input, const Tensor& target,
                               Reduction reduction = Reduction::mean);
+/// The connectionist temporal classification loss, as torch's ctc_loss: the negative log of
+/// the probability, summed over every alignment of the input's frames to the target (a label
+/// or `blank` per frame; repeats merged, blanks dropped), of each sample's target.
+/// log_probs (T, N, C), f32 or f64 (log_softmax's output), or (T, C) unbatched; targets (N, S)
+/// padded, or the samples' targets one after another (1-d); one input length (at most T) and
+/// one target length per sample. A target no alignment fits (an input too short for it) costs
+/// inf, or 0 with zero_infinity; mean divides each loss by its target length, then averages.
+/// Composed of ops (the alpha recursion in log space, a step per frame): every device, and
+/// gradients by autograd. The lengths are read to the host, as torch's.
+Tensor ctc_loss(const Tensor& log_probs, const Tensor& targets,
+                const std::vector<int64_t>& input_lengths,
+                const std::vector<int64_t>& target_lengths, int64_t blank = 0,
+                Reduction reduction = Reduction::mean, bool zero_infinity = false);
+Tensor ctc_loss(const Tensor& log_probs, const Tensor& targets, const Tensor& input_lengths,
+                const Tensor& target_lengths, int64_t blank = 0,
+                Reduction reduction = Reduction::mean, bool zero_infinity = false);
 /// The negative log-likelihood of target under Normal(input, var): 0.5 (log(var) + (input -
 /// target)^2 / var) (+ 0.5 log(2 pi) when full). var is the input's shape, or it with the last
 /// dim 1 or gone (one variance for the last dim); it is clamped at eps, the gradient passing
