@@ -94,13 +94,14 @@ Tensor ctc_loss(const Tensor& log_probs, const Tensor& targets,
   const Tensor blanks = full({n, longest}, static_cast<double>(blank), i64);
   const Tensor labels =
       cat({stack({blanks, rows}, 2).reshape({n, 2 * longest}), full({n, 1}, blank, i64)}, 1);
-  // x's states moved k later, the first k filled with `value`.
-  auto later = [&](const Tensor& x, int64_t k, double value) {
+  // x's states moved k later, the first k filled from `fill` (N, 2 or more).
+  auto later = [&](const Tensor& x, int64_t k, const Tensor& fill) {
     k = std::min(k, states);
-    return cat({full({n, k}, value, x.options()), x.narrow(1, 0, states - k)}, 1);
+    return cat({fill.narrow(1, 0, k), x.narrow(1, 0, states - k)}, 1);
   };
+  const Tensor log_zero = full({n, 2}, kLogZero, lp.options());
   // A label may follow the label two states back (skipping the blank) where the two differ.
-  const Tensor before = later(labels, 2, static_cast<double>(blank));
+  const Tensor before = later(labels, 2, full({n, 2}, blank, i64));
   const Tensor skips = logical_and(ne(labels, static_cast<double>(blank)), ne(labels, before));
   // Each frame's log-probability of each state's label (gather checks the classes): (T, N, L).
   const Tensor emit = gather(lp, 2, labels.unsqueeze(0).expand({frames, n, states}));
@@ -114,13 +115,16 @@ Tensor ctc_loss(const Tensor& log_probs, const Tensor& targets,
                             }),
                   emit.select(0, 0), kLogZero);
   }
+  // Which samples' inputs still run at each frame; every one's before the shortest ends.
+  const int64_t shortest =
+      n == 0 ? 0 : *std::min_element(input_lengths.begin(), input_lengths.end());
+  const Tensor running = host_mask(std::max<int64_t>(last_frame, 1), n, device,
+                                   [&](int64_t t, int64_t i) { return t < input_lengths[i]; });
   for (int64_t t = 1; t < last_frame; ++t) {
-    const Tensor stay = alpha, one_back = later(alpha, 1, kLogZero),
-                 two_back = where(skips, later(alpha, 2, kLogZero), kLogZero);
+    const Tensor stay = alpha, one_back = later(alpha, 1, log_zero),
+                 two_back = where(skips, later(alpha, 2, log_zero), kLogZero);
     const Tensor next = add(logsumexp(stack({stay, one_back, two_back}, 0), 0), emit.select(0, t));
-    const Tensor running =
-        host_mask(n, 1, device, [&](int64_t i, int64_t) { return t < input_lengths[i]; });
-    alpha = where(running, next, alpha);
+    alpha = t < shortest ? next : where(running.select(0, t).unsqueeze(1), next, alpha);
   }
   // A path ends in the last blank or the last label.
   std::vector<int64_t> ends;
