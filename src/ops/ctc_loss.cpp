@@ -49,6 +49,8 @@ Tensor ctc_loss(const Tensor& log_probs, const Tensor& targets,
   const Tensor lp = batched ? log_probs : log_probs.unsqueeze(1);  // (T, N, C)
   const int64_t frames = lp.size(0), n = lp.size(1), classes = lp.size(2);
   const Device device = lp.device();
+  TANDEM_CHECK(frames > 0, op, ": expected log_probs of one frame or more, got ",
+               shape_str(log_probs.shape()));
   TANDEM_CHECK(blank >= 0 && blank < classes, op, ": blank must be in [0, ", classes, "), got ",
                blank);
   TANDEM_CHECK(static_cast<int64_t>(input_lengths.size()) == n &&
@@ -76,18 +78,20 @@ Tensor ctc_loss(const Tensor& log_probs, const Tensor& targets,
     const int64_t total = std::accumulate(target_lengths.begin(), target_lengths.end(), int64_t{0});
     TANDEM_CHECK(batched ? targets.numel() == total : targets.numel() >= total, op, ": expected ",
                  total, " targets, the sum of the target lengths, got ", targets.numel());
-    // Row i's s-th target is element offset_i + s (the last one again past its length).
+    // Row i's s-th target is element offset_i + s (element 0 past its length: replaced below).
     std::vector<int64_t> index(static_cast<size_t>(n * longest), 0);
     for (int64_t i = 0, offset = 0; i < n; offset += target_lengths[i++])
-      for (int64_t s = 0; s < longest; ++s)
-        index[static_cast<size_t>(i * longest + s)] =
-            offset + std::min(s, std::max<int64_t>(target_lengths[i] - 1, 0));
+      for (int64_t s = 0; s < target_lengths[i]; ++s)
+        index[static_cast<size_t>(i * longest + s)] = offset + s;
     rows = total == 0 ? zeros({n, longest}, TensorOptions(DType::i64).device(device))
                       : index_select(targets.to(DType::i64), 0,
                                      from_vector(index, {n * longest}).to(device))
                             .reshape({n, longest});
   }
-  rows = rows.narrow(1, 0, longest);
+  // Past each target's length: blanks (torch reads no further, so padding may be anything).
+  rows = where(
+      host_mask(n, longest, device, [&](int64_t i, int64_t s) { return s < target_lengths[i]; }),
+      rows.narrow(1, 0, longest), static_cast<double>(blank));
   // The extended labels: blank, l1, blank, l2, ..., blank (L = 2S + 1 states).
   const int64_t states = 2 * longest + 1;
   const TensorOptions i64 = TensorOptions(DType::i64).device(device);
@@ -100,21 +104,21 @@ Tensor ctc_loss(const Tensor& log_probs, const Tensor& targets,
     return cat({fill.narrow(1, 0, k), x.narrow(1, 0, states - k)}, 1);
   };
   const Tensor log_zero = full({n, 2}, kLogZero, lp.options());
-  // A label may follow the label two states back (skipping the blank) where the two differ.
+  // A label may follow the label two states back (skipping the blank) where the two differ
+  // (torch's rule: by position, so a target holding the blank label may skip too).
   const Tensor before = later(labels, 2, full({n, 2}, blank, i64));
-  const Tensor skips = logical_and(ne(labels, static_cast<double>(blank)), ne(labels, before));
+  const Tensor skips = logical_and(
+      host_mask(n, states, device, [](int64_t, int64_t s) { return s % 2 == 1 && s >= 3; }),
+      ne(labels, before));
   // Each frame's log-probability of each state's label (gather checks the classes): (T, N, L).
   const Tensor emit = gather(lp, 2, labels.unsqueeze(0).expand({frames, n, states}));
   const int64_t last_frame =
       n == 0 ? 0 : *std::max_element(input_lengths.begin(), input_lengths.end());
-  Tensor alpha;  // (N, L): log of the paths' probability through frame t ending in each state
-  if (frames > 0) {
-    alpha = where(host_mask(n, states, device,
-                            [&](int64_t i, int64_t s) {
-                              return s == 0 || (s == 1 && target_lengths[i] > 0);
-                            }),
-                  emit.select(0, 0), kLogZero);
-  }
+  // (N, L): the log of the paths' probability through frame t ending in each state.
+  Tensor alpha = where(
+      host_mask(n, states, device,
+                [&](int64_t i, int64_t s) { return s == 0 || (s == 1 && target_lengths[i] > 0); }),
+      emit.select(0, 0), kLogZero);
   // Which samples' inputs still run at each frame; every one's before the shortest ends.
   const int64_t shortest =
       n == 0 ? 0 : *std::min_element(input_lengths.begin(), input_lengths.end());
@@ -132,15 +136,10 @@ Tensor ctc_loss(const Tensor& log_probs, const Tensor& targets,
     ends.push_back(2 * target_lengths[i]);
     ends.push_back(std::max<int64_t>(2 * target_lengths[i] - 1, 0));
   }
-  Tensor nll;
-  if (frames > 0) {
-    const Tensor at_ends = gather(alpha, 1, from_vector(ends, {n, 2}).to(device));
-    const Tensor label_end = host_mask(
-        n, 2, device, [&](int64_t i, int64_t k) { return k == 0 || target_lengths[i] > 0; });
-    nll = neg(logsumexp(where(label_end, at_ends, kLogZero), 1));
-  } else {
-    nll = zeros({n}, lp.options());
-  }
+  const Tensor at_ends = gather(alpha, 1, from_vector(ends, {n, 2}).to(device));
+  const Tensor label_end = host_mask(
+      n, 2, device, [&](int64_t i, int64_t k) { return k == 0 || target_lengths[i] > 0; });
+  Tensor nll = neg(logsumexp(where(label_end, at_ends, kLogZero), 1));
   // An empty input: probability 1 of an empty target, 0 of any other.
   const Tensor no_frames = host_mask(n, 1, device, [&](int64_t i, int64_t) {
                              return input_lengths[i] == 0;

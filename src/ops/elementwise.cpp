@@ -24,10 +24,12 @@ namespace {
 Tensor elementwise_result(const Shape& shape, DType dtype, Device device,
                           std::initializer_list<const Tensor*> operands) {
   Tensor out = make_tensor(shape, dtype, device);
-  if (std::all_of(operands.begin(), operands.end(), [](const Tensor* t) {
-        return t->is_contiguous() && t->suggest_memory_format() == MemoryFormat::Contiguous;
+  if (std::all_of(operands.begin(), operands.end(), [&](const Tensor* t) {
+        return t->shape() == shape && t->is_contiguous() &&
+               t->suggest_memory_format() == MemoryFormat::Contiguous;
       }))
-    return out;  // the common case, in few steps
+    return out;  // the common case, in few steps (torch's too: broadcast operands' size-1
+                 // dims take part in the order below)
   const Tensor& first = **operands.begin();
   bool same = first.shape() == shape && first.is_non_overlapping_and_dense();
   for (const Tensor* t : operands) {
@@ -75,10 +77,11 @@ Tensor binary_forward(BinaryOp op, const OpArgs& args, const Tensor& a0, const T
   Shape shape = broadcast_shapes(a.shape(), b.shape(), name);
   kernels::binary.at(a, name);
   bool cmp = kernels::is_comparison(op);
-  Tensor out = elementwise_result(shape, cmp ? DType::boolean : dt, a.device(), {&a, &b});
-  // Operands of another dtype are promoted; f16/bf16 ones reach the kernel as they are.
-  kernels::binary(out, op, args, broadcast_view(as_dtype(a, dt), shape),
-                  broadcast_view(as_dtype(b, dt), shape));
+  // Operands of another dtype are promoted (a copy laid out as the operand, which is where the
+  // result's layout comes from, as on torch's CPU); f16/bf16 ones reach the kernel as they are.
+  const Tensor a_dt = as_dtype(a, dt), b_dt = as_dtype(b, dt);
+  Tensor out = elementwise_result(shape, cmp ? DType::boolean : dt, a.device(), {&a_dt, &b_dt});
+  kernels::binary(out, op, args, broadcast_view(a_dt, shape), broadcast_view(b_dt, shape));
   return out;
 }
 
@@ -667,9 +670,10 @@ Tensor where(const Tensor& cond0, const Tensor& a0, const Tensor& b0) {
   Shape shape = broadcast_shapes(broadcast_shapes(cond.shape(), a.shape(), "where"), b.shape(),
                                  "where");
   kernels::where.at(a, "where");
-  Tensor out = elementwise_result(shape, dt, a.device(), {&cond, &a, &b});
-  kernels::where(out, broadcast_view(cond, shape), broadcast_view(as_dtype(a, dt), shape),
-                      broadcast_view(as_dtype(b, dt), shape));
+  const Tensor a_dt = as_dtype(a, dt), b_dt = as_dtype(b, dt);
+  Tensor out = elementwise_result(shape, dt, a.device(), {&cond, &a_dt, &b_dt});
+  kernels::where(out, broadcast_view(cond, shape), broadcast_view(a_dt, shape),
+                 broadcast_view(b_dt, shape));
   autograd::record("where", {a, b}, out, [cond, a, b](const Tensor& g) -> std::vector<Tensor> {
     Tensor zero = zeros({}, TensorOptions(g.dtype()).device(g.device()));
     return {a.requires_grad() ? reduce_grad(where(cond, g, zero), a) : Tensor(),

@@ -170,6 +170,45 @@ Tensor linalg::cross(const Tensor& a, const Tensor& b, int64_t dim) {
   return cross_along(a, b, dim, "linalg.cross");
 }
 
+Tensor linalg::tensorinv(const Tensor& a, int64_t ind) {
+  const char* op = "linalg.tensorinv";
+  check_defined(a, op, "input");
+  TANDEM_CHECK(ind > 0, op, ": ind must be positive, got ", ind);
+  const auto split = a.shape().begin() + std::min<int64_t>(ind, a.dim());
+  const Shape lead(a.shape().begin(), split), rest(split, a.shape().end());
+  const int64_t rows = numel_of(lead), cols = numel_of(rest);
+  TANDEM_CHECK(rows == cols, op, ": the first ", ind, " dims of ", shape_str(a.shape()), " hold ",
+               rows, " elements and the others ", cols, "; they must be equal");
+  Shape shape = rest;
+  shape.insert(shape.end(), lead.begin(), lead.end());
+  return inv(a.reshape({rows, cols})).reshape(shape);
+}
+
+Tensor linalg::tensorsolve(const Tensor& a, const Tensor& b, const OptionalIntArrayRef& dims) {
+  const char* op = "linalg.tensorsolve";
+  check_defined(a, op, "input");
+  check_defined(b, op, "other");
+  Tensor moved = a;
+  if (dims.has_value()) {  // those dims last, the others in order before them
+    Shape last;
+    for (int64_t d : *dims) last.push_back(wrap_dim(d, a.dim(), op));
+    Shape order;
+    for (int64_t d = 0; d < a.dim(); ++d)
+      if (std::find(last.begin(), last.end(), d) == last.end()) order.push_back(d);
+    order.insert(order.end(), last.begin(), last.end());
+    moved = permute(a, order);
+  }
+  TANDEM_CHECK(b.dim() <= moved.dim(), op, ": B ", shape_str(b.shape()), " has more dims than A ",
+               shape_str(moved.shape()));
+  const auto split = moved.shape().begin() + b.dim();
+  const Shape lead(moved.shape().begin(), split), rest(split, moved.shape().end());
+  const int64_t rows = numel_of(lead), cols = numel_of(rest);
+  TANDEM_CHECK(rows == cols && b.numel() == rows, op, ": A ", shape_str(moved.shape()),
+               " must be B's shape ", shape_str(b.shape()),
+               " followed by dims of as many elements, as a square system");
+  return solve(moved.reshape({rows, cols}), b.reshape({rows})).reshape(rest);
+}
+
 Tensor linalg::multi_dot(const std::vector<Tensor>& tensors) {
   const char* op = "linalg.multi_dot";
   const size_t n = tensors.size();

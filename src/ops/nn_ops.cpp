@@ -2111,14 +2111,15 @@ Tensor multilabel_margin_loss(const Tensor& input, const Tensor& target, Reducti
   check_defined(target, op, "target");
   check_floating(input, op);
   check_inputs({input, target}, op);
-  TANDEM_CHECK((input.dim() == 1 || input.dim() == 2) && input.numel() > 0 &&
+  TANDEM_CHECK(input.dim() <= 2 && (input.dim() == 0 || input.size(-1) > 0) &&
                    target.shape() == input.shape(),
-               op, ": expected (N, C) or (C) scores and a target of their shape, got ",
+               op, ": expected (N, C), (C) or 0-dim scores and a target of their shape, got ",
                shape_str(input.shape()), " and ", shape_str(target.shape()));
   TANDEM_CHECK(!target.is_floating_point() && target.dtype() != DType::boolean, op,
                ": expected integer class indices, got ", target.dtype());
-  const Tensor x = input.dim() == 1 ? input.unsqueeze(0) : input;
-  const Tensor t = (input.dim() == 1 ? target.unsqueeze(0) : target).to(DType::i64);
+  // (C) and 0-dim (one class) as one sample.
+  const Tensor x = input.dim() == 2 ? input : input.reshape({1, -1});
+  const Tensor t = (input.dim() == 2 ? target : target.reshape({1, -1})).to(DType::i64);
   const int64_t classes = x.size(1);
   // A slot counts up to the first -1. Indices below -1 become C, so that gather refuses them
   // as it refuses C and above; -1 and the slots after it read class 0, weighted 0.
@@ -2130,7 +2131,7 @@ Tensor multilabel_margin_loss(const Tensor& input, const Tensor& target, Reducti
   const Tensor others = logical_not(chosen).to(x.dtype());
   const Tensor h = mul(mul(z, counted.unsqueeze(2)), others.unsqueeze(1));
   Tensor loss = div(sum(h, {1, 2}), static_cast<double>(classes));
-  if (input.dim() == 1) loss = loss.reshape({});
+  if (input.dim() < 2) loss = loss.reshape({});
   return reduce_loss(loss, reduction);
 }
 

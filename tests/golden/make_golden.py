@@ -864,6 +864,22 @@ with torch.random.fork_rng():
     case("ctc_loss_unbatched",
          lambda x, y, il, tl: F.ctc_loss(x.log_softmax(1), y, il, tl, reduction="none"), r(7, 4),
          torch.tensor([3, 3, 1]), torch.tensor(7), torch.tensor(3))
+    case("linalg_tensorinv", torch.linalg.tensorinv, r(2, 3, 6))
+    case("linalg_tensorinv_ind1", lambda a: torch.linalg.tensorinv(a, ind=1), r(6, 2, 3))
+    case("linalg_tensorsolve", torch.linalg.tensorsolve, r(2, 3, 6), r(2, 3))
+    case("linalg_tensorsolve_dims", lambda a, b: torch.linalg.tensorsolve(a, b, dims=(0,)),
+         r(6, 2, 3), r(2, 3))
+    # CTC: a last empty target among concatenated ones; padding outside the classes (torch reads
+    # no further than each length); a target holding the blank's label.
+    case("ctc_loss_concatenated_last_empty",
+         lambda x, y, il, tl: F.ctc_loss(x.log_softmax(2), y, il, tl, reduction="none"),
+         r(4, 3, 3), torch.tensor([1, 2, 2]), torch.tensor([4, 3, 4]), torch.tensor([2, 1, 0]))
+    case("ctc_loss_padding_outside",
+         lambda x, y, il, tl: F.ctc_loss(x.log_softmax(2), y, il, tl, reduction="none"),
+         r(4, 2, 3), torch.tensor([[1, 2], [1, -1]]), torch.tensor([4, 3]), torch.tensor([2, 1]))
+    case("ctc_loss_blank_in_target",
+         lambda x, y, il, tl: F.ctc_loss(x.log_softmax(2), y, il, tl, reduction="none"),
+         r(3, 1, 3), torch.tensor([[1, 0]]), torch.tensor([3]), torch.tensor([2]), grad=False)
 
 with open(os.path.join(HERE, "ops.json"), "w") as f:
     json.dump({"generator": "torch " + torch.__version__, "cases": cases}, f)

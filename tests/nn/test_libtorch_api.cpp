@@ -921,6 +921,13 @@ TEST_CASE("libtorch names: nn::functional's options forms forward to the ops", "
   CHECK(torch::equal(F::conv2d(x, w, F::Conv2dFuncOptions().bias(b).stride(2).padding(1)),
                      torch::conv2d(x, w, b, 2, 1)));
   auto wt = w.transpose(0, 1).contiguous();  // (3, 4, 3, 3): 3 in, 4 out
+  // The options have defaults, as libtorch's.
+  CHECK(torch::equal(F::conv2d(x, w), torch::conv2d(x, w)));
+  CHECK(torch::equal(F::conv_transpose2d(x, wt), torch::conv_transpose2d(x, wt)));
+  CHECK(torch::equal(F::conv1d(x.flatten(2), w.flatten(2)),
+                     torch::conv1d(x.flatten(2), w.flatten(2))));
+  CHECK(torch::equal(F::conv3d(x.unsqueeze(2), w.unsqueeze(2)),
+                     torch::conv3d(x.unsqueeze(2), w.unsqueeze(2))));
   CHECK(torch::equal(
       F::conv_transpose2d(x, wt, F::ConvTranspose2dFuncOptions().stride(2).output_padding(1)),
       torch::conv_transpose2d(x, wt, {}, 2, 0, 1)));

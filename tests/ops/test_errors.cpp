@@ -481,6 +481,19 @@ TEST_CASE("errors of LU, matrix_exp, norm, cond, multi_dot and vecdot", "[errors
         "linalg.cond: ord must be 'fro' or 'nuc' (or a number: 1, -1, 2, -2, inf, -inf), got "
         "'max'");
   CHECK(error_of([] {
+          linalg::tensorinv(ones({2, 3, 4}));
+        }) ==
+        "linalg.tensorinv: the first 2 dims of (2, 3, 4) hold 6 elements and the others 4; they "
+        "must be equal");
+  CHECK(error_of([] {
+          linalg::tensorinv(ones({2, 2}), 0);
+        }) == "linalg.tensorinv: ind must be positive, got 0");
+  CHECK(error_of([] {
+          linalg::tensorsolve(ones({2, 3, 5}), ones({2, 3}));
+        }) ==
+        "linalg.tensorsolve: A (2, 3, 5) must be B's shape (2, 3) followed by dims of as many "
+        "elements, as a square system");
+  CHECK(error_of([] {
           linalg::multi_dot({ones({2, 2})});
         }) == "linalg.multi_dot: expected at least 2 tensors, got 1");
   CHECK(error_of([] {
@@ -593,8 +606,8 @@ TEST_CASE("errors of the bags of embeddings, local response norm and the multi-c
   CHECK(error_of([] {
           multilabel_margin_loss(zeros({2, 3}), zeros({2}, DType::i64));
         }) ==
-        "multilabel_margin_loss: expected (N, C) or (C) scores and a target of their shape, got "
-        "(2, 3) and (2,)");
+        "multilabel_margin_loss: expected (N, C), (C) or 0-dim scores and a target of their "
+        "shape, got (2, 3) and (2,)");
   CHECK(error_of([] {
           multilabel_margin_loss(zeros({2, 3}), zeros({2, 3}));
         }) == "multilabel_margin_loss: expected integer class indices, got f32");
@@ -623,4 +636,7 @@ TEST_CASE("errors of the bags of embeddings, local response norm and the multi-c
   CHECK(error_of([&] { ctc_loss(lp, ctc_targets.to(DType::f32), frames, lengths); }) ==
         "ctc_loss: expected integer class indices as targets, got f32");
   CHECK_THROWS_AS(ctc_loss(lp, full({2, 2}, 3.0, DType::i64), frames, lengths), IndexError);
+  CHECK(error_of([&] {
+          ctc_loss(zeros({0, 2, 3}), ctc_targets, std::vector<int64_t>{0, 0}, lengths);
+        }) == "ctc_loss: expected log_probs of one frame or more, got (0, 2, 3)");
 }

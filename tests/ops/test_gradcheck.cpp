@@ -522,6 +522,8 @@ TEST_CASE("gradcheck: LU, its solves, the matrix exponential, norms, cond and mu
       },
       {r({4}), r({4, 2}), r({2, 3})});
   gradcheck([](V x) { return linalg::vecdot(x[0], x[1]); }, {r({2, 3}), r({3})});
+  gradcheck([](V x) { return linalg::tensorinv(x[0], 1); }, {r({4, 2, 2})});
+  gradcheck([](V x) { return linalg::tensorsolve(x[0], x[1], {0}); }, {r({4, 2, 2}), r({2, 2})});
   second_derivatives({[](const Tensor& x) { return std::get<0>(linalg::lu_factor(x)); },
                       [](const Tensor& x) {
                         auto [lu, pivots] = linalg::lu_factor(x);

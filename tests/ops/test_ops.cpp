@@ -1315,6 +1315,13 @@ TEST_CASE("elementwise results and copies are laid out as PyTorch's", "[ops]") {
   check(exp(q), exp(q.contiguous()), {1, 3});
   const Tensor r = permute(randn({4, 1, 3}, DType::f32, &gen), {2, 1, 0});  // (3, 1, 4), (1, 3, 3)
   check(exp(r), exp(r.contiguous()), {1, 3, 3});
+  // A broadcast operand's size-1 dims take part in the order, as torch's.
+  const Tensor lone = permute(randn({2, 1, 1}, DType::f32, &gen), {1, 2, 0});  // (1, 1, 2)
+  const Tensor square = randn({2, 2}, DType::f32, &gen);
+  check(add(lone, square), add(lone.contiguous(), square), {1, 1, 2});
+  // An operand of another dtype is converted first (laid out densely), as on torch's CPU.
+  const Tensor ints = arange(0.0, 3.0, TensorOptions(DType::i64)).expand({4, 3});
+  check(add(ints, b.t()), add(ints.contiguous(), b.t().contiguous()), {3, 1});  // b.t(): (1, 4)
   // Copies keep the layout too (preserve_format): dense strides as they are, others dense in the
   // input's order of dims.
   check(a.clone(), ac, {1, 3});
@@ -1372,4 +1379,30 @@ TEST_CASE("ctc_loss: closed forms of short alignments", "[ops]") {
   CHECK(zeroed.item<double>() == 0.0);
   zeroed.backward();
   CHECK(lp.grad().equal(zeros_like(lp)));
+}
+
+TEST_CASE("tensorinv and tensorsolve: the inverse map and the solution", "[ops]") {
+  Generator gen(37);
+  const Tensor a = randn({2, 3, 6}, DType::f64, &gen);
+  // tensorinv(A) (6, 2, 3) composed with A over their shared dims is the identity either way.
+  const Tensor ainv = linalg::tensorinv(a);
+  require_close(matmul(a.reshape({6, 6}), ainv.reshape({6, 6})), eye(6, DType::f64), 1e-10, 1e-10);
+  require_close(matmul(ainv.reshape({6, 6}), a.reshape({6, 6})), eye(6, DType::f64), 1e-10, 1e-10);
+  // tensordot(A, X, 1) = B: A's (2, 3) dims against X's one.
+  const Tensor b = randn({2, 3}, DType::f64, &gen);
+  const Tensor x = linalg::tensorsolve(a, b);
+  CHECK(x.shape() == Shape{6});
+  require_close(matmul(a, x), b, 1e-10, 1e-10);
+  // dims: A's dim 0 moved last first.
+  const Tensor x0 = linalg::tensorsolve(permute(a, {2, 0, 1}), b, {0});
+  require_close(x0, x, 1e-12, 1e-12);
+}
+
+TEST_CASE("multilabel_margin_loss: one class, and no samples", "[ops]") {
+  // One class is its own target or none: no other class to compare with, a loss of 0 (torch's).
+  CHECK(multilabel_margin_loss(full({}, 0.5), zeros({}, DType::i64)).item<float>() == 0.0f);
+  CHECK(multilabel_margin_loss(full({}, 0.5), full({}, -1.0, DType::i64)).item<float>() == 0.0f);
+  const Tensor none = zeros({0, 3}), no_targets = zeros({0, 3}, DType::i64);
+  CHECK(multilabel_margin_loss(none, no_targets, Reduction::none).shape() == Shape{0});
+  CHECK(multilabel_margin_loss(none, no_targets, Reduction::sum).item<float>() == 0.0f);
 }

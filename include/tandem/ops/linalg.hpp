@@ -186,6 +186,13 @@ Tensor cond(const Tensor& a, const std::string& ord);
 Tensor multi_dot(const std::vector<Tensor>& tensors);
 /// The dot products of x and y (broadcast) along dim, as torch.linalg.vecdot.
 Tensor vecdot(const Tensor& x, const Tensor& y, int64_t dim = -1);
+/// The inverse of A as a linear map from its dims after the first `ind` to those first ones, as
+/// torch.linalg.tensorinv: A seen as a (prod(shape[:ind]), prod(shape[ind:])) matrix, which
+/// must be square, inverted and shaped shape[ind:] + shape[:ind].
+Tensor tensorinv(const Tensor& a, int64_t ind = 2);
+/// X with tensordot(A, X, X.dim()) = B, as torch.linalg.tensorsolve: A's shape is B's followed
+/// by X's, after `dims` of A (when given) are moved to its end.
+Tensor tensorsolve(const Tensor& a, const Tensor& b, const OptionalIntArrayRef& dims = {});
 }  // namespace linalg
 
 }  // namespace tandem

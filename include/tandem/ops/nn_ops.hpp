@@ -343,9 +343,9 @@ Tensor soft_margin_loss(const Tensor& input, const Tensor& target,
 Tensor multilabel_soft_margin_loss(const Tensor& input, const Tensor& target,
                                    const Tensor& weight = Tensor(),
                                    Reduction reduction = Reduction::mean);
-/// The multi-label hinge loss of (N, C) or (C) scores and a target of their shape holding each
-/// sample's class indices, ended by the first -1: per sample, the sum over its target classes j
-/// (one given twice counts twice) and the classes i not among them of max(0, 1 - x[j] + x[i]),
+/// The multi-label hinge loss of (N, C), (C) or 0-dim scores and a target of their shape holding
+/// each sample's class indices, ended by the first -1: per sample, the sum over its target classes
+/// j (one given twice counts twice) and the classes i not among them of max(0, 1 - x[j] + x[i]),
 /// divided by C, as torch's. A target index below -1 or from C up is refused (an IndexError).
 Tensor multilabel_margin_loss(const Tensor& input, const Tensor& target,
                               Reduction reduction = Reduction::mean);
