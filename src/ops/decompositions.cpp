@@ -461,16 +461,22 @@ std::tuple<Tensor, Tensor, Tensor> lu_unpack(const Tensor& lu, const Tensor& piv
   check_matrices(lu, "lu_unpack", "LU");
   check_defined(pivots, "lu_unpack", "pivots");
   const int64_t k = std::min(lu.size(-2), lu.size(-1));
-  Shape expected = batch_of(lu);
-  expected.push_back(k);
-  TANDEM_CHECK(pivots.dtype() == DType::i32 && pivots.shape() == expected,
-               "lu_unpack: pivots must be i32 of shape ", shape_str(expected), " for LU of shape ",
+  TANDEM_CHECK(pivots.dtype() == DType::i32 && pivots.dim() >= 1 && pivots.size(-1) == k,
+               "lu_unpack: pivots must be i32 of shape (..., ", k, ") for LU of shape ",
                shape_str(lu.shape()), ", got ", pivots.dtype(), " of shape ",
                shape_str(pivots.shape()));
+  // The batch dims broadcast (torch's do where LU has them and the pivots do not).
+  const Shape pivots_batch(pivots.shape().begin(), pivots.shape().end() - 1);
+  Shape batch = broadcast_shapes(batch_of(lu), pivots_batch, "lu_unpack");
+  Shape lu_shape = batch, pivots_shape = batch;
+  lu_shape.insert(lu_shape.end(), {lu.size(-2), lu.size(-1)});
+  pivots_shape.push_back(k);
+  const Tensor packed = lu.shape() == lu_shape ? lu : lu.expand(lu_shape);
   const TensorOptions empty_options = TensorOptions(lu.dtype()).device(lu.device());
-  Tensor p = unpack_pivots ? permutation_of(pivots, lu.size(-2), lu) : zeros({0}, empty_options);
+  Tensor p = unpack_pivots ? permutation_of(pivots.expand(pivots_shape), lu.size(-2), lu)
+                           : zeros({0}, empty_options);
   if (!unpack_data) return {p, zeros({0}, empty_options), zeros({0}, empty_options)};
-  return {p, unpack_l(lu), unpack_u(lu)};
+  return {p, unpack_l(packed), unpack_u(packed)};
 }
 
 Tensor linalg::lu_solve(const Tensor& lu, const Tensor& pivots, const Tensor& b, bool left,

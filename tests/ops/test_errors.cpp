@@ -432,8 +432,11 @@ TEST_CASE("errors of LU, matrix_exp, norm, cond, multi_dot and vecdot", "[errors
   const auto factored = linalg::lu_factor(add(eye(3), 1.0));
   const Tensor lu = std::get<0>(factored), pivots = std::get<1>(factored);
   CHECK(error_of([&] { lu_unpack(lu, pivots.to(DType::i64)); }) ==
-        "lu_unpack: pivots must be i32 of shape (3,) for LU of shape (3, 3), got i64 of shape "
-        "(3,)");
+        "lu_unpack: pivots must be i32 of shape (..., 3) for LU of shape (3, 3), got i64 of "
+        "shape (3,)");
+  CHECK(error_of([&] {
+          lu_unpack(lu.expand({2, 3, 3}), pivots.expand({3, 3}));
+        }) == "lu_unpack: shapes (2,) and (3,) cannot be broadcast together (dim 0: 2 vs 3)");
   CHECK(error_of([&] {
           lu_unpack(lu, from_vector<int32_t>({3, 4, 3}, {3}));
         }) == "lu_unpack: pivot 4 at position 2 of matrix 0 is out of range [1, 3]");

@@ -1406,3 +1406,24 @@ TEST_CASE("multilabel_margin_loss: one class, and no samples", "[ops]") {
   CHECK(multilabel_margin_loss(none, no_targets, Reduction::none).shape() == Shape{0});
   CHECK(multilabel_margin_loss(none, no_targets, Reduction::sum).item<float>() == 0.0f);
 }
+
+TEST_CASE("lu_unpack broadcasts LU's and the pivots' batch dims", "[ops]") {
+  Generator gen(41);
+  const Tensor a = randn({2, 3, 3}, DType::f64, &gen);
+  const auto factored = linalg::lu_factor(a);
+  const Tensor lu = std::get<0>(factored), pivots = std::get<1>(factored);
+  // Pivots of one matrix for both: P from them, L and U from each LU (torch's result).
+  const auto one = lu_unpack(lu, pivots[0]);
+  const auto first = lu_unpack(lu[0], pivots[0]);
+  CHECK(std::get<0>(one).shape() == Shape{2, 3, 3});
+  CHECK(std::get<0>(one)[1].equal(std::get<0>(first)));
+  CHECK(std::get<1>(one).equal(std::get<1>(lu_unpack(lu, pivots))));
+  // One LU for two sets of pivots: L and U repeated, each P from its own pivots.
+  const auto shared = lu_unpack(lu[0], pivots);
+  CHECK(std::get<0>(shared).equal(std::get<0>(lu_unpack(lu, pivots))));
+  CHECK(std::get<2>(shared)[1].equal(std::get<2>(first)));
+  // The pair that belongs together gives back its matrix: P L U = A.
+  require_close(
+      matmul(matmul(std::get<0>(shared)[0], std::get<1>(shared)[0]), std::get<2>(shared)[0]), a[0],
+      1e-12, 1e-12);
+}

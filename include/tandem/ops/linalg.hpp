@@ -63,8 +63,8 @@ Tensor pinverse(const Tensor& a, double rcond = 1e-15);
 Tensor matrix_exp(const Tensor& a);
 /// P, L and U with A = P L U from linalg::lu_factor's LU and pivots, as torch.lu_unpack: P
 /// (..., m, m), L (..., m, k), U (..., k, n), k = min(m, n); L and U are empty when not
-/// `unpack_data`, P when not `unpack_pivots`. L and U carry LU's gradient. The pivots must have
-/// LU's batch shape (torch broadcasts them), each in [1, m].
+/// `unpack_data`, P when not `unpack_pivots`. L and U carry LU's gradient. The pivots (i32,
+/// each in [1, m]) and LU broadcast over their batch dims.
 std::tuple<Tensor, Tensor, Tensor> lu_unpack(const Tensor& lu, const Tensor& pivots,
                                              bool unpack_data = true, bool unpack_pivots = true);
 
