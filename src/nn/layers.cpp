@@ -17,21 +17,29 @@ namespace tandem::nn {
 
 namespace {
 
-std::string int2_str(Int2 v) {
-  return "(" + std::to_string(v.h) + ", " + std::to_string(v.w) + ")";
+// A size as torch prints a convolution's: (3,), (3, 3) or (2, 3, 3).
+std::string tuple_str(const std::vector<int64_t>& v) {
+  std::string out = "(";
+  for (size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + std::to_string(v[i]);
+  return out + (v.size() == 1 ? ",)" : ")");
 }
-std::string int3_str(Int3 v) {
-  return "(" + std::to_string(v.d) + ", " + std::to_string(v.h) + ", " + std::to_string(v.w) + ")";
+bool all_equal(const std::vector<int64_t>& v, int64_t value) {
+  return std::all_of(v.begin(), v.end(), [&](int64_t x) { return x == value; });
 }
+// A pooling window's size as torch prints it: one number as it is, Int2 and Int3 as tuples.
 std::string size_str(int64_t v) { return std::to_string(v); }
-bool is_zero(int64_t v) { return v == 0; }
-bool is_one(int64_t v) { return v == 1; }
-std::string size_str(Int2 v) { return int2_str(v); }
-std::string size_str(Int3 v) { return int3_str(v); }
-bool is_zero(Int2 v) { return v.h == 0 && v.w == 0; }
-bool is_zero(Int3 v) { return v.d == 0 && v.h == 0 && v.w == 0; }
-bool is_one(Int2 v) { return v.h == 1 && v.w == 1; }
-bool is_one(Int3 v) { return v.d == 1 && v.h == 1 && v.w == 1; }
+template <typename Size>
+std::string size_str(const Size& v) {
+  return tuple_str(int_list(v));
+}
+template <typename Size>
+bool is_zero(const Size& v) {
+  return all_equal(int_list(v), 0);
+}
+template <typename Size>
+bool is_one(const Size& v) {
+  return all_equal(int_list(v), 1);
+}
 
 // A pooling window as torch prints it: the stride the layer uses (the kernel size where it was
 // left 0), then the options that differ from their defaults.
@@ -142,16 +150,6 @@ template <typename Options>
 constexpr bool is_transposed = false;
 template <size_t D>
 constexpr bool is_transposed<ConvTransposeOptions<D>> = true;
-
-// A size as torch prints a convolution's: (3,), (3, 3) or (2, 3, 3).
-std::string tuple_str(const std::vector<int64_t>& v) {
-  std::string out = "(";
-  for (size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + std::to_string(v[i]);
-  return out + (v.size() == 1 ? ",)" : ")");
-}
-bool all_equal(const std::vector<int64_t>& v, int64_t value) {
-  return std::all_of(v.begin(), v.end(), [&](int64_t x) { return x == value; });
-}
 }  // namespace
 
 template <typename Options>
@@ -452,15 +450,13 @@ AdaptiveAvgPool3d::AdaptiveAvgPool3d(Int3 size) : Module("AdaptiveAvgPool3d"), o
 Tensor AdaptiveAvgPool3d::forward(const Tensor& input) {
   return adaptive_avg_pool3d(input, output_size);
 }
-std::string AdaptiveAvgPool3d::extra_repr() const { return "output_size=" + int3_str(output_size); }
+std::string AdaptiveAvgPool3d::extra_repr() const { return "output_size=" + size_str(output_size); }
 
 AdaptiveAvgPool2d::AdaptiveAvgPool2d(Int2 size) : Module("AdaptiveAvgPool2d"), output_size(size) {}
 Tensor AdaptiveAvgPool2d::forward(const Tensor& input) {
   return adaptive_avg_pool2d(input, output_size);
 }
-std::string AdaptiveAvgPool2d::extra_repr() const {
-  return "output_size=" + int2_str(output_size);
-}
+std::string AdaptiveAvgPool2d::extra_repr() const { return "output_size=" + size_str(output_size); }
 
 AdaptiveMaxPool1d::AdaptiveMaxPool1d(int64_t size)
     : Module("AdaptiveMaxPool1d"), output_size(size) {}
@@ -481,7 +477,7 @@ Tensor AdaptiveMaxPool2d::forward(const Tensor& input) {
 std::tuple<Tensor, Tensor> AdaptiveMaxPool2d::forward_with_indices(const Tensor& input) {
   return adaptive_max_pool2d(input, output_size);
 }
-std::string AdaptiveMaxPool2d::extra_repr() const { return "output_size=" + int2_str(output_size); }
+std::string AdaptiveMaxPool2d::extra_repr() const { return "output_size=" + size_str(output_size); }
 
 Embedding::Embedding(const EmbeddingOptions& opts)
     : Module("Embedding"),
