@@ -392,6 +392,44 @@ struct Form<Atan2> {
   static VF apply(const Atan2&, VF y, VF x) { return atan2(y, x); }
 };
 
+// fmod(a, b), exact as C's: in f64, where the quotient's magnitude is below 2^28, n = trunc(a / b)
+// is the true quotient's integer part (a quotient m - g / b just below an integer m has
+// g / b >= 2^-24 of |m|, past the division's rounding of m 2^-53), n b is exact (28 + 24 bits)
+// and so is a - n b (the true remainder, an f32 value). The lanes' masks stay f32 (f64 compares
+// of a whole f32 vector's lanes do not stay vector code): the range is told by the f32 quotient,
+// below 2^27. Other lanes (a larger quotient, an infinite a, a zero b, NaN) take libm's fmod one
+// by one; an infinite b gives a.
+inline VF fmod(VF a, VF b) {
+  using VD = double __attribute__((vector_size(kWidth * 8)));
+  const VF qf = abs(a / b);
+  const VI fast = qf < 134217728.0f;  // false for NaN
+  const VD x = __builtin_convertvector(select(fast, a, splat(0.0f)), VD),
+           y = __builtin_convertvector(select(fast, b, splat(1.0f)), VD);
+  const VD n = __builtin_convertvector(__builtin_convertvector(x / y, VI), VD);
+  VF out = copysign(__builtin_convertvector(x - n * y, VF), a);  // a zero remainder: a's sign
+  out = select(abs(b) == __builtin_inff(), a, out);
+  int any = 0;
+  for (int64_t i = 0; i < kWidth; ++i) any |= ~fast[i];
+  if (any)
+    for (int64_t i = 0; i < kWidth; ++i)
+      if (!fast[i]) out[i] = std::fmod(a[i], b[i]);
+  return out;
+}
+template <>
+struct Form<Fmod> {
+  static constexpr bool kUnary = false, kBinary = true;
+  static VF apply(const Fmod&, VF a, VF b) { return fmod(a, b); }
+};
+// Remainder: fmod moved by b where the signs differ, as the scalar functor rounds it.
+template <>
+struct Form<Remainder> {
+  static constexpr bool kUnary = false, kBinary = true;
+  static VF apply(const Remainder&, VF a, VF b) {
+    const VF r = fmod(a, b);
+    return select((r != 0.0f) & ((r < 0.0f) != (b < 0.0f)), r + b, r);
+  }
+};
+
 // The logarithms and expm1 as ops (log2 and log10 as log times a constant: one rounding more).
 template <>
 struct Form<Sin> {

@@ -160,6 +160,8 @@ TANDEM_STUB(gather);
 TANDEM_STUB(scatter);
 TANDEM_STUB(pick_classes);
 TANDEM_STUB(pick_classes_backward);
+TANDEM_STUB(ctc_loss_forward);
+TANDEM_STUB(ctc_loss_backward);
 TANDEM_STUB(sgd_step);
 TANDEM_STUB(sgd_steps);
 TANDEM_STUB(adam_step);

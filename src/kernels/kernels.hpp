@@ -174,6 +174,23 @@ extern Stub<void (*)(const Tensor& grad_x, const Tensor& grad, const Tensor& tar
                      int64_t ignore_index)>
     pick_classes_backward;
 
+// --- CTC loss (the math: ctc.hpp): log_probs (T, N, C) f32/f64 at any strides; targets (N, S)
+// i64 row-major, S >= 1, each row's labels in [0, C) up to its length (the op checked them);
+// input_lengths and target_lengths (N) i64 on log_probs' device, within T and S ------------------
+/// nll (N) = -log p(target | log_probs) per sample (inf where no alignment fits); log_alpha
+/// (N, T, 2S + 1) row-major keeps the forward variables for the backward.
+extern Stub<void (*)(const Tensor& nll, const Tensor& log_alpha, const Tensor& log_probs,
+                     const Tensor& targets, const Tensor& input_lengths,
+                     const Tensor& target_lengths, int64_t blank)>
+    ctc_loss_forward;
+/// grad (T, N, C) row-major = grad_nll[n] * d nll[n] / d log_probs[t, n, c]; 0 past a sample's
+/// input length and for a sample whose nll is infinite.
+extern Stub<void (*)(const Tensor& grad, const Tensor& grad_nll, const Tensor& log_probs,
+                     const Tensor& targets, const Tensor& input_lengths,
+                     const Tensor& target_lengths, const Tensor& nll, const Tensor& log_alpha,
+                     int64_t blank)>
+    ctc_loss_backward;
+
 // --- indexing along one dim: out, in and src are dense (outer, n, inner) blocks, `dim` their
 // middle dim (named in messages only); index is i64 (outer, n_index, inner) with any strides
 // (stride 0 where expanded: index_select's one list serves every o and i) ------------------------

@@ -1,8 +1,7 @@
-// The connectionist temporal classification loss (Graves et al. 2006), as torch's ctc_loss:
-// the forward (alpha) recursion in log space, one step of ops per input frame, so it runs on
-// every device and autograd gives its gradient.
+// The connectionist temporal classification loss (Graves et al. 2006), as torch's ctc_loss: the
+// op checks and lays out the targets on the host; the kernels (kernels/ctc.hpp) run the forward
+// recursion, and the backward one for the gradient.
 #include <algorithm>
-#include <limits>
 #include <numeric>
 #include <vector>
 
@@ -10,25 +9,6 @@
 
 namespace tandem {
 using namespace ops_detail;
-
-namespace {
-
-// Log 0 for the states no path reaches: finite, so that logsumexp's backward passes them a
-// gradient of exp(kLogZero - x) = 0, where -inf would give 0 * exp(-inf + inf) = NaN. Sums of a
-// frame's log-probabilities never come near it, so a loss past half of it is a sample no
-// alignment fits (an input too short for its target): infinite, as torch's.
-constexpr double kLogZero = -1e30;
-
-// A (rows, cols) bool tensor on `device` from a host predicate of (row, col).
-template <typename F>
-Tensor host_mask(int64_t rows, int64_t cols, Device device, F&& f) {
-  std::vector<uint8_t> v(static_cast<size_t>(rows * cols));
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; ++c) v[static_cast<size_t>(r * cols + c)] = f(r, c) ? 1 : 0;
-  return from_vector(v, {rows, cols}).to(DType::boolean).to(device);
-}
-
-}  // namespace
 
 Tensor ctc_loss(const Tensor& log_probs, const Tensor& targets,
                 const std::vector<int64_t>& input_lengths,
@@ -63,93 +43,52 @@ Tensor ctc_loss(const Tensor& log_probs, const Tensor& targets,
     TANDEM_CHECK(target_lengths[i] >= 0, op, ": target length ", target_lengths[i], " of sample ",
                  i, " is negative");
   }
-  // The targets as (N, S) rows: padded rows as given, or one after another (1-d).
+  // The targets as (N, S) rows on the host (read from a GPU as the lengths are): padded rows as
+  // given, or one after another (1-d); past each length the kernels read nothing.
   const int64_t longest =
       n == 0 ? 0 : *std::max_element(target_lengths.begin(), target_lengths.end());
-  Tensor rows;
+  const int64_t width = std::max<int64_t>(longest, 1);
+  const std::vector<int64_t> given =
+      targets.detach().to(kCPU).to(DType::i64).contiguous().to_vector<int64_t>();
+  std::vector<int64_t> rows(static_cast<size_t>(n * width), 0), offsets(static_cast<size_t>(n));
   if (batched && targets.dim() == 2) {
     TANDEM_CHECK(targets.size(0) == n && targets.size(1) >= longest, op,
                  ": expected padded targets (", n, ", ", longest, " or more), got ",
                  shape_str(targets.shape()));
-    rows = targets.to(DType::i64);
+    for (int64_t i = 0; i < n; ++i) offsets[static_cast<size_t>(i)] = i * targets.size(1);
   } else {
     TANDEM_CHECK(targets.dim() == 1, op, ": expected targets (N, S) or concatenated (sum of ",
                  "the target lengths), got ", shape_str(targets.shape()));
     const int64_t total = std::accumulate(target_lengths.begin(), target_lengths.end(), int64_t{0});
-    TANDEM_CHECK(batched ? targets.numel() == total : targets.numel() >= total, op, ": expected ",
-                 total, " targets, the sum of the target lengths, got ", targets.numel());
-    // Row i's s-th target is element offset_i + s (element 0 past its length: replaced below).
-    std::vector<int64_t> index(static_cast<size_t>(n * longest), 0);
+    TANDEM_CHECK(targets.numel() == total, op, ": expected ", total,
+                 " targets, the sum of the target lengths, got ", targets.numel());
     for (int64_t i = 0, offset = 0; i < n; offset += target_lengths[i++])
-      for (int64_t s = 0; s < target_lengths[i]; ++s)
-        index[static_cast<size_t>(i * longest + s)] = offset + s;
-    rows = total == 0 ? zeros({n, longest}, TensorOptions(DType::i64).device(device))
-                      : index_select(targets.to(DType::i64), 0,
-                                     from_vector(index, {n * longest}).to(device))
-                            .reshape({n, longest});
+      offsets[static_cast<size_t>(i)] = offset;
   }
-  // Past each target's length: blanks (torch reads no further, so padding may be anything).
-  rows = where(
-      host_mask(n, longest, device, [&](int64_t i, int64_t s) { return s < target_lengths[i]; }),
-      rows.narrow(1, 0, longest), static_cast<double>(blank));
-  // The extended labels: blank, l1, blank, l2, ..., blank (L = 2S + 1 states).
-  const int64_t states = 2 * longest + 1;
-  const TensorOptions i64 = TensorOptions(DType::i64).device(device);
-  const Tensor blanks = full({n, longest}, static_cast<double>(blank), i64);
-  const Tensor labels =
-      cat({stack({blanks, rows}, 2).reshape({n, 2 * longest}), full({n, 1}, blank, i64)}, 1);
-  // x's states moved k later, the first k filled from `fill` (N, 2 or more).
-  auto later = [&](const Tensor& x, int64_t k, const Tensor& fill) {
-    k = std::min(k, states);
-    return cat({fill.narrow(1, 0, k), x.narrow(1, 0, states - k)}, 1);
-  };
-  const Tensor log_zero = full({n, 2}, kLogZero, lp.options());
-  // A label may follow the label two states back (skipping the blank) where the two differ
-  // (torch's rule: by position, so a target holding the blank label may skip too).
-  const Tensor before = later(labels, 2, full({n, 2}, blank, i64));
-  const Tensor skips = logical_and(
-      host_mask(n, states, device, [](int64_t, int64_t s) { return s % 2 == 1 && s >= 3; }),
-      ne(labels, before));
-  // Each frame's log-probability of each state's label (gather checks the classes): (T, N, L).
-  const Tensor emit = gather(lp, 2, labels.unsqueeze(0).expand({frames, n, states}));
-  const int64_t last_frame =
-      n == 0 ? 0 : *std::max_element(input_lengths.begin(), input_lengths.end());
-  // (N, L): the log of the paths' probability through frame t ending in each state.
-  Tensor alpha = where(
-      host_mask(n, states, device,
-                [&](int64_t i, int64_t s) { return s == 0 || (s == 1 && target_lengths[i] > 0); }),
-      emit.select(0, 0), kLogZero);
-  // Which samples' inputs still run at each frame; every one's before the shortest ends.
-  const int64_t shortest =
-      n == 0 ? 0 : *std::min_element(input_lengths.begin(), input_lengths.end());
-  const Tensor running = host_mask(std::max<int64_t>(last_frame, 1), n, device,
-                                   [&](int64_t t, int64_t i) { return t < input_lengths[i]; });
-  for (int64_t t = 1; t < last_frame; ++t) {
-    const Tensor stay = alpha, one_back = later(alpha, 1, log_zero),
-                 two_back = where(skips, later(alpha, 2, log_zero), kLogZero);
-    const Tensor next = add(logsumexp(stack({stay, one_back, two_back}, 0), 0), emit.select(0, t));
-    alpha = t < shortest ? next : where(running.select(0, t).unsqueeze(1), next, alpha);
-  }
-  // A path ends in the last blank or the last label.
-  std::vector<int64_t> ends;
-  for (int64_t i = 0; i < n; ++i) {
-    ends.push_back(2 * target_lengths[i]);
-    ends.push_back(std::max<int64_t>(2 * target_lengths[i] - 1, 0));
-  }
-  const Tensor at_ends = gather(alpha, 1, from_vector(ends, {n, 2}).to(device));
-  const Tensor label_end = host_mask(
-      n, 2, device, [&](int64_t i, int64_t k) { return k == 0 || target_lengths[i] > 0; });
-  Tensor nll = neg(logsumexp(where(label_end, at_ends, kLogZero), 1));
-  // An empty input: probability 1 of an empty target, 0 of any other.
-  const Tensor no_frames = host_mask(n, 1, device, [&](int64_t i, int64_t) {
-                             return input_lengths[i] == 0;
-                           }).reshape({n});
-  const Tensor empty_target = host_mask(n, 1, device, [&](int64_t i, int64_t) {
-                                return target_lengths[i] == 0;
-                              }).reshape({n});
-  const double inf = std::numeric_limits<double>::infinity();
-  nll = where(no_frames, where(empty_target, zeros_like(nll), full_like(nll, inf)), nll);
-  nll = where(ge(nll, -kLogZero / 2), zero_infinity ? 0.0 : inf, nll);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t s = 0; s < target_lengths[i]; ++s) {
+      const int64_t c = given[static_cast<size_t>(offsets[static_cast<size_t>(i)] + s)];
+      TANDEM_CHECK_INDEX(c >= 0 && c < classes, op, ": target ", c, " of sample ", i, " (position ",
+                         s, ") is out of bounds for ", classes, " classes");
+      rows[static_cast<size_t>(i * width + s)] = c;
+    }
+  const Tensor lp_data = lp.detach();
+  const Tensor target_rows = from_vector(rows, {n, width}).to(device);
+  const Tensor in_lengths = from_vector(input_lengths, {n}).to(device);
+  const Tensor tg_lengths = from_vector(target_lengths, {n}).to(device);
+  Tensor nll = make_tensor({n}, lp.dtype(), device);
+  const Tensor log_alpha = make_tensor({n, frames, 2 * width + 1}, lp.dtype(), device);
+  kernels::ctc_loss_forward(nll, log_alpha, lp_data, target_rows, in_lengths, tg_lengths, blank);
+  autograd::record(op, {log_probs}, nll,
+                   [lp_data, target_rows, in_lengths, tg_lengths, losses = nll.detach(), log_alpha,
+                    blank, shape = log_probs.shape()](const Tensor& g) -> std::vector<Tensor> {
+                     Tensor grad = make_tensor(lp_data.shape(), lp_data.dtype(), lp_data.device());
+                     kernels::ctc_loss_backward(grad, g.contiguous(), lp_data, target_rows,
+                                                in_lengths, tg_lengths, losses, log_alpha, blank);
+                     return {grad.reshape(shape)};
+                   });
+  autograd::save_for_backward(nll, {log_probs});
+  if (zero_infinity) nll = where(isinf(nll), 0.0, nll);
   if (!batched) nll = nll.reshape({});
   if (reduction == Reduction::mean) {
     std::vector<double> lengths;

@@ -880,6 +880,15 @@ with torch.random.fork_rng():
     case("ctc_loss_blank_in_target",
          lambda x, y, il, tl: F.ctc_loss(x.log_softmax(2), y, il, tl, reduction="none"),
          r(3, 1, 3), torch.tensor([[1, 0]]), torch.tensor([3]), torch.tensor([2]), grad=False)
+    # CTC over longer inputs (the recursions over many frames and states): repeated labels,
+    # inputs of several lengths, one just long enough (8 labels with 3 repeats: 11 frames).
+    case("ctc_loss_long",
+         lambda x, y, il, tl: F.ctc_loss(x.log_softmax(2), y, il, tl, reduction="none"),
+         r(60, 5, 8),
+         torch.tensor([[1, 1, 2, 3, 3, 3, 7, 4, 5, 6, 2, 1], [2, 2, 2, 2, 5, 6, 0, 0, 0, 0, 0, 0],
+                       [7, 6, 5, 4, 3, 2, 1, 7, 6, 5, 4, 3], [1, 1, 1, 2, 2, 3, 4, 5, 0, 0, 0, 0],
+                       [4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]]),
+         torch.tensor([60, 41, 33, 11, 1]), torch.tensor([12, 6, 12, 8, 1]))
 
 with open(os.path.join(HERE, "ops.json"), "w") as f:
     json.dump({"generator": "torch " + torch.__version__, "cases": cases}, f)

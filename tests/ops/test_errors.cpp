@@ -640,6 +640,14 @@ TEST_CASE("errors of the bags of embeddings, local response norm and the multi-c
         "ctc_loss: expected integer class indices as targets, got f32");
   CHECK_THROWS_AS(ctc_loss(lp, full({2, 2}, 3.0, DType::i64), frames, lengths), IndexError);
   CHECK(error_of([&] {
+          ctc_loss(lp, from_vector<int64_t>({1, 2, -1, 7}, {2, 2}), frames, lengths);
+        }) == "ctc_loss: target -1 of sample 1 (position 0) is out of bounds for 3 classes");
+  // Unbatched targets are concatenated ones too: exactly target_length of them, as torch's.
+  CHECK(error_of([&] {
+          ctc_loss(zeros({4, 3}), from_vector<int64_t>({1, 2, 1}), std::vector<int64_t>{4},
+                   std::vector<int64_t>{2});
+        }) == "ctc_loss: expected 2 targets, the sum of the target lengths, got 3");
+  CHECK(error_of([&] {
           ctc_loss(zeros({0, 2, 3}), ctc_targets, std::vector<int64_t>{0, 0}, lengths);
         }) == "ctc_loss: expected log_probs of one frame or more, got (0, 2, 3)");
 }

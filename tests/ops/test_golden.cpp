@@ -652,6 +652,8 @@ const std::map<std::string, Fn>& ops() {
        [](V x) { return ctc_loss(log_softmax(x[0], 2), x[1], x[2], x[3], 0, Reduction::none); }},
       {"ctc_loss_blank_in_target",
        [](V x) { return ctc_loss(log_softmax(x[0], 2), x[1], x[2], x[3], 0, Reduction::none); }},
+      {"ctc_loss_long",
+       [](V x) { return ctc_loss(log_softmax(x[0], 2), x[1], x[2], x[3], 0, Reduction::none); }},
       {"ctc_loss_padded_mean",
        [](V x) { return nn::CTCLoss()(log_softmax(x[0], 2), x[1], x[2], x[3]); }},
       {"ctc_loss_concatenated_blank_none",

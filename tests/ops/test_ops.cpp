@@ -822,6 +822,76 @@ TEST_CASE(
   CHECK(std::isnan(exp(from_vector(std::vector<float>{NAN}, {1})).to_vector<float>()[0]));
 }
 
+TEST_CASE("f32 fmod and remainder (vectorized on AVX2 and AVX-512) are libm's, bit for bit",
+          "[ops]") {
+  // Pairs over magnitudes 1e-44 (subnormal) to 3e38 and both signs, quotients below and above
+  // 2^28 (the vector path's bound), exact multiples, zeros, infinities and NaN; f32 contiguous
+  // and with b broadcast, f64 (the scalar path) alike.
+  std::vector<float> mags{0.0f,
+                          1e-44f,
+                          1e-38f,
+                          3e-8f,
+                          0.1f,
+                          0.5f,
+                          1.0f,
+                          1.5f,
+                          3.0f,
+                          7.0f,
+                          1e3f,
+                          16777216.0f,
+                          268435456.0f,
+                          3e9f,
+                          1e30f,
+                          3e38f,
+                          std::numeric_limits<float>::infinity()};
+  for (double v = 1e-3; v < 1e9; v *= 1.37) mags.push_back(static_cast<float>(v));
+  std::vector<float> as, bs;
+  for (float ma : mags)
+    for (float mb : mags)
+      for (float sa : {1.0f, -1.0f})
+        for (float sb : {1.0f, -1.0f}) {
+          as.push_back(sa * ma);
+          bs.push_back(sb * mb);
+        }
+  as.push_back(NAN), bs.push_back(2.0f);
+  as.push_back(2.0f), bs.push_back(NAN);
+  const auto m = static_cast<int64_t>(as.size());
+  const Tensor a = from_vector(as, {m}), b = from_vector(bs, {m});
+  auto remainder_of = [](float x, float y) {  // Python's %: fmod moved by y where signs differ
+    const float r = std::fmod(x, y);
+    return r != 0.0f && ((r < 0.0f) != (y < 0.0f)) ? r + y : r;
+  };
+  auto same = [](float g, float r) {
+    return std::isnan(r) ? std::isnan(g) : std::memcmp(&g, &r, sizeof g) == 0;
+  };
+  const auto fm = fmod(a, b).to_vector<float>(), rm = remainder(a, b).to_vector<float>();
+  const auto fm64 = fmod(a.to(DType::f64), b.to(DType::f64)).to_vector<double>();
+  int64_t misses = 0;
+  std::string first_miss;
+  for (size_t i = 0; i < as.size(); ++i) {
+    const float f = std::fmod(as[i], bs[i]), r = remainder_of(as[i], bs[i]);
+    const double f64 = std::fmod(double(as[i]), double(bs[i]));
+    if ((!same(fm[i], f) || !same(rm[i], r) ||
+         !(std::isnan(f64) ? std::isnan(fm64[i]) : fm64[i] == f64)) &&
+        misses++ == 0)
+      first_miss = "fmod(" + std::to_string(as[i]) + ", " + std::to_string(bs[i]) +
+                   "): " + std::to_string(fm[i]) + ", remainder " + std::to_string(rm[i]) +
+                   "; want " + std::to_string(f) + ", " + std::to_string(r);
+  }
+  INFO(first_miss);
+  CHECK(misses == 0);
+  // b broadcast (a number, as x % 3 is written): the same values as the pairs'
+  const Tensor big = from_vector(as, {m}).mul(1.7);
+  const auto by3 = fmod(big, 3.0).to_vector<float>(),
+             by3r = remainder(big, -3.0).to_vector<float>();
+  const auto bigv = big.to_vector<float>();
+  int64_t broadcast_misses = 0;
+  for (size_t i = 0; i < bigv.size(); ++i)
+    broadcast_misses +=
+        !same(by3[i], std::fmod(bigv[i], 3.0f)) || !same(by3r[i], remainder_of(bigv[i], -3.0f));
+  CHECK(broadcast_misses == 0);
+}
+
 TEST_CASE("conv2d on small maps (im2col through its table of offsets) matches its definition",
           "[ops][conv]") {
   // Output rows shorter than 8 take im2col's table of source offsets, in f64 (always im2col) as in
