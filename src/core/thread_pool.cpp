@@ -1,5 +1,6 @@
-// A small work-sharing pool: the caller and the workers grab chunks from a shared counter, so a
-// caller never waits on workers that are busy with another caller's work.
+// A small work-sharing pool: the caller and the workers each run their own share of a call's
+// chunks, then grab the rest from a shared counter, so a caller never waits on workers that are
+// busy with another caller's work.
 #include "tandem/core/thread_pool.hpp"
 
 #include <algorithm>
@@ -44,31 +45,41 @@ bool spin_until(F&& done) {
 // inside a chunk (of any pool) runs inline, so no chunk ever waits on another pool's work.
 thread_local bool t_in_pool = false;
 
-// Shared by the caller and the pool tasks of one parallel_for.
+// Shared by the caller and the pool tasks of one parallel_for. Participant p (the caller is 0)
+// runs its own share of the chunks first, the same share of the range in every call of the
+// same size, so data one call leaves in a core's cache is read there by the next (OpenMP's
+// static schedule gives PyTorch that); then it takes any chunk still left, so a participant
+// that starts late, or a worker busy with another caller's job, holds nobody up.
 struct Job {
   const std::function<void(int64_t, int64_t)>* fn;
   ExecutionContext* context;  // the caller's explicit context (null: the default)
-  int64_t begin, end, chunks;
-  std::atomic<int64_t> next{0};
+  int64_t begin, end, chunks, participants;
+  std::unique_ptr<std::atomic<bool>[]> taken;  // value-initialized: none taken
+  std::atomic<int64_t> next{0};                // where the search for chunks left goes on
   std::atomic<int64_t> done{0};
   std::mutex mu;
   std::condition_variable cv;
   std::exception_ptr error;
 
-  void work() {
-    for (int64_t c; (c = next.fetch_add(1)) < chunks;) {
-      int64_t n = end - begin;
-      int64_t lo = begin + n * c / chunks, hi = begin + n * (c + 1) / chunks;
-      try {
-        (*fn)(lo, hi);
-      } catch (...) {
-        std::lock_guard<std::mutex> lock(mu);
-        if (!error) error = std::current_exception();
-      }
-      if (done.fetch_add(1) + 1 == chunks) {
-        std::lock_guard<std::mutex> lock(mu);
-        cv.notify_all();
-      }
+  void work(int64_t p) {
+    for (int64_t c = p * chunks / participants; c < (p + 1) * chunks / participants; ++c) run(c);
+    for (int64_t c; (c = next.fetch_add(1)) < chunks;) run(c);
+  }
+
+ private:
+  void run(int64_t c) {
+    if (taken[c].exchange(true, std::memory_order_acq_rel)) return;
+    int64_t n = end - begin;
+    int64_t lo = begin + n * c / chunks, hi = begin + n * (c + 1) / chunks;
+    try {
+      (*fn)(lo, hi);
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(mu);
+      if (!error) error = std::current_exception();
+    }
+    if (done.fetch_add(1) + 1 == chunks) {
+      std::lock_guard<std::mutex> lock(mu);
+      cv.notify_all();
     }
   }
 };
@@ -179,17 +190,19 @@ void ThreadPool::parallel_for(int64_t begin, int64_t end, int64_t grain,
   job->begin = begin;
   job->end = end;
   job->chunks = chunks;
-  for (int64_t i = 1; i < std::min(chunks, threads); ++i)
-    impl_->submit([job] {
+  job->participants = std::min(chunks, threads);
+  job->taken.reset(new std::atomic<bool>[static_cast<size_t>(chunks)]());
+  for (int64_t i = 1; i < job->participants; ++i)
+    impl_->submit([job, i] {
       // The caller's context is current while its chunks run (it outlives them: the caller
       // waits for every chunk; a task that finds none left runs nothing under it).
       ExecutionContext* previous = detail::exchange_current_context(job->context);
-      job->work();
+      job->work(i);
       detail::exchange_current_context(previous);
     });
   // The caller works too; flagged as in-pool so nested parallel_for calls run inline.
   t_in_pool = true;
-  job->work();
+  job->work(0);
   t_in_pool = false;
   if (!spin_until([&] { return job->done.load(std::memory_order_acquire) == job->chunks; })) {
     std::unique_lock<std::mutex> lock(job->mu);

@@ -36,8 +36,8 @@ __global__ void ctc_forward_kernel(T* nll, T* log_alpha, const T* log_probs, con
 }
 
 // beta's rows in `scratch` (two per sample, in turn); after each row, each class's gradient from
-// the shares of the states that emit it. One barrier per frame: frame t - 1 writes the row frame t
-// + 1 had, read only before frame t's barrier.
+// the shares of the states that emit it. One barrier per frame: the row frame t - 1 writes is
+// the one frame t read before its barrier.
 template <typename T>
 __global__ void ctc_backward_kernel(T* grad, const T* grad_nll, const T* log_probs,
                                     const int64_t* targets, const int64_t* input_lengths,
