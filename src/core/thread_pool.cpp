@@ -63,7 +63,8 @@ struct Job {
 
   void work(int64_t p) {
     for (int64_t c = p * chunks / participants; c < (p + 1) * chunks / participants; ++c) run(c);
-    for (int64_t c; (c = next.fetch_add(1)) < chunks;) run(c);
+    // The rest from the last chunk back: each share's owner runs it from its front.
+    for (int64_t k; (k = next.fetch_add(1)) < chunks;) run(chunks - 1 - k);
   }
 
  private:

@@ -48,7 +48,7 @@ TANDEM_HD T log_sum3(T a, T b, T c) {
     const T t = a;
     a = c, c = t;
   }
-  if (a == -T(INFINITY)) return a;
+  if (a == -T(INFINITY)) return a + b + c;  // -inf, or NaN where b or c is (NaN is never the max)
   return a + log(T(1) + exp(b - a) + exp(c - a));
 }
 
@@ -59,7 +59,7 @@ TANDEM_HD T log_sum2(T a, T b) {
     const T t = a;
     a = b, b = t;
   }
-  return a == -T(INFINITY) ? a : a + log(T(1) + exp(b - a));
+  return a == -T(INFINITY) ? a + b : a + log(T(1) + exp(b - a));
 }
 
 /// alpha_0(s) (frame 0): a path starts in the first blank or the first label.

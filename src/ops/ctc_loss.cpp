@@ -17,7 +17,6 @@ Tensor ctc_loss(const Tensor& log_probs, const Tensor& targets,
   const char* op = "ctc_loss";
   check_defined(log_probs, op, "log_probs");
   check_defined(targets, op, "targets");
-  check_inputs({log_probs, targets}, op);
   TANDEM_CHECK(log_probs.dtype() == DType::f32 || log_probs.dtype() == DType::f64, op,
                ": expected f32 or f64 log-probabilities, got ", log_probs.dtype());
   TANDEM_CHECK(log_probs.dim() == 3 || log_probs.dim() == 2, op,
@@ -51,7 +50,7 @@ Tensor ctc_loss(const Tensor& log_probs, const Tensor& targets,
   const std::vector<int64_t> given =
       targets.detach().to(kCPU).to(DType::i64).contiguous().to_vector<int64_t>();
   std::vector<int64_t> rows(static_cast<size_t>(n * width), 0), offsets(static_cast<size_t>(n));
-  if (batched && targets.dim() == 2) {
+  if (targets.dim() == 2) {  // padded rows (one, unbatched)
     TANDEM_CHECK(targets.size(0) == n && targets.size(1) >= longest, op,
                  ": expected padded targets (", n, ", ", longest, " or more), got ",
                  shape_str(targets.shape()));
@@ -87,7 +86,7 @@ Tensor ctc_loss(const Tensor& log_probs, const Tensor& targets,
                                                 in_lengths, tg_lengths, losses, log_alpha, blank);
                      return {grad.reshape(shape)};
                    });
-  autograd::save_for_backward(nll, {log_probs});
+  autograd::save_for_backward(nll, {log_probs, nll});  // the closure reads the losses too
   if (zero_infinity) nll = where(isinf(nll), 0.0, nll);
   if (!batched) nll = nll.reshape({});
   if (reduction == Reduction::mean) {

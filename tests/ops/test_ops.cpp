@@ -1451,6 +1451,39 @@ TEST_CASE("ctc_loss: closed forms of short alignments", "[ops]") {
   CHECK(lp.grad().equal(zeros_like(lp)));
 }
 
+TEST_CASE("ctc_loss: NaN inputs, the loss changed in place, unbatched padded targets", "[ops]") {
+  Generator gen(43);
+  const Tensor x = randn({5, 1, 4}, DType::f64, &gen);
+  const Tensor target = from_vector<int64_t>({1, 2}, {1, 2});
+  const std::vector<int64_t> frames{5}, length{2};
+  // A NaN frame (diverged logits) gives a NaN loss and NaN gradients, zero_infinity or not, as
+  // torch's: the recursions' log-sum-exp must not drop a NaN behind a -inf.
+  for (int64_t t : {0, 2, 4})
+    for (bool zero_infinity : {false, true}) {
+      Tensor lp = x.clone();
+      lp.select(0, t).fill_(NAN);
+      lp.set_requires_grad(true);
+      const Tensor loss = ctc_loss(lp, target, frames, length, 0, Reduction::mean, zero_infinity);
+      CHECK(std::isnan(loss.item<double>()));
+      loss.backward();
+      CHECK(isnan(lp.grad()).any().item<bool>());
+    }
+  // The backward reads the per-sample losses it returned: changed in place since, it refuses.
+  const Tensor lp = log_softmax(x, 2).detach().set_requires_grad(true);
+  Tensor losses = ctc_loss(lp, target, frames, length, 0, Reduction::none);
+  {
+    NoGradGuard no_grad;
+    losses.add_(1.0);
+  }
+  CHECK(testing::error_of([&] { sum(losses).backward(); }).find("was changed in place") !=
+        std::string::npos);
+  // Unbatched (T, C) log_probs take a (1, S) row of padded targets too, as torch's: the same as
+  // the concatenated form.
+  const Tensor lp2 = log_softmax(x.select(1, 0), 1);
+  const Tensor padded = ctc_loss(lp2, from_vector<int64_t>({1, 2, 3}, {1, 3}), frames, length);
+  CHECK(padded.item<double>() == ctc_loss(lp2, target.flatten(), frames, length).item<double>());
+}
+
 TEST_CASE("tensorinv and tensorsolve: the inverse map and the solution", "[ops]") {
   Generator gen(37);
   const Tensor a = randn({2, 3, 6}, DType::f64, &gen);
