@@ -397,6 +397,9 @@ template class detail::PoolLayer<MaxPool3dOptions>;
 template class detail::PoolLayer<AvgPool3dOptions>;
 
 Tensor MaxPool1d::forward(const Tensor& input) { return functional::max_pool1d(input, options); }
+std::tuple<Tensor, Tensor> MaxPool1d::forward_with_indices(const Tensor& input) {
+  return functional::max_pool1d_with_indices(input, options);
+}
 Tensor AvgPool1d::forward(const Tensor& input) { return functional::avg_pool1d(input, options); }
 AdaptiveAvgPool1d::AdaptiveAvgPool1d(int64_t size)
     : Module("AdaptiveAvgPool1d"), output_size(size) {}
@@ -441,6 +444,59 @@ Tensor MaxPool3d::forward(const Tensor& input) {
   return max_pool3d(input, options.kernel_size_, options.stride_, options.padding_,
                     options.dilation_, options.ceil_mode_);
 }
+std::tuple<Tensor, Tensor> MaxPool2d::forward_with_indices(const Tensor& input) {
+  return functional::max_pool2d_with_indices(input, options);
+}
+std::tuple<Tensor, Tensor> MaxPool3d::forward_with_indices(const Tensor& input) {
+  return functional::max_pool3d_with_indices(input, options);
+}
+
+std::vector<int64_t> functional::detail::unpool_output_size(
+    const Tensor& input, const std::vector<int64_t>& kernel, const std::vector<int64_t>& stride,
+    const std::vector<int64_t>& padding, const std::optional<std::vector<int64_t>>& output_size,
+    const char* op) {
+  const size_t dims = kernel.size();
+  TANDEM_CHECK(input.defined() && input.dim() >= static_cast<int64_t>(dims) + 1, op,
+               ": expected an input with ", dims, " spatial dims, got ",
+               input.defined() ? shape_str(input.shape()) : std::string("an undefined tensor"));
+  std::vector<int64_t> size;
+  for (size_t d = 0; d < dims; ++d) {
+    TANDEM_CHECK(kernel[d] > 0 && stride[d] > 0 && padding[d] >= 0, op, ": kernel_size ",
+                 tuple_str(kernel), " and stride ", tuple_str(stride),
+                 " must be positive and padding ", tuple_str(padding), " non-negative");
+    size.push_back((input.size(input.dim() - static_cast<int64_t>(dims - d)) - 1) * stride[d] +
+                   kernel[d] - 2 * padding[d]);
+  }
+  if (!output_size) return size;
+  std::vector<int64_t> given = *output_size;
+  if (given.size() == dims + 2) given.erase(given.begin(), given.begin() + 2);  // N and C first
+  TANDEM_CHECK(given.size() == dims, op, ": output_size should have ", dims, " or ", dims + 2,
+               " elements, but it has ", output_size->size());
+  for (size_t d = 0; d < dims; ++d)  // libtorch's bounds, both included
+    TANDEM_CHECK(given[d] >= size[d] - stride[d] && given[d] <= size[d] + stride[d], op,
+                 ": invalid output_size ", tuple_str(given), " (dim ", d, " must be between ",
+                 size[d] - stride[d], " and ", size[d] + stride[d], ")");
+  return given;
+}
+
+template <size_t D>
+Tensor detail::MaxUnpoolLayer<D>::forward(const Tensor& input, const Tensor& indices,
+                                          const std::optional<std::vector<int64_t>>& output_size) {
+  return functional::detail::max_unpool(input, indices,
+                                        functional::MaxUnpoolFuncOptions<D>(options.kernel_size_)
+                                            .stride(options.stride_)
+                                            .padding(options.padding_)
+                                            .output_size(output_size));
+}
+template <size_t D>
+std::string detail::MaxUnpoolLayer<D>::extra_repr() const {
+  return "kernel_size=" + tuple_str(int_list(options.kernel_size_)) +
+         ", stride=" + tuple_str(int_list(options.stride_)) +
+         ", padding=" + tuple_str(int_list(options.padding_));
+}
+template class detail::MaxUnpoolLayer<1>;
+template class detail::MaxUnpoolLayer<2>;
+template class detail::MaxUnpoolLayer<3>;
 Tensor AvgPool3d::forward(const Tensor& input) {
   return avg_pool3d(input, options.kernel_size_, options.stride_, options.padding_,
                     options.ceil_mode_, options.count_include_pad_, options.divisor_override_);

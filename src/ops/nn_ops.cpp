@@ -777,33 +777,44 @@ kernels::Pool2dParams pool_params(const Tensor& x, Int2 k, Int2 stride, Int2 pad
 
 // Pooling runs in the input's layout: a channels-last input is pooled as it lies (no transposes
 // on either device) into a channels-last result, indices and gradient.
-Tensor max_pool2d(const Tensor& input, Int2 kernel_size, Int2 stride, Int2 padding, Int2 dilation,
-                  bool ceil_mode) {
-  check_defined(input, "max_pool2d", "input");
-  check_inputs({input}, "max_pool2d");
-  check_floating(input, "max_pool2d");
-  return with_batch_dim(input, "max_pool2d", [&](const Tensor& in) {
+std::tuple<Tensor, Tensor> max_pool2d_with_indices(const Tensor& input, Int2 kernel_size,
+                                                   Int2 stride, Int2 padding, Int2 dilation,
+                                                   bool ceil_mode) {
+  const char* op = "max_pool2d";
+  check_defined(input, op, "input");
+  check_floating(input, op);
+  Tensor idx;
+  const Tensor values = with_batch_dim(input, op, [&](const Tensor& in) {
     int64_t ho, wo;
-    auto p =
-        pool_params(in, kernel_size, stride, padding, dilation, "max_pool2d", ho, wo, ceil_mode);
-    kernels::max_pool2d_forward.at(in, "max_pool2d");
+    auto p = pool_params(in, kernel_size, stride, padding, dilation, op, ho, wo, ceil_mode);
+    kernels::max_pool2d_forward.at(in, op);
     const MemoryFormat format = in.suggest_memory_format();
     const Shape out_shape{in.size(0), in.size(1), ho, wo}, in_shape = in.shape();
     Tensor out = make_tensor(out_shape, in.dtype(), in.device(), format);
-    Tensor idx = make_tensor(out_shape, DType::i64, in.device(), format);
+    idx = make_tensor(out_shape, DType::i64, in.device(), format);
     kernels::max_pool2d_forward(out, idx, in.contiguous(format).detach(), p);
-    autograd::record("max_pool2d", {in}, out, [idx, in_shape, format, p](const Tensor& g) {
-      Tensor gx = make_tensor(in_shape, g.dtype(), g.device(), format);
-      kernels::max_pool2d_backward(gx, g.contiguous(format), idx, p);
-      // Its adjoint: each output's gradient read back from the input its index names.
-      return std::vector<Tensor>{linear_in_grad(g, gx, "max_pool2d_backward",
-                                                [idx](const Tensor& gg) {
-        const int64_t n = idx.size(0), c = idx.size(1);
-        return gather(gg.reshape({n, c, -1}), 2, idx.reshape({n, c, -1})).reshape(idx.shape());
-      })};
-    }, kDifferentiable);
+    autograd::record(
+        op, {in}, out,
+        [idx, in_shape, format, p](const Tensor& g) {
+          Tensor gx = make_tensor(in_shape, g.dtype(), g.device(), format);
+          kernels::max_pool2d_backward(gx, g.contiguous(format), idx, p);
+          // Its adjoint: each output's gradient read back from the input its index names.
+          return std::vector<
+              Tensor>{linear_in_grad(g, gx, "max_pool2d_backward", [idx](const Tensor& gg) {
+            const int64_t n = idx.size(0), c = idx.size(1);
+            return gather(gg.reshape({n, c, -1}), 2, idx.reshape({n, c, -1})).reshape(idx.shape());
+          })};
+        },
+        kDifferentiable);
     return out;
   });
+  return {values, input.dim() == 3 ? idx.squeeze(0) : idx};
+}
+
+Tensor max_pool2d(const Tensor& input, Int2 kernel_size, Int2 stride, Int2 padding, Int2 dilation,
+                  bool ceil_mode) {
+  return std::get<0>(
+      max_pool2d_with_indices(input, kernel_size, stride, padding, dilation, ceil_mode));
 }
 
 Tensor avg_pool2d(const Tensor& input, Int2 kernel_size, Int2 stride, Int2 padding, bool ceil_mode,
@@ -1099,12 +1110,47 @@ Tensor planes_then_depth(const Tensor& in, Pool2d&& pool2d, PoolDepth&& pool_dep
 
 }  // namespace
 
+std::tuple<Tensor, Tensor> max_pool3d_with_indices(const Tensor& input, Int3 kernel_size,
+                                                   Int3 stride, Int3 padding, Int3 dilation,
+                                                   bool ceil_mode) {
+  const char* op = "max_pool3d";
+  check_defined(input, op, "input");
+  check_floating(input, op);
+  // The first maximum in (d, h, w) order wins, as torch's: the first of each plane's, then the
+  // first plane's among equals. The planes' pool gives each plane's index (h W + w); the depth
+  // pool's index into (D, H_out W_out) names the plane and its output, whose plane index it
+  // gathers.
+  Tensor idx;
+  const Tensor values = with_batch_dim<3>(input, op, [&](const Tensor& in) {
+    const Int3 s = check_pool3d(in, kernel_size, stride, padding, dilation, ceil_mode, op);
+    const int64_t n = in.size(0), c = in.size(1), d = in.size(2), h = in.size(3), w = in.size(4);
+    auto [planes, plane_idx] = max_pool2d_with_indices(
+        in.reshape({n, c * d, h, w}), {kernel_size.h, kernel_size.w}, {s.h, s.w},
+        {padding.h, padding.w}, {dilation.h, dilation.w}, ceil_mode);
+    const int64_t ho = planes.size(2), wo = planes.size(3);
+    auto [y, depth_idx] =
+        max_pool2d_with_indices(planes.reshape({n, c, d, ho * wo}), {kernel_size.d, 1}, {s.d, 1},
+                                {padding.d, 0}, {dilation.d, 1}, ceil_mode);
+    const Shape shape{n, c, y.size(2), ho, wo};
+    const Tensor flat_depth = depth_idx.reshape({n, c, -1});
+    // Plane p's first index: (p / (H_out W_out)) H W, for each p of the depth pool's input.
+    const Tensor plane_start = mul(arange(d, TensorOptions(DType::i64).device(in.device())), h * w)
+                                   .reshape({d, 1})
+                                   .expand({d, ho * wo})
+                                   .reshape({-1});
+    idx = add(index_select(plane_start, 0, flat_depth.reshape({-1})).reshape(flat_depth.shape()),
+              gather(plane_idx.reshape({n, c, -1}), 2, flat_depth))
+              .reshape(shape);
+    return y.reshape(shape);
+  });
+  return {values, input.dim() == 4 ? idx.squeeze(0) : idx};
+}
+
 Tensor max_pool3d(const Tensor& input, Int3 kernel_size, Int3 stride, Int3 padding, Int3 dilation,
                   bool ceil_mode) {
   check_defined(input, "max_pool3d", "input");
   check_floating(input, "max_pool3d");
-  // The first maximum in (d, h, w) order wins, as torch's: the first of each plane's, then the
-  // first plane's among equals.
+  // As max_pool3d_with_indices, without the indices' arithmetic.
   return with_batch_dim<3>(input, "max_pool3d", [&](const Tensor& in) {
     const Int3 s =
         check_pool3d(in, kernel_size, stride, padding, dilation, ceil_mode, "max_pool3d");
@@ -1163,6 +1209,76 @@ Tensor max_pool1d(const Tensor& input, int64_t kernel_size, int64_t stride, int6
     return max_pool2d(x, {1, kernel_size}, {1, stride == 0 ? kernel_size : stride}, {0, padding},
                       {1, dilation}, ceil_mode);
   });
+}
+
+std::tuple<Tensor, Tensor> max_pool1d_with_indices(const Tensor& input, int64_t kernel_size,
+                                                   int64_t stride, int64_t padding,
+                                                   int64_t dilation, bool ceil_mode) {
+  Tensor idx;
+  const Tensor values = pool1d(input, kernel_size, "max_pool1d", [&](const Tensor& x) {
+    auto [y, i] =
+        max_pool2d_with_indices(x, {1, kernel_size}, {1, stride == 0 ? kernel_size : stride},
+                                {0, padding}, {1, dilation}, ceil_mode);
+    idx = i.squeeze(2);  // a plane of height 1: its index is the position along L
+    return y;
+  });
+  return {values, input.dim() == 2 ? idx.squeeze(0) : idx};
+}
+
+namespace {
+// max_unpool{1,2,3}d: each of a plane's (volume's) values written at its index into a zero
+// output of `size` per plane; scatter's gradient gathers them back.
+Tensor max_unpool(const Tensor& input, const Tensor& indices, const std::vector<int64_t>& size,
+                  const char* op) {
+  check_defined(input, op, "input");
+  check_defined(indices, op, "indices");
+  check_inputs({input, indices}, op);
+  const int64_t spatial = static_cast<int64_t>(size.size());
+  const char* dims = spatial == 1 ? "L)" : spatial == 2 ? "H, W)" : "D, H, W)";
+  TANDEM_CHECK(input.dim() == spatial + 1 || input.dim() == spatial + 2, op,
+               ": input must be (N, C, ", dims, " or (C, ", dims, ", got ",
+               shape_str(input.shape()));
+  TANDEM_CHECK(indices.dtype() == DType::i64, op, ": expected indices of dtype i64, got ",
+               indices.dtype());
+  TANDEM_CHECK(indices.shape() == input.shape(), op, ": expected indices of the input's shape ",
+               shape_str(input.shape()), ", got ", shape_str(indices.shape()));
+  int64_t positions = 1;
+  for (int64_t v : size) {
+    TANDEM_CHECK(v > 0, op, ": output_size must be positive, got ", shape_str(Shape(size)));
+    positions *= v;
+  }
+  const bool batched = input.dim() == spatial + 2;
+  const Tensor x = batched ? input : input.unsqueeze(0);
+  const Tensor idx = batched ? indices : indices.unsqueeze(0);
+  const int64_t n = x.size(0), c = x.size(1);
+  if (idx.numel() > 0) {  // on a GPU, checked at the next check point (the host does not wait)
+    NoGradGuard no_grad;
+    check_scalar(amax(idx, Shape{}).to(DType::f64), [op, positions](double v) {
+      TANDEM_CHECK_INDEX(v < static_cast<double>(positions), op, ": found an invalid max index ",
+                         static_cast<int64_t>(v), " (an output plane has ", positions,
+                         " positions)");
+    });
+    check_scalar(amin(idx, Shape{}).to(DType::f64), [op](double v) {
+      TANDEM_CHECK_INDEX(v >= 0, op, ": found an invalid max index ", static_cast<int64_t>(v));
+    });
+  }
+  Shape out_shape{n, c};
+  out_shape.insert(out_shape.end(), size.begin(), size.end());
+  const Tensor out = scatter(zeros({n, c, positions}, x.options()), 2, idx.reshape({n, c, -1}),
+                             x.reshape({n, c, -1}))
+                         .reshape(out_shape);
+  return batched ? out : out.squeeze(0);
+}
+}  // namespace
+
+Tensor max_unpool1d(const Tensor& input, const Tensor& indices, int64_t output_size) {
+  return max_unpool(input, indices, {output_size}, "max_unpool1d");
+}
+Tensor max_unpool2d(const Tensor& input, const Tensor& indices, Int2 output_size) {
+  return max_unpool(input, indices, int_list(output_size), "max_unpool2d");
+}
+Tensor max_unpool3d(const Tensor& input, const Tensor& indices, Int3 output_size) {
+  return max_unpool(input, indices, int_list(output_size), "max_unpool3d");
 }
 
 Tensor avg_pool1d(const Tensor& input, int64_t kernel_size, int64_t stride, int64_t padding,

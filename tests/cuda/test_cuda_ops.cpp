@@ -1146,6 +1146,16 @@ TEST_CASE("CUDA interpolate, flip, repeat and chunk match the CPU, forward and b
                   return cat({values.flatten(), indices.to(values.dtype()).flatten()});
                 }),
                 tol(t));
+    // The max pools' indices (3-d: the depth pool's index gathers the plane's) and unpooling
+    // by them (a scatter; its gradient gathers back).
+    same_on_gpu("max_pool3d_with_indices, max_unpool2d", {randn_as({2, 2, 4, 6, 5}, t, 79)},
+                with_gradients([](const std::vector<Tensor>& v) {
+                  auto [values, indices] = max_pool3d_with_indices(v[0], 2, 2, Int3(1, 0, 1));
+                  auto [y, i] = max_pool2d_with_indices(v[0].flatten(1, 2), 2);
+                  return cat({values.flatten(), indices.to(values.dtype()).flatten(),
+                              max_unpool2d(y, i, {6, 5}).flatten()});
+                }),
+                tol(t));
   }
 }
 

@@ -889,6 +889,30 @@ with torch.random.fork_rng():
                        [7, 6, 5, 4, 3, 2, 1, 7, 6, 5, 4, 3], [1, 1, 1, 2, 2, 3, 4, 5, 0, 0, 0, 0],
                        [4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]]),
          torch.tensor([60, 41, 33, 11, 1]), torch.tensor([12, 6, 12, 8, 1]))
+    # Max pools' indices (into each plane or volume) and their inverse, max_unpool: the values
+    # and the gradient through both.
+    case("max_pool2d_indices",
+         lambda x: F.max_pool2d(x, 3, stride=2, padding=1, return_indices=True)[1], r(2, 3, 7, 8),
+         grad=False)
+    case("max_pool1d_indices",
+         lambda x: F.max_pool1d(x, 3, stride=2, dilation=2, return_indices=True)[1], r(2, 3, 11),
+         grad=False)
+    case("max_pool3d_indices",
+         lambda x: F.max_pool3d(x, (2, 3, 2), stride=(2, 2, 1), padding=(1, 1, 0),
+                                return_indices=True)[1], r(1, 2, 5, 6, 4), grad=False)
+    case("max_pool3d_indices_ceil_dilation",
+         lambda x: F.max_pool3d(x, 2, stride=2, dilation=(2, 1, 1), ceil_mode=True,
+                                return_indices=True)[1], r(2, 1, 7, 5, 5), grad=False)
+    case("max_unpool2d", lambda x: F.max_unpool2d(*F.max_pool2d(x, 2, return_indices=True), 2),
+         r(2, 3, 6, 6))
+    case("max_unpool2d_output_size",
+         lambda x: F.max_unpool2d(*F.max_pool2d(x, 3, stride=2, padding=1, return_indices=True),
+                                  3, stride=2, padding=1, output_size=(8, 9)), r(1, 2, 8, 9))
+    case("max_unpool1d",
+         lambda x: F.max_unpool1d(*F.max_pool1d(x, 3, stride=2, return_indices=True), 3, stride=2),
+         r(2, 2, 9))
+    case("max_unpool3d", lambda x: F.max_unpool3d(*F.max_pool3d(x, 2, return_indices=True), 2),
+         r(1, 2, 4, 4, 6))
 
 with open(os.path.join(HERE, "ops.json"), "w") as f:
     json.dump({"generator": "torch " + torch.__version__, "cases": cases}, f)

@@ -2777,6 +2777,80 @@ TEST_CASE("libtorch names: the built-in layers and containers clone", "[libtorch
   }
 }
 
+TEST_CASE("libtorch names: the max pools' indices and MaxUnpool1d/2d/3d", "[libtorch]") {
+  namespace nn = torch::nn;
+  namespace F = torch::nn::functional;
+  torch::manual_seed(11);
+  const torch::Tensor x = torch::rand({2, 3, 6, 8});  // positive: above the zeros unpooled
+  nn::MaxPool2d pool(nn::MaxPool2dOptions(2));
+  torch::Tensor values, indices;  // (clang refuses structured bindings in the lambdas below)
+  std::tie(values, indices) = pool.forward_with_indices(x);
+  CHECK(values.equal(pool.forward(x)));
+  CHECK(indices.scalar_type() == torch::kLong);
+  // Each index names its value in its own H x W plane; a channels-last input gives the same.
+  CHECK(x.flatten(2).gather(2, indices.flatten(2)).view({2, 3, 3, 4}).equal(values));
+  auto [cl_values, cl_indices] = F::max_pool2d_with_indices(
+      x.contiguous(tandem::MemoryFormat::ChannelsLast), F::MaxPool2dFuncOptions(2));
+  CHECK(cl_indices.equal(indices));
+  // Unpooling puts each value back where it was and zeros elsewhere: the pool of that is the
+  // values again (they are positive), and it keeps exactly the input's entries at the maxima.
+  nn::MaxUnpool2d unpool(nn::MaxUnpool2dOptions(2));
+  const torch::Tensor back = unpool.forward(values, indices);
+  CHECK(back.sizes() == x.sizes());
+  CHECK(pool.forward(back).equal(values));
+  CHECK(torch::where(torch::ne(back, 0.0), x, back).equal(back));
+  CHECK(torch::ne(back, 0.0).sum().item<int64_t>() == values.numel());
+  // output_size as (H, W) or (N, C, H, W), within stride of the default
+  CHECK(unpool.forward(values, indices, std::vector<int64_t>{2, 3, 7, 9}).sizes() ==
+        Shape{2, 3, 7, 9});
+  CHECK(F::max_unpool2d(values, indices,
+                        F::MaxUnpool2dFuncOptions(2).output_size(std::vector<int64_t>{6, 8}))
+            .equal(back));
+  // Unbatched, and the 1-d and 3-d forms: indices along L and into each D x H x W volume
+  auto [v2, i2] = F::max_pool2d_with_indices(x[0], F::MaxPool2dFuncOptions(2));
+  CHECK(v2.equal(values[0]));
+  CHECK(i2.equal(indices[0]));
+  CHECK(torch::max_unpool2d(v2, i2, {6, 8}).equal(back[0]));
+  const torch::Tensor seq = torch::randn({2, 4, 11});
+  auto [v1, i1] = nn::MaxPool1d(nn::MaxPool1dOptions(3).stride(2)).forward_with_indices(seq);
+  CHECK(seq.gather(2, i1).equal(v1));
+  CHECK(nn::MaxUnpool1d(nn::MaxUnpool1dOptions(3).stride(2)).forward(v1, i1).size(2) == 11);
+  const torch::Tensor vol = torch::randn({2, 2, 5, 4, 6});
+  auto [v3, i3] = nn::MaxPool3d(nn::MaxPool3dOptions(2).padding(1)).forward_with_indices(vol);
+  CHECK(vol.flatten(2).gather(2, i3.flatten(2)).view(v3.sizes()).equal(v3));
+  CHECK(nn::MaxUnpool3d(nn::MaxUnpool3dOptions(2).padding(1))
+            .forward(v3, i3, std::vector<int64_t>{5, 4, 6})
+            .flatten(2)
+            .gather(2, i3.flatten(2))
+            .view(v3.sizes())
+            .equal(v3));
+  // torch's reprs
+  std::ostringstream os;
+  os << unpool << " " << nn::MaxUnpool1d(3) << " "
+     << nn::MaxUnpool3d(nn::MaxUnpool3dOptions(2).padding(1));
+  CHECK(os.str() ==
+        "MaxUnpool2d(kernel_size=(2, 2), stride=(2, 2), padding=(0, 0)) "
+        "MaxUnpool1d(kernel_size=(3,), stride=(3,), padding=(0,)) "
+        "MaxUnpool3d(kernel_size=(2, 2, 2), stride=(2, 2, 2), padding=(1, 1, 1))");
+  // Bad input: torch's messages, and nothing written
+  CHECK(tandem::testing::error_of([&] {
+          unpool.forward(values, indices, std::vector<int64_t>{7, 11});
+        }) == "max_unpool2d: invalid output_size (7, 11) (dim 1 must be between 6 and 10)");
+  CHECK(tandem::testing::error_of([&] {
+          unpool.forward(values, indices, std::vector<int64_t>{6, 8, 1});
+        }) == "max_unpool2d: output_size should have 2 or 4 elements, but it has 3");
+  CHECK(tandem::testing::error_of([&] { unpool.forward(values, indices.to(torch::kFloat)); }) ==
+        "max_unpool2d: expected indices of dtype i64, got f32");
+  CHECK(tandem::testing::error_of([&] { unpool.forward(values, indices.narrow(3, 0, 2)); }) ==
+        "max_unpool2d: expected indices of the input's shape (2, 3, 3, 4), got (2, 3, 3, 2)");
+  CHECK_THROWS_AS(unpool.forward(values, torch::add(indices, 48)), tandem::IndexError);
+  CHECK(tandem::testing::error_of([&] {
+          torch::max_unpool2d(values, torch::sub(indices, 1), {6, 8});
+        }).find("max_unpool2d: found an invalid max index -1") == 0);
+  CHECK(tandem::testing::error_of([&] { unpool.forward(values); }).find("forward") !=
+        std::string::npos);
+}
+
 TEST_CASE("libtorch names: AdaptiveMaxPool1d/2d, their indices and pad_sequence", "[libtorch]") {
   namespace nn = torch::nn;
   namespace F = torch::nn::functional;

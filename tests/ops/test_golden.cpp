@@ -654,6 +654,45 @@ const std::map<std::string, Fn>& ops() {
        [](V x) { return ctc_loss(log_softmax(x[0], 2), x[1], x[2], x[3], 0, Reduction::none); }},
       {"ctc_loss_long",
        [](V x) { return ctc_loss(log_softmax(x[0], 2), x[1], x[2], x[3], 0, Reduction::none); }},
+      {"max_pool2d_indices",
+       [](V x) { return std::get<1>(max_pool2d_with_indices(x[0], 3, 2, 1)); }},
+      {"max_pool1d_indices",
+       [](V x) {
+         return std::get<1>(
+             F::max_pool1d_with_indices(x[0], F::MaxPool1dFuncOptions(3).stride(2).dilation(2)));
+       }},
+      {"max_pool3d_indices",
+       [](V x) {
+         return std::get<1>(
+             max_pool3d_with_indices(x[0], Int3(2, 3, 2), Int3(2, 2, 1), Int3(1, 1, 0)));
+       }},
+      {"max_pool3d_indices_ceil_dilation",
+       [](V x) {
+         return std::get<1>(nn::MaxPool3d(nn::MaxPool3dOptions(2).stride(2).dilation(Int3(2, 1, 1))
+                                              .ceil_mode(true))
+                                .forward_with_indices(x[0]));
+       }},
+      {"max_unpool2d",
+       [](V x) {
+         auto [y, i] = F::max_pool2d_with_indices(x[0], F::MaxPool2dFuncOptions(2));
+         return F::max_unpool2d(y, i, F::MaxUnpool2dFuncOptions(2));
+       }},
+      {"max_unpool2d_output_size",
+       [](V x) {
+         auto [y, i] = max_pool2d_with_indices(x[0], 3, 2, 1);
+         return nn::MaxUnpool2d(nn::MaxUnpool2dOptions(3).stride(2).padding(1))
+             .forward(y, i, std::vector<int64_t>{8, 9});
+       }},
+      {"max_unpool1d",
+       [](V x) {
+         auto [y, i] = nn::MaxPool1d(nn::MaxPool1dOptions(3).stride(2)).forward_with_indices(x[0]);
+         return F::max_unpool1d(y, i, F::MaxUnpool1dFuncOptions(3).stride(2));
+       }},
+      {"max_unpool3d",
+       [](V x) {
+         auto [y, i] = max_pool3d_with_indices(x[0], 2);
+         return max_unpool3d(y, i, Int3(4, 4, 6));
+       }},
       {"ctc_loss_padded_mean",
        [](V x) { return nn::CTCLoss()(log_softmax(x[0], 2), x[1], x[2], x[3]); }},
       {"ctc_loss_concatenated_blank_none",

@@ -255,6 +255,77 @@ inline Tensor max_pool3d(const Tensor& input, const MaxPool3dFuncOptions& o) {
   return tandem::max_pool3d(input, o.kernel_size(), o.stride(), o.padding(), o.dilation(),
                             o.ceil_mode());
 }
+/// (values, indices), as libtorch's F::max_pool2d_with_indices: the indices into each plane, as
+/// max_unpool takes them.
+inline std::tuple<Tensor, Tensor> max_pool1d_with_indices(const Tensor& input,
+                                                          const MaxPool1dFuncOptions& o) {
+  return tandem::max_pool1d_with_indices(input, o.kernel_size(), o.stride(), o.padding(),
+                                         o.dilation(), o.ceil_mode());
+}
+inline std::tuple<Tensor, Tensor> max_pool2d_with_indices(const Tensor& input,
+                                                          const MaxPool2dFuncOptions& o) {
+  return tandem::max_pool2d_with_indices(input, o.kernel_size(), o.stride(), o.padding(),
+                                         o.dilation(), o.ceil_mode());
+}
+inline std::tuple<Tensor, Tensor> max_pool3d_with_indices(const Tensor& input,
+                                                          const MaxPool3dFuncOptions& o) {
+  return tandem::max_pool3d_with_indices(input, o.kernel_size(), o.stride(), o.padding(),
+                                         o.dilation(), o.ceil_mode());
+}
+
+/// libtorch's MaxUnpoolFuncOptions<D>: the pool's window (stride defaults to the kernel size),
+/// and the output's spatial size where the default, (in - 1) stride - 2 padding + kernel per
+/// dim, is not meant (D numbers, or D + 2 with N and C first; each within stride of the
+/// default).
+template <size_t D>
+struct MaxUnpoolFuncOptions {
+  MaxUnpoolFuncOptions(IntN<D> kernel_size)  // NOLINT(google-explicit-constructor)
+      : kernel_size_(kernel_size), stride_(kernel_size) {}
+  TANDEM_ARG(IntN<D>, kernel_size);
+  TANDEM_ARG(IntN<D>, stride);
+  TANDEM_ARG(IntN<D>, padding) = 0;
+  TANDEM_ARG(std::optional<std::vector<int64_t>>, output_size) = std::nullopt;
+};
+using MaxUnpool1dFuncOptions = MaxUnpoolFuncOptions<1>;
+using MaxUnpool2dFuncOptions = MaxUnpoolFuncOptions<2>;
+using MaxUnpool3dFuncOptions = MaxUnpoolFuncOptions<3>;
+namespace detail {
+/// libtorch's _unpool_output_size: the default size, or output_size checked against it.
+std::vector<int64_t> unpool_output_size(const Tensor& input, const std::vector<int64_t>& kernel,
+                                        const std::vector<int64_t>& stride,
+                                        const std::vector<int64_t>& padding,
+                                        const std::optional<std::vector<int64_t>>& output_size,
+                                        const char* op);
+template <size_t D>
+IntN<D> unpool_size(const Tensor& input, const MaxUnpoolFuncOptions<D>& o, const char* op) {
+  return int_n<D>(unpool_output_size(input, int_list(o.kernel_size()), int_list(o.stride()),
+                                     int_list(o.padding()), o.output_size(), op));
+}
+}  // namespace detail
+namespace detail {
+template <size_t D>
+Tensor max_unpool(const Tensor& input, const Tensor& indices, const MaxUnpoolFuncOptions<D>& o) {
+  if constexpr (D == 1) {
+    return tandem::max_unpool1d(input, indices, unpool_size(input, o, "max_unpool1d"));
+  } else if constexpr (D == 2) {
+    return tandem::max_unpool2d(input, indices, unpool_size(input, o, "max_unpool2d"));
+  } else {
+    return tandem::max_unpool3d(input, indices, unpool_size(input, o, "max_unpool3d"));
+  }
+}
+}  // namespace detail
+inline Tensor max_unpool1d(const Tensor& input, const Tensor& indices,
+                           const MaxUnpool1dFuncOptions& o) {
+  return detail::max_unpool(input, indices, o);
+}
+inline Tensor max_unpool2d(const Tensor& input, const Tensor& indices,
+                           const MaxUnpool2dFuncOptions& o) {
+  return detail::max_unpool(input, indices, o);
+}
+inline Tensor max_unpool3d(const Tensor& input, const Tensor& indices,
+                           const MaxUnpool3dFuncOptions& o) {
+  return detail::max_unpool(input, indices, o);
+}
 inline Tensor avg_pool2d(const Tensor& input, const AvgPool2dFuncOptions& o) {
   return tandem::avg_pool2d(input, o.kernel_size(), o.stride(), o.padding(), o.ceil_mode(),
                             o.count_include_pad(), o.divisor_override());

@@ -616,6 +616,8 @@ class MaxPool1d : public detail::PoolLayer<MaxPool1dOptions> {
   TANDEM_MODULE_CLONE(MaxPool1d, options)
   explicit MaxPool1d(const MaxPool1dOptions& options) : PoolLayer("MaxPool1d", options) {}
   Tensor forward(const Tensor& input) override;
+  /// (values, indices), as max_pool1d_with_indices.
+  std::tuple<Tensor, Tensor> forward_with_indices(const Tensor& input);
 };
 
 /// (torch's 1-d average pool has no divisor_override: setting it is refused.)
@@ -645,6 +647,8 @@ class MaxPool2d : public detail::PoolLayer<MaxPool2dOptions> {
   explicit MaxPool2d(Int2 kernel_size, Int2 stride = 0, Int2 padding = 0)
       : MaxPool2d(MaxPool2dOptions(kernel_size).stride(stride).padding(padding)) {}
   Tensor forward(const Tensor& input) override;
+  /// (values, indices), as max_pool2d_with_indices.
+  std::tuple<Tensor, Tensor> forward_with_indices(const Tensor& input);
 };
 
 class AvgPool2d : public detail::PoolLayer<AvgPool2dOptions> {
@@ -661,6 +665,8 @@ class MaxPool3d : public detail::PoolLayer<MaxPool3dOptions> {
   TANDEM_MODULE_CLONE(MaxPool3d, options)
   explicit MaxPool3d(const MaxPool3dOptions& options) : PoolLayer("MaxPool3d", options) {}
   Tensor forward(const Tensor& input) override;
+  /// (values, indices), as max_pool3d_with_indices.
+  std::tuple<Tensor, Tensor> forward_with_indices(const Tensor& input);
 };
 
 class AvgPool3d : public detail::PoolLayer<AvgPool3dOptions> {
@@ -668,6 +674,57 @@ class AvgPool3d : public detail::PoolLayer<AvgPool3dOptions> {
   TANDEM_MODULE_CLONE(AvgPool3d, options)
   explicit AvgPool3d(const AvgPool3dOptions& options) : PoolLayer("AvgPool3d", options) {}
   Tensor forward(const Tensor& input) override;
+};
+
+/// libtorch's MaxUnpoolOptions<D>: the pool's window, stride defaulting to the kernel size.
+template <size_t D>
+struct MaxUnpoolOptions {
+  MaxUnpoolOptions(IntN<D> kernel_size)  // NOLINT(google-explicit-constructor)
+      : kernel_size_(kernel_size), stride_(kernel_size) {}
+  TANDEM_ARG(IntN<D>, kernel_size);
+  TANDEM_ARG(IntN<D>, stride);
+  TANDEM_ARG(IntN<D>, padding) = 0;
+};
+using MaxUnpool1dOptions = MaxUnpoolOptions<1>;
+using MaxUnpool2dOptions = MaxUnpoolOptions<2>;
+using MaxUnpool3dOptions = MaxUnpoolOptions<3>;
+
+namespace detail {
+/// MaxUnpool1d/2d/3d: forward(input, indices) with the indices a MaxPool's forward_with_indices
+/// gave, and output_size as F::max_unpool's (the default size where not given).
+template <size_t D>
+class MaxUnpoolLayer : public Module {
+ public:
+  MaxUnpoolLayer(const char* type_name, const MaxUnpoolOptions<D>& o)
+      : Module(type_name), options(o) {}
+  using Module::forward;  // one input: refused, as for every module of two
+  Tensor forward(const Tensor& input, const Tensor& indices,
+                 const std::optional<std::vector<int64_t>>& output_size = std::nullopt);
+  std::string extra_repr() const override;
+  const MaxUnpoolOptions<D> options;
+};
+extern template class MaxUnpoolLayer<1>;
+extern template class MaxUnpoolLayer<2>;
+extern template class MaxUnpoolLayer<3>;
+}  // namespace detail
+
+class MaxUnpool1d : public detail::MaxUnpoolLayer<1> {
+ public:
+  TANDEM_MODULE_CLONE(MaxUnpool1d, options)
+  explicit MaxUnpool1d(const MaxUnpool1dOptions& options)
+      : MaxUnpoolLayer("MaxUnpool1d", options) {}
+};
+class MaxUnpool2d : public detail::MaxUnpoolLayer<2> {
+ public:
+  TANDEM_MODULE_CLONE(MaxUnpool2d, options)
+  explicit MaxUnpool2d(const MaxUnpool2dOptions& options)
+      : MaxUnpoolLayer("MaxUnpool2d", options) {}
+};
+class MaxUnpool3d : public detail::MaxUnpoolLayer<3> {
+ public:
+  TANDEM_MODULE_CLONE(MaxUnpool3d, options)
+  explicit MaxUnpool3d(const MaxUnpool3dOptions& options)
+      : MaxUnpoolLayer("MaxUnpool3d", options) {}
 };
 
 /// libtorch's AdaptiveAvgPool2dOptions({1, 1}) or (1): the output size.
@@ -794,6 +851,7 @@ class CosineSimilarity : public Module {
   TANDEM_MODULE_CLONE(CosineSimilarity, options)
   explicit CosineSimilarity(const CosineSimilarityOptions& options = {})
       : Module("CosineSimilarity"), options(options) {}
+  using Module::forward;  // one input: refused, as for every module of two
   Tensor forward(const Tensor& x1, const Tensor& x2);
   Tensor operator()(const Tensor& x1, const Tensor& x2) { return forward(x1, x2); }
   const CosineSimilarityOptions options;
@@ -810,6 +868,7 @@ class PairwiseDistance : public Module {
   TANDEM_MODULE_CLONE(PairwiseDistance, options)
   explicit PairwiseDistance(const PairwiseDistanceOptions& options = {})
       : Module("PairwiseDistance"), options(options) {}
+  using Module::forward;  // one input: refused, as for every module of two
   Tensor forward(const Tensor& x1, const Tensor& x2);
   Tensor operator()(const Tensor& x1, const Tensor& x2) { return forward(x1, x2); }
   const PairwiseDistanceOptions options;
@@ -1110,6 +1169,7 @@ class Bilinear : public Module {
   Bilinear(int64_t in1_features, int64_t in2_features, int64_t out_features)
       : Bilinear(BilinearOptions(in1_features, in2_features, out_features)) {}
   void reset_parameters();
+  using Module::forward;  // one input: refused, as for every module of two
   Tensor forward(const Tensor& input1, const Tensor& input2);
   std::string extra_repr() const override;
   Tensor weight, bias;

@@ -134,6 +134,12 @@ Tensor sync_batch_norm(const Tensor& input, const Tensor& running_mean, const Te
 /// ceil_mode: output sizes rounded up (the last window may hang past the input), as torch's.
 Tensor max_pool2d(const Tensor& input, Int2 kernel_size, Int2 stride = 0, Int2 padding = 0,
                   Int2 dilation = 1, bool ceil_mode = false);
+/// max_pool2d and where each maximum lies, as torch's max_pool2d_with_indices: (values,
+/// indices), the indices i64 into each H x W plane of the input (ih * W + iw), laid out as the
+/// values.
+std::tuple<Tensor, Tensor> max_pool2d_with_indices(const Tensor& input, Int2 kernel_size,
+                                                   Int2 stride = 0, Int2 padding = 0,
+                                                   Int2 dilation = 1, bool ceil_mode = false);
 /// Each window's sum divided by divisor_override where given, else by its taps in the padded
 /// input (count_include_pad, torch's default) or in the input alone; ceil_mode as max_pool2d's.
 Tensor avg_pool2d(const Tensor& input, Int2 kernel_size, Int2 stride = 0, Int2 padding = 0,
@@ -150,6 +156,10 @@ std::tuple<Tensor, Tensor> adaptive_max_pool1d(const Tensor& input, int64_t outp
 /// The 1-D pools, as torch's, of (N, C, L) or (C, L): the 2-D pools over a height of 1.
 Tensor max_pool1d(const Tensor& input, int64_t kernel_size, int64_t stride = 0, int64_t padding = 0,
                   int64_t dilation = 1, bool ceil_mode = false);
+/// The indices along L.
+std::tuple<Tensor, Tensor> max_pool1d_with_indices(const Tensor& input, int64_t kernel_size,
+                                                   int64_t stride = 0, int64_t padding = 0,
+                                                   int64_t dilation = 1, bool ceil_mode = false);
 Tensor avg_pool1d(const Tensor& input, int64_t kernel_size, int64_t stride = 0, int64_t padding = 0,
                   bool ceil_mode = false, bool count_include_pad = true);
 Tensor adaptive_avg_pool1d(const Tensor& input, int64_t output_size);
@@ -158,6 +168,18 @@ Tensor adaptive_avg_pool1d(const Tensor& input, int64_t output_size);
 /// the 2-D pool over (H, W) and then over D (a window's max, sum and divisor all factor so).
 Tensor max_pool3d(const Tensor& input, Int3 kernel_size, Int3 stride = 0, Int3 padding = 0,
                   Int3 dilation = 1, bool ceil_mode = false);
+/// The indices into each D x H x W volume (id * H * W + ih * W + iw).
+std::tuple<Tensor, Tensor> max_pool3d_with_indices(const Tensor& input, Int3 kernel_size,
+                                                   Int3 stride = 0, Int3 padding = 0,
+                                                   Int3 dilation = 1, bool ceil_mode = false);
+
+/// The max pools' partial inverse, as torch's max_unpool1d/2d/3d: a zero tensor of output_size
+/// per plane (L, H x W or D x H x W), each input value written where its index says (indices of
+/// the input's shape, i64, as the *_with_indices pools give them; one outside the plane is an
+/// IndexError, on a GPU at the next check point). (N, C, ...) or unbatched (C, ...).
+Tensor max_unpool1d(const Tensor& input, const Tensor& indices, int64_t output_size);
+Tensor max_unpool2d(const Tensor& input, const Tensor& indices, Int2 output_size);
+Tensor max_unpool3d(const Tensor& input, const Tensor& indices, Int3 output_size);
 Tensor avg_pool3d(const Tensor& input, Int3 kernel_size, Int3 stride = 0, Int3 padding = 0,
                   bool ceil_mode = false, bool count_include_pad = true,
                   std::optional<int64_t> divisor_override = std::nullopt);
