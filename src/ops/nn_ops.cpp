@@ -40,7 +40,7 @@ int64_t out_size(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, bool ce
 // unbatched one by adding and removing the batch dim.
 template <int kSpatial = 2, typename F>
 Tensor with_batch_dim(const Tensor& input, const char* op, F&& f) {
-  const char* dims = kSpatial == 2 ? "H, W)" : "D, H, W)";
+  const char* dims = kSpatial == 1 ? "L)" : kSpatial == 2 ? "H, W)" : "D, H, W)";
   TANDEM_CHECK(input.dim() == kSpatial + 1 || input.dim() == kSpatial + 2, op,
                ": input must be (N, C, ", dims, " or (C, ", dims, ", got ",
                shape_str(input.shape()));
@@ -1132,14 +1132,19 @@ std::tuple<Tensor, Tensor> max_pool3d_with_indices(const Tensor& input, Int3 ker
         max_pool2d_with_indices(planes.reshape({n, c, d, ho * wo}), {kernel_size.d, 1}, {s.d, 1},
                                 {padding.d, 0}, {dilation.d, 1}, ceil_mode);
     const Shape shape{n, c, y.size(2), ho, wo};
-    const Tensor flat_depth = depth_idx.reshape({n, c, -1});
+    const Tensor flat_depth = depth_idx.reshape({n, c, y.size(2) * ho * wo});
+    // A window of padding alone has index -1 in either pool (its value is -inf): -1 here too.
+    const Tensor padding_only = lt(flat_depth, 0.0);
+    const Tensor at = where(padding_only, zeros_like(flat_depth), flat_depth);
     // Plane p's first index: (p / (H_out W_out)) H W, for each p of the depth pool's input.
-    const Tensor plane_start = mul(arange(d, TensorOptions(DType::i64).device(in.device())), h * w)
-                                   .reshape({d, 1})
-                                   .expand({d, ho * wo})
-                                   .reshape({-1});
-    idx = add(index_select(plane_start, 0, flat_depth.reshape({-1})).reshape(flat_depth.shape()),
-              gather(plane_idx.reshape({n, c, -1}), 2, flat_depth))
+    const Tensor plane_start =
+        mul(arange(static_cast<double>(d), TensorOptions(DType::i64).device(in.device())), h * w)
+            .reshape({d, 1})
+            .expand({d, ho * wo})
+            .reshape({d * ho * wo});
+    const Tensor in_plane = gather(plane_idx.reshape({n, c, d * ho * wo}), 2, at);
+    idx = where(logical_or(padding_only, lt(in_plane, 0.0)), full_like(in_plane, -1.0),
+                add(index_select(plane_start, 0, at.flatten()).reshape(at.shape()), in_plane))
               .reshape(shape);
     return y.reshape(shape);
   });
@@ -1233,6 +1238,7 @@ Tensor max_unpool(const Tensor& input, const Tensor& indices, const std::vector<
   check_defined(input, op, "input");
   check_defined(indices, op, "indices");
   check_inputs({input, indices}, op);
+  check_floating(input, op);
   const int64_t spatial = static_cast<int64_t>(size.size());
   const char* dims = spatial == 1 ? "L)" : spatial == 2 ? "H, W)" : "D, H, W)";
   TANDEM_CHECK(input.dim() == spatial + 1 || input.dim() == spatial + 2, op,
@@ -1244,7 +1250,7 @@ Tensor max_unpool(const Tensor& input, const Tensor& indices, const std::vector<
                shape_str(input.shape()), ", got ", shape_str(indices.shape()));
   int64_t positions = 1;
   for (int64_t v : size) {
-    TANDEM_CHECK(v > 0, op, ": output_size must be positive, got ", shape_str(Shape(size)));
+    TANDEM_CHECK(v >= 0, op, ": output_size must not be negative, got ", shape_str(Shape(size)));
     positions *= v;
   }
   const bool batched = input.dim() == spatial + 2;
@@ -1264,8 +1270,9 @@ Tensor max_unpool(const Tensor& input, const Tensor& indices, const std::vector<
   }
   Shape out_shape{n, c};
   out_shape.insert(out_shape.end(), size.begin(), size.end());
-  const Tensor out = scatter(zeros({n, c, positions}, x.options()), 2, idx.reshape({n, c, -1}),
-                             x.reshape({n, c, -1}))
+  const int64_t per_plane = n * c == 0 ? 0 : x.numel() / (n * c);
+  const Tensor out = scatter(zeros({n, c, positions}, x.options()), 2,
+                             idx.reshape({n, c, per_plane}), x.reshape({n, c, per_plane}))
                          .reshape(out_shape);
   return batched ? out : out.squeeze(0);
 }
@@ -1279,6 +1286,14 @@ Tensor max_unpool2d(const Tensor& input, const Tensor& indices, Int2 output_size
 }
 Tensor max_unpool3d(const Tensor& input, const Tensor& indices, Int3 output_size) {
   return max_unpool(input, indices, int_list(output_size), "max_unpool3d");
+}
+Tensor max_unpool3d(const Tensor& input, const Tensor& indices, Int3 output_size, Int3 stride,
+                    Int3 padding) {
+  TANDEM_CHECK(std::min({stride.d, stride.h, stride.w}) > 0 &&
+                   std::min({padding.d, padding.h, padding.w}) >= 0,
+               "max_unpool3d: stride ", int3_str(stride), " must be positive and padding ",
+               int3_str(padding), " non-negative");
+  return max_unpool3d(input, indices, output_size);
 }
 
 Tensor avg_pool1d(const Tensor& input, int64_t kernel_size, int64_t stride, int64_t padding,

@@ -2849,6 +2849,32 @@ TEST_CASE("libtorch names: the max pools' indices and MaxUnpool1d/2d/3d", "[libt
         }).find("max_unpool2d: found an invalid max index -1") == 0);
   CHECK(tandem::testing::error_of([&] { unpool.forward(values); }).find("forward") !=
         std::string::npos);
+  CHECK(tandem::testing::error_of([&] {
+          torch::max_unpool2d(values.to(torch::kLong), indices, {6, 8});
+        }) ==
+        "max_unpool2d: expected a floating-point input (f32, f64, f16 or bf16), got dtype i64");
+  // libtorch's forms: built from a kernel size, called with two or three arguments, ATen's
+  // max_unpool3d with stride and padding
+  nn::MaxUnpool2d by_size(2);
+  CHECK(by_size(values, indices).equal(back));
+  CHECK(by_size(values, indices, std::vector<int64_t>{7, 8}).sizes() == Shape{2, 3, 7, 8});
+  CHECK(tandem::int_list(nn::MaxUnpool3d(2).options.stride()) == std::vector<int64_t>{2, 2, 2});
+  CHECK(torch::max_unpool3d(v3, i3, {5, 4, 6}, {2, 2, 2}, {1, 1, 1})
+            .equal(torch::max_unpool3d(v3, i3, {5, 4, 6})));
+  // An empty batch, and an output of no positions (torch takes both)
+  auto [v0, i0] = torch::max_pool3d_with_indices(torch::randn({0, 3, 4, 4, 4}), 2);
+  CHECK(v0.sizes() == Shape{0, 3, 2, 2, 2});
+  CHECK(torch::max_unpool3d(v0, i0, {4, 4, 4}).sizes() == Shape{0, 3, 4, 4, 4});
+  CHECK(torch::max_unpool2d(torch::zeros({2, 3, 0, 4}), torch::zeros({2, 3, 0, 4}, torch::kLong),
+                            {0, 8})
+            .sizes() == Shape{2, 3, 0, 8});
+  // A depth window over padding alone (dilation 3 past a depth of 2): -inf, index -1, as the
+  // 2-d pool's windows of padding alone
+  auto [vp, ip] = torch::max_pool3d_with_indices(torch::randn({1, 1, 2, 3, 3}), {2, 1, 1},
+                                                 {2, 1, 1}, {1, 0, 0}, {3, 1, 1});
+  CHECK(std::isinf(vp.flatten()[0].item<float>()));
+  CHECK(vp.flatten()[0].item<float>() < 0);
+  CHECK(ip.flatten()[0].item<int64_t>() == -1);
 }
 
 TEST_CASE("libtorch names: AdaptiveMaxPool1d/2d, their indices and pad_sequence", "[libtorch]") {

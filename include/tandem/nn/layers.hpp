@@ -700,6 +700,10 @@ class MaxUnpoolLayer : public Module {
   using Module::forward;  // one input: refused, as for every module of two
   Tensor forward(const Tensor& input, const Tensor& indices,
                  const std::optional<std::vector<int64_t>>& output_size = std::nullopt);
+  Tensor operator()(const Tensor& input, const Tensor& indices,
+                    const std::optional<std::vector<int64_t>>& output_size = std::nullopt) {
+    return forward(input, indices, output_size);
+  }
   std::string extra_repr() const override;
   const MaxUnpoolOptions<D> options;
 };
@@ -713,18 +717,21 @@ class MaxUnpool1d : public detail::MaxUnpoolLayer<1> {
   TANDEM_MODULE_CLONE(MaxUnpool1d, options)
   explicit MaxUnpool1d(const MaxUnpool1dOptions& options)
       : MaxUnpoolLayer("MaxUnpool1d", options) {}
+  explicit MaxUnpool1d(IntN<1> kernel_size) : MaxUnpool1d(MaxUnpool1dOptions(kernel_size)) {}
 };
 class MaxUnpool2d : public detail::MaxUnpoolLayer<2> {
  public:
   TANDEM_MODULE_CLONE(MaxUnpool2d, options)
   explicit MaxUnpool2d(const MaxUnpool2dOptions& options)
       : MaxUnpoolLayer("MaxUnpool2d", options) {}
+  explicit MaxUnpool2d(IntN<2> kernel_size) : MaxUnpool2d(MaxUnpool2dOptions(kernel_size)) {}
 };
 class MaxUnpool3d : public detail::MaxUnpoolLayer<3> {
  public:
   TANDEM_MODULE_CLONE(MaxUnpool3d, options)
   explicit MaxUnpool3d(const MaxUnpool3dOptions& options)
       : MaxUnpoolLayer("MaxUnpool3d", options) {}
+  explicit MaxUnpool3d(IntN<3> kernel_size) : MaxUnpool3d(MaxUnpool3dOptions(kernel_size)) {}
 };
 
 /// libtorch's AdaptiveAvgPool2dOptions({1, 1}) or (1): the output size.

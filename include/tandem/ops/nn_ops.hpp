@@ -180,6 +180,9 @@ std::tuple<Tensor, Tensor> max_pool3d_with_indices(const Tensor& input, Int3 ker
 Tensor max_unpool1d(const Tensor& input, const Tensor& indices, int64_t output_size);
 Tensor max_unpool2d(const Tensor& input, const Tensor& indices, Int2 output_size);
 Tensor max_unpool3d(const Tensor& input, const Tensor& indices, Int3 output_size);
+/// ATen's form: stride and padding are only checked (the indices say where each value goes).
+Tensor max_unpool3d(const Tensor& input, const Tensor& indices, Int3 output_size, Int3 stride,
+                    Int3 padding);
 Tensor avg_pool3d(const Tensor& input, Int3 kernel_size, Int3 stride = 0, Int3 padding = 0,
                   bool ceil_mode = false, bool count_include_pad = true,
                   std::optional<int64_t> divisor_override = std::nullopt);
