@@ -35,6 +35,7 @@ template <typename Options, Tensor (*Loss)(const Tensor&, const Tensor&, const O
 class LossModule : public Module {
  public:
   LossModule(const char* name, const Options& options) : Module(name), options(options) {}
+  using Module::forward;  // one input: refused, as for every module of two
   Tensor forward(const Tensor& input, const Tensor& target) {
     return Loss(input, target, options);
   }
@@ -48,6 +49,7 @@ template <typename Options,
 class Loss3Module : public Module {
  public:
   Loss3Module(const char* name, const Options& options) : Module(name), options(options) {}
+  using Module::forward;  // one input: refused, as for every module of two
   Tensor forward(const Tensor& a, const Tensor& b, const Tensor& c) {
     return Loss(a, b, c, options);
   }
@@ -102,6 +104,7 @@ class CTCLoss : public Module {
  public:
   TANDEM_MODULE_CLONE(CTCLoss, options)
   explicit CTCLoss(const CTCLossOptions& options = {}) : Module("CTCLoss"), options(options) {}
+  using Module::forward;  // one input: refused, as for every module of two
   Tensor forward(const Tensor& log_probs, const Tensor& targets, const Tensor& input_lengths,
                  const Tensor& target_lengths) {
     return functional::ctc_loss(log_probs, targets, input_lengths, target_lengths, options);

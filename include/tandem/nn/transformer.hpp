@@ -88,6 +88,7 @@ class TransformerDecoderLayer : public Module {
       : TransformerDecoderLayer(TransformerDecoderLayerOptions(d_model, nhead)) {}
   /// tgt (T, N, E), memory (S, N, E); the masks as MultiheadAttention's: tgt_mask (T, T),
   /// memory_mask (T, S), the key padding masks (N, T) and (N, S).
+  using Module::forward;  // one input: refused, as for every module of two
   Tensor forward(const Tensor& tgt, const Tensor& memory, const Tensor& tgt_mask = {},
                  const Tensor& memory_mask = {}, const Tensor& tgt_key_padding_mask = {},
                  const Tensor& memory_key_padding_mask = {});
@@ -149,6 +150,7 @@ class TransformerDecoder : public Module {
   TANDEM_MODULE_CLONE(TransformerDecoder,
                       TransformerDecoderOptions(options).norm(norm ? norm->clone() : nullptr))
   explicit TransformerDecoder(const TransformerDecoderOptions& options);
+  using Module::forward;  // one input: refused, as for every module of two
   Tensor forward(const Tensor& tgt, const Tensor& memory, const Tensor& tgt_mask = {},
                  const Tensor& memory_mask = {}, const Tensor& tgt_key_padding_mask = {},
                  const Tensor& memory_key_padding_mask = {});
@@ -184,6 +186,7 @@ class Transformer : public Module {
   TANDEM_MODULE_CLONE(Transformer, options)
   explicit Transformer(const TransformerOptions& options = {});
   /// src (S, N, E), tgt (T, N, E) -> (T, N, E).
+  using Module::forward;  // one input: refused, as for every module of two
   Tensor forward(const Tensor& src, const Tensor& tgt, const Tensor& src_mask = {},
                  const Tensor& tgt_mask = {}, const Tensor& memory_mask = {},
                  const Tensor& src_key_padding_mask = {}, const Tensor& tgt_key_padding_mask = {},
