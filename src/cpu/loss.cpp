@@ -55,23 +55,23 @@ void pick_classes_backward(const Tensor& grad_x, const Tensor& grad, const Tenso
 // largest of three terms is exp(0) = 1 exactly, as the scalar form takes it.
 class CtcRows {
  public:
-  CtcRows(const int64_t* target, int64_t target_length, const ctc::Geometry& g)
-      : g_(g),
-        states_(2 * target_length + 1),
-        width_((states_ + vec::kWidth - 1) / vec::kWidth * vec::kWidth) {
+  explicit CtcRows(const ctc::Geometry& g) : g_(g) {}
+  /// Lays out the next sample's states (the buffers keep their capacity from one to the next).
+  void start(const int64_t* target, int64_t target_length) {
+    states_ = 2 * target_length + 1;
+    const int64_t width = (states_ + vec::kWidth - 1) / vec::kWidth * vec::kWidth;
     label_.resize(static_cast<size_t>(states_));
-    for (int64_t s = 0; s < states_; ++s) label_[s] = ctc::label(target, s, g.blank);
-    back_.assign(static_cast<size_t>(width_), 0);
-    on_.assign(static_cast<size_t>(width_), 0);
+    for (int64_t s = 0; s < states_; ++s) label_[s] = ctc::label(target, s, g_.blank);
+    back_.assign(static_cast<size_t>(width), 0);
+    on_.assign(static_cast<size_t>(width), 0);
     for (int64_t s = 0; s < states_; ++s) {
       back_[s] = s >= 2 && label_[s - 2] != label_[s] ? -1 : 0;
       on_[s] = s + 2 < states_ && label_[s + 2] != label_[s] ? -1 : 0;
     }
-    for (auto& r : rows_) r.assign(static_cast<size_t>(width_ + 4), -INFINITY);
-    emit_.assign(static_cast<size_t>(width_), 0.0f);
-    share_.assign(static_cast<size_t>(width_), 0.0f);
+    for (auto& r : rows_) r.assign(static_cast<size_t>(width + 4), -INFINITY);
+    emit_.assign(static_cast<size_t>(width), 0.0f);
+    share_.assign(static_cast<size_t>(width), 0.0f);
   }
-  int64_t states() const { return states_; }
   float* row(int64_t t) { return rows_[t % 2].data() + 2; }
   /// The frame's log-probs of each state's label.
   void emit(const float* frame) {
@@ -120,7 +120,7 @@ class CtcRows {
     return vec::select(mx == -INFINITY, a + b + c, mx + vec::log(sum));
   }
   const ctc::Geometry& g_;
-  const int64_t states_, width_;
+  int64_t states_ = 0;
   std::vector<int64_t> label_;
   std::vector<int32_t> back_, on_;  // -1 where the state takes the skip from two back (on)
   std::vector<float> rows_[2], emit_, share_;
@@ -139,6 +139,9 @@ void ctc_loss_forward(const Tensor& nll, const Tensor& log_alpha, const Tensor& 
     const T* lp = ptr<const T>(log_probs);
     T *out = ptr<T>(nll), *alpha = ptr<T>(log_alpha);
     parallel_for(0, g.n, 1, [&](int64_t lo, int64_t hi) {
+#if defined(__AVX2__) && defined(__FMA__)
+      CtcRows rows(g);  // f32's, for each of the task's samples in turn
+#endif
       for (int64_t i = lo; i < hi; ++i) {
         const int64_t frames = in_len[i], states = 2 * tg_len[i] + 1;
         const int64_t* target = ptr<const int64_t>(targets) + i * g.max_target;
@@ -149,7 +152,7 @@ void ctc_loss_forward(const Tensor& nll, const Tensor& log_alpha, const Tensor& 
             row[s] = ctc::alpha_first(emit, target, s, tg_len[i], g);
 #if defined(__AVX2__) && defined(__FMA__)
         if constexpr (std::is_same_v<T, float>) {
-          CtcRows rows(target, tg_len[i], g);
+          rows.start(target, tg_len[i]);
           std::copy(row, row + states, rows.row(0));
           for (int64_t t = 1; t < frames; ++t) {
             rows.emit(emit + t * g.stride_t);
@@ -185,6 +188,9 @@ void ctc_loss_backward(const Tensor& grad, const Tensor& grad_nll, const Tensor&
             *losses = ptr<const T>(nll), *alpha = ptr<const T>(log_alpha);
     T* out = ptr<T>(grad);
     parallel_for(0, g.n, 1, [&](int64_t lo, int64_t hi) {
+#if defined(__AVX2__) && defined(__FMA__)
+      CtcRows rows(g);  // f32's, for each of the task's samples in turn
+#endif
       std::vector<T> beta(static_cast<size_t>(2 * g.states));
       for (int64_t i = lo; i < hi; ++i) {
         const bool possible = in_len[i] > 0 && losses[i] != T(INFINITY);
@@ -194,7 +200,7 @@ void ctc_loss_backward(const Tensor& grad, const Tensor& grad_nll, const Tensor&
         const int64_t* target = ptr<const int64_t>(targets) + i * g.max_target;
 #if defined(__AVX2__) && defined(__FMA__)
         if constexpr (std::is_same_v<T, float>) {
-          CtcRows rows(target, tg_len[i], g);
+          rows.start(target, tg_len[i]);
           for (int64_t t = frames - 1; t >= 0; --t) {
             const float* emit = lp + t * g.stride_t + i * g.stride_n;
             rows.emit(emit);

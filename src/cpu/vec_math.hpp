@@ -324,17 +324,22 @@ inline QuarterTurns reduce_quarter_turns(VF x) {
       ((clipped - y * 0.78515625f) - y * 2.4187564849853515625e-4f) - y * 3.77489497744594108e-8f;
   return {r, r * r, j};
 }
+// result, with lane(i) in the lanes `mask` holds (the few a vector form does not cover, for
+// libm to take one by one).
+template <typename Lane>
+VF with_lanes(VI mask, VF result, Lane lane) {
+  int any = 0;
+  for (int64_t i = 0; i < kWidth; ++i) any |= mask[i];
+  if (any) {
+    for (int64_t i = 0; i < kWidth; ++i)
+      if (mask[i]) result[i] = lane(i);
+  }
+  return result;
+}
 // result, with libm's scalar(x) in the lanes beyond |x| = 8192; NaN stays NaN.
 template <typename Scalar>
 VF with_libm_beyond_8192(VF x, VF result, Scalar scalar) {
-  const VI beyond = abs(x) > 8192.0f;
-  int any = 0;
-  for (int64_t i = 0; i < kWidth; ++i) any |= beyond[i];
-  if (any) {
-    for (int64_t i = 0; i < kWidth; ++i)
-      if (beyond[i]) result[i] = scalar(x[i]);
-  }
-  return keep_nan(x, result);
+  return keep_nan(x, with_lanes(abs(x) > 8192.0f, result, [&](int64_t i) { return scalar(x[i]); }));
 }
 inline VF sin(VF x) {
   const QuarterTurns q = reduce_quarter_turns(x);
@@ -408,12 +413,7 @@ inline VF fmod(VF a, VF b) {
   const VD n = __builtin_convertvector(__builtin_convertvector(x / y, VI), VD);
   VF out = copysign(__builtin_convertvector(x - n * y, VF), a);  // a zero remainder: a's sign
   out = select(abs(b) == __builtin_inff(), a, out);
-  int any = 0;
-  for (int64_t i = 0; i < kWidth; ++i) any |= ~fast[i];
-  if (any)
-    for (int64_t i = 0; i < kWidth; ++i)
-      if (!fast[i]) out[i] = std::fmod(a[i], b[i]);
-  return out;
+  return with_lanes(~fast, out, [&](int64_t i) { return std::fmod(a[i], b[i]); });
 }
 template <>
 struct Form<Fmod> {

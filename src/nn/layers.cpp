@@ -17,12 +17,6 @@ namespace tandem::nn {
 
 namespace {
 
-// A size as torch prints a convolution's: (3,), (3, 3) or (2, 3, 3).
-std::string tuple_str(const std::vector<int64_t>& v) {
-  std::string out = "(";
-  for (size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + std::to_string(v[i]);
-  return out + (v.size() == 1 ? ",)" : ")");
-}
 bool all_equal(const std::vector<int64_t>& v, int64_t value) {
   return std::all_of(v.begin(), v.end(), [&](int64_t x) { return x == value; });
 }
@@ -30,7 +24,7 @@ bool all_equal(const std::vector<int64_t>& v, int64_t value) {
 std::string size_str(int64_t v) { return std::to_string(v); }
 template <typename Size>
 std::string size_str(const Size& v) {
-  return tuple_str(int_list(v));
+  return shape_str(int_list(v));
 }
 template <typename Size>
 bool is_zero(const Size& v) {
@@ -164,12 +158,12 @@ detail::ConvLayer<Options>::ConvLayer(const char* type_name, const Options& o)
                " out) must be positive and divisible by groups ", o.groups_);
   auto positive = [](int64_t x) { return x > 0; };
   TANDEM_CHECK(std::all_of(kernel.begin(), kernel.end(), positive), type_name,
-               ": kernel size must be positive, got ", tuple_str(kernel));
+               ": kernel size must be positive, got ", shape_str(kernel));
   TANDEM_CHECK(std::all_of(stride.begin(), stride.end(), positive) &&
                    std::all_of(dilation.begin(), dilation.end(), positive) &&
                    std::none_of(padding.begin(), padding.end(), [](int64_t x) { return x < 0; }),
                type_name, ": need stride > 0, dilation > 0 and padding >= 0, got ",
-               tuple_str(stride), ", ", tuple_str(dilation), ", ", tuple_str(padding));
+               shape_str(stride), ", ", shape_str(dilation), ", ", shape_str(padding));
   // (out, in / groups, kernel...); transposed (in, out / groups, kernel...), fan_in from dim 1
   // either way, as torch's.
   std::vector<int64_t> shape = {o.out_channels_, o.in_channels_ / o.groups_};
@@ -204,18 +198,18 @@ std::string detail::ConvLayer<Options>::extra_repr() const {
   const std::vector<int64_t> padding = int_list(o.padding_), dilation = int_list(o.dilation_);
   std::ostringstream os;
   os << o.in_channels_ << ", " << o.out_channels_
-     << ", kernel_size=" << tuple_str(int_list(o.kernel_size_))
-     << ", stride=" << tuple_str(int_list(o.stride_));
+     << ", kernel_size=" << shape_str(int_list(o.kernel_size_))
+     << ", stride=" << shape_str(int_list(o.stride_));
   std::optional<ConvPadding> padding_kind;
   if constexpr (!is_transposed<Options>) padding_kind = o.padding_kind_;
   if (padding_kind)
     os << detail::conv_padding_repr(padding_kind, PadMode::constant);
   else if (!all_equal(padding, 0))
-    os << ", padding=" << tuple_str(padding);
-  if (!all_equal(dilation, 1)) os << ", dilation=" << tuple_str(dilation);
+    os << ", padding=" << shape_str(padding);
+  if (!all_equal(dilation, 1)) os << ", dilation=" << shape_str(dilation);
   if constexpr (is_transposed<Options>) {
     const std::vector<int64_t> output_padding = int_list(o.output_padding_);
-    if (!all_equal(output_padding, 0)) os << ", output_padding=" << tuple_str(output_padding);
+    if (!all_equal(output_padding, 0)) os << ", output_padding=" << shape_str(output_padding);
   }
   if (o.groups_ != 1) os << ", groups=" << o.groups_;
   if (!bias.defined()) os << ", bias=false";
@@ -462,8 +456,8 @@ std::vector<int64_t> functional::detail::unpool_output_size(
   std::vector<int64_t> size;
   for (size_t d = 0; d < dims; ++d) {
     TANDEM_CHECK(kernel[d] > 0 && stride[d] > 0 && padding[d] >= 0, op, ": kernel_size ",
-                 tuple_str(kernel), " and stride ", tuple_str(stride),
-                 " must be positive and padding ", tuple_str(padding), " non-negative");
+                 shape_str(kernel), " and stride ", shape_str(stride),
+                 " must be positive and padding ", shape_str(padding), " non-negative");
     size.push_back((input.size(input.dim() - static_cast<int64_t>(dims - d)) - 1) * stride[d] +
                    kernel[d] - 2 * padding[d]);
   }
@@ -474,7 +468,7 @@ std::vector<int64_t> functional::detail::unpool_output_size(
                " elements, but it has ", output_size->size());
   for (size_t d = 0; d < dims; ++d)  // libtorch's bounds, both included
     TANDEM_CHECK(given[d] >= size[d] - stride[d] && given[d] <= size[d] + stride[d], op,
-                 ": invalid output_size ", tuple_str(given), " (dim ", d, " must be between ",
+                 ": invalid output_size ", shape_str(given), " (dim ", d, " must be between ",
                  size[d] - stride[d], " and ", size[d] + stride[d], ")");
   return given;
 }
@@ -490,9 +484,9 @@ Tensor detail::MaxUnpoolLayer<D>::forward(const Tensor& input, const Tensor& ind
 }
 template <size_t D>
 std::string detail::MaxUnpoolLayer<D>::extra_repr() const {
-  return "kernel_size=" + tuple_str(int_list(options.kernel_size_)) +
-         ", stride=" + tuple_str(int_list(options.stride_)) +
-         ", padding=" + tuple_str(int_list(options.padding_));
+  return "kernel_size=" + shape_str(int_list(options.kernel_size_)) +
+         ", stride=" + shape_str(int_list(options.stride_)) +
+         ", padding=" + shape_str(int_list(options.padding_));
 }
 template class detail::MaxUnpoolLayer<1>;
 template class detail::MaxUnpoolLayer<2>;

@@ -36,14 +36,20 @@ int64_t out_size(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, bool ce
   return out;
 }
 
+// Checks that `input` is (N, C, ...) or (C, ...) with `spatial` dims after C (1: L, 2: H, W, 3:
+// D, H, W).
+void check_batch_or_not(const Tensor& input, int64_t spatial, const char* op) {
+  const char* dims = spatial == 1 ? "L)" : spatial == 2 ? "H, W)" : "D, H, W)";
+  TANDEM_CHECK(input.dim() == spatial + 1 || input.dim() == spatial + 2, op,
+               ": input must be (N, C, ", dims, " or (C, ", dims, ", got ",
+               shape_str(input.shape()));
+}
+
 // Runs an op of (N, C, H, W) (kSpatial 2) or (N, C, D, H, W) (kSpatial 3) inputs on an
 // unbatched one by adding and removing the batch dim.
 template <int kSpatial = 2, typename F>
 Tensor with_batch_dim(const Tensor& input, const char* op, F&& f) {
-  const char* dims = kSpatial == 1 ? "L)" : kSpatial == 2 ? "H, W)" : "D, H, W)";
-  TANDEM_CHECK(input.dim() == kSpatial + 1 || input.dim() == kSpatial + 2, op,
-               ": input must be (N, C, ", dims, " or (C, ", dims, ", got ",
-               shape_str(input.shape()));
+  check_batch_or_not(input, kSpatial, op);
   if (input.dim() == kSpatial + 1) return f(input.unsqueeze(0)).squeeze(0);
   return f(input);
 }
@@ -940,9 +946,7 @@ std::tuple<Tensor, Tensor> adaptive_max_pool1d(const Tensor& input, int64_t outp
 // --- 3-d convolution and pooling, composed of the 2-d ops ---------------------------------------
 
 namespace {
-std::string int3_str(Int3 v) {
-  return "(" + std::to_string(v.d) + ", " + std::to_string(v.h) + ", " + std::to_string(v.w) + ")";
-}
+std::string int3_str(Int3 v) { return shape_str(int_list(v)); }
 }  // namespace
 
 Tensor conv3d(const Tensor& input, const Tensor& weight, const Tensor& bias, Int3 stride,
@@ -1240,10 +1244,7 @@ Tensor max_unpool(const Tensor& input, const Tensor& indices, const std::vector<
   check_inputs({input, indices}, op);
   check_floating(input, op);
   const int64_t spatial = static_cast<int64_t>(size.size());
-  const char* dims = spatial == 1 ? "L)" : spatial == 2 ? "H, W)" : "D, H, W)";
-  TANDEM_CHECK(input.dim() == spatial + 1 || input.dim() == spatial + 2, op,
-               ": input must be (N, C, ", dims, " or (C, ", dims, ", got ",
-               shape_str(input.shape()));
+  check_batch_or_not(input, spatial, op);
   TANDEM_CHECK(indices.dtype() == DType::i64, op, ": expected indices of dtype i64, got ",
                indices.dtype());
   TANDEM_CHECK(indices.shape() == input.shape(), op, ": expected indices of the input's shape ",

@@ -96,8 +96,8 @@ class MultiheadAttention : public Module {
   explicit MultiheadAttention(const MultiheadAttentionOptions& options);
   MultiheadAttention(int64_t embed_dim, int64_t num_heads)
       : MultiheadAttention(MultiheadAttentionOptions(embed_dim, num_heads)) {}
-  /// (attention output, attention weights), as F::multi_head_attention_forward.
   using Module::forward;  // one input: refused, as for every module of two
+  /// (attention output, attention weights), as F::multi_head_attention_forward.
   std::tuple<Tensor, Tensor> forward(const Tensor& query, const Tensor& key, const Tensor& value,
                                      const Tensor& key_padding_mask = {}, bool need_weights = true,
                                      const Tensor& attn_mask = {},

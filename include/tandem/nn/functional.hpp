@@ -301,8 +301,6 @@ IntN<D> unpool_size(const Tensor& input, const MaxUnpoolFuncOptions<D>& o, const
   return int_n<D>(unpool_output_size(input, int_list(o.kernel_size()), int_list(o.stride()),
                                      int_list(o.padding()), o.output_size(), op));
 }
-}  // namespace detail
-namespace detail {
 template <size_t D>
 Tensor max_unpool(const Tensor& input, const Tensor& indices, const MaxUnpoolFuncOptions<D>& o) {
   if constexpr (D == 1) {

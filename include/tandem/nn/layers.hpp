@@ -712,27 +712,19 @@ extern template class MaxUnpoolLayer<2>;
 extern template class MaxUnpoolLayer<3>;
 }  // namespace detail
 
-class MaxUnpool1d : public detail::MaxUnpoolLayer<1> {
- public:
-  TANDEM_MODULE_CLONE(MaxUnpool1d, options)
-  explicit MaxUnpool1d(const MaxUnpool1dOptions& options)
-      : MaxUnpoolLayer("MaxUnpool1d", options) {}
-  explicit MaxUnpool1d(IntN<1> kernel_size) : MaxUnpool1d(MaxUnpool1dOptions(kernel_size)) {}
-};
-class MaxUnpool2d : public detail::MaxUnpoolLayer<2> {
- public:
-  TANDEM_MODULE_CLONE(MaxUnpool2d, options)
-  explicit MaxUnpool2d(const MaxUnpool2dOptions& options)
-      : MaxUnpoolLayer("MaxUnpool2d", options) {}
-  explicit MaxUnpool2d(IntN<2> kernel_size) : MaxUnpool2d(MaxUnpool2dOptions(kernel_size)) {}
-};
-class MaxUnpool3d : public detail::MaxUnpoolLayer<3> {
- public:
-  TANDEM_MODULE_CLONE(MaxUnpool3d, options)
-  explicit MaxUnpool3d(const MaxUnpool3dOptions& options)
-      : MaxUnpoolLayer("MaxUnpool3d", options) {}
-  explicit MaxUnpool3d(IntN<3> kernel_size) : MaxUnpool3d(MaxUnpool3dOptions(kernel_size)) {}
-};
+// clang-format off
+#define TANDEM_UNPOOL_LAYER(Name, D)                                                          \
+  class Name : public detail::MaxUnpoolLayer<D> {                                            \
+   public:                                                                                   \
+    TANDEM_MODULE_CLONE(Name, options)                                                       \
+    explicit Name(const MaxUnpoolOptions<D>& options) : MaxUnpoolLayer(#Name, options) {}    \
+    explicit Name(IntN<D> kernel_size) : Name(MaxUnpoolOptions<D>(kernel_size)) {}           \
+  }
+// clang-format on
+TANDEM_UNPOOL_LAYER(MaxUnpool1d, 1);
+TANDEM_UNPOOL_LAYER(MaxUnpool2d, 2);
+TANDEM_UNPOOL_LAYER(MaxUnpool3d, 3);
+#undef TANDEM_UNPOOL_LAYER
 
 /// libtorch's AdaptiveAvgPool2dOptions({1, 1}) or (1): the output size.
 using AdaptiveAvgPool2dOptions = Int2;

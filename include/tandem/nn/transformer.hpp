@@ -86,9 +86,9 @@ class TransformerDecoderLayer : public Module {
   explicit TransformerDecoderLayer(const TransformerDecoderLayerOptions& options);
   TransformerDecoderLayer(int64_t d_model, int64_t nhead)
       : TransformerDecoderLayer(TransformerDecoderLayerOptions(d_model, nhead)) {}
+  using Module::forward;  // one input: refused, as for every module of two
   /// tgt (T, N, E), memory (S, N, E); the masks as MultiheadAttention's: tgt_mask (T, T),
   /// memory_mask (T, S), the key padding masks (N, T) and (N, S).
-  using Module::forward;  // one input: refused, as for every module of two
   Tensor forward(const Tensor& tgt, const Tensor& memory, const Tensor& tgt_mask = {},
                  const Tensor& memory_mask = {}, const Tensor& tgt_key_padding_mask = {},
                  const Tensor& memory_key_padding_mask = {});
@@ -185,8 +185,8 @@ class Transformer : public Module {
  public:
   TANDEM_MODULE_CLONE(Transformer, options)
   explicit Transformer(const TransformerOptions& options = {});
-  /// src (S, N, E), tgt (T, N, E) -> (T, N, E).
   using Module::forward;  // one input: refused, as for every module of two
+  /// src (S, N, E), tgt (T, N, E) -> (T, N, E).
   Tensor forward(const Tensor& src, const Tensor& tgt, const Tensor& src_mask = {},
                  const Tensor& tgt_mask = {}, const Tensor& memory_mask = {},
                  const Tensor& src_key_padding_mask = {}, const Tensor& tgt_key_padding_mask = {},
