@@ -578,10 +578,42 @@ TEST_CASE("sums over leading dims (no transposed copy on the CPU) match the sums
       for (int64_t j = 0; j < rest; ++j)
         want_i[static_cast<size_t>(leading ? j : i)] += iv[static_cast<size_t>(i * rest + j)];
     CHECK(sum(xi, c.dims).to_vector<int64_t>() == want_i);
-    // bf16 sums in f64 and rounds once: the f32 sum of the same values, rounded
+    // bf16 sums as f32 does (runs of 8 per lane in f32, exact for these values, then f64) and
+    // rounds once: the f32 sum of the same values, rounded
     Tensor xb = x.to(DType::bf16);
     CHECK(equal(sum(xb, c.dims), sum(xb.to(DType::f64), c.dims).to(DType::f32).to(DType::bf16)));
   }
+}
+
+TEST_CASE("f32 sums of any length err by at most 7 ulps of the sum of |x|", "[ops]") {
+  // f32 sums run 8 elements per lane in f32, then add the runs in f64 (src/cpu/reduce.cpp): the
+  // bound holds for every length, rows (lane_sum) and columns (sum_columns) alike, where a
+  // running f32 sum's error grows with the length. Lengths around the lanes (32), the runs
+  // (256) and the parallel blocks (8192); magnitudes over 2^-20..2^20, both signs.
+  Generator gen(5);
+  for (int64_t n : {1, 7, 31, 32, 33, 255, 256, 257, 1000, 8191, 8192, 8193, 100003}) {
+    INFO("n = " << n);
+    const Tensor x =
+        mul(randn({n}, DType::f32, &gen), pow(2.0, randint(-20, 21, {n}, DType::f32, &gen)));
+    const auto xv = x.to_vector<float>();
+    double exact = 0, total_abs = 0;
+    for (float v : xv) {
+      exact += v;
+      total_abs += std::fabs(v);
+    }
+    const double bound = 7 * std::ldexp(total_abs, -24) + std::ldexp(std::fabs(exact), -24);
+    CHECK(std::fabs(sum(x).item<float>() - exact) <= bound);
+    // the same values as the one column of an (n, 1) tensor and the first of an (n, 3) one
+    CHECK(std::fabs(sum(reshape(x, {n, 1}), {0}).item<float>() - exact) <= bound);
+    const Tensor wide = cat({reshape(x, {n, 1}), ones({n, 2})}, 1);
+    CHECK(std::fabs(sum(wide, {0}).to_vector<float>()[0] - exact) <= bound);
+  }
+  // 2^21 times 1 + 3 * 2^-10 is 2^21 + 3 * 2^11, exactly: runs of 8 are exact and so is their
+  // f64 sum. Summed in f32 lanes, each lane's 2^16 additions would round up by a quarter ulp
+  // once its sum passes 2^15 (an error near 1e-3 of the sum).
+  const int64_t n = int64_t{1} << 21;
+  CHECK(sum(full({n}, 1.0029296875)).item<float>() == 2103296.0f);
+  CHECK(sum(full({n, 1}, 1.0029296875), {0}).item<float>() == 2103296.0f);
 }
 
 TEST_CASE("reductions of transposed views (in their memory order) match the dense copy's",
