@@ -13,13 +13,12 @@
 namespace tandem::kernels::cpu {
 inline namespace TANDEM_CPU_NAMESPACE {
 
-// 64 bytes from p as the GCC vector V.
+// 64 bytes from p into the GCC vector v. (Vectors pass by reference here: a 64-byte vector by
+// value has another ABI in the builds without AVX-512, which GCC warns of.)
 template <typename V, typename T>
-V load_vector(const T* p) {
+void load_vector(V& v, const T* p) {
   static_assert(sizeof(V) == 64);
-  V v;
   std::memcpy(&v, p, sizeof v);
-  return v;
 }
 
 // Whether any lane of a 64-byte comparison result is set.
@@ -53,15 +52,17 @@ int64_t extreme_position(const T* p, int64_t n) {
   if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
     if (n >= kLanes) {
       typedef T V __attribute__((vector_size(64)));
-      auto load = [](const T* q) { return load_vector<V>(q); };
-      V m = load(p), nan = m != m ? m : V{};
-      auto take = [&](V x) {
+      V m, x;
+      load_vector(m, p);
+      V nan = m != m ? m : V{};
+      auto take = [&](const T* q) {
+        load_vector(x, q);
         m = (kMax ? x > m : x < m) ? x : m;
         nan = x != x ? x : nan;
       };
       int64_t i = kLanes;
-      for (; i + kLanes <= n; i += kLanes) take(load(p + i));
-      if (i < n) take(load(p + n - kLanes));  // the last lanes again: an extreme is idempotent
+      for (; i + kLanes <= n; i += kLanes) take(p + i);
+      if (i < n) take(p + n - kLanes);  // the last lanes again: an extreme is idempotent
       T lanes[kLanes], nans[kLanes];
       std::memcpy(lanes, &m, sizeof m);
       std::memcpy(nans, &nan, sizeof nan);
@@ -75,7 +76,7 @@ int64_t extreme_position(const T* p, int64_t n) {
       const V target = V{} + best;
       int64_t k = 0;
       for (; k + kLanes <= n; k += kLanes) {
-        const V x = load(p + k);
+        load_vector(x, p + k);
         if (any_lane(any_nan ? x != x : x == target)) break;
       }
       for (; k < n; ++k)

@@ -321,7 +321,8 @@ void select_row(int64_t* indices, const T* x, int64_t cols, int64_t k,
     constexpr int64_t kLanes = 64 / sizeof(T);
     typedef T V __attribute__((vector_size(64)));
     for (; c + kLanes <= cols; c += kLanes) {
-      const V v = load_vector<V>(x + c);
+      V v;
+      load_vector(v, x + c);
       const V worst = V{} + best[k - 1].first;
       // NaN on either side compares false, so `!(v <= worst)` lets it through
       if (any_lane(kDescending ? !(v <= worst) : !(v >= worst)))
