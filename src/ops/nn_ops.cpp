@@ -1202,35 +1202,51 @@ Tensor avg_pool3d(const Tensor& input, Int3 kernel_size, Int3 stride, Int3 paddi
 }
 
 namespace {
-// A 1-d pool as the 2-d one over (N, C, 1, L).
+// A 1-d pool as the 2-d one over (N, C, 1, L), its arguments checked first in its own name and
+// terms (the 2-d pool would report "(1, k)").
 template <typename Pool2d>
-Tensor pool1d(const Tensor& input, int64_t kernel_size, const char* op, Pool2d&& pool2d) {
+Tensor pool1d(const Tensor& input, int64_t k, int64_t stride, int64_t padding, int64_t dilation,
+              bool ceil_mode, const char* op, Pool2d&& pool2d) {
   check_defined(input, op, "input");
-  TANDEM_CHECK(kernel_size > 0, op, ": kernel_size must be positive, got ", kernel_size);
-  return with_batch_dim<1>(input, op,
-                           [&](const Tensor& in) { return pool2d(in.unsqueeze(2)).squeeze(2); });
+  check_floating(input, op);
+  if (stride == 0) stride = k;  // default: stride = kernel size
+  TANDEM_CHECK(k > 0 && stride > 0 && dilation > 0 && padding >= 0, op, ": kernel_size ", k,
+               ", stride ", stride, " and dilation ", dilation, " must be positive and padding ",
+               padding, " non-negative");
+  TANDEM_CHECK(padding <= k / 2, op,
+               ": padding should be at most half of the kernel size, got "
+               "padding ",
+               padding, " for kernel ", k);
+  return with_batch_dim<1>(input, op, [&](const Tensor& in) {
+    const int64_t lo = out_size(in.size(2), k, stride, padding, dilation, ceil_mode);
+    TANDEM_CHECK(lo > 0, op, ": output size would be ", lo, " for input ", shape_str(input.shape()),
+                 "; the input is too small for the kernel");
+    return pool2d(in.unsqueeze(2)).squeeze(2);
+  });
 }
 }  // namespace
 
 Tensor max_pool1d(const Tensor& input, int64_t kernel_size, int64_t stride, int64_t padding,
                   int64_t dilation, bool ceil_mode) {
-  return pool1d(input, kernel_size, "max_pool1d", [&](const Tensor& x) {
-    return max_pool2d(x, {1, kernel_size}, {1, stride == 0 ? kernel_size : stride}, {0, padding},
-                      {1, dilation}, ceil_mode);
-  });
+  return pool1d(input, kernel_size, stride, padding, dilation, ceil_mode, "max_pool1d",
+                [&](const Tensor& x) {
+                  return max_pool2d(x, {1, kernel_size}, {1, stride == 0 ? kernel_size : stride},
+                                    {0, padding}, {1, dilation}, ceil_mode);
+                });
 }
 
 std::tuple<Tensor, Tensor> max_pool1d_with_indices(const Tensor& input, int64_t kernel_size,
                                                    int64_t stride, int64_t padding,
                                                    int64_t dilation, bool ceil_mode) {
   Tensor idx;
-  const Tensor values = pool1d(input, kernel_size, "max_pool1d", [&](const Tensor& x) {
-    auto [y, i] =
-        max_pool2d_with_indices(x, {1, kernel_size}, {1, stride == 0 ? kernel_size : stride},
-                                {0, padding}, {1, dilation}, ceil_mode);
-    idx = i.squeeze(2);  // a plane of height 1: its index is the position along L
-    return y;
-  });
+  const Tensor values = pool1d(
+      input, kernel_size, stride, padding, dilation, ceil_mode, "max_pool1d", [&](const Tensor& x) {
+        auto [y, i] =
+            max_pool2d_with_indices(x, {1, kernel_size}, {1, stride == 0 ? kernel_size : stride},
+                                    {0, padding}, {1, dilation}, ceil_mode);
+        idx = i.squeeze(2);  // a plane of height 1: its index is the position along L
+        return y;
+      });
   return {values, input.dim() == 2 ? idx.squeeze(0) : idx};
 }
 
@@ -1299,10 +1315,11 @@ Tensor max_unpool3d(const Tensor& input, const Tensor& indices, Int3 output_size
 
 Tensor avg_pool1d(const Tensor& input, int64_t kernel_size, int64_t stride, int64_t padding,
                   bool ceil_mode, bool count_include_pad) {
-  return pool1d(input, kernel_size, "avg_pool1d", [&](const Tensor& x) {
-    return avg_pool2d(x, {1, kernel_size}, {1, stride == 0 ? kernel_size : stride}, {0, padding},
-                      ceil_mode, count_include_pad);
-  });
+  return pool1d(input, kernel_size, stride, padding, 1, ceil_mode, "avg_pool1d",
+                [&](const Tensor& x) {
+                  return avg_pool2d(x, {1, kernel_size}, {1, stride == 0 ? kernel_size : stride},
+                                    {0, padding}, ceil_mode, count_include_pad);
+                });
 }
 
 Tensor adaptive_avg_pool1d(const Tensor& input, int64_t output_size) {

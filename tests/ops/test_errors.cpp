@@ -651,3 +651,33 @@ TEST_CASE("errors of the bags of embeddings, local response norm and the multi-c
           ctc_loss(zeros({0, 2, 3}), ctc_targets, std::vector<int64_t>{0, 0}, lengths);
         }) == "ctc_loss: expected log_probs of one frame or more, got (0, 2, 3)");
 }
+
+TEST_CASE("the 1-d pools report bad arguments in their own name and terms", "[errors]") {
+  // They run as 2-d pools over (N, C, 1, L), which would report "(1, k)" and "max_pool2d".
+  const Tensor x = ones({2, 3, 8});
+  CHECK(error_of([&] { max_pool1d(x, 3, -1); }) ==
+        "max_pool1d: kernel_size 3, stride -1 and dilation 1 must be positive and padding 0 "
+        "non-negative");
+  CHECK(error_of([&] { avg_pool1d(x, 0); }) ==
+        "avg_pool1d: kernel_size 0, stride 0 and dilation 1 must be positive and padding 0 "
+        "non-negative");
+  CHECK(error_of([&] { max_pool1d(x, 3, 1, 0, 0); })
+            .find("max_pool1d: kernel_size 3, stride 1 "
+                  "and dilation 0") == 0);
+  CHECK(error_of([&] { max_pool1d(x, 3, 1, 2); }) ==
+        "max_pool1d: padding should be at most half of the kernel size, got padding 2 for "
+        "kernel 3");
+  CHECK(error_of([&] { avg_pool1d(x, 9); }) ==
+        "avg_pool1d: output size would be 0 for input (2, 3, 8); the input is too small for the "
+        "kernel");
+  CHECK(error_of([&] { max_pool1d(x, 3, 1, 0, 4); }) ==
+        "max_pool1d: output size would be 0 for input (2, 3, 8); the input is too small for the "
+        "kernel");
+  CHECK(error_of([&] {
+          std::get<0>(max_pool1d_with_indices(ones({2, 3, 2}), 3));
+        }).find("max_pool1d: output size would be 0") == 0);
+  CHECK(error_of([&] { max_pool1d(ones({2, 3, 8}, DType::i64), 2); }).find("max_pool1d") == 0);
+  // what is right still pools: unbatched, and the default stride
+  CHECK(max_pool1d(ones({3, 8}), 2).shape() == Shape{3, 4});
+  CHECK(avg_pool1d(x, 3, 0, 1).shape() == Shape{2, 3, 3});
+}
