@@ -188,10 +188,12 @@ Tensor Node::run_hooks(Tensor grad) {
   for (const auto& [handle, hook] : hooks().hooks) {
     Tensor replaced = hook(grad);
     if (!replaced.defined()) continue;
-    TANDEM_CHECK(replaced.shape() == grad.shape(),
+    TANDEM_CHECK(replaced.shape() == grad.shape() && replaced.dtype() == grad.dtype() &&
+                     replaced.device() == grad.device(),
                  "backward: a register_hook hook returned a gradient of shape ",
-                 shape_str(replaced.shape()), " for one of shape ", shape_str(grad.shape()),
-                 " (at ", name_, ")");
+                 shape_str(replaced.shape()), ", ", replaced.dtype(), " on ", replaced.device(),
+                 " for one of shape ", shape_str(grad.shape()), ", ", grad.dtype(), " on ",
+                 grad.device(), " (at ", name_, "); a hook may change the values only");
     grad = std::move(replaced);
   }
   if (auto tensor = retain_.lock()) {

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <type_traits>
 #include <vector>
 
@@ -125,7 +126,13 @@ inline To convert(From v) {
   } else if constexpr (std::is_same_v<To, uint8_t> && std::is_floating_point_v<From>) {
     // Through int64, as PyTorch's c10::convert (-1.0 is 255): a negative float converted to an
     // unsigned type directly is undefined, and CPUs and GPUs differ (a wrap, a clamp to 0).
-    return static_cast<To>(static_cast<int64_t>(v));
+    return static_cast<To>(convert<int64_t>(v));
+  } else if constexpr (std::is_integral_v<To> && std::is_floating_point_v<From>) {
+    // NaN and values outside To's range give To's minimum: what x86's conversion instruction
+    // gives (so torch's result on x86), and defined here (a plain cast of them is undefined
+    // behaviour). The bounds, -2^31 or -2^63 and their negations, are exact in From.
+    constexpr From lo = static_cast<From>(std::numeric_limits<To>::min());
+    return v >= lo && v < -lo ? static_cast<To>(v) : std::numeric_limits<To>::min();
   } else {
     return static_cast<To>(v);
   }

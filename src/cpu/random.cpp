@@ -52,13 +52,14 @@ void normal(const Tensor& out, uint64_t seed, uint64_t offset) {
 }
 
 void randint(const Tensor& out, int64_t low, int64_t high, uint64_t seed, uint64_t offset) {
-  uint64_t range = static_cast<uint64_t>(high - low);
+  // in unsigned arithmetic: a range past int64's (low near its minimum) wraps, not overflows
+  const uint64_t range = static_cast<uint64_t>(high) - static_cast<uint64_t>(low);
   dispatch_dtype<DTypeSet::numeric>(out.dtype(), "randint (cpu)", [&](auto t) {
     using T = decltype(t);
     fill_indexed<T>(out, [&](uint64_t i) -> T {
       uint64_t x = static_cast<uint64_t>(Philox4x32::word(seed, offset, 2 * i)) << 32 |
                    Philox4x32::word(seed, offset, 2 * i + 1);
-      int64_t v = low + static_cast<int64_t>(x % range);
+      const int64_t v = static_cast<int64_t>(static_cast<uint64_t>(low) + x % range);
       if constexpr (std::is_integral_v<T>) {
         return static_cast<T>(v);
       } else {

@@ -31,6 +31,26 @@ R store(S s) {
   }
 }
 
+// Integer sums and products wrap around as torch's do (signed overflow would be undefined).
+template <typename A>
+A wrapping_add(A a, A b) {
+  if constexpr (std::is_integral_v<A>) {
+    return static_cast<A>(static_cast<std::make_unsigned_t<A>>(a) +
+                          static_cast<std::make_unsigned_t<A>>(b));
+  } else {
+    return a + b;
+  }
+}
+template <typename A>
+A wrapping_mul(A a, A b) {
+  if constexpr (std::is_integral_v<A>) {
+    return static_cast<A>(static_cast<std::make_unsigned_t<A>>(a) *
+                          static_cast<std::make_unsigned_t<A>>(b));
+  } else {
+    return a * b;
+  }
+}
+
 // The sum of p[0..n): element i goes to lane i % kLanes, the lanes are added pairwise at the
 // end. Each lane is an independent chain, so the compiler runs the lanes as vectors with no
 // reassociation: the order is fixed by n alone.
@@ -62,11 +82,11 @@ Acc<T> lane_sum(const T* p, int64_t n) {
   } else {
     int64_t i = 0;
     for (; i + kLanes <= n; i += kLanes)
-      for (int j = 0; j < kLanes; ++j) acc[j] += A(p[i + j]);
-    for (int j = 0; i + j < n; ++j) acc[j] += A(p[i + j]);
+      for (int j = 0; j < kLanes; ++j) acc[j] = wrapping_add(acc[j], Acc<T>(A(p[i + j])));
+    for (int j = 0; i + j < n; ++j) acc[j] = wrapping_add(acc[j], Acc<T>(A(p[i + j])));
   }
   for (int width = kLanes / 2; width > 0; width /= 2)
-    for (int j = 0; j < width; ++j) acc[j] += acc[j + width];
+    for (int j = 0; j < width; ++j) acc[j] = wrapping_add(acc[j], acc[j + width]);
   return acc[0];
 }
 
@@ -141,7 +161,7 @@ void sum_rows(R* out, const T* in, int64_t rows, int64_t cols) {
                });
   for (int64_t r = 0; r < rows; ++r) {
     Acc<T> s = 0;
-    for (int64_t b = 0; b < blocks; ++b) s += partial[r * blocks + b];
+    for (int64_t b = 0; b < blocks; ++b) s = wrapping_add(s, partial[r * blocks + b]);
     out[r] = store<R>(s);
   }
 }
@@ -192,7 +212,8 @@ void sum_columns_of(R* out, const T* in, int64_t rows, int64_t cols) {
                    } else {
                      for (int64_t i = 0; i < rows; ++i) {
                        const T* p = in + i * cols + j0;
-                       for (int64_t j = 0; j < n; ++j) acc[j] += A(p[j]);
+                       for (int64_t j = 0; j < n; ++j)
+                         acc[j] = wrapping_add(acc[j], Acc<T>(A(p[j])));
                      }
                    }
                    for (int64_t j = 0; j < n; ++j) out[j0 + j] = store<R>(acc[j]);
@@ -228,26 +249,6 @@ void reduce_rows(const Tensor& out, ReduceOp op, const Tensor& in, int64_t rows,
 }
 
 // --- scans and sorts ------------------------------------------------------------------------
-
-// Integer sums and products wrap around as torch's do (signed overflow would be undefined).
-template <typename A>
-A wrapping_add(A a, A b) {
-  if constexpr (std::is_integral_v<A>) {
-    return static_cast<A>(static_cast<std::make_unsigned_t<A>>(a) +
-                          static_cast<std::make_unsigned_t<A>>(b));
-  } else {
-    return a + b;
-  }
-}
-template <typename A>
-A wrapping_mul(A a, A b) {
-  if constexpr (std::is_integral_v<A>) {
-    return static_cast<A>(static_cast<std::make_unsigned_t<A>>(a) *
-                          static_cast<std::make_unsigned_t<A>>(b));
-  } else {
-    return a * b;
-  }
-}
 
 // Running sums (products) of each row in the accumulator of the sums (double, or int64), stored
 // rounded element by element; rows in parallel, each row in order.

@@ -130,7 +130,8 @@ struct IntDraw {
   __device__ T operator()(uint64_t i) const {
     const uint64_t x = static_cast<uint64_t>(Philox4x32::word(seed, offset, 2 * i)) << 32 |
                        Philox4x32::word(seed, offset, 2 * i + 1);
-    const int64_t v = low + static_cast<int64_t>(x % range);
+    // in unsigned arithmetic: a range past int64's (low near its minimum) wraps, not overflows
+    const int64_t v = static_cast<int64_t>(static_cast<uint64_t>(low) + x % range);
     if constexpr (std::is_integral_v<T>) {
       return static_cast<T>(v);
     } else {
@@ -169,7 +170,7 @@ void normal(const Tensor& out, uint64_t seed, uint64_t offset) {
 }
 void randint(const Tensor& out, int64_t low, int64_t high, uint64_t seed, uint64_t offset) {
   draw<false>(out, "randint (cuda)",
-              IntDraw{seed, offset, static_cast<uint64_t>(high - low), low});
+              IntDraw{seed, offset, static_cast<uint64_t>(high) - static_cast<uint64_t>(low), low});
 }
 
 }  // namespace

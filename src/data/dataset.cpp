@@ -13,8 +13,12 @@
 namespace tandem::data {
 
 TensorDataset::TensorDataset(Tensor images, Tensor labels, int64_t num_classes)
-    : images_(images.contiguous()), labels_(labels.to(DType::i64).contiguous()),
-      num_classes_(num_classes) {
+    : images_(images.contiguous()), labels_(labels.contiguous()), num_classes_(num_classes) {
+  TANDEM_CHECK(
+      labels_.is_cpu() && !labels_.is_floating_point() && labels_.dtype() != DType::boolean,
+      "TensorDataset: labels must be a CPU integer tensor (class indices), got ", labels_.dtype(),
+      " on ", labels_.device());
+  labels_ = labels_.to(DType::i64);
   TANDEM_CHECK(images_.dim() == 4 && images_.is_cpu() &&
                    (images_.dtype() == DType::u8 || images_.dtype() == DType::f32),
                "TensorDataset: images must be a CPU (N, C, H, W) u8 or f32 tensor, got ",
@@ -22,6 +26,11 @@ TensorDataset::TensorDataset(Tensor images, Tensor labels, int64_t num_classes)
   TANDEM_CHECK(labels_.dim() == 1 && labels_.size(0) == images_.size(0),
                "TensorDataset: ", labels_.numel(), " labels for ", images_.size(0), " images");
   TANDEM_CHECK(num_classes > 0, "TensorDataset: num_classes must be positive");
+  if (labels_.numel() > 0) {
+    const int64_t lo = labels_.min().item<int64_t>(), hi = labels_.max().item<int64_t>();
+    TANDEM_CHECK_INDEX(lo >= 0 && hi < num_classes, "TensorDataset: labels run from ", lo, " to ",
+                       hi, ", outside [0, ", num_classes, ") for ", num_classes, " classes");
+  }
   sample_numel_ = images_.numel() / std::max<int64_t>(1, images_.size(0));
 }
 

@@ -55,12 +55,38 @@ inline Tensor with_scalar(const Tensor& a, double s) {
   return a.defined() && scalar_dtype(a, s) != a.dtype() ? a.to(DType::f32) : a;
 }
 
-/// That `value` can fill a tensor of dtype dt: an integer dtype takes finite values within
-/// int64's range (they convert through int64; NaN, inf or 1e30 would be undefined there), as
-/// torch refuses a value it cannot convert.
+/// That `value` can fill a tensor of dtype dt, as torch's checked conversion of a scalar: an
+/// integer dtype takes finite values within its range (u8 also whole ones down to -255, which
+/// wrap, as torch's integer scalars do), f16 finite values up to its largest or an infinity.
 inline void check_fill_value(double value, DType dt, const char* op) {
-  TANDEM_CHECK(is_floating(dt) || dt == DType::boolean || fits_int64(value), op, ": the value ",
-               value, " cannot be converted to ", dt, " without overflow");
+  bool fits = true;
+  switch (dt) {
+    case DType::i64: fits = fits_int64(value); break;
+    case DType::i32: fits = value >= -2147483648.0 && value <= 2147483647.0; break;
+    case DType::u8:
+      fits = whole_scalar(value) ? value >= -255 && value <= 255 : value >= 0 && value <= 255;
+      break;
+    case DType::f16: fits = !(std::fabs(value) > 65504.0) || std::isinf(value); break;
+    default: break;
+  }
+  TANDEM_CHECK(fits, op, ": the value ", value, " cannot be converted to ", dt,
+               " without overflow");
+}
+
+/// That add's alpha keeps operands of dtypes a and b exact: a whole number unless the result is
+/// floating (torch refuses the rest: an integer result would truncate it).
+inline void check_alpha(double alpha, DType a, DType b, const char* op) {
+  TANDEM_CHECK(whole_scalar(alpha) || is_floating(promote_types(a, b)), op,
+               ": alpha must be a whole number for integer operands (", a, " and ", b, "), got ",
+               alpha);
+}
+
+/// addcdiv's division is true division: torch refuses two integer operands (it once divided
+/// them as integers).
+inline void check_addcdiv(const Tensor& t1, const Tensor& t2, const char* op) {
+  TANDEM_CHECK(!t1.defined() || !t2.defined() || t1.is_floating_point() || t2.is_floating_point(),
+               op, ": integer division of tensor1 (", t1.dtype(), ") by tensor2 (", t2.dtype(),
+               ") is not supported; convert one of them to a floating dtype");
 }
 
 inline void check_floating(const Tensor& t, const char* op, const char* name = "input") {

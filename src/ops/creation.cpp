@@ -1,6 +1,8 @@
 // Tensor factories.
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <utility>
 
 #include "common.hpp"
 #include "tandem/core/generator.hpp"
@@ -168,10 +170,29 @@ Tensor randn(const Shape& shape, TensorOptions o, Generator* gen) {
   });
 }
 
+namespace {
+// The integers dtype dt holds, each exactly: its range, or a float's run of consecutive ones.
+std::pair<int64_t, int64_t> exact_integers(DType dt) {
+  switch (dt) {
+    case DType::boolean: return {0, 1};
+    case DType::u8: return {0, 255};
+    case DType::i32: return {INT32_MIN, INT32_MAX};
+    case DType::f16: return {-2048, 2048};
+    case DType::bf16: return {-256, 256};
+    case DType::f32: return {-(int64_t{1} << 24), int64_t{1} << 24};
+    case DType::f64: return {-(int64_t{1} << 53), int64_t{1} << 53};
+    default: return {INT64_MIN, INT64_MAX};
+  }
+}
+}  // namespace
+
 Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions o, Generator* gen) {
   TANDEM_CHECK(high > low, "randint: expected low < high, got low = ", low, ", high = ", high);
   if (!o.has_dtype()) o = o.dtype(DType::i64);  // torch's default for randint
   TANDEM_CHECK(o.dtype() != DType::boolean, "randint: bool is not an integer dtype");
+  const auto [lo, hi] = exact_integers(o.dtype());
+  TANDEM_CHECK(low >= lo && high - 1 <= hi, "randint: [", low, ", ", high, ") does not fit ",
+               o.dtype(), ", which holds the integers ", lo, " to ", hi, " exactly");
   return random_tensor(shape, o, gen, 2, [&](const Tensor& t, uint64_t seed, uint64_t offset) {
     kernels::randint(t, low, high, seed, offset);
   });
@@ -180,6 +201,9 @@ Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions o, G
 Tensor randperm(int64_t n, TensorOptions o, Generator* gen) {
   TANDEM_CHECK(n >= 0, "randperm: n must be nonnegative, got ", n);
   if (!o.has_dtype()) o = o.dtype(DType::i64);
+  TANDEM_CHECK(n <= 1 || n - 1 <= exact_integers(o.dtype()).second, "randperm: ", n,
+               " positions do not fit ", o.dtype(), ", which holds the integers up to ",
+               exact_integers(o.dtype()).second, " exactly");
   const Tensor keys = rand({n}, TensorOptions(DType::f64).device(o.device()), gen);
   return as_dtype(argsort(keys), o.dtype());
 }

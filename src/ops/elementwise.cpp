@@ -94,6 +94,7 @@ Tensor backward_functor(BinaryOp op, const Tensor& g, const Tensor& saved, OpArg
 
 Tensor add(const Tensor& a0, const Tensor& b0, double alpha) {
   const Tensor a = beside(a0, {&b0}), b = beside(b0, {&a0});
+  if (a.defined() && b.defined()) check_alpha(alpha, a.dtype(), b.dtype(), "add");
   Tensor out = binary_forward(BinaryOp::add, {alpha}, a, b, "add");
   autograd::record("add", {a, b}, out, [a, b, alpha](const Tensor& g) -> std::vector<Tensor> {
     return {a.requires_grad() ? reduce_grad(g, a) : Tensor(),
@@ -102,7 +103,13 @@ Tensor add(const Tensor& a0, const Tensor& b0, double alpha) {
   return out;
 }
 
-Tensor sub(const Tensor& a, const Tensor& b, double alpha) { return add(a, b, -alpha); }
+Tensor sub(const Tensor& a, const Tensor& b, double alpha) {
+  TANDEM_CHECK(
+      !a.defined() || !b.defined() || a.dtype() != DType::boolean || b.dtype() != DType::boolean,
+      "sub: subtraction of two bool tensors is not supported; use logical_xor (^) "
+      "instead");
+  return add(a, b, -alpha);
+}
 
 Tensor mul(const Tensor& a0, const Tensor& b0) {
   const Tensor a = beside(a0, {&b0}), b = beside(b0, {&a0});
@@ -144,6 +151,9 @@ Tensor mul(const Tensor& a, double b) {
 }
 
 Tensor neg(const Tensor& a) {
+  TANDEM_CHECK(!a.defined() || a.dtype() != DType::boolean,
+               "neg: negation of a bool tensor is not supported; use logical_not (~) to invert "
+               "a mask");
   Tensor out = unary_forward(UnaryOp::neg, {}, a, "neg");
   autograd::record("neg", {a}, out, [](const Tensor& g) -> std::vector<Tensor> {
     return {neg(g)};
@@ -808,6 +818,7 @@ Tensor addcmul(const Tensor& self, const Tensor& t1, const Tensor& t2, double va
   return add(self, mul(t1, t2), value);
 }
 Tensor addcdiv(const Tensor& self, const Tensor& t1, const Tensor& t2, double value) {
+  check_addcdiv(t1, t2, "addcdiv");
   return add(self, div(t1, t2), value);
 }
 

@@ -128,6 +128,9 @@ void check_conv_operands(const Tensor& input, const Tensor& weight, const Tensor
   TANDEM_CHECK(groups >= 1, op, ": groups must be positive, got ", groups);
   TANDEM_CHECK(weight.dim() == weight_dims, op, ": weight must be ", weight_layout, ", got ",
                shape_str(weight.shape()));
+  for (int64_t d = 2; d < weight_dims; ++d)
+    TANDEM_CHECK(weight.size(d) > 0, op, ": the kernel size must be positive, got weight ",
+                 shape_str(weight.shape()));
   // As PyTorch: an input without pixels (convolved into padding alone) is refused.
   bool pixels = true;
   for (int64_t d = std::max<int64_t>(input.dim() - (weight_dims - 2), 1); d < input.dim(); ++d)
@@ -1461,8 +1464,13 @@ Tensor interpolate(const Tensor& input, const std::optional<Shape>& size,
     fw = scale_factor->back();
     TANDEM_CHECK(std::isfinite(*fh) && std::isfinite(*fw) && *fh > 0 && *fw > 0,
                  "interpolate: scale factors must be positive and finite, got ", *fh, " and ", *fw);
-    oh = static_cast<int64_t>(std::floor(static_cast<double>(h) * *fh));
-    ow = static_cast<int64_t>(std::floor(static_cast<double>(w) * *fw));
+    const double th = std::floor(static_cast<double>(h) * *fh);
+    const double tw = std::floor(static_cast<double>(w) * *fw);
+    TANDEM_CHECK(fits_int64(th) && fits_int64(tw), "interpolate: scale factors ", *fh, " and ", *fw,
+                 " make an output of (H: ", th, ", W: ", tw, ") from (H: ", h, ", W: ", w,
+                 "), too large for a tensor");
+    oh = static_cast<int64_t>(th);
+    ow = static_cast<int64_t>(tw);
     if (recompute_scale_factor.value_or(false)) fh = fw = std::nullopt;
   }
   TANDEM_CHECK(h > 0 && w > 0 && oh > 0 && ow > 0,

@@ -611,8 +611,10 @@ std::pair<Tensor, Tensor> var_mean(const Tensor& t, const Shape& dims, bool unbi
 }
 
 Tensor ops_detail::root_of_variance(const Tensor& v) {
-  const Tensor positive = v.gt(0.0);
-  return where(positive, sqrt(where(positive, v, 1.0)), 0.0);
+  // sqrt, with the gradient 0 (not inf) where the variance is exactly 0, as torch's; a NaN
+  // variance (one element, none, an infinite one) stays NaN.
+  const Tensor zero = v.eq(0.0);
+  return where(zero, 0.0, sqrt(where(zero, 1.0, v)));
 }
 
 std::pair<Tensor, Tensor> std_mean(const Tensor& t, const Shape& dims, bool unbiased,

@@ -717,8 +717,16 @@ Tensor& tensor_inplace(Tensor& self, const Tensor& other, kernels::BinaryOp op,
   check_defined(other, name, "other");
   const Tensor on = beside(other, {&self});  // a 0-dim CPU tensor is a number here too
   check_same_device(self, on, name);
+  // The result is computed in the promoted dtype and must convert back to self's, as torch's
+  // rule: no floating result into an integer tensor, no non-bool one into a bool tensor.
+  DType result = promote_types(self.dtype(), on.dtype());
+  if (op == kernels::BinaryOp::div && !is_floating(result)) result = DType::f32;
+  TANDEM_CHECK((self.is_floating_point() || !is_floating(result)) &&
+                   (self.dtype() != DType::boolean || result == DType::boolean),
+               name, ": the result type ", result, " (", self.dtype(), " with ", on.dtype(),
+               ") cannot be written into a ", self.dtype(), " tensor in place");
   NoGradGuard guard;
-  if (!writes_in_place(self, on)) return self.copy_(out_of_place(on.to(self.dtype())));
+  if (!writes_in_place(self, on)) return self.copy_(out_of_place(on));
   kernels::binary.at(self, name);
   kernels::binary(self, op, args, self, broadcast_view(on, self.shape()));
   return self;
@@ -726,6 +734,7 @@ Tensor& tensor_inplace(Tensor& self, const Tensor& other, kernels::BinaryOp op,
 }  // namespace
 
 Tensor& Tensor::add_(const Tensor& other, double alpha) {
+  if (defined() && other.defined()) check_alpha(alpha, dtype(), other.dtype(), "add_");
   return tensor_inplace(*this, other, kernels::BinaryOp::add, {alpha}, "add_",
                         [&](const Tensor& o) { return tandem::add(*this, o, alpha); });
 }
@@ -751,6 +760,7 @@ Tensor& Tensor::addcmul_(const Tensor& t1, const Tensor& t2, double value) {
 }
 Tensor& Tensor::addcdiv_(const Tensor& t1, const Tensor& t2, double value) {
   check_inplace(*this, "addcdiv_");
+  check_addcdiv(t1, t2, "addcdiv_");
   return add_(tandem::div(t1, t2), value);
 }
 Tensor& Tensor::lerp_(const Tensor& end, double weight) {
@@ -827,7 +837,11 @@ Tensor& Tensor::reciprocal_() {
   return math_inplace(*this, kernels::UnaryOp::reciprocal, "reciprocal_");
 }
 Tensor& Tensor::trunc_() { return math_inplace(*this, kernels::UnaryOp::trunc, "trunc_"); }
-Tensor& Tensor::neg_() { return math_inplace(*this, kernels::UnaryOp::neg, "neg_"); }
+Tensor& Tensor::neg_() {
+  TANDEM_CHECK(!defined() || dtype() != DType::boolean,
+               "neg_: negation of a bool tensor is not supported; use logical_not_ to invert it");
+  return math_inplace(*this, kernels::UnaryOp::neg, "neg_");
+}
 Tensor& Tensor::abs_() { return math_inplace(*this, kernels::UnaryOp::abs, "abs_"); }
 Tensor& Tensor::sign_() { return math_inplace(*this, kernels::UnaryOp::sign, "sign_"); }
 
@@ -837,11 +851,18 @@ Tensor& Tensor::mul_(const Tensor& other) {
 }
 
 Tensor& Tensor::sub_(const Tensor& other, double alpha) {
+  if (defined() && other.defined()) check_alpha(alpha, dtype(), other.dtype(), "sub_");
+  TANDEM_CHECK(!defined() || dtype() != DType::boolean,
+               "sub_: subtraction from a bool tensor "
+               "is not supported; use logical_xor (^) instead");
   return tensor_inplace(*this, other, kernels::BinaryOp::add, {-alpha}, "sub_",
                         [&](const Tensor& o) { return tandem::sub(*this, o, alpha); });
 }
 
 Tensor& Tensor::sub_(double value) {
+  TANDEM_CHECK(!defined() || dtype() != DType::boolean,
+               "sub_: subtraction from a bool tensor "
+               "is not supported; use logical_xor (^) instead");
   return scalar_inplace(*this, kernels::UnaryOp::add_scalar, -value, "sub_");
 }
 

@@ -311,9 +311,15 @@ TEST_CASE("hooks on a non-leaf outlive its handle, misuse is a clear error", "[a
   Tensor w = from_vector<float>({1, 2}).set_requires_grad();
   Tensor v = mul(w, 1.0);
   v.register_hook([](const Tensor&) { return ones({3}); });
-  CHECK(error_of([&] {
-          sum(v).backward();
-        }).find("returned a gradient of shape (3,) for one of shape (2,)") != std::string::npos);
+  CHECK(error_of([&] { sum(v).backward(); })
+            .find("returned a gradient of shape (3,), f32 on cpu for one of shape (2,), f32 on "
+                  "cpu") != std::string::npos);
+  // nor its dtype (torch: "hook has changed the type of value"); it was cast back silently
+  Tensor v2 = mul(w, 1.0);
+  v2.register_hook([](const Tensor& g) { return g.to(DType::f64); });
+  CHECK(error_of([&] { sum(v2).backward(); })
+            .find("returned a gradient of shape (2,), f64 on cpu for one of shape (2,), f32 on "
+                  "cpu") != std::string::npos);
   Tensor plain = ones({2});
   CHECK(error_of([&] {
           plain.register_hook([](const Tensor& g) { return g; });

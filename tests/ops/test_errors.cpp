@@ -681,3 +681,89 @@ TEST_CASE("the 1-d pools report bad arguments in their own name and terms", "[er
   CHECK(max_pool1d(ones({3, 8}), 2).shape() == Shape{3, 4});
   CHECK(avg_pool1d(x, 3, 0, 1).shape() == Shape{2, 3, 3});
 }
+
+TEST_CASE(
+    "dtypes a second probe found mishandled: refused as torch refuses, or wrapping as torch "
+    "wraps",
+    "[errors]") {
+  const int64_t max64 = std::numeric_limits<int64_t>::max(),
+                min64 = std::numeric_limits<int64_t>::min();
+  // An in-place op whose promoted result cannot be written back (it cast the operand first:
+  // [1, 2, 3] * 1.5 left [1, 2, 3]).
+  Tensor a = from_vector<int64_t>({1, 2, 3});
+  CHECK(error_of([&] { a.mul_(full({3}, 1.5)); }) ==
+        "mul_: the result type f32 (i64 with f32) cannot be written into a i64 tensor in place");
+  CHECK_THROWS_AS(a.add_(full({3}, 0.5)), ValueError);
+  CHECK_THROWS_AS(a.sub_(full({}, 0.5)), ValueError);  // a 0-dim float operand too
+  CHECK_THROWS_AS(a.addcdiv_(full({3}, 1.0), full({3}, 2.0)), ValueError);
+  CHECK_THROWS_AS(from_vector<bool>({true}).add_(from_vector<int64_t>({1})), ValueError);
+  CHECK(a.to_vector<int64_t>() == std::vector<int64_t>{1, 2, 3});  // nothing written
+  a.add_(from_vector<int32_t>({1, 1, 1}));                         // i64 with i32 is i64: fine
+  CHECK(a.to_vector<int64_t>() == std::vector<int64_t>{2, 3, 4});
+  // f32 with f64 is computed in f64 and rounded once, as torch's
+  Tensor f = full({1}, 1.0);
+  f.add_(full({1}, 1e-8, DType::f64));
+  CHECK(f.item<float>() == static_cast<float>(1.0 + 1e-8));
+  // a fractional alpha would truncate on integers (3 + 0.5 * 3 gave 3)
+  CHECK(error_of([&] { add(from_vector<int64_t>({3}), from_vector<int64_t>({3}), 0.5); }) ==
+        "add: alpha must be a whole number for integer operands (i64 and i64), got 0.5");
+  CHECK_THROWS_AS(a.add_(a.clone(), 0.5), ValueError);
+  CHECK(add(from_vector<int64_t>({3}), full({1}, 3.0), 0.5).item<float>() == 4.5f);
+  // bool: no subtraction or negation (they gave wrong bools); addcdiv of integers
+  CHECK_THROWS_AS(sub(from_vector<bool>({true, false}), from_vector<bool>({true, true})),
+                  ValueError);
+  CHECK_THROWS_AS(neg(from_vector<bool>({true})), ValueError);
+  CHECK_THROWS_AS(addcdiv(zeros({2}), from_vector<int64_t>({1, 2}), from_vector<int64_t>({2, 2})),
+                  ValueError);
+  // random integers that do not fit the dtype (they wrapped: randperm(300) in u8 repeated)
+  CHECK_THROWS_AS(randperm(300, DType::u8), ValueError);
+  CHECK(randperm(256, DType::u8).to(DType::i64).sum().item<int64_t>() == 255 * 128);
+  CHECK_THROWS_AS(randint(0, 1000, {3}, DType::u8), ValueError);
+  CHECK_THROWS_AS(randint(-1, 5, {3}, DType::u8), ValueError);
+  CHECK_THROWS_AS(randint(0, 5000, {3}, DType::f16), ValueError);
+  // the whole int64 range: its width overflowed int64 (undefined behaviour)
+  CHECK(randint(min64, max64, {64}).numel() == 64);
+  // fill values out of an integer or f16 range (300 in u8 gave 44)
+  CHECK(error_of([] { full({2}, 300.0, DType::u8); }) ==
+        "full: the value 300 cannot be converted to u8 without overflow");
+  CHECK(full({1}, -1.0, DType::u8).item<int64_t>() == 255);  // a whole negative wraps, as torch
+  CHECK_THROWS_AS(full({1}, -0.5, DType::u8), ValueError);
+  CHECK_THROWS_AS(full({1}, 1e10, DType::i32), ValueError);
+  CHECK(full({1}, 2147483647.0, DType::i32).item<int64_t>() == 2147483647);
+  CHECK_THROWS_AS(full({1}, 1e6, DType::f16), ValueError);
+  CHECK(std::isinf(full({1}, std::numeric_limits<double>::infinity(), DType::f16).item<float>()));
+  // integer arithmetic wraps (two's complement), as torch's: it was signed overflow
+  const Tensor big = from_vector<int64_t>({max64}), small = from_vector<int64_t>({min64});
+  CHECK(add(big, from_vector<int64_t>({1})).item<int64_t>() == min64);
+  CHECK(add(big, 1.0).item<int64_t>() == min64);
+  CHECK(sub(small, from_vector<int64_t>({1})).item<int64_t>() == max64);
+  CHECK(mul(big, from_vector<int64_t>({2})).item<int64_t>() == -2);
+  CHECK(mul(big, 2.0).item<int64_t>() == -2);
+  CHECK(neg(small).item<int64_t>() == min64);
+  CHECK(abs(small).item<int64_t>() == min64);
+  CHECK(sum(from_vector<int64_t>({max64, 1})).item<int64_t>() == min64);
+  CHECK(add(from_vector<int32_t>({2147483647}), from_vector<int32_t>({1})).item<int64_t>() ==
+        -2147483648LL);
+  // casts of NaN and out-of-range floats to integers give the type's minimum, as x86 (and
+  // torch there) does; a plain C++ cast of them is undefined
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  CHECK(from_vector<float>({static_cast<float>(nan), 1e30f, -1e30f, 7.9f})
+            .to(DType::i64)
+            .to_vector<int64_t>() == std::vector<int64_t>{min64, min64, min64, 7});
+  CHECK(from_vector<double>({3e9, -3e9, -2147483648.0}).to(DType::i32).to_vector<int32_t>() ==
+        std::vector<int32_t>{INT32_MIN, INT32_MIN, INT32_MIN});
+  // a convolution with an empty kernel (it returned a larger output of zeros)
+  CHECK(error_of([] {
+          conv2d(ones({1, 2, 4, 4}), ones({1, 2, 0, 0}));
+        }) == "conv2d: the kernel size must be positive, got weight (1, 2, 0, 0)");
+  // an interpolation scale whose output cannot be a size (4e30 was converted to int64)
+  CHECK(error_of([] {
+          interpolate(ones({1, 2, 4, 4}), std::nullopt, std::vector<double>{1e30, 1.0});
+        }).find("interpolate: scale factors 1e+30 and 1 make an output of") == 0);
+  // labels a dataset cannot hold: out of [0, num_classes), or not class indices
+  CHECK_THROWS_AS(data::TensorDataset(zeros({2, 1, 2, 2}), from_vector<int64_t>({0, 5}), 3),
+                  IndexError);
+  CHECK_THROWS_AS(data::TensorDataset(zeros({2, 1, 2, 2}), from_vector<float>({0, 1}), 3),
+                  ValueError);
+  CHECK(data::TensorDataset(zeros({2, 1, 2, 2}), from_vector<uint8_t>({0, 2}), 3).size() == 2);
+}

@@ -1056,6 +1056,7 @@ TEST_CASE(
     "variance is 0",
     "[ops]") {
   const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
   const Tensor x = from_vector<float>({nan, 0.3f, -2.0f});
   // As torch's: a NaN stays NaN.
   const std::vector<float> shrunk = hardshrink(x, 0.5).to_vector<float>();
@@ -1078,6 +1079,15 @@ TEST_CASE(
     require_close(t.grad(), from_vector<float>({0, 0, -0.70710678f, 0.70710678f}).reshape({2, 2}),
                   1e-6, 1e-6);
   }
+  // ...but only where the variance is 0: a NaN variance (a NaN or infinite element, one
+  // element, none) is a NaN deviation, as torch's (the mask made each of these 0).
+  for (const Tensor& t : {from_vector<float>({1, nan, 3}), from_vector<float>({1, inf}),
+                          from_vector<float>({3.7f}), zeros({0})}) {
+    CHECK(std::isnan(t.std().item<float>()));
+    CHECK(std::isnan(std_mean(t, {0}).first.item<float>()));
+  }
+  CHECK(std::isnan(ones({3, 1}).std({1}).to_vector<float>()[2]));
+  CHECK(std::isnan(zeros({0, 3}).std({0}).to_vector<float>()[1]));
 }
 
 TEST_CASE("eigh, SVD and QR: factors that give A back, orthogonality, order, empty matrices",

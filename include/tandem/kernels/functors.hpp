@@ -114,10 +114,44 @@ TANDEM_HD T scalar_as(double s) {
   }
 }
 
+/// Signed integer arithmetic wraps around, as torch's does (INT64_MAX + 1 is INT64_MIN):
+/// computed in the unsigned type, where overflow is defined (in the signed one it is undefined
+/// behaviour). Other types compute as they are.
+template <typename T>
+TANDEM_HD T wrap_add(T a, T b) {
+  if constexpr (std::is_integral_v<T> && std::is_signed_v<T>) {
+    using U = std::make_unsigned_t<T>;
+    return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
+  } else {
+    return a + b;
+  }
+}
+template <typename T>
+TANDEM_HD T wrap_mul(T a, T b) {
+  if constexpr (std::is_integral_v<T> && std::is_signed_v<T>) {
+    using U = std::make_unsigned_t<T>;
+    return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
+  } else {
+    return a * b;
+  }
+}
+template <typename T>
+TANDEM_HD T wrap_neg(T x) {
+  if constexpr (std::is_integral_v<T> && std::is_signed_v<T>) {
+    return static_cast<T>(std::make_unsigned_t<T>(0) - static_cast<std::make_unsigned_t<T>>(x));
+  } else {
+    return -x;
+  }
+}
+
 // --- unary ---------------------------------------------------------------------------------
 struct Neg {
   static constexpr bool kIntegers = true;
-  template <typename T> TANDEM_HD T operator()(T x) const { return -x; } };
+  template <typename T>
+  TANDEM_HD T operator()(T x) const {
+    return wrap_neg(x);
+  }
+};
 struct Exp { template <typename T> TANDEM_HD T operator()(T x) const { return exp(x); } };
 struct Log { template <typename T> TANDEM_HD T operator()(T x) const { return log(x); } };
 struct Sqrt { template <typename T> TANDEM_HD T operator()(T x) const { return sqrt(x); } };
@@ -129,7 +163,7 @@ struct Abs {
     } else if constexpr (std::is_floating_point_v<T>) {
       return fabs(x);  // abs(-0.0) is +0.0, as torch's
     } else {
-      return x < T(0) ? -x : x;
+      return x < T(0) ? wrap_neg(x) : x;
     }
   }
 };
@@ -208,7 +242,10 @@ struct Clamp {  // bounds given as +/-inf when absent; NaN propagates; min(max(x
 struct AddScalar {
   static constexpr bool kIntegers = true;
   double s;
-  template <typename T> TANDEM_HD T operator()(T x) const { return x + scalar_as<T>(s); }
+  template <typename T>
+  TANDEM_HD T operator()(T x) const {
+    return wrap_add(x, scalar_as<T>(s));
+  }
 };
 struct MulScalar {
   static constexpr bool kIntegers = true;
@@ -217,7 +254,7 @@ struct MulScalar {
     if constexpr (std::is_same_v<T, bool>) {
       return x && s != 0.0;  // bool * bool is logical and, as torch
     } else {
-      return x * scalar_as<T>(s);
+      return wrap_mul(x, scalar_as<T>(s));
     }
   }
 };
@@ -393,7 +430,7 @@ struct Add {
   static constexpr bool kIntegers = true;
   double alpha;
   template <typename T> TANDEM_HD T operator()(T a, T b) const {
-    return alpha == 1.0 ? a + b : a + scalar_as<T>(alpha) * b;
+    return alpha == 1.0 ? wrap_add(a, b) : wrap_add(a, wrap_mul(scalar_as<T>(alpha), b));
   }
 };
 struct Mul {
@@ -402,7 +439,7 @@ struct Mul {
     if constexpr (std::is_same_v<T, bool>) {
       return a && b;
     } else {
-      return a * b;
+      return wrap_mul(a, b);
     }
   }
 };
