@@ -1,6 +1,7 @@
 // Views (reshape, permute, slicing, expand) and the ops that move data between shapes (cat,
 // stack, pad). Views share storage with their input; their backward maps the gradient back.
 #include <algorithm>
+#include <limits>
 #include <numeric>
 #include <optional>
 
@@ -15,6 +16,21 @@ Tensor make_view(const Tensor& t, Shape shape, Shape strides, int64_t offset) {
   return make_tensor(t.storage(), std::move(shape), std::move(strides), offset, t.dtype());
 }
 
+// a * b and a + b for sizes, refused where they overflow int64 (undefined behaviour otherwise;
+// a wrapped size could pass the checks after it).
+int64_t size_mul(int64_t a, int64_t b, const char* op) {
+  int64_t r;
+  TANDEM_CHECK(!__builtin_mul_overflow(a, b, &r), op, ": the size ", a, " x ", b,
+               " overflows int64");
+  return r;
+}
+int64_t size_add(int64_t a, int64_t b, const char* op) {
+  int64_t r;
+  TANDEM_CHECK(!__builtin_add_overflow(a, b, &r), op, ": the size ", a, " + ", b,
+               " overflows int64");
+  return r;
+}
+
 // Resolves one -1 and checks the element count.
 Shape infer_shape(const Shape& shape, int64_t numel, const char* op) {
   Shape out = shape;
@@ -26,7 +42,7 @@ Shape infer_shape(const Shape& shape, int64_t numel, const char* op) {
       infer = static_cast<int64_t>(i);
     } else {
       TANDEM_CHECK(out[i] >= 0, op, ": invalid size ", out[i], " in shape ", shape_str(shape));
-      known *= out[i];
+      known = size_mul(known, out[i], op);
     }
   }
   if (infer >= 0) {
@@ -202,8 +218,8 @@ Tensor slice(const Tensor& t, int64_t dim, int64_t start, int64_t end, int64_t s
   start = clamp_index(start);
   end = std::max(clamp_index(end), start);
   Shape shape = t.shape(), strides = t.strides();
-  shape[d] = (end - start + step - 1) / step;
-  strides[d] *= step;
+  shape[d] = end == start ? 0 : (end - start - 1) / step + 1;  // no overflow for any step
+  if (shape[d] > 1) strides[d] = size_mul(strides[d], step, "slice");
   Tensor out = make_view(t, shape, strides, t.storage_offset() + start * t.strides()[d]);
   Shape in_shape = t.shape();
   autograd::record("slice", {t}, out, [=](const Tensor& g) -> std::vector<Tensor> {
@@ -217,11 +233,11 @@ Tensor narrow(const Tensor& t, int64_t dim, int64_t start, int64_t length) {
   check_defined(t, "narrow", "input");
   TANDEM_CHECK(t.dim() > 0, "narrow: cannot narrow a 0-dim tensor");
   int64_t d = wrap_dim(dim, t.dim(), "narrow");
-  int64_t size = t.shape()[d];
-  if (start < 0) start += size;
-  TANDEM_CHECK_INDEX(start >= 0 && start <= size, "narrow: start ", start,
+  const int64_t size = t.shape()[d], given = start;
+  TANDEM_CHECK_INDEX(start >= -size && start <= size, "narrow: start ", given,
                      " out of range for dim ", d, " of size ", size);
-  TANDEM_CHECK_INDEX(length >= 0 && start + length <= size, "narrow: start (", start,
+  if (start < 0) start += size;
+  TANDEM_CHECK_INDEX(length >= 0 && length <= size - start, "narrow: start (", start,
                      ") + length (", length, ") exceeds dimension size (", size, ")");
   return slice(t, d, start, start + length, 1);
 }
@@ -421,7 +437,7 @@ std::vector<Tensor> split_with_sizes(const Tensor& t, const std::vector<int64_t>
   int64_t total = 0;
   for (int64_t s : split_sizes) {
     TANDEM_CHECK(s >= 0, "split_with_sizes: split sizes must be non-negative, got ", s);
-    total += s;
+    total = size_add(total, s, "split_with_sizes");
   }
   TANDEM_CHECK(total == size, "split_with_sizes: split sizes must sum to ", size,
                " (the input's size at dim ", d, "), got ", shape_str(split_sizes));
@@ -452,7 +468,8 @@ std::vector<Tensor> chunk(const Tensor& t, int64_t chunks, int64_t dim) {
   TANDEM_CHECK(chunks > 0, "chunk: chunks must be greater than 0, got ", chunks);
   TANDEM_CHECK(t.dim() > 0, "chunk: cannot chunk a 0-dim tensor");
   const int64_t size = t.size(wrap_dim(dim, t.dim(), "chunk"));
-  return split(t, std::max<int64_t>((size + chunks - 1) / chunks, size == 0 ? 0 : 1), dim);
+  const int64_t per = size / chunks + (size % chunks != 0);  // ceil, without overflow
+  return split(t, std::max<int64_t>(per, size == 0 ? 0 : 1), dim);
 }
 
 std::vector<Tensor> unbind(const Tensor& t, int64_t dim) {
@@ -477,7 +494,7 @@ Tensor repeat(const Tensor& t, const Shape& repeats) {
     const int64_t s = i < lead ? 1 : t.size(static_cast<int64_t>(i - lead));
     pairs.insert(pairs.end(), {1, s});
     expanded.insert(expanded.end(), {repeats[i], s});
-    result.push_back(repeats[i] * s);
+    result.push_back(size_mul(repeats[i], s, "repeat"));
   }
   return reshape(expand(reshape(t, pairs), expanded), result);
 }
@@ -517,7 +534,7 @@ Tensor pad(const Tensor& t, const std::vector<int64_t>& pads, double value) {
   for (int64_t k = 0; k < np / 2; ++k) {
     int64_t d = nd - 1 - k, left = pads[2 * k], right = pads[2 * k + 1];
     int64_t size = shape[d];
-    int64_t out_size = size + left + right;
+    int64_t out_size = size_add(size_add(size, left, "pad"), right, "pad");
     TANDEM_CHECK(out_size >= 0, "pad: padding (", left, ", ", right, ") makes dim ", d,
                  " of size ", size, " negative");
     shape[d] = out_size;
@@ -659,7 +676,9 @@ Tensor diag(const Tensor& t, int64_t offset) {
   TANDEM_CHECK(t.dim() == 1 || t.dim() == 2, "diag: expected a 1-d or 2-d tensor, got ", t.dim(),
                "-d");
   if (t.dim() == 2) return diagonal(t, offset, 0, 1).clone();
-  const int64_t n = t.numel() + (offset >= 0 ? offset : -offset);
+  TANDEM_CHECK(offset > std::numeric_limits<int64_t>::min(), "diag: offset ", offset,
+               " out of range");
+  const int64_t n = size_add(t.numel(), offset >= 0 ? offset : -offset, "diag");
   return scatter_to_zeros(
       t, {n, n}, [=](const Tensor& m) { return diagonal(m, offset, 0, 1); }, "diag");
 }
@@ -701,7 +720,7 @@ Tensor repeat_interleave(const Tensor& t, int64_t repeats, std::optional<int64_t
   Shape expanded = t.shape();
   expanded.insert(expanded.begin() + d + 1, repeats);
   Shape result = t.shape();
-  result[d] *= repeats;
+  result[d] = size_mul(result[d], repeats, "repeat_interleave");
   return reshape(expand(unsqueeze(t, d + 1), expanded), result);
 }
 

@@ -766,4 +766,30 @@ TEST_CASE(
   CHECK_THROWS_AS(data::TensorDataset(zeros({2, 1, 2, 2}), from_vector<float>({0, 1}), 3),
                   ValueError);
   CHECK(data::TensorDataset(zeros({2, 1, 2, 2}), from_vector<uint8_t>({0, 2}), 3).size() == 2);
+  // Sizes whose arithmetic overflowed int64 (undefined; narrow returned an empty tensor)
+  const Tensor r = arange(5);
+  CHECK(error_of([&] { r.narrow(0, 1, max64); }) ==
+        "narrow: start (1) + length (9223372036854775807) exceeds dimension size (5)");
+  CHECK(error_of([&] {
+          ones({2, 3}).narrow(1, -5, 1);
+        }) == "narrow: start -5 out of range for dim 1 of size 3");  // as given, not wrapped
+  CHECK(r.slice(0, 0, 5, max64).to_vector<int64_t>() == std::vector<int64_t>{0});
+  CHECK(r.slice(0, 1, 5, 3).to_vector<int64_t>() == std::vector<int64_t>{1, 4});
+  CHECK(ones({6}).chunk(max64).size() == 6);
+  for (const auto& f : std::vector<std::function<void()>>{
+           [] {
+             zeros({4}).reshape({-1, int64_t{1} << 62, 4});
+           },
+           [] {
+             ones({6}).split_with_sizes({max64, max64, 6});
+           },
+           [] { ones({2}).repeat({max64}); },
+           [] {
+             ones({2}).tile({int64_t{1} << 62, int64_t{1} << 62});
+           },
+           [] {
+             pad(ones({2}), {max64, 1});
+           },
+           [] { ones({2}).diag(max64); }, [] { ones({2}).repeat_interleave(max64); }})
+    CHECK(error_of(f).find("overflows int64") != std::string::npos);
 }
