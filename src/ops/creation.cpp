@@ -61,13 +61,15 @@ Tensor linspace(double start, double end, int64_t steps, TensorOptions o) {
   // In f32 for f32, f16 and bf16 and in f64 otherwise, as torch's kernel computes it.
   auto fill = [&](auto zero) {
     using C = decltype(zero);
-    std::vector<C> values(static_cast<size_t>(steps));
+    // (into a tensor: its allocation refuses a count no memory holds with tandem's errors)
+    Tensor out = empty({steps}, TensorOptions(dtype_of<C>::value));
+    C* values = out.data_ptr<C>();
     const C s = static_cast<C>(start), e = static_cast<C>(end);
     const C step = steps > 1 ? (e - s) / static_cast<C>(steps - 1) : C(0);
     for (int64_t i = 0; i < steps; ++i)
       values[i] = i < steps / 2 || steps == 1 ? s + step * static_cast<C>(i)
                                               : e - step * static_cast<C>(steps - 1 - i);
-    return from_vector(values, {steps});
+    return out;
   };
   const bool narrow = o.dtype() == DType::f32 || is_reduced_float(o.dtype());
   Tensor t = narrow ? fill(0.0f) : fill(0.0);

@@ -226,6 +226,15 @@ Tensor conv1d(const Tensor& input, const Tensor& weight, const Tensor& bias, int
   TANDEM_CHECK(groups > 0 && input.size(-2) == weight.size(1) * groups, "conv1d: input has ",
                input.size(-2), " channels, weight ", shape_str(weight.shape()), " with groups ",
                groups, " expects ", weight.size(1) * groups);
+  // In its own name and terms before the 2-d convolution over a height of 1 would check them
+  // in its ("conv2d: stride must be positive, got (1, 0)").
+  check_conv_operands(input, weight, bias, groups, "(C_out, C_in / groups, k)", "conv1d", 3);
+  TANDEM_CHECK(stride > 0 && dilation > 0 && padding >= 0, "conv1d: stride ", stride,
+               " and dilation ", dilation, " must be positive and padding ", padding,
+               " non-negative");
+  const int64_t lo = out_size(input.size(-1), weight.size(2), stride, padding, dilation);
+  TANDEM_CHECK(lo > 0, "conv1d: input of length ", input.size(-1), " with padding ", padding,
+               " is shorter than the dilated kernel (", dilation * (weight.size(2) - 1) + 1, ")");
   const bool batched = input.dim() == 3;
   Tensor x = unsqueeze(batched ? input : unsqueeze(input, 0), 2);  // (N, C_in, 1, L)
   Tensor y =
@@ -1010,7 +1019,14 @@ Tensor conv_transpose1d(const Tensor& input, const Tensor& weight, const Tensor&
                ": expected input (N, C_in, L) or (C_in, L) and weight (C_in, C_out / groups, k), "
                "got ",
                shape_str(input.shape()), " and ", shape_str(weight.shape()));
-  // conv_transpose2d over a height of 1 (its checks then speak of the width).
+  // conv_transpose2d over a height of 1, the arguments checked first in 1-d terms.
+  check_conv_operands(input, weight, bias, groups, "(C_in, C_out / groups, k)", op, 3);
+  TANDEM_CHECK(stride > 0 && dilation > 0 && padding >= 0 && output_padding >= 0, op, ": stride ",
+               stride, " and dilation ", dilation, " must be positive, padding ", padding,
+               " and output_padding ", output_padding, " non-negative");
+  TANDEM_CHECK(output_padding < stride || output_padding < dilation, op, ": output_padding (",
+               output_padding, ") must be smaller than either stride (", stride, ") or dilation (",
+               dilation, ")");
   const bool batched = input.dim() == 3;
   const Tensor x = unsqueeze(batched ? input : unsqueeze(input, 0), 2);  // (N, C_in, 1, L)
   const Tensor y = conv_transpose2d(x, unsqueeze(weight, 2), bias, {1, stride}, {0, padding},
@@ -2228,6 +2244,24 @@ Tensor multilabel_soft_margin_loss(const Tensor& input, const Tensor& target, co
   return reduce_loss(div(sum(loss, {-1}), static_cast<double>(classes)), reduction);
 }
 
+namespace {
+// That class indices lie in [lo, classes): at once on the CPU; on a GPU at the next check point
+// (check_scalar), the callers computing on meanwhile with the indices clamped into range, so
+// that no kernel reads outside the scores.
+void check_class_indices(const Tensor& t, int64_t lo, int64_t classes, const char* op,
+                         const char* expected) {
+  if (t.numel() == 0) return;
+  NoGradGuard no_grad;
+  auto report = [=](double v) {
+    TANDEM_CHECK_INDEX(v >= static_cast<double>(lo) && v < static_cast<double>(classes), op,
+                       ": target ", static_cast<int64_t>(v), " is out of range for ", classes,
+                       " classes (expected ", expected, ")");
+  };
+  check_scalar(amin(t, Shape{}).to(DType::f64), report);
+  check_scalar(amax(t, Shape{}).to(DType::f64), report);
+}
+}  // namespace
+
 Tensor multi_margin_loss(const Tensor& input, const Tensor& target, int64_t p, double margin,
                          const Tensor& weight, Reduction reduction) {
   const char* op = "multi_margin_loss";
@@ -2244,8 +2278,8 @@ Tensor multi_margin_loss(const Tensor& input, const Tensor& target, int64_t p, d
                target.dtype());
   const Tensor x = input.dim() == 1 ? input.unsqueeze(0) : input;
   const int64_t classes = x.size(1);
-  const Tensor y = target.reshape({-1, 1}).to(DType::i64);
-  // gather checks the indices are in [0, C).
+  check_class_indices(target, 0, classes, op, "class indices in [0, C)");
+  const Tensor y = clamp(target.reshape({-1, 1}).to(DType::i64), 0.0, classes - 1.0);
   // relu: no gradient where the margin is met exactly, as torch's kernel (z > 0).
   const Tensor z = relu(add(sub(x, gather(x, 1, y)), margin));
   Tensor h = p == 2 ? mul(z, z) : z;
@@ -2278,10 +2312,11 @@ Tensor multilabel_margin_loss(const Tensor& input, const Tensor& target, Reducti
   const Tensor x = input.dim() == 2 ? input : input.reshape({1, -1});
   const Tensor t = (input.dim() == 2 ? target : target.reshape({1, -1})).to(DType::i64);
   const int64_t classes = x.size(1);
-  // A slot counts up to the first -1. Indices below -1 become C, so that gather refuses them
-  // as it refuses C and above; -1 and the slots after it read class 0, weighted 0.
+  check_class_indices(t, -1, classes, op,
+                      "class indices in [0, C), or -1 to end a sample's labels");
+  // A slot counts up to the first -1; -1 and the slots after it read class 0, weighted 0.
   const Tensor counted = cumprod(ge(t, 0).to(x.dtype()), 1);  // (N, slots)
-  const Tensor index = where(lt(t, -1), static_cast<double>(classes), clamp_min(t, 0));
+  const Tensor index = clamp(t, 0.0, classes - 1.0);
   const Tensor chosen = gt(scatter_add(zeros_like(x), 1, index, counted), 0.0);  // (N, C)
   // 1 - x[j] + x[i] for every counted slot j and every class i not chosen.
   const Tensor z = relu(add(sub(x.unsqueeze(1), gather(x, 1, index).unsqueeze(2)), 1.0));

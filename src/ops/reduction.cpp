@@ -519,7 +519,8 @@ Tensor logsumexp(const Tensor& t, const Shape& dims, bool keepdim) {
   Tensor out;
   {
     NoGradGuard no_grad;
-    Tensor m = amax(t, dims, true);
+    // (an empty input: no max, and the empty sum's log is -inf, as torch's)
+    Tensor m = t.numel() == 0 ? sum(t, dims, true) : amax(t, dims, true);
     m = where(isinf(m), zeros({}, TensorOptions(m.dtype()).device(m.device())), m);
     out = sum(sub(t, m).exp_(), dims, true).log_().add_(m);
   }

@@ -792,4 +792,38 @@ TEST_CASE(
            },
            [] { ones({2}).diag(max64); }, [] { ones({2}).repeat_interleave(max64); }})
     CHECK(error_of(f).find("overflows int64") != std::string::npos);
+  // Messages that named an op the caller did not call (gather, scatter_add, conv2d, amax)
+  CHECK(error_of([] {
+          multi_margin_loss(ones({2, 3}), from_vector<int64_t>({3, 0}));
+        }) ==
+        "multi_margin_loss: target 3 is out of range for 3 classes (expected class indices in "
+        "[0, C))");
+  CHECK(error_of([] {
+          multilabel_margin_loss(ones({1, 3}), from_vector<int64_t>({1, -1, -2}).reshape({1, 3}));
+        }) ==
+        "multilabel_margin_loss: target -2 is out of range for 3 classes (expected class "
+        "indices in [0, C), or -1 to end a sample's labels)");
+  CHECK_THROWS_AS(
+      multilabel_margin_loss(ones({1, 3}), from_vector<int64_t>({3, 0, 0}).reshape({1, 3})),
+      IndexError);
+  CHECK(error_of([] {
+          conv1d(ones({1, 2, 2}), ones({1, 2, 3}));
+        }) == "conv1d: input of length 2 with padding 0 is shorter than the dilated kernel (3)");
+  CHECK(error_of([] {
+          conv1d(ones({1, 2, 5}), ones({1, 2, 3}), Tensor(), 0);
+        }) == "conv1d: stride 0 and dilation 1 must be positive and padding 0 non-negative");
+  CHECK(error_of([] {
+          conv1d(ones({1, 2, 5}), ones({1, 2, 3}, DType::f64));
+        }).find("conv1d: input (f32), weight (f64)") == 0);
+  CHECK(error_of([] {
+          conv_transpose1d(ones({1, 2, 5}), ones({2, 1, 3}), Tensor(), 1, 0, 2);
+        }) ==
+        "conv_transpose1d: output_padding (2) must be smaller than either stride (1) or dilation "
+        "(1)");
+  // logsumexp over nothing is -inf, as torch's (amax refused the empty dim)
+  CHECK(logsumexp(zeros({0}), {0}).item<float>() == -std::numeric_limits<float>::infinity());
+  CHECK(logsumexp(zeros({0, 3}), {0}).to_vector<float>() ==
+        std::vector<float>(3, -std::numeric_limits<float>::infinity()));
+  // a count no memory holds is a tandem error (it was std::length_error)
+  CHECK_THROWS_AS(linspace(0, 1, max64), ValueError);
 }
