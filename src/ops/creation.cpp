@@ -30,7 +30,10 @@ Tensor full(const Shape& shape, double value, TensorOptions o) {
 
 Tensor zeros(const Shape& shape, TensorOptions o) { return full(shape, 0.0, o); }
 Tensor ones(const Shape& shape, TensorOptions o) { return full(shape, 1.0, o); }
-Tensor scalar_tensor(double value, TensorOptions o) { return full({}, value, o); }
+Tensor scalar_tensor(double value, TensorOptions o) {
+  check_fill_value(value, o.dtype(), "scalar_tensor");
+  return full({}, value, o);
+}
 
 Tensor arange(double end, TensorOptions o) { return arange(0, end, 1, o); }
 

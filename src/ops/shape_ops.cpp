@@ -570,7 +570,8 @@ Tensor triangle(const Tensor& t, int64_t diagonal, bool lower, const char* name)
   const auto o = TensorOptions(DType::i64).device(t.device());
   // col - row for every position of the last two dims
   const Tensor offset = sub(arange(0, cols, 1, o).unsqueeze(0), arange(0, rows, 1, o).unsqueeze(1));
-  const Tensor d = full({}, static_cast<double>(diagonal), o);
+  // (a diagonal beyond the matrix keeps all or none: clamped, it stays exact as a double)
+  const Tensor d = full({}, static_cast<double>(std::clamp(diagonal, -rows, cols)), o);
   const Tensor keep = lower ? le(offset, d) : ge(offset, d);
   return where(keep, t, zeros({}, TensorOptions(t.dtype()).device(t.device())));
 }

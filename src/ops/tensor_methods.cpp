@@ -503,6 +503,7 @@ Tensor Tensor::masked_fill(const Tensor& mask, double value) const {
   TANDEM_CHECK(mask.dtype() == DType::boolean, "masked_fill: the mask must be bool, got ",
                mask.dtype());
   check_broadcasts_to(mask, shape(), "masked_fill", "mask");
+  check_fill_value(value, dtype(), "masked_fill");
   return where(mask, scalar_tensor(value, TensorOptions(dtype()).device(device())), *this);
 }
 
@@ -749,6 +750,7 @@ Tensor& Tensor::mul_(double value) {
 
 Tensor& Tensor::masked_fill_(const Tensor& mask, double value) {
   check_inplace(*this, "masked_fill_");
+  check_no_overlap(*this, "masked_fill_");
   const Tensor filled = masked_fill(mask, value);
   NoGradGuard guard;
   return copy_(filled);
@@ -881,7 +883,9 @@ Tensor& Tensor::div_(const Tensor& other) {
 
 Tensor& Tensor::uniform_(double from, double to, Generator* gen) {
   TANDEM_CHECK(from <= to, "uniform_: expected from <= to, got [", from, ", ", to, ")");
+  check_floating(*this, "uniform_", "tensor");
   check_inplace(*this, "uniform_");
+  check_no_overlap(*this, "uniform_");
   NoGradGuard guard;
   Tensor u = rand(shape(), TensorOptions(dtype()).device(device()), gen);
   return copy_(to - from == 1.0 && from == 0.0 ? u : tandem::add(tandem::mul(u, to - from), from));
@@ -889,7 +893,9 @@ Tensor& Tensor::uniform_(double from, double to, Generator* gen) {
 
 Tensor& Tensor::normal_(double mean, double std, Generator* gen) {
   TANDEM_CHECK(std >= 0, "normal_: expected std >= 0, got ", std);
+  check_floating(*this, "normal_", "tensor");
   check_inplace(*this, "normal_");
+  check_no_overlap(*this, "normal_");
   NoGradGuard guard;
   Tensor n = randn(shape(), TensorOptions(dtype()).device(device()), gen);
   return copy_(std == 1.0 && mean == 0.0 ? n : tandem::add(tandem::mul(n, std), mean));

@@ -824,6 +824,21 @@ TEST_CASE(
   CHECK(logsumexp(zeros({0}), {0}).item<float>() == -std::numeric_limits<float>::infinity());
   CHECK(logsumexp(zeros({0, 3}), {0}).to_vector<float>() ==
         std::vector<float>(3, -std::numeric_limits<float>::infinity()));
+  CHECK(error_of([] {
+          ones({2}, DType::i64).masked_fill(from_vector<bool>({true, false}), 1e30);
+        }) == "masked_fill: the value 1e+30 cannot be converted to i64 without overflow");
+  CHECK(error_of([] { scalar_tensor(std::nan(""), DType::i64); }).find("scalar_tensor:") == 0);
+  CHECK(error_of([] { zeros({2}, DType::i64).uniform_(); })
+            .find("uniform_: expected a "
+                  "floating-point tensor") == 0);
+  CHECK(error_of([] { zeros({1}).expand({3}).normal_(); }).find("normal_: more than one") == 0);
+  CHECK(error_of([] {
+          zeros({1}).expand({2}).masked_fill_(from_vector<bool>({true, false}), 1.0);
+        }).find("masked_fill_: more than one") == 0);
+  // a diagonal past int64's double range keeps all or nothing (its conversion was refused)
+  CHECK(triu(ones({2, 3}), max64).sum().item<float>() == 0);
+  CHECK(triu(ones({2, 3}), min64).sum().item<float>() == 6);
+  CHECK(tril(ones({2, 3}), max64).sum().item<float>() == 6);
   // a count no memory holds is a tandem error (it was std::length_error)
   CHECK_THROWS_AS(linspace(0, 1, max64), ValueError);
 }

@@ -188,7 +188,8 @@ Tensor avg_pool3d(const Tensor& input, Int3 kernel_size, Int3 stride = 0, Int3 p
                   std::optional<int64_t> divisor_override = std::nullopt);
 Tensor adaptive_avg_pool3d(const Tensor& input, Int3 output_size);
 
-/// torch.nn.functional.interpolate on (N, C, H, W): to `size` (H', W'), or to
+/// torch.nn.functional.interpolate on (N, C, H, W): to `size` (H', W'; one entry serves both, as
+/// Python's int size), or to
 /// floor(H * scale_factor[0]) x floor(W * scale_factor[1]) (one factor serves both); mode
 /// "nearest" or "bilinear" (align_corners: bilinear only, false by default). Source positions as
 /// PyTorch's: with a scale factor and no recompute_scale_factor, the scale is 1 / scale_factor,
