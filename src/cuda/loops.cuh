@@ -70,7 +70,16 @@ __device__ __forceinline__ To convert(From v) {
   } else if constexpr (std::is_same_v<To, __nv_bfloat16>) {
     return __float2bfloat16_rn(static_cast<float>(v));
   } else if constexpr (std::is_same_v<To, uint8_t> && std::is_floating_point_v<From>) {
-    return static_cast<To>(static_cast<int64_t>(v));  // through int64, as the CPU's convert
+    return static_cast<To>(convert<int64_t>(v));  // through int64, as the CPU's convert
+  } else if constexpr (std::is_integral_v<To> && std::is_signed_v<To> &&
+                       std::is_floating_point_v<From>) {
+    // NaN and values outside To's range give To's minimum, as the CPU's convert (x86's result);
+    // a GPU's conversion would give 0 for NaN and saturate the rest. (No numeric_limits: not
+    // constexpr on the device without --expt-relaxed-constexpr.)
+    using U = std::make_unsigned_t<To>;
+    constexpr To kMin = static_cast<To>(U{1} << (8 * sizeof(To) - 1));
+    constexpr From lo = static_cast<From>(kMin);  // -2^31 or -2^63, exact
+    return v >= lo && v < -lo ? static_cast<To>(v) : kMin;
   } else {
     return static_cast<To>(v);
   }
@@ -175,9 +184,10 @@ constexpr int kThreads = 256;
 
 /// Blocks for a grid-stride loop over `count` elements: enough to fill any current GPU, few
 /// enough that each thread does several elements of a large tensor.
+constexpr int64_t kMaxBlocks = 65536;  // grid_for's cap: grid-stride loops cover the rest
 inline unsigned grid_for(int64_t count) {
   const int64_t blocks = (count + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(blocks < 1 ? 1 : (blocks > 65536 ? 65536 : blocks));
+  return static_cast<unsigned>(blocks < 1 ? 1 : (blocks > kMaxBlocks ? kMaxBlocks : blocks));
 }
 
 /// Throws CudaError naming `what` when the last launch failed.

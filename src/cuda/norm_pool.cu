@@ -410,6 +410,9 @@ bool launch_channel_tiles(const NcsLayout& l, int64_t rows,
   if constexpr (cuda::kVectorizable<T>) {
     constexpr int V = cuda::kVec<T, T>;
     if (!lanes_fit<T, V>(l.nhwc, l.channels, tensors)) return false;
+    // More groups than the grid has threads would leave some unwritten (a thread keeps one
+    // group): the one-element kernels take such a C (2^26 f32 channels and up).
+    if (l.channels / V > static_cast<int64_t>(cuda::kMaxBlocks) * cuda::kThreads) return false;
     tiled(std::integral_constant<int, V>{}, ChannelTiles(l.channels, V, rows));
     return true;
   } else {

@@ -373,9 +373,8 @@ void sort_rows(const Tensor& indices, const Tensor& in, int64_t rows, int64_t co
 
 // --- losses ------------------------------------------------------------------------------------
 // A target outside [0, classes) records the first position holding one in *bad (atomicMin) and
-// picks 0; the host reads *bad after the launch and throws IndexError, as the CPU does before
-// its loop. That read waits for the kernel: once per loss, whose value a training loop reads
-// anyway.
+// picks 0; *bad is read at the next check point (cuda::defer_check), where IndexError is thrown
+// as the CPU throws it before its loop, and the host does not wait for the kernel here.
 template <typename T>
 __global__ void pick_classes_kernel(T* out, const T* x, const int64_t* target, int64_t rows,
                                     int64_t classes, int64_t ignore_index,
