@@ -57,6 +57,13 @@ Taps taps(int64_t o, int64_t k, int64_t stride, int64_t pad, int64_t dil, int64_
   return {first, r.lo, r.hi};
 }
 
+// Row-major windows one column wide that step one column at a time without padding (the depth
+// pass of the 3-d pools): output column ow reads input column ow alone, and every output of a
+// row shares its window's rows and its average's divisor.
+bool column_windows(const pool::Geometry& g, const Pool2dParams& p) {
+  return !g.channels_last && p.kw == 1 && p.stride_w == 1 && p.pad_w == 0 && g.wo == g.w;
+}
+
 }  // namespace
 
 void max_pool2d_forward(const Tensor& out, const Tensor& indices, const Tensor& in,
@@ -67,6 +74,40 @@ void max_pool2d_forward(const Tensor& out, const Tensor& indices, const Tensor& 
     const T* x = ptr<const T>(in);
     T* y = ptr<T>(out);
     int64_t* idx = ptr<int64_t>(indices);
+    if (column_windows(g, p)) {
+      // Windows one column wide (the depth pass of max_pool3d): the same scan, a row at a time,
+      // each column its own lane.
+      const int64_t in_area = g.h * g.w, out_area = g.ho * g.wo;
+      for_each_plane(out.numel() / std::max<int64_t>(out_area, 1), out_area * p.kh,
+                     [&](int64_t plane) {
+                       const T* xp = x + plane * in_area;
+                       for (int64_t oh = 0; oh < g.ho; ++oh) {
+                         const Taps r = taps(oh, p.kh, p.stride_h, p.pad_h, p.dil_h, g.h);
+                         T* best = y + plane * out_area + oh * g.wo;
+                         int64_t* index = idx + plane * out_area + oh * g.wo;
+                         if (r.lo == r.hi) {  // a window over padding alone
+                           std::fill_n(best, g.wo, -T(INFINITY));
+                           std::fill_n(index, g.wo, int64_t{-1});
+                           continue;
+                         }
+                         const int64_t first = (r.first + r.lo * p.dil_h) * g.w;
+                         for (int64_t ow = 0; ow < g.wo; ++ow) {
+                           best[ow] = xp[first + ow];
+                           index[ow] = first + ow;
+                         }
+                         for (int64_t ki = r.lo + 1; ki < r.hi; ++ki) {
+                           const int64_t row = (r.first + ki * p.dil_h) * g.w;
+                           for (int64_t ow = 0; ow < g.wo; ++ow) {
+                             const T v = xp[row + ow];
+                             const bool take = v > best[ow] || v != v;
+                             best[ow] = take ? v : best[ow];
+                             index[ow] = take ? row + ow : index[ow];
+                           }
+                         }
+                       }
+                     });
+      return;
+    }
     if (!g.channels_last) {
       // Row-major maps: max_window's scan (the first max in scan order, a NaN wins, the last
       // one), with each window's rows and columns clipped to the map once instead of per tap.
@@ -144,6 +185,29 @@ void avg_pool2d_forward(const Tensor& out, const Tensor& in, const Pool2dParams&
     const T* x = ptr<const T>(in);
     T* y = ptr<T>(out);
     const T inv = pool::uniform_inverse<T>(g, p);
+    if (column_windows(g, p)) {
+      // Windows one column wide (the depth pass of avg_pool3d): each output row the sum of its
+      // window's input rows, row by row, times the row's scale: avg_window's sums in its order,
+      // as vectors across the row.
+      const int64_t in_area = g.h * g.w, out_area = g.ho * g.wo;
+      for_each_plane(out.numel() / std::max<int64_t>(out_area, 1), out_area * p.kh,
+                     [&](int64_t plane) {
+                       const T* xp = x + plane * in_area;
+                       T* yp = y + plane * out_area;
+                       for (int64_t oh = 0; oh < g.ho; ++oh) {
+                         const Taps r = taps(oh, p.kh, p.stride_h, p.pad_h, 1, g.h);
+                         const T scale = pool::avg_scale(g, p, inv, oh, int64_t{0});
+                         T* row = yp + oh * g.wo;
+                         std::fill_n(row, g.wo, T(0));
+                         for (int64_t ki = r.lo; ki < r.hi; ++ki) {
+                           const T* in_row = xp + (r.first + ki) * g.w;
+                           for (int64_t ow = 0; ow < g.wo; ++ow) row[ow] += in_row[ow];
+                         }
+                         for (int64_t ow = 0; ow < g.wo; ++ow) row[ow] *= scale;
+                       }
+                     });
+      return;
+    }
     for_each_element(g, out.numel(), g.ho, g.wo, window_cost(p, g), [&](int64_t o, pool::Site s) {
       y[o] = pool::avg_window<T>(x, g, p, inv, s, Identity{});
     });
@@ -166,6 +230,18 @@ void avg_pool2d_backward(const Tensor& grad_in, const Tensor& grad_out, const Po
         T* dx_p = dx + plane * in_area;
         const T* dy_p = dy + plane * out_area;
         std::fill_n(dx_p, in_area, T(0));
+        if (column_windows(g, p)) {  // the same adds, in the same order, a row at a time
+          for (int64_t oh = 0; oh < g.ho; ++oh) {
+            const Taps r = taps(oh, p.kh, p.stride_h, p.pad_h, 1, g.h);
+            const T scale = pool::avg_scale(g, p, inv, oh, int64_t{0});
+            const T* dy_row = dy_p + oh * g.wo;
+            for (int64_t ki = r.lo; ki < r.hi; ++ki) {
+              T* dx_row = dx_p + (r.first + ki) * g.w;
+              for (int64_t ow = 0; ow < g.wo; ++ow) dx_row[ow] += dy_row[ow] * scale;
+            }
+          }
+          return;
+        }
         for (int64_t oh = 0; oh < g.ho; ++oh) {
           const Taps r = taps(oh, p.kh, p.stride_h, p.pad_h, 1, g.h);
           for (int64_t ow = 0; ow < g.wo; ++ow) {

@@ -152,8 +152,35 @@ TEST_CASE("pooling a channels-last input: f16 and bf16, one channel, 1x1 maps", 
       {"max pool 3x3 / 2", [](const Tensor& t) { return max_pool2d(t, 3, 2, 1); }},
       {"max pool 2x2, padding 1", [](const Tensor& t) { return max_pool2d(t, 2, 1, 1); }},
       {"avg pool 2x2, padding 1", [](const Tensor& t) { return avg_pool2d(t, 2, 1, 1); }},
-      {"adaptive avg pool", [](const Tensor& t) { return adaptive_avg_pool2d(t, {2, 3}); }},
-      {"global avg pool", [](const Tensor& t) { return adaptive_avg_pool2d(t, {1, 1}); }},
+      // windows one column wide (the 3-d pools' depth pass): row-major ones a row at a time
+      {"max pool 2x1 / 2x1, padding 1x0, dilation 2x1",
+       [](const Tensor& t) {
+         return max_pool2d(t, {2, 1}, {2, 1}, {1, 0}, {2, 1});
+       }},
+      {"max pool 2x1 / 2x1, ceil",
+       [](const Tensor& t) {
+         return max_pool2d(t, {2, 1}, {2, 1}, {0, 0}, {1, 1}, true);
+       }},
+      {"avg pool 3x1 / 2x1, padding 1x0",
+       [](const Tensor& t) {
+         return avg_pool2d(t, {3, 1}, {2, 1}, {1, 0});
+       }},
+      {"avg pool 3x1 / 2x1, padding 1x0, ceil, padding not counted",
+       [](const Tensor& t) {
+         return avg_pool2d(t, {3, 1}, {2, 1}, {1, 0}, true, false);
+       }},
+      {"avg pool 2x1, padding 1x0, divisor 3",
+       [](const Tensor& t) {
+         return avg_pool2d(t, {2, 1}, {1, 1}, {1, 0}, false, true, 3);
+       }},
+      {"adaptive avg pool",
+       [](const Tensor& t) {
+         return adaptive_avg_pool2d(t, {2, 3});
+       }},
+      {"global avg pool",
+       [](const Tensor& t) {
+         return adaptive_avg_pool2d(t, {1, 1});
+       }},
   };
   // (3, 20, 7, 5): global pooling's blocks of 16 row-major planes and a tail
   for (const Shape& shape :

@@ -911,4 +911,17 @@ TEST_CASE("max_pool2d: a NaN is the max, of several the last in scan order, as P
   z.set_requires_grad(true);
   max_pool2d(z, 2).sum().backward();
   CHECK(z.grad().to_vector<float>() == std::vector<float>{0, 0, 0, 1});
+  // Windows one column wide (a row at a time): PyTorch 1.13, x (1, 1, 4, 3) =
+  // [[1, nan, 2], [nan, 5, 0], [3, 1, nan], [0, nan, nan]], max_pool2d(x, (2, 1), (1, 1)).
+  Tensor c =
+      from_vector(std::vector<float>{1, nan, 2, nan, 5, 0, 3, 1, nan, 0, nan, nan}, {1, 1, 4, 3});
+  c.set_requires_grad(true);
+  auto [cy, ci] = max_pool2d_with_indices(c, {2, 1}, {1, 1});
+  const std::vector<float> cv = cy.to_vector<float>();
+  const std::vector<float> want{nan, nan, 2, nan, 5, nan, 3, nan, nan};
+  for (size_t k = 0; k < want.size(); ++k)
+    CHECK((std::isnan(want[k]) ? std::isnan(cv[k]) : cv[k] == want[k]));
+  CHECK(ci.to_vector<int64_t>() == std::vector<int64_t>{3, 1, 2, 3, 4, 8, 6, 10, 11});
+  cy.sum().backward();
+  CHECK(c.grad().to_vector<float>() == std::vector<float>{0, 1, 1, 2, 1, 0, 1, 0, 1, 0, 1, 1});
 }
