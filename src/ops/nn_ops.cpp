@@ -1555,21 +1555,6 @@ Tensor normalize(const Tensor& input, double p, int64_t dim, double eps) {
   return div(input, clamp(n, eps, std::nullopt));
 }
 
-Tensor prelu(const Tensor& input, const Tensor& weight) {
-  check_defined(input, "prelu", "input");
-  check_defined(weight, "prelu", "weight");
-  check_floating(input, "prelu");
-  const int64_t channels = input.dim() >= 2 ? input.size(1) : 1;
-  TANDEM_CHECK(weight.numel() == 1 || weight.numel() == channels, "prelu: weight has ",
-               weight.numel(), " elements, expected 1 or the input's ", channels,
-               " channels (dim 1 of shape ", shape_str(input.shape()), ")");
-  Shape w_shape(static_cast<size_t>(std::max<int64_t>(input.dim(), 1)), 1);
-  if (weight.numel() > 1) w_shape[1] = channels;
-  const Tensor w = weight.numel() == 1 ? weight.reshape({}) : weight.reshape(w_shape);
-  return where(gt(input, zeros({}, TensorOptions(input.dtype()).device(input.device()))), input,
-               mul(input, w));
-}
-
 namespace {
 // softmax or log_softmax over dim d from recorded ops: where the row kernels do not apply, and
 // for their backward under create_graph.

@@ -1597,6 +1597,10 @@ TEST_CASE("CUDA activations' backward kernels match the CPU's", "[cuda]") {
         {"softsign", [](auto& v) { return softsign(v[0]); }},
     };
     for (const auto& a : activations) same_on_gpu(a.first, {x}, with_gradients(a.second), tol(dt));
+    same_on_gpu("prelu, a weight per channel", {x, randn_as({3}, dt, 131)},
+                with_gradients([](auto& v) { return prelu(v[0], v[1]); }), tol(dt));
+    same_on_gpu("prelu, one weight", {x, randn_as({1}, dt, 132)},
+                with_gradients([](auto& v) { return prelu(v[0], v[1]); }), tol(dt));
   }
 }
 

@@ -144,6 +144,16 @@ TEST_CASE("gradcheck: the other activations and math, and their second derivativ
   gradcheck([](V x) { return topk(x[0], 2, 1).first; }, {distinct({3, 5})});
   gradcheck([](V x) { return einsum("bij,bkj->bik", {x[0], x[1]}); }, {r({2, 3, 4}), r({2, 5, 4})});
   gradcheck([](V x) { return prelu(x[0], x[1]); }, {away_from_zero({2, 3, 4}), r({3})});
+  gradcheck([](V x) { return prelu(x[0], x[1]); }, {away_from_zero({5}), r({1})});
+  // its gradients under create_graph (recorded ops), with respect to input and weight, again
+  gradcheck(
+      [](V x) {
+        AutoGradMode on(true);
+        Tensor v = prelu(x[0], x[1]);
+        const auto gs = autograd::grad({sum(v * v * v)}, {x[0], x[1]}, {}, {}, true);
+        return cat({gs[0].reshape({-1}), gs[1].reshape({-1})});
+      },
+      {away_from_zero({2, 3, 4}), r({3})});
   gradcheck([](V x) { return normalize(x[0]); }, {r({3, 4})});
 }
 

@@ -88,7 +88,10 @@ enum class BinaryOp {
   hardsigmoid_backward,
   log_sigmoid_backward,
   leaky_relu_backward,
-  softsign_backward  // (grad, saved) -> grad_input
+  softsign_backward,  // (grad, saved) -> grad_input
+  prelu,              // (x, weight) -> x or weight x
+  prelu_slope,        // (x, weight) -> d prelu / dx: 1 or weight
+  prelu_weight_term   // (grad, x) -> grad times d prelu / d weight: 0 or grad x
 };
 
 /// Scalar parameters of a functor (alpha for add, the exponent for pow, the bounds of clamp).
@@ -633,6 +636,24 @@ struct LeakyReluBackward {  // saved: x
     return x > T(0) ? g : scaled;
   }
 };
+struct Prelu {  // (x, weight); a NaN x stays NaN (weight NaN)
+  template <typename T>
+  TANDEM_HD T operator()(T x, T w) const {
+    return x > T(0) ? x : w * x;
+  }
+};
+struct PreluSlope {  // (x, weight)
+  template <typename T>
+  TANDEM_HD T operator()(T x, T w) const {
+    return x > T(0) ? T(1) : w;
+  }
+};
+struct PreluWeightTerm {  // (grad, x)
+  template <typename T>
+  TANDEM_HD T operator()(T g, T x) const {
+    return x > T(0) ? T(0) : g * x;
+  }
+};
 struct SoftsignBackward {  // saved: x; 1 / (1 + |x|)^2
   template <typename T>
   TANDEM_HD T operator()(T g, T x) const {
@@ -744,6 +765,9 @@ decltype(auto) with_binary(BinaryOp op, const OpArgs& args, F&& f) {
     case BinaryOp::log_sigmoid_backward: return f(LogSigmoidBackward{});
     case BinaryOp::leaky_relu_backward: return f(LeakyReluBackward{args.a});
     case BinaryOp::softsign_backward: return f(SoftsignBackward{});
+    case BinaryOp::prelu: return f(Prelu{});
+    case BinaryOp::prelu_slope: return f(PreluSlope{});
+    case BinaryOp::prelu_weight_term: return f(PreluWeightTerm{});
   }
   return f(Mul{});
 }
