@@ -81,6 +81,14 @@ inline void check_alpha(double alpha, DType a, DType b, const char* op) {
                alpha);
 }
 
+/// torch refuses subtraction with a bool operand and negation of one: a mask is inverted with
+/// logical_not, two are compared with logical_xor.
+inline void check_no_bool(const Tensor& t, const char* op) {
+  TANDEM_CHECK(!t.defined() || t.dtype() != DType::boolean, op,
+               ": subtraction and negation of a bool tensor are not supported; use logical_not "
+               "(~) to invert a mask, logical_xor (^) to compare two");
+}
+
 /// addcdiv's division is true division: torch refuses two integer operands (it once divided
 /// them as integers).
 inline void check_addcdiv(const Tensor& t1, const Tensor& t2, const char* op) {

@@ -104,10 +104,8 @@ Tensor add(const Tensor& a0, const Tensor& b0, double alpha) {
 }
 
 Tensor sub(const Tensor& a, const Tensor& b, double alpha) {
-  TANDEM_CHECK(
-      !a.defined() || !b.defined() || a.dtype() != DType::boolean || b.dtype() != DType::boolean,
-      "sub: subtraction of two bool tensors is not supported; use logical_xor (^) "
-      "instead");
+  check_no_bool(a, "sub");
+  check_no_bool(b, "sub");
   return add(a, b, -alpha);
 }
 
@@ -151,9 +149,7 @@ Tensor mul(const Tensor& a, double b) {
 }
 
 Tensor neg(const Tensor& a) {
-  TANDEM_CHECK(!a.defined() || a.dtype() != DType::boolean,
-               "neg: negation of a bool tensor is not supported; use logical_not (~) to invert "
-               "a mask");
+  check_no_bool(a, "neg");
   Tensor out = unary_forward(UnaryOp::neg, {}, a, "neg");
   autograd::record("neg", {a}, out, [](const Tensor& g) -> std::vector<Tensor> {
     return {neg(g)};

@@ -840,8 +840,7 @@ Tensor& Tensor::reciprocal_() {
 }
 Tensor& Tensor::trunc_() { return math_inplace(*this, kernels::UnaryOp::trunc, "trunc_"); }
 Tensor& Tensor::neg_() {
-  TANDEM_CHECK(!defined() || dtype() != DType::boolean,
-               "neg_: negation of a bool tensor is not supported; use logical_not_ to invert it");
+  check_no_bool(*this, "neg_");
   return math_inplace(*this, kernels::UnaryOp::neg, "neg_");
 }
 Tensor& Tensor::abs_() { return math_inplace(*this, kernels::UnaryOp::abs, "abs_"); }
@@ -854,17 +853,14 @@ Tensor& Tensor::mul_(const Tensor& other) {
 
 Tensor& Tensor::sub_(const Tensor& other, double alpha) {
   if (defined() && other.defined()) check_alpha(alpha, dtype(), other.dtype(), "sub_");
-  TANDEM_CHECK(!defined() || dtype() != DType::boolean,
-               "sub_: subtraction from a bool tensor "
-               "is not supported; use logical_xor (^) instead");
+  check_no_bool(*this, "sub_");
+  check_no_bool(other, "sub_");
   return tensor_inplace(*this, other, kernels::BinaryOp::add, {-alpha}, "sub_",
                         [&](const Tensor& o) { return tandem::sub(*this, o, alpha); });
 }
 
 Tensor& Tensor::sub_(double value) {
-  TANDEM_CHECK(!defined() || dtype() != DType::boolean,
-               "sub_: subtraction from a bool tensor "
-               "is not supported; use logical_xor (^) instead");
+  check_no_bool(*this, "sub_");
   return scalar_inplace(*this, kernels::UnaryOp::add_scalar, -value, "sub_");
 }
 

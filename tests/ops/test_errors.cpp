@@ -713,6 +713,8 @@ TEST_CASE(
   CHECK_THROWS_AS(sub(from_vector<bool>({true, false}), from_vector<bool>({true, true})),
                   ValueError);
   CHECK_THROWS_AS(neg(from_vector<bool>({true})), ValueError);
+  CHECK_THROWS_AS(sub(from_vector<int64_t>({1}), from_vector<bool>({true})), ValueError);
+  CHECK_THROWS_AS(1.0 - from_vector<bool>({true}), ValueError);  // torch: use ~ to invert a mask
   CHECK_THROWS_AS(addcdiv(zeros({2}), from_vector<int64_t>({1, 2}), from_vector<int64_t>({2, 2})),
                   ValueError);
   // random integers that do not fit the dtype (they wrapped: randperm(300) in u8 repeated)
