@@ -31,25 +31,7 @@ R store(S s) {
   }
 }
 
-// Integer sums and products wrap around as torch's do (signed overflow would be undefined).
-template <typename A>
-A wrapping_add(A a, A b) {
-  if constexpr (std::is_integral_v<A>) {
-    return static_cast<A>(static_cast<std::make_unsigned_t<A>>(a) +
-                          static_cast<std::make_unsigned_t<A>>(b));
-  } else {
-    return a + b;
-  }
-}
-template <typename A>
-A wrapping_mul(A a, A b) {
-  if constexpr (std::is_integral_v<A>) {
-    return static_cast<A>(static_cast<std::make_unsigned_t<A>>(a) *
-                          static_cast<std::make_unsigned_t<A>>(b));
-  } else {
-    return a * b;
-  }
-}
+// Integer sums and products wrap around as torch's do: the functors' wrap_add and wrap_mul.
 
 // The sum of p[0..n): element i goes to lane i % kLanes, the lanes are added pairwise at the
 // end. Each lane is an independent chain, so the compiler runs the lanes as vectors with no
@@ -82,11 +64,11 @@ Acc<T> lane_sum(const T* p, int64_t n) {
   } else {
     int64_t i = 0;
     for (; i + kLanes <= n; i += kLanes)
-      for (int j = 0; j < kLanes; ++j) acc[j] = wrapping_add(acc[j], Acc<T>(A(p[i + j])));
-    for (int j = 0; i + j < n; ++j) acc[j] = wrapping_add(acc[j], Acc<T>(A(p[i + j])));
+      for (int j = 0; j < kLanes; ++j) acc[j] = wrap_add(acc[j], Acc<T>(A(p[i + j])));
+    for (int j = 0; i + j < n; ++j) acc[j] = wrap_add(acc[j], Acc<T>(A(p[i + j])));
   }
   for (int width = kLanes / 2; width > 0; width /= 2)
-    for (int j = 0; j < width; ++j) acc[j] = wrapping_add(acc[j], acc[j + width]);
+    for (int j = 0; j < width; ++j) acc[j] = wrap_add(acc[j], acc[j + width]);
   return acc[0];
 }
 
@@ -161,7 +143,7 @@ void sum_rows(R* out, const T* in, int64_t rows, int64_t cols) {
                });
   for (int64_t r = 0; r < rows; ++r) {
     Acc<T> s = 0;
-    for (int64_t b = 0; b < blocks; ++b) s = wrapping_add(s, partial[r * blocks + b]);
+    for (int64_t b = 0; b < blocks; ++b) s = wrap_add(s, partial[r * blocks + b]);
     out[r] = store<R>(s);
   }
 }
@@ -212,8 +194,7 @@ void sum_columns_of(R* out, const T* in, int64_t rows, int64_t cols) {
                    } else {
                      for (int64_t i = 0; i < rows; ++i) {
                        const T* p = in + i * cols + j0;
-                       for (int64_t j = 0; j < n; ++j)
-                         acc[j] = wrapping_add(acc[j], Acc<T>(A(p[j])));
+                       for (int64_t j = 0; j < n; ++j) acc[j] = wrap_add(acc[j], Acc<T>(A(p[j])));
                      }
                    }
                    for (int64_t j = 0; j < n; ++j) out[j0 + j] = store<R>(acc[j]);
@@ -264,7 +245,7 @@ void scan_rows_of(T* out, const T* in, int64_t rows, int64_t cols, ScanOp op, bo
         const int64_t c = reverse ? cols - 1 - i : i;
         const auto v = static_cast<Acc<T>>(acc_type<T>(p[c]));
         if (exclusive) q[c] = store<T>(acc);
-        acc = op == ScanOp::sum ? wrapping_add(acc, v) : wrapping_mul(acc, v);
+        acc = op == ScanOp::sum ? wrap_add(acc, v) : wrap_mul(acc, v);
         if (!exclusive) q[c] = store<T>(acc);
       }
     }
