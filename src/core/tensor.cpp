@@ -183,9 +183,14 @@ void* Tensor::raw_data() const {
 Tensor Tensor::grad() const { return checked()->grad ? Tensor(checked()->grad) : Tensor(); }
 
 void Tensor::set_grad(const Tensor& grad) {
-  if (grad.defined())
+  if (grad.defined()) {
     TANDEM_CHECK(grad.shape() == shape(), "set_grad: gradient of shape ", shape_str(grad.shape()),
                  " for a tensor of shape ", shape_str(shape()));
+    // torch's "assigned grad has data of a different type" (or device).
+    TANDEM_CHECK(grad.dtype() == dtype() && grad.device() == device(), "set_grad: gradient of ",
+                 grad.dtype(), " on ", grad.device(), " for a tensor of ", dtype(), " on ",
+                 device(), "; a gradient takes its tensor's dtype and device");
+  }
   checked()->grad = grad.defined() ? grad.impl_ptr() : nullptr;
 }
 

@@ -3,6 +3,7 @@
 #include "kernels.hpp"
 #include "loops.hpp"
 #include "tandem/kernels/cpu_isa.hpp"
+#include "tandem/kernels/functors.hpp"
 
 namespace tandem::kernels::cpu {
 inline namespace TANDEM_CPU_NAMESPACE {
@@ -50,7 +51,30 @@ void batched(const Tensor& c, Tensor a, Tensor b, Product product) {
   });
 }
 
+// Integer products, as torch's CPU computes them: sums in the dtype itself, wrapping on
+// overflow. A row of c takes a[r, kk] * b[kk, :] for each kk in turn (no GEMM: rare and small).
+template <typename T>
+void integer_product(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* pa, int64_t lda,
+                     const T* pb, int64_t ldb, T* pc, int64_t ldc) {
+  for (int64_t r = 0; r < m; ++r) {
+    T* row = pc + r * ldc;
+    std::fill(row, row + n, T(0));
+    for (int64_t kk = 0; kk < k; ++kk) {
+      const T av = ta ? pa[kk * lda + r] : pa[r * lda + kk];
+      for (int64_t j = 0; j < n; ++j)
+        row[j] = wrap_add(row[j], wrap_mul(av, tb ? pb[j * ldb + kk] : pb[kk * ldb + j]));
+    }
+  }
+}
+
 void bmm(const Tensor& out, const Tensor& a, const Tensor& b) {
+  if (!is_floating(out.dtype())) {
+    dispatch_dtype<DTypeSet::numeric>(out.dtype(), "bmm (cpu)", [&](auto t) {
+      using T = decltype(t);
+      if constexpr (std::is_integral_v<T>) batched<T, T>(out, a, b, integer_product<T>);
+    });
+    return;
+  }
   dispatch_dtype<DTypeSet::wide>(out.dtype(), "bmm (cpu)", [&](auto t) {
     using T = decltype(t);
     batched<T, T>(out, a, b,

@@ -1,5 +1,6 @@
-// Matrix products. bmm is the one kernel-backed op; mm, matmul and linear are built on it, so
-// their gradients come from bmm's. The kernel reads transposed operands through their strides.
+// Matrix products. bmm is the one kernel-backed op (floats and, on the CPU, integers); mm, matmul
+// and linear are built on it, so their gradients come from bmm's. The kernel reads transposed
+// operands through their strides.
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -16,8 +17,11 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
   check_defined(a, "bmm", "first operand");
   check_defined(b, "bmm", "second operand");
   check_inputs({a, b}, "bmm");
-  check_floating(a, "bmm", "first operand");
-  check_floating(b, "bmm", "second operand");
+  // Integers multiply too (on the CPU, as torch's; cuBLAS refuses them), bools do not.
+  TANDEM_CHECK(a.dtype() != DType::boolean && b.dtype() != DType::boolean,
+               "bmm: bool operands are not multiplied; convert them to an integer or floating "
+               "dtype first (got ",
+               a.dtype(), " and ", b.dtype(), ")");
   TANDEM_CHECK(a.dim() == 3 && b.dim() == 3 && a.size(0) == b.size(0) && a.size(2) == b.size(1),
                "bmm: expected (B, M, K) and (B, K, N), got ", shape_str(a.shape()), " and ",
                shape_str(b.shape()));

@@ -2147,7 +2147,8 @@ namespace {
 constexpr double kPi = 3.14159265358979323846;
 
 // The checks of the losses whose target holds 1 or -1 (or, for ranking, any sign) beside their
-// inputs: defined, floating inputs, one device.
+// inputs: defined, floating inputs, one device. Each loss then checks that its shapes broadcast
+// (so that a mismatch is reported in its name, not in that of an op inside).
 void check_loss_inputs(const std::vector<std::pair<const Tensor*, const char*>>& named,
                        const char* op) {
   std::vector<Tensor> all;
@@ -2164,6 +2165,7 @@ Tensor margin_ranking_loss(const Tensor& x1, const Tensor& x2, const Tensor& tar
                            Reduction reduction) {
   const char* op = "margin_ranking_loss";
   check_loss_inputs({{&x1, "input1"}, {&x2, "input2"}, {&target, "target"}}, op);
+  broadcast_shapes(broadcast_shapes(x1.shape(), x2.shape(), op), target.shape(), op);
   return reduce_loss(clamp_min(add(mul(neg(target), sub(x1, x2)), margin), 0.0), reduction);
 }
 
@@ -2175,6 +2177,7 @@ Tensor triplet_margin_loss(const Tensor& anchor, const Tensor& positive, const T
                ": anchor, positive and negative must have the same number of dims, got ",
                shape_str(anchor.shape()), ", ", shape_str(positive.shape()), " and ",
                shape_str(negative.shape()));
+  broadcast_shapes(broadcast_shapes(anchor.shape(), positive.shape(), op), negative.shape(), op);
   const Tensor d_pos = pairwise_distance(anchor, positive, p, eps);
   Tensor d_neg = pairwise_distance(anchor, negative, p, eps);
   if (swap) d_neg = minimum(d_neg, pairwise_distance(positive, negative, p, eps));
@@ -2190,6 +2193,8 @@ Tensor cosine_embedding_loss(const Tensor& x1, const Tensor& x2, const Tensor& t
   const int64_t d = target.dim();  // the dim the cosines run along
   TANDEM_CHECK(x1.dim() == d + 1 && x2.dim() == d + 1, op, ": a ", d, "-d target expects ", d + 1,
                "-d inputs, got ", shape_str(x1.shape()), " and ", shape_str(x2.shape()));
+  const Shape inputs = broadcast_shapes(x1.shape(), x2.shape(), op);
+  broadcast_shapes(Shape(inputs.begin(), inputs.end() - 1), target.shape(), op);
   // torch's: each squared magnitude plus 1e-12, the root of their product.
   const double kEps = 1e-12;
   const Tensor dot = sum(mul(x1, x2), {d});
@@ -2204,6 +2209,7 @@ Tensor hinge_embedding_loss(const Tensor& input, const Tensor& target, double ma
                             Reduction reduction) {
   const char* op = "hinge_embedding_loss";
   check_loss_inputs({{&input, "input"}, {&target, "target"}}, op);
+  broadcast_shapes(input.shape(), target.shape(), op);
   const Tensor margin_part = where(target.ne(1.0), clamp_min(add(neg(input), margin), 0.0), 0.0);
   const Tensor self_part = where(target.ne(-1.0), input, 0.0);
   return reduce_loss(add(margin_part, self_part), reduction);

@@ -93,6 +93,8 @@ Sequence run_layers(Cell cell, const Tensor& input, const Tensor& h0, const Tens
                " features (its last dim), the first layer's "
                "weights take ",
                params[0].dim() == 2 ? params[0].size(1) : -1);
+  TANDEM_CHECK(x.size(0) > 0, name, ": expected a sequence of at least one step, got input ",
+               shape_str(input.shape()), batch_first ? " (batch_first)" : "");
   const int64_t G = gates_of(cell), H = params[1].size(-1), N = x.size(1);
   const int64_t states = num_layers * directions;
   const Shape state_shape = batched ? Shape{states, N, H} : Shape{states, H};

@@ -380,7 +380,7 @@ TEST_CASE("GradScaler.unscale refuses a bad gradient before it unscales any", "[
   optim::SGD opt({a, b}, optim::SGDOptions(1.0));
   amp::GradScaler s(amp::GradScalerOptions().init_scale(4.0));
   a.set_grad(full({2}, 8.0));
-  b.set_grad(full({2}, 8.0, DType::i64));
+  b.impl()->grad = full({2}, 8.0, DType::i64).impl_ptr();  // planted: set_grad refuses it
   CHECK_THAT(tandem::testing::error_of([&] { s.unscale(opt); }),
              Catch::Contains("GradScaler.unscale: gradients are floating point, got i64"));
   CHECK(a.grad().to_vector<float>() == std::vector<float>{8, 8});

@@ -2104,5 +2104,15 @@ TEST_CASE(
                                   std::vector<int64_t>{3, 2}, 0, Reduction::none);
                 }),
                 t == DType::f32 ? Tol{1e-5, 1e-5} : tol(t));
+    // Each class's gradient sums its states' shares: labels repeated apart and side by side, a
+    // target holding the blank's class (7), an empty target, more classes than states.
+    same_on_gpu("ctc_loss, repeated labels and the blank's class in a target",
+                {randn_as({9, 4, 40}, t, 74)}, with_gradients([](const std::vector<Tensor>& v) {
+                  const Tensor targets = from_vector<int64_t>(
+                      {5, 9, 5, 5, 39, 7, 2, 7, 7, 1, 0, 0, 0, 0, 0, 3, 3, 3, 3, 3}, {4, 5});
+                  return ctc_loss(log_softmax(v[0], 2), targets, std::vector<int64_t>{9, 8, 4, 9},
+                                  std::vector<int64_t>{5, 4, 0, 3}, 7, Reduction::none);
+                }),
+                t == DType::f32 ? Tol{1e-5, 1e-5} : tol(t));
   }
 }

@@ -87,8 +87,9 @@ TEST_CASE("dtype errors", "[errors]") {
         "where: condition must be a bool tensor, got f32");
   CHECK(error_of([&] { mean(i); }) ==
         "mean: expected a floating-point input (f32, f64, f16 or bf16), got dtype i64");
-  CHECK(error_of([&] { matmul(i, i); }) ==
-        "bmm: expected a floating-point first operand (f32, f64, f16 or bf16), got dtype i64");
+  CHECK(error_of([&] { matmul(i.to(DType::boolean), i.to(DType::boolean)); }) ==
+        "bmm: bool operands are not multiplied; convert them to an integer or floating dtype "
+        "first (got bool and bool)");
   CHECK(error_of([] { rand({2}, DType::i32); }) == "rand: expected a floating dtype, got i32");
   CHECK(error_of([] { dropout(ones({2}), 1.5); }) == "dropout: probability must be in [0, 1], got 1.5");
 }
@@ -843,4 +844,49 @@ TEST_CASE(
   CHECK(tril(ones({2, 3}), max64).sum().item<float>() == 6);
   // a count no memory holds is a tandem error (it was std::length_error)
   CHECK_THROWS_AS(linspace(0, 1, max64), ValueError);
+}
+
+TEST_CASE("what the fourth probe left: integer matmul, empty sequences, loss shapes, set_grad",
+          "[errors]") {
+  // (Integer matmul's values are checked in test_ops.cpp.) An RNN over no steps is refused in
+  // its own name (stack's message named an op the caller did not call).
+  nn::LSTM lstm(3, 4);
+  CHECK(error_of([&] {
+          lstm.forward(zeros({0, 2, 3}));
+        }) == "lstm: expected a sequence of at least one step, got input (0, 2, 3)");
+  nn::GRU gru(nn::GRUOptions(3, 4).batch_first(true));
+  CHECK(error_of([&] {
+          gru.forward(zeros({2, 0, 3}));
+        }) == "gru: expected a sequence of at least one step, got input (2, 0, 3) (batch_first)");
+  // Shapes that do not broadcast are reported by the loss, not by an op inside it.
+  CHECK(error_of([] {
+          hinge_embedding_loss(zeros({2, 3}), zeros({3, 2}));
+        }).rfind("hinge_embedding_loss: shapes (2, 3) and (3, 2) cannot be broadcast", 0) == 0);
+  CHECK(error_of([] {
+          margin_ranking_loss(zeros({2}), zeros({3}), ones({2}));
+        }).rfind("margin_ranking_loss: shapes (2,) and (3,) cannot be broadcast", 0) == 0);
+  CHECK(error_of([] {
+          margin_ranking_loss(zeros({2}), zeros({2}), ones({3}));
+        }).rfind("margin_ranking_loss: shapes (2,) and (3,) cannot be broadcast", 0) == 0);
+  CHECK(error_of([] {
+          cosine_embedding_loss(zeros({2, 3}), zeros({3, 3}), ones({2}));
+        }).rfind("cosine_embedding_loss: shapes (2, 3) and (3, 3) cannot be broadcast", 0) == 0);
+  CHECK(error_of([] {
+          cosine_embedding_loss(zeros({2, 3}), zeros({2, 3}), ones({3}));
+        }).rfind("cosine_embedding_loss: shapes (2,) and (3,) cannot be broadcast", 0) == 0);
+  CHECK(error_of([] {
+          triplet_margin_loss(zeros({2, 3}), zeros({3, 2}), ones({2, 3}));
+        }).rfind("triplet_margin_loss: shapes (2, 3) and (3, 2) cannot be broadcast", 0) == 0);
+  // Shapes that broadcast still do, as torch's.
+  CHECK(margin_ranking_loss(ones({2}), zeros({1}), ones({2})).item<float>() == 0);
+  // A gradient of another dtype or device is refused when set, as torch's grad assignment.
+  Tensor p = zeros({3}).set_requires_grad();
+  CHECK(error_of([&] { p.set_grad(zeros({3}, DType::f64)); }) ==
+        "set_grad: gradient of f64 on cpu for a tensor of f32 on cpu; a gradient takes its "
+        "tensor's dtype and device");
+  CHECK(!p.grad().defined());
+  float dummy[3] = {0, 0, 0};
+  CHECK(error_of([&] {
+          p.set_grad(from_blob(dummy, {3}, DType::f32, Device("cuda:0")));
+        }).rfind("set_grad: gradient of f32 on cuda:0 for a tensor of f32 on cpu", 0) == 0);
 }

@@ -479,6 +479,36 @@ TEST_CASE("f32 matmul of every operand layout matches f64", "[ops]") {
   }
 }
 
+TEST_CASE("integer matmul sums in its dtype, wrapping, as torch's CPU", "[ops]") {
+  // Small whole numbers: every product and sum is exact in f64, the reference.
+  Generator g(11);
+  Tensor a = randint(-50, 50, {3, 5, 7}, DType::i64, &g),
+         b = randint(-50, 50, {3, 7, 4}, DType::i64, &g);
+  Tensor ref = matmul(a.to(DType::f64), b.to(DType::f64));
+  for (DType dt : {DType::i64, DType::i32}) {
+    INFO("dtype " << dt);
+    Tensor x = a.to(dt), y = b.to(dt);
+    Tensor c = matmul(x, y);
+    REQUIRE(c.dtype() == dt);
+    require_close(c.to(DType::f64), ref, 0, 0, "batched");
+    // Transposed operands are read through their strides.
+    require_close(matmul(x.transpose(1, 2).contiguous().transpose(1, 2),
+                         y.transpose(1, 2).contiguous().transpose(1, 2))
+                      .to(DType::f64),
+                  ref, 0, 0, "transposed operands");
+    require_close(mv(x[0], y[0].select(1, 2)).to(DType::f64), ref[0].select(1, 2), 0, 0, "mv");
+  }
+  // Overflow wraps: 16 * 16 in u8 is 0, and (2^62 + 2^62) in i64 is INT64_MIN.
+  Tensor u = full({1, 2}, 16, DType::u8);
+  CHECK(matmul(u, full({2, 1}, 16, DType::u8)).to_vector<uint8_t>() == std::vector<uint8_t>{0});
+  CHECK(
+      matmul(full({1, 2}, int64_t{1} << 31, DType::i64), full({2, 1}, int64_t{1} << 31, DType::i64))
+          .to_vector<int64_t>() == std::vector<int64_t>{INT64_MIN});
+  // An empty depth gives zeros.
+  CHECK(matmul(zeros({2, 0}, DType::i32), zeros({0, 3}, DType::i32)).to_vector<int32_t>() ==
+        std::vector<int32_t>(6, 0));
+}
+
 TEST_CASE("conv2d on an empty batch: an empty result, zero weight and bias gradients", "[ops]") {
   for (DType dt : {DType::f32, DType::f64}) {
     INFO("dtype " << dt);

@@ -588,12 +588,16 @@ TEST_CASE("a gradient that does not match its parameter is refused before anythi
           "[optim][errors]") {
   // The second parameter's gradient is f64 on an f32 parameter: every optimizer refuses the
   // step with no parameter moved and no state made, so the step can be retried once fixed.
+  // set_grad refuses such a gradient (as torch's grad assignment), so the test plants it
+  // through the impl, as a kernel writing the wrong tensor would.
   for (const auto& [name, make] : every_optimizer()) {
     SECTION(name) {
       Tensor a = full({3}, 1.0).set_requires_grad(true), b = full({2}, 2.0).set_requires_grad(true);
       auto opt = make({a, b});
       a.set_grad(full({3}, 0.5));
-      b.set_grad(full({2}, 0.5, DType::f64));
+      CHECK_THAT(error_of([&] { b.set_grad(full({2}, 0.5, DType::f64)); }),
+                 Catch::Contains("set_grad: gradient of f64 on cpu for a tensor of f32 on cpu"));
+      b.impl()->grad = full({2}, 0.5, DType::f64).impl_ptr();
       CHECK_THAT(
           error_of([&] { opt->step(); }),
           Catch::Contains("gradient (f64 on cpu) does not match its parameter (f32 on cpu)"));
@@ -660,7 +664,7 @@ TEST_CASE("optimizer state made before its model was converted is refused, and l
 TEST_CASE("gradient clipping refuses bad input before it changes any gradient", "[optim][errors]") {
   Tensor a = zeros({2}).set_requires_grad(), b = zeros({2}).set_requires_grad();
   a.set_grad(full({2}, 30.0));
-  b.set_grad(full({2}, 40, DType::i64));  // set by hand: not floating point
+  b.impl()->grad = full({2}, 40, DType::i64).impl_ptr();  // planted: set_grad refuses it
   CHECK_THAT(error_of([&] {
                clip_grad_norm({a, b}, 1.0);
              }),

@@ -85,6 +85,17 @@ class RNNBase : public Module {
   std::vector<Tensor> weights_;
 };
 
+// The recurrent modules and cells take their state as a second argument and return tuples, as
+// libtorch's do, so their forward hides Module's one-tensor forward on purpose (called through a
+// Module it throws, saying so); compilers that warn of the hiding are told it is meant.
+#if defined(__clang__)
+#pragma clang diagnostic push
+#pragma clang diagnostic ignored "-Woverloaded-virtual"
+#elif defined(__GNUC__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Woverloaded-virtual"
+#endif
+
 /// torch.nn.LSTM. forward(input, {h0, c0}) gives (output, (h_n, c_n)); the states are zeros
 /// when not given.
 class LSTM : public RNNBase {
@@ -188,6 +199,12 @@ class RNNCell : public detail::RNNCellBase {
   Tensor forward(const Tensor& input, const Tensor& hx = {});
   const RNNCellOptions options;
 };
+
+#if defined(__clang__)
+#pragma clang diagnostic pop
+#elif defined(__GNUC__)
+#pragma GCC diagnostic pop
+#endif
 
 }  // namespace tandem::nn
 
