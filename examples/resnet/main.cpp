@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -131,12 +132,29 @@ CLI::Validator positive() {
   return CLI::Validator(
       [](std::string& v) -> std::string {
         try {
-          if (std::stod(v) > 0) return "";
+          const double x = std::stod(v);
+          if (std::isfinite(x) && x > 0) return "";
         } catch (const std::exception&) {
         }
-        return "must be positive, got " + v;
+        return "must be positive and finite, got " + v;
       },
       "POSITIVE");
+}
+
+// A finite number >= 0, or a whole one (CLI11's NonNegativeNumber prints its range as 309
+// digits).
+CLI::Validator non_negative(bool whole) {
+  return CLI::Validator(
+      [whole](std::string& v) -> std::string {
+        try {
+          size_t used = 0;
+          const double x = whole ? static_cast<double>(std::stoll(v, &used)) : std::stod(v, &used);
+          if (used == v.size() && std::isfinite(x) && x >= 0) return "";
+        } catch (const std::exception&) {
+        }
+        return std::string("must be a ") + (whole ? "whole" : "finite") + " number >= 0, got " + v;
+      },
+      whole ? "INT>=0" : "NUMBER>=0");
 }
 
 std::optional<DType> precision_dtype(const std::string& p) {
@@ -237,6 +255,12 @@ void train_rank(Shared& sh, parallel::Rank& r) {
 
   std::filesystem::create_directories(c.checkpoint_dir);
   const std::string ckpt = c.checkpoint_dir + "/" + c.model + "-" + c.dataset + ".safetensors";
+  if (lead) {  // a folder it cannot write to is found now, not after the first epoch
+    const std::string probe = ckpt + ".writable";
+    TANDEM_CHECK(std::ofstream(probe).good(), "cannot write to --checkpoint-dir ",
+                 c.checkpoint_dir);
+    std::filesystem::remove(probe);
+  }
   std::unique_ptr<std::ofstream> metrics;
   if (lead && !c.metrics.empty()) {
     metrics = std::make_unique<std::ofstream>(c.metrics, std::ios::app);
@@ -518,7 +542,9 @@ int main(int argc, char** argv) {
   app.add_option("--batch-size", c.batch, "images per step")->check(positive())->capture_default_str();
   app.add_option("--lr", c.lr, "peak learning rate of the one-cycle schedule")->check(positive())->capture_default_str();
   app.add_option("--momentum", c.momentum, "SGD (Nesterov) momentum")->check(CLI::Range(0.0, 1.0))->capture_default_str();
-  app.add_option("--weight-decay", c.weight_decay, "L2 penalty on conv and linear weights")->check(CLI::NonNegativeNumber)->capture_default_str();
+  app.add_option("--weight-decay", c.weight_decay, "L2 penalty on conv and linear weights")
+      ->check(non_negative(false))
+      ->capture_default_str();
   app.add_option("--label-smoothing", c.label_smoothing, "weight of the uniform target in the cross-entropy loss")->check(CLI::Range(0.0, 1.0))->capture_default_str();
   app.add_option("--seed", c.seed, "seed for weights, data order and augmentation")
       ->check(CLI::Validator(
@@ -539,9 +565,15 @@ int main(int argc, char** argv) {
   app.add_option("--checkpoint-dir", c.checkpoint_dir, "where the checkpoint is written after every epoch")->capture_default_str();
   app.add_option("--resume", c.resume, "checkpoint file to continue from");
   app.add_option("--metrics", c.metrics, "append one JSON line per epoch to this file");
-  app.add_option("--report-every", c.report_every, "also print the step breakdown and straggler report every N steps (it always comes after each epoch)")->check(CLI::NonNegativeNumber);
+  app.add_option("--report-every", c.report_every,
+                 "also print the step breakdown and straggler report every N steps (it always "
+                 "comes after each epoch; 0: only then)")
+      ->check(non_negative(true));
   app.add_option("--trace", c.trace, "write a Chrome trace of every step (per rank: data wait, forward, backward, each allreduce, optimizer)");
-  app.add_option("--max-steps", c.max_steps, "stop after this many steps in all (the schedule still plans for --epochs)")->check(CLI::NonNegativeNumber);
+  app.add_option(
+         "--max-steps", c.max_steps,
+         "stop after this many steps in all (the schedule still plans for --epochs; 0: no limit)")
+      ->check(non_negative(true));
   app.add_option("--device", c.device, "auto: every visible GPU, else the CPU")->check(CLI::IsMember({"auto", "cpu", "cuda"}))->capture_default_str();
   app.add_option("--ranks", c.ranks, "data-parallel ranks in this process: CPU ranks, or GPUs (0: every GPU, else 1 CPU rank; under mpirun: one per process)")->check(CLI::Range(0, 256))->capture_default_str();
   app.add_option("--precision", c.precision, "f32, or autocast to f16 (with loss scaling) or bf16")->check(CLI::IsMember({"f32", "f16", "bf16"}))->capture_default_str();

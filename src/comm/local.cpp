@@ -208,6 +208,10 @@ class LocalComm final : public Communicator {
   void abort(const std::string& why) override {
     group_->abort("rank " + std::to_string(rank_) + " aborted: " + why);
   }
+  void leave() override {
+    progress_->wait_idle();  // what it called completes (or fails) first
+    if (size() > 1) group_->abort("rank " + std::to_string(rank_) + " left: its function returned");
+  }
   bool is_aborted() const override { return group_->aborted(); }
   Duration timeout() const override { return Duration(group_->timeout_ms.load()); }
   void set_timeout(Duration timeout) override {
@@ -379,7 +383,13 @@ std::vector<std::shared_ptr<Communicator>> make_local_group(int world, LocalOpti
 
 void run_local(int world, const std::function<void(Communicator&)>& fn, LocalOptions options,
                GroupOptions group) {
-  run_group(make_local_group(world, options), fn, group);
+  run_group(
+      make_local_group(world, options),
+      [&](Communicator& c) {
+        fn(c);
+        c.leave();
+      },
+      group);
 }
 
 }  // namespace tandem::comm

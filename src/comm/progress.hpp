@@ -184,6 +184,12 @@ class ProgressThread {
     thread_.join();
   }
 
+  /// Waits until every queued body has run (each ends by its deadline at the latest).
+  void wait_idle() {
+    std::unique_lock<std::mutex> lock(mu_);
+    idle_cv_.wait(lock, [&] { return queue_.empty() && !busy_; });
+  }
+
   /// Queues `body`. When it returns, the Work completes, unless `completes_later`: then the
   /// backend completes it (the nccl backend, once the GPU is done); a throw fails it either way.
   Work enqueue(std::shared_ptr<WorkState> state, Body body, bool completes_later = false) {
@@ -234,16 +240,26 @@ class ProgressThread {
         task = std::move(queue_.front());
         queue_.pop_front();
         queued_.fetch_sub(1, std::memory_order_relaxed);
+        busy_ = true;
       }
-      try {
-        task.body(Clock::now() + timeout_());
-        if (!task.completes_later) task.state->complete();
-      } catch (const CommError&) {
-        task.state->complete(std::current_exception());
-      } catch (const std::exception& e) {
-        on_failure_(task.state->what, e.what());
-        task.state->complete(std::current_exception());
+      run_task(task);
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        busy_ = false;
       }
+      idle_cv_.notify_all();
+    }
+  }
+
+  void run_task(Task& task) {
+    try {
+      task.body(Clock::now() + timeout_());
+      if (!task.completes_later) task.state->complete();
+    } catch (const CommError&) {
+      task.state->complete(std::current_exception());
+    } catch (const std::exception& e) {
+      on_failure_(task.state->what, e.what());
+      task.state->complete(std::current_exception());
     }
   }
 
@@ -256,6 +272,8 @@ class ProgressThread {
   std::atomic<size_t> queued_{0};  // queue_.size(), for the spinning look without the lock
   bool sleeping_ = false;          // the thread waits on cv_ (under mu_)
   bool stopping_ = false;
+  bool busy_ = false;                // a body runs (under mu_)
+  std::condition_variable idle_cv_;  // wait_idle's: busy_ became false
   std::thread thread_;  // last: started once everything it uses exists
 };
 

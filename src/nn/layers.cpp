@@ -913,6 +913,11 @@ void ModuleList::push_back(std::shared_ptr<Module> module) {
   modules_.push_back(std::move(module));
 }
 
+void ModuleList::replace_child(const std::string& name, std::shared_ptr<Module> module) {
+  Module::replace_child(name, module);  // checks the name is a child's: its position
+  modules_[std::stoul(name)] = std::move(module);
+}
+
 void ModuleList::extend(const ModuleList& other) {
   const std::vector<std::shared_ptr<Module>> modules = other.modules_;  // other may be *this
   for (const auto& m : modules) push_back(m);

@@ -2,6 +2,7 @@
 
 #include <sstream>
 #include <typeinfo>
+#include <unordered_set>
 
 #include "tandem/autograd/grad_mode.hpp"
 #include "tandem/core/error.hpp"
@@ -94,18 +95,33 @@ void Module::visit(const std::string& prefix, bool recurse, const F& f) const {
   for (const auto& [name, child] : children_) child->visit(prefix + name + ".", true, f);
 }
 
+namespace {
+// The entries of `list` not seen before (by tensor identity) into `out` under `prefix`: a tied
+// tensor (one registered twice, or in a submodule registered twice) is listed once, under its
+// first name, as torch's named_parameters (an optimizer then steps it once, clipping counts it
+// once). state_dict keeps every name.
+void add_unseen(const std::vector<std::pair<std::string, Tensor>>& list, const std::string& prefix,
+                std::unordered_set<const TensorImpl*>& seen,
+                OrderedDict<std::string, Tensor>& out) {
+  for (const auto& [name, t] : list)
+    if (seen.insert(t.impl()).second) out.emplace(prefix + name, t);
+}
+}  // namespace
+
 OrderedDict<std::string, Tensor> Module::named_parameters(bool recurse) const {
   OrderedDict<std::string, Tensor> out;
+  std::unordered_set<const TensorImpl*> seen;
   visit("", recurse, [&](const std::string& prefix, const Module& m) {
-    for (const auto& [name, t] : m.parameters_) out.emplace(prefix + name, t);
+    add_unseen(m.parameters_, prefix, seen, out);
   });
   return out;
 }
 
 OrderedDict<std::string, Tensor> Module::named_buffers(bool recurse) const {
   OrderedDict<std::string, Tensor> out;
+  std::unordered_set<const TensorImpl*> seen;
   visit("", recurse, [&](const std::string& prefix, const Module& m) {
-    for (const auto& [name, t] : m.buffers_) out.emplace(prefix + name, t);
+    add_unseen(m.buffers_, prefix, seen, out);
   });
   return out;
 }
@@ -130,8 +146,10 @@ std::vector<std::shared_ptr<Module>> Module::children() const {
 
 OrderedDict<std::string, std::shared_ptr<Module>> Module::named_modules() {
   OrderedDict<std::string, std::shared_ptr<Module>> out;
+  std::unordered_set<const Module*> seen;  // a module registered twice is listed once, as torch's
   std::function<void(const std::string&, const std::shared_ptr<Module>&)> add =
       [&](const std::string& name, const std::shared_ptr<Module>& m) {
+        if (!seen.insert(m.get()).second) return;
         out.emplace(name, m);
         for (const auto& [child_name, child] : m->children_)
           add(name.empty() ? child_name : name + "." + child_name, child);
@@ -160,6 +178,9 @@ void Module::train(bool on) {
 // Moves/converts every parameter and buffer in place; integer buffers keep their dtype. A
 // parameter's gradient follows a device move and is dropped on a dtype change.
 void Module::convert(std::optional<Device> device, std::optional<DType> dtype) {
+  TANDEM_CHECK(!dtype || is_floating(*dtype), type_name_,
+               ".to: a module converts to floating dtypes only (f32, f64, f16, bf16), got ", *dtype,
+               "; its parameters must stay trainable");
   NoGradGuard no_grad;
   std::vector<Tensor> tensors = parameters();
   for (auto& b : buffers()) tensors.push_back(b);

@@ -14,6 +14,10 @@
 #include "tandem/ops/shape_ops.hpp"
 
 namespace tandem::optim {
+namespace {
+// The state_dict's mark of the optimizer that wrote it: "optimizer.SGD" (a 0-dim 1).
+const std::string kWriterKey = "optimizer.";
+}  // namespace
 
 std::vector<ParamGroup> weight_decay_groups(const nn::Module& module, double weight_decay) {
   std::vector<Tensor> decay, no_decay;
@@ -83,7 +87,12 @@ void Optimizer::add_param_group(const OptimizerParamGroup& group) {
                  ": can't optimize a non-leaf tensor (one computed from "
                  "others); pass the leaf parameters");
     auto same = [&](const Tensor& q) { return q.is_same(p); };
-    bool seen = std::any_of(params.begin(), params.begin() + static_cast<std::ptrdiff_t>(i), same);
+    TANDEM_CHECK(
+        std::none_of(params.begin(), params.begin() + static_cast<std::ptrdiff_t>(i), same), name_,
+        ": parameter ", i,
+        " of a group appears in it twice (it would be stepped twice); pass "
+        "each once (Module::parameters() lists a tied weight once)");
+    bool seen = false;
     for (const auto& g : groups_)
       seen = seen || std::any_of(g.params().begin(), g.params().end(), same);
     TANDEM_CHECK(!seen, name_, ": some parameters appear in more than one parameter group");
@@ -122,6 +131,9 @@ nn::StateDict Optimizer::state_dict() const {
   for (size_t k = 0; k < state_.size(); ++k)
     for (const auto& [name, t] : state_[k]) out["state." + std::to_string(k) + "." + name] = t;
   write_extra_state(out);
+  // Which optimizer wrote it: another's hyper-parameters would be read as this one's (SGD's
+  // momentum as Adam's beta1).
+  out[kWriterKey + name_] = scalar_tensor(1, TensorOptions(DType::i64).device(kCPU));
   return out;
 }
 
@@ -145,6 +157,10 @@ void Optimizer::load_state_dict(const nn::StateDict& state) {
                  ".load_state_dict: missing or non-scalar entry '", key, "'");
     return it->second.item<double>();
   };
+  for (const auto& entry : state)  // a dict saved before the mark existed has none
+    TANDEM_CHECK(entry.first.rfind(kWriterKey, 0) != 0 || entry.first == kWriterKey + name_, name_,
+                 ".load_state_dict: the state is a ", entry.first.substr(kWriterKey.size()),
+                 " optimizer's, not a ", name_, "'s");
   std::vector<std::map<std::string, Tensor>> new_state(state_.size());
   size_t group_entries = 0;
   for (const auto& entry : state)
@@ -159,7 +175,8 @@ void Optimizer::load_state_dict(const nn::StateDict& state) {
     for (const char* key : {"lr", "weight_decay", "momentum", "initial_lr"}) scalar(prefix + key);
   }
   for (const auto& [key, t] : state) {
-    if (key.rfind("group.", 0) == 0 || key.rfind("extra.", 0) == 0) continue;
+    if (key.rfind("group.", 0) == 0 || key.rfind("extra.", 0) == 0 || key.rfind(kWriterKey, 0) == 0)
+      continue;
     size_t dot = key.find('.', 6);
     TANDEM_CHECK(key.rfind("state.", 0) == 0 && dot != std::string::npos, name_,
                  ".load_state_dict: unexpected key '", key, "'");

@@ -98,6 +98,10 @@ SequentialLR::SequentialLR(Optimizer& optimizer, std::shared_ptr<LRScheduler> fi
       milestone_(milestone) {
   TANDEM_CHECK(first_ && second_ && milestone_ >= 0,
                "SequentialLR: need two schedules and a milestone >= 0");
+  // Each schedule's rates come from its optimizer's initial rates, as torch's.
+  TANDEM_CHECK(&first_->optimizer() == &optimizer && &second_->optimizer() == &optimizer,
+               "SequentialLR: both schedules must belong to its optimizer (one was made for "
+               "another)");
   apply();
 }
 double SequentialLR::lr_at(size_t g, int64_t t) const {

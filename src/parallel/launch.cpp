@@ -43,12 +43,14 @@ Devices::Devices(std::vector<Device> devices) : devices_(std::move(devices)) {
 
 namespace {
 
-// Runs fn for one rank under its own generator; a failure becomes a RankError naming the rank.
+// Runs fn for one rank under its own generator; a failure becomes a RankError naming the rank,
+// and a return leaves the group (Communicator::leave).
 void run_rank(comm::Communicator& c, const std::function<void(Rank&)>& fn, uint64_t seed) {
   Generator generator(rank_seed(seed, c.rank()));
   Rank rank{c, generator};
   try {
     fn(rank);
+    c.leave();  // the ranks still calling collectives fail at once, not at the timeout
   } catch (const RankError&) {
     throw;
   } catch (const std::exception& e) {

@@ -531,3 +531,67 @@ TEST_CASE("an empty batch through ResNet-20: empty logits and zero gradients in 
         "batch_norm_relu: expected more than 1 value per channel when training, got input of "
         "shape (0, 16, 28, 28)");
 }
+
+TEST_CASE("what a fifth probe found: tied weights, integer conversion, ModuleList replacement",
+          "[nn][errors]") {
+  // A tensor registered under two names (tied weights) is one parameter, as torch's: listed
+  // once, clipped once, stepped once; state_dict keeps both names.
+  auto m = std::make_shared<Module>();
+  Tensor t = zeros({2});
+  m->register_parameter("a", t);
+  m->register_parameter("b", t);
+  CHECK(m->parameters().size() == 1);
+  CHECK(m->named_parameters().keys() == std::vector<std::string>{"a"});
+  CHECK(m->state_dict().size() == 2);
+  t.set_grad(full({2}, 3.0));
+  // The norm of one (3, 3) gradient, sqrt(18), and each entry scaled to 3 / sqrt(18).
+  CHECK(optim::clip_grad_norm(m->parameters(), 1.0) == Approx(std::sqrt(18.0)));
+  require_close(t.grad(), full({2}, 3.0 / std::sqrt(18.0)), 1e-6, 0, "clipped once");
+  optim::SGD sgd(m->parameters(), optim::SGDOptions(0.5));
+  sgd.step();
+  require_close(t.detach(), full({2}, -0.5 * 3.0 / std::sqrt(18.0)), 1e-6, 0, "stepped once");
+  CHECK_THAT(error_of([&] {
+               optim::SGD({t, t}, optim::SGDOptions(0.1));
+             }),
+             Catch::Contains("SGD: parameter 1 of a group appears in it twice"));
+  // A submodule registered twice: its parameters and the module itself listed once.
+  auto shared = std::make_shared<Linear>(2, 2);
+  auto holder = std::make_shared<Module>();
+  holder->register_module("first", shared);
+  holder->register_module("second", shared);
+  CHECK(holder->parameters().size() == 2);
+  CHECK(holder->named_modules().keys() == std::vector<std::string>{"", "first"});
+  CHECK(holder->state_dict().size() == 4);
+
+  // A module converts to floating dtypes only (its parameters would stay requiring grad).
+  auto lin = std::make_shared<Linear>(2, 2);
+  CHECK(error_of([&] { lin->to(DType::i64); }) ==
+        "Linear.to: a module converts to floating dtypes only (f32, f64, f16, bf16), got i64; "
+        "its parameters must stay trainable");
+  CHECK(lin->weight.dtype() == DType::f32);
+
+  // replace_module on a ModuleList replaces what ptr() and iteration give too.
+  auto list = std::make_shared<ModuleList>(std::make_shared<Linear>(2, 2));
+  auto wide = std::make_shared<Linear>(5, 5);
+  list->replace_module("0", wide);
+  CHECK(list->ptr<Linear>(0) == wide);
+  CHECK(*list->begin() == wide);
+  CHECK(list->parameters()[0].shape() == Shape{5, 5});
+
+  // SequentialLR's schedules must set its own optimizer's rates.
+  Tensor w = zeros({1}).set_requires_grad();
+  optim::SGD own({w}, optim::SGDOptions(1.0)), other({w}, optim::SGDOptions(5.0));
+  CHECK_THAT(error_of([&] {
+               optim::SequentialLR(own, std::make_shared<optim::LinearWarmup>(other, 2),
+                                   std::make_shared<optim::CosineAnnealing>(own, 5), 2);
+             }),
+             Catch::Contains("SequentialLR: both schedules must belong to its optimizer"));
+
+  // libtorch's OrderedDict::insert(key, value); a key already there throws.
+  StateDict dict;
+  dict.insert("weight", ones({2}));
+  CHECK(dict.size() == 1);
+  CHECK_THAT(error_of([&] { dict.insert("weight", zeros({2})); }),
+             Catch::Contains("OrderedDict::insert: key 'weight' already defined"));
+  CHECK(equal(dict.at("weight"), ones({2})));
+}

@@ -337,9 +337,24 @@ TEST_CASE("optimizer state dicts from another layout are refused untouched", "[o
   nn::StateDict good = s.opt->state_dict();
 
   Problem q = make_problem();
-  SGD other({ParamGroup({q.W}), ParamGroup({q.b})}, SGDOptions().lr(0.1).momentum(0.9));
+  AdamW other({ParamGroup({q.W}), ParamGroup({q.b})}, AdamWOptions(0.1));
   CHECK_THAT(error_of([&] { other.load_state_dict(good); }),
              Catch::Contains("1 parameter groups, the optimizer 2"));
+  // Another optimizer's dict would set this one's hyper-parameters from its own (SGD's momentum
+  // as Adam's beta1): refused by the writer's mark, either way.
+  SGD sgd({q.W, q.b}, SGDOptions().lr(0.5));
+  CHECK(error_of([&] { sgd.load_state_dict(good); }) ==
+        "SGD.load_state_dict: the state is a AdamW optimizer's, not a SGD's");
+  Adam adam({q.W, q.b}, AdamOptions(0.1));
+  CHECK_THAT(error_of([&] { adam.load_state_dict(sgd.state_dict()); }),
+             Catch::Contains("the state is a SGD optimizer's, not a Adam's"));
+  CHECK(adam.param_groups()[0].options().get_lr() == 0.1);
+  // A dict written before the mark existed (none in it) still loads.
+  nn::StateDict unmarked = sgd.state_dict();
+  unmarked.erase("optimizer.SGD");
+  SGD again({q.W, q.b}, SGDOptions().lr(0.2));
+  again.load_state_dict(unmarked);
+  CHECK(again.param_groups()[0].options().get_lr() == 0.5);
 
   nn::StateDict bad = good;
   bad["state.0.exp_avg"] = zeros({3});
@@ -351,7 +366,7 @@ TEST_CASE("optimizer state dicts from another layout are refused untouched", "[o
   CHECK_THAT(error_of([&] { t.opt->load_state_dict(bad); }),
              Catch::Contains("state for parameter 7 but the optimizer has 2"));
   // Nothing was loaded: the lr is still the constructor's, the state still empty.
-  CHECK(t.opt->state_dict().size() == 5);
+  CHECK(t.opt->state_dict().size() == 6);  // the group's five entries and the writer's mark
 }
 
 TEST_CASE("bad optimizer and schedule settings are clear errors", "[optim][errors]") {

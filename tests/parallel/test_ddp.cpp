@@ -553,6 +553,54 @@ TEST_CASE("launch: a rank that throws is rethrown naming it, nothing hangs", "[p
   CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(30));
 }
 
+TEST_CASE("launch: a rank that returns while others still call ends their calls at once",
+          "[parallel][launch]") {
+  // Ranks that run different numbers of steps: rank 0 stops after one allreduce, rank 1 calls a
+  // second, which nobody will join. It fails naming rank 0 (it waited out the whole timeout).
+  // (Catch's checks are made on this thread: they are not thread-safe.)
+  const auto start = std::chrono::steady_clock::now();
+  std::string message;
+  std::vector<std::vector<float>> sums(3);
+  try {
+    parallel::launch(
+        2,
+        [&](parallel::Rank& r) {
+          Tensor t = ones({4});
+          r.comm.allreduce(t).wait();
+          sums[r.rank()] = t.to_vector<float>();
+          if (r.rank() == 1) r.comm.allreduce(t).wait();
+        },
+        parallel::LaunchOptions().timeout(std::chrono::seconds(60)));
+  } catch (const parallel::RankError& e) {
+    message = e.what();
+    CHECK(e.rank() == 1);
+  }
+  CHECK_THAT(message,
+             Catch::Contains("rank 1 of 2 failed") &&
+                 Catch::Contains("communicator aborted: rank 0 left: its function returned"));
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(30));
+  CHECK(sums[0] == std::vector<float>(4, 2));
+  CHECK(sums[1] == std::vector<float>(4, 2));
+  // Ranks that finish at different times after the same calls end without an error, and a
+  // collective rank 0 queued but did not wait for completes before it leaves.
+  parallel::launch(3, [&](parallel::Rank& r) {
+    Tensor t = full({64}, static_cast<double>(r.rank()));
+    comm::Work w = r.comm.allreduce(t);
+    if (r.rank() != 0) {
+      w.wait();
+      sums[r.rank()] = t.to_vector<float>();
+    }
+    if (r.rank() == 2) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  });
+  CHECK(sums[1] == std::vector<float>(64, 3));
+  CHECK(sums[2] == std::vector<float>(64, 3));
+  std::string later;
+  comm::run_local(2, [&](comm::Communicator& c) {
+    if (c.rank() == 1) later = error_of([&] { c.allreduce(ones({2})).wait(); });
+  });
+  CHECK_THAT(later, Catch::Contains("rank 0 left: its function returned"));
+}
+
 TEST_CASE("launch: each rank has its own context, threads and random stream", "[parallel][launch]") {
   std::vector<int> threads(2), ranks(2);
   std::vector<std::vector<float>> draws(2);

@@ -139,6 +139,11 @@ class Communicator {
 
   /// Aborts the whole group: pending and later calls on every rank throw CommError with `why`.
   virtual void abort(const std::string& why) = 0;
+  /// This rank makes no more calls (launch calls it when a rank's function returns): once its
+  /// queued collectives have run, every collective that waits for it, or that another rank
+  /// calls later, fails at once naming it, instead of waiting out the timeout. The local
+  /// backend does so; elsewhere it does nothing (an mpi rank's exit is seen by its peers).
+  virtual void leave() {}
   virtual bool is_aborted() const = 0;
   virtual Duration timeout() const = 0;
   virtual void set_timeout(Duration timeout) = 0;

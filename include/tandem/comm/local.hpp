@@ -28,7 +28,8 @@ std::vector<std::shared_ptr<Communicator>> make_local_group(int world, LocalOpti
 /// Runs fn(rank's communicator) on `world` threads and joins them, each under its own execution
 /// context as `run_group` sets it up (`group`: the threads of each rank's pool). An exception on
 /// a rank aborts the group so that no other rank waits for it; the first exception thrown is
-/// rethrown here.
+/// rethrown here. A rank whose function returns leaves the group (Communicator::leave): the
+/// others' later collectives fail at once, naming it.
 void run_local(int world, const std::function<void(Communicator&)>& fn, LocalOptions options = {},
                GroupOptions group = {});
 

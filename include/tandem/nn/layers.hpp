@@ -1349,6 +1349,10 @@ class ModuleList : public Module {
   std::vector<std::shared_ptr<Module>>::const_iterator begin() const { return modules_.begin(); }
   std::vector<std::shared_ptr<Module>>::const_iterator end() const { return modules_.end(); }
 
+ protected:
+  /// replace_module("2", m) puts m in the list's place 2 too (ptr, iteration).
+  void replace_child(const std::string& name, std::shared_ptr<Module> module) override;
+
  private:
   std::vector<std::shared_ptr<Module>> modules_;
 };

@@ -59,7 +59,9 @@ class Module : public std::enable_shared_from_this<Module> {
 
   // --- traversal (registration order, depth first, parents first, as torch) ----------------
   // The named forms are OrderedDicts, as libtorch's: by key (`at("fc.weight")`), by position
-  // (`[0]`), and entries with `first`/`second` and libtorch's `key()`/`value()`.
+  // (`[0]`), and entries with `first`/`second` and libtorch's `key()`/`value()`. A tensor or
+  // module registered under two names (tied weights) is listed once, under its first name, as
+  // torch's; state_dict() keeps both names.
   std::vector<Tensor> parameters(bool recurse = true) const;
   OrderedDict<std::string, Tensor> named_parameters(bool recurse = true) const;
   std::vector<Tensor> buffers(bool recurse = true) const;
@@ -132,7 +134,9 @@ class Module : public std::enable_shared_from_this<Module> {
 
  protected:
   void add_child(const std::string& name, std::shared_ptr<Module> module);
-  void replace_child(const std::string& name, std::shared_ptr<Module> module);
+  /// Virtual so that a container holding its children in a list of its own (ModuleList) keeps
+  /// that list in step.
+  virtual void replace_child(const std::string& name, std::shared_ptr<Module> module);
   /// Unregisters the child `name` (it must be one).
   void remove_child(const std::string& name);
   /// clone()'s second half: copies `from`'s parameter and buffer values (to `device`), their

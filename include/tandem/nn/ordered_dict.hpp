@@ -110,6 +110,14 @@ class OrderedDict {
   std::pair<iterator, bool> insert(const value_type& entry) {
     return emplace(entry.first, entry.second);
   }
+  /// libtorch's insert(key, value): appends and returns the value; a key already present throws
+  /// (libtorch's "Key '...' already defined").
+  template <typename V>
+  Value& insert(const Key& key, V&& value) {
+    auto [it, added] = emplace(key, std::forward<V>(value));
+    TANDEM_CHECK(added, "OrderedDict::insert: key '", key, "' already defined");
+    return it->second;
+  }
   /// Sets `key` to `value`, keeping its position when present.
   template <typename V>
   std::pair<iterator, bool> insert_or_assign(const Key& key, V&& value) {

@@ -18,6 +18,8 @@ class LRScheduler {
   /// Advances one step and sets every group's rate (and momentum, for one-cycle).
   void step();
   int64_t last_step() const { return last_step_; }
+  /// The optimizer whose rates it sets.
+  const Optimizer& optimizer() const { return optimizer_; }
   /// The rates the last step() (or construction) set, one per group.
   std::vector<double> last_lr() const;
   std::vector<double> get_last_lr() const { return last_lr(); }  // libtorch's name
