@@ -55,10 +55,10 @@ int main(int argc, char** argv) {
   app.add_option("--channels", channels)->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--ranks", ranks, "predict for 1..N ranks")->check(CLI::Range(1, 100000))->capture_default_str();
   app.add_option("--interconnect", ic_name, "preset: " + presets)->capture_default_str();
-  app.add_option("--latency-us", latency_us, "instead of the preset: latency per ring step, us")
+  app.add_option("--latency-us", latency_us, "latency per ring step, us, in place of the preset's")
       ->check(finite_at_least(0, false));
   app.add_option("--bandwidth-gbs", bandwidth_gbs,
-                 "instead of the preset: allreduce bus bandwidth, GB/s")
+                 "allreduce bus bandwidth, GB/s, in place of the preset's")
       ->check(finite_at_least(0, true));
   app.add_option("--bucket-mb", bucket, "bucket cap, MiB, or auto (the predicted best)")->capture_default_str();
   app.add_option(
@@ -85,11 +85,14 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   try {
     const std::optional<double> bucket_mb = monitor::parse_bucket_mb(bucket);  // before profiling
-    monitor::Interconnect ic = latency_us >= 0 || bandwidth_gbs > 0
-                                   ? monitor::Interconnect{"custom", std::max(0.0, latency_us) * 1e-6,
-                                                           bandwidth_gbs * 1e9, "given"}
-                                   : monitor::interconnect(ic_name);
-    TANDEM_CHECK_T(ValueError, ic.bus_bandwidth > 0, "--bandwidth-gbs must be given with --latency-us");
+    // A given latency or bandwidth replaces the preset's; the other stays the preset's.
+    monitor::Interconnect ic = monitor::interconnect(ic_name);
+    if (latency_us >= 0 || bandwidth_gbs > 0) {
+      ic.name = ic_name + " (adjusted)";
+      if (latency_us >= 0) ic.latency_s = latency_us * 1e-6;
+      if (bandwidth_gbs > 0) ic.bus_bandwidth = bandwidth_gbs * 1e9;
+      ic.description = "given";
+    }
     if (threads > 0) set_num_threads(threads);
     const bool gpu = device_name == "cuda" || (device_name == "auto" && cuda::device_count() > 0);
     const Device device = gpu ? Device("cuda:0") : kCPU;

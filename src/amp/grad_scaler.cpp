@@ -25,7 +25,7 @@ GradScaler::GradScaler(GradScalerOptions options) : options_(options), scale_(op
 
 Tensor GradScaler::scale(const Tensor& loss) const {
   if (!options_.enabled_) return loss;
-  return loss * scale_;
+  return loss.to(loss.dtype() == DType::f64 ? DType::f64 : DType::f32) * scale_;
 }
 
 void GradScaler::unscale(optim::Optimizer& optimizer) {
@@ -69,9 +69,12 @@ bool GradScaler::step(optim::Optimizer& optimizer) {
     optimizer.step();
     return true;
   }
+  TANDEM_CHECK(std::find(stepped_.begin(), stepped_.end(), &optimizer) == stepped_.end(),
+               "GradScaler.step: already called for this optimizer since the last update()");
   if (std::find(unscaled_.begin(), unscaled_.end(), &optimizer) == unscaled_.end())
     unscale(optimizer);
   if (any_) found_inf_ = any_(found_inf_);
+  stepped_.push_back(&optimizer);
   if (found_inf_) return false;
   optimizer.step();
   return true;
@@ -79,6 +82,9 @@ bool GradScaler::step(optim::Optimizer& optimizer) {
 
 void GradScaler::update() {
   if (!options_.enabled_) return;
+  TANDEM_CHECK(!unscaled_.empty(),
+               "GradScaler.update: no inf checks were recorded since the last update(); call "
+               "step() (or unscale()) first");
   if (found_inf_) {
     scale_ *= options_.backoff_factor_;
     growth_tracker_ = 0;
@@ -91,6 +97,17 @@ void GradScaler::update() {
   }
   found_inf_ = false;
   unscaled_.clear();
+  stepped_.clear();
+}
+
+void GradScaler::update(double new_scale) {
+  if (!options_.enabled_) return;
+  TANDEM_CHECK(std::isfinite(new_scale) && new_scale > 0,
+               "GradScaler.update: the new scale must be positive and finite, got ", new_scale);
+  scale_ = new_scale;
+  found_inf_ = false;
+  unscaled_.clear();
+  stepped_.clear();
 }
 
 nn::StateDict GradScaler::state_dict() const {

@@ -225,6 +225,9 @@ Tensor Tensor::detach() const {
 
 Tensor& Tensor::detach_() {
   TensorImpl* i = checked();
+  TANDEM_CHECK(!i->is_view,
+               "detach_: can't detach a view in place (it shares its base's history); use "
+               "detach() instead");
   i->grad_fn.reset();
   i->grad_accumulator.reset();
   i->requires_grad = false;

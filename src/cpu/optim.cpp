@@ -40,8 +40,22 @@ void sgd_typed(const Tensor& param, const Tensor& buffer, const Tensor& grad, co
       });
 }
 
+// f16/bf16 parameters (torch's CPU optimizers step them too): the update in f32 on widened
+// copies, each result rounded once into its tensor's dtype (the state keeps the parameter's).
+Tensor widened(const Tensor& t) { return t.defined() ? contiguous_as(t, DType::f32) : Tensor(); }
+void narrow_back(const Tensor& t, const Tensor& wide) {
+  if (t.defined()) copy(t, wide);
+}
+
 void sgd_step(const Tensor& param, const Tensor& momentum_buffer, const Tensor& grad,
               const SgdArgs& args) {
+  if (is_reduced_float(param.dtype())) {
+    const Tensor p = widened(param), b = widened(momentum_buffer);
+    sgd_step(p, b, widened(grad), args);
+    narrow_back(param, p);
+    narrow_back(momentum_buffer, b);
+    return;
+  }
   dispatch_dtype<DTypeSet::wide>(param.dtype(), "sgd_step (cpu)", [&](auto t) {
     sgd_typed<decltype(t)>(param, momentum_buffer, grad, args);
   });
@@ -92,6 +106,16 @@ void adam_typed(const Tensor& param, const Tensor& exp_avg, const Tensor& exp_av
 
 void adam_step(const Tensor& param, const Tensor& exp_avg, const Tensor& exp_avg_sq,
                const Tensor& max_exp_avg_sq, const Tensor& grad, const AdamArgs& args) {
+  if (is_reduced_float(param.dtype())) {
+    const Tensor p = widened(param), m = widened(exp_avg), v = widened(exp_avg_sq),
+                 vmax = widened(max_exp_avg_sq);
+    adam_step(p, m, v, vmax, widened(grad), args);
+    narrow_back(param, p);
+    narrow_back(exp_avg, m);
+    narrow_back(exp_avg_sq, v);
+    narrow_back(max_exp_avg_sq, vmax);
+    return;
+  }
   dispatch_dtype<DTypeSet::wide>(param.dtype(), "adam_step (cpu)", [&](auto t) {
     adam_typed<decltype(t)>(param, exp_avg, exp_avg_sq, max_exp_avg_sq, grad, args);
   });

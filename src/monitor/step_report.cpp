@@ -33,7 +33,9 @@ double StepBreakdown::total_seconds() const {
 }
 
 double StepReport::ms_per_step(int r, Phase p) const {
-  const StepBreakdown& b = ranks.at(r);
+  TANDEM_CHECK_INDEX(r >= 0 && r < static_cast<int>(ranks.size()), "StepReport: rank ", r,
+                     " out of range for a report of ", ranks.size(), " rank(s)");
+  const StepBreakdown& b = ranks[r];
   return b.steps() > 0 ? 1000.0 * b.seconds(p) / static_cast<double>(b.steps()) : 0.0;
 }
 
@@ -48,6 +50,7 @@ double StepReport::busy_ms_per_step(int r) const {
 }
 
 int StepReport::slowest() const {
+  TANDEM_CHECK(!ranks.empty(), "StepReport: the report has no ranks (no slowest or fastest)");
   int best = 0;
   for (int r = 1; r < static_cast<int>(ranks.size()); ++r)
     if (busy_ms_per_step(r) > busy_ms_per_step(best)) best = r;
@@ -55,6 +58,7 @@ int StepReport::slowest() const {
 }
 
 int StepReport::fastest() const {
+  TANDEM_CHECK(!ranks.empty(), "StepReport: the report has no ranks (no slowest or fastest)");
   int best = 0;
   for (int r = 1; r < static_cast<int>(ranks.size()); ++r)
     if (busy_ms_per_step(r) < busy_ms_per_step(best)) best = r;

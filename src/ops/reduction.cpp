@@ -188,11 +188,15 @@ Tensor var(const Tensor& t, const Shape& dims, int64_t correction, bool keepdim)
   if (autocast_changes("var", {t})) return var(autocast_input("var", t), dims, correction, keepdim);
   check_defined(t, "var", "input");
   check_floating(t, "var");
+  // f16/bf16 in f32, rounded once at the end into the input's dtype, as torch's (their squares
+  // summed in f16 pass 65504 soon).
+  if (is_reduced_float(t.dtype()))
+    return var(t.to(DType::f32), dims, correction, keepdim).to(t.dtype());
   Plan p = plan_reduction(t, dims, keepdim, "var");
   Tensor centered = sub(t, mean(t, dims, true));
   double denom = std::max<double>(0.0, static_cast<double>(p.cols - correction));
   return div(sum(mul(centered, centered), dims, keepdim),
-             full({}, denom, TensorOptions(compute_dtype(t.dtype())).device(t.device())));
+             full({}, denom, TensorOptions(t.dtype()).device(t.device())));
 }
 
 namespace {

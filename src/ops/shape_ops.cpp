@@ -13,7 +13,9 @@ using namespace ops_detail;
 namespace {
 
 Tensor make_view(const Tensor& t, Shape shape, Shape strides, int64_t offset) {
-  return make_tensor(t.storage(), std::move(shape), std::move(strides), offset, t.dtype());
+  Tensor view = make_tensor(t.storage(), std::move(shape), std::move(strides), offset, t.dtype());
+  view.impl()->is_view = true;
+  return view;
 }
 
 // a * b and a + b for sizes, refused where they overflow int64 (undefined behaviour otherwise;

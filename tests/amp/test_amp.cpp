@@ -264,6 +264,10 @@ TEST_CASE("GradScaler: scales, unscales, skips inf/NaN steps, backs off and grow
   // Growth stops below f32's largest value (an inf scale could never come back).
   amp::GradScaler near_max(
       amp::GradScalerOptions().init_scale(1e38).growth_factor(10.0).growth_interval(1));
+  Tensor q = ones({1}).set_requires_grad();
+  optim::SGD q_opt({q}, optim::SGDOptions(0.1));
+  q.set_grad(ones({1}));
+  CHECK(near_max.step(q_opt));  // a clean step: the update would grow the scale
   near_max.update();
   CHECK(near_max.get_scale() == 1e38);
 }
@@ -388,4 +392,43 @@ TEST_CASE("GradScaler.unscale refuses a bad gradient before it unscales any", "[
   CHECK(s.step(opt));  // unscales both (the first time), then steps
   CHECK(a.detach().to_vector<float>() == std::vector<float>{-2, -2});
   CHECK(b.detach().to_vector<float>() == std::vector<float>{-2, -2});
+}
+
+TEST_CASE("GradScaler: the scaled loss is f32, a step or an update twice is refused, a new scale",
+          "[amp][errors]") {
+  amp::GradScaler s;  // 65536
+  // torch's scale is an f32 tensor: an f16 loss of 2 scales to 131072 (f16's range ends at
+  // 65504), an integer loss to f32 too, an f64 loss stays f64.
+  const Tensor half_loss = full({}, 2.0, DType::f16);
+  CHECK(s.scale(half_loss).dtype() == DType::f32);
+  CHECK(s.scale(half_loss).item<float>() == 131072);
+  CHECK(s.scale(full({}, 3, DType::i64)).item<float>() == 196608);
+  CHECK(s.scale(full({}, 0.5, DType::f64)).dtype() == DType::f64);
+  // The gradient still reaches an f16 loss (through the cast), scaled.
+  Tensor w = ones({2}, DType::f16).set_requires_grad();
+  s.scale(sum(w)).backward();
+  CHECK(w.grad().dtype() == DType::f16);
+  CHECK(std::isinf(w.grad().to(DType::f32).to_vector<float>()[0]));  // 65536 overflows f16
+
+  Tensor p = ones({3}).set_requires_grad();
+  optim::SGD opt({p}, optim::SGDOptions(0.1));
+  CHECK_THAT(
+      tandem::testing::error_of([&] { s.update(); }),
+      Catch::Contains("GradScaler.update: no inf checks were recorded since the last update()"));
+  CHECK(s.get_scale() == 65536);
+  s.scale(sum(mul(p, 2.0))).backward();
+  CHECK(s.step(opt));
+  CHECK_THAT(tandem::testing::error_of([&] { s.step(opt); }),
+             Catch::Contains("GradScaler.step: already called for this optimizer since the last "
+                             "update()"));
+  CHECK(p.detach().to_vector<float>() == std::vector<float>(3, 0.8f));  // stepped once
+  s.update();
+  // update(new_scale): the scale as given, the next iteration starts afresh.
+  s.update(1024.0);
+  CHECK(s.get_scale() == 1024);
+  CHECK_THAT(tandem::testing::error_of([&] { s.update(-1.0); }),
+             Catch::Contains("the new scale must be positive and finite, got -1"));
+  p.grad().zero_();
+  s.scale(sum(p)).backward();
+  CHECK(s.step(opt));
 }

@@ -133,3 +133,14 @@ TEST_CASE("step report: a loader that cannot keep up is called out with its sett
   fed.end_step(8);
   CHECK(monitor::gather_report(*comm, fed).starved().empty());
 }
+
+TEST_CASE("step report: an empty report or a rank out of range is a clear error",
+          "[monitor][errors]") {
+  monitor::StepReport empty;
+  CHECK_THAT(tandem::testing::error_of([&] { empty.slowest(); }),
+             Catch::Contains("StepReport: the report has no ranks"));
+  CHECK_THAT(tandem::testing::error_of([&] { empty.spread(); }),
+             Catch::Contains("StepReport: the report has no ranks"));
+  CHECK_THAT(tandem::testing::error_of([&] { empty.ms_per_step(0); }),
+             Catch::Contains("StepReport: rank 0 out of range for a report of 0 rank(s)"));
+}

@@ -846,8 +846,10 @@ TEST_CASE(
   CHECK_THROWS_AS(linspace(0, 1, max64), ValueError);
 }
 
-TEST_CASE("what the fourth probe left: integer matmul, empty sequences, loss shapes, set_grad",
-          "[errors]") {
+TEST_CASE(
+    "what the fourth probe left: integer matmul, empty sequences, loss shapes, set_grad, "
+    "detach_ of a view",
+    "[errors]") {
   // (Integer matmul's values are checked in test_ops.cpp.) An RNN over no steps is refused in
   // its own name (stack's message named an op the caller did not call).
   nn::LSTM lstm(3, 4);
@@ -879,6 +881,19 @@ TEST_CASE("what the fourth probe left: integer matmul, empty sequences, loss sha
         }).rfind("triplet_margin_loss: shapes (2, 3) and (3, 2) cannot be broadcast", 0) == 0);
   // Shapes that broadcast still do, as torch's.
   CHECK(margin_ranking_loss(ones({2}), zeros({1}), ones({2})).item<float>() == 0);
+  // detach_ of a view is refused, as torch's (its history is its base's); its detach() is a
+  // tensor of its own, which may.
+  Tensor base = ones({4}).set_requires_grad();
+  Tensor part = base.slice(0, 0, 2);
+  CHECK(part.is_view());
+  CHECK_FALSE(base.is_view());
+  CHECK(error_of([&] { part.detach_(); }) ==
+        "detach_: can't detach a view in place (it shares its base's history); use detach() "
+        "instead");
+  CHECK(part.requires_grad());
+  Tensor own = part.detach();
+  CHECK_FALSE(own.is_view());
+  own.detach_();
   // A gradient of another dtype or device is refused when set, as torch's grad assignment.
   Tensor p = zeros({3}).set_requires_grad();
   CHECK(error_of([&] { p.set_grad(zeros({3}, DType::f64)); }) ==

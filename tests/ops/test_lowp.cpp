@@ -206,3 +206,23 @@ TEST_CASE("rand and randn in f16 round the f32 draws", "[ops][lowp]") {
     CHECK(equal(randn({100}, dt, &a), randn({100}, DType::f32, &b).to(dt)));
   }
 }
+
+TEST_CASE("var and std of f16 and bf16 keep the dtype, as torch's", "[lowp]") {
+  // They divided by an f32 count, which made the result f32. The count stays f32 inside (70000
+  // is past f16's range), the result is the input's dtype, the f32 result rounded.
+  Generator g(3);
+  const Tensor x = randn({70000}, DType::f32, &g).mul(3.0);
+  for (DType dt : {DType::f16, DType::bf16}) {
+    INFO("dtype " << dt);
+    const Tensor narrow = x.to(dt);
+    const Tensor v = var(narrow), s = narrow.std(), rows = var(narrow.reshape({7, 10000}), {1});
+    CHECK(v.dtype() == dt);
+    CHECK(s.dtype() == dt);
+    CHECK(rows.dtype() == dt);
+    const double expected = var(narrow.to(DType::f64)).item<double>();
+    CHECK(v.to(DType::f64).item<double>() ==
+          Approx(expected).epsilon(dt == DType::f16 ? 2e-3 : 1e-2));
+    CHECK(s.to(DType::f64).item<double>() ==
+          Approx(std::sqrt(expected)).epsilon(dt == DType::f16 ? 2e-3 : 1e-2));
+  }
+}

@@ -695,3 +695,36 @@ TEST_CASE("gradient clipping refuses bad input before it changes any gradient", 
   CHECK(clip_grad_norm({a, b}, 1.0) == Approx(std::sqrt(2.0 * 2500)));
   CHECK(a.grad().to_vector<float>()[0] == Approx(30.0 / std::sqrt(5000.0)).epsilon(1e-5));
 }
+
+TEST_CASE("SGD and Adam step f16 and bf16 parameters on the CPU, in f32, rounded once", "[optim]") {
+  // torch's CPU optimizers step them too. Each result is the f32 update of the widened values,
+  // rounded once into the parameter's dtype: the f32 optimizer's step, rounded.
+  for (DType dt : {DType::f16, DType::bf16}) {
+    INFO("dtype " << dt);
+    Generator g(5);
+    const Tensor start = randn({7}, DType::f32, &g).to(dt),
+                 grad = randn({7}, DType::f32, &g).to(dt);
+    auto one_step = [&](auto make) {
+      Tensor narrow = start.clone().set_requires_grad(),
+             wide = start.to(DType::f32).set_requires_grad();
+      narrow.set_grad(grad.clone());
+      wide.set_grad(grad.to(DType::f32));
+      auto a = make(narrow);
+      auto b = make(wide);
+      a->step();
+      b->step();
+      CHECK(narrow.dtype() == dt);
+      CHECK(equal(narrow.detach(), wide.detach().to(dt)));
+    };
+    one_step([](Tensor t) {
+      return std::make_unique<SGD>(std::vector<Tensor>{t},
+                                   SGDOptions(0.1).momentum(0.9).weight_decay(0.01));
+    });
+    one_step([](Tensor t) {
+      return std::make_unique<Adam>(std::vector<Tensor>{t}, AdamOptions(0.01).weight_decay(0.01));
+    });
+    one_step([](Tensor t) {
+      return std::make_unique<AdamW>(std::vector<Tensor>{t}, AdamWOptions(0.01).amsgrad(true));
+    });
+  }
+}

@@ -27,17 +27,23 @@ class GradScaler {
  public:
   explicit GradScaler(GradScalerOptions options = {});
 
-  /// loss * scale (differentiable).
+  /// loss * scale (differentiable), in f32 (f64 for an f64 loss), as torch's f32 scale tensor
+  /// makes it: an f16 loss of 2 scaled by 65536 is 131072, not f16's inf.
   Tensor scale(const Tensor& loss) const;
   /// Divides every gradient of `optimizer` by the scale in place and notes whether any is inf or
   /// NaN. At most once per optimizer between updates (a second call throws).
   void unscale(optim::Optimizer& optimizer);
   /// Unscales if not done yet, then steps the optimizer unless a gradient was inf or NaN on any
   /// rank. Returns whether it stepped: skip the learning-rate schedule's step when it did not.
+  /// At most once per optimizer between updates (a second call throws, as torch's).
   bool step(optim::Optimizer& optimizer);
   /// Ends the iteration: the scale backs off after a skipped step, grows after growth_interval
-  /// clean steps in a row.
+  /// clean steps in a row. Needs an unscale() or step() since the last update (torch's "no inf
+  /// checks were recorded").
   void update();
+  /// Ends the iteration with the scale set to `new_scale` (> 0, finite), as torch's
+  /// update(new_scale); the growth count is kept.
+  void update(double new_scale);
 
   double get_scale() const { return scale_; }
   bool is_enabled() const { return options_.enabled_; }
@@ -59,6 +65,7 @@ class GradScaler {
   int64_t growth_tracker_ = 0;
   bool found_inf_ = false;                          // this iteration, so far
   std::vector<const optim::Optimizer*> unscaled_;  // this iteration's unscaled optimizers
+  std::vector<const optim::Optimizer*> stepped_;   // and stepped ones
   std::function<bool(bool)> any_;
 };
 

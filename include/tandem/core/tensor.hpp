@@ -98,6 +98,7 @@ struct TensorImpl {
   std::vector<GradReadyHook> ready_hooks;
   GradHooks grad_hooks;  // leaves: run before .grad accumulates (a non-leaf's are its grad_fn's)
   bool retains_grad = false;
+  bool is_view = false;  // made by a view op (slice, select, view, transpose, expand, ...)
 };
 
 /// How the elements of a 4-d (N, C, H, W) tensor lie in memory: row-major (Contiguous), or
@@ -629,8 +630,11 @@ class Tensor {
                 bool create_graph = false) const;
   /// A tensor sharing this one's data with no history.
   Tensor detach() const;
-  /// Makes this tensor (every handle to it) a leaf without history that requires no grad.
+  /// Makes this tensor (every handle to it) a leaf without history that requires no grad. A view
+  /// is refused, as torch's (its history is its base's): detach() it instead.
   Tensor& detach_();
+  /// Whether a view op made this tensor from another's data (libtorch's is_view).
+  bool is_view() const { return checked()->is_view; }
   /// Adds a hook the autograd engine calls once this leaf's gradient is complete in a backward
   /// pass (data parallelism starts the gradient allreduce there).
   void register_grad_ready_hook(GradReadyHook hook) const;
