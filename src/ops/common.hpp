@@ -46,13 +46,18 @@ inline Tensor beside(const Tensor& t, std::initializer_list<const Tensor*> other
 /// Python float does; converting it to the integer type would truncate it.
 inline bool whole_scalar(double s) { return fits_int64(s) && std::trunc(s) == s; }
 
-/// a as it meets scalar s in add, mul or pow: an integer or bool tensor in f32 where s is not
-/// whole (whole ones keep its dtype, as libtorch's `t * 2`).
+/// a's dtype as it meets scalar s in add, mul or pow: an integer or bool tensor's is f32 where s
+/// is not whole; a whole s keeps an integer tensor's dtype (libtorch's `t * 2`) and makes a bool
+/// one's i64 (`mask + 1` counts, as torch's).
 inline DType scalar_dtype(const Tensor& a, double s) {
-  return !a.is_floating_point() && !whole_scalar(s) ? DType::f32 : a.dtype();
+  if (a.is_floating_point()) return a.dtype();
+  if (!whole_scalar(s)) return DType::f32;
+  return a.dtype() == DType::boolean ? DType::i64 : a.dtype();
 }
 inline Tensor with_scalar(const Tensor& a, double s) {
-  return a.defined() && scalar_dtype(a, s) != a.dtype() ? a.to(DType::f32) : a;
+  if (!a.defined()) return a;
+  const DType dt = scalar_dtype(a, s);
+  return dt == a.dtype() ? a : a.to(dt);
 }
 
 /// That `value` can fill a tensor of dtype dt, as torch's checked conversion of a scalar: an
@@ -87,6 +92,14 @@ inline void check_no_bool(const Tensor& t, const char* op) {
   TANDEM_CHECK(!t.defined() || t.dtype() != DType::boolean, op,
                ": subtraction and negation of a bool tensor are not supported; use logical_not "
                "(~) to invert a mask, logical_xor (^) to compare two");
+}
+
+/// torch runs floor, ceil, round, trunc and relu on integers but not on bool.
+inline void check_not_bool_for(kernels::UnaryOp op, const Tensor& t, const char* name) {
+  using kernels::UnaryOp;
+  const bool refuses = op == UnaryOp::floor || op == UnaryOp::ceil || op == UnaryOp::round ||
+                       op == UnaryOp::trunc || op == UnaryOp::relu;
+  TANDEM_CHECK(!refuses || t.dtype() != DType::boolean, name, ": not implemented for bool");
 }
 
 /// addcdiv's division is true division: torch refuses two integer operands (it once divided

@@ -50,9 +50,34 @@ Tensor elementwise_result(const Shape& shape, DType dtype, Device device,
   return make_tensor(out.storage(), shape, infer_dense_strides(shape, strides), 0, dtype);
 }
 
-Tensor unary_forward(UnaryOp op, const OpArgs& args, const Tensor& x, const char* name) {
-  check_defined(x, name, "input");
+// torch's integer-to-float functions: an integer or bool input computes in f32 (`exp(i64)`).
+bool promotes_int_to_float(UnaryOp op) {
+  switch (op) {
+    case UnaryOp::exp:
+    case UnaryOp::log:
+    case UnaryOp::sqrt:
+    case UnaryOp::rsqrt:
+    case UnaryOp::sigmoid:
+    case UnaryOp::tanh:
+    case UnaryOp::sin:
+    case UnaryOp::cos:
+    case UnaryOp::tan:
+    case UnaryOp::atan:
+    case UnaryOp::erf:
+    case UnaryOp::log1p:
+    case UnaryOp::expm1:
+    case UnaryOp::log2:
+    case UnaryOp::log10:
+    case UnaryOp::reciprocal: return true;
+    default: return false;
+  }
+}
+
+Tensor unary_forward(UnaryOp op, const OpArgs& args, const Tensor& x0, const char* name) {
+  check_defined(x0, name, "input");
+  const Tensor x = !x0.is_floating_point() && promotes_int_to_float(op) ? x0.to(DType::f32) : x0;
   if (kernels::needs_floating(op)) check_floating(x, name);
+  check_not_bool_for(op, x, name);
   kernels::unary.at(x, name);
   Tensor out = elementwise_result(
       x.shape(), op == UnaryOp::logical_not ? DType::boolean : x.dtype(), x.device(), {&x});
@@ -66,8 +91,9 @@ Tensor binary_forward(BinaryOp op, const OpArgs& args, const Tensor& a0, const T
   check_defined(b0, name, "second operand");
   const Tensor a = beside(a0, {&b0}), b = beside(b0, {&a0});
   check_inputs({a, b}, name);
-  DType dt = promote_types(a.dtype(), b.dtype());
-  if (op == BinaryOp::div && !is_floating(dt)) dt = DType::f32;  // true division, as torch
+  DType dt = result_type(a, b);
+  // True division, and atan2, of integers are f32, as torch's.
+  if ((op == BinaryOp::div || op == BinaryOp::atan2) && !is_floating(dt)) dt = DType::f32;
   if (kernels::needs_floating(op))
     TANDEM_CHECK(is_floating(dt), name, ": expected floating-point operands, got ", a.dtype(),
                  " and ", b.dtype());
@@ -91,6 +117,19 @@ Tensor backward_functor(BinaryOp op, const Tensor& g, const Tensor& saved, OpArg
 }
 
 }  // namespace
+
+DType result_type(const Tensor& a, const Tensor& b) {
+  check_defined(a, "result_type", "first operand");
+  check_defined(b, "result_type", "second operand");
+  if ((a.dim() == 0) == (b.dim() == 0)) return promote_types(a.dtype(), b.dtype());
+  const DType sized = a.dim() == 0 ? b.dtype() : a.dtype();
+  const DType zero_dim = a.dim() == 0 ? a.dtype() : b.dtype();
+  // torch's combine_categories: a floating sized operand keeps its dtype; a bool one, or an
+  // integer one beside a floating 0-dim one, promotes; an integer one beside an integer one stays.
+  if (is_floating(sized)) return sized;
+  if (sized == DType::boolean || is_floating(zero_dim)) return promote_types(sized, zero_dim);
+  return sized;
+}
 
 Tensor add(const Tensor& a0, const Tensor& b0, double alpha) {
   const Tensor a = beside(a0, {&b0}), b = beside(b0, {&a0});
@@ -158,7 +197,12 @@ Tensor neg(const Tensor& a) {
 }
 
 Tensor pow(const Tensor& a, double exponent) {
-  Tensor out = unary_forward(UnaryOp::pow_scalar, {exponent}, with_scalar(a, exponent), "pow");
+  const Tensor x = with_scalar(a, exponent);
+  TANDEM_CHECK(!x.defined() || x.is_floating_point() || exponent >= 0,
+               "pow: integers to negative "
+               "integer powers are not allowed (",
+               a.dtype(), " to the power ", exponent, ")");
+  Tensor out = unary_forward(UnaryOp::pow_scalar, {exponent}, x, "pow");
   autograd::record("pow", {a}, out, [a, exponent](const Tensor& g) -> std::vector<Tensor> {
     if (exponent == 0.0) return {zeros_like(g)};
     return {mul(g, mul(pow(a, exponent - 1.0), exponent))};
@@ -169,6 +213,8 @@ Tensor pow(const Tensor& a, double exponent) {
 
 Tensor pow(const Tensor& a0, const Tensor& exponent0) {
   const Tensor a = beside(a0, {&exponent0}), exponent = beside(exponent0, {&a0});
+  TANDEM_CHECK(!a.defined() || !exponent.defined() || result_type(a, exponent) != DType::boolean,
+               "pow: not implemented for bool operands");
   Tensor out = binary_forward(BinaryOp::pow, {}, a, exponent, "pow");
   Tensor y = out.detach();
   autograd::record("pow", {a, exponent}, out, [a, exponent, y](const Tensor& g) -> std::vector<Tensor> {
@@ -711,7 +757,7 @@ Tensor where(const Tensor& cond0, const Tensor& a0, const Tensor& b0) {
   check_inputs({cond, a, b}, "where");
   TANDEM_CHECK(cond.dtype() == DType::boolean, "where: condition must be a bool tensor, got ",
                cond.dtype());
-  DType dt = promote_types(a.dtype(), b.dtype());
+  DType dt = result_type(a, b);
   Shape shape = broadcast_shapes(broadcast_shapes(cond.shape(), a.shape(), "where"), b.shape(),
                                  "where");
   kernels::where.at(a, "where");
@@ -817,7 +863,10 @@ bool equal(const Tensor& a, const Tensor& b) {
   return a.to_vector<double>() == b.to_vector<double>();
 }
 
-Tensor sub(const Tensor& a, double b) { return add(a, -b); }
+Tensor sub(const Tensor& a, double b) {
+  check_no_bool(a, "sub");
+  return add(a, -b);
+}
 Tensor div(const Tensor& a, double b) { return a / b; }
 Tensor square(const Tensor& a) { return mul(a, a); }
 Tensor clamp_min(const Tensor& a, double min) { return clamp(a, min, std::nullopt); }

@@ -1625,7 +1625,8 @@ Tensor reduce_loss(const Tensor& loss, Reduction r) {
   return loss;
 }
 
-// (N, C, d1, ...) -> (N * d1 * ..., C) and (N, d1, ...) -> (N * d1 * ...), checking shapes.
+// (N, C, d1, ...) -> (N * d1 * ..., C) and (N, d1, ...) -> (N * d1 * ...), checking shapes; an
+// unbatched (C) input with a 0-dim target is one row, as torch's.
 std::pair<Tensor, Tensor> flatten_classes(const Tensor& input, const Tensor& target, const char* op) {
   check_defined(input, op, "input");
   check_defined(target, op, "target");
@@ -1633,12 +1634,13 @@ std::pair<Tensor, Tensor> flatten_classes(const Tensor& input, const Tensor& tar
   check_floating(input, op);
   TANDEM_CHECK(target.dtype() == DType::i64 || target.dtype() == DType::i32, op,
                ": target must hold class indices (i64 or i32), got dtype ", target.dtype());
-  TANDEM_CHECK(input.dim() >= 2, op, ": input must be (N, C) or (N, C, d1, ...), got ",
+  TANDEM_CHECK(input.dim() >= 1, op, ": input must be (C), (N, C) or (N, C, d1, ...), got ",
                shape_str(input.shape()));
-  TANDEM_CHECK(input.size(1) > 0, op, ": input has no classes (C == 0), got shape ",
+  const int64_t class_dim = input.dim() == 1 ? 0 : 1;
+  TANDEM_CHECK(input.size(class_dim) > 0, op, ": input has no classes (C == 0), got shape ",
                shape_str(input.shape()));
   Shape expected = input.shape();
-  expected.erase(expected.begin() + 1);
+  expected.erase(expected.begin() + class_dim);
   TANDEM_CHECK(target.shape() == expected, op, ": target must be ", shape_str(expected),
                " for input ", shape_str(input.shape()), ", got ", shape_str(target.shape()));
   Tensor x = input;
@@ -1648,7 +1650,7 @@ std::pair<Tensor, Tensor> flatten_classes(const Tensor& input, const Tensor& tar
     order.push_back(1);
     x = input.permute(order);
   }
-  return {x.reshape({-1, input.size(1)}), target.reshape({-1}).to(DType::i64)};
+  return {x.reshape({-1, input.size(class_dim)}), target.reshape({-1}).to(DType::i64)};
 }
 
 // picked[i] = x[i, target[i]] (0 where target[i] == ignore_index); differentiable in x.
@@ -1744,14 +1746,15 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, int64_t padding_id
 }
 
 namespace {
-// Class weights, where given: floating, one per class of input (N, C, ...), on its device.
-void check_class_weight(const Tensor& weight, const Tensor& input, const char* op) {
+// Class weights, where given: floating, one per class of the flattened input x (rows, C), on
+// its device.
+void check_class_weight(const Tensor& weight, const Tensor& x, const char* op) {
   if (!weight.defined()) return;
   check_floating(weight, op, "weight");
-  TANDEM_CHECK(weight.dim() == 1 && weight.size(0) == input.size(1), op,
-               ": weight must have one value per class (", input.size(1), "), got shape ",
+  TANDEM_CHECK(weight.dim() == 1 && weight.size(0) == x.size(1), op,
+               ": weight must have one value per class (", x.size(1), "), got shape ",
                shape_str(weight.shape()));
-  check_inputs({input, weight}, op);
+  check_inputs({x, weight}, op);
 }
 }  // namespace
 
@@ -1760,9 +1763,48 @@ Tensor nll_loss(const Tensor& input, const Tensor& target, const Tensor& weight,
   if (autocast_changes("nll_loss", {input}))
     return nll_loss(autocast_input("nll_loss", input), target, weight, reduction, ignore_index);
   auto [x, t] = flatten_classes(input, target, "nll_loss");
-  check_class_weight(weight, input, "nll_loss");
+  check_class_weight(weight, x, "nll_loss");
   return nll_flat(x, t, reduction, ignore_index, target.shape(), "nll_loss", weight);
 }
+
+namespace {
+// cross_entropy with class probabilities for targets (input's shape), as torch's: -sum over
+// classes of weight * target * log_softmax(input), smoothed toward 1/C first; the mean divides
+// by the number of samples (not by weights), ignore_index does not apply.
+Tensor cross_entropy_probabilities(const Tensor& input, const Tensor& target,
+                                   const CrossEntropyOptions& o) {
+  const char* op = "cross_entropy";
+  check_inputs({input, target}, op);
+  check_floating(input, op);
+  TANDEM_CHECK(input.dim() >= 1 && target.shape() == input.shape(), op,
+               ": a floating target holds class probabilities and must have the input's shape ",
+               shape_str(input.shape()), ", got ", shape_str(target.shape()),
+               "; class indices are i64 or i32");
+  const int64_t class_dim = input.dim() == 1 ? 0 : 1;
+  const int64_t classes = input.size(class_dim);
+  Tensor p = target;
+  if (o.label_smoothing > 0.0)
+    p = add(mul(p, 1.0 - o.label_smoothing), o.label_smoothing / static_cast<double>(classes));
+  Tensor terms = mul(log_softmax(input, class_dim), p);
+  if (o.weight.defined()) {
+    check_floating(o.weight, op, "weight");
+    check_inputs({input, o.weight}, op);
+    TANDEM_CHECK(o.weight.dim() == 1 && o.weight.size(0) == classes, op,
+                 ": weight must have one value per class (", classes, "), got shape ",
+                 shape_str(o.weight.shape()));
+    Shape per_class(static_cast<size_t>(input.dim()), 1);
+    per_class[static_cast<size_t>(class_dim)] = classes;
+    terms = mul(terms, o.weight.reshape(per_class));
+  }
+  switch (o.reduction) {
+    case Reduction::none: return neg(sum(terms, {class_dim}));
+    case Reduction::sum: return neg(sum(terms));
+    case Reduction::mean: break;
+  }
+  const double samples = classes > 0 ? static_cast<double>(input.numel() / classes) : 0.0;
+  return div(neg(sum(terms)), samples);  // no samples: 0 / 0, NaN, as torch's
+}
+}  // namespace
 
 Tensor cross_entropy(const Tensor& input, const Tensor& target, CrossEntropyOptions o) {
   if (autocast_changes("cross_entropy", {input, target}))
@@ -1770,15 +1812,17 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target, CrossEntropyOpti
                          autocast_input("cross_entropy", target), o);
   TANDEM_CHECK(o.label_smoothing >= 0.0 && o.label_smoothing <= 1.0,
                "cross_entropy: label_smoothing must be in [0, 1], got ", o.label_smoothing);
+  check_defined(target, "cross_entropy", "target");
+  if (target.is_floating_point()) return cross_entropy_probabilities(input, target, o);
   auto [x, t] = flatten_classes(input, target, "cross_entropy");
-  check_class_weight(o.weight, input, "cross_entropy");
+  check_class_weight(o.weight, x, "cross_entropy");
   Tensor logp = log_softmax(x, 1);
   Tensor nll =
       nll_flat(logp, t, o.reduction, o.ignore_index, target.shape(), "cross_entropy", o.weight);
   if (o.label_smoothing == 0.0) return nll;
   // Smoothing: eps * (mean over classes of -log p, each class's term weighted), zero on ignored
   // targets; with weights the mean divides by the targets' summed weights, as PyTorch's.
-  const double eps = o.label_smoothing, classes = static_cast<double>(input.size(1));
+  const double eps = o.label_smoothing, classes = static_cast<double>(x.size(1));
   Tensor is_valid = ne(t, full({}, static_cast<double>(o.ignore_index),
                                TensorOptions(DType::i64).device(t.device())));
   Tensor valid = is_valid.to(logp.dtype());
@@ -1900,9 +1944,12 @@ Tensor cosine_similarity(const Tensor& x1, const Tensor& x2, int64_t dim, double
   check_floating(x2, "cosine_similarity", "x2");
   const Shape shape = broadcast_shapes(x1.shape(), x2.shape(), "cosine_similarity");
   const int64_t d = wrap_dim(dim, static_cast<int64_t>(shape.size()), "cosine_similarity");
+  // Both broadcast first, as torch's: dim counts in the common shape, and an operand of size 1
+  // along it has the norm of its repeats.
+  const Tensor a = x1.expand(shape), b = x2.expand(shape);
   // torch's: the product of the squared norms clamped at eps^2, then its square root.
-  const Tensor dot = sum(mul(x1, x2), {d});
-  const Tensor norms = mul(sum(mul(x1, x1), {d}), sum(mul(x2, x2), {d}));
+  const Tensor dot = sum(mul(a, b), {d});
+  const Tensor norms = mul(sum(mul(a, a), {d}), sum(mul(b, b), {d}));
   return div(dot, sqrt(clamp_min(norms, eps * eps)));
 }
 

@@ -250,24 +250,36 @@ Tensor norm(const Tensor& t, double p, const Shape& dims, bool keepdim) {
   return out;
 }
 
+namespace {
+// all's and any's verdict in torch's dtype: bool, or u8 for a u8 input.
+Tensor verdict(const Tensor& result, const Tensor& t) {
+  return t.dtype() == DType::u8 ? result.to(DType::u8) : result;
+}
+}  // namespace
+
 Tensor all(const Tensor& t) {
-  return eq(nonzero_count(t, {}, false, "all"),
-            full({}, static_cast<double>(t.numel()), TensorOptions(DType::i64).device(t.device())));
+  return verdict(
+      eq(nonzero_count(t, {}, false, "all"),
+         full({}, static_cast<double>(t.numel()), TensorOptions(DType::i64).device(t.device()))),
+      t);
 }
 Tensor all(const Tensor& t, int64_t dim, bool keepdim) {
   const int64_t d = wrap_dim(dim, t.dim(), "all");
   const int64_t n = t.dim() == 0 ? 1 : t.size(d);
-  return eq(nonzero_count(t, t.dim() == 0 ? Shape{} : Shape{d}, keepdim, "all"),
-            full({}, static_cast<double>(n), TensorOptions(DType::i64).device(t.device())));
+  return verdict(eq(nonzero_count(t, t.dim() == 0 ? Shape{} : Shape{d}, keepdim, "all"),
+                    full({}, static_cast<double>(n), TensorOptions(DType::i64).device(t.device()))),
+                 t);
 }
 Tensor any(const Tensor& t) {
-  return gt(nonzero_count(t, {}, false, "any"),
-            zeros({}, TensorOptions(DType::i64).device(t.device())));
+  return verdict(gt(nonzero_count(t, {}, false, "any"),
+                    zeros({}, TensorOptions(DType::i64).device(t.device()))),
+                 t);
 }
 Tensor any(const Tensor& t, int64_t dim, bool keepdim) {
   const int64_t d = wrap_dim(dim, t.dim(), "any");
-  return gt(nonzero_count(t, t.dim() == 0 ? Shape{} : Shape{d}, keepdim, "any"),
-            zeros({}, TensorOptions(DType::i64).device(t.device())));
+  return verdict(gt(nonzero_count(t, t.dim() == 0 ? Shape{} : Shape{d}, keepdim, "any"),
+                    zeros({}, TensorOptions(DType::i64).device(t.device()))),
+                 t);
 }
 
 namespace {

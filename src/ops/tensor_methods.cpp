@@ -432,7 +432,7 @@ Tensor Tensor::add(double other) const { return tandem::add(*this, other); }
 Tensor Tensor::sub(const Tensor& other, double alpha) const {
   return tandem::sub(*this, other, alpha);
 }
-Tensor Tensor::sub(double other) const { return tandem::add(*this, -other); }
+Tensor Tensor::sub(double other) const { return tandem::sub(*this, other); }
 Tensor Tensor::mul(const Tensor& other) const { return tandem::mul(*this, other); }
 Tensor Tensor::mul(double other) const { return tandem::mul(*this, other); }
 Tensor Tensor::div(const Tensor& other) const { return tandem::div(*this, other); }
@@ -532,7 +532,7 @@ Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
 Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
 Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
 Tensor operator+(const Tensor& a, double b) { return add(a, b); }
-Tensor operator-(const Tensor& a, double b) { return add(a, -b); }
+Tensor operator-(const Tensor& a, double b) { return sub(a, b); }
 Tensor operator*(const Tensor& a, double b) { return mul(a, b); }
 Tensor operator/(const Tensor& a, double b) {  // true division: an integer tensor's is f32
   check_defined(a, "div", "first operand");
@@ -694,6 +694,7 @@ Tensor& unary_inplace(Tensor& self, kernels::UnaryOp op, const kernels::OpArgs& 
                       bool floating_result, const char* name, const char* why) {
   check_defined(self, name, "self");
   check_integer_result(self, floating_result, name, why);
+  check_not_bool_for(op, self, name);
   check_inplace(self, name);
   check_no_overlap(self, name);
   kernels::unary.at(self, name);
@@ -701,7 +702,11 @@ Tensor& unary_inplace(Tensor& self, kernels::UnaryOp op, const kernels::OpArgs& 
   return self;
 }
 
+// An in-place op with a number (add_, mul_, pow_, ...): torch's promotion must keep self's dtype.
 Tensor& scalar_inplace(Tensor& self, kernels::UnaryOp op, double value, const char* name) {
+  TANDEM_CHECK(!self.defined() || self.dtype() != DType::boolean, name,
+               ": the result of a bool tensor with a number is i64 (as torch promotes it) and "
+               "cannot be written into a bool tensor in place");
   return unary_inplace(self, op, {value}, !whole_scalar(value), name,
                        "the scalar is not a whole number");
 }
@@ -720,7 +725,7 @@ Tensor& tensor_inplace(Tensor& self, const Tensor& other, kernels::BinaryOp op,
   check_same_device(self, on, name);
   // The result is computed in the promoted dtype and must convert back to self's, as torch's
   // rule: no floating result into an integer tensor, no non-bool one into a bool tensor.
-  DType result = promote_types(self.dtype(), on.dtype());
+  DType result = result_type(self, on);
   if (op == kernels::BinaryOp::div && !is_floating(result)) result = DType::f32;
   TANDEM_CHECK((self.is_floating_point() || !is_floating(result)) &&
                    (self.dtype() != DType::boolean || result == DType::boolean),
@@ -827,7 +832,11 @@ Tensor& Tensor::floor_() { return math_inplace(*this, kernels::UnaryOp::floor, "
 Tensor& Tensor::ceil_() { return math_inplace(*this, kernels::UnaryOp::ceil, "ceil_"); }
 Tensor& Tensor::round_() { return math_inplace(*this, kernels::UnaryOp::round, "round_"); }
 Tensor& Tensor::pow_(double exponent) {
-  return math_inplace(*this, kernels::UnaryOp::pow_scalar, "pow_", {exponent});
+  TANDEM_CHECK(!defined() || is_floating_point() || exponent >= 0,
+               "pow_: integers to negative "
+               "integer powers are not allowed (",
+               dtype(), " to the power ", exponent, ")");
+  return scalar_inplace(*this, kernels::UnaryOp::pow_scalar, exponent, "pow_");
 }
 Tensor& Tensor::expm1_() { return math_inplace(*this, kernels::UnaryOp::expm1, "expm1_"); }
 Tensor& Tensor::tan_() { return math_inplace(*this, kernels::UnaryOp::tan, "tan_"); }

@@ -1,6 +1,7 @@
 // f16/bf16 conversions round to nearest even and match torch's bit patterns; type promotion.
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "../util.hpp"
@@ -53,4 +54,104 @@ TEST_CASE("type promotion", "[dtype]") {
   CHECK(add(ones({2}, DType::i32), ones({2}, DType::i32)).dtype() == DType::i32);
   CHECK(sum(ones({3}, DType::boolean)).item<int64_t>() == 3);
   CHECK(sum(ones({3}, DType::i32)).dtype() == DType::i64);
+}
+
+namespace {
+DType dtype_named(const std::string& name) {
+  static const std::map<std::string, DType> names = {
+      {"f32", DType::f32}, {"f64", DType::f64}, {"f16", DType::f16}, {"bf16", DType::bf16},
+      {"i64", DType::i64}, {"i32", DType::i32}, {"u8", DType::u8},   {"bool", DType::boolean}};
+  return names.at(name);
+}
+}  // namespace
+
+TEST_CASE("a 0-dim operand promotes as torch's: only into a higher category", "[dtype]") {
+  std::ifstream in(std::string(TANDEM_GOLDEN_DIR) + "/result_type.json");
+  REQUIRE(in.good());
+  const auto j = nlohmann::json::parse(in);
+  REQUIRE(j["pairs"].size() == 256);
+  for (const auto& p : j["pairs"]) {
+    const Tensor a = ones(p["a_zero_dim"].get<bool>() ? Shape{} : Shape{2},
+                          dtype_named(p["a"].get<std::string>()));
+    const Tensor b = ones(p["b_zero_dim"].get<bool>() ? Shape{} : Shape{2},
+                          dtype_named(p["b"].get<std::string>()));
+    const DType expected = dtype_named(p["result"].get<std::string>());
+    INFO(a.dtype() << (a.dim() == 0 ? " 0-dim" : "") << " with " << b.dtype()
+                   << (b.dim() == 0 ? " 0-dim" : ""));
+    CHECK(result_type(a, b) == expected);
+    // What the ops compute in: the arithmetic, where, and an in-place op that may keep it.
+    CHECK(mul(a, b).dtype() == expected);
+    CHECK(where(ones({2}, DType::boolean), a, b).dtype() == expected);
+    CHECK(lt(a, b).dtype() == DType::boolean);
+    // torch's can_cast: no floating result into an integer tensor, no non-bool into a bool one.
+    const bool fits_in_a = (a.is_floating_point() || !is_floating(expected)) &&
+                           (a.dtype() != DType::boolean || expected == DType::boolean);
+    if (a.dim() > 0 && fits_in_a) {
+      Tensor c = a.clone();
+      c.mul_(b);
+      CHECK(c.dtype() == a.dtype());
+    }
+  }
+  // The 0-dim operand is converted to the result's dtype first: 2.1 is f16's 2.0996 there.
+  const auto& v = j["values"];
+  const Tensor x16 = from_vector<float>({3, 5, -7}).to(DType::f16);
+  const Tensor xi = from_vector<int32_t>({3, 5, -7});
+  CHECK(mul(x16, full({}, 2.1)).to(DType::f32).to_vector<float>() ==
+        v["f16_mul_f32_scalar"].get<std::vector<float>>());
+  CHECK(add(x16, full({}, 0.1, DType::f64)).to(DType::f32).to_vector<float>() ==
+        v["f16_add_f64_scalar"].get<std::vector<float>>());
+  CHECK(mul(xi, full({}, 2.5)).to_vector<float>() ==
+        v["i32_mul_f32_scalar"].get<std::vector<float>>());
+  CHECK(add(xi, full({}, 2147483653.0, DType::i64)).to_vector<int32_t>() ==
+        v["i32_add_i64_scalar"].get<std::vector<int32_t>>());
+  // The gradient of the 0-dim operand comes back in its own dtype.
+  Tensor s = full({}, 2.0).requires_grad_();
+  Tensor h = from_vector<float>({1, 2}).to(DType::f16).requires_grad_();
+  Tensor y = mul(h, s);
+  CHECK(y.dtype() == DType::f16);
+  y.sum().backward();
+  CHECK(s.grad().dtype() == DType::f32);
+  CHECK(s.grad().item<float>() == 3.0f);
+  CHECK(h.grad().dtype() == DType::f16);
+  CHECK(h.grad().to(DType::f32).to_vector<float>() == std::vector<float>{2, 2});
+}
+
+TEST_CASE("numbers meet bool tensors, and integers take powers, as torch's", "[dtype]") {
+  // Values from torch 1.13 for the same calls.
+  const Tensor b = from_vector<bool>({true, false});
+  auto i64s = [](const Tensor& t) {
+    CHECK(t.dtype() == DType::i64);
+    return t.to_vector<int64_t>();
+  };
+  CHECK(i64s(b + 1) == std::vector<int64_t>{2, 1});
+  CHECK(i64s(b * 2) == std::vector<int64_t>{2, 0});
+  CHECK(i64s(fmod(b, 2)) == std::vector<int64_t>{1, 0});
+  CHECK(i64s(b.pow(2)) == std::vector<int64_t>{1, 0});
+  CHECK(i64s(where(b, b, 5)) == std::vector<int64_t>{1, 5});
+  CHECK((b * 2.5).dtype() == DType::f32);
+  CHECK_THROWS_WITH(b - 0.0, Catch::Contains("bool tensor are not supported"));
+  CHECK_THROWS_WITH(b.sub(1), Catch::Contains("bool tensor are not supported"));
+  Tensor m = b.clone();
+  CHECK_THROWS_WITH(m.add_(1), Catch::Contains("bool tensor in place"));
+  CHECK_THROWS_WITH(m.mul_(2), Catch::Contains("bool tensor in place"));
+  CHECK(m.to_vector<bool>() == std::vector<bool>{true, false});
+
+  const Tensor i = from_vector<int32_t>({3, -2});
+  CHECK(i.pow(2).dtype() == DType::i32);
+  CHECK(i.pow(2).to_vector<int32_t>() == std::vector<int32_t>{9, 4});
+  CHECK(pow(i, i.abs()).to_vector<int32_t>() == std::vector<int32_t>{27, 4});
+  CHECK(pow(from_vector<int32_t>({2, 3, -1, 1, 0}), from_vector<int32_t>({-1, -2, -3, -5, -1}))
+            .to_vector<int32_t>() == std::vector<int32_t>{0, 0, -1, 1, 0});
+  CHECK(from_vector<int64_t>({-3, 5}).pow(0).to_vector<int64_t>() == std::vector<int64_t>{1, 1});
+  // Overflow wraps, as torch's: 3^9 mod 256 and 3^41 mod 2^64.
+  CHECK(from_vector<uint8_t>({2, 3}).pow(9).to_vector<uint8_t>() == std::vector<uint8_t>{0, 227});
+  CHECK(full({1}, 3, DType::i64).pow(41).item<int64_t>() == -420491770248316829LL);
+  CHECK(i.pow(0.5).dtype() == DType::f32);
+  CHECK_THROWS_WITH(i.pow(-1), Catch::Contains("negative integer powers"));
+  Tensor j = i.clone();
+  CHECK_THROWS_WITH(j.pow_(-2), Catch::Contains("negative integer powers"));
+  CHECK_THROWS_WITH(j.pow_(0.5), Catch::Contains("not a whole number"));
+  j.pow_(3);
+  CHECK(j.to_vector<int32_t>() == std::vector<int32_t>{27, -8});
+  CHECK_THROWS_WITH(pow(b, b), Catch::Contains("not implemented for bool"));
 }

@@ -183,6 +183,12 @@ TEST_CASE("CUDA unary and binary ops match the CPU, with broadcasting and stride
     same_on_gpu("clamp 10..40", {a}, [](auto& v) { return clamp(v[0], 10, 40); }, {0, 0});
     same_on_gpu("clamp past the range", {a},
                 [](auto& v) { return clamp(v[0], std::nullopt, 1e12); }, {0, 0});
+    // Integer powers wrap: squares, cubes and larger exponents by squaring.
+    same_on_gpu("pow 2", {a}, [](auto& v) { return pow(v[0], 2.0); }, {0, 0});
+    same_on_gpu("pow 3", {a}, [](auto& v) { return pow(v[0], 3.0); }, {0, 0});
+    same_on_gpu("pow 7", {a}, [](auto& v) { return pow(v[0], 7.0); }, {0, 0});
+    same_on_gpu("pow, tensor exponents", {a, b},
+                [](auto& v) { return pow(v[0], remainder(v[1], 13.0)); }, {0, 0});
   }
 }
 

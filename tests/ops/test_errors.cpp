@@ -75,14 +75,20 @@ TEST_CASE("dim and index errors", "[errors]") {
 
 TEST_CASE("dtype errors", "[errors]") {
   Tensor i = ones({2, 2}, DType::i64);
-  CHECK(error_of([&] { exp(i); }) ==
-        "exp: expected a floating-point input (f32, f64, f16 or bf16), got dtype i64");
+  CHECK(error_of([&] { gelu(i); }) ==
+        "gelu: expected a floating-point input (f32, f64, f16 or bf16), got dtype i64");
   CHECK(error_of([&] { conv2d(ones({1, 1, 3, 3}, DType::i64), ones({1, 1, 1, 1}, DType::i64)); }) ==
         "conv2d: expected a floating-point input (f32, f64, f16 or bf16), got dtype i64");
   CHECK(error_of([&] { conv2d(ones({1, 1, 3, 3}), ones({1, 1, 1, 1}, DType::f64)); }) ==
         "conv2d: input (f32), weight (f64) must have the same dtype");
-  CHECK(error_of([&] { cross_entropy(zeros({2, 3}), zeros({2})); }) ==
-        "cross_entropy: target must hold class indices (i64 or i32), got dtype f32");
+  CHECK(error_of([&] {
+          cross_entropy(zeros({2, 3}), zeros({2}, DType::u8));
+        }) == "cross_entropy: target must hold class indices (i64 or i32), got dtype u8");
+  CHECK(error_of([&] {
+          cross_entropy(zeros({2, 3}), zeros({2}));
+        }) ==
+        "cross_entropy: a floating target holds class probabilities and must have the input's "
+        "shape (2, 3), got (2,); class indices are i64 or i32");
   CHECK(error_of([&] { where(ones({2}), ones({2}), ones({2})); }) ==
         "where: condition must be a bool tensor, got f32");
   CHECK(error_of([&] { mean(i); }) ==

@@ -1602,3 +1602,145 @@ TEST_CASE("lu_unpack broadcasts LU's and the pivots' batch dims", "[ops]") {
       matmul(matmul(std::get<0>(shared)[0], std::get<1>(shared)[0]), std::get<2>(shared)[0]), a[0],
       1e-12, 1e-12);
 }
+
+TEST_CASE(
+    "cosine_similarity broadcasts first; vector_norm's negative orders have gradient 0 at "
+    "a zero",
+    "[ops]") {
+  // Values from torch 1.13 for the same inputs (a differential probe found both).
+  Tensor x1 = mul(arange(15).to(DType::f32), 0.37).sin().reshape({3, 5}).requires_grad_();
+  Tensor x2 = add(mul(arange(5).to(DType::f32), 0.91), 0.3).cos().reshape({1, 5}).requires_grad_();
+  Tensor y = cosine_similarity(x1, x2, 0);
+  y.backward(arange(1, 6).to(DType::f32));
+  require_close(
+      y, from_vector<float>({0.22693714f, 0.17405474f, -0.10549447f, -0.03463712f, 0.03593859f}),
+      1e-5, 1e-6);
+  require_close(
+      x1.grad().reshape({-1}),
+      from_vector<float>({0.52600044f, 0.88418490f, -1.21679127f, -1.64132726f, -2.23577094f,
+                          0.34493029f, 0.77652305f, -1.24548912f, -1.69560385f, -2.11918879f,
+                          0.62580276f, 1.17188108f, -1.52955210f, -1.78485048f, -2.04968810f}),
+      1e-5, 1e-5);
+  require_close(x2.grad(), zeros({1, 5}), 0, 1e-5);  // scaling a broadcast row changes nothing
+  // Operands of different ranks: dim counts in the common shape.
+  const Tensor a = mul(arange(60).to(DType::f32), 0.13).cos().reshape({3, 4, 5});
+  const Tensor b = mul(arange(20).to(DType::f32), 0.29).sin().reshape({4, 5});
+  const Tensor last = cosine_similarity(a, b, -1), middle = cosine_similarity(a, b, 1);
+  CHECK(last.shape() == Shape{3, 4});
+  CHECK(middle.shape() == Shape{3, 5});
+  require_close(
+      last.reshape({-1}).narrow(0, 0, 5),
+      from_vector<float>({0.80980855f, 0.99792874f, 0.73156619f, 0.94175178f, -0.86548603f}), 1e-5,
+      1e-6);
+  require_close(
+      middle.reshape({-1}).narrow(0, 0, 5),
+      from_vector<float>({0.63875258f, 0.77359152f, 0.87270880f, 0.92657948f, 0.92797297f}), 1e-5,
+      1e-6);
+
+  Tensor x = from_vector<float>({0, 1, -2, 3, -1, 0.5f}).reshape({2, 3}).requires_grad_();
+  Tensor n = linalg::vector_norm(x, -2.0, {1});
+  n.backward(from_vector<float>({1, 2}));
+  require_close(n, from_vector<float>({0, 0.44232586f}), 1e-6, 1e-7);
+  require_close(x.grad().reshape({-1}),
+                from_vector<float>({0, 0, 0, 0.00641052f, -0.17308404f, 1.38467228f}), 1e-5, 1e-7);
+}
+
+TEST_CASE("integer inputs: float functions compute in f32, rounding and sign keep the dtype",
+          "[ops]") {
+  // torch 1.13's dtypes: exp/sqrt/sigmoid/atan2 of integers are f32; sign, relu, floor, ceil,
+  // round, trunc keep an integer dtype; the rounding ones and relu refuse bool.
+  const Tensor i = from_vector<int64_t>({3, -2, 0});
+  const Tensor k = from_vector<int64_t>({3, -2, 7}), f = k.to(DType::f32);
+  for (auto [name, fn] :
+       std::vector<std::pair<const char*, Tensor (*)(const Tensor&)>>{{"exp", &exp},
+                                                                      {"sqrt", &sqrt},
+                                                                      {"sigmoid", &sigmoid},
+                                                                      {"sin", &sin},
+                                                                      {"log1p", &log1p},
+                                                                      {"reciprocal", &reciprocal},
+                                                                      {"tanh", &tanh},
+                                                                      {"erf", &erf}}) {
+    INFO(name);
+    const Tensor r = fn(k);
+    CHECK(r.dtype() == DType::f32);
+    require_close(r, fn(f), 0, 0);  // NaN where f's is
+  }
+  CHECK(exp(from_vector<bool>({true})).dtype() == DType::f32);
+  CHECK(atan2(k, from_vector<int64_t>({1, 1, 1})).equal(atan2(f, ones({3}))));
+  CHECK(sign(i).to_vector<int64_t>() == std::vector<int64_t>{1, -1, 0});
+  CHECK(sign(from_vector<bool>({true, false})).to_vector<bool>() == std::vector<bool>{true, false});
+  CHECK(relu(i).to_vector<int64_t>() == std::vector<int64_t>{3, 0, 0});
+  CHECK(sign(from_vector<uint8_t>({0, 7})).to_vector<uint8_t>() == std::vector<uint8_t>{0, 1});
+  using Fn = Tensor (*)(const Tensor&);
+  for (Fn fn : std::vector<Fn>{&floor, &ceil, &round, &trunc}) {
+    CHECK(fn(i).dtype() == DType::i64);
+    CHECK(fn(i).equal(i));
+    CHECK_THROWS_WITH(fn(from_vector<bool>({true})), Catch::Contains("not implemented for bool"));
+  }
+  CHECK_THROWS_WITH(relu(from_vector<bool>({true})), Catch::Contains("not implemented for bool"));
+  Tensor j = i.clone();
+  j.floor_();
+  CHECK(j.equal(i));
+  CHECK_THROWS_WITH(j.exp_(), Catch::Contains("cannot be written into a i64 tensor"));
+  // all and any of u8 are u8, as torch's; of other dtypes bool.
+  const Tensor u = from_vector<uint8_t>({1, 0, 7, 9}).reshape({2, 2});
+  CHECK(u.any().dtype() == DType::u8);
+  CHECK(u.all(1).to_vector<uint8_t>() == std::vector<uint8_t>{0, 1});
+  CHECK(u.any(0).to_vector<uint8_t>() == std::vector<uint8_t>{1, 1});
+  CHECK(u.all().item<int64_t>() == 0);
+  CHECK(i.any().dtype() == DType::boolean);
+}
+
+TEST_CASE("cross_entropy and nll_loss take one unbatched sample, as torch's", "[ops]") {
+  // torch 1.13: F.cross_entropy(x, t, weight=w, label_smoothing=0.2) for x = sin(0.7 k), t = 3.
+  Tensor x = mul(arange(5).to(DType::f32), 0.7).sin().requires_grad_();
+  const Tensor t = full({}, 3, DType::i64);
+  const Tensor w = from_vector<float>({1, 2, 0.5f, 3, 1.5f});
+  CrossEntropyOptions o;
+  o.weight = w;
+  o.label_smoothing = 0.2;
+  Tensor loss = cross_entropy(x, t, o);
+  CHECK(loss.dim() == 0);
+  CHECK(loss.item<float>() == Approx(1.2714095f).epsilon(1e-6));
+  loss.backward();
+  require_close(
+      x.grad(),
+      from_vector<float>({0.08361363f, 0.15796849f, 0.25305584f, -0.61016238f, 0.11552448f}), 1e-5,
+      1e-7);
+  const Tensor none = nll_loss(x.detach(), t, Tensor(), Reduction::none);
+  CHECK(none.dim() == 0);
+  CHECK(none.item<float>() == Approx(-0.86320943f).epsilon(1e-6));
+  CHECK(std::isnan(cross_entropy(x.detach(), full({}, -100, DType::i64)).item<float>()));
+  CHECK_THROWS_WITH(cross_entropy(x.detach(), full({1}, 3, DType::i64)),
+                    Catch::Contains("target must be ()"));
+}
+
+TEST_CASE("cross_entropy takes class probabilities for targets, as torch's", "[ops]") {
+  // torch 1.13's values for the same inputs.
+  Tensor x = mul(arange(12).to(DType::f32), 0.7).sin().reshape({3, 4}).requires_grad_();
+  const Tensor p = softmax(mul(arange(12).to(DType::f32), 1.3).cos().reshape({3, 4}), 1);
+  CrossEntropyOptions o;
+  o.weight = from_vector<float>({1, 2, 0.5f, 3});
+  o.label_smoothing = 0.1;
+  Tensor loss = cross_entropy(x, p, o);
+  CHECK(loss.item<float>() == Approx(2.1788752f).epsilon(1e-6));
+  loss.backward();
+  require_close(x.grad().reshape({-1}),
+                from_vector<float>({-0.11334345f, -0.06076488f, 0.14444736f, 0.02966104f,
+                                    0.15239003f, -0.17303367f, 0.04130942f, -0.02066576f,
+                                    0.00333453f, -0.13537061f, 0.08102598f, 0.05101009f}),
+                1e-5, 1e-7);
+  CrossEntropyOptions none;
+  none.reduction = Reduction::none;
+  require_close(cross_entropy(x.detach(), p, none),
+                from_vector<float>({1.73361742f, 1.36082041f, 1.45038295f}), 1e-6, 1e-7);
+  CrossEntropyOptions summed;
+  summed.reduction = Reduction::sum;
+  CHECK(cross_entropy(x.detach(), p, summed).item<float>() == Approx(4.5448213f).epsilon(1e-6));
+  // (N, C, d1, d2): classes along dim 1.
+  const Tensor x3 = mul(arange(24).to(DType::f32), 0.3).cos().reshape({2, 3, 2, 2});
+  const Tensor p3 = softmax(mul(arange(24).to(DType::f32), 0.5).sin().reshape({2, 3, 2, 2}), 1);
+  CHECK(cross_entropy(x3, p3).item<float>() == Approx(1.2288268f).epsilon(1e-6));
+  CHECK_THROWS_WITH(cross_entropy(x.detach(), p.narrow(1, 0, 3)),
+                    Catch::Contains("must have the input's shape (3, 4)"));
+}

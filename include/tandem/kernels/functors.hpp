@@ -131,7 +131,9 @@ TANDEM_HD T wrap_add(T a, T b) {
 }
 template <typename T>
 TANDEM_HD T wrap_mul(T a, T b) {
-  if constexpr (std::is_integral_v<T> && std::is_signed_v<T>) {
+  if constexpr (std::is_same_v<T, bool>) {
+    return a && b;
+  } else if constexpr (std::is_integral_v<T> && std::is_signed_v<T>) {
     using U = std::make_unsigned_t<T>;
     return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
   } else {
@@ -171,11 +173,17 @@ struct Abs {
   }
 };
 struct Sign {
+  static constexpr bool kIntegers = true;
   template <typename T> TANDEM_HD T operator()(T x) const {
-    return x > T(0) ? T(1) : (x < T(0) ? T(-1) : T(0));
+    if constexpr (std::is_unsigned_v<T>) {  // bool and u8
+      return x > T(0) ? T(1) : T(0);
+    } else {
+      return x > T(0) ? T(1) : (x < T(0) ? T(-1) : T(0));
+    }
   }
 };
-struct Relu {  // NaN stays NaN, as torch
+struct Relu {  // NaN stays NaN, as torch; integers too (the op refuses bool)
+  static constexpr bool kIntegers = true;
   template <typename T> TANDEM_HD T operator()(T x) const { return x > T(0) || x != x ? x : T(0); }
 };
 struct Sigmoid {
@@ -193,25 +201,60 @@ struct GeluTanh {
     return T(0.5) * x * (T(1) + tanh(inner));
   }
 };
-struct PowScalar {
+/// a^b for integers, as torch's: by squaring, wrapping on overflow; a negative b (signed types)
+/// gives the quotient 1 / a^|b| truncated: 1 for a = 1, +-1 for a = -1, else 0.
+template <typename T>
+TANDEM_HD T int_pow(T a, T b) {
+  if constexpr (std::is_signed_v<T>) {
+    if (b < T(0)) {
+      if (a == T(1)) return T(1);
+      if (a == T(-1)) return (b & T(1)) ? T(-1) : T(1);
+      return T(0);
+    }
+  }
+  T result = T(1);
+  for (; b != T(0); b = static_cast<T>(b >> 1)) {
+    if (b & T(1)) result = wrap_mul(result, a);
+    a = wrap_mul(a, a);
+  }
+  return result;
+}
+struct PowScalar {  // integer tensors meet whole, non-negative exponents only (the op's check)
+  static constexpr bool kIntegers = true;
   double e;
   template <typename T>
   TANDEM_HD T operator()(T x) const {
-    return pow(x, T(e));
+    if constexpr (std::is_same_v<T, bool>) {
+      return x || e == 0.0;
+    } else if constexpr (std::is_integral_v<T>) {
+      return int_pow(x, scalar_as<T>(e));
+    } else {
+      return pow(x, T(e));
+    }
   }
 };
 // The exponents pow_scalar computes without pow (as PyTorch's): x^2 and x^3 as products, x^0.5
 // and x^-0.5 as Sqrt and Rsqrt, x^-1 as Reciprocal. libm's pow took 80x the product's time.
 struct Square {
+  static constexpr bool kIntegers = true;
   template <typename T>
   TANDEM_HD T operator()(T x) const {
-    return x * x;
+    if constexpr (std::is_same_v<T, bool>) {
+      return x;
+    } else {
+      return wrap_mul(x, x);
+    }
   }
 };
 struct Cube {
+  static constexpr bool kIntegers = true;
   template <typename T>
   TANDEM_HD T operator()(T x) const {
-    return x * x * x;
+    if constexpr (std::is_same_v<T, bool>) {
+      return x;
+    } else {
+      return wrap_mul(wrap_mul(x, x), x);
+    }
   }
 };
 /// v as the integer type T, saturating at T's range (v is finite).
@@ -274,21 +317,36 @@ struct Cos {
   }
 };
 struct Floor {
+  static constexpr bool kIntegers = true;  // integers are whole: themselves
   template <typename T>
   TANDEM_HD T operator()(T x) const {
-    return floor(x);
+    if constexpr (std::is_integral_v<T>) {
+      return x;
+    } else {
+      return floor(x);
+    }
   }
 };
 struct Ceil {
+  static constexpr bool kIntegers = true;  // integers are whole: themselves
   template <typename T>
   TANDEM_HD T operator()(T x) const {
-    return ceil(x);
+    if constexpr (std::is_integral_v<T>) {
+      return x;
+    } else {
+      return ceil(x);
+    }
   }
 };
-struct Round {  // halves to even, as torch.round
+struct Round {  // halves to even, as torch.round; integers are themselves
+  static constexpr bool kIntegers = true;
   template <typename T>
   TANDEM_HD T operator()(T x) const {
-    return rint(x);
+    if constexpr (std::is_integral_v<T>) {
+      return x;
+    } else {
+      return rint(x);
+    }
   }
 };
 struct Log1p {
@@ -340,9 +398,14 @@ struct Log10 {
   }
 };
 struct Trunc {  // rounded toward zero
+  static constexpr bool kIntegers = true;  // integers are whole: themselves
   template <typename T>
   TANDEM_HD T operator()(T x) const {
-    return trunc(x);
+    if constexpr (std::is_integral_v<T>) {
+      return x;
+    } else {
+      return trunc(x);
+    }
   }
 };
 struct Reciprocal {
@@ -447,7 +510,19 @@ struct Mul {
   }
 };
 struct Div { template <typename T> TANDEM_HD T operator()(T a, T b) const { return a / b; } };
-struct Pow { template <typename T> TANDEM_HD T operator()(T a, T b) const { return pow(a, b); } };
+struct Pow {
+  static constexpr bool kIntegers = true;
+  template <typename T>
+  TANDEM_HD T operator()(T a, T b) const {
+    if constexpr (std::is_same_v<T, bool>) {
+      return a || !b;  // the op refuses bool, as torch's
+    } else if constexpr (std::is_integral_v<T>) {
+      return int_pow(a, b);
+    } else {
+      return pow(a, b);
+    }
+  }
+};
 struct Atan2 {
   template <typename T>
   TANDEM_HD T operator()(T a, T b) const {

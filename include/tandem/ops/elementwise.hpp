@@ -8,6 +8,11 @@
 
 namespace tandem {
 
+/// The dtype a binary op computes a and b in, as torch::result_type: the wider of the two
+/// (promote_types), except that a 0-dim operand beside a sized one decides only where it is of
+/// a higher category (bool < integer < floating): `f16_tensor * full({}, 2.0)` is f16,
+/// `i32_tensor * full({}, 2.5)` f32.
+DType result_type(const Tensor& a, const Tensor& b);
 Tensor add(const Tensor& a, const Tensor& b, double alpha = 1.0);
 Tensor sub(const Tensor& a, const Tensor& b, double alpha = 1.0);
 Tensor mul(const Tensor& a, const Tensor& b);

@@ -291,10 +291,12 @@ struct CrossEntropyOptions {
   /// Per-class weights (C), as nll_loss's: the mean divides by the targets' summed weights.
   Tensor weight;
 };
-/// input (N, C) or (N, C, d1, ...) logits, target (N) or (N, d1, ...) class indices (i64).
+/// input (N, C) or (N, C, d1, ...) logits, target (N) or (N, d1, ...) class indices (i64); or
+/// one unbatched sample, input (C) and a 0-dim target. A floating target holds class
+/// probabilities instead, in input's shape (soft labels, mixup), as torch's.
 Tensor cross_entropy(const Tensor& input, const Tensor& target, CrossEntropyOptions options = {});
 
-/// input log-probabilities (N, C) or (N, C, d1, ...), target class indices, and optional
+/// input log-probabilities (N, C), (N, C, d1, ...) or (C), target class indices, and optional
 /// per-class weights (C) in libtorch's argument order: each target's loss is scaled by its
 /// class's weight and the mean divides by the summed weights of the targets not ignored, as
 /// torch.

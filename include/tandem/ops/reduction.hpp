@@ -29,7 +29,8 @@ Tensor norm(const Tensor& t);
 /// (largest |t|) or 0 (the number of nonzero elements, no gradient). Like the 2-norm, its
 /// gradient is 0 where the norm is 0.
 Tensor norm(const Tensor& t, double p, const Shape& dims = {}, bool keepdim = false);
-/// Whether every (any) element is nonzero, as a bool tensor: over all elements or along dim.
+/// Whether every (any) element is nonzero, as a bool tensor (u8 for a u8 input, as torch's):
+/// over all elements or along dim.
 Tensor all(const Tensor& t);
 Tensor all(const Tensor& t, int64_t dim, bool keepdim = false);
 Tensor any(const Tensor& t);
