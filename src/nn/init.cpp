@@ -20,7 +20,10 @@ std::pair<int64_t, int64_t> fan_in_and_fan_out(const Tensor& tensor) {
 }
 
 double calculate_gain(const std::string& nonlinearity, double param) {
-  if (nonlinearity == "linear" || nonlinearity == "conv2d" || nonlinearity == "sigmoid") return 1.0;
+  // torch's linear functions: linear, identity, sigmoid and every convolution (transposed too).
+  for (const char* name : {"linear", "identity", "sigmoid", "conv1d", "conv2d", "conv3d",
+                           "conv_transpose1d", "conv_transpose2d", "conv_transpose3d"})
+    if (nonlinearity == name) return 1.0;
   if (nonlinearity == "tanh") return 5.0 / 3.0;
   if (nonlinearity == "relu") return std::sqrt(2.0);
   if (nonlinearity == "leaky_relu") return std::sqrt(2.0 / (1.0 + param * param));

@@ -882,12 +882,16 @@ InstanceNorm::InstanceNorm(const char* type_name, int64_t dims, const InstanceNo
   TANDEM_CHECK(o.num_features() > 0, type_name, ": num_features must be positive, got ",
                o.num_features());
   TANDEM_CHECK(o.eps() > 0, type_name, ": eps must be positive, got ", o.eps());
-  TANDEM_CHECK(!o.track_running_stats(), type_name,
-               ": track_running_stats(true) is not supported (each sample is normalized by its "
-               "own statistics)");
+  TANDEM_CHECK(o.momentum() >= 0 && o.momentum() <= 1, type_name,
+               ": momentum must be in [0, 1], got ", o.momentum());
   if (o.affine()) {
     weight = register_parameter("weight", ones({o.num_features()}));
     bias = register_parameter("bias", zeros({o.num_features()}));
+  }
+  if (o.track_running_stats()) {
+    running_mean = register_buffer("running_mean", zeros({o.num_features()}));
+    running_var = register_buffer("running_var", ones({o.num_features()}));
+    num_batches_tracked = register_buffer("num_batches_tracked", zeros({}, DType::i64));
   }
 }
 Tensor InstanceNorm::forward(const Tensor& input) {
@@ -897,6 +901,20 @@ Tensor InstanceNorm::forward(const Tensor& input) {
                : dims_ == 4 ? ", H, W)"
                             : ", D, H, W)",
                ", got ", shape_str(input.shape()));
+  if (running_mean.defined() && !is_training())  // every sample by the running statistics
+    return batch_norm(input, running_mean, running_var, weight, bias, /*training=*/false,
+                      options.momentum(), options.eps());
+  if (running_mean.defined()) {
+    // The running statistics move toward the batch's mean of each sample's mean and unbiased
+    // variance over its positions, as torch's instance norm updates them.
+    NoGradGuard no_grad;
+    Shape positions;
+    for (int64_t d = 2; d < input.dim(); ++d) positions.push_back(d);
+    const Tensor x = input.detach().to(running_mean.dtype());
+    const double m = options.momentum();
+    running_mean.mul_(1.0 - m).add_(mean(mean(x, positions), {0}), m);
+    running_var.mul_(1.0 - m).add_(mean(var(x, positions), {0}), m);
+  }
   return group_norm(input, options.num_features(), weight, bias, options.eps());
 }
 std::string InstanceNorm::extra_repr() const {

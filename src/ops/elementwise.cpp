@@ -199,9 +199,8 @@ Tensor neg(const Tensor& a) {
 Tensor pow(const Tensor& a, double exponent) {
   const Tensor x = with_scalar(a, exponent);
   TANDEM_CHECK(!x.defined() || x.is_floating_point() || exponent >= 0,
-               "pow: integers to negative "
-               "integer powers are not allowed (",
-               a.dtype(), " to the power ", exponent, ")");
+               "pow: integers to negative integer powers are not allowed (", a.dtype(),
+               " to the power ", exponent, ")");
   Tensor out = unary_forward(UnaryOp::pow_scalar, {exponent}, x, "pow");
   autograd::record("pow", {a}, out, [a, exponent](const Tensor& g) -> std::vector<Tensor> {
     if (exponent == 0.0) return {zeros_like(g)};

@@ -1551,7 +1551,9 @@ Tensor one_hot(const Tensor& indices, int64_t num_classes) {
 Tensor normalize(const Tensor& input, double p, int64_t dim, double eps) {
   check_defined(input, "normalize", "input");
   check_floating(input, "normalize");
-  const Tensor n = norm(input, p, {dim}, /*keepdim=*/true);
+  // A negative order (-inf: the smallest |x|) is vector_norm's, as torch's Tensor.norm takes it.
+  const Tensor n = p < 0 ? linalg::vector_norm(input, p, {dim}, /*keepdim=*/true)
+                         : norm(input, p, {dim}, /*keepdim=*/true);
   return div(input, clamp(n, eps, std::nullopt));
 }
 
@@ -1947,10 +1949,11 @@ Tensor cosine_similarity(const Tensor& x1, const Tensor& x2, int64_t dim, double
   // Both broadcast first, as torch's: dim counts in the common shape, and an operand of size 1
   // along it has the norm of its repeats.
   const Tensor a = x1.expand(shape), b = x2.expand(shape);
-  // torch's: the product of the squared norms clamped at eps^2, then its square root.
-  const Tensor dot = sum(mul(a, b), {d});
-  const Tensor norms = mul(sum(mul(a, a), {d}), sum(mul(b, b), {d}));
-  return div(dot, sqrt(clamp_min(norms, eps * eps)));
+  // torch 1.13's: each operand divided by its norm clamped at eps, then their dot product (the
+  // product of the norms clamped at eps^2, torch's before, made small vectors' values small).
+  const Tensor na = clamp_min(norm(a, 2.0, {d}, /*keepdim=*/true), eps);
+  const Tensor nb = clamp_min(norm(b, 2.0, {d}, /*keepdim=*/true), eps);
+  return sum(mul(div(a, na), div(b, nb)), {d});
 }
 
 Tensor pairwise_distance(const Tensor& x1, const Tensor& x2, double p, double eps, bool keepdim) {

@@ -833,9 +833,8 @@ Tensor& Tensor::ceil_() { return math_inplace(*this, kernels::UnaryOp::ceil, "ce
 Tensor& Tensor::round_() { return math_inplace(*this, kernels::UnaryOp::round, "round_"); }
 Tensor& Tensor::pow_(double exponent) {
   TANDEM_CHECK(!defined() || is_floating_point() || exponent >= 0,
-               "pow_: integers to negative "
-               "integer powers are not allowed (",
-               dtype(), " to the power ", exponent, ")");
+               "pow_: integers to negative integer powers are not allowed (", dtype(),
+               " to the power ", exponent, ")");
   return scalar_inplace(*this, kernels::UnaryOp::pow_scalar, exponent, "pow_");
 }
 Tensor& Tensor::expm1_() { return math_inplace(*this, kernels::UnaryOp::expm1, "expm1_"); }

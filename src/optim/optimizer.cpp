@@ -98,7 +98,6 @@ void Optimizer::add_param_group(const OptimizerParamGroup& group) {
     TANDEM_CHECK(!seen, name_, ": some parameters appear in more than one parameter group");
   }
   OptimizerParamGroup adopted(params, options.clone());
-  adopted.set_initial_lr(lr);
   groups_.push_back(std::move(adopted));
   state_.resize(state_.size() + params.size());
 }
@@ -563,13 +562,14 @@ void Adagrad::step() {
   }
 }
 
-double clip_grad_norm(const std::vector<Tensor>& params, double max_norm, double norm_type) {
-  TANDEM_CHECK(norm_type == 2.0 || std::isinf(norm_type),
-               "clip_grad_norm: norm_type must be 2 or infinity, got ", norm_type);
+double clip_grad_norm(const std::vector<Tensor>& params, double max_norm, double norm_type,
+                      bool error_if_nonfinite) {
+  TANDEM_CHECK(norm_type > 0, "clip_grad_norm: norm_type must be positive or infinity, got ",
+               norm_type);
   TANDEM_CHECK(max_norm >= 0, "clip_grad_norm: max_norm must be >= 0, got ", max_norm);
   NoGradGuard no_grad;
   const bool inf_norm = std::isinf(norm_type);
-  // Each gradient's max |g| or sum of squares (f32 at least) joins an f64 scalar on its device;
+  // Each gradient's max |g| or sum of |g|^p (f32 at least) joins an f64 scalar on its device;
   // the host reads each device's once: on a GPU one wait per call, not one per gradient.
   std::vector<Tensor> grads, partials;
   for (size_t i = 0; i < params.size(); ++i) {
@@ -581,7 +581,11 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm, double
                  g.dtype(), ")");
     grads.push_back(g);
     Tensor w = g.dtype() == DType::f16 || g.dtype() == DType::bf16 ? g.to(DType::f32) : g;
-    Tensor term = (inf_norm ? max(abs(w)) : sum(mul(w, w))).to(DType::f64);
+    const Tensor term = (inf_norm           ? max(abs(w))
+                         : norm_type == 2.0 ? sum(mul(w, w))
+                         : norm_type == 1.0 ? sum(abs(w))
+                                            : sum(pow(abs(w), norm_type)))
+                            .to(DType::f64);
     auto partial = std::find_if(partials.begin(), partials.end(),
                                 [&](const Tensor& t) { return t.device() == g.device(); });
     if (partial == partials.end())
@@ -594,9 +598,15 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm, double
     const double v = t.item<double>();
     total = !inf_norm ? total + v : std::isnan(v) || v > total ? v : total;  // NaN stays NaN
   }
-  if (!inf_norm) total = std::sqrt(total);
+  if (!inf_norm) total = norm_type == 2.0 ? std::sqrt(total) : std::pow(total, 1.0 / norm_type);
+  TANDEM_CHECK(!error_if_nonfinite || std::isfinite(total),
+               "clip_grad_norm: the total norm of "
+               "order ",
+               norm_type, " of the gradients is ", total,
+               ", so it cannot be clipped; "
+               "error_if_nonfinite=false scales the gradients by it anyway");
   const double coef = max_norm / (total + 1e-6);
-  if (coef < 1.0)
+  if (!(coef >= 1.0))  // NaN too: torch's multiplies every gradient by it
     for (auto& g : grads) unexpand(g).mul_(coef);  // an expanded gradient's locations once
   return total;
 }

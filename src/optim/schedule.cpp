@@ -20,6 +20,11 @@ LRScheduler::LRScheduler(Optimizer& optimizer) : optimizer_(optimizer) {}
 
 void LRScheduler::apply() {
   auto& groups = optimizer_.param_groups();
+  // The first schedule on a group fixes the rate it starts from, as torch's setdefault of
+  // "initial_lr": a rate set by hand before it counts, a later schedule keeps the first's. Here,
+  // not in the constructor: a schedule its derived constructor refused changes nothing.
+  for (auto& group : groups)
+    if (!group.has_initial_lr()) group.set_initial_lr(group.options().get_lr());
   for (size_t g = 0; g < groups.size(); ++g) {
     groups[g].options().set_lr(lr_at(g, last_step_));
     if (auto m = momentum_at(g, last_step_)) groups[g].options().set_momentum(*m);
@@ -81,10 +86,16 @@ double StepLR::lr_at(size_t g, int64_t t) const {
   return base_lr(g) * std::pow(gamma, static_cast<double>(t / step_size));
 }
 
+namespace {
+std::vector<int64_t> sorted(std::vector<int64_t> v) {
+  std::sort(v.begin(), v.end());
+  return v;
+}
+}  // namespace
+
+// Milestones in any order, as torch's (which counts them per step).
 MultiStepLR::MultiStepLR(Optimizer& optimizer, std::vector<int64_t> milestones_, double gamma_)
-    : LRScheduler(optimizer), milestones(std::move(milestones_)), gamma(gamma_) {
-  TANDEM_CHECK(std::is_sorted(milestones.begin(), milestones.end()),
-               "MultiStepLR: milestones must be increasing");
+    : LRScheduler(optimizer), milestones(sorted(std::move(milestones_))), gamma(gamma_) {
   apply();
 }
 double MultiStepLR::lr_at(size_t g, int64_t t) const {

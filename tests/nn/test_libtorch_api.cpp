@@ -2113,9 +2113,34 @@ TEST_CASE("libtorch names: ModuleDict, InstanceNorm2d, one_hot, normalize, tril,
   require_close(z.mean({2, 3}), torch::zeros({2, 3}), 0, 1e-5, "instance means");
   require_close(z.var({2, 3}, /*unbiased=*/false), torch::ones({2, 3}), 1e-3, 1e-3,
                 "instance variances");
-  CHECK_THROWS_WITH(
-      torch::nn::InstanceNorm2d(torch::nn::InstanceNormOptions(3).track_running_stats(true)),
-      Catch::Contains("track_running_stats(true) is not supported"));
+  {
+    // Running statistics: torch 1.13's InstanceNorm2d(3, affine=True, track_running_stats=True)
+    // after two training batches, its state dict's keys, and its eval output.
+    auto tracked = torch::nn::InstanceNorm2d(
+        torch::nn::InstanceNormOptions(3).affine(true).track_running_stats(true));
+    {
+      torch::NoGradGuard no_grad;
+      tracked.weight.copy_(torch::tensor({1.0, 2.0, 0.5}));
+      tracked.bias.copy_(torch::tensor({0.0, 1.0, -1.0}));
+    }
+    auto xs = (torch::arange(36).to(torch::kFloat) * 0.37).sin().reshape({2, 3, 2, 3}) * 3 + 1;
+    tracked(xs);
+    tracked(xs * 2);
+    std::vector<std::string> keys;
+    for (const auto& item : tracked.state_dict()) keys.push_back(item.key());
+    CHECK(keys == std::vector<std::string>{"weight", "bias", "running_mean", "running_var",
+                                           "num_batches_tracked"});
+    require_close(tracked.running_mean, torch::tensor({0.91226816, 0.15777922, -0.17239943}), 1e-5,
+                  1e-6, "running mean");
+    require_close(tracked.running_var, torch::tensor({1.27582538, 2.37832403, 1.79289269}), 1e-5,
+                  1e-6, "running var");
+    CHECK(tracked.num_batches_tracked.item<int64_t>() == 0);  // torch's stays 0 too
+    tracked.eval();
+    require_close(tracked(xs).index({0, torch::indexing::Slice(), 0}).reshape({-1}),
+                  torch::tensor({0.07767117, 1.03811276, 1.86856282, 5.19134855, 4.13108158,
+                                 2.79486847, -1.64115095, -1.67712069, -1.56219232}),
+                  1e-5, 1e-6, "eval output");
+  }
   CHECK_THROWS_WITH(in(torch::ones({2, 4, 4, 4})), Catch::Contains("expected input (N, 3, H, W)"));
 
   // one_hot and normalize

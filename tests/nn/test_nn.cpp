@@ -181,6 +181,8 @@ TEST_CASE("initializations have their closed-form spread", "[nn][init]") {
   init::ones_(w);
   CHECK(sum(w).item<double>() == w.numel());
   CHECK(init::calculate_gain("tanh") == Approx(5.0 / 3));
+  for (const char* linear : {"conv1d", "conv3d", "conv_transpose2d", "identity"})
+    CHECK(init::calculate_gain(linear) == 1.0);  // torch's linear functions
   CHECK_THAT(error_of([&] { init::calculate_gain("swish"); }),
              Catch::Contains("unknown nonlinearity 'swish'"));
   Tensor v = empty({3});

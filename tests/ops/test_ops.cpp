@@ -1637,6 +1637,21 @@ TEST_CASE(
       from_vector<float>({0.63875258f, 0.77359152f, 0.87270880f, 0.92657948f, 0.92797297f}), 1e-5,
       1e-6);
 
+  // Small vectors: each norm is clamped at eps on its own (torch 1.13), not their product.
+  Tensor s = mul(mul(arange(6).to(DType::f32), 0.9).sin().reshape({2, 3}), 1e-5).requires_grad_();
+  const Tensor c = mul(add(mul(arange(6).to(DType::f32), 0.4), 0.2).cos().reshape({2, 3}), 1e-5);
+  Tensor small = cosine_similarity(s, c, 1);
+  require_close(small, from_vector<float>({0.67476773f, 0.99185759f}), 1e-5, 0);
+  small.sum().backward();
+  require_close(
+      s.grad().reshape({-1}),
+      from_vector<float>({56393.684f, 13651.031f, -10980.377f, -9251.590f, 2792.4785f, -5308.969f}),
+      1e-4, 0);
+  // normalize by a negative order: vector_norm's (-inf: the smallest |x|).
+  require_close(
+      normalize(from_vector<float>({1, -2, 4, 0.5f, 3, -1}).reshape({2, 3}), -INFINITY, 1),
+      from_vector<float>({1, -2, 4, 1, 6, -2}).reshape({2, 3}), 1e-6, 0);
+
   Tensor x = from_vector<float>({0, 1, -2, 3, -1, 0.5f}).reshape({2, 3}).requires_grad_();
   Tensor n = linalg::vector_norm(x, -2.0, {1});
   n.backward(from_vector<float>({1, 2}));

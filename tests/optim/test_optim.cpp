@@ -728,3 +728,66 @@ TEST_CASE("SGD and Adam step f16 and bf16 parameters on the CPU, in f32, rounded
     });
   }
 }
+
+TEST_CASE("clip_grad_norm takes any order, scales by a NaN norm, and can refuse one", "[optim]") {
+  // torch 1.13's clip_grad_norm_(p, 2.0, norm_type) for these gradients.
+  Tensor a = zeros({3}).requires_grad_(), b = zeros({2}).requires_grad_();
+  auto plant = [&] {
+    a.set_grad(from_vector<float>({1, -2, 3}));
+    b.set_grad(from_vector<float>({-4, 0.5f}));
+  };
+  plant();
+  CHECK(clip_grad_norm({a, b}, 2.0, 1.0) == Approx(10.5));
+  require_close(a.grad(), from_vector<float>({0.19047618f, -0.38095236f, 0.57142854f}), 1e-6, 0);
+  require_close(b.grad(), from_vector<float>({-0.76190472f, 0.09523809f}), 1e-6, 0);
+  plant();
+  CHECK(clip_grad_norm({a, b}, 2.0, 3.0) == Approx(4.6435223).epsilon(1e-6));
+  require_close(a.grad(), from_vector<float>({0.43070745f, -0.86141491f, 1.29212236f}), 1e-5, 0);
+  require_close(b.grad(), from_vector<float>({-1.72282982f, 0.21535373f}), 1e-5, 0);
+  // A NaN gradient: the norm is NaN and every gradient becomes NaN, as torch's.
+  a.set_grad(from_vector<float>({1, NAN, 3}));
+  b.set_grad(from_vector<float>({-4, 0.5f}));
+  CHECK(std::isnan(clip_grad_norm({a, b}, 1.0)));
+  CHECK(b.grad().isnan().all().item<bool>());
+  // error_if_nonfinite refuses it and scales nothing.
+  a.set_grad(from_vector<float>({1, INFINITY, 3}));
+  b.set_grad(from_vector<float>({-4, 0.5f}));
+  CHECK_THAT(error_of([&] {
+               nn::utils::clip_grad_norm_({a, b}, 1.0, 2.0, true);
+             }),
+             Catch::Contains("cannot be clipped"));
+  CHECK(b.grad().to_vector<float>() == std::vector<float>{-4, 0.5f});
+  CHECK_THAT(error_of([&] {
+               clip_grad_norm({a, b}, 1.0, 0.0);
+             }),
+             Catch::Contains("norm_type must be positive"));
+}
+
+TEST_CASE("schedules start from the rate when the first was built, as torch's", "[optim]") {
+  // torch 1.13: a rate set by hand before StepLR is its base; MultiStepLR's milestones in any
+  // order.
+  Tensor p = zeros({2}).requires_grad_();
+  SGD opt({p}, SGDOptions(0.1));
+  opt.param_groups()[0].options().set_lr(0.2);
+  StepLR step(opt, 3, 0.5);
+  std::vector<double> lrs;
+  for (int i = 0; i < 7; ++i) {
+    lrs.push_back(opt.param_groups()[0].options().get_lr());
+    step.step();
+  }
+  require_close(from_vector<double>(lrs), from_vector<double>({0.2, 0.2, 0.2, 0.1, 0.1, 0.1, 0.05}),
+                1e-12, 0);
+  // A second schedule keeps the first's base, as torch's setdefault("initial_lr").
+  StepLR again(opt, 100, 0.5);
+  CHECK(opt.param_groups()[0].options().get_lr() == Approx(0.2));
+
+  SGD fresh({p}, SGDOptions(0.1));
+  MultiStepLR multi(fresh, {5, 2}, 0.5);
+  lrs.clear();
+  for (int i = 0; i < 7; ++i) {
+    lrs.push_back(fresh.param_groups()[0].options().get_lr());
+    multi.step();
+  }
+  require_close(from_vector<double>(lrs),
+                from_vector<double>({0.1, 0.1, 0.05, 0.05, 0.05, 0.025, 0.025}), 1e-12, 0);
+}

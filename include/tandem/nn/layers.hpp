@@ -326,6 +326,10 @@ class InstanceNorm : public Module {
   Tensor forward(const Tensor& input) override;
   std::string extra_repr() const override;
   Tensor weight, bias;
+  /// With track_running_stats: the mean over each batch of its samples' statistics (as
+  /// torch's), used in eval mode; num_batches_tracked is kept for torch's state dict and, as
+  /// torch's instance norm leaves it, stays 0.
+  Tensor running_mean, running_var, num_batches_tracked;
   const InstanceNormOptions options;
 
  private:

@@ -79,15 +79,16 @@ class OptimizerParamGroup {
   const OptimizerOptions& options() const;
   void set_options(std::unique_ptr<OptimizerOptions> options) { options_ = std::move(options); }
 
-  /// The rate schedules start from (tandem's; torch keeps it as the group's "initial_lr"): the
-  /// group's rate when the optimizer adopted it, or what a one-cycle schedule set.
-  double initial_lr() const { return initial_lr_; }
+  /// The rate schedules start from (torch's group "initial_lr"): the group's rate when the first
+  /// schedule was built on it, or what a one-cycle schedule set; until then its current rate.
+  double initial_lr() const { return initial_lr_ ? *initial_lr_ : options().get_lr(); }
+  bool has_initial_lr() const { return initial_lr_.has_value(); }
   void set_initial_lr(double lr) { initial_lr_ = lr; }
 
  private:
   std::vector<Tensor> params_;
   std::unique_ptr<OptimizerOptions> options_;
-  double initial_lr_ = 0;
+  std::optional<double> initial_lr_;
 };
 
 /// Parameters whose rate or weight decay differ from the optimizer's defaults, the rest of their
@@ -311,9 +312,12 @@ class Adagrad : public Optimizer {
   void check_options(const OptimizerOptions& options) const override;
 };
 
-/// Scales every gradient so that their global `norm_type` norm (2, or infinity) is at most
-/// `max_norm`, as torch.nn.utils.clip_grad_norm_. Returns the norm before clipping.
-double clip_grad_norm(const std::vector<Tensor>& params, double max_norm, double norm_type = 2.0);
+/// Scales every gradient so that their global `norm_type` norm (any p > 0, or infinity) is at
+/// most `max_norm`, as torch.nn.utils.clip_grad_norm_: by max_norm / (norm + 1e-6) where that is
+/// below 1, or is NaN (a NaN norm makes every gradient NaN, as torch's). Returns the norm before
+/// clipping; with error_if_nonfinite a NaN or infinite norm is an error and nothing is scaled.
+double clip_grad_norm(const std::vector<Tensor>& params, double max_norm, double norm_type = 2.0,
+                      bool error_if_nonfinite = false);
 
 /// Clamps every gradient's elements to [-clip_value, clip_value] in place, as
 /// torch.nn.utils.clip_grad_value_.
@@ -324,8 +328,8 @@ void clip_grad_value(const std::vector<Tensor>& params, double clip_value);
 namespace tandem::nn::utils {
 /// libtorch's name for optim::clip_grad_norm.
 inline double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm,
-                              double norm_type = 2.0) {
-  return optim::clip_grad_norm(params, max_norm, norm_type);
+                              double norm_type = 2.0, bool error_if_nonfinite = false) {
+  return optim::clip_grad_norm(params, max_norm, norm_type, error_if_nonfinite);
 }
 /// libtorch's name for optim::clip_grad_value.
 inline void clip_grad_value_(const std::vector<Tensor>& params, double clip_value) {
