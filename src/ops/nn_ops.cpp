@@ -1789,11 +1789,7 @@ Tensor cross_entropy_probabilities(const Tensor& input, const Tensor& target,
     p = add(mul(p, 1.0 - o.label_smoothing), o.label_smoothing / static_cast<double>(classes));
   Tensor terms = mul(log_softmax(input, class_dim), p);
   if (o.weight.defined()) {
-    check_floating(o.weight, op, "weight");
-    check_inputs({input, o.weight}, op);
-    TANDEM_CHECK(o.weight.dim() == 1 && o.weight.size(0) == classes, op,
-                 ": weight must have one value per class (", classes, "), got shape ",
-                 shape_str(o.weight.shape()));
+    check_class_weight(o.weight, class_dim == 0 ? input.unsqueeze(0) : input, op);
     Shape per_class(static_cast<size_t>(input.dim()), 1);
     per_class[static_cast<size_t>(class_dim)] = classes;
     terms = mul(terms, o.weight.reshape(per_class));
