@@ -867,7 +867,9 @@ Tensor sub(const Tensor& a, double b) {
   return add(a, -b);
 }
 Tensor div(const Tensor& a, double b) { return a / b; }
-Tensor square(const Tensor& a) { return mul(a, a); }
+Tensor square(const Tensor& a) {  // of bool: i64, as torch's (its square is pow(a, 2))
+  return a.defined() && a.dtype() == DType::boolean ? pow(a, 2.0) : mul(a, a);
+}
 Tensor clamp_min(const Tensor& a, double min) { return clamp(a, min, std::nullopt); }
 Tensor clamp_max(const Tensor& a, double max) { return clamp(a, std::nullopt, max); }
 Tensor clip(const Tensor& a, std::optional<double> min, std::optional<double> max) {

@@ -127,6 +127,7 @@ TEST_CASE("numbers meet bool tensors, and integers take powers, as torch's", "[d
   CHECK(i64s(b * 2) == std::vector<int64_t>{2, 0});
   CHECK(i64s(fmod(b, 2)) == std::vector<int64_t>{1, 0});
   CHECK(i64s(b.pow(2)) == std::vector<int64_t>{1, 0});
+  CHECK(i64s(square(b)) == std::vector<int64_t>{1, 0});
   CHECK(i64s(where(b, b, 5)) == std::vector<int64_t>{1, 5});
   CHECK((b * 2.5).dtype() == DType::f32);
   CHECK_THROWS_WITH(b - 0.0, Catch::Contains("bool tensor are not supported"));
