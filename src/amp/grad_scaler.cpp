@@ -30,7 +30,7 @@ Tensor GradScaler::scale(const Tensor& loss) const {
 
 void GradScaler::unscale(optim::Optimizer& optimizer) {
   if (!options_.enabled_) return;
-  TANDEM_CHECK(std::find(unscaled_.begin(), unscaled_.end(), &optimizer) == unscaled_.end(),
+  TANDEM_CHECK(find_unscaled(&optimizer) == unscaled_.end(),
                "GradScaler.unscale: already called for this optimizer since the last update()");
   NoGradGuard no_grad;
   cuda::check_deferred();  // a bad input's error before any gradient changes
@@ -48,7 +48,7 @@ void GradScaler::unscale(optim::Optimizer& optimizer) {
       grads.push_back(unexpand(g));
       kernels::unscale_grad.at(grads.back(), "GradScaler.unscale");
     }
-  unscaled_.push_back(&optimizer);
+  unscaled_.push_back({&optimizer, false});
   const double inv = 1.0 / scale_;
   // One found-inf flag per device the gradients lie on, read once at the end: on a GPU the host
   // waits once per unscale, not once per gradient.
@@ -61,7 +61,13 @@ void GradScaler::unscale(optim::Optimizer& optimizer) {
     kernels::unscale_grad(g, *flag, inv);
   }
   for (const Tensor& flag : flags)
-    if (flag.item<float>() != 0.0f) found_inf_ = true;
+    if (flag.item<float>() != 0.0f) unscaled_.back().found_inf = true;
+}
+
+std::vector<GradScaler::Unscaled>::iterator GradScaler::find_unscaled(
+    const optim::Optimizer* optimizer) {
+  return std::find_if(unscaled_.begin(), unscaled_.end(),
+                      [&](const Unscaled& u) { return u.optimizer == optimizer; });
 }
 
 bool GradScaler::step(optim::Optimizer& optimizer) {
@@ -71,11 +77,11 @@ bool GradScaler::step(optim::Optimizer& optimizer) {
   }
   TANDEM_CHECK(std::find(stepped_.begin(), stepped_.end(), &optimizer) == stepped_.end(),
                "GradScaler.step: already called for this optimizer since the last update()");
-  if (std::find(unscaled_.begin(), unscaled_.end(), &optimizer) == unscaled_.end())
-    unscale(optimizer);
-  if (any_) found_inf_ = any_(found_inf_);
+  if (find_unscaled(&optimizer) == unscaled_.end()) unscale(optimizer);
+  auto unscaled = find_unscaled(&optimizer);
+  if (any_) unscaled->found_inf = any_(unscaled->found_inf);
   stepped_.push_back(&optimizer);
-  if (found_inf_) return false;
+  if (unscaled->found_inf) return false;
   optimizer.step();
   return true;
 }
@@ -85,7 +91,9 @@ void GradScaler::update() {
   TANDEM_CHECK(!unscaled_.empty(),
                "GradScaler.update: no inf checks were recorded since the last update(); call "
                "step() (or unscale()) first");
-  if (found_inf_) {
+  const bool found_inf = std::any_of(unscaled_.begin(), unscaled_.end(),
+                                     [](const Unscaled& u) { return u.found_inf; });
+  if (found_inf) {
     scale_ *= options_.backoff_factor_;
     growth_tracker_ = 0;
   } else if (++growth_tracker_ >= options_.growth_interval_) {
@@ -95,7 +103,6 @@ void GradScaler::update() {
       scale_ *= options_.growth_factor_;
     growth_tracker_ = 0;
   }
-  found_inf_ = false;
   unscaled_.clear();
   stepped_.clear();
 }
@@ -105,7 +112,6 @@ void GradScaler::update(double new_scale) {
   TANDEM_CHECK(std::isfinite(new_scale) && new_scale > 0,
                "GradScaler.update: the new scale must be positive and finite, got ", new_scale);
   scale_ = new_scale;
-  found_inf_ = false;
   unscaled_.clear();
   stepped_.clear();
 }

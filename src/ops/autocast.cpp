@@ -9,12 +9,16 @@ namespace tandem {
 const std::vector<AutocastRule>& autocast_policy() {
   static const std::vector<AutocastRule> rules{
       // Products: tensor cores on GPUs, half the memory traffic everywhere.
+      {"conv1d", AutocastPolicy::lower},
       {"conv2d", AutocastPolicy::lower},
-      {"conv_transpose2d", AutocastPolicy::lower},
       {"conv3d", AutocastPolicy::lower},
-      {"conv_transpose3d", AutocastPolicy::lower},  // conv_transpose1d through conv_transpose2d
+      {"conv_transpose1d", AutocastPolicy::lower},
+      {"conv_transpose2d", AutocastPolicy::lower},
+      {"conv_transpose3d", AutocastPolicy::lower},
       {"linear", AutocastPolicy::lower},
       {"bmm", AutocastPolicy::lower},  // mm and matmul run through bmm
+      {"addmm", AutocastPolicy::lower},
+      {"baddbmm", AutocastPolicy::lower},
       // Batch norm takes a low-precision input as it is (its statistics and parameters are f32
       // inside), as PyTorch runs it under autocast: a bf16 convolution's output is normalized
       // without an f32 copy kept for backward. `widest` so a residual of another dtype joins.

@@ -88,12 +88,18 @@ Tensor add_scaled(const Tensor& self, Tensor product, double beta, double alpha,
 Tensor addmm(const Tensor& self, const Tensor& mat1, const Tensor& mat2, double beta,
              double alpha) {
   check_defined(self, "addmm", "input");
+  if (autocast_changes("addmm", {self, mat1, mat2}))
+    return addmm(autocast_input("addmm", self), autocast_input("addmm", mat1),
+                 autocast_input("addmm", mat2), beta, alpha);
   return add_scaled(self, mm(mat1, mat2), beta, alpha, "addmm");
 }
 
 Tensor baddbmm(const Tensor& self, const Tensor& batch1, const Tensor& batch2, double beta,
                double alpha) {
   check_defined(self, "baddbmm", "input");
+  if (autocast_changes("baddbmm", {self, batch1, batch2}))
+    return baddbmm(autocast_input("baddbmm", self), autocast_input("baddbmm", batch1),
+                   autocast_input("baddbmm", batch2), beta, alpha);
   return add_scaled(self, bmm(batch1, batch2), beta, alpha, "baddbmm");
 }
 

@@ -219,6 +219,9 @@ Tensor conv1d(const Tensor& input, const Tensor& weight, const Tensor& bias, int
               int64_t padding, int64_t dilation, int64_t groups) {
   check_defined(input, "conv1d", "input");
   check_defined(weight, "conv1d", "weight");
+  if (autocast_changes("conv1d", {input, weight, bias}))  // before the dtype check below
+    return conv1d(autocast_input("conv1d", input), autocast_input("conv1d", weight),
+                  autocast_input("conv1d", bias), stride, padding, dilation, groups);
   TANDEM_CHECK((input.dim() == 2 || input.dim() == 3) && weight.dim() == 3,
                "conv1d: expected input (N, C_in, L) or (C_in, L) and weight (C_out, C_in / groups, "
                "k), got ",
@@ -1015,6 +1018,10 @@ Tensor conv_transpose1d(const Tensor& input, const Tensor& weight, const Tensor&
   const char* op = "conv_transpose1d";
   check_defined(input, op, "input");
   check_defined(weight, op, "weight");
+  if (autocast_changes(op, {input, weight, bias}))  // before the dtype check below
+    return conv_transpose1d(autocast_input(op, input), autocast_input(op, weight),
+                            autocast_input(op, bias), stride, padding, output_padding, groups,
+                            dilation);
   TANDEM_CHECK((input.dim() == 2 || input.dim() == 3) && weight.dim() == 3, op,
                ": expected input (N, C_in, L) or (C_in, L) and weight (C_in, C_out / groups, k), "
                "got ",

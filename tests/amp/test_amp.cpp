@@ -16,7 +16,21 @@ TEST_CASE("autocast: every policy row runs its op in the dtype the table says", 
   Tensor rm = zeros({3}), rv = ones({3});
   // Each row's op on f32 inputs (lower rows) or on bf16 inputs (fp32 and widest rows).
   const Tensor low = m.to(DType::bf16), low4 = x4.to(DType::bf16);
+  // The 1-d convolutions, addmm and baddbmm take a low-precision input beside an f32 one (a
+  // layer's output meets the next layer's weight), which outside autocast they refuse or widen.
+  const Tensor x3 = x4.select(2, 0), w3 = w4.select(2, 0);
   std::map<std::string, std::function<Tensor()>> run{
+      {"conv1d", [&] { return conv1d(x3.to(DType::bf16), w3); }},
+      {"conv_transpose1d",
+       [&] { return conv_transpose1d(x3.to(DType::bf16), w3.transpose(0, 1)); }},
+      {"addmm",
+       [&] {
+         return addmm(zeros({4, 5}), m.to(DType::bf16), w2.t());
+       }},
+      {"baddbmm",
+       [&] {
+         return baddbmm(zeros({2, 4, 3}), b3, c3.to(DType::bf16));
+       }},
       {"conv2d", [&] { return conv2d(x4, w4, Tensor(), 1, 1); }},
       {"conv_transpose2d", [&] { return conv_transpose2d(x4, w4.transpose(0, 1), {}, 2, 1); }},
       {"conv3d",
@@ -431,4 +445,28 @@ TEST_CASE("GradScaler: the scaled loss is f32, a step or an update twice is refu
   p.grad().zero_();
   s.scale(sum(p)).backward();
   CHECK(s.step(opt));
+}
+
+TEST_CASE("GradScaler: each optimizer's step is skipped for its own infs only, as torch's",
+          "[amp]") {
+  // A GAN's two optimizers: an inf in the generator's gradients skips its step, not the
+  // critic's; the scale backs off once for the iteration.
+  amp::GradScaler s(amp::GradScalerOptions().init_scale(1024.0));
+  Tensor a = ones({2}).set_requires_grad(), b = ones({2}).set_requires_grad();
+  optim::SGD oa({a}, optim::SGDOptions(0.5)), ob({b}, optim::SGDOptions(0.5));
+  a.set_grad(from_vector<float>({INFINITY, 1024}));
+  b.set_grad(from_vector<float>({1024, 2048}));
+  CHECK(!s.step(oa));
+  CHECK(s.step(ob));
+  CHECK(a.detach().to_vector<float>() == std::vector<float>{1, 1});        // skipped
+  CHECK(b.detach().to_vector<float>() == std::vector<float>{0.5f, 0.0f});  // grads 1 and 2
+  s.update();
+  CHECK(s.get_scale() == 512);
+  // The next iteration, clean for both: both step.
+  a.set_grad(from_vector<float>({512, 512}));
+  b.set_grad(from_vector<float>({512, 512}));
+  CHECK(s.step(oa));
+  CHECK(s.step(ob));
+  // A disabled scaler's scale reads 1, as torch's.
+  CHECK(amp::GradScaler(amp::GradScalerOptions().enabled(false).init_scale(64)).get_scale() == 1);
 }

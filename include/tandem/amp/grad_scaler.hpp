@@ -33,19 +33,22 @@ class GradScaler {
   /// Divides every gradient of `optimizer` by the scale in place and notes whether any is inf or
   /// NaN. At most once per optimizer between updates (a second call throws).
   void unscale(optim::Optimizer& optimizer);
-  /// Unscales if not done yet, then steps the optimizer unless a gradient was inf or NaN on any
-  /// rank. Returns whether it stepped: skip the learning-rate schedule's step when it did not.
+  /// Unscales if not done yet, then steps the optimizer unless one of its gradients was inf or
+  /// NaN on any rank (each optimizer decides for itself, as torch's: an inf in one optimizer's
+  /// gradients does not skip another's step). Returns whether it stepped: skip the
+  /// learning-rate schedule's step when it did not.
   /// At most once per optimizer between updates (a second call throws, as torch's).
   bool step(optim::Optimizer& optimizer);
-  /// Ends the iteration: the scale backs off after a skipped step, grows after growth_interval
-  /// clean steps in a row. Needs an unscale() or step() since the last update (torch's "no inf
-  /// checks were recorded").
+  /// Ends the iteration: the scale backs off when any optimizer found an inf or NaN, grows after
+  /// growth_interval clean iterations in a row. Needs an unscale() or step() since the last update
+  /// (torch's "no inf checks were recorded").
   void update();
   /// Ends the iteration with the scale set to `new_scale` (> 0, finite), as torch's
   /// update(new_scale); the growth count is kept.
   void update(double new_scale);
 
-  double get_scale() const { return scale_; }
+  /// The scale; 1 for a disabled scaler, as torch's.
+  double get_scale() const { return options_.enabled_ ? scale_ : 1.0; }
   bool is_enabled() const { return options_.enabled_; }
   /// Clean steps since the scale last changed.
   int64_t growth_tracker() const { return growth_tracker_; }
@@ -63,10 +66,15 @@ class GradScaler {
   GradScalerOptions options_;
   double scale_;
   int64_t growth_tracker_ = 0;
-  bool found_inf_ = false;                          // this iteration, so far
-  std::vector<const optim::Optimizer*> unscaled_;  // this iteration's unscaled optimizers
-  std::vector<const optim::Optimizer*> stepped_;   // and stepped ones
+  struct Unscaled {  // an optimizer unscaled this iteration, and whether it found inf or NaN
+    const optim::Optimizer* optimizer;
+    bool found_inf;
+  };
+  std::vector<Unscaled> unscaled_;
+  std::vector<const optim::Optimizer*> stepped_;  // this iteration's stepped optimizers
   std::function<bool(bool)> any_;
+
+  std::vector<Unscaled>::iterator find_unscaled(const optim::Optimizer* optimizer);
 };
 
 }  // namespace tandem::amp
