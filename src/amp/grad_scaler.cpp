@@ -48,7 +48,7 @@ void GradScaler::unscale(optim::Optimizer& optimizer) {
       grads.push_back(unexpand(g));
       kernels::unscale_grad.at(grads.back(), "GradScaler.unscale");
     }
-  unscaled_.push_back({&optimizer, false});
+  unscaled_.push_back({&optimizer});
   const double inv = 1.0 / scale_;
   // One found-inf flag per device the gradients lie on, read once at the end: on a GPU the host
   // waits once per unscale, not once per gradient.
@@ -75,12 +75,15 @@ bool GradScaler::step(optim::Optimizer& optimizer) {
     optimizer.step();
     return true;
   }
-  TANDEM_CHECK(std::find(stepped_.begin(), stepped_.end(), &optimizer) == stepped_.end(),
-               "GradScaler.step: already called for this optimizer since the last update()");
-  if (find_unscaled(&optimizer) == unscaled_.end()) unscale(optimizer);
   auto unscaled = find_unscaled(&optimizer);
+  TANDEM_CHECK(unscaled == unscaled_.end() || !unscaled->stepped,
+               "GradScaler.step: already called for this optimizer since the last update()");
+  if (unscaled == unscaled_.end()) {
+    unscale(optimizer);
+    unscaled = unscaled_.end() - 1;  // the record unscale() added
+  }
   if (any_) unscaled->found_inf = any_(unscaled->found_inf);
-  stepped_.push_back(&optimizer);
+  unscaled->stepped = true;
   if (unscaled->found_inf) return false;
   optimizer.step();
   return true;
@@ -104,7 +107,6 @@ void GradScaler::update() {
     growth_tracker_ = 0;
   }
   unscaled_.clear();
-  stepped_.clear();
 }
 
 void GradScaler::update(double new_scale) {
@@ -113,7 +115,6 @@ void GradScaler::update(double new_scale) {
                "GradScaler.update: the new scale must be positive and finite, got ", new_scale);
   scale_ = new_scale;
   unscaled_.clear();
-  stepped_.clear();
 }
 
 nn::StateDict GradScaler::state_dict() const {

@@ -170,16 +170,13 @@ Tensor linalg::vector_norm(const Tensor& t, double ord, const Shape& dims, bool 
   if (std::isinf(ord)) return amin(a, dims, keepdim);
   // A slice holding a zero has norm 0 and, as torch's, gradient 0: the zeros' 0^ord is infinite,
   // so such a slice is computed over ones and its result replaced.
-  Tensor zeros_in;  // per slice, kept dims, and as the result is shaped
-  Tensor zeros_out;
+  Tensor zeros_in;  // per slice, its dims kept
   {
     NoGradGuard guard;
-    const Tensor is_zero = eq(a, 0.0).to(a.dtype());
-    zeros_in = gt(sum(is_zero, dims, true), 0.0);
-    zeros_out = gt(sum(is_zero, dims, keepdim), 0.0);
+    zeros_in = gt(sum(eq(a, 0.0).to(a.dtype()), dims, true), 0.0);
   }
-  const Tensor safe = where(zeros_in, 1.0, a);
-  return where(zeros_out, 0.0, pow(sum(pow(safe, ord), dims, keepdim), 1.0 / ord));
+  const Tensor norms = pow(sum(pow(where(zeros_in, 1.0, a), ord), dims, keepdim), 1.0 / ord);
+  return where(zeros_in.reshape(norms.shape()), 0.0, norms);
 }
 
 Tensor linalg::vector_norm(const Tensor& t, double ord, const Shape& dims, bool keepdim,

@@ -1634,6 +1634,9 @@ Tensor reduce_loss(const Tensor& loss, Reduction r) {
   return loss;
 }
 
+// Where a loss's input holds its classes: dim 1 of (N, C, ...), dim 0 of an unbatched (C).
+int64_t class_dim(const Tensor& input) { return input.dim() == 1 ? 0 : 1; }
+
 // (N, C, d1, ...) -> (N * d1 * ..., C) and (N, d1, ...) -> (N * d1 * ...), checking shapes; an
 // unbatched (C) input with a 0-dim target is one row, as torch's.
 std::pair<Tensor, Tensor> flatten_classes(const Tensor& input, const Tensor& target, const char* op) {
@@ -1645,11 +1648,11 @@ std::pair<Tensor, Tensor> flatten_classes(const Tensor& input, const Tensor& tar
                ": target must hold class indices (i64 or i32), got dtype ", target.dtype());
   TANDEM_CHECK(input.dim() >= 1, op, ": input must be (C), (N, C) or (N, C, d1, ...), got ",
                shape_str(input.shape()));
-  const int64_t class_dim = input.dim() == 1 ? 0 : 1;
-  TANDEM_CHECK(input.size(class_dim) > 0, op, ": input has no classes (C == 0), got shape ",
+  const int64_t cd = class_dim(input);
+  TANDEM_CHECK(input.size(cd) > 0, op, ": input has no classes (C == 0), got shape ",
                shape_str(input.shape()));
   Shape expected = input.shape();
-  expected.erase(expected.begin() + class_dim);
+  expected.erase(expected.begin() + cd);
   TANDEM_CHECK(target.shape() == expected, op, ": target must be ", shape_str(expected),
                " for input ", shape_str(input.shape()), ", got ", shape_str(target.shape()));
   Tensor x = input;
@@ -1659,7 +1662,7 @@ std::pair<Tensor, Tensor> flatten_classes(const Tensor& input, const Tensor& tar
     order.push_back(1);
     x = input.permute(order);
   }
-  return {x.reshape({-1, input.size(class_dim)}), target.reshape({-1}).to(DType::i64)};
+  return {x.reshape({-1, input.size(cd)}), target.reshape({-1}).to(DType::i64)};
 }
 
 // picked[i] = x[i, target[i]] (0 where target[i] == ignore_index); differentiable in x.
@@ -1789,20 +1792,20 @@ Tensor cross_entropy_probabilities(const Tensor& input, const Tensor& target,
                ": a floating target holds class probabilities and must have the input's shape ",
                shape_str(input.shape()), ", got ", shape_str(target.shape()),
                "; class indices are i64 or i32");
-  const int64_t class_dim = input.dim() == 1 ? 0 : 1;
-  const int64_t classes = input.size(class_dim);
+  const int64_t cd = class_dim(input);
+  const int64_t classes = input.size(cd);
   Tensor p = target;
   if (o.label_smoothing > 0.0)
     p = add(mul(p, 1.0 - o.label_smoothing), o.label_smoothing / static_cast<double>(classes));
-  Tensor terms = mul(log_softmax(input, class_dim), p);
+  Tensor terms = mul(log_softmax(input, cd), p);
   if (o.weight.defined()) {
-    check_class_weight(o.weight, class_dim == 0 ? input.unsqueeze(0) : input, op);
+    check_class_weight(o.weight, cd == 0 ? input.unsqueeze(0) : input, op);
     Shape per_class(static_cast<size_t>(input.dim()), 1);
-    per_class[static_cast<size_t>(class_dim)] = classes;
+    per_class[static_cast<size_t>(cd)] = classes;
     terms = mul(terms, o.weight.reshape(per_class));
   }
   switch (o.reduction) {
-    case Reduction::none: return neg(sum(terms, {class_dim}));
+    case Reduction::none: return neg(sum(terms, {cd}));
     case Reduction::sum: return neg(sum(terms));
     case Reduction::mean: break;
   }

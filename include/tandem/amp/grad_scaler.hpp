@@ -66,12 +66,12 @@ class GradScaler {
   GradScalerOptions options_;
   double scale_;
   int64_t growth_tracker_ = 0;
-  struct Unscaled {  // an optimizer unscaled this iteration, and whether it found inf or NaN
+  struct Unscaled {  // an optimizer unscaled this iteration: whether it found inf or NaN, stepped
     const optim::Optimizer* optimizer;
-    bool found_inf;
+    bool found_inf = false;
+    bool stepped = false;
   };
   std::vector<Unscaled> unscaled_;
-  std::vector<const optim::Optimizer*> stepped_;  // this iteration's stepped optimizers
   std::function<bool(bool)> any_;
 
   std::vector<Unscaled>::iterator find_unscaled(const optim::Optimizer* optimizer);
