@@ -127,6 +127,7 @@ int64_t Tensor::stride(int64_t dim) const {
 }
 
 bool Tensor::is_contiguous() const {
+  if (numel() == 0) return true;  // no element to be out of place, as torch's
   const auto& s = shape();
   const auto& st = strides();
   int64_t expected = 1;

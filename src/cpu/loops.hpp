@@ -118,7 +118,10 @@ inline To convert(From v) {
   if constexpr (std::is_same_v<To, From>) {
     return v;
   } else if constexpr (std::is_same_v<To, bool>) {
-    return static_cast<float>(v) != 0.0f;
+    if constexpr (std::is_same_v<From, Eigen::half> || std::is_same_v<From, Eigen::bfloat16>)
+      return static_cast<float>(v) != 0.0f;
+    else
+      return v != From(0);  // in From's own type: an f64 of 1e-300 is true
   } else if constexpr (std::is_same_v<From, Eigen::half> || std::is_same_v<From, Eigen::bfloat16>) {
     return convert<To>(static_cast<float>(v));
   } else if constexpr (std::is_same_v<To, Eigen::half> || std::is_same_v<To, Eigen::bfloat16>) {

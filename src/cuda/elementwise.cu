@@ -68,7 +68,7 @@ void fill(const Tensor& dst, double value) {
     // The value in dst's type, converted on the host as the CPU's fill converts it.
     D v;
     if constexpr (std::is_same_v<D, bool>) {
-      v = static_cast<float>(value) != 0.0f;
+      v = value != 0.0;
     } else if constexpr (std::is_same_v<D, __half>) {
       v = __float2half_rn(static_cast<float>(value));
     } else if constexpr (std::is_same_v<D, __nv_bfloat16>) {

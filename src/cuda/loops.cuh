@@ -64,7 +64,7 @@ __device__ __forceinline__ To convert(From v) {
   } else if constexpr (std::is_same_v<From, __nv_bfloat16>) {
     return convert<To>(__bfloat162float(v));
   } else if constexpr (std::is_same_v<To, bool>) {
-    return static_cast<float>(v) != 0.0f;
+    return v != From(0);  // in From's own type: an f64 of 1e-300 is true
   } else if constexpr (std::is_same_v<To, __half>) {
     return __float2half_rn(static_cast<float>(v));
   } else if constexpr (std::is_same_v<To, __nv_bfloat16>) {

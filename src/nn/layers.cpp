@@ -286,7 +286,7 @@ Tensor BatchNorm::normalize(const Tensor& input, const Tensor& residual, bool re
   const bool use_batch_stats = is_training() || !running_mean.defined();
   if (is_training() && num_batches_tracked.defined()) {
     NoGradGuard no_grad;
-    num_batches_tracked.add_(1.0);
+    num_batches_tracked.add_(1);
   }
   if (is_training() && stats_allreduce_)
     return sync_batch_norm(input, running_mean, running_var, weight, bias, options.momentum_,

@@ -46,18 +46,24 @@ inline Tensor beside(const Tensor& t, std::initializer_list<const Tensor*> other
 /// Python float does; converting it to the integer type would truncate it.
 inline bool whole_scalar(double s) { return fits_int64(s) && std::trunc(s) == s; }
 
-/// a's dtype as it meets scalar s in add, mul or pow: an integer or bool tensor's is f32 where s
-/// is not whole; a whole s keeps an integer tensor's dtype (libtorch's `t * 2`) and makes a bool
-/// one's i64 (`mask + 1` counts, as torch's).
-inline DType scalar_dtype(const Tensor& a, double s) {
+/// a's dtype as it meets scalar s in add, mul, pow, fmod, where, clamp: torch's promotion of a
+/// number beside a tensor. A floating tensor keeps its dtype; an integer or bool tensor meeting a
+/// floating number (`2.0`, `0.5`) is f32, libtorch's default dtype; an integer number keeps an
+/// integer tensor's dtype (`t * 2`) and makes a bool one's i64 (`mask + 1` counts); a bool number
+/// keeps either.
+inline DType scalar_dtype(const Tensor& a, const Scalar& s) {
   if (a.is_floating_point()) return a.dtype();
-  if (!whole_scalar(s)) return DType::f32;
-  return a.dtype() == DType::boolean ? DType::i64 : a.dtype();
+  if (s.isFloatingPoint()) return DType::f32;
+  return a.dtype() == DType::boolean && !s.isBoolean() ? DType::i64 : a.dtype();
 }
-inline Tensor with_scalar(const Tensor& a, double s) {
+inline Tensor with_scalar(const Tensor& a, const Scalar& s) {
   if (!a.defined()) return a;
   const DType dt = scalar_dtype(a, s);
   return dt == a.dtype() ? a : a.to(dt);
+}
+/// s as a 0-dim operand beside a, in the dtype they promote to (on a's device).
+inline Tensor scalar_operand(const Tensor& a, const Scalar& s) {
+  return full({}, s.toDouble(), TensorOptions(scalar_dtype(a, s)).device(a.device()));
 }
 
 /// That `value` can fill a tensor of dtype dt, as torch's checked conversion of a scalar: an

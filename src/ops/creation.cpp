@@ -35,9 +35,19 @@ Tensor scalar_tensor(double value, TensorOptions o) {
   return full({}, value, o);
 }
 
-Tensor arange(double end, TensorOptions o) { return arange(0, end, 1, o); }
+Tensor arange(Scalar end, TensorOptions o) { return arange(0, end, 1, o); }
 
-Tensor arange(double start, double end, double step, TensorOptions o) {
+Tensor arange(Scalar start_, Scalar end_, Scalar step_, TensorOptions o) {
+  // Without a dtype, torch's inference: i64 for integer numbers, else the default float.
+  const DType dt = o.has_dtype() ? o.dtype()
+                   : start_.isIntegral(true) && end_.isIntegral(true) && step_.isIntegral(true)
+                       ? DType::i64
+                       : DType::f32;
+  const bool integral = !is_floating(dt);
+  auto value = [&](const Scalar& s) {
+    return integral && fits_int64(s.toDouble()) ? std::trunc(s.toDouble()) : s.toDouble();
+  };
+  const double start = value(start_), end = value(end_), step = value(step_);
   TANDEM_CHECK(step != 0, "arange: step must be nonzero");
   TANDEM_CHECK(std::isfinite(start) && std::isfinite(end) && std::isfinite(step),
                "arange: unsupported range ", start, " -> ", end, " (step ", step, ")");
@@ -46,17 +56,12 @@ Tensor arange(double start, double end, double step, TensorOptions o) {
   TANDEM_CHECK((end - start) / step >= 0, "arange: upper bound and step are inconsistent (start ",
                start, ", end ", end, ", step ", step, ")");
   auto n = static_cast<int64_t>(std::ceil((end - start) / step));
-  // Without a dtype, torch's inference: i64 for whole numbers, else the default float.
-  auto whole = [](double v) { return v == std::trunc(v); };
-  const DType dt = o.has_dtype()                                  ? o.dtype()
-                   : whole(start) && whole(end) && whole(step) ? DType::i64
-                                                                  : DType::f32;
   Tensor t = make_tensor({n}, dt, o.device());
   kernels::arange(t, start, step);
   return finish(t, o);
 }
 
-Tensor arange(double start, double end, TensorOptions o) { return arange(start, end, 1, o); }
+Tensor arange(Scalar start, Scalar end, TensorOptions o) { return arange(start, end, 1, o); }
 
 Tensor linspace(double start, double end, int64_t steps, TensorOptions o) {
   TANDEM_CHECK(steps >= 0, "linspace: steps must be >= 0, got ", steps);
@@ -112,7 +117,7 @@ Tensor TensorData::to_tensor(const TensorOptions& o) const {
     std::vector<double> v;
     for (const Value& x : values_) v.push_back(x.real);
     t = from_vector(v, shape_);
-  } else if (kind_ == Kind::integer) {
+  } else if (kind_ == Kind::integer || kind_ == Kind::byte) {
     std::vector<int64_t> v;
     for (const Value& x : values_) v.push_back(x.integer);
     t = from_vector(v, shape_);
@@ -122,7 +127,10 @@ Tensor TensorData::to_tensor(const TensorOptions& o) const {
     t = from_vector(v, shape_);
   }
   // Without a dtype: f32 for floating values (torch's default), the values' own otherwise.
-  const DType dt = o.has_dtype() ? o.dtype() : kind_ == Kind::floating ? DType::f32 : t.dtype();
+  const DType dt = o.has_dtype()             ? o.dtype()
+                   : kind_ == Kind::floating ? DType::f32
+                   : kind_ == Kind::byte     ? DType::u8
+                                             : t.dtype();
   return finish(t.to(o.device(), dt), o);
 }
 

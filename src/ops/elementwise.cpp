@@ -171,7 +171,10 @@ Tensor div(const Tensor& a0, const Tensor& b0) {
   return out;
 }
 
-Tensor add(const Tensor& a, double b) {
+Tensor add(const Tensor& a, Scalar b) {
+  // bool with a bool number stays bool (logical or), as torch's: the tensor form computes it.
+  if (a.defined() && a.dtype() == DType::boolean && b.isBoolean())
+    return add(a, scalar_operand(a, b));
   Tensor out = unary_forward(UnaryOp::add_scalar, {b}, with_scalar(a, b), "add");
   autograd::record("add", {a}, out, [](const Tensor& g) -> std::vector<Tensor> {
     return {g};
@@ -179,7 +182,9 @@ Tensor add(const Tensor& a, double b) {
   return out;
 }
 
-Tensor mul(const Tensor& a, double b) {
+Tensor mul(const Tensor& a, Scalar b) {
+  if (a.defined() && a.dtype() == DType::boolean && b.isBoolean())
+    return mul(a, scalar_operand(a, b));
   Tensor out = unary_forward(UnaryOp::mul_scalar, {b}, with_scalar(a, b), "mul");
   autograd::record("mul", {a}, out, [b](const Tensor& g) -> std::vector<Tensor> {
     return {mul(g, b)};
@@ -196,7 +201,7 @@ Tensor neg(const Tensor& a) {
   return out;
 }
 
-Tensor pow(const Tensor& a, double exponent) {
+Tensor pow(const Tensor& a, Scalar exponent) {
   const Tensor x = with_scalar(a, exponent);
   TANDEM_CHECK(!x.defined() || x.is_floating_point() || exponent >= 0,
                "pow: integers to negative integer powers are not allowed (", a.dtype(),
@@ -347,12 +352,12 @@ Tensor isinf(const Tensor& a) {
   return eq(abs(a), full({}, INFINITY, TensorOptions(a.dtype()).device(a.device())));
 }
 
-Tensor clamp(const Tensor& a, std::optional<double> min, std::optional<double> max) {
+Tensor clamp(const Tensor& a, std::optional<Scalar> min, std::optional<Scalar> max) {
   TANDEM_CHECK(min || max, "clamp: at least one of min and max must be given");
-  // An integer tensor is clamped as it is by whole bounds; a fractional bound makes the result
-  // f32, as a scalar does in arithmetic; bool is clamped as i64, as torch promotes it.
+  // An integer tensor is clamped as it is by integer bounds; a floating bound makes the result
+  // f32, as a number does in arithmetic; bool is clamped as i64, as torch promotes it.
   if (a.defined() && !a.is_floating_point()) {
-    if ((min && !whole_scalar(*min)) || (max && !whole_scalar(*max)))
+    if ((min && min->isFloatingPoint()) || (max && max->isFloatingPoint()))
       return clamp(a.to(DType::f32), min, max);
     if (a.dtype() == DType::boolean) return clamp(a.to(DType::i64), min, max);
   }
@@ -539,9 +544,6 @@ Tensor modulo(BinaryOp op, UnaryOp rounding_op, const Tensor& a0, const Tensor& 
   return out;
 }
 
-Tensor scalar_operand(const Tensor& a, double s) {
-  return full({}, s, TensorOptions(scalar_dtype(a, s)).device(a.device()));
-}
 }  // namespace
 
 Tensor fmod(const Tensor& a, const Tensor& b) {
@@ -550,11 +552,11 @@ Tensor fmod(const Tensor& a, const Tensor& b) {
 Tensor remainder(const Tensor& a, const Tensor& b) {
   return modulo(BinaryOp::remainder, UnaryOp::floor, a, b, "remainder");
 }
-Tensor fmod(const Tensor& a, double b) {
+Tensor fmod(const Tensor& a, Scalar b) {
   check_defined(a, "fmod", "first operand");
   return fmod(a, scalar_operand(a, b));
 }
-Tensor remainder(const Tensor& a, double b) {
+Tensor remainder(const Tensor& a, Scalar b) {
   check_defined(a, "remainder", "first operand");
   return remainder(a, scalar_operand(a, b));
 }
@@ -852,8 +854,13 @@ bool allclose(const Tensor& a, const Tensor& b, double rtol, double atol) {
   const Shape shape = broadcast_shapes(a.shape(), b.shape(), "allclose");  // as torch's isclose
   auto x = a.expand(shape).contiguous().to_vector<double>();
   auto y = b.expand(shape).contiguous().to_vector<double>();
-  for (size_t i = 0; i < x.size(); ++i)
-    if (!(std::fabs(x[i] - y[i]) <= atol + rtol * std::fabs(y[i]))) return false;
+  // torch's isclose: equal, or a finite difference within the tolerance (so inf and -inf are
+  // not close, and inf is close to itself).
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double error = std::fabs(x[i] - y[i]);
+    if (!(x[i] == y[i] || (std::isfinite(error) && error <= atol + rtol * std::fabs(y[i]))))
+      return false;
+  }
   return true;
 }
 
@@ -862,31 +869,29 @@ bool equal(const Tensor& a, const Tensor& b) {
   return a.to_vector<double>() == b.to_vector<double>();
 }
 
-Tensor sub(const Tensor& a, double b) {
+Tensor sub(const Tensor& a, Scalar b) {
   check_no_bool(a, "sub");
   return add(a, -b);
 }
-Tensor div(const Tensor& a, double b) { return a / b; }
+Tensor div(const Tensor& a, Scalar b) { return a / b; }
 Tensor square(const Tensor& a) {  // of bool: i64, as torch's (its square is pow(a, 2))
-  return a.defined() && a.dtype() == DType::boolean ? pow(a, 2.0) : mul(a, a);
+  return a.defined() && a.dtype() == DType::boolean ? pow(a, 2) : mul(a, a);
 }
-Tensor clamp_min(const Tensor& a, double min) { return clamp(a, min, std::nullopt); }
-Tensor clamp_max(const Tensor& a, double max) { return clamp(a, std::nullopt, max); }
-Tensor clip(const Tensor& a, std::optional<double> min, std::optional<double> max) {
+Tensor clamp_min(const Tensor& a, Scalar min) { return clamp(a, min, std::nullopt); }
+Tensor clamp_max(const Tensor& a, Scalar max) { return clamp(a, std::nullopt, max); }
+Tensor clip(const Tensor& a, std::optional<Scalar> min, std::optional<Scalar> max) {
   return clamp(a, min, max);
 }
 
-Tensor pow(double base, const Tensor& exponent) {
+Tensor pow(Scalar base, const Tensor& exponent) {
   check_defined(exponent, "pow", "exponent");
-  // pow runs on floats: an integer exponent gives f32, as torch's float base does.
-  const Tensor e = exponent.is_floating_point() ? exponent : exponent.to(DType::f32);
-  return pow(scalar_like(base, e), e);
+  return pow(scalar_operand(exponent, base), exponent);
 }
-Tensor where(const Tensor& cond, const Tensor& a, double b) {
+Tensor where(const Tensor& cond, const Tensor& a, Scalar b) {
   check_defined(a, "where", "tensor");
   return where(cond, a, scalar_operand(a, b));
 }
-Tensor where(const Tensor& cond, double a, const Tensor& b) {
+Tensor where(const Tensor& cond, Scalar a, const Tensor& b) {
   check_defined(b, "where", "tensor");
   return where(cond, scalar_operand(b, a), b);
 }

@@ -2326,7 +2326,7 @@ Tensor multi_margin_loss(const Tensor& input, const Tensor& target, int64_t p, d
   const Tensor x = input.dim() == 1 ? input.unsqueeze(0) : input;
   const int64_t classes = x.size(1);
   check_class_indices(target, 0, classes, op, "class indices in [0, C)");
-  const Tensor y = clamp(target.reshape({-1, 1}).to(DType::i64), 0.0, classes - 1.0);
+  const Tensor y = clamp(target.reshape({-1, 1}).to(DType::i64), 0, classes - 1);
   // relu: no gradient where the margin is met exactly, as torch's kernel (z > 0).
   const Tensor z = relu(add(sub(x, gather(x, 1, y)), margin));
   Tensor h = p == 2 ? mul(z, z) : z;
@@ -2363,7 +2363,7 @@ Tensor multilabel_margin_loss(const Tensor& input, const Tensor& target, Reducti
                       "class indices in [0, C), or -1 to end a sample's labels");
   // A slot counts up to the first -1; -1 and the slots after it read class 0, weighted 0.
   const Tensor counted = cumprod(ge(t, 0).to(x.dtype()), 1);  // (N, slots)
-  const Tensor index = clamp(t, 0.0, classes - 1.0);
+  const Tensor index = clamp(t, 0, classes - 1);
   const Tensor chosen = gt(scatter_add(zeros_like(x), 1, index, counted), 0.0);  // (N, C)
   // 1 - x[j] + x[i] for every counted slot j and every class i not chosen.
   const Tensor z = relu(add(sub(x.unsqueeze(1), gather(x, 1, index).unsqueeze(2)), 1.0));

@@ -4,6 +4,7 @@
 #include <Eigen/Core>
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "common.hpp"
 #include "tandem/cuda/runtime.hpp"
@@ -11,10 +12,41 @@
 namespace tandem {
 using namespace ops_detail;
 
+namespace {
+// Whether s converts to T without overflow, as c10's checked conversion: a floating value
+// within T's range (NaN and the infinities pass to a floating T), an integer one within it,
+// or, for an unsigned T, one whose negation is (-1 wraps to 255, as torch's).
+template <typename T>
+bool item_fits(const Scalar& s) {
+  using L = std::numeric_limits<T>;
+  if constexpr (std::is_same_v<T, bool>) {
+    return true;
+  } else if constexpr (std::is_floating_point_v<T>) {
+    const double v = s.toDouble();
+    return !std::isfinite(v) || (v >= L::lowest() && v <= L::max());
+  } else if (s.isFloatingPoint()) {
+    const double v = s.toDouble();
+    return !(v < static_cast<double>(L::lowest()) || v > static_cast<double>(L::max()));
+  } else {
+    const int64_t v = s.toLong();
+    if constexpr (std::is_unsigned_v<T>)
+      return v >= 0 ? static_cast<uint64_t>(v) <= L::max()
+                    : static_cast<uint64_t>(-(v + 1)) + 1 <= L::max();
+    return v >= static_cast<int64_t>(L::lowest()) && v <= static_cast<int64_t>(L::max());
+  }
+}
+}  // namespace
+
 template <typename T>
 T Tensor::item() const {
   TANDEM_CHECK(numel() == 1, "item: a tensor with ", numel(), " elements (shape ",
                shape_str(shape()), ") cannot be converted to a scalar");
+  if constexpr (std::is_arithmetic_v<T> && !std::is_same_v<T, double> &&
+                !std::is_same_v<T, int64_t>) {
+    const Scalar value = item();
+    TANDEM_CHECK(item_fits<T>(value), "item: the value ", value.toDouble(),
+                 " cannot be converted to ", dtype_of<T>::value, " without overflow");
+  }
   Tensor c = cpu().to(dtype_of<T>::value);
   return *static_cast<const T*>(c.raw_data());
 }
@@ -320,9 +352,9 @@ Tensor Tensor::reciprocal() const { return tandem::reciprocal(*this); }
 Tensor Tensor::trunc() const { return tandem::trunc(*this); }
 Tensor Tensor::atan2(const Tensor& other) const { return tandem::atan2(*this, other); }
 Tensor Tensor::fmod(const Tensor& other) const { return tandem::fmod(*this, other); }
-Tensor Tensor::fmod(double other) const { return tandem::fmod(*this, other); }
+Tensor Tensor::fmod(Scalar other) const { return tandem::fmod(*this, other); }
 Tensor Tensor::remainder(const Tensor& other) const { return tandem::remainder(*this, other); }
-Tensor Tensor::remainder(double other) const { return tandem::remainder(*this, other); }
+Tensor Tensor::remainder(Scalar other) const { return tandem::remainder(*this, other); }
 Tensor Tensor::tril(int64_t diagonal) const { return tandem::tril(*this, diagonal); }
 Tensor Tensor::triu(int64_t diagonal) const { return tandem::triu(*this, diagonal); }
 Tensor Tensor::diagonal(int64_t offset, int64_t dim1, int64_t dim2) const {
@@ -376,7 +408,7 @@ Tensor Tensor::baddbmm(const Tensor& batch1, const Tensor& batch2, double beta,
                        double alpha) const {
   return tandem::baddbmm(*this, batch1, batch2, beta, alpha);
 }
-Tensor Tensor::clip(std::optional<double> min, std::optional<double> max) const {
+Tensor Tensor::clip(std::optional<Scalar> min, std::optional<Scalar> max) const {
   return tandem::clip(*this, min, max);
 }
 Tensor Tensor::logit(std::optional<double> eps) const { return tandem::logit(*this, eps); }
@@ -421,22 +453,22 @@ Tensor Tensor::sigmoid() const { return tandem::sigmoid(*this); }
 Tensor Tensor::tanh() const { return tandem::tanh(*this); }
 Tensor Tensor::softmax(int64_t dim) const { return tandem::softmax(*this, dim); }
 Tensor Tensor::log_softmax(int64_t dim) const { return tandem::log_softmax(*this, dim); }
-Tensor Tensor::clamp(std::optional<double> min, std::optional<double> max) const {
+Tensor Tensor::clamp(std::optional<Scalar> min, std::optional<Scalar> max) const {
   return tandem::clamp(*this, min, max);
 }
-Tensor Tensor::pow(double e) const { return tandem::pow(*this, e); }
+Tensor Tensor::pow(Scalar e) const { return tandem::pow(*this, e); }
 Tensor Tensor::add(const Tensor& other, double alpha) const {
   return tandem::add(*this, other, alpha);
 }
-Tensor Tensor::add(double other) const { return tandem::add(*this, other); }
+Tensor Tensor::add(Scalar other) const { return tandem::add(*this, other); }
 Tensor Tensor::sub(const Tensor& other, double alpha) const {
   return tandem::sub(*this, other, alpha);
 }
-Tensor Tensor::sub(double other) const { return tandem::sub(*this, other); }
+Tensor Tensor::sub(Scalar other) const { return tandem::sub(*this, other); }
 Tensor Tensor::mul(const Tensor& other) const { return tandem::mul(*this, other); }
-Tensor Tensor::mul(double other) const { return tandem::mul(*this, other); }
+Tensor Tensor::mul(Scalar other) const { return tandem::mul(*this, other); }
 Tensor Tensor::div(const Tensor& other) const { return tandem::div(*this, other); }
-Tensor Tensor::div(double other) const { return *this / other; }
+Tensor Tensor::div(Scalar other) const { return *this / other; }
 Tensor Tensor::matmul(const Tensor& other) const { return tandem::matmul(*this, other); }
 Tensor Tensor::mm(const Tensor& other) const { return tandem::mm(*this, other); }
 Tensor Tensor::bmm(const Tensor& other) const { return tandem::bmm(*this, other); }
@@ -531,17 +563,17 @@ Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
 Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
 Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
 Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
-Tensor operator+(const Tensor& a, double b) { return add(a, b); }
-Tensor operator-(const Tensor& a, double b) { return sub(a, b); }
-Tensor operator*(const Tensor& a, double b) { return mul(a, b); }
-Tensor operator/(const Tensor& a, double b) {  // true division: an integer tensor's is f32
+Tensor operator+(const Tensor& a, Scalar b) { return add(a, b); }
+Tensor operator-(const Tensor& a, Scalar b) { return sub(a, b); }
+Tensor operator*(const Tensor& a, Scalar b) { return mul(a, b); }
+Tensor operator/(const Tensor& a, Scalar b) {  // true division: an integer tensor's is f32
   check_defined(a, "div", "first operand");
-  return mul(a.is_floating_point() ? a : a.to(DType::f32), 1.0 / b);
+  return mul(a.is_floating_point() ? a : a.to(DType::f32), 1.0 / b.toDouble());
 }
-Tensor operator+(double a, const Tensor& b) { return add(b, a); }
-Tensor operator-(double a, const Tensor& b) { return add(neg(b), a); }
-Tensor operator*(double a, const Tensor& b) { return mul(b, a); }
-Tensor operator/(double a, const Tensor& b) { return div(full_like(b, a), b); }
+Tensor operator+(Scalar a, const Tensor& b) { return add(b, a); }
+Tensor operator-(Scalar a, const Tensor& b) { return add(neg(b), a); }
+Tensor operator*(Scalar a, const Tensor& b) { return mul(b, a); }
+Tensor operator/(Scalar a, const Tensor& b) { return div(scalar_operand(b, a), b); }
 Tensor operator-(const Tensor& a) { return neg(a); }
 Tensor operator==(const Tensor& a, const Tensor& b) { return eq(a, b); }
 Tensor operator!=(const Tensor& a, const Tensor& b) { return ne(a, b); }
@@ -703,12 +735,12 @@ Tensor& unary_inplace(Tensor& self, kernels::UnaryOp op, const kernels::OpArgs& 
 }
 
 // An in-place op with a number (add_, mul_, pow_, ...): torch's promotion must keep self's dtype.
-Tensor& scalar_inplace(Tensor& self, kernels::UnaryOp op, double value, const char* name) {
+Tensor& scalar_inplace(Tensor& self, kernels::UnaryOp op, const Scalar& value, const char* name) {
   TANDEM_CHECK(!self.defined() || self.dtype() != DType::boolean, name,
                ": the result of a bool tensor with a number is i64 (as torch promotes it) and "
                "cannot be written into a bool tensor in place");
-  return unary_inplace(self, op, {value}, !whole_scalar(value), name,
-                       "the scalar is not a whole number");
+  return unary_inplace(self, op, {value.toDouble()}, value.isFloatingPoint(), name,
+                       "the number is floating point (its result is f32)");
 }
 
 // this = op(this, other): one kernel writing into this where writes_in_place allows, else the
@@ -745,11 +777,11 @@ Tensor& Tensor::add_(const Tensor& other, double alpha) {
                         [&](const Tensor& o) { return tandem::add(*this, o, alpha); });
 }
 
-Tensor& Tensor::add_(double value) {
+Tensor& Tensor::add_(Scalar value) {
   return scalar_inplace(*this, kernels::UnaryOp::add_scalar, value, "add_");
 }
 
-Tensor& Tensor::mul_(double value) {
+Tensor& Tensor::mul_(Scalar value) {
   return scalar_inplace(*this, kernels::UnaryOp::mul_scalar, value, "mul_");
 }
 
@@ -775,9 +807,9 @@ Tensor& Tensor::lerp_(const Tensor& end, double weight) {
   return copy_(tandem::lerp(*this, end, weight));
 }
 
-Tensor& Tensor::clamp_(std::optional<double> min, std::optional<double> max) {
+Tensor& Tensor::clamp_(std::optional<Scalar> min, std::optional<Scalar> max) {
   TANDEM_CHECK(min || max, "clamp_: at least one of min and max must be given");
-  const bool fractional = (min && !whole_scalar(*min)) || (max && !whole_scalar(*max));
+  const bool fractional = (min && min->isFloatingPoint()) || (max && max->isFloatingPoint());
   // A fractional bound on bool is refused by unary_inplace's integer check, as on any integer.
   TANDEM_CHECK(fractional || !defined() || dtype() != DType::boolean,
                "clamp_: the result of clamping bool is i64 (as torch promotes it) and cannot be "
@@ -785,7 +817,7 @@ Tensor& Tensor::clamp_(std::optional<double> min, std::optional<double> max) {
   return unary_inplace(*this, kernels::UnaryOp::clamp,
                        {min.value_or(-std::numeric_limits<double>::infinity()),
                         max.value_or(std::numeric_limits<double>::infinity())},
-                       fractional, "clamp_", "a bound is not a whole number within int64's range");
+                       fractional, "clamp_", "a bound is floating point (the result is f32)");
 }
 
 namespace {
@@ -831,7 +863,7 @@ Tensor& Tensor::cos_() { return math_inplace(*this, kernels::UnaryOp::cos, "cos_
 Tensor& Tensor::floor_() { return math_inplace(*this, kernels::UnaryOp::floor, "floor_"); }
 Tensor& Tensor::ceil_() { return math_inplace(*this, kernels::UnaryOp::ceil, "ceil_"); }
 Tensor& Tensor::round_() { return math_inplace(*this, kernels::UnaryOp::round, "round_"); }
-Tensor& Tensor::pow_(double exponent) {
+Tensor& Tensor::pow_(Scalar exponent) {
   TANDEM_CHECK(!defined() || is_floating_point() || exponent >= 0,
                "pow_: integers to negative integer powers are not allowed (", dtype(),
                " to the power ", exponent, ")");
@@ -867,12 +899,12 @@ Tensor& Tensor::sub_(const Tensor& other, double alpha) {
                         [&](const Tensor& o) { return tandem::sub(*this, o, alpha); });
 }
 
-Tensor& Tensor::sub_(double value) {
+Tensor& Tensor::sub_(Scalar value) {
   check_no_bool(*this, "sub_");
   return scalar_inplace(*this, kernels::UnaryOp::add_scalar, -value, "sub_");
 }
 
-Tensor& Tensor::div_(double value) {
+Tensor& Tensor::div_(Scalar value) {
   check_defined(*this, "div_", "self");
   check_integer_result(*this, true, "div_", "true division");
   return scalar_inplace(*this, kernels::UnaryOp::mul_scalar, 1.0 / value, "div_");
@@ -910,6 +942,7 @@ Tensor& Tensor::normal_(double mean, double std, Generator* gen) {
 Tensor& Tensor::set_requires_grad(bool requires_grad) {
   TANDEM_CHECK(!requires_grad || is_floating(dtype()),
                "requires_grad: only floating tensors can require gradients, got dtype ", dtype());
+  if (requires_grad && !is_leaf()) return *this;  // a result of the graph already does
   TANDEM_CHECK(is_leaf(), "requires_grad: can only be changed on leaf tensors (this one comes "
                           "from ", grad_fn()->name(), "); use detach() first");
   impl()->requires_grad = requires_grad;

@@ -124,10 +124,14 @@ TEST_CASE("in-place arithmetic writes into the tensor itself and matches the out
   randn({6}, DType::f32, &g2);
   Tensor row = randn({4, 1}, DType::f32, &g2).t();
   CHECK(max(abs(at - mul(add(mul(base2.t(), row), 2.0), 3.0))).item<double>() == 0.0);
-  // Integers: add_(value) and mul_(value) as the out-of-place ops round them.
+  // Integers take integer numbers in place; a floating number's result is f32, as torch's
+  // (`n.add_(1.0)` is refused there too).
   Tensor n = arange(0, 6, 1, DType::i64);
-  n.add_(1.0);
-  n.mul_(3.0);
+  n.add_(1);
+  n.mul_(3);
+  CHECK(n.to_vector<int64_t>() == std::vector<int64_t>{3, 6, 9, 12, 15, 18});
+  CHECK_THROWS_WITH(n.add_(1.0), Catch::Contains("cannot be written into a i64 tensor"));
+  CHECK_THROWS_WITH(n *= 3.0, Catch::Contains("cannot be written into a i64 tensor"));
   CHECK(n.to_vector<int64_t>() == std::vector<int64_t>{3, 6, 9, 12, 15, 18});
   // The operand is the destination itself: each element read before it is written.
   Tensor d = from_vector<float>({1, 2, 3});
@@ -230,4 +234,45 @@ TEST_CASE("a freed block above 64 MiB goes back to the system, not to the cache"
   }
   CHECK(resident_mib() - before < 40);
 #endif
+}
+
+TEST_CASE("creation, conversion and item follow libtorch's rules (torch 1.13's values)",
+          "[tensor]") {
+  // arange infers its dtype from the kinds of its numbers, as libtorch's Scalars; an integer
+  // dtype truncates them first.
+  CHECK(arange(5).dtype() == DType::i64);
+  CHECK(arange(5.0).dtype() == DType::f32);
+  CHECK(arange(0.0, 1.0, 0.25).to_vector<float>() == std::vector<float>{0, 0.25f, 0.5f, 0.75f});
+  CHECK(arange(0.5, 3.7, 1, DType::i64).to_vector<int64_t>() == std::vector<int64_t>{0, 1, 2});
+  CHECK(arange(-2.5, 2.0, 1.5, DType::i64).to_vector<int64_t>() ==
+        std::vector<int64_t>{-2, -1, 0, 1});
+  CHECK_THROWS_WITH(arange(0.0, 2.5, 0.5, DType::i32), Catch::Contains("step must be nonzero"));
+  // uint8_t data is u8 (libtorch's TensorDataContainer); int stays i64.
+  CHECK(tensor(std::vector<uint8_t>{1, 2}).dtype() == DType::u8);
+  CHECK(tensor({uint8_t{1}, uint8_t{2}}).dtype() == DType::u8);
+  CHECK(tensor(std::vector<int>{1, 2}).dtype() == DType::i64);
+  // A nonzero f64 too small for f32 is still true.
+  CHECK(from_vector<double>({1e-300, 0.0, -5e-320}).to(DType::boolean).to_vector<bool>() ==
+        std::vector<bool>{true, false, true});
+  CHECK(full({1}, 1e-300, DType::boolean).item<bool>());
+  // item<T> refuses a value T cannot hold, as c10's checked conversion; u8 takes -1 (255).
+  CHECK_THROWS_WITH(full({}, 3e9).item<int32_t>(), Catch::Contains("without overflow"));
+  CHECK_THROWS_WITH(full({}, -1.0).item<uint8_t>(), Catch::Contains("without overflow"));
+  CHECK_THROWS_WITH(full({}, 300, DType::i64).item<uint8_t>(), Catch::Contains("without overflow"));
+  CHECK_THROWS_WITH(full({}, 1e300, DType::f64).item<float>(), Catch::Contains("without overflow"));
+  CHECK(full({}, -1, DType::i64).item<uint8_t>() == 255);
+  CHECK(std::isinf(full({}, INFINITY, DType::f64).item<float>()));
+  CHECK(full({}, 2147483647, DType::i64).item<int32_t>() == 2147483647);
+  // Empty tensors are contiguous whatever their strides, as torch's.
+  CHECK(zeros({2, 0}).is_contiguous());
+  CHECK(zeros({3, 0, 2}).transpose(0, 2).is_contiguous());
+  // requires_grad_(true) on a result that requires grad already does nothing, as torch's.
+  Tensor x = ones({2}).requires_grad_();
+  Tensor y = mul(x, 2.0);
+  CHECK(y.requires_grad_(true).requires_grad());
+  CHECK_THROWS_WITH(y.requires_grad_(false), Catch::Contains("leaf tensors"));
+  // allclose as torch's isclose: infinities are close to themselves only.
+  CHECK(allclose(from_vector<float>({INFINITY, 1}), from_vector<float>({INFINITY, 1})));
+  CHECK_FALSE(allclose(from_vector<float>({INFINITY}), from_vector<float>({-INFINITY})));
+  CHECK_FALSE(allclose(from_vector<float>({INFINITY}), from_vector<float>({1e30f})));
 }

@@ -1266,22 +1266,25 @@ TEST_CASE(
   auto ci = torch::tensor({-5, 5});
   ci.clamp_(0);
   CHECK(ci.to_vector<int64_t>() == std::vector<int64_t>{0, 5});
-  CHECK_THROWS_WITH(ci.clamp_(0.5), Catch::Contains("not a whole number"));
+  CHECK_THROWS_WITH(ci.clamp_(0.5), Catch::Contains("floating point"));
+  CHECK_THROWS_WITH(ci.clamp_(1.0), Catch::Contains("floating point"));  // as torch's
   auto bits = torch::tensor({true, false});
   CHECK_THROWS_WITH(bits.clamp_(0, 1), Catch::Contains("clamping bool is i64"));
-  CHECK_THROWS_WITH(bits.clamp_(0.5), Catch::Contains("not a whole number"));
-  // Out of place, as PyTorch: integers stay integers under whole bounds (indices clamped into
-  // range), a fractional bound gives f32, bool is clamped as i64; a bound past the dtype's
-  // range saturates (PyTorch would give f32 for a Python float bound there).
+  CHECK_THROWS_WITH(bits.clamp_(0.5), Catch::Contains("floating point"));
+  // Out of place, as PyTorch: integers stay integers under integer bounds (indices clamped
+  // into range), a floating bound gives f32, bool is clamped as i64; an integer bound past
+  // the dtype's range saturates (PyTorch refuses it).
   auto idx = torch::tensor({-5, 1, 7});
   CHECK(idx.clamp(0, 3).to_vector<int64_t>() == std::vector<int64_t>{0, 1, 3});
   CHECK(idx.clamp(0.5).to_vector<float>() == std::vector<float>{0.5f, 1.0f, 7.0f});
   auto flags = torch::tensor({true, false}).clamp(0, 1);
   CHECK(flags.dtype() == torch::kInt64);
   CHECK(flags.to_vector<int64_t>() == std::vector<int64_t>{1, 0});
-  auto narrow = idx.to(torch::kInt32).clamp(3e9);
+  auto narrow = idx.to(torch::kInt32).clamp(int64_t{3000000000});
   CHECK(narrow.dtype() == torch::kInt32);
   CHECK(narrow.to_vector<int32_t>() == std::vector<int32_t>(3, 2147483647));
+  CHECK(idx.to(torch::kInt32).clamp(3e9).to_vector<float>() == std::vector<float>(3, 3e9f));
+  CHECK(idx.clamp(0.0, 3.0).dtype() == torch::kFloat32);
   CHECK(idx.to(torch::kUInt8).clamp(std::nullopt, 2).to_vector<uint8_t>() ==
         std::vector<uint8_t>{2, 1, 2});  // -5 wrapped to 251 by the cast, then clamped
   CHECK_THROWS_WITH(w.clamp_(0, 1), Catch::Contains("clamp_"));

@@ -235,7 +235,26 @@ TEST_CASE("edge input an API probe found: errors, not crashes, hangs or wrong va
   CHECK(equal(i - 0.5, from_vector<float>({3.5, 5.5}, {2})));
   CHECK(equal(i / 0.0, full({2}, INFINITY)));
   CHECK(equal(pow(i, 0.5), sqrt(i.to(DType::f32))));
-  CHECK((i * 2.0).dtype() == DType::i64);  // a whole scalar keeps the dtype (libtorch's t * 2)
+  // The number's kind decides, as libtorch's Scalar: `t * 2` keeps the dtype, `t * 2.0` is f32
+  // (torch's default dtype), whole or not; a bool number keeps a bool tensor's.
+  CHECK((i * 2).dtype() == DType::i64);
+  CHECK((i * 2.0).dtype() == DType::f32);
+  CHECK(equal(i + 2.0, from_vector<float>({6, 8}, {2})));
+  CHECK((i - int64_t{1}).dtype() == DType::i64);
+  CHECK(pow(i, 2).dtype() == DType::i64);
+  CHECK(pow(i, 2.0).dtype() == DType::f32);
+  CHECK(equal(pow(2, i), from_vector<int64_t>({16, 64}, {2})));
+  CHECK(pow(2.0, i).dtype() == DType::f32);
+  CHECK(equal(fmod(i, 4.0), from_vector<float>({0, 2}, {2})));
+  CHECK(remainder(i, 4).dtype() == DType::i64);
+  CHECK(where(i > 5, i, 0.0).dtype() == DType::f32);
+  CHECK(where(i > 5, i, 0).dtype() == DType::i64);
+  CHECK(equal(2.0 / i, from_vector<float>({0.5f, 1.0f / 3}, {2})));
+  const Tensor mask = from_vector<int64_t>({1, 0}, {2}).to(DType::boolean);
+  CHECK((mask + true).dtype() == DType::boolean);
+  CHECK(equal(mask + true, mask | mask.logical_not()));
+  CHECK((mask + 1).dtype() == DType::i64);
+  CHECK((mask * 2.0).dtype() == DType::f32);
   Tensor w = i.clone();
   CHECK_THROWS_AS(w.mul_(0.5), ValueError);
   CHECK_THROWS_AS(w.div_(2.0), ValueError);
@@ -744,10 +763,10 @@ TEST_CASE(
   // integer arithmetic wraps (two's complement), as torch's: it was signed overflow
   const Tensor big = from_vector<int64_t>({max64}), small = from_vector<int64_t>({min64});
   CHECK(add(big, from_vector<int64_t>({1})).item<int64_t>() == min64);
-  CHECK(add(big, 1.0).item<int64_t>() == min64);
+  CHECK(add(big, 1).item<int64_t>() == min64);
   CHECK(sub(small, from_vector<int64_t>({1})).item<int64_t>() == max64);
   CHECK(mul(big, from_vector<int64_t>({2})).item<int64_t>() == -2);
-  CHECK(mul(big, 2.0).item<int64_t>() == -2);
+  CHECK(mul(big, 2).item<int64_t>() == -2);
   CHECK(neg(small).item<int64_t>() == min64);
   CHECK(abs(small).item<int64_t>() == min64);
   CHECK(sum(from_vector<int64_t>({max64, 1})).item<int64_t>() == min64);

@@ -409,8 +409,8 @@ TEST_CASE("integer arithmetic with negative scalars and alphas wraps as PyTorch'
   auto values = [](const Tensor& t) { return t.to(DType::i64).to_vector<int64_t>(); };
   using V = std::vector<int64_t>;
   CHECK(values(sub(a, b)) == V{254, 254, 100});
-  CHECK(values(add(a, -3.0)) == V{2, 254, 197});
-  CHECK(values(mul(a, -1.0)) == V{251, 255, 56});
+  CHECK(values(add(a, -3)) == V{2, 254, 197});
+  CHECK(values(mul(a, -1)) == V{251, 255, 56});
   CHECK(values(sub(a, b, 2)) == V{247, 251, 0});
   CHECK(values(add(a, b, -2)) == V{247, 251, 0});
   const Tensor i = from_vector<int64_t>({5, -1}).to(DType::i32);

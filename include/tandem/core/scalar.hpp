@@ -35,6 +35,8 @@ class Scalar {
   bool isIntegral(bool include_bool) const { return integral_ && (include_bool || !boolean_); }
   bool isFloatingPoint() const { return !integral_; }
   bool isBoolean() const { return boolean_; }
+  /// Negated, of the same kind (an integral number stays integral, so `t - 2` keeps t's dtype).
+  Scalar operator-() const { return integral_ ? Scalar(-integer_, false) : Scalar(-real_); }
   /// As a double, so that `y + x.item()` and `std::cout << x.item()` work as in libtorch.
   operator double() const { return real_; }  // NOLINT(google-explicit-constructor)
 

@@ -408,9 +408,9 @@ class Tensor {
   Tensor trunc() const;
   Tensor atan2(const Tensor& other) const;
   Tensor fmod(const Tensor& other) const;
-  Tensor fmod(double other) const;
+  Tensor fmod(Scalar other) const;
   Tensor remainder(const Tensor& other) const;
-  Tensor remainder(double other) const;
+  Tensor remainder(Scalar other) const;
   Tensor tril(int64_t diagonal = 0) const;
   Tensor triu(int64_t diagonal = 0) const;
   /// Shape ops of libtorch's (ops/shape_ops.hpp).
@@ -441,7 +441,7 @@ class Tensor {
   Tensor cross(const Tensor& other, std::optional<int64_t> dim = std::nullopt) const;
   Tensor baddbmm(const Tensor& batch1, const Tensor& batch2, double beta = 1.0,
                  double alpha = 1.0) const;
-  Tensor clip(std::optional<double> min, std::optional<double> max = std::nullopt) const;
+  Tensor clip(std::optional<Scalar> min, std::optional<Scalar> max = std::nullopt) const;
   Tensor logit(std::optional<double> eps = std::nullopt) const;
   Tensor cumsum(int64_t dim, std::optional<DType> dtype = std::nullopt) const;
   Tensor cumprod(int64_t dim, std::optional<DType> dtype = std::nullopt) const;
@@ -460,18 +460,18 @@ class Tensor {
   Tensor masked_select(const Tensor& mask) const;
   /// The positions of the nonzero elements, (count, dim()) i64.
   Tensor nonzero() const;
-  Tensor clamp(std::optional<double> min, std::optional<double> max = std::nullopt) const;
-  Tensor clamp_min(double min) const { return clamp(min, std::nullopt); }
-  Tensor clamp_max(double max) const { return clamp(std::nullopt, max); }
-  Tensor pow(double exponent) const;
+  Tensor clamp(std::optional<Scalar> min, std::optional<Scalar> max = std::nullopt) const;
+  Tensor clamp_min(Scalar min) const { return clamp(min, std::nullopt); }
+  Tensor clamp_max(Scalar max) const { return clamp(std::nullopt, max); }
+  Tensor pow(Scalar exponent) const;
   Tensor add(const Tensor& other, double alpha = 1.0) const;
-  Tensor add(double other) const;
+  Tensor add(Scalar other) const;
   Tensor sub(const Tensor& other, double alpha = 1.0) const;
-  Tensor sub(double other) const;
+  Tensor sub(Scalar other) const;
   Tensor mul(const Tensor& other) const;
-  Tensor mul(double other) const;
+  Tensor mul(Scalar other) const;
   Tensor div(const Tensor& other) const;
-  Tensor div(double other) const;
+  Tensor div(Scalar other) const;
   Tensor matmul(const Tensor& other) const;
   Tensor mm(const Tensor& other) const;
   /// Products of libtorch's (ops/linalg.hpp).
@@ -529,13 +529,13 @@ class Tensor {
   /// this += alpha * other
   Tensor& add_(const Tensor& other, double alpha = 1.0);
   /// this += value
-  Tensor& add_(double value);
-  Tensor& mul_(double value);
+  Tensor& add_(Scalar value);
+  Tensor& mul_(Scalar value);
   Tensor& mul_(const Tensor& other);
   /// Clamps in place (WGAN's weight clipping: `p.clamp_(-0.01, 0.01)` under NoGradGuard).
-  Tensor& clamp_(std::optional<double> min, std::optional<double> max = std::nullopt);
-  Tensor& clamp_min_(double min) { return clamp_(min, std::nullopt); }
-  Tensor& clamp_max_(double max) { return clamp_(std::nullopt, max); }
+  Tensor& clamp_(std::optional<Scalar> min, std::optional<Scalar> max = std::nullopt);
+  Tensor& clamp_min_(Scalar min) { return clamp_(min, std::nullopt); }
+  Tensor& clamp_max_(Scalar max) { return clamp_(std::nullopt, max); }
   /// Writes `value` where mask (bool, broadcast to this shape) is true.
   Tensor& masked_fill_(const Tensor& mask, double value);
   /// this += value * t1 * t2; this += value * t1 / t2; this += weight * (end - this): the
@@ -545,8 +545,8 @@ class Tensor {
   Tensor& lerp_(const Tensor& end, double weight);
   /// this -= alpha * other
   Tensor& sub_(const Tensor& other, double alpha = 1.0);
-  Tensor& sub_(double value);
-  Tensor& div_(double value);
+  Tensor& sub_(Scalar value);
+  Tensor& div_(Scalar value);
   Tensor& div_(const Tensor& other);
   /// libtorch's in-place math, each op's own kernel writing into this tensor (floating ones; as
   /// every in-place op, refused on a tensor that requires grad).
@@ -571,7 +571,7 @@ class Tensor {
   Tensor& floor_();
   Tensor& ceil_();
   Tensor& round_();
-  Tensor& pow_(double exponent);
+  Tensor& pow_(Scalar exponent);
   Tensor& expm1_();
   Tensor& tan_();
   Tensor& atan_();
@@ -586,13 +586,13 @@ class Tensor {
   Tensor& sign_();
   // The same as operators, in place (libtorch's members).
   Tensor& operator+=(const Tensor& other) { return add_(other); }
-  Tensor& operator+=(double value) { return add_(value); }
+  Tensor& operator+=(Scalar value) { return add_(value); }
   Tensor& operator-=(const Tensor& other) { return sub_(other); }
-  Tensor& operator-=(double value) { return sub_(value); }
+  Tensor& operator-=(Scalar value) { return sub_(value); }
   Tensor& operator*=(const Tensor& other) { return mul_(other); }
-  Tensor& operator*=(double value) { return mul_(value); }
+  Tensor& operator*=(Scalar value) { return mul_(value); }
   Tensor& operator/=(const Tensor& other) { return div_(other); }
-  Tensor& operator/=(double value) { return div_(value); }
+  Tensor& operator/=(Scalar value) { return div_(value); }
   /// Fills with values uniform in [from, to), or normal (mean, std), from `gen` or the default
   /// generator (the same numbers rand/randn would give).
   Tensor& uniform_(double from = 0.0, double to = 1.0, Generator* gen = nullptr);
@@ -720,14 +720,14 @@ Tensor operator+(const Tensor& a, const Tensor& b);
 Tensor operator-(const Tensor& a, const Tensor& b);
 Tensor operator*(const Tensor& a, const Tensor& b);
 Tensor operator/(const Tensor& a, const Tensor& b);
-Tensor operator+(const Tensor& a, double b);
-Tensor operator-(const Tensor& a, double b);
-Tensor operator*(const Tensor& a, double b);
-Tensor operator/(const Tensor& a, double b);
-Tensor operator+(double a, const Tensor& b);
-Tensor operator-(double a, const Tensor& b);
-Tensor operator*(double a, const Tensor& b);
-Tensor operator/(double a, const Tensor& b);
+Tensor operator+(const Tensor& a, Scalar b);
+Tensor operator-(const Tensor& a, Scalar b);
+Tensor operator*(const Tensor& a, Scalar b);
+Tensor operator/(const Tensor& a, Scalar b);
+Tensor operator+(Scalar a, const Tensor& b);
+Tensor operator-(Scalar a, const Tensor& b);
+Tensor operator*(Scalar a, const Tensor& b);
+Tensor operator/(Scalar a, const Tensor& b);
 Tensor operator-(const Tensor& a);
 // Comparisons, as libtorch's: bool tensors (so `(x > 0).sum()` counts), not a bool.
 Tensor operator==(const Tensor& a, const Tensor& b);

@@ -27,10 +27,12 @@ Tensor full(const Shape& shape, V value, TensorOptions options = {}) {
 /// A 0-dim tensor holding `value`.
 Tensor scalar_tensor(double value, TensorOptions options = {});
 /// [0, end) and [start, end) by step, as torch.arange: without a dtype in the options, i64 when
-/// start, end and step are whole numbers, else f32 (torch's inference).
-Tensor arange(double end, TensorOptions options = {});
-Tensor arange(double start, double end, double step, TensorOptions options = {});
-Tensor arange(double start, double end, TensorOptions options = {});
+/// start, end and step are all integer numbers, else f32 (libtorch's inference from its
+/// Scalars: `arange(5)` is i64, `arange(5.0)` f32). An integer dtype truncates the three first,
+/// as libtorch's.
+Tensor arange(Scalar end, TensorOptions options = {});
+Tensor arange(Scalar start, Scalar end, Scalar step, TensorOptions options = {});
+Tensor arange(Scalar start, Scalar end, TensorOptions options = {});
 /// `steps` values evenly spaced from start to end, both included.
 Tensor linspace(double start, double end, int64_t steps, TensorOptions options = {});
 /// Ones on the diagonal of an n x m (or n x n) matrix.
@@ -44,6 +46,7 @@ class TensorData {
   template <typename T, typename = std::enable_if_t<std::is_arithmetic_v<T>>>
   TensorData(T value)  // NOLINT(google-explicit-constructor): `tensor(2.5)`, list elements
       : kind_(std::is_same_v<T, bool>       ? Kind::boolean
+              : std::is_same_v<T, uint8_t>  ? Kind::byte
               : std::is_floating_point_v<T> ? Kind::floating
                                             : Kind::integer),
         values_{Value{static_cast<double>(value),
@@ -56,12 +59,12 @@ class TensorData {
     for (T v : values) values_.push_back(TensorData(v).values_[0]);
   }
 
-  /// The tensor: i64 for integers, bool for bools, f32 when any number is floating (as
-  /// torch.tensor), unless the options name a dtype; on the options' device.
+  /// The tensor: i64 for integers, u8 for uint8_t, bool for bools, f32 when any number is
+  /// floating (as torch.tensor), unless the options name a dtype; on the options' device.
   Tensor to_tensor(const TensorOptions& options) const;
 
  private:
-  enum class Kind { boolean, integer, floating };  // a list takes its widest element's
+  enum class Kind { boolean, byte, integer, floating };  // a list takes its widest element's
   struct Value {
     double real;
     int64_t integer;  // exact, for integers and bools

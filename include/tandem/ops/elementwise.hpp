@@ -17,15 +17,15 @@ Tensor add(const Tensor& a, const Tensor& b, double alpha = 1.0);
 Tensor sub(const Tensor& a, const Tensor& b, double alpha = 1.0);
 Tensor mul(const Tensor& a, const Tensor& b);
 Tensor div(const Tensor& a, const Tensor& b);
-Tensor add(const Tensor& a, double b);
-Tensor mul(const Tensor& a, double b);
-Tensor sub(const Tensor& a, double b);
-Tensor div(const Tensor& a, double b);
+Tensor add(const Tensor& a, Scalar b);
+Tensor mul(const Tensor& a, Scalar b);
+Tensor sub(const Tensor& a, Scalar b);
+Tensor div(const Tensor& a, Scalar b);
 Tensor neg(const Tensor& a);
-Tensor pow(const Tensor& a, double exponent);
+Tensor pow(const Tensor& a, Scalar exponent);
 Tensor pow(const Tensor& a, const Tensor& exponent);
 /// base ** exponent for a number base (torch.pow(2.0, x)).
-Tensor pow(double base, const Tensor& exponent);
+Tensor pow(Scalar base, const Tensor& exponent);
 Tensor square(const Tensor& a);
 Tensor exp(const Tensor& a);
 Tensor log(const Tensor& a);
@@ -54,9 +54,9 @@ Tensor atan2(const Tensor& a, const Tensor& b);
 /// The remainder of a / b with a's sign (C's fmod), or with b's sign (Python's %); integers
 /// too, where a divisor of 0 is refused.
 Tensor fmod(const Tensor& a, const Tensor& b);
-Tensor fmod(const Tensor& a, double b);
+Tensor fmod(const Tensor& a, Scalar b);
 Tensor remainder(const Tensor& a, const Tensor& b);
-Tensor remainder(const Tensor& a, double b);
+Tensor remainder(const Tensor& a, Scalar b);
 /// Rounded down, up, and to the nearest whole number (halves to even, as torch.round); their
 /// gradient is 0.
 Tensor floor(const Tensor& a);
@@ -66,11 +66,11 @@ Tensor round(const Tensor& a);
 Tensor isnan(const Tensor& a);
 Tensor isinf(const Tensor& a);
 /// Limits to [min, max]; either bound may be absent.
-Tensor clamp(const Tensor& a, std::optional<double> min, std::optional<double> max);
-Tensor clamp_min(const Tensor& a, double min);
-Tensor clamp_max(const Tensor& a, double max);
+Tensor clamp(const Tensor& a, std::optional<Scalar> min, std::optional<Scalar> max);
+Tensor clamp_min(const Tensor& a, Scalar min);
+Tensor clamp_max(const Tensor& a, Scalar max);
 /// clamp under numpy's name (torch.clip).
-Tensor clip(const Tensor& a, std::optional<double> min, std::optional<double> max);
+Tensor clip(const Tensor& a, std::optional<Scalar> min, std::optional<Scalar> max);
 Tensor relu(const Tensor& a);
 /// approximate: "none" (erf, torch's default) or "tanh".
 Tensor gelu(const Tensor& a, const std::string& approximate = "none");
@@ -79,8 +79,8 @@ Tensor tanh(const Tensor& a);
 /// cond ? a : b, broadcasting all three; cond must be bool.
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
 /// With a number on one side, in the tensor's dtype (`where(x > 0, x, 0.0)`).
-Tensor where(const Tensor& cond, const Tensor& a, double b);
-Tensor where(const Tensor& cond, double a, const Tensor& b);
+Tensor where(const Tensor& cond, const Tensor& a, Scalar b);
+Tensor where(const Tensor& cond, Scalar a, const Tensor& b);
 /// start + weight * (end - start); self + value * t1 * t2; self + value * t1 / t2.
 Tensor lerp(const Tensor& start, const Tensor& end, double weight);
 Tensor lerp(const Tensor& start, const Tensor& end, const Tensor& weight);
