@@ -223,7 +223,10 @@ Tensor pow(const Tensor& a0, const Tensor& exponent0) {
   Tensor y = out.detach();
   autograd::record("pow", {a, exponent}, out, [a, exponent, y](const Tensor& g) -> std::vector<Tensor> {
     Tensor ga, gb;
-    if (a.requires_grad()) ga = reduce_grad(mul(g, mul(exponent, pow(a, sub(exponent, ones_like(exponent))))), a);
+    if (a.requires_grad()) {  // 0 where the exponent is 0 (not 0 * 0^-1 = NaN), as torch's
+      const Tensor d = mul(exponent, pow(a, sub(exponent, ones_like(exponent))));
+      ga = reduce_grad(mul(g, where(eq(exponent, 0.0), 0.0, d)), a);
+    }
     if (exponent.requires_grad()) {
       // d/db a^b = a^b log a; taken as 0 where a == 0 (the limit for b > 0), as torch.
       Tensor zero = zeros_like(y);
@@ -361,6 +364,9 @@ Tensor clamp(const Tensor& a, std::optional<Scalar> min, std::optional<Scalar> m
       return clamp(a.to(DType::f32), min, max);
     if (a.dtype() == DType::boolean) return clamp(a.to(DType::i64), min, max);
   }
+  // A NaN bound makes every element NaN, with gradient 0, as torch's.
+  if ((min && std::isnan(min->toDouble())) || (max && std::isnan(max->toDouble())))
+    return add(mul(a, 0.0), std::nan(""));
   OpArgs args{min.value_or(-std::numeric_limits<double>::infinity()),
               max.value_or(std::numeric_limits<double>::infinity())};
   Tensor out = unary_forward(UnaryOp::clamp, args, a, "clamp");
@@ -782,12 +788,13 @@ Tensor extremum(BinaryOp op, const Tensor& a0, const Tensor& b0, const char* nam
   Tensor out = binary_forward(op, {}, a, b, name);
   autograd::record(name, {a, b}, out, [op, a, b](const Tensor& g) -> std::vector<Tensor> {
     Tensor zero = zeros({}, TensorOptions(g.dtype()).device(g.device()));
-    Tensor half = mul(g, 0.5);
-    Tensor a_wins = op == BinaryOp::maximum ? gt(a, b) : lt(a, b);
-    Tensor b_wins = op == BinaryOp::maximum ? lt(a, b) : gt(a, b);
-    Tensor tie = eq(a, b);
-    return {a.requires_grad() ? reduce_grad(where(a_wins, g, where(tie, half, zero)), a) : Tensor(),
-            b.requires_grad() ? reduce_grad(where(b_wins, g, where(tie, half, zero)), b) : Tensor()};
+    // torch's rule: a tie splits g, the losing side gets 0, and where either is NaN (neither
+    // wins nor ties) both get g.
+    Tensor share = where(eq(a, b), mul(g, 0.5), g);
+    Tensor a_loses = op == BinaryOp::maximum ? lt(a, b) : gt(a, b);
+    Tensor b_loses = op == BinaryOp::maximum ? gt(a, b) : lt(a, b);
+    return {a.requires_grad() ? reduce_grad(where(a_loses, zero, share), a) : Tensor(),
+            b.requires_grad() ? reduce_grad(where(b_loses, zero, share), b) : Tensor()};
   }, kDifferentiable);
   autograd::save_for_backward(out, {a, b});
   return out;

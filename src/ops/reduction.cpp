@@ -148,8 +148,12 @@ DType sum_dtype(DType t) { return is_floating(t) ? t : DType::i64; }
 
 // The gradient of a reduction that picks extreme elements (amax, max over all): split evenly
 // among the elements equal to the result, as torch. g and y have the reduced dims kept as 1.
-Tensor extreme_backward(const Tensor& g, const Tensor& x, const Tensor& y, const Plan& p) {
-  Tensor mask = eq(x, y).to(g.dtype());
+Tensor extreme_backward(const Tensor& g, const Tensor& x, const Tensor& y, const Plan& p,
+                        bool nan_picks = false) {
+  // nan_picks (max() and min() of all elements, torch's evenly_distribute_backward): a NaN
+  // result's gradient is shared by the NaN elements; amax/amin's compare with ==, so a NaN
+  // result's gradient is NaN, as torch's.
+  Tensor mask = (nan_picks ? where(isnan(y), isnan(x), eq(x, y)) : eq(x, y)).to(g.dtype());
   Shape dims;
   for (int64_t d = 0; d < x.dim(); ++d)
     if (p.reduced[d]) dims.push_back(d);
@@ -285,16 +289,17 @@ Tensor any(const Tensor& t, int64_t dim, bool keepdim) {
 namespace {
 // The largest (smallest) values over dims; the gradient is split among the elements equal to
 // the result, as torch's amax/amin and max()/min() of all elements.
-Tensor extreme_over(ReduceOp op, const Tensor& t, const Shape& dims, bool keepdim,
-                    const char* name) {
+Tensor extreme_over(ReduceOp op, const Tensor& t, const Shape& dims, bool keepdim, const char* name,
+                    bool nan_picks = false) {
   check_defined(t, name, "input");
   Plan p = plan_reduction(t, dims, keepdim, name);
   Tensor out = reduce(op, t, p, t.dtype(), name);
   Tensor y = out.detach();
   autograd::record(
       name, {t}, out,
-      [t, y, p](const Tensor& g) -> std::vector<Tensor> {
-        return {extreme_backward(reshape(g, p.keep_shape), t, reshape(y, p.keep_shape), p)};
+      [t, y, p, nan_picks](const Tensor& g) -> std::vector<Tensor> {
+        return {
+            extreme_backward(reshape(g, p.keep_shape), t, reshape(y, p.keep_shape), p, nan_picks)};
       },
       kDifferentiable);
   autograd::save_for_backward(out, {t, out});
@@ -313,13 +318,13 @@ Tensor amin(const Tensor& t, const Shape& dims, bool keepdim) {
 Tensor max(const Tensor& t) {
   check_defined(t, "max", "input");
   TANDEM_CHECK(t.numel() > 0, "max: an empty tensor has no largest value (give a dim to reduce)");
-  return extreme_over(ReduceOp::max, t, {}, false, "max");
+  return extreme_over(ReduceOp::max, t, {}, false, "max", /*nan_picks=*/true);
 }
 
 Tensor min(const Tensor& t) {
   check_defined(t, "min", "input");
   TANDEM_CHECK(t.numel() > 0, "min: an empty tensor has no smallest value (give a dim to reduce)");
-  return extreme_over(ReduceOp::min, t, {}, false, "min");
+  return extreme_over(ReduceOp::min, t, {}, false, "min", /*nan_picks=*/true);
 }
 
 namespace {
@@ -577,10 +582,13 @@ Tensor argsort(const Tensor& t, int64_t dim, bool descending) {
   return sort(t.detach(), dim, descending).second;
 }
 
-Tensor sum(const Tensor& t, DType dtype) { return sum(t.to(dtype)); }
+// An integer or bool dtype is the result's too, as torch's: the sum wraps (or is true when
+// any element is) as the dtype's own arithmetic would.
 Tensor sum(const Tensor& t, const Shape& dims, bool keepdim, DType dtype) {
-  return sum(t.to(dtype), dims, keepdim);
+  Tensor out = sum(t.to(dtype), dims, keepdim);
+  return out.dtype() == dtype ? out : out.to(dtype);
 }
+Tensor sum(const Tensor& t, DType dtype) { return sum(t, {}, false, dtype); }
 Tensor mean(const Tensor& t, DType dtype) { return mean(t.to(dtype)); }
 Tensor mean(const Tensor& t, const Shape& dims, bool keepdim, DType dtype) {
   return mean(t.to(dtype), dims, keepdim);
@@ -619,7 +627,10 @@ std::pair<Tensor, Tensor> median(const Tensor& t, int64_t dim, bool keepdim) {
   const Tensor nan_at = isnan(t.detach());
   const Tensor has_nan = any(nan_at, d, keepdim);
   const Tensor first_nan = argmax(nan_at.to(DType::i64), d, keepdim);
-  return {where(has_nan, std::nan(""), values), where(has_nan, first_nan, indices)};
+  // The value is gathered at the index, so the gradient goes to the NaN picked, as torch's.
+  const Tensor index = where(has_nan, first_nan, indices);
+  const Tensor picked = gather(t, d, keepdim ? index : index.unsqueeze(d));
+  return {keepdim ? picked : picked.squeeze(d), index};
 }
 
 std::pair<Tensor, Tensor> var_mean(const Tensor& t, const Shape& dims, bool unbiased,

@@ -814,6 +814,10 @@ Tensor& Tensor::clamp_(std::optional<Scalar> min, std::optional<Scalar> max) {
   TANDEM_CHECK(fractional || !defined() || dtype() != DType::boolean,
                "clamp_: the result of clamping bool is i64 (as torch promotes it) and cannot be "
                "written into a bool tensor in place");
+  if ((min && std::isnan(min->toDouble())) || (max && std::isnan(max->toDouble()))) {
+    check_integer_result(*this, true, "clamp_", "a bound is NaN");
+    return fill_(std::nan(""));  // a NaN bound makes every element NaN, as torch's
+  }
   return unary_inplace(*this, kernels::UnaryOp::clamp,
                        {min.value_or(-std::numeric_limits<double>::infinity()),
                         max.value_or(std::numeric_limits<double>::infinity())},

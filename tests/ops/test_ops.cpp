@@ -1759,3 +1759,64 @@ TEST_CASE("cross_entropy takes class probabilities for targets, as torch's", "[o
   CHECK_THROWS_WITH(cross_entropy(x.detach(), p.narrow(1, 0, 3)),
                     Catch::Contains("must have the input's shape (3, 4)"));
 }
+
+TEST_CASE("gradients at NaN and at 0^0, NaN clamp bounds, sums in an integer dtype: torch 1.13's",
+          "[ops]") {
+  // Each input's gradient of sum(f(x)), compared as vectors (NaN equal to NaN).
+  auto same = [](const Tensor& t, std::vector<float> want) {
+    const std::vector<float> got = t.to_vector<float>();
+    REQUIRE(got.size() == want.size());
+    for (size_t i = 0; i < got.size(); ++i)
+      CHECK(((std::isnan(got[i]) && std::isnan(want[i])) || got[i] == want[i]));
+  };
+  auto leaf = [](std::vector<float> v) { return from_vector<float>(v).requires_grad_(); };
+  const float nan = NAN;
+  {  // pow's base gradient is 0 where the exponent is 0 (not 0 * 0^-1)
+    Tensor a = leaf({0, 0, 2, -2}), b = leaf({0, 2, 0, 3});
+    sum(pow(a, b)).backward();
+    same(a.grad(), {0, 0, 0, 12});
+    same(b.grad(), {0, 0, 0.6931471824645996f, nan});
+  }
+  {  // max()/min() of all elements: a NaN result's gradient shared by the NaNs; ties split
+    Tensor a = leaf({1, nan, 3, nan});
+    max(a).backward();
+    same(a.grad(), {0, 0.5f, 0, 0.5f});
+    Tensor m = leaf({1, 2, 1});
+    min(m).backward();
+    same(m.grad(), {0.5f, 0, 0.5f});
+  }
+  {  // median: the gradient goes to the NaN it picks
+    Tensor a = leaf({1, nan, 3, -2});
+    sum(median(a.reshape({1, 4}), 1).first).backward();
+    same(a.grad(), {0, 1, 0, 0});
+    Tensor b = leaf({1, nan, 3, -2});
+    median(b).backward();
+    same(b.grad(), {0, 1, 0, 0});
+  }
+  {  // maximum/minimum: where either is NaN both get the gradient
+    Tensor a = leaf({1, nan, 2, 3}), b = leaf({nan, 2, 2, 1});
+    sum(maximum(a, b)).backward();
+    same(a.grad(), {1, 1, 0.5f, 1});
+    same(b.grad(), {1, 1, 0.5f, 0});
+    Tensor c = leaf({1, nan, 2, 3}), d = leaf({nan, 2, 2, 1});
+    sum(minimum(c, d)).backward();
+    same(c.grad(), {1, 1, 0.5f, 0});
+    same(d.grad(), {1, 1, 0.5f, 1});
+  }
+  {  // a NaN bound: every element NaN, gradient 0
+    same(clamp(from_vector<float>({1, nan, 3}), nan, 2.0), {nan, nan, nan});
+    Tensor a = leaf({1, 2});
+    sum(clamp_min(a, nan)).backward();
+    same(a.grad(), {0, 0});
+    Tensor b = from_vector<float>({1, 5});
+    b.clamp_(std::nullopt, nan);
+    same(b, {nan, nan});
+  }
+  // sum with an integer or bool dtype is of that dtype and wraps as it does
+  const Tensor big = from_vector<int64_t>({2147483647, 1}).to(DType::i32);
+  CHECK(sum(big, DType::i32).dtype() == DType::i32);
+  CHECK(sum(big, DType::i32).item<int64_t>() == -2147483648LL);
+  CHECK(sum(from_vector<int64_t>({200, 100}).to(DType::u8), DType::u8).item<int64_t>() == 44);
+  CHECK(sum(from_vector<int64_t>({1, 1}).to(DType::boolean), DType::boolean).item<bool>());
+  CHECK(sum(big, {0}, true, DType::i64).item<int64_t>() == 2147483648LL);
+}
