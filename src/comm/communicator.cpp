@@ -5,6 +5,7 @@
 #include <cstring>
 #include <system_error>
 #include <thread>
+#include <tuple>
 
 #include "tandem/core/context.hpp"
 #include "tandem/core/env.hpp"
@@ -36,6 +37,57 @@ bool debug_mode_from_env() {
 namespace {
 constexpr std::chrono::microseconds kSpin{50};
 }  // namespace
+
+std::vector<Tensor> Communicator::distinct(std::vector<Tensor> tensors) {
+  // Contiguous tensors only (the backends refuse the rest, saying so): each is one byte range.
+  // Sorted by where they start, a range that begins before the furthest end so far overlaps an
+  // earlier one: a repeat of the range just before it is dropped, anything else is refused.
+  struct Range {
+    int device;
+    const char* begin;
+    const char* end;
+    size_t index;
+  };
+  std::vector<Range> ranges;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const Tensor& t = tensors[i];
+    if (!t.defined() || !t.is_contiguous() || t.numel() == 0) continue;
+    const char* p = static_cast<const char*>(t.raw_data());
+    const int device = t.device().is_cpu() ? -1 : t.device().index();
+    ranges.push_back({device, p, p + t.numel() * element_size(t.dtype()), i});
+  }
+  std::sort(ranges.begin(), ranges.end(), [](const Range& a, const Range& b) {
+    return std::tie(a.device, a.begin, a.end, a.index) <
+           std::tie(b.device, b.begin, b.end, b.index);
+  });
+  std::vector<bool> repeat(tensors.size(), false);
+  for (size_t k = 1, reach = 0; k < ranges.size(); ++k) {
+    const Range& r = ranges[k];
+    const Range& furthest = ranges[reach];
+    if (r.device == furthest.device && r.begin < furthest.end) {
+      const Range& before = ranges[k - 1];
+      if (r.begin == before.begin && r.end == before.end &&
+          tensors[r.index].dtype() == tensors[before.index].dtype()) {
+        repeat[r.index] = true;
+        continue;
+      }
+      const std::string why =
+          "rank " + std::to_string(rank()) + ": allreduce_grouped: tensors " +
+          std::to_string(std::min(r.index, furthest.index)) + " and " +
+          std::to_string(std::max(r.index, furthest.index)) +
+          " share part of their memory (overlapping views of one buffer); their common "
+          "elements would be reduced twice";
+      abort(why);
+      TANDEM_THROW(CommError, why);
+    }
+    if (r.device != furthest.device || r.end > furthest.end) reach = k;
+  }
+  std::vector<Tensor> out;
+  out.reserve(tensors.size());
+  for (size_t i = 0; i < tensors.size(); ++i)
+    if (!repeat[i]) out.push_back(std::move(tensors[i]));
+  return out;
+}
 
 namespace detail {
 void WorkState::complete(std::exception_ptr e) {

@@ -284,6 +284,17 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
     std::vector<size_t> unused;
     for (size_t i = 0; i < params_.size(); ++i)
       if (!ready_[i]) unused.push_back(i);
+    // With find_unused_parameters, which parameters any rank used (torch's local_used_map,
+    // allreduced by every rank after its buckets, unused parameters or not): a parameter no rank
+    // used keeps no gradient, as PyTorch's reducer leaves it, so an optimizer skips it.
+    Tensor used;
+    comm::Work used_work;
+    if (options_.find_unused_parameters_ && comm_.size() > 1) {
+      std::vector<float> mine(params_.size());
+      for (size_t i = 0; i < params_.size(); ++i) mine[i] = ready_[i] ? 1.0f : 0.0f;
+      used = from_vector<float>(mine).to(comm_.device());
+    }
+    std::vector<size_t> without_grad;  // unused here, and no gradient held before
     if (!unused.empty()) {
       if (!options_.find_unused_parameters_) {
         abandon_failed_backward();
@@ -301,9 +312,10 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
         Tensor& p = params_[i];
         const Tensor held = p.grad();
         Tensor slot = p.grad_buffer();
-        if (!held.defined())
+        if (!held.defined()) {
           slot.zero_();
-        else if (!held.is_same(slot))
+          without_grad.push_back(i);
+        } else if (!held.is_same(slot))
           slot.copy_(held);
         p.set_grad(slot);
         ready_[i] = true;
@@ -311,6 +323,7 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
       }
       launch_ready();
     }
+    if (used.defined()) used_work = comm_.allreduce(used, comm::ReduceOp::max);
     // The optimizer's kernels must come after the allreduces, the host need not: on GPUs the
     // compute stream waits for each bucket (CPU ranks: the host waits).
     for (Bucket& b : buckets_) {
@@ -318,6 +331,15 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
       if (b.wire.defined()) b.buffer.copy_(b.wire);
       b.wire = Tensor();
       pass_works_.push_back(b.work);
+    }
+    if (!without_grad.empty() || used.defined()) {
+      std::vector<float> any_used(params_.size(), 0.0f);
+      if (used.defined()) {
+        used_work.wait();
+        any_used = used.cpu().to_vector<float>();
+      }
+      for (size_t i : without_grad)
+        if (any_used[i] == 0.0f) params_[i].set_grad(Tensor());
     }
     unfinished_ = false;
     if (!rebuilt_) rebuild();
@@ -536,9 +558,11 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
 DistributedDataParallel::~DistributedDataParallel() = default;
 
 void DistributedDataParallel::prepare_forward() {
-  if (!options_.broadcast_buffers_ || comm_.size() == 1 || !grad_mode_enabled() ||
-      !is_training())
-    return;
+  // torch's rule: this forward syncs the buffers when the one before it ran with grad mode on
+  // and gradients synchronized (not under no_sync), whether training or evaluating.
+  const bool sync = require_forward_param_sync_;
+  require_forward_param_sync_ = grad_mode_enabled() && reducer_->sync;
+  if (!sync || !options_.broadcast_buffers_ || comm_.size() == 1) return;
   broadcast_coalesced(comm_, module_->buffers());
 }
 

@@ -159,16 +159,16 @@ TEST_CASE("a mismatch with a second collective queued: no rank's post changes wh
 
 TEST_CASE("a rank that times out mid-reduction gets its buffers back once no rank reads them",
           "[comm][local][faults]") {
-  // A grouped allreduce on 2 ranks of one one-element tensor listed `count` times: rank 1
-  // reduces every entry (the slice of a one-element tensor), rank 0 none, so rank 0 waits at the
-  // barrier between the reduce-scatter and the allgather and times out there while rank 1 still
-  // reads its buffer. Rank 0 then overwrites the buffer at once, as a caller reusing it would.
-  // Rank 1 adds rank 0's element into its own once per entry and ends at 1 + count; reading the
-  // reused buffer (2) it ended higher: rank 0's Work had failed while its buffer was being read
-  // (a data race to ThreadSanitizer; a use-after-free had the caller freed it).
+  // A grouped allreduce on 2 ranks of `count` one-element tensors: rank 1 reduces every entry
+  // (the slice of a one-element tensor), rank 0 none, so rank 0 waits at the barrier between the
+  // reduce-scatter and the allgather and times out there while rank 1 still reads its buffers.
+  // Rank 0 then overwrites its buffers at once, as a caller reusing them would. Rank 1 adds rank
+  // 0's element into each of its own and ends at 2 per entry; reading a reused buffer (2) it
+  // ended higher: rank 0's Work had failed while its buffers were being read (a data race to
+  // ThreadSanitizer; a use-after-free had the caller freed them).
   struct Outcome {
     std::string errors[2];
-    float result = 0;  // rank 1's element
+    float result = 0;  // the sum of rank 1's elements
     double ms = 0;     // rank 0's wait: as long as rank 1's reduce-scatter, when no timeout cut it
   };
   auto run = [](int64_t count, Duration timeout) {
@@ -177,13 +177,14 @@ TEST_CASE("a rank that times out mid-reduction gets its buffers back once no ran
     run_local(
         2,
         [&](Communicator& c) {
-          Tensor t = ones({1});
-          const std::vector<Tensor> entries(count, t);
+          std::vector<Tensor> entries;
+          entries.reserve(count);
+          for (int64_t i = 0; i < count; ++i) entries.push_back(ones({1}));
           if (c.rank() == 1) {
             Work work = c.allreduce_grouped(entries);  // under the long timeout
             posted = true;
             out.errors[1] = error_of([&] { work.wait(Duration(60000)); });
-            out.result = t.item<float>();
+            for (const Tensor& e : entries) out.result += *e.data_ptr<float>();
             return;
           }
           // Rank 0 comes to the opening barrier once rank 1 waits there, under the short
@@ -195,7 +196,7 @@ TEST_CASE("a rank that times out mid-reduction gets its buffers back once no ran
           const auto start = Clock::now();
           out.errors[0] = error_of([&] { work.wait(Duration(60000)); });
           out.ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-          t.fill_(2);
+          for (Tensor& e : entries) *e.data_ptr<float>() = 2;
         },
         LocalOptions().timeout(Duration(60000)));
     return out;
@@ -210,7 +211,7 @@ TEST_CASE("a rank that times out mid-reduction gets its buffers back once no ran
   }
   REQUIRE(calibration.errors[0] == "");
   REQUIRE(calibration.errors[1] == "");
-  REQUIRE(calibration.result == 1 + count);
+  REQUIRE(calibration.result == 2 * count);
   const Duration timeout(std::max<int64_t>(1, static_cast<int64_t>(calibration.ms / 8)));
   const std::string expired = "rank 0: allreduce(sum) #1 timed out after " +
                               std::to_string(timeout.count()) + " ms waiting for rank(s) 1";
@@ -220,8 +221,8 @@ TEST_CASE("a rank that times out mid-reduction gets its buffers back once no ran
                << " ms, round " << round);
     Outcome out = run(count, timeout);
     // Every entry reduced from the buffer before its reuse, or none (the collective never opened).
-    CHECK((out.result == 1 + count || out.result == 1));
-    if (out.errors[0] == expired && out.result == 1 + count) {
+    CHECK((out.result == 2 * count || out.result == count));
+    if (out.errors[0] == expired && out.result == 2 * count) {
       CHECK(out.errors[1] == "rank 1: allreduce(sum) #1: communicator aborted: " + expired);
       ++mid_reduction;
     }
@@ -341,4 +342,27 @@ TEST_CASE(
   }
   // A pool past any machine's cores (100000 threads exhausted the system's for everyone).
   CHECK_THROWS_AS(ThreadPool(kMaxThreads + 1), ValueError);
+}
+
+TEST_CASE("allreduce_grouped reduces a tensor named twice once and refuses partial overlaps",
+          "[comm][local]") {
+  // torch's all_reduce_coalesced([a, a]) over ranks holding 1 and 2: 3 everywhere.
+  run_local(2, [](Communicator& c) {
+    Tensor a = full({4}, c.rank() + 1.0);
+    Tensor other = full({2}, c.rank() + 1.0);
+    c.allreduce_grouped({a, other, a}).wait();
+    CHECK(a.to_vector<float>() == std::vector<float>(4, 3.0f));
+    CHECK(other.to_vector<float>() == std::vector<float>(2, 3.0f));
+  });
+  std::string errors[2];
+  run_local(2, [&](Communicator& c) {
+    Tensor a = full({6}, c.rank() + 1.0);
+    errors[c.rank()] = error_of([&] { c.allreduce_grouped({a.slice(0, 0, 4), a.slice(0, 2, 6)}); });
+    CHECK(a.to_vector<float>() == std::vector<float>(6, c.rank() + 1.0f));  // nothing reduced
+  });
+  for (int r = 0; r < 2; ++r)
+    CHECK(errors[r] == "rank " + std::to_string(r) +
+                           ": allreduce_grouped: tensors 0 and 1 share part of their memory "
+                           "(overlapping views of one buffer); their common elements would be "
+                           "reduced twice");
 }

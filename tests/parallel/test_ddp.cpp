@@ -296,15 +296,21 @@ TEST_CASE("DDP no_sync accumulates locally, the next step reduces the sums", "[p
   }
 }
 
-TEST_CASE("DDP: a parameter without gradient is an error naming it, or zeros on request",
-          "[parallel][ddp]") {
+TEST_CASE(
+    "DDP: a parameter without gradient is an error naming it, or on request none when no rank "
+    "used it and the reduction of zeros when another rank did",
+    "[parallel][ddp]") {
   struct Partly : nn::Module {
     std::shared_ptr<nn::Linear> used, spare;
+    int spare_on_rank = -1;  // the rank whose forward also uses spare
+    int rank = 0;
     Partly() {
       used = register_module("used", std::make_shared<nn::Linear>(4, 2));
       spare = register_module("spare", std::make_shared<nn::Linear>(4, 2));
     }
-    Tensor forward(const Tensor& x) override { return used->forward(x); }
+    Tensor forward(const Tensor& x) override {
+      return rank == spare_on_rank ? add(used->forward(x), spare->forward(x)) : used->forward(x);
+    }
   };
   Tensor x = ones({3, 4});
   std::string message;
@@ -320,18 +326,43 @@ TEST_CASE("DDP: a parameter without gradient is an error naming it, or zeros on 
   CHECK(message.find("spare.bias") != std::string::npos);
   CHECK(message.find("find_unused_parameters") != std::string::npos);
 
-  std::vector<double> spare_grad(2, -1), used_grad(2, 0);
-  parallel::launch(2, [&](parallel::Rank& r) {
-    auto model = std::make_shared<Partly>();
-    parallel::DistributedDataParallel ddp(model, r.comm,
-                                          parallel::DDPOptions().find_unused_parameters(true));
-    for (int k = 0; k < 2; ++k) ddp.forward(x).sum().backward();  // and after the rebuild
-    spare_grad[r.rank()] = model->spare->weight.grad().abs().sum().item<double>();
-    used_grad[r.rank()] = model->used->weight.grad().abs().sum().item<double>();
-  });
-  for (int r = 0; r < 2; ++r) {
-    CHECK(spare_grad[r] == 0.0);
-    CHECK(used_grad[r] > 0.0);
+  // No rank uses spare: it keeps no gradient, so SGD's weight decay leaves it as it is (torch's
+  // reducer leaves a globally unused parameter's gradient alone). Used on rank 0 only: every
+  // rank gets the average of rank 0's gradient and zeros.
+  for (int spare_on_rank : {-1, 0}) {
+    INFO("spare used on rank " << spare_on_rank);
+    std::vector<bool> spare_defined(2, true);
+    std::vector<double> spare_moved(2, -1), spare_grad(2, -1), used_grad(2, 0);
+    parallel::launch(2, [&](parallel::Rank& r) {
+      auto model = std::make_shared<Partly>();
+      model->spare_on_rank = spare_on_rank;
+      model->rank = r.rank();
+      parallel::DistributedDataParallel ddp(model, r.comm,
+                                            parallel::DDPOptions().find_unused_parameters(true));
+      optim::SGD sgd(ddp.parameters(), optim::SGDOptions(0.1).weight_decay(0.5));
+      const Tensor before = model->spare->weight.detach().clone();
+      for (int k = 0; k < 2; ++k) {  // and after the rebuild
+        sgd.zero_grad();
+        ddp.forward(x).sum().backward();
+        spare_defined[r.rank()] = model->spare->weight.grad().defined();
+        sgd.step();
+      }
+      spare_moved[r.rank()] = sub(model->spare->weight, before).abs().sum().item<double>();
+      if (spare_defined[r.rank()])
+        spare_grad[r.rank()] = model->spare->weight.grad().sum().item<double>();
+      used_grad[r.rank()] = model->used->weight.grad().abs().sum().item<double>();
+    });
+    for (int r = 0; r < 2; ++r) {
+      CHECK(used_grad[r] > 0.0);
+      if (spare_on_rank < 0) {
+        CHECK_FALSE(spare_defined[r]);
+        CHECK(spare_moved[r] == 0.0);
+      } else {
+        CHECK(spare_defined[r]);
+        CHECK(spare_grad[r] == Approx(12.0));  // rank 0: 2 x 4 entries of 3 (rows of ones); / 2
+        CHECK(spare_moved[r] > 0.0);
+      }
+    }
   }
 }
 
@@ -438,6 +469,53 @@ TEST_CASE("DDP refuses ranks whose models differ, naming the rank", "[parallel][
   }
   CHECK(message.find("rank 1") != std::string::npos);
   CHECK(message.find("weight") != std::string::npos);
+}
+
+TEST_CASE(
+    "DDP broadcasts rank 0's buffers when the forward before ran with grad mode on outside "
+    "no_sync, as torch's (so an evaluation after training sees rank 0's statistics)",
+    "[parallel][ddp]") {
+  // Rank 1's running mean after each forward, with a mark written into it before: a forward
+  // that broadcasts replaces the mark with rank 0's mean.
+  std::vector<float> eval_first, eval_second, after_no_sync, after_that, rank0;
+  parallel::launch(2, [&](parallel::Rank& r) {
+    auto bn = std::make_shared<nn::BatchNorm1d>(2);
+    parallel::DistributedDataParallel ddp(bn, r.comm);
+    const Tensor x = from_vector<float>({1, 2, 3, 5}, {2, 2}) * (r.rank() + 1.0);
+    auto step = [&] { ddp.forward(x).sum().backward(); };
+    auto mark_then = [&](const std::function<void()>& f) {
+      if (r.rank() == 1) bn->running_mean.fill_(-7);
+      f();
+      return bn->running_mean.to_vector<float>();
+    };
+    step();
+    if (r.rank() == 0) rank0 = bn->running_mean.to_vector<float>();
+    r.comm.barrier().wait();
+    bn->eval();
+    {
+      NoGradGuard no_grad;
+      auto first = mark_then([&] { ddp.forward(x); });   // after a synced training forward
+      auto second = mark_then([&] { ddp.forward(x); });  // after one under no_grad
+      if (r.rank() == 1) eval_first = first, eval_second = second;
+    }
+    bn->train();
+    step();  // after the no_grad forward: no broadcast; sets the flag again
+    {
+      auto guard = ddp.no_sync();
+      step();  // broadcasts (the forward before synced), then clears the flag
+    }
+    auto next = mark_then([&] { ddp.forward(x).sum().backward(); });  // after no_sync: none
+    auto last = mark_then([&] { ddp.forward(x); });                   // after a synced one
+    if (r.rank() == 1) after_no_sync = next, after_that = last;
+  });
+  CHECK(eval_first == rank0);
+  CHECK(eval_second == std::vector<float>{-7, -7});
+  // Training forwards update the statistics after any broadcast: from the mark, or from rank
+  // 0's, which differ.
+  const float momentum = 0.1f;
+  CHECK(after_no_sync[0] == Approx(-7 * (1 - momentum) + momentum * 2 * 2));
+  CHECK(after_that[0] != Approx(-7 * (1 - momentum) + momentum * 2 * 2));
+  CHECK(after_that[0] != -7.0f);
 }
 
 TEST_CASE("DDP broadcasts rank 0's buffers at every training forward", "[parallel][ddp]") {

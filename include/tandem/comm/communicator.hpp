@@ -119,7 +119,9 @@ class Communicator {
   Work allreduce(Tensor tensor, ReduceOp op = ReduceOp::sum, Accumulate acc = Accumulate::f32) {
     return allreduce_grouped({std::move(tensor)}, op, acc);
   }
-  /// Several tensors reduced as one collective (one rendezvous, one sequence number).
+  /// Several tensors reduced as one collective (one rendezvous, one sequence number). A tensor
+  /// named twice is reduced once, as torch's coalesced allreduce; tensors that share only part
+  /// of their memory are refused (their elements would be reduced twice).
   Work allreduce_grouped(std::vector<Tensor> tensors, ReduceOp op = ReduceOp::sum,
                          Accumulate acc = Accumulate::f32) {
     // native only where it changes anything (an f16/bf16 sum or avg): ranks that differ only
@@ -127,7 +129,7 @@ class Communicator {
     const DType dtype = tensors.empty() ? DType::f32 : tensors[0].dtype();
     if (!is_reduced_float(dtype) || op == ReduceOp::max || op == ReduceOp::min)
       acc = Accumulate::f32;
-    return reduce_all(std::move(tensors), op, acc);
+    return reduce_all(distinct(std::move(tensors)), op, acc);
   }
   /// Every rank's `tensor` becomes root's.
   virtual Work broadcast(Tensor tensor, int root = 0) = 0;
@@ -151,6 +153,10 @@ class Communicator {
  protected:
   /// allreduce and allreduce_grouped: what each backend implements.
   virtual Work reduce_all(std::vector<Tensor> tensors, ReduceOp op, Accumulate acc) = 0;
+
+ private:
+  /// tensors without repeats of one buffer; a partial overlap aborts the group and throws.
+  std::vector<Tensor> distinct(std::vector<Tensor> tensors);
 };
 
 /// How run_group sets up each rank's thread.

@@ -35,9 +35,12 @@ struct DDPOptions {
   /// The first bucket (the last layers' gradients, ready first) closes sooner, so communication
   /// starts early.
   TANDEM_ARG(double, first_bucket_mb) = 1.0;
-  /// Parameters that get no gradient in a backward are reduced as zeros instead of an error.
+  /// Parameters that get no gradient in a backward are reduced as zeros instead of an error; one
+  /// that no rank used keeps no gradient (as torch's reducer).
   TANDEM_ARG(bool, find_unused_parameters) = false;
-  /// Every training forward first copies rank 0's buffers (batch-norm running statistics) to all.
+  /// A forward first copies rank 0's buffers (batch-norm running statistics) to all when the
+  /// forward before it ran with grad mode on outside no_sync (and the first forward), as
+  /// torch's DDP: so an evaluation after training sees rank 0's statistics on every rank.
   TANDEM_ARG(bool, broadcast_buffers) = true;
   /// Allreduce gradients in f16 or bf16 (each rank divides by the world size first, so sums do
   /// not overflow; results are widened back). nullopt: in the gradients' own dtype.
@@ -147,6 +150,7 @@ class DistributedDataParallel : public nn::Module {
   comm::Communicator& comm_;
   DDPOptions options_;
   std::shared_ptr<detail::Reducer> reducer_;
+  bool require_forward_param_sync_ = true;  // torch's flag of the same name
 };
 
 }  // namespace tandem::parallel
