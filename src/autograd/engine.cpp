@@ -228,7 +228,16 @@ std::vector<Tensor> AccumulateGrad::apply(const Tensor& grad_output) {
     } else {
       kernels::copy(acc, grad_output);
     }
-  } else if (leaf_->grad) {
+  } else if (leaf_->grad && !Tensor(leaf_->grad).requires_grad() &&
+             !Tensor(leaf_->grad).has_internal_overlap()) {
+    // Added in place, as torch's `variable_grad += new_grad`: a handle to .grad taken before
+    // this backward (an optimizer's, or one zeroed in place) sees the sum.
+    acc = Tensor(leaf_->grad);
+    TANDEM_CHECK(acc.shape() == grad_output.shape(), "backward: gradients of shapes ",
+                 shape_str(acc.shape()), " and ", shape_str(grad_output.shape()),
+                 " for one tensor");
+    kernels::binary(acc, kernels::BinaryOp::add, {1.0}, acc, converted(grad_output, acc.dtype()));
+  } else if (leaf_->grad) {  // with history (an earlier create_graph) or overlapping: a new sum
     acc = sum_of(Tensor(leaf_->grad), grad_output);
   } else if (sole_dense_owner(grad_output, leaf)) {
     // Nothing else holds this gradient or its memory: .grad takes it over (no copy), as torch's

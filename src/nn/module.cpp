@@ -43,15 +43,15 @@ void Module::check_new_name(const std::string& name) const {
 
 Tensor Module::register_parameter(const std::string& name, Tensor tensor, bool requires_grad) {
   check_new_name(name);
-  TANDEM_CHECK(tensor.defined(), type_name_, ": parameter '", name, "' is undefined");
-  if (requires_grad) tensor.set_requires_grad(true);
+  // An undefined tensor is a parameter that is absent (libtorch's `bias` of a layer without
+  // one): listed nowhere (parameters, state_dict), its name taken.
+  if (requires_grad && tensor.defined()) tensor.set_requires_grad(true);
   parameters_.emplace_back(name, tensor);
   return tensor;
 }
 
 Tensor Module::register_buffer(const std::string& name, Tensor tensor) {
-  check_new_name(name);
-  TANDEM_CHECK(tensor.defined(), type_name_, ": buffer '", name, "' is undefined");
+  check_new_name(name);  // undefined: absent, as a parameter
   buffers_.emplace_back(name, tensor);
   return tensor;
 }
@@ -104,7 +104,7 @@ void add_unseen(const std::vector<std::pair<std::string, Tensor>>& list, const s
                 std::unordered_set<const TensorImpl*>& seen,
                 OrderedDict<std::string, Tensor>& out) {
   for (const auto& [name, t] : list)
-    if (seen.insert(t.impl()).second) out.emplace(prefix + name, t);
+    if (t.defined() && seen.insert(t.impl()).second) out.emplace(prefix + name, t);
 }
 }  // namespace
 
@@ -230,8 +230,9 @@ void Module::zero_grad(bool set_to_none) {
 StateDict Module::state_dict() const {
   StateDict out;
   visit("", true, [&](const std::string& prefix, const Module& m) {
-    for (const auto& [name, t] : m.parameters_) out.emplace(prefix + name, t.detach());
-    for (const auto& [name, t] : m.buffers_) out.emplace(prefix + name, t.detach());
+    for (const auto* list : {&m.parameters_, &m.buffers_})
+      for (const auto& [name, t] : *list)
+        if (t.defined()) out.emplace(prefix + name, t.detach());
   });
   return out;
 }
@@ -296,7 +297,8 @@ void Module::copy_state_from(const Module& from, const std::optional<Device>& de
     auto same = [](const auto& x, const auto& y) {
       bool ok = x.size() == y.size();
       for (size_t i = 0; ok && i < x.size(); ++i)
-        ok = x[i].first == y[i].first && x[i].second.shape() == y[i].second.shape();
+        ok = x[i].first == y[i].first && x[i].second.defined() == y[i].second.defined() &&
+             (!x[i].second.defined() || x[i].second.shape() == y[i].second.shape());
       return ok;
     };
     TANDEM_CHECK(typeid(*a) == typeid(*b) && same(a->parameters_, b->parameters_) &&
@@ -312,6 +314,7 @@ void Module::copy_state_from(const Module& from, const std::optional<Device>& de
   }
   NoGradGuard no_grad;
   auto copy = [&](const Tensor& src, const Tensor& dst) {
+    if (!src.defined()) return;
     const Tensor value = device && *device != src.device() ? src.to(*device) : src.clone();
     set_data(dst, value);
     dst.impl()->grad.reset();

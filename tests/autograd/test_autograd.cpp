@@ -462,3 +462,28 @@ TEST_CASE("anomaly detection names the op whose backward made a NaN", "[autograd
   }
   CHECK_FALSE(autograd::AnomalyMode::is_enabled());
 }
+
+TEST_CASE("a leaf's gradient is accumulated in place, as torch's AccumulateGrad", "[autograd]") {
+  // torch 1.13: g = x.grad after the first backward is the same tensor after the second, and
+  // holds the sum; a gradient zeroed in place keeps collecting into the same tensor.
+  Tensor x = from_vector<float>({1, 2, 3}).requires_grad_();
+  sum(mul(x, 2.0)).backward();
+  Tensor g = x.grad();
+  sum(mul(x, 3.0)).backward();
+  CHECK(g.is_same(x.grad()));
+  CHECK(g.to_vector<float>() == std::vector<float>{5, 5, 5});
+  {
+    NoGradGuard no_grad;
+    x.grad().zero_();
+  }
+  sum(mul(x, x)).backward();
+  CHECK(g.to_vector<float>() == std::vector<float>{2, 4, 6});
+  // A gradient with history (create_graph) is summed out of place, keeping it.
+  Tensor y = from_vector<float>({1, 2}).requires_grad_();
+  sum(mul(y, y)).backward(Tensor(), /*retain_graph=*/false, /*create_graph=*/true);
+  Tensor first = y.grad();
+  CHECK(first.requires_grad());
+  sum(mul(y, 4.0)).backward();
+  CHECK(y.grad().to_vector<float>() == std::vector<float>{6, 8});
+  CHECK(first.to_vector<float>() == std::vector<float>{2, 4});
+}

@@ -3377,3 +3377,26 @@ TEST_CASE("libtorch names: ConvTranspose1d and ConvTranspose3d, and their functi
                     Catch::Contains("conv_transpose3d: input must be (N, C, D, H, W) with C == "
                                     "weight.size(0) == 3, got (2, 2, 4, 5, 6)"));
 }
+
+TEST_CASE("an undefined tensor registers an absent parameter or buffer, as libtorch's",
+          "[nn][libtorch]") {
+  struct NoBias : torch::nn::Module {
+    torch::Tensor weight, bias, stat;
+    NoBias() {
+      weight = register_parameter("weight", torch::ones({2}));
+      bias = register_parameter("bias", torch::Tensor(), false);  // libtorch's conv.h idiom
+      stat = register_buffer("stat", torch::Tensor());
+    }
+  };
+  auto m = std::make_shared<NoBias>();
+  CHECK(m->parameters().size() == 1);
+  CHECK(m->named_parameters().keys() == std::vector<std::string>{"weight"});
+  CHECK(m->buffers().empty());
+  CHECK(m->state_dict().keys() == std::vector<std::string>{"weight"});
+  CHECK_THROWS_WITH(m->register_parameter("bias", torch::ones({1})),
+                    Catch::Contains("already registered"));
+  m->to(torch::kFloat64);
+  CHECK(m->weight.dtype() == torch::kFloat64);
+  m->load_state_dict(m->state_dict());
+  CHECK(m->weight.to_vector<double>() == std::vector<double>{1, 1});
+}

@@ -41,7 +41,8 @@ class Module : public std::enable_shared_from_this<Module> {
 
   // --- registration (returns the registered handle) -----------------------------------------
   /// A trainable tensor; `requires_grad` is set on it. Names are unique within a module and
-  /// contain no '.'.
+  /// contain no '.'. An undefined tensor registers an absent parameter (libtorch's way to say
+  /// "no bias"): its name is taken, and parameters() and state_dict() leave it out.
   Tensor register_parameter(const std::string& name, Tensor tensor, bool requires_grad = true);
   /// State that is saved but not trained (batch-norm running statistics).
   Tensor register_buffer(const std::string& name, Tensor tensor);
