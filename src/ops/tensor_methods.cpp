@@ -720,13 +720,80 @@ void check_integer_result(const Tensor& self, bool floating_result, const char* 
                ") and cannot be written into a ", self.dtype(), " tensor in place");
 }
 
+// Whether an in-place op on self (with `other`, if any) takes part in autograd, as torch's do
+// in a graph: grad mode on, and self or the operand requiring grad. torch refuses it on a leaf
+// that requires grad, and so does this; a view in the graph (torch rebases its base through
+// CopySlices) is refused too.
+bool in_graph(const Tensor& self, const Tensor* other, const char* op) {
+  if (!grad_mode_enabled() || !self.defined()) return false;
+  if (!self.requires_grad() && !(other && other->defined() && other->requires_grad())) return false;
+  TANDEM_CHECK(!(self.is_leaf() && self.requires_grad()), op,
+               ": in-place operation on a leaf tensor that requires grad (torch refuses it too); "
+               "wrap it in a NoGradGuard or use the out-of-place op");
+  TANDEM_CHECK(!self.impl()->is_view, op,
+               ": in-place operation on a view of a tensor in the autograd graph is not supported "
+               "here; use the out-of-place op (y = y.op(...)), or clone() the view first");
+  check_no_overlap(self, op);
+  return true;
+}
+
+// self = f(self's value), recorded as torch's in-place ops are: f runs out of place on a copy of
+// self (which keeps self's history, and its values for f's backward), the result is written into
+// self's memory (views of it see it; what saved the old values refuses to run, by the version),
+// and self takes the result's history.
+template <typename F>
+Tensor& rebase(Tensor& self, F f) {
+  Tensor out = f(self.clone());
+  if (out.dtype() != self.dtype()) out = out.to(self.dtype());
+  {
+    NoGradGuard guard;
+    self.storage().bump_version();
+    kernels::copy(self, out);
+  }
+  self.impl()->grad_fn = out.impl()->grad_fn;
+  self.impl()->requires_grad = out.impl()->requires_grad;
+  return self;
+}
+
+// The recorded op of an in-place unary kernel op, for rebase.
+Tensor recorded_unary(kernels::UnaryOp op, const kernels::OpArgs& args, const Tensor& x,
+                      const char* name) {
+  using kernels::UnaryOp;
+  switch (op) {
+    case UnaryOp::add_scalar: return tandem::add(x, args.a);
+    case UnaryOp::mul_scalar: return tandem::mul(x, args.a);
+    case UnaryOp::pow_scalar: return tandem::pow(x, args.a);
+    case UnaryOp::clamp: return tandem::clamp(x, args.a, args.b);
+    case UnaryOp::relu: return tandem::relu(x);
+    case UnaryOp::sigmoid: return tandem::sigmoid(x);
+    case UnaryOp::tanh: return tandem::tanh(x);
+    case UnaryOp::exp: return tandem::exp(x);
+    case UnaryOp::log: return tandem::log(x);
+    case UnaryOp::log1p: return tandem::log1p(x);
+    case UnaryOp::expm1: return tandem::expm1(x);
+    case UnaryOp::sqrt: return tandem::sqrt(x);
+    case UnaryOp::rsqrt: return tandem::rsqrt(x);
+    case UnaryOp::sin: return tandem::sin(x);
+    case UnaryOp::cos: return tandem::cos(x);
+    case UnaryOp::neg: return tandem::neg(x);
+    case UnaryOp::abs: return tandem::abs(x);
+    case UnaryOp::reciprocal: return tandem::reciprocal(x);
+    default:
+      TANDEM_THROW(NotImplementedError, name,
+                   ": in place on a tensor in the autograd graph is not supported for this op; "
+                   "use the out-of-place op");
+  }
+}
+
 // this = op(this, args), one kernel; `floating_result` (for `why`) is refused on an integer
-// tensor.
+// tensor. In a graph, the recorded op's result is written in (rebase).
 Tensor& unary_inplace(Tensor& self, kernels::UnaryOp op, const kernels::OpArgs& args,
                       bool floating_result, const char* name, const char* why) {
   check_defined(self, name, "self");
   check_integer_result(self, floating_result, name, why);
   check_not_bool_for(op, self, name);
+  if (in_graph(self, nullptr, name))
+    return rebase(self, [&](const Tensor& x) { return recorded_unary(op, args, x, name); });
   check_inplace(self, name);
   check_no_overlap(self, name);
   kernels::unary.at(self, name);
@@ -744,15 +811,18 @@ Tensor& scalar_inplace(Tensor& self, kernels::UnaryOp op, const Scalar& value, c
 }
 
 // this = op(this, other): one kernel writing into this where writes_in_place allows, else the
-// out-of-place op's result copied in.
+// out-of-place op's result (out_of_place(this, other)) copied in; in a graph, recorded (rebase).
 template <typename OutOfPlace>
 Tensor& tensor_inplace(Tensor& self, const Tensor& other, kernels::BinaryOp op,
                        const kernels::OpArgs& args, const char* name,
                        OutOfPlace out_of_place) {
-  check_inplace(self, name);
-  check_inplace_operand(other, name);
-  check_no_overlap(self, name);
+  check_defined(self, name, "self");
   check_defined(other, name, "other");
+  const bool recorded = in_graph(self, &other, name);
+  if (!recorded) {
+    check_inplace(self, name);
+    check_no_overlap(self, name);
+  }
   const Tensor on = beside(other, {&self});  // a 0-dim CPU tensor is a number here too
   check_same_device(self, on, name);
   // The result is computed in the promoted dtype and must convert back to self's, as torch's
@@ -763,8 +833,9 @@ Tensor& tensor_inplace(Tensor& self, const Tensor& other, kernels::BinaryOp op,
                    (self.dtype() != DType::boolean || result == DType::boolean),
                name, ": the result type ", result, " (", self.dtype(), " with ", on.dtype(),
                ") cannot be written into a ", self.dtype(), " tensor in place");
+  if (recorded) return rebase(self, [&](const Tensor& x) { return out_of_place(x, on); });
   NoGradGuard guard;
-  if (!writes_in_place(self, on)) return self.copy_(out_of_place(on));
+  if (!writes_in_place(self, on)) return self.copy_(out_of_place(self, on));
   kernels::binary.at(self, name);
   kernels::binary(self, op, args, self, broadcast_view(on, self.shape()));
   return self;
@@ -774,7 +845,7 @@ Tensor& tensor_inplace(Tensor& self, const Tensor& other, kernels::BinaryOp op,
 Tensor& Tensor::add_(const Tensor& other, double alpha) {
   if (defined() && other.defined()) check_alpha(alpha, dtype(), other.dtype(), "add_");
   return tensor_inplace(*this, other, kernels::BinaryOp::add, {alpha}, "add_",
-                        [&](const Tensor& o) { return tandem::add(*this, o, alpha); });
+                        [&](const Tensor& x, const Tensor& o) { return tandem::add(x, o, alpha); });
 }
 
 Tensor& Tensor::add_(Scalar value) {
@@ -892,7 +963,7 @@ Tensor& Tensor::sign_() { return math_inplace(*this, kernels::UnaryOp::sign, "si
 
 Tensor& Tensor::mul_(const Tensor& other) {
   return tensor_inplace(*this, other, kernels::BinaryOp::mul, {}, "mul_",
-                        [&](const Tensor& o) { return tandem::mul(*this, o); });
+                        [](const Tensor& x, const Tensor& o) { return tandem::mul(x, o); });
 }
 
 Tensor& Tensor::sub_(const Tensor& other, double alpha) {
@@ -900,7 +971,7 @@ Tensor& Tensor::sub_(const Tensor& other, double alpha) {
   check_no_bool(*this, "sub_");
   check_no_bool(other, "sub_");
   return tensor_inplace(*this, other, kernels::BinaryOp::add, {-alpha}, "sub_",
-                        [&](const Tensor& o) { return tandem::sub(*this, o, alpha); });
+                        [&](const Tensor& x, const Tensor& o) { return tandem::sub(x, o, alpha); });
 }
 
 Tensor& Tensor::sub_(Scalar value) {
@@ -918,7 +989,7 @@ Tensor& Tensor::div_(const Tensor& other) {
   check_defined(*this, "div_", "self");
   check_integer_result(*this, true, "div_", "true division");
   return tensor_inplace(*this, other, kernels::BinaryOp::div, {}, "div_",
-                        [&](const Tensor& o) { return tandem::div(*this, o); });
+                        [](const Tensor& x, const Tensor& o) { return tandem::div(x, o); });
 }
 
 Tensor& Tensor::uniform_(double from, double to, Generator* gen) {
