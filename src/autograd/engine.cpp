@@ -158,8 +158,8 @@ void Node::check_runnable() const {
   for (const auto& [storage, version] : saved_versions_)
     TANDEM_CHECK(storage.version() == version, "backward: a tensor that ", name_,
                  " saved for its gradient was changed in place after the forward pass: by an "
-                 "optimizer step, copy_ or an in-place op under NoGradGuard between forward and "
-                 "backward. Its gradient would be wrong. Run the forward pass again after the "
+                 "in-place op (add_, relu_, +=, ...), copy_ or an optimizer step between forward "
+                 "and backward. Its gradient would be wrong. Run the forward pass again after the "
                  "change, or change a clone() instead (its version was ",
                  version, " when ", name_, " ran, ", storage.version(), " now)");
 }

@@ -176,7 +176,7 @@ void Module::train(bool on) {
 }
 
 // Moves/converts every parameter and buffer in place; integer buffers keep their dtype. A
-// parameter's gradient follows a device move and is dropped on a dtype change.
+// parameter's gradient follows it (device and dtype), as torch's Module.to converts it.
 void Module::convert(std::optional<Device> device, std::optional<DType> dtype) {
   TANDEM_CHECK(!dtype || is_floating(*dtype), type_name_,
                ".to: a module converts to floating dtypes only (f32, f64, f16, bf16), got ", *dtype,
@@ -191,7 +191,7 @@ void Module::convert(std::optional<Device> device, std::optional<DType> dtype) {
     Tensor grad = t.grad();
     set_data(t, t.to(d, type));  // dense, channels-last if t was
     t.impl()->grad.reset();
-    if (grad.defined() && type == grad.dtype()) Tensor(t).set_grad(grad.to(d));
+    if (grad.defined()) Tensor(t).set_grad(grad.to(d, type));
   }
 }
 

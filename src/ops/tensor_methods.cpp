@@ -750,8 +750,11 @@ Tensor& rebase(Tensor& self, F f) {
     self.storage().bump_version();
     kernels::copy(self, out);
   }
+  // retain_grad moves to the new history, as torch's: .grad is the gradient of the new value.
+  if (self.impl()->retains_grad && self.grad_fn()) self.grad_fn()->retain_into({});
   self.impl()->grad_fn = out.impl()->grad_fn;
   self.impl()->requires_grad = out.impl()->requires_grad;
+  if (self.impl()->retains_grad) self.grad_fn()->retain_into(self.impl_ptr());
   return self;
 }
 

@@ -385,6 +385,15 @@ TEST_CASE("in-place ops on results in the graph are recorded, as torch's (out +=
   CHECK(torch::equal(values[0], values[1]));
   CHECK(torch::allclose(grads[0][0], grads[1][0], 1e-12, 1e-12));
   CHECK(torch::allclose(grads[0][1], grads[1][1], 1e-12, 1e-12));
+  {  // retain_grad follows the tensor to its new history (torch's .grad: the new value's)
+    Tensor x = torch::from_vector<float>({1, -2}).requires_grad_();
+    Tensor y = torch::mul(x, 3.0);
+    y.retain_grad();
+    y.relu_();
+    y.sum().backward();
+    CHECK(y.grad().to_vector<float>() == std::vector<float>{1, 1});
+    CHECK(x.grad().to_vector<float>() == std::vector<float>{3, 0});
+  }
   // Refused as torch refuses: a leaf that requires grad, and a backward that needs the values
   // an in-place op overwrote (exp saves its result). Also refused here: a view in the graph.
   Tensor x = torch::ones({3}, torch::requires_grad());

@@ -3395,8 +3395,11 @@ TEST_CASE("an undefined tensor registers an absent parameter or buffer, as libto
   CHECK(m->state_dict().keys() == std::vector<std::string>{"weight"});
   CHECK_THROWS_WITH(m->register_parameter("bias", torch::ones({1})),
                     Catch::Contains("already registered"));
+  (m->weight * 3.0).sum().backward();
   m->to(torch::kFloat64);
   CHECK(m->weight.dtype() == torch::kFloat64);
+  CHECK(m->weight.grad().dtype() == torch::kFloat64);  // converted with it, as torch's Module.to
+  CHECK(m->weight.grad().to_vector<double>() == std::vector<double>{3, 3});
   m->load_state_dict(m->state_dict());
   CHECK(m->weight.to_vector<double>() == std::vector<double>{1, 1});
 }
