@@ -521,7 +521,13 @@ class Tensor {
   Tensor index_add(int64_t dim, const Tensor& index, const Tensor& source,
                    double alpha = 1.0) const;
 
-  // --- in place (no autograd; for optimizers and initialization) ---------------------------
+  // --- in place --------------------------------------------------------------------------
+  // With grad mode on, add_, sub_, mul_, div_ (and +=, -=, *=, /=), clamp_, pow_ and the
+  // in-place math below are recorded on a tensor in the graph (an activation, or a tensor
+  // meeting an operand that requires grad), as libtorch's; a leaf that requires grad and a view
+  // of a tensor in the graph are refused. The others (fill_, copy_, masked_fill_, addcmul_, ...)
+  // record nothing and are refused on a tensor that requires grad: for optimizers and
+  // initialization, under NoGradGuard.
   Tensor& zero_();
   Tensor& fill_(double value);
   /// Copies `src` (broadcast, converted) into this tensor's elements.
@@ -548,8 +554,9 @@ class Tensor {
   Tensor& sub_(Scalar value);
   Tensor& div_(Scalar value);
   Tensor& div_(const Tensor& other);
-  /// libtorch's in-place math, each op's own kernel writing into this tensor (floating ones; as
-  /// every in-place op, refused on a tensor that requires grad).
+  /// libtorch's in-place math, each op's own kernel writing into this tensor (floating ones;
+  /// recorded in a graph for relu_, sigmoid_, tanh_, exp_, log_, log1p_, expm1_, sqrt_, rsqrt_,
+  /// sin_, cos_, neg_, abs_, reciprocal_; the others are refused there).
   Tensor& relu_();
   Tensor& sigmoid_();
   Tensor& tanh_();
