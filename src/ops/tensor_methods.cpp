@@ -41,13 +41,14 @@ template <typename T>
 T Tensor::item() const {
   TANDEM_CHECK(numel() == 1, "item: a tensor with ", numel(), " elements (shape ",
                shape_str(shape()), ") cannot be converted to a scalar");
+  const Tensor host = cpu();  // one copy from a GPU
   if constexpr (std::is_arithmetic_v<T> && !std::is_same_v<T, double> &&
                 !std::is_same_v<T, int64_t>) {
-    const Scalar value = item();
+    const Scalar value = host.item();
     TANDEM_CHECK(item_fits<T>(value), "item: the value ", value.toDouble(),
                  " cannot be converted to ", dtype_of<T>::value, " without overflow");
   }
-  Tensor c = cpu().to(dtype_of<T>::value);
+  Tensor c = host.to(dtype_of<T>::value);
   return *static_cast<const T*>(c.raw_data());
 }
 
