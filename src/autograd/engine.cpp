@@ -220,18 +220,16 @@ std::vector<Tensor> AccumulateGrad::apply(const Tensor& grad_output) {
     TANDEM_CHECK(!leaf_->grad_buffer, "backward with create_graph: this leaf's gradient goes "
                  "into a buffer given in advance (data parallelism), which cannot hold history");
     acc = leaf_->grad ? sum_of(Tensor(leaf_->grad), grad_output) : copy_like(grad_output, leaf);
-  } else if (leaf_->grad_buffer) {
-    // A buffer given in advance: the first gradient is copied in, later ones added in place.
+  } else if (leaf_->grad_buffer && leaf_->grad != leaf_->grad_buffer) {
+    // A buffer given in advance, .grad cleared: the gradient is copied in.
     acc = Tensor(leaf_->grad_buffer);
-    if (leaf_->grad == leaf_->grad_buffer) {
-      kernels::binary(acc, kernels::BinaryOp::add, {1.0}, acc, converted(grad_output, acc.dtype()));
-    } else {
-      kernels::copy(acc, grad_output);
-    }
-  } else if (leaf_->grad && !Tensor(leaf_->grad).requires_grad() &&
-             !Tensor(leaf_->grad).has_internal_overlap()) {
-    // Added in place, as torch's `variable_grad += new_grad`: a handle to .grad taken before
-    // this backward (an optimizer's, or one zeroed in place) sees the sum.
+    kernels::copy(acc, grad_output);
+  } else if (leaf_->grad &&
+             (leaf_->grad == leaf_->grad_buffer || (!Tensor(leaf_->grad).requires_grad() &&
+                                                    !Tensor(leaf_->grad).has_internal_overlap()))) {
+    // Added in place: into the buffer given in advance, or as torch's `variable_grad +=
+    // new_grad` (a handle to .grad taken before this backward, an optimizer's or one zeroed in
+    // place, sees the sum).
     acc = Tensor(leaf_->grad);
     TANDEM_CHECK(acc.shape() == grad_output.shape(), "backward: gradients of shapes ",
                  shape_str(acc.shape()), " and ", shape_str(grad_output.shape()),

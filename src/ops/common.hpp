@@ -66,6 +66,15 @@ inline Tensor scalar_operand(const Tensor& a, const Scalar& s) {
   return full({}, s.toDouble(), TensorOptions(scalar_dtype(a, s)).device(a.device()));
 }
 
+/// clamp's bounds (clamp and clamp_): whether one is a floating number (an integer tensor's
+/// result is then f32), and whether one is NaN (every element is then NaN, as torch's).
+inline bool floating_bound(const std::optional<Scalar>& min, const std::optional<Scalar>& max) {
+  return (min && min->isFloatingPoint()) || (max && max->isFloatingPoint());
+}
+inline bool nan_bound(const std::optional<Scalar>& min, const std::optional<Scalar>& max) {
+  return (min && std::isnan(min->toDouble())) || (max && std::isnan(max->toDouble()));
+}
+
 /// That `value` can fill a tensor of dtype dt, as torch's checked conversion of a scalar: an
 /// integer dtype takes finite values within its range (u8 also whole ones down to -255, which
 /// wrap, as torch's integer scalars do), f16 finite values up to its largest or an infinity.

@@ -360,13 +360,11 @@ Tensor clamp(const Tensor& a, std::optional<Scalar> min, std::optional<Scalar> m
   // An integer tensor is clamped as it is by integer bounds; a floating bound makes the result
   // f32, as a number does in arithmetic; bool is clamped as i64, as torch promotes it.
   if (a.defined() && !a.is_floating_point()) {
-    if ((min && min->isFloatingPoint()) || (max && max->isFloatingPoint()))
-      return clamp(a.to(DType::f32), min, max);
+    if (floating_bound(min, max)) return clamp(a.to(DType::f32), min, max);
     if (a.dtype() == DType::boolean) return clamp(a.to(DType::i64), min, max);
   }
   // A NaN bound makes every element NaN, with gradient 0, as torch's.
-  if ((min && std::isnan(min->toDouble())) || (max && std::isnan(max->toDouble())))
-    return add(mul(a, 0.0), std::nan(""));
+  if (nan_bound(min, max)) return add(mul(a, 0.0), std::nan(""));
   OpArgs args{min.value_or(-std::numeric_limits<double>::infinity()),
               max.value_or(std::numeric_limits<double>::infinity())};
   Tensor out = unary_forward(UnaryOp::clamp, args, a, "clamp");

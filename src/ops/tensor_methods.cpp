@@ -42,11 +42,15 @@ T Tensor::item() const {
   TANDEM_CHECK(numel() == 1, "item: a tensor with ", numel(), " elements (shape ",
                shape_str(shape()), ") cannot be converted to a scalar");
   const Tensor host = cpu();  // one copy from a GPU
+  // Only a value that can lie outside T is checked: not into double or int64_t, nor into float
+  // from any dtype but f64 (loss.item<float>() each step converts once).
   if constexpr (std::is_arithmetic_v<T> && !std::is_same_v<T, double> &&
                 !std::is_same_v<T, int64_t>) {
-    const Scalar value = host.item();
-    TANDEM_CHECK(item_fits<T>(value), "item: the value ", value.toDouble(),
-                 " cannot be converted to ", dtype_of<T>::value, " without overflow");
+    if (!std::is_floating_point_v<T> || dtype() == DType::f64) {
+      const Scalar value = host.item();
+      TANDEM_CHECK(item_fits<T>(value), "item: the value ", value.toDouble(),
+                   " cannot be converted to ", dtype_of<T>::value, " without overflow");
+    }
   }
   Tensor c = host.to(dtype_of<T>::value);
   return *static_cast<const T*>(c.raw_data());
@@ -884,12 +888,12 @@ Tensor& Tensor::lerp_(const Tensor& end, double weight) {
 
 Tensor& Tensor::clamp_(std::optional<Scalar> min, std::optional<Scalar> max) {
   TANDEM_CHECK(min || max, "clamp_: at least one of min and max must be given");
-  const bool fractional = (min && min->isFloatingPoint()) || (max && max->isFloatingPoint());
+  const bool fractional = floating_bound(min, max);
   // A fractional bound on bool is refused by unary_inplace's integer check, as on any integer.
   TANDEM_CHECK(fractional || !defined() || dtype() != DType::boolean,
                "clamp_: the result of clamping bool is i64 (as torch promotes it) and cannot be "
                "written into a bool tensor in place");
-  if ((min && std::isnan(min->toDouble())) || (max && std::isnan(max->toDouble()))) {
+  if (nan_bound(min, max)) {
     check_integer_result(*this, true, "clamp_", "a bound is NaN");
     return fill_(std::nan(""));  // a NaN bound makes every element NaN, as torch's
   }

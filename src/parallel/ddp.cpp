@@ -332,15 +332,13 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
       b.wire = Tensor();
       pass_works_.push_back(b.work);
     }
-    if (!without_grad.empty() || used.defined()) {
-      std::vector<float> any_used(params_.size(), 0.0f);
-      if (used.defined()) {
-        used_work.wait();
-        any_used = used.cpu().to_vector<float>();
-      }
-      for (size_t i : without_grad)
-        if (any_used[i] == 0.0f) params_[i].set_grad(Tensor());
+    std::vector<float> any_used;  // empty at world 1: this rank's use is everyone's
+    if (used.defined()) {
+      used_work.wait();
+      any_used = used.cpu().to_vector<float>();
     }
+    for (size_t i : without_grad)
+      if (any_used.empty() || any_used[i] == 0.0f) params_[i].set_grad(Tensor());
     unfinished_ = false;
     if (!rebuilt_) rebuild();
   }
