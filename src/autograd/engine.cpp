@@ -260,6 +260,7 @@ bool needs_grad(const std::vector<Tensor>& inputs) {
 }
 
 std::shared_ptr<Node> gradient_edge(const Tensor& t) {
+  if (t.impl()->history_stale()) take_view_history(t);
   if (t.grad_fn()) return t.grad_fn();
   TensorImpl* impl = t.impl();
   auto acc = impl->grad_accumulator.lock();
@@ -268,6 +269,14 @@ std::shared_ptr<Node> gradient_edge(const Tensor& t) {
     impl->grad_accumulator = acc;
   }
   return acc;
+}
+
+void set_history(const Tensor& t, std::shared_ptr<Node> node) {
+  TensorImpl& impl = *t.impl();
+  if (impl.retains_grad && impl.grad_fn) impl.grad_fn->retain_into({});
+  impl.grad_fn = std::move(node);
+  impl.requires_grad = impl.grad_fn != nullptr;
+  if (impl.retains_grad && impl.grad_fn) impl.grad_fn->retain_into(t.impl_ptr());
 }
 
 namespace {

@@ -22,6 +22,11 @@ inline constexpr autograd::BackwardKind kDifferentiable = autograd::BackwardKind
 /// variance's own gradient is 0 too, and sqrt's infinite one would make it NaN). reduction.cpp.
 Tensor root_of_variance(const Tensor& v);
 
+/// The history of an in-place op on a view in the graph, whose result `values` is already
+/// written: the view's base takes torch's CopySlices (its old history outside the view's
+/// elements, `values`' inside), and the view its history from the base's. view_history.cpp.
+void copy_slices(const Tensor& view, const Tensor& values);
+
 inline void check_defined(const Tensor& t, const char* op, const char* name) {
   TANDEM_CHECK(t.defined(), op, ": ", name, " is an undefined tensor");
 }

@@ -144,6 +144,14 @@ Tensor randn_like(const Tensor& t, Generator* gen) {
   check_defined(t, "randn_like", "input");
   return randn(t.shape(), t.options(), gen);
 }
+Tensor rand_like(const Tensor& t, TensorOptions options, Generator* gen) {
+  check_defined(t, "rand_like", "input");
+  return rand(t.shape(), like_options(t, options), gen);
+}
+Tensor randn_like(const Tensor& t, TensorOptions options, Generator* gen) {
+  check_defined(t, "randn_like", "input");
+  return randn(t.shape(), like_options(t, options), gen);
+}
 Tensor bernoulli(const Tensor& p, Generator* gen) {
   check_defined(p, "bernoulli", "p");
   check_floating(p, "bernoulli", "p");
@@ -262,17 +270,31 @@ Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement, G
   return probs.dim() == 1 ? out.squeeze(0) : out;
 }
 
+TensorOptions like_options(const Tensor& t, const TensorOptions& options) {
+  return TensorOptions(options.dtype_.value_or(t.dtype()))
+      .device(options.device_.value_or(t.device()))
+      .requires_grad(options.requires_grad());
+}
+
 // The *_like tensors keep t's layout, as torch's preserve_format.
-Tensor empty_like(const Tensor& t) { return make_tensor_like(t, t.dtype(), t.device()); }
-Tensor full_like(const Tensor& t, double value) {
-  check_defined(t, "full_like", "input");
-  check_fill_value(value, t.dtype(), "full_like");
-  Tensor out = empty_like(t);
-  kernels::fill(out, value);
+Tensor empty_like(const Tensor& t, TensorOptions options) {
+  check_defined(t, "empty_like", "input");
+  options = like_options(t, options);
+  Tensor out = make_tensor_like(t, options.dtype(), options.device());
+  if (options.requires_grad()) out.set_requires_grad(true);
   return out;
 }
-Tensor zeros_like(const Tensor& t) { return full_like(t, 0.0); }
-Tensor ones_like(const Tensor& t) { return full_like(t, 1.0); }
+Tensor full_like(const Tensor& t, Scalar value, TensorOptions options) {
+  check_defined(t, "full_like", "input");
+  options = like_options(t, options);
+  check_fill_value(value.toDouble(), options.dtype(), "full_like");
+  Tensor out = make_tensor_like(t, options.dtype(), options.device());
+  kernels::fill(out, value.toDouble());
+  if (options.requires_grad()) out.set_requires_grad(true);
+  return out;
+}
+Tensor zeros_like(const Tensor& t, TensorOptions options) { return full_like(t, 0, options); }
+Tensor ones_like(const Tensor& t, TensorOptions options) { return full_like(t, 1, options); }
 
 Tensor from_blob(void* data, const Shape& shape, DType dtype, Device device,
                  std::function<void(void*)> deleter) {

@@ -879,6 +879,56 @@ Tensor sub(const Tensor& a, Scalar b) {
   return add(a, -b);
 }
 Tensor div(const Tensor& a, Scalar b) { return a / b; }
+
+namespace {
+// The rounded quotient a / b (BinaryOp::div_floor or div_trunc), integers refusing a zero
+// divisor as torch's ZeroDivisionError; `record` gives it torch's zero gradient.
+Tensor rounded_quotient(const Tensor& a0, const Tensor& b0, bool floor, bool record,
+                        const char* name) {
+  const Tensor a = beside(a0, {&b0}), b = beside(b0, {&a0});
+  check_defined(a, name, "first operand");
+  check_defined(b, name, "second operand");
+  const DType dt = result_type(a, b);
+  TANDEM_CHECK(dt != DType::boolean, name, ": bool operands cannot be divided (", a.dtype(),
+               " and ", b.dtype(), ")");
+  if (!is_floating(dt)) {
+    NoGradGuard guard;
+    TANDEM_CHECK(!any(eq(b, zeros({}, TensorOptions(b.dtype()).device(b.device())))).item<bool>(),
+                 name, ": integer division by zero");
+  }
+  Tensor out = binary_forward(floor ? BinaryOp::div_floor : BinaryOp::div_trunc, {}, a, b, name);
+  if (record)
+    autograd::record(
+        name, {a, b}, out,
+        [sa = a.shape(), sb = b.shape(), oa = a.options(), ob = b.options()](const Tensor&) {
+          return std::vector<Tensor>{zeros(sa, oa), zeros(sb, ob)};
+        });
+  return out;
+}
+
+bool floor_mode(std::string_view mode) {
+  TANDEM_CHECK(mode == "floor" || mode == "trunc",
+               "div: rounding_mode must be \"floor\", \"trunc\" or none, got \"", mode, "\"");
+  return mode == "floor";
+}
+}  // namespace
+
+Tensor div(const Tensor& a, const Tensor& b, std::optional<std::string_view> rounding_mode) {
+  if (!rounding_mode) return div(a, b);
+  return rounded_quotient(a, b, floor_mode(*rounding_mode), true, "div");
+}
+Tensor div(const Tensor& a, Scalar b, std::optional<std::string_view> rounding_mode) {
+  if (!rounding_mode) return div(a, b);
+  check_defined(a, "div", "first operand");
+  return div(a, scalar_operand(a, b), rounding_mode);
+}
+Tensor floor_divide(const Tensor& a, const Tensor& b) {
+  return rounded_quotient(a, b, true, false, "floor_divide");
+}
+Tensor floor_divide(const Tensor& a, Scalar b) {
+  check_defined(a, "floor_divide", "first operand");
+  return floor_divide(a, scalar_operand(a, b));
+}
 Tensor square(const Tensor& a) {  // of bool: i64, as torch's (its square is pow(a, 2))
   return a.defined() && a.dtype() == DType::boolean ? pow(a, 2) : mul(a, a);
 }
@@ -899,6 +949,73 @@ Tensor where(const Tensor& cond, const Tensor& a, Scalar b) {
 Tensor where(const Tensor& cond, Scalar a, const Tensor& b) {
   check_defined(b, "where", "tensor");
   return where(cond, scalar_operand(b, a), b);
+}
+
+Tensor where(const Tensor& cond, Scalar a, Scalar b) {
+  check_defined(cond, "where", "condition");
+  const DType d = a.isFloatingPoint() || b.isFloatingPoint() ? DType::f32
+                  : a.isBoolean() && b.isBoolean()           ? DType::boolean
+                                                             : DType::i64;
+  const TensorOptions options = TensorOptions(d).device(cond.device());
+  return where(cond, full({}, a.toDouble(), options), full({}, b.toDouble(), options));
+}
+
+Tensor clamp(const Tensor& a, const std::optional<Tensor>& min, const std::optional<Tensor>& max) {
+  check_defined(a, "clamp", "input");
+  const Tensor lo = min ? *min : Tensor(), hi = max ? *max : Tensor();
+  TANDEM_CHECK(lo.defined() || hi.defined(), "clamp: at least one of min and max must be given");
+  Tensor out;
+  {
+    NoGradGuard guard;  // maximum and minimum carry NaN through, and min > max gives max
+    out = lo.defined() ? maximum(a, lo) : a;
+    if (hi.defined()) out = minimum(out, hi);
+  }
+  // torch's clamp_backward_min_max: a's gradient within the bounds, a bound's where it applies.
+  autograd::record(
+      "clamp", {a, lo, hi}, out,
+      [a, lo, hi](const Tensor& g) -> std::vector<Tensor> {
+        const Tensor zero = zeros({}, g.options());
+        auto pass = [&](const Tensor& where_, const Tensor& to) {
+          return to.defined() && to.requires_grad() ? reduce_grad(where(where_, g, zero), to)
+                                                    : Tensor();
+        };
+        if (!hi.defined()) return {pass(ge(a, lo), a), pass(lt(a, lo), lo), Tensor()};
+        if (!lo.defined()) return {pass(le(a, hi), a), Tensor(), pass(gt(a, hi), hi)};
+        return {pass(logical_and(ge(a, lo), le(a, hi)), a),
+                pass(logical_and(lt(a, lo), lt(lo, hi)), lo),
+                pass(logical_or(gt(a, hi), lt(hi, lo)), hi)};
+      },
+      kDifferentiable);
+  autograd::save_for_backward(out, {a, lo, hi});
+  return out;
+}
+Tensor clamp_min(const Tensor& a, const Tensor& min) { return clamp(a, min, std::nullopt); }
+Tensor clamp_max(const Tensor& a, const Tensor& max) { return clamp(a, std::nullopt, max); }
+
+Tensor masked_fill(const Tensor& t, const Tensor& mask, double value) {
+  check_defined(t, "masked_fill", "input");
+  return t.masked_fill(mask, value);
+}
+Tensor masked_fill(const Tensor& t, const Tensor& mask, const Tensor& value) {
+  check_defined(t, "masked_fill", "input");
+  return t.masked_fill(mask, value);
+}
+
+Tensor nan_to_num(const Tensor& a, std::optional<double> nan, std::optional<double> posinf,
+                  std::optional<double> neginf) {
+  check_defined(a, "nan_to_num", "input");
+  if (!a.is_floating_point()) return a.clone();
+  double largest = std::numeric_limits<double>::max();
+  switch (a.dtype()) {
+    case DType::f16: largest = 65504.0; break;
+    case DType::bf16: largest = 3.3895313892515355e38; break;
+    case DType::f32: largest = std::numeric_limits<float>::max(); break;
+    default: break;
+  }
+  const double inf = std::numeric_limits<double>::infinity();
+  return a.masked_fill(isnan(a), nan.value_or(0.0))
+      .masked_fill(eq(a, inf), posinf.value_or(largest))
+      .masked_fill(eq(a, -inf), neginf.value_or(-largest));
 }
 
 Tensor lerp(const Tensor& start, const Tensor& end, double weight) {

@@ -188,6 +188,10 @@ Tensor mean(const Tensor& t, const Shape& dims, bool keepdim) {
 
 Tensor mean(const Tensor& t) { return mean(t, {}, false); }
 
+Tensor std(const Tensor& t, const Shape& dims, int64_t correction, bool keepdim) {
+  return root_of_variance(var(t, dims, correction, keepdim));
+}
+
 Tensor var(const Tensor& t, const Shape& dims, int64_t correction, bool keepdim) {
   if (autocast_changes("var", {t})) return var(autocast_input("var", t), dims, correction, keepdim);
   check_defined(t, "var", "input");

@@ -14,7 +14,10 @@ namespace {
 
 Tensor make_view(const Tensor& t, Shape shape, Shape strides, int64_t offset) {
   Tensor view = make_tensor(t.storage(), std::move(shape), std::move(strides), offset, t.dtype());
-  view.impl()->is_view = true;
+  TensorImpl& v = *view.impl();
+  v.is_view = true;
+  v.view_base = t.impl()->view_base ? t.impl()->view_base : t.impl_ptr();
+  v.history_version = v.view_base->history_version;
   return view;
 }
 

@@ -162,11 +162,17 @@ Tensor Tensor::pin_memory() const {
       kDifferentiable);
   return out;
 }
-Tensor Tensor::new_empty(const Shape& shape) const { return empty(shape, options()); }
-Tensor Tensor::new_zeros(const Shape& shape) const { return zeros(shape, options()); }
-Tensor Tensor::new_ones(const Shape& shape) const { return ones(shape, options()); }
-Tensor Tensor::new_full(const Shape& shape, double value) const {
-  return full(shape, value, options());
+Tensor Tensor::new_empty(const Shape& shape, TensorOptions options) const {
+  return empty(shape, like_options(*this, options));
+}
+Tensor Tensor::new_zeros(const Shape& shape, TensorOptions options) const {
+  return zeros(shape, like_options(*this, options));
+}
+Tensor Tensor::new_ones(const Shape& shape, TensorOptions options) const {
+  return ones(shape, like_options(*this, options));
+}
+Tensor Tensor::new_full(const Shape& shape, Scalar value, TensorOptions options) const {
+  return full(shape, value.toDouble(), like_options(*this, options));
 }
 
 Tensor Tensor::clone() const {
@@ -195,8 +201,10 @@ Tensor Tensor::reshape(const Shape& s) const { return tandem::reshape(*this, s);
 Tensor Tensor::view(const Shape& s) const { return tandem::view(*this, s); }
 Tensor Tensor::permute(const Shape& dims) const { return tandem::permute(*this, dims); }
 Tensor Tensor::transpose(int64_t d0, int64_t d1) const { return tandem::transpose(*this, d0, d1); }
-Tensor Tensor::slice(int64_t dim, int64_t start, int64_t end, int64_t step) const {
-  return tandem::slice(*this, dim, start, end, step);
+Tensor Tensor::slice(int64_t dim, std::optional<int64_t> start, std::optional<int64_t> end,
+                     int64_t step) const {
+  return tandem::slice(*this, dim, start.value_or(0),
+                       end.value_or(std::numeric_limits<int64_t>::max()), step);
 }
 Tensor Tensor::narrow(int64_t dim, int64_t start, int64_t length) const {
   return tandem::narrow(*this, dim, start, length);
@@ -309,7 +317,7 @@ Tensor Tensor::var(const Shape& dims, bool unbiased, bool keepdim) const {
   return tandem::var(*this, dims, unbiased ? 1 : 0, keepdim);
 }
 Tensor Tensor::std(const Shape& dims, bool unbiased, bool keepdim) const {
-  return root_of_variance(var(dims, unbiased, keepdim));
+  return tandem::std(*this, dims, unbiased ? 1 : 0, keepdim);
 }
 Tensor Tensor::max() const { return tandem::max(*this); }
 Tensor Tensor::min() const { return tandem::min(*this); }
@@ -339,8 +347,8 @@ Tensor Tensor::argmax(int64_t dim, bool keepdim) const { return tandem::argmax(*
 Tensor Tensor::argmin(int64_t dim, bool keepdim) const { return tandem::argmin(*this, dim, keepdim); }
 Tensor Tensor::argmax() const { return tandem::argmax(*this); }
 Tensor Tensor::argmin() const { return tandem::argmin(*this); }
-Tensor Tensor::max(const Tensor& other) const { return maximum(*this, other); }
-Tensor Tensor::min(const Tensor& other) const { return minimum(*this, other); }
+Tensor Tensor::max(const Tensor& other) const { return tandem::maximum(*this, other); }
+Tensor Tensor::min(const Tensor& other) const { return tandem::minimum(*this, other); }
 Tensor Tensor::neg() const { return tandem::neg(*this); }
 Tensor Tensor::exp() const { return tandem::exp(*this); }
 Tensor Tensor::log() const { return tandem::log(*this); }
@@ -462,6 +470,31 @@ Tensor Tensor::clamp(std::optional<Scalar> min, std::optional<Scalar> max) const
   return tandem::clamp(*this, min, max);
 }
 Tensor Tensor::pow(Scalar e) const { return tandem::pow(*this, e); }
+Tensor Tensor::pow(const Tensor& e) const { return tandem::pow(*this, e); }
+Tensor Tensor::clamp(const std::optional<Tensor>& min, const std::optional<Tensor>& max) const {
+  return tandem::clamp(*this, min, max);
+}
+Tensor Tensor::lerp(const Tensor& end, double weight) const {
+  return tandem::lerp(*this, end, weight);
+}
+Tensor Tensor::lerp(const Tensor& end, const Tensor& weight) const {
+  return tandem::lerp(*this, end, weight);
+}
+Tensor Tensor::addcmul(const Tensor& t1, const Tensor& t2, double value) const {
+  return tandem::addcmul(*this, t1, t2, value);
+}
+Tensor Tensor::addcdiv(const Tensor& t1, const Tensor& t2, double value) const {
+  return tandem::addcdiv(*this, t1, t2, value);
+}
+Tensor Tensor::nan_to_num(std::optional<double> nan, std::optional<double> posinf,
+                          std::optional<double> neginf) const {
+  return tandem::nan_to_num(*this, nan, posinf, neginf);
+}
+Tensor Tensor::maximum(const Tensor& other) const { return tandem::maximum(*this, other); }
+Tensor Tensor::minimum(const Tensor& other) const { return tandem::minimum(*this, other); }
+Tensor Tensor::where(const Tensor& cond, const Tensor& other) const {
+  return tandem::where(cond, *this, other);
+}
 Tensor Tensor::add(const Tensor& other, double alpha) const {
   return tandem::add(*this, other, alpha);
 }
@@ -474,6 +507,16 @@ Tensor Tensor::mul(const Tensor& other) const { return tandem::mul(*this, other)
 Tensor Tensor::mul(Scalar other) const { return tandem::mul(*this, other); }
 Tensor Tensor::div(const Tensor& other) const { return tandem::div(*this, other); }
 Tensor Tensor::div(Scalar other) const { return *this / other; }
+Tensor Tensor::div(const Tensor& other, std::optional<std::string_view> mode) const {
+  return tandem::div(*this, other, mode);
+}
+Tensor Tensor::div(Scalar other, std::optional<std::string_view> mode) const {
+  return tandem::div(*this, other, mode);
+}
+Tensor Tensor::floor_divide(const Tensor& other) const {
+  return tandem::floor_divide(*this, other);
+}
+Tensor Tensor::floor_divide(Scalar other) const { return tandem::floor_divide(*this, other); }
 Tensor Tensor::matmul(const Tensor& other) const { return tandem::matmul(*this, other); }
 Tensor Tensor::mm(const Tensor& other) const { return tandem::mm(*this, other); }
 Tensor Tensor::bmm(const Tensor& other) const { return tandem::bmm(*this, other); }
@@ -541,7 +584,18 @@ Tensor Tensor::masked_fill(const Tensor& mask, double value) const {
                mask.dtype());
   check_broadcasts_to(mask, shape(), "masked_fill", "mask");
   check_fill_value(value, dtype(), "masked_fill");
-  return where(mask, scalar_tensor(value, TensorOptions(dtype()).device(device())), *this);
+  return tandem::where(mask, scalar_tensor(value, TensorOptions(dtype()).device(device())), *this);
+}
+
+Tensor Tensor::masked_fill(const Tensor& mask, const Tensor& value) const {
+  check_defined(mask, "masked_fill", "mask");
+  check_defined(value, "masked_fill", "value");
+  TANDEM_CHECK(value.dim() == 0, "masked_fill: the value must be a 0-dim tensor, got shape ",
+               shape_str(value.shape()));
+  TANDEM_CHECK(mask.dtype() == DType::boolean, "masked_fill: the mask must be bool, got ",
+               mask.dtype());
+  check_broadcasts_to(mask, shape(), "masked_fill", "mask");
+  return tandem::where(mask, beside(value, {this}).to(dtype()), *this);
 }
 
 Tensor Tensor::index_select(int64_t dim, const Tensor& index) const {
@@ -600,8 +654,9 @@ Tensor operator~(const Tensor& a) { return bitwise_not(a); }
 // --- in place ------------------------------------------------------------------------------
 
 namespace {
-// In-place writes would silently corrupt what autograd saved, so they are refused on tensors
-// that take part in a graph, as torch refuses them on leaves that require grad.
+// Outside the graph, an in-place write bumps the version, so that a node that saved this tensor
+// refuses to run (node.hpp). The ops that cannot be recorded (random fills, index_put_ with
+// tensor indices) refuse a tensor that requires grad.
 void check_inplace(const Tensor& t, const char* op) {
   TANDEM_CHECK(!grad_mode_enabled() || !t.requires_grad(), op,
                ": in-place operation on a tensor that requires grad; wrap it in a NoGradGuard "
@@ -609,12 +664,11 @@ void check_inplace(const Tensor& t, const char* op) {
   t.storage().bump_version();  // a node that saved this tensor refuses to run (node.hpp)
 }
 
-// In-place ops record no history, so an operand that requires grad would lose its gradient
-// silently (libtorch records one; here it is refused).
+// The same for an operand whose gradient such an op would lose silently.
 void check_inplace_operand(const Tensor& other, const char* op) {
   TANDEM_CHECK(!grad_mode_enabled() || !other.defined() || !other.requires_grad(), op,
-               ": the operand requires grad, and in-place ops record no history here, so its "
-               "gradient would be lost; use the out-of-place op (a = a + b) or detach() it");
+               ": the operand requires grad, and this op records no history, so its gradient "
+               "would be lost; use the out-of-place op or detach() it");
 }
 
 // A write through an expanded view would store several results in one location, the last one
@@ -645,79 +699,7 @@ bool writes_in_place(const Tensor& self, const Tensor& other) {
     if (other.size(d) != 1 && other.size(d) != self.size(lead + d)) return false;
   return !reads_through_another_view(self, other);
 }
-}  // namespace
 
-Tensor& Tensor::index_put_(std::initializer_list<indexing::TensorIndex> indices,
-                           const Tensor& value) {
-  check_inplace(*this, "index_put_");
-  check_defined(value, "index_put_", "value");
-  BasicIndexed r = apply_basic(*this, indices, "index_put_");
-  if (r.tensor) {
-    check_no_overlap(r.view, "index_put_");
-    index_put_by_tensor(r.view, r.tensor_dim, *r.tensor, value);
-  } else {
-    r.view.copy_(value);
-  }
-  return *this;
-}
-
-Tensor& Tensor::index_put_(std::initializer_list<indexing::TensorIndex> indices, double value) {
-  return index_put_(indices, scalar_tensor(value, TensorOptions(dtype()).device(device())));
-}
-
-Tensor& Tensor::scatter_(int64_t dim, const Tensor& index, const Tensor& src) {
-  check_inplace(*this, "scatter_");
-  check_no_overlap(*this, "scatter_");
-  scatter_into(*this, dim, index, src, false, "scatter_");
-  return *this;
-}
-
-Tensor& Tensor::scatter_(int64_t dim, const Tensor& index, double value) {
-  check_inplace(*this, "scatter_");
-  check_no_overlap(*this, "scatter_");
-  check_defined(index, "scatter_", "index");
-  scatter_into(*this, dim, index, full(index.shape(), value, TensorOptions(dtype()).device(device())),
-               false, "scatter_");
-  return *this;
-}
-
-Tensor& Tensor::scatter_add_(int64_t dim, const Tensor& index, const Tensor& src) {
-  check_inplace(*this, "scatter_add_");
-  check_no_overlap(*this, "scatter_add_");
-  scatter_into(*this, dim, index, src, true, "scatter_add_");
-  return *this;
-}
-
-Tensor& Tensor::index_add_(int64_t dim, const Tensor& index, const Tensor& source, double alpha) {
-  check_inplace(*this, "index_add_");
-  check_no_overlap(*this, "index_add_");
-  index_add_into(*this, dim, index, source, alpha, "index_add_");
-  return *this;
-}
-
-Tensor& Tensor::zero_() { return fill_(0.0); }
-
-Tensor& Tensor::fill_(double value) {
-  check_inplace(*this, "fill_");
-  check_fill_value(value, dtype(), "fill_");
-  kernels::fill(*this, value);
-  return *this;
-}
-
-Tensor& Tensor::copy_(const Tensor& src) {
-  check_inplace(*this, "copy_");
-  check_inplace_operand(src, "copy_");
-  check_no_overlap(*this, "copy_");
-  check_defined(src, "copy_", "source");
-  check_broadcasts_to(src, shape(), "copy_", "source");
-  Tensor from = src.device() == device() ? src : src.to(device());
-  // Another view of this memory is read whole first (torch refuses it; the copy is its value).
-  if (reads_through_another_view(*this, from)) from = from.clone();
-  kernels::copy(*this, broadcast_view(from, shape()));
-  return *this;
-}
-
-namespace {
 // An in-place op whose result would be floating cannot write it into an integer tensor.
 void check_integer_result(const Tensor& self, bool floating_result, const char* name,
                           const char* why) {
@@ -727,42 +709,142 @@ void check_integer_result(const Tensor& self, bool floating_result, const char* 
 
 // Whether an in-place op on self (with `other`, if any) takes part in autograd, as torch's do
 // in a graph: grad mode on, and self or the operand requiring grad. torch refuses it on a leaf
-// that requires grad, and so does this; a view in the graph (torch rebases its base through
-// CopySlices) is refused too.
+// that requires grad and on a view of one, and so does this.
 bool in_graph(const Tensor& self, const Tensor* other, const char* op) {
   if (!grad_mode_enabled() || !self.defined()) return false;
   if (!self.requires_grad() && !(other && other->defined() && other->requires_grad())) return false;
-  TANDEM_CHECK(!(self.is_leaf() && self.requires_grad()), op,
-               ": in-place operation on a leaf tensor that requires grad (torch refuses it too); "
-               "wrap it in a NoGradGuard or use the out-of-place op");
-  TANDEM_CHECK(!self.impl()->is_view, op,
-               ": in-place operation on a view of a tensor in the autograd graph is not supported "
-               "here; use the out-of-place op (y = y.op(...)), or clone() the view first");
+  if (const TensorImpl* base = self.impl()->view_base.get())
+    TANDEM_CHECK(!(base->requires_grad && !base->grad_fn), op,
+                 ": in-place operation on a view of a leaf tensor that requires grad (torch "
+                 "refuses it too); wrap it in a NoGradGuard or use the out-of-place op");
+  else
+    TANDEM_CHECK(!(self.is_leaf() && self.requires_grad()), op,
+                 ": in-place operation on a leaf tensor that requires grad (torch refuses it "
+                 "too); wrap it in a NoGradGuard or use the out-of-place op");
   check_no_overlap(self, op);
   return true;
 }
 
-// self = f(self's value), recorded as torch's in-place ops are: f runs out of place on a copy of
-// self (which keeps self's history, and its values for f's backward), the result is written into
-// self's memory (views of it see it; what saved the old values refuses to run, by the version),
-// and self takes the result's history.
-template <typename F>
-Tensor& rebase(Tensor& self, F f) {
-  Tensor out = f(self.clone());
+// Writes `out` (self's shape, the op's result, recorded) into self and gives self its history,
+// as torch's in-place ops: views of self see the values, and what saved the old values refuses
+// to run (the version). A view's base takes the history (CopySlices); views of self, or of its
+// base, take theirs anew when next used.
+Tensor& write_recorded(Tensor& self, Tensor out) {
   if (out.dtype() != self.dtype()) out = out.to(self.dtype());
+  // out's own node (not a leaf's accumulator), and not in self's memory (copy_ from another view).
+  if ((out.requires_grad() && (out.is_leaf() || out.impl()->history_stale())) ||
+      out.storage().is_same(self.storage()))
+    out = out.clone();
   {
     NoGradGuard guard;
     self.storage().bump_version();
     kernels::copy(self, out);
   }
-  // retain_grad moves to the new history, as torch's: .grad is the gradient of the new value.
-  if (self.impl()->retains_grad && self.grad_fn()) self.grad_fn()->retain_into({});
-  self.impl()->grad_fn = out.impl()->grad_fn;
-  self.impl()->requires_grad = out.impl()->requires_grad;
-  if (self.impl()->retains_grad) self.grad_fn()->retain_into(self.impl_ptr());
+  if (self.impl()->view_base) {
+    copy_slices(self, out);
+  } else {
+    autograd::set_history(self, out.requires_grad() ? out.grad_fn() : nullptr);
+    ++self.impl()->history_version;
+  }
   return self;
 }
 
+// self = f(self's value), recorded: f runs out of place on a copy of self (which keeps self's
+// history, and its values for f's backward), and its result is written in (write_recorded).
+template <typename F>
+Tensor& rebase(Tensor& self, F f) {
+  return write_recorded(self, f(self.clone()));
+}
+}  // namespace
+
+Tensor& Tensor::index_put_(std::initializer_list<indexing::TensorIndex> indices,
+                           const Tensor& value) {
+  check_defined(value, "index_put_", "value");
+  BasicIndexed r = apply_basic(*this, indices, "index_put_");
+  if (!r.tensor) {  // a view: copy_ records it in a graph (torch's CopySlices)
+    r.view.copy_(value);
+    return *this;
+  }
+  check_inplace(*this, "index_put_");
+  check_inplace_operand(value, "index_put_");
+  check_no_overlap(r.view, "index_put_");
+  index_put_by_tensor(r.view, r.tensor_dim, *r.tensor, value);
+  return *this;
+}
+
+Tensor& Tensor::index_put_(std::initializer_list<indexing::TensorIndex> indices, double value) {
+  return index_put_(indices, scalar_tensor(value, TensorOptions(dtype()).device(device())));
+}
+
+Tensor& Tensor::scatter_(int64_t dim, const Tensor& index, const Tensor& src) {
+  if (in_graph(*this, &src, "scatter_"))
+    return rebase(*this, [&](const Tensor& x) { return tandem::scatter(x, dim, index, src); });
+  check_inplace(*this, "scatter_");
+  check_no_overlap(*this, "scatter_");
+  scatter_into(*this, dim, index, src, false, "scatter_");
+  return *this;
+}
+
+Tensor& Tensor::scatter_(int64_t dim, const Tensor& index, double value) {
+  if (in_graph(*this, nullptr, "scatter_"))
+    return rebase(*this, [&](const Tensor& x) { return tandem::scatter(x, dim, index, value); });
+  check_inplace(*this, "scatter_");
+  check_no_overlap(*this, "scatter_");
+  check_defined(index, "scatter_", "index");
+  scatter_into(*this, dim, index, full(index.shape(), value, TensorOptions(dtype()).device(device())),
+               false, "scatter_");
+  return *this;
+}
+
+Tensor& Tensor::scatter_add_(int64_t dim, const Tensor& index, const Tensor& src) {
+  if (in_graph(*this, &src, "scatter_add_"))
+    return rebase(*this, [&](const Tensor& x) { return tandem::scatter_add(x, dim, index, src); });
+  check_inplace(*this, "scatter_add_");
+  check_no_overlap(*this, "scatter_add_");
+  scatter_into(*this, dim, index, src, true, "scatter_add_");
+  return *this;
+}
+
+Tensor& Tensor::index_add_(int64_t dim, const Tensor& index, const Tensor& source, double alpha) {
+  if (in_graph(*this, &source, "index_add_"))
+    return rebase(*this,
+                  [&](const Tensor& x) { return tandem::index_add(x, dim, index, source, alpha); });
+  check_inplace(*this, "index_add_");
+  check_no_overlap(*this, "index_add_");
+  index_add_into(*this, dim, index, source, alpha, "index_add_");
+  return *this;
+}
+
+Tensor& Tensor::zero_() { return fill_(0.0); }
+
+Tensor& Tensor::fill_(double value) {
+  check_fill_value(value, dtype(), "fill_");
+  if (in_graph(*this, nullptr, "fill_"))  // the old value gets a zero gradient (FillBackward)
+    return rebase(*this, [&](const Tensor& x) {
+      return tandem::where(scalar_tensor(true, TensorOptions(DType::boolean).device(device())),
+                           value, x);
+    });
+  check_inplace(*this, "fill_");
+  kernels::fill(*this, value);
+  return *this;
+}
+
+Tensor& Tensor::copy_(const Tensor& src) {
+  check_defined(*this, "copy_", "self");
+  check_defined(src, "copy_", "source");
+  check_broadcasts_to(src, shape(), "copy_", "source");
+  if (in_graph(*this, &src, "copy_"))  // differentiable in src; self's old value gets nothing
+    return write_recorded(*this, src.to(device()).to(dtype()).expand(shape()));
+  check_inplace(*this, "copy_");
+  check_no_overlap(*this, "copy_");
+  Tensor from = src.device() == device() ? src : src.to(device());
+  // Another view of this memory is read whole first (torch refuses it; the copy is its value).
+  if (reads_through_another_view(*this, from)) from = from.clone();
+  kernels::copy(*this, broadcast_view(from, shape()));
+  return *this;
+}
+
+namespace {
 // The recorded op of an in-place unary kernel op, for rebase.
 Tensor recorded_unary(kernels::UnaryOp op, const kernels::OpArgs& args, const Tensor& x,
                       const char* name) {
@@ -786,6 +868,16 @@ Tensor recorded_unary(kernels::UnaryOp op, const kernels::OpArgs& args, const Te
     case UnaryOp::neg: return tandem::neg(x);
     case UnaryOp::abs: return tandem::abs(x);
     case UnaryOp::reciprocal: return tandem::reciprocal(x);
+    case UnaryOp::tan: return tandem::tan(x);
+    case UnaryOp::atan: return tandem::atan(x);
+    case UnaryOp::erf: return tandem::erf(x);
+    case UnaryOp::log2: return tandem::log2(x);
+    case UnaryOp::log10: return tandem::log10(x);
+    case UnaryOp::floor: return tandem::floor(x);
+    case UnaryOp::ceil: return tandem::ceil(x);
+    case UnaryOp::round: return tandem::round(x);
+    case UnaryOp::trunc: return tandem::trunc(x);
+    case UnaryOp::sign: return tandem::sign(x);
     default:
       TANDEM_THROW(NotImplementedError, name,
                    ": in place on a tensor in the autograd graph is not supported for this op; "
@@ -822,8 +914,8 @@ Tensor& scalar_inplace(Tensor& self, kernels::UnaryOp op, const Scalar& value, c
 // out-of-place op's result (out_of_place(this, other)) copied in; in a graph, recorded (rebase).
 template <typename OutOfPlace>
 Tensor& tensor_inplace(Tensor& self, const Tensor& other, kernels::BinaryOp op,
-                       const kernels::OpArgs& args, const char* name,
-                       OutOfPlace out_of_place) {
+                       const kernels::OpArgs& args, const char* name, OutOfPlace out_of_place,
+                       bool direct = true) {
   check_defined(self, name, "self");
   check_defined(other, name, "other");
   const bool recorded = in_graph(self, &other, name);
@@ -841,9 +933,13 @@ Tensor& tensor_inplace(Tensor& self, const Tensor& other, kernels::BinaryOp op,
                    (self.dtype() != DType::boolean || result == DType::boolean),
                name, ": the result type ", result, " (", self.dtype(), " with ", on.dtype(),
                ") cannot be written into a ", self.dtype(), " tensor in place");
-  if (recorded) return rebase(self, [&](const Tensor& x) { return out_of_place(x, on); });
+  if (recorded) {
+    // An operand in self's memory is read before the write (its clone keeps its history).
+    const Tensor operand = on.storage().is_same(self.storage()) ? on.clone() : on;
+    return rebase(self, [&](const Tensor& x) { return out_of_place(x, operand); });
+  }
   NoGradGuard guard;
-  if (!writes_in_place(self, on)) return self.copy_(out_of_place(self, on));
+  if (!direct || !writes_in_place(self, on)) return self.copy_(out_of_place(self, on));
   kernels::binary.at(self, name);
   kernels::binary(self, op, args, self, broadcast_view(on, self.shape()));
   return self;
@@ -865,6 +961,8 @@ Tensor& Tensor::mul_(Scalar value) {
 }
 
 Tensor& Tensor::masked_fill_(const Tensor& mask, double value) {
+  if (in_graph(*this, nullptr, "masked_fill_"))
+    return rebase(*this, [&](const Tensor& x) { return x.masked_fill(mask, value); });
   check_inplace(*this, "masked_fill_");
   check_no_overlap(*this, "masked_fill_");
   const Tensor filled = masked_fill(mask, value);
@@ -872,16 +970,39 @@ Tensor& Tensor::masked_fill_(const Tensor& mask, double value) {
   return copy_(filled);
 }
 
+Tensor& Tensor::masked_fill_(const Tensor& mask, const Tensor& value) {
+  if (in_graph(*this, &value, "masked_fill_"))
+    return rebase(*this, [&](const Tensor& x) { return x.masked_fill(mask, value); });
+  check_inplace(*this, "masked_fill_");
+  check_no_overlap(*this, "masked_fill_");
+  const Tensor filled = masked_fill(mask, value);
+  NoGradGuard guard;
+  return copy_(filled);
+}
+
+Tensor& Tensor::nan_to_num_(std::optional<double> nan, std::optional<double> posinf,
+                            std::optional<double> neginf) {
+  check_defined(*this, "nan_to_num_", "self");
+  if (in_graph(*this, nullptr, "nan_to_num_"))
+    return rebase(*this,
+                  [&](const Tensor& x) { return tandem::nan_to_num(x, nan, posinf, neginf); });
+  check_inplace(*this, "nan_to_num_");
+  check_no_overlap(*this, "nan_to_num_");
+  const Tensor replaced = tandem::nan_to_num(*this, nan, posinf, neginf);
+  NoGradGuard guard;
+  return copy_(replaced);
+}
+
 Tensor& Tensor::addcmul_(const Tensor& t1, const Tensor& t2, double value) {
-  check_inplace(*this, "addcmul_");
   return add_(tandem::mul(t1, t2), value);
 }
 Tensor& Tensor::addcdiv_(const Tensor& t1, const Tensor& t2, double value) {
-  check_inplace(*this, "addcdiv_");
   check_addcdiv(t1, t2, "addcdiv_");
   return add_(tandem::div(t1, t2), value);
 }
 Tensor& Tensor::lerp_(const Tensor& end, double weight) {
+  if (in_graph(*this, &end, "lerp_"))
+    return rebase(*this, [&](const Tensor& x) { return tandem::lerp(x, end, weight); });
   check_inplace(*this, "lerp_");
   return copy_(tandem::lerp(*this, end, weight));
 }
@@ -992,6 +1113,24 @@ Tensor& Tensor::div_(Scalar value) {
   check_integer_result(*this, true, "div_", "true division");
   return scalar_inplace(*this, kernels::UnaryOp::mul_scalar, 1.0 / value, "div_");
 }
+
+Tensor& Tensor::div_(const Tensor& other, std::optional<std::string_view> mode) {
+  if (!mode) return div_(other);
+  check_defined(*this, "div_", "self");
+  check_defined(other, "div_", "other");
+  // The quotient (which checks the operands) computed first, then written back, so a refused
+  // division writes nothing.
+  return tensor_inplace(
+      *this, other, kernels::BinaryOp::div_floor, {}, "div_",
+      [&](const Tensor& x, const Tensor& o) { return tandem::div(x, o, mode); },
+      /*direct=*/false);
+}
+Tensor& Tensor::div_(Scalar other, std::optional<std::string_view> mode) {
+  check_defined(*this, "div_", "self");
+  return div_(scalar_operand(*this, other), mode);
+}
+Tensor& Tensor::floor_divide_(const Tensor& other) { return div_(other, "floor"); }
+Tensor& Tensor::floor_divide_(Scalar other) { return div_(other, "floor"); }
 
 Tensor& Tensor::div_(const Tensor& other) {
   check_defined(*this, "div_", "self");

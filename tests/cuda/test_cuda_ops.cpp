@@ -936,6 +936,36 @@ TEST_CASE("CUDA: the libtorch-named losses, indexing and comparisons match the C
   }
 }
 
+TEST_CASE("CUDA: in-place ops on views in the graph (CopySlices) match the CPU", "[cuda]") {
+  if (!gpu_present("CUDA in-place ops on views in the graph")) return;
+  using namespace tandem::indexing;
+  for (DType dt : {DType::f32, DType::f64}) {
+    INFO("dtype " << dt);
+    // A buffer filled step by step (h[t] = ...), masked_fill_, index_add_ and copy_ into
+    // views: the values and both inputs' gradients, as one vector.
+    same_on_gpu(
+        "in place on views", {randn_as({4, 3}, dt, 60), randn_as({3}, dt, 61)},
+        [&](auto& v) {
+          Tensor x = v[0].detach().set_requires_grad(true);
+          Tensor w = v[1].detach().set_requires_grad(true);
+          Tensor h = zeros({4, 3}, TensorOptions(dt).device(x.device()));
+          for (int64_t t = 0; t < 4; ++t)
+            h[t] = tanh(add(mul(x[t], w), t > 0 ? h[t - 1] : zeros_like(w)));
+          Tensor y = mul(x, 2.0);
+          y.t()[1].masked_fill_(y.t()[1] > 0.5, 0.0);
+          y.index({Slice(1, 3)})
+              .index_add_(1, from_vector<int64_t>({2, 0}).to(x.device()),
+                          h.index({Slice(0, 2), Slice(0, 2)}));
+          y[3].copy_(w);
+          Tensor loss = add(mul(h, h).sum(), mul(y, y).sum());
+          loss.backward();
+          return cat({h.detach().reshape({-1}), y.detach().reshape({-1}), x.grad().reshape({-1}),
+                      w.grad().reshape({-1})});
+        },
+        tol(dt));
+  }
+}
+
 TEST_CASE(
     "CUDA multi-head attention with masks, extra biases and a zero slot matches the CPU, "
     "forward and backward",

@@ -3403,3 +3403,147 @@ TEST_CASE("an undefined tensor registers an absent parameter or buffer, as libto
   m->load_state_dict(m->state_dict());
   CHECK(m->weight.to_vector<double>() == std::vector<double>{1, 1});
 }
+
+TEST_CASE("libtorch forms a gap survey found missing: flags, options, bounds and rounded division",
+          "[libtorch]") {
+  using torch::indexing::Slice;
+  auto f64 = [](const torch::Tensor& t) { return t.to(torch::kFloat64).to_vector<double>(); };
+  torch::Tensor x = torch::arange(6.0).view({2, 3});
+  SECTION("var(false) and std(false) are the biased statistics of all elements, not dim 0") {
+    // torch 1.13: x.var(False) 2.91667, x.std(False) 1.70783, torch.std(x) 1.87083.
+    CHECK(x.var(false).item<float>() == Approx(2.9166667));
+    CHECK(x.std(false).item<float>() == Approx(1.7078252));
+    CHECK(torch::var(x, false).item<float>() == Approx(2.9166667));
+    CHECK(torch::std(x).item<float>() == Approx(1.8708287));
+    CHECK(torch::std(x, 0).sum().item<float>() == Approx(6.3639607));
+    CHECK(x.var(0).dim() == 1);  // a dim is still a dim
+    CHECK(x.var({1}).sizes() == Shape{2});
+  }
+  SECTION("the *_like factories and new_* take options naming what differs") {
+    CHECK(torch::zeros_like(x, torch::kLong).dtype() == torch::kLong);
+    torch::Tensor b = torch::ones_like(x, x.options().dtype(torch::kBool));
+    CHECK(b.dtype() == torch::kBool);
+    CHECK(b.sizes() == x.sizes());
+    CHECK(f64(torch::full_like(x, 7, torch::kInt32)) == std::vector<double>(6, 7.0));
+    CHECK(torch::full_like(x, 7, torch::kInt32).dtype() == torch::kInt32);
+    CHECK(torch::empty_like(x, torch::requires_grad()).requires_grad());
+    CHECK(torch::randn_like(x, torch::kFloat64).dtype() == torch::kFloat64);
+    CHECK(x.new_zeros(3).sizes() == Shape{3});
+    CHECK(x.new_zeros(3).dtype() == torch::kFloat32);
+    CHECK(x.new_ones({2}, torch::kFloat64).dtype() == torch::kFloat64);
+    CHECK(x.new_full({2}, 5, torch::kLong).to_vector<int64_t>() == std::vector<int64_t>{5, 5});
+  }
+  SECTION("slice's defaults, tensor bounds, a tensor fill value, where of two numbers") {
+    CHECK(f64(x.slice(1, 1)) == std::vector<double>{1, 2, 4, 5});
+    CHECK(f64(x.slice()) == f64(x));
+    // torch 1.13's values and gradients (clamp_backward_min_max): NaN anywhere gives NaN and no
+    // gradient; min > max gives max.
+    torch::Tensor t = torch::from_vector<float>({-2, 0.5, 3, NAN, 1, 2}).requires_grad_();
+    torch::Tensor lo = torch::from_vector<float>({0, 0, 0, 0, NAN, 3}).requires_grad_();
+    torch::Tensor hi = torch::ones({6}).requires_grad_();
+    torch::Tensor c = t.clamp(lo, hi);
+    (c * torch::arange(1, 7)).sum().backward();
+    std::vector<float> cv = c.to_vector<float>();
+    CHECK(cv[0] == 0.0f);
+    CHECK(cv[1] == 0.5f);
+    CHECK(cv[2] == 1.0f);
+    CHECK(std::isnan(cv[3]));
+    CHECK(std::isnan(cv[4]));
+    CHECK(cv[5] == 1.0f);
+    CHECK(f64(t.grad()) == std::vector<double>{0, 2, 0, 0, 0, 0});
+    CHECK(f64(lo.grad()) == std::vector<double>{1, 0, 0, 0, 0, 0});
+    CHECK(f64(hi.grad()) == std::vector<double>{0, 0, 3, 0, 0, 6});
+    CHECK(f64(torch::clamp_min(torch::arange(4), torch::full({}, 2))) ==
+          std::vector<double>{2, 2, 2, 3});
+    torch::Tensor v = torch::full({}, 2.5).requires_grad_();
+    torch::Tensor m = torch::from_vector<bool>({true, false, true});
+    torch::Tensor y = torch::zeros({3}).masked_fill(m, v);
+    (y * torch::from_vector<float>({1, 2, 3})).sum().backward();
+    CHECK(f64(y) == std::vector<double>{2.5, 0, 2.5});
+    CHECK(v.grad().item<float>() == 4.0f);
+    CHECK(torch::where(m, 1, 0).dtype() == torch::kLong);
+    CHECK(torch::where(m, 1.5, 0).dtype() == torch::kFloat32);
+    CHECK(torch::where(m, true, false).dtype() == torch::kBool);
+    CHECK(f64(torch::where(m, 1.5, 0)) == std::vector<double>{1.5, 0, 1.5});
+    CHECK(f64(x.pow(torch::full({}, 2.0)).sum()) == std::vector<double>{55});
+    CHECK(torch::equal(x.lerp(x + 2, 0.5), x + 1));
+    CHECK(torch::equal(x.maximum(x.flip(1)), torch::maximum(x, x.flip(1))));
+    CHECK(torch::equal(x.where(x > 2, torch::zeros_like(x)), torch::where(x > 2, x, 0)));
+  }
+  SECTION("div with a rounding mode and floor_divide, as torch 1.13's") {
+    torch::Tensor a = torch::tensor({7, -7, 7, -7, 0, -9});
+    torch::Tensor b = torch::tensor({2, 2, -2, -2, 3, -1});
+    CHECK(torch::div(a, b, "floor").to_vector<int64_t>() ==
+          std::vector<int64_t>{3, -4, -4, 3, 0, 9});
+    CHECK(torch::div(a, b, "trunc").to_vector<int64_t>() ==
+          std::vector<int64_t>{3, -3, -3, 3, 0, 9});
+    CHECK(torch::floor_divide(a, b).dtype() == torch::kLong);
+    CHECK(a.div(2, "floor").to_vector<int64_t>() == std::vector<int64_t>{3, -4, 3, -4, 0, -5});
+    // INT64_MIN / -1 wraps (torch's CPU kernel traps there).
+    CHECK(torch::floor_divide(torch::tensor({std::numeric_limits<int64_t>::min()}), -1)
+              .item<int64_t>() == std::numeric_limits<int64_t>::min());
+    torch::Tensor f = torch::from_vector<double>({7.5, -7.5, 1, -1, 0, -0.0, 5, NAN});
+    torch::Tensor g = torch::from_vector<double>({2, 2, 0, 0, -3, 3, -0.5, 1});
+    const double inf = INFINITY;
+    std::vector<double> fl = torch::div(f, g, "floor").to_vector<double>();
+    std::vector<double> tr = torch::div(f, g, "trunc").to_vector<double>();
+    const std::vector<double> want_fl{3, -4, inf, -inf, -0.0, -0.0, -10},
+        want_tr{3, -3, inf, -inf, -0.0, -0.0, -10};
+    for (size_t i = 0; i < want_fl.size(); ++i) {
+      CHECK(fl[i] == want_fl[i]);
+      CHECK(tr[i] == want_tr[i]);
+      CHECK(std::signbit(fl[i]) == std::signbit(want_fl[i]));
+    }
+    CHECK(std::isnan(fl[7]));
+    CHECK(std::isnan(tr[7]));
+    // torch: floor of 0.25 is +0, of -0.25 is -1, 0 / -1 is -0.
+    std::vector<double> signs = torch::div(torch::from_vector<double>({0.5, -0.5, 0}),
+                                           torch::from_vector<double>({2, 2, -1}), "floor")
+                                    .to_vector<double>();
+    CHECK((signs[0] == 0 && !std::signbit(signs[0]) && signs[1] == -1 && std::signbit(signs[2])));
+    CHECK(f64(torch::floor_divide(torch::tensor({7, -7}), 2.5)) == std::vector<double>{2, -3});
+    CHECK(torch::floor_divide(torch::tensor({7, -7}), 2.5).dtype() == torch::kFloat32);
+    CHECK(f64(torch::floor_divide(torch::tensor({7.0, -7.0, 100.0}, torch::kHalf),
+                                  torch::tensor({2.0, 2.0, 3.0}, torch::kHalf))) ==
+          std::vector<double>{3, -4, 33});
+    // In place; the gradient is zero (torch's), floor_divide has none.
+    torch::Tensor ip = torch::tensor({7, -7});
+    ip.div_(2, "floor");
+    CHECK(ip.to_vector<int64_t>() == std::vector<int64_t>{3, -4});
+    ip.floor_divide_(torch::tensor({-2, 3}));
+    CHECK(ip.to_vector<int64_t>() == std::vector<int64_t>{-2, -2});
+    torch::Tensor w = torch::from_vector<float>({3, -5}).requires_grad_();
+    torch::Tensor q = torch::div(w, 2.0, "floor");
+    CHECK(q.requires_grad());
+    (q * 3.0).sum().backward();
+    CHECK(f64(w.grad()) == std::vector<double>{0, 0});
+    CHECK_FALSE(torch::floor_divide(w, 2.0).requires_grad());
+    // Refused: integer division by zero (nothing written), bool, an unknown mode.
+    CHECK_THAT(tandem::testing::error_of([&] {
+                 ip.floor_divide_(torch::tensor({1, 0}));
+               }),
+               Catch::Contains("integer division by zero"));
+    CHECK(ip.to_vector<int64_t>() == std::vector<int64_t>{-2, -2});
+    CHECK_THAT(tandem::testing::error_of([&] { torch::div(a, b, "round"); }),
+               Catch::Contains("rounding_mode must be"));
+    CHECK_THAT(tandem::testing::error_of([&] { torch::floor_divide(a > 0, a > 1); }),
+               Catch::Contains("bool operands"));
+  }
+  SECTION("nan_to_num: the dtype's largest finite values by default, integers as they are") {
+    torch::Tensor n = torch::from_vector<float>({NAN, INFINITY, -INFINITY, 1.5});
+    const std::vector<std::pair<DType, double>> largest{{torch::kHalf, 65504.0},
+                                                        {torch::kBFloat16, 3.3895313892515355e38},
+                                                        {torch::kFloat32, 3.4028234663852886e38},
+                                                        {torch::kFloat64, 1.7976931348623157e308}};
+    for (auto [dt, big] : largest)
+      CHECK(f64(torch::nan_to_num(n.to(dt))) == std::vector<double>{0, big, -big, 1.5});
+    CHECK(f64(n.nan_to_num(1.0, 2.0, -3.0)) == std::vector<double>{1, 2, -3, 1.5});
+    CHECK(torch::equal(torch::nan_to_num(torch::arange(3)), torch::arange(3)));
+    torch::Tensor r = n.clone().requires_grad_();
+    torch::nan_to_num(r).sum().backward();
+    CHECK(f64(r.grad()) == std::vector<double>{0, 0, 0, 1});
+    torch::Tensor z = n.clone();
+    z.nan_to_num_();
+    CHECK(f64(z)[0] == 0.0);
+  }
+}

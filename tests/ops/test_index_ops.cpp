@@ -214,7 +214,7 @@ TEST_CASE("a bad index, dtype or shape is an error that leaves the destination a
   Tensor leaf = zeros({3});
   leaf.set_requires_grad(true);
   CHECK_THAT(error_of([&] { leaf.index_add_(0, zeros({1}, DType::i64), ones({1})); }),
-             Catch::Contains("in-place operation on a tensor that requires grad"));
+             Catch::Contains("in-place operation on a leaf tensor that requires grad"));
 }
 
 TEST_CASE("embedding looks rows up for any index shape, the padding row gets no gradient",

@@ -96,8 +96,19 @@ void record(const char* name, const std::vector<Tensor>& inputs, Tensor& output,
 void save_for_backward(const Tensor& output, std::initializer_list<Tensor> saved);
 
 /// Where a tensor's gradient goes: its grad_fn, or (a leaf that requires grad) the node that
-/// accumulates its .grad, made on first use.
+/// accumulates its .grad, made on first use. A view whose history is stale (its base took a new
+/// one through an in-place op since) takes a new history from its base first (view_history).
 std::shared_ptr<Node> gradient_edge(const Tensor& t);
+
+/// Gives a view its history from its base's present one (TensorImpl::view_base): a node that
+/// maps the view's gradient into the base's shape (torch's AsStridedBackward), or none where
+/// the base requires no grad. Written with ops, so it can be differentiated again: the ops
+/// layer defines it (src/ops/view_history.cpp); gradient_edge calls it.
+void take_view_history(const Tensor& view);
+
+/// Makes `node` the history of `t` (a result of an op, or a tensor an in-place op rewrote):
+/// retain_grad moves with it, as torch's .grad then is the gradient of the new value.
+void set_history(const Tensor& t, std::shared_ptr<Node> node);
 
 /// An op's output kept by its own backward closure: the closure holds `out.detach()` (holding
 /// `out` would be a reference cycle: out -> node -> closure -> out). Inside that closure, under

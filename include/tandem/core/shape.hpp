@@ -6,6 +6,7 @@
 #include <optional>
 #include <ostream>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -23,6 +24,10 @@ struct Sizes : Shape {
 };
 /// libtorch's name for a list of sizes or dims taken as an argument (here an owning vector).
 using IntArrayRef = Shape;
+/// Whether I is one dim or size given where a list is expected (`x.sum(1)`, `zeros(3)`): an
+/// integer, never a bool, which is a flag there (`x.var(false)` is libtorch's var(unbiased)).
+template <typename I>
+inline constexpr bool is_dim_v = std::is_integral_v<I> && !std::is_same_v<I, bool>;
 /// libtorch's optional list of dims: none (std::nullopt, {}), a Shape, a braced list ({0, 1}) or
 /// one dim, as libtorch's OptionalIntArrayRef takes them (std::optional<Shape> takes no {0}).
 class OptionalIntArrayRef {

@@ -8,6 +8,7 @@
 #include <iosfwd>
 #include <memory>
 #include <optional>
+#include <string_view>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -99,6 +100,15 @@ struct TensorImpl {
   GradHooks grad_hooks;  // leaves: run before .grad accumulates (a non-leaf's are its grad_fn's)
   bool retains_grad = false;
   bool is_view = false;  // made by a view op (slice, select, view, transpose, expand, ...)
+  // A view's base: the tensor whose memory it views (the first of a chain of views). An
+  // in-place op in the graph on a view gives the base a new history (torch's CopySlices), and
+  // an in-place op on a base gives it one too; either way history_version counts up. A view
+  // keeps the base's count from when its own history was set, and while the two differ its
+  // history is stale: autograd takes a new one from the base (gradient_edge), as torch
+  // regenerates a view's grad_fn.
+  std::shared_ptr<TensorImpl> view_base;
+  uint32_t history_version = 0;
+  bool history_stale() const { return view_base && history_version != view_base->history_version; }
 };
 
 /// How the elements of a 4-d (N, C, H, W) tensor lie in memory: row-major (Contiguous), or
@@ -118,7 +128,7 @@ class Tensor {
   ~Tensor() = default;
   /// Assigning to a named tensor rebinds the handle; assigning to a temporary (a view such as
   /// `t[1]` or `t.index({...})`) writes the values into it, as libtorch's: `t[1] = 5`,
-  /// `m[0] = row` (copy_, broadcast; no autograd, as the other in-place ops).
+  /// `m[0] = row` (copy_, broadcast; recorded in the graph, as libtorch's `h[t] = step(...)`).
   Tensor& operator=(const Tensor&) & = default;
   Tensor& operator=(Tensor&&) & noexcept = default;
   Tensor& operator=(const Tensor& values) && { return copy_(values); }
@@ -233,11 +243,23 @@ class Tensor {
   Tensor to(const Tensor& other, bool non_blocking = false) const;
   Tensor type_as(const Tensor& other) const { return to(other.dtype()); }
   Tensor toType(DType dtype) const { return to(dtype); }
-  /// New tensors of this one's dtype and device.
-  Tensor new_empty(const Shape& shape) const;
-  Tensor new_zeros(const Shape& shape) const;
-  Tensor new_ones(const Shape& shape) const;
-  Tensor new_full(const Shape& shape, double value) const;
+  /// New tensors of this one's dtype and device, unless `options` names others.
+  Tensor new_empty(const Shape& shape, TensorOptions options = {}) const;
+  Tensor new_zeros(const Shape& shape, TensorOptions options = {}) const;
+  Tensor new_ones(const Shape& shape, TensorOptions options = {}) const;
+  Tensor new_full(const Shape& shape, Scalar value, TensorOptions options = {}) const;
+  template <typename I, typename = std::enable_if_t<is_dim_v<I>>>
+  Tensor new_zeros(I size, TensorOptions options = {}) const {
+    return new_zeros(Shape{static_cast<int64_t>(size)}, options);
+  }
+  template <typename I, typename = std::enable_if_t<is_dim_v<I>>>
+  Tensor new_ones(I size, TensorOptions options = {}) const {
+    return new_ones(Shape{static_cast<int64_t>(size)}, options);
+  }
+  template <typename I, typename = std::enable_if_t<is_dim_v<I>>>
+  Tensor new_empty(I size, TensorOptions options = {}) const {
+    return new_empty(Shape{static_cast<int64_t>(size)}, options);
+  }
   /// libtorch's `data()`: this tensor's data without its history, as detach().
   Tensor data() const { return detach(); }
 
@@ -245,26 +267,28 @@ class Tensor {
   Tensor reshape(const Shape& shape) const;
   Tensor view(const Shape& shape) const;
   /// libtorch's one-number sizes: `x.view(-1)`, `x.reshape(-1)`, `x.repeat(2)`, `x.flip(0)`.
-  template <typename I, typename = std::enable_if_t<std::is_integral_v<I>>>
+  template <typename I, typename = std::enable_if_t<is_dim_v<I>>>
   Tensor view(I size) const {
     return view(Shape{static_cast<int64_t>(size)});
   }
-  template <typename I, typename = std::enable_if_t<std::is_integral_v<I>>>
+  template <typename I, typename = std::enable_if_t<is_dim_v<I>>>
   Tensor reshape(I size) const {
     return reshape(Shape{static_cast<int64_t>(size)});
   }
-  template <typename I, typename = std::enable_if_t<std::is_integral_v<I>>>
+  template <typename I, typename = std::enable_if_t<is_dim_v<I>>>
   Tensor repeat(I times) const {
     return repeat(Shape{static_cast<int64_t>(times)});
   }
-  template <typename I, typename = std::enable_if_t<std::is_integral_v<I>>>
+  template <typename I, typename = std::enable_if_t<is_dim_v<I>>>
   Tensor flip(I dim) const {
     return flip(Shape{static_cast<int64_t>(dim)});
   }
   Tensor permute(const Shape& dims) const;
   Tensor transpose(int64_t dim0, int64_t dim1) const;
   Tensor t() const { return transpose(0, 1); }
-  Tensor slice(int64_t dim, int64_t start, int64_t end, int64_t step = 1) const;
+  /// libtorch's slice: start and end default to the dim's ends (`x.slice(1, 2)` from 2 on).
+  Tensor slice(int64_t dim = 0, std::optional<int64_t> start = std::nullopt,
+               std::optional<int64_t> end = std::nullopt, int64_t step = 1) const;
   Tensor narrow(int64_t dim, int64_t start, int64_t length) const;
   Tensor select(int64_t dim, int64_t index) const;
   /// libtorch's `t[i]`: select(0, i), a view.
@@ -289,8 +313,9 @@ class Tensor {
   /// libtorch's indexing with integers, slices, None and "..." (core/indexing.hpp): a view,
   /// differentiable as the select/slice/unsqueeze it is made of.
   Tensor index(std::initializer_list<indexing::TensorIndex> indices) const;
-  /// Writes `value` (broadcast) or a number into the indexed view, in place (no autograd, as
-  /// the other in-place ops). Returns *this.
+  /// Writes `value` (broadcast) or a number into the indexed view, in place (recorded in the
+  /// graph through copy_ where the indices are numbers and slices; tensor indices record no
+  /// history and refuse a tensor that requires grad). Returns *this.
   Tensor& index_put_(std::initializer_list<indexing::TensorIndex> indices, const Tensor& value);
   Tensor& index_put_(std::initializer_list<indexing::TensorIndex> indices, double value);
 
@@ -299,7 +324,7 @@ class Tensor {
   Tensor sum() const;
   Tensor sum(const Shape& dims, bool keepdim = false) const;
   /// (A template, so that `x.sum({})`, all dims, never converts `{}` to dim 0.)
-  template <typename I, typename = std::enable_if_t<std::is_integral_v<I>>>
+  template <typename I, typename = std::enable_if_t<is_dim_v<I>>>
   Tensor sum(I dim, bool keepdim = false) const {
     return sum(Shape{static_cast<int64_t>(dim)}, keepdim);
   }
@@ -310,39 +335,48 @@ class Tensor {
   Tensor sum(const Shape& dims, bool keepdim, DType dtype) const;
   Tensor mean(DType dtype) const;
   Tensor mean(const Shape& dims, bool keepdim, DType dtype) const;
-  template <typename I, typename = std::enable_if_t<std::is_integral_v<I>>>
+  template <typename I, typename = std::enable_if_t<is_dim_v<I>>>
   Tensor sum(I dim, bool keepdim, DType dtype) const {
     return sum(Shape{static_cast<int64_t>(dim)}, keepdim, dtype);
   }
-  template <typename I, typename = std::enable_if_t<std::is_integral_v<I>>>
+  template <typename I, typename = std::enable_if_t<is_dim_v<I>>>
   Tensor mean(I dim, bool keepdim, DType dtype) const {
     return mean(Shape{static_cast<int64_t>(dim)}, keepdim, dtype);
   }
-  template <typename I, typename = std::enable_if_t<std::is_integral_v<I>>>
+  template <typename I, typename = std::enable_if_t<is_dim_v<I>>>
   Tensor mean(I dim, bool keepdim = false) const {
     return mean(Shape{static_cast<int64_t>(dim)}, keepdim);
   }
   /// Bessel-corrected (unbiased) by default, as torch.
   Tensor var(const Shape& dims = {}, bool unbiased = true, bool keepdim = false) const;
   Tensor std(const Shape& dims = {}, bool unbiased = true, bool keepdim = false) const;
-  template <typename I, typename = std::enable_if_t<std::is_integral_v<I>>>
+  template <typename I, typename = std::enable_if_t<is_dim_v<I>>>
   Tensor var(I dim, bool unbiased = true, bool keepdim = false) const {
     return var(Shape{static_cast<int64_t>(dim)}, unbiased, keepdim);
   }
-  template <typename I, typename = std::enable_if_t<std::is_integral_v<I>>>
+  template <typename I, typename = std::enable_if_t<is_dim_v<I>>>
   Tensor std(I dim, bool unbiased = true, bool keepdim = false) const {
     return std(Shape{static_cast<int64_t>(dim)}, unbiased, keepdim);
+  }
+  /// libtorch's var(unbiased) and std(unbiased): over all elements.
+  template <typename B, typename = std::enable_if_t<std::is_same_v<B, bool>>>
+  Tensor var(B unbiased) const {
+    return var(Shape{}, unbiased);
+  }
+  template <typename B, typename = std::enable_if_t<std::is_same_v<B, bool>>>
+  Tensor std(B unbiased) const {
+    return std(Shape{}, unbiased);
   }
   Tensor max() const;
   Tensor min() const;
   /// Largest (smallest) values over dims, as amax/amin.
   Tensor amax(const Shape& dims = {}, bool keepdim = false) const;
   Tensor amin(const Shape& dims = {}, bool keepdim = false) const;
-  template <typename I, typename = std::enable_if_t<std::is_integral_v<I>>>
+  template <typename I, typename = std::enable_if_t<is_dim_v<I>>>
   Tensor amax(I dim, bool keepdim = false) const {
     return amax(Shape{static_cast<int64_t>(dim)}, keepdim);
   }
-  template <typename I, typename = std::enable_if_t<std::is_integral_v<I>>>
+  template <typename I, typename = std::enable_if_t<is_dim_v<I>>>
   Tensor amin(I dim, bool keepdim = false) const {
     return amin(Shape{static_cast<int64_t>(dim)}, keepdim);
   }
@@ -354,7 +388,7 @@ class Tensor {
   Tensor norm(double p) const;
   Tensor norm(double p, const Shape& dims, bool keepdim = false) const;
   /// (A template, so that `x.norm(2, {})`, all dims, never converts `{}` to dim 0.)
-  template <typename I, typename = std::enable_if_t<std::is_integral_v<I>>>
+  template <typename I, typename = std::enable_if_t<is_dim_v<I>>>
   Tensor norm(double p, I dim, bool keepdim = false) const {
     return norm(p, Shape{static_cast<int64_t>(dim)}, keepdim);
   }
@@ -448,7 +482,7 @@ class Tensor {
   Tensor prod(std::optional<DType> dtype = std::nullopt) const;
   Tensor prod(int64_t dim, bool keepdim = false, std::optional<DType> dtype = std::nullopt) const;
   Tensor logsumexp(const Shape& dims, bool keepdim = false) const;
-  template <typename I, typename = std::enable_if_t<std::is_integral_v<I>>>
+  template <typename I, typename = std::enable_if_t<is_dim_v<I>>>
   Tensor logsumexp(I dim, bool keepdim = false) const {
     return logsumexp(Shape{static_cast<int64_t>(dim)}, keepdim);
   }
@@ -464,6 +498,26 @@ class Tensor {
   Tensor clamp_min(Scalar min) const { return clamp(min, std::nullopt); }
   Tensor clamp_max(Scalar max) const { return clamp(std::nullopt, max); }
   Tensor pow(Scalar exponent) const;
+  Tensor pow(const Tensor& exponent) const;
+  /// Bounds given as tensors (broadcast), as libtorch's clamp(Tensor, Tensor).
+  Tensor clamp(const std::optional<Tensor>& min, const std::optional<Tensor>& max = {}) const;
+  Tensor clamp_min(const Tensor& min) const { return clamp(min, std::nullopt); }
+  Tensor clamp_max(const Tensor& max) const { return clamp(std::nullopt, max); }
+  /// The functional API's lerp, addcmul, addcdiv, maximum, minimum and where as methods.
+  Tensor lerp(const Tensor& end, double weight) const;
+  Tensor lerp(const Tensor& end, const Tensor& weight) const;
+  Tensor addcmul(const Tensor& t1, const Tensor& t2, double value = 1.0) const;
+  Tensor addcdiv(const Tensor& t1, const Tensor& t2, double value = 1.0) const;
+  Tensor nan_to_num(std::optional<double> nan = std::nullopt,
+                    std::optional<double> posinf = std::nullopt,
+                    std::optional<double> neginf = std::nullopt) const;
+  Tensor& nan_to_num_(std::optional<double> nan = std::nullopt,
+                      std::optional<double> posinf = std::nullopt,
+                      std::optional<double> neginf = std::nullopt);
+  Tensor maximum(const Tensor& other) const;
+  Tensor minimum(const Tensor& other) const;
+  /// This tensor where `cond` is true, `other` elsewhere.
+  Tensor where(const Tensor& cond, const Tensor& other) const;
   Tensor add(const Tensor& other, double alpha = 1.0) const;
   Tensor add(Scalar other) const;
   Tensor sub(const Tensor& other, double alpha = 1.0) const;
@@ -472,6 +526,11 @@ class Tensor {
   Tensor mul(Scalar other) const;
   Tensor div(const Tensor& other) const;
   Tensor div(Scalar other) const;
+  /// Rounded division ("floor", "trunc"; none: true division), as tandem::div.
+  Tensor div(const Tensor& other, std::optional<std::string_view> rounding_mode) const;
+  Tensor div(Scalar other, std::optional<std::string_view> rounding_mode) const;
+  Tensor floor_divide(const Tensor& other) const;
+  Tensor floor_divide(Scalar other) const;
   Tensor matmul(const Tensor& other) const;
   Tensor mm(const Tensor& other) const;
   /// Products of libtorch's (ops/linalg.hpp).
@@ -506,6 +565,9 @@ class Tensor {
   Tensor bitwise_not() const;
   /// `value` where `mask` (bool, broadcast to this shape) is true, this tensor elsewhere.
   Tensor masked_fill(const Tensor& mask, double value) const;
+  /// The same with a 0-dim `value` tensor (differentiable in it: the sum of the masked
+  /// positions' gradients).
+  Tensor masked_fill(const Tensor& mask, const Tensor& value) const;
   /// Bool tensors: where an element is finite; where it is within atol + rtol |other| of other's
   /// (NaNs equal when equal_nan). allclose: whether all are.
   Tensor isfinite() const;
@@ -522,12 +584,11 @@ class Tensor {
                    double alpha = 1.0) const;
 
   // --- in place --------------------------------------------------------------------------
-  // With grad mode on, add_, sub_, mul_, div_ (and +=, -=, *=, /=), clamp_, pow_ and the
-  // in-place math below are recorded on a tensor in the graph (an activation, or a tensor
-  // meeting an operand that requires grad), as libtorch's; a leaf that requires grad and a view
-  // of a tensor in the graph are refused. The others (fill_, copy_, masked_fill_, addcmul_, ...)
-  // record nothing and are refused on a tensor that requires grad: for optimizers and
-  // initialization, under NoGradGuard.
+  // With grad mode on, the in-place ops are recorded on a tensor in the graph (an activation,
+  // or a tensor meeting an operand that requires grad), as libtorch's, views of it included
+  // (the base takes torch's CopySlices history); a leaf that requires grad and a view of one
+  // are refused, as libtorch refuses them. uniform_, normal_ and index_put_ with tensor indices
+  // record nothing and refuse a tensor that requires grad.
   Tensor& zero_();
   Tensor& fill_(double value);
   /// Copies `src` (broadcast, converted) into this tensor's elements.
@@ -544,6 +605,7 @@ class Tensor {
   Tensor& clamp_max_(Scalar max) { return clamp_(std::nullopt, max); }
   /// Writes `value` where mask (bool, broadcast to this shape) is true.
   Tensor& masked_fill_(const Tensor& mask, double value);
+  Tensor& masked_fill_(const Tensor& mask, const Tensor& value);
   /// this += value * t1 * t2; this += value * t1 / t2; this += weight * (end - this): the
   /// updates hand-written optimizers and moving averages make.
   Tensor& addcmul_(const Tensor& t1, const Tensor& t2, double value = 1.0);
@@ -554,6 +616,10 @@ class Tensor {
   Tensor& sub_(Scalar value);
   Tensor& div_(Scalar value);
   Tensor& div_(const Tensor& other);
+  Tensor& div_(const Tensor& other, std::optional<std::string_view> rounding_mode);
+  Tensor& div_(Scalar other, std::optional<std::string_view> rounding_mode);
+  Tensor& floor_divide_(const Tensor& other);
+  Tensor& floor_divide_(Scalar other);
   /// libtorch's in-place math, each op's own kernel writing into this tensor (floating ones;
   /// recorded in a graph for relu_, sigmoid_, tanh_, exp_, log_, log1p_, expm1_, sqrt_, rsqrt_,
   /// sin_, cos_, neg_, abs_, reciprocal_; the others are refused there).
@@ -611,7 +677,12 @@ class Tensor {
   Tensor& index_add_(int64_t dim, const Tensor& index, const Tensor& source, double alpha = 1.0);
 
   // --- autograd --------------------------------------------------------------------------
-  bool requires_grad() const { return checked()->requires_grad; }
+  bool requires_grad() const {
+    const TensorImpl* i = checked();
+    // A view whose base joined the graph since (an in-place op with an operand that requires
+    // grad through the base or another view) requires grad too.
+    return i->requires_grad || (i->history_stale() && i->view_base->requires_grad);
+  }
   /// Makes a leaf tensor track gradients (floating dtypes only). Returns *this.
   Tensor& set_requires_grad(bool requires_grad = true);
   Tensor requires_grad_(bool requires_grad = true) { return set_requires_grad(requires_grad); }

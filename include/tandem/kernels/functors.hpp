@@ -64,6 +64,8 @@ enum class BinaryOp {
   atan2,
   fmod,
   remainder,
+  div_floor,
+  div_trunc,  // a / b rounded down, toward zero (integers stay integers)
   eq,
   ne,
   lt,
@@ -562,6 +564,55 @@ struct Remainder {
     return r;
   }
 };
+// Integer quotients: b == 0 gives 0 (the ops refuse it first); INT_MIN / -1 wraps, as torch's.
+template <typename T>
+TANDEM_HD T int_quotient(T a, T b) {
+  if (b == T(0)) return T(0);
+  if constexpr (std::is_signed_v<T>) {
+    using U = std::make_unsigned_t<T>;
+    if (b == T(-1)) return static_cast<T>(U(0) - static_cast<U>(a));
+  }
+  return static_cast<T>(a / b);
+}
+struct DivFloor {  // torch's div(rounding_mode="floor") and floor_divide
+  static constexpr bool kIntegers = true;
+  template <typename T>
+  TANDEM_HD T operator()(T a, T b) const {
+    if constexpr (std::is_same_v<T, bool>) {
+      return a;  // the op refuses bool
+    } else if constexpr (std::is_integral_v<T>) {
+      const T q = int_quotient(a, b);
+      if constexpr (std::is_signed_v<T>) {
+        if (b != T(0) && b != T(-1) && a % b != T(0) && ((a < T(0)) != (b < T(0))))
+          return static_cast<T>(q - T(1));
+      }
+      return q;
+    } else {
+      // torch's div_floor_floating: the quotient of a - fmod(a, b), exact, then rounded.
+      if (b == T(0)) return a / b;
+      const T mod = fmod(a, b);
+      T div = (a - mod) / b;
+      if (mod != T(0) && ((b < T(0)) != (mod < T(0)))) div = div - T(1);
+      if (div == T(0)) return T(0) * (a / b);  // a signed zero, as the true quotient's
+      T floor_div = floor(div);
+      if (div - floor_div > T(0.5)) floor_div = floor_div + T(1);
+      return floor_div;
+    }
+  }
+};
+struct DivTrunc {  // torch's div(rounding_mode="trunc")
+  static constexpr bool kIntegers = true;
+  template <typename T>
+  TANDEM_HD T operator()(T a, T b) const {
+    if constexpr (std::is_same_v<T, bool>) {
+      return a;  // the op refuses bool
+    } else if constexpr (std::is_integral_v<T>) {
+      return int_quotient(a, b);
+    } else {
+      return trunc(a / b);
+    }
+  }
+};
 struct Maximum {
   static constexpr bool kIntegers = true;
   template <typename T> TANDEM_HD T operator()(T a, T b) const { return max_nan(a, b); } };
@@ -815,6 +866,8 @@ decltype(auto) with_binary(BinaryOp op, const OpArgs& args, F&& f) {
     case BinaryOp::atan2: return f(Atan2{});
     case BinaryOp::fmod: return f(Fmod{});
     case BinaryOp::remainder: return f(Remainder{});
+    case BinaryOp::div_floor: return f(DivFloor{});
+    case BinaryOp::div_trunc: return f(DivTrunc{});
     case BinaryOp::eq: return f(Eq{});
     case BinaryOp::ne: return f(Ne{});
     case BinaryOp::lt: return f(Lt{});

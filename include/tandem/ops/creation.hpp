@@ -82,9 +82,11 @@ Tensor tensor(const TensorData& data, TensorOptions options = {});
 
 /// Uniform in [0, 1), from Philox: the same seed gives the same values at any thread count.
 Tensor rand(const Shape& shape, TensorOptions options = {}, Generator* gen = nullptr);
-/// rand and randn of t's shape, dtype and device.
+/// rand and randn of t's shape, dtype and device (what `options` names instead: like_options).
 Tensor rand_like(const Tensor& t, Generator* gen = nullptr);
 Tensor randn_like(const Tensor& t, Generator* gen = nullptr);
+Tensor rand_like(const Tensor& t, TensorOptions options, Generator* gen = nullptr);
+Tensor randn_like(const Tensor& t, TensorOptions options, Generator* gen = nullptr);
 /// 1 with probability p (each element of p, in [0, 1]), else 0, in p's dtype.
 Tensor bernoulli(const Tensor& p, Generator* gen = nullptr);
 /// Standard normal (Box-Muller over Philox pairs).
@@ -109,38 +111,43 @@ Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement = 
 
 /// A 1-d tensor of n elements, as libtorch's factories take a single size (`zeros(5)`,
 /// `empty(batch.size(0), device)`). Templates, so that `zeros({})` stays a 0-dim tensor.
-template <typename I, typename = std::enable_if_t<std::is_integral_v<I>>>
+template <typename I, typename = std::enable_if_t<is_dim_v<I>>>
 Tensor empty(I n, TensorOptions options = {}) {
   return empty(Shape{static_cast<int64_t>(n)}, options);
 }
-template <typename I, typename = std::enable_if_t<std::is_integral_v<I>>>
+template <typename I, typename = std::enable_if_t<is_dim_v<I>>>
 Tensor zeros(I n, TensorOptions options = {}) {
   return zeros(Shape{static_cast<int64_t>(n)}, options);
 }
-template <typename I, typename = std::enable_if_t<std::is_integral_v<I>>>
+template <typename I, typename = std::enable_if_t<is_dim_v<I>>>
 Tensor ones(I n, TensorOptions options = {}) {
   return ones(Shape{static_cast<int64_t>(n)}, options);
 }
-template <typename I, typename = std::enable_if_t<std::is_integral_v<I>>>
+template <typename I, typename = std::enable_if_t<is_dim_v<I>>>
 Tensor full(I n, double value, TensorOptions options = {}) {
   return full(Shape{static_cast<int64_t>(n)}, value, options);
 }
-template <typename I, typename = std::enable_if_t<std::is_integral_v<I>>>
+template <typename I, typename = std::enable_if_t<is_dim_v<I>>>
 Tensor rand(I n, TensorOptions options = {}, Generator* gen = nullptr) {
   return rand(Shape{static_cast<int64_t>(n)}, options, gen);
 }
-template <typename I, typename = std::enable_if_t<std::is_integral_v<I>>>
+template <typename I, typename = std::enable_if_t<is_dim_v<I>>>
 Tensor randn(I n, TensorOptions options = {}, Generator* gen = nullptr) {
   return randn(Shape{static_cast<int64_t>(n)}, options, gen);
 }
 
 /// t's shape, dtype and device, and its layout (torch's preserve_format: t's strides where it is
 /// dense, as a transposed or channels-last tensor is; make_tensor_like); uninitialized, or
-/// filled with zeros, ones or `value`.
-Tensor empty_like(const Tensor& t);
-Tensor zeros_like(const Tensor& t);
-Tensor ones_like(const Tensor& t);
-Tensor full_like(const Tensor& t, double value);
+/// filled with zeros, ones or `value`. `options` names what differs from t, as libtorch's:
+/// `zeros_like(x, kLong)`, `ones_like(x, x.options().dtype(kBool))`; a layout is kept only where
+/// the device and dtype are t's.
+Tensor empty_like(const Tensor& t, TensorOptions options = {});
+Tensor zeros_like(const Tensor& t, TensorOptions options = {});
+Tensor ones_like(const Tensor& t, TensorOptions options = {});
+Tensor full_like(const Tensor& t, Scalar value, TensorOptions options = {});
+/// t's dtype and device where `options` names none (the *_like factories, Tensor::new_zeros);
+/// requires_grad as the options say.
+TensorOptions like_options(const Tensor& t, const TensorOptions& options);
 /// A copy (differentiable), as t.clone().
 inline Tensor clone(const Tensor& t) { return t.clone(); }
 

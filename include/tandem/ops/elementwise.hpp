@@ -3,6 +3,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "tandem/core/tensor.hpp"
 
@@ -21,6 +22,14 @@ Tensor add(const Tensor& a, Scalar b);
 Tensor mul(const Tensor& a, Scalar b);
 Tensor sub(const Tensor& a, Scalar b);
 Tensor div(const Tensor& a, Scalar b);
+/// Division rounded as `rounding_mode` says, as torch's: "floor" (Python's //) or "trunc"
+/// (toward zero); none is true division. Integers stay integers (division by zero is an
+/// error); floats divide by zero to inf or NaN. The gradient is zero (torch's).
+Tensor div(const Tensor& a, const Tensor& b, std::optional<std::string_view> rounding_mode);
+Tensor div(const Tensor& a, Scalar b, std::optional<std::string_view> rounding_mode);
+/// div(a, b, "floor"), as torch 1.13's floor_divide; not differentiable.
+Tensor floor_divide(const Tensor& a, const Tensor& b);
+Tensor floor_divide(const Tensor& a, Scalar b);
 Tensor neg(const Tensor& a);
 Tensor pow(const Tensor& a, Scalar exponent);
 Tensor pow(const Tensor& a, const Tensor& exponent);
@@ -65,10 +74,22 @@ Tensor round(const Tensor& a);
 /// Bool tensors: where a is NaN; where it is +inf or -inf (never, for integers).
 Tensor isnan(const Tensor& a);
 Tensor isinf(const Tensor& a);
+/// NaN, +inf and -inf replaced by `nan` (0), `posinf` and `neginf` (the dtype's largest and
+/// lowest finite values by default), as torch's; integers and bool are returned as they are
+/// (a copy). The replaced elements get no gradient.
+Tensor nan_to_num(const Tensor& a, std::optional<double> nan = std::nullopt,
+                  std::optional<double> posinf = std::nullopt,
+                  std::optional<double> neginf = std::nullopt);
 /// Limits to [min, max]; either bound may be absent.
 Tensor clamp(const Tensor& a, std::optional<Scalar> min, std::optional<Scalar> max);
 Tensor clamp_min(const Tensor& a, Scalar min);
 Tensor clamp_max(const Tensor& a, Scalar max);
+/// Bounds as tensors (broadcast; the result of the three's promoted dtype), as torch's
+/// clamp(Tensor, Tensor): min(max(a, min), max), NaN where a or a bound is NaN; the gradient
+/// goes to a within the bounds, to a bound where it applies.
+Tensor clamp(const Tensor& a, const std::optional<Tensor>& min, const std::optional<Tensor>& max);
+Tensor clamp_min(const Tensor& a, const Tensor& min);
+Tensor clamp_max(const Tensor& a, const Tensor& max);
 /// clamp under numpy's name (torch.clip).
 Tensor clip(const Tensor& a, std::optional<Scalar> min, std::optional<Scalar> max);
 Tensor relu(const Tensor& a);
@@ -81,6 +102,11 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
 /// With a number on one side, in the tensor's dtype (`where(x > 0, x, 0.0)`).
 Tensor where(const Tensor& cond, const Tensor& a, Scalar b);
 Tensor where(const Tensor& cond, Scalar a, const Tensor& b);
+/// Two numbers: f32 where either is floating, bool where both are bool, else i64 (torch 1.13).
+Tensor where(const Tensor& cond, Scalar a, Scalar b);
+/// `value` where mask is true, t elsewhere (Tensor::masked_fill).
+Tensor masked_fill(const Tensor& t, const Tensor& mask, double value);
+Tensor masked_fill(const Tensor& t, const Tensor& mask, const Tensor& value);
 /// start + weight * (end - start); self + value * t1 * t2; self + value * t1 / t2.
 Tensor lerp(const Tensor& start, const Tensor& end, double weight);
 Tensor lerp(const Tensor& start, const Tensor& end, const Tensor& weight);

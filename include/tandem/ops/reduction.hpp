@@ -47,34 +47,51 @@ Tensor amin(const Tensor& t, const Shape& dims, bool keepdim = false);
 Tensor argmax(const Tensor& t, int64_t dim, bool keepdim = false);
 /// libtorch's one-dim forms, `sum(x, 1)`: templates, so that `sum(x, {})` (every dim) never
 /// converts `{}` to dim 0.
-template <typename I, typename = std::enable_if_t<std::is_integral_v<I>>>
+template <typename I, typename = std::enable_if_t<is_dim_v<I>>>
 Tensor sum(const Tensor& t, I dim, bool keepdim = false) {
   return sum(t, Shape{static_cast<int64_t>(dim)}, keepdim);
 }
-template <typename I, typename = std::enable_if_t<std::is_integral_v<I>>>
+template <typename I, typename = std::enable_if_t<is_dim_v<I>>>
 Tensor mean(const Tensor& t, I dim, bool keepdim = false) {
   return mean(t, Shape{static_cast<int64_t>(dim)}, keepdim);
 }
-template <typename I, typename = std::enable_if_t<std::is_integral_v<I>>>
+template <typename I, typename = std::enable_if_t<is_dim_v<I>>>
 Tensor sum(const Tensor& t, I dim, bool keepdim, DType dtype) {
   return sum(t, Shape{static_cast<int64_t>(dim)}, keepdim, dtype);
 }
-template <typename I, typename = std::enable_if_t<std::is_integral_v<I>>>
+template <typename I, typename = std::enable_if_t<is_dim_v<I>>>
 Tensor mean(const Tensor& t, I dim, bool keepdim, DType dtype) {
   return mean(t, Shape{static_cast<int64_t>(dim)}, keepdim, dtype);
 }
-template <typename I, typename = std::enable_if_t<std::is_integral_v<I>>>
+template <typename I, typename = std::enable_if_t<is_dim_v<I>>>
 Tensor amax(const Tensor& t, I dim, bool keepdim = false) {
   return amax(t, Shape{static_cast<int64_t>(dim)}, keepdim);
 }
-template <typename I, typename = std::enable_if_t<std::is_integral_v<I>>>
+template <typename I, typename = std::enable_if_t<is_dim_v<I>>>
 Tensor amin(const Tensor& t, I dim, bool keepdim = false) {
   return amin(t, Shape{static_cast<int64_t>(dim)}, keepdim);
 }
 /// torch.var(x, dim, unbiased, keepdim).
-template <typename I, typename = std::enable_if_t<std::is_integral_v<I>>>
+template <typename I, typename = std::enable_if_t<is_dim_v<I>>>
 Tensor var(const Tensor& t, I dim, bool unbiased = true, bool keepdim = false) {
   return var(t, Shape{static_cast<int64_t>(dim)}, unbiased ? 1 : 0, keepdim);
+}
+/// torch.var(x, unbiased): over all elements (a template taking only bool, so that a dim or a
+/// braced list never reads as the flag).
+template <typename B, typename = std::enable_if_t<std::is_same_v<B, bool>>>
+Tensor var(const Tensor& t, B unbiased) {
+  return var(t, Shape{}, unbiased ? 1 : 0);
+}
+/// The standard deviation, the square root of var with var's arguments (torch.std); its
+/// gradient is 0 where the variance is 0.
+Tensor std(const Tensor& t, const Shape& dims = {}, int64_t correction = 1, bool keepdim = false);
+template <typename I, typename = std::enable_if_t<is_dim_v<I>>>
+Tensor std(const Tensor& t, I dim, bool unbiased = true, bool keepdim = false) {
+  return std(t, Shape{static_cast<int64_t>(dim)}, unbiased ? 1 : 0, keepdim);
+}
+template <typename B, typename = std::enable_if_t<std::is_same_v<B, bool>>>
+Tensor std(const Tensor& t, B unbiased) {
+  return std(t, Shape{}, unbiased ? 1 : 0);
 }
 /// Running sums along dim (integers and bool sum in i64, or in `dtype`).
 Tensor cumsum(const Tensor& t, int64_t dim, std::optional<DType> dtype = std::nullopt);
@@ -88,7 +105,7 @@ Tensor prod(const Tensor& t, int64_t dim, bool keepdim = false,
             std::optional<DType> dtype = std::nullopt);
 /// log(sum(exp(t))) over dims, computed without overflow.
 Tensor logsumexp(const Tensor& t, const Shape& dims, bool keepdim = false);
-template <typename I, typename = std::enable_if_t<std::is_integral_v<I>>>
+template <typename I, typename = std::enable_if_t<is_dim_v<I>>>
 Tensor logsumexp(const Tensor& t, I dim, bool keepdim = false) {
   return logsumexp(t, Shape{static_cast<int64_t>(dim)}, keepdim);
 }
