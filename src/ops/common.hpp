@@ -182,10 +182,15 @@ Tensor index_select_as(const Tensor& self, int64_t dim, const Tensor& index, con
 /// Tensor::index with a tensor index at `dim` of `view` (the basic indices applied): the slices
 /// it names (idx's shape in place of that dim) or the elements its mask holds (its dims one).
 Tensor index_by_tensor(const Tensor& view, int64_t dim, const Tensor& index);
-/// Tensor::index_put_ with a tensor index: `values` (broadcast to what index_by_tensor would
-/// return) written where it points, in place into view (and so into the tensor it views).
-void index_put_by_tensor(const Tensor& view, int64_t dim, const Tensor& index,
-                         const Tensor& values);
+/// Tensor indices, each at a dim of the view the basic indices left.
+using TensorIndices = std::vector<std::pair<int64_t, Tensor>>;
+/// The same with several, as torch's advanced indexing: they broadcast together, and their
+/// broadcast shape takes the place of the dims they index (at the first of them where those
+/// are adjacent, else in front).
+Tensor index_by_tensors(const Tensor& view, const TensorIndices& indices);
+/// Tensor::index_put_ with tensor indices: `values` (broadcast to what index_by_tensors would
+/// return) written where they point, in place into view (and so into the tensor it views).
+void index_put_by_tensors(const Tensor& view, const TensorIndices& indices, const Tensor& values);
 /// dst[.., index[..][j][..], ..] (+)= src[..][j][..] along dim, in place into dst (any layout;
 /// no autograd): the scatter ops and Tensor::scatter_/scatter_add_ (src/ops/index_ops.cpp).
 /// `when`: deferred only where dst is an output no one else holds yet (kernels::BoundsCheck).

@@ -255,17 +255,88 @@ Shape replace_dims(const Shape& shape, int64_t dim, int64_t dims, const Shape& m
 }
 }  // namespace
 
+namespace {
+// Tensor indices as one selection, as torch's advanced indexing: a mask is the positions of
+// its true elements (an index for each dim it covers); the indices broadcast together, each is
+// checked against its dim and wrapped; the dims they index come together (to the front where
+// they are not adjacent, as torch's) and their positions flatten into one.
+struct Combined {
+  Tensor view;
+  int64_t dim;
+  Selection sel;
+};
+Combined combine(const Tensor& view_in, const TensorIndices& indices, const char* op) {
+  if (indices.size() == 1)
+    return {view_in, indices[0].first, select_by(view_in, indices[0].first, indices[0].second, op)};
+  const bool grad_mode = grad_mode_enabled();
+  NoGradGuard guard;  // for the positions: view's own history is taken below
+  std::vector<int64_t> dims;
+  std::vector<Tensor> index;
+  for (const auto& [d, given] : indices) {
+    const Tensor t = given.to(view_in.device());
+    if (t.dtype() == DType::boolean) {
+      select_by(view_in, d, t, op);  // checks the mask's shape
+      const Tensor where_true = nonzero(t);
+      for (int64_t j = 0; j < t.dim(); ++j) {
+        dims.push_back(d + j);
+        index.push_back(where_true.select(1, j));
+      }
+    } else {
+      TANDEM_CHECK(t.dtype() == DType::i64 || t.dtype() == DType::i32, op,
+                   ": a tensor index must hold integers (i64 or i32) or be a bool mask, got "
+                   "dtype ",
+                   t.dtype());
+      dims.push_back(d);
+      index.push_back(as_dtype(t, DType::i64));
+    }
+  }
+  Shape shape = index[0].shape();
+  for (const Tensor& t : index) shape = broadcast_shapes(shape, t.shape(), op);
+  const auto k = static_cast<int64_t>(dims.size());
+  bool adjacent = true;
+  for (int64_t j = 0; j < k; ++j) adjacent = adjacent && dims[j] == dims[0] + j;
+  Tensor view = view_in;
+  int64_t dim = dims[0];
+  if (!adjacent) {
+    Shape order = dims;
+    for (int64_t d = 0; d < view.dim(); ++d)
+      if (std::find(dims.begin(), dims.end(), d) == dims.end()) order.push_back(d);
+    AutoGradMode recording(grad_mode);
+    view = view.permute(order);
+    dim = 0;
+  }
+  Tensor positions = zeros(shape, TensorOptions(DType::i64).device(view.device()));
+  int64_t stride = 1;
+  for (int64_t j = k - 1; j >= 0; --j) {
+    const int64_t size = view.size(dim + j);
+    const Tensor& t = index[j];
+    if (t.numel() > 0) {
+      const int64_t lo = min(t).item<int64_t>(), hi = max(t).item<int64_t>();
+      TANDEM_CHECK_INDEX(lo >= -size && hi < size, op, ": index ", lo < -size ? lo : hi,
+                         " is out of bounds for dimension ", dims[j], " with size ", size);
+    }
+    positions = add(positions, mul(where(lt(t, 0.0), add(t, size), t), stride));
+    stride *= size;
+  }
+  return {view, dim, {positions.reshape({-1}), k, shape}};
+}
+}  // namespace
+
 Tensor index_by_tensor(const Tensor& view, int64_t dim, const Tensor& index) {
-  const Selection sel = select_by(view, dim, index, "index");
+  return index_by_tensors(view, {{dim, index}});
+}
+
+Tensor index_by_tensors(const Tensor& view_in, const TensorIndices& indices) {
+  const auto [view, dim, sel] = combine(view_in, indices, "index");
   const Tensor flat = sel.dims == 1 ? view : view.flatten(dim, dim + sel.dims - 1);
   return index_select(flat, dim, sel.positions)
       .reshape(replace_dims(view.shape(), dim, sel.dims, sel.shape));
 }
 
-void index_put_by_tensor(const Tensor& view, int64_t dim, const Tensor& index,
-                         const Tensor& values_in) {
+void index_put_by_tensors(const Tensor& view_in, const TensorIndices& indices,
+                          const Tensor& values_in) {
   const char* op = "index_put_";
-  const Selection sel = select_by(view, dim, index, op);
+  const auto [view, dim, sel] = combine(view_in, indices, op);
   // A number given as a host scalar is written on any device, as in libtorch.
   const Tensor values =
       values_in.dim() == 0 ? values_in.to(view.device()) : values_in;

@@ -237,8 +237,7 @@ namespace {
 // tensor index among them, if any, with the dim of that view it applies to.
 struct BasicIndexed {
   Tensor view;
-  const Tensor* tensor = nullptr;
-  int64_t tensor_dim = 0;
+  TensorIndices tensors;  // each tensor index, at its dim of view
 };
 
 bool is_integer_scalar(const Tensor& t) {
@@ -249,7 +248,7 @@ BasicIndexed apply_basic(const Tensor& self, std::initializer_list<indexing::Ten
                          const char* op) {
   using Kind = indexing::TensorIndex::Kind;
   check_defined(self, op, "tensor");
-  int64_t consumed = 0, ellipses = 0, tensors = 0;  // dims the indices take; "..."s; tensors
+  int64_t consumed = 0, ellipses = 0;  // dims the indices take; "..."s
   for (const auto& i : indices) {
     TANDEM_CHECK(i.valid(), op, ": the only string index is \"...\"");
     consumed += i.kind() == Kind::integer || i.kind() == Kind::slice;
@@ -257,14 +256,10 @@ BasicIndexed apply_basic(const Tensor& self, std::initializer_list<indexing::Ten
     if (i.kind() == Kind::tensor) {
       check_defined(i.tensor(), op, "tensor index");
       // A mask takes as many dims as it has, indices one; a 0-dim integer tensor is an integer.
-      tensors += !is_integer_scalar(i.tensor());
       consumed += i.tensor().dtype() == DType::boolean ? i.tensor().dim() : 1;
     }
   }
   TANDEM_CHECK(ellipses <= 1, op, ": at most one ellipsis (\"...\"), got ", ellipses);
-  TANDEM_CHECK(tensors <= 1, op, ": one tensor index at most, got ", tensors,
-               " (PyTorch broadcasts several together; gather or a flat index_select does it "
-               "here)");
   TANDEM_CHECK(consumed <= self.dim(), op, ": ", consumed, " indices for a tensor of ",
                self.dim(), " dims (shape ", shape_str(self.shape()), ")");
   BasicIndexed r{self};
@@ -292,8 +287,7 @@ BasicIndexed apply_basic(const Tensor& self, std::initializer_list<indexing::Ten
           select(i.tensor().item<int64_t>());
           break;
         }
-        r.tensor = &i.tensor();
-        r.tensor_dim = d;
+        r.tensors.emplace_back(d, i.tensor());
         d += i.tensor().dtype() == DType::boolean ? i.tensor().dim() : 1;
         break;
     }
@@ -304,7 +298,7 @@ BasicIndexed apply_basic(const Tensor& self, std::initializer_list<indexing::Ten
 
 Tensor Tensor::index(std::initializer_list<indexing::TensorIndex> indices) const {
   BasicIndexed r = apply_basic(*this, indices, "index");
-  return r.tensor ? index_by_tensor(r.view, r.tensor_dim, *r.tensor) : r.view;
+  return r.tensors.empty() ? r.view : index_by_tensors(r.view, r.tensors);
 }
 
 Tensor Tensor::sum() const { return tandem::sum(*this); }
@@ -761,14 +755,14 @@ Tensor& Tensor::index_put_(std::initializer_list<indexing::TensorIndex> indices,
                            const Tensor& value) {
   check_defined(value, "index_put_", "value");
   BasicIndexed r = apply_basic(*this, indices, "index_put_");
-  if (!r.tensor) {  // a view: copy_ records it in a graph (torch's CopySlices)
+  if (r.tensors.empty()) {  // a view: copy_ records it in a graph (torch's CopySlices)
     r.view.copy_(value);
     return *this;
   }
   check_inplace(*this, "index_put_");
   check_inplace_operand(value, "index_put_");
   check_no_overlap(r.view, "index_put_");
-  index_put_by_tensor(r.view, r.tensor_dim, *r.tensor, value);
+  index_put_by_tensors(r.view, r.tensors, value);
   return *this;
 }
 

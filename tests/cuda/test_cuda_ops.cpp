@@ -930,8 +930,11 @@ TEST_CASE("CUDA: the libtorch-named losses, indexing and comparisons match the C
       const Tensor rows = from_vector<int64_t>({1, -1, 0}).to(c.device());
       c.index_put_({c > 0.5}, -2.0);
       c.index_put_({Slice(), rows}, 3.0);
+      const Tensor pick = from_vector<int64_t>({4, 0, -2}).to(c.device());
+      c.index_put_({rows, pick}, -5.0);  // several indices, broadcast together
       return cat({c.reshape({-1}), v[0].index({v[0] < 0}).reshape({-1}),
-                  v[0].index({Slice(), rows}).reshape({-1})});
+                  v[0].index({Slice(), rows}).reshape({-1}),
+                  v[0].index({rows.view({3, 1}), pick}).reshape({-1})});
     }, tol(dt));
   }
 }
