@@ -190,7 +190,9 @@ using TensorIndices = std::vector<std::pair<int64_t, Tensor>>;
 Tensor index_by_tensors(const Tensor& view, const TensorIndices& indices);
 /// Tensor::index_put_ with tensor indices: `values` (broadcast to what index_by_tensors would
 /// return) written where they point, in place into view (and so into the tensor it views).
-void index_put_by_tensors(const Tensor& view, const TensorIndices& indices, const Tensor& values);
+/// accumulate: added there instead, a repeated position adding each value.
+void index_put_by_tensors(const Tensor& view, const TensorIndices& indices, const Tensor& values,
+                          bool accumulate = false);
 /// dst[.., index[..][j][..], ..] (+)= src[..][j][..] along dim, in place into dst (any layout;
 /// no autograd): the scatter ops and Tensor::scatter_/scatter_add_ (src/ops/index_ops.cpp).
 /// `when`: deferred only where dst is an output no one else holds yet (kernels::BoundsCheck).

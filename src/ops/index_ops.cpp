@@ -334,7 +334,7 @@ Tensor index_by_tensors(const Tensor& view_in, const TensorIndices& indices) {
 }
 
 void index_put_by_tensors(const Tensor& view_in, const TensorIndices& indices,
-                          const Tensor& values_in) {
+                          const Tensor& values_in, bool accumulate) {
   const char* op = "index_put_";
   const auto [view, dim, sel] = combine(view_in, indices, op);
   // A number given as a host scalar is written on any device, as in libtorch.
@@ -355,8 +355,8 @@ void index_put_by_tensors(const Tensor& view_in, const TensorIndices& indices,
   const Shape block = replace_dims(view.shape(), dim, sel.dims, {sel.positions.numel()});
   Tensor dense_values = make_tensor(selected, view.dtype(), view.device());
   kernels::copy(dense_values, broadcast_view(values, selected));
-  scatter_dense(view, dim, dense_values.view(block), list_index3(sel.positions, block, dim), false,
-                op, kernels::BoundsCheck::now, &flat_shape);
+  scatter_dense(view, dim, dense_values.view(block), list_index3(sel.positions, block, dim),
+                accumulate, op, kernels::BoundsCheck::now, &flat_shape);
 }
 
 }  // namespace ops_detail

@@ -130,9 +130,16 @@ Tensor Tensor::to(Device device, bool non_blocking) const {
 }
 
 Tensor Tensor::to(Device device, DType dtype) const { return to(device).to(dtype); }
-Tensor Tensor::to(const TensorOptions& options, bool non_blocking) const {
+Tensor Tensor::to(const TensorOptions& options, bool non_blocking, bool copy) const {
   const Tensor moved = options.device_ ? to(*options.device_, non_blocking) : *this;
-  return options.has_dtype() ? moved.to(options.dtype()) : moved;
+  const Tensor out = options.has_dtype() ? moved.to(options.dtype()) : moved;
+  return copy && out.is_same(*this) ? clone() : out;
+}
+Tensor Tensor::to(DType dtype, bool non_blocking, bool copy) const {
+  return to(TensorOptions(dtype), non_blocking, copy);
+}
+Tensor Tensor::to(Device device, DType dtype, bool non_blocking, bool copy) const {
+  return to(TensorOptions(dtype).device(device), non_blocking, copy);
 }
 Tensor Tensor::to(const Tensor& other, bool non_blocking) const {
   return to(other.device(), non_blocking).to(other.dtype());
@@ -480,6 +487,30 @@ Tensor Tensor::addcmul(const Tensor& t1, const Tensor& t2, double value) const {
 Tensor Tensor::addcdiv(const Tensor& t1, const Tensor& t2, double value) const {
   return tandem::addcdiv(*this, t1, t2, value);
 }
+Tensor Tensor::asin() const { return tandem::asin(*this); }
+Tensor Tensor::acos() const { return tandem::acos(*this); }
+Tensor Tensor::sinh() const { return tandem::sinh(*this); }
+Tensor Tensor::cosh() const { return tandem::cosh(*this); }
+Tensor Tensor::asinh() const { return tandem::asinh(*this); }
+Tensor Tensor::acosh() const { return tandem::acosh(*this); }
+Tensor Tensor::atanh() const { return tandem::atanh(*this); }
+Tensor Tensor::erfinv() const { return tandem::erfinv(*this); }
+Tensor Tensor::logaddexp(const Tensor& other) const { return tandem::logaddexp(*this, other); }
+Tensor Tensor::xlogy(const Tensor& other) const { return tandem::xlogy(*this, other); }
+Tensor Tensor::count_nonzero(const Shape& dims) const { return tandem::count_nonzero(*this, dims); }
+Tensor Tensor::bincount(const Tensor& weights, int64_t minlength) const {
+  return tandem::bincount(*this, weights, minlength);
+}
+Tensor Tensor::take_along_dim(const Tensor& indices, std::optional<int64_t> dim) const {
+  return tandem::take_along_dim(*this, indices, dim);
+}
+Tensor Tensor::index_fill(int64_t dim, const Tensor& index, Scalar value) const {
+  return tandem::index_fill(*this, dim, index, value);
+}
+Tensor Tensor::index_fill(int64_t dim, const Tensor& index, const Tensor& value) const {
+  return tandem::index_fill(*this, dim, index, value);
+}
+Tensor Tensor::rot90(int64_t k, const Shape& dims) const { return tandem::rot90(*this, k, dims); }
 Tensor Tensor::nan_to_num(std::optional<double> nan, std::optional<double> posinf,
                           std::optional<double> neginf) const {
   return tandem::nan_to_num(*this, nan, posinf, neginf);
@@ -753,16 +784,26 @@ Tensor& rebase(Tensor& self, F f) {
 
 Tensor& Tensor::index_put_(std::initializer_list<indexing::TensorIndex> indices,
                            const Tensor& value) {
+  return index_put_(indices, value, false);
+}
+
+Tensor& Tensor::index_put_(std::initializer_list<indexing::TensorIndex> indices,
+                           const Tensor& value, bool accumulate) {
   check_defined(value, "index_put_", "value");
   BasicIndexed r = apply_basic(*this, indices, "index_put_");
-  if (r.tensors.empty()) {  // a view: copy_ records it in a graph (torch's CopySlices)
-    r.view.copy_(value);
+  if (r.tensors.empty()) {  // a view: copy_ and add_ record it in a graph (CopySlices)
+    if (accumulate) {
+      check_broadcasts_to(value, r.view.shape(), "index_put_", "value");
+      r.view.add_(value);
+    } else {
+      r.view.copy_(value);
+    }
     return *this;
   }
   check_inplace(*this, "index_put_");
   check_inplace_operand(value, "index_put_");
   check_no_overlap(r.view, "index_put_");
-  index_put_by_tensors(r.view, r.tensors, value);
+  index_put_by_tensors(r.view, r.tensors, value, accumulate);
   return *this;
 }
 
@@ -972,6 +1013,18 @@ Tensor& Tensor::masked_fill_(const Tensor& mask, const Tensor& value) {
   const Tensor filled = masked_fill(mask, value);
   NoGradGuard guard;
   return copy_(filled);
+}
+
+Tensor& Tensor::erfinv_() {
+  check_defined(*this, "erfinv_", "self");
+  check_integer_result(*this, true, "erfinv_", "the op's result is floating point");
+  if (in_graph(*this, nullptr, "erfinv_"))
+    return rebase(*this, [](const Tensor& x) { return tandem::erfinv(x); });
+  check_inplace(*this, "erfinv_");
+  check_no_overlap(*this, "erfinv_");
+  const Tensor result = tandem::erfinv(*this);
+  NoGradGuard guard;
+  return copy_(result);
 }
 
 Tensor& Tensor::nan_to_num_(std::optional<double> nan, std::optional<double> posinf,

@@ -3586,3 +3586,142 @@ TEST_CASE("several tensor indices broadcast together, as torch's advanced indexi
                     Catch::Contains("cannot be broadcast"));
   CHECK_THROWS_AS(x.index({torch::tensor({0}), torch::tensor({-4})}), tandem::IndexError);
 }
+
+TEST_CASE("libtorch ops the survey found missing: inverse trig, erfinv, counting and index helpers",
+          "[libtorch]") {
+  // Values and gradients printed by torch 1.13 (f64), compared to a few ulps.
+  auto close = [](const torch::Tensor& got, const std::vector<double>& want, double eps = 1e-12) {
+    const std::vector<double> v =
+        got.detach().to(torch::kFloat64).reshape({-1}).to_vector<double>();
+    REQUIRE(v.size() == want.size());
+    for (size_t i = 0; i < v.size(); ++i) {
+      INFO("element " << i);
+      if (std::isnan(want[i]))
+        CHECK(std::isnan(v[i]));
+      else if (std::isinf(want[i]))
+        CHECK(v[i] == want[i]);
+      else
+        CHECK(v[i] == Approx(want[i]).epsilon(eps).margin(1e-300));
+    }
+  };
+  auto value_and_grad = [&](const char* name, torch::Tensor (*f)(const torch::Tensor&),
+                            const std::vector<double>& in, const std::vector<double>& value,
+                            const std::vector<double>& grad) {
+    INFO(name);
+    torch::Tensor x = torch::from_vector<double>(in).requires_grad_();
+    torch::Tensor y = f(x);
+    y.sum().backward();
+    close(y, value);
+    close(x.grad(), grad);
+  };
+  const std::vector<double> unit{-0.9, -0.5, 0.0, 0.3, 0.99};
+  value_and_grad(
+      "asin", torch::asin, unit,
+      {-1.1197695149986342, -0.5235987755982989, 0.0, 0.30469265401539747, 1.4292568534704693},
+      {2.294157338705618, 1.1547005383792517, 1.0, 1.0482848367219182, 7.088812050083354});
+  value_and_grad(
+      "acos", torch::acos, unit,
+      {2.6905658417935308, 2.0943951023931957, 1.5707963267948966, 1.2661036727794992,
+       0.1415394733244273},
+      {-2.294157338705618, -1.1547005383792517, -1.0, -1.0482848367219182, -7.088812050083354});
+  value_and_grad(
+      "atanh", torch::atanh, unit,
+      {-1.4722194895832204, -0.5493061443340548, 0.0, 0.30951960420311175, 2.6466524123622457},
+      {5.263157894736843, 1.3333333333333333, 1.0, 1.0989010989010988, 50.25125628140696});
+  value_and_grad(
+      "erfinv", torch::erfinv, unit,
+      {-1.1630871536766743, -0.4769362762044699, 0.0, 0.2724627147267544, 1.8213863677184483},
+      {3.4280428114518418, 1.1125848189719496, 0.8862269254527579, 0.9545203588405493,
+       24.450876473746312});
+  const std::vector<double> wide{-30, -2, -1e-8, 0, 0.5, 3, 700};
+  const std::vector<double> sinh_values{
+      -5343237290762.231, -3.626860407847019, -1.0000000000000002e-08, 0.0,
+      0.5210953054937474, 10.017874927409903, 5.0711602736750225e+303};
+  const std::vector<double> cosh_values{
+      5343237290762.231,  3.7621956910836314,     1.0, 1.0, 1.1276259652063807,
+      10.067661995777765, 5.0711602736750225e+303};
+  value_and_grad("sinh", torch::sinh, wide, sinh_values, cosh_values);
+  value_and_grad("cosh", torch::cosh, wide, cosh_values, sinh_values);
+  value_and_grad("asinh", torch::asinh, wide,
+                 {-4.09462222433053, -1.4436354751788103, -9.999999999999999e-09, 0.0,
+                  0.48121182505960347, 1.8184464592320668, 7.2442280258070415},
+                 {0.03331483023263848, 0.4472135954999579, 1.0, 1.0, 0.8944271909999159,
+                  0.31622776601683794, 0.001428569970847712});
+  value_and_grad(
+      "acosh", torch::acosh, {1, 1.0000001, 1.5, 10, 1e10},
+      {0.0, 0.0004472135919037347, 0.9624236501192069, 2.993222846126381, 23.7189981105004},
+      // (2236.06792098999 from torch's 1 / sqrt(x^2 - 1), which cancels)
+      {INFINITY, 2236.0679209453, 0.8944271909999159, 0.10050378152592121, 1e-10});
+  // Its ends and outside its domain; overflowing squares; f32.
+  const torch::Tensor edges = torch::from_vector<double>({1, -1, 2});
+  close(torch::asin(edges), {1.5707963267948966, -1.5707963267948966, NAN});
+  close(torch::atanh(edges), {INFINITY, -INFINITY, NAN});
+  close(torch::erfinv(edges), {INFINITY, -INFINITY, NAN});
+  close(torch::asinh(torch::from_vector<double>({1e200, -1e300})),
+        {461.2101657793691, -691.4686750787736});
+  close(torch::from_vector<float>({-0.999f, -0.3f, 0.5f, 0.9999f}).erfinv(),
+        {-2.326756715774536, -0.27246272563934326, 0.4769362807273865, 2.7510364055633545}, 2e-6);
+  CHECK(torch::asin(torch::tensor({0, 1})).dtype() == torch::kFloat32);
+
+  torch::Tensor a = torch::from_vector<double>({1, -INFINITY, INFINITY, 1000, -3});
+  torch::Tensor b = torch::from_vector<double>({2, -INFINITY, INFINITY, 999, 5});
+  close(torch::logaddexp(a, b),
+        {2.313261687518223, -INFINITY, INFINITY, 1000.3132616875182, 5.000335406372896});
+  torch::Tensor x = torch::from_vector<double>({0, 0, 2, 3, 0}).requires_grad_();
+  torch::Tensor y = torch::from_vector<double>({0, NAN, 3, 0.5, 2}).requires_grad_();
+  torch::Tensor xy = torch::xlogy(x, y);
+  xy.sum().backward();
+  close(xy, {0.0, NAN, 2.1972245773362196, -2.0794415416798357, 0.0});
+  close(x.grad(), {0.0, NAN, 1.0986122886681098, -0.6931471805599453, 0.6931471805599453});
+  close(y.grad(), {NAN, NAN, 0.6666666666666666, 6.0, 0.0});
+
+  torch::Tensor t = torch::from_vector<float>({0, 1, NAN, 2, 0, 0}, {2, 3});
+  CHECK(torch::count_nonzero(t).item<int64_t>() == 3);
+  CHECK(t.count_nonzero({0}).to_vector<int64_t>() == std::vector<int64_t>{1, 1, 1});
+  CHECK(torch::bincount(torch::tensor({1, 3, 3, 0})).to_vector<int64_t>() ==
+        std::vector<int64_t>{1, 1, 0, 2});
+  torch::Tensor weighted =
+      torch::bincount(torch::tensor({1, 3, 3}), torch::from_vector<float>({0.5, 1, 2}), 6);
+  CHECK(weighted.dtype() == torch::kFloat32);
+  close(weighted, {0, 0.5, 0, 3, 0, 0});
+  CHECK(torch::bincount(torch::tensor({1, 3}), torch::tensor({1, 2})).dtype() == torch::kFloat64);
+  CHECK_THROWS_WITH(torch::bincount(torch::tensor({1, -1})), Catch::Contains("non-negative"));
+  CHECK(torch::tril_indices(3, 4, 1).to_vector<int64_t>() ==
+        std::vector<int64_t>{0, 0, 1, 1, 1, 2, 2, 2, 2, 0, 1, 0, 1, 2, 0, 1, 2, 3});
+  CHECK(torch::triu_indices(4, 3, -1).to_vector<int64_t>() ==
+        std::vector<int64_t>{0, 0, 0, 1, 1, 1, 2, 2, 3, 0, 1, 2, 0, 1, 2, 1, 2, 2});
+  CHECK(torch::tril_indices(0, 3).sizes() == Shape{2, 0});
+
+  torch::Tensor m = torch::arange(12.0).view({3, 4});
+  close(torch::take_along_dim(m, torch::tensor({2, 0, 1, 1}).view({1, 4}), 0), {8, 1, 6, 7});
+  close(m.take_along_dim(torch::tensor({11, 0})), {11, 0});
+  close(m.index_fill(1, torch::tensor({0, -1}), -2.0), {-2, 1, 2, -2, -2, 5, 6, -2, -2, 9, 10, -2});
+  close(torch::rot90(m), {3, 7, 11, 2, 6, 10, 1, 5, 9, 0, 4, 8});
+  close(m.rot90(-1), {8, 4, 0, 9, 5, 1, 10, 6, 2, 11, 7, 3});
+  close(torch::rot90(m, 2, {1, 0}), {11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0});
+  torch::Tensor tall = torch::zeros({7, 3});
+  tall.fill_diagonal_(5, /*wrap=*/true);
+  close(tall, {5, 0, 0, 0, 5, 0, 0, 0, 5, 0, 0, 0, 5, 0, 0, 0, 5, 0, 0, 0, 5});
+  torch::Tensor cube = torch::zeros({3, 3, 3});
+  cube.fill_diagonal_(1);
+  CHECK(cube.sum().item<float>() == 3);
+  CHECK(cube.index({2, 2, 2}).item<float>() == 1);
+  torch::Tensor acc = torch::zeros({5});
+  acc.index_put_({torch::tensor({0, 2, 0})}, torch::from_vector<float>({1, 2, 3}), true);
+  close(acc, {4, 0, 2, 0, 0});
+  // One integer where libtorch takes a list; to() and copy_ with libtorch's flags.
+  CHECK(torch::equal(torch::roll(m, 1, 0), torch::roll(m, {1}, {0})));
+  CHECK(torch::equal(m.roll(1), torch::roll(m, Shape{1})));
+  CHECK(torch::equal(torch::flip(m, 0), m.flip({0})));
+  CHECK(m.tile(2).sizes() == Shape{3, 8});
+  CHECK(torch::reshape(m, -1).sizes() == Shape{12});
+  CHECK(torch::ones({1}).expand(3).sizes() == Shape{3});
+  CHECK(m.split({1, 2}).size() == 2);
+  CHECK(m.to(torch::kFloat64, false, true).dtype() == torch::kFloat64);
+  torch::Tensor copied = m.to(torch::kFloat32, /*non_blocking=*/false, /*copy=*/true);
+  CHECK_FALSE(copied.is_same(m));
+  CHECK(torch::equal(copied, m));
+  torch::Tensor dst = torch::zeros({3, 4});
+  dst.copy_(m, /*non_blocking=*/true);
+  CHECK(torch::equal(dst, m));
+}

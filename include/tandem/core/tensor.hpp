@@ -218,11 +218,14 @@ class Tensor {
   /// laid out as this tensor (a channels-last or transposed one arrives so; preserve_format).
   Tensor to(Device device, bool non_blocking = false) const;
   Tensor to(Device device, DType dtype) const;
+  /// libtorch's forms with non_blocking and copy (a copy even where nothing changes).
+  Tensor to(DType dtype, bool non_blocking, bool copy = false) const;
+  Tensor to(Device device, DType dtype, bool non_blocking, bool copy = false) const;
   Tensor to(DeviceType type, bool non_blocking = false) const {
     return to(Device(type), non_blocking);
   }
   /// To the options' device and dtype, each where the options name one.
-  Tensor to(const TensorOptions& options, bool non_blocking = false) const;
+  Tensor to(const TensorOptions& options, bool non_blocking = false, bool copy = false) const;
   /// A copy (differentiable) laid out as this tensor (torch's preserve_format).
   Tensor clone() const;
   Tensor contiguous() const;
@@ -297,6 +300,10 @@ class Tensor {
   Tensor squeeze() const;
   Tensor squeeze(int64_t dim) const;
   Tensor expand(const Shape& shape) const;
+  template <typename I, typename = std::enable_if_t<is_dim_v<I>>>
+  Tensor expand(I size) const {
+    return expand(Shape{static_cast<int64_t>(size)});
+  }
   Tensor expand_as(const Tensor& other) const { return expand(other.shape()); }
   Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1) const;
   Tensor view_as(const Tensor& other) const { return view(other.shape()); }
@@ -305,6 +312,10 @@ class Tensor {
   std::vector<Tensor> split(int64_t split_size, int64_t dim = 0) const;
   std::vector<Tensor> split_with_sizes(const std::vector<int64_t>& split_sizes,
                                        int64_t dim = 0) const;
+  /// Pieces of these sizes (libtorch's split with a list).
+  std::vector<Tensor> split(const Shape& split_sizes, int64_t dim = 0) const {
+    return split_with_sizes(split_sizes, dim);
+  }
   std::vector<Tensor> chunk(int64_t chunks, int64_t dim = 0) const;
   std::vector<Tensor> unbind(int64_t dim = 0) const;
   /// Copies: tiled `repeats` times, or reversed along dims.
@@ -318,6 +329,10 @@ class Tensor {
   /// history and refuse a tensor that requires grad). Returns *this.
   Tensor& index_put_(std::initializer_list<indexing::TensorIndex> indices, const Tensor& value);
   Tensor& index_put_(std::initializer_list<indexing::TensorIndex> indices, double value);
+  /// accumulate: `value` is added where the indices point, each repeated index adding again
+  /// (libtorch's index_put_(indices, values, true)).
+  Tensor& index_put_(std::initializer_list<indexing::TensorIndex> indices, const Tensor& value,
+                     bool accumulate);
 
   // --- common math as methods --------------------------------------------------------------
   // (the functional API's ops under libtorch's method names; `x.sum(1)` is `x.sum({1})`)
@@ -455,6 +470,18 @@ class Tensor {
   Tensor diag(int64_t diagonal = 0) const;
   Tensor roll(const Shape& shifts, const Shape& dims = {}) const;
   Tensor tile(const Shape& reps) const;
+  /// One integer where libtorch takes a list.
+  Tensor roll(int64_t shift, int64_t dim) const { return roll(Shape{shift}, Shape{dim}); }
+  template <typename I, typename = std::enable_if_t<is_dim_v<I>>>
+  Tensor roll(I shift) const {
+    return roll(Shape{static_cast<int64_t>(shift)});
+  }
+  template <typename I, typename = std::enable_if_t<is_dim_v<I>>>
+  Tensor tile(I reps) const {
+    return tile(Shape{static_cast<int64_t>(reps)});
+  }
+  /// Rotated by 90 degrees k times in the plane of dims (rot90).
+  Tensor rot90(int64_t k = 1, const Shape& dims = {0, 1}) const;
   Tensor repeat_interleave(int64_t repeats, std::optional<int64_t> dim = std::nullopt) const;
   Tensor repeat_interleave(const Tensor& repeats, std::optional<int64_t> dim = std::nullopt) const;
   Tensor unfold(int64_t dim, int64_t size, int64_t step) const;
@@ -514,6 +541,29 @@ class Tensor {
   Tensor& nan_to_num_(std::optional<double> nan = std::nullopt,
                       std::optional<double> posinf = std::nullopt,
                       std::optional<double> neginf = std::nullopt);
+  /// The elementwise functions of tandem::asin, ... (ops/elementwise.hpp) as methods.
+  Tensor asin() const;
+  Tensor acos() const;
+  Tensor sinh() const;
+  Tensor cosh() const;
+  Tensor asinh() const;
+  Tensor acosh() const;
+  Tensor atanh() const;
+  Tensor erfinv() const;
+  Tensor& erfinv_();
+  Tensor logaddexp(const Tensor& other) const;
+  Tensor xlogy(const Tensor& other) const;
+  /// The counting and index helpers of ops/reduction.hpp and ops/index_ops.hpp as methods.
+  Tensor count_nonzero(const Shape& dims = {}) const;
+  Tensor bincount(const Tensor& weights = {}, int64_t minlength = 0) const;
+  Tensor take_along_dim(const Tensor& indices, std::optional<int64_t> dim = std::nullopt) const;
+  Tensor index_fill(int64_t dim, const Tensor& index, Scalar value) const;
+  Tensor index_fill(int64_t dim, const Tensor& index, const Tensor& value) const;
+  Tensor& index_fill_(int64_t dim, const Tensor& index, Scalar value);
+  Tensor& index_fill_(int64_t dim, const Tensor& index, const Tensor& value);
+  /// The main diagonal (of a 2-d tensor, or of one whose dims are all of one size) set to
+  /// value; wrap restarts it every cols + 1 rows of a tall matrix (torch's fill_diagonal_).
+  Tensor& fill_diagonal_(Scalar value, bool wrap = false);
   Tensor maximum(const Tensor& other) const;
   Tensor minimum(const Tensor& other) const;
   /// This tensor where `cond` is true, `other` elsewhere.
@@ -593,6 +643,8 @@ class Tensor {
   Tensor& fill_(double value);
   /// Copies `src` (broadcast, converted) into this tensor's elements.
   Tensor& copy_(const Tensor& src);
+  /// libtorch's form: the copy is synchronous here whatever non_blocking says.
+  Tensor& copy_(const Tensor& src, bool /*non_blocking*/) { return copy_(src); }
   /// this += alpha * other
   Tensor& add_(const Tensor& other, double alpha = 1.0);
   /// this += value

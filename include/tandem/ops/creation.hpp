@@ -24,6 +24,10 @@ Tensor full(const Shape& shape, V value, TensorOptions options = {}) {
     options = options.dtype(std::is_same_v<V, bool> ? DType::boolean : DType::i64);
   return full(shape, static_cast<double>(value), options);
 }
+/// The (row, column) positions of the lower (upper) triangle of a rows x cols matrix from
+/// diagonal `offset` on, as a (2, N) i64 tensor in row-major order (torch.tril_indices).
+Tensor tril_indices(int64_t row, int64_t col, int64_t offset = 0, TensorOptions options = {});
+Tensor triu_indices(int64_t row, int64_t col, int64_t offset = 0, TensorOptions options = {});
 /// A 0-dim tensor holding `value`.
 Tensor scalar_tensor(double value, TensorOptions options = {});
 /// [0, end) and [start, end) by step, as torch.arange: without a dtype in the options, i64 when

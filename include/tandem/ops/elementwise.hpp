@@ -74,6 +74,23 @@ Tensor round(const Tensor& a);
 /// Bool tensors: where a is NaN; where it is +inf or -inf (never, for integers).
 Tensor isnan(const Tensor& a);
 Tensor isinf(const Tensor& a);
+/// The inverse and hyperbolic trigonometric functions and the inverse error function, as
+/// torch's (integers compute in f32; outside the domain NaN, at its ends +-inf), differentiable
+/// with torch's derivatives.
+Tensor asin(const Tensor& a);
+Tensor acos(const Tensor& a);
+Tensor sinh(const Tensor& a);
+Tensor cosh(const Tensor& a);
+Tensor asinh(const Tensor& a);
+Tensor acosh(const Tensor& a);
+Tensor atanh(const Tensor& a);
+Tensor erfinv(const Tensor& a);
+/// log(exp(a) + exp(b)) without overflow (two equal infinities give themselves).
+Tensor logaddexp(const Tensor& a, const Tensor& b);
+/// x log(y), 0 where x is 0 (unless y is NaN), as torch.xlogy; its gradients are torch's.
+Tensor xlogy(const Tensor& x, const Tensor& y);
+Tensor xlogy(const Tensor& x, Scalar y);
+Tensor xlogy(Scalar x, const Tensor& y);
 /// NaN, +inf and -inf replaced by `nan` (0), `posinf` and `neginf` (the dtype's largest and
 /// lowest finite values by default), as torch's; integers and bool are returned as they are
 /// (a copy). The replaced elements get no gradient.

@@ -4,6 +4,8 @@
 // Differentiable in the values, not in the indices.
 #pragma once
 
+#include <optional>
+
 #include "tandem/core/tensor.hpp"
 
 namespace tandem {
@@ -11,8 +13,23 @@ namespace tandem {
 /// The slices index[0], index[1], ... of `self` along dim: self's shape with that dim's size
 /// index.numel(). index is 1-d (or a scalar).
 Tensor index_select(const Tensor& self, int64_t dim, const Tensor& index);
+/// How often each value of x (1-d, non-negative integers) occurs, i64, at least `minlength`
+/// long; with weights, their sums (f32 or f64 as the weights, else f64), as torch.bincount.
+Tensor bincount(const Tensor& x, const Tensor& weights = {}, int64_t minlength = 0);
+/// gather after broadcasting self and indices in every dim but dim; without dim, of both
+/// flattened (torch.take_along_dim).
+Tensor take_along_dim(const Tensor& self, const Tensor& indices,
+                      std::optional<int64_t> dim = std::nullopt);
+/// self with the slices index names along dim set to value (a number or a 0-dim tensor,
+/// differentiable in it and in self elsewhere).
+Tensor index_fill(const Tensor& self, int64_t dim, const Tensor& index, Scalar value);
+Tensor index_fill(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& value);
 /// self with the order of its elements reversed along each of `dims`, as torch.flip (a copy).
 Tensor flip(const Tensor& self, const Shape& dims);
+template <typename I, typename = std::enable_if_t<is_dim_v<I>>>
+Tensor flip(const Tensor& self, I dim) {
+  return flip(self, Shape{static_cast<int64_t>(dim)});
+}
 /// out[...][j][...] = self[...][index[...][j][...]][...] along dim: out has index's shape;
 /// index has self's rank and no larger sizes than self's in the other dims.
 Tensor gather(const Tensor& self, int64_t dim, const Tensor& index);

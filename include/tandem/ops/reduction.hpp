@@ -93,6 +93,12 @@ template <typename B, typename = std::enable_if_t<std::is_same_v<B, bool>>>
 Tensor std(const Tensor& t, B unbiased) {
   return std(t, Shape{}, unbiased ? 1 : 0);
 }
+/// The number of nonzero elements over dims (all when empty), i64; NaN counts (torch's).
+Tensor count_nonzero(const Tensor& t, const Shape& dims = {});
+template <typename I, typename = std::enable_if_t<is_dim_v<I>>>
+Tensor count_nonzero(const Tensor& t, I dim) {
+  return count_nonzero(t, Shape{static_cast<int64_t>(dim)});
+}
 /// Running sums along dim (integers and bool sum in i64, or in `dtype`).
 Tensor cumsum(const Tensor& t, int64_t dim, std::optional<DType> dtype = std::nullopt);
 /// Running products along dim (integers and bool multiply in i64, or in `dtype`). Its

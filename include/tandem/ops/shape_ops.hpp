@@ -89,8 +89,31 @@ Tensor diag(const Tensor& t, int64_t diagonal = 0);
 /// The elements moved `shifts[i]` places along `dims[i]`, those pushed off the end coming back
 /// at the start. Without dims, along the flattened tensor (one shift), the shape kept.
 Tensor roll(const Tensor& t, const Shape& shifts, const Shape& dims = {});
+template <typename I, typename = std::enable_if_t<is_dim_v<I>>>
+Tensor roll(const Tensor& t, I shift) {
+  return roll(t, Shape{static_cast<int64_t>(shift)});
+}
+/// One shift along one dim (libtorch takes one integer for a list).
+inline Tensor roll(const Tensor& t, int64_t shift, int64_t dim) {
+  return roll(t, Shape{shift}, Shape{dim});
+}
+/// Rotated by 90 degrees k times in the plane of dims, from the first towards the second.
+Tensor rot90(const Tensor& t, int64_t k = 1, const Shape& dims = {0, 1});
 /// repeat() with fewer reps than dims allowed: reps padded with leading 1s.
 Tensor tile(const Tensor& t, const Shape& reps);
+// One integer where libtorch takes a list: `reshape(x, -1)`, `expand(x, 3)`, `tile(x, 2)`.
+template <typename I, typename = std::enable_if_t<is_dim_v<I>>>
+Tensor reshape(const Tensor& t, I size) {
+  return reshape(t, Shape{static_cast<int64_t>(size)});
+}
+template <typename I, typename = std::enable_if_t<is_dim_v<I>>>
+Tensor expand(const Tensor& t, I size) {
+  return expand(t, Shape{static_cast<int64_t>(size)});
+}
+template <typename I, typename = std::enable_if_t<is_dim_v<I>>>
+Tensor tile(const Tensor& t, I reps) {
+  return tile(t, Shape{static_cast<int64_t>(reps)});
+}
 /// Each element `repeats` times in a row along dim (along the flattened tensor without one).
 Tensor repeat_interleave(const Tensor& t, int64_t repeats,
                          std::optional<int64_t> dim = std::nullopt);
