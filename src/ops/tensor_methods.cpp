@@ -251,7 +251,7 @@ bool is_integer_scalar(const Tensor& t) {
   return t.dim() == 0 && t.dtype() != DType::boolean && !t.is_floating_point();
 }
 
-BasicIndexed apply_basic(const Tensor& self, std::initializer_list<indexing::TensorIndex> indices,
+BasicIndexed apply_basic(const Tensor& self, const std::vector<indexing::TensorIndex>& indices,
                          const char* op) {
   using Kind = indexing::TensorIndex::Kind;
   check_defined(self, op, "tensor");
@@ -304,7 +304,8 @@ BasicIndexed apply_basic(const Tensor& self, std::initializer_list<indexing::Ten
 }  // namespace
 
 Tensor Tensor::index(std::initializer_list<indexing::TensorIndex> indices) const {
-  BasicIndexed r = apply_basic(*this, indices, "index");
+  BasicIndexed r = apply_basic(
+      *this, std::vector<indexing::TensorIndex>(indices.begin(), indices.end()), "index");
   return r.tensors.empty() ? r.view : index_by_tensors(r.view, r.tensors);
 }
 
@@ -787,10 +788,41 @@ Tensor& Tensor::index_put_(std::initializer_list<indexing::TensorIndex> indices,
   return index_put_(indices, value, false);
 }
 
+namespace {
+// self with value written (or added) where the indices point, recorded as torch's index_put:
+// self's gradient without the written positions (all of it when accumulating), value's the
+// gradient gathered there, summed over value's broadcast dims.
+Tensor index_put_recorded(const Tensor& self, const std::vector<indexing::TensorIndex>& indices,
+                          const Tensor& value, bool accumulate) {
+  Tensor out = self.detach().clone();
+  {
+    NoGradGuard guard;
+    BasicIndexed r = apply_basic(out, indices, "index_put_");
+    index_put_by_tensors(r.view, r.tensors, value, accumulate);
+  }
+  autograd::record("index_put", {self, value}, out,
+                   [indices, accumulate, value_shape = value.shape(),
+                    value_device = value.device()](const Tensor& g) -> std::vector<Tensor> {
+                     Tensor g_self = g;
+                     if (!accumulate) {
+                       g_self = g.clone();
+                       BasicIndexed r = apply_basic(g_self, indices, "index_put_");
+                       index_put_by_tensors(r.view, r.tensors, zeros({}, g.options()));
+                     }
+                     BasicIndexed r = apply_basic(g, indices, "index_put_");
+                     Tensor g_value = index_by_tensors(r.view, r.tensors);
+                     const Tensor like = make_tensor(value_shape, g.dtype(), g.device());
+                     return {g_self, reduce_grad(g_value, like).to(value_device)};
+                   });
+  return out;
+}
+}  // namespace
+
 Tensor& Tensor::index_put_(std::initializer_list<indexing::TensorIndex> indices,
                            const Tensor& value, bool accumulate) {
   check_defined(value, "index_put_", "value");
-  BasicIndexed r = apply_basic(*this, indices, "index_put_");
+  const std::vector<indexing::TensorIndex> list(indices.begin(), indices.end());
+  BasicIndexed r = apply_basic(*this, list, "index_put_");
   if (r.tensors.empty()) {  // a view: copy_ and add_ record it in a graph (CopySlices)
     if (accumulate) {
       check_broadcasts_to(value, r.view.shape(), "index_put_", "value");
@@ -800,11 +832,25 @@ Tensor& Tensor::index_put_(std::initializer_list<indexing::TensorIndex> indices,
     }
     return *this;
   }
+  if (in_graph(*this, &value, "index_put_"))
+    return rebase(*this,
+                  [&](const Tensor& x) { return index_put_recorded(x, list, value, accumulate); });
   check_inplace(*this, "index_put_");
-  check_inplace_operand(value, "index_put_");
   check_no_overlap(r.view, "index_put_");
   index_put_by_tensors(r.view, r.tensors, value, accumulate);
   return *this;
+}
+
+Tensor Tensor::index_put(std::initializer_list<indexing::TensorIndex> indices, const Tensor& value,
+                         bool accumulate) const {
+  check_defined(*this, "index_put", "self");
+  check_defined(value, "index_put", "value");
+  const std::vector<indexing::TensorIndex> list(indices.begin(), indices.end());
+  if (grad_mode_enabled() && (requires_grad() || value.requires_grad()))
+    return index_put_recorded(*this, list, value, accumulate);
+  Tensor out = clone();
+  out.index_put_(indices, value, accumulate);
+  return out;
 }
 
 Tensor& Tensor::index_put_(std::initializer_list<indexing::TensorIndex> indices, double value) {

@@ -3724,4 +3724,40 @@ TEST_CASE("libtorch ops the survey found missing: inverse trig, erfinv, counting
   torch::Tensor dst = torch::zeros({3, 4});
   dst.copy_(m, /*non_blocking=*/true);
   CHECK(torch::equal(dst, m));
+  // Softmax in f32 of an f16 input; torch::batch_norm's own argument order.
+  namespace F = torch::nn::functional;
+  torch::Tensor h = m.to(torch::kHalf);
+  torch::Tensor p = F::softmax(h, F::SoftmaxFuncOptions(1).dtype(torch::kFloat32));
+  CHECK(p.dtype() == torch::kFloat32);
+  CHECK(torch::allclose(p, torch::softmax(m, 1)));
+  CHECK(torch::softmax(m, 1, std::nullopt).dtype() == torch::kFloat32);
+  torch::Tensor in = torch::randn({4, 3, 2, 2});
+  torch::Tensor w = torch::rand({3}), bias = torch::randn({3});
+  torch::Tensor rm1 = torch::zeros({3}), rv1 = torch::ones({3});
+  torch::Tensor rm2 = rm1.clone(), rv2 = rv1.clone();
+  torch::Tensor ours = torch::batch_norm(in, rm1, rv1, w, bias, true, 0.1, 1e-5);
+  torch::Tensor theirs = torch::batch_norm(in, w, bias, rm2, rv2, true, 0.1, 1e-5, true);
+  CHECK(torch::equal(ours, theirs));
+  CHECK(torch::equal(rm1, rm2));
+}
+
+TEST_CASE("index_put with tensor indices is recorded in the graph, as torch's index_put",
+          "[libtorch]") {
+  // Values and gradients printed by torch 1.13 for the same program.
+  auto f64 = torch::TensorOptions(torch::kFloat64);
+  torch::Tensor x = torch::arange(12.0, f64).view({3, 4}).requires_grad_();
+  torch::Tensor v = torch::from_vector<double>({10, 20}).requires_grad_();
+  torch::Tensor y = x * 2;
+  y.index_put_({torch::tensor({0, 2}), torch::tensor({1, 3})}, v);  // in place, in the graph
+  torch::Tensor z = y.index_put({torch::tensor({1, 1}), torch::tensor({0, 0})}, v * 3, true);
+  torch::Tensor w = z.index_put({torch::tensor({2})}, torch::full({}, 5.0, f64));
+  (w * torch::arange(12.0, f64).view({3, 4})).sum().backward();
+  CHECK(w.to_vector<double>() == std::vector<double>{0, 10, 4, 6, 98, 10, 12, 14, 5, 5, 5, 5});
+  CHECK(x.grad().to_vector<double>() == std::vector<double>{0, 0, 4, 6, 8, 10, 12, 14, 0, 0, 0, 0});
+  CHECK(v.grad().to_vector<double>() == std::vector<double>{13, 12});
+  // Without grad it is a copy with the values written.
+  torch::Tensor plain = torch::zeros({3});
+  CHECK(plain.index_put({torch::tensor({1})}, torch::ones({1})).to_vector<float>() ==
+        std::vector<float>{0, 1, 0});
+  CHECK(plain.to_vector<float>() == std::vector<float>{0, 0, 0});
 }

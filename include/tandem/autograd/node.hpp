@@ -97,7 +97,7 @@ void save_for_backward(const Tensor& output, std::initializer_list<Tensor> saved
 
 /// Where a tensor's gradient goes: its grad_fn, or (a leaf that requires grad) the node that
 /// accumulates its .grad, made on first use. A view whose history is stale (its base took a new
-/// one through an in-place op since) takes a new history from its base first (view_history).
+/// one through an in-place op since) takes a new history from its base first (take_view_history).
 std::shared_ptr<Node> gradient_edge(const Tensor& t);
 
 /// Gives a view its history from its base's present one (TensorImpl::view_base): a node that

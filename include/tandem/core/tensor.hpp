@@ -325,14 +325,16 @@ class Tensor {
   /// differentiable as the select/slice/unsqueeze it is made of.
   Tensor index(std::initializer_list<indexing::TensorIndex> indices) const;
   /// Writes `value` (broadcast) or a number into the indexed view, in place (recorded in the
-  /// graph through copy_ where the indices are numbers and slices; tensor indices record no
-  /// history and refuse a tensor that requires grad). Returns *this.
+  /// graph, as libtorch's). Returns *this.
   Tensor& index_put_(std::initializer_list<indexing::TensorIndex> indices, const Tensor& value);
   Tensor& index_put_(std::initializer_list<indexing::TensorIndex> indices, double value);
   /// accumulate: `value` is added where the indices point, each repeated index adding again
   /// (libtorch's index_put_(indices, values, true)).
   Tensor& index_put_(std::initializer_list<indexing::TensorIndex> indices, const Tensor& value,
                      bool accumulate);
+  /// A copy with index_put_ applied (differentiable in both, as torch's index_put).
+  Tensor index_put(std::initializer_list<indexing::TensorIndex> indices, const Tensor& value,
+                   bool accumulate = false) const;
 
   // --- common math as methods --------------------------------------------------------------
   // (the functional API's ops under libtorch's method names; `x.sum(1)` is `x.sum({1})`)
@@ -637,8 +639,8 @@ class Tensor {
   // With grad mode on, the in-place ops are recorded on a tensor in the graph (an activation,
   // or a tensor meeting an operand that requires grad), as libtorch's, views of it included
   // (the base takes torch's CopySlices history); a leaf that requires grad and a view of one
-  // are refused, as libtorch refuses them. uniform_, normal_ and index_put_ with tensor indices
-  // record nothing and refuse a tensor that requires grad.
+  // are refused, as libtorch refuses them. uniform_ and normal_ record nothing and refuse a
+  // tensor that requires grad.
   Tensor& zero_();
   Tensor& fill_(double value);
   /// Copies `src` (broadcast, converted) into this tensor's elements.

@@ -114,10 +114,10 @@ inline Tensor normalize(const Tensor& input, const NormalizeFuncOptions& o = {})
 using SoftmaxFuncOptions = SoftmaxOptions;
 using LogSoftmaxFuncOptions = SoftmaxOptions;
 inline Tensor softmax(const Tensor& input, const SoftmaxFuncOptions& o) {
-  return tandem::softmax(input, o.dim());
+  return tandem::softmax(input, o.dim(), o.dtype());
 }
 inline Tensor log_softmax(const Tensor& input, const LogSoftmaxFuncOptions& o) {
-  return tandem::log_softmax(input, o.dim());
+  return tandem::log_softmax(input, o.dim(), o.dtype());
 }
 
 // --- convolution, pooling, normalization, dropout, padding ---------------------------------

@@ -405,6 +405,9 @@ class Tanh : public Module {
 struct SoftmaxOptions {
   SoftmaxOptions(int64_t dim) : dim_(dim) {}  // NOLINT(google-explicit-constructor)
   TANDEM_ARG(int64_t, dim);
+  /// The functional forms' dtype: the input is converted to it first (libtorch's
+  /// SoftmaxFuncOptions(dim).dtype(kFloat), softmax in f32 of an f16 input).
+  TANDEM_ARG(std::optional<DType>, dtype) = std::nullopt;
 };
 using LogSoftmaxOptions = SoftmaxOptions;
 

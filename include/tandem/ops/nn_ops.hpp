@@ -95,6 +95,13 @@ Tensor conv_transpose3d(const Tensor& input, const Tensor& weight, const Tensor&
 Tensor batch_norm(const Tensor& input, const Tensor& running_mean, const Tensor& running_var,
                   const Tensor& weight, const Tensor& bias, bool training, double momentum = 0.1,
                   double eps = 1e-5);
+/// libtorch's torch::batch_norm, whose order differs: weight and bias before the running
+/// statistics, and a last flag (cudnn_enabled; the backend chooses here).
+inline Tensor batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias,
+                         const Tensor& running_mean, const Tensor& running_var, bool training,
+                         double momentum, double eps, bool /*cudnn_enabled*/) {
+  return batch_norm(input, running_mean, running_var, weight, bias, training, momentum, eps);
+}
 /// relu(batch_norm(input, ...) + residual) as one op; without a residual,
 /// relu(batch_norm(input, ...)). The same values and gradients as the separate ops, bit for bit,
 /// in fewer passes over memory and without their intermediate tensors (the ResNet blocks use it).
@@ -273,6 +280,13 @@ Tensor one_hot(const Tensor& indices, int64_t num_classes = -1);
 Tensor normalize(const Tensor& input, double p = 2.0, int64_t dim = 1, double eps = 1e-12);
 Tensor softmax(const Tensor& input, int64_t dim);
 Tensor log_softmax(const Tensor& input, int64_t dim);
+/// libtorch's forms with a dtype (the input converted to it first; none: as it is).
+inline Tensor softmax(const Tensor& input, int64_t dim, std::optional<DType> dtype) {
+  return softmax(dtype ? input.to(*dtype) : input, dim);
+}
+inline Tensor log_softmax(const Tensor& input, int64_t dim, std::optional<DType> dtype) {
+  return log_softmax(dtype ? input.to(*dtype) : input, dim);
+}
 /// Computed in `dtype` (the input converted first).
 inline Tensor softmax(const Tensor& input, int64_t dim, DType dtype) {
   return softmax(input.to(dtype), dim);
