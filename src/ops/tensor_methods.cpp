@@ -603,24 +603,28 @@ Tensor Tensor::bitwise_or(const Tensor& other) const { return tandem::bitwise_or
 Tensor Tensor::bitwise_xor(const Tensor& other) const { return tandem::bitwise_xor(*this, other); }
 Tensor Tensor::bitwise_not() const { return tandem::bitwise_not(*this); }
 
-Tensor Tensor::masked_fill(const Tensor& mask, double value) const {
+namespace {
+// masked_fill's mask: bool, on self's device, broadcasting to self's shape.
+void check_mask(const Tensor& self, const Tensor& mask) {
   check_defined(mask, "masked_fill", "mask");
-  check_same_device(*this, mask, "masked_fill");
+  check_same_device(self, mask, "masked_fill");
   TANDEM_CHECK(mask.dtype() == DType::boolean, "masked_fill: the mask must be bool, got ",
                mask.dtype());
-  check_broadcasts_to(mask, shape(), "masked_fill", "mask");
+  check_broadcasts_to(mask, self.shape(), "masked_fill", "mask");
+}
+}  // namespace
+
+Tensor Tensor::masked_fill(const Tensor& mask, double value) const {
+  check_mask(*this, mask);
   check_fill_value(value, dtype(), "masked_fill");
   return tandem::where(mask, scalar_tensor(value, TensorOptions(dtype()).device(device())), *this);
 }
 
 Tensor Tensor::masked_fill(const Tensor& mask, const Tensor& value) const {
-  check_defined(mask, "masked_fill", "mask");
+  check_mask(*this, mask);
   check_defined(value, "masked_fill", "value");
   TANDEM_CHECK(value.dim() == 0, "masked_fill: the value must be a 0-dim tensor, got shape ",
                shape_str(value.shape()));
-  TANDEM_CHECK(mask.dtype() == DType::boolean, "masked_fill: the mask must be bool, got ",
-               mask.dtype());
-  check_broadcasts_to(mask, shape(), "masked_fill", "mask");
   return tandem::where(mask, beside(value, {this}).to(dtype()), *this);
 }
 
