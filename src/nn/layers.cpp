@@ -531,8 +531,11 @@ std::string AdaptiveMaxPool2d::extra_repr() const { return "output_size=" + size
 
 Embedding::Embedding(const EmbeddingOptions& opts)
     : Module("Embedding"),
-      padding_idx(functional::detail::embedding_padding_idx(opts.padding_idx(),
-                                                            opts.num_embeddings())) {
+      padding_idx(
+          functional::detail::embedding_padding_idx(opts.padding_idx(), opts.num_embeddings())),
+      max_norm(opts.max_norm()),
+      norm_type(opts.norm_type()) {
+  functional::detail::check_embedding_options(opts.scale_grad_by_freq(), opts.sparse());
   TANDEM_CHECK(opts.num_embeddings() > 0 && opts.embedding_dim() > 0,
                "Embedding: sizes must be positive, got num_embeddings ", opts.num_embeddings(),
                ", embedding_dim ", opts.embedding_dim());
@@ -560,12 +563,19 @@ std::shared_ptr<Embedding> Embedding::from_pretrained(const Tensor& embeddings,
                embeddings.defined() ? shape_str(embeddings.shape()) : std::string("undefined"));
   auto table = std::make_shared<Embedding>(EmbeddingOptions(embeddings.size(0), embeddings.size(1))
                                                .padding_idx(o.padding_idx())
+                                               .max_norm(o.max_norm())
+                                               .norm_type(o.norm_type())
+                                               .scale_grad_by_freq(o.scale_grad_by_freq())
+                                               .sparse(o.sparse())
                                                ._weight(embeddings));
   table->weight.set_requires_grad(!o.freeze());
   return table;
 }
 
-Tensor Embedding::forward(const Tensor& indices) { return embedding(weight, indices, padding_idx); }
+Tensor Embedding::forward(const Tensor& indices) {
+  if (max_norm) embedding_renorm_(weight, indices, *max_norm, norm_type);
+  return embedding(weight, indices, padding_idx);
+}
 
 std::string Embedding::extra_repr() const {
   std::ostringstream os;

@@ -1,7 +1,8 @@
 // libtorch's ops that are compositions of others here: the inverse and hyperbolic trigonometric
 // functions and erfinv (values from stable forms, gradients from torch's formulas), logaddexp,
 // xlogy, the counting and index helpers (count_nonzero, bincount, tril_indices, take_along_dim,
-// index_fill, fill_diagonal_) and rot90. They run on every device the ops they use run on.
+// index_fill, fill_diagonal_), rot90, diff, nansum and nanmean, cummax and cummin, index_copy
+// and masked_scatter. They run on every device the ops they use run on.
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -281,6 +282,122 @@ Tensor rot90(const Tensor& t, int64_t k, const Shape& dims) {
     case 3: return t.flip({d0}).transpose(d0, d1);
     default: return t.clone();
   }
+}
+
+Tensor diff(const Tensor& t, int64_t n, int64_t dim, const Tensor& prepend, const Tensor& append) {
+  check_defined(t, "diff", "input");
+  TANDEM_CHECK(t.dim() >= 1, "diff: expected a tensor of at least 1 dim, got a 0-dim tensor");
+  TANDEM_CHECK(n >= 0, "diff: the order n must be nonnegative, got ", n);
+  dim = wrap_dim(dim, t.dim(), "diff");
+  std::vector<Tensor> parts;
+  for (const Tensor* part : {&prepend, &t, &append}) {
+    if (!part->defined()) continue;
+    TANDEM_CHECK(part->dim() == t.dim(), "diff: prepend and append must have the input's ", t.dim(),
+                 " dims, got shape ", shape_str(part->shape()));
+    parts.push_back(*part);
+  }
+  Tensor x = parts.size() == 1 ? t : cat(parts, dim);
+  for (int64_t k = 0; k < n && x.size(dim) > 0; ++k) {
+    const int64_t len = x.size(dim) - 1;
+    const Tensor later = x.narrow(dim, 1, len), earlier = x.narrow(dim, 0, len);
+    x = x.dtype() == DType::boolean ? logical_xor(later, earlier) : sub(later, earlier);
+  }
+  return x;
+}
+
+Tensor nansum(const Tensor& t, const Shape& dims, bool keepdim, std::optional<DType> dtype) {
+  check_defined(t, "nansum", "input");
+  const Tensor x = t.is_floating_point() ? t.masked_fill(isnan(t), 0.0) : t;
+  return dtype ? sum(x, dims, keepdim, *dtype) : sum(x, dims, keepdim);
+}
+
+Tensor nanmean(const Tensor& t, const Shape& dims, bool keepdim, std::optional<DType> dtype) {
+  check_defined(t, "nanmean", "input");
+  const Tensor x = dtype ? t.to(*dtype) : t;
+  TANDEM_CHECK(x.is_floating_point(),
+               "nanmean: expected a floating-point input (or dtype), got dtype ", x.dtype());
+  const Tensor count = sum(logical_not(isnan(x)), dims, keepdim);
+  return div(nansum(x, dims, keepdim), count.to(x.dtype()));
+}
+
+namespace {
+// (values, indices) of the running maximum or minimum along dim: a doubling scan (Hillis and
+// Steele) over (value, index) pairs. A later pair wins when its value is NaN, or when neither is
+// NaN and it is at least (at most) as large: associative, so the scan gives torch's sequential
+// result. The values are gathered from t at the indices, so their gradient is torch's.
+std::pair<Tensor, Tensor> cumulative_extreme(const Tensor& t, int64_t dim, bool largest,
+                                             const char* op) {
+  check_defined(t, op, "input");
+  dim = wrap_dim(dim, t.dim(), op);
+  const Tensor x = t.dim() == 0 ? t.reshape({1}) : t;
+  const int64_t n = x.size(dim);
+  Tensor index;
+  {
+    NoGradGuard guard;
+    Shape along(static_cast<size_t>(x.dim()), 1);
+    along[static_cast<size_t>(dim)] = n;
+    Tensor v = x.dtype() == DType::boolean ? x.to(DType::u8) : x.detach();
+    index =
+        arange(n, TensorOptions(DType::i64).device(x.device())).reshape(along).expand(x.shape());
+    for (int64_t step = 1; step < n; step *= 2) {
+      const Tensor ev = v.narrow(dim, 0, n - step), ei = index.narrow(dim, 0, n - step);
+      const Tensor lv = v.narrow(dim, step, n - step), li = index.narrow(dim, step, n - step);
+      const Tensor later = logical_or(
+          isnan(lv), logical_and(logical_not(isnan(ev)), largest ? ge(lv, ev) : le(lv, ev)));
+      v = cat({v.narrow(dim, 0, step), where(later, lv, ev)}, dim);
+      index = cat({index.narrow(dim, 0, step), where(later, li, ei)}, dim);
+    }
+    index = index.contiguous();
+  }
+  Tensor values = gather(x, dim, index);
+  if (t.dim() == 0) return {values.reshape({}), index.reshape({})};
+  return {values, index};
+}
+}  // namespace
+
+std::pair<Tensor, Tensor> cummax(const Tensor& t, int64_t dim) {
+  return cumulative_extreme(t, dim, true, "cummax");
+}
+std::pair<Tensor, Tensor> cummin(const Tensor& t, int64_t dim) {
+  return cumulative_extreme(t, dim, false, "cummin");
+}
+
+Tensor index_copy(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source) {
+  check_defined(self, "index_copy", "self");
+  check_defined(index, "index_copy", "index");
+  check_defined(source, "index_copy", "source");
+  TANDEM_CHECK(index.dim() <= 1, "index_copy: index must be 0-d or 1-d, got shape ",
+               shape_str(index.shape()));
+  TANDEM_CHECK(source.dtype() == self.dtype(), "index_copy: source's dtype ", source.dtype(),
+               " differs from self's ", self.dtype());
+  dim = wrap_dim(dim, self.dim(), "index_copy");
+  Shape expected = self.shape();
+  if (self.dim() > 0) expected[static_cast<size_t>(dim)] = index.numel();
+  TANDEM_CHECK(source.shape() == expected || (self.dim() == 0 && source.numel() == index.numel()),
+               "index_copy: source must have shape ", shape_str(expected), " (self's, with ",
+               index.numel(), " along dim ", dim, "), got ", shape_str(source.shape()));
+  if (self.dtype() == DType::boolean)  // index_add adds, which bool does not
+    return index_copy(self.to(DType::u8), dim, index, source.to(DType::u8)).to(DType::boolean);
+  // The slices cleared, then the source's added: the gradients are torch's (self's without the
+  // slices, source's the slices of the output's).
+  return index_add(index_fill(self, dim, index, 0), dim, index, source);
+}
+
+Tensor masked_scatter(const Tensor& self, const Tensor& mask, const Tensor& src) {
+  check_defined(self, "masked_scatter", "self");
+  check_defined(mask, "masked_scatter", "mask");
+  check_defined(src, "masked_scatter", "source");
+  TANDEM_CHECK(mask.dtype() == DType::boolean,
+               "masked_scatter: the mask must be a bool tensor, got ", mask.dtype());
+  TANDEM_CHECK(src.dtype() == self.dtype(), "masked_scatter: source's dtype ", src.dtype(),
+               " differs from self's ", self.dtype());
+  check_inputs({self, mask, src}, "masked_scatter");
+  const Shape shape = broadcast_shapes(self.shape(), mask.shape(), "masked_scatter");
+  const Tensor m = mask.expand(shape);
+  const int64_t count = sum(m).item<int64_t>();  // (a host read, as torch's)
+  TANDEM_CHECK(src.numel() >= count, "masked_scatter: the mask has ", count,
+               " true elements but source has only ", src.numel());
+  return self.expand(shape).index_put({m}, src.reshape({-1}).narrow(0, 0, count));
 }
 
 // In place (Tensor methods), through views and fill_, so recorded in a graph as those are.

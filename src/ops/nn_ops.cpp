@@ -1410,48 +1410,91 @@ S resize_scale(int64_t in, int64_t out, bool align_corners, std::optional<double
                                : static_cast<S>(in) / static_cast<S>(out);
 }
 
-// Output index d's nearest source, as torch's nearest_idx.
-Tensor nearest_indices(int64_t in, int64_t out, std::optional<double> factor, Device device) {
+// Output index d's nearest source, as torch's nearest_idx; nearest-exact's (torch's
+// nearest_neighbor_exact_compute_source_index) rounds the centre instead of flooring the corner.
+Tensor nearest_indices(int64_t in, int64_t out, std::optional<double> factor, bool exact,
+                       Device device) {
   std::vector<int64_t> idx(static_cast<size_t>(out));
   const float scale = resize_scale<float>(in, out, false, factor);
-  for (int64_t d = 0; d < out; ++d)
-    idx[static_cast<size_t>(d)] =
-        out == in ? d
-        : out == 2 * in
-            ? d >> 1
-            : std::min(static_cast<int64_t>(std::floor(static_cast<float>(d) * scale)), in - 1);
+  for (int64_t d = 0; d < out; ++d) {
+    int64_t i = 0;
+    if (exact)
+      i = static_cast<int64_t>(
+          std::floor(static_cast<float>((static_cast<double>(d) + 0.5) * scale)));
+    else if (out == in)
+      i = d;
+    else if (out == 2 * in)
+      i = d >> 1;
+    else
+      i = static_cast<int64_t>(std::floor(static_cast<float>(d) * scale));
+    idx[static_cast<size_t>(d)] = std::min(i, in - 1);
+  }
   return from_vector(idx, {out}).to(device);
 }
 
-// Linear interpolation along `dim` of x: out[d] = l0[d] x[i0[d]] + l1[d] x[i1[d]], with the
-// source index of torch's area_pixel_compute_source_index.
+// out[d] = sum over taps k of weight[k][d] x[index[k][d]] along `dim`: a resize along one axis.
+Tensor taps_along(const Tensor& x, int64_t dim, const std::vector<std::vector<int64_t>>& index,
+                  const std::vector<std::vector<double>>& weight) {
+  const auto out = static_cast<int64_t>(index.front().size());
+  Shape along(static_cast<size_t>(x.dim()), 1);
+  along[static_cast<size_t>(dim)] = out;
+  Tensor sum;
+  for (size_t k = 0; k < index.size(); ++k) {
+    Tensor term = mul(from_vector(weight[k], {out}).to(x.dtype()).reshape(along).to(x.device()),
+                      index_select(x, dim, from_vector(index[k], {out}).to(x.device())));
+    sum = sum.defined() ? add(sum, term) : term;
+  }
+  return sum;
+}
+
+// Linear interpolation along `dim`, with the source index of torch's
+// area_pixel_compute_source_index: two taps, the lower one clamped at 0.
 template <typename S>
-Tensor lerp_axis(const Tensor& x, int64_t dim, int64_t out, bool align_corners,
-                 std::optional<double> factor) {
+Tensor linear_along(const Tensor& x, int64_t dim, int64_t out, bool align_corners,
+                    std::optional<double> factor) {
   const int64_t in = x.size(dim);
   const S scale = resize_scale<S>(in, out, align_corners, factor);
-  std::vector<int64_t> i0(static_cast<size_t>(out)), i1(i0.size());
-  std::vector<double> l0(i0.size()), l1(i0.size());
+  std::vector<std::vector<int64_t>> i(2, std::vector<int64_t>(static_cast<size_t>(out)));
+  std::vector<std::vector<double>> l(2, std::vector<double>(i[0].size()));
   for (int64_t d = 0; d < out; ++d) {
     S src =
         align_corners ? scale * static_cast<S>(d) : scale * (static_cast<S>(d) + S(0.5)) - S(0.5);
     if (src < 0) src = 0;
     const auto k = static_cast<size_t>(d);
-    i0[k] = std::min(static_cast<int64_t>(src), in - 1);
-    i1[k] = i0[k] + (i0[k] < in - 1 ? 1 : 0);
-    const S lambda = src - static_cast<S>(i0[k]);
-    l1[k] = static_cast<double>(lambda);
-    l0[k] = static_cast<double>(S(1) - lambda);
+    i[0][k] = std::min(static_cast<int64_t>(src), in - 1);
+    i[1][k] = i[0][k] + (i[0][k] < in - 1 ? 1 : 0);
+    const S lambda = src - static_cast<S>(i[0][k]);
+    l[1][k] = static_cast<double>(lambda);
+    l[0][k] = static_cast<double>(S(1) - lambda);
   }
-  Shape along(static_cast<size_t>(x.dim()), 1);
-  along[static_cast<size_t>(dim)] = out;
-  auto weights = [&](const std::vector<double>& l) {
-    return from_vector(l, {out}).to(x.dtype()).reshape(along).to(x.device());
-  };
-  auto at = [&](const std::vector<int64_t>& i) {
-    return index_select(x, dim, from_vector(i, {out}).to(x.device()));
-  };
-  return add(mul(weights(l0), at(i0)), mul(weights(l1), at(i1)));
+  return taps_along(x, dim, i, l);
+}
+
+// Cubic convolution along `dim` (Keys, A = -0.75, as torch's upsample_bicubic2d): four taps
+// around the unclamped source position, each index clamped into the input.
+template <typename S>
+Tensor cubic_along(const Tensor& x, int64_t dim, int64_t out, bool align_corners,
+                   std::optional<double> factor) {
+  const int64_t in = x.size(dim);
+  const S scale = resize_scale<S>(in, out, align_corners, factor);
+  const S a = S(-0.75);
+  auto near = [&](S t) { return ((a + 2) * t - (a + 3)) * t * t + 1; };       // |t| <= 1
+  auto far = [&](S t) { return ((a * t - 5 * a) * t + 8 * a) * t - 4 * a; };  // 1 < |t| < 2
+  std::vector<std::vector<int64_t>> i(4, std::vector<int64_t>(static_cast<size_t>(out)));
+  std::vector<std::vector<double>> w(4, std::vector<double>(i[0].size()));
+  for (int64_t d = 0; d < out; ++d) {
+    const S src =
+        align_corners ? scale * static_cast<S>(d) : scale * (static_cast<S>(d) + S(0.5)) - S(0.5);
+    const S lo = std::floor(src), t = src - lo;
+    const S coeff[4] = {far(t + 1), near(t), near(1 - t), far(2 - t)};
+    const auto k = static_cast<size_t>(d);
+    for (size_t j = 0; j < 4; ++j) {
+      i[j][k] =
+          std::clamp(static_cast<int64_t>(lo) - 1 + static_cast<int64_t>(j), int64_t{0}, in - 1);
+      w[j][k] = static_cast<double>(coeff[j]);
+    }
+  }
+  return taps_along(x, dim, i, w);
 }
 
 }  // namespace
@@ -1460,52 +1503,80 @@ Tensor interpolate(const Tensor& input, const std::optional<Shape>& size,
                    const std::optional<std::vector<double>>& scale_factor, const std::string& mode,
                    std::optional<bool> align_corners, std::optional<bool> recompute_scale_factor) {
   check_defined(input, "interpolate", "input");
-  TANDEM_CHECK(input.dim() == 4, "interpolate: expected (N, C, H, W) input, got shape ",
+  const int64_t k = input.dim() - 2;  // spatial dims
+  TANDEM_CHECK(k >= 1 && k <= 3,
+               "interpolate: expected (N, C, L), (N, C, H, W) or (N, C, D, H, W) input, got shape ",
                shape_str(input.shape()));
-  check_floating(input, "interpolate", "input");
-  TANDEM_CHECK(mode == "nearest" || mode == "bilinear", "interpolate: mode '", mode,
-               "' is not supported here (nearest and bilinear are)");
-  TANDEM_CHECK(!align_corners || mode == "bilinear",
+  const bool nearest = mode == "nearest" || mode == "nearest-exact";
+  const bool smooth =
+      mode == "linear" || mode == "bilinear" || mode == "bicubic" || mode == "trilinear";
+  TANDEM_CHECK(nearest || smooth || mode == "area", "interpolate: unknown mode '", mode,
+               "' (nearest, nearest-exact, linear, bilinear, bicubic, trilinear or area)");
+  if (smooth) {
+    const int64_t needs = mode == "linear" ? 1 : mode == "trilinear" ? 3 : 2;
+    TANDEM_CHECK(k == needs, "interpolate: got a ", input.dim(), "-d input, but ", mode,
+                 " mode needs a ", needs + 2, "-d input");
+  }
+  if (nearest)
+    TANDEM_CHECK(input.is_floating_point() || input.dtype() == DType::u8, "interpolate: ", mode,
+                 " mode takes a floating-point or u8 input, got dtype ", input.dtype());
+  else
+    check_floating(input, "interpolate", "input");
+  TANDEM_CHECK(!align_corners || smooth,
                "interpolate: align_corners can only be set with an interpolating mode "
-               "(bilinear), not ",
+               "(linear, bilinear, bicubic or trilinear), not ",
                mode);
   TANDEM_CHECK(size.has_value() != scale_factor.has_value(),
                "interpolate: give exactly one of size and scale_factor");
-  const int64_t h = input.size(2), w = input.size(3);
-  int64_t oh = 0, ow = 0;
-  std::optional<double> fh, fw;  // the scales the source positions use, where given
+  const auto n = static_cast<size_t>(k);
+  Shape in(input.shape().end() - k, input.shape().end()), out(n);
+  std::vector<std::optional<double>> factor(n);  // the scales the source positions use
   if (size) {
-    TANDEM_CHECK(size->size() == 1 || size->size() == 2,
-                 "interpolate: size must have 1 or 2 entries for a 4-d input, got ", size->size());
-    oh = size->front();
-    ow = size->back();
+    TANDEM_CHECK(size->size() == 1 || size->size() == n, "interpolate: size must have 1 or ", k,
+                 " entries for a ", input.dim(), "-d input, got ", size->size());
+    for (size_t d = 0; d < n; ++d) out[d] = (*size)[size->size() == 1 ? 0 : d];
   } else {
-    TANDEM_CHECK(scale_factor->size() == 1 || scale_factor->size() == 2,
-                 "interpolate: scale_factor must have 1 or 2 entries for a 4-d input, got ",
-                 scale_factor->size());
-    fh = scale_factor->front();
-    fw = scale_factor->back();
-    TANDEM_CHECK(std::isfinite(*fh) && std::isfinite(*fw) && *fh > 0 && *fw > 0,
-                 "interpolate: scale factors must be positive and finite, got ", *fh, " and ", *fw);
-    const double th = std::floor(static_cast<double>(h) * *fh);
-    const double tw = std::floor(static_cast<double>(w) * *fw);
-    TANDEM_CHECK(fits_int64(th) && fits_int64(tw), "interpolate: scale factors ", *fh, " and ", *fw,
-                 " make an output of (H: ", th, ", W: ", tw, ") from (H: ", h, ", W: ", w,
-                 "), too large for a tensor");
-    oh = static_cast<int64_t>(th);
-    ow = static_cast<int64_t>(tw);
-    if (recompute_scale_factor.value_or(false)) fh = fw = std::nullopt;
+    TANDEM_CHECK(scale_factor->size() == 1 || scale_factor->size() == n,
+                 "interpolate: scale_factor must have 1 or ", k, " entries for a ", input.dim(),
+                 "-d input, got ", scale_factor->size());
+    for (size_t d = 0; d < n; ++d) {
+      const double f = (*scale_factor)[scale_factor->size() == 1 ? 0 : d];
+      TANDEM_CHECK(std::isfinite(f) && f > 0,
+                   "interpolate: scale factors must be positive and finite, got ", f);
+      const double target = std::floor(static_cast<double>(in[d]) * f);
+      TANDEM_CHECK(fits_int64(target), "interpolate: scale factor ", f, " makes an output of ",
+                   target, " from ", in[d], " along spatial dim ", d, ", too large for a tensor");
+      out[d] = static_cast<int64_t>(target);
+      if (!recompute_scale_factor.value_or(false)) factor[d] = f;
+    }
   }
-  TANDEM_CHECK(h > 0 && w > 0 && oh > 0 && ow > 0,
-               "interpolate: input and output sizes must be greater than 0, got input (H: ", h,
-               ", W: ", w, ") and output (H: ", oh, ", W: ", ow, ")");
-  if (mode == "nearest")
-    return index_select(index_select(input, 2, nearest_indices(h, oh, fh, input.device())), 3,
-                        nearest_indices(w, ow, fw, input.device()));
+  for (size_t d = 0; d < n; ++d)
+    TANDEM_CHECK(in[d] > 0 && out[d] > 0,
+                 "interpolate: input and output sizes must be greater than 0, got input ",
+                 shape_str(in), " and output ", shape_str(out));
+  if (mode == "area") {  // as torch's: adaptive average pooling to the output size
+    if (k == 1) return adaptive_avg_pool1d(input, out[0]);
+    if (k == 2) return adaptive_avg_pool2d(input, {out[0], out[1]});
+    return adaptive_avg_pool3d(input, {out[0], out[1], out[2]});
+  }
+  // Separable: one axis at a time, the last first (the order of torch's sums).
   const bool corners = align_corners.value_or(false);
-  if (input.dtype() == DType::f64)
-    return lerp_axis<double>(lerp_axis<double>(input, 3, ow, corners, fw), 2, oh, corners, fh);
-  return lerp_axis<float>(lerp_axis<float>(input, 3, ow, corners, fw), 2, oh, corners, fh);
+  const bool f64 = input.dtype() == DType::f64;
+  Tensor x = input;
+  for (size_t d = n; d-- > 0;) {
+    const auto dim = static_cast<int64_t>(d) + 2;
+    if (nearest)
+      x = index_select(
+          x, dim,
+          nearest_indices(in[d], out[d], factor[d], mode == "nearest-exact", input.device()));
+    else if (mode == "bicubic")
+      x = f64 ? cubic_along<double>(x, dim, out[d], corners, factor[d])
+              : cubic_along<float>(x, dim, out[d], corners, factor[d]);
+    else
+      x = f64 ? linear_along<double>(x, dim, out[d], corners, factor[d])
+              : linear_along<float>(x, dim, out[d], corners, factor[d]);
+  }
+  return x;
 }
 
 Tensor dropout(const Tensor& input, double p, bool training, Generator* gen) {
@@ -1717,6 +1788,23 @@ Tensor nll_flat(const Tensor& logp, const Tensor& target, Reduction reduction,
 
 }  // namespace
 
+Tensor& embedding_renorm_(Tensor& weight, const Tensor& indices, double max_norm,
+                          double norm_type) {
+  check_defined(weight, "embedding_renorm_", "weight");
+  check_defined(indices, "embedding_renorm_", "indices");
+  TANDEM_CHECK(weight.dim() == 2, "embedding_renorm_: weight must be 2-d, got ",
+               shape_str(weight.shape()));
+  TANDEM_CHECK(indices.dtype() == DType::i64 || indices.dtype() == DType::i32,
+               "embedding_renorm_: indices must be i64 or i32, got ", indices.dtype());
+  NoGradGuard guard;
+  const Tensor rows = std::get<0>(_unique2(indices.reshape({-1}).to(DType::i64)));
+  const Tensor picked = index_select_as(weight, 0, rows, "embedding_renorm_");
+  const Tensor norms = norm(picked, norm_type, {1}, true);
+  const Tensor scale = where(gt(norms, max_norm), div(full_like(norms, max_norm), add(norms, 1e-7)),
+                             full_like(norms, 1.0));
+  weight.index_copy_(0, rows, mul(picked, scale));
+  return weight;
+}
 
 Tensor embedding(const Tensor& weight, const Tensor& indices, int64_t padding_idx) {
   check_defined(weight, "embedding", "weight");

@@ -505,6 +505,43 @@ Tensor Tensor::bincount(const Tensor& weights, int64_t minlength) const {
 Tensor Tensor::take_along_dim(const Tensor& indices, std::optional<int64_t> dim) const {
   return tandem::take_along_dim(*this, indices, dim);
 }
+Tensor Tensor::index_copy(int64_t dim, const Tensor& index, const Tensor& source) const {
+  return tandem::index_copy(*this, dim, index, source);
+}
+Tensor Tensor::masked_scatter(const Tensor& mask, const Tensor& source) const {
+  return tandem::masked_scatter(*this, mask, source);
+}
+Tensor Tensor::scatter_reduce(int64_t dim, const Tensor& index, const Tensor& src,
+                              const std::string& reduce, bool include_self) const {
+  return tandem::scatter_reduce(*this, dim, index, src, reduce, include_self);
+}
+Tensor Tensor::diff(int64_t n, int64_t dim, const Tensor& prepend, const Tensor& append) const {
+  return tandem::diff(*this, n, dim, prepend, append);
+}
+std::pair<Tensor, Tensor> Tensor::cummax(int64_t dim) const { return tandem::cummax(*this, dim); }
+std::pair<Tensor, Tensor> Tensor::cummin(int64_t dim) const { return tandem::cummin(*this, dim); }
+Tensor Tensor::nansum(const Shape& dims, bool keepdim, std::optional<DType> dtype) const {
+  return tandem::nansum(*this, dims, keepdim, dtype);
+}
+Tensor Tensor::nanmean(const Shape& dims, bool keepdim, std::optional<DType> dtype) const {
+  return tandem::nanmean(*this, dims, keepdim, dtype);
+}
+Tensor Tensor::quantile(const Tensor& q, std::optional<int64_t> dim, bool keepdim,
+                        const std::string& interpolation) const {
+  return tandem::quantile(*this, q, dim, keepdim, interpolation);
+}
+Tensor Tensor::quantile(double q, std::optional<int64_t> dim, bool keepdim,
+                        const std::string& interpolation) const {
+  return tandem::quantile(*this, q, dim, keepdim, interpolation);
+}
+Tensor Tensor::nanquantile(const Tensor& q, std::optional<int64_t> dim, bool keepdim,
+                           const std::string& interpolation) const {
+  return tandem::nanquantile(*this, q, dim, keepdim, interpolation);
+}
+Tensor Tensor::nanquantile(double q, std::optional<int64_t> dim, bool keepdim,
+                           const std::string& interpolation) const {
+  return tandem::nanquantile(*this, q, dim, keepdim, interpolation);
+}
 Tensor Tensor::index_fill(int64_t dim, const Tensor& index, Scalar value) const {
   return tandem::index_fill(*this, dim, index, value);
 }
@@ -1045,49 +1082,64 @@ Tensor& Tensor::mul_(Scalar value) {
   return scalar_inplace(*this, kernels::UnaryOp::mul_scalar, value, "mul_");
 }
 
-Tensor& Tensor::masked_fill_(const Tensor& mask, double value) {
-  if (in_graph(*this, nullptr, "masked_fill_"))
-    return rebase(*this, [&](const Tensor& x) { return x.masked_fill(mask, value); });
-  check_inplace(*this, "masked_fill_");
-  check_no_overlap(*this, "masked_fill_");
-  const Tensor filled = masked_fill(mask, value);
+namespace {
+// self = f(self) for an op with no kernel of its own in place: f's result (out of place) copied
+// in, or in a graph recorded (rebase). `other`: an operand that may require grad.
+template <typename F>
+Tensor& replace_inplace(Tensor& self, const Tensor* other, const char* name, F f) {
+  check_defined(self, name, "self");
+  if (in_graph(self, other, name)) return rebase(self, f);
+  check_inplace(self, name);
+  check_no_overlap(self, name);
+  const Tensor result = f(self);
   NoGradGuard guard;
-  return copy_(filled);
+  return self.copy_(result);
+}
+}  // namespace
+
+Tensor& Tensor::masked_fill_(const Tensor& mask, double value) {
+  return replace_inplace(*this, nullptr, "masked_fill_",
+                         [&](const Tensor& x) { return x.masked_fill(mask, value); });
 }
 
 Tensor& Tensor::masked_fill_(const Tensor& mask, const Tensor& value) {
-  if (in_graph(*this, &value, "masked_fill_"))
-    return rebase(*this, [&](const Tensor& x) { return x.masked_fill(mask, value); });
-  check_inplace(*this, "masked_fill_");
-  check_no_overlap(*this, "masked_fill_");
-  const Tensor filled = masked_fill(mask, value);
-  NoGradGuard guard;
-  return copy_(filled);
+  return replace_inplace(*this, &value, "masked_fill_",
+                         [&](const Tensor& x) { return x.masked_fill(mask, value); });
 }
 
 Tensor& Tensor::erfinv_() {
   check_defined(*this, "erfinv_", "self");
   check_integer_result(*this, true, "erfinv_", "the op's result is floating point");
-  if (in_graph(*this, nullptr, "erfinv_"))
-    return rebase(*this, [](const Tensor& x) { return tandem::erfinv(x); });
-  check_inplace(*this, "erfinv_");
-  check_no_overlap(*this, "erfinv_");
-  const Tensor result = tandem::erfinv(*this);
-  NoGradGuard guard;
-  return copy_(result);
+  return replace_inplace(*this, nullptr, "erfinv_",
+                         [](const Tensor& x) { return tandem::erfinv(x); });
 }
 
 Tensor& Tensor::nan_to_num_(std::optional<double> nan, std::optional<double> posinf,
                             std::optional<double> neginf) {
-  check_defined(*this, "nan_to_num_", "self");
-  if (in_graph(*this, nullptr, "nan_to_num_"))
-    return rebase(*this,
-                  [&](const Tensor& x) { return tandem::nan_to_num(x, nan, posinf, neginf); });
-  check_inplace(*this, "nan_to_num_");
-  check_no_overlap(*this, "nan_to_num_");
-  const Tensor replaced = tandem::nan_to_num(*this, nan, posinf, neginf);
-  NoGradGuard guard;
-  return copy_(replaced);
+  return replace_inplace(*this, nullptr, "nan_to_num_", [&](const Tensor& x) {
+    return tandem::nan_to_num(x, nan, posinf, neginf);
+  });
+}
+
+Tensor& Tensor::index_copy_(int64_t dim, const Tensor& index, const Tensor& source) {
+  return replace_inplace(*this, &source, "index_copy_", [&](const Tensor& x) {
+    return tandem::index_copy(x, dim, index, source);
+  });
+}
+
+Tensor& Tensor::masked_scatter_(const Tensor& mask, const Tensor& source) {
+  check_defined(*this, "masked_scatter_", "self");
+  check_defined(mask, "masked_scatter_", "mask");
+  check_broadcasts_to(mask, shape(), "masked_scatter_", "mask");
+  return replace_inplace(*this, &source, "masked_scatter_",
+                         [&](const Tensor& x) { return tandem::masked_scatter(x, mask, source); });
+}
+
+Tensor& Tensor::scatter_reduce_(int64_t dim, const Tensor& index, const Tensor& src,
+                                const std::string& reduce, bool include_self) {
+  return replace_inplace(*this, &src, "scatter_reduce_", [&](const Tensor& x) {
+    return tandem::scatter_reduce(x, dim, index, src, reduce, include_self);
+  });
 }
 
 Tensor& Tensor::addcmul_(const Tensor& t1, const Tensor& t2, double value) {
@@ -1098,10 +1150,8 @@ Tensor& Tensor::addcdiv_(const Tensor& t1, const Tensor& t2, double value) {
   return add_(tandem::div(t1, t2), value);
 }
 Tensor& Tensor::lerp_(const Tensor& end, double weight) {
-  if (in_graph(*this, &end, "lerp_"))
-    return rebase(*this, [&](const Tensor& x) { return tandem::lerp(x, end, weight); });
-  check_inplace(*this, "lerp_");
-  return copy_(tandem::lerp(*this, end, weight));
+  return replace_inplace(*this, &end, "lerp_",
+                         [&](const Tensor& x) { return tandem::lerp(x, end, weight); });
 }
 
 Tensor& Tensor::clamp_(std::optional<Scalar> min, std::optional<Scalar> max) {

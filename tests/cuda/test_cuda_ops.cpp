@@ -1176,6 +1176,16 @@ TEST_CASE("CUDA interpolate, flip, repeat and chunk match the CPU, forward and b
                   return interpolate(v[0], {}, std::vector<double>{1.5, 2.0}, "bilinear");
                 }),
                 tol(t));
+    same_on_gpu("bicubic, trilinear, linear, nearest-exact, area", in,
+                with_gradients([](const std::vector<Tensor>& v) {
+                  const Tensor volume = v[0].unsqueeze(2);  // (2, 3, 1, 5, 4)
+                  return cat({interpolate(v[0], Shape{7, 3}, {}, kBicubic).flatten(),
+                              interpolate(volume, Shape{2, 6, 3}, {}, kTrilinear, true).flatten(),
+                              interpolate(v[0].flatten(2), Shape{9}, {}, kLinear).flatten(),
+                              interpolate(v[0], Shape{3, 7}, {}, kNearestExact).flatten(),
+                              interpolate(v[0], Shape{2, 3}, {}, kArea).flatten()});
+                }),
+                tol(t));
     same_on_gpu("flip, repeat, chunk", in, with_gradients([](const std::vector<Tensor>& v) {
                   // 6 channels in chunks of ceil(6 / 4) = 2: three pieces, as torch's.
                   std::vector<Tensor> parts = v[0].flip({1, 3}).repeat({1, 2, 1, 1}).chunk(4, 1);
@@ -2062,6 +2072,61 @@ TEST_CASE(
                                 multilabel_soft_margin_loss(v[0], (v[1] > 0).to(v[1].dtype()))});
                 }),
                 tol(t));
+  }
+}
+
+TEST_CASE(
+    "CUDA scans, sorts and scatters composed of other ops (cummax, quantile, unique, "
+    "scatter_reduce, index_copy, masked_scatter, diff, nansum) match the CPU",
+    "[cuda]") {
+  if (!gpu_present("CUDA composite ops")) return;
+  for (DType t : {DType::f32, DType::f64}) {
+    INFO(dtype_name(t));
+    Tensor x = randn_as({4, 6}, t, 91);
+    x.index_put_({1, 2}, std::numeric_limits<double>::quiet_NaN());
+    const std::vector<Tensor> in{x, randn_as({4, 6}, t, 92)};
+    same_on_gpu(
+        "cummax, cummin, quantile, nansum, diff, index_copy, masked_scatter", in,
+        with_gradients([](const std::vector<Tensor>& v) {
+          const Device d = v[0].device();
+          const Tensor q = from_vector<double>({0.1, 0.5, 0.8}).to(v[0].dtype()).to(d);
+          const Tensor clean = v[0].nan_to_num(0.0);
+          return cat({cummax(v[1], 1).first.flatten(),
+                      cummin(v[0], 0).second.to(v[0].dtype()).flatten(),
+                      nanquantile(v[0], q, 1).flatten(),
+                      quantile(clean, q, 0, false, "midpoint").flatten(), nansum(v[0], {0}),
+                      nanmean(v[0], {1}), diff(v[1], 2, 0).flatten(),
+                      clean.index_copy(0, from_vector<int64_t>({3, 1}).to(d), v[1].narrow(0, 0, 2))
+                          .flatten(),
+                      clean.masked_scatter(v[1] > 0, v[1] * 2.0).flatten()});
+        }),
+        tol(t));
+    same_on_gpu(
+        "scatter_reduce in every mode", in, with_gradients([](const std::vector<Tensor>& v) {
+          const Tensor index =
+              from_vector<int64_t>({0, 2, 0, 1, 2, 2, 1, 1, 0, 2, 2, 2}, {4, 3}).to(v[0].device());
+          const Tensor self = v[0].nan_to_num(0.0).narrow(1, 0, 3);
+          std::vector<Tensor> parts;
+          for (const char* reduce : {"sum", "prod", "mean", "amax", "amin"})
+            for (bool include_self : {true, false})
+              parts.push_back(scatter_reduce(self, 1, index, v[1], reduce, include_self).flatten());
+          return cat(parts);
+        }),
+        tol(t));
+    same_on_gpu(
+        "unique, unique_dim, unique_consecutive", in,
+        [](const std::vector<Tensor>& v) {
+          const Tensor r = round(mul(v[1], 2.0));
+          auto [values, inverse, counts] = _unique2(r, true, true, true);
+          auto [rows, row_inverse, row_counts] =
+              unique_dim(r.narrow(1, 0, 2) > 0, 1, true, true, true);
+          auto [runs, run_inverse, run_counts] = unique_consecutive(r.flatten(), true, true);
+          return cat({values, inverse.to(r.dtype()).flatten(), counts.to(r.dtype()),
+                      rows.to(r.dtype()).flatten(), row_inverse.to(r.dtype()),
+                      row_counts.to(r.dtype()), runs, run_inverse.to(r.dtype()),
+                      run_counts.to(r.dtype())});
+        },
+        tol(t));
   }
 }
 

@@ -8,6 +8,7 @@ case's name, on the same inputs. The matmul-based cases' last bits depend on PyT
 committed values up to "rnn_relu" came from the reference BLAS, the rest from OpenBLAS); the
 test's tolerances cover either."""
 import json
+import math
 import os
 import struct
 
@@ -22,7 +23,10 @@ cases = []
 def enc(t):
     t = t.detach()
     dtype = {torch.float32: "f32", torch.float64: "f64", torch.int64: "i64", torch.bool: "bool"}[t.dtype]
-    return {"shape": list(t.shape), "dtype": dtype, "data": t.reshape(-1).tolist()}
+    data = t.reshape(-1).tolist()
+    if t.is_floating_point():  # JSON has no NaN or infinity: they go as strings
+        data = [x if math.isfinite(x) else str(x) for x in data]
+    return {"shape": list(t.shape), "dtype": dtype, "data": data}
 
 
 def case(name, fn, *inputs, grad=True, nograd=()):
@@ -913,6 +917,111 @@ with torch.random.fork_rng():
          r(2, 2, 9))
     case("max_unpool3d", lambda x: F.max_unpool3d(*F.max_pool3d(x, 2, return_indices=True), 2),
          r(1, 2, 4, 4, 6))
+
+# Resizing in every mode, and ops built on sorts, scans and scatters: a stream of their own.
+with torch.random.fork_rng():
+    torch.manual_seed(20208)
+    case("interpolate_linear_1d", lambda x: F.interpolate(x, size=7, mode="linear"), r(2, 3, 5))
+    case("interpolate_linear_1d_corners_scale",
+         lambda x: F.interpolate(x, scale_factor=1.7, mode="linear", align_corners=True), r(1, 2, 6))
+    case("interpolate_nearest_1d_scale", lambda x: F.interpolate(x, scale_factor=2.5), r(2, 2, 4))
+    case("interpolate_nearest_exact", lambda x: F.interpolate(x, size=(5, 7), mode="nearest-exact"),
+         r(1, 2, 3, 4))
+    case("interpolate_nearest_exact_down",
+         lambda x: F.interpolate(x, size=(2, 3), mode="nearest-exact"), r(1, 2, 5, 7))
+    case("interpolate_bicubic", lambda x: F.interpolate(x, size=(7, 5), mode="bicubic"),
+         r(2, 2, 4, 3))
+    case("interpolate_bicubic_corners_scale",
+         lambda x: F.interpolate(x, scale_factor=(1.5, 2.5), mode="bicubic", align_corners=True),
+         r(1, 2, 3, 4))
+    case("interpolate_bicubic_down", lambda x: F.interpolate(x, size=(3, 2), mode="bicubic"),
+         r(1, 1, 7, 5))
+    case("interpolate_bicubic_recompute",
+         lambda x: F.interpolate(x, scale_factor=1.3, mode="bicubic", recompute_scale_factor=True),
+         r(1, 1, 5, 4))
+    case("interpolate_trilinear", lambda x: F.interpolate(x, size=(3, 5, 4), mode="trilinear"),
+         r(1, 2, 2, 3, 3))
+    case("interpolate_trilinear_corners_scale",
+         lambda x: F.interpolate(x, scale_factor=2.0, mode="trilinear", align_corners=True),
+         r(1, 1, 2, 2, 3))
+    case("interpolate_nearest_3d", lambda x: F.interpolate(x, size=(4, 3, 5)), r(1, 2, 2, 3, 2))
+    case("interpolate_area_2d", lambda x: F.interpolate(x, size=(3, 2), mode="area"), r(1, 2, 7, 5))
+    case("interpolate_area_1d_scale", lambda x: F.interpolate(x, scale_factor=0.5, mode="area"),
+         r(2, 2, 9))
+    # diff, nansum/nanmean, cummax/cummin (ties and NaN), quantile.
+    case("diff", lambda x: torch.diff(x), r(3, 5))
+    case("diff_n2_dim0_prepend_append",
+         lambda x, p, a: torch.diff(x, n=2, dim=0, prepend=p, append=a), r(3, 4), r(1, 4), r(2, 4))
+    case("diff_bool", lambda x: torch.diff(x), torch.tensor([[True, False, False, True]]))
+    nan_x = r(4, 5)
+    nan_x[0, 1] = nan_x[2, 3] = nan_x[2, 0] = float("nan")
+    case("nansum", lambda x: torch.nansum(x), nan_x)
+    case("nansum_dim", lambda x: torch.nansum(x, dim=1, keepdim=True), nan_x)
+    case("nanmean_dim", lambda x: torch.nanmean(x, dim=0), nan_x)
+    tied = torch.tensor([[1.0, 3.0, 3.0, 2.0, 5.0, 5.0, 0.0], [2.0, 1.0, 1.0, 0.5, 0.5, 4.0, 4.0]])
+    case("cummax", lambda x: torch.cummax(x, 1)[0], tied)
+    case("cummax_indices", lambda x: torch.cummax(x, 1)[1], tied, grad=False)
+    case("cummin", lambda x: torch.cummin(x, 1)[0], tied)
+    case("cummin_indices", lambda x: torch.cummin(x, 1)[1], tied, grad=False)
+    case("cummax_dim0", lambda x: torch.cummax(x, 0)[0], r(9, 3))
+    nan_seq = torch.tensor([1.0, float("nan"), 3.0, float("nan"), 0.5, 7.0])
+    case("cummax_nan_indices", lambda x: torch.cummax(x, 0)[1], nan_seq, grad=False)
+    case("cummin_nan_indices", lambda x: torch.cummin(x, 0)[1], nan_seq, grad=False)
+    case("quantile", lambda x: torch.quantile(x, 0.3), r(11))
+    case("quantile_q_dim",
+         lambda x: torch.quantile(x, torch.tensor([0.0, 0.25, 0.5, 0.9, 1.0]), dim=1, keepdim=True),
+         r(3, 8))
+    for mode in ["lower", "higher", "midpoint", "nearest"]:
+        case("quantile_" + mode,
+             lambda x, mode=mode: torch.quantile(x, torch.tensor([0.1, 0.5, 0.75]), dim=0,
+                                                 interpolation=mode), r(7, 3))
+    case("quantile_nan_row", lambda x: torch.quantile(x, 0.5, dim=1), nan_x)
+    case("nanquantile", lambda x: torch.nanquantile(x, torch.tensor([0.2, 0.8]), dim=1), nan_x)
+    # index_copy, masked_scatter, scatter_reduce in every mode.
+    case("index_copy", lambda x, s: x.index_copy(1, torch.tensor([3, 0]), s), r(3, 4), r(3, 2))
+    case("masked_scatter", lambda x, s: x.masked_scatter(torch.tensor([[True], [False], [True]]), s),
+         r(3, 4), r(3, 3))
+    sr_index = torch.tensor([[0, 1, 0, 2, 2], [1, 1, 3, 3, 3]])
+    for reduce in ["sum", "prod", "mean", "amax", "amin"]:
+        for include_self in [True, False]:
+            case("scatter_reduce_%s%s" % (reduce, "" if include_self else "_exclude"),
+                 lambda x, s, reduce=reduce, include_self=include_self:
+                     x.scatter_reduce(1, sr_index, s, reduce, include_self=include_self),
+                 r(2, 4), r(2, 5))
+    # Ties of amax and amin with self and among the values (the gradient is shared), zeros of
+    # prod (one and two at a position).
+    case("scatter_reduce_amax_ties",
+         lambda x, s: x.scatter_reduce(0, torch.tensor([0, 0, 1, 1, 2]), s, "amax"),
+         torch.tensor([1.0, 5.0, 0.0]), torch.tensor([1.0, 0.5, 5.0, 5.0, -1.0]))
+    case("scatter_reduce_amin_ties_exclude",
+         lambda x, s: x.scatter_reduce(0, torch.tensor([0, 0, 1, 1, 2]), s, "amin",
+                                       include_self=False),
+         torch.tensor([1.0, 5.0, 0.0]), torch.tensor([1.0, 0.5, 5.0, 5.0, -1.0]))
+    case("scatter_reduce_prod_zeros",
+         lambda x, s: x.scatter_reduce(0, torch.tensor([0, 0, 1, 1, 2, 2]), s, "prod"),
+         torch.tensor([2.0, 0.0, 3.0]), torch.tensor([0.0, 4.0, 5.0, 6.0, 0.0, 0.0]))
+    case("scatter_reduce_amax_nan",
+         lambda x, s: x.scatter_reduce(0, torch.tensor([0, 0, 1]), s, "amax"),
+         torch.tensor([1.0, 2.0]), torch.tensor([float("nan"), 3.0, 1.0]), grad=False)
+    ints = torch.tensor([[5, 7, 1], [2, 9, 4]])
+    case("scatter_reduce_mean_int",
+         lambda x, s: x.scatter_reduce(1, torch.tensor([[0, 0, 2], [1, 1, 1]]), s, "mean"), ints,
+         torch.tensor([[4, 1, 8], [3, 3, 6]]))
+    # The unique family: values, inverse and counts of each.
+    # (No NaN: torch 1.13's CPU unique gives a NaN a count of 0 and misplaces it.)
+    u = torch.tensor([[3.0, 1.0, 3.0, -0.5], [2.0, 1.0, 1.0, -0.5]])
+    for name, pick in [("values", 0), ("inverse", 1), ("counts", 2)]:
+        case("unique_" + name, lambda x, pick=pick: torch.unique(
+            x, return_inverse=True, return_counts=True)[pick], u, grad=False)
+        case("unique_consecutive_" + name, lambda x, pick=pick: torch.unique_consecutive(
+            x, return_inverse=True, return_counts=True)[pick],
+             torch.tensor([1, 1, 2, 2, 2, 1, 3, 3]), grad=False)
+        case("unique_dim_" + name, lambda x, pick=pick: torch.unique(
+            x, dim=1, return_inverse=True, return_counts=True)[pick],
+             torch.tensor([[1, 0, 1, 1, 0], [2, 5, 2, 0, 5]]), grad=False)
+        case("unique_consecutive_dim_" + name, lambda x, pick=pick: torch.unique_consecutive(
+            x, dim=0, return_inverse=True, return_counts=True)[pick],
+             torch.tensor([[1, 2], [1, 2], [0, 2], [1, 2]]), grad=False)
 
 with open(os.path.join(HERE, "ops.json"), "w") as f:
     json.dump({"generator": "torch " + torch.__version__, "cases": cases}, f)

@@ -650,14 +650,14 @@ TEST_CASE("libtorch names: chunk, split, unbind, repeat, flip, interpolate and U
           img,
           F::InterpolateFuncOptions().scale_factor(std::vector<double>({2})).align_corners(true)),
       Catch::Contains("align_corners can only be set with an interpolating mode"));
-  CHECK_THROWS_WITH(F::interpolate(img, F::InterpolateFuncOptions().mode("bicubic").size(
+  CHECK_THROWS_WITH(F::interpolate(img, F::InterpolateFuncOptions().mode("cubic").size(
                                             std::vector<int64_t>{4, 4})),
-                    Catch::Contains("mode 'bicubic' is not supported here"));
+                    Catch::Contains("unknown mode 'cubic'"));
   CHECK_THROWS_WITH(F::interpolate(img),
                     Catch::Contains("give exactly one of size and scale_factor"));
   CHECK_THROWS_WITH(F::interpolate(img.flatten(), F::InterpolateFuncOptions().scale_factor(
                                                       std::vector<double>({2}))),
-                    Catch::Contains("expected (N, C, H, W) input"));
+                    Catch::Contains("expected (N, C, L), (N, C, H, W) or (N, C, D, H, W) input"));
 }
 
 TEST_CASE("libtorch's MNIST example, with one namespace change, trains", "[libtorch]") {
@@ -3760,4 +3760,100 @@ TEST_CASE("index_put with tensor indices is recorded in the graph, as torch's in
   CHECK(plain.index_put({torch::tensor({1})}, torch::ones({1})).to_vector<float>() ==
         std::vector<float>{0, 1, 0});
   CHECK(plain.to_vector<float>() == std::vector<float>{0, 0, 0});
+}
+
+TEST_CASE(
+    "index_copy_, masked_scatter_ and scatter_reduce_ in place in the graph, and what the "
+    "new ops refuse",
+    "[libtorch]") {
+  // Values and gradients printed by torch 1.13 for the same program.
+  auto f64 = torch::TensorOptions(torch::kFloat64);
+  torch::Tensor x = torch::arange(12.0, f64).view({3, 4}).requires_grad_();
+  torch::Tensor s = torch::from_vector<double>({-1, -2, -3, -4, -5, -6}).view({3, 2});
+  s.requires_grad_();
+  torch::Tensor y = x * 2;
+  y.index_copy_(1, torch::tensor({3, 0}), s);
+  y.masked_scatter_(y > 10, s.flatten() * 10);
+  y.scatter_reduce_(0, torch::tensor({2, 0, 1, 0}).view({1, 4}), x.narrow(0, 0, 1) * 3, "amax");
+  (y * torch::arange(12.0, f64).view({3, 4})).sum().backward();
+  CHECK(y.to_vector<double>() == std::vector<double>{-2, 3, 4, 9, -4, 10, 6, -3, 0, -20, -30, -5});
+  CHECK(x.grad().to_vector<double>() == std::vector<double>{24, 3, 22, 9, 0, 10, 0, 0, 0, 0, 0, 0});
+  CHECK(s.grad().to_vector<double>() == std::vector<double>{0, 90, 107, 4, 11, 0});
+  // Empty inputs give empty results, as torch's.
+  auto [values, inverse, counts] = torch::_unique2(torch::zeros({0}), true, true, true);
+  CHECK((values.numel() == 0 && inverse.numel() == 0 && counts.numel() == 0));
+  CHECK(std::get<0>(torch::unique_dim(torch::zeros({0, 3}), 0)).shape() == Shape{0, 3});
+  // What is refused, with what was wrong.
+  torch::Tensor a = torch::ones({2, 3});
+  CHECK_THROWS_WITH(a.scatter_reduce(0, torch::zeros({1, 3}, torch::kLong), a, "max"),
+                    Catch::Contains("reduce must be sum, prod, mean, amax or amin"));
+  CHECK_THROWS_WITH(a.scatter_reduce(0, torch::full({1, 3}, 2, torch::kLong), a, "sum"),
+                    Catch::Contains("index 2 is out of bounds for dim 0 of size 2"));
+  CHECK_THROWS_WITH(a.masked_scatter(a > 0, torch::ones({5})),
+                    Catch::Contains("the mask has 6 true elements but source has only 5"));
+  CHECK_THROWS_WITH(torch::quantile(a, 1.5), Catch::Contains("q values must be in [0, 1]"));
+  CHECK_THROWS_WITH(torch::quantile(a, 0.5, std::nullopt, false, "cubic"),
+                    Catch::Contains("interpolation must be"));
+  CHECK_THROWS_WITH(torch::index_copy(a, 1, torch::tensor({0}), torch::ones({2, 2})),
+                    Catch::Contains("source must have shape (2, 1)"));
+  namespace F = torch::nn::functional;
+  CHECK_THROWS_WITH(F::interpolate(a.view({1, 1, 2, 3}),
+                                   F::InterpolateFuncOptions().size(Shape{4}).mode(torch::kLinear)),
+                    Catch::Contains("linear mode needs a 3-d input"));
+  CHECK_THROWS_WITH(
+      F::interpolate(
+          a.view({1, 1, 2, 3}),
+          F::InterpolateFuncOptions().size(Shape{1, 1}).mode(torch::kBilinear).antialias(true)),
+      Catch::Contains("antialias is not supported"));
+  CHECK_THROWS_WITH(torch::diff(torch::ones({})), Catch::Contains("at least 1 dim"));
+  torch::Tensor leaf = torch::zeros({3}).requires_grad_();
+  CHECK_THROWS_WITH(leaf.index_copy_(0, torch::tensor({1}), torch::ones({1})),
+                    Catch::Contains("index_copy_: in-place operation on a leaf"));
+  // NaNs are each distinct and sort last (torch 2's; 1.13's CPU unique misplaces them).
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  auto [u, u_inverse, u_counts] =
+      torch::_unique2(torch::from_vector<double>({nan, 1, nan, 1}), true, true, true);
+  const std::vector<double> uv = u.to_vector<double>();
+  CHECK((uv.size() == 3 && uv[0] == 1 && std::isnan(uv[1]) && std::isnan(uv[2])));
+  CHECK(u_inverse.to_vector<int64_t>() == std::vector<int64_t>{1, 0, 2, 0});
+  CHECK(u_counts.to_vector<int64_t>() == std::vector<int64_t>{2, 1, 1});
+}
+
+TEST_CASE(
+    "Embedding's max_norm renormalizes the rows looked up, in the weight, as torch's; "
+    "ReLU's options take a bool",
+    "[libtorch]") {
+  // Values printed by torch 1.13 for the same program.
+  torch::Tensor w = torch::arange(12.0, torch::kFloat64).view({4, 3}) / 2;
+  auto table = torch::nn::Embedding::from_pretrained(
+      w.clone(), torch::nn::EmbeddingFromPretrainedOptions().freeze(false).max_norm(2.0));
+  torch::Tensor out = table->forward(torch::tensor({1, 3, 1, 0}).view({2, 2}));
+  out.sum().backward();
+  require_close(table->weight.flatten(),
+                torch::from_vector<double>({0.0, 0.5, 1.0, 0.8485281134238577, 1.131370817898477,
+                                            1.414213522373096, 3.0, 3.5, 4.0, 1.0357835958466552,
+                                            1.1508706620518392, 1.2659577282570231}),
+                1e-12, 1e-12, "renormalized weight");
+  // The rows looked up come from the renormalized weight, and the gradient is the lookup's.
+  CHECK(torch::equal(out,
+                     table->weight.index_select(0, torch::tensor({1, 3, 1, 0})).view({2, 2, 3})));
+  CHECK(table->weight.grad().to_vector<double>() ==
+        std::vector<double>{1, 1, 1, 2, 2, 2, 0, 0, 0, 1, 1, 1});
+  // The functional form renormalizes the caller's weight, here by the 1-norm.
+  namespace F = torch::nn::functional;
+  torch::Tensor w2 = w.clone();
+  torch::Tensor row =
+      F::embedding(torch::tensor({2}), w2, F::EmbeddingFuncOptions().max_norm(1.0).norm_type(1.0));
+  require_close(
+      row.flatten(),
+      torch::from_vector<double>({0.2857142829931973, 0.3333333301587302, 0.38095237732426307}),
+      1e-12, 1e-12, "renormalized row");
+  CHECK(torch::equal(w2[2], row[0]));
+  CHECK(torch::equal(w2[0], w[0]));
+  CHECK_THROWS_WITH(torch::nn::Embedding(torch::nn::EmbeddingOptions(4, 3).sparse(true)),
+                    Catch::Contains("sparse gradients are not supported"));
+  // libtorch's ReLUOptions(bool) and F::ReLUFuncOptions: inplace is taken, the result is relu's.
+  torch::Tensor x = torch::from_vector<float>({-1, 2});
+  CHECK(torch::equal(F::relu(x, F::ReLUFuncOptions(true)), torch::relu(x)));
+  CHECK(torch::nn::ReLU(torch::nn::ReLUOptions(true)).options.inplace());
 }

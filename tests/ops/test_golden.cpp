@@ -24,7 +24,10 @@ Tensor decode(const json& j) {
     for (auto& x : j["data"]) v.push_back(x.get<bool>());
     return from_vector(v, shape).reshape(shape);
   }
-  Tensor t = from_vector(j["data"].get<std::vector<double>>(), shape).reshape(shape);
+  std::vector<double> data;  // NaN and infinities come as strings ("nan", "inf", "-inf")
+  for (const auto& x : j["data"])
+    data.push_back(x.is_string() ? std::stod(x.get<std::string>()) : x.get<double>());
+  Tensor t = from_vector(data, shape).reshape(shape);
   return dt == "f32" ? t.to(DType::f32) : t;
 }
 
@@ -73,9 +76,41 @@ Tensor both(const std::tuple<Tensor, Tensor>& r) {
   return weighted({std::get<0>(r), std::get<1>(r)});
 }
 
+// The cases make_golden.py writes in loops: scatter_reduce in every mode, with self's value and
+// without, and each of the unique family's three results.
+std::map<std::string, Fn> with_families(std::map<std::string, Fn> table) {
+  using V = const std::vector<Tensor>&;
+  for (const char* reduce : {"sum", "prod", "mean", "amax", "amin"})
+    for (bool include_self : {true, false})
+      table[std::string("scatter_reduce_") + reduce + (include_self ? "" : "_exclude")] =
+          [reduce, include_self](V x) {
+            const Tensor index = tensor({0, 1, 0, 2, 2, 1, 1, 3, 3, 3}).reshape({2, 5});
+            return x[0].scatter_reduce(1, index, x[1], reduce, include_self);
+          };
+  const std::pair<const char*, int> picks[] = {{"values", 0}, {"inverse", 1}, {"counts", 2}};
+  for (const auto& [name, pick] : picks) {
+    auto part = [pick = pick](std::tuple<Tensor, Tensor, Tensor> r) {
+      return pick == 0 ? std::get<0>(r) : pick == 1 ? std::get<1>(r) : std::get<2>(r);
+    };
+    table[std::string("unique_") + name] = [part](V x) {
+      return part(_unique2(x[0], true, true, true));
+    };
+    table[std::string("unique_consecutive_") + name] = [part](V x) {
+      return part(unique_consecutive(x[0], true, true));
+    };
+    table[std::string("unique_dim_") + name] = [part](V x) {
+      return part(unique_dim(x[0], 1, true, true, true));
+    };
+    table[std::string("unique_consecutive_dim_") + name] = [part](V x) {
+      return part(unique_consecutive(x[0], true, true, 0));
+    };
+  }
+  return table;
+}
+
 const std::map<std::string, Fn>& ops() {
   using V = const std::vector<Tensor>&;
-  static const std::map<std::string, Fn> table = {
+  static const std::map<std::string, Fn> table = with_families({
       {"add", [](V x) { return x[0] + x[1]; }},
       {"add_alpha", [](V x) { return add(x[0], x[1], 2.5); }},
       {"sub", [](V x) { return x[0] - x[1]; }},
@@ -693,6 +728,89 @@ const std::map<std::string, Fn>& ops() {
          auto [y, i] = max_pool3d_with_indices(x[0], 2);
          return max_unpool3d(y, i, Int3(4, 4, 6));
        }},
+      // Resizing in every mode.
+      {"interpolate_linear_1d", [](V x) { return interpolate(x[0], Shape{7}, {}, kLinear); }},
+      {"interpolate_linear_1d_corners_scale",
+       [](V x) { return interpolate(x[0], {}, std::vector<double>{1.7}, kLinear, true); }},
+      {"interpolate_nearest_1d_scale",
+       [](V x) { return interpolate(x[0], {}, std::vector<double>{2.5}); }},
+      {"interpolate_nearest_exact",
+       [](V x) {
+         return F::interpolate(
+             x[0], F::InterpolateFuncOptions().size(Shape{5, 7}).mode(kNearestExact));
+       }},
+      {"interpolate_nearest_exact_down",
+       [](V x) { return interpolate(x[0], Shape{2, 3}, {}, kNearestExact); }},
+      {"interpolate_bicubic", [](V x) { return interpolate(x[0], Shape{7, 5}, {}, kBicubic); }},
+      {"interpolate_bicubic_corners_scale",
+       [](V x) { return interpolate(x[0], {}, std::vector<double>{1.5, 2.5}, kBicubic, true); }},
+      {"interpolate_bicubic_down",
+       [](V x) { return interpolate(x[0], Shape{3, 2}, {}, kBicubic); }},
+      {"interpolate_bicubic_recompute",
+       [](V x) { return interpolate(x[0], {}, std::vector<double>{1.3}, kBicubic, {}, true); }},
+      {"interpolate_trilinear",
+       [](V x) { return interpolate(x[0], Shape{3, 5, 4}, {}, kTrilinear); }},
+      {"interpolate_trilinear_corners_scale",
+       [](V x) { return interpolate(x[0], {}, std::vector<double>{2.0}, kTrilinear, true); }},
+      {"interpolate_nearest_3d", [](V x) { return interpolate(x[0], Shape{4, 3, 5}, {}); }},
+      {"interpolate_area_2d", [](V x) { return interpolate(x[0], Shape{3, 2}, {}, kArea); }},
+      {"interpolate_area_1d_scale",
+       [](V x) { return interpolate(x[0], {}, std::vector<double>{0.5}, kArea); }},
+      // diff, nansum/nanmean, cummax/cummin, quantile.
+      {"diff", [](V x) { return x[0].diff(); }},
+      {"diff_n2_dim0_prepend_append", [](V x) { return diff(x[0], 2, 0, x[1], x[2]); }},
+      {"diff_bool", [](V x) { return diff(x[0]); }},
+      {"nansum", [](V x) { return nansum(x[0]); }},
+      {"nansum_dim", [](V x) { return x[0].nansum({1}, true); }},
+      {"nanmean_dim", [](V x) { return nanmean(x[0], 0); }},
+      {"cummax", [](V x) { return cummax(x[0], 1).first; }},
+      {"cummax_indices", [](V x) { return x[0].cummax(1).second; }},
+      {"cummin", [](V x) { return cummin(x[0], 1).first; }},
+      {"cummin_indices", [](V x) { return std::get<1>(x[0].cummin(1)); }},
+      {"cummax_dim0", [](V x) { return cummax(x[0], 0).first; }},
+      {"cummax_nan_indices", [](V x) { return cummax(x[0], 0).second; }},
+      {"cummin_nan_indices", [](V x) { return cummin(x[0], 0).second; }},
+      {"quantile", [](V x) { return quantile(x[0], 0.3); }},
+      {"quantile_q_dim",
+       [](V x) {
+         return x[0].quantile(from_vector(std::vector<float>{0, 0.25, 0.5, 0.9, 1}, {5}), 1, true);
+       }},
+      {"quantile_lower",
+       [](V x) { return quantile(x[0], from_vector(std::vector<float>{0.1, 0.5, 0.75}, {3}), 0,
+                                 false, "lower"); }},
+      {"quantile_higher",
+       [](V x) { return quantile(x[0], from_vector(std::vector<float>{0.1, 0.5, 0.75}, {3}), 0,
+                                 false, "higher"); }},
+      {"quantile_midpoint",
+       [](V x) { return quantile(x[0], from_vector(std::vector<float>{0.1, 0.5, 0.75}, {3}), 0,
+                                 false, "midpoint"); }},
+      {"quantile_nearest",
+       [](V x) { return quantile(x[0], from_vector(std::vector<float>{0.1, 0.5, 0.75}, {3}), 0,
+                                 false, "nearest"); }},
+      {"quantile_nan_row", [](V x) { return quantile(x[0], 0.5, 1); }},
+      {"nanquantile",
+       [](V x) { return x[0].nanquantile(from_vector(std::vector<float>{0.2, 0.8}, {2}), 1); }},
+      // index_copy, masked_scatter, scatter_reduce.
+      {"index_copy", [](V x) { return x[0].index_copy(1, tensor({3, 0}), x[1]); }},
+      {"masked_scatter",
+       [](V x) {
+         return x[0].masked_scatter(
+             from_vector(std::vector<bool>{true, false, true}, {3, 1}).reshape({3, 1}), x[1]);
+       }},
+      {"scatter_reduce_amax_ties",
+       [](V x) { return x[0].scatter_reduce(0, tensor({0, 0, 1, 1, 2}), x[1], "amax"); }},
+      {"scatter_reduce_amin_ties_exclude",
+       [](V x) {
+         return scatter_reduce(x[0], 0, tensor({0, 0, 1, 1, 2}), x[1], "amin", false);
+       }},
+      {"scatter_reduce_prod_zeros",
+       [](V x) { return scatter_reduce(x[0], 0, tensor({0, 0, 1, 1, 2, 2}), x[1], "prod"); }},
+      {"scatter_reduce_amax_nan",
+       [](V x) { return scatter_reduce(x[0], 0, tensor({0, 0, 1}), x[1], "amax"); }},
+      {"scatter_reduce_mean_int",
+       [](V x) {
+         return scatter_reduce(x[0], 1, tensor({0, 0, 2, 1, 1, 1}).reshape({2, 3}), x[1], "mean");
+       }},
       {"ctc_loss_padded_mean",
        [](V x) { return nn::CTCLoss()(log_softmax(x[0], 2), x[1], x[2], x[3]); }},
       {"ctc_loss_concatenated_blank_none",
@@ -846,7 +964,7 @@ const std::map<std::string, Fn>& ops() {
          auto [lu, pivots] = linalg::lu_factor(x[0]);
          return linalg::lu_solve(lu, pivots, x[1], false, true);
        }},
-  };
+  });
   return table;
 }
 

@@ -8,6 +8,7 @@
 #include <iosfwd>
 #include <memory>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <tuple>
 #include <type_traits>
@@ -509,6 +510,22 @@ class Tensor {
   Tensor cumsum(int64_t dim, std::optional<DType> dtype = std::nullopt) const;
   Tensor cumprod(int64_t dim, std::optional<DType> dtype = std::nullopt) const;
   Tensor prod(std::optional<DType> dtype = std::nullopt) const;
+  Tensor diff(int64_t n = 1, int64_t dim = -1, const Tensor& prepend = {},
+              const Tensor& append = {}) const;
+  std::pair<Tensor, Tensor> cummax(int64_t dim) const;
+  std::pair<Tensor, Tensor> cummin(int64_t dim) const;
+  Tensor nansum(const Shape& dims = {}, bool keepdim = false,
+                std::optional<DType> dtype = std::nullopt) const;
+  Tensor nanmean(const Shape& dims = {}, bool keepdim = false,
+                 std::optional<DType> dtype = std::nullopt) const;
+  Tensor quantile(const Tensor& q, std::optional<int64_t> dim = std::nullopt, bool keepdim = false,
+                  const std::string& interpolation = "linear") const;
+  Tensor quantile(double q, std::optional<int64_t> dim = std::nullopt, bool keepdim = false,
+                  const std::string& interpolation = "linear") const;
+  Tensor nanquantile(const Tensor& q, std::optional<int64_t> dim = std::nullopt,
+                     bool keepdim = false, const std::string& interpolation = "linear") const;
+  Tensor nanquantile(double q, std::optional<int64_t> dim = std::nullopt, bool keepdim = false,
+                     const std::string& interpolation = "linear") const;
   Tensor prod(int64_t dim, bool keepdim = false, std::optional<DType> dtype = std::nullopt) const;
   Tensor logsumexp(const Shape& dims, bool keepdim = false) const;
   template <typename I, typename = std::enable_if_t<is_dim_v<I>>>
@@ -563,6 +580,14 @@ class Tensor {
   Tensor index_fill(int64_t dim, const Tensor& index, const Tensor& value) const;
   Tensor& index_fill_(int64_t dim, const Tensor& index, Scalar value);
   Tensor& index_fill_(int64_t dim, const Tensor& index, const Tensor& value);
+  Tensor index_copy(int64_t dim, const Tensor& index, const Tensor& source) const;
+  Tensor& index_copy_(int64_t dim, const Tensor& index, const Tensor& source);
+  Tensor masked_scatter(const Tensor& mask, const Tensor& source) const;
+  Tensor& masked_scatter_(const Tensor& mask, const Tensor& source);
+  Tensor scatter_reduce(int64_t dim, const Tensor& index, const Tensor& src,
+                        const std::string& reduce, bool include_self = true) const;
+  Tensor& scatter_reduce_(int64_t dim, const Tensor& index, const Tensor& src,
+                          const std::string& reduce, bool include_self = true);
   /// The main diagonal (of a 2-d tensor, or of one whose dims are all of one size) set to
   /// value; wrap restarts it every cols + 1 rows of a tall matrix (torch's fill_diagonal_).
   Tensor& fill_diagonal_(Scalar value, bool wrap = false);

@@ -62,6 +62,9 @@ using tandem::tanh;
 
 // --- activations ---------------------------------------------------------------------------
 
+using ReLUFuncOptions = ReLUOptions;
+inline Tensor relu(const Tensor& input, const ReLUFuncOptions&) { return tandem::relu(input); }
+
 using LeakyReLUFuncOptions = LeakyReLUOptions;
 inline Tensor leaky_relu(const Tensor& input, const LeakyReLUFuncOptions& o) {
   return tandem::leaky_relu(input, o.negative_slope());
@@ -378,8 +381,11 @@ struct InterpolateFuncOptions {
   TANDEM_ARG(std::string, mode) = "nearest";
   TANDEM_ARG(std::optional<bool>, align_corners) = std::nullopt;
   TANDEM_ARG(std::optional<bool>, recompute_scale_factor) = std::nullopt;
+  /// libtorch's anti-aliased downsampling (bilinear, bicubic): not built; true is refused.
+  TANDEM_ARG(bool, antialias) = false;
 };
 inline Tensor interpolate(const Tensor& input, const InterpolateFuncOptions& o = {}) {
+  TANDEM_CHECK(!o.antialias(), "interpolate: antialias is not supported");
   return tandem::interpolate(input, o.size_, o.scale_factor_, o.mode_, o.align_corners_,
                              o.recompute_scale_factor_);
 }
@@ -490,8 +496,17 @@ inline Tensor pairwise_distance(const Tensor& x1, const Tensor& x2,
 struct EmbeddingFuncOptions {
   /// A negative index counts from the end, as torch.nn.functional.embedding.
   TANDEM_ARG(std::optional<int64_t>, padding_idx);
+  /// As EmbeddingOptions': the rows looked up are renormalized in the weight itself.
+  TANDEM_ARG(std::optional<double>, max_norm);
+  TANDEM_ARG(double, norm_type) = 2.0;
+  TANDEM_ARG(bool, scale_grad_by_freq) = false;
+  TANDEM_ARG(bool, sparse) = false;
 };
 namespace detail {
+inline void check_embedding_options(bool scale_grad_by_freq, bool sparse) {
+  TANDEM_CHECK(!scale_grad_by_freq, "Embedding: scale_grad_by_freq is not supported");
+  TANDEM_CHECK(!sparse, "Embedding: sparse gradients are not supported");
+}
 /// torch.nn's padding_idx in [-n, n) as tandem::embedding's (-1: none).
 inline int64_t embedding_padding_idx(std::optional<int64_t> padding_idx, int64_t n) {
   if (!padding_idx) return -1;
@@ -504,6 +519,11 @@ inline int64_t embedding_padding_idx(std::optional<int64_t> padding_idx, int64_t
 
 inline Tensor embedding(const Tensor& input, const Tensor& weight,
                         const EmbeddingFuncOptions& o = {}) {
+  detail::check_embedding_options(o.scale_grad_by_freq(), o.sparse());
+  if (o.max_norm()) {
+    Tensor table = weight;  // a handle: the caller's weight is renormalized, as torch's
+    embedding_renorm_(table, input, *o.max_norm(), o.norm_type());
+  }
   return tandem::embedding(
       weight, input,
       detail::embedding_padding_idx(o.padding_idx(), weight.dim() > 0 ? weight.size(0) : 0));

@@ -7,6 +7,7 @@
 
 #include "tandem/core/generator.hpp"
 #include "tandem/core/tensor.hpp"
+#include "tandem/ops/nn_ops.hpp"
 
 namespace tandem::nn::init {
 
@@ -40,10 +41,10 @@ void orthogonal_(Tensor tensor, double gain = 1.0, Generator* gen = nullptr);
 
 namespace tandem {
 /// libtorch's names for the fan modes and nonlinearities of the initializers:
-/// `nn::init::kaiming_normal_(w, 0.0, kFanOut, kReLU)`.
+/// `nn::init::kaiming_normal_(w, 0.0, kFanOut, kReLU)`. kLinear is in ops/nn_ops.hpp (also
+/// interpolate's mode).
 inline constexpr nn::init::FanMode kFanIn = nn::init::FanMode::fan_in;
 inline constexpr nn::init::FanMode kFanOut = nn::init::FanMode::fan_out;
-inline constexpr const char* kLinear = "linear";
 inline constexpr const char* kConv2D = "conv2d";
 inline constexpr const char* kSigmoid = "sigmoid";
 inline constexpr const char* kTanh = "tanh";

@@ -357,12 +357,13 @@ class InstanceNorm3d : public InstanceNorm {
       : InstanceNorm("InstanceNorm3d", 5, options) {}
 };
 
-/// libtorch's `inplace` (here and in LeakyReLUOptions, DropoutOptions) is taken and changes
-/// nothing: the result is computed out of place, with the same values. In-place ops are
-/// refused here on tensors that require grad (they would lose history), which a training
-/// network's activations do.
+/// libtorch's `inplace` (here, in the other activations' options, in DropoutOptions and in the
+/// functional forms) is taken and changes nothing: the result is computed out of place, with
+/// the same values. So the input stays valid for any op that saved it for its backward (torch's
+/// in-place ReLU after a layer that saved its output fails at backward).
 struct ReLUOptions {
-  TANDEM_ARG(bool, inplace) = false;
+  ReLUOptions(bool inplace = false) : inplace_(inplace) {}  // NOLINT(google-explicit-constructor)
+  TANDEM_ARG(bool, inplace);
 };
 
 class ReLU : public Module {
@@ -926,6 +927,13 @@ struct EmbeddingOptions {
   TANDEM_ARG(int64_t, embedding_dim);
   /// This row starts at zero and gets no gradient; a negative one counts from the end.
   TANDEM_ARG(std::optional<int64_t>, padding_idx);
+  /// Each row looked up whose norm_type-norm exceeds max_norm is scaled down to it, in the weight
+  /// itself, before the lookup (torch's embedding_renorm_).
+  TANDEM_ARG(std::optional<double>, max_norm);
+  TANDEM_ARG(double, norm_type) = 2.0;
+  /// libtorch's gradient scaling by frequency and sparse gradients: not built; true is refused.
+  TANDEM_ARG(bool, scale_grad_by_freq) = false;
+  TANDEM_ARG(bool, sparse) = false;
   /// The weight itself, (num_embeddings, embedding_dim), instead of a new one (libtorch's name).
   TANDEM_ARG(Tensor, _weight);
 };
@@ -933,6 +941,10 @@ struct EmbeddingOptions {
 struct EmbeddingFromPretrainedOptions {
   TANDEM_ARG(bool, freeze) = true;  // the weight gets no gradient
   TANDEM_ARG(std::optional<int64_t>, padding_idx);
+  TANDEM_ARG(std::optional<double>, max_norm);
+  TANDEM_ARG(double, norm_type) = 2.0;
+  TANDEM_ARG(bool, scale_grad_by_freq) = false;
+  TANDEM_ARG(bool, sparse) = false;
 };
 
 /// A lookup table: forward(indices) is the weight's rows those integers name. weight
@@ -942,7 +954,9 @@ class Embedding : public Module {
   TANDEM_MODULE_CLONE(Embedding,
                       EmbeddingOptions(weight.size(0), weight.size(1))
                           .padding_idx(padding_idx >= 0 ? std::optional<int64_t>(padding_idx)
-                                                        : std::nullopt))
+                                                        : std::nullopt)
+                          .max_norm(max_norm)
+                          .norm_type(norm_type))
   explicit Embedding(const EmbeddingOptions& options);
   Embedding(int64_t num_embeddings, int64_t embedding_dim)
       : Embedding(EmbeddingOptions(num_embeddings, embedding_dim)) {}
@@ -956,6 +970,8 @@ class Embedding : public Module {
   std::string extra_repr() const override;
   Tensor weight;
   const int64_t padding_idx;  // -1: none
+  const std::optional<double> max_norm;
+  const double norm_type;
 };
 
 /// EmbeddingBag's mode as libtorch spells it: torch::kSum or torch::kMean (the reduction names
@@ -1023,7 +1039,7 @@ class LocalResponseNorm : public Module {
 struct UpsampleOptions {
   TANDEM_ARG(std::optional<std::vector<int64_t>>, size) = std::nullopt;
   TANDEM_ARG(std::optional<std::vector<double>>, scale_factor) = std::nullopt;
-  /// "nearest" or "bilinear" (torch::kNearest, torch::kBilinear).
+  /// interpolate's modes (torch::kNearest, torch::kBilinear, torch::kBicubic, ...).
   TANDEM_ARG(std::string, mode) = "nearest";
   TANDEM_ARG(std::optional<bool>, align_corners) = std::nullopt;
 };

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <optional>
+#include <string>
 
 #include "tandem/core/tensor.hpp"
 
@@ -49,6 +50,21 @@ Tensor index_add(const Tensor& self, int64_t dim, const Tensor& index, const Ten
 /// differentiable in self. Where the mask is true is read on the host (one wait on a GPU, as
 /// in torch).
 Tensor masked_select(const Tensor& self, const Tensor& mask);
+/// A copy of self with slice index[j] along dim replaced by source's slice j (torch.index_copy;
+/// index 1-d, source shaped as self but with index.numel() along dim). Where index repeats a
+/// position, which slice wins is unspecified, as torch's.
+Tensor index_copy(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source);
+/// A copy of self with the positions where mask (bool, broadcast with self) is true taking
+/// source's elements in order (torch.masked_scatter; source needs at least as many elements as
+/// the mask has trues, read on the host).
+Tensor masked_scatter(const Tensor& self, const Tensor& mask, const Tensor& src);
+/// scatter with a reduction (torch.scatter_reduce): every value src sends to a position (index as
+/// scatter's) is combined with "sum", "prod", "mean" (integers: floor division), "amax" or
+/// "amin" (NaN wins), together with self's value there when include_self. Positions no index
+/// names keep self's value. Gradients as torch's: amax and amin share a position's gradient
+/// among the values equal to its result.
+Tensor scatter_reduce(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src,
+                      const std::string& reduce, bool include_self = true);
 /// The positions of self's nonzero elements in order, (count, self.dim()) i64 on self's device
 /// (read on the host, as masked_select's mask).
 Tensor nonzero(const Tensor& self);

@@ -195,19 +195,27 @@ Tensor avg_pool3d(const Tensor& input, Int3 kernel_size, Int3 stride = 0, Int3 p
                   std::optional<int64_t> divisor_override = std::nullopt);
 Tensor adaptive_avg_pool3d(const Tensor& input, Int3 output_size);
 
-/// torch.nn.functional.interpolate on (N, C, H, W): to `size` (H', W'; one entry serves both, as
-/// Python's int size), or to
-/// floor(H * scale_factor[0]) x floor(W * scale_factor[1]) (one factor serves both); mode
-/// "nearest" or "bilinear" (align_corners: bilinear only, false by default). Source positions as
-/// PyTorch's: with a scale factor and no recompute_scale_factor, the scale is 1 / scale_factor,
-/// else in / out. Built of index_select and elementwise ops: differentiable, every device.
+/// torch.nn.functional.interpolate on (N, C, L), (N, C, H, W) or (N, C, D, H, W): to `size` (one
+/// entry per spatial dim, or one for all, as Python's int size), or to floor(in * scale_factor)
+/// per dim (one factor serves all). Modes: "nearest" and "nearest-exact" (any spatial rank;
+/// floating or u8), "linear" (3-d), "bilinear" and "bicubic" (4-d), "trilinear" (5-d), "area"
+/// (adaptive average pooling). align_corners: the interpolating modes only, false by default.
+/// Source positions as PyTorch's: with a scale factor and no recompute_scale_factor, the scale is
+/// 1 / scale_factor, else in / out. Separable, one spatial dim at a time, built of index_select
+/// and elementwise ops: differentiable, every device.
 Tensor interpolate(const Tensor& input, const std::optional<Shape>& size,
                    const std::optional<std::vector<double>>& scale_factor,
                    const std::string& mode = "nearest", std::optional<bool> align_corners = {},
                    std::optional<bool> recompute_scale_factor = {});
-/// libtorch's mode names: `F::InterpolateFuncOptions().mode(torch::kBilinear)`.
+/// libtorch's mode names: `F::InterpolateFuncOptions().mode(torch::kBilinear)`. (kLinear, the
+/// mode and the initializers' nonlinearity both, as libtorch's one enum.)
 inline constexpr const char* kNearest = "nearest";
+inline constexpr const char* kNearestExact = "nearest-exact";
+inline constexpr const char* kLinear = "linear";
 inline constexpr const char* kBilinear = "bilinear";
+inline constexpr const char* kBicubic = "bicubic";
+inline constexpr const char* kTrilinear = "trilinear";
+inline constexpr const char* kArea = "area";
 
 /// Zeroes elements with probability p and scales the rest by 1 / (1 - p) when training.
 Tensor dropout(const Tensor& input, double p = 0.5, bool training = true,
@@ -225,6 +233,10 @@ Tensor dropout3d(const Tensor& input, double p = 0.5, bool training = true,
 /// negative: none, as torch::embedding; nn::Embedding and F::embedding count a negative one from
 /// the end, as torch.nn). libtorch's argument order (weight first).
 Tensor embedding(const Tensor& weight, const Tensor& indices, int64_t padding_idx = -1);
+/// Scales each row of weight that indices name whose norm_type-norm exceeds max_norm by
+/// max_norm / (norm + 1e-7), in place and unrecorded, as torch::embedding_renorm_ (what
+/// max_norm of Embedding and F::embedding does before the lookup).
+Tensor& embedding_renorm_(Tensor& weight, const Tensor& indices, double max_norm, double norm_type);
 /// input where input > 0, negative_slope * input elsewhere.
 Tensor leaky_relu(const Tensor& input, double negative_slope = 0.01);
 /// The activations of torch.nn, in its formulas: silu (x sigmoid(x)), elu (scale * (x for

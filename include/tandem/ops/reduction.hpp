@@ -3,6 +3,8 @@
 #pragma once
 
 #include <optional>
+#include <string>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 
@@ -99,6 +101,59 @@ template <typename I, typename = std::enable_if_t<is_dim_v<I>>>
 Tensor count_nonzero(const Tensor& t, I dim) {
   return count_nonzero(t, Shape{static_cast<int64_t>(dim)});
 }
+/// sum and mean that skip NaN (torch.nansum, torch.nanmean; nanmean's count is of the non-NaN
+/// elements: all NaN gives NaN). Integers: nansum is sum; nanmean refuses them, as torch's.
+Tensor nansum(const Tensor& t, const Shape& dims = {}, bool keepdim = false,
+              std::optional<DType> dtype = std::nullopt);
+Tensor nanmean(const Tensor& t, const Shape& dims = {}, bool keepdim = false,
+               std::optional<DType> dtype = std::nullopt);
+template <typename I, typename = std::enable_if_t<is_dim_v<I>>>
+Tensor nansum(const Tensor& t, I dim, bool keepdim = false) {
+  return nansum(t, Shape{static_cast<int64_t>(dim)}, keepdim);
+}
+template <typename I, typename = std::enable_if_t<is_dim_v<I>>>
+Tensor nanmean(const Tensor& t, I dim, bool keepdim = false) {
+  return nanmean(t, Shape{static_cast<int64_t>(dim)}, keepdim);
+}
+/// (values, indices) of the running maximum (minimum) along dim, torch.cummax/cummin: among
+/// equal values the last index; a NaN, once met, stays, with the last NaN's index. The
+/// gradient goes to the index each value came from. log2(n) passes of elementwise ops: every
+/// device.
+std::pair<Tensor, Tensor> cummax(const Tensor& t, int64_t dim);
+std::pair<Tensor, Tensor> cummin(const Tensor& t, int64_t dim);
+/// The q-th quantiles (q in [0, 1], a number or a 0-d or 1-d tensor of t's dtype; a 1-d q's dim
+/// comes first in the result) of all elements, or along dim, as torch.quantile: between the
+/// sorted values by `interpolation` ("linear", "lower", "higher", "midpoint", "nearest"). A NaN
+/// makes its row's quantiles NaN; nanquantile skips NaNs instead (all NaN: NaN).
+Tensor quantile(const Tensor& t, const Tensor& q, std::optional<int64_t> dim = std::nullopt,
+                bool keepdim = false, const std::string& interpolation = "linear");
+Tensor quantile(const Tensor& t, double q, std::optional<int64_t> dim = std::nullopt,
+                bool keepdim = false, const std::string& interpolation = "linear");
+Tensor nanquantile(const Tensor& t, const Tensor& q, std::optional<int64_t> dim = std::nullopt,
+                   bool keepdim = false, const std::string& interpolation = "linear");
+Tensor nanquantile(const Tensor& t, double q, std::optional<int64_t> dim = std::nullopt,
+                   bool keepdim = false, const std::string& interpolation = "linear");
+/// torch.unique in libtorch's names: (the distinct elements in ascending order, where each
+/// element went in them (t's shape; with return_inverse), how often each occurs (with
+/// return_counts)); what was not asked for is an empty tensor. Always sorted (sorted = false
+/// allows any order, as torch's). NaNs are each distinct, as torch's. Sizes are read on the host.
+std::tuple<Tensor, Tensor, Tensor> _unique2(const Tensor& t, bool sorted = true,
+                                            bool return_inverse = false,
+                                            bool return_counts = false);
+std::tuple<Tensor, Tensor> _unique(const Tensor& t, bool sorted = true,
+                                   bool return_inverse = false);
+/// The distinct slices along dim, in lexicographic order (torch.unique(t, dim=d)).
+std::tuple<Tensor, Tensor, Tensor> unique_dim(const Tensor& t, int64_t dim, bool sorted = true,
+                                              bool return_inverse = false,
+                                              bool return_counts = false);
+/// Only runs of equal elements (slices along dim) collapsed, in their order
+/// (torch.unique_consecutive).
+std::tuple<Tensor, Tensor, Tensor> unique_consecutive(const Tensor& t, bool return_inverse = false,
+                                                      bool return_counts = false,
+                                                      std::optional<int64_t> dim = std::nullopt);
+std::tuple<Tensor, Tensor, Tensor> unique_dim_consecutive(const Tensor& t, int64_t dim,
+                                                          bool return_inverse = false,
+                                                          bool return_counts = false);
 /// Running sums along dim (integers and bool sum in i64, or in `dtype`).
 Tensor cumsum(const Tensor& t, int64_t dim, std::optional<DType> dtype = std::nullopt);
 /// Running products along dim (integers and bool multiply in i64, or in `dtype`). Its

@@ -99,6 +99,10 @@ inline Tensor roll(const Tensor& t, int64_t shift, int64_t dim) {
 }
 /// Rotated by 90 degrees k times in the plane of dims, from the first towards the second.
 Tensor rot90(const Tensor& t, int64_t k = 1, const Shape& dims = {0, 1});
+/// The n-th forward difference along dim (torch.diff): out[i] = t[i + 1] - t[i], n times (bool:
+/// logical_xor); prepend and append (t's shape but along dim) are joined to t first.
+Tensor diff(const Tensor& t, int64_t n = 1, int64_t dim = -1, const Tensor& prepend = {},
+            const Tensor& append = {});
 /// repeat() with fewer reps than dims allowed: reps padded with leading 1s.
 Tensor tile(const Tensor& t, const Shape& reps);
 // One integer where libtorch takes a list: `reshape(x, -1)`, `expand(x, 3)`, `tile(x, 2)`.
