@@ -201,10 +201,29 @@ Tensor var(const Tensor& t, const Shape& dims, int64_t correction, bool keepdim)
   if (is_reduced_float(t.dtype()))
     return var(t.to(DType::f32), dims, correction, keepdim).to(t.dtype());
   Plan p = plan_reduction(t, dims, keepdim, "var");
-  Tensor centered = sub(t, mean(t, dims, true));
-  double denom = std::max<double>(0.0, static_cast<double>(p.cols - correction));
-  return div(sum(mul(centered, centered), dims, keepdim),
-             full({}, denom, TensorOptions(t.dtype()).device(t.device())));
+  const double denom = std::max<double>(0.0, static_cast<double>(p.cols - correction));
+  Tensor out;
+  {
+    NoGradGuard no_grad;  // one node, below
+    const Tensor centered = sub(t, mean(t, dims, true));
+    out = div(sum(mul(centered, centered), dims, keepdim),
+              full({}, denom, TensorOptions(t.dtype()).device(t.device())));
+  }
+  // torch's var_backward, 2 / (N - correction) g (t - mean): with no dof left, infinite where t
+  // is off its mean (differentiating through the mean as well would make those NaN).
+  Shape kept = t.shape();  // the result's shape with keepdim
+  for (int64_t d = 0; d < t.dim(); ++d)
+    if (dims.empty() || std::find(dims.begin(), dims.end(), d) != dims.end() ||
+        std::find(dims.begin(), dims.end(), d - t.dim()) != dims.end())
+      kept[static_cast<size_t>(d)] = 1;
+  autograd::record(
+      "var", {t}, out,
+      [t, dims, kept, scale = 2.0 / denom](const Tensor& g) {
+        return std::vector<Tensor>{mul(mul(g.reshape(kept), scale), sub(t, mean(t, dims, true)))};
+      },
+      kDifferentiable);
+  autograd::save_for_backward(out, {t});
+  return out;
 }
 
 namespace {
@@ -671,9 +690,12 @@ Tensor searchsorted(const Tensor& sorted_sequence, const Tensor& values, bool ou
   NoGradGuard no_grad;
   const Tensor v = values.detach().unsqueeze(-1);  // (..., K, 1)
   const Tensor b = one_d ? sorted_sequence.detach() : sorted_sequence.detach().unsqueeze(-2);
-  // Left: the boundaries below v; right: those at or below it. Written as negations, so a NaN
-  // value counts every boundary and goes last, as torch's.
-  const Tensor before = right ? logical_not(v.lt(b)) : logical_not(v.le(b));
+  // Left: the boundaries below v; right: those at or below it; NaN above every number and equal
+  // to NaN, as sort orders them (NumPy's rule). So a NaN value goes after every number, and a
+  // NaN boundary is after every number.
+  const Tensor b_nan = isnan(b), v_nan = isnan(v);
+  const Tensor before = right ? logical_or(v_nan, logical_and(logical_not(b_nan), b.le(v)))
+                              : logical_and(logical_not(b_nan), logical_or(v_nan, b.lt(v)));
   return sum(before, {-1}).to(out_int32 ? DType::i32 : DType::i64);
 }
 

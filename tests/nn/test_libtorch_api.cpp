@@ -3857,3 +3857,35 @@ TEST_CASE(
   CHECK(torch::equal(F::relu(x, F::ReLUFuncOptions(true)), torch::relu(x)));
   CHECK(torch::nn::ReLU(torch::nn::ReLUOptions(true)).options.inplace());
 }
+
+TEST_CASE(
+    "searchsorted orders NaN as sort does; var with no degrees of freedom left has "
+    "torch's infinite gradient",
+    "[libtorch]") {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  // NumPy's searchsorted gives these; before, a NaN boundary counted as below every value.
+  torch::Tensor seq = torch::from_vector<double>({1, 2, nan});
+  torch::Tensor values = torch::from_vector<double>({0, 1.5, 3, nan});
+  CHECK(torch::searchsorted(seq, values).to_vector<int64_t>() == std::vector<int64_t>{0, 1, 2, 2});
+  CHECK(torch::searchsorted(seq, values, false, true).to_vector<int64_t>() ==
+        std::vector<int64_t>{0, 1, 2, 3});
+  // Without NaN boundaries a NaN value goes last, as torch's.
+  CHECK(torch::searchsorted(torch::from_vector<double>({1, 2}), values).to_vector<int64_t>() ==
+        std::vector<int64_t>{0, 1, 2, 2});
+  // torch 1.13: var([1, 3], correction=2) is inf and its gradient [-inf, inf]; std's is NaN.
+  torch::Tensor x = torch::from_vector<double>({1, 3}).requires_grad_();
+  torch::Tensor v = torch::var(x, {}, 2);
+  v.backward();
+  CHECK(std::isinf(v.item<double>()));
+  CHECK(x.grad().to_vector<double>() ==
+        std::vector<double>{-std::numeric_limits<double>::infinity(),
+                            std::numeric_limits<double>::infinity()});
+  // The usual case and its second derivative still match torch's: var([1, 2, 4]) = 7/3, its
+  // gradient 2 (x - mean) / 2 = [-4/3, -1/3, 5/3]; d/dx of sum(grad^2) = 2 (grad - mean(grad)).
+  torch::Tensor y = torch::from_vector<double>({1, 2, 4}).requires_grad_();
+  torch::Tensor g = torch::autograd::grad({torch::var(y)}, {y}, {}, {}, true)[0];
+  require_close(g, torch::from_vector<double>({-4.0 / 3, -1.0 / 3, 5.0 / 3}), 1e-15, 0, "grad");
+  torch::Tensor gg = torch::autograd::grad({(g * g).sum()}, {y})[0];
+  require_close(gg, torch::from_vector<double>({-8.0 / 3, -2.0 / 3, 10.0 / 3}), 1e-14, 0,
+                "second derivative");
+}

@@ -195,8 +195,11 @@ std::pair<Tensor, Tensor> std_mean(const Tensor& t, const Shape& dims = {}, bool
                                    bool keepdim = false);
 /// For each value, the index at which it would be inserted into sorted_sequence (sorted along
 /// its last dim; 1-d, or the values' leading dims then its own) to keep it sorted: before equal
-/// elements, or after them when right. i64 (i32 with out_int32). NaN values go last. Composed of
-/// a comparison of every value with every boundary: memory grows as their product.
+/// elements, or after them when right. i64 (i32 with out_int32). NaN is above every number and
+/// equal to NaN, as sort orders it (NumPy's rule; torch's binary search gives NaN boundaries
+/// answers that depend on its probes): a NaN value goes after every number, a NaN boundary
+/// after every number. Composed of a comparison of every value with every boundary: memory
+/// grows as their product.
 Tensor searchsorted(const Tensor& sorted_sequence, const Tensor& values, bool out_int32 = false,
                     bool right = false);
 /// searchsorted(boundaries, input) for 1-d boundaries, as torch.bucketize.
