@@ -217,14 +217,22 @@ struct Selection {
   Shape shape;
 };
 
+// A bool mask indexes the dims of view from dim on that it matches in shape.
+void check_mask(const Tensor& view, int64_t dim, const Tensor& mask, const char* op) {
+  TANDEM_CHECK(mask.dim() >= 1, op, ": a 0-dim bool index is not supported");
+  TANDEM_CHECK_INDEX(dim + mask.dim() <= view.dim(), op, ": a mask of ", mask.dim(),
+                     " dims from dim ", dim, " indexes past the ", view.dim(), " dims of ",
+                     shape_str(view.shape()));
+  const Shape indexed(view.shape().begin() + dim, view.shape().begin() + dim + mask.dim());
+  TANDEM_CHECK(indexed == mask.shape(), op, ": a mask of shape ", shape_str(mask.shape()),
+               " does not match the indexed dims ", shape_str(indexed), " (from dim ", dim, " of ",
+               shape_str(view.shape()), ")");
+}
+
 Selection select_by(const Tensor& view, int64_t dim, const Tensor& index_in, const char* op) {
   const Tensor index = index_in.to(view.device());  // a host mask indexes a GPU tensor too
   if (index.dtype() == DType::boolean) {
-    TANDEM_CHECK(index.dim() >= 1, op, ": a 0-dim bool index is not supported");
-    const Shape indexed(view.shape().begin() + dim, view.shape().begin() + dim + index.dim());
-    TANDEM_CHECK(indexed == index.shape(), op, ": a mask of shape ", shape_str(index.shape()),
-                 " does not match the indexed dims ", shape_str(indexed), " (from dim ", dim,
-                 " of ", shape_str(view.shape()), ")");
+    check_mask(view, dim, index, op);
     // Where the mask is true: known on the host only (on a GPU, one wait), as in torch.
     const std::vector<bool> mask = index.to_vector<bool>();
     std::vector<int64_t> where_true;
@@ -275,7 +283,7 @@ Combined combine(const Tensor& view_in, const TensorIndices& indices, const char
   for (const auto& [d, given] : indices) {
     const Tensor t = given.to(view_in.device());
     if (t.dtype() == DType::boolean) {
-      select_by(view_in, d, t, op);  // checks the mask's shape
+      check_mask(view_in, d, t, op);
       const Tensor where_true = nonzero(t);
       for (int64_t j = 0; j < t.dim(); ++j) {
         dims.push_back(d + j);
