@@ -1186,6 +1186,15 @@ TEST_CASE("CUDA interpolate, flip, repeat and chunk match the CPU, forward and b
                               interpolate(v[0], Shape{2, 3}, {}, kArea).flatten()});
                 }),
                 tol(t));
+    same_on_gpu("grid_sample (bilinear, nearest; each padding), affine_grid",
+                {in[0], randn_as({2, 3, 2}, t, 32)},
+                with_gradients([](const std::vector<Tensor>& v) {
+                  const Tensor grid = affine_grid(v[1], {2, 3, 4, 6}, true);
+                  return cat({grid_sample(v[0], grid).flatten(),
+                              grid_sample(v[0], grid, "bilinear", kReflection, true).flatten(),
+                              grid_sample(v[0], mul(grid, 1.5), "nearest", kBorder).flatten()});
+                }),
+                tol(t));
     same_on_gpu("flip, repeat, chunk", in, with_gradients([](const std::vector<Tensor>& v) {
                   // 6 channels in chunks of ceil(6 / 4) = 2: three pieces, as torch's.
                   std::vector<Tensor> parts = v[0].flip({1, 3}).repeat({1, 2, 1, 1}).chunk(4, 1);

@@ -1022,6 +1022,25 @@ with torch.random.fork_rng():
         case("unique_consecutive_dim_" + name, lambda x, pick=pick: torch.unique_consecutive(
             x, dim=0, return_inverse=True, return_counts=True)[pick],
              torch.tensor([[1, 2], [1, 2], [0, 2], [1, 2]]), grad=False)
+    # grid_sample in each mode and padding, 2-d and 3-d, and affine_grid (the grids reach past
+    # the edges: |values| up to 1.3).
+    grid2 = (torch.rand(2, 3, 4, 2) * 2.6 - 1.3)
+    for mode in ["bilinear", "nearest"]:
+        for padding in ["zeros", "border", "reflection"]:
+            for corners in [False, True]:
+                case("grid_sample_%s_%s%s" % (mode, padding, "_corners" if corners else ""),
+                     lambda x, g, mode=mode, padding=padding, corners=corners: F.grid_sample(
+                         x, g, mode=mode, padding_mode=padding, align_corners=corners),
+                     r(2, 3, 5, 4), grid2)
+    case("grid_sample_3d", lambda x, g: F.grid_sample(x, g, padding_mode="reflection",
+                                                      align_corners=False),
+         r(1, 2, 3, 4, 5), torch.rand(1, 2, 3, 2, 3) * 2.4 - 1.2)
+    case("affine_grid", lambda t: F.affine_grid(t, [2, 3, 4, 5], align_corners=False), r(2, 2, 3))
+    case("affine_grid_corners_3d", lambda t: F.affine_grid(t, [1, 1, 2, 3, 4], align_corners=True),
+         r(1, 3, 4))
+    case("affine_grid_then_sample",
+         lambda x, t: F.grid_sample(x, F.affine_grid(t, [2, 3, 6, 5], align_corners=False),
+                                    align_corners=False), r(2, 3, 5, 4), r(2, 2, 3))
 
 with open(os.path.join(HERE, "ops.json"), "w") as f:
     json.dump({"generator": "torch " + torch.__version__, "cases": cases}, f)

@@ -3889,3 +3889,31 @@ TEST_CASE(
   require_close(gg, torch::from_vector<double>({-8.0 / 3, -2.0 / 3, 10.0 / 3}), 1e-14, 0,
                 "second derivative");
 }
+
+TEST_CASE("grid_sample and affine_grid in libtorch's spelling, and what they refuse",
+          "[libtorch]") {
+  namespace F = torch::nn::functional;
+  torch::Tensor x = torch::arange(12.0).view({1, 1, 3, 4});
+  // The identity transform samples every pixel's centre: the input back.
+  torch::Tensor identity = torch::from_vector<float>({1, 0, 0, 0, 1, 0}).view({1, 2, 3});
+  torch::Tensor grid = F::affine_grid(identity, {1, 1, 3, 4}, false);
+  CHECK(torch::allclose(F::grid_sample(x, grid, F::GridSampleFuncOptions().align_corners(false)), x,
+                        1e-6, 1e-6));
+  CHECK(torch::equal(F::grid_sample(x, grid,
+                                    F::GridSampleFuncOptions()
+                                        .mode(torch::kNearest)
+                                        .padding_mode(torch::kZeros)
+                                        .align_corners(false)),
+                     x));
+  // Far outside: zeros, the nearest edge, or the edge reflected back.
+  torch::Tensor far = torch::full({1, 1, 1, 2}, 5.0);
+  CHECK(F::grid_sample(x, far).item<float>() == 0);
+  CHECK(F::grid_sample(x, far, F::GridSampleFuncOptions().padding_mode(torch::kBorder))
+            .item<float>() == 11);
+  CHECK_THROWS_WITH(F::grid_sample(x, far, F::GridSampleFuncOptions().mode(torch::kBicubic)),
+                    Catch::Contains("mode 'bicubic' is not supported"));
+  CHECK_THROWS_WITH(F::grid_sample(x, torch::zeros({1, 2, 2, 3})),
+                    Catch::Contains("expected a grid of shape (N, ..., 2)"));
+  CHECK_THROWS_WITH(F::affine_grid(torch::zeros({1, 3, 4}), {1, 1, 3, 4}),
+                    Catch::Contains("theta must be (N, 2, 3)"));
+}

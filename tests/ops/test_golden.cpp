@@ -87,6 +87,15 @@ std::map<std::string, Fn> with_families(std::map<std::string, Fn> table) {
             const Tensor index = tensor({0, 1, 0, 2, 2, 1, 1, 3, 3, 3}).reshape({2, 5});
             return x[0].scatter_reduce(1, index, x[1], reduce, include_self);
           };
+  for (const char* mode : {"bilinear", "nearest"})
+    for (const auto& [name, padding] :
+         {std::pair{"zeros", GridPadding::zeros}, std::pair{"border", GridPadding::border},
+          std::pair{"reflection", GridPadding::reflection}})
+      for (bool corners : {false, true})
+        table[std::string("grid_sample_") + mode + "_" + name + (corners ? "_corners" : "")] =
+            [mode, padding = padding, corners](V x) {
+              return grid_sample(x[0], x[1], mode, padding, corners);
+            };
   const std::pair<const char*, int> picks[] = {{"values", 0}, {"inverse", 1}, {"counts", 2}};
   for (const auto& [name, pick] : picks) {
     auto part = [pick = pick](std::tuple<Tensor, Tensor, Tensor> r) {
@@ -796,6 +805,15 @@ const std::map<std::string, Fn>& ops() {
        [](V x) {
          return x[0].masked_scatter(
              from_vector(std::vector<bool>{true, false, true}, {3, 1}).reshape({3, 1}), x[1]);
+       }},
+      {"grid_sample_3d",
+       [](V x) { return grid_sample(x[0], x[1], "bilinear", GridPadding::reflection, false); }},
+      {"affine_grid", [](V x) { return affine_grid(x[0], {2, 3, 4, 5}); }},
+      {"affine_grid_corners_3d", [](V x) { return affine_grid(x[0], {1, 1, 2, 3, 4}, true); }},
+      {"affine_grid_then_sample",
+       [](V x) {
+         return F::grid_sample(x[0], F::affine_grid(x[1], {2, 3, 6, 5}),
+                               F::GridSampleFuncOptions().align_corners(false));
        }},
       {"scatter_reduce_amax_ties",
        [](V x) { return x[0].scatter_reduce(0, tensor({0, 0, 1, 1, 2}), x[1], "amax"); }},

@@ -390,6 +390,30 @@ inline Tensor interpolate(const Tensor& input, const InterpolateFuncOptions& o =
                              o.recompute_scale_factor_);
 }
 
+/// F::grid_sample(x, grid, F::GridSampleFuncOptions().mode(torch::kNearest)
+///                                 .padding_mode(torch::kBorder).align_corners(true)).
+struct GridSampleFuncOptions {
+  /// libtorch's padding names: torch::kZeros (the padding mode's name for zeros), kBorder,
+  /// kReflection.
+  struct PaddingMode {
+    PaddingMode(GridPadding m) : mode(m) {}              // NOLINT(google-explicit-constructor)
+    PaddingMode(PadMode m) : mode(GridPadding::zeros) {  // NOLINT(google-explicit-constructor)
+      TANDEM_CHECK(m == PadMode::constant,
+                   "grid_sample: padding_mode must be kZeros, kBorder or "
+                   "kReflection");
+    }
+    GridPadding mode;
+  };
+  TANDEM_ARG(std::string, mode) = "bilinear";
+  TANDEM_ARG(PaddingMode, padding_mode) = GridPadding::zeros;
+  TANDEM_ARG(std::optional<bool>, align_corners) = std::nullopt;
+};
+inline Tensor grid_sample(const Tensor& input, const Tensor& grid,
+                          const GridSampleFuncOptions& o = {}) {
+  return tandem::grid_sample(input, grid, o.mode(), o.padding_mode().mode, o.align_corners());
+}
+using tandem::affine_grid;
+
 struct DropoutFuncOptions {
   TANDEM_ARG(double, p) = 0.5;
   TANDEM_ARG(bool, training) = true;

@@ -217,6 +217,23 @@ inline constexpr const char* kBicubic = "bicubic";
 inline constexpr const char* kTrilinear = "trilinear";
 inline constexpr const char* kArea = "area";
 
+/// What grid_sample reads outside the input: zeros, the nearest edge (border), or the input
+/// reflected at its edges (libtorch's torch::kZeros, kBorder, kReflection).
+enum class GridPadding { zeros, border, reflection };
+inline constexpr GridPadding kBorder = GridPadding::border;
+inline constexpr GridPadding kReflection = GridPadding::reflection;
+/// torch.nn.functional.grid_sample: the input ((N, C, H, W) or (N, C, D, H, W)) sampled at the
+/// grid's normalized positions ((N, H', W', 2) as x, y, or (N, D', H', W', 3) as x, y, z; -1 and
+/// 1 the outer edges of the corner pixels, or their centres with align_corners), by "bilinear"
+/// (trilinear in 3-d) or "nearest" (half to even) interpolation. Differentiable in the input
+/// and the grid, as torch's.
+Tensor grid_sample(const Tensor& input, const Tensor& grid, const std::string& mode = "bilinear",
+                   GridPadding padding = GridPadding::zeros,
+                   std::optional<bool> align_corners = std::nullopt);
+/// torch.nn.functional.affine_grid: the grid of `size` ((N, C, H, W) or (N, C, D, H, W)) that
+/// theta ((N, 2, 3) or (N, 3, 4)) maps the output's normalized positions to.
+Tensor affine_grid(const Tensor& theta, const Shape& size, bool align_corners = false);
+
 /// Zeroes elements with probability p and scales the rest by 1 / (1 - p) when training.
 Tensor dropout(const Tensor& input, double p = 0.5, bool training = true,
                Generator* gen = nullptr);

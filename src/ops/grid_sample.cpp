@@ -1,0 +1,159 @@
+// torch.nn.functional.grid_sample and affine_grid, composed of gathers and elementwise ops: the
+// input's gradient is the gathers' (scatter_add), the grid's comes through the interpolation
+// weights, as torch's. Every device the ops run on.
+#include <cmath>
+#include <vector>
+
+#include "common.hpp"
+
+namespace tandem {
+using namespace ops_detail;
+
+namespace {
+
+// torch's reflect_coordinates: x reflected into [twice_low / 2, twice_high / 2].
+Tensor reflect(const Tensor& x, double twice_low, double twice_high) {
+  if (twice_low == twice_high) return zeros_like(x);
+  const double low = twice_low / 2, span = (twice_high - twice_low) / 2;
+  const Tensor in = abs(sub(x, low));
+  const Tensor extra = fmod(in, span);
+  const Tensor even = eq(remainder(floor(div(in, span)), 2.0), 0.0);
+  return where(even, add(extra, low), add(neg(extra), span + low));
+}
+
+// The source position along an axis of `size` of normalized coordinates in [-1, 1] (torch's
+// grid_sampler_compute_source_index).
+Tensor source_coordinate(const Tensor& coord, int64_t size, GridPadding padding, bool corners) {
+  const auto s = static_cast<double>(size);
+  Tensor x =
+      corners ? mul(div(add(coord, 1.0), 2.0), s - 1) : div(sub(mul(add(coord, 1.0), s), 1.0), 2.0);
+  if (padding == GridPadding::reflection)
+    x = corners ? reflect(x, 0, 2 * (s - 1)) : reflect(x, -1, 2 * s - 1);
+  if (padding != GridPadding::zeros) x = clamp(x, 0.0, s - 1);
+  return x;
+}
+
+}  // namespace
+
+Tensor grid_sample(const Tensor& input, const Tensor& grid, const std::string& mode,
+                   GridPadding padding, std::optional<bool> align_corners) {
+  const char* op = "grid_sample";
+  check_defined(input, op, "input");
+  check_defined(grid, op, "grid");
+  check_floating(input, op);
+  check_inputs({input, grid}, op);
+  TANDEM_CHECK(input.dim() == 4 || input.dim() == 5, op,
+               ": expected an (N, C, H, W) or (N, C, D, H, W) input, got shape ",
+               shape_str(input.shape()));
+  const int64_t k = input.dim() - 2;
+  TANDEM_CHECK(grid.dim() == input.dim() && grid.size(0) == input.size(0) && grid.size(-1) == k, op,
+               ": expected a grid of shape (N, ..., ", k, ") with the input's N (", input.size(0),
+               ") and ", input.dim(), " dims, got ", shape_str(grid.shape()));
+  TANDEM_CHECK(grid.dtype() == input.dtype(), op, ": the grid's dtype ", grid.dtype(),
+               " differs from the input's ", input.dtype());
+  TANDEM_CHECK(mode == "bilinear" || mode == "nearest", op, ": mode '", mode,
+               "' is not supported (bilinear, which is trilinear for a 5-d input, and nearest "
+               "are)");
+  const bool corners = align_corners.value_or(false);
+  const int64_t n = input.size(0), channels = input.size(1);
+  Shape out_shape{n, channels};
+  for (int64_t d = 1; d <= k; ++d) out_shape.push_back(grid.size(d));
+  const int64_t points = grid.numel() / (n * k);
+  const Tensor flat = input.reshape({n, channels, -1});
+  // Per spatial axis (D, H, W order): the candidate source indices and their weights.
+  std::vector<std::vector<Tensor>> index(static_cast<size_t>(k)), weight(index.size());
+  std::vector<int64_t> strides(index.size());
+  int64_t stride = 1;
+  for (int64_t a = k - 1; a >= 0; --a) {
+    const auto ua = static_cast<size_t>(a);
+    strides[ua] = stride;
+    stride *= input.size(a + 2);
+    // The grid's last dim lists x (W) first.
+    const Tensor c = source_coordinate(grid.select(-1, k - 1 - a).reshape({n, points}),
+                                       input.size(a + 2), padding, corners);
+    if (mode == "nearest") {
+      index[ua] = {round(c).detach()};  // half to even, as torch's nearbyint
+      weight[ua] = {Tensor()};
+    } else {
+      const Tensor low = floor(c).detach();
+      index[ua] = {low, add(low, 1.0)};
+      weight[ua] = {sub(add(low, 1.0), c), sub(c, low)};
+    }
+  }
+  // Every corner (lexicographic over the axes, as torch's nw, ne, sw, se): the value there if it
+  // lies inside the input, times its weight (the product from the last axis to the first).
+  Tensor out;
+  const size_t corner_count = size_t{1} << (mode == "nearest" ? 0 : k);
+  for (size_t corner = 0; corner < corner_count; ++corner) {
+    Tensor position, inside, w;
+    for (int64_t a = k - 1; a >= 0; --a) {
+      const auto ua = static_cast<size_t>(a);
+      const size_t bit = mode == "nearest" ? 0 : (corner >> (k - 1 - a)) & 1;
+      const Tensor& i = index[ua][bit];
+      const Tensor in_bounds =
+          logical_and(ge(i, 0.0), le(i, static_cast<double>(input.size(a + 2) - 1)));
+      const Tensor term = mul(
+          clamp(i, 0.0, static_cast<double>(input.size(a + 2) - 1)).to(DType::i64), strides[ua]);
+      position = position.defined() ? add(position, term) : term;
+      inside = inside.defined() ? logical_and(inside, in_bounds) : in_bounds;
+      if (weight[ua][bit].defined()) w = w.defined() ? mul(w, weight[ua][bit]) : weight[ua][bit];
+    }
+    const Tensor scale = w.defined() ? mul(w, inside.to(w.dtype())) : inside.to(input.dtype());
+    const Tensor values = gather(flat, 2, position.unsqueeze(1).expand({n, channels, points}));
+    const Tensor part = mul(values, scale.unsqueeze(1));
+    out = out.defined() ? add(out, part) : part;
+  }
+  out = out.reshape(out_shape);
+  if (mode == "nearest" && grad_mode_enabled() && grid.requires_grad()) {
+    // The grid's gradient is zeros, as torch's (the positions are rounded): a zero joined to the
+    // output whose backward gives them.
+    Tensor zero = zeros({}, input.options());
+    autograd::record("grid_sample", {grid}, zero,
+                     [shape = grid.shape()](const Tensor& g) -> std::vector<Tensor> {
+                       return {zeros(shape, g.options())};
+                     });
+    out = add(out, zero);
+  }
+  return out;
+}
+
+Tensor affine_grid(const Tensor& theta, const Shape& size, bool align_corners) {
+  const char* op = "affine_grid";
+  check_defined(theta, op, "theta");
+  check_floating(theta, op, "theta");
+  TANDEM_CHECK(size.size() == 4 || size.size() == 5, op,
+               ": size must be (N, C, H, W) or (N, C, D, H, W), got ", shape_str(size));
+  const auto k = static_cast<int64_t>(size.size()) - 2;
+  TANDEM_CHECK(
+      theta.dim() == 3 && theta.size(0) == size[0] && theta.size(1) == k && theta.size(2) == k + 1,
+      op, ": theta must be (N, ", k, ", ", k + 1, ") for size ", shape_str(size), ", got ",
+      shape_str(theta.shape()));
+  for (int64_t d = 2; d < static_cast<int64_t>(size.size()); ++d)
+    TANDEM_CHECK(size[static_cast<size_t>(d)] > 0, op, ": spatial sizes must be positive, got ",
+                 shape_str(size));
+  const auto options = TensorOptions(theta.dtype()).device(theta.device());
+  // Each axis's coordinates from -1 to 1 (0 for a single step; without align_corners, scaled to
+  // the pixels' centres), as torch's linspace_from_neg_one.
+  auto axis = [&](int64_t steps) {
+    if (steps <= 1) return zeros({1}, options);
+    const Tensor r = linspace(-1, 1, steps, options);
+    return align_corners ? r : mul(r, static_cast<double>(steps - 1) / static_cast<double>(steps));
+  };
+  // The base grid (spatial..., k + 1): x, y(, z), 1, the spatial dims in (D,) H, W order.
+  Shape spatial(size.begin() + 2, size.end());
+  std::vector<Tensor> columns;
+  for (int64_t j = 0; j < k; ++j) {  // column j is the coordinate along spatial dim k - 1 - j
+    const int64_t d = k - 1 - j;
+    Shape along(static_cast<size_t>(k), 1);
+    along[static_cast<size_t>(d)] = spatial[static_cast<size_t>(d)];
+    columns.push_back(axis(spatial[static_cast<size_t>(d)]).reshape(along).expand(spatial));
+  }
+  columns.push_back(ones(spatial, options));
+  const Tensor base = stack(columns, -1).reshape({-1, k + 1});  // (points, k + 1)
+  Shape out_shape{size[0]};
+  out_shape.insert(out_shape.end(), spatial.begin(), spatial.end());
+  out_shape.push_back(k);
+  return matmul(base, theta.transpose(1, 2)).reshape(out_shape);
+}
+
+}  // namespace tandem
