@@ -162,6 +162,43 @@ Tensor bernoulli(const Tensor& p, Generator* gen) {
   return lt(rand(p.shape(), p.options(), gen), p).to(p.dtype());
 }
 
+Tensor normal(const Tensor& mean, const Tensor& std, Generator* gen) {
+  check_defined(mean, "normal", "mean");
+  check_defined(std, "normal", "std");
+  check_floating(mean, "normal", "mean");
+  check_floating(std, "normal", "std");
+  check_inputs({mean, std}, "normal");
+  Tensor out;
+  {
+    NoGradGuard guard;
+    // (read on the host: one wait on a GPU, as torch's check)
+    TANDEM_CHECK(std.numel() == 0 || min(std).item<double>() >= 0,
+                 "normal: expected every std >= 0");
+    const Shape shape = broadcast_shapes(mean.shape(), std.shape(), "normal");
+    const DType dtype = promote_types(mean.dtype(), std.dtype());
+    out = add(mul(randn(shape, TensorOptions(dtype).device(mean.device()), gen), std), mean);
+  }
+  if (grad_mode_enabled() && (mean.requires_grad() || std.requires_grad()))
+    autograd::record(
+        "normal", {mean, std}, out,
+        [mean_shape = mean.shape(), std_shape = std.shape()](const Tensor& g) {
+          return std::vector<Tensor>{zeros(mean_shape, g.options()), zeros(std_shape, g.options())};
+        });
+  return out;
+}
+Tensor normal(const Tensor& mean, double std, Generator* gen) {
+  check_defined(mean, "normal", "mean");
+  return normal(mean, scalar_tensor(std, mean.options()), gen);
+}
+Tensor normal(double mean, const Tensor& std, Generator* gen) {
+  check_defined(std, "normal", "std");
+  return normal(scalar_tensor(mean, std.options()), std, gen);
+}
+Tensor normal(double mean, double std, const Shape& size, Generator* gen, TensorOptions options) {
+  TANDEM_CHECK(std >= 0, "normal: expected std >= 0, got ", std);
+  return add(mul(randn(size, options, gen), std), mean);
+}
+
 namespace {
 // Element i draws Philox words from `words_per_element * i` on, so a tensor's values depend
 // only on the generator's state and the element's index.

@@ -1286,25 +1286,98 @@ Tensor& Tensor::div_(const Tensor& other) {
                         [](const Tensor& x, const Tensor& o) { return tandem::div(x, o); });
 }
 
+namespace {
+// self = draw(options of the draws): the in-place samplers. They record nothing, so they refuse
+// a tensor that requires grad. The draws are in self's dtype (f64 for integers), converted on
+// the copy.
+template <typename Draw>
+Tensor& fill_with_draws(Tensor& self, const char* name, bool floating_only, Draw draw) {
+  check_defined(self, name, "self");
+  if (floating_only) check_floating(self, name, "tensor");
+  check_inplace(self, name);
+  check_no_overlap(self, name);
+  NoGradGuard guard;
+  const DType dt = self.is_floating_point() ? self.dtype() : DType::f64;
+  return self.copy_(draw(TensorOptions(dt).device(self.device())));
+}
+}  // namespace
+
 Tensor& Tensor::uniform_(double from, double to, Generator* gen) {
   TANDEM_CHECK(from <= to, "uniform_: expected from <= to, got [", from, ", ", to, ")");
-  check_floating(*this, "uniform_", "tensor");
-  check_inplace(*this, "uniform_");
-  check_no_overlap(*this, "uniform_");
-  NoGradGuard guard;
-  Tensor u = rand(shape(), TensorOptions(dtype()).device(device()), gen);
-  return copy_(to - from == 1.0 && from == 0.0 ? u : tandem::add(tandem::mul(u, to - from), from));
+  return fill_with_draws(*this, "uniform_", true, [&](TensorOptions o) {
+    const Tensor u = rand(shape(), o, gen);
+    return to - from == 1.0 && from == 0.0 ? u : tandem::add(tandem::mul(u, to - from), from);
+  });
 }
 
 Tensor& Tensor::normal_(double mean, double std, Generator* gen) {
   TANDEM_CHECK(std >= 0, "normal_: expected std >= 0, got ", std);
-  check_floating(*this, "normal_", "tensor");
-  check_inplace(*this, "normal_");
-  check_no_overlap(*this, "normal_");
-  NoGradGuard guard;
-  Tensor n = randn(shape(), TensorOptions(dtype()).device(device()), gen);
-  return copy_(std == 1.0 && mean == 0.0 ? n : tandem::add(tandem::mul(n, std), mean));
+  return fill_with_draws(*this, "normal_", true, [&](TensorOptions o) {
+    const Tensor n = randn(shape(), o, gen);
+    return std == 1.0 && mean == 0.0 ? n : tandem::add(tandem::mul(n, std), mean);
+  });
 }
+
+Tensor& Tensor::bernoulli_(double p, Generator* gen) {
+  TANDEM_CHECK(p >= 0 && p <= 1, "bernoulli_: expected 0 <= p <= 1, got ", p);
+  return fill_with_draws(*this, "bernoulli_", false,
+                         [&](TensorOptions o) { return tandem::lt(rand(shape(), o, gen), p); });
+}
+
+Tensor& Tensor::bernoulli_(const Tensor& p, Generator* gen) {
+  check_defined(p, "bernoulli_", "p");
+  check_broadcasts_to(p, shape(), "bernoulli_", "p");
+  check_same_device(*this, p, "bernoulli_");
+  return fill_with_draws(*this, "bernoulli_", false, [&](TensorOptions o) {
+    // The probabilities' check as bernoulli's (a host read).
+    const Tensor probs = tandem::bernoulli(p.detach().to(o.dtype()).expand(shape()), gen);
+    return probs;
+  });
+}
+
+Tensor& Tensor::exponential_(double lambd, Generator* gen) {
+  TANDEM_CHECK(lambd > 0, "exponential_: expected lambd > 0, got ", lambd);
+  return fill_with_draws(*this, "exponential_", true, [&](TensorOptions o) {
+    return tandem::div(tandem::neg(tandem::log1p(tandem::neg(rand(shape(), o, gen)))), lambd);
+  });
+}
+
+Tensor& Tensor::geometric_(double p, Generator* gen) {
+  TANDEM_CHECK(p > 0 && p < 1, "geometric_: expected 0 < p < 1, got ", p);
+  return fill_with_draws(*this, "geometric_", false, [&](TensorOptions o) {
+    // ceil(log(1 - u) / log(1 - p)), at least 1 (u = 0 would give 0).
+    const Tensor trials = tandem::ceil(
+        tandem::div(tandem::log1p(tandem::neg(rand(shape(), o, gen))), std::log1p(-p)));
+    return tandem::clamp(trials, Scalar(1.0), std::nullopt);
+  });
+}
+
+Tensor& Tensor::log_normal_(double mean, double std, Generator* gen) {
+  TANDEM_CHECK(std > 0, "log_normal_: expected std > 0, got ", std);
+  return fill_with_draws(*this, "log_normal_", true, [&](TensorOptions o) {
+    return tandem::exp(tandem::add(tandem::mul(randn(shape(), o, gen), std), mean));
+  });
+}
+
+Tensor& Tensor::cauchy_(double median, double sigma, Generator* gen) {
+  TANDEM_CHECK(sigma > 0, "cauchy_: expected sigma > 0, got ", sigma);
+  return fill_with_draws(*this, "cauchy_", true, [&](TensorOptions o) {
+    const Tensor angle = tandem::mul(tandem::sub(rand(shape(), o, gen), 0.5), M_PI);
+    return tandem::add(tandem::mul(tandem::tan(angle), sigma), median);
+  });
+}
+
+Tensor& Tensor::random_(int64_t from, std::optional<int64_t> to, Generator* gen) {
+  TANDEM_CHECK(to.has_value(), "random_: the upper bound is needed (random_(from, to))");
+  TANDEM_CHECK(from < *to, "random_: expected from < to, got [", from, ", ", *to, ")");
+  TANDEM_CHECK(dtype() != DType::boolean || (from >= 0 && *to <= 2),
+               "random_: a bool tensor takes values in [0, 2), got [", from, ", ", *to, ")");
+  return fill_with_draws(*this, "random_", false, [&](TensorOptions o) {
+    return randint(from, *to, shape(), TensorOptions(DType::i64).device(o.device()), gen);
+  });
+}
+
+Tensor& Tensor::random_(int64_t to, Generator* gen) { return random_(0, to, gen); }
 
 // --- autograd state ------------------------------------------------------------------------
 

@@ -1187,7 +1187,7 @@ TEST_CASE("CUDA interpolate, flip, repeat and chunk match the CPU, forward and b
                 }),
                 tol(t));
     same_on_gpu("grid_sample (bilinear, nearest; each padding), affine_grid",
-                {in[0], randn_as({2, 3, 2}, t, 32)},
+                {in[0], randn_as({2, 2, 3}, t, 32)},
                 with_gradients([](const std::vector<Tensor>& v) {
                   const Tensor grid = affine_grid(v[1], {2, 3, 4, 6}, true);
                   return cat({grid_sample(v[0], grid).flatten(),
@@ -2121,6 +2121,17 @@ TEST_CASE(
               parts.push_back(scatter_reduce(self, 1, index, v[1], reduce, include_self).flatten());
           return cat(parts);
         }),
+        tol(t));
+    // The samplers draw the CPU's numbers from the same seed (Philox on both devices).
+    same_on_gpu(
+        "in-place samplers and normal, seeded", in,
+        [](const std::vector<Tensor>& v) {
+          Generator g(5);
+          const TensorOptions o = v[0].options();
+          return cat({empty({64}, o).exponential_(1.5, &g), empty({64}, o).log_normal_(0, 0.5, &g),
+                      empty({64}, o).cauchy_(1, 2, &g), empty({64}, o).bernoulli_(0.4, &g),
+                      empty({64}, o).random_(2, 9, &g), normal(v[1].flatten(), 2.0, &g)});
+        },
         tol(t));
     same_on_gpu(
         "unique, unique_dim, unique_consecutive", in,

@@ -3917,3 +3917,69 @@ TEST_CASE("grid_sample and affine_grid in libtorch's spelling, and what they ref
   CHECK_THROWS_WITH(F::affine_grid(torch::zeros({1, 3, 4}), {1, 1, 3, 4}),
                     Catch::Contains("theta must be (N, 2, 3)"));
 }
+
+TEST_CASE("libtorch's in-place samplers and torch::normal draw their distributions", "[libtorch]") {
+  // Each against its closed form: means, spreads and frequencies of 100,000 draws, within five
+  // standard errors (a seeded generator: the same draws every run).
+  const int64_t n = 100000;
+  const double root_n = std::sqrt(static_cast<double>(n));
+  tandem::Generator gen(2024);
+  auto f64 = torch::TensorOptions(torch::kFloat64);
+  auto mean_of = [](const torch::Tensor& t) { return t.to(torch::kFloat64).mean().item<double>(); };
+  auto fraction = [&](const torch::Tensor& mask) { return mean_of(mask); };
+
+  torch::Tensor e = torch::empty({n}, f64).exponential_(2.0, &gen);
+  CHECK(e.min().item<double>() >= 0);
+  CHECK(std::abs(mean_of(e) - 0.5) < 5 * 0.5 / root_n);
+
+  torch::Tensor g = torch::empty({n}, torch::kInt64).geometric_(0.3, &gen);
+  CHECK(g.min().item<int64_t>() == 1);
+  const double g_sd = std::sqrt(0.7) / 0.3;
+  CHECK(std::abs(mean_of(g) - 1 / 0.3) < 5 * g_sd / root_n);
+  CHECK(std::abs(fraction(g == 1) - 0.3) < 5 * std::sqrt(0.3 * 0.7) / root_n);
+
+  torch::Tensor l = torch::empty({n}, f64).log_normal_(1.0, 0.5, &gen);
+  CHECK(std::abs(mean_of(torch::log(l)) - 1.0) < 5 * 0.5 / root_n);
+  CHECK(std::abs(torch::log(l).std().item<double>() - 0.5) < 5 * 0.5 / std::sqrt(2.0 * n));
+
+  torch::Tensor c = torch::empty({n}, f64).cauchy_(2.0, 3.0, &gen);
+  CHECK(std::abs(torch::median(c).item<double>() - 2.0) < 5 * M_PI * 3.0 / (2 * root_n));
+  CHECK(std::abs(fraction(c < -1.0) - 0.25) < 5 * std::sqrt(0.25 * 0.75) / root_n);
+
+  torch::Tensor r = torch::empty({n}, torch::kInt64).random_(3, 8, &gen);
+  CHECK((r.min().item<int64_t>() == 3 && r.max().item<int64_t>() == 7));
+  for (int64_t v = 3; v < 8; ++v) CHECK(std::abs(fraction(r == v) - 0.2) < 5 * 0.4 / root_n);
+  CHECK(torch::empty({n}, torch::kFloat32).random_(4, &gen).max().item<float>() == 3);
+
+  torch::Tensor b = torch::empty({n}, torch::kFloat32).bernoulli_(0.3, &gen);
+  CHECK(std::abs(mean_of(b) - 0.3) < 5 * std::sqrt(0.3 * 0.7) / root_n);
+  torch::Tensor bp = torch::empty({n, 3}).bernoulli_(torch::from_vector<float>({0, 1, 0.5}), &gen);
+  CHECK(mean_of(bp.select(1, 0)) == 0);
+  CHECK(mean_of(bp.select(1, 1)) == 1);
+  CHECK(std::abs(mean_of(bp.select(1, 2)) - 0.5) < 5 * 0.5 / root_n);
+
+  // torch::normal with tensors broadcast: per column means and spreads; zero gradients.
+  torch::Tensor mean = torch::from_vector<double>({-5, 5}).requires_grad_();
+  torch::Tensor sd = torch::from_vector<double>({1, 3});
+  torch::Tensor draws = torch::normal(mean, sd.expand({n, 2}), &gen);
+  CHECK(draws.shape() == Shape{n, 2});
+  for (int64_t j = 0; j < 2; ++j) {
+    const double m = j == 0 ? -5 : 5, s = j == 0 ? 1 : 3;
+    CHECK(std::abs(mean_of(draws.select(1, j)) - m) < 5 * s / root_n);
+    CHECK(std::abs(draws.select(1, j).std().item<double>() - s) < 5 * s / std::sqrt(2.0 * n));
+  }
+  draws.sum().backward();
+  CHECK(mean.grad().to_vector<double>() == std::vector<double>{0, 0});
+  torch::Tensor plain = torch::normal(2.0, 3.0, {n}, &gen, f64);
+  CHECK(std::abs(mean_of(plain) - 2.0) < 5 * 3.0 / root_n);
+  // The same seed, the same draws.
+  tandem::Generator a(7), a2(7);
+  CHECK(torch::equal(torch::empty({5}).cauchy_(0, 1, &a), torch::empty({5}).cauchy_(0, 1, &a2)));
+  // Refused: a floating distribution into integers, a tensor that requires grad, bad arguments.
+  CHECK_THROWS_WITH(torch::zeros({2}, torch::kInt64).exponential_(),
+                    Catch::Contains("exponential_: expected a floating-point tensor"));
+  CHECK_THROWS_WITH(torch::zeros({2}).requires_grad_().cauchy_(),
+                    Catch::Contains("cauchy_: in-place operation on a tensor that requires grad"));
+  CHECK_THROWS_WITH(torch::zeros({2}).geometric_(1.5), Catch::Contains("expected 0 < p < 1"));
+  CHECK_THROWS_WITH(torch::zeros({2}).random_(5, 5), Catch::Contains("expected from < to"));
+}

@@ -749,6 +749,20 @@ class Tensor {
   /// generator (the same numbers rand/randn would give).
   Tensor& uniform_(double from = 0.0, double to = 1.0, Generator* gen = nullptr);
   Tensor& normal_(double mean = 0.0, double std = 1.0, Generator* gen = nullptr);
+  /// libtorch's other in-place samplers, from the same uniform and normal draws: 1 with
+  /// probability p (a number, or a tensor broadcast to this one's shape) else 0; exponential
+  /// (-log(1 - u) / lambd); geometric (the number of trials to the first success, >= 1);
+  /// log-normal (exp of normal(mean, std)); Cauchy (median + sigma tan(pi (u - 1/2))); integers
+  /// uniform in [from, to) (random_(to): [0, to)). Floating tensors only, except bernoulli_,
+  /// geometric_ and random_, which take any dtype.
+  Tensor& bernoulli_(double p = 0.5, Generator* gen = nullptr);
+  Tensor& bernoulli_(const Tensor& p, Generator* gen = nullptr);
+  Tensor& exponential_(double lambd = 1.0, Generator* gen = nullptr);
+  Tensor& geometric_(double p, Generator* gen = nullptr);
+  Tensor& log_normal_(double mean = 1.0, double std = 2.0, Generator* gen = nullptr);
+  Tensor& cauchy_(double median = 0.0, double sigma = 1.0, Generator* gen = nullptr);
+  Tensor& random_(int64_t from, std::optional<int64_t> to, Generator* gen = nullptr);
+  Tensor& random_(int64_t to, Generator* gen = nullptr);
   /// The index ops above, writing into this tensor (a bad index throws and writes nothing).
   Tensor& scatter_(int64_t dim, const Tensor& index, const Tensor& src);
   Tensor& scatter_(int64_t dim, const Tensor& index, double value);

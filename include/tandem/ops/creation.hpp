@@ -93,6 +93,13 @@ Tensor rand_like(const Tensor& t, TensorOptions options, Generator* gen = nullpt
 Tensor randn_like(const Tensor& t, TensorOptions options, Generator* gen = nullptr);
 /// 1 with probability p (each element of p, in [0, 1]), else 0, in p's dtype.
 Tensor bernoulli(const Tensor& p, Generator* gen = nullptr);
+/// torch::normal: mean + std * randn, of the broadcast shape of the tensor operands (or of
+/// `size`), in their dtype and on their device. Their gradient is zeros, as torch's.
+Tensor normal(const Tensor& mean, const Tensor& std, Generator* gen = nullptr);
+Tensor normal(const Tensor& mean, double std = 1.0, Generator* gen = nullptr);
+Tensor normal(double mean, const Tensor& std, Generator* gen = nullptr);
+Tensor normal(double mean, double std, const Shape& size, Generator* gen = nullptr,
+              TensorOptions options = {});
 /// Standard normal (Box-Muller over Philox pairs).
 Tensor randn(const Shape& shape, TensorOptions options = {}, Generator* gen = nullptr);
 /// Integers uniform in [low, high) (i64 unless the options name a dtype).
