@@ -77,7 +77,8 @@ Tensor both(const std::tuple<Tensor, Tensor>& r) {
 }
 
 // The cases make_golden.py writes in loops: scatter_reduce in every mode, with self's value and
-// without, and each of the unique family's three results.
+// without, quantile's interpolations, grid_sample's modes and paddings, and each of the unique
+// family's three results.
 std::map<std::string, Fn> with_families(std::map<std::string, Fn> table) {
   using V = const std::vector<Tensor>&;
   for (const char* reduce : {"sum", "prod", "mean", "amax", "amin"})
@@ -87,6 +88,10 @@ std::map<std::string, Fn> with_families(std::map<std::string, Fn> table) {
             const Tensor index = tensor({0, 1, 0, 2, 2, 1, 1, 3, 3, 3}).reshape({2, 5});
             return x[0].scatter_reduce(1, index, x[1], reduce, include_self);
           };
+  for (const char* mode : {"lower", "higher", "midpoint", "nearest"})
+    table[std::string("quantile_") + mode] = [mode](V x) {
+      return quantile(x[0], from_vector(std::vector<float>{0.1, 0.5, 0.75}, {3}), 0, false, mode);
+    };
   for (const char* mode : {"bilinear", "nearest"})
     for (const auto& [name, padding] :
          {std::pair{"zeros", GridPadding::zeros}, std::pair{"border", GridPadding::border},
@@ -784,18 +789,6 @@ const std::map<std::string, Fn>& ops() {
        [](V x) {
          return x[0].quantile(from_vector(std::vector<float>{0, 0.25, 0.5, 0.9, 1}, {5}), 1, true);
        }},
-      {"quantile_lower",
-       [](V x) { return quantile(x[0], from_vector(std::vector<float>{0.1, 0.5, 0.75}, {3}), 0,
-                                 false, "lower"); }},
-      {"quantile_higher",
-       [](V x) { return quantile(x[0], from_vector(std::vector<float>{0.1, 0.5, 0.75}, {3}), 0,
-                                 false, "higher"); }},
-      {"quantile_midpoint",
-       [](V x) { return quantile(x[0], from_vector(std::vector<float>{0.1, 0.5, 0.75}, {3}), 0,
-                                 false, "midpoint"); }},
-      {"quantile_nearest",
-       [](V x) { return quantile(x[0], from_vector(std::vector<float>{0.1, 0.5, 0.75}, {3}), 0,
-                                 false, "nearest"); }},
       {"quantile_nan_row", [](V x) { return quantile(x[0], 0.5, 1); }},
       {"nanquantile",
        [](V x) { return x[0].nanquantile(from_vector(std::vector<float>{0.2, 0.8}, {2}), 1); }},
