@@ -1194,7 +1194,8 @@ TEST_CASE("CUDA interpolate, flip, repeat and chunk match the CPU, forward and b
                               grid_sample(v[0], grid, "bilinear", kReflection, true).flatten(),
                               grid_sample(v[0], mul(grid, 1.5), "nearest", kBorder).flatten()});
                 }),
-                tol(t));
+                // f32: theta's gradient sums every output's, in the GPU's other order
+                t == DType::f32 ? Tol{1e-4, 1e-4} : tol(t));
     same_on_gpu("flip, repeat, chunk", in, with_gradients([](const std::vector<Tensor>& v) {
                   // 6 channels in chunks of ceil(6 / 4) = 2: three pieces, as torch's.
                   std::vector<Tensor> parts = v[0].flip({1, 3}).repeat({1, 2, 1, 1}).chunk(4, 1);
