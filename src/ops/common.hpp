@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <initializer_list>
+#include <utility>
 #include <vector>
 
 #include "../kernels/kernels.hpp"
@@ -26,6 +27,14 @@ Tensor root_of_variance(const Tensor& v);
 /// written: the view's base takes torch's CopySlices (its old history outside the view's
 /// elements, `values`' inside), and the view its history from the base's. view_history.cpp.
 void copy_slices(const Tensor& view, const Tensor& values);
+
+/// The smallest and largest element of a non-empty integer tensor, read on the host together
+/// (one wait on a GPU): the bounds checks of indices that no kernel checks.
+inline std::pair<int64_t, int64_t> host_extremes(const Tensor& t) {
+  NoGradGuard guard;
+  const std::vector<int64_t> v = stack({min(t), max(t)}).to(DType::i64).to_vector<int64_t>();
+  return {v[0], v[1]};
+}
 
 inline void check_defined(const Tensor& t, const char* op, const char* name) {
   TANDEM_CHECK(t.defined(), op, ": ", name, " is an undefined tensor");

@@ -183,8 +183,9 @@ Tensor bincount(const Tensor& x, const Tensor& weights, int64_t minlength) {
   const Tensor index = x.to(DType::i64);
   int64_t length = minlength;
   if (x.numel() > 0) {
-    TANDEM_CHECK(min(index).item<int64_t>() >= 0, "bincount: the input must be non-negative");
-    length = std::max(length, max(index).item<int64_t>() + 1);
+    const auto [lo, hi] = host_extremes(index);
+    TANDEM_CHECK(lo >= 0, "bincount: the input must be non-negative");
+    length = std::max(length, hi + 1);
   }
   const TensorOptions on = TensorOptions(DType::i64).device(x.device());
   if (!weights.defined()) return scatter_add(zeros({length}, on), 0, index, ones({x.numel()}, on));
@@ -254,7 +255,7 @@ Tensor index_fill(const Tensor& t, int64_t dim, const Tensor& index, const Tenso
     const Tensor i = as_dtype(index, DType::i64).reshape({-1}).to(t.device());
     const Tensor wrapped = where(lt(i, 0.0), add(i, size), i);
     if (i.numel() > 0) {
-      const int64_t lo = min(i).item<int64_t>(), hi = max(i).item<int64_t>();
+      const auto [lo, hi] = host_extremes(i);
       TANDEM_CHECK_INDEX(lo >= -size && hi < size, "index_fill: index ", lo < -size ? lo : hi,
                          " is out of bounds for dimension ", d, " with size ", size);
     }

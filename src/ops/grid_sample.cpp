@@ -60,25 +60,31 @@ Tensor grid_sample(const Tensor& input, const Tensor& grid, const std::string& m
   for (int64_t d = 1; d <= k; ++d) out_shape.push_back(grid.size(d));
   const int64_t points = grid.numel() / (n * k);
   const Tensor flat = input.reshape({n, channels, -1});
-  // Per spatial axis (D, H, W order): the candidate source indices and their weights.
-  std::vector<std::vector<Tensor>> index(static_cast<size_t>(k)), weight(index.size());
-  std::vector<int64_t> strides(index.size());
+  // Per spatial axis (D, H, W order), each candidate source index once: its offset into the
+  // flattened plane (clamped inside it), whether it lies inside, and its weight (none for
+  // nearest).
+  struct Candidate {
+    Tensor offset, inside, weight;
+  };
+  std::vector<std::vector<Candidate>> candidates(static_cast<size_t>(k));
   int64_t stride = 1;
   for (int64_t a = k - 1; a >= 0; --a) {
-    const auto ua = static_cast<size_t>(a);
-    strides[ua] = stride;
-    stride *= input.size(a + 2);
+    const int64_t size = input.size(a + 2);
     // The grid's last dim lists x (W) first.
-    const Tensor c = source_coordinate(grid.select(-1, k - 1 - a).reshape({n, points}),
-                                       input.size(a + 2), padding, corners);
+    const Tensor c =
+        source_coordinate(grid.select(-1, k - 1 - a).reshape({n, points}), size, padding, corners);
+    auto candidate = [&](const Tensor& i, const Tensor& weight) {
+      return Candidate{mul(clamp(i, 0.0, static_cast<double>(size - 1)).to(DType::i64), stride),
+                       logical_and(ge(i, 0.0), le(i, static_cast<double>(size - 1))), weight};
+    };
+    auto& axis = candidates[static_cast<size_t>(a)];
     if (mode == "nearest") {
-      index[ua] = {round(c).detach()};  // half to even, as torch's nearbyint
-      weight[ua] = {Tensor()};
+      axis = {candidate(round(c).detach(), Tensor())};  // half to even, as torch's nearbyint
     } else {
-      const Tensor low = floor(c).detach();
-      index[ua] = {low, add(low, 1.0)};
-      weight[ua] = {sub(add(low, 1.0), c), sub(c, low)};
+      const Tensor low = floor(c).detach(), high = add(low, 1.0);
+      axis = {candidate(low, sub(high, c)), candidate(high, sub(c, low))};
     }
+    stride *= size;
   }
   // Every corner (lexicographic over the axes, as torch's nw, ne, sw, se): the value there if it
   // lies inside the input, times its weight (the product from the last axis to the first).
@@ -87,16 +93,11 @@ Tensor grid_sample(const Tensor& input, const Tensor& grid, const std::string& m
   for (size_t corner = 0; corner < corner_count; ++corner) {
     Tensor position, inside, w;
     for (int64_t a = k - 1; a >= 0; --a) {
-      const auto ua = static_cast<size_t>(a);
       const size_t bit = mode == "nearest" ? 0 : (corner >> (k - 1 - a)) & 1;
-      const Tensor& i = index[ua][bit];
-      const Tensor in_bounds =
-          logical_and(ge(i, 0.0), le(i, static_cast<double>(input.size(a + 2) - 1)));
-      const Tensor term = mul(
-          clamp(i, 0.0, static_cast<double>(input.size(a + 2) - 1)).to(DType::i64), strides[ua]);
-      position = position.defined() ? add(position, term) : term;
-      inside = inside.defined() ? logical_and(inside, in_bounds) : in_bounds;
-      if (weight[ua][bit].defined()) w = w.defined() ? mul(w, weight[ua][bit]) : weight[ua][bit];
+      const Candidate& at = candidates[static_cast<size_t>(a)][bit];
+      position = position.defined() ? add(position, at.offset) : at.offset;
+      inside = inside.defined() ? logical_and(inside, at.inside) : at.inside;
+      if (at.weight.defined()) w = w.defined() ? mul(w, at.weight) : at.weight;
     }
     const Tensor scale = w.defined() ? mul(w, inside.to(w.dtype())) : inside.to(input.dtype());
     const Tensor values = gather(flat, 2, position.unsqueeze(1).expand({n, channels, points}));

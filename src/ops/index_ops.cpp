@@ -109,8 +109,7 @@ void scatter_dense(const Tensor& dst, int64_t dim, const Tensor& src, const Tens
 void check_list_bounds(const Tensor& index, const Shape& shape, int64_t dim, const char* op) {
   const Shape s = block3(shape, dim);
   if (s[0] * s[2] != 0 || index.numel() == 0) return;
-  NoGradGuard no_grad;
-  const int64_t lo = min(index).item<int64_t>(), hi = max(index).item<int64_t>();
+  const auto [lo, hi] = host_extremes(index);
   const int64_t bad = lo < 0 ? lo : hi;
   TANDEM_CHECK_INDEX(lo >= 0 && hi < shape[dim], op, ": index ", bad,
                      " is out of bounds for dimension ", dim, " with size ", shape[dim]);
@@ -319,7 +318,7 @@ Combined combine(const Tensor& view_in, const TensorIndices& indices, const char
     const int64_t size = view.size(dim + j);
     const Tensor& t = index[j];
     if (t.numel() > 0) {
-      const int64_t lo = min(t).item<int64_t>(), hi = max(t).item<int64_t>();
+      const auto [lo, hi] = host_extremes(t);
       TANDEM_CHECK_INDEX(lo >= -size && hi < size, op, ": index ", lo < -size ? lo : hi,
                          " is out of bounds for dimension ", dims[j], " with size ", size);
     }

@@ -1613,7 +1613,7 @@ Tensor one_hot(const Tensor& indices, int64_t num_classes) {
   const Tensor idx = indices.to(DType::i64);
   Shape shape = idx.shape();
   if (idx.numel() > 0) {  // (read on the host: one wait on a GPU, as torch's checks)
-    const int64_t lo = min(idx).item<int64_t>(), hi = max(idx).item<int64_t>();
+    const auto [lo, hi] = host_extremes(idx);
     TANDEM_CHECK_INDEX(lo >= 0, "one_hot: class values must be nonnegative, got ", lo);
     if (num_classes == -1) num_classes = hi + 1;
     TANDEM_CHECK_INDEX(hi < num_classes, "one_hot: class value ", hi,

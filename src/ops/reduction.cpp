@@ -211,15 +211,11 @@ Tensor var(const Tensor& t, const Shape& dims, int64_t correction, bool keepdim)
   }
   // torch's var_backward, 2 / (N - correction) g (t - mean): with no dof left, infinite where t
   // is off its mean (differentiating through the mean as well would make those NaN).
-  Shape kept = t.shape();  // the result's shape with keepdim
-  for (int64_t d = 0; d < t.dim(); ++d)
-    if (dims.empty() || std::find(dims.begin(), dims.end(), d) != dims.end() ||
-        std::find(dims.begin(), dims.end(), d - t.dim()) != dims.end())
-      kept[static_cast<size_t>(d)] = 1;
   autograd::record(
       "var", {t}, out,
-      [t, dims, kept, scale = 2.0 / denom](const Tensor& g) {
-        return std::vector<Tensor>{mul(mul(g.reshape(kept), scale), sub(t, mean(t, dims, true)))};
+      [t, dims, keep_shape = p.keep_shape, scale = 2.0 / denom](const Tensor& g) {
+        return std::vector<Tensor>{
+            mul(mul(g.reshape(keep_shape), scale), sub(t, mean(t, dims, true)))};
       },
       kDifferentiable);
   autograd::save_for_backward(out, {t});

@@ -40,10 +40,13 @@ std::tuple<Tensor, Tensor, Tensor> unique_rows(const Tensor& rows, bool consecut
   Tensor order;  // the sorted rows' original positions
   Tensor sorted = rows;
   if (!consecutive) {
-    // Lexicographic: stable sorts by each column, the last first.
+    // Lexicographic: stable sorts by each column, the last first (rows of no columns are all
+    // equal, in their order).
     const Tensor flat = rows.reshape({n, -1});
-    order = arange(n, TensorOptions(DType::i64).device(device));
-    for (int64_t c = flat.size(1); c-- > 0;)
+    const int64_t columns = flat.size(1);
+    order = columns == 0 ? arange(n, TensorOptions(DType::i64).device(device))
+                         : argsort(flat.select(1, columns - 1));
+    for (int64_t c = columns - 1; c-- > 0;)
       order = order.index_select(0, argsort(flat.select(1, c).index_select(0, order)));
     sorted = rows.index_select(0, order);
   }
@@ -299,8 +302,7 @@ Tensor scatter_reduce(const Tensor& self, int64_t dim, const Tensor& index, cons
                  shape_str(src.shape()), " in a dim, or than self ", shape_str(self.shape()),
                  " in a dim other than ", dim);
   if (index.numel() > 0) {  // (a host read, as one_hot's)
-    NoGradGuard guard;
-    const int64_t lo = min(index).item<int64_t>(), hi = max(index).item<int64_t>();
+    const auto [lo, hi] = host_extremes(index);
     const int64_t n = self.dim() == 0 ? 1 : self.size(dim);
     TANDEM_CHECK_INDEX(lo >= 0 && hi < n, op, ": index ", lo < 0 ? lo : hi,
                        " is out of bounds for dim ", dim, " of size ", n);

@@ -1330,8 +1330,7 @@ Tensor& Tensor::bernoulli_(const Tensor& p, Generator* gen) {
   check_same_device(*this, p, "bernoulli_");
   return fill_with_draws(*this, "bernoulli_", false, [&](TensorOptions o) {
     // The probabilities' check as bernoulli's (a host read).
-    const Tensor probs = tandem::bernoulli(p.detach().to(o.dtype()).expand(shape()), gen);
-    return probs;
+    return tandem::bernoulli(p.detach().to(o.dtype()).expand(shape()), gen);
   });
 }
 
