@@ -587,7 +587,7 @@ TEST_CASE("what a fifth probe found: tied weights, integer conversion, ModuleLis
                optim::SequentialLR(own, std::make_shared<optim::LinearWarmup>(other, 2),
                                    std::make_shared<optim::CosineAnnealing>(own, 5), 2);
              }),
-             Catch::Contains("SequentialLR: both schedules must belong to its optimizer"));
+             Catch::Contains("SequentialLR: every schedule must belong to its optimizer"));
 
   // libtorch's OrderedDict::insert(key, value); a key already there throws.
   StateDict dict;
