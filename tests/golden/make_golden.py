@@ -1042,6 +1042,46 @@ with torch.random.fork_rng():
          lambda x, t: F.grid_sample(x, F.affine_grid(t, [2, 3, 6, 5], align_corners=False),
                                     align_corners=False), r(2, 3, 5, 4), r(2, 2, 3))
 
+# Packed sequences (torch.nn.utils.rnn) through the recurrent layers, as nn.LSTM runs them: the
+# states permuted into the packed order and back, the output padded again (with -0.5). The
+# lengths differ, so every sort packs the batch alike.
+with torch.random.fork_rng():
+    torch.manual_seed(20209)
+    rnn_utils = torch.nn.utils.rnn
+
+    def packed_rnn(fn, x, states, w, layers, bidirectional, batch_first=False):
+        packed = rnn_utils.pack_padded_sequence(x, torch.tensor([3, 5, 2, 4]),
+                                                batch_first=batch_first, enforce_sorted=False)
+        states = [h.index_select(1, packed.sorted_indices) for h in states]
+        out = fn(packed.data, packed.batch_sizes, states if len(states) > 1 else states[0], w,
+                 True, layers, 0.0, False, bidirectional)
+        padded, _ = rnn_utils.pad_packed_sequence(
+            rnn_utils.PackedSequence(out[0], packed.batch_sizes, packed.sorted_indices,
+                                     packed.unsorted_indices),
+            batch_first=batch_first, padding_value=-0.5)
+        return flat(padded, *[h.index_select(1, packed.unsorted_indices) for h in out[1:]])
+
+    case("lstm_packed_2layer_bidirectional",
+         lambda x, h, c, *w: packed_rnn(torch._VF.lstm, x, [h, c], w, 2, True),
+         r(5, 4, 3), r(4, 4, 4), r(4, 4, 4), *weights(4, 4, [3, 8], directions=2))
+    case("gru_packed_batch_first",
+         lambda x, h, *w: packed_rnn(torch._VF.gru, x, [h], w, 1, False, batch_first=True),
+         r(4, 5, 3), r(1, 4, 5), *weights(3, 5, [3]))
+    case("rnn_tanh_packed_sorted",
+         lambda x, h, *w: flat(*torch._VF.rnn_tanh(
+             *rnn_utils.pack_padded_sequence(x, [5, 4, 2, 2])[:2], h, w, True, 1, 0.0, False,
+             False)),
+         r(5, 4, 2), r(1, 4, 3), *weights(1, 3, [2]))
+    case("pack_padded_sequence_batch_first",
+         lambda x: rnn_utils.pack_padded_sequence(x, [3, 5, 2, 4], batch_first=True,
+                                                  enforce_sorted=False).data, r(4, 5, 2))
+    case("pad_packed_sequence_total_length",
+         lambda x: rnn_utils.pad_packed_sequence(
+             rnn_utils.pack_padded_sequence(x, [3, 5, 2, 4], enforce_sorted=False),
+             padding_value=2.0, total_length=7)[0], r(5, 4, 2))
+    case("pack_sequence", lambda a, b, c: rnn_utils.pack_sequence([a, b, c]).data, r(4, 3),
+         r(3, 3), r(1, 3))
+
 with open(os.path.join(HERE, "ops.json"), "w") as f:
     json.dump({"generator": "torch " + torch.__version__, "cases": cases}, f)
 

@@ -3983,3 +3983,101 @@ TEST_CASE("libtorch's in-place samplers and torch::normal draw their distributio
   CHECK_THROWS_WITH(torch::zeros({2}).geometric_(1.5), Catch::Contains("expected 0 < p < 1"));
   CHECK_THROWS_WITH(torch::zeros({2}).random_(5, 5), Catch::Contains("expected from < to"));
 }
+
+TEST_CASE(
+    "libtorch names: packed sequences through LSTM, GRU and RNN equal each sequence run alone",
+    "[libtorch]") {
+  namespace rnn_utils = torch::nn::utils::rnn;
+  torch::manual_seed(11);
+  // Four sequences of lengths 3, 5, 2 and 4, padded to 5 steps with garbage the packing drops.
+  const std::vector<int64_t> lengths{3, 5, 2, 4};
+  auto x = torch::randn({5, 4, 3}).requires_grad_();
+  auto lstm = std::make_shared<torch::nn::LSTM>(
+      torch::nn::LSTMOptions(3, 4).num_layers(2).bidirectional(true));
+  auto h0 = torch::randn({4, 4, 4}), c0 = torch::randn({4, 4, 4});
+  auto packed = rnn_utils::pack_padded_sequence(x, torch::from_vector(lengths), false, false);
+  CHECK(packed.batch_sizes().to_vector<int64_t>() == std::vector<int64_t>{4, 4, 3, 2, 1});
+  CHECK(packed.sorted_indices().to_vector<int64_t>() == std::vector<int64_t>{1, 3, 0, 2});
+  CHECK(packed.unsorted_indices().to_vector<int64_t>() == std::vector<int64_t>{2, 0, 3, 1});
+  auto [out, state] = lstm->forward_with_packed_input(packed, std::make_tuple(h0, c0));
+  auto [padded, got_lengths] = rnn_utils::pad_packed_sequence(out, false, -7.0);
+  CHECK(got_lengths.to_vector<int64_t>() == lengths);
+  CHECK(padded.shape() == Shape{5, 4, 8});
+  // The reference: each sequence alone, its own length, its own initial states.
+  torch::Tensor loss_ref = torch::zeros({});
+  for (int64_t b = 0; b < 4; ++b) {
+    const int64_t n = lengths[b];
+    auto one = x.narrow(0, 0, n).narrow(1, b, 1);
+    auto [o, s] = lstm->forward(one, std::make_tuple(h0.narrow(1, b, 1), c0.narrow(1, b, 1)));
+    INFO("sequence " << b);
+    require_close(padded.narrow(0, 0, n).narrow(1, b, 1), o, 1e-5, 1e-6, "output");
+    if (n < 5)
+      CHECK(torch::equal(padded.narrow(0, n, 5 - n).narrow(1, b, 1),
+                         torch::full({5 - n, 1, 8}, -7.0)));
+    require_close(std::get<0>(state).narrow(1, b, 1), std::get<0>(s), 1e-5, 1e-6, "h_n");
+    require_close(std::get<1>(state).narrow(1, b, 1), std::get<1>(s), 1e-5, 1e-6, "c_n");
+    loss_ref = loss_ref + o.sum() + std::get<0>(s).sum() * 2;
+  }
+  // Gradients too: the packed run's equal the per-sequence runs' (padding gets none).
+  auto loss = out.data().sum() + std::get<0>(state).sum() * 2;
+  auto weights = lstm->parameters();
+  std::vector<torch::Tensor> inputs{x};
+  inputs.insert(inputs.end(), weights.begin(), weights.end());
+  auto g = torch::autograd::grad({loss}, inputs);
+  auto g_ref = torch::autograd::grad({loss_ref}, inputs);
+  for (size_t k = 0; k < g.size(); ++k) require_close(g[k], g_ref[k], 1e-4, 1e-5, "gradient");
+  CHECK(torch::equal(g[0].narrow(0, 3, 2).narrow(1, 0, 1), torch::zeros({2, 1, 3})));
+
+  // GRU and RNN, batch_first, sorted already (no permutation), no initial state.
+  auto gru = std::make_shared<torch::nn::GRU>(torch::nn::GRUOptions(3, 5).batch_first(true));
+  auto rnn = std::make_shared<torch::nn::RNN>(torch::nn::RNNOptions(3, 5).batch_first(true));
+  auto xb = torch::randn({3, 4, 3});
+  auto sorted = rnn_utils::pack_padded_sequence(xb, torch::from_vector<int64_t>({4, 2, 1}), true);
+  CHECK(!sorted.sorted_indices().defined());
+  auto [gru_out, gru_h] = gru->forward_with_packed_input(sorted);
+  auto [rnn_out, rnn_h] = rnn->forward_with_packed_input(sorted);
+  const std::vector<int64_t> sorted_lengths{4, 2, 1};
+  for (int64_t b = 0; b < 3; ++b) {
+    auto one = xb.narrow(0, b, 1).narrow(1, 0, sorted_lengths[b]);
+    require_close(gru_h.narrow(1, b, 1), std::get<1>(gru->forward(one)), 1e-5, 1e-6, "GRU h_n");
+    require_close(rnn_h.narrow(1, b, 1), std::get<1>(rnn->forward(one)), 1e-5, 1e-6, "RNN h_n");
+  }
+  auto [gru_padded, gl] = rnn_utils::pad_packed_sequence(gru_out, true);
+  require_close(gru_padded.narrow(0, 0, 1), std::get<0>(gru->forward(xb.narrow(0, 0, 1))), 1e-5,
+                1e-6, "GRU output of the longest");
+
+  // pack_sequence sorts with enforce_sorted false; pad_packed_sequence undoes any packing.
+  auto a = torch::randn({2, 3}), b = torch::randn({4, 3});
+  auto both = rnn_utils::pack_sequence({a, b}, false);
+  auto [back, back_lengths] = rnn_utils::pad_packed_sequence(both, true, 0.0, 6);
+  CHECK(back.shape() == Shape{2, 6, 3});
+  CHECK(torch::equal(back[0].narrow(0, 0, 2), a));
+  CHECK(torch::equal(back[1].narrow(0, 0, 4), b));
+  CHECK(back_lengths.to_vector<int64_t>() == std::vector<int64_t>{2, 4});
+  CHECK(torch::equal(rnn_utils::invert_permutation(torch::from_vector<int64_t>({2, 0, 1})),
+                     torch::from_vector<int64_t>({1, 2, 0})));
+
+  // What is refused says why.
+  CHECK_THROWS_WITH(rnn_utils::pack_sequence({a, b}),
+                    Catch::Contains("lengths must not increase with enforce_sorted (got 2 then 4); "
+                                    "pass enforce_sorted = false"));
+  CHECK_THROWS_WITH(
+      rnn_utils::pack_padded_sequence(x, torch::from_vector<int64_t>({3, 6, 2, 4}), false, false),
+      Catch::Contains("length 6 of sequence 1 is not in [1, 5]"));
+  CHECK_THROWS_WITH(
+      rnn_utils::pack_padded_sequence(x, torch::from_vector<int64_t>({3, 2}), false, false),
+      Catch::Contains("expected one length per sequence, got 2 lengths for a batch of 4"));
+  CHECK_THROWS_WITH(rnn_utils::pad_packed_sequence(both, false, 0.0, 3),
+                    Catch::Contains("total_length must be at least the longest sequence's 4 "
+                                    "steps, got 3"));
+  CHECK_THROWS_WITH(gru->forward_with_packed_input(sorted, torch::zeros({1, 4, 5})),
+                    Catch::Contains("gru: expected hidden state h0 of shape (1, 3, 5), got "
+                                    "(1, 4, 5)"));
+  CHECK_THROWS_WITH(
+      torch::gru(torch::randn({6, 3}), torch::from_vector<int64_t>({3, 4}), {}, gru->all_weights(),
+                 true, 1, 0.0, false, false),
+      Catch::Contains("gru: batch_sizes must be positive and non-increasing, got 4 at step 1"));
+  CHECK_THROWS_WITH(torch::gru(torch::randn({6, 3}), torch::from_vector<int64_t>({3, 2}), {},
+                               gru->all_weights(), true, 1, 0.0, false, false),
+                    Catch::Contains("gru: batch_sizes sum to 5 rows, data has 6"));
+}

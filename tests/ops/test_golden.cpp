@@ -76,6 +76,24 @@ Tensor both(const std::tuple<Tensor, Tensor>& r) {
   return weighted({std::get<0>(r), std::get<1>(r)});
 }
 
+// A recurrent layer over x packed with lengths {3, 5, 2, 4} (the batch sorted), its states
+// permuted into the packed order and its results back, the output padded with -0.5, flattened as
+// make_golden.py's packed_rnn does. run(data, batch_sizes, states) gives {output data, h_n[, c_n]}.
+template <typename Run>
+Tensor packed_rnn(const Tensor& x, bool batch_first, const std::vector<Tensor>& states, Run run) {
+  namespace R = nn::utils::rnn;
+  auto packed = R::pack_padded_sequence(x, from_vector<int64_t>({3, 5, 2, 4}), batch_first, false);
+  std::vector<Tensor> sorted;
+  for (const Tensor& h : states) sorted.push_back(index_select(h, 1, packed.sorted_indices()));
+  std::vector<Tensor> out = run(packed.data(), packed.batch_sizes(), sorted);
+  auto padded = std::get<0>(R::pad_packed_sequence(
+      R::PackedSequence(out[0], packed.batch_sizes(), packed.sorted_indices()), batch_first, -0.5));
+  std::vector<Tensor> parts{padded.flatten()};
+  for (size_t k = 1; k < out.size(); ++k)
+    parts.push_back(index_select(out[k], 1, packed.unsorted_indices()).flatten());
+  return cat(parts);
+}
+
 // The cases make_golden.py writes in loops: scatter_reduce in every mode, with self's value and
 // without, quantile's interpolations, grid_sample's modes and paddings, and each of the unique
 // family's three results.
@@ -493,6 +511,48 @@ const std::map<std::string, Fn>& ops() {
              rnn_tanh(x[0], x[1], {x.begin() + 2, x.end()}, true, 2, 0.0, false, false, false);
          return cat({out.flatten(), h.flatten()});
        }},
+      // Packed sequences as nn.LSTM runs them: states into the packed order and back, the
+      // output padded again with -0.5.
+      {"lstm_packed_2layer_bidirectional",
+       [](V x) {
+         return packed_rnn(x[0], false, {x[1], x[2]}, [&](const Tensor& data, const Tensor& sizes,
+                                                          const std::vector<Tensor>& states) {
+           auto [out, h, c] = lstm(data, sizes, states, {x.begin() + 3, x.end()}, true, 2, 0.0,
+                                   false, true);
+           return std::vector<Tensor>{out, h, c};
+         });
+       }},
+      {"gru_packed_batch_first",
+       [](V x) {
+         return packed_rnn(x[0], true, {x[1]}, [&](const Tensor& data, const Tensor& sizes,
+                                                   const std::vector<Tensor>& states) {
+           auto [out, h] =
+               gru(data, sizes, states[0], {x.begin() + 2, x.end()}, true, 1, 0.0, false, false);
+           return std::vector<Tensor>{out, h};
+         });
+       }},
+      {"rnn_tanh_packed_sorted",
+       [](V x) {
+         auto packed = nn::utils::rnn::pack_padded_sequence(x[0], from_vector<int64_t>({5, 4, 2, 2}));
+         auto [out, h] = rnn_tanh(packed.data(), packed.batch_sizes(), x[1],
+                                  {x.begin() + 2, x.end()}, true, 1, 0.0, false, false);
+         return cat({out.flatten(), h.flatten()});
+       }},
+      {"pack_padded_sequence_batch_first",
+       [](V x) {
+         return nn::utils::rnn::pack_padded_sequence(x[0], from_vector<int64_t>({3, 5, 2, 4}),
+                                                     true, false)
+             .data();
+       }},
+      {"pad_packed_sequence_total_length",
+       [](V x) {
+         namespace R = nn::utils::rnn;
+         auto packed = R::pack_padded_sequence(x[0], from_vector<int64_t>({3, 5, 2, 4}), false,
+                                               false);
+         return std::get<0>(R::pad_packed_sequence(packed, false, 2.0, 7));
+       }},
+      {"pack_sequence",
+       [](V x) { return nn::utils::rnn::pack_sequence({x[0], x[1], x[2]}).data(); }},
       {"rnn_relu",
        [](V x) {
          auto [out, h] =

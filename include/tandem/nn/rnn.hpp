@@ -11,6 +11,30 @@
 #include "tandem/core/arg.hpp"
 #include "tandem/nn/module.hpp"
 
+namespace tandem::nn::utils::rnn {
+/// torch.nn.utils.rnn.PackedSequence: sequences of different lengths without padding. data
+/// (S, *) holds step t's batch_sizes[t] rows after step t - 1's, the sequences sorted longest
+/// first; batch_sizes is an i64 CPU tensor; sorted_indices[i] is the batch position of the i-th
+/// longest sequence (undefined: the batch was sorted already), unsorted_indices its inverse.
+class PackedSequence {
+ public:
+  explicit PackedSequence(Tensor data, Tensor batch_sizes, Tensor sorted_indices = {},
+                          Tensor unsorted_indices = {});
+  const Tensor& data() const { return data_; }
+  const Tensor& batch_sizes() const { return batch_sizes_; }
+  const Tensor& sorted_indices() const { return sorted_indices_; }
+  const Tensor& unsorted_indices() const { return unsorted_indices_; }
+  /// The data and indices on `device` (batch_sizes stay on the CPU), as libtorch's.
+  PackedSequence to(Device device) const;
+  PackedSequence cuda() const { return to(kCUDA); }
+  PackedSequence cpu() const { return to(kCPU); }
+  bool is_cuda() const { return data_.device().is_cuda(); }
+
+ private:
+  Tensor data_, batch_sizes_, sorted_indices_, unsorted_indices_;
+};
+}  // namespace tandem::nn::utils::rnn
+
 namespace tandem::nn {
 
 /// The sizes come first, as libtorch's LSTMOptions(input_size, hidden_size).
@@ -105,6 +129,10 @@ class LSTM : public RNNBase {
   LSTM(int64_t input_size, int64_t hidden_size) : LSTM(LSTMOptions(input_size, hidden_size)) {}
   std::tuple<Tensor, std::tuple<Tensor, Tensor>> forward(
       const Tensor& input, std::optional<std::tuple<Tensor, Tensor>> hx = std::nullopt);
+  /// Over a PackedSequence; the states, given and returned, are in the batch's own order.
+  std::tuple<utils::rnn::PackedSequence, std::tuple<Tensor, Tensor>> forward_with_packed_input(
+      const utils::rnn::PackedSequence& packed_input,
+      std::optional<std::tuple<Tensor, Tensor>> hx = std::nullopt);
   const LSTMOptions options;
 };
 
@@ -115,6 +143,8 @@ class GRU : public RNNBase {
   explicit GRU(const GRUOptions& options);
   GRU(int64_t input_size, int64_t hidden_size) : GRU(GRUOptions(input_size, hidden_size)) {}
   std::tuple<Tensor, Tensor> forward(const Tensor& input, const Tensor& hx = {});
+  std::tuple<utils::rnn::PackedSequence, Tensor> forward_with_packed_input(
+      const utils::rnn::PackedSequence& packed_input, const Tensor& hx = {});
   const GRUOptions options;
 };
 
@@ -125,6 +155,8 @@ class RNN : public RNNBase {
   explicit RNN(const RNNOptions& options);
   RNN(int64_t input_size, int64_t hidden_size) : RNN(RNNOptions(input_size, hidden_size)) {}
   std::tuple<Tensor, Tensor> forward(const Tensor& input, const Tensor& hx = {});
+  std::tuple<utils::rnn::PackedSequence, Tensor> forward_with_packed_input(
+      const utils::rnn::PackedSequence& packed_input, const Tensor& hx = {});
   const RNNOptions options;
 };
 
@@ -214,4 +246,21 @@ namespace tandem::nn::utils::rnn {
 /// into (L_max, B, *), or (B, L_max, *) when batch_first. Differentiable (pad and stack).
 Tensor pad_sequence(const std::vector<Tensor>& sequences, bool batch_first = false,
                     double padding_value = 0.0);
+
+/// torch.nn.utils.rnn.pack_padded_sequence: input (T, B, *), or (B, T, *) when batch_first,
+/// whose sequence b is its first lengths[b] steps (lengths: B integers, each in [1, T]). With
+/// enforce_sorted the lengths must not increase; otherwise the batch is sorted (stably) and the
+/// result remembers the order. Differentiable in input.
+PackedSequence pack_padded_sequence(const Tensor& input, const Tensor& lengths,
+                                    bool batch_first = false, bool enforce_sorted = true);
+/// Its inverse, torch.nn.utils.rnn.pad_packed_sequence: (padded (T, B, *) or (B, T, *), lengths
+/// as an i64 CPU tensor), in the batch's own order; steps past a sequence's end hold
+/// padding_value; total_length pads to that many steps (at least the longest).
+std::tuple<Tensor, Tensor> pad_packed_sequence(const PackedSequence& sequence,
+                                               bool batch_first = false, double padding_value = 0.0,
+                                               std::optional<int64_t> total_length = std::nullopt);
+/// torch.nn.utils.rnn.pack_sequence: sequences (L_i, *), longest first with enforce_sorted.
+PackedSequence pack_sequence(const std::vector<Tensor>& sequences, bool enforce_sorted = true);
+/// The inverse of a permutation (i64 indices), as libtorch's invert_permutation.
+Tensor invert_permutation(const Tensor& permutation);
 }  // namespace tandem::nn::utils::rnn

@@ -36,6 +36,28 @@ std::tuple<Tensor, Tensor> rnn_relu(const Tensor& input, const Tensor& hx,
                                     int64_t num_layers, double dropout, bool train,
                                     bool bidirectional, bool batch_first);
 
+/// The packed forms, as ATen's lstm(data, batch_sizes, ...) under a PackedSequence: data
+/// (S, I) holds step t's batch_sizes[t] rows after step t - 1's, the sequences sorted longest
+/// first; batch_sizes a 1-d i64 CPU tensor, positive and non-increasing; states (layers *
+/// directions, N, H) with N = batch_sizes[0], in that sorted order; each sequence's h_n and c_n
+/// are its states after its own last step. Returns (output data (S, directions * H), h_n[, c_n]).
+std::tuple<Tensor, Tensor, Tensor> lstm(const Tensor& data, const Tensor& batch_sizes,
+                                        const std::vector<Tensor>& hx,
+                                        const std::vector<Tensor>& params, bool has_biases,
+                                        int64_t num_layers, double dropout, bool train,
+                                        bool bidirectional);
+std::tuple<Tensor, Tensor> gru(const Tensor& data, const Tensor& batch_sizes, const Tensor& hx,
+                               const std::vector<Tensor>& params, bool has_biases,
+                               int64_t num_layers, double dropout, bool train, bool bidirectional);
+std::tuple<Tensor, Tensor> rnn_tanh(const Tensor& data, const Tensor& batch_sizes, const Tensor& hx,
+                                    const std::vector<Tensor>& params, bool has_biases,
+                                    int64_t num_layers, double dropout, bool train,
+                                    bool bidirectional);
+std::tuple<Tensor, Tensor> rnn_relu(const Tensor& data, const Tensor& batch_sizes, const Tensor& hx,
+                                    const std::vector<Tensor>& params, bool has_biases,
+                                    int64_t num_layers, double dropout, bool train,
+                                    bool bidirectional);
+
 /// One step of each, as ATen's torch::lstm_cell, gru_cell, rnn_tanh_cell and rnn_relu_cell:
 /// input (N, I) or unbatched (I); hx (N, H) or (H) (lstm_cell: {h, c}, or empty for zeros;
 /// gru_cell and the rnn cells: undefined for zeros); both biases or neither. Each is its sequence
