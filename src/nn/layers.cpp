@@ -534,8 +534,9 @@ Embedding::Embedding(const EmbeddingOptions& opts)
       padding_idx(
           functional::detail::embedding_padding_idx(opts.padding_idx(), opts.num_embeddings())),
       max_norm(opts.max_norm()),
-      norm_type(opts.norm_type()) {
-  functional::detail::check_embedding_options(opts.scale_grad_by_freq(), opts.sparse());
+      norm_type(opts.norm_type()),
+      scale_grad_by_freq(opts.scale_grad_by_freq()) {
+  functional::detail::check_embedding_options(opts.sparse());
   TANDEM_CHECK(opts.num_embeddings() > 0 && opts.embedding_dim() > 0,
                "Embedding: sizes must be positive, got num_embeddings ", opts.num_embeddings(),
                ", embedding_dim ", opts.embedding_dim());
@@ -574,7 +575,7 @@ std::shared_ptr<Embedding> Embedding::from_pretrained(const Tensor& embeddings,
 
 Tensor Embedding::forward(const Tensor& indices) {
   if (max_norm) embedding_renorm_(weight, indices, *max_norm, norm_type);
-  return embedding(weight, indices, padding_idx);
+  return embedding(weight, indices, padding_idx, scale_grad_by_freq);
 }
 
 std::string Embedding::extra_repr() const {

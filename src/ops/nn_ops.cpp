@@ -1806,9 +1806,13 @@ Tensor& embedding_renorm_(Tensor& weight, const Tensor& indices, double max_norm
   return weight;
 }
 
-Tensor embedding(const Tensor& weight, const Tensor& indices, int64_t padding_idx) {
+Tensor embedding(const Tensor& weight, const Tensor& indices, int64_t padding_idx,
+                 bool scale_grad_by_freq, bool sparse) {
   check_defined(weight, "embedding", "weight");
   check_defined(indices, "embedding", "indices");
+  TANDEM_CHECK(!sparse,
+               "embedding: sparse gradients are not supported (tandem has no sparse "
+               "tensors); the dense gradient is the same values");
   TANDEM_CHECK(weight.dim() == 2, "embedding: weight must be (num_embeddings, embedding_dim), got ",
                shape_str(weight.shape()));
   const Shape weight_shape = weight.shape();
@@ -1822,25 +1826,37 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, int64_t padding_id
     NoGradGuard no_grad;  // one node for the whole op, below
     out = index_select_as(weight, 0, flat, "embedding").view(shape);
   }
-  autograd::record("embedding", {weight}, out,
-                   [flat, padding_idx, weight_shape](const Tensor& g) -> std::vector<Tensor> {
-                     Tensor gw = zeros(weight_shape, TensorOptions(g.dtype()).device(g.device()));
-                     index_add_into(gw, 0, flat, g.reshape({-1, weight_shape[1]}), 1.0, "embedding",
-                                    kernels::BoundsCheck::deferred);
-                     if (padding_idx >= 0) gw.narrow(0, padding_idx, 1).zero_();
-                     // Its adjoint: the rows read back, the padding row's as zeros.
-                     const Shape g_shape = g.shape();
-                     return {linear_in_grad(g, gw, "embedding_backward", [=](const Tensor& gg) {
-                       Tensor rows = gg;
-                       if (padding_idx >= 0) {
-                         Tensor keep = ones({weight_shape[0], 1},
-                                            TensorOptions(gg.dtype()).device(gg.device()));
-                         keep.narrow(0, padding_idx, 1).zero_();
-                         rows = mul(gg, keep);
-                       }
-                       return index_select(rows, 0, flat).reshape(g_shape);
-                     })};
-                   }, kDifferentiable);
+  autograd::record(
+      "embedding", {weight}, out,
+      [flat, padding_idx, scale_grad_by_freq,
+       weight_shape](const Tensor& g) -> std::vector<Tensor> {
+        const TensorOptions opts = TensorOptions(g.dtype()).device(g.device());
+        // Each row's factor, (num_embeddings, 1): 0 for the padding row; with scale_grad_by_freq
+        // 1 / how often the indices name it, as torch's (counted in f32 or f64, exact).
+        Tensor factor;
+        if (scale_grad_by_freq) {
+          const TensorOptions count_opts =
+              opts.dtype(g.dtype() == DType::f64 ? DType::f64 : DType::f32);
+          Tensor counts = zeros({weight_shape[0]}, count_opts);
+          index_add_into(counts, 0, flat, ones({flat.numel()}, count_opts), 1.0, "embedding",
+                         kernels::BoundsCheck::deferred);
+          factor = reciprocal(clamp_min(counts, 1.0)).to(g.dtype()).unsqueeze(1);
+        }
+        if (padding_idx >= 0) {
+          if (!factor.defined()) factor = ones({weight_shape[0], 1}, opts);
+          factor.narrow(0, padding_idx, 1).zero_();
+        }
+        Tensor gw = zeros(weight_shape, opts);
+        index_add_into(gw, 0, flat, g.reshape({-1, weight_shape[1]}), 1.0, "embedding",
+                       kernels::BoundsCheck::deferred);
+        if (factor.defined()) gw = mul(gw, factor);
+        // Its adjoint: the rows read back, times their factors.
+        const Shape g_shape = g.shape();
+        return {linear_in_grad(g, gw, "embedding_backward", [=](const Tensor& gg) {
+          return index_select(factor.defined() ? mul(gg, factor) : gg, 0, flat).reshape(g_shape);
+        })};
+      },
+      kDifferentiable);
   autograd::save_for_backward(out, {flat});
   return out;
 }

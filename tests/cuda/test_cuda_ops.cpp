@@ -1135,6 +1135,22 @@ TEST_CASE(
                   return cat({out.flatten(), h.flatten(), c.flatten()});
                 }),
                 conv_tol(t));
+    // Packed: lengths 3, 5, 2 and 4 sorted on the way in and back on the way out.
+    std::vector<Tensor> pin{randn_as({5, 4, 4}, t, 11), randn_as({2, 4, 6}, t, 12),
+                            randn_as({2, 4, 6}, t, 13)};
+    for (Tensor& w : weights(4, 6, {4}, 2)) pin.push_back(w);
+    same_on_gpu(
+        "packed lstm", pin, with_gradients([](const std::vector<Tensor>& v) {
+          namespace R = nn::utils::rnn;
+          auto p = R::pack_padded_sequence(v[0], from_vector<int64_t>({3, 5, 2, 4}), false, false);
+          auto order = [&](const Tensor& s) { return index_select(s, 1, p.sorted_indices()); };
+          auto [out, h, c] = lstm(p.data(), p.batch_sizes(), {order(v[1]), order(v[2])},
+                                  {v.begin() + 3, v.end()}, true, 1, 0.0, false, true);
+          auto padded = std::get<0>(R::pad_packed_sequence(
+              R::PackedSequence(out, p.batch_sizes(), p.sorted_indices()), false, -0.5));
+          return cat({padded.flatten(), h.flatten(), c.flatten()});
+        }),
+        conv_tol(t));
     std::vector<Tensor> gin{randn_as({7, 2, 3}, t, 4), randn_as({1, 2, 5}, t, 5)};
     for (Tensor& w : weights(3, 5, {3}, 1)) gin.push_back(w);
     same_on_gpu("gru", gin, with_gradients([](const std::vector<Tensor>& v) {

@@ -1081,6 +1081,14 @@ with torch.random.fork_rng():
              padding_value=2.0, total_length=7)[0], r(5, 4, 2))
     case("pack_sequence", lambda a, b, c: rnn_utils.pack_sequence([a, b, c]).data, r(4, 3),
          r(3, 3), r(1, 3))
+    # Embedding gradients scaled by each row's frequency in the batch, with a padding row too.
+    # (torch's gradient of that gradient drops the scaling; test_gradcheck.cpp checks tandem's
+    # against finite differences instead.)
+    freq_idx = torch.tensor([[1, 3, 1], [0, 1, 3]])
+    case("embedding_scale_grad_by_freq",
+         lambda w, i: F.embedding(i, w, scale_grad_by_freq=True), r(5, 3), freq_idx)
+    case("embedding_scale_grad_by_freq_padding",
+         lambda w, i: F.embedding(i, w, padding_idx=3, scale_grad_by_freq=True), r(5, 3), freq_idx)
 
 with open(os.path.join(HERE, "ops.json"), "w") as f:
     json.dump({"generator": "torch " + torch.__version__, "cases": cases}, f)

@@ -3852,6 +3852,13 @@ TEST_CASE(
   CHECK(torch::equal(w2[0], w[0]));
   CHECK_THROWS_WITH(torch::nn::Embedding(torch::nn::EmbeddingOptions(4, 3).sparse(true)),
                     Catch::Contains("sparse gradients are not supported"));
+  // scale_grad_by_freq: row 1, looked up twice, gets the mean of its two gradients, as torch's
+  // (the golden cases check the values against torch's); a clone keeps it.
+  torch::nn::Embedding freq(torch::nn::EmbeddingOptions(4, 3).scale_grad_by_freq(true));
+  freq(torch::tensor({1, 3, 1})).sum().backward();
+  CHECK(freq.weight.grad().to_vector<float>() ==
+        std::vector<float>{0, 0, 0, 1, 1, 1, 0, 0, 0, 1, 1, 1});
+  CHECK(std::dynamic_pointer_cast<torch::nn::Embedding>(freq.clone())->scale_grad_by_freq);
   // libtorch's ReLUOptions(bool) and F::ReLUFuncOptions: inplace is taken, the result is relu's.
   torch::Tensor x = torch::from_vector<float>({-1, 2});
   CHECK(torch::equal(F::relu(x, F::ReLUFuncOptions(true)), torch::relu(x)));

@@ -295,6 +295,8 @@ const std::map<std::string, Fn>& ops() {
       {"scatter", [](V x) { return scatter(x[0], 0, x[1], x[2]); }},
       {"index_add", [](V x) { return index_add(x[0], 0, x[1], x[2], 0.5); }},
       {"embedding_padding", [](V x) { return embedding(x[0], x[1], 1); }},
+      {"embedding_scale_grad_by_freq", [](V x) { return embedding(x[0], x[1], -1, true); }},
+      {"embedding_scale_grad_by_freq_padding", [](V x) { return embedding(x[0], x[1], 3, true); }},
       {"layer_norm",
        [](V x) {
          return layer_norm(x[0], {3, 4}, x[1], x[2], 1e-5);

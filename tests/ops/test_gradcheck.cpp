@@ -354,6 +354,18 @@ TEST_CASE("gradcheck: indexing by tensors of indices", "[gradcheck]") {
   // (A padding row gets no gradient though the forward reads it, so finite differences check
   // embedding without one; the golden case has one.)
   gradcheck([&](V x) { return embedding(x[0], idx); }, {r({3, 5})});
+  // With scale_grad_by_freq the weight's gradient is no derivative, but it is linear in the
+  // output's gradient c: its own gradient in c (torch's drops the scaling) against finite
+  // differences, a padding row too.
+  const Tensor table = r({3, 5}).requires_grad_();
+  for (int64_t padding : {-1, 2})
+    gradcheck(
+        [&](V x) {
+          AutoGradMode on(true);  // (the finite differences run under NoGradGuard)
+          return autograd::grad({sum(mul(embedding(table, idx, padding, true), x[0]))}, {table}, {},
+                                {}, /*create_graph=*/true)[0];
+        },
+        {r({2, 3, 5})});
 }
 
 TEST_CASE("gradcheck: diagonals, rolls, windows, order statistics, products and more losses",

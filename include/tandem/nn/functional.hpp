@@ -527,9 +527,10 @@ struct EmbeddingFuncOptions {
   TANDEM_ARG(bool, sparse) = false;
 };
 namespace detail {
-inline void check_embedding_options(bool scale_grad_by_freq, bool sparse) {
-  TANDEM_CHECK(!scale_grad_by_freq, "Embedding: scale_grad_by_freq is not supported");
-  TANDEM_CHECK(!sparse, "Embedding: sparse gradients are not supported");
+inline void check_embedding_options(bool sparse) {
+  TANDEM_CHECK(!sparse,
+               "Embedding: sparse gradients are not supported (tandem has no sparse "
+               "tensors); the dense gradient is the same values");
 }
 /// torch.nn's padding_idx in [-n, n) as tandem::embedding's (-1: none).
 inline int64_t embedding_padding_idx(std::optional<int64_t> padding_idx, int64_t n) {
@@ -543,14 +544,15 @@ inline int64_t embedding_padding_idx(std::optional<int64_t> padding_idx, int64_t
 
 inline Tensor embedding(const Tensor& input, const Tensor& weight,
                         const EmbeddingFuncOptions& o = {}) {
-  detail::check_embedding_options(o.scale_grad_by_freq(), o.sparse());
+  detail::check_embedding_options(o.sparse());
   if (o.max_norm()) {
     Tensor table = weight;  // a handle: the caller's weight is renormalized, as torch's
     embedding_renorm_(table, input, *o.max_norm(), o.norm_type());
   }
   return tandem::embedding(
       weight, input,
-      detail::embedding_padding_idx(o.padding_idx(), weight.dim() > 0 ? weight.size(0) : 0));
+      detail::embedding_padding_idx(o.padding_idx(), weight.dim() > 0 ? weight.size(0) : 0),
+      o.scale_grad_by_freq());
 }
 
 struct BinaryCrossEntropyFuncOptions {

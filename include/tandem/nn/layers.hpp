@@ -931,8 +931,9 @@ struct EmbeddingOptions {
   /// itself, before the lookup (torch's embedding_renorm_).
   TANDEM_ARG(std::optional<double>, max_norm);
   TANDEM_ARG(double, norm_type) = 2.0;
-  /// libtorch's gradient scaling by frequency and sparse gradients: not built; true is refused.
+  /// Each row's gradient divided by how often the batch's indices name it.
   TANDEM_ARG(bool, scale_grad_by_freq) = false;
+  /// libtorch's sparse gradients: not built (no sparse tensors); true is refused.
   TANDEM_ARG(bool, sparse) = false;
   /// The weight itself, (num_embeddings, embedding_dim), instead of a new one (libtorch's name).
   TANDEM_ARG(Tensor, _weight);
@@ -956,7 +957,8 @@ class Embedding : public Module {
                           .padding_idx(padding_idx >= 0 ? std::optional<int64_t>(padding_idx)
                                                         : std::nullopt)
                           .max_norm(max_norm)
-                          .norm_type(norm_type))
+                          .norm_type(norm_type)
+                          .scale_grad_by_freq(scale_grad_by_freq))
   explicit Embedding(const EmbeddingOptions& options);
   Embedding(int64_t num_embeddings, int64_t embedding_dim)
       : Embedding(EmbeddingOptions(num_embeddings, embedding_dim)) {}
@@ -972,6 +974,7 @@ class Embedding : public Module {
   const int64_t padding_idx;  // -1: none
   const std::optional<double> max_norm;
   const double norm_type;
+  const bool scale_grad_by_freq;
 };
 
 /// EmbeddingBag's mode as libtorch spells it: torch::kSum or torch::kMean (the reduction names

@@ -248,8 +248,10 @@ Tensor dropout3d(const Tensor& input, double p = 0.5, bool training = true,
 /// The rows of weight (num_embeddings, embedding_dim) that `indices` (i64 or i32, any shape)
 /// name: indices' shape + (embedding_dim). Row padding_idx gets no gradient (-1, or any
 /// negative: none, as torch::embedding; nn::Embedding and F::embedding count a negative one from
-/// the end, as torch.nn). libtorch's argument order (weight first).
-Tensor embedding(const Tensor& weight, const Tensor& indices, int64_t padding_idx = -1);
+/// the end, as torch.nn). With scale_grad_by_freq each row's gradient is divided by how often
+/// the indices name it; sparse gradients are refused. libtorch's argument order (weight first).
+Tensor embedding(const Tensor& weight, const Tensor& indices, int64_t padding_idx = -1,
+                 bool scale_grad_by_freq = false, bool sparse = false);
 /// Scales each row of weight that indices name whose norm_type-norm exceeds max_norm by
 /// max_norm / (norm + 1e-7), in place and unrecorded, as torch::embedding_renorm_ (what
 /// max_norm of Embedding and F::embedding does before the lookup).
