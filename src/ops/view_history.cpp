@@ -33,13 +33,21 @@ std::vector<int64_t> storage_positions(const Shape& shape, const Shape& strides,
 }
 
 // Where each element of `view` lies in its base, as the base's row-major element index (i64, of
-// the view's shape, on the base's device): a view reads only elements of its base.
+// the view's shape, on the base's device): a view reads only elements of its base. O(view's
+// size) for a contiguous base (element index = storage position - offset), the usual case;
+// otherwise the base's positions are listed too.
 Tensor view_positions(const Tensor& base, const Tensor& view) {
-  const std::vector<int64_t> in_base =
-      storage_positions(base.shape(), base.strides(), base.storage_offset());
   std::vector<int64_t> in_view =
       storage_positions(view.shape(), view.strides(), view.storage_offset());
-  if (!in_view.empty()) {
+  if (base.is_contiguous()) {
+    const int64_t offset = base.storage_offset(), n = base.numel();
+    for (int64_t& p : in_view) {
+      p -= offset;
+      TANDEM_CHECK(p >= 0 && p < n, "internal: a view reads memory outside its base");
+    }
+  } else if (!in_view.empty()) {
+    const std::vector<int64_t> in_base =
+        storage_positions(base.shape(), base.strides(), base.storage_offset());
     const auto [lo, hi] = std::minmax_element(in_base.begin(), in_base.end());
     std::vector<int64_t> element(static_cast<size_t>(*hi - *lo + 1), -1);
     for (size_t k = 0; k < in_base.size(); ++k) element[in_base[k] - *lo] = static_cast<int64_t>(k);

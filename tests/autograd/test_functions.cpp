@@ -506,6 +506,24 @@ TEST_CASE("in-place ops on views in the graph rewrite their base's history, as t
     close(values(g), {36.0, 356.0, 432.0});
     close(values(a.grad()), {108.0, 706.0, 864.0});
   }
+  {  // a base laid out channels-last (not row-major): the same gradients as a row-major one
+    auto run = [&](torch::MemoryFormat format) {
+      Tensor x = torch::arange(24, torch::kFloat64).view({1, 4, 2, 3}).requires_grad_();
+      Tensor w = torch::from_vector<double>({0.5, -1, 2}).requires_grad_();
+      Tensor y = torch::mul(x, 2.0).contiguous(format);
+      REQUIRE(y.is_contiguous() == (format == torch::MemoryFormat::Contiguous));
+      y[0][1].narrow(1, 0, 3).mul_(w);
+      y.select(1, 3).select(1, 1).add_(w);
+      torch::mul(torch::pow(y, 2), torch::arange(24, torch::kFloat64).view({1, 4, 2, 3}))
+          .sum()
+          .backward();
+      return std::make_pair(values(x.grad()), values(w.grad()));
+    };
+    auto plain = run(torch::MemoryFormat::Contiguous);
+    auto nhwc = run(torch::MemoryFormat::ChannelsLast);
+    close(nhwc.first, plain.first);
+    close(nhwc.second, plain.second);
+  }
   {  // an in-place op on a base: a view made before takes the new history (it was stale)
     Tensor x = torch::from_vector<double>({1, 2}).requires_grad_();
     Tensor b = torch::mul(x, 2.0);
