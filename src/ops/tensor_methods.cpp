@@ -1366,17 +1366,36 @@ Tensor& Tensor::cauchy_(double median, double sigma, Generator* gen) {
   });
 }
 
+namespace {
+// One past the largest integer `t` holds exactly (torch's bound for random_ without one); for
+// i64, 2^63 - 1 itself (one past does not fit).
+int64_t random_bound(DType t) {
+  switch (t) {
+    case DType::f32: return (int64_t{1} << 24) + 1;
+    case DType::f64: return (int64_t{1} << 53) + 1;
+    case DType::f16: return (int64_t{1} << 11) + 1;
+    case DType::bf16: return (int64_t{1} << 8) + 1;
+    case DType::i32: return int64_t{2147483647} + 1;
+    case DType::u8: return 256;
+    case DType::boolean: return 2;
+    case DType::i64: break;
+  }
+  return std::numeric_limits<int64_t>::max();
+}
+}  // namespace
+
 Tensor& Tensor::random_(int64_t from, std::optional<int64_t> to, Generator* gen) {
-  TANDEM_CHECK(to.has_value(), "random_: the upper bound is needed (random_(from, to))");
-  TANDEM_CHECK(from < *to, "random_: expected from < to, got [", from, ", ", *to, ")");
-  TANDEM_CHECK(dtype() != DType::boolean || (from >= 0 && *to <= 2),
-               "random_: a bool tensor takes values in [0, 2), got [", from, ", ", *to, ")");
+  const int64_t end = to ? *to : random_bound(dtype());
+  TANDEM_CHECK(from < end, "random_: expected from < to, got [", from, ", ", end, ")");
+  TANDEM_CHECK(dtype() != DType::boolean || (from >= 0 && end <= 2),
+               "random_: a bool tensor takes values in [0, 2), got [", from, ", ", end, ")");
   return fill_with_draws(*this, "random_", false, [&](TensorOptions o) {
-    return randint(from, *to, shape(), TensorOptions(DType::i64).device(o.device()), gen);
+    return randint(from, end, shape(), TensorOptions(DType::i64).device(o.device()), gen);
   });
 }
 
 Tensor& Tensor::random_(int64_t to, Generator* gen) { return random_(0, to, gen); }
+Tensor& Tensor::random_(Generator* gen) { return random_(0, std::nullopt, gen); }
 
 // --- autograd state ------------------------------------------------------------------------
 

@@ -3957,6 +3957,22 @@ TEST_CASE("libtorch's in-place samplers and torch::normal draw their distributio
   CHECK((r.min().item<int64_t>() == 3 && r.max().item<int64_t>() == 7));
   for (int64_t v = 3; v < 8; ++v) CHECK(std::abs(fraction(r == v) - 0.2) < 5 * 0.4 / root_n);
   CHECK(torch::empty({n}, torch::kFloat32).random_(4, &gen).max().item<float>() == 3);
+  // Without an upper bound: up to the largest integer the dtype holds exactly, as torch's.
+  torch::Tensor h = torch::empty({n}, torch::kHalf).random_(&gen).to(torch::kFloat32);
+  CHECK((h.min().item<float>() == 0 && h.max().item<float>() == 2048));
+  torch::Tensor bf = torch::empty({n}, torch::kBFloat16).random_(&gen).to(torch::kFloat32);
+  CHECK((bf.min().item<float>() == 0 && bf.max().item<float>() == 256));
+  torch::Tensor big = torch::empty({n}, f64).random_(&gen);
+  const double top = std::ldexp(1.0, 53);
+  CHECK(big.max().item<double>() <= top);
+  CHECK(torch::equal(big, torch::floor(big)));
+  CHECK(std::abs(mean_of(big) / top - 0.5) < 5 * std::sqrt(1.0 / 12) / root_n);
+  torch::Tensor wide = torch::empty({n}, torch::kInt64).random_(&gen);
+  CHECK(wide.min().item<int64_t>() >= 0);
+  const double half_range = std::ldexp(1.0, 62);
+  CHECK(std::abs(mean_of(wide.to(f64)) / half_range - 1) < 5 * 2 * std::sqrt(1.0 / 12) / root_n);
+  CHECK(torch::empty({n}, torch::kFloat32).random_(5, std::nullopt, &gen).min().item<float>() >= 5);
+  CHECK(torch::empty({n}, torch::kBool).random_(&gen).to(torch::kFloat32).sum().item<float>() > 0);
 
   torch::Tensor b = torch::empty({n}, torch::kFloat32).bernoulli_(0.3, &gen);
   CHECK(std::abs(mean_of(b) - 0.3) < 5 * std::sqrt(0.3 * 0.7) / root_n);

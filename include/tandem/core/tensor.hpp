@@ -753,8 +753,10 @@ class Tensor {
   /// probability p (a number, or a tensor broadcast to this one's shape) else 0; exponential
   /// (-log(1 - u) / lambd); geometric (the number of trials to the first success, >= 1);
   /// log-normal (exp of normal(mean, std)); Cauchy (median + sigma tan(pi (u - 1/2))); integers
-  /// uniform in [from, to) (random_(to): [0, to)). Floating tensors only, except bernoulli_,
-  /// geometric_ and random_, which take any dtype.
+  /// uniform in [from, to) (random_(to): [0, to); without `to`, up to the largest integer the
+  /// dtype holds exactly: 2^24 for f32, 2^53 for f64, 2^11 for f16, 2^8 for bf16, the integer
+  /// types' maximum, as torch's; i64's last value, 2^63 - 1, is never drawn). Floating tensors
+  /// only, except bernoulli_, geometric_ and random_, which take any dtype.
   Tensor& bernoulli_(double p = 0.5, Generator* gen = nullptr);
   Tensor& bernoulli_(const Tensor& p, Generator* gen = nullptr);
   Tensor& exponential_(double lambd = 1.0, Generator* gen = nullptr);
@@ -763,6 +765,7 @@ class Tensor {
   Tensor& cauchy_(double median = 0.0, double sigma = 1.0, Generator* gen = nullptr);
   Tensor& random_(int64_t from, std::optional<int64_t> to, Generator* gen = nullptr);
   Tensor& random_(int64_t to, Generator* gen = nullptr);
+  Tensor& random_(Generator* gen = nullptr);
   /// The index ops above, writing into this tensor (a bad index throws and writes nothing).
   Tensor& scatter_(int64_t dim, const Tensor& index, const Tensor& src);
   Tensor& scatter_(int64_t dim, const Tensor& index, double value);
