@@ -1497,11 +1497,57 @@ Tensor cubic_along(const Tensor& x, int64_t dim, int64_t out, bool align_corners
   return taps_along(x, dim, i, w);
 }
 
+// Anti-aliased resampling along `dim`, as torch's _upsample_bilinear2d_aa and
+// _upsample_bicubic2d_aa (aten's _compute_weights_aa): downsampling widens the filter (a
+// triangle, or Keys' cubic with A = -0.5 as PIL's) by the scale, so every input element between
+// two outputs counts; each output's weights are normalized to sum to 1. Upsampling gives plain
+// linear (or A = -0.5 cubic) interpolation clamped at the edges.
+template <typename S>
+Tensor antialiased_along(const Tensor& x, int64_t dim, int64_t out, bool align_corners,
+                         std::optional<double> factor, bool cubic) {
+  const int64_t in = x.size(dim);
+  const S scale = resize_scale<S>(in, out, align_corners, factor);
+  auto filter = [cubic](S t) -> S {
+    t = t < 0 ? -t : t;
+    if (!cubic) return t < S(1) ? S(1) - t : S(0);
+    const S a = S(-0.5);
+    if (t < S(1)) return ((a + S(2)) * t - (a + S(3))) * t * t + S(1);
+    if (t < S(2)) return (((t - S(5)) * t + S(8)) * t - S(4)) * a;
+    return S(0);
+  };
+  const S half_width = cubic ? S(2) : S(1);
+  const S support = scale >= S(1) ? half_width * scale : half_width;
+  const S invscale = scale >= S(1) ? S(1) / scale : S(1);
+  const auto taps = static_cast<size_t>(std::ceil(support)) * 2 + 1;
+  std::vector<std::vector<int64_t>> index(taps, std::vector<int64_t>(static_cast<size_t>(out)));
+  std::vector<std::vector<double>> weight(taps, std::vector<double>(index[0].size(), 0.0));
+  std::vector<S> w(taps);
+  for (int64_t d = 0; d < out; ++d) {
+    const S center = scale * (static_cast<S>(d) + S(0.5));
+    const int64_t lo = std::max(static_cast<int64_t>(center - support + S(0.5)), int64_t{0});
+    const int64_t count =
+        std::min(static_cast<int64_t>(center + support + S(0.5)), in) - lo;  // <= taps
+    S total = 0;
+    for (int64_t j = 0; j < count; ++j) {
+      w[static_cast<size_t>(j)] = filter((static_cast<S>(j + lo) - center + S(0.5)) * invscale);
+      total += w[static_cast<size_t>(j)];
+    }
+    const auto k = static_cast<size_t>(d);
+    for (size_t j = 0; j < taps; ++j) {
+      const bool used = static_cast<int64_t>(j) < count;
+      index[j][k] = used ? lo + static_cast<int64_t>(j) : lo;  // an unused tap weighs 0
+      weight[j][k] = used && total != S(0) ? static_cast<double>(w[j] / total) : 0.0;
+    }
+  }
+  return taps_along(x, dim, index, weight);
+}
+
 }  // namespace
 
 Tensor interpolate(const Tensor& input, const std::optional<Shape>& size,
                    const std::optional<std::vector<double>>& scale_factor, const std::string& mode,
-                   std::optional<bool> align_corners, std::optional<bool> recompute_scale_factor) {
+                   std::optional<bool> align_corners, std::optional<bool> recompute_scale_factor,
+                   bool antialias) {
   check_defined(input, "interpolate", "input");
   const int64_t k = input.dim() - 2;  // spatial dims
   TANDEM_CHECK(k >= 1 && k <= 3,
@@ -1522,6 +1568,9 @@ Tensor interpolate(const Tensor& input, const std::optional<Shape>& size,
                  " mode takes a floating-point or u8 input, got dtype ", input.dtype());
   else
     check_floating(input, "interpolate", "input");
+  TANDEM_CHECK(!antialias || ((mode == "bilinear" || mode == "bicubic") && k == 2),
+               "interpolate: antialias is for the bilinear and bicubic modes (4-d input), got ",
+               mode, " with a ", input.dim(), "-d input");
   TANDEM_CHECK(!align_corners || smooth,
                "interpolate: align_corners can only be set with an interpolating mode "
                "(linear, bilinear, bicubic or trilinear), not ",
@@ -1569,7 +1618,12 @@ Tensor interpolate(const Tensor& input, const std::optional<Shape>& size,
       x = index_select(
           x, dim,
           nearest_indices(in[d], out[d], factor[d], mode == "nearest-exact", input.device()));
-    else if (mode == "bicubic")
+    else if (antialias) {
+      // torch resamples only the dims whose size changes (the others' weights are 1 and 0).
+      if (in[d] != out[d])
+        x = f64 ? antialiased_along<double>(x, dim, out[d], corners, factor[d], mode == "bicubic")
+                : antialiased_along<float>(x, dim, out[d], corners, factor[d], mode == "bicubic");
+    } else if (mode == "bicubic")
       x = f64 ? cubic_along<double>(x, dim, out[d], corners, factor[d])
               : cubic_along<float>(x, dim, out[d], corners, factor[d]);
     else

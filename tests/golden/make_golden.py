@@ -1089,6 +1089,17 @@ with torch.random.fork_rng():
          lambda w, i: F.embedding(i, w, scale_grad_by_freq=True), r(5, 3), freq_idx)
     case("embedding_scale_grad_by_freq_padding",
          lambda w, i: F.embedding(i, w, padding_idx=3, scale_grad_by_freq=True), r(5, 3), freq_idx)
+    # Anti-aliased resizing: down, down by a factor, with corners aligned, up along one axis.
+    case("interpolate_bilinear_antialias_down",
+         lambda x: F.interpolate(x, size=(3, 4), mode="bilinear", antialias=True), r(2, 3, 11, 9))
+    case("interpolate_bicubic_antialias_scale",
+         lambda x: F.interpolate(x, scale_factor=0.4, mode="bicubic", antialias=True),
+         r(1, 2, 10, 12))
+    case("interpolate_bilinear_antialias_corners",
+         lambda x: F.interpolate(x, size=(4, 5), mode="bilinear", align_corners=True,
+                                 antialias=True), r(1, 1, 9, 13))
+    case("interpolate_bicubic_antialias_up_down",
+         lambda x: F.interpolate(x, size=(8, 3), mode="bicubic", antialias=True), r(1, 2, 5, 9))
 
 with open(os.path.join(HERE, "ops.json"), "w") as f:
     json.dump({"generator": "torch " + torch.__version__, "cases": cases}, f)

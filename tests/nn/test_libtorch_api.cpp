@@ -3802,9 +3802,9 @@ TEST_CASE(
                     Catch::Contains("linear mode needs a 3-d input"));
   CHECK_THROWS_WITH(
       F::interpolate(
-          a.view({1, 1, 2, 3}),
-          F::InterpolateFuncOptions().size(Shape{1, 1}).mode(torch::kBilinear).antialias(true)),
-      Catch::Contains("antialias is not supported"));
+          a.view({1, 1, 6}),
+          F::InterpolateFuncOptions().size(Shape{3}).mode(torch::kLinear).antialias(true)),
+      Catch::Contains("antialias is for the bilinear and bicubic modes (4-d input), got linear"));
   CHECK_THROWS_WITH(torch::diff(torch::ones({})), Catch::Contains("at least 1 dim"));
   torch::Tensor leaf = torch::zeros({3}).requires_grad_();
   CHECK_THROWS_WITH(leaf.index_copy_(0, torch::tensor({1}), torch::ones({1})),

@@ -295,6 +295,16 @@ const std::map<std::string, Fn>& ops() {
       {"scatter", [](V x) { return scatter(x[0], 0, x[1], x[2]); }},
       {"index_add", [](V x) { return index_add(x[0], 0, x[1], x[2], 0.5); }},
       {"embedding_padding", [](V x) { return embedding(x[0], x[1], 1); }},
+      {"interpolate_bilinear_antialias_down",
+       [](V x) { return interpolate(x[0], Shape{3, 4}, {}, "bilinear", {}, {}, true); }},
+      {"interpolate_bicubic_antialias_scale",
+       [](V x) {
+         return interpolate(x[0], {}, std::vector<double>{0.4}, "bicubic", {}, {}, true);
+       }},
+      {"interpolate_bilinear_antialias_corners",
+       [](V x) { return interpolate(x[0], Shape{4, 5}, {}, "bilinear", true, {}, true); }},
+      {"interpolate_bicubic_antialias_up_down",
+       [](V x) { return interpolate(x[0], Shape{8, 3}, {}, "bicubic", {}, {}, true); }},
       {"embedding_scale_grad_by_freq", [](V x) { return embedding(x[0], x[1], -1, true); }},
       {"embedding_scale_grad_by_freq_padding", [](V x) { return embedding(x[0], x[1], 3, true); }},
       {"layer_norm",

@@ -381,13 +381,12 @@ struct InterpolateFuncOptions {
   TANDEM_ARG(std::string, mode) = "nearest";
   TANDEM_ARG(std::optional<bool>, align_corners) = std::nullopt;
   TANDEM_ARG(std::optional<bool>, recompute_scale_factor) = std::nullopt;
-  /// libtorch's anti-aliased downsampling (bilinear, bicubic): not built; true is refused.
+  /// Anti-aliased downsampling (bilinear and bicubic), as torch's.
   TANDEM_ARG(bool, antialias) = false;
 };
 inline Tensor interpolate(const Tensor& input, const InterpolateFuncOptions& o = {}) {
-  TANDEM_CHECK(!o.antialias(), "interpolate: antialias is not supported");
   return tandem::interpolate(input, o.size_, o.scale_factor_, o.mode_, o.align_corners_,
-                             o.recompute_scale_factor_);
+                             o.recompute_scale_factor_, o.antialias_);
 }
 
 /// F::grid_sample(x, grid, F::GridSampleFuncOptions().mode(torch::kNearest)

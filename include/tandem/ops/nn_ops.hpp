@@ -201,12 +201,14 @@ Tensor adaptive_avg_pool3d(const Tensor& input, Int3 output_size);
 /// floating or u8), "linear" (3-d), "bilinear" and "bicubic" (4-d), "trilinear" (5-d), "area"
 /// (adaptive average pooling). align_corners: the interpolating modes only, false by default.
 /// Source positions as PyTorch's: with a scale factor and no recompute_scale_factor, the scale is
-/// 1 / scale_factor, else in / out. Separable, one spatial dim at a time, built of index_select
-/// and elementwise ops: differentiable, every device.
+/// 1 / scale_factor, else in / out. antialias (bilinear and bicubic): when downsampling, the
+/// filter widens with the scale so every input element counts, as torch's (bicubic then uses
+/// A = -0.5, as PIL). Separable, one spatial dim at a time, built of index_select and
+/// elementwise ops: differentiable, every device.
 Tensor interpolate(const Tensor& input, const std::optional<Shape>& size,
                    const std::optional<std::vector<double>>& scale_factor,
                    const std::string& mode = "nearest", std::optional<bool> align_corners = {},
-                   std::optional<bool> recompute_scale_factor = {});
+                   std::optional<bool> recompute_scale_factor = {}, bool antialias = false);
 /// libtorch's mode names: `F::InterpolateFuncOptions().mode(torch::kBilinear)`. (kLinear, the
 /// mode and the initializers' nonlinearity both, as libtorch's one enum.)
 inline constexpr const char* kNearest = "nearest";
