@@ -21,16 +21,37 @@ Tensor reflect(const Tensor& x, double twice_low, double twice_high) {
   return where(even, add(extra, low), add(neg(extra), span + low));
 }
 
-// The source position along an axis of `size` of normalized coordinates in [-1, 1] (torch's
-// grid_sampler_compute_source_index).
-Tensor source_coordinate(const Tensor& coord, int64_t size, GridPadding padding, bool corners) {
+// The position along an axis of `size` of normalized coordinates in [-1, 1] (torch's
+// grid_sampler_unnormalize).
+Tensor unnormalize(const Tensor& coord, int64_t size, bool corners) {
   const auto s = static_cast<double>(size);
-  Tensor x =
-      corners ? mul(div(add(coord, 1.0), 2.0), s - 1) : div(sub(mul(add(coord, 1.0), s), 1.0), 2.0);
+  return corners ? mul(div(add(coord, 1.0), 2.0), s - 1)
+                 : div(sub(mul(add(coord, 1.0), s), 1.0), 2.0);
+}
+
+// A position brought inside by the padding mode, as torch's compute_coordinates: border clamps,
+// reflection reflects then clamps, zeros leaves it (what lies outside then reads as zero).
+Tensor padded(Tensor x, int64_t size, GridPadding padding, bool corners) {
+  const auto s = static_cast<double>(size);
   if (padding == GridPadding::reflection)
     x = corners ? reflect(x, 0, 2 * (s - 1)) : reflect(x, -1, 2 * s - 1);
   if (padding != GridPadding::zeros) x = clamp(x, 0.0, s - 1);
   return x;
+}
+
+// Keys' cubic convolution weights (A = -0.75, torch's get_cubic_upsample_coefficients) of the
+// four taps floor(x) - 1 .. floor(x) + 2 at fraction t = x - floor(x): tensors, so the grid's
+// gradient comes through them.
+std::vector<Tensor> cubic_weights(const Tensor& t) {
+  const double A = -0.75;
+  auto near = [&](const Tensor& x) {  // |x| <= 1: ((A + 2) x - (A + 3)) x x + 1
+    return add(mul(mul(sub(mul(x, A + 2), A + 3), x), x), 1.0);
+  };
+  auto far = [&](const Tensor& x) {  // 1 < |x| < 2: ((A x - 5 A) x + 8 A) x - 4 A
+    return sub(mul(add(mul(sub(mul(x, A), 5 * A), x), 8 * A), x), 4 * A);
+  };
+  const Tensor rest = add(neg(t), 1.0);  // 1 - t
+  return {far(add(t, 1.0)), near(t), near(rest), far(add(rest, 1.0))};
 }
 
 }  // namespace
@@ -51,9 +72,11 @@ Tensor grid_sample(const Tensor& input, const Tensor& grid, const std::string& m
                ") and ", input.dim(), " dims, got ", shape_str(grid.shape()));
   TANDEM_CHECK(grid.dtype() == input.dtype(), op, ": the grid's dtype ", grid.dtype(),
                " differs from the input's ", input.dtype());
-  TANDEM_CHECK(mode == "bilinear" || mode == "nearest", op, ": mode '", mode,
-               "' is not supported (bilinear, which is trilinear for a 5-d input, and nearest "
-               "are)");
+  TANDEM_CHECK(mode == "bilinear" || mode == "nearest" || mode == "bicubic", op, ": mode '", mode,
+               "' is not supported (bilinear, which is trilinear for a 5-d input, nearest and "
+               "bicubic are)");
+  TANDEM_CHECK(mode != "bicubic" || input.dim() == 4, op, ": bicubic mode takes a 4-d input, got ",
+               input.dim(), " dims (as torch's)");
   const bool corners = align_corners.value_or(false);
   const int64_t n = input.size(0), channels = input.size(1);
   Shape out_shape{n, channels};
@@ -62,39 +85,51 @@ Tensor grid_sample(const Tensor& input, const Tensor& grid, const std::string& m
   const Tensor flat = input.reshape({n, channels, -1});
   // Per spatial axis (D, H, W order), each candidate source index once: its offset into the
   // flattened plane (clamped inside it), whether it lies inside, and its weight (none for
-  // nearest).
+  // nearest). Nearest and bilinear pad the position, then take 1 or 2 taps around it; bicubic
+  // takes 4 taps around the position as it is and pads each tap, as torch's.
   struct Candidate {
     Tensor offset, inside, weight;
   };
+  const size_t taps = mode == "nearest" ? 1 : mode == "bilinear" ? 2 : 4;
   std::vector<std::vector<Candidate>> candidates(static_cast<size_t>(k));
   int64_t stride = 1;
   for (int64_t a = k - 1; a >= 0; --a) {
     const int64_t size = input.size(a + 2);
     // The grid's last dim lists x (W) first.
-    const Tensor c =
-        source_coordinate(grid.select(-1, k - 1 - a).reshape({n, points}), size, padding, corners);
+    const Tensor at = unnormalize(grid.select(-1, k - 1 - a).reshape({n, points}), size, corners);
     auto candidate = [&](const Tensor& i, const Tensor& weight) {
       return Candidate{mul(clamp(i, 0.0, static_cast<double>(size - 1)).to(DType::i64), stride),
                        logical_and(ge(i, 0.0), le(i, static_cast<double>(size - 1))), weight};
     };
     auto& axis = candidates[static_cast<size_t>(a)];
     if (mode == "nearest") {
-      axis = {candidate(round(c).detach(), Tensor())};  // half to even, as torch's nearbyint
-    } else {
+      // half to even, as torch's nearbyint
+      axis = {candidate(round(padded(at, size, padding, corners)).detach(), Tensor())};
+    } else if (mode == "bilinear") {
+      const Tensor c = padded(at, size, padding, corners);
       const Tensor low = floor(c).detach(), high = add(low, 1.0);
       axis = {candidate(low, sub(high, c)), candidate(high, sub(c, low))};
+    } else {
+      const Tensor low = floor(at).detach();
+      const std::vector<Tensor> w = cubic_weights(sub(at, low));
+      for (size_t j = 0; j < taps; ++j)
+        axis.push_back(candidate(
+            padded(add(low, static_cast<double>(j) - 1.0), size, padding, corners).detach(), w[j]));
     }
     stride *= size;
   }
   // Every corner (lexicographic over the axes, as torch's nw, ne, sw, se): the value there if it
   // lies inside the input, times its weight (the product from the last axis to the first).
   Tensor out;
-  const size_t corner_count = size_t{1} << (mode == "nearest" ? 0 : k);
+  size_t corner_count = 1;
+  for (int64_t a = 0; a < k; ++a) corner_count *= taps;
   for (size_t corner = 0; corner < corner_count; ++corner) {
     Tensor position, inside, w;
+    size_t digits = corner;  // base `taps`, the last axis's tap in the lowest digit
     for (int64_t a = k - 1; a >= 0; --a) {
-      const size_t bit = mode == "nearest" ? 0 : (corner >> (k - 1 - a)) & 1;
-      const Candidate& at = candidates[static_cast<size_t>(a)][bit];
+      const size_t tap = digits % taps;
+      digits /= taps;
+      const Candidate& at = candidates[static_cast<size_t>(a)][tap];
       position = position.defined() ? add(position, at.offset) : at.offset;
       inside = inside.defined() ? logical_and(inside, at.inside) : at.inside;
       if (at.weight.defined()) w = w.defined() ? mul(w, at.weight) : at.weight;

@@ -1202,13 +1202,14 @@ TEST_CASE("CUDA interpolate, flip, repeat and chunk match the CPU, forward and b
                               interpolate(v[0], Shape{2, 3}, {}, kArea).flatten()});
                 }),
                 tol(t));
-    same_on_gpu("grid_sample (bilinear, nearest; each padding), affine_grid",
+    same_on_gpu("grid_sample (bilinear, nearest, bicubic; each padding), affine_grid",
                 {in[0], randn_as({2, 2, 3}, t, 32)},
                 with_gradients([](const std::vector<Tensor>& v) {
                   const Tensor grid = affine_grid(v[1], {2, 3, 4, 6}, true);
                   return cat({grid_sample(v[0], grid).flatten(),
                               grid_sample(v[0], grid, "bilinear", kReflection, true).flatten(),
-                              grid_sample(v[0], mul(grid, 1.5), "nearest", kBorder).flatten()});
+                              grid_sample(v[0], mul(grid, 1.5), "nearest", kBorder).flatten(),
+                              grid_sample(v[0], grid, "bicubic", kReflection).flatten()});
                 }),
                 // f32: theta's gradient sums every output's, in the GPU's other order
                 t == DType::f32 ? Tol{1e-4, 1e-4} : tol(t));

@@ -1100,6 +1100,14 @@ with torch.random.fork_rng():
                                  antialias=True), r(1, 1, 9, 13))
     case("interpolate_bicubic_antialias_up_down",
          lambda x: F.interpolate(x, size=(8, 3), mode="bicubic", antialias=True), r(1, 2, 5, 9))
+    # grid_sample's bicubic mode in each padding, the grid reaching past the edges.
+    grid_bicubic = torch.rand(2, 3, 4, 2) * 2.6 - 1.3
+    for padding in ["zeros", "border", "reflection"]:
+        for corners in [False, True]:
+            case("grid_sample_bicubic_%s%s" % (padding, "_corners" if corners else ""),
+                 lambda x, g, padding=padding, corners=corners: F.grid_sample(
+                     x, g, mode="bicubic", padding_mode=padding, align_corners=corners),
+                 r(2, 3, 5, 4), grid_bicubic)
 
 with open(os.path.join(HERE, "ops.json"), "w") as f:
     json.dump({"generator": "torch " + torch.__version__, "cases": cases}, f)

@@ -110,7 +110,7 @@ std::map<std::string, Fn> with_families(std::map<std::string, Fn> table) {
     table[std::string("quantile_") + mode] = [mode](V x) {
       return quantile(x[0], from_vector(std::vector<float>{0.1, 0.5, 0.75}, {3}), 0, false, mode);
     };
-  for (const char* mode : {"bilinear", "nearest"})
+  for (const char* mode : {"bilinear", "nearest", "bicubic"})
     for (const auto& [name, padding] :
          {std::pair{"zeros", GridPadding::zeros}, std::pair{"border", GridPadding::border},
           std::pair{"reflection", GridPadding::reflection}})

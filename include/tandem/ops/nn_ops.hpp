@@ -227,8 +227,8 @@ inline constexpr GridPadding kReflection = GridPadding::reflection;
 /// torch.nn.functional.grid_sample: the input ((N, C, H, W) or (N, C, D, H, W)) sampled at the
 /// grid's normalized positions ((N, H', W', 2) as x, y, or (N, D', H', W', 3) as x, y, z; -1 and
 /// 1 the outer edges of the corner pixels, or their centres with align_corners), by "bilinear"
-/// (trilinear in 3-d) or "nearest" (half to even) interpolation. Differentiable in the input
-/// and the grid, as torch's.
+/// (trilinear in 3-d), "nearest" (half to even) or "bicubic" (4-d; Keys' A = -0.75 over 4 x 4
+/// taps, each tap padded) interpolation. Differentiable in the input and the grid, as torch's.
 Tensor grid_sample(const Tensor& input, const Tensor& grid, const std::string& mode = "bilinear",
                    GridPadding padding = GridPadding::zeros,
                    std::optional<bool> align_corners = std::nullopt);
