@@ -3917,8 +3917,14 @@ TEST_CASE("grid_sample and affine_grid in libtorch's spelling, and what they ref
   CHECK(F::grid_sample(x, far).item<float>() == 0);
   CHECK(F::grid_sample(x, far, F::GridSampleFuncOptions().padding_mode(torch::kBorder))
             .item<float>() == 11);
-  CHECK_THROWS_WITH(F::grid_sample(x, far, F::GridSampleFuncOptions().mode(torch::kBicubic)),
-                    Catch::Contains("mode 'bicubic' is not supported"));
+  // Bicubic at the pixels' centres gives the pixels back; it takes 4-d input only, as torch's.
+  CHECK(torch::allclose(F::grid_sample(x, grid, F::GridSampleFuncOptions().mode(torch::kBicubic)),
+                        x, 1e-5, 1e-5));
+  CHECK_THROWS_WITH(F::grid_sample(x.unsqueeze(2), torch::zeros({1, 1, 1, 1, 3}),
+                                   F::GridSampleFuncOptions().mode(torch::kBicubic)),
+                    Catch::Contains("bicubic mode takes a 4-d input, got 5 dims"));
+  CHECK_THROWS_WITH(F::grid_sample(x, far, F::GridSampleFuncOptions().mode("area")),
+                    Catch::Contains("mode 'area' is not supported"));
   CHECK_THROWS_WITH(F::grid_sample(x, torch::zeros({1, 2, 2, 3})),
                     Catch::Contains("expected a grid of shape (N, ..., 2)"));
   CHECK_THROWS_WITH(F::affine_grid(torch::zeros({1, 3, 4}), {1, 1, 3, 4}),
