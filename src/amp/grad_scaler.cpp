@@ -46,21 +46,23 @@ void GradScaler::unscale(optim::Optimizer& optimizer) {
       TANDEM_CHECK(is_floating(g.dtype()), "GradScaler.unscale: gradients are floating point, got ",
                    g.dtype(), " for a parameter of ", p.dtype());
       grads.push_back(unexpand(g));
-      kernels::unscale_grad.at(grads.back(), "GradScaler.unscale");
+      kernels::unscale_grads.at(grads.back(), "GradScaler.unscale");
     }
   unscaled_.push_back({&optimizer});
-  const double inv = 1.0 / scale_;
   // One found-inf flag per device the gradients lie on, read once at the end: on a GPU the host
   // waits once per unscale, not once per gradient.
-  std::vector<Tensor> flags;
+  std::vector<std::pair<Tensor, std::vector<Tensor>>> devices;  // (flag, its device's gradients)
   for (const Tensor& g : grads) {
-    auto flag = std::find_if(flags.begin(), flags.end(),
-                             [&](const Tensor& f) { return f.device() == g.device(); });
-    if (flag == flags.end())
-      flag = flags.insert(flags.end(), zeros({}, TensorOptions(DType::f32).device(g.device())));
-    kernels::unscale_grad(g, *flag, inv);
+    auto d = std::find_if(devices.begin(), devices.end(),
+                          [&](const auto& e) { return e.first.device() == g.device(); });
+    if (d == devices.end())
+      d = devices.insert(devices.end(),
+                         {zeros({}, TensorOptions(DType::f32).device(g.device())), {}});
+    d->second.push_back(g);
   }
-  for (const Tensor& flag : flags)
+  for (const auto& [flag, on_device] : devices)
+    kernels::unscale_grads(flag, on_device, 1.0 / scale_);
+  for (const auto& [flag, on_device] : devices)
     if (flag.item<float>() != 0.0f) unscaled_.back().found_inf = true;
 }
 

@@ -4,6 +4,7 @@
 // mask from the output. Layer norm over (rows, features), a row at a time.
 #include <cmath>
 
+#include "../kernels/norm_update.hpp"
 #include "extreme.hpp"
 #include "kernels.hpp"
 #include "loops.hpp"
@@ -99,6 +100,17 @@ void batch_norm_stats(const Tensor& mean, const Tensor& var, const Tensor& in) {
       ptr<T>(mean)[c] = static_cast<T>(mu[c]);
       ptr<T>(var)[c] = static_cast<T>(channel_total(part, d, c) / count);
     }
+  });
+}
+
+void batch_norm_update(const Tensor& invstd, const Tensor& running_mean, const Tensor& running_var,
+                       const Tensor& mean, const Tensor& var, const BatchNormUpdate& u) {
+  dispatch_dtype<DTypeSet::wide>(var.dtype(), "batch_norm (cpu)", [&](auto p) {
+    using P = decltype(p);
+    P* rm = u.running ? ptr<P>(running_mean) : nullptr;
+    P* rv = u.running ? ptr<P>(running_var) : nullptr;
+    for (int64_t c = 0; c < var.numel(); ++c)
+      batch_norm_update_one(ptr<P>(invstd), rm, rv, ptr<const P>(mean), ptr<const P>(var), u, c);
   });
 }
 
@@ -436,6 +448,7 @@ void batch_norm_backward_entry(const Tensor& grad_in, const Tensor& grad_weight,
 }
 
 TANDEM_REGISTER_CPU(batch_norm_stats, batch_norm_stats_entry);
+TANDEM_REGISTER_CPU(batch_norm_update, batch_norm_update);
 TANDEM_REGISTER_CPU(batch_norm_forward, batch_norm_forward_entry);
 TANDEM_REGISTER_CPU(batch_norm_backward, batch_norm_backward_entry);
 TANDEM_REGISTER_CPU(layer_norm_forward, layer_norm_forward);

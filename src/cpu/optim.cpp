@@ -228,6 +228,10 @@ void unscale_grad(const Tensor& grad, const Tensor& found_inf, double inv_scale)
   if (nonfinite.load()) *ptr<float>(found_inf) = 1.0f;
 }
 
+void unscale_grads(const Tensor& found_inf, const std::vector<Tensor>& grads, double inv_scale) {
+  for (const Tensor& g : grads) unscale_grad(g, found_inf, inv_scale);
+}
+
 }  // namespace
 
 TANDEM_REGISTER_CPU(sgd_step, sgd_step);
@@ -236,7 +240,7 @@ TANDEM_REGISTER_CPU(adam_steps, adam_steps);
 TANDEM_REGISTER_CPU(adam_step, adam_step);
 TANDEM_REGISTER_CPU(rmsprop_steps, rmsprop_steps);
 TANDEM_REGISTER_CPU(adagrad_steps, adagrad_steps);
-TANDEM_REGISTER_CPU(unscale_grad, unscale_grad);
+TANDEM_REGISTER_CPU(unscale_grads, unscale_grads);
 
 }  // namespace TANDEM_CPU_NAMESPACE
 }  // namespace tandem::kernels::cpu

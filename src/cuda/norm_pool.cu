@@ -12,6 +12,7 @@
 
 #include "../kernels/divider.hpp"
 #include "../kernels/kernels.hpp"
+#include "../kernels/norm_update.hpp"
 #include "../kernels/pool.hpp"
 #include "loops.cuh"
 #include "tandem/cuda/runtime.hpp"
@@ -452,6 +453,28 @@ void batch_norm_stats(const Tensor& mean, const Tensor& var, const Tensor& in) {
         ptr<P>(mean), ptr<P>(var), ptr<const double>(partial), ptr<const T>(in), c, sl.count,
         sl.rows, l);
     cuda::check_launch("batch_norm_stats (channels)");
+  });
+}
+
+template <typename P>
+__global__ void bn_update_kernel(P* invstd, P* running_mean, P* running_var, const P* mean,
+                                 const P* var, int64_t channels, BatchNormUpdate u) {
+  TANDEM_CUDA_LOOP(c, channels) {
+    batch_norm_update_one(invstd, running_mean, running_var, mean, var, u, c);
+  }
+}
+
+void batch_norm_update(const Tensor& invstd, const Tensor& running_mean, const Tensor& running_var,
+                       const Tensor& mean, const Tensor& var, const BatchNormUpdate& u) {
+  const int64_t c = var.numel();
+  if (c == 0) return;
+  cuda::TensorDeviceGuard guard(var);
+  dispatch_bn(var.dtype(), "batch_norm (cuda)", [&](auto, auto p) {
+    using P = decltype(p);
+    bn_update_kernel<<<cuda::grid_for(c), cuda::kThreads, 0, cuda::current_stream()>>>(
+        ptr<P>(invstd), u.running ? ptr<P>(running_mean) : nullptr,
+        u.running ? ptr<P>(running_var) : nullptr, ptr<const P>(mean), ptr<const P>(var), c, u);
+    cuda::check_launch("batch_norm_update");
   });
 }
 
@@ -977,6 +1000,7 @@ void adaptive_avg_pool2d_backward(const Tensor& grad_in, const Tensor& grad_out)
 }  // namespace
 
 TANDEM_REGISTER_CUDA(batch_norm_stats, batch_norm_stats);
+TANDEM_REGISTER_CUDA(batch_norm_update, batch_norm_update);
 TANDEM_REGISTER_CUDA(batch_norm_forward, batch_norm_forward);
 TANDEM_REGISTER_CUDA(batch_norm_backward, batch_norm_backward);
 TANDEM_REGISTER_CUDA(layer_norm_forward, layer_norm_forward);

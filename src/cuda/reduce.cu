@@ -842,28 +842,70 @@ void adagrad_steps(const Tensor& key, const std::vector<AdagradEntry>& entries,
 
 // GradScaler's unscale: every thread that meets an inf or NaN stores the same 1 (no atomics).
 template <typename T>
+__device__ __forceinline__ void unscale_one(T& g, float* found, compute_t<T> inv) {
+  const T v = convert<T>(convert<compute_t<T>>(g) * inv);
+  g = v;
+  if (!isfinite(convert<compute_t<T>>(v))) *found = 1.0f;
+}
+
+template <typename T>
 __global__ void unscale_kernel(T* g, int64_t n, cuda::OffsetCalc<1> oc, float* found,
                                compute_t<T> inv) {
   TANDEM_CUDA_LOOP(i, n) {
     int64_t off[1];
     oc.get(i, off);
-    const T v = convert<T>(convert<compute_t<T>>(g[off[0]]) * inv);
-    g[off[0]] = v;
-    if (!isfinite(convert<compute_t<T>>(v))) *found = 1.0f;
+    unscale_one(g[off[0]], found, inv);
   }
 }
 
-void unscale_grad(const Tensor& grad, const Tensor& found_inf, double inv_scale) {
-  const int64_t n = grad.numel();
-  if (n == 0) return;
-  auto oc = cuda::offsets<1>(grad.shape(), {grad.strides()});
-  cuda::TensorDeviceGuard guard(grad);
-  cuda::dispatch<true>(grad.dtype(), "unscale_grad (cuda)", [&](auto t) {
-    using T = decltype(t);
-    unscale_kernel<<<cuda::grid_for(n), cuda::kThreads, 0, cuda::current_stream()>>>(
-        ptr<T>(grad), n, oc, ptr<float>(found_inf), static_cast<compute_t<T>>(inv_scale));
-    cuda::check_launch("unscale_grad");
-  });
+template <typename T>
+struct UnscaleBatch : ChunkTable<T, 1, 64> {};
+
+template <typename T>
+__global__ void unscale_batch_kernel(UnscaleBatch<T> b, float* found, compute_t<T> inv) {
+  int64_t begin, end;
+  T* g = b.ptr[0][b.block_range(begin, end)];
+  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) unscale_one(g[i], found, inv);
+}
+
+// Dense gradients of each dtype in chunk tables (a ResNet-50's 161 in three or four launches, not
+// 161); the others one launch each.
+void unscale_grads(const Tensor& found_inf, const std::vector<Tensor>& grads, double inv_scale) {
+  cuda::TensorDeviceGuard guard(found_inf);
+  std::vector<DType> dtypes;
+  for (const Tensor& g : grads) {
+    TANDEM_CHECK(g.device() == found_inf.device(), "unscale_grads: a gradient on ", g.device(),
+                 " with a flag on ", found_inf.device());
+    if (std::find(dtypes.begin(), dtypes.end(), g.dtype()) == dtypes.end())
+      dtypes.push_back(g.dtype());
+  }
+  float* found = ptr<float>(found_inf);
+  for (const DType dtype : dtypes)
+    cuda::dispatch<true>(dtype, "unscale_grads (cuda)", [&](auto t) {
+      using T = decltype(t);
+      const auto inv = static_cast<compute_t<T>>(inv_scale);
+      std::vector<const Tensor*> dense;
+      std::vector<int64_t> numels;
+      for (const Tensor& g : grads) {
+        if (g.dtype() != dtype || g.numel() == 0) continue;
+        if (dense_alike(g, {})) {
+          dense.push_back(&g);
+          numels.push_back(g.numel());
+          continue;
+        }
+        const int64_t n = g.numel();
+        unscale_kernel<<<cuda::grid_for(n), cuda::kThreads, 0, cuda::current_stream()>>>(
+            ptr<T>(g), n, cuda::offsets<1>(g.shape(), {g.strides()}), found, inv);
+        cuda::check_launch("unscale_grads");
+      }
+      launch_chunks<UnscaleBatch<T>>(
+          numels,
+          [&](UnscaleBatch<T>& b, int slot, size_t i) { b.ptr[0][slot] = ptr<T>(*dense[i]); },
+          [&](const UnscaleBatch<T>& b, int blocks) {
+            unscale_batch_kernel<<<blocks, 512, 0, cuda::current_stream()>>>(b, found, inv);
+            cuda::check_launch("unscale_grads");
+          });
+    });
 }
 
 }  // namespace
@@ -879,6 +921,6 @@ TANDEM_REGISTER_CUDA(adam_step, adam_step);
 TANDEM_REGISTER_CUDA(adam_steps, adam_steps);
 TANDEM_REGISTER_CUDA(rmsprop_steps, rmsprop_steps);
 TANDEM_REGISTER_CUDA(adagrad_steps, adagrad_steps);
-TANDEM_REGISTER_CUDA(unscale_grad, unscale_grad);
+TANDEM_REGISTER_CUDA(unscale_grads, unscale_grads);
 
 }  // namespace tandem::kernels::cuda_backend

@@ -143,6 +143,7 @@ TANDEM_STUB(bmm);
 TANDEM_STUB(conv2d_forward);
 TANDEM_STUB(conv2d_backward);
 TANDEM_STUB(batch_norm_stats);
+TANDEM_STUB(batch_norm_update);
 TANDEM_STUB(batch_norm_forward);
 TANDEM_STUB(batch_norm_backward);
 TANDEM_STUB(layer_norm_forward);
@@ -168,7 +169,7 @@ TANDEM_STUB(adam_step);
 TANDEM_STUB(adam_steps);
 TANDEM_STUB(rmsprop_steps);
 TANDEM_STUB(adagrad_steps);
-TANDEM_STUB(unscale_grad);
+TANDEM_STUB(unscale_grads);
 #undef TANDEM_STUB
 
 }  // namespace tandem::kernels

@@ -202,20 +202,29 @@ Tensor RNNCell::forward(const Tensor& input, const Tensor& hx) {
 }  // namespace tandem::nn
 
 namespace tandem::nn::utils::rnn {
-Tensor pad_sequence(const std::vector<Tensor>& sequences, bool batch_first, double padding_value) {
-  TANDEM_CHECK(!sequences.empty(), "pad_sequence: no sequences given");
-  int64_t longest = 0;
+namespace {
+// Sequences that pad_sequence can stack (as many as given, each defined with a first dim, the
+// dims after it alike); returns their lengths. `op` names the call in the errors.
+std::vector<int64_t> sequence_lengths(const std::vector<Tensor>& sequences, const char* op) {
+  TANDEM_CHECK(!sequences.empty(), op, ": no sequences given");
+  std::vector<int64_t> lengths;
   for (size_t i = 0; i < sequences.size(); ++i) {
     const Tensor& s = sequences[i];
-    TANDEM_CHECK(s.defined() && s.dim() >= 1, "pad_sequence: sequence ", i,
-                 " is undefined or has no dims");
+    TANDEM_CHECK(s.defined() && s.dim() >= 1, op, ": sequence ", i, " is undefined or has no dims");
     const Shape& first = sequences[0].shape();
     TANDEM_CHECK(
-        Shape(s.shape().begin() + 1, s.shape().end()) == Shape(first.begin() + 1, first.end()),
-        "pad_sequence: sequence ", i, " has shape ", shape_str(s.shape()), " and sequence 0 ",
-        shape_str(first), ": the dims after the first must agree");
-    longest = std::max(longest, s.size(0));
+        Shape(s.shape().begin() + 1, s.shape().end()) == Shape(first.begin() + 1, first.end()), op,
+        ": sequence ", i, " has shape ", shape_str(s.shape()), " and sequence 0 ", shape_str(first),
+        ": the dims after the first must agree");
+    lengths.push_back(s.size(0));
   }
+  return lengths;
+}
+}  // namespace
+
+Tensor pad_sequence(const std::vector<Tensor>& sequences, bool batch_first, double padding_value) {
+  const std::vector<int64_t> lengths = sequence_lengths(sequences, "pad_sequence");
+  const int64_t longest = *std::max_element(lengths.begin(), lengths.end());
   std::vector<Tensor> padded;
   for (const Tensor& s : sequences) {
     std::vector<int64_t> pads(2 * static_cast<size_t>(s.dim()),
@@ -349,13 +358,7 @@ std::tuple<Tensor, Tensor> pad_packed_sequence(const PackedSequence& sequence, b
 }
 
 PackedSequence pack_sequence(const std::vector<Tensor>& sequences, bool enforce_sorted) {
-  TANDEM_CHECK(!sequences.empty(), "pack_sequence: no sequences given");
-  std::vector<int64_t> lengths;
-  for (size_t i = 0; i < sequences.size(); ++i) {
-    TANDEM_CHECK(sequences[i].defined() && sequences[i].dim() >= 1, "pack_sequence: sequence ", i,
-                 " is undefined or has no dims");
-    lengths.push_back(sequences[i].size(0));
-  }
+  const std::vector<int64_t> lengths = sequence_lengths(sequences, "pack_sequence");
   return pack_padded_sequence(pad_sequence(sequences), from_vector(lengths), false, enforce_sorted);
 }
 

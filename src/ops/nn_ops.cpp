@@ -564,7 +564,7 @@ Tensor batch_norm_op(const Tensor& input, const Tensor& running_mean, const Tens
   const bool has_residual = residual.defined();
   auto param = [&](const Tensor& t) { return t.defined() ? as_dtype(t.detach(), pdt).contiguous() : Tensor(); };
   Tensor w = param(weight), b = param(bias);
-  Tensor mean, invstd, group_count;
+  Tensor mean, invstd = empty({c}, opts), group_count;
   {
     NoGradGuard guard;
     if (training) {
@@ -576,25 +576,29 @@ Tensor batch_norm_op(const Tensor& input, const Tensor& running_mean, const Tens
         var = empty({c}, opts);
         kernels::batch_norm_stats(mean, var, x);
       }
-      invstd = pow(add(var, eps), -0.5);
-      if (running_mean.defined() && !group) {
-        const double count = static_cast<double>(n * s);
-        Tensor rm = running_mean, rv = running_var;  // handles: the data is updated in place
-        rm.mul_(1.0 - momentum).add_(mean, momentum);
-        rv.mul_(1.0 - momentum).add_(mul(var, count / (count - 1.0)), momentum);
-      } else if (running_mean.defined()) {
+      // invstd, and the running statistics in the same launch (their own dtype and layout
+      // through copies in the statistics' dtype).
+      kernels::BatchNormUpdate u{eps, momentum, static_cast<double>(n * s),
+                                 running_mean.defined() && !group};
+      Tensor rm = u.running ? as_dtype(running_mean, pdt).contiguous() : Tensor();
+      Tensor rv = u.running ? as_dtype(running_var, pdt).contiguous() : Tensor();
+      kernels::batch_norm_update(invstd, rm, rv, mean, var, u);
+      if (u.running && !rm.is_same(running_mean)) Tensor(running_mean).copy_(rm);
+      if (u.running && !rv.is_same(running_var)) Tensor(running_var).copy_(rv);
+      if (running_mean.defined() && group) {
         // The group's count stays where it lies: unbiased by a tensor, and a count of 1 or less
         // (an error, reported later on a GPU: check_scalar) leaves the running statistics as
         // they were instead of infinite or NaN.
         const Tensor ok = gt(group_count, ones_like(group_count));
         const Tensor unbias = (group_count / (group_count - 1.0)).to(pdt);
-        Tensor rm = running_mean, rv = running_var;
-        rm.copy_(where(ok, add(mul(rm, 1.0 - momentum), mean, momentum), rm));
-        rv.copy_(where(ok, add(mul(rv, 1.0 - momentum), mul(var, unbias), momentum), rv));
+        Tensor m = running_mean, v = running_var;  // handles: the data is updated in place
+        m.copy_(where(ok, add(mul(m, 1.0 - momentum), mean, momentum), m));
+        v.copy_(where(ok, add(mul(v, 1.0 - momentum), mul(var, unbias), momentum), v));
       }
     } else {
       mean = as_dtype(running_mean, pdt).contiguous();
-      invstd = pow(add(as_dtype(running_var, pdt), eps), -0.5);
+      kernels::batch_norm_update(invstd, Tensor(), Tensor(), mean,
+                                 as_dtype(running_var, pdt).contiguous(), {eps, 0, 0, false});
     }
   }
   Tensor out = ncs_empty(format, n, c, s, dt, input.device());

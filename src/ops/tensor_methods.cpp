@@ -269,7 +269,7 @@ BasicIndexed apply_basic(const Tensor& self, const std::vector<indexing::TensorI
   TANDEM_CHECK(ellipses <= 1, op, ": at most one ellipsis (\"...\"), got ", ellipses);
   TANDEM_CHECK(consumed <= self.dim(), op, ": ", consumed, " indices for a tensor of ",
                self.dim(), " dims (shape ", shape_str(self.shape()), ")");
-  BasicIndexed r{self};
+  BasicIndexed r{self, {}};
   int64_t d = 0;  // the dim of the view the next index applies to
   auto select = [&](int64_t index) {
     const int64_t size = r.view.size(d);
@@ -729,13 +729,6 @@ void check_inplace(const Tensor& t, const char* op) {
                ": in-place operation on a tensor that requires grad; wrap it in a NoGradGuard "
                "or use the out-of-place op");
   t.storage().bump_version();  // a node that saved this tensor refuses to run (node.hpp)
-}
-
-// The same for an operand whose gradient such an op would lose silently.
-void check_inplace_operand(const Tensor& other, const char* op) {
-  TANDEM_CHECK(!grad_mode_enabled() || !other.defined() || !other.requires_grad(), op,
-               ": the operand requires grad, and this op records no history, so its gradient "
-               "would be lost; use the out-of-place op or detach() it");
 }
 
 // A write through an expanded view would store several results in one location, the last one

@@ -534,6 +534,8 @@ TEST_CASE("CUDA: a bad target stops the optimizer step before it changes anythin
 extern "C" long tandem_emu_host_waits();
 extern "C" long tandem_emu_device_mallocs();
 extern "C" void tandem_emu_reset_counts();
+extern "C" long tandem_emu_launches();
+extern "C" void tandem_emu_print_launches(FILE* out);
 
 // The counts hold with the caching allocator; with TANDEM_NO_CUDA_MEMORY_CACHING every tensor
 // is a cudaMalloc and a cudaFree (a wait) of its own (scripts/test.sh runs these tests with it
@@ -589,6 +591,29 @@ TEST_CASE(
   if (!counts_apply()) return;
   CHECK(tandem_emu_host_waits() == (scaled ? 6 : 3));
   CHECK(tandem_emu_device_mallocs() == 0);
+}
+
+TEST_CASE("CUDA: batch norm's forward is four launches when training, two when evaluating",
+          "[cuda]") {
+  if (!gpu_present("CUDA batch norm launches")) return;
+  // The statistics (two), invstd with the running statistics' update (one: seven tensor ops
+  // before, 371 launches of a ResNet-50 step), the normalization (one). PyTorch's takes three.
+  const Tensor x = randn_as({4, 16, 6, 6}, DType::bf16, 43).to(kGpu);
+  const TensorOptions f32 = TensorOptions(DType::f32).device(kGpu);
+  Tensor rm = zeros({16}, f32), rv = ones({16}, f32), w = ones({16}, f32), b = zeros({16}, f32);
+  for (const MemoryFormat format : {MemoryFormat::Contiguous, MemoryFormat::ChannelsLast}) {
+    const Tensor in = x.contiguous(format);
+    tandem_emu_reset_counts();
+    batch_norm_relu(in, rm, rv, w, b, true, 0.1, 1e-5, in);
+    const long training = tandem_emu_launches();
+    if (training != 4) tandem_emu_print_launches(stderr);  // which kernels, by name
+    CHECK(training == 4);
+    tandem_emu_reset_counts();
+    batch_norm(in, rm, rv, w, b, false);
+    const long evaluation = tandem_emu_launches();
+    if (evaluation != 2) tandem_emu_print_launches(stderr);
+    CHECK(evaluation == 2);
+  }
 }
 
 TEST_CASE("CUDA: SyncBatchNorm + DDP on every GPU: a step waits only to read the loss",
@@ -1039,6 +1064,46 @@ TEST_CASE("CUDA GradScaler unscale and clip_grad_norm match the CPU's, an inf is
       for (size_t k = 0; k < gpu.second.size(); ++k)
         require_close(gpu.second[k], cpu.second[k], tol(dt).rtol, tol(dt).atol, "gradient");
     }
+  }
+}
+
+TEST_CASE("CUDA GradScaler unscales many gradients in few launches, as the CPU", "[cuda]") {
+  if (!gpu_present("CUDA gradient unscaling in chunk tables")) return;
+  // 80 gradients: 72 f32 (more than one launch's table of 64; one of 2^17 + 3 elements, three
+  // chunks) and 8 f16; `bad` puts an inf into the last element of the last f16 one.
+  auto unscale = [&](Device device, bool bad) {
+    std::vector<Tensor> params;
+    for (int k = 0; k < 80; ++k) {
+      const DType dt = k % 10 == 9 ? DType::f16 : DType::f32;
+      const int64_t n = k == 5 ? (int64_t{1} << 17) + 3 : 1 + 7 * k;
+      Tensor grad = (randn_as({n}, DType::f32, 300 + k) * 512.0).to(dt).to(device);
+      if (bad && k == 79) grad.narrow(0, n - 1, 1).fill_(std::numeric_limits<double>::infinity());
+      params.push_back(zeros({n}, TensorOptions(dt).device(device)).set_requires_grad());
+      params.back().set_grad(grad);
+    }
+    optim::SGD opt(params, optim::SGDOptions(0.1));
+    amp::GradScaler s(amp::GradScalerOptions().init_scale(256.0));
+#if TANDEM_TEST_CUDA_EMULATION
+    if (device == kGpu) tandem_emu_reset_counts();
+    s.unscale(opt);
+    // The found-inf flag's fill, two tables of f32 gradients, one of f16.
+    if (device == kGpu) CHECK(tandem_emu_launches() == 4);
+#else
+    s.unscale(opt);
+#endif
+    // step() answers whether an inf was found (it refuses f16 parameters otherwise).
+    const int found = bad ? !s.step(opt) : -1;
+    std::vector<Tensor> out;
+    for (const Tensor& p : params) out.push_back(p.grad().cpu().to(DType::f32));
+    return std::make_pair(found, cat(out));
+  };
+  for (bool bad : {false, true}) {
+    INFO((bad ? "with an inf" : "finite"));
+    const auto gpu = unscale(kGpu, bad), cpu = unscale(kCPU, bad);
+    CHECK(gpu.first == cpu.first);
+    if (bad) CHECK(gpu.first == 1);
+    // Each element once, by the same rounding: the same bits (an inf where the CPU has one).
+    CHECK(equal(gpu.second, cpu.second));
   }
 }
 

@@ -685,6 +685,8 @@ uint64_t shuffle_down(unsigned mask, uint64_t bits, unsigned delta) {
   return this_block().slots[parity][warp * kWarp + source];
 }
 
+void count_launch(const char* name);  // below, with the other counts
+
 void run(dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t stream, const char* name,
          void (*body)(void*), std::shared_ptr<void> state) {
   const uint64_t threads = uint64_t{block.x} * block.y * block.z;
@@ -701,6 +703,7 @@ void run(dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t stream, const 
   if (shared_bytes != 0) kernel_bug("%s: dynamic shared memory is not emulated", name);
   if (this_block().current >= 0 || this_block().plain)
     kernel_bug("%s: launched from a kernel", name);
+  count_launch(name);
   // On whichever thread runs the stream's work: this_block() is that thread's.
   queue_of(stream).submit(
       [=] {
@@ -735,6 +738,15 @@ void run(dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t stream, const 
 namespace {
 std::atomic<long> g_host_waits{0}, g_device_mallocs{0};
 void host_waits() { g_host_waits.fetch_add(1, std::memory_order_relaxed); }
+// Kernel launches, by kernel name (library calls, emulated cuBLAS and cuDNN, are not counted).
+struct Launches {
+  std::mutex mu;
+  std::map<std::string, long> by_name;
+};
+Launches& launches() {
+  static Launches l;
+  return l;
+}
 bool device_memory(const void* p, size_t bytes) {
   Memory& m = memory();
   std::lock_guard<std::mutex> lock(m.mu);
@@ -743,12 +755,36 @@ bool device_memory(const void* p, size_t bytes) {
 }
 }  // namespace
 
+void tandem_emu::count_launch(const char* name) {
+  Launches& l = launches();
+  std::lock_guard<std::mutex> lock(l.mu);
+  ++l.by_name[name];
+}
+
 extern "C" {
 long tandem_emu_host_waits() { return g_host_waits.load(); }
 long tandem_emu_device_mallocs() { return g_device_mallocs.load(); }
+long tandem_emu_launches() {
+  Launches& l = launches();
+  std::lock_guard<std::mutex> lock(l.mu);
+  long total = 0;
+  for (const auto& [name, count] : l.by_name) total += count;
+  return total;
+}
+void tandem_emu_print_launches(FILE* out) {
+  Launches& l = launches();
+  std::lock_guard<std::mutex> lock(l.mu);
+  std::vector<std::pair<long, std::string>> rows;
+  for (const auto& [name, count] : l.by_name) rows.emplace_back(count, name);
+  std::sort(rows.rbegin(), rows.rend());
+  for (const auto& [count, name] : rows) std::fprintf(out, "%6ld  %s\n", count, name.c_str());
+}
 void tandem_emu_reset_counts() {
   g_host_waits = 0;
   g_device_mallocs = 0;
+  Launches& l = launches();
+  std::lock_guard<std::mutex> lock(l.mu);
+  l.by_name.clear();
 }
 }
 

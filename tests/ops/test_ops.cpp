@@ -33,6 +33,35 @@ TEST_CASE("batch norm updates running statistics with momentum and unbiased vari
                                     full({}, std::sqrt(0.9 + 0.1 * v0 + 1e-5))), 1e-5, 1e-5);
 }
 
+TEST_CASE("batch norm's running statistics of another dtype or layout are updated where they lie",
+          "[ops]") {
+  // Same data as above; the statistics' update runs in f32 on copies and is written back.
+  Tensor x = from_vector<float>({1, 2, 3, 4, 10, 20, 30, 40}).reshape({4, 2});
+  const double m1 = (2 + 4 + 20 + 40) / 4.0;
+  double v1 = 0;
+  for (double e : {2.0, 4.0, 20.0, 40.0}) v1 += (e - m1) * (e - m1) / 3;
+  // bf16 statistics: 0.1 m1 = 1.65 and 0.9 + 0.1 v1 = 31.93, rounded to bf16 (within 2^-9).
+  Tensor rm16 = zeros({2}, DType::bf16), rv16 = ones({2}, DType::bf16);
+  batch_norm(x, rm16, rv16, Tensor(), Tensor(), true, 0.1, 1e-5);
+  CHECK(rm16.dtype() == DType::bf16);
+  require_close(rm16.select(0, 1).to(DType::f64), full({}, 0.1 * m1, DType::f64), 4e-3, 0);
+  require_close(rv16.select(0, 1).to(DType::f64), full({}, 0.9 + 0.1 * v1, DType::f64), 4e-3, 0);
+  // Strided f64 views: every other element of a (4) tensor; the ones between are untouched.
+  Tensor rm = full({4}, 7.0, DType::f64), rv = full({4}, 7.0, DType::f64);
+  Tensor rm_view = rm.slice(0, 0, 4, 2), rv_view = rv.slice(0, 0, 4, 2);
+  batch_norm(x, rm_view, rv_view, Tensor(), Tensor(), true, 0.1, 1e-5);
+  require_close(rm, from_vector<double>({7 * 0.9 + 0.1 * 11, 7, 7 * 0.9 + 0.1 * m1, 7}), 0, 1e-6);
+  require_close(rv.select(0, 2), full({}, 7 * 0.9 + 0.1 * v1, DType::f64), 0, 1e-5);
+  CHECK(rv.select(0, 3).item<double>() == 7.0);
+  // Evaluation reads them the same way: (x - running mean) / sqrt(running var + eps).
+  Tensor e = batch_norm(x, rm_view, rv_view, Tensor(), Tensor(), false, 0.1, 1e-5);
+  require_close(
+      e.select(1, 1),
+      div(sub(x.select(1, 1).to(DType::f64), rm.select(0, 2)), sqrt(add(rv.select(0, 2), 1e-5)))
+          .to(DType::f32),
+      1e-6, 1e-6);
+}
+
 TEST_CASE("batch_norm_relu's backward keeps no residual, and its second derivatives are the separate ops'",
           "[ops]") {
   Generator gen(6);
