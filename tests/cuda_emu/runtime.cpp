@@ -687,6 +687,14 @@ uint64_t shuffle_down(unsigned mask, uint64_t bits, unsigned delta) {
 
 void count_launch(const char* name);  // below, with the other counts
 
+bool host_only() {
+  static const bool on = [] {
+    const char* v = std::getenv("TANDEM_CUDA_EMU_HOST_ONLY");
+    return v != nullptr && std::string(v) == "1";
+  }();
+  return on;
+}
+
 void run(dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t stream, const char* name,
          void (*body)(void*), std::shared_ptr<void> state) {
   const uint64_t threads = uint64_t{block.x} * block.y * block.z;
@@ -704,6 +712,7 @@ void run(dim3 grid, dim3 block, size_t shared_bytes, cudaStream_t stream, const 
   if (this_block().current >= 0 || this_block().plain)
     kernel_bug("%s: launched from a kernel", name);
   count_launch(name);
+  if (host_only()) return;
   // On whichever thread runs the stream's work: this_block() is that thread's.
   queue_of(stream).submit(
       [=] {

@@ -13,10 +13,17 @@ namespace tandem_emu {
 /// library call whose host arguments (alpha, beta, descriptors) are read during the call.
 void run_on_stream(cudaStream_t stream, const std::function<void()>& op);
 
+/// TANDEM_CUDA_EMU_HOST_ONLY=1: kernels and library calls return at once without computing
+/// anything (memory keeps what copies and memsets put there): a step's time is then the host's
+/// side of it, tandem's dispatch and the emulated runtime's calls, to time and profile on a
+/// machine without a GPU. Results are meaningless; tests must not run so.
+bool host_only();
+
 /// run_on_stream for a library call: `call()` on `stream`, its status returned.
 template <typename Call>
 auto call_on_stream(cudaStream_t stream, Call call) {
   decltype(call()) status{};
+  if (host_only()) return status;  // success, nothing computed
   run_on_stream(stream, [&] { status = call(); });
   return status;
 }
