@@ -46,7 +46,7 @@ void GradScaler::unscale(optim::Optimizer& optimizer) {
       TANDEM_CHECK(is_floating(g.dtype()), "GradScaler.unscale: gradients are floating point, got ",
                    g.dtype(), " for a parameter of ", p.dtype());
       grads.push_back(unexpand(g));
-      kernels::unscale_grads.at(grads.back(), "GradScaler.unscale");
+      kernels::scale_grads.at(grads.back(), "GradScaler.unscale");
     }
   unscaled_.push_back({&optimizer});
   // One found-inf flag per device the gradients lie on, read once at the end: on a GPU the host
@@ -60,8 +60,7 @@ void GradScaler::unscale(optim::Optimizer& optimizer) {
                          {zeros({}, TensorOptions(DType::f32).device(g.device())), {}});
     d->second.push_back(g);
   }
-  for (const auto& [flag, on_device] : devices)
-    kernels::unscale_grads(flag, on_device, 1.0 / scale_);
+  for (const auto& [flag, on_device] : devices) kernels::scale_grads(flag, on_device, 1.0 / scale_);
   for (const auto& [flag, on_device] : devices)
     if (flag.item<float>() != 0.0f) unscaled_.back().found_inf = true;
 }

@@ -228,8 +228,32 @@ void unscale_grad(const Tensor& grad, const Tensor& found_inf, double inv_scale)
   if (nonfinite.load()) *ptr<float>(found_inf) = 1.0f;
 }
 
-void unscale_grads(const Tensor& found_inf, const std::vector<Tensor>& grads, double inv_scale) {
-  for (const Tensor& g : grads) unscale_grad(g, found_inf, inv_scale);
+void scale_grads(const Tensor& found_inf, const std::vector<Tensor>& grads, double factor) {
+  for (const Tensor& g : grads) unscale_grad(g, found_inf, factor);
+}
+
+// Each term in 8 lanes over a contiguous copy where the gradient is not dense (every element of
+// a view, repeated ones too), then the lanes in order.
+void grad_norm_terms(const Tensor& out, const std::vector<Tensor>& grads, double norm_type) {
+  const NormTerm term(norm_type);
+  for (size_t i = 0; i < grads.size(); ++i) {
+    const Tensor g = grads[i].is_contiguous() ? grads[i] : grads[i].contiguous();
+    dispatch_dtype<DTypeSet::floating>(g.dtype(), "clip_grad_norm (cpu)", [&](auto t) {
+      using T = decltype(t);
+      const T* p = ptr<const T>(g);
+      const int64_t n = g.numel();
+      constexpr int kLanes = 8;
+      double lanes[kLanes] = {};
+      int64_t j = 0;
+      for (; j + kLanes <= n; j += kLanes)
+        for (int l = 0; l < kLanes; ++l)
+          lanes[l] = term.join(lanes[l], term(static_cast<double>(p[j + l])));
+      for (; j < n; ++j) lanes[0] = term.join(lanes[0], term(static_cast<double>(p[j])));
+      double total = 0;
+      for (double v : lanes) total = term.join(total, v);
+      ptr<double>(out)[i] = total;
+    });
+  }
 }
 
 }  // namespace
@@ -240,7 +264,8 @@ TANDEM_REGISTER_CPU(adam_steps, adam_steps);
 TANDEM_REGISTER_CPU(adam_step, adam_step);
 TANDEM_REGISTER_CPU(rmsprop_steps, rmsprop_steps);
 TANDEM_REGISTER_CPU(adagrad_steps, adagrad_steps);
-TANDEM_REGISTER_CPU(unscale_grads, unscale_grads);
+TANDEM_REGISTER_CPU(scale_grads, scale_grads);
+TANDEM_REGISTER_CPU(grad_norm_terms, grad_norm_terms);
 
 }  // namespace TANDEM_CPU_NAMESPACE
 }  // namespace tandem::kernels::cpu

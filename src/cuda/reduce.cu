@@ -840,50 +840,56 @@ void adagrad_steps(const Tensor& key, const std::vector<AdagradEntry>& entries,
   });
 }
 
-// GradScaler's unscale: every thread that meets an inf or NaN stores the same 1 (no atomics).
+// GradScaler's unscale and clip_grad_norm's clipping: every thread that meets an inf or NaN
+// stores the same 1 (no atomics).
 template <typename T>
-__device__ __forceinline__ void unscale_one(T& g, float* found, compute_t<T> inv) {
-  const T v = convert<T>(convert<compute_t<T>>(g) * inv);
+__device__ __forceinline__ void scale_one(T& g, float* found, compute_t<T> factor) {
+  const T v = convert<T>(convert<compute_t<T>>(g) * factor);
   g = v;
   if (!isfinite(convert<compute_t<T>>(v))) *found = 1.0f;
 }
 
 template <typename T>
-__global__ void unscale_kernel(T* g, int64_t n, cuda::OffsetCalc<1> oc, float* found,
-                               compute_t<T> inv) {
+__global__ void scale_kernel(T* g, int64_t n, cuda::OffsetCalc<1> oc, float* found,
+                             compute_t<T> factor) {
   TANDEM_CUDA_LOOP(i, n) {
     int64_t off[1];
     oc.get(i, off);
-    unscale_one(g[off[0]], found, inv);
+    scale_one(g[off[0]], found, factor);
   }
 }
 
 template <typename T>
-struct UnscaleBatch : ChunkTable<T, 1, 64> {};
+struct GradBatch : ChunkTable<T, 1, 64> {};  // one gradient per slot
 
 template <typename T>
-__global__ void unscale_batch_kernel(UnscaleBatch<T> b, float* found, compute_t<T> inv) {
+__global__ void scale_batch_kernel(GradBatch<T> b, float* found, compute_t<T> factor) {
   int64_t begin, end;
   T* g = b.ptr[0][b.block_range(begin, end)];
-  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) unscale_one(g[i], found, inv);
+  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) scale_one(g[i], found, factor);
+}
+
+// The distinct dtypes of gradients that all lie on `device`.
+std::vector<DType> grad_dtypes(const std::vector<Tensor>& grads, Device device, const char* op) {
+  std::vector<DType> dtypes;
+  for (const Tensor& g : grads) {
+    TANDEM_CHECK(g.device() == device, op, ": a gradient on ", g.device(), " in a call on ",
+                 device);
+    if (std::find(dtypes.begin(), dtypes.end(), g.dtype()) == dtypes.end())
+      dtypes.push_back(g.dtype());
+  }
+  return dtypes;
 }
 
 // Dense gradients of each dtype in chunk tables (a ResNet-50's 161 in three or four launches, not
 // 161); the others one launch each.
-void unscale_grads(const Tensor& found_inf, const std::vector<Tensor>& grads, double inv_scale) {
+void scale_grads(const Tensor& found_inf, const std::vector<Tensor>& grads, double by) {
   cuda::TensorDeviceGuard guard(found_inf);
-  std::vector<DType> dtypes;
-  for (const Tensor& g : grads) {
-    TANDEM_CHECK(g.device() == found_inf.device(), "unscale_grads: a gradient on ", g.device(),
-                 " with a flag on ", found_inf.device());
-    if (std::find(dtypes.begin(), dtypes.end(), g.dtype()) == dtypes.end())
-      dtypes.push_back(g.dtype());
-  }
   float* found = ptr<float>(found_inf);
-  for (const DType dtype : dtypes)
-    cuda::dispatch<true>(dtype, "unscale_grads (cuda)", [&](auto t) {
+  for (const DType dtype : grad_dtypes(grads, found_inf.device(), "scale_grads"))
+    cuda::dispatch<true>(dtype, "scale_grads (cuda)", [&](auto t) {
       using T = decltype(t);
-      const auto inv = static_cast<compute_t<T>>(inv_scale);
+      const auto factor = static_cast<compute_t<T>>(by);
       std::vector<const Tensor*> dense;
       std::vector<int64_t> numels;
       for (const Tensor& g : grads) {
@@ -894,18 +900,114 @@ void unscale_grads(const Tensor& found_inf, const std::vector<Tensor>& grads, do
           continue;
         }
         const int64_t n = g.numel();
-        unscale_kernel<<<cuda::grid_for(n), cuda::kThreads, 0, cuda::current_stream()>>>(
-            ptr<T>(g), n, cuda::offsets<1>(g.shape(), {g.strides()}), found, inv);
-        cuda::check_launch("unscale_grads");
+        scale_kernel<<<cuda::grid_for(n), cuda::kThreads, 0, cuda::current_stream()>>>(
+            ptr<T>(g), n, cuda::offsets<1>(g.shape(), {g.strides()}), found, factor);
+        cuda::check_launch("scale_grads");
       }
-      launch_chunks<UnscaleBatch<T>>(
-          numels,
-          [&](UnscaleBatch<T>& b, int slot, size_t i) { b.ptr[0][slot] = ptr<T>(*dense[i]); },
-          [&](const UnscaleBatch<T>& b, int blocks) {
-            unscale_batch_kernel<<<blocks, 512, 0, cuda::current_stream()>>>(b, found, inv);
-            cuda::check_launch("unscale_grads");
+      launch_chunks<GradBatch<T>>(
+          numels, [&](GradBatch<T>& b, int slot, size_t i) { b.ptr[0][slot] = ptr<T>(*dense[i]); },
+          [&](const GradBatch<T>& b, int blocks) {
+            scale_batch_kernel<<<blocks, 512, 0, cuda::current_stream()>>>(b, found, factor);
+            cuda::check_launch("scale_grads");
           });
     });
+}
+
+// clip_grad_norm's terms in two steps: each block of a chunk table joins one chunk's terms into
+// partial[its chunk] (the chunks of all tables in order), then each gradient's chunks are joined
+// in order. Both orders depend on the shapes only.
+__device__ double block_join(double v, const NormTerm& term) {
+  __shared__ double warps[32];
+#pragma unroll
+  for (int d = 16; d > 0; d /= 2) v = term.join(v, __shfl_down_sync(0xffffffffu, v, d));
+  if (threadIdx.x % 32 == 0) warps[threadIdx.x / 32] = v;
+  __syncthreads();
+  if (threadIdx.x == 0)
+    for (unsigned w = 1; w < blockDim.x / 32; ++w) v = term.join(v, warps[w]);
+  return v;  // thread 0's
+}
+
+template <typename T>
+__global__ void norm_chunks_kernel(GradBatch<T> b, double* partial, NormTerm term) {
+  int64_t begin, end;
+  const T* g = b.ptr[0][b.block_range(begin, end)];
+  double acc = 0;
+  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x)
+    acc = term.join(acc, term(static_cast<double>(convert<compute_t<T>>(g[i]))));
+  acc = block_join(acc, term);
+  if (threadIdx.x == 0) partial[blockIdx.x] = acc;
+}
+
+// Up to kMax gradients' chunk ranges: out[slot[k]] joins partial[first[k], first[k] + count[k]).
+struct NormRanges {
+  static constexpr int kMax = 128;
+  int64_t first[kMax];
+  int32_t count[kMax], slot[kMax];
+  int n = 0;
+};
+
+__global__ void norm_finish_kernel(double* out, const double* partial, NormRanges r,
+                                   NormTerm term) {
+  TANDEM_CUDA_LOOP(k, r.n) {
+    double acc = 0;
+    for (int32_t c = 0; c < r.count[k]; ++c) acc = term.join(acc, partial[r.first[k] + c]);
+    out[r.slot[k]] = acc;
+  }
+}
+
+void grad_norm_terms(const Tensor& out, const std::vector<Tensor>& grads, double norm_type) {
+  cuda::TensorDeviceGuard guard(out);
+  const NormTerm term(norm_type);
+  cudaStream_t stream = cuda::current_stream();
+  // A view that is not dense is read through a contiguous copy: every element, repeated ones too.
+  std::vector<Tensor> dense;
+  int64_t chunks = 0;
+  for (const Tensor& g : grads) {
+    dense.push_back(dense_alike(g, {}) ? g : g.contiguous());
+    chunks += (g.numel() + kChunk - 1) / kChunk;
+  }
+  Tensor partial = make_tensor({std::max<int64_t>(chunks, 1)}, DType::f64, out.device());
+  int64_t next = 0;  // the first chunk of the next gradient
+  std::vector<NormRanges> ranges(1);
+  auto add_range = [&](size_t i, int64_t count) {
+    if (ranges.back().n == NormRanges::kMax) ranges.emplace_back();
+    NormRanges& r = ranges.back();
+    r.first[r.n] = next;
+    r.count[r.n] = static_cast<int32_t>(count);
+    r.slot[r.n++] = static_cast<int32_t>(i);
+    next += count;
+  };
+  int64_t launched = 0;  // chunks whose blocks have been launched
+  for (const DType dtype : grad_dtypes(dense, out.device(), "clip_grad_norm"))
+    cuda::dispatch<true>(dtype, "clip_grad_norm (cuda)", [&](auto t) {
+      using T = decltype(t);
+      std::vector<size_t> of;
+      std::vector<int64_t> numels;
+      for (size_t i = 0; i < dense.size(); ++i) {
+        if (dense[i].dtype() != dtype) continue;
+        add_range(i, (dense[i].numel() + kChunk - 1) / kChunk);
+        if (dense[i].numel() == 0) continue;
+        of.push_back(i);
+        numels.push_back(dense[i].numel());
+      }
+      launch_chunks<GradBatch<T>>(
+          numels,
+          [&](GradBatch<T>& b, int slot, size_t k) {
+            b.ptr[0][slot] = const_cast<T*>(ptr<const T>(dense[of[k]]));
+          },
+          [&](const GradBatch<T>& b, int blocks) {
+            norm_chunks_kernel<<<blocks, 512, 0, stream>>>(b, ptr<double>(partial) + launched,
+                                                           term);
+            cuda::check_launch("clip_grad_norm (chunks)");
+            launched += blocks;
+          });
+    });
+  for (const NormRanges& r : ranges) {
+    if (r.n == 0) continue;
+    norm_finish_kernel<<<cuda::grid_for(r.n), cuda::kThreads, 0, stream>>>(
+        ptr<double>(out), ptr<const double>(partial), r, term);
+    cuda::check_launch("clip_grad_norm (gradients)");
+  }
 }
 
 }  // namespace
@@ -921,6 +1023,7 @@ TANDEM_REGISTER_CUDA(adam_step, adam_step);
 TANDEM_REGISTER_CUDA(adam_steps, adam_steps);
 TANDEM_REGISTER_CUDA(rmsprop_steps, rmsprop_steps);
 TANDEM_REGISTER_CUDA(adagrad_steps, adagrad_steps);
-TANDEM_REGISTER_CUDA(unscale_grads, unscale_grads);
+TANDEM_REGISTER_CUDA(scale_grads, scale_grads);
+TANDEM_REGISTER_CUDA(grad_norm_terms, grad_norm_terms);
 
 }  // namespace tandem::kernels::cuda_backend

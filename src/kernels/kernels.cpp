@@ -169,7 +169,8 @@ TANDEM_STUB(adam_step);
 TANDEM_STUB(adam_steps);
 TANDEM_STUB(rmsprop_steps);
 TANDEM_STUB(adagrad_steps);
-TANDEM_STUB(unscale_grads);
+TANDEM_STUB(scale_grads);
+TANDEM_STUB(grad_norm_terms);
 #undef TANDEM_STUB
 
 }  // namespace tandem::kernels

@@ -299,13 +299,20 @@ struct AdagradEntry {
 extern Stub<void (*)(const Tensor& key, const std::vector<AdagradEntry>& entries,
                      const AdagradArgs& args)>
     adagrad_steps;
-/// GradScaler's unscale of the gradients of found_inf's device, any dtypes and strides, in place:
-/// grad *= inv_scale (rounded as mul_ rounds it), and found_inf (an f32 scalar) set to 1 when an
-/// element of a result is inf or NaN. Never cleared here: one flag collects every gradient of a
-/// device, and the host reads it once (one wait for the device per unscale, not one per
-/// gradient). On a GPU the dense gradients go in few launches, as sgd_steps; the CPU's loop.
-extern Stub<void (*)(const Tensor& found_inf, const std::vector<Tensor>& grads, double inv_scale)>
-    unscale_grads;
+/// Scales the gradients of found_inf's device, any dtypes and strides, in place: grad *= factor
+/// (rounded as mul_ rounds it), and found_inf (an f32 scalar, never read) set to 1 when an element
+/// of a result is inf or NaN. Never cleared here: one flag collects every gradient of a device,
+/// and the host reads it once (one wait for the device per unscale, not one per gradient).
+/// GradScaler's unscale (factor 1 / scale) and clip_grad_norm's clipping. On a GPU the dense
+/// gradients go in few launches, as sgd_steps; the CPU's loop.
+extern Stub<void (*)(const Tensor& found_inf, const std::vector<Tensor>& grads, double factor)>
+    scale_grads;
+/// clip_grad_norm's terms, one per gradient, in f64 on out's device: out[i] = the sum of |g|^p
+/// over every element of grads[i] (p = norm_type; a view's repeated elements too), or max |g| for
+/// p = infinity (NaN where one is NaN). Each term's order of summation depends on the shapes
+/// only. On a GPU the gradients go in few launches (chunk tables, as scale_grads); the CPU's loop.
+extern Stub<void (*)(const Tensor& out, const std::vector<Tensor>& grads, double norm_type)>
+    grad_norm_terms;
 
 // --- data augmentation -------------------------------------------------------------------------
 /// out (B, C, H, W) f32: each u8 sample of in (B, C, H, W) scaled to [0, 1], shifted by

@@ -124,6 +124,23 @@ struct AdagradConstants {
         decay(a.weight_decay != 0) {}
 };
 
+/// clip_grad_norm's term of one element, |g|^p in f64 (p = 1 and 2 without pow, |g| for p =
+/// infinity), and how terms join: a sum, or for p = infinity a maximum that keeps a NaN.
+struct NormTerm {
+  double p;
+  bool max;
+  explicit NormTerm(double norm_type) : p(norm_type), max(isinf(norm_type)) {}
+  TANDEM_HD double operator()(double g) const {
+    const double a = fabs(g);
+    return max || p == 1 ? a : p == 2 ? a * a : pow(a, p);
+  }
+  TANDEM_HD double join(double acc, double t) const {
+    if (!max) return acc + t;
+    if (acc != acc) return acc;
+    return t > acc || t != t ? t : acc;
+  }
+};
+
 /// torch.optim.Adagrad on one element.
 template <typename T>
 TANDEM_HD void adagrad_update(T& p, T& sum, T g, const AdagradConstants<T>& c) {

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "../kernels/kernels.hpp"
+#include "../kernels/optim_update.hpp"
 #include "tandem/autograd/grad_mode.hpp"
 #include "tandem/core/error.hpp"
 #include "tandem/cuda/runtime.hpp"
@@ -569,9 +570,10 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm, double
   TANDEM_CHECK(max_norm >= 0, "clip_grad_norm: max_norm must be >= 0, got ", max_norm);
   NoGradGuard no_grad;
   const bool inf_norm = std::isinf(norm_type);
-  // Each gradient's max |g| or sum of |g|^p (f32 at least) joins an f64 scalar on its device;
-  // the host reads each device's once: on a GPU one wait per call, not one per gradient.
-  std::vector<Tensor> grads, partials;
+  // Each gradient's max |g| or sum of |g|^p in f64, the gradients of a device in one call (on a
+  // GPU a few launches), read by the host once per device: one wait per call, not one per
+  // gradient.
+  std::vector<std::vector<Tensor>> by_device;  // the gradients of each device, in order
   for (size_t i = 0; i < params.size(); ++i) {
     TANDEM_CHECK(params[i].defined(), "clip_grad_norm: parameter ", i, " is undefined");
     Tensor g = params[i].grad();
@@ -579,24 +581,19 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm, double
     // Refused here, before any gradient is scaled.
     TANDEM_CHECK(is_floating(g.dtype()), "clip_grad_norm: gradient ", i, " is not floating point (",
                  g.dtype(), ")");
-    grads.push_back(g);
-    Tensor w = g.dtype() == DType::f16 || g.dtype() == DType::bf16 ? g.to(DType::f32) : g;
-    const Tensor term = (inf_norm           ? max(abs(w))
-                         : norm_type == 2.0 ? sum(mul(w, w))
-                         : norm_type == 1.0 ? sum(abs(w))
-                                            : sum(pow(abs(w), norm_type)))
-                            .to(DType::f64);
-    auto partial = std::find_if(partials.begin(), partials.end(),
-                                [&](const Tensor& t) { return t.device() == g.device(); });
-    if (partial == partials.end())
-      partials.push_back(term);
-    else
-      *partial = inf_norm ? maximum(*partial, term) : add(*partial, term);
+    kernels::grad_norm_terms.at(g, "clip_grad_norm");
+    auto d = std::find_if(by_device.begin(), by_device.end(),
+                          [&](const auto& v) { return v.front().device() == g.device(); });
+    if (d == by_device.end()) d = by_device.insert(by_device.end(), std::vector<Tensor>());
+    d->push_back(g);
   }
+  const kernels::NormTerm term(norm_type);
   double total = 0;
-  for (const Tensor& t : partials) {
-    const double v = t.item<double>();
-    total = !inf_norm ? total + v : std::isnan(v) || v > total ? v : total;  // NaN stays NaN
+  for (const auto& grads : by_device) {
+    Tensor terms = empty({static_cast<int64_t>(grads.size())},
+                         TensorOptions(DType::f64).device(grads.front().device()));
+    kernels::grad_norm_terms(terms, grads, norm_type);
+    for (const double t : terms.to_vector<double>()) total = term.join(total, t);
   }
   if (!inf_norm) total = norm_type == 2.0 ? std::sqrt(total) : std::pow(total, 1.0 / norm_type);
   TANDEM_CHECK(!error_if_nonfinite || std::isfinite(total),
@@ -607,7 +604,13 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm, double
                "error_if_nonfinite=false scales the gradients by it anyway");
   const double coef = max_norm / (total + 1e-6);
   if (!(coef >= 1.0))  // NaN too: torch's multiplies every gradient by it
-    for (auto& g : grads) unexpand(g).mul_(coef);  // an expanded gradient's locations once
+    for (const auto& grads : by_device) {
+      std::vector<Tensor> locations;  // an expanded gradient's locations once
+      for (const Tensor& g : grads) locations.push_back(unexpand(g));
+      // The flag that scale_grads sets on an inf or NaN is not read here.
+      kernels::scale_grads(empty({}, TensorOptions(DType::f32).device(grads.front().device())),
+                           locations, coef);
+    }
   return total;
 }
 

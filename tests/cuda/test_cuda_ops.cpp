@@ -1107,6 +1107,43 @@ TEST_CASE("CUDA GradScaler unscales many gradients in few launches, as the CPU",
   }
 }
 
+TEST_CASE("CUDA clip_grad_norm over many gradients in few launches, as the CPU's", "[cuda]") {
+  if (!gpu_present("CUDA clip_grad_norm in chunk tables")) return;
+  // 80 gradients as above (72 f32, one of three chunks; 8 f16), and a transposed one for the
+  // p = 2 case last: its norm reads a contiguous copy, its clipping goes alone.
+  for (const double p : {2.0, 1.0, 3.0, std::numeric_limits<double>::infinity()}) {
+    INFO("norm_type " << p);
+    auto clip = [&](Device device) {
+      std::vector<Tensor> params;
+      for (int k = 0; k < 81; ++k) {
+        const DType dt = k % 10 == 9 ? DType::f16 : DType::f32;
+        const int64_t n = k == 5 ? (int64_t{1} << 17) + 3 : 1 + 7 * k;
+        Tensor grad = k == 80 ? randn_as({6, 5}, DType::f32, 380).to(device).t()
+                              : (randn_as({n}, DType::f32, 300 + k) * 4.0).to(dt).to(device);
+        params.push_back(
+            zeros(grad.shape(), TensorOptions(grad.dtype()).device(device)).set_requires_grad());
+        params.back().set_grad(grad);
+      }
+      if (p != 2.0) params.pop_back();
+#if TANDEM_TEST_CUDA_EMULATION
+      if (device == kGpu) tandem_emu_reset_counts();
+#endif
+      const double norm = optim::clip_grad_norm(params, 1.0, p);
+#if TANDEM_TEST_CUDA_EMULATION
+      // The terms: two tables of f32, one of f16, one launch joining each gradient's chunks;
+      // the clipping: as many tables again. p = 2 adds the copy and the transposed one's own.
+      if (device == kGpu) CHECK(tandem_emu_launches() == (p == 2.0 ? 9 : 7));
+#endif
+      std::vector<Tensor> out;
+      for (const Tensor& t : params) out.push_back(t.grad().cpu().to(DType::f32).reshape({-1}));
+      return std::make_pair(norm, cat(out));
+    };
+    const auto gpu = clip(kGpu), cpu = clip(kCPU);
+    CHECK(gpu.first == Approx(cpu.first).epsilon(1e-12));
+    require_close(gpu.second, cpu.second, 1e-6, 0, "clipped gradients");
+  }
+}
+
 TEST_CASE("an MLP trains the same on the GPU as on the CPU", "[cuda]") {
   if (!gpu_present("CUDA MLP training")) return;
   auto train = [](Device device) {

@@ -743,6 +743,12 @@ TEST_CASE("clip_grad_norm takes any order, scales by a NaN norm, and can refuse 
   b.set_grad(from_vector<float>({-4, 0.5f}));
   CHECK(std::isnan(clip_grad_norm({a, b}, 1.0)));
   CHECK(b.grad().isnan().all().item<bool>());
+  // The infinity norm: the largest |g| (4), and NaN where a NaN comes before larger values.
+  plant();
+  CHECK(clip_grad_norm({a, b}, 8.0, INFINITY) == 4.0);
+  a.set_grad(from_vector<float>({NAN, 1, 3}));
+  b.set_grad(from_vector<float>({-4, 0.5f}));
+  CHECK(std::isnan(clip_grad_norm({a, b}, 1.0, INFINITY)));
   // error_if_nonfinite refuses it and scales nothing.
   a.set_grad(from_vector<float>({1, INFINITY, 3}));
   b.set_grad(from_vector<float>({-4, 0.5f}));
