@@ -16,7 +16,9 @@ void run_on_stream(cudaStream_t stream, const std::function<void()>& op);
 /// TANDEM_CUDA_EMU_HOST_ONLY=1: kernels and library calls return at once without computing
 /// anything (memory keeps what copies and memsets put there): a step's time is then the host's
 /// side of it, tandem's dispatch and the emulated runtime's calls, to time and profile on a
-/// machine without a GPU. Results are meaningless; tests must not run so.
+/// machine without a GPU. Results are meaningless, and a check read back from the device reads
+/// whatever the memory holds (bench_resnet runs so; the example stops at cross_entropy's target
+/// check). Tests must not run so.
 bool host_only();
 
 /// run_on_stream for a library call: `call()` on `stream`, its status returned.
