@@ -150,6 +150,23 @@ static int run(int argc, char** argv) {
                [&](const Tensor& x, const Tensor&) {
                  return batch_norm_relu(x, running_mean, running_var, w, b, true);
                });
+  // A ResNet block's tail, forward and backward: batch norm + residual + relu, the gradient to
+  // the input and to the residual. An ideal pair of passes each way: statistics (x), output
+  // (x, residual, y), the gradient's sums (dy, x, y), the gradients (dy, x, y, dx, dresidual):
+  // 12 operand-sized passes. Then the same with element-by-element loads, where channels-last
+  // maps take the one-element kernels instead of the channel tiles: which is faster on this
+  // GPU (the tiles were written without one).
+  const auto block_tail = [&](const Tensor& x, const Tensor& r) {
+    Tensor xi = x.detach().requires_grad_(), ri = r.detach().requires_grad_();
+    Tensor y = batch_norm_relu(xi, running_mean, running_var, w, b, true, 0.1, 1e-5, ri);
+    y.backward(x);
+    return xi.grad();
+  };
+  memory_bound("batch_norm_relu_residual_fwd_bwd_bf16_nhwc", DType::bf16, true, 12, block_tail);
+  cuda::set_vectorized_elementwise(false);
+  memory_bound("batch_norm_relu_residual_fwd_bwd_bf16_nhwc_elementwise_loads", DType::bf16, true,
+               12, block_tail);
+  cuda::set_vectorized_elementwise(true);
   const auto stats = cuda::memory_stats(0);
   out["cuda_mallocs"] = stats.device_allocs;
   out["peak_allocated_bytes"] = stats.peak_allocated_bytes;
