@@ -206,12 +206,12 @@ void adagrad_steps(const Tensor&, const std::vector<AdagradEntry>& entries,
                                    [&](auto t) { adagrad_typed<decltype(t)>(e, args); });
 }
 
-void unscale_grad(const Tensor& grad, const Tensor& found_inf, double inv_scale) {
+void scale_grad(const Tensor& grad, const Tensor& found_inf, double factor) {
   std::atomic<bool> nonfinite{false};  // for_each_run's runs go to several threads
-  dispatch_dtype<DTypeSet::floating>(grad.dtype(), "unscale_grad (cpu)", [&](auto t) {
+  dispatch_dtype<DTypeSet::floating>(grad.dtype(), "scale_grads (cpu)", [&](auto t) {
     using T = decltype(t);
     using C = std::conditional_t<std::is_same_v<T, double>, double, float>;  // as MulScalar
-    const C inv = static_cast<C>(inv_scale);
+    const C by = static_cast<C>(factor);
     T* g = ptr<T>(grad);
     for_each_run<1>(grad.shape(), {grad.strides()},
                     [&](const std::array<int64_t, 1>& off, int64_t n,
@@ -219,7 +219,7 @@ void unscale_grad(const Tensor& grad, const Tensor& found_inf, double inv_scale)
                       bool finite = true;
                       for (int64_t i = 0; i < n; ++i) {
                         T& gi = g[off[0] + i * st[0]];
-                        gi = static_cast<T>(static_cast<C>(gi) * inv);
+                        gi = static_cast<T>(static_cast<C>(gi) * by);
                         finite &= std::isfinite(static_cast<C>(gi));
                       }
                       if (!finite) nonfinite.store(true, std::memory_order_relaxed);
@@ -229,15 +229,18 @@ void unscale_grad(const Tensor& grad, const Tensor& found_inf, double inv_scale)
 }
 
 void scale_grads(const Tensor& found_inf, const std::vector<Tensor>& grads, double factor) {
-  for (const Tensor& g : grads) unscale_grad(g, found_inf, factor);
+  for (const Tensor& g : grads) scale_grad(g, found_inf, factor);
 }
 
-// Each term in 8 lanes over a contiguous copy where the gradient is not dense (every element of
-// a view, repeated ones too), then the lanes in order.
+// Each term in 8 lanes over the gradient's memory where it is dense (in any dims' order: every
+// element once), else over a contiguous copy (every element of the view, repeated ones too);
+// then the lanes in order.
 void grad_norm_terms(const Tensor& out, const std::vector<Tensor>& grads, double norm_type) {
   const NormTerm term(norm_type);
   for (size_t i = 0; i < grads.size(); ++i) {
-    const Tensor g = grads[i].is_contiguous() ? grads[i] : grads[i].contiguous();
+    const Tensor& given = grads[i];
+    const Tensor g =
+        given.is_contiguous(given.suggest_memory_format()) ? given : given.contiguous();
     dispatch_dtype<DTypeSet::floating>(g.dtype(), "clip_grad_norm (cpu)", [&](auto t) {
       using T = decltype(t);
       const T* p = ptr<const T>(g);

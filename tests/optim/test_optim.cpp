@@ -749,6 +749,14 @@ TEST_CASE("clip_grad_norm takes any order, scales by a NaN norm, and can refuse 
   a.set_grad(from_vector<float>({NAN, 1, 3}));
   b.set_grad(from_vector<float>({-4, 0.5f}));
   CHECK(std::isnan(clip_grad_norm({a, b}, 1.0, INFINITY)));
+  // A channels-last gradient (dense in another order) counts each element once: 0, 1, ..., 23,
+  // the norm sqrt(4324).
+  std::vector<float> values(24);
+  for (int k = 0; k < 24; ++k) values[k] = static_cast<float>(k);
+  Tensor c = zeros({2, 3, 2, 2}).requires_grad_();
+  c.set_grad(
+      from_vector<float>(values).reshape({2, 3, 2, 2}).contiguous(MemoryFormat::ChannelsLast));
+  CHECK(clip_grad_norm({c}, 1e9) == Approx(std::sqrt(4324.0)));
   // error_if_nonfinite refuses it and scales nothing.
   a.set_grad(from_vector<float>({1, INFINITY, 3}));
   b.set_grad(from_vector<float>({-4, 0.5f}));
