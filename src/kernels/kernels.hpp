@@ -91,9 +91,13 @@ extern Stub<void (*)(const Tensor& mean, const Tensor& var, const Tensor& in)> b
 /// invstd = 1 / sqrt(var + eps) and, when `running` (training), running_mean and running_var
 /// moved `momentum` of the way to mean and to var unbiased (var x count / (count - 1)). One
 /// launch for what was seven tensor ops (a GPU's ResNet-50 step made 371 launches of it).
+/// SyncBatchNorm's count is the group's, read where it lies (`group_count`, an f64 scalar on the
+/// statistics' device, or null for `count`); a count of 1 or less leaves the running statistics
+/// as they were (the op reports it), where they would become infinite or NaN.
 struct BatchNormUpdate {
   double eps = 0, momentum = 0, count = 0;
   bool running = false;
+  const double* group_count = nullptr;
 };
 /// invstd, mean, var, running_mean and running_var: (C), contiguous, the statistics' dtype (f32
 /// or f64); the running ones are read and written only when u.running.

@@ -17,12 +17,13 @@ TANDEM_HD void batch_norm_update_one(P* invstd, P* running_mean, P* running_var,
                                      const P* var, const BatchNormUpdate& u, int64_t c) {
   const double v = static_cast<double>(var[c]);
   invstd[c] = static_cast<P>(1.0 / sqrt(v + u.eps));
-  if (!u.running) return;
+  const double count = u.group_count ? *u.group_count : u.count;
+  if (!u.running || !(count > 1)) return;
   const double keep = 1.0 - u.momentum;
   running_mean[c] = static_cast<P>(static_cast<double>(running_mean[c]) * keep +
                                    static_cast<double>(mean[c]) * u.momentum);
   running_var[c] = static_cast<P>(static_cast<double>(running_var[c]) * keep +
-                                  v * (u.count / (u.count - 1.0)) * u.momentum);
+                                  v * (count / (count - 1.0)) * u.momentum);
 }
 
 }  // namespace tandem::kernels

@@ -577,24 +577,16 @@ Tensor batch_norm_op(const Tensor& input, const Tensor& running_mean, const Tens
         kernels::batch_norm_stats(mean, var, x);
       }
       // invstd, and the running statistics in the same launch (their own dtype and layout
-      // through copies in the statistics' dtype).
-      kernels::BatchNormUpdate u{eps, momentum, static_cast<double>(n * s),
-                                 running_mean.defined() && !group};
+      // through copies in the statistics' dtype). The group's count stays where it lies (a
+      // count of 1 or less, an error reported later on a GPU by check_scalar, leaves them as
+      // they were).
+      kernels::BatchNormUpdate u{eps, momentum, static_cast<double>(n * s), running_mean.defined(),
+                                 group ? group_count.data_ptr<double>() : nullptr};
       Tensor rm = u.running ? as_dtype(running_mean, pdt).contiguous() : Tensor();
       Tensor rv = u.running ? as_dtype(running_var, pdt).contiguous() : Tensor();
       kernels::batch_norm_update(invstd, rm, rv, mean, var, u);
       if (u.running && !rm.is_same(running_mean)) Tensor(running_mean).copy_(rm);
       if (u.running && !rv.is_same(running_var)) Tensor(running_var).copy_(rv);
-      if (running_mean.defined() && group) {
-        // The group's count stays where it lies: unbiased by a tensor, and a count of 1 or less
-        // (an error, reported later on a GPU: check_scalar) leaves the running statistics as
-        // they were instead of infinite or NaN.
-        const Tensor ok = gt(group_count, ones_like(group_count));
-        const Tensor unbias = (group_count / (group_count - 1.0)).to(pdt);
-        Tensor m = running_mean, v = running_var;  // handles: the data is updated in place
-        m.copy_(where(ok, add(mul(m, 1.0 - momentum), mean, momentum), m));
-        v.copy_(where(ok, add(mul(v, 1.0 - momentum), mul(var, unbias), momentum), v));
-      }
     } else {
       mean = as_dtype(running_mean, pdt).contiguous();
       kernels::batch_norm_update(invstd, Tensor(), Tensor(), mean,
