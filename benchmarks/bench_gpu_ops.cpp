@@ -146,10 +146,10 @@ static int run(int argc, char** argv) {
   const Tensor b = zeros({256}, TensorOptions(DType::f32).device(gpu));
   Tensor running_mean = zeros({256}, TensorOptions(DType::f32).device(gpu));
   Tensor running_var = ones({256}, TensorOptions(DType::f32).device(gpu));
-  memory_bound("batch_norm_relu_bf16_nhwc", DType::bf16, true, 2,
-               [&](const Tensor& x, const Tensor&) {
-                 return batch_norm_relu(x, running_mean, running_var, w, b, true);
-               });
+  const auto bn_relu = [&](const Tensor& x, const Tensor&) {
+    return batch_norm_relu(x, running_mean, running_var, w, b, true);
+  };
+  memory_bound("batch_norm_relu_bf16_nhwc", DType::bf16, true, 2, bn_relu);
   // A ResNet block's tail, forward and backward: batch norm + residual + relu, the gradient to
   // the input and to the residual. An ideal pair of passes each way: statistics (x), output
   // (x, residual, y), the gradient's sums (dy, x, y), the gradients (dy, x, y, dx, dresidual):
@@ -163,7 +163,11 @@ static int run(int argc, char** argv) {
     return xi.grad();
   };
   memory_bound("batch_norm_relu_residual_fwd_bwd_bf16_nhwc", DType::bf16, true, 12, block_tail);
+  // Both again with element-by-element loads: the statistics' and the gradient sums' channel
+  // tiles are off with them (one channel a thread), so the forward row tells the statistics'
+  // share apart.
   cuda::set_vectorized_elementwise(false);
+  memory_bound("batch_norm_relu_bf16_nhwc_elementwise_loads", DType::bf16, true, 2, bn_relu);
   memory_bound("batch_norm_relu_residual_fwd_bwd_bf16_nhwc_elementwise_loads", DType::bf16, true,
                12, block_tail);
   cuda::set_vectorized_elementwise(true);

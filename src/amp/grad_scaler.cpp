@@ -51,17 +51,12 @@ void GradScaler::unscale(optim::Optimizer& optimizer) {
   unscaled_.push_back({&optimizer});
   // One found-inf flag per device the gradients lie on, read once at the end: on a GPU the host
   // waits once per unscale, not once per gradient.
-  std::vector<std::pair<Tensor, std::vector<Tensor>>> devices;  // (flag, its device's gradients)
-  for (const Tensor& g : grads) {
-    auto d = std::find_if(devices.begin(), devices.end(),
-                          [&](const auto& e) { return e.first.device() == g.device(); });
-    if (d == devices.end())
-      d = devices.insert(devices.end(),
-                         {zeros({}, TensorOptions(DType::f32).device(g.device())), {}});
-    d->second.push_back(g);
+  std::vector<Tensor> flags;
+  for (const auto& on_device : kernels::by_device(grads)) {
+    flags.push_back(zeros({}, TensorOptions(DType::f32).device(on_device.front().device())));
+    kernels::scale_grads(on_device.front(), on_device, 1.0 / scale_, flags.back());
   }
-  for (const auto& [flag, on_device] : devices) kernels::scale_grads(flag, on_device, 1.0 / scale_);
-  for (const auto& [flag, on_device] : devices)
+  for (const Tensor& flag : flags)
     if (flag.item<float>() != 0.0f) unscaled_.back().found_inf = true;
 }
 

@@ -225,10 +225,11 @@ void scale_grad(const Tensor& grad, const Tensor& found_inf, double factor) {
                       if (!finite) nonfinite.store(true, std::memory_order_relaxed);
                     });
   });
-  if (nonfinite.load()) *ptr<float>(found_inf) = 1.0f;
+  if (nonfinite.load() && found_inf.defined()) *ptr<float>(found_inf) = 1.0f;
 }
 
-void scale_grads(const Tensor& found_inf, const std::vector<Tensor>& grads, double factor) {
+void scale_grads(const Tensor&, const std::vector<Tensor>& grads, double factor,
+                 const Tensor& found_inf) {
   for (const Tensor& g : grads) scale_grad(g, found_inf, factor);
 }
 

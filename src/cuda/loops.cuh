@@ -233,6 +233,60 @@ bool launch_vectorized(const OffsetCalc<N>& oc, const Tensor& out,
   }
 }
 
+// --- reductions over threads -----------------------------------------------------------------
+/// `v` from the thread `delta` lanes down the warp; a type of several members gives an overload
+/// that moves each.
+template <typename V>
+__device__ __forceinline__ V shuffle_down(V v, int delta) {
+  return __shfl_down_sync(0xffffffffu, v, delta);
+}
+
+/// Reduces `value` over each group of kGroup neighbouring threads with `combine` (associative);
+/// the result is in the group's first thread. kGroup is 32 (a warp) or the block's size, a
+/// multiple of 32 (warps, then shared memory; `identity` pads warp 0's second round, and every
+/// thread of the block must call it). The order of combination depends on the launch shape only,
+/// so a result's bits do not change from run to run.
+template <int kGroup, typename V, typename Combine>
+__device__ V group_reduce(V value, Combine combine, V identity) {
+  static_assert(kGroup == 32 || (kGroup % 32 == 0 && kGroup <= 1024), "a warp or a block");
+#pragma unroll
+  for (int d = 16; d > 0; d /= 2) value = combine(value, shuffle_down(value, d));
+  if constexpr (kGroup > 32) {
+    __shared__ V warps[kGroup / 32];
+    const int warp = threadIdx.x / 32;
+    if (threadIdx.x % 32 == 0) warps[warp] = value;
+    __syncthreads();
+    if (warp == 0) {
+      value = threadIdx.x < kGroup / 32 ? warps[threadIdx.x] : identity;
+#pragma unroll
+      for (int d = 16; d > 0; d /= 2) value = combine(value, shuffle_down(value, d));
+    }
+    __syncthreads();  // warps[] is free for the next call
+  }
+  return value;
+}
+
+struct Plus {
+  template <typename V>
+  __device__ __forceinline__ V operator()(V a, V b) const {
+    return a + b;
+  }
+};
+
+/// group_reduce over the block (kThreads threads), the result in every thread.
+template <typename V, typename Combine>
+__device__ V block_reduce(V v, Combine combine, V identity) {
+  __shared__ V total;
+  v = group_reduce<kThreads>(v, combine, identity);
+  if (threadIdx.x == 0) total = v;
+  __syncthreads();  // the next call writes `total` only after its group_reduce's barriers
+  return total;
+}
+template <typename V>
+__device__ V block_sum(V v) {
+  return block_reduce(v, Plus{}, V(0));
+}
+
 }  // namespace tandem::cuda
 
 /// The grid-stride loop over [0, n) of every kernel here.

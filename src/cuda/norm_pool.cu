@@ -21,24 +21,10 @@
 namespace tandem::kernels::cuda_backend {
 namespace {
 
+using cuda::block_sum;
 using cuda::compute_t;
 using cuda::convert;
 using cuda::ptr;
-
-// The sum of `v` over the block, in every thread (kThreads threads, a multiple of 32).
-template <typename P>
-__device__ P block_sum(P v) {
-  __shared__ P warps[cuda::kThreads / 32];
-#pragma unroll
-  for (int d = 16; d > 0; d /= 2) v += __shfl_down_sync(0xffffffffu, v, d);
-  if (threadIdx.x % 32 == 0) warps[threadIdx.x / 32] = v;
-  __syncthreads();
-  P total = 0;
-#pragma unroll
-  for (int w = 0; w < cuda::kThreads / 32; ++w) total += warps[w];
-  __syncthreads();  // warps[] is reused by the next call
-  return total;
-}
 
 // Where batch norm's (N, C, S) elements lie: row-major, or channels innermost (NHWC).
 struct NcsLayout {
@@ -83,12 +69,21 @@ constexpr int kLanes = cuda::kThreads / 32;
 // How the sums are cut: a channels-innermost (N, S, C) tensor in blocks of 32 channels x kLanes
 // warps over a slice of the N x S rows (each warp reads 32 neighbouring channels of a row:
 // coalesced), a row-major one in a block per (channel, slice) over a slice of its N planes of S.
-// Enough blocks to fill a large GPU; slices of at least 64 rows (NHWC) or 4096 values (NCHW).
+// With channel tiles (`vec` > 1: channels-last, C a multiple of vec, the operands aligned), a
+// block takes `tile` groups of vec neighbouring channels instead (tile_sums). Enough blocks to
+// fill a large GPU; slices of at least 64 rows (NHWC) or 4096 values (NCHW).
 struct Slices {
   int64_t rows, count;  // rows: N x S, a channel's values
-  dim3 grid;            // (channels or groups of 32 channels, slices)
-  Slices(int64_t n, const NcsLayout& l) : rows(n * l.s) {
-    const int64_t blocks = l.nhwc ? (l.channels + 31) / 32 : l.channels;
+  dim3 grid;            // (channels, groups of 32 channels or tiles, slices)
+  int vec = 1, tile = 0;
+  Slices(int64_t n, const NcsLayout& l, int vec_ = 1) : rows(n * l.s), vec(vec_) {
+    int64_t blocks = l.nhwc ? (l.channels + 31) / 32 : l.channels;
+    if (vec > 1) {
+      const int64_t groups = l.channels / vec;
+      tile = 1;  // the largest power of 2 up to 32 and to the groups
+      while (tile < 32 && tile * 2 <= groups) tile *= 2;
+      blocks = (groups + tile - 1) / tile;
+    }
     const int64_t per_slice = l.nhwc ? 64 : 4096;
     count = std::max<int64_t>(1, std::min<int64_t>((rows + per_slice - 1) / per_slice,
                                                    (1024 + blocks - 1) / blocks));
@@ -421,6 +416,118 @@ bool launch_channel_tiles(const NcsLayout& l, int64_t rows,
   }
 }
 
+// Channel tiles of the slice sums (Slices with vec > 1): block b takes groups b * tile ...
+// b * tile + tile - 1 of V channels (tile a power of 2 up to 32) and kThreads / tile lanes of
+// rows; a thread keeps its group's K x V sums and loads 16 bytes a row, as the elementwise tiles
+// do (one channel a thread, loading 2 bytes, keeps few bytes in flight). f(i, acc) adds vector
+// i's terms. A group's lanes are then added, within each warp by shuffles, then the warps in
+// order: partial[(k * slices + slice) * C + c], as slice_sums writes it.
+__device__ __forceinline__ int64_t tile_group(const Slices& sl) {
+  return static_cast<int64_t>(blockIdx.x) * sl.tile + threadIdx.x % sl.tile;
+}
+
+template <int K, int V, typename P, typename F>
+__device__ void tile_sums(P* partial, const Slices& sl, int64_t channels, F f) {
+  const int64_t groups = channels / V, g = tile_group(sl), slice = blockIdx.y;
+  const int64_t begin = sl.rows * slice / sl.count, end = sl.rows * (slice + 1) / sl.count;
+  const int lanes = cuda::kThreads / sl.tile;
+  P acc[K][V];
+#pragma unroll
+  for (int k = 0; k < K; ++k)
+#pragma unroll
+    for (int v = 0; v < V; ++v) acc[k][v] = 0;
+  if (g < groups)
+    for (int64_t r = begin + threadIdx.x / sl.tile; r < end; r += lanes) f(r * groups + g, acc);
+  for (int d = 16; d >= sl.tile; d /= 2)  // a warp's lanes of one group lie d apart
+#pragma unroll
+    for (int k = 0; k < K; ++k)
+#pragma unroll
+      for (int v = 0; v < V; ++v) acc[k][v] += cuda::shuffle_down(acc[k][v], d);
+  __shared__ P warps[kLanes][32][V];
+  const int warp = threadIdx.x / 32, in_warp = threadIdx.x % 32;
+  for (int k = 0; k < K; ++k) {
+    if (in_warp < sl.tile)
+#pragma unroll
+      for (int v = 0; v < V; ++v) warps[warp][in_warp][v] = acc[k][v];
+    __syncthreads();
+    if (static_cast<int>(threadIdx.x) < sl.tile &&
+        g < groups)  // warp 0's first `tile` threads: their groups
+#pragma unroll
+      for (int v = 0; v < V; ++v) {
+        P t = 0;
+        for (int w = 0; w < kLanes; ++w) t += warps[w][threadIdx.x][v];
+        partial[(k * sl.count + slice) * channels + g * V + v] = t;
+      }
+    __syncthreads();  // warps[] is rewritten for the next k
+  }
+}
+
+// bn_moments_kernel's sums in channel tiles.
+template <int V, typename T>
+__global__ void bn_moments_tiled_kernel(double* partial, const T* x, Slices sl, int64_t channels) {
+  using VT = cuda::Vec<T, V>;
+  const VT* xv = reinterpret_cast<const VT*>(x);
+  const int64_t g = tile_group(sl);
+  compute_t<T> x0[V] = {};  // the channels' first elements (row 0's vector), exact in f32
+  if (g < channels / V && sl.rows > 0)
+#pragma unroll
+    for (int v = 0; v < V; ++v) x0[v] = convert<compute_t<T>>(xv[g].v[v]);
+  tile_sums<2, V, double>(partial, sl, channels, [&](int64_t i, double(&acc)[2][V]) {
+    const VT e = xv[i];
+#pragma unroll
+    for (int v = 0; v < V; ++v) {
+      const double d = static_cast<double>(convert<compute_t<T>>(e.v[v])) - x0[v];
+      acc[0][v] += d;
+      acc[1][v] += d * d;
+    }
+  });
+}
+
+// bn_backward_sums_kernel's sums in channel tiles.
+template <int V, typename T, typename P>
+__global__ void bn_backward_sums_tiled_kernel(P* partial, const T* dy, const T* x, const T* out,
+                                              const P* mean, Slices sl, int64_t channels) {
+  using VT = cuda::Vec<T, V>;
+  const int64_t g = tile_group(sl);
+  P mu[V] = {};
+  if (g < channels / V)
+#pragma unroll
+    for (int v = 0; v < V; ++v) mu[v] = mean[g * V + v];
+  tile_sums<2, V, P>(partial, sl, channels, [&](int64_t i, P(&acc)[2][V]) {
+    const VT dyv = reinterpret_cast<const VT*>(dy)[i], xv = reinterpret_cast<const VT*>(x)[i];
+    VT outv = {};
+    if (out) outv = reinterpret_cast<const VT*>(out)[i];
+#pragma unroll
+    for (int v = 0; v < V; ++v) {
+      const P dz = bn_dz<P>(dyv.v[v], outv.v[v], out != nullptr);
+      acc[0][v] += dz;
+      acc[1][v] += dz * (to_p<P>(xv.v[v]) - mu[v]);
+    }
+  });
+}
+
+// The V of the channel tiles for a call over these tensors (lanes_fit), or 1 where they do not
+// apply.
+template <typename T>
+int tile_width(const NcsLayout& l, std::initializer_list<const Tensor*> tensors) {
+  if constexpr (cuda::kVectorizable<T>) {
+    constexpr int V = cuda::kVec<T, T>;
+    return lanes_fit<T, V>(l.nhwc, l.channels, tensors) ? V : 1;
+  } else {
+    return 1;
+  }
+}
+
+// Starts the slice sums' kernel: tiled(V) with channel tiles (sl.vec, from tile_width<T>), else
+// plain().
+template <typename T, typename Tiled, typename Plain>
+void launch_slice_sums(const Slices& sl, Tiled tiled, Plain plain) {
+  if constexpr (cuda::kVectorizable<T>) {
+    if (sl.vec > 1) return tiled(std::integral_constant<int, cuda::kVec<T, T>>{});
+  }
+  plain();
+}
+
 template <typename T>
 const T* maybe(const Tensor& t) {
   return t.defined() ? ptr<const T>(t) : nullptr;
@@ -444,10 +551,18 @@ void batch_norm_stats(const Tensor& mean, const Tensor& var, const Tensor& in) {
     using T = decltype(t);
     using P = decltype(p);
     cudaStream_t stream = cuda::current_stream();
-    const Slices sl(n, l);
+    const Slices sl(n, l, tile_width<T>(l, {&in}));
     Tensor partial = make_tensor({2 * sl.count * c}, DType::f64, in.device());
-    bn_moments_kernel<T><<<sl.grid, cuda::kThreads, 0, stream>>>(
-        ptr<double>(partial), ptr<const T>(in), sl.rows, l, sl.count);
+    launch_slice_sums<T>(
+        sl,
+        [&](auto v) {
+          bn_moments_tiled_kernel<decltype(v)::value><<<sl.grid, cuda::kThreads, 0, stream>>>(
+              ptr<double>(partial), ptr<const T>(in), sl, c);
+        },
+        [&] {
+          bn_moments_kernel<T><<<sl.grid, cuda::kThreads, 0, stream>>>(
+              ptr<double>(partial), ptr<const T>(in), sl.rows, l, sl.count);
+        });
     cuda::check_launch("batch_norm_stats (slices)");
     bn_moments_finish_kernel<T, P><<<channel_blocks(c), cuda::kThreads, 0, stream>>>(
         ptr<P>(mean), ptr<P>(var), ptr<const double>(partial), ptr<const T>(in), c, sl.count,
@@ -520,12 +635,22 @@ void batch_norm_backward(const Tensor& grad_in, const Tensor& grad_weight,
     P* sum_dy = ptr<P>(sums);
     P* sum_dy_xmu = sum_dy + c;
     const NcsLayout l = ncs_layout(in);
-    const Slices sl(n, l);
+    const Slices sl(n, l, tile_width<T>(l, {&grad_out, &in, &out}));
     Tensor partial = make_tensor({2 * sl.count * c}, mean.dtype(), in.device());
     if (sl.rows > 0) {
-      bn_backward_sums_kernel<T, P><<<sl.grid, cuda::kThreads, 0, stream>>>(
-          ptr<P>(partial), ptr<const T>(grad_out), ptr<const T>(in), maybe<T>(out),
-          ptr<const P>(mean), sl.rows, l, sl.count);
+      launch_slice_sums<T>(
+          sl,
+          [&](auto v) {
+            bn_backward_sums_tiled_kernel<decltype(v)::value>
+                <<<sl.grid, cuda::kThreads, 0, stream>>>(ptr<P>(partial), ptr<const T>(grad_out),
+                                                         ptr<const T>(in), maybe<T>(out),
+                                                         ptr<const P>(mean), sl, c);
+          },
+          [&] {
+            bn_backward_sums_kernel<T, P><<<sl.grid, cuda::kThreads, 0, stream>>>(
+                ptr<P>(partial), ptr<const T>(grad_out), ptr<const T>(in), maybe<T>(out),
+                ptr<const P>(mean), sl.rows, l, sl.count);
+          });
       cuda::check_launch("batch_norm_backward (slices)");
     } else {  // an empty batch (a rank's, in a synchronized group): its sums are zeros
       partial.zero_();
@@ -716,20 +841,8 @@ void layer_norm_backward(const Tensor& grad_in, const Tensor& grad_weight, const
 // The max of `v` over the block, in every thread; a NaN wins.
 template <typename P>
 __device__ P block_max(P v) {
-  __shared__ P warps[cuda::kThreads / 32];
-#pragma unroll
-  for (int d = 16; d > 0; d /= 2) {
-    const P o = __shfl_down_sync(0xffffffffu, v, d);
-    v = o > v || o != o ? o : v;
-  }
-  if (threadIdx.x % 32 == 0) warps[threadIdx.x / 32] = v;
-  __syncthreads();
-  P best = warps[0];
-#pragma unroll
-  for (int w = 1; w < cuda::kThreads / 32; ++w)
-    best = warps[w] > best || warps[w] != warps[w] ? warps[w] : best;
-  __syncthreads();
-  return best;
+  return cuda::block_reduce(
+      v, [](P a, P b) { return b > a || b != b ? b : a; }, P(-INFINITY));
 }
 
 template <typename T>

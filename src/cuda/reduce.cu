@@ -49,53 +49,16 @@ __device__ __forceinline__ int lane() {
   return threadIdx.x % kTpr;
 }
 
-// Reduces `value` over the kTpr threads of a row group with `combine`; the result is valid in
-// lane 0. kTpr is 32 (one warp) or kThreads (the block: warps, then shared memory).
-template <int kTpr, typename V, typename Combine>
-__device__ V group_reduce(V value, Combine combine) {
-#pragma unroll
-  for (int d = 16; d > 0; d /= 2) {
-    V other;
-    other.a = __shfl_down_sync(0xffffffffu, value.a, d);
-    other.i = __shfl_down_sync(0xffffffffu, value.i, d);
-    value = combine(value, other);
-  }
-  if constexpr (kTpr > 32) {
-    __shared__ V warps[cuda::kThreads / 32];
-    const int warp = threadIdx.x / 32;
-    if (threadIdx.x % 32 == 0) warps[warp] = value;
-    __syncthreads();
-    if (warp == 0) {
-      value = threadIdx.x < kTpr / 32 ? warps[threadIdx.x] : V{value.a, -1};
-#pragma unroll
-      for (int d = 16; d > 0; d /= 2) {
-        V other;
-        other.a = __shfl_down_sync(0xffffffffu, value.a, d);
-        other.i = __shfl_down_sync(0xffffffffu, value.i, d);
-        value = combine(value, other);
-      }
-    }
-  }
-  return value;
-}
-
-// A partial result: a is the sum or the best value, i its index (-1: none yet; sums use i >= 0
-// as "valid" so that padding lanes add nothing).
-template <typename A>
+// The best (value, index) so far; i < 0: none yet.
+template <typename C>
 struct Partial {
-  A a;
+  C a;
   int64_t i;
 };
-
-// Two partial sums as one. Validity travels with the sum: the block stage pads warp 0 with
-// invalid partials, which add nothing.
-template <typename A>
-struct SumCombine {
-  __device__ Partial<A> operator()(Partial<A> x, Partial<A> y) const {
-    const bool xv = x.i >= 0, yv = y.i >= 0;
-    return Partial<A>{(xv ? x.a : A(0)) + (yv ? y.a : A(0)), xv || yv ? int64_t{0} : int64_t{-1}};
-  }
-};
+template <typename C>
+__device__ __forceinline__ Partial<C> shuffle_down(Partial<C> p, int delta) {
+  return {cuda::shuffle_down(p.a, delta), cuda::shuffle_down(p.i, delta)};
+}
 
 template <int kTpr, typename T, typename R>
 __global__ void sum_rows_kernel(R* out, const T* in, int64_t rows, int64_t cols) {
@@ -107,9 +70,8 @@ __global__ void sum_rows_kernel(R* out, const T* in, int64_t rows, int64_t cols)
     A s = 0;
     if (r < rows)
       for (int64_t c = lane<kTpr>(); c < cols; c += kTpr) s += static_cast<A>(convert<compute_t<T>>(in[r * cols + c]));
-    Partial<A> p = group_reduce<kTpr>(Partial<A>{s, 0}, SumCombine<A>{});
-    if (r < rows && lane<kTpr>() == 0) out[r] = convert<R>(p.a);
-    if constexpr (kTpr > 32) __syncthreads();  // the shared partials are reused next row
+    s = cuda::group_reduce<kTpr>(s, cuda::Plus{}, A(0));
+    if (r < rows && lane<kTpr>() == 0) out[r] = convert<R>(s);
   }
 }
 
@@ -124,8 +86,8 @@ __global__ void sum_parts_kernel(sum_acc_t<T>* partial, const T* in, int64_t col
   A s = 0;
   for (int64_t c = begin + threadIdx.x; c < end; c += blockDim.x)
     s += static_cast<A>(convert<compute_t<T>>(in[r * cols + c]));
-  const Partial<A> p = group_reduce<cuda::kThreads>(Partial<A>{s, 0}, SumCombine<A>{});
-  if (threadIdx.x == 0) partial[r * parts + part] = p.a;
+  s = cuda::group_reduce<cuda::kThreads>(s, cuda::Plus{}, A(0));
+  if (threadIdx.x == 0) partial[r * parts + part] = s;
 }
 
 template <int kTpr, bool kMax, bool kIndex, typename T, typename R>
@@ -144,7 +106,7 @@ __global__ void extreme_rows_kernel(R* out, const T* in, int64_t rows, int64_t c
     auto combine = [](Partial<C> x, Partial<C> y) {
       return beats<kMax>(y.a, y.i, x.a, x.i) ? y : x;
     };
-    Partial<C> p = group_reduce<kTpr>(best, combine);
+    const Partial<C> p = cuda::group_reduce<kTpr>(best, combine, Partial<C>{C(0), -1});
     if (r < rows && lane<kTpr>() == 0) {
       if constexpr (kIndex) {
         out[r] = static_cast<R>(p.i < 0 ? 0 : p.i);
@@ -152,7 +114,6 @@ __global__ void extreme_rows_kernel(R* out, const T* in, int64_t rows, int64_t c
         out[r] = convert<R>(p.a);
       }
     }
-    if constexpr (kTpr > 32) __syncthreads();
   }
 }
 
@@ -492,6 +453,7 @@ void sgd_step(const Tensor& param, const Tensor& momentum_buffer, const Tensor& 
 // kernel's argument, under 4 KB with the update's constants.
 constexpr int kBatchBlocks = 320;
 constexpr int64_t kChunk = 65536;
+constexpr int kChunkThreads = 512;  // a chunk's block
 
 template <typename T, int kLists, int kTensors>
 struct ChunkTable {
@@ -611,7 +573,8 @@ void sgd_steps(const Tensor& key, const std::vector<SgdEntry>& entries, const Sg
           b.first[slot] = e.first;
         },
         [&](const SgdBatch<T>& b, int blocks) {
-          sgd_batch_kernel<<<blocks, 512, 0, cuda::current_stream()>>>(b, SgdConstants<T>(args));
+          sgd_batch_kernel<<<blocks, kChunkThreads, 0, cuda::current_stream()>>>(
+              b, SgdConstants<T>(args));
           cuda::check_launch("sgd_steps");
         });
   });
@@ -692,7 +655,8 @@ void adam_steps(const Tensor& key, const std::vector<AdamEntry>& entries, const 
           b.step[slot] = own.step;
         },
         [&](const AdamBatch<T>& b, int blocks) {
-          adam_batch_kernel<<<blocks, 512, 0, cuda::current_stream()>>>(b, AdamConstants<T>(args));
+          adam_batch_kernel<<<blocks, kChunkThreads, 0, cuda::current_stream()>>>(
+              b, AdamConstants<T>(args));
           cuda::check_launch("adam_steps");
         });
   });
@@ -765,7 +729,7 @@ void rmsprop_steps(const Tensor& key, const std::vector<RmspropEntry>& entries,
           b.ptr[4][slot] = const_cast<T*>(ptr<const T>(e.grad));
         },
         [&](const RmspropBatch<T>& b, int blocks) {
-          rmsprop_batch_kernel<<<blocks, 512, 0, cuda::current_stream()>>>(
+          rmsprop_batch_kernel<<<blocks, kChunkThreads, 0, cuda::current_stream()>>>(
               b, RmspropConstants<T>(args));
           cuda::check_launch("rmsprop_steps");
         });
@@ -833,7 +797,7 @@ void adagrad_steps(const Tensor& key, const std::vector<AdagradEntry>& entries,
           b.neg_lr[slot] = AdagradConstants<T>(args, e.lr).neg_lr;
         },
         [&](const AdagradBatch<T>& b, int blocks) {
-          adagrad_batch_kernel<<<blocks, 512, 0, cuda::current_stream()>>>(
+          adagrad_batch_kernel<<<blocks, kChunkThreads, 0, cuda::current_stream()>>>(
               b, AdagradConstants<T>(args, 0.0));
           cuda::check_launch("adagrad_steps");
         });
@@ -846,7 +810,7 @@ template <typename T>
 __device__ __forceinline__ void scale_one(T& g, float* found, compute_t<T> factor) {
   const T v = convert<T>(convert<compute_t<T>>(g) * factor);
   g = v;
-  if (!isfinite(convert<compute_t<T>>(v))) *found = 1.0f;
+  if (found && !isfinite(convert<compute_t<T>>(v))) *found = 1.0f;
 }
 
 template <typename T>
@@ -883,10 +847,11 @@ std::vector<DType> grad_dtypes(const std::vector<Tensor>& grads, Device device, 
 
 // Dense gradients of each dtype in chunk tables (a ResNet-50's 161 in three or four launches, not
 // 161); the others one launch each.
-void scale_grads(const Tensor& found_inf, const std::vector<Tensor>& grads, double by) {
-  cuda::TensorDeviceGuard guard(found_inf);
-  float* found = ptr<float>(found_inf);
-  for (const DType dtype : grad_dtypes(grads, found_inf.device(), "scale_grads"))
+void scale_grads(const Tensor& key, const std::vector<Tensor>& grads, double by,
+                 const Tensor& found_inf) {
+  cuda::TensorDeviceGuard guard(key);
+  float* found = found_inf.defined() ? ptr<float>(found_inf) : nullptr;
+  for (const DType dtype : grad_dtypes(grads, key.device(), "scale_grads"))
     cuda::dispatch<true>(dtype, "scale_grads (cuda)", [&](auto t) {
       using T = decltype(t);
       const auto factor = static_cast<compute_t<T>>(by);
@@ -907,7 +872,8 @@ void scale_grads(const Tensor& found_inf, const std::vector<Tensor>& grads, doub
       launch_chunks<GradBatch<T>>(
           numels, [&](GradBatch<T>& b, int slot, size_t i) { b.ptr[0][slot] = ptr<T>(*dense[i]); },
           [&](const GradBatch<T>& b, int blocks) {
-            scale_batch_kernel<<<blocks, 512, 0, cuda::current_stream()>>>(b, found, factor);
+            scale_batch_kernel<<<blocks, kChunkThreads, 0, cuda::current_stream()>>>(b, found,
+                                                                                     factor);
             cuda::check_launch("scale_grads");
           });
     });
@@ -916,17 +882,6 @@ void scale_grads(const Tensor& found_inf, const std::vector<Tensor>& grads, doub
 // clip_grad_norm's terms in two steps: each block of a chunk table joins one chunk's terms into
 // partial[its chunk] (the chunks of all tables in order), then each gradient's chunks are joined
 // in order. Both orders depend on the shapes only.
-__device__ double block_join(double v, const NormTerm& term) {
-  __shared__ double warps[32];
-#pragma unroll
-  for (int d = 16; d > 0; d /= 2) v = term.join(v, __shfl_down_sync(0xffffffffu, v, d));
-  if (threadIdx.x % 32 == 0) warps[threadIdx.x / 32] = v;
-  __syncthreads();
-  if (threadIdx.x == 0)
-    for (unsigned w = 1; w < blockDim.x / 32; ++w) v = term.join(v, warps[w]);
-  return v;  // thread 0's
-}
-
 template <typename T>
 __global__ void norm_chunks_kernel(GradBatch<T> b, double* partial, NormTerm term) {
   int64_t begin, end;
@@ -934,7 +889,8 @@ __global__ void norm_chunks_kernel(GradBatch<T> b, double* partial, NormTerm ter
   double acc = 0;
   for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x)
     acc = term.join(acc, term(static_cast<double>(convert<compute_t<T>>(g[i]))));
-  acc = block_join(acc, term);
+  acc = cuda::group_reduce<kChunkThreads>(
+      acc, [&](double x, double y) { return term.join(x, y); }, 0.0);
   if (threadIdx.x == 0) partial[blockIdx.x] = acc;
 }
 
@@ -996,8 +952,8 @@ void grad_norm_terms(const Tensor& out, const std::vector<Tensor>& grads, double
             b.ptr[0][slot] = const_cast<T*>(ptr<const T>(dense[of[k]]));
           },
           [&](const GradBatch<T>& b, int blocks) {
-            norm_chunks_kernel<<<blocks, 512, 0, stream>>>(b, ptr<double>(partial) + launched,
-                                                           term);
+            norm_chunks_kernel<<<blocks, kChunkThreads, 0, stream>>>(
+                b, ptr<double>(partial) + launched, term);
             cuda::check_launch("clip_grad_norm (chunks)");
             launched += blocks;
           });

@@ -6,6 +6,7 @@
 #include <cpuid.h>
 #endif
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -172,5 +173,16 @@ TANDEM_STUB(adagrad_steps);
 TANDEM_STUB(scale_grads);
 TANDEM_STUB(grad_norm_terms);
 #undef TANDEM_STUB
+
+std::vector<std::vector<Tensor>> by_device(const std::vector<Tensor>& tensors) {
+  std::vector<std::vector<Tensor>> lists;
+  for (const Tensor& t : tensors) {
+    auto d = std::find_if(lists.begin(), lists.end(),
+                          [&](const auto& l) { return l.front().device() == t.device(); });
+    if (d == lists.end()) d = lists.insert(lists.end(), std::vector<Tensor>());
+    d->push_back(t);
+  }
+  return lists;
+}
 
 }  // namespace tandem::kernels

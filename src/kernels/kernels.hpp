@@ -303,13 +303,17 @@ struct AdagradEntry {
 extern Stub<void (*)(const Tensor& key, const std::vector<AdagradEntry>& entries,
                      const AdagradArgs& args)>
     adagrad_steps;
-/// Scales the gradients of found_inf's device, any dtypes and strides, in place: grad *= factor
-/// (rounded as mul_ rounds it), and found_inf (an f32 scalar, never read) set to 1 when an element
-/// of a result is inf or NaN. Never cleared here: one flag collects every gradient of a device,
-/// and the host reads it once (one wait for the device per unscale, not one per gradient).
-/// GradScaler's unscale (factor 1 / scale) and clip_grad_norm's clipping. On a GPU the dense
-/// gradients go in few launches, as sgd_steps; the CPU's loop.
-extern Stub<void (*)(const Tensor& found_inf, const std::vector<Tensor>& grads, double factor)>
+/// `tensors` split by device, devices in order of first appearance, each list in the given order:
+/// the stubs that take many tensors (the *_steps, scale_grads, grad_norm_terms) take one device's.
+std::vector<std::vector<Tensor>> by_device(const std::vector<Tensor>& tensors);
+/// Scales the gradients of key's device, any dtypes and strides, in place: grad *= factor
+/// (rounded as mul_ rounds it), and found_inf (an f32 scalar, never read; undefined: none) set to
+/// 1 when an element of a result is inf or NaN. Never cleared here: one flag collects every
+/// gradient of a device, and the host reads it once (one wait for the device per unscale, not one
+/// per gradient). GradScaler's unscale (factor 1 / scale) and clip_grad_norm's clipping (no
+/// flag). On a GPU the dense gradients go in few launches, as sgd_steps; the CPU's loop.
+extern Stub<void (*)(const Tensor& key, const std::vector<Tensor>& grads, double factor,
+                     const Tensor& found_inf)>
     scale_grads;
 /// clip_grad_norm's terms, one per gradient, in f64 on out's device: out[i] = the sum of |g|^p
 /// over every element of grads[i] (p = norm_type; a view's repeated elements too), or max |g| for

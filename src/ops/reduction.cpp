@@ -479,10 +479,12 @@ Tensor cumsum(const Tensor& t, int64_t dim, std::optional<DType> dtype) {
 namespace {
 
 // d out_j / d x_i = the product of x_m over m <= j but i, for j >= i. Before a row's first
-// zero that is out_j / x_i, so the gradient is the reverse running sum of g out over x; at the
-// first zero it is the reverse running sum of g times the running products with that zero
-// taken as 1; after it every product has the zero in it. Composed of recorded ops, so
-// create_graph differentiates it again; no host read of whether there is a zero.
+// zero that is out_j / x_i for the j before the zero too (the later products hold the zero, so
+// their terms are 0, also where an infinity after it made out_j NaN: torch's gradient), so the
+// gradient is the reverse running sum of g out over those j, over x; at the first zero it is the
+// reverse running sum of g times the running products with that zero taken as 1; after it every
+// product has the zero in it. Composed of recorded ops, so create_graph differentiates it again;
+// no host read of whether there is a zero.
 Tensor cumprod_backward(const Tensor& g, const Tensor& x, const Tensor& out, int64_t dim) {
   const TensorOptions o = TensorOptions(x.dtype()).device(x.device());
   const Tensor one = ones({}, o), zero = zeros({}, o);
@@ -494,8 +496,10 @@ Tensor cumprod_backward(const Tensor& g, const Tensor& x, const Tensor& out, int
     before = eq(zeros_so_far, zeros({}, TensorOptions(DType::i64)));
     first_zero = eq(mul(zeros_so_far, is_zero), ones({}, TensorOptions(DType::i64)));
   }
-  Tensor grad =
-      where(before, div(cumsum_recorded(mul(g, out), dim, true), where(before, x, one)), zero);
+  Tensor grad = where(
+      before,
+      div(cumsum_recorded(where(before, mul(g, out), zero), dim, true), where(before, x, one)),
+      zero);
   const Tensor from_zero = cumprod(where(first_zero, one, x), dim);
   return where(first_zero, cumsum_recorded(mul(g, from_zero), dim, true), grad);
 }

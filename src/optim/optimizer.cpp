@@ -573,7 +573,7 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm, double
   // Each gradient's max |g| or sum of |g|^p in f64, the gradients of a device in one call (on a
   // GPU a few launches), read by the host once per device: one wait per call, not one per
   // gradient.
-  std::vector<std::vector<Tensor>> by_device;  // the gradients of each device, in order
+  std::vector<Tensor> grads;
   for (size_t i = 0; i < params.size(); ++i) {
     TANDEM_CHECK(params[i].defined(), "clip_grad_norm: parameter ", i, " is undefined");
     Tensor g = params[i].grad();
@@ -582,17 +582,15 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm, double
     TANDEM_CHECK(is_floating(g.dtype()), "clip_grad_norm: gradient ", i, " is not floating point (",
                  g.dtype(), ")");
     kernels::grad_norm_terms.at(g, "clip_grad_norm");
-    auto d = std::find_if(by_device.begin(), by_device.end(),
-                          [&](const auto& v) { return v.front().device() == g.device(); });
-    if (d == by_device.end()) d = by_device.insert(by_device.end(), std::vector<Tensor>());
-    d->push_back(g);
+    grads.push_back(g);
   }
+  const std::vector<std::vector<Tensor>> by_device = kernels::by_device(grads);
   const kernels::NormTerm term(norm_type);
   double total = 0;
-  for (const auto& grads : by_device) {
-    Tensor terms = empty({static_cast<int64_t>(grads.size())},
-                         TensorOptions(DType::f64).device(grads.front().device()));
-    kernels::grad_norm_terms(terms, grads, norm_type);
+  for (const auto& on_device : by_device) {
+    Tensor terms = empty({static_cast<int64_t>(on_device.size())},
+                         TensorOptions(DType::f64).device(on_device.front().device()));
+    kernels::grad_norm_terms(terms, on_device, norm_type);
     for (const double t : terms.to_vector<double>()) total = term.join(total, t);
   }
   if (!inf_norm) total = norm_type == 2.0 ? std::sqrt(total) : std::pow(total, 1.0 / norm_type);
@@ -604,12 +602,10 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm, double
                "error_if_nonfinite=false scales the gradients by it anyway");
   const double coef = max_norm / (total + 1e-6);
   if (!(coef >= 1.0))  // NaN too: torch's multiplies every gradient by it
-    for (const auto& grads : by_device) {
+    for (const auto& on_device : by_device) {
       std::vector<Tensor> locations;  // an expanded gradient's locations once
-      for (const Tensor& g : grads) locations.push_back(unexpand(g));
-      // The flag that scale_grads sets on an inf or NaN is not read here.
-      kernels::scale_grads(empty({}, TensorOptions(DType::f32).device(grads.front().device())),
-                           locations, coef);
+      for (const Tensor& g : on_device) locations.push_back(unexpand(g));
+      kernels::scale_grads(locations.front(), locations, coef, Tensor());
     }
   return total;
 }

@@ -535,6 +535,7 @@ extern "C" long tandem_emu_host_waits();
 extern "C" long tandem_emu_device_mallocs();
 extern "C" void tandem_emu_reset_counts();
 extern "C" long tandem_emu_launches();
+extern "C" long tandem_emu_launches_of(const char* prefix);  // kernels named prefix...
 extern "C" void tandem_emu_print_launches(FILE* out);
 
 // The counts hold with the caching allocator; with TANDEM_NO_CUDA_MEMORY_CACHING every tensor
@@ -593,8 +594,10 @@ TEST_CASE(
   CHECK(tandem_emu_device_mallocs() == 0);
 }
 
-TEST_CASE("CUDA: batch norm's forward is four launches when training, two when evaluating",
-          "[cuda]") {
+TEST_CASE(
+    "CUDA: batch norm's forward is four launches when training, two when evaluating; "
+    "channels-last maps go in channel tiles",
+    "[cuda]") {
   if (!gpu_present("CUDA batch norm launches")) return;
   // The statistics (two), invstd with the running statistics' update (one: seven tensor ops
   // before, 371 launches of a ResNet-50 step), the normalization (one). PyTorch's takes three.
@@ -613,6 +616,16 @@ TEST_CASE("CUDA: batch norm's forward is four launches when training, two when e
     const long evaluation = tandem_emu_launches();
     if (evaluation != 2) tandem_emu_print_launches(stderr);
     CHECK(evaluation == 2);
+    // Channels-last, 16 channels: the statistics, the output and both halves of the backward
+    // in channel tiles (16-byte vectors of 8 bf16 channels); row-major, none of them.
+    const long tiled = format == MemoryFormat::ChannelsLast ? 1 : 0;
+    tandem_emu_reset_counts();
+    Tensor leaf = in.detach().requires_grad_();
+    batch_norm_relu(leaf, rm, rv, w, b, true).sum().backward();
+    CHECK(tandem_emu_launches_of("bn_moments_tiled_kernel") == tiled);
+    CHECK(tandem_emu_launches_of("bn_forward_tiled_kernel") == tiled);
+    CHECK(tandem_emu_launches_of("bn_backward_sums_tiled_kernel") == tiled);
+    CHECK(tandem_emu_launches_of("bn_backward_input_tiled_kernel") == tiled);
   }
 }
 
@@ -1609,6 +1622,21 @@ TEST_CASE("CUDA channels-last convolutions (cuDNN's NHWC) match the CPU's row-ma
                     return layout_kept(batch_norm_relu(laid(v[0]), Tensor(), Tensor(), v[1], v[2],
                                                        true, 0.1, 1e-5, laid(v[3])));
                   }), conv_tol(dt));
+    }
+    // 264 channels: 33 or 66 groups of vectors, more than a block of the statistics' channel
+    // tiles takes (32 groups), several blocks and slices of rows; running statistics too.
+    {
+      Tensor xw = randn_as({2, 264, 10, 13}, dt, 155), rw = randn_as({2, 264, 10, 13}, dt, 156);
+      Tensor gw = randn_as({264}, pdt, 157), bw = randn_as({264}, pdt, 158);
+      Tensor mw = randn_as({264}, pdt, 159), vw = add(abs(randn_as({264}, pdt, 160)), 0.5);
+      same_on_gpu("batch_norm_relu + residual, 264 channels", {xw, gw, bw, mw, vw, rw},
+                  with_gradients([&](const std::vector<Tensor>& v) {
+                    Tensor rm = v[3].detach().clone(), rv = v[4].detach().clone();
+                    Tensor y = layout_kept(batch_norm_relu(v[0].contiguous(cl), rm, rv, v[1], v[2],
+                                                           true, 0.1, 1e-5, v[5].contiguous(cl)));
+                    return cat({y.flatten(), rm.to(y.dtype()), rv.to(y.dtype())});
+                  }),
+                  conv_tol(dt));
     }
     same_on_gpu("one input channel, then bn + relu, max pool", {x1, ws},
                 with_gradients([&](const std::vector<Tensor>& v) {

@@ -780,6 +780,14 @@ long tandem_emu_launches() {
   for (const auto& [name, count] : l.by_name) total += count;
   return total;
 }
+long tandem_emu_launches_of(const char* prefix) {
+  Launches& l = launches();
+  std::lock_guard<std::mutex> lock(l.mu);
+  long total = 0;
+  for (const auto& [name, count] : l.by_name)
+    if (name.rfind(prefix, 0) == 0) total += count;
+  return total;
+}
 void tandem_emu_print_launches(FILE* out) {
   Launches& l = launches();
   std::lock_guard<std::mutex> lock(l.mu);

@@ -1977,6 +1977,12 @@ TEST_CASE("libtorch names: sort, topk, argsort, cumsum, prod, logsumexp", "[libt
   auto cp = torch::tensor({2.0, 0.0, 3.0}, torch::requires_grad());
   cp.cumprod(0).sum().backward();  // d/dx of x0 + x0 x1 + x0 x1 x2 at (2, 0, 3)
   CHECK(cp.grad().to_vector<float>() == std::vector<float>{1, 2 + 6, 0});
+  // An infinity after the zero: out = (2, 0, NaN); the terms of x0's gradient through the
+  // products holding the zero are 0 (torch 1.13: 1, inf, 0), x1's is 2 + 2 inf.
+  const float inf = std::numeric_limits<float>::infinity();
+  auto ci = torch::tensor({2.0f, 0.0f, inf}, torch::requires_grad());
+  ci.cumprod(0).sum().backward();
+  CHECK(ci.grad().to_vector<float>() == std::vector<float>{1, inf, 0});
 
   // in-place view changes: every handle sees the new shape; refused where grad is required
   auto v = torch::arange(6).reshape({2, 3});
