@@ -437,6 +437,7 @@ __device__ void tile_sums(P* partial, const Slices& sl, int64_t channels, F f) {
 #pragma unroll
     for (int v = 0; v < V; ++v) acc[k][v] = 0;
   if (g < groups)
+#pragma unroll 4  // four rows' loads in flight (PyTorch's channels-last sums: PARALLEL_LOADS 4)
     for (int64_t r = begin + threadIdx.x / sl.tile; r < end; r += lanes) f(r * groups + g, acc);
   for (int d = 16; d >= sl.tile; d /= 2)  // a warp's lanes of one group lie d apart
 #pragma unroll
