@@ -112,6 +112,7 @@ void batch_norm_update(const Tensor& invstd, const Tensor& running_mean, const T
     for (int64_t c = 0; c < var.numel(); ++c)
       batch_norm_update_one(ptr<P>(invstd), rm, rv, ptr<const P>(mean), ptr<const P>(var), u, c);
   });
+  if (u.batches_tracked) ++*u.batches_tracked;
 }
 
 void batch_norm_forward(const Tensor& out, const Tensor& in, const Tensor& mean,

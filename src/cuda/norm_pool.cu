@@ -74,7 +74,7 @@ constexpr int kLanes = cuda::kThreads / 32;
 // fill a large GPU; slices of at least 64 rows (NHWC) or 4096 values (NCHW).
 struct Slices {
   int64_t rows, count;  // rows: N x S, a channel's values
-  dim3 grid;            // (channels, groups of 32 channels or tiles, slices)
+  dim3 grid;            // (channels, groups of 32 channels or tiles; slices)
   int vec = 1, tile = 0;
   Slices(int64_t n, const NcsLayout& l, int vec_ = 1) : rows(n * l.s), vec(vec_) {
     int64_t blocks = l.nhwc ? (l.channels + 31) / 32 : l.channels;
@@ -451,8 +451,8 @@ __device__ void tile_sums(P* partial, const Slices& sl, int64_t channels, F f) {
 #pragma unroll
       for (int v = 0; v < V; ++v) warps[warp][in_warp][v] = acc[k][v];
     __syncthreads();
-    if (static_cast<int>(threadIdx.x) < sl.tile &&
-        g < groups)  // warp 0's first `tile` threads: their groups
+    // Warp 0's first `tile` threads add their groups' warps.
+    if (static_cast<int>(threadIdx.x) < sl.tile && g < groups)
 #pragma unroll
       for (int v = 0; v < V; ++v) {
         P t = 0;
@@ -578,12 +578,13 @@ __global__ void bn_update_kernel(P* invstd, P* running_mean, P* running_var, con
   TANDEM_CUDA_LOOP(c, channels) {
     batch_norm_update_one(invstd, running_mean, running_var, mean, var, u, c);
   }
+  if (u.batches_tracked && blockIdx.x == 0 && threadIdx.x == 0) ++*u.batches_tracked;
 }
 
 void batch_norm_update(const Tensor& invstd, const Tensor& running_mean, const Tensor& running_var,
                        const Tensor& mean, const Tensor& var, const BatchNormUpdate& u) {
   const int64_t c = var.numel();
-  if (c == 0) return;
+  if (c == 0 && !u.batches_tracked) return;
   cuda::TensorDeviceGuard guard(var);
   dispatch_bn(var.dtype(), "batch_norm (cuda)", [&](auto, auto p) {
     using P = decltype(p);

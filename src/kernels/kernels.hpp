@@ -98,6 +98,9 @@ struct BatchNormUpdate {
   double eps = 0, momentum = 0, count = 0;
   bool running = false;
   const double* group_count = nullptr;
+  /// A module's num_batches_tracked (an i64 scalar on the statistics' device), + 1 in the same
+  /// launch; null: none.
+  int64_t* batches_tracked = nullptr;
 };
 /// invstd, mean, var, running_mean and running_var: (C), contiguous, the statistics' dtype (f32
 /// or f64); the running ones are read and written only when u.running.

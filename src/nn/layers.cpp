@@ -4,6 +4,7 @@
 #include <cmath>
 #include <sstream>
 
+#include "../ops/batch_norm.hpp"
 #include "tandem/autograd/grad_mode.hpp"
 #include "tandem/core/error.hpp"
 #include "tandem/nn/functional.hpp"
@@ -282,20 +283,14 @@ Tensor BatchNorm::normalize(const Tensor& input, const Tensor& residual, bool re
   TANDEM_CHECK(input.dim() >= min_dim_ && input.dim() <= max_dim_ && input.size(1) == num_features,
                type_name(), "(", num_features, "): expected input ", layout_,
                " with C = ", num_features, ", got ", shape_str(input.shape()));
-  // Without running statistics, evaluation also normalizes with the batch statistics.
+  // Without running statistics, evaluation also normalizes with the batch statistics. Training
+  // counts the batch in num_batches_tracked, in the op's update of the running statistics.
   const bool use_batch_stats = is_training() || !running_mean.defined();
-  if (is_training() && num_batches_tracked.defined()) {
-    NoGradGuard no_grad;
-    num_batches_tracked.add_(1);
-  }
-  if (is_training() && stats_allreduce_)
-    return sync_batch_norm(input, running_mean, running_var, weight, bias, options.momentum_,
-                           options.eps_, residual, relu, stats_allreduce_);
-  if (relu)
-    return batch_norm_relu(input, running_mean, running_var, weight, bias, use_batch_stats,
-                           options.momentum_, options.eps_, residual);
-  return batch_norm(input, running_mean, running_var, weight, bias, use_batch_stats,
-                    options.momentum_, options.eps_);
+  const bool synced = is_training() && stats_allreduce_;
+  return tandem::detail::batch_norm_module(input, running_mean, running_var,
+                                           is_training() ? num_batches_tracked : Tensor(), weight,
+                                           bias, use_batch_stats, options.momentum_, options.eps_,
+                                           residual, relu, synced ? &stats_allreduce_ : nullptr);
 }
 
 std::string BatchNorm::extra_repr() const {

@@ -9,6 +9,7 @@
 #include <string>
 #include <tuple>
 
+#include "batch_norm.hpp"
 #include "common.hpp"
 #include "tandem/cuda/runtime.hpp"
 
@@ -536,14 +537,17 @@ Tensor batch_norm_composite(const Tensor& input, const Tensor& weight, const Ten
 
 // batch_norm, then + residual (when defined), then relu (when `relu`), as one op; with a group
 // allreduce (sync_batch_norm) the statistics and the gradient's per-channel sums are the group's.
+// A module's num_batches_tracked (`batches_tracked`) gains 1 when training.
 Tensor batch_norm_op(const Tensor& input, const Tensor& running_mean, const Tensor& running_var,
                      const Tensor& weight, const Tensor& bias, bool training, double momentum,
                      double eps, const Tensor& residual, bool relu, const char* name,
-                     const StatsAllreduce* group = nullptr) {
+                     const StatsAllreduce* group = nullptr,
+                     const Tensor& batches_tracked = Tensor()) {
   if (autocast_changes("batch_norm", {input, residual}))
-    return batch_norm_op(autocast_input("batch_norm", input, {residual}), running_mean,
-                         running_var, weight, bias, training, momentum, eps,
-                         autocast_input("batch_norm", residual, {input}), relu, name, group);
+    return batch_norm_op(autocast_input("batch_norm", input, {residual}), running_mean, running_var,
+                         weight, bias, training, momentum, eps,
+                         autocast_input("batch_norm", residual, {input}), relu, name, group,
+                         batches_tracked);
   const auto ncs = check_batch_norm(input, running_mean, running_var, weight, bias, residual,
                                     training, eps, name);
   const int64_t n = ncs[0], c = ncs[1], s = ncs[2];
@@ -584,7 +588,17 @@ Tensor batch_norm_op(const Tensor& input, const Tensor& running_mean, const Tens
                                  group ? group_count.data_ptr<double>() : nullptr};
       Tensor rm = u.running ? as_dtype(running_mean, pdt).contiguous() : Tensor();
       Tensor rv = u.running ? as_dtype(running_var, pdt).contiguous() : Tensor();
+      // num_batches_tracked in the same launch where it is an i64 scalar on the input's device
+      // (a module's, as Module::to keeps it); else in an op of its own.
+      Tensor counter = batches_tracked;
+      if (counter.defined() && (counter.dtype() != DType::i64 || counter.numel() != 1 ||
+                                counter.device() != input.device())) {
+        counter.add_(1);
+        counter = Tensor();
+      }
+      if (counter.defined()) u.batches_tracked = counter.data_ptr<int64_t>();
       kernels::batch_norm_update(invstd, rm, rv, mean, var, u);
+      if (counter.defined()) counter.storage().bump_version();  // as add_ would
       if (u.running && !rm.is_same(running_mean)) Tensor(running_mean).copy_(rm);
       if (u.running && !rv.is_same(running_var)) Tensor(running_var).copy_(rv);
     } else {
@@ -668,6 +682,19 @@ Tensor sync_batch_norm(const Tensor& input, const Tensor& running_mean, const Te
   return batch_norm_op(input, running_mean, running_var, weight, bias, true, momentum, eps,
                        residual, relu, "sync_batch_norm", &allreduce_sum);
 }
+
+namespace detail {
+
+Tensor batch_norm_module(const Tensor& input, const Tensor& running_mean, const Tensor& running_var,
+                         const Tensor& num_batches_tracked, const Tensor& weight,
+                         const Tensor& bias, bool training, double momentum, double eps,
+                         const Tensor& residual, bool relu, const StatsAllreduce* group) {
+  const char* name = group ? "sync_batch_norm" : relu ? "batch_norm_relu" : "batch_norm";
+  return batch_norm_op(input, running_mean, running_var, weight, bias, training, momentum, eps,
+                       residual, relu, name, group, num_batches_tracked);
+}
+
+}  // namespace detail
 
 Tensor layer_norm(const Tensor& input, const Shape& normalized_shape, const Tensor& weight,
                   const Tensor& bias, double eps) {

@@ -627,6 +627,21 @@ TEST_CASE(
     CHECK(tandem_emu_launches_of("bn_backward_sums_tiled_kernel") == tiled);
     CHECK(tandem_emu_launches_of("bn_backward_input_tiled_kernel") == tiled);
   }
+  // The module: num_batches_tracked counted in the update's launch, not by an add_ of its own
+  // (53 launches a ResNet-50 step); evaluation leaves it.
+  nn::BatchNorm2d bn(16);
+  bn.to(kGpu);
+  for (int64_t i = 1; i <= 2; ++i) {
+    tandem_emu_reset_counts();
+    bn.forward(x);
+    CHECK(tandem_emu_launches() == 4);
+    CHECK(bn.num_batches_tracked.item<int64_t>() == i);
+  }
+  bn.eval();
+  tandem_emu_reset_counts();
+  bn.forward(x);
+  CHECK(tandem_emu_launches() == 2);
+  CHECK(bn.num_batches_tracked.item<int64_t>() == 2);
 }
 
 TEST_CASE("CUDA: SyncBatchNorm + DDP on every GPU: a step waits only to read the loss",

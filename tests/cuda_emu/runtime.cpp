@@ -31,6 +31,9 @@
 // TANDEM_CUDA_EMU_SEED, default 1). A GPU promises no order, so a kernel whose result depends on
 // it (a thread reading shared memory another wrote without a barrier between, a block counting
 // on the blocks before it) gives other results, or other bugs, in another order.
+//
+// TANDEM_CUDA_EMU_PRINT_LAUNCHES=1 prints the kernel launches by name on stderr at exit (a
+// program's count: a benchmark's, with a step more or less, gives a step's).
 #include <cuda_profiler_api.h>
 #include <sys/mman.h>
 
@@ -752,8 +755,17 @@ struct Launches {
   std::mutex mu;
   std::map<std::string, long> by_name;
 };
+void print_launches_at_exit();
 Launches& launches() {
   static Launches l;
+  // Registered after l is made, so it runs before l is destroyed.
+  static const bool at_exit = [] {
+    const char* v = std::getenv("TANDEM_CUDA_EMU_PRINT_LAUNCHES");
+    if (v != nullptr && v[0] != '\0' && std::strcmp(v, "0") != 0)
+      std::atexit(print_launches_at_exit);
+    return true;
+  }();
+  (void)at_exit;
   return l;
 }
 bool device_memory(const void* p, size_t bytes) {
@@ -769,6 +781,15 @@ void tandem_emu::count_launch(const char* name) {
   std::lock_guard<std::mutex> lock(l.mu);
   ++l.by_name[name];
 }
+
+extern "C" long tandem_emu_launches();
+extern "C" void tandem_emu_print_launches(FILE* out);
+namespace {
+void print_launches_at_exit() {
+  std::fprintf(stderr, "%ld kernel launches (emulated):\n", tandem_emu_launches());
+  tandem_emu_print_launches(stderr);
+}
+}  // namespace
 
 extern "C" {
 long tandem_emu_host_waits() { return g_host_waits.load(); }

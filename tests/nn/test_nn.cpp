@@ -131,6 +131,16 @@ TEST_CASE("layers compute what their functional ops compute", "[nn]") {
   bn.forward(x);
   bn.forward(x);
   CHECK(bn.num_batches_tracked.item<int64_t>() == 2);
+  bn.eval();
+  bn.forward(x);
+  CHECK(bn.num_batches_tracked.item<int64_t>() == 2);
+  bn.train();
+  // Counted where the running statistics are updated (an i64 scalar); one of another dtype, set
+  // by hand, by an op of its own.
+  bn.num_batches_tracked = zeros({}, DType::i32);
+  bn.forward(x);
+  CHECK(bn.num_batches_tracked.dtype() == DType::i32);
+  CHECK(bn.num_batches_tracked.item<int64_t>() == 1);
   CHECK_THAT(
       error_of([&] {
         bn.forward(randn({2, 4, 3, 3}));
