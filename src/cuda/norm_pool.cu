@@ -44,10 +44,11 @@ struct NcsLayout {
 
 // The layout of an (N, C, S) tensor: channels innermost when its strides say so (where C or S
 // is 1 both layouts are the same memory, and row-major is taken).
+// Channels innermost where C's stride is 1: channels-last maps, and every (N, C, 1) (a 1x1 map,
+// BatchNorm1d's (N, C)), which lies the same either way and is read coalesced so.
 NcsLayout ncs_layout(const Tensor& t) {
   const int64_t c = t.size(1), s = t.size(2), count = t.numel();
-  NcsLayout l{c, s, c > 1 && s > 1 && t.stride(1) == 1, count > 0 && count < (int64_t{1} << 31),
-              {}, {}};
+  NcsLayout l{c, s, c > 1 && t.stride(1) == 1, count > 0 && count < (int64_t{1} << 31), {}, {}};
   if (l.narrow) {
     l.by_channels = kernels::FastDivider(static_cast<uint32_t>(c));
     l.by_s = kernels::FastDivider(static_cast<uint32_t>(s));

@@ -627,6 +627,11 @@ TEST_CASE(
     CHECK(tandem_emu_launches_of("bn_backward_sums_tiled_kernel") == tiled);
     CHECK(tandem_emu_launches_of("bn_backward_input_tiled_kernel") == tiled);
   }
+  // (N, C): channels innermost, so in channel tiles too.
+  tandem_emu_reset_counts();
+  batch_norm(randn_as({8, 16}, DType::bf16, 44).to(kGpu), rm, rv, w, b, true);
+  CHECK(tandem_emu_launches_of("bn_moments_tiled_kernel") == 1);
+  CHECK(tandem_emu_launches_of("bn_forward_tiled_kernel") == 1);
   // The module: num_batches_tracked counted in the update's launch, not by an add_ of its own
   // (53 launches a ResNet-50 step); evaluation leaves it.
   nn::BatchNorm2d bn(16);
@@ -1767,6 +1772,17 @@ TEST_CASE("CUDA batch norm (with residual and relu) and pooling match the CPU", 
                     return batch_norm_relu(maybe_shifted(v[0], shift), rm, rv, v[1], v[2],
                                            training, 0.1, 1e-5, maybe_shifted(v[5], shift));
                   }), t);
+    }
+    // BatchNorm1d's (N, C), and (N, C, 1): channels innermost either way (16 channels: vectors
+    // of 4 or 8 where the dtype has them).
+    for (const Shape& shape : {Shape{37, 16}, Shape{9, 16, 1}}) {
+      INFO("(N, C) input " << shape_str(shape));
+      Tensor g16 = randn_as({16}, pdt, 162), b16 = randn_as({16}, pdt, 163);
+      same_on_gpu("batch_norm over (N, C)", {randn_as(shape, dt, 161), g16, b16},
+                  with_gradients([](const std::vector<Tensor>& v) {
+                    return batch_norm(v[0], Tensor(), Tensor(), v[1], v[2], true);
+                  }),
+                  t);
     }
     // Running statistics move the same way.
     same_on_gpu("running statistics", {x}, [pdt](const std::vector<Tensor>& v) {
