@@ -105,6 +105,7 @@ __device__ void slice_sums(P* partial, int64_t rows, const NcsLayout& l, int64_t
     const int tx = threadIdx.x % 32, lane = threadIdx.x / 32;
     const int64_t c = blockIdx.x * 32 + tx;
     if (c < l.channels)
+#pragma unroll 4  // four loads in flight, as tile_sums
       for (int64_t r = begin + lane; r < end; r += kLanes) f(r * l.channels + c, c, acc);
     for (int k = 0; k < K; ++k) lanes[k][lane][tx] = acc[k];
     __syncthreads();
@@ -121,6 +122,7 @@ __device__ void slice_sums(P* partial, int64_t rows, const NcsLayout& l, int64_t
   const int64_t c = blockIdx.x;
   const int64_t step_q = blockDim.x / l.s, step_r = blockDim.x % l.s;
   int64_t j = begin + threadIdx.x, q = j / l.s, r = j % l.s;
+#pragma unroll 4
   for (; j < end; j += blockDim.x) {
     f((q * l.channels + c) * l.s + r, c, acc);
     q += step_q;
