@@ -153,9 +153,7 @@ static int run(int argc, char** argv) {
   // A ResNet block's tail, forward and backward: batch norm + residual + relu, the gradient to
   // the input and to the residual. An ideal pair of passes each way: statistics (x), output
   // (x, residual, y), the gradient's sums (dy, x, y), the gradients (dy, x, y, dx, dresidual):
-  // 12 operand-sized passes. Then the same with element-by-element loads, where channels-last
-  // maps take the one-element kernels instead of the channel tiles: which is faster on this
-  // GPU (the tiles were written without one).
+  // 12 operand-sized passes.
   const auto block_tail = [&](const Tensor& x, const Tensor& r) {
     Tensor xi = x.detach().requires_grad_(), ri = r.detach().requires_grad_();
     Tensor y = batch_norm_relu(xi, running_mean, running_var, w, b, true, 0.1, 1e-5, ri);
@@ -163,8 +161,9 @@ static int run(int argc, char** argv) {
     return xi.grad();
   };
   memory_bound("batch_norm_relu_residual_fwd_bwd_bf16_nhwc", DType::bf16, true, 12, block_tail);
-  // Both again with element-by-element loads: the statistics' and the gradient sums' channel
-  // tiles are off with them (one channel a thread), so the forward row tells the statistics'
+  // Both again with element-by-element loads, where channels-last maps take the one-element
+  // kernels instead of the channel tiles (the sums too: one channel a thread): which is faster
+  // on this GPU (the tiles were written without one). The forward row tells the statistics'
   // share apart.
   cuda::set_vectorized_elementwise(false);
   memory_bound("batch_norm_relu_bf16_nhwc_elementwise_loads", DType::bf16, true, 2, bn_relu);
