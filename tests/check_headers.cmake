@@ -2,8 +2,12 @@
 # once, includes what it uses); the headers device code shares are compiled by nvcc too. One
 # compiler process per header, syntax only. Fails naming each header that does not compile, with
 # its first error.
+# With -DTOGETHER=ON the headers compile in one translation unit instead: for the umbrella
+# headers, where one alone costs a parse of most of the library. That stands for each alone
+# where each is only includes (checked here) of headers that the folders' runs check alone; the
+# one that includes all the others (tandem.hpp) may hold more.
 #   cmake -DCXX=g++ -DINCLUDE_DIR=<repo>/include -DEIGEN_DIR=/usr/include/eigen3
-#         -DFOLDER=tandem/core [-DRECURSE=OFF] -DWORK_DIR=<scratch> [-DNVCC=nvcc]
+#         -DFOLDER=tandem/core [-DRECURSE=OFF] [-DTOGETHER=ON] -DWORK_DIR=<scratch> [-DNVCC=nvcc]
 #         -P check_headers.cmake
 
 cmake_minimum_required(VERSION 3.25)  # for IN_LIST
@@ -35,6 +39,28 @@ function(check_one compiler header source)
   endif()
 endfunction()
 
+list(LENGTH headers count)
+if(TOGETHER)
+  set(together "")
+  foreach(header IN LISTS headers)
+    string(APPEND together "#include \"${header}\"\n")
+    file(STRINGS ${INCLUDE_DIR}/${header} lines REGEX "^[ \t]*[^ \t/#]")
+    file(STRINGS ${INCLUDE_DIR}/${header} includes REGEX "^#include \"tandem/")
+    list(LENGTH headers others)
+    math(EXPR others "${others} - 1")
+    list(LENGTH includes named)
+    if(lines AND NOT named EQUAL others)
+      set(failures "${failures}\n  ${header}: holds more than includes, yet does not include all the others")
+    endif()
+  endforeach()
+  file(WRITE ${WORK_DIR}/together.cpp "${together}")
+  check_one(${CXX} "${FOLDER}/*.hpp" ${WORK_DIR}/together.cpp -std=c++17 -fsyntax-only)
+  if(failures)
+    message(FATAL_ERROR "public headers that do not compile together:${failures}")
+  endif()
+  message(STATUS "${count} public headers in ${FOLDER} compile together")
+  return()
+endif()
 foreach(header IN LISTS headers)
   string(MAKE_C_IDENTIFIER ${header} stem)
   file(WRITE ${WORK_DIR}/${stem}.cpp "#include \"${header}\"\n")
@@ -46,7 +72,6 @@ foreach(header IN LISTS headers)
   endif()
 endforeach()
 
-list(LENGTH headers count)
 if(failures)
   message(FATAL_ERROR "public headers that do not compile on their own:${failures}")
 endif()

@@ -11,6 +11,7 @@
 // its own), nor one past a __shared__ array (thread-local statics).
 #pragma once
 
+#define TANDEM_CUDA_EMULATED 1  // for the kernels' few figures that the emulation sizes down
 #define __host__
 #define __device__
 #define __global__
