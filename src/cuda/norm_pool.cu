@@ -251,13 +251,15 @@ __device__ __forceinline__ P bn_dz(T dy, T out, bool relu) {
   return !relu || to_p<P>(out) > P(0) ? g : P(0);
 }
 
-// Slice sums of dz and dz * (x - mean).
+// Slice sums of dz and dz * (x - mean); dz itself into dz_out where given (the residual's
+// gradient, which the input pass then reads in place of dy and the output: a pass fewer).
 template <typename T, typename P>
-__global__ void bn_backward_sums_kernel(P* partial, const T* dy, const T* x, const T* out,
-                                        const P* mean, int64_t rows, NcsLayout l,
+__global__ void bn_backward_sums_kernel(P* partial, T* dz_out, const T* dy, const T* x,
+                                        const T* out, const P* mean, int64_t rows, NcsLayout l,
                                         int64_t slices) {
   slice_sums<2, P>(partial, rows, l, slices, [&](int64_t o, int64_t c, P* acc) {
     const P dz = bn_dz<P>(dy[o], out ? out[o] : T{}, out != nullptr);
+    if (dz_out) dz_out[o] = convert<T>(dz);
     acc[0] += dz;
     acc[1] += dz * (to_p<P>(x[o]) - mean[c]);
   });
@@ -304,9 +306,9 @@ __device__ __forceinline__ BnInputGrad<P> bn_input_grad(int64_t c, const P* mean
           training ? is * (sum_dy_xmu[c] * is) / count : P(0), mean[c]};
 }
 
-// dx from bn_input_grad's coefficients (w invstd dz when evaluating); grad_residual = dz.
+// dx from bn_input_grad's coefficients (w invstd dz when evaluating).
 template <typename T, typename P>
-__global__ void bn_backward_input_kernel(T* dx, T* dr, const T* dy, const T* x, const T* out,
+__global__ void bn_backward_input_kernel(T* dx, const T* dy, const T* x, const T* out,
                                          const P* mean, const P* invstd, const P* weight,
                                          const P* sum_dy, const P* sum_dy_xmu, int64_t total,
                                          NcsLayout l, BnCount<P> n, bool training) {
@@ -314,8 +316,6 @@ __global__ void bn_backward_input_kernel(T* dx, T* dr, const T* dy, const T* x, 
   TANDEM_CUDA_LOOP(j, total) {
     const int64_t c = l.channel(j);
     const P dz = bn_dz<P>(dy[j], out ? out[j] : T{}, out != nullptr);
-    if (dr) dr[j] = convert<T>(dz);
-    if (!dx) continue;
     const BnInputGrad<P> k =
         bn_input_grad(c, mean, invstd, weight, sum_dy, sum_dy_xmu, count, training);
     dx[j] = convert<T>(k(dz, to_p<P>(x[j])));
@@ -360,7 +360,7 @@ __global__ void bn_forward_tiled_kernel(T* y, const T* x, const T* residual, con
 }
 
 template <int V, typename T, typename P>
-__global__ void bn_backward_input_tiled_kernel(T* dx, T* dr, const T* dy, const T* x, const T* out,
+__global__ void bn_backward_input_tiled_kernel(T* dx, const T* dy, const T* x, const T* out,
                                                const P* mean, const P* invstd, const P* weight,
                                                const P* sum_dy, const P* sum_dy_xmu, ChannelTiles t,
                                                BnCount<P> n, bool training) {
@@ -375,18 +375,14 @@ __global__ void bn_backward_input_tiled_kernel(T* dx, T* dr, const T* dy, const 
   using VT = cuda::Vec<T, V>;
   for (int64_t r = tid / t.groups; r < t.rows; r += t.rows_per_pass) {
     const int64_t i = r * t.groups + g;
-    const VT dyv = reinterpret_cast<const VT*>(dy)[i];
-    VT outv = {}, xv = {}, dzv, dxv;
+    const VT dyv = reinterpret_cast<const VT*>(dy)[i], xv = reinterpret_cast<const VT*>(x)[i];
+    VT outv = {}, dxv;
     if (out) outv = reinterpret_cast<const VT*>(out)[i];
-    if (dx) xv = reinterpret_cast<const VT*>(x)[i];
 #pragma unroll
-    for (int k = 0; k < V; ++k) {
-      const P dz = bn_dz<P>(dyv.v[k], outv.v[k], out != nullptr);
-      dzv.v[k] = convert<T>(dz);
-      dxv.v[k] = convert<T>(coef[k](dz, to_p<P>(xv.v[k])));
-    }
-    if (dr) reinterpret_cast<VT*>(dr)[i] = dzv;
-    if (dx) reinterpret_cast<VT*>(dx)[i] = dxv;
+    for (int k = 0; k < V; ++k)
+      dxv.v[k] =
+          convert<T>(coef[k](bn_dz<P>(dyv.v[k], outv.v[k], out != nullptr), to_p<P>(xv.v[k])));
+    reinterpret_cast<VT*>(dx)[i] = dxv;
   }
 }
 
@@ -487,10 +483,11 @@ __global__ void bn_moments_tiled_kernel(double* partial, const T* x, Slices sl, 
   });
 }
 
-// bn_backward_sums_kernel's sums in channel tiles.
+// bn_backward_sums_kernel's sums (and dz_out) in channel tiles.
 template <int V, typename T, typename P>
-__global__ void bn_backward_sums_tiled_kernel(P* partial, const T* dy, const T* x, const T* out,
-                                              const P* mean, Slices sl, int64_t channels) {
+__global__ void bn_backward_sums_tiled_kernel(P* partial, T* dz_out, const T* dy, const T* x,
+                                              const T* out, const P* mean, Slices sl,
+                                              int64_t channels) {
   using VT = cuda::Vec<T, V>;
   const int64_t g = tile_group(sl);
   P mu[V] = {};
@@ -499,14 +496,16 @@ __global__ void bn_backward_sums_tiled_kernel(P* partial, const T* dy, const T* 
     for (int v = 0; v < V; ++v) mu[v] = mean[g * V + v];
   tile_sums<2, V, P>(partial, sl, channels, [&](int64_t i, P(&acc)[2][V]) {
     const VT dyv = reinterpret_cast<const VT*>(dy)[i], xv = reinterpret_cast<const VT*>(x)[i];
-    VT outv = {};
+    VT outv = {}, dzv;
     if (out) outv = reinterpret_cast<const VT*>(out)[i];
 #pragma unroll
     for (int v = 0; v < V; ++v) {
       const P dz = bn_dz<P>(dyv.v[v], outv.v[v], out != nullptr);
+      dzv.v[v] = convert<T>(dz);
       acc[0][v] += dz;
       acc[1][v] += dz * (to_p<P>(xv.v[v]) - mu[v]);
     }
+    if (dz_out) reinterpret_cast<VT*>(dz_out)[i] = dzv;
   });
 }
 
@@ -640,20 +639,23 @@ void batch_norm_backward(const Tensor& grad_in, const Tensor& grad_weight,
     P* sum_dy = ptr<P>(sums);
     P* sum_dy_xmu = sum_dy + c;
     const NcsLayout l = ncs_layout(in);
-    const Slices sl(n, l, tile_width<T>(l, {&grad_out, &in, &out}));
+    // The residual's gradient is dz: the sums' pass writes it, and the input's pass reads it in
+    // place of dy and the output (relu's mask already applied).
+    T* dr = grad_residual.defined() && total > 0 ? ptr<T>(grad_residual) : nullptr;
+    const Slices sl(n, l, tile_width<T>(l, {&grad_out, &in, &out, &grad_residual}));
     Tensor partial = make_tensor({2 * sl.count * c}, mean.dtype(), in.device());
     if (sl.rows > 0) {
       launch_slice_sums<T>(
           sl,
           [&](auto v) {
             bn_backward_sums_tiled_kernel<decltype(v)::value>
-                <<<sl.grid, cuda::kThreads, 0, stream>>>(ptr<P>(partial), ptr<const T>(grad_out),
-                                                         ptr<const T>(in), maybe<T>(out),
-                                                         ptr<const P>(mean), sl, c);
+                <<<sl.grid, cuda::kThreads, 0, stream>>>(ptr<P>(partial), dr,
+                                                         ptr<const T>(grad_out), ptr<const T>(in),
+                                                         maybe<T>(out), ptr<const P>(mean), sl, c);
           },
           [&] {
             bn_backward_sums_kernel<T, P><<<sl.grid, cuda::kThreads, 0, stream>>>(
-                ptr<P>(partial), ptr<const T>(grad_out), ptr<const T>(in), maybe<T>(out),
+                ptr<P>(partial), dr, ptr<const T>(grad_out), ptr<const T>(in), maybe<T>(out),
                 ptr<const P>(mean), sl.rows, l, sl.count);
           });
       cuda::check_launch("batch_norm_backward (slices)");
@@ -668,22 +670,22 @@ void batch_norm_backward(const Tensor& grad_in, const Tensor& grad_weight,
     // Synchronized: the group's sums (grad_weight and grad_bias above stay this rank's).
     if (sync) sync->allreduce(sums);
     const BnCount<P> count{static_cast<P>(n * s), sync ? ptr<const double>(sync->count) : nullptr};
-    if ((!grad_in.defined() && !grad_residual.defined()) || total == 0) return;
-    T* dx = grad_in.defined() ? ptr<T>(grad_in) : nullptr;
-    T* dr = grad_residual.defined() ? ptr<T>(grad_residual) : nullptr;
+    if (!grad_in.defined() || total == 0) return;
+    T* dx = ptr<T>(grad_in);
+    const T* dz = dr ? dr : ptr<const T>(grad_out);
+    const T* mask = dr ? nullptr : maybe<T>(out);
     const bool tiled = launch_channel_tiles<T>(
         l, sl.rows, {&grad_in, &grad_residual, &grad_out, &in, &out},
         [&](auto v, const ChannelTiles& tiles) {
           bn_backward_input_tiled_kernel<decltype(v)::value>
               <<<tiles.blocks, cuda::kThreads, 0, stream>>>(
-                  dx, dr, ptr<const T>(grad_out), ptr<const T>(in), maybe<T>(out),
-                  ptr<const P>(mean), ptr<const P>(invstd), maybe<P>(weight), sum_dy, sum_dy_xmu,
-                  tiles, count, training);
+                  dx, dz, ptr<const T>(in), mask, ptr<const P>(mean), ptr<const P>(invstd),
+                  maybe<P>(weight), sum_dy, sum_dy_xmu, tiles, count, training);
         });
     if (!tiled)
       bn_backward_input_kernel<<<cuda::grid_for(total), cuda::kThreads, 0, stream>>>(
-          dx, dr, ptr<const T>(grad_out), ptr<const T>(in), maybe<T>(out), ptr<const P>(mean),
-          ptr<const P>(invstd), maybe<P>(weight), sum_dy, sum_dy_xmu, total, l, count, training);
+          dx, dz, ptr<const T>(in), mask, ptr<const P>(mean), ptr<const P>(invstd),
+          maybe<P>(weight), sum_dy, sum_dy_xmu, total, l, count, training);
     cuda::check_launch("batch_norm_backward (input)");
   });
 }

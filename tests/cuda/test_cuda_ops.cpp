@@ -1649,6 +1649,19 @@ TEST_CASE("CUDA channels-last convolutions (cuDNN's NHWC) match the CPU's row-ma
                                                        true, 0.1, 1e-5, laid(v[3])));
                   }), conv_tol(dt));
     }
+    // The residual's gradient alone (the input, weight and bias need none): the gradient's sums
+    // pass writes it, and no input pass follows.
+    same_on_gpu(
+        "batch_norm_relu + residual, the residual's gradient alone", {x24, g24, b24, r24},
+        [&](const std::vector<Tensor>& v) {
+          Tensor res = v[3].contiguous(cl).detach();
+          res.set_requires_grad(true);
+          Tensor y = batch_norm_relu(v[0].contiguous(cl), Tensor(), Tensor(), v[1], v[2], true, 0.1,
+                                     1e-5, res);
+          sum(mul(y, y)).backward();
+          return res.grad();
+        },
+        conv_tol(dt));
     // 264 channels: 33 or 66 groups of vectors, more than a block of the statistics' channel
     // tiles takes (32 groups), several blocks and slices of rows; running statistics too.
     {
