@@ -327,12 +327,19 @@ __global__ void bn_backward_input_kernel(T* dx, const T* dy, const T* x, const T
 // so its channels' parameters are read once and every load and store moves 16 bytes; neighbouring
 // threads read neighbouring vectors. The same arithmetic as the kernels above, so the same bits.
 // (One element per thread reads 4-5 parameters per element; vectors whose lanes each read their
-// channel's were slower still on the H200.)
+// channel's were slower still on the H200.) A thread's parameters are 20-40 loads and the
+// backward's 2 V divisions, so it walks at least kTileRows rows (PyTorch's channels-last
+// elementwise kernels: 16), where a grid of one thread per vector gave it one or two; but the
+// grid stays at least the 1024 blocks that fill a large GPU (as Slices), and a thread a group
+// (lanes_fit: the groups fit in the largest grid).
+constexpr int64_t kTileRows = 16;
 struct ChannelTiles {
   int64_t groups = 0, rows = 0, rows_per_pass = 0;
   unsigned blocks = 0;
   ChannelTiles(int64_t channels, int vec, int64_t rows_) : groups(channels / vec), rows(rows_) {
-    blocks = cuda::grid_for(rows * groups);
+    const int64_t vectors = rows * groups;
+    const int64_t threads = std::max({groups, int64_t{1024} * cuda::kThreads, vectors / kTileRows});
+    blocks = std::min(cuda::grid_for(vectors), cuda::grid_for(threads));
     rows_per_pass = std::max<int64_t>(1, static_cast<int64_t>(blocks) * cuda::kThreads / groups);
   }
 };
