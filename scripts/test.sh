@@ -60,7 +60,7 @@ if [ "$emulate" = ON ]; then
     TANDEM_CUDA_EMU_DEVICES=2 TANDEM_REQUIRE_GPU=1 "${asan[@]}" \
       "$root/build-asan/tests/tandem_tests" --warn NoTests "$@"
   }
-  # The longest (two minutes) beside the others, on the second core. The others with every
+  # ResNet-20 (half a minute) beside the others, on the second core. The others with every
   # stream's work queued on the stream's own thread (TANDEM_CUDA_EMU_QUEUE_ALL=1, a slow GPU):
   # a missing wait or synchronize shows there; and with the threads of each block, and the
   # blocks, in descending order (a kernel that counts on an order gets other results). The op
