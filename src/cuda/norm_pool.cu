@@ -66,6 +66,7 @@ NcsLayout ncs_layout(const Tensor& t) {
 // the cancellation by (x0 - mean)^2 / var <= N ulps of f64 (x0 is one of the N values), where
 // squares about zero would lose a variance small next to the mean squared.
 constexpr int kLanes = cuda::kThreads / 32;
+constexpr int64_t kFillBlocks = 1024;  // blocks enough to fill a large GPU: the grids' floor
 
 // How the sums are cut: a channels-innermost (N, S, C) tensor in blocks of 32 channels x kLanes
 // warps over a slice of the N x S rows (each warp reads 32 neighbouring channels of a row:
@@ -87,7 +88,7 @@ struct Slices {
     }
     const int64_t per_slice = l.nhwc ? 64 : 4096;
     count = std::max<int64_t>(1, std::min<int64_t>((rows + per_slice - 1) / per_slice,
-                                                   (1024 + blocks - 1) / blocks));
+                                                   (kFillBlocks + blocks - 1) / blocks));
     grid = dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(count));
   }
 };
@@ -330,15 +331,15 @@ __global__ void bn_backward_input_kernel(T* dx, const T* dy, const T* x, const T
 // channel's were slower still on the H200.) A thread's parameters are 20-40 loads and the
 // backward's 2 V divisions, so it walks at least kTileRows rows (PyTorch's channels-last
 // elementwise kernels: 16), where a grid of one thread per vector gave it one or two; but the
-// grid stays at least the 1024 blocks that fill a large GPU (as Slices), and a thread a group
-// (lanes_fit: the groups fit in the largest grid).
+// grid stays at least kFillBlocks (as Slices), and a thread a group (lanes_fit: the groups fit
+// in the largest grid).
 constexpr int64_t kTileRows = 16;
 struct ChannelTiles {
   int64_t groups = 0, rows = 0, rows_per_pass = 0;
   unsigned blocks = 0;
   ChannelTiles(int64_t channels, int vec, int64_t rows_) : groups(channels / vec), rows(rows_) {
     const int64_t vectors = rows * groups;
-    const int64_t threads = std::max({groups, int64_t{1024} * cuda::kThreads, vectors / kTileRows});
+    const int64_t threads = std::max({groups, kFillBlocks * cuda::kThreads, vectors / kTileRows});
     blocks = std::min(cuda::grid_for(vectors), cuda::grid_for(threads));
     rows_per_pass = std::max<int64_t>(1, static_cast<int64_t>(blocks) * cuda::kThreads / groups);
   }
