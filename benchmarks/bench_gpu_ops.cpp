@@ -105,15 +105,16 @@ static int run(int argc, char** argv) {
   // bytes an ideal kernel moves, in operand-sized units: an add reads two and writes one; a
   // copy reads one and writes one. ResNet-50's bf16 channels-last tensors are the case that
   // matters; the f32 add is the bar (85% of the copy's bandwidth).
-  const auto memory_bound = [&](const char* name, DType dt, bool nhwc, double passes,
+  enum class Layout { flat, nchw, nhwc };  // a vector, or (N, 256, 56, 56) maps laid out so
+  const auto memory_bound = [&](const char* name, DType dt, Layout layout, double passes,
                                 const std::function<Tensor(const Tensor&, const Tensor&)>& op) {
     const int64_t count = add_mib * 1024 * 1024 / element_size(dt);
-    // (N, 256, 56, 56)-like maps: a layer-1 ResNet-50 activation when nhwc.
+    // (N, 256, 56, 56)-like maps: a layer-1 ResNet-50 activation.
     const int64_t n = std::max<int64_t>(1, count / (256 * 56 * 56));
-    const Shape shape = nhwc ? Shape{n, 256, 56, 56} : Shape{count};
+    const Shape shape = layout == Layout::flat ? Shape{count} : Shape{n, 256, 56, 56};
     const auto make = [&] {
       Tensor t = randn(shape, TensorOptions(DType::f32).device(gpu)).to(dt);
-      return nhwc ? t.contiguous(MemoryFormat::ChannelsLast) : t;
+      return layout == Layout::nhwc ? t.contiguous(MemoryFormat::ChannelsLast) : t;
     };
     Tensor x = make(), y = make(), z;
     const double op_ms = time_ms([&] { z = op(x, y); }, iters, repeats);
@@ -132,13 +133,13 @@ static int run(int argc, char** argv) {
                   z.suggest_memory_format() == MemoryFormat::ChannelsLast}};
   };
   const auto sum = [](const Tensor& a, const Tensor& b) { return add(a, b); };
-  memory_bound("add_f32", DType::f32, false, 3, sum);
-  memory_bound("add_bf16", DType::bf16, false, 3, sum);
-  memory_bound("add_bf16_nhwc", DType::bf16, true, 3, sum);
+  memory_bound("add_f32", DType::f32, Layout::flat, 3, sum);
+  memory_bound("add_bf16", DType::bf16, Layout::flat, 3, sum);
+  memory_bound("add_bf16_nhwc", DType::bf16, Layout::nhwc, 3, sum);
   // The same adds loading element by element (the kernels' loop for strided operands).
   cuda::set_vectorized_elementwise(false);
-  memory_bound("add_f32_elementwise_loads", DType::f32, false, 3, sum);
-  memory_bound("add_bf16_elementwise_loads", DType::bf16, false, 3, sum);
+  memory_bound("add_f32_elementwise_loads", DType::f32, Layout::flat, 3, sum);
+  memory_bound("add_bf16_elementwise_loads", DType::bf16, Layout::flat, 3, sum);
   cuda::set_vectorized_elementwise(true);
   // Training batch norm + relu, bf16 channels-last, f32 statistics: an ideal kernel reads x
   // once and writes y once (PyTorch's reads x twice: statistics, then normalize).
@@ -149,7 +150,7 @@ static int run(int argc, char** argv) {
   const auto bn_relu = [&](const Tensor& x, const Tensor&) {
     return batch_norm_relu(x, running_mean, running_var, w, b, true);
   };
-  memory_bound("batch_norm_relu_bf16_nhwc", DType::bf16, true, 2, bn_relu);
+  memory_bound("batch_norm_relu_bf16_nhwc", DType::bf16, Layout::nhwc, 2, bn_relu);
   // A ResNet block's tail, forward and backward: batch norm + residual + relu, the gradient to
   // the input and to the residual. An ideal pair of passes each way: statistics (x), output
   // (x, residual, y), the gradient's sums (dy, x, y), the gradients (dy, x, y, dx, dresidual):
@@ -160,15 +161,27 @@ static int run(int argc, char** argv) {
     y.backward(x);
     return xi.grad();
   };
-  memory_bound("batch_norm_relu_residual_fwd_bwd_bf16_nhwc", DType::bf16, true, 12, block_tail);
-  // Both again with element-by-element loads, where channels-last maps take the one-element
-  // kernels instead of the channel tiles (the sums too: one channel a thread): which is faster
-  // on this GPU (the tiles were written without one). The forward row tells the statistics'
-  // share apart.
+  memory_bound("batch_norm_relu_residual_fwd_bwd_bf16_nhwc", DType::bf16, Layout::nhwc, 12,
+               block_tail);
+  // Row-major (PyTorch's default layout, autocast's bf16 and plain f32): planes of 56 x 56
+  // values, a multiple of the vector width, so every kernel reads 16-byte vectors of a plane.
+  memory_bound("batch_norm_relu_residual_fwd_bwd_bf16_nchw", DType::bf16, Layout::nchw, 12,
+               block_tail);
+  memory_bound("batch_norm_relu_residual_fwd_bwd_f32_nchw", DType::f32, Layout::nchw, 12,
+               block_tail);
+  // All again with element-by-element loads, where the maps take the one-element kernels
+  // instead of the channel tiles or planes (channels-last sums too: one channel a thread):
+  // which is faster on this GPU (the vectors were written without one). The forward row tells
+  // the statistics' share apart.
   cuda::set_vectorized_elementwise(false);
-  memory_bound("batch_norm_relu_bf16_nhwc_elementwise_loads", DType::bf16, true, 2, bn_relu);
-  memory_bound("batch_norm_relu_residual_fwd_bwd_bf16_nhwc_elementwise_loads", DType::bf16, true,
-               12, block_tail);
+  memory_bound("batch_norm_relu_bf16_nhwc_elementwise_loads", DType::bf16, Layout::nhwc, 2,
+               bn_relu);
+  memory_bound("batch_norm_relu_residual_fwd_bwd_bf16_nhwc_elementwise_loads", DType::bf16,
+               Layout::nhwc, 12, block_tail);
+  memory_bound("batch_norm_relu_residual_fwd_bwd_bf16_nchw_elementwise_loads", DType::bf16,
+               Layout::nchw, 12, block_tail);
+  memory_bound("batch_norm_relu_residual_fwd_bwd_f32_nchw_elementwise_loads", DType::f32,
+               Layout::nchw, 12, block_tail);
   cuda::set_vectorized_elementwise(true);
   const auto stats = cuda::memory_stats(0);
   out["cuda_mallocs"] = stats.device_allocs;

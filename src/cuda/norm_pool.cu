@@ -5,8 +5,9 @@
 // decides, then added in order; every backward gathers (each input element sums the outputs it
 // fed), so no atomics and one order per run. Batch norm's tensors are row-major (N, C, S) or
 // all channels-last, (N, S, C) in memory; the latter's per-channel sums are coalesced: a warp
-// reads 32 neighbouring channels of a row. Max pooling over channels-last maps moves 16-byte
-// vectors of neighbouring channels where it can.
+// reads 32 neighbouring channels of a row. Where the vector width allows, both go in 16-byte
+// vectors: of neighbouring channels (channel tiles), or of one channel's plane. Max pooling over
+// channels-last maps moves 16-byte vectors of neighbouring channels where it can.
 #include <algorithm>
 #include <cmath>
 
@@ -42,18 +43,28 @@ struct NcsLayout {
   }
 };
 
-// The layout of an (N, C, S) tensor: channels innermost when its strides say so (where C or S
-// is 1 both layouts are the same memory, and row-major is taken).
-// Channels innermost where C's stride is 1: channels-last maps, and every (N, C, 1) (a 1x1 map,
-// BatchNorm1d's (N, C)), which lies the same either way and is read coalesced so.
-NcsLayout ncs_layout(const Tensor& t) {
-  const int64_t c = t.size(1), s = t.size(2), count = t.numel();
-  NcsLayout l{c, s, c > 1 && t.stride(1) == 1, count > 0 && count < (int64_t{1} << 31), {}, {}};
+NcsLayout ncs_layout(int64_t c, int64_t s, bool nhwc, int64_t count) {
+  NcsLayout l{c, s, nhwc, count > 0 && count < (int64_t{1} << 31), {}, {}};
   if (l.narrow) {
     l.by_channels = kernels::FastDivider(static_cast<uint32_t>(c));
     l.by_s = kernels::FastDivider(static_cast<uint32_t>(s));
   }
   return l;
+}
+
+// The layout of an (N, C, S) tensor: channels innermost where C's stride is 1 (and C > 1):
+// channels-last maps, and every (N, C, 1) (a 1x1 map, BatchNorm1d's (N, C)), which lies the same
+// either way and is read coalesced so. Where C is 1 both layouts are the same memory, and
+// row-major is taken.
+NcsLayout ncs_layout(const Tensor& t) {
+  const int64_t c = t.size(1);
+  return ncs_layout(c, t.size(2), c > 1 && t.stride(1) == 1, t.numel());
+}
+
+// The layout of a row-major map's V-value vectors, (N, C, S / V): S a multiple of V, so that each
+// lies in one channel's plane.
+NcsLayout in_vectors(const NcsLayout& l, int64_t n, int v) {
+  return v == 1 ? l : ncs_layout(l.channels, l.s / v, false, n * l.channels * (l.s / v));
 }
 
 // --- batch norm --------------------------------------------------------------------------------
@@ -147,21 +158,30 @@ __device__ __forceinline__ int64_t first_of(const NcsLayout& l, int64_t c) {
   return l.nhwc ? c : c * l.s;
 }
 
+// The kernels below over an element at a time (V = 1) and over a row-major map's planes in
+// V-value vectors (V > 1: l, rows and the offsets count vectors, l from in_vectors), each vector
+// one channel's: its parameters are read once for V values, and its loads move 16 bytes.
+
 // Slice sums of d = x - x0 and d^2 (x0: the channel's first element; rows > 0 where any
 // element is read).
-template <typename T>
+template <int V, typename T>
 __global__ void bn_moments_kernel(double* partial, const T* x, int64_t rows, NcsLayout l,
                                   int64_t slices) {
+  using VT = cuda::Vec<T, V>;
   double x0 = 0;  // a thread sums one channel: x0 read once
   int64_t x0_channel = -1;
   slice_sums<2, double>(partial, rows, l, slices, [&](int64_t o, int64_t c, double* acc) {
     if (c != x0_channel) {
       x0_channel = c;
-      x0 = as_double(x, first_of(l, c));
+      x0 = as_double(x, first_of(l, c) * V);
     }
-    const double d = as_double(x, o) - x0;
-    acc[0] += d;
-    acc[1] += d * d;
+    const VT e = reinterpret_cast<const VT*>(x)[o];
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      const double d = static_cast<double>(convert<compute_t<T>>(e.v[k])) - x0;
+      acc[0] += d;
+      acc[1] += d * d;
+    }
   });
 }
 
@@ -232,15 +252,30 @@ __device__ __forceinline__ T bn_output(const BnAffine<P>& a, T x, const T* resid
   return convert<T>(v);
 }
 
-// One element per thread: row-major maps, and the channels-last ones the channel tiles below do
-// not take.
-template <typename T, typename P>
+// The output's vector i, value k of it by the map a(k): what the forward kernels (planes and
+// channel tiles) do with each vector.
+template <int V, typename T, typename A>
+__device__ __forceinline__ void bn_forward_vector(T* y, const T* x, const T* residual, int64_t i,
+                                                  A a, bool relu) {
+  using VT = cuda::Vec<T, V>;
+  const VT xv = reinterpret_cast<const VT*>(x)[i];
+  VT rv = {}, yv;
+  if (residual) rv = reinterpret_cast<const VT*>(residual)[i];
+#pragma unroll
+  for (int k = 0; k < V; ++k) yv.v[k] = bn_output(a(k), xv.v[k], residual, rv.v[k], relu);
+  reinterpret_cast<VT*>(y)[i] = yv;
+}
+
+// A vector (or element) per thread: row-major maps, and the channels-last ones the channel
+// tiles below do not take.
+template <int V, typename T, typename P>
 __global__ void bn_forward_kernel(T* y, const T* x, const T* residual, const P* mean,
-                                  const P* invstd, const P* weight, const P* bias, int64_t total,
+                                  const P* invstd, const P* weight, const P* bias, int64_t vectors,
                                   NcsLayout l, bool relu) {
-  TANDEM_CUDA_LOOP(j, total) {
-    const BnAffine<P> a = bn_affine(l.channel(j), mean, invstd, weight, bias);
-    y[j] = bn_output(a, x[j], residual, residual ? residual[j] : T{}, relu);
+  TANDEM_CUDA_LOOP(i, vectors) {
+    const BnAffine<P> a = bn_affine(l.channel(i), mean, invstd, weight, bias);
+    bn_forward_vector<V>(
+        y, x, residual, i, [&](int) { return a; }, relu);
   }
 }
 
@@ -254,15 +289,24 @@ __device__ __forceinline__ P bn_dz(T dy, T out, bool relu) {
 
 // Slice sums of dz and dz * (x - mean); dz itself into dz_out where given (the residual's
 // gradient, which the input pass then reads in place of dy and the output: a pass fewer).
-template <typename T, typename P>
+template <int V, typename T, typename P>
 __global__ void bn_backward_sums_kernel(P* partial, T* dz_out, const T* dy, const T* x,
                                         const T* out, const P* mean, int64_t rows, NcsLayout l,
                                         int64_t slices) {
+  using VT = cuda::Vec<T, V>;
   slice_sums<2, P>(partial, rows, l, slices, [&](int64_t o, int64_t c, P* acc) {
-    const P dz = bn_dz<P>(dy[o], out ? out[o] : T{}, out != nullptr);
-    if (dz_out) dz_out[o] = convert<T>(dz);
-    acc[0] += dz;
-    acc[1] += dz * (to_p<P>(x[o]) - mean[c]);
+    const VT dyv = reinterpret_cast<const VT*>(dy)[o], xv = reinterpret_cast<const VT*>(x)[o];
+    VT outv = {}, dzv;
+    if (out) outv = reinterpret_cast<const VT*>(out)[o];
+    const P mu = mean[c];
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      const P dz = bn_dz<P>(dyv.v[k], outv.v[k], out != nullptr);
+      dzv.v[k] = convert<T>(dz);
+      acc[0] += dz;
+      acc[1] += dz * (to_p<P>(xv.v[k]) - mu);
+    }
+    if (dz_out) reinterpret_cast<VT*>(dz_out)[o] = dzv;
   });
 }
 
@@ -308,18 +352,31 @@ __device__ __forceinline__ BnInputGrad<P> bn_input_grad(int64_t c, const P* mean
 }
 
 // dx from bn_input_grad's coefficients (w invstd dz when evaluating).
-template <typename T, typename P>
+// The input gradient's vector i, value k of it by the coefficients coef(k): what both input
+// kernels (planes and channel tiles) do with each vector.
+template <int V, typename P, typename T, typename C>
+__device__ __forceinline__ void bn_input_vector(T* dx, const T* dy, const T* x, const T* out,
+                                                int64_t i, C coef) {
+  using VT = cuda::Vec<T, V>;
+  const VT dyv = reinterpret_cast<const VT*>(dy)[i], xv = reinterpret_cast<const VT*>(x)[i];
+  VT outv = {}, dxv;
+  if (out) outv = reinterpret_cast<const VT*>(out)[i];
+#pragma unroll
+  for (int k = 0; k < V; ++k)
+    dxv.v[k] = convert<T>(coef(k)(bn_dz<P>(dyv.v[k], outv.v[k], out != nullptr), to_p<P>(xv.v[k])));
+  reinterpret_cast<VT*>(dx)[i] = dxv;
+}
+
+template <int V, typename T, typename P>
 __global__ void bn_backward_input_kernel(T* dx, const T* dy, const T* x, const T* out,
                                          const P* mean, const P* invstd, const P* weight,
-                                         const P* sum_dy, const P* sum_dy_xmu, int64_t total,
+                                         const P* sum_dy, const P* sum_dy_xmu, int64_t vectors,
                                          NcsLayout l, BnCount<P> n, bool training) {
   const P count = n.value();
-  TANDEM_CUDA_LOOP(j, total) {
-    const int64_t c = l.channel(j);
-    const P dz = bn_dz<P>(dy[j], out ? out[j] : T{}, out != nullptr);
-    const BnInputGrad<P> k =
-        bn_input_grad(c, mean, invstd, weight, sum_dy, sum_dy_xmu, count, training);
-    dx[j] = convert<T>(k(dz, to_p<P>(x[j])));
+  TANDEM_CUDA_LOOP(i, vectors) {
+    const BnInputGrad<P> coef =
+        bn_input_grad(l.channel(i), mean, invstd, weight, sum_dy, sum_dy_xmu, count, training);
+    bn_input_vector<V, P>(dx, dy, x, out, i, [&](int) { return coef; });
   }
 }
 
@@ -331,7 +388,7 @@ __global__ void bn_backward_input_kernel(T* dx, const T* dy, const T* x, const T
 // channel's were slower still on the H200.) A thread's parameters are 20-40 loads and the
 // backward's 2 V divisions, so it walks at least kTileRows rows (PyTorch's channels-last
 // elementwise kernels: 16), where a grid of one thread per vector gave it one or two; but the
-// grid stays at least kFillBlocks (as Slices), and a thread a group (lanes_fit: the groups fit
+// grid stays at least kFillBlocks (as Slices), and a thread a group (bn_vectors: the groups fit
 // in the largest grid).
 constexpr int64_t kTileRows = 16;
 struct ChannelTiles {
@@ -355,16 +412,9 @@ __global__ void bn_forward_tiled_kernel(T* y, const T* x, const T* residual, con
   BnAffine<P> a[V];
 #pragma unroll
   for (int k = 0; k < V; ++k) a[k] = bn_affine(g * V + k, mean, invstd, weight, bias);
-  using VT = cuda::Vec<T, V>;
-  for (int64_t r = tid / t.groups; r < t.rows; r += t.rows_per_pass) {
-    const int64_t i = r * t.groups + g;  // the vector's index
-    const VT xv = reinterpret_cast<const VT*>(x)[i];
-    VT rv = {}, yv;
-    if (residual) rv = reinterpret_cast<const VT*>(residual)[i];
-#pragma unroll
-    for (int k = 0; k < V; ++k) yv.v[k] = bn_output(a[k], xv.v[k], residual, rv.v[k], relu);
-    reinterpret_cast<VT*>(y)[i] = yv;
-  }
+  for (int64_t r = tid / t.groups; r < t.rows; r += t.rows_per_pass)
+    bn_forward_vector<V>(
+        y, x, residual, r * t.groups + g, [&](int k) { return a[k]; }, relu);
 }
 
 template <int V, typename T, typename P>
@@ -380,47 +430,53 @@ __global__ void bn_backward_input_tiled_kernel(T* dx, const T* dy, const T* x, c
 #pragma unroll
   for (int k = 0; k < V; ++k)
     coef[k] = bn_input_grad(g * V + k, mean, invstd, weight, sum_dy, sum_dy_xmu, count, training);
-  using VT = cuda::Vec<T, V>;
-  for (int64_t r = tid / t.groups; r < t.rows; r += t.rows_per_pass) {
-    const int64_t i = r * t.groups + g;
-    const VT dyv = reinterpret_cast<const VT*>(dy)[i], xv = reinterpret_cast<const VT*>(x)[i];
-    VT outv = {}, dxv;
-    if (out) outv = reinterpret_cast<const VT*>(out)[i];
-#pragma unroll
-    for (int k = 0; k < V; ++k)
-      dxv.v[k] =
-          convert<T>(coef[k](bn_dz<P>(dyv.v[k], outv.v[k], out != nullptr), to_p<P>(xv.v[k])));
-    reinterpret_cast<VT*>(dx)[i] = dxv;
-  }
+  for (int64_t r = tid / t.groups; r < t.rows; r += t.rows_per_pass)
+    bn_input_vector<V, P>(dx, dy, x, out, r * t.groups + g, [&](int k) { return coef[k]; });
 }
 
-// Whether V-element vectors of T serve a call over a map of `channels`: V neighbouring channels
-// of a channels-last map (C a multiple of V), every tensor given 16-byte aligned (undefined ones
-// skipped), vectors not turned off (cuda::set_vectorized_elementwise). Batch norm's channel tiles
-// and max pooling's lanes.
+// Whether V-element vectors of T serve a call whose layout allows them (`layout_fits`: batch
+// norm's channel tiles or planes, max pooling's lanes of neighbouring channels): every tensor
+// given 16-byte aligned (undefined ones skipped), vectors not turned off
+// (cuda::set_vectorized_elementwise).
 template <typename T, int V>
-bool lanes_fit(bool channels_last, int64_t channels, std::initializer_list<const Tensor*> tensors) {
-  if (!channels_last || channels % V != 0 || !cuda::vectorized_elementwise()) return false;
+bool lanes_fit(bool layout_fits, std::initializer_list<const Tensor*> tensors) {
+  if (!layout_fits || !cuda::vectorized_elementwise()) return false;
   for (const Tensor* t : tensors)
     if (t->defined() && !cuda::aligned_for<T, V>(*t)) return false;
   return true;
 }
 
-// Starts tiled(V, tiles) when the channel tiles apply (lanes_fit); returns whether it did.
-template <typename T, typename Tiled>
-bool launch_channel_tiles(const NcsLayout& l, int64_t rows,
-                          std::initializer_list<const Tensor*> tensors, Tiled tiled) {
+// How batch norm's kernels read a call's maps: in channel tiles (`tiles`: channels-last, C a
+// multiple of the vector width v), in planes (row-major, S a multiple of v: each vector lies in
+// one channel's plane), or an element at a time (v = 1). One decision for all the call's kernels.
+struct BnVectors {
+  int v = 1;
+  bool tiles = false;
+};
+template <typename T>
+BnVectors bn_vectors(const NcsLayout& l, std::initializer_list<const Tensor*> tensors) {
   if constexpr (cuda::kVectorizable<T>) {
     constexpr int V = cuda::kVec<T, T>;
-    if (!lanes_fit<T, V>(l.nhwc, l.channels, tensors)) return false;
-    // More groups than the grid has threads would leave some unwritten (a thread keeps one
-    // group): the one-element kernels take such a C (2^26 f32 channels and up).
-    if (l.channels / V > static_cast<int64_t>(cuda::kMaxBlocks) * cuda::kThreads) return false;
-    tiled(std::integral_constant<int, V>{}, ChannelTiles(l.channels, V, rows));
-    return true;
-  } else {
-    return false;
+    // More groups than the grid has threads would leave some unwritten (a tile's thread keeps
+    // one group): such a C (2^26 f32 channels and up) goes an element at a time.
+    const bool tiles = l.nhwc && l.channels % V == 0 &&
+                       l.channels / V <= static_cast<int64_t>(cuda::kMaxBlocks) * cuda::kThreads;
+    if (lanes_fit<T, V>(tiles || (!l.nhwc && l.s % V == 0), tensors)) return {V, tiles};
   }
+  return {};
+}
+
+// Calls f(V), the vector width as a constant, where w has vectors; returns whether it did (the
+// caller then launches the one-element kernel).
+template <typename T, typename F>
+bool with_vectors(const BnVectors& w, F f) {
+  if constexpr (cuda::kVectorizable<T>) {
+    if (w.v > 1) {
+      f(std::integral_constant<int, cuda::kVec<T, T>>{});
+      return true;
+    }
+  }
+  return false;
 }
 
 // Channel tiles of the slice sums (Slices with vec > 1): block b takes groups b * tile ...
@@ -517,28 +573,6 @@ __global__ void bn_backward_sums_tiled_kernel(P* partial, T* dz_out, const T* dy
   });
 }
 
-// The V of the channel tiles for a call over these tensors (lanes_fit), or 1 where they do not
-// apply.
-template <typename T>
-int tile_width(const NcsLayout& l, std::initializer_list<const Tensor*> tensors) {
-  if constexpr (cuda::kVectorizable<T>) {
-    constexpr int V = cuda::kVec<T, T>;
-    return lanes_fit<T, V>(l.nhwc, l.channels, tensors) ? V : 1;
-  } else {
-    return 1;
-  }
-}
-
-// Starts the slice sums' kernel: tiled(V) with channel tiles (sl.vec, from tile_width<T>), else
-// plain().
-template <typename T, typename Tiled, typename Plain>
-void launch_slice_sums(const Slices& sl, Tiled tiled, Plain plain) {
-  if constexpr (cuda::kVectorizable<T>) {
-    if (sl.vec > 1) return tiled(std::integral_constant<int, cuda::kVec<T, T>>{});
-  }
-  plain();
-}
-
 template <typename T>
 const T* maybe(const Tensor& t) {
   return t.defined() ? ptr<const T>(t) : nullptr;
@@ -562,22 +596,26 @@ void batch_norm_stats(const Tensor& mean, const Tensor& var, const Tensor& in) {
     using T = decltype(t);
     using P = decltype(p);
     cudaStream_t stream = cuda::current_stream();
-    const Slices sl(n, l, tile_width<T>(l, {&in}));
+    const BnVectors w = bn_vectors<T>(l, {&in});
+    const NcsLayout lv = w.tiles ? l : in_vectors(l, n, w.v);
+    const Slices sl = w.tiles ? Slices(n, l, w.v) : Slices(n, lv);
     Tensor partial = make_tensor({2 * sl.count * c}, DType::f64, in.device());
-    launch_slice_sums<T>(
-        sl,
-        [&](auto v) {
-          bn_moments_tiled_kernel<decltype(v)::value><<<sl.grid, cuda::kThreads, 0, stream>>>(
-              ptr<double>(partial), ptr<const T>(in), sl, c);
-        },
-        [&] {
-          bn_moments_kernel<T><<<sl.grid, cuda::kThreads, 0, stream>>>(
-              ptr<double>(partial), ptr<const T>(in), sl.rows, l, sl.count);
-        });
+    const bool vectors = with_vectors<T>(w, [&](auto v) {
+      [[maybe_unused]] constexpr int V = decltype(v)::value;
+      if (w.tiles)
+        bn_moments_tiled_kernel<V>
+            <<<sl.grid, cuda::kThreads, 0, stream>>>(ptr<double>(partial), ptr<const T>(in), sl, c);
+      else
+        bn_moments_kernel<V, T><<<sl.grid, cuda::kThreads, 0, stream>>>(
+            ptr<double>(partial), ptr<const T>(in), sl.rows, lv, sl.count);
+    });
+    if (!vectors)
+      bn_moments_kernel<1, T><<<sl.grid, cuda::kThreads, 0, stream>>>(
+          ptr<double>(partial), ptr<const T>(in), sl.rows, l, sl.count);
     cuda::check_launch("batch_norm_stats (slices)");
     bn_moments_finish_kernel<T, P><<<channel_blocks(c), cuda::kThreads, 0, stream>>>(
         ptr<P>(mean), ptr<P>(var), ptr<const double>(partial), ptr<const T>(in), c, sl.count,
-        sl.rows, l);
+        n * l.s, l);
     cuda::check_launch("batch_norm_stats (channels)");
   });
 }
@@ -614,16 +652,26 @@ void batch_norm_forward(const Tensor& out, const Tensor& in, const Tensor& mean,
   dispatch_bn(in.dtype(), "batch_norm (cuda)", [&](auto t, auto p) {
     using T = decltype(t);
     using P = decltype(p);
+    cudaStream_t stream = cuda::current_stream();
+    const int64_t n = in.size(0);
     const NcsLayout l = ncs_layout(in);
-    const bool tiled = launch_channel_tiles<T>(
-        l, in.size(0) * l.s, {&out, &in, &residual}, [&](auto v, const ChannelTiles& tiles) {
-          bn_forward_tiled_kernel<decltype(v)::value>
-              <<<tiles.blocks, cuda::kThreads, 0, cuda::current_stream()>>>(
-                  ptr<T>(out), ptr<const T>(in), maybe<T>(residual), ptr<const P>(mean),
-                  ptr<const P>(invstd), maybe<P>(weight), maybe<P>(bias), tiles, relu);
-        });
-    if (!tiled)
-      bn_forward_kernel<<<cuda::grid_for(total), cuda::kThreads, 0, cuda::current_stream()>>>(
+    const BnVectors w = bn_vectors<T>(l, {&out, &in, &residual});
+    const bool vectors = with_vectors<T>(w, [&](auto v) {
+      constexpr int V = decltype(v)::value;
+      if (w.tiles) {
+        const ChannelTiles tiles(l.channels, V, n * l.s);
+        bn_forward_tiled_kernel<V><<<tiles.blocks, cuda::kThreads, 0, stream>>>(
+            ptr<T>(out), ptr<const T>(in), maybe<T>(residual), ptr<const P>(mean),
+            ptr<const P>(invstd), maybe<P>(weight), maybe<P>(bias), tiles, relu);
+      } else {
+        bn_forward_kernel<V, T, P><<<cuda::grid_for(total / V), cuda::kThreads, 0, stream>>>(
+            ptr<T>(out), ptr<const T>(in), maybe<T>(residual), ptr<const P>(mean),
+            ptr<const P>(invstd), maybe<P>(weight), maybe<P>(bias), total / V, in_vectors(l, n, V),
+            relu);
+      }
+    });
+    if (!vectors)
+      bn_forward_kernel<1, T, P><<<cuda::grid_for(total), cuda::kThreads, 0, stream>>>(
           ptr<T>(out), ptr<const T>(in), maybe<T>(residual), ptr<const P>(mean),
           ptr<const P>(invstd), maybe<P>(weight), maybe<P>(bias), total, l, relu);
     cuda::check_launch("batch_norm_forward");
@@ -650,22 +698,26 @@ void batch_norm_backward(const Tensor& grad_in, const Tensor& grad_weight,
     // The residual's gradient is dz: the sums' pass writes it, and the input's pass reads it in
     // place of dy and the output (relu's mask already applied).
     T* dr = grad_residual.defined() && total > 0 ? ptr<T>(grad_residual) : nullptr;
-    const Slices sl(n, l, tile_width<T>(l, {&grad_out, &in, &out, &grad_residual}));
+    const BnVectors w = bn_vectors<T>(l, {&grad_in, &grad_residual, &grad_out, &in, &out});
+    const NcsLayout lv = w.tiles ? l : in_vectors(l, n, w.v);
+    const Slices sl = w.tiles ? Slices(n, l, w.v) : Slices(n, lv);
     Tensor partial = make_tensor({2 * sl.count * c}, mean.dtype(), in.device());
     if (sl.rows > 0) {
-      launch_slice_sums<T>(
-          sl,
-          [&](auto v) {
-            bn_backward_sums_tiled_kernel<decltype(v)::value>
-                <<<sl.grid, cuda::kThreads, 0, stream>>>(ptr<P>(partial), dr,
-                                                         ptr<const T>(grad_out), ptr<const T>(in),
-                                                         maybe<T>(out), ptr<const P>(mean), sl, c);
-          },
-          [&] {
-            bn_backward_sums_kernel<T, P><<<sl.grid, cuda::kThreads, 0, stream>>>(
-                ptr<P>(partial), dr, ptr<const T>(grad_out), ptr<const T>(in), maybe<T>(out),
-                ptr<const P>(mean), sl.rows, l, sl.count);
-          });
+      const bool vectors = with_vectors<T>(w, [&](auto v) {
+        [[maybe_unused]] constexpr int V = decltype(v)::value;
+        if (w.tiles)
+          bn_backward_sums_tiled_kernel<V><<<sl.grid, cuda::kThreads, 0, stream>>>(
+              ptr<P>(partial), dr, ptr<const T>(grad_out), ptr<const T>(in), maybe<T>(out),
+              ptr<const P>(mean), sl, c);
+        else
+          bn_backward_sums_kernel<V, T, P><<<sl.grid, cuda::kThreads, 0, stream>>>(
+              ptr<P>(partial), dr, ptr<const T>(grad_out), ptr<const T>(in), maybe<T>(out),
+              ptr<const P>(mean), sl.rows, lv, sl.count);
+      });
+      if (!vectors)
+        bn_backward_sums_kernel<1, T, P><<<sl.grid, cuda::kThreads, 0, stream>>>(
+            ptr<P>(partial), dr, ptr<const T>(grad_out), ptr<const T>(in), maybe<T>(out),
+            ptr<const P>(mean), sl.rows, l, sl.count);
       cuda::check_launch("batch_norm_backward (slices)");
     } else {  // an empty batch (a rank's, in a synchronized group): its sums are zeros
       partial.zero_();
@@ -682,16 +734,21 @@ void batch_norm_backward(const Tensor& grad_in, const Tensor& grad_weight,
     T* dx = ptr<T>(grad_in);
     const T* dz = dr ? dr : ptr<const T>(grad_out);
     const T* mask = dr ? nullptr : maybe<T>(out);
-    const bool tiled = launch_channel_tiles<T>(
-        l, sl.rows, {&grad_in, &grad_residual, &grad_out, &in, &out},
-        [&](auto v, const ChannelTiles& tiles) {
-          bn_backward_input_tiled_kernel<decltype(v)::value>
-              <<<tiles.blocks, cuda::kThreads, 0, stream>>>(
-                  dx, dz, ptr<const T>(in), mask, ptr<const P>(mean), ptr<const P>(invstd),
-                  maybe<P>(weight), sum_dy, sum_dy_xmu, tiles, count, training);
-        });
-    if (!tiled)
-      bn_backward_input_kernel<<<cuda::grid_for(total), cuda::kThreads, 0, stream>>>(
+    const bool vectors = with_vectors<T>(w, [&](auto v) {
+      constexpr int V = decltype(v)::value;
+      if (w.tiles) {
+        const ChannelTiles tiles(c, V, n * s);
+        bn_backward_input_tiled_kernel<V><<<tiles.blocks, cuda::kThreads, 0, stream>>>(
+            dx, dz, ptr<const T>(in), mask, ptr<const P>(mean), ptr<const P>(invstd),
+            maybe<P>(weight), sum_dy, sum_dy_xmu, tiles, count, training);
+      } else {
+        bn_backward_input_kernel<V, T, P><<<cuda::grid_for(total / V), cuda::kThreads, 0, stream>>>(
+            dx, dz, ptr<const T>(in), mask, ptr<const P>(mean), ptr<const P>(invstd),
+            maybe<P>(weight), sum_dy, sum_dy_xmu, total / V, lv, count, training);
+      }
+    });
+    if (!vectors)
+      bn_backward_input_kernel<1, T, P><<<cuda::grid_for(total), cuda::kThreads, 0, stream>>>(
           dx, dz, ptr<const T>(in), mask, ptr<const P>(mean), ptr<const P>(invstd),
           maybe<P>(weight), sum_dy, sum_dy_xmu, total, l, count, training);
     cuda::check_launch("batch_norm_backward (input)");
@@ -1050,7 +1107,7 @@ void launch_pool_lanes(const pool::Geometry& g, int64_t count,
                        std::initializer_list<const Tensor*> tensors, Launch launch) {
   if constexpr (cuda::kVectorizable<T>) {
     constexpr int V = cuda::kVec<T, T>;
-    if (lanes_fit<T, V>(g.channels_last, g.c, tensors))
+    if (lanes_fit<T, V>(g.channels_last && g.c % V == 0, tensors))
       return launch(std::integral_constant<int, V>{}, count / V);
   }
   launch(std::integral_constant<int, 1>{}, count);

@@ -633,6 +633,21 @@ TEST_CASE(
     CHECK(tandem_emu_launches_of("bn_backward_sums_tiled_kernel") == tiled);
     CHECK(tandem_emu_launches_of("bn_backward_input_tiled_kernel") == tiled);
   }
+  // Row-major planes of a multiple of 8 bf16 values (4x4): every kernel over 16-byte vectors of
+  // one plane; planes of 6x6 (36 values) an element at a time.
+  for (const int64_t side : {4, 6}) {
+    INFO(side << "x" << side << " planes");
+    Tensor leaf = randn_as({4, 16, side, side}, DType::bf16, 45).to(kGpu).requires_grad_();
+    tandem_emu_reset_counts();
+    batch_norm_relu(leaf, rm, rv, w, b, true).sum().backward();
+    const long planes = side == 4 ? 1 : 0;
+    for (const char* kernel : {"bn_moments_kernel", "bn_forward_kernel", "bn_backward_sums_kernel",
+                               "bn_backward_input_kernel"}) {
+      INFO(kernel);
+      CHECK(tandem_emu_launches_of((std::string(kernel) + "<V,").c_str()) == planes);
+      CHECK(tandem_emu_launches_of((std::string(kernel) + "<1,").c_str()) == 1 - planes);
+    }
+  }
   // (N, C): channels innermost, so in channel tiles too.
   tandem_emu_reset_counts();
   batch_norm(randn_as({8, 16}, DType::bf16, 44).to(kGpu), rm, rv, w, b, true);
