@@ -783,10 +783,12 @@ void tandem_emu::count_launch(const char* name) {
 }
 
 extern "C" long tandem_emu_launches();
+extern "C" long tandem_emu_host_waits();
 extern "C" void tandem_emu_print_launches(FILE* out);
 namespace {
 void print_launches_at_exit() {
-  std::fprintf(stderr, "%ld kernel launches (emulated):\n", tandem_emu_launches());
+  std::fprintf(stderr, "%ld host waits for a stream or device, %ld kernel launches (emulated):\n",
+               tandem_emu_host_waits(), tandem_emu_launches());
   tandem_emu_print_launches(stderr);
 }
 }  // namespace
