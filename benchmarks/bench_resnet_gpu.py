@@ -9,6 +9,12 @@ the loss. Writes JSON: img/s of each, their ratio, and peak GPU memory (tandem's
 allocator peak vs torch.cuda.max_memory_allocated).
 
   python3 benchmarks/bench_resnet_gpu.py --bin build-gpu/benchmarks --out gpu-out/resnet_gpu.json
+
+The main example's model and work instead (ResNet-20 on 1x28x28 images, batch 128, f32, both
+sides row-major, the CIFAR ResNet class that the golden test checks tandem's against):
+
+  python3 benchmarks/bench_resnet_gpu.py --model resnet20 --channels 1 --size 28 --batch 128 \
+      --precision f32 --layout nchw
 """
 import argparse
 import json
@@ -19,6 +25,9 @@ import sys
 import time
 
 from peers import PhaseTimes
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+MODELS = ["resnet20", "resnet32", "resnet44", "resnet56", "resnet50"]
 
 
 def torch_resnet50(num_classes=10):
@@ -61,12 +70,19 @@ def torch_run(args):
     torch.manual_seed(0)
     torch.backends.cudnn.benchmark = args.cudnn_benchmark
     dev = torch.device("cuda")
-    model = torch_resnet50().to(dev).to(memory_format=torch.channels_last)
+    if args.model == "resnet50":
+        model = torch_resnet50()
+    else:
+        sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests", "golden"))
+        from make_model_golden import CifarResNet
+        model = CifarResNet(int(args.model.replace("resnet", "")), in_channels=args.channels)
+    layout = torch.channels_last if args.layout == "nhwc" else torch.contiguous_format
+    model = model.to(dev).to(memory_format=layout)
     decay = [p for p in model.parameters() if p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
     opt = torch.optim.SGD([{"params": decay, "weight_decay": 5e-4}, {"params": no_decay, "weight_decay": 0}],
                           lr=0.05, momentum=0.9, nesterov=True)
-    xs = [torch.randn(args.batch, 3, args.size, args.size, device=dev).to(memory_format=torch.channels_last)
+    xs = [torch.randn(args.batch, args.channels, args.size, args.size, device=dev).to(memory_format=layout)
           for _ in range(4)]
     ys = [torch.randint(0, 10, (args.batch,), device=dev) for _ in range(4)]
     torch.cuda.reset_peak_memory_stats()
@@ -117,10 +133,10 @@ def run_json(cmd, timeout):
 
 
 def tandem_command(args):
-    return [os.path.join(args.bin, "bench_resnet"), "--device", "cuda", "--model", "resnet50",
-           "--batch", str(args.batch), "--channels", "3", "--size", str(args.size),
+    return [os.path.join(args.bin, "bench_resnet"), "--device", "cuda", "--model", args.model,
+           "--batch", str(args.batch), "--channels", str(args.channels), "--size", str(args.size),
            "--steps", str(args.steps), "--warmup", str(args.warmup), "--precision", args.precision,
-           "--threads", "4"] + (["--channels-last"] if args.tandem_layout == "nhwc" else []) \
+           "--threads", "4"] + (["--channels-last"] if args.layout == "nhwc" else []) \
         + (["--cudnn-benchmark"] if args.cudnn_benchmark else []) \
         + (["--profile-last-step"] if getattr(args, "profile_last_step", False) else [])
 
@@ -136,11 +152,13 @@ def tandem_run(args):
 def parser():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--bin", default="build-gpu/benchmarks")
+    p.add_argument("--model", default="resnet50", choices=MODELS)
+    p.add_argument("--channels", type=int, default=3, help="of the input images")
     p.add_argument("--batch", type=int, default=256)
     p.add_argument("--size", type=int, default=224)
     p.add_argument("--precision", default="bf16", choices=["bf16", "f32"])
-    p.add_argument("--tandem-layout", default="nhwc", choices=["nhwc", "nchw"],
-                   help="tandem's batches and model channels-last (as PyTorch's here) or row-major")
+    p.add_argument("--layout", default="nhwc", choices=["nhwc", "nchw"],
+                   help="both sides' batches and models channels-last or row-major")
     p.add_argument("--cudnn-benchmark", action="store_true",
                    help="both sides choose cuDNN's algorithms by timing them (torch.backends.cudnn.benchmark)")
     p.add_argument("--steps", type=int, default=20)
@@ -193,7 +211,8 @@ def write_summary(args, runs):
             if None not in phases and r.get("step_ms_median"):
                 r["host_share"] = sum(phases) / r["step_ms_median"]
     versions = [run["pytorch"]["version"] for run in runs if "version" in run["pytorch"]]
-    summary = {"model": "resnet50", "batch": args.batch, "size": args.size, "precision": args.precision,
+    summary = {"model": args.model, "channels": args.channels, "layout": args.layout, "batch": args.batch,
+               "size": args.size, "precision": args.precision,
                "cudnn_benchmark": args.cudnn_benchmark,  # off: cuDNN's heuristics on both sides
                "pytorch_version": versions[0] if versions else None,
                "tandem_img_per_s": median("tandem", "img_per_s"),

@@ -9,6 +9,9 @@ the kernels that took longest, and how long the host took to queue each phase (f
 backward, optimizer: a step whose queueing takes as long as its wall time is bound by the host).
 
   python3 benchmarks/profile_resnet_gpu.py --bin build-gpu/benchmarks --out gpu-out/profile.json
+
+--model, --channels, --size, --precision and --layout as bench_resnet_gpu.py's (the main
+example's work: --model resnet20 --channels 1 --size 28 --batch 128 --precision f32 --layout nchw).
 """
 import argparse
 import collections
@@ -81,7 +84,12 @@ def summarize(rows, wall_ms, top):
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--bin", default="build-gpu/benchmarks")
+    p.add_argument("--model", default="resnet50", choices=bench.MODELS)
+    p.add_argument("--channels", type=int, default=3)
     p.add_argument("--batch", type=int, default=256)
+    p.add_argument("--size", type=int, default=224)
+    p.add_argument("--precision", default="bf16", choices=["bf16", "f32"])
+    p.add_argument("--layout", default="nhwc", choices=["nhwc", "nchw"])
     p.add_argument("--cudnn-benchmark", action="store_true")
     p.add_argument("--top", type=int, default=25)
     p.add_argument("--timeout", type=int, default=150, help="seconds for one side under the profiler")
@@ -91,15 +99,18 @@ def main():
     if not ncu:
         sys.exit("profile_resnet_gpu.py: Nsight Compute (ncu) is not on this machine")
     sides = {"tandem": bench.tandem_command, "pytorch": bench.torch_command}
-    base = bench.parser().parse_args(["--bin", args.bin, "--batch", str(args.batch)]
-                                     + (["--cudnn-benchmark"] if args.cudnn_benchmark else []))
+    base = bench.parser().parse_args(
+        ["--bin", args.bin, "--model", args.model, "--channels", str(args.channels), "--batch", str(args.batch),
+         "--size", str(args.size), "--precision", args.precision, "--layout", args.layout]
+        + (["--cudnn-benchmark"] if args.cudnn_benchmark else []))
     # The wall step without the profiler: 10 steps after 5 of warm-up.
     plain = argparse.Namespace(**{**vars(base), "steps": 10, "warmup": 5, "side_timeout": 90})
     walls = {side: bench.run_json(command(plain), 90) for side, command in sides.items()}
     # Under the profiler: 3 steps of warm-up, the fourth collected.
     profiled = argparse.Namespace(**{**vars(base), "steps": 1, "warmup": 3, "profile_last_step": True,
                                      "side_timeout": args.timeout})
-    out = {"batch": args.batch, "cudnn_benchmark": args.cudnn_benchmark, "ncu": ncu, "sides": {}}
+    out = {"model": args.model, "batch": args.batch, "size": args.size, "precision": args.precision,
+           "layout": args.layout, "cudnn_benchmark": args.cudnn_benchmark, "ncu": ncu, "sides": {}}
     for side, command in sides.items():
         wall = walls[side].get("step_ms_median")
         try:

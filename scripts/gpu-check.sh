@@ -16,10 +16,13 @@
 #   7. the scaling predictor against DDP measured on this machine's GPUs (validate_predictor.py),
 #   8. ResNet-50 again with cuDNN's benchmark mode on both sides,
 #   9. where ResNet-50's GPU time goes, kernel by kernel, on both sides (Nsight Compute),
-#  10. compute-sanitizer's memcheck over the GPU tests with the most index math (when present),
-#  11. the whole test program (the CPU backend on a machine where CUDA is present).
+#  10. the main example's model and work (ResNet-20, f32, row-major, batch 128 of 1x28x28) against
+#      PyTorch, on random in-memory batches, and where its GPU time goes (Nsight Compute): whether
+#      a small model's step is bound by the host, and by what,
+#  11. compute-sanitizer's memcheck over the GPU tests with the most index math (when present),
+#  12. the whole test program (the CPU backend on a machine where CUDA is present).
 # The whole script ends within TANDEM_GPU_CHECK_SECONDS (default 480): each step runs under its
-# own limit, cut to what is left (step 10 only when 90 s are left, step 11 when 150 s are: the CPU
+# own limit, cut to what is left (step 11 only when 90 s are left, step 12 when 150 s are: the CPU
 # suite runs in CI too).
 # Logs and results are written to tandem-gpu-check/ under TANDEM_GPU_CHECK_WORK (default /tmp);
 # however the script ends, $OUT (default gpu-out/) receives at most seven files, as the device
@@ -230,7 +233,8 @@ built bench_allreduce allreduce && built bench_nccl_allreduce allreduce &&
   step allreduce 90 python3 benchmarks/bench_allreduce.py --gpu "${allreduce_args[@]}" \
     --bin "$build"/benchmarks --out "$work/allreduce_nccl.json" --plot "$work/allreduce_nccl.png"
 if [ "$tiny" = 1 ]; then  # PyTorch on a GPU, ResNet-50 at 224x224, a profiler: not the emulation's
-  echo "example_vs_pytorch, predictor, resnet50_cudnn_benchmark, profile: not run in a rehearsal" |
+  echo "example_vs_pytorch, predictor, resnet50_cudnn_benchmark, profile, resnet20, profile_resnet20:" \
+    "not run in a rehearsal" |
     tee -a "$summary"
 else
   # Each side once per repeat, on one GPU, the same data, steps and loader workers.
@@ -250,6 +254,13 @@ else
   built bench_resnet profile &&
     step profile 240 python3 benchmarks/profile_resnet_gpu.py --bin "$build"/benchmarks \
       --out "$work/profile_resnet50.json"
+  example_model=(--model resnet20 --channels 1 --size 28 --batch 128 --precision f32 --layout nchw)
+  built bench_resnet resnet20 &&
+    step resnet20 90 python3 benchmarks/bench_resnet_gpu.py --bin "$build"/benchmarks \
+      "${example_model[@]}" --repeats 2 --out "$work/resnet20_gpu.json"
+  built bench_resnet profile_resnet20 &&
+    step profile_resnet20 120 python3 benchmarks/profile_resnet_gpu.py --bin "$build"/benchmarks \
+      "${example_model[@]}" --out "$work/profile_resnet20.json"
 fi
 # Out-of-bounds and misaligned accesses the comparisons might not notice, in the kernels with
 # the most index math (batch norm, pooling, channels-last), when the toolkit has the sanitizer;
