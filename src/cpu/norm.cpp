@@ -420,9 +420,15 @@ void softmax_rows_backward(const Tensor& grad_in, const Tensor& grad_out, const 
 // The registered entries: f16/bf16 activations in row-major order with f32 statistics and
 // parameters (autocast's batch norm) reach the kernels above as they are; anything else
 // through f32 row-major copies.
-void batch_norm_stats_entry(const Tensor& mean, const Tensor& var, const Tensor& in) {
-  if (reads_narrow({&in}, {&mean, &var})) return batch_norm_stats(mean, var, in);
-  through_f32_row_major<&batch_norm_stats, 0b11>(mean, var, in);
+void batch_norm_stats_entry(const Tensor& mean, const Tensor& var, const Tensor& in,
+                            const BatchNormStatsUpdate* update) {
+  if (reads_narrow({&in}, {&mean, &var}))
+    batch_norm_stats(mean, var, in);
+  else
+    through_f32_row_major<&batch_norm_stats, 0b11>(mean, var, in);
+  if (update)
+    batch_norm_update(update->invstd, update->running_mean, update->running_var, mean, var,
+                      update->u);
 }
 
 void batch_norm_forward_entry(const Tensor& out, const Tensor& in, const Tensor& mean,

@@ -10,6 +10,9 @@
 // channels-last maps moves 16-byte vectors of neighbouring channels where it can.
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <mutex>
+#include <utility>
 
 #include "../kernels/divider.hpp"
 #include "../kernels/kernels.hpp"
@@ -70,8 +73,9 @@ NcsLayout in_vectors(const NcsLayout& l, int64_t n, int v) {
 // --- batch norm --------------------------------------------------------------------------------
 // P: the statistics' type (f32, or f64 for f64 inputs). Per-channel sums in two steps, in either
 // layout: blocks sum slices of each channel's N x S values into partial[(k * slices + slice) * C
-// + c], then a second kernel adds a channel's slices in order. The slice count depends on the
-// shape only, so the order of summation does too. The statistics take one pass over the input
+// + c], then the last block of a channel group to finish its slice adds the group's slices in
+// order (finish_slices), in the same launch. The slice count depends on the shape only, so the
+// order of summation does too. The statistics take one pass over the input
 // (PyTorch's Welford kernels do too; the CPU takes two): sums of d = x - x0 and d^2 in f64, x0
 // the channel's first element, then mean = x0 + E[d] and var = E[d^2] - E[d]^2. The shift bounds
 // the cancellation by (x0 - mean)^2 / var <= N ulps of f64 (x0 is one of the N values), where
@@ -83,19 +87,24 @@ constexpr int64_t kFillBlocks = 1024;  // blocks enough to fill a large GPU: the
 // warps over a slice of the N x S rows (each warp reads 32 neighbouring channels of a row:
 // coalesced), a row-major one in a block per (channel, slice) over a slice of its N planes of S.
 // With channel tiles (`vec` > 1: channels-last, C a multiple of vec, the operands aligned), a
-// block takes `tile` groups of vec neighbouring channels instead (tile_sums). Enough blocks to
-// fill a large GPU; slices of at least 64 rows (NHWC) or 4096 values (NCHW).
+// block takes `tile` groups of vec neighbouring channels instead (tile_sums), 32 channels at most
+// as the others: the last block of a grid column adds the column's slices for all its channels
+// (finish_slices), so its work stays that of one warp's channels. Enough blocks to fill a large
+// GPU; slices of at least 64 rows (NHWC) or 4096 values (NCHW).
 struct Slices {
   int64_t rows, count;  // rows: N x S, a channel's values
   dim3 grid;            // (channels, groups of 32 channels or tiles; slices)
   int vec = 1, tile = 0;
-  Slices(int64_t n, const NcsLayout& l, int vec_ = 1) : rows(n * l.s), vec(vec_) {
+  int64_t channels, block_channels;  // C, and the channels of one grid column (x)
+  Slices(int64_t n, const NcsLayout& l, int vec_ = 1)
+      : rows(n * l.s), vec(vec_), channels(l.channels), block_channels(l.nhwc ? 32 : 1) {
     int64_t blocks = l.nhwc ? (l.channels + 31) / 32 : l.channels;
     if (vec > 1) {
       const int64_t groups = l.channels / vec;
-      tile = 1;  // the largest power of 2 up to 32 and to the groups
-      while (tile < 32 && tile * 2 <= groups) tile *= 2;
+      tile = 1;  // the largest power of 2 up to 32 channels and to the groups
+      while ((tile * 2) * vec <= 32 && tile * 2 <= groups) tile *= 2;
       blocks = (groups + tile - 1) / tile;
+      block_channels = int64_t{tile} * vec;
     }
     const int64_t per_slice = l.nhwc ? 64 : 4096;
     count = std::max<int64_t>(1, std::min<int64_t>((rows + per_slice - 1) / per_slice,
@@ -158,19 +167,112 @@ __device__ __forceinline__ int64_t first_of(const NcsLayout& l, int64_t c) {
   return l.nhwc ? c : c * l.s;
 }
 
+// Whether this block, its slice's partial sums written, is the last of its grid column (channel
+// group) to finish: every slice's sums are then in memory. The column's counter (zero before the
+// launch) is set back to zero for the next one. The CUDA programming guide's last-block pattern:
+// each block's writes fenced before its count, the last block's reads past L1 (load_slice).
+__device__ bool last_slice(int* counters, int64_t slices) {
+  __shared__ bool last;
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    last = atomicAdd(&counters[blockIdx.x], 1) == static_cast<int>(slices) - 1;
+    if (last) counters[blockIdx.x] = 0;
+  }
+  __syncthreads();
+  if (last) __threadfence();
+  return last;
+}
+
+template <typename P>
+__device__ __forceinline__ P load_slice(const P* p) {
+  return __ldcg(p);  // from L2: other blocks wrote it
+}
+
+// The last block of a grid column (last_slice): each of its (up to 32) channels' K totals over
+// the slices, handed to f(c, totals): warp w adds slices w, w + kLanes, ... (neighbouring
+// threads read neighbouring channels), then the warps' sums in order. One thread per channel
+// adding every slice waited on hundreds of dependent loads (512 slices of 64 channels in
+// ResNet-50's first layers).
+template <int K, typename P, typename F>
+__device__ void finish_slices(const P* partial, const Slices& sl, int* counters, F f) {
+  if (!last_slice(counters, sl.count)) return;
+  __shared__ P lanes[K][kLanes][32];
+  const int tx = threadIdx.x % 32, lane = threadIdx.x / 32;
+  const int64_t c = blockIdx.x * sl.block_channels + tx;
+  const bool mine = tx < sl.block_channels && c < sl.channels;
+  P acc[K];
+  for (int i = 0; i < K; ++i) acc[i] = 0;
+  if (mine)
+    for (int64_t k = lane; k < sl.count; k += kLanes)
+      for (int i = 0; i < K; ++i)
+        acc[i] += load_slice(&partial[(i * sl.count + k) * sl.channels + c]);
+  for (int i = 0; i < K; ++i) lanes[i][lane][tx] = acc[i];
+  __syncthreads();
+  if (lane != 0 || !mine) return;
+  for (int i = 0; i < K; ++i) {
+    acc[i] = 0;
+    for (int w = 0; w < kLanes; ++w) acc[i] += lanes[i][w][tx];
+  }
+  f(c, acc);
+}
+
+// Zeroed counters for last_slice, n or more, for launches on the current stream of `device`:
+// one array per device and stream (its kernels run one after another, and each leaves the
+// counters zero again), made once and kept.
+int* slice_counters(int64_t n, Device device) {
+  static std::mutex mu;
+  // Never freed: kernels queued as the program exits may still count in them.
+  static auto* held = new std::map<std::pair<int, cudaStream_t>, Tensor>;
+  std::lock_guard<std::mutex> lock(mu);
+  Tensor& t = (*held)[{device.index(), cuda::current_stream()}];
+  if (!t.defined() || t.numel() < n) {
+    t = make_tensor({std::max<int64_t>(n, 1024)}, DType::i32, device);
+    t.zero_();
+  }
+  return ptr<int>(t);
+}
+
+// What the statistics' last blocks write per channel from its slices: mean = x0 + E[d] and
+// var = E[d^2] - E[d]^2 (NaN for no values, as the two-pass sums gave), then, where `invstd` is
+// given, batch_norm_update's work on them (num_batches_tracked with channel 0).
+template <typename P>
+struct BnStatsOut {
+  P *mean, *var;
+  int64_t values;      // a channel's
+  int64_t first_step;  // channel c's first value lies at c * first_step (1 or S)
+  P *invstd, *running_mean, *running_var;
+  kernels::BatchNormUpdate u;
+};
+
+template <typename T, typename P>
+__device__ void bn_stats_finish(const double* partial, const T* x, const Slices& sl, int* counters,
+                                const BnStatsOut<P>& o) {
+  finish_slices<2, double>(partial, sl, counters, [&](int64_t c, const double* t) {
+    const double count = static_cast<double>(o.values);
+    const double m = t[0] / count;
+    o.mean[c] = static_cast<P>((o.values > 0 ? as_double(x, c * o.first_step) : 0.0) + m);
+    const double v = t[1] / count - m * m;
+    o.var[c] = static_cast<P>(v < 0 ? 0.0 : v);  // rounding's negatives clamped; NaN kept
+    if (!o.invstd) return;
+    batch_norm_update_one(o.invstd, o.running_mean, o.running_var, o.mean, o.var, o.u, c);
+    if (c == 0 && o.u.batches_tracked) ++*o.u.batches_tracked;
+  });
+}
+
 // The kernels below over an element at a time (V = 1) and over a row-major map's planes in
 // V-value vectors (V > 1: l, rows and the offsets count vectors, l from in_vectors), each vector
 // one channel's: its parameters are read once for V values, and its loads move 16 bytes.
 
 // Slice sums of d = x - x0 and d^2 (x0: the channel's first element; rows > 0 where any
 // element is read).
-template <int V, typename T>
-__global__ void bn_moments_kernel(double* partial, const T* x, int64_t rows, NcsLayout l,
-                                  int64_t slices) {
+template <int V, typename T, typename P>
+__global__ void bn_moments_kernel(double* partial, const T* x, Slices sl, NcsLayout l,
+                                  int* counters, BnStatsOut<P> out) {
   using VT = cuda::Vec<T, V>;
   double x0 = 0;  // a thread sums one channel: x0 read once
   int64_t x0_channel = -1;
-  slice_sums<2, double>(partial, rows, l, slices, [&](int64_t o, int64_t c, double* acc) {
+  slice_sums<2, double>(partial, sl.rows, l, sl.count, [&](int64_t o, int64_t c, double* acc) {
     if (c != x0_channel) {
       x0_channel = c;
       x0 = as_double(x, first_of(l, c) * V);
@@ -183,47 +285,7 @@ __global__ void bn_moments_kernel(double* partial, const T* x, int64_t rows, Ncs
       acc[1] += d * d;
     }
   });
-}
-
-// Each channel's K totals over its slices, handed to f(c, totals): blocks of 32 channels x
-// kLanes warps, warp w adding slices w, w + kLanes, ... (neighbouring threads read neighbouring
-// channels), then the warps' sums in order. One thread per channel adding every slice waited
-// on hundreds of dependent loads (512 slices of 64 channels in ResNet-50's first layers).
-template <int K, typename P, typename F>
-__device__ void channel_totals(const P* partial, int64_t channels, int64_t slices, F f) {
-  __shared__ P lanes[K][kLanes][32];
-  const int tx = threadIdx.x % 32, lane = threadIdx.x / 32;
-  const int64_t c = blockIdx.x * 32 + tx;
-  P acc[K];
-  for (int i = 0; i < K; ++i) acc[i] = 0;
-  if (c < channels)
-    for (int64_t k = lane; k < slices; k += kLanes)
-      for (int i = 0; i < K; ++i) acc[i] += partial[(i * slices + k) * channels + c];
-  for (int i = 0; i < K; ++i) lanes[i][lane][tx] = acc[i];
-  __syncthreads();
-  if (lane != 0 || c >= channels) return;
-  for (int i = 0; i < K; ++i) {
-    acc[i] = 0;
-    for (int w = 0; w < kLanes; ++w) acc[i] += lanes[i][w][tx];
-  }
-  f(c, acc);
-}
-
-unsigned channel_blocks(int64_t channels) { return static_cast<unsigned>((channels + 31) / 32); }
-
-// Per channel, from its slices: mean = x0 + E[d], var = E[d^2] - E[d]^2 (NaN for no values,
-// as the two-pass sums gave).
-template <typename T, typename P>
-__global__ void bn_moments_finish_kernel(P* mean, P* var, const double* partial, const T* x,
-                                         int64_t channels, int64_t slices, int64_t rows,
-                                         NcsLayout l) {
-  channel_totals<2, double>(partial, channels, slices, [&](int64_t c, const double* t) {
-    const double count = static_cast<double>(rows);
-    const double m = t[0] / count;
-    mean[c] = static_cast<P>((rows > 0 ? as_double(x, first_of(l, c)) : 0.0) + m);
-    const double v = t[1] / count - m * m;
-    var[c] = static_cast<P>(v < 0 ? 0.0 : v);  // rounding's negatives clamped; NaN kept
-  });
+  bn_stats_finish(partial, x, sl, counters, out);
 }
 
 template <typename P, typename T>
@@ -287,14 +349,34 @@ __device__ __forceinline__ P bn_dz(T dy, T out, bool relu) {
   return !relu || to_p<P>(out) > P(0) ? g : P(0);
 }
 
+// What the gradient's last blocks write per channel from its slices: sum(dz) and
+// sum(dz * (x - mean)); grad_weight = the second times invstd, grad_bias = the first (either may
+// be null).
+template <typename P>
+struct BnSumsOut {
+  P *sum_dy, *sum_dy_xmu, *grad_weight, *grad_bias;
+  const P* invstd;
+};
+
+template <typename P>
+__device__ void bn_sums_finish(const P* partial, const Slices& sl, int* counters,
+                               const BnSumsOut<P>& o) {
+  finish_slices<2, P>(partial, sl, counters, [&](int64_t c, const P* t) {
+    o.sum_dy[c] = t[0];
+    o.sum_dy_xmu[c] = t[1];
+    if (o.grad_weight) o.grad_weight[c] = t[1] * o.invstd[c];
+    if (o.grad_bias) o.grad_bias[c] = t[0];
+  });
+}
+
 // Slice sums of dz and dz * (x - mean); dz itself into dz_out where given (the residual's
 // gradient, which the input pass then reads in place of dy and the output: a pass fewer).
 template <int V, typename T, typename P>
 __global__ void bn_backward_sums_kernel(P* partial, T* dz_out, const T* dy, const T* x,
-                                        const T* out, const P* mean, int64_t rows, NcsLayout l,
-                                        int64_t slices) {
+                                        const T* out, const P* mean, Slices sl, NcsLayout l,
+                                        int* counters, BnSumsOut<P> sums) {
   using VT = cuda::Vec<T, V>;
-  slice_sums<2, P>(partial, rows, l, slices, [&](int64_t o, int64_t c, P* acc) {
+  slice_sums<2, P>(partial, sl.rows, l, sl.count, [&](int64_t o, int64_t c, P* acc) {
     const VT dyv = reinterpret_cast<const VT*>(dy)[o], xv = reinterpret_cast<const VT*>(x)[o];
     VT outv = {}, dzv;
     if (out) outv = reinterpret_cast<const VT*>(out)[o];
@@ -308,20 +390,7 @@ __global__ void bn_backward_sums_kernel(P* partial, T* dz_out, const T* dy, cons
     }
     if (dz_out) reinterpret_cast<VT*>(dz_out)[o] = dzv;
   });
-}
-
-// Per channel: sum(dz) and sum(dz * (x - mean)) from the slices; grad_weight = the second times
-// invstd, grad_bias = the first.
-template <typename P>
-__global__ void bn_backward_finish_kernel(P* sum_dy, P* sum_dy_xmu, P* grad_weight,
-                                          P* grad_bias, const P* partial, const P* invstd,
-                                          int64_t channels, int64_t slices) {
-  channel_totals<2, P>(partial, channels, slices, [&](int64_t c, const P* t) {
-    sum_dy[c] = t[0];
-    sum_dy_xmu[c] = t[1];
-    if (grad_weight) grad_weight[c] = t[1] * invstd[c];
-    if (grad_bias) grad_bias[c] = t[0];
-  });
+  bn_sums_finish(partial, sl, counters, sums);
 }
 
 // Channel c's coefficients of the input's gradient, dx = scale (dz - mean_dy - (x - mean) slope)
@@ -480,18 +549,19 @@ bool with_vectors(const BnVectors& w, F f) {
 }
 
 // Channel tiles of the slice sums (Slices with vec > 1): block b takes groups b * tile ...
-// b * tile + tile - 1 of V channels (tile a power of 2 up to 32) and kThreads / tile lanes of
-// rows; a thread keeps its group's K x V sums and loads 16 bytes a row, as the elementwise tiles
-// do (one channel a thread, loading 2 bytes, keeps few bytes in flight). f(i, acc) adds vector
-// i's terms. A group's lanes are then added, within each warp by shuffles, then the warps in
+// b * tile + tile - 1 of V channels (tile a power of 2, tile x V up to 32) and kThreads / tile
+// lanes of rows; a thread keeps its group's K x V sums and loads 16 bytes a row, as the elementwise
+// tiles do (one channel a thread, loading 2 bytes, keeps few bytes in flight). f(i, acc) adds
+// vector i's terms. A group's lanes are then added, within each warp by shuffles, then the warps in
 // order: partial[(k * slices + slice) * C + c], as slice_sums writes it.
 __device__ __forceinline__ int64_t tile_group(const Slices& sl) {
   return static_cast<int64_t>(blockIdx.x) * sl.tile + threadIdx.x % sl.tile;
 }
 
 template <int K, int V, typename P, typename F>
-__device__ void tile_sums(P* partial, const Slices& sl, int64_t channels, F f) {
-  const int64_t groups = channels / V, g = tile_group(sl), slice = blockIdx.y;
+__device__ void tile_sums(P* partial, const Slices& sl, F f) {
+  const int64_t channels = sl.channels, groups = channels / V, g = tile_group(sl),
+                slice = blockIdx.y;
   const int64_t begin = sl.rows * slice / sl.count, end = sl.rows * (slice + 1) / sl.count;
   const int lanes = cuda::kThreads / sl.tile;
   P acc[K][V];
@@ -526,17 +596,18 @@ __device__ void tile_sums(P* partial, const Slices& sl, int64_t channels, F f) {
   }
 }
 
-// bn_moments_kernel's sums in channel tiles.
-template <int V, typename T>
-__global__ void bn_moments_tiled_kernel(double* partial, const T* x, Slices sl, int64_t channels) {
+// bn_moments_kernel in channel tiles.
+template <int V, typename T, typename P>
+__global__ void bn_moments_tiled_kernel(double* partial, const T* x, Slices sl, int* counters,
+                                        BnStatsOut<P> out) {
   using VT = cuda::Vec<T, V>;
   const VT* xv = reinterpret_cast<const VT*>(x);
   const int64_t g = tile_group(sl);
   compute_t<T> x0[V] = {};  // the channels' first elements (row 0's vector), exact in f32
-  if (g < channels / V && sl.rows > 0)
+  if (g < sl.channels / V && sl.rows > 0)
 #pragma unroll
     for (int v = 0; v < V; ++v) x0[v] = convert<compute_t<T>>(xv[g].v[v]);
-  tile_sums<2, V, double>(partial, sl, channels, [&](int64_t i, double(&acc)[2][V]) {
+  tile_sums<2, V, double>(partial, sl, [&](int64_t i, double(&acc)[2][V]) {
     const VT e = xv[i];
 #pragma unroll
     for (int v = 0; v < V; ++v) {
@@ -545,20 +616,21 @@ __global__ void bn_moments_tiled_kernel(double* partial, const T* x, Slices sl, 
       acc[1][v] += d * d;
     }
   });
+  bn_stats_finish(partial, x, sl, counters, out);
 }
 
-// bn_backward_sums_kernel's sums (and dz_out) in channel tiles.
+// bn_backward_sums_kernel in channel tiles.
 template <int V, typename T, typename P>
 __global__ void bn_backward_sums_tiled_kernel(P* partial, T* dz_out, const T* dy, const T* x,
-                                              const T* out, const P* mean, Slices sl,
-                                              int64_t channels) {
+                                              const T* out, const P* mean, Slices sl, int* counters,
+                                              BnSumsOut<P> sums) {
   using VT = cuda::Vec<T, V>;
   const int64_t g = tile_group(sl);
   P mu[V] = {};
-  if (g < channels / V)
+  if (g < sl.channels / V)
 #pragma unroll
     for (int v = 0; v < V; ++v) mu[v] = mean[g * V + v];
-  tile_sums<2, V, P>(partial, sl, channels, [&](int64_t i, P(&acc)[2][V]) {
+  tile_sums<2, V, P>(partial, sl, [&](int64_t i, P(&acc)[2][V]) {
     const VT dyv = reinterpret_cast<const VT*>(dy)[i], xv = reinterpret_cast<const VT*>(x)[i];
     VT outv = {}, dzv;
     if (out) outv = reinterpret_cast<const VT*>(out)[i];
@@ -571,11 +643,16 @@ __global__ void bn_backward_sums_tiled_kernel(P* partial, T* dz_out, const T* dy
     }
     if (dz_out) reinterpret_cast<VT*>(dz_out)[i] = dzv;
   });
+  bn_sums_finish(partial, sl, counters, sums);
 }
 
 template <typename T>
 const T* maybe(const Tensor& t) {
   return t.defined() ? ptr<const T>(t) : nullptr;
+}
+template <typename T>
+T* maybe_out(const Tensor& t) {
+  return t.defined() ? ptr<T>(t) : nullptr;
 }
 
 // Calls f(T{}, P{}) for the input dtype T and its statistics type P.
@@ -584,39 +661,6 @@ void dispatch_bn(DType dtype, const char* what, F&& f) {
   cuda::dispatch<true>(dtype, what, [&](auto t) {
     using T = decltype(t);
     f(t, std::conditional_t<std::is_same_v<T, double>, double, float>{});
-  });
-}
-
-void batch_norm_stats(const Tensor& mean, const Tensor& var, const Tensor& in) {
-  const int64_t n = in.size(0), c = in.size(1);
-  if (c == 0) return;
-  cuda::TensorDeviceGuard guard(in);
-  const NcsLayout l = ncs_layout(in);
-  dispatch_bn(in.dtype(), "batch_norm (cuda)", [&](auto t, auto p) {
-    using T = decltype(t);
-    using P = decltype(p);
-    cudaStream_t stream = cuda::current_stream();
-    const BnVectors w = bn_vectors<T>(l, {&in});
-    const NcsLayout lv = w.tiles ? l : in_vectors(l, n, w.v);
-    const Slices sl = w.tiles ? Slices(n, l, w.v) : Slices(n, lv);
-    Tensor partial = make_tensor({2 * sl.count * c}, DType::f64, in.device());
-    const bool vectors = with_vectors<T>(w, [&](auto v) {
-      [[maybe_unused]] constexpr int V = decltype(v)::value;
-      if (w.tiles)
-        bn_moments_tiled_kernel<V>
-            <<<sl.grid, cuda::kThreads, 0, stream>>>(ptr<double>(partial), ptr<const T>(in), sl, c);
-      else
-        bn_moments_kernel<V, T><<<sl.grid, cuda::kThreads, 0, stream>>>(
-            ptr<double>(partial), ptr<const T>(in), sl.rows, lv, sl.count);
-    });
-    if (!vectors)
-      bn_moments_kernel<1, T><<<sl.grid, cuda::kThreads, 0, stream>>>(
-          ptr<double>(partial), ptr<const T>(in), sl.rows, l, sl.count);
-    cuda::check_launch("batch_norm_stats (slices)");
-    bn_moments_finish_kernel<T, P><<<channel_blocks(c), cuda::kThreads, 0, stream>>>(
-        ptr<P>(mean), ptr<P>(var), ptr<const double>(partial), ptr<const T>(in), c, sl.count,
-        n * l.s, l);
-    cuda::check_launch("batch_norm_stats (channels)");
   });
 }
 
@@ -640,6 +684,52 @@ void batch_norm_update(const Tensor& invstd, const Tensor& running_mean, const T
         ptr<P>(invstd), u.running ? ptr<P>(running_mean) : nullptr,
         u.running ? ptr<P>(running_var) : nullptr, ptr<const P>(mean), ptr<const P>(var), c, u);
     cuda::check_launch("batch_norm_update");
+  });
+}
+
+// The statistics and, with `update`, batch_norm_update's work: one launch.
+void batch_norm_stats(const Tensor& mean, const Tensor& var, const Tensor& in,
+                      const BatchNormStatsUpdate* update) {
+  const int64_t n = in.size(0), c = in.size(1);
+  if (c == 0) {  // nothing to sum; num_batches_tracked still counts the batch
+    if (update)
+      batch_norm_update(update->invstd, update->running_mean, update->running_var, mean, var,
+                        update->u);
+    return;
+  }
+  cuda::TensorDeviceGuard guard(in);
+  const NcsLayout l = ncs_layout(in);
+  dispatch_bn(in.dtype(), "batch_norm (cuda)", [&](auto t, auto p) {
+    using T = decltype(t);
+    using P = decltype(p);
+    cudaStream_t stream = cuda::current_stream();
+    const BnVectors w = bn_vectors<T>(l, {&in});
+    const NcsLayout lv = w.tiles ? l : in_vectors(l, n, w.v);
+    const Slices sl = w.tiles ? Slices(n, l, w.v) : Slices(n, lv);
+    Tensor partial = make_tensor({2 * sl.count * c}, DType::f64, in.device());
+    int* counters = slice_counters(sl.grid.x, in.device());
+    const bool running = update && update->u.running;
+    const BnStatsOut<P> out{ptr<P>(mean),
+                            ptr<P>(var),
+                            n * l.s,
+                            l.nhwc ? 1 : l.s,
+                            update ? ptr<P>(update->invstd) : nullptr,
+                            running ? ptr<P>(update->running_mean) : nullptr,
+                            running ? ptr<P>(update->running_var) : nullptr,
+                            update ? update->u : BatchNormUpdate{}};
+    const bool vectors = with_vectors<T>(w, [&](auto v) {
+      [[maybe_unused]] constexpr int V = decltype(v)::value;
+      if (w.tiles)
+        bn_moments_tiled_kernel<V><<<sl.grid, cuda::kThreads, 0, stream>>>(
+            ptr<double>(partial), ptr<const T>(in), sl, counters, out);
+      else
+        bn_moments_kernel<V, T><<<sl.grid, cuda::kThreads, 0, stream>>>(
+            ptr<double>(partial), ptr<const T>(in), sl, lv, counters, out);
+    });
+    if (!vectors)
+      bn_moments_kernel<1, T><<<sl.grid, cuda::kThreads, 0, stream>>>(
+          ptr<double>(partial), ptr<const T>(in), sl, l, counters, out);
+    cuda::check_launch("batch_norm_stats");
   });
 }
 
@@ -702,31 +792,26 @@ void batch_norm_backward(const Tensor& grad_in, const Tensor& grad_weight,
     const NcsLayout lv = w.tiles ? l : in_vectors(l, n, w.v);
     const Slices sl = w.tiles ? Slices(n, l, w.v) : Slices(n, lv);
     Tensor partial = make_tensor({2 * sl.count * c}, mean.dtype(), in.device());
-    if (sl.rows > 0) {
-      const bool vectors = with_vectors<T>(w, [&](auto v) {
-        [[maybe_unused]] constexpr int V = decltype(v)::value;
-        if (w.tiles)
-          bn_backward_sums_tiled_kernel<V><<<sl.grid, cuda::kThreads, 0, stream>>>(
-              ptr<P>(partial), dr, ptr<const T>(grad_out), ptr<const T>(in), maybe<T>(out),
-              ptr<const P>(mean), sl, c);
-        else
-          bn_backward_sums_kernel<V, T, P><<<sl.grid, cuda::kThreads, 0, stream>>>(
-              ptr<P>(partial), dr, ptr<const T>(grad_out), ptr<const T>(in), maybe<T>(out),
-              ptr<const P>(mean), sl.rows, lv, sl.count);
-      });
-      if (!vectors)
-        bn_backward_sums_kernel<1, T, P><<<sl.grid, cuda::kThreads, 0, stream>>>(
+    int* counters = slice_counters(sl.grid.x, in.device());
+    // An empty batch (a rank's, in a synchronized group) sums nothing: zeros.
+    const BnSumsOut<P> sums_out{sum_dy, sum_dy_xmu, maybe_out<P>(grad_weight),
+                                maybe_out<P>(grad_bias), ptr<const P>(invstd)};
+    const bool summed_in_vectors = with_vectors<T>(w, [&](auto v) {
+      [[maybe_unused]] constexpr int V = decltype(v)::value;
+      if (w.tiles)
+        bn_backward_sums_tiled_kernel<V><<<sl.grid, cuda::kThreads, 0, stream>>>(
             ptr<P>(partial), dr, ptr<const T>(grad_out), ptr<const T>(in), maybe<T>(out),
-            ptr<const P>(mean), sl.rows, l, sl.count);
-      cuda::check_launch("batch_norm_backward (slices)");
-    } else {  // an empty batch (a rank's, in a synchronized group): its sums are zeros
-      partial.zero_();
-    }
-    bn_backward_finish_kernel<P><<<channel_blocks(c), cuda::kThreads, 0, stream>>>(
-        sum_dy, sum_dy_xmu, grad_weight.defined() ? ptr<P>(grad_weight) : nullptr,
-        grad_bias.defined() ? ptr<P>(grad_bias) : nullptr, ptr<const P>(partial),
-        ptr<const P>(invstd), c, sl.count);
-    cuda::check_launch("batch_norm_backward (channels)");
+            ptr<const P>(mean), sl, counters, sums_out);
+      else
+        bn_backward_sums_kernel<V, T, P><<<sl.grid, cuda::kThreads, 0, stream>>>(
+            ptr<P>(partial), dr, ptr<const T>(grad_out), ptr<const T>(in), maybe<T>(out),
+            ptr<const P>(mean), sl, lv, counters, sums_out);
+    });
+    if (!summed_in_vectors)
+      bn_backward_sums_kernel<1, T, P><<<sl.grid, cuda::kThreads, 0, stream>>>(
+          ptr<P>(partial), dr, ptr<const T>(grad_out), ptr<const T>(in), maybe<T>(out),
+          ptr<const P>(mean), sl, l, counters, sums_out);
+    cuda::check_launch("batch_norm_backward (sums)");
     // Synchronized: the group's sums (grad_weight and grad_bias above stay this rank's).
     if (sync) sync->allreduce(sums);
     const BnCount<P> count{static_cast<P>(n * s), sync ? ptr<const double>(sync->count) : nullptr};

@@ -85,8 +85,6 @@ extern Stub<void (*)(const Tensor& grad_out, const Tensor& in, const Tensor& wei
 
 // --- batch norm: (N, C, S) row-major, or all of a call's (N, C, S) tensors channels innermost
 // ((N, S, C) in memory: a channels-last input's view); statistics and parameters in f32/f64 --
-/// Per-channel batch mean and biased variance of in (N, C, S).
-extern Stub<void (*)(const Tensor& mean, const Tensor& var, const Tensor& in)> batch_norm_stats;
 /// What batch norm derives per channel from its statistics, in f64 rounded once on every device:
 /// invstd = 1 / sqrt(var + eps) and, when `running` (training), running_mean and running_var
 /// moved `momentum` of the way to mean and to var unbiased (var x count / (count - 1)). One
@@ -107,6 +105,17 @@ struct BatchNormUpdate {
 extern Stub<void (*)(const Tensor& invstd, const Tensor& running_mean, const Tensor& running_var,
                      const Tensor& mean, const Tensor& var, const BatchNormUpdate& u)>
     batch_norm_update;
+/// batch_norm_update's tensors and arguments, for batch_norm_stats to apply.
+struct BatchNormStatsUpdate {
+  Tensor invstd, running_mean, running_var;
+  BatchNormUpdate u;
+};
+/// Per-channel batch mean and biased variance of in (N, C, S); with `update` (a batch norm's own
+/// statistics; a group's are allreduced first), batch_norm_update's work on them too, which a
+/// GPU does in the statistics' launch (a launch fewer per layer and step).
+extern Stub<void (*)(const Tensor& mean, const Tensor& var, const Tensor& in,
+                     const BatchNormStatsUpdate* update)>
+    batch_norm_stats;
 /// out = (in - mean) * invstd * weight + bias [+ residual], then relu when `relu`; weight, bias
 /// and residual may be undefined. Rounded as the separate ops would be.
 extern Stub<void (*)(const Tensor& out, const Tensor& in, const Tensor& mean,

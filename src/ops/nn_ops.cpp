@@ -469,7 +469,7 @@ Tensor group_stats(const Tensor& x, int64_t c, const StatsAllreduce& allreduce, 
   Tensor stats;
   if (local > 0) {
     Tensor m = empty({c}, TensorOptions(pdt).device(x.device())), v = empty_like(m);
-    kernels::batch_norm_stats(m, v, x);
+    kernels::batch_norm_stats(m, v, x, nullptr);
     m = m.to(DType::f64);
     stats = cat({full({1}, local, f64), mul(m, local),
                  mul(add(v.to(DType::f64), mul(m, m)), local)});
@@ -573,17 +573,11 @@ Tensor batch_norm_op(const Tensor& input, const Tensor& running_mean, const Tens
     NoGradGuard guard;
     if (training) {
       Tensor var;
-      if (group) {
-        group_count = group_stats(x, c, *group, mean, var, name);
-      } else {
-        mean = empty({c}, opts);
-        var = empty({c}, opts);
-        kernels::batch_norm_stats(mean, var, x);
-      }
+      if (group) group_count = group_stats(x, c, *group, mean, var, name);
       // invstd, and the running statistics in the same launch (their own dtype and layout
-      // through copies in the statistics' dtype). The group's count stays where it lies (a
-      // count of 1 or less, an error reported later on a GPU by check_scalar, leaves them as
-      // they were).
+      // through copies in the statistics' dtype); on a GPU, that of the statistics too, where
+      // they are this rank's own. The group's count stays where it lies (a count of 1 or less,
+      // an error reported later on a GPU by check_scalar, leaves them as they were).
       kernels::BatchNormUpdate u{eps, momentum, static_cast<double>(n * s), running_mean.defined(),
                                  group ? group_count.data_ptr<double>() : nullptr};
       Tensor rm = u.running ? as_dtype(running_mean, pdt).contiguous() : Tensor();
@@ -597,7 +591,14 @@ Tensor batch_norm_op(const Tensor& input, const Tensor& running_mean, const Tens
         counter = Tensor();
       }
       if (counter.defined()) u.batches_tracked = counter.data_ptr<int64_t>();
-      kernels::batch_norm_update(invstd, rm, rv, mean, var, u);
+      if (group) {
+        kernels::batch_norm_update(invstd, rm, rv, mean, var, u);
+      } else {
+        mean = empty({c}, opts);
+        var = empty({c}, opts);
+        const kernels::BatchNormStatsUpdate update{invstd, rm, rv, u};
+        kernels::batch_norm_stats(mean, var, x, &update);
+      }
       if (counter.defined()) counter.storage().bump_version();  // as add_ would
       if (u.running && !rm.is_same(running_mean)) Tensor(running_mean).copy_(rm);
       if (u.running && !rv.is_same(running_var)) Tensor(running_var).copy_(rv);

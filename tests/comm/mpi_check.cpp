@@ -122,7 +122,7 @@ int nccl(bool shared) {
   const int per_node = env ? env->world : 1;  // mpirun on one machine in ctest
   std::string expected;
   if (!nccl_compiled()) {
-    expected = "built without its CUDA backend";
+    expected = "built without NCCL";
   } else if (gpus == 0) {
     expected = "sees no GPU (the nccl backend needs one GPU per rank)";
   } else if (shared && per_node > 1) {

@@ -86,6 +86,14 @@ void launch(const char* name, dim3 grid, dim3 block, size_t shared_bytes, cudaSt
 
 inline void __syncthreads() { ::tandem_emu::sync_threads(); }
 
+// Device memory is host memory, coherent between the OS threads that run kernels: a fence is the
+// host's, and a load past the SMs' L1 a plain one.
+inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+template <typename T>
+T __ldcg(const T* p) {
+  return *p;
+}
+
 template <typename T>
 T __shfl_down_sync(unsigned mask, T v, unsigned delta, int width = 32) {
   static_assert(sizeof(T) <= sizeof(uint64_t) && std::is_trivially_copyable_v<T>);
