@@ -606,8 +606,7 @@ TEST_CASE("CUDA: batch norm is two launches each way; channels-last maps go in c
   // Training: the statistics, whose last blocks add up the slices and derive invstd and the
   // running statistics (once seven tensor ops, 371 launches of a ResNet-50 step, then four
   // kernels), and the normalization. Evaluating: invstd, the normalization. The backward: the
-  // sums (finished by their last blocks too), the input's gradient. PyTorch's training forward
-  // takes two or three.
+  // sums (finished by their last blocks too), the input's gradient.
   const Tensor x = randn_as({4, 16, 6, 6}, DType::bf16, 43).to(kGpu);
   const TensorOptions f32 = TensorOptions(DType::f32).device(kGpu);
   Tensor rm = zeros({16}, f32), rv = ones({16}, f32), w = ones({16}, f32), b = zeros({16}, f32);
