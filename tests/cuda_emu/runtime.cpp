@@ -32,9 +32,12 @@
 // it (a thread reading shared memory another wrote without a barrier between, a block counting
 // on the blocks before it) gives other results, or other bugs, in another order.
 //
-// TANDEM_CUDA_EMU_PRINT_LAUNCHES=1 prints the kernel launches by name on stderr at exit (a
-// program's count: a benchmark's, with a step more or less, gives a step's).
+// TANDEM_CUDA_EMU_PRINT_LAUNCHES=1 prints the host waits and the kernel launches by name on
+// stderr at exit (a program's count: a benchmark's, with a step more or less, gives a step's).
+// TANDEM_CUDA_EMU_TRACE=<kernel name, as printed> prints the call stack of each of its launches
+// (which op launched it; c++filt reads the names).
 #include <cuda_profiler_api.h>
+#include <execinfo.h>
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -777,6 +780,13 @@ bool device_memory(const void* p, size_t bytes) {
 }  // namespace
 
 void tandem_emu::count_launch(const char* name) {
+  static const char* trace = std::getenv("TANDEM_CUDA_EMU_TRACE");
+  if (trace && std::strcmp(trace, name) == 0) {
+    void* frames[24];
+    const int n = backtrace(frames, 24);
+    std::fprintf(stderr, "--- %s\n", name);
+    backtrace_symbols_fd(frames, n, 2);
+  }
   Launches& l = launches();
   std::lock_guard<std::mutex> lock(l.mu);
   ++l.by_name[name];
