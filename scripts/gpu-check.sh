@@ -13,17 +13,18 @@
 #   5. the allreduce sweep, tandem's nccl backend vs raw NCCL,
 #   6. the example end to end on one GPU against the same work in PyTorch (bench_example.py:
 #      loader, augmentation, training, evaluation; img/s, wall, GPU memory),
-#   7. the scaling predictor against DDP measured on this machine's GPUs (validate_predictor.py),
-#   8. ResNet-50 again with cuDNN's benchmark mode on both sides,
-#   9. where ResNet-50's GPU time goes, kernel by kernel, on both sides (Nsight Compute),
-#  10. the main example's model and work (ResNet-20, f32, row-major, batch 128 of 1x28x28) against
-#      PyTorch, on random in-memory batches, and where its GPU time goes (Nsight Compute): whether
-#      a small model's step is bound by the host, and by what,
-#  11. compute-sanitizer's memcheck over the GPU tests with the most index math (when present),
-#  12. the whole test program (the CPU backend on a machine where CUDA is present).
+#   7. the main example's model and work (ResNet-20, f32, row-major, batch 128 of 1x28x28) against
+#      PyTorch on random in-memory batches, with each side's host share: whether a small model's
+#      step is bound by the host,
+#   8. where ResNet-50's GPU time goes, kernel by kernel, on both sides (Nsight Compute), and
+#   9. the same for step 7's work,
+#  10. the scaling predictor against DDP measured on this machine's GPUs (validate_predictor.py),
+#  11. ResNet-50 again with cuDNN's benchmark mode on both sides,
+#  12. compute-sanitizer's memcheck over the GPU tests with the most index math (when present),
+#  13. the whole test program (the CPU backend on a machine where CUDA is present).
 # The whole script ends within TANDEM_GPU_CHECK_SECONDS (default 480): each step runs under its
-# own limit, cut to what is left (step 11 only when 90 s are left, step 12 when 150 s are: the CPU
-# suite runs in CI too).
+# own limit, cut to what is left (step 12 only when 90 s are left, step 13 when 150 s are: the CPU
+# suite runs in CI too). The steps run in that order, the ones read first first.
 # Logs and results are written to tandem-gpu-check/ under TANDEM_GPU_CHECK_WORK (default /tmp);
 # however the script ends, $OUT (default gpu-out/) receives at most seven files, as the device
 # machine returns eight at most: SUMMARY, summary.json (each step's exit status and seconds), the
@@ -245,22 +246,22 @@ else
   else
     skip example_vs_pytorch "no Fashion-MNIST in $carry (scripts/carry-deps.sh copies it)"
   fi
+  example_model=(--model resnet20 --channels 1 --size 28 --batch 128 --precision f32 --layout nchw)
+  built bench_resnet resnet20 &&
+    step resnet20 90 python3 benchmarks/bench_resnet_gpu.py --bin "$build"/benchmarks \
+      "${example_model[@]}" --repeats 2 --out "$work/resnet20_gpu.json"
+  built bench_resnet profile &&
+    step profile 240 python3 benchmarks/profile_resnet_gpu.py --bin "$build"/benchmarks \
+      --out "$work/profile_resnet50.json"
+  built bench_resnet profile_resnet20 &&
+    step profile_resnet20 120 python3 benchmarks/profile_resnet_gpu.py --bin "$build"/benchmarks \
+      "${example_model[@]}" --out "$work/profile_resnet20.json"
   built tandem-predict predictor && built bench_scaling predictor &&
     step predictor 90 python3 benchmarks/validate_predictor.py --device cuda --repeats 2 \
       --bin "$build"/benchmarks --out "$work/predictor_gpu.json"
   built bench_resnet resnet50_cudnn_benchmark &&
     step resnet50_cudnn_benchmark 120 python3 benchmarks/bench_resnet_gpu.py --cudnn-benchmark \
       --bin "$build"/benchmarks --repeats 1 --out "$work/resnet50_cudnn_benchmark.json"
-  built bench_resnet profile &&
-    step profile 240 python3 benchmarks/profile_resnet_gpu.py --bin "$build"/benchmarks \
-      --out "$work/profile_resnet50.json"
-  example_model=(--model resnet20 --channels 1 --size 28 --batch 128 --precision f32 --layout nchw)
-  built bench_resnet resnet20 &&
-    step resnet20 90 python3 benchmarks/bench_resnet_gpu.py --bin "$build"/benchmarks \
-      "${example_model[@]}" --repeats 2 --out "$work/resnet20_gpu.json"
-  built bench_resnet profile_resnet20 &&
-    step profile_resnet20 120 python3 benchmarks/profile_resnet_gpu.py --bin "$build"/benchmarks \
-      "${example_model[@]}" --out "$work/profile_resnet20.json"
 fi
 # Out-of-bounds and misaligned accesses the comparisons might not notice, in the kernels with
 # the most index math (batch norm, pooling, channels-last), when the toolkit has the sanitizer;
