@@ -1821,6 +1821,18 @@ TEST_CASE("CUDA batch norm (with residual and relu) and pooling match the CPU", 
                   }),
                   t);
     }
+    // Row-major with more channels than a stream's first slice counters hold (a grid column a
+    // channel, 1,024 counters at first): the counters grow, and the smaller calls before and
+    // after still finish.
+    {
+      Tensor gw = randn_as({1100}, pdt, 164), bw = randn_as({1100}, pdt, 165);
+      same_on_gpu("batch_norm over 1100 row-major channels",
+                  {randn_as({2, 1100, 3}, dt, 166), gw, bw},
+                  with_gradients([](const std::vector<Tensor>& v) {
+                    return batch_norm(v[0], Tensor(), Tensor(), v[1], v[2], true);
+                  }),
+                  t);
+    }
     // Running statistics move the same way.
     same_on_gpu("running statistics", {x}, [pdt](const std::vector<Tensor>& v) {
       Tensor rm = zeros({3}, TensorOptions(pdt).device(v[0].device()));
