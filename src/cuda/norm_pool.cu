@@ -94,10 +94,10 @@ constexpr int64_t kFillBlocks = 1024;  // blocks enough to fill a large GPU: the
 struct Slices {
   int64_t rows, count;  // rows: N x S, a channel's values
   dim3 grid;            // (channels, groups of 32 channels or tiles; slices)
-  int vec = 1, tile = 0;
+  int tile = 0;                      // channel tiles' groups of vec channels a block
   int64_t channels, block_channels;  // C, and the channels of one grid column (x)
-  Slices(int64_t n, const NcsLayout& l, int vec_ = 1)
-      : rows(n * l.s), vec(vec_), channels(l.channels), block_channels(l.nhwc ? 32 : 1) {
+  Slices(int64_t n, const NcsLayout& l, int vec = 1)
+      : rows(n * l.s), channels(l.channels), block_channels(l.nhwc ? 32 : 1) {
     int64_t blocks = l.nhwc ? (l.channels + 31) / 32 : l.channels;
     if (vec > 1) {
       const int64_t groups = l.channels / vec;
@@ -161,10 +161,6 @@ __device__ void slice_sums(P* partial, int64_t rows, const NcsLayout& l, int64_t
 template <typename T>
 __device__ __forceinline__ double as_double(const T* x, int64_t o) {
   return static_cast<double>(convert<compute_t<T>>(x[o]));
-}
-// Where channel c's first element (n = 0, s = 0) lies.
-__device__ __forceinline__ int64_t first_of(const NcsLayout& l, int64_t c) {
-  return l.nhwc ? c : c * l.s;
 }
 
 // Whether this block, its slice's partial sums written, is the last of its grid column (channel
@@ -275,7 +271,7 @@ __global__ void bn_moments_kernel(double* partial, const T* x, Slices sl, NcsLay
   slice_sums<2, double>(partial, sl.rows, l, sl.count, [&](int64_t o, int64_t c, double* acc) {
     if (c != x0_channel) {
       x0_channel = c;
-      x0 = as_double(x, first_of(l, c) * V);
+      x0 = as_double(x, c * out.first_step);
     }
     const VT e = reinterpret_cast<const VT*>(x)[o];
 #pragma unroll
@@ -420,7 +416,6 @@ __device__ __forceinline__ BnInputGrad<P> bn_input_grad(int64_t c, const P* mean
           training ? is * (sum_dy_xmu[c] * is) / count : P(0), mean[c]};
 }
 
-// dx from bn_input_grad's coefficients (w invstd dz when evaluating).
 // The input gradient's vector i, value k of it by the coefficients coef(k): what both input
 // kernels (planes and channel tiles) do with each vector.
 template <int V, typename P, typename T, typename C>
@@ -436,6 +431,7 @@ __device__ __forceinline__ void bn_input_vector(T* dx, const T* dy, const T* x, 
   reinterpret_cast<VT*>(dx)[i] = dxv;
 }
 
+// dx from bn_input_grad's coefficients (w invstd dz when evaluating).
 template <int V, typename T, typename P>
 __global__ void bn_backward_input_kernel(T* dx, const T* dy, const T* x, const T* out,
                                          const P* mean, const P* invstd, const P* weight,
