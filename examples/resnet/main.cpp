@@ -269,8 +269,12 @@ void train_rank(Shared& sh, parallel::Rank& r) {
   double acc = 0, train_seconds = 0;
   int64_t images_seen = 0, skipped = 0;
   // Where each rank's time went (every --report-every steps and after each epoch): gathered
-  // from every rank, printed by rank 0, and a JSON line in --metrics.
+  // from every rank, printed by rank 0, and a JSON line in --metrics. Timed where the work runs:
+  // on a GPU, the device's time between marks on its stream (the timer reads a step's once the
+  // device is past it).
   monitor::StepBreakdown breakdown;
+  monitor::StepTimer timer(r.device());
+  ddp.set_backward_end_hook([&timer] { timer.mark(monitor::Phase::exposed_comm); });
   // GPU health (NVML, when the driver has it) after each epoch, from rank 0: in --metrics, and a
   // warning when a GPU throttles or its clock falls.
   std::optional<monitor::GpuHealth> health;
@@ -283,6 +287,7 @@ void train_rank(Shared& sh, parallel::Rank& r) {
       std::printf("GPU health not recorded: %s\n", health->why_unavailable().c_str());
   }
   const auto report = [&](monitor::StepBreakdown& b) {
+    timer.collect(b, /*wait=*/true);
     if (b.steps() == 0) return;
     const monitor::StepReport rep = monitor::gather_report(
         r.comm, b, monitor::ReportOptions().loader_setting("--workers " + std::to_string(c.workers)));
@@ -304,11 +309,9 @@ void train_rank(Shared& sh, parallel::Rank& r) {
     int64_t loss_count = 0, images = 0;
     monitor::Timeline* tl = sh.timeline.get();
     using Clock = monitor::Timeline::Clock;
-    const auto seconds_since = [](Clock::time_point t) {
-      return std::chrono::duration<double>(Clock::now() - t).count();
-    };
     while (batch < steps) {
       const auto wait_start = Clock::now();
+      timer.mark(monitor::Phase::data);
       std::optional<data::Batch> b;
       {
         monitor::NvtxRange nvtx("data wait");
@@ -316,7 +319,7 @@ void train_rank(Shared& sh, parallel::Rank& r) {
       }
       TANDEM_CHECK(b.has_value(), "the loader ended epoch ", epoch + 1, " early");
       if (tl) tl->add(rank, monitor::Timeline::compute, "data wait", wait_start, Clock::now());
-      breakdown.add(monitor::Phase::data, seconds_since(wait_start));
+      timer.mark(monitor::Phase::compute);
       opt.zero_grad();
       double step_loss = 0;
       // --grad-accum: micro-batches, all but the last under no_sync.
@@ -326,7 +329,6 @@ void train_rank(Shared& sh, parallel::Rank& r) {
         Tensor x = b->images.narrow(0, k * micro, micro).to(r.device()).contiguous(format);
         Tensor y = b->labels.narrow(0, k * micro, micro).to(r.device());
         Tensor loss;
-        const auto forward_start = Clock::now();
         {
           monitor::Timeline::Span span(tl, rank, "forward");  // records nothing without --trace
           amp::autocast guard(low.value_or(DType::bf16), low.has_value());
@@ -339,28 +341,24 @@ void train_rank(Shared& sh, parallel::Rank& r) {
           scaler.scale(loss).backward();
         }
         const bool reduced = k + 1 == c.grad_accum;  // the others ran under no_sync
-        const auto& red = ddp.last_reduction();
-        const auto backward_end = reduced ? red.backward_end : Clock::now();
-        if (tl) {
+        if (reduced) timer.mark(monitor::Phase::optimizer);
+        if (tl) {  // the host's times (reading them waits for the allreduces)
+          const auto backward_end = reduced ? ddp.last_reduction().backward_end : Clock::now();
           tl->add(rank, monitor::Timeline::compute, "backward", backward_start, backward_end);
-          if (reduced) tl->add_reduction(rank, red);
+          if (reduced) tl->add_reduction(rank, ddp.last_reduction());
         }
-        breakdown.add(monitor::Phase::compute,
-                      std::chrono::duration<double>(backward_end - forward_start).count());
-        if (reduced) breakdown.add_reduction(red);
         step_loss += loss.item<double>();
       }
       {
-        const auto optimizer_start = Clock::now();
         monitor::Timeline::Span span(tl, rank, "optimizer");
         if (scaler.step(opt))
           sched.step();  // a skipped step (inf/NaN under f16) does not advance the schedule
         else
           ++skipped;
         scaler.update();
-        breakdown.add(monitor::Phase::optimizer, seconds_since(optimizer_start));
       }
-      breakdown.end_step(b->labels.numel());
+      timer.end_step(b->labels.numel());
+      timer.collect(breakdown);
       ++step, ++batch;
       loss_sum += step_loss;
       ++loss_count;

@@ -457,6 +457,16 @@ void Event::record() {
   TANDEM_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(handle_.get()), current_stream()));
 }
 
+bool Event::query() const {
+  const cudaError_t err = cudaEventQuery(static_cast<cudaEvent_t>(handle_.get()));
+  if (err == cudaErrorNotReady) {
+    cudaGetLastError();  // not ready is this thread's last error too
+    return false;
+  }
+  TANDEM_CUDA_CHECK(err);
+  return true;
+}
+
 double Event::seconds_since(const Event& earlier) const {
   TANDEM_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(handle_.get())));
   float ms = 0;

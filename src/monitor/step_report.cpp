@@ -2,9 +2,12 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <deque>
+#include <optional>
 #include <sstream>
 #include <string>
 
+#include "tandem/cuda/runtime.hpp"
 #include "tandem/monitor/json.hpp"
 #include "tandem/ops/creation.hpp"
 
@@ -24,6 +27,69 @@ void StepBreakdown::add_reduction(const parallel::ReductionTimes& t) {
   comm::Clock::time_point last = t.backward_end;
   for (const auto& b : t.buckets) last = std::max(last, b.done);
   add(Phase::exposed_comm, std::chrono::duration<double>(last - t.backward_end).count());
+}
+
+// A mark: its phase, and when it was reached (a GPU's event, or the host's clock). The last of
+// a step is its end (Phase of no use there).
+struct StepTimer::Impl {
+  struct Mark {
+    Phase phase;
+    std::optional<cuda::Event> event;
+    std::chrono::steady_clock::time_point host;
+  };
+  struct Step {
+    std::vector<Mark> marks;
+    int64_t images = 0;
+  };
+  Device device;
+  Step current;
+  std::deque<Step> ended;
+  std::vector<cuda::Event> spare;  // events of collected steps, recorded again
+
+  void add_mark(Phase p) {
+    Mark m{p, std::nullopt, std::chrono::steady_clock::now()};
+    if (device.is_cuda()) {
+      if (spare.empty()) {
+        m.event.emplace(device.index());
+      } else {
+        m.event.emplace(std::move(spare.back()));
+        spare.pop_back();
+      }
+      m.event->record();
+    }
+    current.marks.push_back(std::move(m));
+  }
+  static double seconds(const Mark& from, const Mark& to) {
+    if (to.event) return to.event->seconds_since(*from.event);
+    return std::chrono::duration<double>(to.host - from.host).count();
+  }
+};
+
+StepTimer::StepTimer(Device device) : impl_(std::make_unique<Impl>()) { impl_->device = device; }
+StepTimer::~StepTimer() = default;
+
+void StepTimer::mark(Phase p) { impl_->add_mark(p); }
+
+void StepTimer::end_step(int64_t images) {
+  impl_->add_mark(Phase::data);
+  impl_->current.images = images;
+  impl_->ended.push_back(std::move(impl_->current));
+  impl_->current = Impl::Step();
+}
+
+void StepTimer::collect(StepBreakdown& into, bool wait) {
+  auto& ended = impl_->ended;
+  while (!ended.empty()) {
+    Impl::Step& s = ended.front();
+    const Impl::Mark& end = s.marks.back();
+    if (!wait && end.event && !end.event->query()) return;
+    for (size_t i = 0; i + 1 < s.marks.size(); ++i)
+      into.add(s.marks[i].phase, Impl::seconds(s.marks[i], s.marks[i + 1]));
+    into.end_step(s.images);
+    for (Impl::Mark& m : s.marks)
+      if (m.event) impl_->spare.push_back(std::move(*m.event));
+    ended.pop_front();
+  }
 }
 
 double StepBreakdown::total_seconds() const {

@@ -100,6 +100,7 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
   }
 
   bool sync = true;
+  std::function<void()> backward_end_hook;  // DistributedDataParallel::set_backward_end_hook
 
   std::vector<std::vector<size_t>> bucket_indices() const {
     std::vector<std::vector<size_t>> out;
@@ -324,6 +325,7 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
       launch_ready();
     }
     if (used.defined()) used_work = comm_.allreduce(used, comm::ReduceOp::max);
+    if (backward_end_hook) backward_end_hook();
     // The optimizer's kernels must come after the allreduces, the host need not: on GPUs the
     // compute stream waits for each bucket (CPU ranks: the host waits).
     for (Bucket& b : buckets_) {
@@ -581,5 +583,8 @@ std::vector<std::vector<size_t>> DistributedDataParallel::bucket_indices() const
 Tensor DistributedDataParallel::bucket_buffer(size_t b) const { return reducer_->buffer(b); }
 const ReductionTimes& DistributedDataParallel::last_reduction() const { return reducer_->times(); }
 double DistributedDataParallel::bucket_cap_mb() const { return reducer_->cap_mb(); }
+void DistributedDataParallel::set_backward_end_hook(std::function<void()> hook) {
+  reducer_->backward_end_hook = std::move(hook);
+}
 
 }  // namespace tandem::parallel

@@ -135,6 +135,8 @@ class Event {
   explicit Event(int device);
   /// Marks the point the compute stream has reached: what tandem queued there so far.
   void record();
+  /// Whether the device has passed the last record (cudaEventQuery); waits for nothing.
+  bool query() const;
   /// Seconds of the device's time from `earlier` to this event, once both are recorded; waits
   /// until this one has passed (cudaEventSynchronize, then cudaEventElapsedTime).
   double seconds_since(const Event& earlier) const;

@@ -1,6 +1,7 @@
 // Where each rank's step time goes, and who holds the others back. Every rank adds its phase
-// times step by step (StepBreakdown); `gather_report` collects every rank's sums over the
-// communicator (one allgather, on every rank), and `StepReport::text()` says per rank: data wait,
+// times step by step (StepBreakdown), timed where the work runs (StepTimer); `gather_report`
+// collects every rank's sums over the communicator (one allgather, on every rank), and
+// `StepReport::text()` says per rank: data wait,
 // compute (forward and backward), exposed communication (the wait for the allreduce after
 // backward), optimizer, img/s; then which rank is slowest, by how much, and in which phase its
 // extra time went; and, when a rank waits for the loader more than a threshold, that the loader
@@ -9,11 +10,13 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "tandem/comm/communicator.hpp"
 #include "tandem/core/arg.hpp"
+#include "tandem/core/device.hpp"
 #include "tandem/parallel/ddp.hpp"
 
 namespace tandem::monitor {
@@ -45,6 +48,38 @@ class StepBreakdown {
  private:
   std::array<double, kPhases> seconds_{};
   int64_t steps_ = 0, images_ = 0;
+};
+
+/// Times each step's phases where their work runs, into a StepBreakdown. On the CPU a mark reads
+/// the host's clock. On a GPU it records an event on the compute stream, and a phase lasts from
+/// when the device reached its mark to when it reached the next: the backward the host queued
+/// ahead counts as compute, not as a wait for the allreduces behind it, and the device's idle
+/// time, waiting for the host, counts in the phase whose work it waited for. A GPU step's times
+/// are added once the device has passed its end, so timing waits for nothing.
+///
+///     timer.mark(Phase::data);       // the loop's top
+///     ... next batch ...; timer.mark(Phase::compute);
+///     ... forward, backward (ddp.set_backward_end_hook marks Phase::exposed_comm) ...
+///     timer.mark(Phase::optimizer); ... step ...; timer.end_step(images);
+///     timer.collect(breakdown);      // before reading it: collect(breakdown, true)
+class StepTimer {
+ public:
+  explicit StepTimer(Device device);
+  ~StepTimer();
+  StepTimer(const StepTimer&) = delete;
+  StepTimer& operator=(const StepTimer&) = delete;
+
+  /// Phase p starts now, ending the phase marked before it in this step.
+  void mark(Phase p);
+  /// The step's last phase ends now; the step took `images` images (this rank's share).
+  void end_step(int64_t images);
+  /// Adds to `into` each ended step, in order, that the device has passed; with `wait`, every
+  /// ended step (waiting for the device to pass the last).
+  void collect(StepBreakdown& into, bool wait = false);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
 };
 
 struct ReportOptions {

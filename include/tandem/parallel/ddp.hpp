@@ -144,6 +144,11 @@ class DistributedDataParallel : public nn::Module {
   void synchronize() const { last_reduction(); }
   /// The bucket cap in use (the chooser's answer once the buckets were rebuilt).
   double bucket_cap_mb() const;
+  /// Called at the end of each reduced backward, once its work is queued and every bucket's
+  /// allreduce launched, just before the compute stream (GPUs) or the host (CPU ranks) is made
+  /// to wait for them: where the exposed communication starts (monitor::StepTimer marks it
+  /// there). An empty function removes it.
+  void set_backward_end_hook(std::function<void()> hook);
 
  private:
   std::shared_ptr<nn::Module> module_;
