@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Draws a window of a tandem Chrome trace (tandem-resnet --trace FILE) as a PNG: one band per
 rank and row (compute: data wait, forward, backward, allreduce wait, optimizer; communication:
-each bucket's allreduce), so the overlap of communication with backward shows at a glance.
+each bucket's allreduce; on GPUs, GPU: the phases as the device ran them), so the overlap of
+communication with backward shows at a glance.
 
   /usr/bin/python3 benchmarks/plot_trace.py trace.json --steps 3 --out trace.png
 """
@@ -10,7 +11,9 @@ import json
 import os
 
 COLORS = {"data wait": "tab:gray", "forward": "tab:blue", "backward": "tab:green",
-          "allreduce wait": "tab:red", "optimizer": "tab:purple"}
+          "allreduce wait": "tab:red", "optimizer": "tab:purple",
+          "compute": "tab:cyan", "exposed communication": "tab:red"}  # the GPU row's phases
+ROWS = ((0, "compute"), (1, "communication"), (2, "GPU"))
 
 
 def main():
@@ -37,14 +40,17 @@ def main():
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     fig, ax = plt.subplots(figsize=(12, 1.0 + 0.9 * len(ranks)))
-    labels, y = [], 0
+    labels, y, drawn = [], 0, set()
     for r in ranks:
-        for tid, row in ((0, "compute"), (1, "communication")):
+        for tid, row in ROWS:
+            if tid == 2 and not any(e["pid"] == r and e["tid"] == 2 for e in events):
+                continue  # a CPU rank: no GPU row
             for e in events:
                 if e["pid"] != r or e["tid"] != tid or e["ts"] + e["dur"] < t0 or e["ts"] > t1:
                     continue
                 name = e["name"]
                 color = COLORS.get(name, "tab:orange")
+                drawn.add(name if name in COLORS else "allreduce (a bucket)")
                 ax.barh(y, e["dur"] / 1000, left=(e["ts"] - t0) / 1000, height=0.7, color=color,
                         edgecolor="black", linewidth=0.3)
             labels.append(f"rank {r} {row}")
@@ -53,9 +59,9 @@ def main():
     ax.set_yticklabels(labels)
     ax.invert_yaxis()
     ax.set_xlabel("ms")
-    handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in COLORS.values()]
-    handles.append(plt.Rectangle((0, 0), 1, 1, color="tab:orange"))
-    ax.legend(handles, list(COLORS) + ["allreduce (a bucket)"], ncol=6, fontsize=8,
+    names = [n for n in list(COLORS) + ["allreduce (a bucket)"] if n in drawn]
+    handles = [plt.Rectangle((0, 0), 1, 1, color=COLORS.get(n, "tab:orange")) for n in names]
+    ax.legend(handles, names, ncol=6, fontsize=8,
               loc="upper center", bbox_to_anchor=(0.5, -0.35 if len(ranks) < 3 else -0.2))
     ax.set_title(f"{os.path.basename(args.trace)}: steps {first + 1}..{last + 1}")
     fig.tight_layout()

@@ -275,6 +275,7 @@ void train_rank(Shared& sh, parallel::Rank& r) {
   monitor::StepBreakdown breakdown;
   monitor::StepTimer timer(r.device());
   ddp.set_backward_end_hook([&timer] { timer.mark(monitor::Phase::exposed_comm); });
+  timer.trace(sh.timeline.get(), rank);  // --trace on a GPU: its phases on a row of their own
   // GPU health (NVML, when the driver has it) after each epoch, from rank 0: in --metrics, and a
   // warning when a GPU throttles or its clock falls.
   std::optional<monitor::GpuHealth> health;

@@ -45,6 +45,11 @@ struct StepTimer::Impl {
   Step current;
   std::deque<Step> ended;
   std::vector<cuda::Event> spare;  // events of collected steps, recorded again
+  // trace(): the GPU row, and where the device's clock meets the host's.
+  Timeline* timeline = nullptr;
+  int rank = 0;
+  std::optional<cuda::Event> anchor;
+  std::chrono::steady_clock::time_point anchor_host;
 
   void add_mark(Phase p) {
     Mark m{p, std::nullopt, std::chrono::steady_clock::now()};
@@ -62,6 +67,17 @@ struct StepTimer::Impl {
   static double seconds(const Mark& from, const Mark& to) {
     if (to.event) return to.event->seconds_since(*from.event);
     return std::chrono::duration<double>(to.host - from.host).count();
+  }
+  // Where the device's clock meets the host's: an event on the drained device passes at once.
+  void set_anchor() {
+    cuda::synchronize(device.index());
+    if (!anchor) anchor.emplace(device.index());
+    anchor->record();
+    anchor_host = std::chrono::steady_clock::now();
+  }
+  std::chrono::steady_clock::time_point on_host(const Mark& m) const {
+    return anchor_host + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                             std::chrono::duration<double>(m.event->seconds_since(*anchor)));
   }
 };
 
@@ -83,13 +99,25 @@ void StepTimer::collect(StepBreakdown& into, bool wait) {
     Impl::Step& s = ended.front();
     const Impl::Mark& end = s.marks.back();
     if (!wait && end.event && !end.event->query()) return;
-    for (size_t i = 0; i + 1 < s.marks.size(); ++i)
+    for (size_t i = 0; i + 1 < s.marks.size(); ++i) {
       into.add(s.marks[i].phase, Impl::seconds(s.marks[i], s.marks[i + 1]));
+      if (impl_->anchor)
+        impl_->timeline->add(impl_->rank, Timeline::gpu, phase_name(s.marks[i].phase),
+                             impl_->on_host(s.marks[i]), impl_->on_host(s.marks[i + 1]));
+    }
     into.end_step(s.images);
     for (Impl::Mark& m : s.marks)
       if (m.event) impl_->spare.push_back(std::move(*m.event));
     ended.pop_front();
   }
+  if (wait && impl_->anchor) impl_->set_anchor();
+}
+
+void StepTimer::trace(Timeline* timeline, int rank) {
+  impl_->timeline = timeline;
+  impl_->rank = rank;
+  impl_->anchor.reset();
+  if (timeline && impl_->device.is_cuda()) impl_->set_anchor();
 }
 
 double StepBreakdown::total_seconds() const {

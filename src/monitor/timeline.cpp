@@ -63,7 +63,11 @@ void Timeline::write_chrome_trace(const std::string& path) const {
   TANDEM_CHECK_T(io::IoError, f.good(), "cannot write the trace ", path);
   f << "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n";
   std::set<int> ranks;
-  for (const Event& e : events) ranks.insert(e.rank);
+  std::set<int> on_gpu;  // ranks with a GPU row (named where it has spans)
+  for (const Event& e : events) {
+    ranks.insert(e.rank);
+    if (e.row == gpu) on_gpu.insert(e.rank);
+  }
   bool first = true;
   auto sep = [&] {
     f << (first ? "" : ",\n");
@@ -73,8 +77,9 @@ void Timeline::write_chrome_trace(const std::string& path) const {
     sep();
     f << "{\"ph\": \"M\", \"name\": \"process_name\", \"pid\": " << r
       << ", \"args\": {\"name\": " << json_string("rank " + std::to_string(r)) << "}}";
-    const char* rows[] = {"compute", "communication"};
-    for (int t = 0; t < 2; ++t) {
+    const char* rows[] = {"compute", "communication", "GPU"};
+    for (int t = 0; t < 3; ++t) {
+      if (t == gpu && !on_gpu.count(r)) continue;
       sep();
       f << "{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": " << r << ", \"tid\": " << t
         << ", \"args\": {\"name\": \"" << rows[t] << "\"}}";
@@ -83,9 +88,12 @@ void Timeline::write_chrome_trace(const std::string& path) const {
   for (const Event& e : events) {
     sep();
     f << "{\"ph\": \"X\", \"name\": " << json_string(e.name) << ", \"cat\": \""
-      << (e.row == compute ? "compute" : "communication") << "\", \"pid\": " << e.rank
-      << ", \"tid\": " << static_cast<int>(e.row) << ", \"ts\": " << e.start_us
-      << ", \"dur\": " << e.duration_us << ", \"args\": {" << e.args << "}}";
+      << (e.row == compute ? "compute"
+          : e.row == gpu   ? "gpu"
+                           : "communication")
+      << "\", \"pid\": " << e.rank << ", \"tid\": " << static_cast<int>(e.row)
+      << ", \"ts\": " << e.start_us << ", \"dur\": " << e.duration_us << ", \"args\": {" << e.args
+      << "}}";
   }
   f << "\n]}\n";
   f.close();

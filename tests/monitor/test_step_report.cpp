@@ -3,6 +3,7 @@
 // ranks and GPUs; work a GPU runs behind its host counts where it runs; a loader made slow on
 // purpose is called out as starving its rank; the report is the same on every rank.
 #include <chrono>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -167,12 +168,14 @@ TEST_CASE(
   };
   std::vector<monitor::StepBreakdown> device(2), host(2);
   double queued_s = 0;  // rank 0's host: the longest a step's forward and backward took to queue
+  monitor::Timeline timeline;
   parallel::launch(parallel::Devices({Device("cuda:0"), Device("cuda:1")}), [&](parallel::Rank& r) {
     auto model = std::make_shared<Elementwise>();
     model->to(r.device());
     parallel::DistributedDataParallel ddp(model, r.comm);
     monitor::StepTimer timer(r.device());
     ddp.set_backward_end_hook([&timer] { timer.mark(Phase::exposed_comm); });
+    timer.trace(&timeline, r.rank());
     Tensor x = randn({8, 16}, DType::f32, &r.generator).to(r.device());
     Tensor gate = zeros({1}).to(r.device());
     for (int k = 0; k < 3; ++k) {
@@ -201,6 +204,34 @@ TEST_CASE(
     CHECK(compute > 0.15);
     CHECK(exposed < 0.5 * compute);
   }
+  // The trace's GPU rows: each rank's steps' phases in order, where the device ran them (each
+  // compute 200 ms long), one after another on the host's clock.
+  for (int r = 0; r < 2; ++r) {
+    INFO("rank " << r);
+    std::vector<monitor::Timeline::Event> row;
+    for (const auto& e : timeline.events())
+      if (e.rank == r && e.row == monitor::Timeline::gpu) row.push_back(e);
+    REQUIRE(row.size() == 9);
+    for (size_t i = 0; i < row.size(); ++i) {
+      const Phase expected[] = {Phase::compute, Phase::exposed_comm, Phase::optimizer};
+      CHECK(row[i].name == monitor::phase_name(expected[i % 3]));
+      if (i % 3 == 0) CHECK(row[i].duration_us > 150000);
+      // Marks of one stream pass in order: each span starts where the one before ended (the
+      // steps' ends and starts, about a host loop's time apart).
+      if (i > 0) CHECK(row[i].start_us >= row[i - 1].start_us + row[i - 1].duration_us - 1);
+      if (i > 0 && i % 3 != 0)
+        CHECK(row[i].start_us <= row[i - 1].start_us + row[i - 1].duration_us + 1);
+    }
+  }
+  tandem::testing::TempDir dir;
+  const std::string path = (dir.path / "trace.json").string();
+  timeline.write_chrome_trace(path);
+  std::ifstream f(path);
+  const auto trace = nlohmann::json::parse(f);
+  int gpu_rows = 0;
+  for (const auto& e : trace["traceEvents"])
+    if (e["ph"] == "M" && e["name"] == "thread_name" && e["args"]["name"] == "GPU") ++gpu_rows;
+  CHECK(gpu_rows == 2);
   // The host's clock, where rank 0's host queued its steps at once (it ran ahead of the device,
   // as with the caching allocator, whose frees do not wait): it waited for the allreduces, and
   // put the device's backlog there.

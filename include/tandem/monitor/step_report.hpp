@@ -17,6 +17,7 @@
 #include "tandem/comm/communicator.hpp"
 #include "tandem/core/arg.hpp"
 #include "tandem/core/device.hpp"
+#include "tandem/monitor/timeline.hpp"
 #include "tandem/parallel/ddp.hpp"
 
 namespace tandem::monitor {
@@ -76,6 +77,11 @@ class StepTimer {
   /// Adds to `into` each ended step, in order, that the device has passed; with `wait`, every
   /// ended step (waiting for the device to pass the last).
   void collect(StepBreakdown& into, bool wait = false);
+  /// On a GPU, collect() also draws each step's phases on `timeline`'s GPU row of `rank`, placed
+  /// on the host's clock: an event recorded on the drained device marks where the two clocks
+  /// meet, now and after each collect that waits (so the GPU's and the host's clocks drift apart
+  /// for one report's time at most). On the CPU nothing: the compute row has the phases.
+  void trace(Timeline* timeline, int rank);
 
  private:
   struct Impl;

@@ -1,7 +1,8 @@
 // A timeline of spans per rank, written as a Chrome trace (`{"traceEvents": [...]}`: open it in
 // chrome://tracing or ui.perfetto.dev). Each rank is a process row with two threads: "compute"
-// (data wait, forward, backward, the allreduce wait, optimizer) and "communication" (each bucket's
-// allreduce, with its bytes), so overlap shows as spans side by side.
+// (data wait, forward, backward, the allreduce wait, optimizer, as the host lived them) and
+// "communication" (each bucket's allreduce, with its bytes), so overlap shows as spans side by
+// side; on GPUs a third, "GPU": the same phases as the device ran them (StepTimer::trace).
 #pragma once
 
 #include <chrono>
@@ -27,7 +28,7 @@ class NvtxRange {
 class Timeline {
  public:
   using Clock = std::chrono::steady_clock;
-  enum Row : int { compute = 0, communication = 1 };
+  enum Row : int { compute = 0, communication = 1, gpu = 2 };
 
   struct Event {
     std::string name;
