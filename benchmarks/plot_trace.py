@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 """Draws a window of a tandem Chrome trace (tandem-resnet --trace FILE) as a PNG: one band per
 rank and row (compute: data wait, forward, backward, allreduce wait, optimizer; communication:
-each bucket's allreduce; on GPUs, GPU: the phases as the device ran them), so the overlap of
-communication with backward shows at a glance.
+each bucket's allreduce; on GPUs, GPU and GPU communication: the phases and allreduces as the
+device ran them), so the overlap of communication with backward shows at a glance.
 
   /usr/bin/python3 benchmarks/plot_trace.py trace.json --steps 3 --out trace.png
 """
@@ -13,7 +13,7 @@ import os
 COLORS = {"data wait": "tab:gray", "forward": "tab:blue", "backward": "tab:green",
           "allreduce wait": "tab:red", "optimizer": "tab:purple",
           "compute": "tab:cyan", "exposed communication": "tab:red"}  # the GPU row's phases
-ROWS = ((0, "compute"), (1, "communication"), (2, "GPU"))
+ROWS = ((0, "compute"), (1, "communication"), (2, "GPU"), (3, "GPU communication"))
 
 
 def main():
@@ -27,10 +27,9 @@ def main():
         events = [e for e in json.load(f)["traceEvents"] if e["ph"] == "X"]
     ranks = sorted({e["pid"] for e in events})
     # The window: from the start of step `skip` to the end of step skip + steps, on rank 0.
-    opt = sorted((e for e in events if e["pid"] == ranks[0] and e["name"] == "optimizer"),
-                 key=lambda e: e["ts"])
-    fwd = sorted((e for e in events if e["pid"] == ranks[0] and e["name"] == "forward"),
-                 key=lambda e: e["ts"])
+    host = [e for e in events if e["pid"] == ranks[0] and e["tid"] == 0]  # the host's phases
+    opt = sorted((e for e in host if e["name"] == "optimizer"), key=lambda e: e["ts"])
+    fwd = sorted((e for e in host if e["name"] == "forward"), key=lambda e: e["ts"])
     first = min(args.skip, len(opt) - 1)
     last = min(first + args.steps, len(opt)) - 1
     t0 = fwd[first]["ts"] if first < len(fwd) else opt[first]["ts"]
@@ -43,8 +42,8 @@ def main():
     labels, y, drawn = [], 0, set()
     for r in ranks:
         for tid, row in ROWS:
-            if tid == 2 and not any(e["pid"] == r and e["tid"] == 2 for e in events):
-                continue  # a CPU rank: no GPU row
+            if tid >= 2 and not any(e["pid"] == r and e["tid"] == tid for e in events):
+                continue  # a CPU rank: no GPU rows
             for e in events:
                 if e["pid"] != r or e["tid"] != tid or e["ts"] + e["dur"] < t0 or e["ts"] > t1:
                     continue

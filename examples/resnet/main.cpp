@@ -346,7 +346,10 @@ void train_rank(Shared& sh, parallel::Rank& r) {
         if (tl) {  // the host's times (reading them waits for the allreduces)
           const auto backward_end = reduced ? ddp.last_reduction().backward_end : Clock::now();
           tl->add(rank, monitor::Timeline::compute, "backward", backward_start, backward_end);
-          if (reduced) tl->add_reduction(rank, ddp.last_reduction());
+          if (reduced) {
+            tl->add_reduction(rank, ddp.last_reduction());
+            timer.trace_reduction(ddp.last_reduction());  // on a GPU, as the device ran them
+          }
         }
         step_loss += loss.item<double>();
       }

@@ -133,6 +133,13 @@ Clock::time_point Work::completed_at() const {
   return state_->completed_at;
 }
 
+std::optional<std::pair<double, double>> Work::device_span(const cuda::Event& since) const {
+  if (!state_ || !state_->device_span || !is_completed()) return std::nullopt;
+  std::pair<double, double> span;
+  if (!state_->device_span(since.handle(), span.first, span.second)) return std::nullopt;
+  return span;
+}
+
 bool Work::is_completed() const {
   if (!state_) return false;
   std::lock_guard<std::mutex> lock(state_->mu);

@@ -137,12 +137,34 @@ struct GroupState {
 // A collective issued on the GPU and not yet known to be complete.
 using Event = std::shared_ptr<CUevent_st>;  // destroyed with its last owner
 
-// A collective's completion event once the progress thread recorded it, for Work::wait_on_stream.
+// A collective's completion event once the progress thread recorded it, for Work::wait_on_stream,
+// and the event before it on the communication stream, for Work::device_span.
 struct Issued {
   std::mutex mu;
   std::condition_variable cv;
-  Event done;
+  Event start, done;
 };
+
+// Work::device_span: seconds of the device's time from `since` to the collective's start and
+// end; false before both have passed.
+bool span_after(Issued& issued, void* since, double& start_s, double& end_s) {
+  Event start, done;
+  {
+    std::lock_guard<std::mutex> lock(issued.mu);
+    start = issued.start;
+    done = issued.done;
+  }
+  if (!start || !done) return false;
+  float a = 0, b = 0;
+  if (cudaEventElapsedTime(&a, static_cast<cudaEvent_t>(since), start.get()) != cudaSuccess ||
+      cudaEventElapsedTime(&b, static_cast<cudaEvent_t>(since), done.get()) != cudaSuccess) {
+    cudaGetLastError();  // not ready, or not timed: no span, and no error left behind
+    return false;
+  }
+  start_s = a * 1e-3;
+  end_s = b * 1e-3;
+  return true;
+}
 
 struct Pending {
   std::shared_ptr<detail::WorkState> state;
@@ -424,6 +446,9 @@ class NcclComm final : public Communicator {
     state->on_stream = [issued, device = device_](detail::WorkState& self, Duration timeout) {
       return order_after(*issued, self, device, timeout);
     };
+    state->device_span = [issued](void* since, double& start_s, double& end_s) {
+      return span_after(*issued, since, start_s, end_s);
+    };
     return progress_->enqueue(
         state,
         [this, state, issued, what, desc, ready, tensors = std::move(tensors),
@@ -433,6 +458,18 @@ class NcclComm final : public Communicator {
           cudaEventDestroy(ready);
           if (err != cudaSuccess)
             fail(what + ": ordering it after the caller's work: " + cuda::error_text(err), what);
+          // Where it starts on the device (a timing event; without one, no span, no failure).
+          Event start;
+          cudaEvent_t begun = nullptr;
+          if (cudaEventCreate(&begun) != cudaSuccess) {
+            cudaGetLastError();
+          } else {
+            start = Event(begun, [](cudaEvent_t e) { cudaEventDestroy(e); });
+            if (cudaEventRecord(begun, stream()) != cudaSuccess) {
+              cudaGetLastError();
+              start = nullptr;
+            }
+          }
           if (debug_) check_same_call(desc, what, deadline);
           Pending p{state, nullptr, deadline, std::move(tensors)};
           std::function<void()> after;
@@ -443,7 +480,7 @@ class NcclComm final : public Communicator {
           // queued) or after, and its drain covers them before their scratch goes back.
           if (after) launch_locked(after, what);
           cudaEvent_t done = nullptr;
-          err = cudaEventCreateWithFlags(&done, cudaEventDisableTiming);
+          err = cudaEventCreate(&done);  // timed: Work::device_span
           if (err == cudaSuccess) {
             p.done = Event(done, [](cudaEvent_t e) { cudaEventDestroy(e); });
             err = cudaEventRecord(done, stream());
@@ -452,6 +489,7 @@ class NcclComm final : public Communicator {
             fail(what + ": recording its completion: " + cuda::error_text(err), what);
           {
             std::lock_guard<std::mutex> lock(issued->mu);
+            issued->start = std::move(start);
             issued->done = p.done;
           }
           issued->cv.notify_all();

@@ -75,9 +75,13 @@ struct StepTimer::Impl {
     anchor->record();
     anchor_host = std::chrono::steady_clock::now();
   }
-  std::chrono::steady_clock::time_point on_host(const Mark& m) const {
+  // The host's time of a point `s` seconds of the device's time after the anchor, or of a mark.
+  std::chrono::steady_clock::time_point on_host(double s) const {
     return anchor_host + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                             std::chrono::duration<double>(m.event->seconds_since(*anchor)));
+                             std::chrono::duration<double>(s));
+  }
+  std::chrono::steady_clock::time_point on_host(const Mark& m) const {
+    return on_host(m.event->seconds_since(*anchor));
   }
 };
 
@@ -111,6 +115,18 @@ void StepTimer::collect(StepBreakdown& into, bool wait) {
     ended.pop_front();
   }
   if (wait && impl_->anchor) impl_->set_anchor();
+}
+
+void StepTimer::trace_reduction(const parallel::ReductionTimes& times) {
+  if (!impl_->anchor) return;
+  for (size_t b = 0; b < times.buckets.size(); ++b) {
+    const auto span = times.buckets[b].work.device_span(*impl_->anchor);
+    if (span)
+      impl_->timeline->add(impl_->rank, Timeline::gpu_communication,
+                           "allreduce bucket " + std::to_string(b), impl_->on_host(span->first),
+                           impl_->on_host(span->second),
+                           "\"bytes\": " + std::to_string(times.buckets[b].bytes));
+  }
 }
 
 void StepTimer::trace(Timeline* timeline, int rank) {

@@ -63,11 +63,13 @@ void Timeline::write_chrome_trace(const std::string& path) const {
   TANDEM_CHECK_T(io::IoError, f.good(), "cannot write the trace ", path);
   f << "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n";
   std::set<int> ranks;
-  std::set<int> on_gpu;  // ranks with a GPU row (named where it has spans)
+  std::set<std::pair<int, int>> used;  // (rank, row): the GPU rows are named where they have spans
   for (const Event& e : events) {
     ranks.insert(e.rank);
-    if (e.row == gpu) on_gpu.insert(e.rank);
+    used.insert({e.rank, e.row});
   }
+  static const char* kRows[] = {"compute", "communication", "GPU", "GPU communication"};
+  static const char* kCategories[] = {"compute", "communication", "gpu", "gpu communication"};
   bool first = true;
   auto sep = [&] {
     f << (first ? "" : ",\n");
@@ -77,21 +79,17 @@ void Timeline::write_chrome_trace(const std::string& path) const {
     sep();
     f << "{\"ph\": \"M\", \"name\": \"process_name\", \"pid\": " << r
       << ", \"args\": {\"name\": " << json_string("rank " + std::to_string(r)) << "}}";
-    const char* rows[] = {"compute", "communication", "GPU"};
-    for (int t = 0; t < 3; ++t) {
-      if (t == gpu && !on_gpu.count(r)) continue;
+    for (int t = compute; t <= gpu_communication; ++t) {
+      if (t >= gpu && !used.count({r, t})) continue;
       sep();
       f << "{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": " << r << ", \"tid\": " << t
-        << ", \"args\": {\"name\": \"" << rows[t] << "\"}}";
+        << ", \"args\": {\"name\": \"" << kRows[t] << "\"}}";
     }
   }
   for (const Event& e : events) {
     sep();
     f << "{\"ph\": \"X\", \"name\": " << json_string(e.name) << ", \"cat\": \""
-      << (e.row == compute ? "compute"
-          : e.row == gpu   ? "gpu"
-                           : "communication")
-      << "\", \"pid\": " << e.rank << ", \"tid\": " << static_cast<int>(e.row)
+      << kCategories[e.row] << "\", \"pid\": " << e.rank << ", \"tid\": " << static_cast<int>(e.row)
       << ", \"ts\": " << e.start_us << ", \"dur\": " << e.duration_us << ", \"args\": {" << e.args
       << "}}";
   }

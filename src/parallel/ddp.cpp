@@ -117,6 +117,7 @@ class Reducer : public std::enable_shared_from_this<Reducer> {
     for (size_t b = 0; b < pass_works_.size(); ++b) {
       pass_works_[b].wait();
       times_.buckets[b].done = pass_works_[b].completed_at();
+      times_.buckets[b].work = pass_works_[b];
     }
     pass_works_.clear();
     if (device_times_pending_) {  // the events, waited for once the backward's work is done

@@ -187,6 +187,7 @@ TEST_CASE(
       timer.mark(Phase::optimizer);
       if (r.rank() == 0) queued_s = std::max(queued_s, seconds_since(t));
       const auto& red = ddp.last_reduction();
+      timer.trace_reduction(red);
       host[r.rank()].add(Phase::compute,
                          std::chrono::duration<double>(red.backward_end - t).count());
       host[r.rank()].add_reduction(red);
@@ -223,6 +224,27 @@ TEST_CASE(
         CHECK(row[i].start_us <= row[i - 1].start_us + row[i - 1].duration_us + 1);
     }
   }
+  // The GPU communication rows: each step's allreduce (one bucket) ran on the device after the
+  // step's compute started, and the compute stream's wait for it ended the exposed
+  // communication no sooner than it ended (one device's clock: events in stream order).
+  for (int r = 0; r < 2; ++r) {
+    INFO("rank " << r);
+    std::vector<monitor::Timeline::Event> phases, buckets;
+    for (const auto& e : timeline.events())
+      if (e.rank == r && e.row == monitor::Timeline::gpu)
+        phases.push_back(e);
+      else if (e.rank == r && e.row == monitor::Timeline::gpu_communication)
+        buckets.push_back(e);
+    REQUIRE(buckets.size() == 3);
+    for (size_t k = 0; k < 3; ++k) {
+      const auto& compute = phases[3 * k];
+      const auto& exposed = phases[3 * k + 1];
+      CHECK(buckets[k].name == "allreduce bucket 0");
+      CHECK(buckets[k].start_us >= compute.start_us - 1);
+      CHECK(buckets[k].start_us + buckets[k].duration_us <=
+            exposed.start_us + exposed.duration_us + 1);
+    }
+  }
   tandem::testing::TempDir dir;
   const std::string path = (dir.path / "trace.json").string();
   timeline.write_chrome_trace(path);
@@ -230,8 +252,10 @@ TEST_CASE(
   const auto trace = nlohmann::json::parse(f);
   int gpu_rows = 0;
   for (const auto& e : trace["traceEvents"])
-    if (e["ph"] == "M" && e["name"] == "thread_name" && e["args"]["name"] == "GPU") ++gpu_rows;
-  CHECK(gpu_rows == 2);
+    if (e["ph"] == "M" && e["name"] == "thread_name" &&
+        (e["args"]["name"] == "GPU" || e["args"]["name"] == "GPU communication"))
+      ++gpu_rows;
+  CHECK(gpu_rows == 4);  // two a rank
   // The host's clock, where rank 0's host queued its steps at once (it ran ahead of the device,
   // as with the caching allocator, whose frees do not wait): it waited for the allreduces, and
   // put the device's backlog there.

@@ -12,12 +12,18 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tandem/core/arg.hpp"
 #include "tandem/core/error.hpp"
 #include "tandem/core/tensor.hpp"
+
+namespace tandem::cuda {
+class Event;
+}
 
 namespace tandem::comm {
 
@@ -69,6 +75,9 @@ struct WorkState {
   /// Returns false when it could not (the collective completed or failed before it was issued,
   /// or was not issued within the time given): Work::wait_on_stream then waits on the host.
   std::function<bool(WorkState& self, std::chrono::milliseconds timeout)> on_stream;
+  /// Set by the same backends: the collective's start and end on its device, in seconds after
+  /// the CUDA event `since` (a cudaEvent_t of that device, passed); false until it completed.
+  std::function<bool(void* since, double& start_s, double& end_s)> device_span;
 
   void complete(std::exception_ptr e = nullptr);
 };
@@ -96,6 +105,10 @@ class Work {
   bool is_completed() const;
   /// When the backend completed it (for timelines); only after it completed.
   Clock::time_point completed_at() const;
+  /// Where the collective ran on a GPU (the nccl backend): its start and end in seconds of the
+  /// device's time after `since`, an event of the same device that has passed; nullopt where
+  /// it ran on no device stream (CPU backends) or has not completed.
+  std::optional<std::pair<double, double>> device_span(const cuda::Event& since) const;
 
  private:
   std::shared_ptr<detail::WorkState> state_;

@@ -133,6 +133,7 @@ class Stream {
 class Event {
  public:
   explicit Event(int device);
+  void* handle() const { return handle_.get(); }  // a cudaEvent_t
   /// Marks the point the compute stream has reached: what tandem queued there so far.
   void record();
   /// Whether the device has passed the last record (cudaEventQuery); waits for nothing.

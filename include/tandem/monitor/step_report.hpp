@@ -1,11 +1,10 @@
 // Where each rank's step time goes, and who holds the others back. Every rank adds its phase
 // times step by step (StepBreakdown), timed where the work runs (StepTimer); `gather_report`
 // collects every rank's sums over the communicator (one allgather, on every rank), and
-// `StepReport::text()` says per rank: data wait,
-// compute (forward and backward), exposed communication (the wait for the allreduce after
-// backward), optimizer, img/s; then which rank is slowest, by how much, and in which phase its
-// extra time went; and, when a rank waits for the loader more than a threshold, that the loader
-// starves it and which setting to change.
+// `StepReport::text()` says per rank: data wait, compute (forward and backward), exposed
+// communication (the wait for the allreduce after backward), optimizer, img/s; then which rank
+// is slowest, by how much, and in which phase its extra time went; and, when a rank waits for
+// the loader more than a threshold, that the loader starves it and which setting to change.
 #pragma once
 
 #include <array>
@@ -82,6 +81,9 @@ class StepTimer {
   /// meet, now and after each collect that waits (so the GPU's and the host's clocks drift apart
   /// for one report's time at most). On the CPU nothing: the compute row has the phases.
   void trace(Timeline* timeline, int rank);
+  /// With trace() on a GPU, draws a reduced backward's bucket allreduces
+  /// (`ddp.last_reduction()`) on the timeline's GPU communication row, as the device ran them.
+  void trace_reduction(const parallel::ReductionTimes& times);
 
  private:
   struct Impl;

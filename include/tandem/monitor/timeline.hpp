@@ -2,7 +2,8 @@
 // chrome://tracing or ui.perfetto.dev). Each rank is a process row with two threads: "compute"
 // (data wait, forward, backward, the allreduce wait, optimizer, as the host lived them) and
 // "communication" (each bucket's allreduce, with its bytes), so overlap shows as spans side by
-// side; on GPUs a third, "GPU": the same phases as the device ran them (StepTimer::trace).
+// side; on GPUs two more, "GPU" and "GPU communication": the same phases and allreduces as the
+// device ran them (StepTimer::trace).
 #pragma once
 
 #include <chrono>
@@ -28,7 +29,7 @@ class NvtxRange {
 class Timeline {
  public:
   using Clock = std::chrono::steady_clock;
-  enum Row : int { compute = 0, communication = 1, gpu = 2 };
+  enum Row : int { compute = 0, communication = 1, gpu = 2, gpu_communication = 3 };
 
   struct Event {
     std::string name;

@@ -70,6 +70,7 @@ struct ReductionTimes {
   struct Bucket {
     int64_t bytes = 0;
     comm::Clock::time_point launched, done;
+    comm::Work work;  // its allreduce: where it ran on a GPU (Work::device_span)
   };
   struct Ready {
     size_t param = 0;
