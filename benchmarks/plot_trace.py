@@ -9,6 +9,7 @@ device ran them), so the overlap of communication with backward shows at a glanc
 import argparse
 import json
 import os
+import sys
 
 COLORS = {"data wait": "tab:gray", "forward": "tab:blue", "backward": "tab:green",
           "allreduce wait": "tab:red", "optimizer": "tab:purple",
@@ -35,7 +36,11 @@ def main():
     t0 = fwd[first]["ts"] if first < len(fwd) else opt[first]["ts"]
     t1 = opt[last]["ts"] + opt[last]["dur"]
 
-    import matplotlib
+    try:
+        import matplotlib
+    except ImportError:
+        print(f"matplotlib missing: no plot {args.out}", file=sys.stderr)
+        return
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     fig, ax = plt.subplots(figsize=(12, 1.0 + 0.9 * len(ranks)))

@@ -28,8 +28,9 @@
 # Logs and results are written to tandem-gpu-check/ under TANDEM_GPU_CHECK_WORK (default /tmp);
 # however the script ends, $OUT (default gpu-out/) receives at most seven files, as the device
 # machine returns eight at most: SUMMARY, summary.json (each step's exit status and seconds), the
-# four benchmark JSONs and results.tar.gz (every log, the example's metrics and trace, the plot,
-# the other JSONs), all copied after every step, so even a killed script leaves them.
+# four benchmark JSONs and results.tar.gz (every log, the example's metrics, trace and its
+# drawing, the plot, the other JSONs), all copied after every step, so even a killed script
+# leaves them.
 # Exit status: 0 when every step passed.
 # GPU_CHECK_CMAKE_ARGS adds CMake arguments; the build goes to TANDEM_GPU_CHECK_BUILD (default
 # build-gpu). TANDEM_GPU_CHECK_TINY=1 is for the rehearsal of this script on the CPU emulation of
@@ -222,6 +223,9 @@ fi
 step example 120 "$build"/examples/tandem-resnet "${data_args[@]}" --device cuda \
   --epochs 1 --workers 4 --checkpoint-dir "$work/checkpoints" \
   --metrics "$work/example_metrics.jsonl" --trace "$work/example_trace.json"
+# Its trace drawn (host rows, and the GPU's as the device ran them), where matplotlib is.
+[ -f "$work/example_trace.json" ] && timeout 60 python3 benchmarks/plot_trace.py \
+  "$work/example_trace.json" --out "$work/example_trace.png" >"$work/example_trace_plot.log" 2>&1
 built() {  # built BINARY STEP: whether the benchmark built; if not, STEP is skipped
   [ -x "$build/benchmarks/$1" ] || { skip "$2" "$build/benchmarks/$1 did not build"; return 1; }
 }
