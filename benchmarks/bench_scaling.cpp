@@ -3,7 +3,9 @@
 // rank trains its own batch of random images held in memory through DistributedDataParallel,
 // one thread per rank by default. Prints one JSON object with the
 // median step time and its split into compute (forward and backward up to their last op) and
-// exposed communication (the wait for the allreduce after backward's last op), and img/s.
+// exposed communication (the wait for the allreduce after backward's last op; on GPUs the
+// device's, monitor::StepTimer: the host queues a backward ahead and would count it as the wait),
+// and img/s.
 // bench_scaling.py runs it at several world sizes next to PyTorch's DDP and writes the plot.
 // Usage: bench_scaling [--ranks 2] [--batch 64 (per rank)] [--threads 1 (per rank)]
 //                      [--steps 20] [--warmup 3] [--no-ddp (no wrapper: independent ranks)]
@@ -19,6 +21,7 @@
 #include "guarded_main.hpp"
 #include "median.hpp"
 #include "tandem/monitor/predictor.hpp"
+#include "tandem/monitor/step_report.hpp"
 #include "tandem/tandem.hpp"
 
 using namespace tandem;
@@ -75,6 +78,8 @@ static int run(int argc, char** argv) {
               model, r.comm, monitor::bucket_cap_options(bucket_mb));
         optim::SGD opt(optim::weight_decay_groups(*model, 5e-4),
                        optim::SGDOptions().lr(0.05).momentum(0.9).nesterov(true));
+        monitor::StepTimer timer(r.device());
+        if (ddp) ddp->set_backward_end_hook([&timer] { timer.mark(monitor::Phase::exposed_comm); });
         std::vector<Tensor> xs, ys;
         for (int i = 0; i < 4; ++i) {
           xs.push_back(
@@ -83,22 +88,21 @@ static int run(int argc, char** argv) {
         }
         for (int64_t s = 0; s < warmup + steps; ++s) {
           const auto t0 = std::chrono::steady_clock::now();
+          timer.mark(monitor::Phase::compute);
           opt.zero_grad();
           Tensor out = ddp ? ddp->forward(xs[s % 4]) : model->forward(xs[s % 4]);
           Tensor loss = cross_entropy(out, ys[s % 4]);
           loss.backward();
+          timer.mark(monitor::Phase::optimizer);
           opt.step();
+          timer.end_step(batch);
           if (gpu) loss.item<float>();  // the step's GPU work done (queued after it on one stream)
           const auto t2 = std::chrono::steady_clock::now();
+          monitor::StepBreakdown phases;
+          timer.collect(phases, /*wait=*/true);  // the device is past it: no wait
           if (s >= warmup) rank_step_ms[r.rank()].push_back(Ms(t2 - t0).count());
           if (r.rank() != 0 || s < warmup) continue;
-          double exposed = 0;
-          if (ddp) {
-            const auto& red = ddp->last_reduction();
-            auto done = red.backward_end;
-            for (const auto& b : red.buckets) done = std::max(done, b.done);
-            exposed = Ms(done - red.backward_end).count();
-          }
+          const double exposed = 1e3 * phases.seconds(monitor::Phase::exposed_comm);
           step_ms.push_back(Ms(t2 - t0).count());
           exposed_ms.push_back(exposed);
           compute_ms.push_back(Ms(t2 - t0).count() - exposed);
