@@ -343,13 +343,13 @@ void train_rank(Shared& sh, parallel::Rank& r) {
         }
         const bool reduced = k + 1 == c.grad_accum;  // the others ran under no_sync
         if (reduced) timer.mark(monitor::Phase::optimizer);
-        if (tl) {  // the host's times (reading them waits for the allreduces)
-          const auto backward_end = reduced ? ddp.last_reduction().backward_end : Clock::now();
-          tl->add(rank, monitor::Timeline::compute, "backward", backward_start, backward_end);
-          if (reduced) {
-            tl->add_reduction(rank, ddp.last_reduction());
-            timer.trace_reduction(ddp.last_reduction());  // on a GPU, as the device ran them
-          }
+        if (tl && !reduced) {
+          tl->add(rank, monitor::Timeline::compute, "backward", backward_start, Clock::now());
+        } else if (tl) {  // the host's times (reading them waits for the allreduces)
+          const parallel::ReductionTimes& red = ddp.last_reduction();
+          tl->add(rank, monitor::Timeline::compute, "backward", backward_start, red.backward_end);
+          tl->add_reduction(rank, red);
+          timer.trace_reduction(red);  // on a GPU, as the device ran them
         }
         step_loss += loss.item<double>();
       }

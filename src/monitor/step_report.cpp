@@ -103,11 +103,14 @@ void StepTimer::collect(StepBreakdown& into, bool wait) {
     Impl::Step& s = ended.front();
     const Impl::Mark& end = s.marks.back();
     if (!wait && end.event && !end.event->query()) return;
+    std::vector<std::chrono::steady_clock::time_point> at;  // traced: each mark on the host's clock
+    if (impl_->anchor)
+      for (const Impl::Mark& m : s.marks) at.push_back(impl_->on_host(m));
     for (size_t i = 0; i + 1 < s.marks.size(); ++i) {
       into.add(s.marks[i].phase, Impl::seconds(s.marks[i], s.marks[i + 1]));
-      if (impl_->anchor)
-        impl_->timeline->add(impl_->rank, Timeline::gpu, phase_name(s.marks[i].phase),
-                             impl_->on_host(s.marks[i]), impl_->on_host(s.marks[i + 1]));
+      if (!at.empty())
+        impl_->timeline->add(impl_->rank, Timeline::gpu, phase_name(s.marks[i].phase), at[i],
+                             at[i + 1]);
     }
     into.end_step(s.images);
     for (Impl::Mark& m : s.marks)
